@@ -123,13 +123,19 @@ impl RequestParser {
         buf: &mut BytesMut,
         limits: &Limits,
     ) -> Result<Option<Vec<Bytes>>, ProtocolError> {
-        let mb = self.multibulk.as_mut().expect("called inside a multibulk request");
+        let mb = self
+            .multibulk
+            .as_mut()
+            .expect("called inside a multibulk request");
         while mb.args.len() < mb.arg_count {
             let Some(&marker) = buf.get(mb.pos) else {
                 return Ok(None);
             };
             if marker != b'$' {
-                return Err(ProtocolError(format!("expected '$', got '{}'", marker as char)));
+                return Err(ProtocolError(format!(
+                    "expected '$', got '{}'",
+                    marker as char
+                )));
             }
             let Some((len, header_len)) = read_header(buf, mb.pos, limits)
                 .map_err(|_| ProtocolError("too big bulk count string".into()))?
@@ -153,7 +159,10 @@ impl RequestParser {
         let mb = self.multibulk.take().expect("checked above");
         let frame = buf.split_to(mb.pos).freeze();
         Ok(Some(
-            mb.args.into_iter().map(|(start, end)| frame.slice(start..end)).collect(),
+            mb.args
+                .into_iter()
+                .map(|(start, end)| frame.slice(start..end))
+                .collect(),
         ))
     }
 
@@ -161,7 +170,9 @@ impl RequestParser {
     /// lets the caller reserve a large bulk string in one allocation.
     pub fn bytes_needed_hint(&self, buf: &BytesMut) -> usize {
         let Some(mb) = &self.multibulk else { return 0 };
-        let Some(&b'$') = buf.get(mb.pos) else { return 0 };
+        let Some(&b'$') = buf.get(mb.pos) else {
+            return 0;
+        };
         match read_header(buf, mb.pos, &Limits::default()) {
             Ok(Some((Ok(len), header_len))) if len > 0 => {
                 (mb.pos + header_len + len as usize + 2).saturating_sub(buf.len())
@@ -212,7 +223,11 @@ pub(crate) fn parse_i64(digits: &[u8]) -> Result<i64, ()> {
         if !d.is_ascii_digit() {
             return Err(());
         }
-        value = value.checked_mul(10).ok_or(())?.checked_add((d - b'0') as u64).ok_or(())?;
+        value = value
+            .checked_mul(10)
+            .ok_or(())?
+            .checked_add((d - b'0') as u64)
+            .ok_or(())?;
     }
     if negative {
         if value > i64::MAX as u64 + 1 {
@@ -245,7 +260,8 @@ fn parse_inline(buf: &mut BytesMut, limits: &Limits) -> Result<InlineOutcome, Pr
     if let [rest @ .., b'\r'] = line {
         line = rest;
     }
-    let args = split_args(line).ok_or_else(|| ProtocolError("unbalanced quotes in request".into()))?;
+    let args =
+        split_args(line).ok_or_else(|| ProtocolError("unbalanced quotes in request".into()))?;
     if args.is_empty() {
         return Ok(InlineOutcome::Empty);
     }
@@ -375,28 +391,61 @@ mod tests {
     #[test]
     fn inline_with_quotes() {
         let got = parse_all(b"set \"a b\" 'c\\'d' \"\\x41\\n\"\r\n\r\nping\n").unwrap();
-        assert_eq!(got, vec![cmd(&["set", "a b", "c'd", "A\n"]), cmd(&["ping"])]);
-        assert_eq!(parse_all(b"set \"ab\r\n"), Err(ProtocolError("unbalanced quotes in request".into())));
-        assert_eq!(parse_all(b"set \"a\"b\r\n"), Err(ProtocolError("unbalanced quotes in request".into())));
+        assert_eq!(
+            got,
+            vec![cmd(&["set", "a b", "c'd", "A\n"]), cmd(&["ping"])]
+        );
+        assert_eq!(
+            parse_all(b"set \"ab\r\n"),
+            Err(ProtocolError("unbalanced quotes in request".into()))
+        );
+        assert_eq!(
+            parse_all(b"set \"a\"b\r\n"),
+            Err(ProtocolError("unbalanced quotes in request".into()))
+        );
     }
 
     #[test]
     fn empty_and_negative_multibulk_are_skipped() {
-        assert_eq!(parse_all(b"*0\r\n*-1\r\n*1\r\n$4\r\nPING\r\n").unwrap(), vec![cmd(&["PING"])]);
+        assert_eq!(
+            parse_all(b"*0\r\n*-1\r\n*1\r\n$4\r\nPING\r\n").unwrap(),
+            vec![cmd(&["PING"])]
+        );
     }
 
     #[test]
     fn limits_give_redis_messages() {
-        assert_eq!(parse_all(b"*1048577\r\n"), Err(ProtocolError("invalid multibulk length".into())));
-        assert_eq!(parse_all(b"*x\r\n"), Err(ProtocolError("invalid multibulk length".into())));
-        assert_eq!(parse_all(b"*1\r\n$536870913\r\n"), Err(ProtocolError("invalid bulk length".into())));
-        assert_eq!(parse_all(b"*1\r\n$-1\r\n"), Err(ProtocolError("invalid bulk length".into())));
-        assert_eq!(parse_all(b"*1\r\n:1\r\n"), Err(ProtocolError("expected '$', got ':'".into())));
+        assert_eq!(
+            parse_all(b"*1048577\r\n"),
+            Err(ProtocolError("invalid multibulk length".into()))
+        );
+        assert_eq!(
+            parse_all(b"*x\r\n"),
+            Err(ProtocolError("invalid multibulk length".into()))
+        );
+        assert_eq!(
+            parse_all(b"*1\r\n$536870913\r\n"),
+            Err(ProtocolError("invalid bulk length".into()))
+        );
+        assert_eq!(
+            parse_all(b"*1\r\n$-1\r\n"),
+            Err(ProtocolError("invalid bulk length".into()))
+        );
+        assert_eq!(
+            parse_all(b"*1\r\n:1\r\n"),
+            Err(ProtocolError("expected '$', got ':'".into()))
+        );
         let long_inline = vec![b'a'; 64 * 1024 + 1];
-        assert_eq!(parse_all(&long_inline), Err(ProtocolError("too big inline request".into())));
+        assert_eq!(
+            parse_all(&long_inline),
+            Err(ProtocolError("too big inline request".into()))
+        );
         let mut long_header = b"*1".to_vec();
         long_header.extend(std::iter::repeat_n(b'1', 64 * 1024 + 1));
-        assert_eq!(parse_all(&long_header), Err(ProtocolError("too big mbulk count string".into())));
+        assert_eq!(
+            parse_all(&long_header),
+            Err(ProtocolError("too big mbulk count string".into()))
+        );
     }
 
     #[test]

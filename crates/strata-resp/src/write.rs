@@ -237,7 +237,10 @@ mod tests {
             w.verbatim("txt", b"hi");
             w.big_number("123");
         });
-        assert_eq!(got, b"%1\r\n$1\r\nk\r\n,inf\r\n_\r\n#f\r\n~2\r\n>3\r\n=6\r\ntxt:hi\r\n(123\r\n");
+        assert_eq!(
+            got,
+            b"%1\r\n$1\r\nk\r\n,inf\r\n_\r\n#f\r\n~2\r\n>3\r\n=6\r\ntxt:hi\r\n(123\r\n"
+        );
     }
 
     #[test]

@@ -41,7 +41,11 @@ fn feed(input: &[u8], chunks: &[usize], limits: &Limits) -> Vec<Vec<Vec<u8>>> {
 }
 
 fn small_limits() -> Limits {
-    Limits { bulk_len_bytes_max: 64, multibulk_len_max: 16, inline_len_bytes_max: 32 }
+    Limits {
+        bulk_len_bytes_max: 64,
+        multibulk_len_max: 16,
+        inline_len_bytes_max: 32,
+    }
 }
 
 proptest! {

@@ -1,0 +1,693 @@
+//! The sharded keyspace.
+//!
+//! A key's 64-bit hash (foldhash, seeded randomly per process against
+//! hash flooding) picks its shard by its top [`SHARD_BITS`] bits and its
+//! slot inside the shard's table. A [`Shard`] holds one table per database,
+//! so a key and its namesakes in other databases share one lock: MOVE and
+//! COPY … DB take a single lock, and SWAPDB/FLUSHALL take every shard in
+//! ascending order, which makes them atomic to every other command.
+//!
+//! Expiry: each table keeps an index of its volatile keys ordered by
+//! deadline. Reads delete an expired key they meet (lazy expiry), and
+//! [`Keyspace::active_expire_cycle`] pops due deadlines from the front of
+//! each index with a per-shard bound, so an expired key is reclaimed without
+//! being read, deterministically rather than by sampling.
+//!
+//! SCAN walks the keyspace in hash order: the cursor is the next hash value
+//! to visit. A key's hash never changes, so every key present for a whole
+//! iteration is returned exactly once, however tables grow or shrink.
+//!
+//! The entry is kept small and its value private to this module's API, so
+//! the tiering issue can make a value hot (in RAM), cold (a location in the
+//! log) or both without touching command code that only calls these methods.
+
+use std::collections::BTreeSet;
+use std::hash::BuildHasher;
+
+use foldhash::quality::RandomState;
+use hashbrown::HashTable;
+use parking_lot::{Mutex, MutexGuard};
+
+use crate::glob;
+use crate::value::Value;
+
+pub const SHARD_BITS: u32 = 10;
+pub const SHARD_COUNT: usize = 1 << SHARD_BITS;
+/// Width of one shard's range of hash values.
+const SHARD_HASH_WIDTH: u128 = 1 << (64 - SHARD_BITS);
+/// Upper bound on table entries one SCAN call examines, beyond what COUNT
+/// asks for, so a sparse keyspace is crossed in few calls but no call runs
+/// long.
+const SCAN_EXAMINED_PER_CALL_MIN: usize = 4096;
+
+/// A key together with its hash; computed once per command.
+#[derive(Clone, Copy, Debug)]
+pub struct KeyRef<'a> {
+    pub bytes: &'a [u8],
+    pub hash: u64,
+}
+
+impl KeyRef<'_> {
+    pub fn shard(&self) -> usize {
+        (self.hash >> (64 - SHARD_BITS)) as usize
+    }
+}
+
+/// One key and its value.
+#[derive(Debug)]
+pub struct Entry {
+    key: Box<[u8]>,
+    value: Value,
+    /// Absolute deadline in Unix milliseconds; 0 when the key persists.
+    expire_at_ms: u64,
+    /// Unix seconds of the last access (LRU clock for OBJECT IDLETIME and
+    /// eviction).
+    access_s: u32,
+}
+
+impl Entry {
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+
+    /// Mutable access for in-place updates (APPEND, INCR, SETRANGE, …).
+    pub fn value_mut(&mut self) -> &mut Value {
+        &mut self.value
+    }
+
+    pub fn expire_at_ms(&self) -> Option<u64> {
+        (self.expire_at_ms != 0).then_some(self.expire_at_ms)
+    }
+
+    pub fn idle_s(&self, now_ms: u64) -> u64 {
+        (now_ms / 1000).saturating_sub(self.access_s as u64)
+    }
+
+    fn is_expired(&self, now_ms: u64) -> bool {
+        self.expire_at_ms != 0 && self.expire_at_ms <= now_ms
+    }
+
+    /// Approximate bytes this entry costs (MEMORY USAGE).
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Entry>() + self.key.len() + self.value.heap_bytes()
+    }
+}
+
+#[derive(Default)]
+struct Table {
+    entries: HashTable<Entry>,
+    /// (deadline ms, key) of every key with an expiry.
+    expiring: BTreeSet<(u64, Box<[u8]>)>,
+}
+
+/// Removes `entry`'s deadline from its table's expiry index.
+fn forget_deadline(expiring: &mut BTreeSet<(u64, Box<[u8]>)>, entry: &mut Entry) {
+    if entry.expire_at_ms != 0 {
+        let probe = (entry.expire_at_ms, std::mem::take(&mut entry.key));
+        expiring.remove(&probe);
+        entry.key = probe.1;
+    }
+}
+
+/// One lock's worth of the keyspace: a table per database.
+pub struct Shard {
+    tables: Box<[Table]>,
+    hasher: RandomState,
+    expired_keys: u64,
+}
+
+/// The databases' contents removed by FLUSHDB/FLUSHALL, to be dropped
+/// outside any lock (in the background for ASYNC).
+pub struct Flushed(#[allow(dead_code)] Vec<Table>);
+
+impl Shard {
+    fn new(db_count: usize, hasher: RandomState) -> Self {
+        Shard {
+            tables: (0..db_count).map(|_| Table::default()).collect(),
+            hasher,
+            expired_keys: 0,
+        }
+    }
+
+    /// The live entry for `key`, deleting it first if it has expired.
+    /// Records the access for LRU.
+    pub fn get(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<&mut Entry> {
+        let entry = self.lookup(db, key, now_ms)?;
+        entry.access_s = (now_ms / 1000) as u32;
+        Some(entry)
+    }
+
+    /// Like [`Shard::get`] without recording an access (OBJECT, TYPE-free
+    /// introspection).
+    pub fn peek(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<&mut Entry> {
+        self.lookup(db, key, now_ms)
+    }
+
+    fn lookup(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<&mut Entry> {
+        let table = &mut self.tables[db];
+        let found = table
+            .entries
+            .find_entry(key.hash, |e| *e.key == *key.bytes)
+            .ok()?;
+        if !found.get().is_expired(now_ms) {
+            return Some(found.into_mut());
+        }
+        let (mut expired, _) = found.remove();
+        forget_deadline(&mut table.expiring, &mut expired);
+        self.expired_keys += 1;
+        None
+    }
+
+    pub fn contains(&mut self, db: usize, key: KeyRef, now_ms: u64) -> bool {
+        self.lookup(db, key, now_ms).is_some()
+    }
+
+    /// Sets `key` to `value`. `expire_at_ms` is the new deadline (`None`:
+    /// persist) unless `keep_ttl` keeps an existing key's deadline.
+    pub fn set(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        value: Value,
+        expire_at_ms: Option<u64>,
+        keep_ttl: bool,
+        now_ms: u64,
+    ) {
+        let access_s = (now_ms / 1000) as u32;
+        let hasher = &self.hasher;
+        let table = &mut self.tables[db];
+        match table.entries.entry(
+            key.hash,
+            |e| *e.key == *key.bytes,
+            |e| hasher.hash_one(&e.key),
+        ) {
+            hashbrown::hash_table::Entry::Occupied(mut occupied) => {
+                let entry = occupied.get_mut();
+                entry.value = value;
+                entry.access_s = access_s;
+                let expired = entry.is_expired(now_ms);
+                if !keep_ttl || expired {
+                    let deadline = expire_at_ms.unwrap_or(0);
+                    if deadline != entry.expire_at_ms {
+                        forget_deadline(&mut table.expiring, entry);
+                        entry.expire_at_ms = deadline;
+                        if deadline != 0 {
+                            table.expiring.insert((deadline, entry.key.clone()));
+                        }
+                    }
+                }
+                if expired {
+                    self.expired_keys += 1;
+                }
+            }
+            hashbrown::hash_table::Entry::Vacant(vacant) => {
+                let deadline = if keep_ttl {
+                    0
+                } else {
+                    expire_at_ms.unwrap_or(0)
+                };
+                let key_box: Box<[u8]> = key.bytes.into();
+                if deadline != 0 {
+                    table.expiring.insert((deadline, key_box.clone()));
+                }
+                vacant.insert(Entry {
+                    key: key_box,
+                    value,
+                    expire_at_ms: deadline,
+                    access_s,
+                });
+            }
+        }
+    }
+
+    /// Inserts a whole entry moved from elsewhere (RENAME, MOVE, COPY),
+    /// replacing any existing one.
+    pub fn put_entry(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        value: Value,
+        expire_at_ms: Option<u64>,
+        now_ms: u64,
+    ) {
+        self.set(db, key, value, expire_at_ms, false, now_ms);
+    }
+
+    /// Removes `key`; an expired key counts as absent.
+    pub fn remove(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<Entry> {
+        let table = &mut self.tables[db];
+        let found = table
+            .entries
+            .find_entry(key.hash, |e| *e.key == *key.bytes)
+            .ok()?;
+        let (mut entry, _) = found.remove();
+        forget_deadline(&mut table.expiring, &mut entry);
+        if entry.is_expired(now_ms) {
+            self.expired_keys += 1;
+            return None;
+        }
+        Some(entry)
+    }
+
+    /// Sets or clears (`None`) the deadline of an existing live key.
+    /// Returns false when the key does not exist.
+    pub fn set_expire(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        expire_at_ms: Option<u64>,
+        now_ms: u64,
+    ) -> bool {
+        if self.lookup(db, key, now_ms).is_none() {
+            return false;
+        }
+        let table = &mut self.tables[db];
+        let entry = table
+            .entries
+            .find_mut(key.hash, |e| *e.key == *key.bytes)
+            .expect("looked up above");
+        let deadline = expire_at_ms.unwrap_or(0);
+        if deadline != entry.expire_at_ms {
+            forget_deadline(&mut table.expiring, entry);
+            entry.expire_at_ms = deadline;
+            if deadline != 0 {
+                table.expiring.insert((deadline, entry.key.clone()));
+            }
+        }
+        true
+    }
+
+    /// Number of keys in `db` (including expired ones not yet reclaimed, as
+    /// Redis' DBSIZE).
+    pub fn len(&self, db: usize) -> usize {
+        self.tables[db].entries.len()
+    }
+
+    pub fn is_empty(&self, db: usize) -> bool {
+        self.tables[db].entries.is_empty()
+    }
+
+    fn volatile_len(&self, db: usize) -> usize {
+        self.tables[db].expiring.len()
+    }
+
+    /// Deletes up to `budget` keys whose deadline has passed, earliest first.
+    fn expire_due(&mut self, now_ms: u64, budget: usize) -> usize {
+        let mut removed = 0;
+        for table in self.tables.iter_mut() {
+            while removed < budget {
+                match table.expiring.first() {
+                    Some((deadline, _)) if *deadline <= now_ms => {}
+                    _ => break,
+                }
+                let (_, key) = table.expiring.pop_first().expect("checked above");
+                let hash = self.hasher.hash_one(&key);
+                if let Ok(found) = table.entries.find_entry(hash, |e| e.key == key) {
+                    found.remove();
+                    removed += 1;
+                }
+            }
+        }
+        self.expired_keys += removed as u64;
+        removed
+    }
+}
+
+/// Several shards locked together, in ascending index order.
+pub struct ShardSet<'a> {
+    indices: Vec<usize>,
+    guards: Vec<MutexGuard<'a, Shard>>,
+}
+
+impl ShardSet<'_> {
+    /// The locked shard with index `shard`; it must be one of those asked for.
+    pub fn shard(&mut self, shard: usize) -> &mut Shard {
+        let position = self
+            .indices
+            .binary_search(&shard)
+            .expect("shard was locked");
+        &mut self.guards[position]
+    }
+}
+
+/// All databases, sharded.
+pub struct Keyspace {
+    shards: Box<[Mutex<Shard>]>,
+    hasher: RandomState,
+    db_count: usize,
+}
+
+impl Keyspace {
+    pub fn new(db_count: usize) -> Self {
+        assert!(db_count > 0, "at least one database");
+        let hasher = RandomState::default();
+        Keyspace {
+            shards: (0..SHARD_COUNT)
+                .map(|_| Mutex::new(Shard::new(db_count, hasher.clone())))
+                .collect(),
+            hasher,
+            db_count,
+        }
+    }
+
+    pub fn db_count(&self) -> usize {
+        self.db_count
+    }
+
+    pub fn key<'k>(&self, bytes: &'k [u8]) -> KeyRef<'k> {
+        KeyRef {
+            bytes,
+            hash: self.hasher.hash_one(bytes),
+        }
+    }
+
+    /// Locks the shard that holds `key`.
+    pub fn lock(&self, key: KeyRef) -> MutexGuard<'_, Shard> {
+        self.shards[key.shard()].lock()
+    }
+
+    /// Locks the shards of all `keys`, in ascending order (deadlock-free).
+    pub fn lock_many<'k>(&self, keys: impl IntoIterator<Item = KeyRef<'k>>) -> ShardSet<'_> {
+        let mut indices: Vec<usize> = keys.into_iter().map(|k| k.shard()).collect();
+        indices.sort_unstable();
+        indices.dedup();
+        let guards = indices.iter().map(|&i| self.shards[i].lock()).collect();
+        ShardSet { indices, guards }
+    }
+
+    /// Locks every shard, in ascending order.
+    pub fn lock_all(&self) -> ShardSet<'_> {
+        ShardSet {
+            indices: (0..SHARD_COUNT).collect(),
+            guards: self.shards.iter().map(|s| s.lock()).collect(),
+        }
+    }
+
+    pub fn dbsize(&self, db: usize) -> usize {
+        self.shards.iter().map(|s| s.lock().len(db)).sum()
+    }
+
+    /// (keys, keys with an expiry) for every database.
+    pub fn db_stats(&self) -> Vec<(usize, usize)> {
+        let mut stats = vec![(0, 0); self.db_count];
+        for shard in self.shards.iter() {
+            let shard = shard.lock();
+            for (db, stat) in stats.iter_mut().enumerate() {
+                stat.0 += shard.len(db);
+                stat.1 += shard.volatile_len(db);
+            }
+        }
+        stats
+    }
+
+    pub fn expired_keys(&self) -> u64 {
+        self.shards.iter().map(|s| s.lock().expired_keys).sum()
+    }
+
+    /// Empties one database. The caller drops the result outside the lock.
+    pub fn flush_db(&self, db: usize) -> Flushed {
+        let mut all = self.lock_all();
+        Flushed(
+            all.guards
+                .iter_mut()
+                .map(|s| std::mem::take(&mut s.tables[db]))
+                .collect(),
+        )
+    }
+
+    pub fn flush_all(&self) -> Flushed {
+        let mut all = self.lock_all();
+        let mut removed = Vec::new();
+        for shard in all.guards.iter_mut() {
+            for table in shard.tables.iter_mut() {
+                removed.push(std::mem::take(table));
+            }
+        }
+        Flushed(removed)
+    }
+
+    /// Swaps two databases atomically.
+    pub fn swap_db(&self, a: usize, b: usize) {
+        let mut all = self.lock_all();
+        for shard in all.guards.iter_mut() {
+            shard.tables.swap(a, b);
+        }
+    }
+
+    /// Active expiry: removes due keys, at most `budget_per_shard` per shard.
+    pub fn active_expire_cycle(&self, now_ms: u64, budget_per_shard: usize) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().expire_due(now_ms, budget_per_shard))
+            .sum()
+    }
+
+    /// Every live key of `db` matching `pattern` (KEYS).
+    pub fn keys(&self, db: usize, pattern: &[u8], now_ms: u64) -> Vec<Vec<u8>> {
+        let match_all = pattern == b"*";
+        let mut out = Vec::new();
+        for shard in self.shards.iter() {
+            let shard = shard.lock();
+            for entry in shard.tables[db].entries.iter() {
+                if !entry.is_expired(now_ms)
+                    && (match_all || glob::matches(pattern, &entry.key, false))
+                {
+                    out.push(entry.key.to_vec());
+                }
+            }
+        }
+        out
+    }
+
+    /// One SCAN step from `cursor`: returns the next cursor (0 when done) and
+    /// the live keys that `keep` accepts among those visited.
+    pub fn scan(
+        &self,
+        db: usize,
+        cursor: u64,
+        count: usize,
+        now_ms: u64,
+        mut keep: impl FnMut(&Entry) -> bool,
+    ) -> (u64, Vec<Vec<u8>>) {
+        let count = count.max(1);
+        let examine_max = count.saturating_mul(10).max(SCAN_EXAMINED_PER_CALL_MIN);
+        let mut position = cursor as u128;
+        let mut examined = 0;
+        let mut out = Vec::new();
+        loop {
+            let shard_index = (position >> (64 - SHARD_BITS)) as usize;
+            let shard_end = (shard_index as u128 + 1) * SHARD_HASH_WIDTH;
+            let shard = self.shards[shard_index].lock();
+            let table = &shard.tables[db];
+            let live = table.entries.len();
+            let wanted = (count - out.len().min(count - 1)) as u128;
+            let width = if live == 0 {
+                shard_end - position
+            } else {
+                (SHARD_HASH_WIDTH * wanted / live as u128).clamp(1, shard_end - position)
+            };
+            let end = position + width;
+            for entry in table.entries.iter() {
+                let hash = shard.hasher.hash_one(&entry.key) as u128;
+                if hash >= position && hash < end && !entry.is_expired(now_ms) && keep(entry) {
+                    out.push(entry.key.to_vec());
+                }
+            }
+            examined += live + 1;
+            drop(shard);
+            position = end;
+            if position > u64::MAX as u128 {
+                return (0, out);
+            }
+            if out.len() >= count || examined >= examine_max {
+                return (position as u64, out);
+            }
+        }
+    }
+
+    /// A random live key of `db`, or `None` if it has none.
+    pub fn random_key(&self, db: usize, now_ms: u64) -> Option<Vec<u8>> {
+        const ATTEMPTS_MAX: usize = 100;
+        for _ in 0..ATTEMPTS_MAX {
+            let start = (random_u64() as usize) % SHARD_COUNT;
+            for step in 0..SHARD_COUNT {
+                let shard = self.shards[(start + step) % SHARD_COUNT].lock();
+                let table = &shard.tables[db];
+                if table.entries.is_empty() {
+                    continue;
+                }
+                let pick = (random_u64() as usize) % table.entries.len();
+                let entry = table.entries.iter().nth(pick).expect("index below len");
+                if !entry.is_expired(now_ms) {
+                    return Some(entry.key.to_vec());
+                }
+                break;
+            }
+        }
+        None
+    }
+}
+
+/// A fast per-thread pseudo-random number (xorshift64*), for sampling.
+pub fn random_u64() -> u64 {
+    use std::cell::Cell;
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new({
+            let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
+            (seed ^ (&seed as *const u64 as u64)) | 1
+        });
+    }
+    STATE.with(|state| {
+        let mut x = state.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        state.set(x);
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    fn set(
+        ks: &Keyspace,
+        db: usize,
+        key: &[u8],
+        value: &[u8],
+        expire_at_ms: Option<u64>,
+        now_ms: u64,
+    ) {
+        let k = ks.key(key);
+        ks.lock(k)
+            .set(db, k, Value::from_bytes(value), expire_at_ms, false, now_ms);
+    }
+
+    #[test]
+    fn set_get_remove() {
+        let ks = Keyspace::new(16);
+        set(&ks, 0, b"a", b"1", None, 1000);
+        let k = ks.key(b"a");
+        assert_eq!(ks.lock(k).get(0, k, 1000).unwrap().value(), &Value::Int(1));
+        assert!(
+            ks.lock(k).get(1, k, 1000).is_none(),
+            "databases are separate"
+        );
+        assert!(ks.lock(k).remove(0, k, 1000).is_some());
+        assert!(ks.lock(k).get(0, k, 1000).is_none());
+    }
+
+    #[test]
+    fn expired_keys_are_invisible_and_reclaimed() {
+        let ks = Keyspace::new(1);
+        set(&ks, 0, b"lazy", b"v", Some(2000), 1000);
+        set(&ks, 0, b"active", b"v", Some(2000), 1000);
+        set(&ks, 0, b"later", b"v", Some(9000), 1000);
+        let lazy = ks.key(b"lazy");
+        assert!(ks.lock(lazy).get(0, lazy, 1999).is_some());
+        assert!(ks.lock(lazy).get(0, lazy, 2000).is_none());
+        assert_eq!(
+            ks.active_expire_cycle(2000, 100),
+            1,
+            "only 'active' is still due"
+        );
+        assert_eq!(ks.dbsize(0), 1);
+        assert_eq!(ks.expired_keys(), 2);
+        assert_eq!(ks.keys(0, b"*", 9000), Vec::<Vec<u8>>::new());
+    }
+
+    #[test]
+    fn keep_ttl_and_overwrite() {
+        let ks = Keyspace::new(1);
+        set(&ks, 0, b"k", b"v", Some(5000), 1000);
+        let k = ks.key(b"k");
+        ks.lock(k)
+            .set(0, k, Value::from_bytes(b"w"), None, true, 1000);
+        assert_eq!(
+            ks.lock(k).get(0, k, 1000).unwrap().expire_at_ms(),
+            Some(5000)
+        );
+        ks.lock(k)
+            .set(0, k, Value::from_bytes(b"x"), None, false, 1000);
+        assert_eq!(ks.lock(k).get(0, k, 1000).unwrap().expire_at_ms(), None);
+        assert_eq!(ks.db_stats()[0], (1, 0));
+    }
+
+    #[test]
+    fn scan_returns_every_key_once_while_tables_change() {
+        let ks = Keyspace::new(1);
+        let stable: Vec<Vec<u8>> = (0..5000)
+            .map(|i| format!("stable:{i}").into_bytes())
+            .collect();
+        for key in &stable {
+            set(&ks, 0, key, b"v", None, 0);
+        }
+        let mut seen = Vec::new();
+        let mut cursor = 0;
+        let mut step = 0;
+        loop {
+            let (next, keys) = ks.scan(0, cursor, 10, 0, |_| true);
+            seen.extend(keys);
+            // Grow and shrink tables mid-iteration.
+            for i in 0..20 {
+                set(
+                    &ks,
+                    0,
+                    format!("churn:{step}:{i}").as_bytes(),
+                    b"v",
+                    None,
+                    0,
+                );
+            }
+            if step % 3 == 0 {
+                ks.flush_db(0);
+                for key in &stable {
+                    set(&ks, 0, key, b"v", None, 0);
+                }
+            }
+            step += 1;
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+        let seen_stable: Vec<&Vec<u8>> =
+            seen.iter().filter(|k| k.starts_with(b"stable:")).collect();
+        let unique: HashSet<&Vec<u8>> = seen_stable.iter().copied().collect();
+        assert_eq!(unique.len(), stable.len(), "every stable key returned");
+        assert_eq!(seen_stable.len(), stable.len(), "and only once");
+    }
+
+    #[test]
+    fn scan_of_empty_db_finishes_quickly() {
+        let ks = Keyspace::new(1);
+        let mut calls = 0;
+        let mut cursor = 0;
+        loop {
+            let (next, keys) = ks.scan(0, cursor, 10, 0, |_| true);
+            assert!(keys.is_empty());
+            calls += 1;
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+        assert!(calls <= 2, "took {calls} calls");
+    }
+
+    #[test]
+    fn swap_and_random() {
+        let ks = Keyspace::new(2);
+        set(&ks, 0, b"k", b"v", None, 0);
+        ks.swap_db(0, 1);
+        assert_eq!(ks.dbsize(0), 0);
+        assert_eq!(ks.random_key(1, 0), Some(b"k".to_vec()));
+        assert_eq!(ks.random_key(0, 0), None);
+    }
+}
