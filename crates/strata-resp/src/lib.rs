@@ -20,5 +20,5 @@
 mod parse;
 mod write;
 
-pub use parse::{Limits, ProtocolError, RequestParser};
-pub use write::{Protocol, ReplyWriter};
+pub use parse::{Limits, ProtocolError, RequestParser, split_args};
+pub use write::{Protocol, ReplyWriter, format_double};

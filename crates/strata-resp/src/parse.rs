@@ -271,8 +271,9 @@ fn parse_inline(buf: &mut BytesMut, limits: &Limits) -> Result<InlineOutcome, Pr
 /// Splits an inline request into arguments with Redis' quoting rules
 /// (`sdssplitargs`): whitespace separates, "double quotes" understand
 /// `\n \r \t \b \a \\ \" \xHH`, 'single quotes' understand `\'`, and a
-/// closing quote must be followed by whitespace or the end.
-fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
+/// closing quote must be followed by whitespace or the end. `None` for
+/// unbalanced quotes. The same rules apply to redis.conf lines.
+pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
     let mut args = Vec::new();
     let mut i = 0;
     loop {

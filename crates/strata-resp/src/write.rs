@@ -40,6 +40,12 @@ impl<'a> ReplyWriter<'a> {
         self.protocol
     }
 
+    /// Switches encoding for the replies written from now on (HELLO answers
+    /// in the protocol it selects).
+    pub fn set_protocol(&mut self, protocol: Protocol) {
+        self.protocol = protocol;
+    }
+
     /// Bytes in the output buffer, including replies written before.
     pub fn len(&self) -> usize {
         self.out.len()

@@ -1,1 +1,51 @@
-fn main() {}
+//! `strata-server [/path/to/strata.conf] [--option value ...]`
+//!
+//! A Redis-compatible key-value server. The map of the crate:
+//! - [`config`]: redis.conf directives, command line, CONFIG GET/SET;
+//! - [`server`]: listeners, network threads, background threads, shutdown;
+//! - [`connection`]: one client's read → execute → write loop and limits;
+//! - [`commands`]: the declarative command table and one module per family;
+//! - [`info`], [`stats`], [`client`], [`session`]: what INFO and CLIENT see;
+//! - [`alloc`], [`log`]: the counting allocator and the Redis-style log.
+
+mod alloc;
+mod client;
+mod commands;
+mod config;
+mod connection;
+mod info;
+mod log;
+mod server;
+mod session;
+mod stats;
+
+#[global_allocator]
+static GLOBAL: alloc::CountingAlloc = alloc::CountingAlloc;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if matches!(args.first().map(String::as_str), Some("-v" | "--version")) {
+        println!(
+            "Strata server v={} (Redis {} compatible)",
+            env!("CARGO_PKG_VERSION"),
+            server::REDIS_VERSION
+        );
+        return;
+    }
+    if matches!(args.first().map(String::as_str), Some("-h" | "--help")) {
+        println!("Usage: strata-server [/path/to/strata.conf] [--option value ...]");
+        println!("Options use redis.conf names, e.g.: strata-server --port 7777 --dir ./data");
+        return;
+    }
+    let config = match config::Config::from_args(&args) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = server::run(config) {
+        log_warning!("{e}");
+        std::process::exit(1);
+    }
+}

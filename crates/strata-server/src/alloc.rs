@@ -1,0 +1,114 @@
+//! The global allocator: mimalloc, wrapped to count the bytes in use.
+//!
+//! `INFO memory`'s `used_memory` must be a real figure, comparable to what
+//! Redis reports (the allocator's usable size of every live allocation).
+//! Each thread keeps a local running delta and folds it into one shared
+//! counter only when it exceeds [`FLUSH_BYTES`], so allocation-heavy threads
+//! do not fight over a cache line; the error is bounded by that amount per
+//! thread.
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use mimalloc::MiMalloc;
+
+/// A thread's unflushed delta stays below this many bytes.
+const FLUSH_BYTES: i64 = 64 * 1024;
+
+static USED_BYTES: AtomicI64 = AtomicI64::new(0);
+static PEAK_BYTES: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    static LOCAL_DELTA: Cell<i64> = const { Cell::new(0) };
+}
+
+pub struct CountingAlloc;
+
+#[inline]
+fn account(delta: i64) {
+    // `try_with` because allocations can happen while a thread's locals are
+    // being torn down; those go straight to the shared counter.
+    let flushed = LOCAL_DELTA.try_with(|local| {
+        let value = local.get() + delta;
+        if value.abs() >= FLUSH_BYTES {
+            local.set(0);
+            value
+        } else {
+            local.set(value);
+            0
+        }
+    });
+    let to_shared = flushed.unwrap_or(delta);
+    if to_shared != 0 {
+        let now = USED_BYTES.fetch_add(to_shared, Ordering::Relaxed) + to_shared;
+        PEAK_BYTES.fetch_max(now.max(0) as u64, Ordering::Relaxed);
+    }
+}
+
+#[inline]
+fn usable(ptr: *mut u8) -> i64 {
+    // SAFETY: `ptr` was returned by mimalloc and is still live.
+    unsafe { libmimalloc_sys::mi_usable_size(ptr as *const _) as i64 }
+}
+
+// SAFETY: every call is forwarded to mimalloc unchanged; we only observe
+// sizes of pointers mimalloc itself handed out.
+unsafe impl GlobalAlloc for CountingAlloc {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let ptr = unsafe { MiMalloc.alloc(layout) };
+        if !ptr.is_null() {
+            account(usable(ptr));
+        }
+        ptr
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let ptr = unsafe { MiMalloc.alloc_zeroed(layout) };
+        if !ptr.is_null() {
+            account(usable(ptr));
+        }
+        ptr
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        account(-usable(ptr));
+        unsafe { MiMalloc.dealloc(ptr, layout) }
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let before = usable(ptr);
+        let new_ptr = unsafe { MiMalloc.realloc(ptr, layout, new_size) };
+        if !new_ptr.is_null() {
+            account(usable(new_ptr) - before);
+        }
+        new_ptr
+    }
+}
+
+/// Bytes currently allocated (usable size), as `used_memory`.
+pub fn used_bytes() -> u64 {
+    USED_BYTES.load(Ordering::Relaxed).max(0) as u64
+}
+
+pub fn peak_bytes() -> u64 {
+    PEAK_BYTES.load(Ordering::Relaxed).max(used_bytes())
+}
+
+/// Resident set size of the process, from /proc.
+pub fn rss_bytes() -> u64 {
+    let page = 4096;
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u64>().ok())
+        })
+        .map(|pages| pages * page)
+        .unwrap_or(0)
+}

@@ -1,0 +1,512 @@
+//! Bitmap commands: SETBIT, GETBIT, BITCOUNT, BITPOS, BITOP, BITFIELD,
+//! BITFIELD_RO. Bits are numbered from the most significant bit of byte 0,
+//! as in Redis.
+
+use bytes::Bytes;
+use strata_engine::Value;
+
+use super::strings::byte_range;
+use super::{CmdError, CmdResult, Ctx, ERR_NOT_INTEGER, ERR_SYNTAX, is, parse_i64};
+
+const ERR_BIT_OFFSET: &str = "ERR bit offset is not an integer or out of range";
+
+/// Parses a bit offset; `#N` (BITFIELD) means N × `width` bits.
+fn parse_bit_offset(ctx: &Ctx, arg: &[u8], width: Option<u32>) -> Result<u64, CmdError> {
+    let (multiply, digits) = match (width, arg.first()) {
+        (Some(_), Some(b'#')) => (true, &arg[1..]),
+        _ => (false, arg),
+    };
+    let n = parse_i64(digits).map_err(|_| CmdError::from(ERR_BIT_OFFSET))?;
+    let offset = if multiply {
+        n.checked_mul(width.unwrap_or(1) as i64)
+    } else {
+        Some(n)
+    };
+    match offset {
+        Some(offset) if offset >= 0 && ((offset as u64) >> 3) < ctx.config.proto_max_bulk_len => {
+            Ok(offset as u64)
+        }
+        _ => Err(ERR_BIT_OFFSET.into()),
+    }
+}
+
+fn bit_at(bytes: &[u8], bit: u64) -> u8 {
+    bytes
+        .get((bit >> 3) as usize)
+        .map_or(0, |b| (b >> (7 - (bit & 7))) & 1)
+}
+
+pub fn setbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let offset = parse_bit_offset(ctx, &args[2], None)?;
+    let on = match args[3].as_ref() {
+        b"1" => true,
+        b"0" => false,
+        _ => return Err("ERR bit is not an integer or out of range".into()),
+    };
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let byte = (offset >> 3) as usize;
+    let mask = 1u8 << (7 - (offset & 7));
+    let mut shard = ctx.keyspace().lock(key);
+    let old = match shard.get(db, key, now) {
+        Some(entry) => {
+            let bytes = entry.value_mut().make_bytes_mut();
+            if bytes.len() <= byte {
+                bytes.resize(byte + 1, 0);
+            }
+            let old = bytes[byte] & mask != 0;
+            if on {
+                bytes[byte] |= mask
+            } else {
+                bytes[byte] &= !mask
+            }
+            old
+        }
+        None => {
+            let mut bytes = vec![0u8; byte + 1];
+            if on {
+                bytes[byte] |= mask;
+            }
+            shard.set(db, key, Value::Str(bytes), None, false, now);
+            false
+        }
+    };
+    drop(shard);
+    ctx.dirty(1);
+    ctx.out.int(old as i64);
+    Ok(())
+}
+
+pub fn getbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let offset = parse_bit_offset(ctx, &args[2], None)?;
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let bit = ctx
+        .keyspace()
+        .lock(key)
+        .get(db, key, now)
+        .map_or(0, |e| bit_at(&e.value().as_bytes(), offset));
+    ctx.out.int(bit as i64);
+    Ok(())
+}
+
+/// Reads the string at `key` (empty when missing) for the read-only
+/// bitmap commands.
+fn read_bytes(ctx: &Ctx, key: &[u8]) -> Option<Vec<u8>> {
+    let (db, key, now) = (ctx.db(), ctx.key(key), ctx.now_ms);
+    ctx.keyspace()
+        .lock(key)
+        .get(db, key, now)
+        .map(|e| e.value().as_bytes().into_owned())
+}
+
+/// Parses the optional `start end [BYTE|BIT]` of BITCOUNT/BITPOS into an
+/// inclusive bit range over `len` bytes; `None` when the range is empty.
+fn bit_range(start: i64, end: i64, unit_bits: bool, len: usize) -> Option<(u64, u64)> {
+    if unit_bits {
+        byte_range(start, end, len * 8).map(|(s, e)| (s as u64, e as u64))
+    } else {
+        byte_range(start, end, len).map(|(s, e)| (s as u64 * 8, e as u64 * 8 + 7))
+    }
+}
+
+fn parse_unit(arg: Option<&Bytes>) -> Result<bool, CmdError> {
+    match arg {
+        None => Ok(false),
+        Some(a) if is(a, "BYTE") => Ok(false),
+        Some(a) if is(a, "BIT") => Ok(true),
+        Some(_) => Err(ERR_SYNTAX.into()),
+    }
+}
+
+/// Set bits in the inclusive bit range [from_bit, to_bit].
+fn count_ones(bytes: &[u8], from_bit: u64, to_bit: u64) -> u64 {
+    let (first, last) = ((from_bit / 8) as usize, (to_bit / 8) as usize);
+    let head_mask = 0xffu8 >> (from_bit % 8);
+    let tail_mask = 0xffu8 << (7 - to_bit % 8);
+    if first == last {
+        return (bytes[first] & head_mask & tail_mask).count_ones() as u64;
+    }
+    let middle: u64 = bytes[first + 1..last]
+        .iter()
+        .map(|b| b.count_ones() as u64)
+        .sum();
+    (bytes[first] & head_mask).count_ones() as u64
+        + middle
+        + (bytes[last] & tail_mask).count_ones() as u64
+}
+
+pub fn bitcount(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let range = match args.len() {
+        2 => None,
+        4 | 5 => Some((
+            parse_i64(&args[2])?,
+            parse_i64(&args[3])?,
+            parse_unit(args.get(4))?,
+        )),
+        _ => return Err(ERR_SYNTAX.into()),
+    };
+    let Some(bytes) = read_bytes(ctx, &args[1]) else {
+        ctx.out.int(0);
+        return Ok(());
+    };
+    let count = match range {
+        None => bytes.iter().map(|b| b.count_ones() as u64).sum(),
+        Some((start, end, unit_bits)) => match bit_range(start, end, unit_bits, bytes.len()) {
+            None => 0,
+            Some((from, to)) if !unit_bits => bytes[(from / 8) as usize..=(to / 8) as usize]
+                .iter()
+                .map(|b| b.count_ones() as u64)
+                .sum(),
+            Some((from, to)) => count_ones(&bytes, from, to),
+        },
+    };
+    ctx.out.int(count as i64);
+    Ok(())
+}
+
+pub fn bitpos(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let wanted = match args[2].as_ref() {
+        b"0" => 0u8,
+        b"1" => 1u8,
+        _ => return Err("ERR The bit argument must be 1 or 0.".into()),
+    };
+    if args.len() > 6 {
+        return Err(ERR_SYNTAX.into());
+    }
+    let start = args.get(3).map(|a| parse_i64(a)).transpose()?.unwrap_or(0);
+    let end_given = args.len() >= 5;
+    let end = args.get(4).map(|a| parse_i64(a)).transpose()?.unwrap_or(-1);
+    let unit_bits = parse_unit(args.get(5))?;
+    let Some(bytes) = read_bytes(ctx, &args[1]) else {
+        ctx.out.int(if wanted == 1 { -1 } else { 0 });
+        return Ok(());
+    };
+    let Some((from, to)) = bit_range(start, end, unit_bits, bytes.len()) else {
+        ctx.out.int(-1);
+        return Ok(());
+    };
+    let found = (from..=to).find(|&bit| bit_at(&bytes, bit) == wanted);
+    let reply = match found {
+        Some(bit) => bit as i64,
+        // Looking for a clear bit without an explicit end: the string is
+        // padded with zeros on the right, so the first one is just past it.
+        None if wanted == 0 && !end_given => (to + 1) as i64,
+        None => -1,
+    };
+    ctx.out.int(reply);
+    Ok(())
+}
+
+pub fn bitop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let op = args[1].to_ascii_uppercase();
+    if !matches!(op.as_slice(), b"AND" | b"OR" | b"XOR" | b"NOT") {
+        return Err(ERR_SYNTAX.into());
+    }
+    if op == b"NOT" && args.len() != 4 {
+        return Err("ERR BITOP NOT must be called with a single source key.".into());
+    }
+    let (db, now) = (ctx.db(), ctx.now_ms);
+    let target = ctx.key(&args[2]);
+    let sources: Vec<_> = args[3..].iter().map(|k| ctx.key(k)).collect();
+    let mut shards = ctx
+        .keyspace()
+        .lock_many(sources.iter().copied().chain([target]));
+    let inputs: Vec<Vec<u8>> = sources
+        .iter()
+        .map(|k| {
+            shards
+                .shard(k.shard())
+                .get(db, *k, now)
+                .map(|e| e.value().as_bytes().into_owned())
+                .unwrap_or_default()
+        })
+        .collect();
+    let length = inputs.iter().map(Vec::len).max().unwrap_or(0);
+    let mut result = vec![0u8; length];
+    for (i, byte) in result.iter_mut().enumerate() {
+        let at = |input: &Vec<u8>| input.get(i).copied().unwrap_or(0);
+        *byte = match op.as_slice() {
+            b"NOT" => !at(&inputs[0]),
+            b"AND" => inputs.iter().fold(0xff, |acc, input| acc & at(input)),
+            b"OR" => inputs.iter().fold(0, |acc, input| acc | at(input)),
+            _ => inputs.iter().fold(0, |acc, input| acc ^ at(input)),
+        };
+    }
+    let target_shard = shards.shard(target.shard());
+    if result.is_empty() {
+        target_shard.remove(db, target, now);
+    } else {
+        target_shard.set(db, target, Value::Str(result), None, false, now);
+    }
+    drop(shards);
+    ctx.dirty(1);
+    ctx.out.int(length as i64);
+    Ok(())
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Overflow {
+    Wrap,
+    Sat,
+    Fail,
+}
+
+#[derive(Clone, Copy)]
+struct FieldType {
+    signed: bool,
+    bits: u32,
+}
+
+impl FieldType {
+    fn parse(arg: &[u8]) -> Result<FieldType, CmdError> {
+        let invalid = || {
+            CmdError::from(
+                "ERR Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.",
+            )
+        };
+        let (signed, digits) = match arg.first() {
+            Some(b'i' | b'I') => (true, &arg[1..]),
+            Some(b'u' | b'U') => (false, &arg[1..]),
+            _ => return Err(invalid()),
+        };
+        let bits = std::str::from_utf8(digits)
+            .ok()
+            .and_then(|d| d.parse::<u32>().ok())
+            .ok_or_else(invalid)?;
+        let max_bits = if signed { 64 } else { 63 };
+        if bits == 0 || bits > max_bits {
+            return Err(invalid());
+        }
+        Ok(FieldType { signed, bits })
+    }
+
+    fn min(self) -> i128 {
+        if self.signed {
+            -(1i128 << (self.bits - 1))
+        } else {
+            0
+        }
+    }
+
+    fn max(self) -> i128 {
+        if self.signed {
+            (1i128 << (self.bits - 1)) - 1
+        } else {
+            (1i128 << self.bits) - 1
+        }
+    }
+
+    /// Applies the overflow policy; `None` when FAIL rejects the value.
+    fn fit(self, value: i128, overflow: Overflow) -> Option<i128> {
+        if (self.min()..=self.max()).contains(&value) {
+            return Some(value);
+        }
+        match overflow {
+            Overflow::Fail => None,
+            Overflow::Sat => Some(value.clamp(self.min(), self.max())),
+            Overflow::Wrap => {
+                let modulus = 1i128 << self.bits;
+                let wrapped = value.rem_euclid(modulus);
+                Some(if self.signed && wrapped > self.max() {
+                    wrapped - modulus
+                } else {
+                    wrapped
+                })
+            }
+        }
+    }
+
+    fn read(self, bytes: &[u8], offset: u64) -> i128 {
+        let raw = (0..self.bits as u64)
+            .fold(0u64, |acc, i| (acc << 1) | bit_at(bytes, offset + i) as u64);
+        if self.signed && self.bits < 64 && raw & (1 << (self.bits - 1)) != 0 {
+            raw as i128 - (1i128 << self.bits)
+        } else if self.signed {
+            raw as i64 as i128
+        } else {
+            raw as i128
+        }
+    }
+
+    fn write(self, bytes: &mut Vec<u8>, offset: u64, value: i128) {
+        let needed = ((offset + self.bits as u64).div_ceil(8)) as usize;
+        if bytes.len() < needed {
+            bytes.resize(needed, 0);
+        }
+        let raw = value as u64;
+        for i in 0..self.bits as u64 {
+            let bit = (raw >> (self.bits as u64 - 1 - i)) & 1;
+            let position = offset + i;
+            let mask = 1u8 << (7 - (position & 7));
+            let byte = &mut bytes[(position >> 3) as usize];
+            if bit == 1 {
+                *byte |= mask
+            } else {
+                *byte &= !mask
+            }
+        }
+    }
+}
+
+enum FieldOp {
+    Get(FieldType, u64),
+    Set(FieldType, u64, i64, Overflow),
+    IncrBy(FieldType, u64, i64, Overflow),
+}
+
+fn parse_field_ops(ctx: &Ctx, args: &[Bytes], read_only: bool) -> Result<Vec<FieldOp>, CmdError> {
+    let mut ops = Vec::new();
+    let mut overflow = Overflow::Wrap;
+    let mut i = 2;
+    while i < args.len() {
+        let op = &args[i];
+        let remaining = args.len() - i - 1;
+        if is(op, "GET") && remaining >= 2 {
+            let field = FieldType::parse(&args[i + 1])?;
+            ops.push(FieldOp::Get(
+                field,
+                parse_bit_offset(ctx, &args[i + 2], Some(field.bits))?,
+            ));
+            i += 3;
+        } else if (is(op, "SET") || is(op, "INCRBY")) && remaining >= 3 {
+            if read_only {
+                return Err("ERR BITFIELD_RO only supports the GET subcommand".into());
+            }
+            let field = FieldType::parse(&args[i + 1])?;
+            let offset = parse_bit_offset(ctx, &args[i + 2], Some(field.bits))?;
+            let value = parse_i64(&args[i + 3]).map_err(|_| CmdError::from(ERR_NOT_INTEGER))?;
+            ops.push(if is(op, "SET") {
+                FieldOp::Set(field, offset, value, overflow)
+            } else {
+                FieldOp::IncrBy(field, offset, value, overflow)
+            });
+            i += 4;
+        } else if is(op, "OVERFLOW") && remaining >= 1 {
+            if read_only {
+                return Err("ERR BITFIELD_RO only supports the GET subcommand".into());
+            }
+            overflow = match args[i + 1].to_ascii_uppercase().as_slice() {
+                b"WRAP" => Overflow::Wrap,
+                b"SAT" => Overflow::Sat,
+                b"FAIL" => Overflow::Fail,
+                _ => return Err("ERR Invalid OVERFLOW type specified".into()),
+            };
+            i += 2;
+        } else if read_only && (is(op, "SET") || is(op, "INCRBY")) {
+            return Err("ERR BITFIELD_RO only supports the GET subcommand".into());
+        } else {
+            return Err(ERR_SYNTAX.into());
+        }
+    }
+    Ok(ops)
+}
+
+fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult {
+    let ops = parse_field_ops(ctx, args, read_only)?;
+    let writes = ops.iter().any(|op| !matches!(op, FieldOp::Get(..)));
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let mut shard = ctx.keyspace().lock(key);
+    let existing = shard
+        .get(db, key, now)
+        .map(|e| e.value().as_bytes().into_owned());
+    let existed = existing.is_some();
+    let mut bytes = existing.unwrap_or_default();
+    let mut changed = false;
+    ctx.out.array(ops.len());
+    for op in ops {
+        match op {
+            FieldOp::Get(field, offset) => ctx.out.int(field.read(&bytes, offset) as i64),
+            FieldOp::Set(field, offset, value, overflow) => {
+                let old = field.read(&bytes, offset);
+                match field.fit(value as i128, overflow) {
+                    Some(fitted) => {
+                        field.write(&mut bytes, offset, fitted);
+                        changed = true;
+                        ctx.out.int(old as i64);
+                    }
+                    None => ctx.out.null_bulk(),
+                }
+            }
+            FieldOp::IncrBy(field, offset, increment, overflow) => {
+                let old = field.read(&bytes, offset);
+                match field.fit(old + increment as i128, overflow) {
+                    Some(fitted) => {
+                        field.write(&mut bytes, offset, fitted);
+                        changed = true;
+                        ctx.out.int(fitted as i64);
+                    }
+                    None => ctx.out.null_bulk(),
+                }
+            }
+        }
+    }
+    if writes && (changed || existed) {
+        match shard.get(db, key, now) {
+            Some(entry) => *entry.value_mut() = Value::Str(bytes),
+            None => shard.set(db, key, Value::Str(bytes), None, false, now),
+        }
+        drop(shard);
+        ctx.dirty(1);
+    }
+    Ok(())
+}
+
+pub fn bitfield(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    bitfield_generic(ctx, args, false)
+}
+
+pub fn bitfield_ro(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    bitfield_generic(ctx, args, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bit_ranges_count_partial_bytes() {
+        let bytes = [0xff, 0x0f, 0xf0];
+        assert_eq!(count_ones(&bytes, 0, 23), 16);
+        assert_eq!(count_ones(&bytes, 4, 4), 1);
+        assert_eq!(count_ones(&bytes, 5, 13), 5);
+        assert_eq!(count_ones(&bytes, 12, 19), 8);
+    }
+
+    #[test]
+    fn field_overflow_policies() {
+        let u8_ = FieldType {
+            signed: false,
+            bits: 8,
+        };
+        let i8_ = FieldType {
+            signed: true,
+            bits: 8,
+        };
+        assert_eq!(u8_.fit(256, Overflow::Wrap), Some(0));
+        assert_eq!(u8_.fit(300, Overflow::Sat), Some(255));
+        assert_eq!(u8_.fit(-1, Overflow::Fail), None);
+        assert_eq!(i8_.fit(128, Overflow::Wrap), Some(-128));
+        assert_eq!(i8_.fit(-129, Overflow::Sat), Some(-128));
+    }
+
+    #[test]
+    fn fields_round_trip_across_bytes() {
+        let mut bytes = Vec::new();
+        let i5 = FieldType {
+            signed: true,
+            bits: 5,
+        };
+        i5.write(&mut bytes, 6, -3);
+        assert_eq!(i5.read(&bytes, 6), -3);
+        let i64_ = FieldType {
+            signed: true,
+            bits: 64,
+        };
+        i64_.write(&mut bytes, 3, i64::MIN as i128);
+        assert_eq!(i64_.read(&bytes, 3), i64::MIN as i128);
+        let u1 = FieldType {
+            signed: false,
+            bits: 1,
+        };
+        assert_eq!(u1.read(&[0b1000_0000], 0), 1);
+    }
+}

@@ -1,0 +1,463 @@
+//! Connection commands: PING, ECHO, QUIT, RESET, HELLO, AUTH, SELECT and
+//! the CLIENT family.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use bytes::Bytes;
+use strata_resp::Protocol;
+
+use super::{
+    CmdError, CmdResult, Ctx, ERR_DB_RANGE, ERR_NOT_INTEGER, ERR_SYNTAX, is, lossy, parse_i64,
+};
+use crate::client::ClientInfo;
+
+pub fn ping(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    match args {
+        [_] => ctx.out.simple("PONG"),
+        [_, message] => ctx.out.bulk(message),
+        _ => return Err("ERR wrong number of arguments for 'ping' command".into()),
+    }
+    Ok(())
+}
+
+pub fn echo(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    ctx.out.bulk(&args[1]);
+    Ok(())
+}
+
+pub fn quit(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    ctx.out.ok();
+    ctx.session.close_after_reply = true;
+    Ok(())
+}
+
+pub fn reset(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    ctx.session.select(0);
+    ctx.session.set_protocol(Protocol::Resp2);
+    ctx.session.authenticated = false;
+    ctx.session.client.names.lock().name.clear();
+    ctx.session.client.no_evict.store(false, Relaxed);
+    ctx.session.client.no_touch.store(false, Relaxed);
+    // The reply goes out in the protocol the client asked RESET in.
+    ctx.out.simple("RESET");
+    Ok(())
+}
+
+/// Checks a password for the default user (the only user without ACLs).
+fn authenticate(ctx: &mut Ctx, user: &[u8], password: &[u8]) -> CmdResult {
+    if user != b"default" || password != ctx.config.requirepass.as_bytes() {
+        return Err("WRONGPASS invalid username-password pair or user is disabled.".into());
+    }
+    ctx.session.authenticated = true;
+    Ok(())
+}
+
+pub fn auth(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (user, password): (&[u8], &[u8]) = match args {
+        [_, password] => {
+            if ctx.config.requirepass.is_empty() {
+                return Err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?".into());
+            }
+            (b"default", password)
+        }
+        [_, user, password] => (user, password),
+        _ => return Err(ERR_SYNTAX.into()),
+    };
+    if ctx.config.requirepass.is_empty() && user == b"default" {
+        // `AUTH default <anything>` succeeds when the default user has no password.
+        ctx.session.authenticated = true;
+        ctx.out.ok();
+        return Ok(());
+    }
+    authenticate(ctx, user, password)?;
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let mut protocol = ctx.session.protocol;
+    let mut i = 1;
+    if let Some(version) = args.get(1) {
+        protocol = match parse_i64(version) {
+            Ok(2) => Protocol::Resp2,
+            Ok(3) => Protocol::Resp3,
+            Ok(_) => return Err("NOPROTO unsupported protocol version".into()),
+            Err(_) => return Err("ERR Protocol version is not an integer or out of range".into()),
+        };
+        i = 2;
+    }
+    let mut new_name = None;
+    while i < args.len() {
+        if is(&args[i], "AUTH") && i + 2 < args.len() {
+            let (user, password) = (args[i + 1].clone(), args[i + 2].clone());
+            if ctx.config.requirepass.is_empty() {
+                if user.as_ref() != b"default" {
+                    return Err(
+                        "WRONGPASS invalid username-password pair or user is disabled.".into(),
+                    );
+                }
+                ctx.session.authenticated = true;
+            } else {
+                authenticate(ctx, &user, &password)?;
+            }
+            i += 3;
+        } else if is(&args[i], "SETNAME") && i + 1 < args.len() {
+            validate_client_name(&args[i + 1])?;
+            new_name = Some(args[i + 1].clone());
+            i += 2;
+        } else {
+            return Err(format!(
+                "ERR Syntax error in HELLO option '{}'",
+                lossy(&args[i], 128)
+            )
+            .into());
+        }
+    }
+    if !ctx.session.authenticated && !ctx.config.requirepass.is_empty() {
+        return Err(super::ERR_NOAUTH.into());
+    }
+    if let Some(name) = new_name {
+        ctx.session.client.names.lock().name = String::from_utf8_lossy(&name).into_owned();
+    }
+    ctx.session.set_protocol(protocol);
+    ctx.out.set_protocol(protocol);
+    let out = &mut ctx.out;
+    out.map(7);
+    out.bulk(b"server");
+    out.bulk(b"redis");
+    out.bulk(b"version");
+    out.bulk(crate::server::REDIS_VERSION.as_bytes());
+    out.bulk(b"proto");
+    out.int(protocol.version());
+    out.bulk(b"id");
+    out.int(ctx.session.client.id as i64);
+    out.bulk(b"mode");
+    out.bulk(b"standalone");
+    out.bulk(b"role");
+    out.bulk(b"master");
+    out.bulk(b"modules");
+    out.array(0);
+    Ok(())
+}
+
+pub fn select(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let db = parse_i64(&args[1])?;
+    if db < 0 || db as usize >= ctx.keyspace().db_count() {
+        return Err(ERR_DB_RANGE.into());
+    }
+    ctx.session.select(db as usize);
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn client_id(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    ctx.out.int(ctx.session.client.id as i64);
+    Ok(())
+}
+
+fn validate_client_name(name: &[u8]) -> CmdResult {
+    if name.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
+        return Err(
+            "ERR Client names cannot contain spaces, newlines or special characters.".into(),
+        );
+    }
+    Ok(())
+}
+
+pub fn client_setname(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    validate_client_name(&args[2])?;
+    ctx.session.client.names.lock().name = String::from_utf8_lossy(&args[2]).into_owned();
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn client_getname(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    let name = ctx.session.client.names.lock().name.clone();
+    if name.is_empty() {
+        ctx.out.null_bulk();
+    } else {
+        ctx.out.bulk(name.as_bytes());
+    }
+    Ok(())
+}
+
+/// One CLIENT LIST line, with Redis' field names and order.
+fn describe(ctx: &Ctx, client: &ClientInfo) -> String {
+    let names = client.names.lock().clone();
+    let last = client.last_command.load(Relaxed);
+    let command = if last == 0 {
+        "NULL".to_owned()
+    } else {
+        ctx.server.commands.full_names[last - 1].clone()
+    };
+    let idle_s = ctx
+        .now_ms
+        .saturating_sub(client.last_active_ms.load(Relaxed))
+        / 1000;
+    let qbuf = client.query_buffer_bytes.load(Relaxed);
+    let omem = client.output_buffer_bytes.load(Relaxed);
+    let mut flags = String::new();
+    if client.no_evict.load(Relaxed) {
+        flags.push('e');
+    }
+    if client.no_touch.load(Relaxed) {
+        flags.push('T');
+    }
+    if flags.is_empty() {
+        flags.push('N');
+    }
+    format!(
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi=-1 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+        client.id,
+        client.addr,
+        client.laddr,
+        client.fd,
+        names.name,
+        client.created.elapsed().as_secs(),
+        idle_s,
+        flags,
+        client.db.load(Relaxed),
+        qbuf,
+        omem,
+        qbuf + omem,
+        command,
+        client.resp.load(Relaxed),
+        names.lib_name,
+        names.lib_ver
+    )
+}
+
+pub fn client_list(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let mut wanted_ids: Option<Vec<u64>> = None;
+    let mut i = 2;
+    while i < args.len() {
+        if is(&args[i], "TYPE") && i + 1 < args.len() {
+            let kind = &args[i + 1];
+            if !["normal", "master", "replica", "slave", "pubsub"]
+                .iter()
+                .any(|k| is(kind, k))
+            {
+                return Err(format!("ERR Unknown client type '{}'", lossy(kind, 64)).into());
+            }
+            if !is(kind, "normal") {
+                wanted_ids = Some(Vec::new());
+            }
+            i += 2;
+        } else if is(&args[i], "ID") && i + 1 < args.len() {
+            let mut ids = Vec::new();
+            for arg in &args[i + 1..] {
+                let id = parse_i64(arg)
+                    .ok()
+                    .filter(|&id| id > 0)
+                    .ok_or(CmdError::from("ERR Invalid client ID"))?;
+                ids.push(id as u64);
+            }
+            wanted_ids = Some(ids);
+            i = args.len();
+        } else {
+            return Err(ERR_SYNTAX.into());
+        }
+    }
+    let mut text = String::new();
+    for client in ctx.server.clients.snapshot() {
+        if wanted_ids
+            .as_ref()
+            .is_some_and(|ids| !ids.contains(&client.id))
+        {
+            continue;
+        }
+        text.push_str(&describe(ctx, &client));
+        text.push('\n');
+    }
+    ctx.out.verbatim("txt", text.as_bytes());
+    Ok(())
+}
+
+pub fn client_info(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    let mut line = describe(ctx, &ctx.session.client);
+    line.push('\n');
+    ctx.out.verbatim("txt", line.as_bytes());
+    Ok(())
+}
+
+pub fn client_kill(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let me = ctx.session.client.id;
+    if args.len() == 3 {
+        // Old form: CLIENT KILL addr:port, replies OK or an error.
+        let addr = lossy(&args[2], 256).into_owned();
+        let target = ctx
+            .server
+            .clients
+            .snapshot()
+            .into_iter()
+            .find(|c| c.addr.to_string() == addr);
+        let Some(target) = target else {
+            return Err("ERR No such client".into());
+        };
+        target.kill();
+        ctx.out.ok();
+        return Ok(());
+    }
+    let mut id = None;
+    let mut addr = None;
+    let mut laddr = None;
+    let mut skip_me = true;
+    let mut max_age_s = None;
+    let mut i = 2;
+    while i + 1 < args.len() {
+        let value = &args[i + 1];
+        if is(&args[i], "ID") {
+            id = Some(
+                parse_i64(value)
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or(CmdError::from("ERR client-id should be greater than 0"))?
+                    as u64,
+            );
+        } else if is(&args[i], "ADDR") {
+            addr = Some(lossy(value, 256).into_owned());
+        } else if is(&args[i], "LADDR") {
+            laddr = Some(lossy(value, 256).into_owned());
+        } else if is(&args[i], "SKIPME") {
+            skip_me = match () {
+                _ if is(value, "yes") => true,
+                _ if is(value, "no") => false,
+                _ => return Err(ERR_SYNTAX.into()),
+            };
+        } else if is(&args[i], "MAXAGE") {
+            max_age_s = Some(parse_i64(value)?.max(0) as u64);
+        } else if is(&args[i], "TYPE") {
+            if !is(value, "normal") {
+                ctx.out.int(0);
+                return Ok(());
+            }
+        } else if is(&args[i], "USER") {
+            if value.as_ref() != b"default" {
+                return Err(format!("ERR No such user '{}'", lossy(value, 128)).into());
+            }
+        } else {
+            return Err(ERR_SYNTAX.into());
+        }
+        i += 2;
+    }
+    if i != args.len() {
+        return Err(ERR_SYNTAX.into());
+    }
+    let mut killed = 0;
+    for client in ctx.server.clients.snapshot() {
+        let matches = id.is_none_or(|id| client.id == id)
+            && addr.as_ref().is_none_or(|a| client.addr.to_string() == *a)
+            && laddr
+                .as_ref()
+                .is_none_or(|a| client.laddr.to_string() == *a)
+            && max_age_s.is_none_or(|age| client.created.elapsed().as_secs() >= age)
+            && !(skip_me && client.id == me);
+        if matches {
+            client.kill();
+            killed += 1;
+        }
+    }
+    ctx.out.int(killed);
+    Ok(())
+}
+
+pub fn client_setinfo(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let value = &args[3];
+    if value.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
+        return Err(format!(
+            "ERR {} cannot contain spaces, newlines or special characters.",
+            lossy(&args[2], 32).to_ascii_lowercase()
+        )
+        .into());
+    }
+    let value = String::from_utf8_lossy(value).into_owned();
+    let mut names = ctx.session.client.names.lock();
+    if is(&args[2], "LIB-NAME") {
+        names.lib_name = value;
+    } else if is(&args[2], "LIB-VER") {
+        names.lib_ver = value;
+    } else {
+        return Err(format!("ERR Unrecognized option '{}'", lossy(&args[2], 64)).into());
+    }
+    drop(names);
+    ctx.out.ok();
+    Ok(())
+}
+
+fn on_off(arg: &[u8]) -> Result<bool, CmdError> {
+    if is(arg, "on") {
+        Ok(true)
+    } else if is(arg, "off") {
+        Ok(false)
+    } else {
+        Err(ERR_SYNTAX.into())
+    }
+}
+
+pub fn client_no_evict(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    ctx.session
+        .client
+        .no_evict
+        .store(on_off(&args[2])?, Relaxed);
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn client_no_touch(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    ctx.session
+        .client
+        .no_touch
+        .store(on_off(&args[2])?, Relaxed);
+    ctx.out.ok();
+    Ok(())
+}
+
+/// Writes a HELP reply: an array of status lines.
+pub fn help_lines(ctx: &mut Ctx, command: &str, lines: &[&str]) {
+    ctx.out.array(lines.len() + 3);
+    ctx.out.simple(&format!(
+        "{command} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
+    ));
+    for line in lines {
+        ctx.out.simple(line);
+    }
+    ctx.out.simple("HELP");
+    ctx.out.simple("    Print this help.");
+}
+
+pub fn client_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    help_lines(
+        ctx,
+        "CLIENT",
+        &[
+            "ID",
+            "    Return the ID of the current connection.",
+            "GETNAME",
+            "    Return the name of the current connection.",
+            "SETNAME <name>",
+            "    Assign the name <name> to the current connection.",
+            "INFO",
+            "    Return information about the current client connection.",
+            "LIST [TYPE <type>] [ID <id> [<id> ...]]",
+            "    Return information about client connections.",
+            "KILL <ip:port> | <option> <value> [...]",
+            "    Kill connections (ID, ADDR, LADDR, USER, SKIPME, MAXAGE, TYPE).",
+            "SETINFO <LIB-NAME|LIB-VER> <value>",
+            "    Set client library name or version.",
+            "NO-EVICT (ON|OFF)",
+            "    Accepted; client eviction does not apply.",
+            "NO-TOUCH (ON|OFF)",
+            "    Accepted; commands still update key access times.",
+        ],
+    );
+    Ok(())
+}
+
+/// Parses a database index argument with Redis' two error texts.
+pub fn parse_db(ctx: &Ctx, arg: &[u8]) -> Result<usize, CmdError> {
+    let db = parse_i64(arg).map_err(|_| CmdError::from(ERR_NOT_INTEGER))?;
+    if db < 0 || db as usize >= ctx.keyspace().db_count() {
+        return Err(ERR_DB_RANGE.into());
+    }
+    Ok(db as usize)
+}

@@ -1,0 +1,460 @@
+//! Generic key commands: DEL, EXISTS, TYPE, KEYS, SCAN, RENAME, COPY, MOVE,
+//! OBJECT, the EXPIRE/TTL family and PERSIST.
+
+use bytes::Bytes;
+
+use super::connection::{help_lines, parse_db};
+use super::{CmdError, CmdResult, Ctx, ERR_NO_SUCH_KEY, ERR_SYNTAX, is, lossy, parse_i64};
+
+pub fn del(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let removed = remove_keys(ctx, &args[1..]);
+    ctx.out.int(removed as i64);
+    Ok(())
+}
+
+/// UNLINK: like DEL; values are dropped after the locks are released.
+pub fn unlink(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    del(ctx, args)
+}
+
+fn remove_keys(ctx: &mut Ctx, keys: &[Bytes]) -> usize {
+    let (db, now) = (ctx.db(), ctx.now_ms);
+    let refs: Vec<_> = keys.iter().map(|k| ctx.key(k)).collect();
+    let mut removed = Vec::new();
+    {
+        let mut shards = ctx.keyspace().lock_many(refs.iter().copied());
+        for key in &refs {
+            if let Some(entry) = shards.shard(key.shard()).remove(db, *key, now) {
+                removed.push(entry);
+            }
+        }
+    }
+    ctx.dirty(removed.len() as u64);
+    removed.len()
+}
+
+pub fn exists(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (db, now) = (ctx.db(), ctx.now_ms);
+    let refs: Vec<_> = args[1..].iter().map(|k| ctx.key(k)).collect();
+    let mut shards = ctx.keyspace().lock_many(refs.iter().copied());
+    let count = refs
+        .iter()
+        .filter(|k| shards.shard(k.shard()).contains(db, **k, now))
+        .count();
+    drop(shards);
+    ctx.out.int(count as i64);
+    Ok(())
+}
+
+pub fn touch(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (db, now) = (ctx.db(), ctx.now_ms);
+    let refs: Vec<_> = args[1..].iter().map(|k| ctx.key(k)).collect();
+    let mut shards = ctx.keyspace().lock_many(refs.iter().copied());
+    let count = refs
+        .iter()
+        .filter(|k| shards.shard(k.shard()).get(db, **k, now).is_some())
+        .count();
+    drop(shards);
+    ctx.out.int(count as i64);
+    Ok(())
+}
+
+pub fn type_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let key = ctx.key(&args[1]);
+    let name = ctx
+        .keyspace()
+        .lock(key)
+        .peek(ctx.db(), key, ctx.now_ms)
+        .map(|e| e.value().type_name());
+    ctx.out.simple(name.unwrap_or("none"));
+    Ok(())
+}
+
+pub fn keys(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let keys = ctx.keyspace().keys(ctx.db(), &args[1], ctx.now_ms);
+    ctx.out.array(keys.len());
+    for key in &keys {
+        ctx.out.bulk(key);
+    }
+    Ok(())
+}
+
+pub fn scan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let cursor: u64 = std::str::from_utf8(&args[1])
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or(CmdError::from("ERR invalid cursor"))?;
+    let mut pattern: Option<&[u8]> = None;
+    let mut count = 10usize;
+    let mut type_filter: Option<&[u8]> = None;
+    let mut i = 2;
+    while i < args.len() {
+        let Some(value) = args.get(i + 1) else {
+            return Err(ERR_SYNTAX.into());
+        };
+        if is(&args[i], "MATCH") {
+            pattern = Some(value).map(|v| v.as_ref()).filter(|p| *p != b"*");
+        } else if is(&args[i], "COUNT") {
+            let n = parse_i64(value)?;
+            if n < 1 {
+                return Err(ERR_SYNTAX.into());
+            }
+            count = n as usize;
+        } else if is(&args[i], "TYPE") {
+            type_filter = Some(value);
+        } else {
+            return Err(ERR_SYNTAX.into());
+        }
+        i += 2;
+    }
+    let (next, keys) = ctx
+        .keyspace()
+        .scan(ctx.db(), cursor, count, ctx.now_ms, |entry| {
+            pattern.is_none_or(|p| strata_engine::glob::matches(p, entry.key(), false))
+                && type_filter
+                    .is_none_or(|t| t.eq_ignore_ascii_case(entry.value().type_name().as_bytes()))
+        });
+    ctx.out.array(2);
+    ctx.out.bulk(next.to_string().as_bytes());
+    ctx.out.array(keys.len());
+    for key in &keys {
+        ctx.out.bulk(key);
+    }
+    Ok(())
+}
+
+pub fn randomkey(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    match ctx.keyspace().random_key(ctx.db(), ctx.now_ms) {
+        Some(key) => ctx.out.bulk(&key),
+        None => ctx.out.null_bulk(),
+    }
+    Ok(())
+}
+
+/// RENAME and RENAMENX. Returns whether the key was renamed; errors when
+/// the source does not exist.
+fn rename_generic(ctx: &mut Ctx, args: &[Bytes], only_if_absent: bool) -> Result<bool, CmdError> {
+    let (db, now) = (ctx.db(), ctx.now_ms);
+    let (source, target) = (ctx.key(&args[1]), ctx.key(&args[2]));
+    let mut shards = ctx.keyspace().lock_many([source, target]);
+    if !shards.shard(source.shard()).contains(db, source, now) {
+        return Err(ERR_NO_SUCH_KEY.into());
+    }
+    if source.bytes == target.bytes {
+        return Ok(!only_if_absent);
+    }
+    if only_if_absent && shards.shard(target.shard()).contains(db, target, now) {
+        return Ok(false);
+    }
+    let entry = shards
+        .shard(source.shard())
+        .remove(db, source, now)
+        .expect("checked above");
+    let expire = entry.expire_at_ms();
+    shards
+        .shard(target.shard())
+        .put_entry(db, target, entry.value().clone(), expire, now);
+    drop(shards);
+    ctx.dirty(1);
+    Ok(true)
+}
+
+pub fn rename(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    rename_generic(ctx, args, false)?;
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn renamenx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let renamed = rename_generic(ctx, args, true)?;
+    ctx.out.int(renamed as i64);
+    Ok(())
+}
+
+pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (source_db, now) = (ctx.db(), ctx.now_ms);
+    let mut target_db = source_db;
+    let mut replace = false;
+    let mut i = 3;
+    while i < args.len() {
+        if is(&args[i], "REPLACE") {
+            replace = true;
+            i += 1;
+        } else if is(&args[i], "DB") && i + 1 < args.len() {
+            target_db = parse_db(ctx, &args[i + 1])?;
+            i += 2;
+        } else {
+            return Err(ERR_SYNTAX.into());
+        }
+    }
+    let (source, target) = (ctx.key(&args[1]), ctx.key(&args[2]));
+    if source.bytes == target.bytes && source_db == target_db {
+        return Err("ERR source and destination objects are the same".into());
+    }
+    let mut shards = ctx.keyspace().lock_many([source, target]);
+    let Some(entry) = shards.shard(source.shard()).get(source_db, source, now) else {
+        drop(shards);
+        ctx.out.int(0);
+        return Ok(());
+    };
+    let (value, expire) = (entry.value().clone(), entry.expire_at_ms());
+    let target_shard = shards.shard(target.shard());
+    if !replace && target_shard.contains(target_db, target, now) {
+        drop(shards);
+        ctx.out.int(0);
+        return Ok(());
+    }
+    target_shard.put_entry(target_db, target, value, expire, now);
+    drop(shards);
+    ctx.dirty(1);
+    ctx.out.int(1);
+    Ok(())
+}
+
+pub fn move_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (source_db, now) = (ctx.db(), ctx.now_ms);
+    let target_db = parse_db(ctx, &args[2])?;
+    if target_db == source_db {
+        return Err("ERR source and destination objects are the same".into());
+    }
+    let key = ctx.key(&args[1]);
+    // A key and its namesake in another database share a shard: one lock.
+    let mut shard = ctx.keyspace().lock(key);
+    if !shard.contains(source_db, key, now) || shard.contains(target_db, key, now) {
+        drop(shard);
+        ctx.out.int(0);
+        return Ok(());
+    }
+    let entry = shard.remove(source_db, key, now).expect("checked above");
+    let expire = entry.expire_at_ms();
+    shard.put_entry(target_db, key, entry.value().clone(), expire, now);
+    drop(shard);
+    ctx.dirty(1);
+    ctx.out.int(1);
+    Ok(())
+}
+
+pub fn object_encoding(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let key = ctx.key(&args[2]);
+    let encoding = ctx
+        .keyspace()
+        .lock(key)
+        .peek(ctx.db(), key, ctx.now_ms)
+        .map(|e| e.value().encoding());
+    match encoding {
+        Some(name) => ctx.out.bulk(name.as_bytes()),
+        None => ctx.out.null_bulk(),
+    }
+    Ok(())
+}
+
+pub fn object_idletime(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let key = ctx.key(&args[2]);
+    let now = ctx.now_ms;
+    let idle = ctx
+        .keyspace()
+        .lock(key)
+        .peek(ctx.db(), key, now)
+        .map(|e| e.idle_s(now));
+    match idle {
+        Some(seconds) => ctx.out.int(seconds as i64),
+        None => ctx.out.null_bulk(),
+    }
+    Ok(())
+}
+
+pub fn object_freq(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let key = ctx.key(&args[2]);
+    if ctx
+        .keyspace()
+        .lock(key)
+        .peek(ctx.db(), key, ctx.now_ms)
+        .is_none()
+    {
+        ctx.out.null_bulk();
+        return Ok(());
+    }
+    Err("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.".into())
+}
+
+pub fn object_refcount(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let key = ctx.key(&args[2]);
+    let exists = ctx
+        .keyspace()
+        .lock(key)
+        .peek(ctx.db(), key, ctx.now_ms)
+        .is_some();
+    if exists {
+        ctx.out.int(1);
+    } else {
+        ctx.out.null_bulk();
+    }
+    Ok(())
+}
+
+pub fn object_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    help_lines(
+        ctx,
+        "OBJECT",
+        &[
+            "ENCODING <key>",
+            "    Return the kind of internal representation used in order to store the value",
+            "    associated with a <key>.",
+            "FREQ <key>",
+            "    Return the access frequency index of the <key>. The returned integer is",
+            "    proportional to the logarithm of the recent access frequency of the key.",
+            "IDLETIME <key>",
+            "    Return the idle time of the <key>, that is the approximated number of",
+            "    seconds elapsed since the last access to the key.",
+            "REFCOUNT <key>",
+            "    Return the number of references of the value associated with the specified",
+            "    <key>.",
+        ],
+    );
+    Ok(())
+}
+
+#[derive(Clone, Copy)]
+enum TimeUnit {
+    Seconds,
+    Milliseconds,
+}
+
+/// EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT with NX/XX/GT/LT.
+fn expire_generic(ctx: &mut Ctx, args: &[Bytes], unit: TimeUnit, absolute: bool) -> CmdResult {
+    let amount = parse_i64(&args[2])?;
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for option in &args[3..] {
+        match () {
+            _ if is(option, "NX") => nx = true,
+            _ if is(option, "XX") => xx = true,
+            _ if is(option, "GT") => gt = true,
+            _ if is(option, "LT") => lt = true,
+            _ => return Err(format!("ERR Unsupported option {}", lossy(option, 128)).into()),
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return Err("ERR NX and XX, GT or LT options at the same time are not compatible".into());
+    }
+    if gt && lt {
+        return Err("ERR GT and LT options at the same time are not compatible".into());
+    }
+    let now = ctx.now_ms;
+    let invalid = || {
+        CmdError::from(format!(
+            "ERR invalid expire time in '{}' command",
+            lossy(&args[0], 32).to_ascii_lowercase()
+        ))
+    };
+    let millis = match unit {
+        TimeUnit::Seconds => amount.checked_mul(1000).ok_or_else(invalid)?,
+        TimeUnit::Milliseconds => amount,
+    };
+    let deadline = if absolute {
+        millis
+    } else {
+        millis.checked_add(now as i64).ok_or_else(invalid)?
+    };
+    let (db, key) = (ctx.db(), ctx.key(&args[1]));
+    let mut shard = ctx.keyspace().lock(key);
+    let Some(entry) = shard.get(db, key, now) else {
+        drop(shard);
+        ctx.out.int(0);
+        return Ok(());
+    };
+    let current = entry.expire_at_ms();
+    let allowed = match current {
+        // A key without a deadline counts as an infinite TTL.
+        None => !xx && !gt,
+        Some(at) => !nx && (!gt || deadline > at as i64) && (!lt || deadline < at as i64),
+    };
+    if !allowed {
+        drop(shard);
+        ctx.out.int(0);
+        return Ok(());
+    }
+    if deadline <= now as i64 {
+        shard.remove(db, key, now);
+    } else {
+        shard.set_expire(db, key, Some(deadline as u64), now);
+    }
+    drop(shard);
+    ctx.dirty(1);
+    ctx.out.int(1);
+    Ok(())
+}
+
+pub fn expire(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    expire_generic(ctx, args, TimeUnit::Seconds, false)
+}
+
+pub fn pexpire(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    expire_generic(ctx, args, TimeUnit::Milliseconds, false)
+}
+
+pub fn expireat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    expire_generic(ctx, args, TimeUnit::Seconds, true)
+}
+
+pub fn pexpireat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    expire_generic(ctx, args, TimeUnit::Milliseconds, true)
+}
+
+/// TTL, PTTL, EXPIRETIME, PEXPIRETIME: -2 for a missing key, -1 for a key
+/// without a deadline.
+fn ttl_generic(ctx: &mut Ctx, args: &[Bytes], unit: TimeUnit, absolute: bool) -> CmdResult {
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let deadline = ctx
+        .keyspace()
+        .lock(key)
+        .peek(db, key, now)
+        .map(|e| e.expire_at_ms());
+    let reply = match deadline {
+        None => -2,
+        Some(None) => -1,
+        Some(Some(at)) => {
+            let millis = if absolute { at } else { at.saturating_sub(now) };
+            match (unit, absolute) {
+                (TimeUnit::Milliseconds, _) => millis as i64,
+                (TimeUnit::Seconds, true) => (millis / 1000) as i64,
+                (TimeUnit::Seconds, false) => ((millis + 500) / 1000) as i64,
+            }
+        }
+    };
+    ctx.out.int(reply);
+    Ok(())
+}
+
+pub fn ttl(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    ttl_generic(ctx, args, TimeUnit::Seconds, false)
+}
+
+pub fn pttl(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    ttl_generic(ctx, args, TimeUnit::Milliseconds, false)
+}
+
+pub fn expiretime(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    ttl_generic(ctx, args, TimeUnit::Seconds, true)
+}
+
+pub fn pexpiretime(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    ttl_generic(ctx, args, TimeUnit::Milliseconds, true)
+}
+
+pub fn persist(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let mut shard = ctx.keyspace().lock(key);
+    let had_deadline = shard
+        .get(db, key, now)
+        .and_then(|e| e.expire_at_ms())
+        .is_some();
+    if had_deadline {
+        shard.set_expire(db, key, None, now);
+    }
+    drop(shard);
+    if had_deadline {
+        ctx.dirty(1);
+    }
+    ctx.out.int(had_deadline as i64);
+    Ok(())
+}

@@ -1,0 +1,368 @@
+//! The command table and dispatch.
+//!
+//! Every command is one [`Spec`] in [`table::COMMANDS`]: name, arity, flags,
+//! key positions, ACL categories, documentation and handler. The dispatcher
+//! checks existence, arity and authentication once, from the spec, before
+//! any handler runs; COMMAND, COMMAND INFO/DOCS/COUNT/LIST/GETKEYS and
+//! INFO commandstats are generated from the same table.
+//!
+//! Handlers live one file per family (`strings.rs`, `keys.rs`, …), take a
+//! [`Ctx`] and the arguments (argument 0 is the command name), write their
+//! reply through `ctx.out`, and return `Err` with Redis' exact error text
+//! when they reply nothing else.
+
+pub mod bits;
+pub mod connection;
+pub mod keys;
+pub mod server;
+pub mod strings;
+pub mod table;
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::time::Instant;
+
+use bytes::Bytes;
+use strata_engine::{KeyRef, Keyspace};
+use strata_resp::ReplyWriter;
+
+use crate::config::Config;
+use crate::server::Server;
+use crate::session::Session;
+use crate::stats::{ThreadStats, bump};
+
+/// An error reply: the full text after `-`, starting with its code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CmdError(pub Cow<'static, str>);
+
+impl From<&'static str> for CmdError {
+    fn from(text: &'static str) -> Self {
+        CmdError(Cow::Borrowed(text))
+    }
+}
+
+impl From<String> for CmdError {
+    fn from(text: String) -> Self {
+        CmdError(Cow::Owned(text))
+    }
+}
+
+pub type CmdResult = Result<(), CmdError>;
+pub type Handler = fn(&mut Ctx, &[Bytes]) -> CmdResult;
+
+pub const ERR_SYNTAX: &str = "ERR syntax error";
+pub const ERR_NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+pub const ERR_NOT_FLOAT: &str = "ERR value is not a valid float";
+pub const ERR_NO_SUCH_KEY: &str = "ERR no such key";
+pub const ERR_DB_RANGE: &str = "ERR DB index is out of range";
+pub const ERR_OVERFLOW: &str = "ERR increment or decrement would overflow";
+pub const ERR_STRING_TOO_LONG: &str =
+    "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+pub const ERR_NOAUTH: &str = "NOAUTH Authentication required.";
+
+/// One command (or subcommand) as data.
+pub struct Spec {
+    /// Lower-case name (for a subcommand, the part after `|`).
+    pub name: &'static str,
+    /// Redis arity: exact argument count including the name, or -N for at
+    /// least N.
+    pub arity: i32,
+    pub flags: &'static [&'static str],
+    /// First key, last key (negative counts from the end), step; 0 0 0 for
+    /// commands without keys.
+    pub keys: (i32, i32, i32),
+    /// ACL categories without the leading '@'.
+    pub acl: &'static [&'static str],
+    pub group: &'static str,
+    pub since: &'static str,
+    pub summary: &'static str,
+    pub complexity: &'static str,
+    /// `None` for a container whose subcommands do the work.
+    pub handler: Option<Handler>,
+    pub subcommands: &'static [Spec],
+}
+
+impl Spec {
+    fn arity_ok(&self, argc: usize) -> bool {
+        let arity = self.arity;
+        (arity >= 0 && argc == arity as usize) || (arity < 0 && argc >= (-arity) as usize)
+    }
+
+    pub fn has_flag(&self, flag: &str) -> bool {
+        self.flags.contains(&flag)
+    }
+
+    /// Positions of the key arguments in `args`, from first/last/step.
+    pub fn key_positions(&self, argc: usize) -> Vec<usize> {
+        let (first, last, step) = self.keys;
+        if first <= 0 || step <= 0 {
+            return Vec::new();
+        }
+        let last = if last < 0 { argc as i32 + last } else { last };
+        (first..=last.min(argc as i32 - 1))
+            .step_by(step as usize)
+            .map(|i| i as usize)
+            .collect()
+    }
+}
+
+/// The flattened table: commands and subcommands with their stats index
+/// and full names (`get`, `client|list`).
+pub struct CommandTable {
+    pub specs: Vec<&'static Spec>,
+    pub full_names: Vec<String>,
+    top_level: HashMap<Vec<u8>, usize>,
+    subcommands: HashMap<(usize, Vec<u8>), usize>,
+}
+
+/// Longest command or subcommand name looked up without allocating.
+const NAME_LEN_BYTES_MAX: usize = 32;
+
+impl CommandTable {
+    pub fn new() -> Self {
+        let mut table = CommandTable {
+            specs: Vec::new(),
+            full_names: Vec::new(),
+            top_level: HashMap::new(),
+            subcommands: HashMap::new(),
+        };
+        for spec in table::COMMANDS {
+            let parent = table.specs.len();
+            table.specs.push(spec);
+            table.full_names.push(spec.name.to_owned());
+            table
+                .top_level
+                .insert(spec.name.as_bytes().to_vec(), parent);
+            for sub in spec.subcommands {
+                let id = table.specs.len();
+                table.specs.push(sub);
+                table.full_names.push(format!("{}|{}", spec.name, sub.name));
+                table
+                    .subcommands
+                    .insert((parent, sub.name.as_bytes().to_vec()), id);
+            }
+        }
+        table
+    }
+
+    pub fn len(&self) -> usize {
+        self.specs.len()
+    }
+
+    pub fn lookup(&self, name: &[u8]) -> Option<usize> {
+        with_lowercase(name, |lower| self.top_level.get(lower).copied())
+    }
+
+    pub fn lookup_subcommand(&self, parent: usize, name: &[u8]) -> Option<usize> {
+        with_lowercase(name, |lower| {
+            self.subcommands.get(&(parent, lower.to_vec())).copied()
+        })
+    }
+
+    /// Top-level commands, in table order.
+    pub fn top_level(&self) -> impl Iterator<Item = (usize, &'static Spec)> + '_ {
+        self.specs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !self.full_names[*i].contains('|'))
+            .map(|(i, s)| (i, *s))
+    }
+}
+
+impl Default for CommandTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn with_lowercase<R>(name: &[u8], f: impl FnOnce(&[u8]) -> Option<R>) -> Option<R> {
+    if name.len() > NAME_LEN_BYTES_MAX {
+        return None;
+    }
+    let mut buf = [0u8; NAME_LEN_BYTES_MAX];
+    let lower = &mut buf[..name.len()];
+    lower.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    f(lower)
+}
+
+/// What a handler works with.
+pub struct Ctx<'a> {
+    pub server: &'a Server,
+    pub session: &'a mut Session,
+    pub out: ReplyWriter<'a>,
+    pub config: &'a Config,
+    pub stats: &'a ThreadStats,
+    pub now_ms: u64,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn keyspace(&self) -> &'a Keyspace {
+        &self.server.keyspace
+    }
+
+    pub fn key<'k>(&self, bytes: &'k [u8]) -> KeyRef<'k> {
+        self.server.keyspace.key(bytes)
+    }
+
+    pub fn db(&self) -> usize {
+        self.session.db
+    }
+
+    /// Counts one change to the dataset (rdb_changes_since_last_save).
+    pub fn dirty(&self, changes: u64) {
+        self.server
+            .stats
+            .dirty
+            .fetch_add(changes, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Runs one command and writes its reply to `out`.
+pub fn dispatch(
+    server: &Server,
+    session: &mut Session,
+    out: &mut bytes::BytesMut,
+    config: &Config,
+    stats: &ThreadStats,
+    now_ms: u64,
+    args: &[Bytes],
+) {
+    let table = &server.commands;
+    let protocol = session.protocol;
+    let mut reply = ReplyWriter::new(out, protocol);
+    let Some(mut id) = table.lookup(&args[0]) else {
+        let mut message = format!(
+            "ERR unknown command '{}', with args beginning with: ",
+            lossy(&args[0], 128)
+        );
+        for arg in &args[1..] {
+            if message.len() >= 128 + 60 {
+                break;
+            }
+            message.push_str(&format!("'{}' ", lossy(arg, 128)));
+        }
+        reject(server, &mut reply, &message);
+        return;
+    };
+    let mut spec = table.specs[id];
+    if !spec.arity_ok(args.len()) {
+        bump(&stats.commands[id].rejected, 1);
+        reject(
+            server,
+            &mut reply,
+            &format!(
+                "ERR wrong number of arguments for '{}' command",
+                table.full_names[id]
+            ),
+        );
+        return;
+    }
+    if !spec.subcommands.is_empty() && (spec.handler.is_none() || args.len() >= 2) {
+        match table.lookup_subcommand(id, &args[1]) {
+            Some(sub) => {
+                id = sub;
+                spec = table.specs[sub];
+            }
+            None => {
+                let message = format!(
+                    "ERR unknown subcommand '{}'. Try {} HELP.",
+                    lossy(&args[1], 128),
+                    spec.name.to_ascii_uppercase()
+                );
+                reject(server, &mut reply, &message);
+                return;
+            }
+        }
+        if !spec.arity_ok(args.len()) {
+            bump(&stats.commands[id].rejected, 1);
+            reject(
+                server,
+                &mut reply,
+                &format!(
+                    "ERR wrong number of arguments for '{}' command",
+                    table.full_names[id]
+                ),
+            );
+            return;
+        }
+    }
+    if !session.authenticated && !spec.has_flag("no-auth") && !config.requirepass.is_empty() {
+        bump(&stats.commands[id].rejected, 1);
+        reject(server, &mut reply, ERR_NOAUTH);
+        return;
+    }
+    session
+        .client
+        .last_command
+        .store(id + 1, std::sync::atomic::Ordering::Relaxed);
+    let handler = spec.handler.expect("subcommand resolved above");
+    let started = Instant::now();
+    let mut ctx = Ctx {
+        server,
+        session,
+        out: reply,
+        config,
+        stats,
+        now_ms,
+    };
+    let result = handler(&mut ctx, args);
+    let counters = &stats.commands[id];
+    bump(&counters.calls, 1);
+    bump(&counters.usec, started.elapsed().as_micros() as u64);
+    if let Err(CmdError(text)) = result {
+        bump(&counters.failed, 1);
+        server.stats.record_error(&text);
+        ctx.out.error(&text);
+    }
+}
+
+fn reject(server: &Server, reply: &mut ReplyWriter, text: &str) {
+    server.stats.record_error(text);
+    reply.error(text);
+}
+
+/// Argument text for error messages: lossy UTF-8, at most `max` bytes.
+pub fn lossy(arg: &[u8], max: usize) -> Cow<'_, str> {
+    String::from_utf8_lossy(&arg[..arg.len().min(max)])
+}
+
+/// Parses a strict 64-bit integer argument, as Redis' `getLongLongFromObject`.
+pub fn parse_i64(arg: &[u8]) -> Result<i64, CmdError> {
+    strata_engine::value::parse_canonical_i64(arg).ok_or(CmdError::from(ERR_NOT_INTEGER))
+}
+
+/// Parses a float argument as Redis' `getLongDoubleFromObject`: no spaces,
+/// no NaN.
+pub fn parse_f64(arg: &[u8]) -> Result<f64, CmdError> {
+    let text = std::str::from_utf8(arg).map_err(|_| CmdError::from(ERR_NOT_FLOAT))?;
+    if text.is_empty()
+        || text.starts_with(char::is_whitespace)
+        || text.ends_with(char::is_whitespace)
+    {
+        return Err(ERR_NOT_FLOAT.into());
+    }
+    match text.to_ascii_lowercase().as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => return Ok(f64::INFINITY),
+        "-inf" | "-infinity" => return Ok(f64::NEG_INFINITY),
+        _ => {}
+    }
+    let value: f64 = text.parse().map_err(|_| CmdError::from(ERR_NOT_FLOAT))?;
+    if value.is_nan() {
+        return Err(ERR_NOT_FLOAT.into());
+    }
+    Ok(value)
+}
+
+/// Case-insensitive comparison of an argument with an option name.
+pub fn is(arg: &[u8], option: &str) -> bool {
+    arg.eq_ignore_ascii_case(option.as_bytes())
+}
+
+/// Writes a stored string value as a bulk reply without allocating.
+pub fn write_value(out: &mut ReplyWriter, value: &strata_engine::Value) {
+    match value {
+        strata_engine::Value::Int(n) => out.bulk_int(*n),
+        strata_engine::Value::Str(s) => out.bulk(s),
+    }
+}

@@ -1,0 +1,465 @@
+//! Server commands: INFO, CONFIG, DBSIZE, FLUSHDB, FLUSHALL, TIME, SWAPDB,
+//! SHUTDOWN, DEBUG, MEMORY and COMMAND (generated from the table).
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use bytes::Bytes;
+
+use super::connection::help_lines;
+use super::{CmdError, CmdResult, Ctx, ERR_SYNTAX, Spec, is, lossy, parse_f64, parse_i64};
+use crate::config::DIRECTIVES;
+
+pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let sections: Vec<String> = args[1..]
+        .iter()
+        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+        .collect();
+    let text = crate::info::render(ctx.server, &sections, ctx.now_ms);
+    ctx.out.verbatim("txt", text.as_bytes());
+    Ok(())
+}
+
+pub fn config_get(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let config = ctx.server.config.get();
+    let mut pairs: Vec<(&str, String)> = Vec::new();
+    for directive in DIRECTIVES {
+        let wanted = args[2..]
+            .iter()
+            .any(|pattern| strata_engine::glob::matches(pattern, directive.name.as_bytes(), true));
+        if wanted {
+            pairs.push((directive.name, (directive.get)(&config)));
+        }
+    }
+    ctx.out.map(pairs.len());
+    for (name, value) in pairs {
+        ctx.out.bulk(name.as_bytes());
+        ctx.out.bulk(value.as_bytes());
+    }
+    Ok(())
+}
+
+pub fn config_set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    if args.len() % 2 != 0 {
+        return Err("ERR wrong number of arguments for 'config|set' command".into());
+    }
+    let pairs: Vec<(String, String)> = args[2..]
+        .chunks(2)
+        .map(|pair| {
+            (
+                lossy(&pair[0], 256).to_ascii_lowercase(),
+                String::from_utf8_lossy(&pair[1]).into_owned(),
+            )
+        })
+        .collect();
+    for (i, (name, _)) in pairs.iter().enumerate() {
+        if pairs[..i].iter().any(|(earlier, _)| earlier == name) {
+            return Err(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter").into());
+        }
+    }
+    ctx.server.config.set_many(&pairs).map_err(CmdError::from)?;
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn config_resetstat(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    ctx.server.stats.reset(&ctx.server.thread_stats);
+    ctx.server
+        .stats
+        .expired_keys_base
+        .store(ctx.keyspace().expired_keys(), Relaxed);
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn config_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    help_lines(
+        ctx,
+        "CONFIG",
+        &[
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+        ],
+    );
+    Ok(())
+}
+
+pub fn dbsize(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    ctx.out.int(ctx.keyspace().dbsize(ctx.db()) as i64);
+    Ok(())
+}
+
+/// Parses FLUSHDB/FLUSHALL's optional SYNC|ASYNC; true for ASYNC.
+fn parse_flush_mode(args: &[Bytes]) -> Result<bool, CmdError> {
+    match args {
+        [_] => Ok(false),
+        [_, mode] if is(mode, "ASYNC") => Ok(true),
+        [_, mode] if is(mode, "SYNC") => Ok(false),
+        _ => Err(ERR_SYNTAX.into()),
+    }
+}
+
+/// Drops flushed tables; in the background for ASYNC so the caller's
+/// connection is not held up by freeing millions of values.
+fn dispose(flushed: strata_engine::keyspace::Flushed, asynchronous: bool) {
+    if asynchronous {
+        std::thread::Builder::new()
+            .name("strata-lazyfree".into())
+            .spawn(move || drop(flushed))
+            .map(drop)
+            .unwrap_or(());
+    } else {
+        drop(flushed);
+    }
+}
+
+pub fn flushdb(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let asynchronous = parse_flush_mode(args)?;
+    dispose(ctx.keyspace().flush_db(ctx.db()), asynchronous);
+    ctx.dirty(1);
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn flushall(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let asynchronous = parse_flush_mode(args)?;
+    dispose(ctx.keyspace().flush_all(), asynchronous);
+    ctx.dirty(1);
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn time(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    ctx.out.array(2);
+    ctx.out.bulk(now.as_secs().to_string().as_bytes());
+    ctx.out.bulk(now.subsec_micros().to_string().as_bytes());
+    Ok(())
+}
+
+pub fn swapdb(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let a = parse_i64(&args[1]).map_err(|_| CmdError::from("ERR invalid first DB index"))?;
+    let b = parse_i64(&args[2]).map_err(|_| CmdError::from("ERR invalid second DB index"))?;
+    let count = ctx.keyspace().db_count() as i64;
+    if !(0..count).contains(&a) || !(0..count).contains(&b) {
+        return Err("ERR DB index is out of range".into());
+    }
+    ctx.keyspace().swap_db(a as usize, b as usize);
+    ctx.dirty(1);
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn shutdown(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    for option in &args[1..] {
+        if is(option, "ABORT") {
+            return Err("ERR No shutdown in progress.".into());
+        }
+        if !["NOSAVE", "SAVE", "NOW", "FORCE"]
+            .iter()
+            .any(|o| is(option, o))
+        {
+            return Err(ERR_SYNTAX.into());
+        }
+    }
+    crate::log_warning!("User requested shutdown...");
+    ctx.server.request_shutdown();
+    // Like Redis, the client gets no reply: the connection just closes.
+    ctx.session.close_after_reply = true;
+    Ok(())
+}
+
+pub fn debug_sleep(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let seconds = parse_f64(&args[2])?;
+    if !(0.0..=3600.0).contains(&seconds) {
+        return Err("ERR sleep time must be between 0 and 3600 seconds".into());
+    }
+    // Like Redis' DEBUG SLEEP, the whole server stops executing commands for
+    // the duration: every connection checks the pause before each command.
+    ctx.server
+        .pause_until(ctx.now_ms + (seconds * 1000.0) as u64);
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn debug_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    help_lines(
+        ctx,
+        "DEBUG",
+        &[
+            "SLEEP <seconds>",
+            "    Stop the server for <seconds>. Decimals allowed.",
+        ],
+    );
+    Ok(())
+}
+
+pub fn memory_usage(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    match args.len() {
+        3 => {}
+        5 if is(&args[3], "SAMPLES") => {
+            parse_i64(&args[4])?;
+        }
+        _ => return Err(ERR_SYNTAX.into()),
+    }
+    let (db, key, now) = (ctx.db(), ctx.key(&args[2]), ctx.now_ms);
+    let usage = ctx
+        .keyspace()
+        .lock(key)
+        .peek(db, key, now)
+        .map(|e| e.memory_bytes());
+    match usage {
+        Some(bytes) => ctx.out.int(bytes as i64),
+        None => ctx.out.null_bulk(),
+    }
+    Ok(())
+}
+
+pub fn memory_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    help_lines(
+        ctx,
+        "MEMORY",
+        &[
+            "USAGE <key> [SAMPLES <count>]",
+            "    Return memory in bytes used by <key> and its value.",
+        ],
+    );
+    Ok(())
+}
+
+/// COMMAND INFO's entry for one command.
+fn write_command_info(ctx: &mut Ctx, full_name: &str, spec: &Spec) {
+    ctx.out.array(10);
+    ctx.out.bulk(full_name.as_bytes());
+    ctx.out.int(spec.arity as i64);
+    ctx.out.set(spec.flags.len());
+    for flag in spec.flags {
+        ctx.out.simple(flag);
+    }
+    let (first, last, step) = spec.keys;
+    ctx.out.int(first as i64);
+    ctx.out.int(last as i64);
+    ctx.out.int(step as i64);
+    ctx.out.set(spec.acl.len());
+    for category in spec.acl {
+        ctx.out.simple(&format!("@{category}"));
+    }
+    ctx.out.array(0); // tips
+    if first > 0 {
+        // One range key specification equivalent to first/last/step.
+        ctx.out.array(1);
+        ctx.out.map(4);
+        ctx.out.bulk(b"flags");
+        ctx.out.array(0);
+        ctx.out.bulk(b"begin_search");
+        ctx.out.map(2);
+        ctx.out.bulk(b"type");
+        ctx.out.bulk(b"index");
+        ctx.out.bulk(b"spec");
+        ctx.out.map(1);
+        ctx.out.bulk(b"index");
+        ctx.out.int(first as i64);
+        ctx.out.bulk(b"find_keys");
+        ctx.out.map(2);
+        ctx.out.bulk(b"type");
+        ctx.out.bulk(b"range");
+        ctx.out.bulk(b"spec");
+        ctx.out.map(3);
+        ctx.out.bulk(b"lastkey");
+        ctx.out.int(if last < 0 {
+            last as i64
+        } else {
+            (last - first) as i64
+        });
+        ctx.out.bulk(b"keystep");
+        ctx.out.int(step as i64);
+        ctx.out.bulk(b"limit");
+        ctx.out.int(0);
+        ctx.out.bulk(b"notes");
+        ctx.out.bulk(b"");
+    } else {
+        ctx.out.array(0);
+    }
+    ctx.out.array(spec.subcommands.len());
+    for sub in spec.subcommands {
+        let name = format!("{full_name}|{}", sub.name);
+        write_command_info(ctx, &name, sub);
+    }
+}
+
+pub fn command_all(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    let commands: Vec<_> = ctx.server.commands.top_level().collect();
+    ctx.out.array(commands.len());
+    for (_, spec) in commands {
+        write_command_info(ctx, spec.name, spec);
+    }
+    Ok(())
+}
+
+pub fn command_count(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    ctx.out.int(ctx.server.commands.top_level().count() as i64);
+    Ok(())
+}
+
+/// Resolves `name` or `parent|sub` to its spec.
+fn find_spec(ctx: &Ctx, name: &[u8]) -> Option<(String, &'static Spec)> {
+    let table = &ctx.server.commands;
+    let text = String::from_utf8_lossy(name).to_ascii_lowercase();
+    let id = match text.split_once('|') {
+        Some((parent, sub)) => {
+            table.lookup_subcommand(table.lookup(parent.as_bytes())?, sub.as_bytes())?
+        }
+        None => table.lookup(text.as_bytes())?,
+    };
+    Some((table.full_names[id].clone(), table.specs[id]))
+}
+
+pub fn command_info(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    if args.len() == 2 {
+        return command_all(ctx, args);
+    }
+    ctx.out.array(args.len() - 2);
+    for name in &args[2..] {
+        match find_spec(ctx, name) {
+            Some((full_name, spec)) => write_command_info(ctx, &full_name, spec),
+            None => ctx.out.null_array(),
+        }
+    }
+    Ok(())
+}
+
+fn write_command_docs(ctx: &mut Ctx, spec: &Spec, full_name: &str) {
+    ctx.out.bulk(full_name.as_bytes());
+    let has_subcommands = !spec.subcommands.is_empty();
+    ctx.out.map(4 + has_subcommands as usize);
+    ctx.out.bulk(b"summary");
+    ctx.out.bulk(spec.summary.as_bytes());
+    ctx.out.bulk(b"since");
+    ctx.out.bulk(spec.since.as_bytes());
+    ctx.out.bulk(b"group");
+    ctx.out.bulk(spec.group.as_bytes());
+    ctx.out.bulk(b"complexity");
+    ctx.out.bulk(spec.complexity.as_bytes());
+    if has_subcommands {
+        ctx.out.bulk(b"subcommands");
+        ctx.out.map(spec.subcommands.len());
+        for sub in spec.subcommands {
+            let mut sub_doc = Spec {
+                group: spec.group,
+                ..*sub
+            };
+            sub_doc.subcommands = &[];
+            write_command_docs(ctx, &sub_doc, &format!("{full_name}|{}", sub.name));
+        }
+    }
+}
+
+pub fn command_docs(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let specs: Vec<(String, &'static Spec)> = if args.len() == 2 {
+        ctx.server
+            .commands
+            .top_level()
+            .map(|(_, s)| (s.name.to_owned(), s))
+            .collect()
+    } else {
+        args[2..]
+            .iter()
+            .filter_map(|name| find_spec(ctx, name))
+            .collect()
+    };
+    ctx.out.map(specs.len());
+    for (full_name, spec) in specs {
+        write_command_docs(ctx, spec, &full_name);
+    }
+    Ok(())
+}
+
+pub fn command_list(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let table = &ctx.server.commands;
+    let filter: Box<dyn Fn(&str, &Spec) -> bool> = match args.len() {
+        2 => Box::new(|_, _| true),
+        5 if is(&args[2], "FILTERBY") => {
+            let value = String::from_utf8_lossy(&args[4]).to_ascii_lowercase();
+            if is(&args[3], "MODULE") {
+                Box::new(|_, _| false)
+            } else if is(&args[3], "ACLCAT") {
+                Box::new(move |_, spec| spec.acl.iter().any(|c| *c == value))
+            } else if is(&args[3], "PATTERN") {
+                Box::new(move |name, _| {
+                    strata_engine::glob::matches(value.as_bytes(), name.as_bytes(), true)
+                })
+            } else {
+                return Err(ERR_SYNTAX.into());
+            }
+        }
+        _ => return Err(ERR_SYNTAX.into()),
+    };
+    let names: Vec<&String> = table
+        .full_names
+        .iter()
+        .enumerate()
+        .filter(|(i, name)| filter(name, table.specs[*i]))
+        .map(|(_, n)| n)
+        .collect();
+    ctx.out.array(names.len());
+    for name in names {
+        ctx.out.bulk(name.as_bytes());
+    }
+    Ok(())
+}
+
+pub fn command_getkeys(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let table = &ctx.server.commands;
+    let command = &args[2..];
+    let mut id = table
+        .lookup(&command[0])
+        .ok_or(CmdError::from("ERR Invalid command specified"))?;
+    if !table.specs[id].subcommands.is_empty() && command.len() >= 2 {
+        id = table.lookup_subcommand(id, &command[1]).unwrap_or(id);
+    }
+    let spec = table.specs[id];
+    let arity_ok = if spec.arity >= 0 {
+        command.len() == spec.arity as usize
+    } else {
+        command.len() >= (-spec.arity) as usize
+    };
+    if !arity_ok {
+        return Err("ERR Invalid number of arguments specified for command".into());
+    }
+    let positions = spec.key_positions(command.len());
+    if positions.is_empty() {
+        return Err("ERR The command has no key arguments".into());
+    }
+    ctx.out.array(positions.len());
+    for position in positions {
+        ctx.out.bulk(&command[position]);
+    }
+    Ok(())
+}
+
+pub fn command_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    help_lines(
+        ctx,
+        "COMMAND",
+        &[
+            "(no subcommand)",
+            "    Return details about all commands.",
+            "COUNT",
+            "    Return the total number of commands in this server.",
+            "LIST [FILTERBY (MODULE <module-name>|ACLCAT <category>|PATTERN <pattern>)]",
+            "    Return a list of all commands in this server.",
+            "INFO [<command-name> ...]",
+            "    Return details about multiple commands.",
+            "DOCS [<command-name> ...]",
+            "    Return documentation details about multiple commands.",
+            "GETKEYS <full-command>",
+            "    Return the keys from a full command.",
+        ],
+    );
+    Ok(())
+}

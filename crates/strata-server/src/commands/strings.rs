@@ -1,0 +1,627 @@
+//! String commands.
+
+use bytes::Bytes;
+use strata_engine::Value;
+use strata_engine::value::parse_canonical_i64;
+
+use super::{
+    CmdError, CmdResult, Ctx, ERR_NOT_FLOAT, ERR_NOT_INTEGER, ERR_OVERFLOW, ERR_STRING_TOO_LONG,
+    ERR_SYNTAX, is, parse_f64, parse_i64, write_value,
+};
+
+pub fn get(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let mut shard = ctx.keyspace().lock(key);
+    let found = match shard.get(db, key, now) {
+        Some(entry) => {
+            write_value(&mut ctx.out, entry.value());
+            true
+        }
+        None => {
+            ctx.out.null_bulk();
+            false
+        }
+    };
+    drop(shard);
+    ctx.stats.hit(found);
+    Ok(())
+}
+
+/// How a command sets a key's deadline.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Expiry {
+    /// Leave as is (GETEX without options) or clear (SET without options).
+    Unchanged,
+    KeepTtl,
+    Persist,
+    At(u64),
+    /// A deadline already in the past: the key ends up deleted.
+    Past,
+}
+
+/// Converts an EX/PX/EXAT/PXAT amount into an absolute deadline, with
+/// Redis' validation (positive, no overflow).
+fn deadline(option: &[u8], amount: &[u8], now_ms: u64, command: &str) -> Result<Expiry, CmdError> {
+    let amount = parse_i64(amount)?;
+    let invalid = || CmdError::from(format!("ERR invalid expire time in '{command}' command"));
+    if amount <= 0 {
+        return Err(invalid());
+    }
+    let (relative, seconds) = match option.to_ascii_uppercase().as_slice() {
+        b"EX" => (true, true),
+        b"PX" => (true, false),
+        b"EXAT" => (false, true),
+        _ => (false, false),
+    };
+    let millis = if seconds {
+        amount.checked_mul(1000).ok_or_else(invalid)?
+    } else {
+        amount
+    };
+    let at = if relative {
+        millis.checked_add(now_ms as i64).ok_or_else(invalid)?
+    } else {
+        millis
+    };
+    Ok(if at as u64 <= now_ms {
+        Expiry::Past
+    } else {
+        Expiry::At(at as u64)
+    })
+}
+
+pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (mut nx, mut xx, mut get) = (false, false, false);
+    let mut expiry = Expiry::Unchanged;
+    let mut i = 3;
+    while i < args.len() {
+        let option = &args[i];
+        let expire_option = ["EX", "PX", "EXAT", "PXAT"].iter().any(|o| is(option, o));
+        if is(option, "NX") && !xx {
+            nx = true;
+        } else if is(option, "XX") && !nx {
+            xx = true;
+        } else if is(option, "GET") {
+            get = true;
+        } else if is(option, "KEEPTTL") && expiry == Expiry::Unchanged {
+            expiry = Expiry::KeepTtl;
+        } else if expire_option && expiry == Expiry::Unchanged && i + 1 < args.len() {
+            expiry = deadline(option, &args[i + 1], ctx.now_ms, "set")?;
+            i += 1;
+        } else {
+            return Err(ERR_SYNTAX.into());
+        }
+        i += 1;
+    }
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let mut shard = ctx.keyspace().lock(key);
+    let existing = shard.get(db, key, now);
+    let exists = existing.is_some();
+    if get {
+        match &existing {
+            Some(entry) => write_value(&mut ctx.out, entry.value()),
+            None => ctx.out.null_bulk(),
+        }
+    }
+    if (nx && exists) || (xx && !exists) {
+        drop(shard);
+        if !get {
+            ctx.out.null_bulk();
+        }
+        return Ok(());
+    }
+    let value = Value::from_bytes(&args[2]);
+    match expiry {
+        Expiry::Past => {
+            shard.remove(db, key, now);
+        }
+        Expiry::At(at) => shard.set(db, key, value, Some(at), false, now),
+        Expiry::KeepTtl => shard.set(db, key, value, None, true, now),
+        Expiry::Unchanged | Expiry::Persist => shard.set(db, key, value, None, false, now),
+    }
+    drop(shard);
+    ctx.dirty(1);
+    if !get {
+        ctx.out.ok();
+    }
+    Ok(())
+}
+
+pub fn setnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let mut shard = ctx.keyspace().lock(key);
+    let created = !shard.contains(db, key, now);
+    if created {
+        shard.set(db, key, Value::from_bytes(&args[2]), None, false, now);
+    }
+    drop(shard);
+    ctx.dirty(created as u64);
+    ctx.out.int(created as i64);
+    Ok(())
+}
+
+fn setex_generic(ctx: &mut Ctx, args: &[Bytes], unit: &str, command: &str) -> CmdResult {
+    let expiry = deadline(unit.as_bytes(), &args[2], ctx.now_ms, command)?;
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let mut shard = ctx.keyspace().lock(key);
+    match expiry {
+        Expiry::At(at) => shard.set(db, key, Value::from_bytes(&args[3]), Some(at), false, now),
+        _ => {
+            shard.remove(db, key, now);
+        }
+    }
+    drop(shard);
+    ctx.dirty(1);
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn setex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    setex_generic(ctx, args, "EX", "setex")
+}
+
+pub fn psetex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    setex_generic(ctx, args, "PX", "psetex")
+}
+
+pub fn getset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let mut shard = ctx.keyspace().lock(key);
+    match shard.get(db, key, now) {
+        Some(entry) => write_value(&mut ctx.out, entry.value()),
+        None => ctx.out.null_bulk(),
+    }
+    shard.set(db, key, Value::from_bytes(&args[2]), None, false, now);
+    drop(shard);
+    ctx.dirty(1);
+    Ok(())
+}
+
+pub fn getdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let removed = ctx.keyspace().lock(key).remove(db, key, now);
+    match &removed {
+        Some(entry) => {
+            write_value(&mut ctx.out, entry.value());
+            ctx.dirty(1);
+        }
+        None => ctx.out.null_bulk(),
+    }
+    ctx.stats.hit(removed.is_some());
+    Ok(())
+}
+
+pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let mut expiry = Expiry::Unchanged;
+    let mut i = 2;
+    while i < args.len() {
+        let option = &args[i];
+        let expire_option = ["EX", "PX", "EXAT", "PXAT"].iter().any(|o| is(option, o));
+        if is(option, "PERSIST") && expiry == Expiry::Unchanged {
+            expiry = Expiry::Persist;
+        } else if expire_option && expiry == Expiry::Unchanged && i + 1 < args.len() {
+            expiry = deadline(option, &args[i + 1], ctx.now_ms, "getex")?;
+            i += 1;
+        } else {
+            return Err(ERR_SYNTAX.into());
+        }
+        i += 1;
+    }
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let mut shard = ctx.keyspace().lock(key);
+    let Some(entry) = shard.get(db, key, now) else {
+        drop(shard);
+        ctx.stats.hit(false);
+        ctx.out.null_bulk();
+        return Ok(());
+    };
+    write_value(&mut ctx.out, entry.value());
+    let had_deadline = entry.expire_at_ms().is_some();
+    let changed = match expiry {
+        Expiry::Past => shard.remove(db, key, now).is_some(),
+        Expiry::At(at) => shard.set_expire(db, key, Some(at), now),
+        Expiry::Persist if had_deadline => shard.set_expire(db, key, None, now),
+        _ => false,
+    };
+    drop(shard);
+    ctx.stats.hit(true);
+    ctx.dirty(changed as u64);
+    Ok(())
+}
+
+pub fn mget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (db, now) = (ctx.db(), ctx.now_ms);
+    let refs: Vec<_> = args[1..].iter().map(|k| ctx.key(k)).collect();
+    let mut shards = ctx.keyspace().lock_many(refs.iter().copied());
+    ctx.out.array(refs.len());
+    let mut hits = 0;
+    for key in &refs {
+        match shards.shard(key.shard()).get(db, *key, now) {
+            Some(entry) => {
+                write_value(&mut ctx.out, entry.value());
+                hits += 1;
+            }
+            None => ctx.out.null_bulk(),
+        }
+    }
+    drop(shards);
+    crate::stats::bump(&ctx.stats.keyspace_hits, hits);
+    crate::stats::bump(&ctx.stats.keyspace_misses, refs.len() as u64 - hits);
+    Ok(())
+}
+
+/// MSET and MSETNX: all keys are set at once under their shards' locks.
+fn mset_generic(ctx: &mut Ctx, args: &[Bytes], only_if_none_exist: bool) -> Result<bool, CmdError> {
+    if args.len() % 2 == 0 {
+        return Err(format!(
+            "ERR wrong number of arguments for '{}' command",
+            if only_if_none_exist { "msetnx" } else { "mset" }
+        )
+        .into());
+    }
+    let (db, now) = (ctx.db(), ctx.now_ms);
+    let refs: Vec<_> = args[1..].chunks(2).map(|pair| ctx.key(&pair[0])).collect();
+    let mut shards = ctx.keyspace().lock_many(refs.iter().copied());
+    if only_if_none_exist
+        && refs
+            .iter()
+            .any(|k| shards.shard(k.shard()).contains(db, *k, now))
+    {
+        return Ok(false);
+    }
+    for (key, pair) in refs.iter().zip(args[1..].chunks(2)) {
+        shards
+            .shard(key.shard())
+            .set(db, *key, Value::from_bytes(&pair[1]), None, false, now);
+    }
+    drop(shards);
+    ctx.dirty(refs.len() as u64);
+    Ok(true)
+}
+
+pub fn mset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    mset_generic(ctx, args, false)?;
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn msetnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let set = mset_generic(ctx, args, true)?;
+    ctx.out.int(set as i64);
+    Ok(())
+}
+
+pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let limit = ctx.config.proto_max_bulk_len;
+    let mut shard = ctx.keyspace().lock(key);
+    let length = match shard.get(db, key, now) {
+        Some(entry) => {
+            let value = entry.value_mut();
+            if (value.len() + args[2].len()) as u64 > limit {
+                return Err(ERR_STRING_TOO_LONG.into());
+            }
+            let bytes = value.make_bytes_mut();
+            bytes.extend_from_slice(&args[2]);
+            bytes.len()
+        }
+        None => {
+            shard.set(db, key, Value::from_bytes(&args[2]), None, false, now);
+            args[2].len()
+        }
+    };
+    drop(shard);
+    ctx.dirty(1);
+    ctx.out.int(length as i64);
+    Ok(())
+}
+
+pub fn strlen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let length = ctx
+        .keyspace()
+        .lock(key)
+        .get(db, key, now)
+        .map_or(0, |e| e.value().len());
+    ctx.out.int(length as i64);
+    Ok(())
+}
+
+fn incr_generic(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
+    let (db, key, now) = (ctx.db(), ctx.key(key), ctx.now_ms);
+    let mut shard = ctx.keyspace().lock(key);
+    let result = match shard.get(db, key, now) {
+        Some(entry) => {
+            let current = match entry.value() {
+                Value::Int(n) => *n,
+                Value::Str(s) => parse_canonical_i64(s).ok_or(CmdError::from(ERR_NOT_INTEGER))?,
+            };
+            let next = current
+                .checked_add(delta)
+                .ok_or(CmdError::from(ERR_OVERFLOW))?;
+            *entry.value_mut() = Value::Int(next);
+            next
+        }
+        None => {
+            shard.set(db, key, Value::Int(delta), None, false, now);
+            delta
+        }
+    };
+    drop(shard);
+    ctx.dirty(1);
+    ctx.out.int(result);
+    Ok(())
+}
+
+pub fn incr(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    incr_generic(ctx, &args[1], 1)
+}
+
+pub fn decr(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    incr_generic(ctx, &args[1], -1)
+}
+
+pub fn incrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let delta = parse_i64(&args[2])?;
+    incr_generic(ctx, &args[1], delta)
+}
+
+pub fn decrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let delta = parse_i64(&args[2])?;
+    let negated = delta
+        .checked_neg()
+        .ok_or(CmdError::from("ERR decrement would overflow"))?;
+    incr_generic(ctx, &args[1], negated)
+}
+
+pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let increment = parse_f64(&args[2])?;
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let mut shard = ctx.keyspace().lock(key);
+    let entry = shard.get(db, key, now);
+    let current = match entry.as_ref().map(|e| e.value()) {
+        None => 0.0,
+        Some(Value::Int(n)) => *n as f64,
+        Some(Value::Str(s)) => parse_f64(s).map_err(|_| CmdError::from(ERR_NOT_FLOAT))?,
+    };
+    let result = current + increment;
+    if !result.is_finite() {
+        return Err("ERR increment would produce NaN or Infinity".into());
+    }
+    let text = strata_resp::format_double(result);
+    match entry {
+        Some(entry) => *entry.value_mut() = Value::from_bytes(text.as_bytes()),
+        None => shard.set(
+            db,
+            key,
+            Value::from_bytes(text.as_bytes()),
+            None,
+            false,
+            now,
+        ),
+    }
+    drop(shard);
+    ctx.dirty(1);
+    ctx.out.bulk(text.as_bytes());
+    Ok(())
+}
+
+/// Resolves Redis' inclusive, possibly negative [start, end] over `len`
+/// bytes; `None` for an empty range.
+pub fn byte_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    if len == 0 || (start < 0 && end < 0 && start > end) {
+        return None;
+    }
+    let start = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
+    let end = if end < 0 {
+        (len + end).max(0)
+    } else {
+        end.min(len - 1)
+    };
+    (start <= end && start < len).then_some((start as usize, end as usize))
+}
+
+pub fn getrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (start, end) = (parse_i64(&args[2])?, parse_i64(&args[3])?);
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let mut shard = ctx.keyspace().lock(key);
+    match shard.get(db, key, now) {
+        Some(entry) => {
+            let bytes = entry.value().as_bytes();
+            match byte_range(start, end, bytes.len()) {
+                Some((from, to)) => ctx.out.bulk(&bytes[from..=to]),
+                None => ctx.out.bulk(b""),
+            }
+        }
+        None => ctx.out.bulk(b""),
+    }
+    Ok(())
+}
+
+pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let offset = parse_i64(&args[2])?;
+    if offset < 0 {
+        return Err("ERR offset is out of range".into());
+    }
+    let offset = offset as usize;
+    let patch = &args[3];
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let limit = ctx.config.proto_max_bulk_len;
+    let mut shard = ctx.keyspace().lock(key);
+    let entry = shard.get(db, key, now);
+    if patch.is_empty() {
+        let length = entry.map_or(0, |e| e.value().len());
+        drop(shard);
+        ctx.out.int(length as i64);
+        return Ok(());
+    }
+    if (offset + patch.len()) as u64 > limit {
+        return Err(ERR_STRING_TOO_LONG.into());
+    }
+    let length = match entry {
+        Some(entry) => {
+            let bytes = entry.value_mut().make_bytes_mut();
+            if bytes.len() < offset + patch.len() {
+                bytes.resize(offset + patch.len(), 0);
+            }
+            bytes[offset..offset + patch.len()].copy_from_slice(patch);
+            bytes.len()
+        }
+        None => {
+            let mut bytes = vec![0u8; offset + patch.len()];
+            bytes[offset..].copy_from_slice(patch);
+            shard.set(db, key, Value::Str(bytes), None, false, now);
+            offset + patch.len()
+        }
+    };
+    drop(shard);
+    ctx.dirty(1);
+    ctx.out.int(length as i64);
+    Ok(())
+}
+
+pub fn lcs(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (mut want_len, mut want_idx, mut with_match_len) = (false, false, false);
+    let mut min_match_len = 0usize;
+    let mut i = 3;
+    while i < args.len() {
+        if is(&args[i], "LEN") {
+            want_len = true;
+        } else if is(&args[i], "IDX") {
+            want_idx = true;
+        } else if is(&args[i], "WITHMATCHLEN") {
+            with_match_len = true;
+        } else if is(&args[i], "MINMATCHLEN") && i + 1 < args.len() {
+            min_match_len = parse_i64(&args[i + 1])?.max(0) as usize;
+            i += 1;
+        } else {
+            return Err(ERR_SYNTAX.into());
+        }
+        i += 1;
+    }
+    if want_len && want_idx {
+        return Err("ERR If you want both the length and indexes, please just use IDX.".into());
+    }
+    let (db, now) = (ctx.db(), ctx.now_ms);
+    let (ka, kb) = (ctx.key(&args[1]), ctx.key(&args[2]));
+    let (a, b) = {
+        let mut shards = ctx.keyspace().lock_many([ka, kb]);
+        let a = shards
+            .shard(ka.shard())
+            .get(db, ka, now)
+            .map(|e| e.value().as_bytes().into_owned())
+            .unwrap_or_default();
+        let b = shards
+            .shard(kb.shard())
+            .get(db, kb, now)
+            .map(|e| e.value().as_bytes().into_owned())
+            .unwrap_or_default();
+        (a, b)
+    };
+    let cells = (a.len() as u128 + 1) * (b.len() as u128 + 1);
+    if cells > u32::MAX as u128 || cells * 4 > ctx.config.proto_max_bulk_len as u128 {
+        return Err(
+            "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len".into(),
+        );
+    }
+    // table[i][j] = LCS length of a[..i] and b[..j].
+    let width = b.len() + 1;
+    let mut table = vec![0u32; (a.len() + 1) * width];
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            table[i * width + j] = if a[i - 1] == b[j - 1] {
+                table[(i - 1) * width + j - 1] + 1
+            } else {
+                table[(i - 1) * width + j].max(table[i * width + j - 1])
+            };
+        }
+    }
+    let total = table[a.len() * width + b.len()] as usize;
+    if want_len {
+        ctx.out.int(total as i64);
+        return Ok(());
+    }
+    // Walk back from the end, collecting the common string and the matching
+    // ranges (reported last to first, as Redis does).
+    let mut common = vec![0u8; total];
+    let mut matches: Vec<((usize, usize), (usize, usize))> = Vec::new();
+    let (mut i, mut j, mut idx) = (a.len(), b.len(), total);
+    let mut range: Option<((usize, usize), (usize, usize))> = None;
+    while i > 0 && j > 0 {
+        let mut emit = false;
+        if a[i - 1] == b[j - 1] {
+            common[idx - 1] = a[i - 1];
+            match &mut range {
+                None => range = Some(((i - 1, i - 1), (j - 1, j - 1))),
+                Some(((a_start, _), (b_start, _))) if *a_start == i && *b_start == j => {
+                    *a_start -= 1;
+                    *b_start -= 1;
+                }
+                Some(_) => emit = true,
+            }
+            if range.is_some_and(|((a_start, _), (b_start, _))| a_start == 0 || b_start == 0) {
+                emit = true;
+            }
+            idx -= 1;
+            i -= 1;
+            j -= 1;
+        } else {
+            if table[(i - 1) * width + j] > table[i * width + j - 1] {
+                i -= 1;
+            } else {
+                j -= 1;
+            }
+            emit = range.is_some();
+        }
+        if emit && let Some(found) = range.take() {
+            let length = found.0.1 - found.0.0 + 1;
+            if min_match_len == 0 || length >= min_match_len {
+                matches.push(found);
+            }
+        }
+    }
+    if !want_idx {
+        ctx.out.bulk(&common);
+        return Ok(());
+    }
+    ctx.out.map(2);
+    ctx.out.bulk(b"matches");
+    ctx.out.array(matches.len());
+    for ((a_start, a_end), (b_start, b_end)) in matches {
+        ctx.out.array(if with_match_len { 3 } else { 2 });
+        ctx.out.array(2);
+        ctx.out.int(a_start as i64);
+        ctx.out.int(a_end as i64);
+        ctx.out.array(2);
+        ctx.out.int(b_start as i64);
+        ctx.out.int(b_end as i64);
+        if with_match_len {
+            ctx.out.int((a_end - a_start + 1) as i64);
+        }
+    }
+    ctx.out.bulk(b"len");
+    ctx.out.int(total as i64);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::byte_range;
+
+    #[test]
+    fn ranges_like_redis() {
+        assert_eq!(byte_range(0, 3, 10), Some((0, 3)));
+        assert_eq!(byte_range(-3, -1, 10), Some((7, 9)));
+        assert_eq!(byte_range(0, -1, 10), Some((0, 9)));
+        assert_eq!(byte_range(10, 100, 10), None);
+        assert_eq!(byte_range(5, 3, 10), None);
+        assert_eq!(byte_range(-1, -5, 10), None);
+        assert_eq!(byte_range(-100, 100, 10), Some((0, 9)));
+        assert_eq!(byte_range(0, 0, 0), None);
+    }
+}

@@ -1,0 +1,599 @@
+//! Configuration: redis.conf syntax and names.
+//!
+//! One [`DIRECTIVES`] table describes every option once — its name, whether
+//! CONFIG SET may change it at run time, how to print it and how to parse
+//! it. The config file, `--name value` command-line arguments, CONFIG GET
+//! and CONFIG SET all go through that table, so they cannot disagree.
+//!
+//! Running connections read the configuration through [`SharedConfig`]: a
+//! snapshot `Arc<Config>` plus a generation counter, so the hot path costs
+//! one relaxed atomic load per batch and CONFIG SET never blocks a reader.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::RwLock;
+
+use crate::log::Level;
+
+/// Output buffer limits of one client class (`client-output-buffer-limit`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutputLimit {
+    pub hard_bytes: u64,
+    pub soft_bytes: u64,
+    pub soft_seconds: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub port: u16,
+    pub bind: Vec<String>,
+    pub dir: PathBuf,
+    pub requirepass: String,
+    pub databases: usize,
+    pub maxclients: u64,
+    pub timeout_s: u64,
+    pub tcp_keepalive_s: u64,
+    pub protected_mode: bool,
+    pub loglevel: Level,
+    pub logfile: String,
+    pub output_limit_normal: OutputLimit,
+    pub output_limit_replica: OutputLimit,
+    pub output_limit_pubsub: OutputLimit,
+    pub query_buffer_limit_bytes: u64,
+    pub proto_max_bulk_len: u64,
+    pub threads: usize,
+    pub hz: u64,
+    /// The config file given on the command line, if any (INFO server).
+    pub config_file: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            port: 6379,
+            bind: vec!["127.0.0.1".into(), "-::1".into()],
+            dir: PathBuf::from("./data"),
+            requirepass: String::new(),
+            databases: 16,
+            maxclients: 10_000,
+            timeout_s: 0,
+            tcp_keepalive_s: 300,
+            protected_mode: true,
+            loglevel: Level::Notice,
+            logfile: String::new(),
+            output_limit_normal: OutputLimit {
+                hard_bytes: 0,
+                soft_bytes: 0,
+                soft_seconds: 0,
+            },
+            output_limit_replica: OutputLimit {
+                hard_bytes: 256 << 20,
+                soft_bytes: 64 << 20,
+                soft_seconds: 60,
+            },
+            output_limit_pubsub: OutputLimit {
+                hard_bytes: 32 << 20,
+                soft_bytes: 8 << 20,
+                soft_seconds: 60,
+            },
+            query_buffer_limit_bytes: 1 << 30,
+            proto_max_bulk_len: 512 << 20,
+            threads: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            hz: 10,
+            config_file: None,
+        }
+    }
+}
+
+type Setter = fn(&mut Config, &[String]) -> Result<(), String>;
+
+/// One configuration option.
+pub struct Directive {
+    pub name: &'static str,
+    pub mutable: bool,
+    pub get: fn(&Config) -> String,
+    set: Setter,
+}
+
+fn one(args: &[String]) -> Result<&str, String> {
+    match args {
+        [value] => Ok(value),
+        _ => Err("wrong number of arguments".into()),
+    }
+}
+
+fn parse_int(args: &[String], min: u64, max: u64) -> Result<u64, String> {
+    let value: i64 = one(args)?
+        .parse()
+        .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+    if value < min as i64 || value as u64 > max {
+        return Err(format!(
+            "argument must be between {min} and {max} inclusive"
+        ));
+    }
+    Ok(value as u64)
+}
+
+fn parse_yes_no(args: &[String]) -> Result<bool, String> {
+    match one(args)?.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err("argument must be 'yes' or 'no'".into()),
+    }
+}
+
+/// Parses a redis.conf memory value: `1k` = 1000, `1kb` = 1024, likewise
+/// m/mb and g/gb; a plain number is bytes.
+pub fn parse_memory(text: &str) -> Option<u64> {
+    let lower = text.to_ascii_lowercase();
+    let units: [(&str, u64); 6] = [
+        ("kb", 1024),
+        ("mb", 1 << 20),
+        ("gb", 1 << 30),
+        ("k", 1000),
+        ("m", 1_000_000),
+        ("g", 1_000_000_000),
+    ];
+    let (digits, multiplier) = units
+        .iter()
+        .find_map(|(suffix, mult)| lower.strip_suffix(suffix).map(|d| (d, *mult)))
+        .unwrap_or((lower.as_str(), 1));
+    digits.parse::<u64>().ok()?.checked_mul(multiplier)
+}
+
+fn parse_memory_arg(args: &[String], min: u64) -> Result<u64, String> {
+    let value =
+        parse_memory(one(args)?).ok_or_else(|| "argument must be a memory value".to_string())?;
+    if value < min {
+        return Err(format!("argument must be at least {min}"));
+    }
+    Ok(value)
+}
+
+/// Splits single arguments holding several space-separated values, so
+/// `--bind "127.0.0.1 ::1"` and `bind 127.0.0.1 ::1` mean the same.
+fn words(args: &[String]) -> Vec<String> {
+    args.iter()
+        .flat_map(|a| a.split_whitespace().map(str::to_owned))
+        .collect()
+}
+
+fn format_output_limits(c: &Config) -> String {
+    let class = |name: &str, l: &OutputLimit| {
+        format!(
+            "{name} {} {} {}",
+            l.hard_bytes, l.soft_bytes, l.soft_seconds
+        )
+    };
+    [
+        class("normal", &c.output_limit_normal),
+        class("slave", &c.output_limit_replica),
+        class("pubsub", &c.output_limit_pubsub),
+    ]
+    .join(" ")
+}
+
+fn set_output_limits(c: &mut Config, args: &[String]) -> Result<(), String> {
+    let args = words(args);
+    if args.is_empty() || args.len() % 4 != 0 {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    let mut updated = c.clone();
+    for group in args.chunks(4) {
+        let memory = |s: &str| {
+            parse_memory(s).ok_or_else(|| {
+                "Error in hard, soft or soft_seconds setting in buffer limit configuration."
+                    .to_string()
+            })
+        };
+        let limit = OutputLimit {
+            hard_bytes: memory(&group[1])?,
+            soft_bytes: memory(&group[2])?,
+            soft_seconds: group[3].parse().map_err(|_| {
+                "Error in hard, soft or soft_seconds setting in buffer limit configuration."
+                    .to_string()
+            })?,
+        };
+        match group[0].to_ascii_lowercase().as_str() {
+            "normal" => updated.output_limit_normal = limit,
+            "slave" | "replica" => updated.output_limit_replica = limit,
+            "pubsub" => updated.output_limit_pubsub = limit,
+            _ => {
+                return Err("Invalid client class specified in buffer limit configuration.".into());
+            }
+        }
+    }
+    *c = updated;
+    Ok(())
+}
+
+fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.into()
+}
+
+pub static DIRECTIVES: &[Directive] = &[
+    Directive {
+        name: "port",
+        mutable: false,
+        get: |c| c.port.to_string(),
+        set: |c, a| {
+            c.port = parse_int(a, 0, 65535)? as u16;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "bind",
+        mutable: false,
+        get: |c| c.bind.join(" "),
+        set: |c, a| {
+            let list = words(a);
+            if list.is_empty() {
+                return Err("wrong number of arguments".into());
+            }
+            c.bind = list;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "dir",
+        mutable: false,
+        get: |c| c.dir.display().to_string(),
+        set: |c, a| {
+            c.dir = PathBuf::from(one(a)?);
+            Ok(())
+        },
+    },
+    Directive {
+        name: "requirepass",
+        mutable: true,
+        get: |c| c.requirepass.clone(),
+        set: |c, a| {
+            c.requirepass = one(a)?.to_owned();
+            Ok(())
+        },
+    },
+    Directive {
+        name: "databases",
+        mutable: false,
+        get: |c| c.databases.to_string(),
+        set: |c, a| {
+            c.databases = parse_int(a, 1, i32::MAX as u64)? as usize;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "maxclients",
+        mutable: true,
+        get: |c| c.maxclients.to_string(),
+        set: |c, a| {
+            c.maxclients = parse_int(a, 1, u32::MAX as u64)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "timeout",
+        mutable: true,
+        get: |c| c.timeout_s.to_string(),
+        set: |c, a| {
+            c.timeout_s = parse_int(a, 0, i32::MAX as u64)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "tcp-keepalive",
+        mutable: true,
+        get: |c| c.tcp_keepalive_s.to_string(),
+        set: |c, a| {
+            c.tcp_keepalive_s = parse_int(a, 0, i32::MAX as u64)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "protected-mode",
+        mutable: true,
+        get: |c| yes_no(c.protected_mode),
+        set: |c, a| {
+            c.protected_mode = parse_yes_no(a)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "loglevel",
+        mutable: true,
+        get: |c| c.loglevel.name().into(),
+        set: |c, a| {
+            c.loglevel = Level::parse(one(a)?).ok_or_else(|| {
+                "argument(s) must be one of the following: debug, verbose, notice, warning"
+                    .to_string()
+            })?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "logfile",
+        mutable: false,
+        get: |c| c.logfile.clone(),
+        set: |c, a| {
+            c.logfile = one(a)?.to_owned();
+            Ok(())
+        },
+    },
+    Directive {
+        name: "client-output-buffer-limit",
+        mutable: true,
+        get: format_output_limits,
+        set: set_output_limits,
+    },
+    Directive {
+        name: "client-query-buffer-limit",
+        mutable: true,
+        get: |c| c.query_buffer_limit_bytes.to_string(),
+        set: |c, a| {
+            c.query_buffer_limit_bytes = parse_memory_arg(a, 1 << 20)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "proto-max-bulk-len",
+        mutable: true,
+        get: |c| c.proto_max_bulk_len.to_string(),
+        set: |c, a| {
+            c.proto_max_bulk_len = parse_memory_arg(a, 1 << 20)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "threads",
+        mutable: false,
+        get: |c| c.threads.to_string(),
+        set: |c, a| {
+            c.threads = parse_int(a, 1, 128)? as usize;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "hz",
+        mutable: true,
+        get: |c| c.hz.to_string(),
+        set: |c, a| {
+            c.hz = parse_int(a, 1, 500)?;
+            Ok(())
+        },
+    },
+];
+
+pub fn directive(name: &str) -> Option<&'static Directive> {
+    DIRECTIVES
+        .iter()
+        .find(|d| d.name.eq_ignore_ascii_case(name))
+}
+
+impl Config {
+    /// Applies one option, as read from a file or the command line.
+    pub fn apply(&mut self, name: &str, args: &[String]) -> Result<(), String> {
+        let directive = directive(name)
+            .ok_or_else(|| "Bad directive or wrong number of arguments".to_string())?;
+        (directive.set)(self, args)
+    }
+
+    /// Builds the configuration from `strata-server [file] [--name value ...]`,
+    /// as redis-server takes it.
+    pub fn from_args(args: &[String]) -> Result<Config, String> {
+        let mut config = Config::default();
+        let mut rest = args;
+        if let Some(first) = rest.first().filter(|a| !a.starts_with("--")) {
+            let path = PathBuf::from(first);
+            config.load_file(&path, 0)?;
+            config.config_file = Some(std::fs::canonicalize(&path).unwrap_or(path));
+            rest = &rest[1..];
+        }
+        let mut i = 0;
+        while i < rest.len() {
+            let Some(name) = rest[i].strip_prefix("--") else {
+                return Err(format!(
+                    "Unexpected argument '{}': options are written --name value",
+                    rest[i]
+                ));
+            };
+            let mut values = Vec::new();
+            i += 1;
+            while i < rest.len() && !rest[i].starts_with("--") {
+                values.push(rest[i].clone());
+                i += 1;
+            }
+            config
+                .apply(name, &values)
+                .map_err(|e| format!("--{name}: {e}"))?;
+        }
+        Ok(config)
+    }
+
+    fn load_file(&mut self, path: &PathBuf, depth: usize) -> Result<(), String> {
+        const INCLUDE_DEPTH_MAX: usize = 16;
+        if depth > INCLUDE_DEPTH_MAX {
+            return Err("include nesting too deep".into());
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            format!(
+                "Fatal error, can't open config file '{}': {e}",
+                path.display()
+            )
+        })?;
+        for (number, line) in text.lines().enumerate() {
+            let trimmed = line.trim();
+            if trimmed.is_empty() || trimmed.starts_with('#') {
+                continue;
+            }
+            let fatal = |why: &str| {
+                format!(
+                    "\n*** FATAL CONFIG FILE ERROR ***\nReading the configuration file, at line {}\n>>> '{trimmed}'\n{why}",
+                    number + 1
+                )
+            };
+            let parts = strata_resp::split_args(trimmed.as_bytes())
+                .ok_or_else(|| fatal("Unbalanced quotes in configuration line"))?;
+            let parts: Vec<String> = parts
+                .iter()
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .collect();
+            let (name, args) = parts.split_first().expect("non-empty line has a word");
+            if name.eq_ignore_ascii_case("include") {
+                let [file] = args else {
+                    return Err(fatal("Bad directive or wrong number of arguments"));
+                };
+                self.load_file(&PathBuf::from(file), depth + 1)?;
+                continue;
+            }
+            self.apply(name, args).map_err(|e| fatal(&e))?;
+        }
+        Ok(())
+    }
+}
+
+/// The live configuration shared by all threads.
+pub struct SharedConfig {
+    current: RwLock<Arc<Config>>,
+    generation: AtomicU64,
+}
+
+impl SharedConfig {
+    pub fn new(config: Config) -> Self {
+        SharedConfig {
+            current: RwLock::new(Arc::new(config)),
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    pub fn get(&self) -> Arc<Config> {
+        self.current.read().clone()
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// CONFIG SET: applies every (name, value) pair or none of them.
+    pub fn set_many(&self, pairs: &[(String, String)]) -> Result<(), String> {
+        let mut current = self.current.write();
+        let mut updated = (**current).clone();
+        for (name, value) in pairs {
+            let Some(directive) = directive(name) else {
+                return Err(format!(
+                    "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+                ));
+            };
+            if !directive.mutable {
+                return Err(format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
+                ));
+            }
+            (directive.set)(&mut updated, std::slice::from_ref(value)).map_err(|e| {
+                format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {e}")
+            })?;
+        }
+        crate::log::set_level(updated.loglevel);
+        *current = Arc::new(updated);
+        self.generation.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn memory_units_follow_redis_conf() {
+        assert_eq!(parse_memory("1k"), Some(1000));
+        assert_eq!(parse_memory("1KB"), Some(1024));
+        assert_eq!(parse_memory("2mb"), Some(2 << 20));
+        assert_eq!(parse_memory("1g"), Some(1_000_000_000));
+        assert_eq!(parse_memory("12"), Some(12));
+        assert_eq!(parse_memory("x"), None);
+    }
+
+    #[test]
+    fn command_line_like_redis_server() {
+        let c = Config::from_args(&strings(&[
+            "--port",
+            "7000",
+            "--bind",
+            "0.0.0.0",
+            "::",
+            "--client-output-buffer-limit",
+            "normal 1mb 512kb 10",
+        ]))
+        .unwrap();
+        assert_eq!(c.port, 7000);
+        assert_eq!(c.bind, vec!["0.0.0.0", "::"]);
+        assert_eq!(
+            c.output_limit_normal,
+            OutputLimit {
+                hard_bytes: 1 << 20,
+                soft_bytes: 512 << 10,
+                soft_seconds: 10
+            }
+        );
+        assert!(Config::from_args(&strings(&["--nosuch", "1"])).is_err());
+        assert!(Config::from_args(&strings(&["--port", "70000"])).is_err());
+    }
+
+    #[test]
+    fn config_file_with_quotes_and_include() {
+        let dir = std::env::temp_dir().join(format!("strata-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let included = dir.join("inc.conf");
+        std::fs::write(&included, "maxclients 77\n").unwrap();
+        let main = dir.join("main.conf");
+        std::fs::write(
+            &main,
+            format!(
+                "# comment\nrequirepass \"p a ss\"\ninclude {}\nprotected-mode no\n",
+                included.display()
+            ),
+        )
+        .unwrap();
+        let c = Config::from_args(&strings(&[main.to_str().unwrap(), "--port", "1234"])).unwrap();
+        assert_eq!(
+            (
+                c.requirepass.as_str(),
+                c.maxclients,
+                c.protected_mode,
+                c.port
+            ),
+            ("p a ss", 77, false, 1234)
+        );
+        std::fs::write(&main, "port abc\n").unwrap();
+        let err = Config::from_args(&strings(&[main.to_str().unwrap()])).unwrap_err();
+        assert!(
+            err.contains("at line 1") && err.contains("parsed into an integer"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn config_set_is_all_or_nothing() {
+        let shared = SharedConfig::new(Config::default());
+        let err = shared
+            .set_many(&[
+                ("maxclients".into(), "5".into()),
+                ("port".into(), "1".into()),
+            ])
+            .unwrap_err();
+        assert!(err.contains("immutable"), "{err}");
+        assert_eq!(shared.get().maxclients, 10_000);
+        shared
+            .set_many(&[("maxclients".into(), "5".into())])
+            .unwrap();
+        assert_eq!((shared.get().maxclients, shared.generation()), (5, 1));
+    }
+}

@@ -1,0 +1,344 @@
+//! One client connection.
+//!
+//! The loop: read what the socket has → run every complete command in the
+//! buffer (pipelining) → write all their replies with as few syscalls as the
+//! socket allows → wait for the socket, a kill, or the idle timeout.
+//!
+//! Limits (DESIGN.md invariant 5):
+//! - input: more than `client-query-buffer-limit` bytes without a complete
+//!   command closes the connection; protocol limits come from the parser;
+//! - output: replies not yet accepted by the socket are the client's output
+//!   buffer. Over the `client-output-buffer-limit` hard limit, or over the
+//!   soft limit for longer than its seconds, the client is disconnected and
+//!   logged, as in Redis. With no limit configured (Redis' default for
+//!   normal clients) the connection stops reading new commands once
+//!   [`OUTPUT_PENDING_BYTES_MAX`] are pending, so a client that never reads
+//!   stalls itself instead of growing server memory.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use strata_resp::{Limits, ProtocolError, ReplyWriter, RequestParser};
+use tokio::net::TcpStream;
+
+use crate::client::ClientInfo;
+use crate::commands::dispatch;
+use crate::config::{Config, OutputLimit};
+use crate::server::{Server, now_ms};
+use crate::session::Session;
+use crate::stats::{ThreadStats, bump};
+use crate::{log_notice, log_verbose};
+
+/// Pending output at which a connection without a configured hard limit
+/// stops executing further commands until the client reads.
+const OUTPUT_PENDING_BYTES_MAX: usize = 1 << 20;
+/// Free space kept in the read buffer before each read.
+const READ_CHUNK_BYTES: usize = 16 * 1024;
+/// Read buffers larger than this are released when they become empty, so an
+/// idle connection that once sent a huge value does not keep its memory.
+const READ_BUFFER_RETAINED_BYTES_MAX: usize = 64 * 1024;
+
+enum Closed {
+    ClientQuit,
+    PeerClosed,
+    Killed,
+    Protocol(ProtocolError),
+    QueryBufferLimit,
+    OutputBufferLimit,
+    IdleTimeout,
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for Closed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Closed::ClientQuit => write!(f, "client quit"),
+            Closed::PeerClosed => write!(f, "client closed connection"),
+            Closed::Killed => write!(f, "killed"),
+            Closed::Protocol(e) => write!(f, "{e}"),
+            Closed::QueryBufferLimit => write!(f, "max query buffer length reached"),
+            Closed::OutputBufferLimit => write!(f, "output buffer limit reached"),
+            Closed::IdleTimeout => write!(f, "idle timeout"),
+            Closed::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+struct Connection {
+    server: Arc<Server>,
+    stats: Arc<ThreadStats>,
+    stream: TcpStream,
+    session: Session,
+    parser: RequestParser,
+    input: BytesMut,
+    output: BytesMut,
+    config: Arc<Config>,
+    config_generation: u64,
+    /// Since when the pending output has been above the soft limit.
+    soft_limit_since: Option<Instant>,
+    last_active: Instant,
+}
+
+pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, stream: std::net::TcpStream) {
+    let (Ok(peer), Ok(local)) = (stream.peer_addr(), stream.local_addr()) else {
+        return;
+    };
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+    let Ok(stream) = stream
+        .set_nonblocking(true)
+        .and_then(|_| TcpStream::from_std(stream))
+    else {
+        return;
+    };
+    let client = server.clients.register(peer, local, fd, now_ms());
+    let config_generation = server.config.generation();
+    let config = server.config.get();
+    let mut connection = Connection {
+        session: Session::new(client.clone()),
+        server: server.clone(),
+        stats,
+        stream,
+        parser: RequestParser::new(),
+        input: BytesMut::with_capacity(READ_CHUNK_BYTES),
+        output: BytesMut::with_capacity(READ_CHUNK_BYTES),
+        config,
+        config_generation,
+        soft_limit_since: None,
+        last_active: Instant::now(),
+    };
+    let reason = connection.run(&client).await;
+    match &reason {
+        Closed::OutputBufferLimit => log_notice!(
+            "Client id={} addr={} closed for overcoming of output buffer limits.",
+            client.id,
+            client.addr
+        ),
+        Closed::QueryBufferLimit => log_notice!(
+            "Closing client id={} addr={} that reached max query buffer length",
+            client.id,
+            client.addr
+        ),
+        Closed::Protocol(e) => log_verbose!(
+            "Protocol error from client id={} addr={}: {e}",
+            client.id,
+            client.addr
+        ),
+        other => log_verbose!(
+            "Client id={} addr={} closed: {other}",
+            client.id,
+            client.addr
+        ),
+    }
+    server.clients.unregister(client.id);
+}
+
+impl Connection {
+    fn refresh_config(&mut self) {
+        let generation = self.server.config.generation();
+        if generation != self.config_generation {
+            self.config = self.server.config.get();
+            self.config_generation = generation;
+        }
+    }
+
+    fn output_limit(&self) -> OutputLimit {
+        self.config.output_limit_normal
+    }
+
+    /// Pending output above which no further command is executed.
+    fn output_pause_bytes(&self) -> usize {
+        let limit = self.output_limit();
+        match (limit.hard_bytes, limit.soft_bytes) {
+            (0, 0) => OUTPUT_PENDING_BYTES_MAX,
+            (0, soft) => soft as usize,
+            (hard, _) => hard as usize,
+        }
+    }
+
+    async fn run(&mut self, client: &ClientInfo) -> Closed {
+        loop {
+            if client.is_killed() {
+                return Closed::Killed;
+            }
+            self.refresh_config();
+            let paused_until = self.server.paused_until_ms();
+            let now = now_ms();
+            if paused_until > now {
+                tokio::time::sleep(Duration::from_millis(paused_until - now)).await;
+                continue;
+            }
+            if let Err(closed) = self.execute_buffered(client) {
+                // Try to deliver the error reply before closing.
+                let _ = self.flush();
+                return closed;
+            }
+            if self.server.paused_until_ms() > now_ms() {
+                // DEBUG SLEEP: its reply (and everything after) waits.
+                continue;
+            }
+            if let Err(e) = self.flush() {
+                return Closed::Io(e);
+            }
+            if let Err(closed) = self.check_output_limits() {
+                return closed;
+            }
+            if self.session.close_after_reply && self.output.is_empty() {
+                return Closed::ClientQuit;
+            }
+            if client.is_killed() {
+                return Closed::Killed;
+            }
+            client.output_buffer_bytes.store(self.output.len(), Relaxed);
+            client.query_buffer_bytes.store(self.input.len(), Relaxed);
+            if let Err(closed) = self.wait(client).await {
+                return closed;
+            }
+        }
+    }
+
+    /// Waits until the socket can make progress, then reads what it has.
+    async fn wait(&mut self, client: &ClientInfo) -> Result<(), Closed> {
+        let want_read =
+            self.output.len() < self.output_pause_bytes() && !self.session.close_after_reply;
+        let want_write = !self.output.is_empty();
+        let idle_deadline = match self.config.timeout_s {
+            0 => None,
+            seconds => Some(self.last_active + Duration::from_secs(seconds)),
+        };
+        let soft_deadline = self
+            .soft_limit_since
+            .map(|since| since + Duration::from_secs(self.output_limit().soft_seconds));
+        let wake_at = [idle_deadline, soft_deadline].into_iter().flatten().min();
+        tokio::select! {
+            readable = self.stream.readable(), if want_read => {
+                readable.map_err(Closed::Io)?;
+                self.read()
+            }
+            writable = self.stream.writable(), if want_write => writable.map_err(Closed::Io),
+            _ = client.killed() => Err(Closed::Killed),
+            _ = sleep_until_opt(wake_at) => {
+                if idle_deadline.is_some_and(|d| Instant::now() >= d) && self.output.is_empty() {
+                    return Err(Closed::IdleTimeout);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn read(&mut self) -> Result<(), Closed> {
+        let hint = self.parser.bytes_needed_hint(&self.input);
+        let wanted = hint.clamp(
+            READ_CHUNK_BYTES,
+            self.config.query_buffer_limit_bytes as usize,
+        );
+        if self.input.capacity() - self.input.len() < wanted {
+            self.input.reserve(wanted);
+        }
+        match self.stream.try_read_buf(&mut self.input) {
+            Ok(0) => Err(Closed::PeerClosed),
+            Ok(n) => {
+                bump(&self.stats.net_input_bytes, n as u64);
+                bump(&self.stats.reads_processed, 1);
+                self.last_active = Instant::now();
+                self.session.client.last_active_ms.store(now_ms(), Relaxed);
+                if self.input.len() as u64 > self.config.query_buffer_limit_bytes {
+                    return Err(Closed::QueryBufferLimit);
+                }
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
+            Err(e) => Err(Closed::Io(e)),
+        }
+    }
+
+    /// Runs every complete command in the input buffer, stopping early when
+    /// output is backing up or the server is paused.
+    fn execute_buffered(&mut self, client: &ClientInfo) -> Result<(), Closed> {
+        let limits = Limits {
+            bulk_len_bytes_max: self.config.proto_max_bulk_len,
+            ..Limits::default()
+        };
+        let pause_bytes = self.output_pause_bytes();
+        let now = now_ms();
+        while self.output.len() < pause_bytes && !self.session.close_after_reply {
+            let args = match self.parser.next(&mut self.input, &limits) {
+                Ok(Some(args)) => args,
+                Ok(None) => break,
+                Err(error) => {
+                    ReplyWriter::new(&mut self.output, self.session.protocol)
+                        .error(&format!("ERR {error}"));
+                    self.server.stats.record_error("ERR");
+                    return Err(Closed::Protocol(error));
+                }
+            };
+            dispatch(
+                &self.server,
+                &mut self.session,
+                &mut self.output,
+                &self.config,
+                &self.stats,
+                now,
+                &args,
+            );
+            if client.is_killed() {
+                break;
+            }
+            if self.server.paused_until_ms() > now {
+                break;
+            }
+            let hard = self.output_limit().hard_bytes;
+            if hard > 0 && self.output.len() as u64 > hard {
+                return Err(Closed::OutputBufferLimit);
+            }
+        }
+        if self.input.is_empty() && self.input.capacity() > READ_BUFFER_RETAINED_BYTES_MAX {
+            self.input = BytesMut::with_capacity(READ_CHUNK_BYTES);
+        }
+        Ok(())
+    }
+
+    /// Writes as much pending output as the socket takes without blocking.
+    fn flush(&mut self) -> std::io::Result<()> {
+        while !self.output.is_empty() {
+            match self.stream.try_write(&self.output) {
+                Ok(n) => {
+                    bump(&self.stats.net_output_bytes, n as u64);
+                    bump(&self.stats.writes_processed, 1);
+                    let _ = self.output.split_to(n);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+        if self.output.is_empty() && self.output.capacity() > READ_BUFFER_RETAINED_BYTES_MAX {
+            self.output = BytesMut::with_capacity(READ_CHUNK_BYTES);
+        }
+        Ok(())
+    }
+
+    fn check_output_limits(&mut self) -> Result<(), Closed> {
+        let limit = self.output_limit();
+        let pending = self.output.len() as u64;
+        if limit.hard_bytes > 0 && pending > limit.hard_bytes {
+            return Err(Closed::OutputBufferLimit);
+        }
+        if limit.soft_bytes > 0 && pending > limit.soft_bytes {
+            let since = *self.soft_limit_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= Duration::from_secs(limit.soft_seconds) {
+                return Err(Closed::OutputBufferLimit);
+            }
+        } else {
+            self.soft_limit_since = None;
+        }
+        Ok(())
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+        None => std::future::pending().await,
+    }
+}

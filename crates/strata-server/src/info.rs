@@ -1,0 +1,365 @@
+//! INFO: Redis' sections and field names, so `redis-cli info`, exporters
+//! and client libraries that parse it work unchanged. Every figure is
+//! measured (allocator, /proc, getrusage, counters); fields that describe
+//! features Strata does not have yet report what is true today (no
+//! persistence in progress, no replicas).
+
+use std::fmt::Write;
+use std::sync::atomic::Ordering::Relaxed;
+
+use crate::alloc;
+use crate::server::{REDIS_VERSION, Server};
+
+const DEFAULT_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "errorstats",
+    "keyspace",
+];
+const ALL_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "commandstats",
+    "errorstats",
+    "keyspace",
+];
+
+pub fn render(server: &Server, requested: &[String], now_ms: u64) -> String {
+    let sections: Vec<&str> = if requested.is_empty() || requested.iter().any(|s| s == "default") {
+        DEFAULT_SECTIONS.to_vec()
+    } else if requested.iter().any(|s| s == "all" || s == "everything") {
+        ALL_SECTIONS.to_vec()
+    } else {
+        ALL_SECTIONS
+            .iter()
+            .copied()
+            .filter(|s| requested.iter().any(|r| r == s))
+            .collect()
+    };
+    let mut out = String::new();
+    for (i, section) in sections.iter().enumerate() {
+        if i > 0 {
+            out.push_str("\r\n");
+        }
+        let title = {
+            let mut t = section.to_string();
+            t[..1].make_ascii_uppercase();
+            match *section {
+                "commandstats" => "Commandstats".to_owned(),
+                "errorstats" => "Errorstats".to_owned(),
+                _ => t,
+            }
+        };
+        let _ = write!(out, "# {title}\r\n");
+        match *section {
+            "server" => server_section(server, &mut out, now_ms),
+            "clients" => clients_section(server, &mut out),
+            "memory" => memory_section(&mut out),
+            "persistence" => persistence_section(server, &mut out),
+            "stats" => stats_section(server, &mut out),
+            "replication" => replication_section(server, &mut out),
+            "cpu" => cpu_section(&mut out),
+            "commandstats" => commandstats_section(server, &mut out),
+            "errorstats" => errorstats_section(server, &mut out),
+            "keyspace" => keyspace_section(server, &mut out),
+            _ => {}
+        }
+    }
+    out
+}
+
+macro_rules! field {
+    ($out:expr, $name:expr, $value:expr) => {
+        let _ = write!($out, "{}:{}\r\n", $name, $value);
+    };
+}
+
+fn server_section(server: &Server, out: &mut String, now_ms: u64) {
+    let config = server.config.get();
+    let uptime_s = server.started.elapsed().as_secs();
+    field!(out, "redis_version", REDIS_VERSION);
+    field!(out, "strata_version", env!("CARGO_PKG_VERSION"));
+    field!(out, "redis_git_sha1", "00000000");
+    field!(out, "redis_git_dirty", 0);
+    field!(out, "redis_mode", "standalone");
+    field!(out, "os", std::env::consts::OS);
+    field!(out, "arch_bits", usize::BITS);
+    field!(out, "multiplexing_api", "epoll");
+    field!(out, "process_id", std::process::id());
+    field!(out, "run_id", server.run_id);
+    field!(out, "tcp_port", server.port());
+    field!(out, "server_time_usec", now_ms * 1000);
+    field!(out, "uptime_in_seconds", uptime_s);
+    field!(out, "uptime_in_days", uptime_s / 86_400);
+    field!(out, "hz", config.hz);
+    field!(out, "configured_hz", config.hz);
+    field!(out, "lru_clock", (now_ms / 1000) & ((1 << 24) - 1));
+    field!(out, "executable", server.executable);
+    field!(
+        out,
+        "config_file",
+        config
+            .config_file
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    );
+    field!(out, "io_threads_active", 0);
+    field!(out, "threads", config.threads);
+}
+
+fn clients_section(server: &Server, out: &mut String) {
+    let config = server.config.get();
+    let clients = server.clients.snapshot();
+    let max_input = clients
+        .iter()
+        .map(|c| c.query_buffer_bytes.load(Relaxed))
+        .max()
+        .unwrap_or(0);
+    let max_output = clients
+        .iter()
+        .map(|c| c.output_buffer_bytes.load(Relaxed))
+        .max()
+        .unwrap_or(0);
+    field!(out, "connected_clients", clients.len());
+    field!(out, "cluster_connections", 0);
+    field!(out, "maxclients", config.maxclients);
+    field!(out, "client_recent_max_input_buffer", max_input);
+    field!(out, "client_recent_max_output_buffer", max_output);
+    field!(out, "blocked_clients", 0);
+    field!(out, "tracking_clients", 0);
+    field!(out, "clients_in_timeout_table", 0);
+}
+
+/// Redis' human-readable byte counts: `1.50M`, `512B`.
+fn human(bytes: u64) -> String {
+    let units = [("G", 1u64 << 30), ("M", 1 << 20), ("K", 1 << 10)];
+    for (suffix, size) in units {
+        if bytes >= size {
+            return format!("{:.2}{suffix}", bytes as f64 / size as f64);
+        }
+    }
+    format!("{bytes}B")
+}
+
+fn total_system_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+fn memory_section(out: &mut String) {
+    let used = alloc::used_bytes();
+    let rss = alloc::rss_bytes();
+    let peak = alloc::peak_bytes();
+    let system = total_system_memory();
+    field!(out, "used_memory", used);
+    field!(out, "used_memory_human", human(used));
+    field!(out, "used_memory_rss", rss);
+    field!(out, "used_memory_rss_human", human(rss));
+    field!(out, "used_memory_peak", peak);
+    field!(out, "used_memory_peak_human", human(peak));
+    field!(
+        out,
+        "used_memory_peak_perc",
+        format!("{:.2}%", used as f64 * 100.0 / peak.max(1) as f64)
+    );
+    field!(out, "total_system_memory", system);
+    field!(out, "total_system_memory_human", human(system));
+    field!(out, "maxmemory", 0);
+    field!(out, "maxmemory_human", "0B");
+    field!(out, "maxmemory_policy", "noeviction");
+    field!(
+        out,
+        "mem_fragmentation_ratio",
+        format!("{:.2}", rss as f64 / used.max(1) as f64)
+    );
+    field!(out, "mem_allocator", "mimalloc");
+}
+
+fn persistence_section(server: &Server, out: &mut String) {
+    field!(out, "loading", 0);
+    field!(out, "async_loading", 0);
+    field!(out, "current_cow_peak", 0);
+    field!(
+        out,
+        "rdb_changes_since_last_save",
+        server.stats.dirty.load(Relaxed)
+    );
+    field!(out, "rdb_bgsave_in_progress", 0);
+    field!(out, "rdb_last_save_time", server.started_unix_ms / 1000);
+    field!(out, "rdb_last_bgsave_status", "ok");
+    field!(out, "aof_enabled", 0);
+    field!(out, "aof_rewrite_in_progress", 0);
+    field!(out, "aof_last_write_status", "ok");
+}
+
+fn stats_section(server: &Server, out: &mut String) {
+    let sum = |f: fn(&crate::stats::ThreadStats) -> u64| {
+        server.thread_stats.iter().map(|t| f(t)).sum::<u64>()
+    };
+    field!(
+        out,
+        "total_connections_received",
+        server.stats.connections_received.load(Relaxed)
+    );
+    field!(out, "total_commands_processed", server.total_commands());
+    field!(
+        out,
+        "instantaneous_ops_per_sec",
+        server.stats.instantaneous_ops_per_sec()
+    );
+    field!(
+        out,
+        "total_net_input_bytes",
+        sum(|t| t.net_input_bytes.load(Relaxed))
+    );
+    field!(
+        out,
+        "total_net_output_bytes",
+        sum(|t| t.net_output_bytes.load(Relaxed))
+    );
+    field!(
+        out,
+        "rejected_connections",
+        server.stats.rejected_connections.load(Relaxed)
+    );
+    field!(
+        out,
+        "expired_keys",
+        server
+            .keyspace
+            .expired_keys()
+            .saturating_sub(server.stats.expired_keys_base.load(Relaxed))
+    );
+    field!(out, "evicted_keys", 0);
+    field!(out, "keyspace_hits", sum(|t| t.keyspace_hits.load(Relaxed)));
+    field!(
+        out,
+        "keyspace_misses",
+        sum(|t| t.keyspace_misses.load(Relaxed))
+    );
+    field!(out, "pubsub_channels", 0);
+    field!(out, "pubsub_patterns", 0);
+    field!(
+        out,
+        "total_error_replies",
+        server.stats.error_replies.load(Relaxed)
+    );
+    field!(
+        out,
+        "total_reads_processed",
+        sum(|t| t.reads_processed.load(Relaxed))
+    );
+    field!(
+        out,
+        "total_writes_processed",
+        sum(|t| t.writes_processed.load(Relaxed))
+    );
+}
+
+fn replication_section(server: &Server, out: &mut String) {
+    field!(out, "role", "master");
+    field!(out, "connected_slaves", 0);
+    field!(out, "master_failover_state", "no-failover");
+    field!(out, "master_replid", server.run_id);
+    field!(
+        out,
+        "master_replid2",
+        "0000000000000000000000000000000000000000"
+    );
+    field!(out, "master_repl_offset", 0);
+    field!(out, "second_repl_offset", -1);
+    field!(out, "repl_backlog_active", 0);
+}
+
+fn cpu_section(out: &mut String) {
+    // SAFETY: getrusage only writes into the struct we pass.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    field!(
+        out,
+        "used_cpu_sys",
+        format!("{:.6}", seconds(usage.ru_stime))
+    );
+    field!(
+        out,
+        "used_cpu_user",
+        format!("{:.6}", seconds(usage.ru_utime))
+    );
+    field!(out, "used_cpu_sys_children", "0.000000");
+    field!(out, "used_cpu_user_children", "0.000000");
+}
+
+fn commandstats_section(server: &Server, out: &mut String) {
+    for (id, name) in server.commands.full_names.iter().enumerate() {
+        let total = |f: fn(&crate::stats::CommandCounters) -> u64| {
+            server
+                .thread_stats
+                .iter()
+                .map(|t| f(&t.commands[id]))
+                .sum::<u64>()
+        };
+        let calls = total(|c| c.calls.load(Relaxed));
+        let rejected = total(|c| c.rejected.load(Relaxed));
+        if calls == 0 && rejected == 0 {
+            continue;
+        }
+        let usec = total(|c| c.usec.load(Relaxed));
+        let failed = total(|c| c.failed.load(Relaxed));
+        let per_call = if calls == 0 {
+            0.0
+        } else {
+            usec as f64 / calls as f64
+        };
+        let _ = write!(
+            out,
+            "cmdstat_{name}:calls={calls},usec={usec},usec_per_call={per_call:.2},rejected_calls={rejected},failed_calls={failed}\r\n"
+        );
+    }
+}
+
+fn errorstats_section(server: &Server, out: &mut String) {
+    for (code, count) in server.stats.errors_by_code.lock().iter() {
+        let _ = write!(out, "errorstat_{code}:count={count}\r\n");
+    }
+}
+
+fn keyspace_section(server: &Server, out: &mut String) {
+    for (db, (keys, expires)) in server.keyspace.db_stats().into_iter().enumerate() {
+        if keys > 0 {
+            let _ = write!(out, "db{db}:keys={keys},expires={expires},avg_ttl=0\r\n");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::human;
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human(512), "512B");
+        assert_eq!(human(1536), "1.50K");
+        assert_eq!(human(3 << 20), "3.00M");
+    }
+}

@@ -1,0 +1,345 @@
+//! The running server: listeners, network threads, background work.
+//!
+//! Threads:
+//! - the main thread runs a small runtime that accepts connections on every
+//!   listener, enforces `maxclients` and protected mode, hands each socket
+//!   to a network thread round-robin, samples ops/s, and waits for SIGTERM,
+//!   SIGINT or SHUTDOWN;
+//! - `threads` network threads each run their own single-threaded runtime
+//!   and own their connections for life: a connection's commands run on its
+//!   thread directly against the shared, sharded keyspace (no hop to another
+//!   thread);
+//! - one expiry thread runs the active expiry cycle `hz` times a second.
+
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use strata_engine::Keyspace;
+use tokio::sync::{Notify, mpsc};
+
+use crate::client::ClientRegistry;
+use crate::commands::CommandTable;
+use crate::config::{Config, SharedConfig};
+use crate::stats::{GlobalStats, ThreadStats};
+use crate::{connection, log, log_notice, log_warning};
+
+/// The Redis version we answer to in HELLO and INFO: the behaviour Strata
+/// reproduces, which is what clients use for feature detection.
+pub const REDIS_VERSION: &str = "7.2.4";
+
+/// Keys the active expiry cycle may delete per shard per run; bounds the
+/// time any one shard lock is held by expiry.
+const EXPIRE_BUDGET_PER_SHARD: usize = 64;
+
+pub struct Server {
+    pub config: SharedConfig,
+    pub keyspace: Keyspace,
+    pub commands: CommandTable,
+    pub clients: ClientRegistry,
+    pub stats: GlobalStats,
+    pub thread_stats: Vec<Arc<ThreadStats>>,
+    pub started: Instant,
+    pub started_unix_ms: u64,
+    pub run_id: String,
+    pub executable: String,
+    port: AtomicU16,
+    paused_until_ms: AtomicU64,
+    shutdown_requested: AtomicBool,
+    shutdown_signal: Notify,
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn random_hex(len: usize) -> String {
+    (0..len)
+        .map(|_| {
+            char::from_digit((strata_engine::keyspace::random_u64() % 16) as u32, 16).unwrap_or('0')
+        })
+        .collect()
+}
+
+impl Server {
+    pub fn port(&self) -> u16 {
+        self.port.load(Relaxed)
+    }
+
+    pub fn total_commands(&self) -> u64 {
+        self.thread_stats
+            .iter()
+            .flat_map(|t| t.commands.iter())
+            .map(|c| c.calls.load(Relaxed))
+            .sum()
+    }
+
+    /// Stops command execution on every connection until `until_ms`.
+    pub fn pause_until(&self, until_ms: u64) {
+        self.paused_until_ms.fetch_max(until_ms, Relaxed);
+    }
+
+    pub fn paused_until_ms(&self) -> u64 {
+        self.paused_until_ms.load(Relaxed)
+    }
+
+    pub fn request_shutdown(&self) {
+        self.shutdown_requested.store(true, Relaxed);
+        self.shutdown_signal.notify_one();
+    }
+}
+
+/// Binds every `bind` address. A `-` prefix marks an optional address
+/// (skipped if unavailable, as Redis' default `-::1`). Port 0 picks a free
+/// port for the first address and reuses it for the others.
+fn bind_all(config: &Config) -> Result<(Vec<StdListener>, u16), String> {
+    let mut listeners = Vec::new();
+    let mut port = config.port;
+    for address in &config.bind {
+        let (optional, host) = match address.strip_prefix('-') {
+            Some(host) => (true, host),
+            None => (false, address.as_str()),
+        };
+        let ip: std::net::IpAddr = match host.parse() {
+            Ok(ip) => ip,
+            Err(_) if host == "*" => std::net::Ipv4Addr::UNSPECIFIED.into(),
+            Err(_) => return Err(format!("Invalid bind address '{host}'")),
+        };
+        let addr = SocketAddr::new(ip, port);
+        match bind_one(addr) {
+            Ok(listener) => {
+                port = listener.local_addr().map(|a| a.port()).unwrap_or(port);
+                listeners.push(listener);
+            }
+            Err(e) if optional => log_notice!("Skipping optional bind address {addr}: {e}"),
+            Err(e) => {
+                return Err(format!(
+                    "Could not create server TCP listening socket {addr}: {e}"
+                ));
+            }
+        }
+    }
+    if listeners.is_empty() {
+        return Err("Failed listening on any bind address".into());
+    }
+    Ok((listeners, port))
+}
+
+fn bind_one(addr: SocketAddr) -> std::io::Result<StdListener> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.bind(&addr.into())?;
+    socket.listen(511)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
+/// Starts the server and blocks until it shuts down.
+pub fn run(config: Config) -> Result<(), String> {
+    log::set_level(config.loglevel);
+    log::set_file(&config.logfile)
+        .map_err(|e| format!("Can't open the log file '{}': {e}", config.logfile))?;
+    std::fs::create_dir_all(&config.dir).map_err(|e| {
+        format!(
+            "Can't create data directory '{}': {e}",
+            config.dir.display()
+        )
+    })?;
+    let (listeners, port) = bind_all(&config)?;
+    let threads = config.threads;
+    let commands = CommandTable::new();
+    let thread_stats = (0..threads)
+        .map(|_| Arc::new(ThreadStats::new(commands.len())))
+        .collect();
+    let server = Arc::new(Server {
+        keyspace: Keyspace::new(config.databases),
+        config: SharedConfig::new(config),
+        commands,
+        clients: ClientRegistry::default(),
+        stats: GlobalStats::default(),
+        thread_stats,
+        started: Instant::now(),
+        started_unix_ms: now_ms(),
+        run_id: random_hex(40),
+        executable: std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        port: AtomicU16::new(port),
+        paused_until_ms: AtomicU64::new(0),
+        shutdown_requested: AtomicBool::new(false),
+        shutdown_signal: Notify::new(),
+    });
+    log_notice!(
+        "Strata {} (Redis {} compatible) starting, pid={}, port={}, threads={}",
+        env!("CARGO_PKG_VERSION"),
+        REDIS_VERSION,
+        std::process::id(),
+        port,
+        threads
+    );
+
+    let mut workers = Vec::new();
+    for index in 0..threads {
+        let (sender, receiver) = mpsc::unbounded_channel::<std::net::TcpStream>();
+        let server = server.clone();
+        let stats = server.thread_stats[index].clone();
+        std::thread::Builder::new()
+            .name(format!("strata-net-{index}"))
+            .spawn(move || network_thread(server, stats, receiver))
+            .map_err(|e| format!("Can't start network thread: {e}"))?;
+        workers.push(sender);
+    }
+    {
+        let server = server.clone();
+        std::thread::Builder::new()
+            .name("strata-expire".into())
+            .spawn(move || expiry_thread(server))
+            .map_err(|e| format!("Can't start expiry thread: {e}"))?;
+    }
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("Can't start the accept runtime: {e}"))?;
+    runtime.block_on(async move {
+        let mut next_worker = 0usize;
+        let (accepted_tx, mut accepted_rx) =
+            mpsc::channel::<(std::net::TcpStream, SocketAddr)>(1024);
+        for listener in listeners {
+            let local = listener
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            let listener =
+                tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
+            log_notice!("Ready to accept connections tcp on {local}");
+            let accepted_tx = accepted_tx.clone();
+            tokio::spawn(async move {
+                loop {
+                    match listener.accept().await {
+                        Ok((stream, peer)) => match stream.into_std() {
+                            Ok(stream) => {
+                                if accepted_tx.send((stream, peer)).await.is_err() {
+                                    return;
+                                }
+                            }
+                            Err(e) => log_warning!("Accepting client connection: {e}"),
+                        },
+                        Err(e) => {
+                            log_warning!("Accepting client connection: {e}");
+                            // Out of file descriptors and similar: back off
+                            // instead of spinning.
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                    }
+                }
+            });
+        }
+        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .map_err(|e| e.to_string())?;
+        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            .map_err(|e| e.to_string())?;
+        let mut sample = tokio::time::interval(Duration::from_millis(100));
+        loop {
+            tokio::select! {
+                Some((stream, peer)) = accepted_rx.recv() => {
+                    if let Some(stream) = admit(&server, stream, peer) {
+                        let _ = workers[next_worker % workers.len()].send(stream);
+                        next_worker += 1;
+                    }
+                }
+                _ = sample.tick() => server.stats.sample_ops(now_ms(), server.total_commands()),
+                _ = sigterm.recv() => {
+                    log_warning!("Received SIGTERM scheduling shutdown...");
+                    break;
+                }
+                _ = sigint.recv() => {
+                    log_warning!("Received SIGINT scheduling shutdown...");
+                    break;
+                }
+                _ = server.shutdown_signal.notified() => break,
+            }
+        }
+        Ok::<(), String>(())
+    })?;
+    // Nothing is buffered outside the keyspace yet; once the log exists, the
+    // final checkpoint is written here before exiting.
+    log_warning!("Strata is now ready to exit, bye bye...");
+    Ok(())
+}
+
+/// Applies connection-level admission rules; returns the socket to serve.
+fn admit(
+    server: &Server,
+    stream: std::net::TcpStream,
+    peer: SocketAddr,
+) -> Option<std::net::TcpStream> {
+    use std::io::Write;
+    let config = server.config.get();
+    server.stats.connections_received.fetch_add(1, Relaxed);
+    let mut stream = stream;
+    if server.clients.count() as u64 >= config.maxclients {
+        server.stats.rejected_connections.fetch_add(1, Relaxed);
+        let _ = stream.set_nonblocking(false);
+        let _ = stream.write_all(b"-ERR max number of clients reached\r\n");
+        return None;
+    }
+    if config.protected_mode && config.requirepass.is_empty() && !peer.ip().is_loopback() {
+        server.stats.rejected_connections.fetch_add(1, Relaxed);
+        let _ = stream.set_nonblocking(false);
+        let _ = stream.write_all(b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers, set a password with 'requirepass' or disable protected mode with 'protected-mode no'.\r\n");
+        return None;
+    }
+    let _ = stream.set_nodelay(true);
+    if config.tcp_keepalive_s > 0 {
+        let keepalive =
+            socket2::TcpKeepalive::new().with_time(Duration::from_secs(config.tcp_keepalive_s));
+        let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive);
+    }
+    Some(stream)
+}
+
+fn network_thread(
+    server: Arc<Server>,
+    stats: Arc<ThreadStats>,
+    mut receiver: mpsc::UnboundedReceiver<std::net::TcpStream>,
+) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            log_warning!("Can't start a network thread runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    runtime.block_on(async move {
+        while let Some(stream) = receiver.recv().await {
+            let server = server.clone();
+            let stats = stats.clone();
+            tokio::spawn(async move { connection::serve(server, stats, stream).await });
+        }
+    });
+}
+
+fn expiry_thread(server: Arc<Server>) {
+    loop {
+        let hz = server.config.get().hz.max(1);
+        std::thread::sleep(Duration::from_millis(1000 / hz));
+        server
+            .keyspace
+            .active_expire_cycle(now_ms(), EXPIRE_BUDGET_PER_SHARD);
+    }
+}
