@@ -289,12 +289,14 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
         loop {
             if in_double {
                 let c = *line.get(i)?;
-                if c == b'\\' && i + 3 < line.len() && line[i + 1] == b'x' {
-                    if let (Some(h), Some(l)) = (hex(line[i + 2]), hex(line[i + 3])) {
-                        current.push(h * 16 + l);
-                        i += 4;
-                        continue;
-                    }
+                if c == b'\\'
+                    && i + 3 < line.len()
+                    && line[i + 1] == b'x'
+                    && let (Some(h), Some(l)) = (hex(line[i + 2]), hex(line[i + 3]))
+                {
+                    current.push(h * 16 + l);
+                    i += 4;
+                    continue;
                 }
                 if c == b'\\' && i + 1 < line.len() {
                     current.push(match line[i + 1] {

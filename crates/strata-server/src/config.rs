@@ -179,7 +179,7 @@ fn format_output_limits(c: &Config) -> String {
 
 fn set_output_limits(c: &mut Config, args: &[String]) -> Result<(), String> {
     let args = words(args);
-    if args.is_empty() || args.len() % 4 != 0 {
+    if args.is_empty() || !args.len().is_multiple_of(4) {
         return Err("Wrong number of arguments in buffer limit configuration.".into());
     }
     let mut updated = c.clone();

@@ -26,7 +26,7 @@ use tokio::net::TcpStream;
 use crate::client::ClientInfo;
 use crate::commands::dispatch;
 use crate::config::{Config, OutputLimit};
-use crate::server::{Server, now_ms};
+use crate::server::{Admitted, Server, now_ms};
 use crate::session::Session;
 use crate::stats::{ThreadStats, bump};
 use crate::{log_notice, log_verbose};
@@ -42,7 +42,7 @@ const READ_BUFFER_RETAINED_BYTES_MAX: usize = 64 * 1024;
 
 enum Closed {
     ClientQuit,
-    PeerClosed,
+    ClientClosed,
     Killed,
     Protocol(ProtocolError),
     QueryBufferLimit,
@@ -55,7 +55,7 @@ impl std::fmt::Display for Closed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Closed::ClientQuit => write!(f, "client quit"),
-            Closed::PeerClosed => write!(f, "client closed connection"),
+            Closed::ClientClosed => write!(f, "client closed connection"),
             Closed::Killed => write!(f, "killed"),
             Closed::Protocol(e) => write!(f, "{e}"),
             Closed::QueryBufferLimit => write!(f, "max query buffer length reached"),
@@ -81,18 +81,15 @@ struct Connection {
     last_active: Instant,
 }
 
-pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, stream: std::net::TcpStream) {
-    let (Ok(peer), Ok(local)) = (stream.peer_addr(), stream.local_addr()) else {
-        return;
-    };
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, admitted: Admitted) {
+    let Admitted { stream, client } = admitted;
     let Ok(stream) = stream
         .set_nonblocking(true)
         .and_then(|_| TcpStream::from_std(stream))
     else {
+        server.clients.unregister(client.id);
         return;
     };
-    let client = server.clients.register(peer, local, fd, now_ms());
     let config_generation = server.config.generation();
     let config = server.config.get();
     let mut connection = Connection {
@@ -237,7 +234,7 @@ impl Connection {
             self.input.reserve(wanted);
         }
         match self.stream.try_read_buf(&mut self.input) {
-            Ok(0) => Err(Closed::PeerClosed),
+            Ok(0) => Err(Closed::ClientClosed),
             Ok(n) => {
                 bump(&self.stats.net_input_bytes, n as u64);
                 bump(&self.stats.reads_processed, 1);
@@ -262,7 +259,15 @@ impl Connection {
         };
         let pause_bytes = self.output_pause_bytes();
         let now = now_ms();
-        while self.output.len() < pause_bytes && !self.session.close_after_reply {
+        while !self.session.close_after_reply {
+            if self.output.len() >= pause_bytes {
+                // Hand what we have to the socket; only what it does not
+                // take counts against the client's limits.
+                self.flush().map_err(Closed::Io)?;
+                if self.output.len() >= pause_bytes {
+                    break;
+                }
+            }
             let args = match self.parser.next(&mut self.input, &limits) {
                 Ok(Some(args)) => args,
                 Ok(None) => break,
@@ -290,7 +295,10 @@ impl Connection {
             }
             let hard = self.output_limit().hard_bytes;
             if hard > 0 && self.output.len() as u64 > hard {
-                return Err(Closed::OutputBufferLimit);
+                self.flush().map_err(Closed::Io)?;
+                if self.output.len() as u64 > hard {
+                    return Err(Closed::OutputBufferLimit);
+                }
             }
         }
         if self.input.is_empty() && self.input.capacity() > READ_BUFFER_RETAINED_BYTES_MAX {

@@ -57,6 +57,7 @@ pub fn render(server: &Server, requested: &[String], now_ms: u64) -> String {
             match *section {
                 "commandstats" => "Commandstats".to_owned(),
                 "errorstats" => "Errorstats".to_owned(),
+                "cpu" => "CPU".to_owned(),
                 _ => t,
             }
         };

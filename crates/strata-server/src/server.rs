@@ -146,7 +146,7 @@ fn bind_one(addr: SocketAddr) -> std::io::Result<StdListener> {
 }
 
 /// Starts the server and blocks until it shuts down.
-pub fn run(config: Config) -> Result<(), String> {
+pub fn run(mut config: Config) -> Result<(), String> {
     log::set_level(config.loglevel);
     log::set_file(&config.logfile)
         .map_err(|e| format!("Can't open the log file '{}': {e}", config.logfile))?;
@@ -157,6 +157,8 @@ pub fn run(config: Config) -> Result<(), String> {
         )
     })?;
     let (listeners, port) = bind_all(&config)?;
+    // `port 0` asks for any free port; CONFIG GET and INFO show the real one.
+    config.port = port;
     let threads = config.threads;
     let commands = CommandTable::new();
     let thread_stats = (0..threads)
@@ -191,7 +193,7 @@ pub fn run(config: Config) -> Result<(), String> {
 
     let mut workers = Vec::new();
     for index in 0..threads {
-        let (sender, receiver) = mpsc::unbounded_channel::<std::net::TcpStream>();
+        let (sender, receiver) = mpsc::unbounded_channel::<Admitted>();
         let server = server.clone();
         let stats = server.thread_stats[index].clone();
         std::thread::Builder::new()
@@ -254,8 +256,10 @@ pub fn run(config: Config) -> Result<(), String> {
         loop {
             tokio::select! {
                 Some((stream, peer)) = accepted_rx.recv() => {
-                    if let Some(stream) = admit(&server, stream, peer) {
-                        let _ = workers[next_worker % workers.len()].send(stream);
+                    if let Some(admitted) = admit(&server, stream, peer) {
+                        if let Err(unsent) = workers[next_worker % workers.len()].send(admitted) {
+                            server.clients.unregister(unsent.0.client.id);
+                        }
                         next_worker += 1;
                     }
                 }
@@ -279,12 +283,17 @@ pub fn run(config: Config) -> Result<(), String> {
     Ok(())
 }
 
-/// Applies connection-level admission rules; returns the socket to serve.
-fn admit(
-    server: &Server,
-    stream: std::net::TcpStream,
-    peer: SocketAddr,
-) -> Option<std::net::TcpStream> {
+/// An accepted connection, registered as a client, on its way to a network
+/// thread.
+pub struct Admitted {
+    pub stream: std::net::TcpStream,
+    pub client: Arc<crate::client::ClientInfo>,
+}
+
+/// Applies connection-level admission rules and registers the client, so
+/// client ids follow accept order and `maxclients` counts every accepted
+/// connection. Returns the connection to serve.
+fn admit(server: &Server, stream: std::net::TcpStream, peer: SocketAddr) -> Option<Admitted> {
     use std::io::Write;
     let config = server.config.get();
     server.stats.connections_received.fetch_add(1, Relaxed);
@@ -307,13 +316,16 @@ fn admit(
             socket2::TcpKeepalive::new().with_time(Duration::from_secs(config.tcp_keepalive_s));
         let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive);
     }
-    Some(stream)
+    let local = stream.local_addr().ok()?;
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+    let client = server.clients.register(peer, local, fd, now_ms());
+    Some(Admitted { stream, client })
 }
 
 fn network_thread(
     server: Arc<Server>,
     stats: Arc<ThreadStats>,
-    mut receiver: mpsc::UnboundedReceiver<std::net::TcpStream>,
+    mut receiver: mpsc::UnboundedReceiver<Admitted>,
 ) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -326,10 +338,10 @@ fn network_thread(
         }
     };
     runtime.block_on(async move {
-        while let Some(stream) = receiver.recv().await {
+        while let Some(admitted) = receiver.recv().await {
             let server = server.clone();
             let stats = stats.clone();
-            tokio::spawn(async move { connection::serve(server, stats, stream).await });
+            tokio::spawn(async move { connection::serve(server, stats, admitted).await });
         }
     });
 }

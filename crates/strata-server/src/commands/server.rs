@@ -39,7 +39,7 @@ pub fn config_get(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 pub fn config_set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return Err("ERR wrong number of arguments for 'config|set' command".into());
     }
     let pairs: Vec<(String, String)> = args[2..]
@@ -379,9 +379,12 @@ pub fn command_docs(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
+/// A COMMAND LIST FILTERBY predicate over (full name, spec).
+type CommandFilter = dyn Fn(&str, &Spec) -> bool;
+
 pub fn command_list(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let table = &ctx.server.commands;
-    let filter: Box<dyn Fn(&str, &Spec) -> bool> = match args.len() {
+    let filter: Box<CommandFilter> = match args.len() {
         2 => Box::new(|_, _| true),
         5 if is(&args[2], "FILTERBY") => {
             let value = String::from_utf8_lossy(&args[4]).to_ascii_lowercase();

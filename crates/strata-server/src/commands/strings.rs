@@ -252,7 +252,7 @@ pub fn mget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 /// MSET and MSETNX: all keys are set at once under their shards' locks.
 fn mset_generic(ctx: &mut Ctx, args: &[Bytes], only_if_none_exist: bool) -> Result<bool, CmdError> {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return Err(format!(
             "ERR wrong number of arguments for '{}' command",
             if only_if_none_exist { "msetnx" } else { "mset" }

@@ -1,0 +1,204 @@
+//! Bitmap commands against the real server.
+
+mod common;
+
+use common::{Reply, TestServer};
+
+fn i(n: i64) -> Reply {
+    Reply::Int(n)
+}
+fn e(text: &str) -> Reply {
+    Reply::err(text)
+}
+fn ints(values: &[i64]) -> Reply {
+    Reply::Array(values.iter().map(|&v| Reply::Int(v)).collect())
+}
+
+#[test]
+fn setbit_getbit_bitcount() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    assert_reply!(r, ["SETBIT", "b", "7", "1"], i(0));
+    assert_reply!(r, ["SETBIT", "b", "7", "0"], i(1));
+    assert_reply!(r, ["SETBIT", "b", "7", "1"], i(0));
+    assert_reply!(r, ["GET", "b"], Reply::bulk("\u{1}"));
+    assert_reply!(r, ["GETBIT", "b", "7"], i(1));
+    assert_reply!(r, ["GETBIT", "b", "1000"], i(0));
+    assert_reply!(r, ["GETBIT", "missing", "3"], i(0));
+    assert_reply!(
+        r,
+        ["SETBIT", "b", "-1", "1"],
+        e("ERR bit offset is not an integer or out of range")
+    );
+    assert_reply!(
+        r,
+        ["SETBIT", "b", "4294967296", "1"],
+        e("ERR bit offset is not an integer or out of range")
+    );
+    assert_reply!(
+        r,
+        ["SETBIT", "b", "1", "2"],
+        e("ERR bit is not an integer or out of range")
+    );
+    assert_reply!(r, ["SET", "s", "foobar"], Reply::simple("OK"));
+    assert_reply!(r, ["BITCOUNT", "s"], i(26));
+    assert_reply!(r, ["BITCOUNT", "s", "0", "0"], i(4));
+    assert_reply!(r, ["BITCOUNT", "s", "1", "1"], i(6));
+    assert_reply!(r, ["BITCOUNT", "s", "1", "1", "BYTE"], i(6));
+    assert_reply!(r, ["BITCOUNT", "s", "5", "30", "BIT"], i(17));
+    assert_reply!(r, ["BITCOUNT", "s", "-2", "-1"], i(7));
+    assert_reply!(r, ["BITCOUNT", "s", "0"], e("ERR syntax error"));
+    assert_reply!(
+        r,
+        ["BITCOUNT", "s", "0", "1", "WORD"],
+        e("ERR syntax error")
+    );
+    assert_reply!(r, ["BITCOUNT", "missing"], i(0));
+}
+
+#[test]
+fn bitpos() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    r.cmd_bytes(&[b"SET", b"k", b"\xff\xf0\x00"]);
+    assert_reply!(r, ["BITPOS", "k", "0"], i(12));
+    r.cmd_bytes(&[b"SET", b"k", b"\x00\xff\xf0"]);
+    assert_reply!(r, ["BITPOS", "k", "1", "0"], i(8));
+    assert_reply!(r, ["BITPOS", "k", "1", "2"], i(16));
+    assert_reply!(r, ["BITPOS", "k", "1", "2", "-1", "BYTE"], i(16));
+    assert_reply!(r, ["BITPOS", "k", "1", "7", "15", "BIT"], i(8));
+    r.cmd_bytes(&[b"SET", b"k", b"\x00\x00\x00"]);
+    assert_reply!(r, ["BITPOS", "k", "1"], i(-1));
+    r.cmd_bytes(&[b"SET", b"k", b"\xff\xff\xff"]);
+    assert_reply!(r, ["BITPOS", "k", "0"], i(24));
+    assert_reply!(r, ["BITPOS", "k", "0", "0", "-1"], i(-1));
+    assert_reply!(r, ["BITPOS", "missing", "0"], i(0));
+    assert_reply!(r, ["BITPOS", "missing", "1"], i(-1));
+    assert_reply!(
+        r,
+        ["BITPOS", "k", "2"],
+        e("ERR The bit argument must be 1 or 0.")
+    );
+}
+
+#[test]
+fn bitop() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    r.cmd(&["SET", "a", "foobar"]);
+    r.cmd(&["SET", "b", "abcdef"]);
+    assert_reply!(r, ["BITOP", "AND", "dest", "a", "b"], i(6));
+    assert_reply!(r, ["GET", "dest"], Reply::bulk("`bc`ab"));
+    assert_reply!(r, ["BITOP", "OR", "dest", "a", "b"], i(6));
+    assert_reply!(r, ["GET", "dest"], Reply::bulk("goofev"));
+    r.cmd_bytes(&[b"SET", b"x", b"\x0f"]);
+    assert_reply!(r, ["BITOP", "NOT", "dest", "x"], i(1));
+    assert_reply!(r, ["GET", "dest"], Reply::Bulk(vec![0xf0]));
+    assert_reply!(r, ["BITOP", "XOR", "dest", "x", "missing"], i(1));
+    assert_reply!(r, ["GET", "dest"], Reply::Bulk(vec![0x0f]));
+    assert_reply!(r, ["BITOP", "AND", "dest", "missing1", "missing2"], i(0));
+    assert_reply!(r, ["EXISTS", "dest"], i(0));
+    assert_reply!(
+        r,
+        ["BITOP", "NOT", "dest", "a", "b"],
+        e("ERR BITOP NOT must be called with a single source key.")
+    );
+    assert_reply!(r, ["BITOP", "NAND", "dest", "a"], e("ERR syntax error"));
+}
+
+#[test]
+fn bitfield() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    assert_reply!(
+        r,
+        ["BITFIELD", "bf", "SET", "i8", "0", "100", "GET", "i8", "0"],
+        ints(&[0, 100])
+    );
+    assert_reply!(
+        r,
+        ["BITFIELD", "bf", "INCRBY", "i8", "0", "100"],
+        ints(&[-56])
+    );
+    assert_reply!(
+        r,
+        [
+            "BITFIELD", "bf", "OVERFLOW", "SAT", "INCRBY", "i8", "0", "-200"
+        ],
+        ints(&[-128])
+    );
+    assert_reply!(
+        r,
+        [
+            "BITFIELD", "bf", "OVERFLOW", "FAIL", "INCRBY", "i8", "0", "-1"
+        ],
+        Reply::Array(vec![Reply::NullBulk])
+    );
+    assert_reply!(
+        r,
+        [
+            "BITFIELD", "mykey", "INCRBY", "u2", "100", "1", "OVERFLOW", "SAT", "INCRBY", "u2",
+            "102", "1"
+        ],
+        ints(&[1, 1])
+    );
+    assert_reply!(
+        r,
+        [
+            "BITFIELD", "mykey", "INCRBY", "u2", "100", "1", "OVERFLOW", "SAT", "INCRBY", "u2",
+            "102", "1"
+        ],
+        ints(&[2, 2])
+    );
+    assert_reply!(
+        r,
+        [
+            "BITFIELD", "mykey", "INCRBY", "u2", "100", "1", "OVERFLOW", "SAT", "INCRBY", "u2",
+            "102", "1"
+        ],
+        ints(&[3, 3])
+    );
+    assert_reply!(
+        r,
+        [
+            "BITFIELD", "mykey", "INCRBY", "u2", "100", "1", "OVERFLOW", "SAT", "INCRBY", "u2",
+            "102", "1"
+        ],
+        ints(&[0, 3])
+    );
+    assert_reply!(
+        r,
+        [
+            "BITFIELD", "h", "SET", "u8", "#1", "255", "GET", "u8", "8", "GET", "u4", "#3"
+        ],
+        ints(&[0, 255, 15])
+    );
+    assert_reply!(r, ["STRLEN", "h"], i(2));
+    assert_reply!(r, ["BITFIELD", "ro", "GET", "u8", "0"], ints(&[0]));
+    assert_reply!(r, ["EXISTS", "ro"], i(0));
+    assert_reply!(r, ["BITFIELD_RO", "h", "GET", "u8", "8"], ints(&[255]));
+    assert_reply!(
+        r,
+        ["BITFIELD_RO", "h", "SET", "u8", "8", "1"],
+        e("ERR BITFIELD_RO only supports the GET subcommand")
+    );
+    let bad_type = "ERR Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.";
+    assert_reply!(r, ["BITFIELD", "h", "GET", "u64", "0"], e(bad_type));
+    assert_reply!(r, ["BITFIELD", "h", "GET", "x8", "0"], e(bad_type));
+    assert_reply!(
+        r,
+        ["BITFIELD", "h", "GET", "i8", "-1"],
+        e("ERR bit offset is not an integer or out of range")
+    );
+    assert_reply!(
+        r,
+        ["BITFIELD", "h", "OVERFLOW", "MAYBE"],
+        e("ERR Invalid OVERFLOW type specified")
+    );
+    assert_reply!(
+        r,
+        ["BITFIELD", "h", "SET", "i8", "0", "x"],
+        e("ERR value is not an integer or out of range")
+    );
+    assert_reply!(r, ["BITFIELD", "h", "FOO"], e("ERR syntax error"));
+}

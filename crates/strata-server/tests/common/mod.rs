@@ -1,0 +1,323 @@
+//! Test harness: starts the real `strata-server` binary on an ephemeral
+//! port in its own temporary directory, and talks to it either with the
+//! `redis` crate or with a raw RESP client that sees exact wire replies
+//! (error strings, RESP3 types, connection closes).
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+pub const TIMEOUT: Duration = Duration::from_secs(20);
+
+pub struct TestServer {
+    pub port: u16,
+    pub dir: PathBuf,
+    child: Child,
+    log_lines: mpsc::Receiver<String>,
+}
+
+static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
+
+fn temp_dir() -> PathBuf {
+    let unique = format!(
+        "strata-test-{}-{}-{}",
+        std::process::id(),
+        NEXT_DIR.fetch_add(1, Ordering::Relaxed),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let dir = std::env::temp_dir().join(unique);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+impl TestServer {
+    pub fn start() -> TestServer {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with extra `--name value` arguments.
+    pub fn start_with(args: &[&str]) -> TestServer {
+        let dir = temp_dir();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_strata-server"))
+            .args(["--port", "0", "--bind", "127.0.0.1", "--dir"])
+            .arg(dir.join("data"))
+            .args(["--threads", "2"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start strata-server");
+        let stdout = child.stdout.take().unwrap();
+        let (sender, log_lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = Instant::now() + TIMEOUT;
+        let port = loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let line = log_lines
+                .recv_timeout(remaining)
+                .expect("server did not report readiness in time");
+            if let Some(address) = line.split("Ready to accept connections tcp on ").nth(1) {
+                break address.rsplit(':').next().unwrap().trim().parse().unwrap();
+            }
+        };
+        TestServer {
+            port,
+            dir,
+            child,
+            log_lines,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// A `redis` crate connection with timeouts.
+    pub fn client(&self) -> redis::Connection {
+        let client = redis::Client::open(self.url()).unwrap();
+        let con = client.get_connection_with_timeout(TIMEOUT).unwrap();
+        con.set_read_timeout(Some(TIMEOUT)).unwrap();
+        con.set_write_timeout(Some(TIMEOUT)).unwrap();
+        con
+    }
+
+    pub fn raw(&self) -> Raw {
+        Raw::connect(self.port)
+    }
+
+    /// Waits for a log line containing `needle`.
+    pub fn wait_for_log(&self, needle: &str) -> String {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .log_lines
+                .recv_timeout(remaining)
+                .unwrap_or_else(|_| panic!("no log line with {needle:?}"));
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
+
+    /// Waits for the process to exit by itself.
+    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "server did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A RESP reply as it came over the wire.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    Simple(String),
+    Error(String),
+    Int(i64),
+    Bulk(Vec<u8>),
+    /// `$-1` (RESP2 null bulk).
+    NullBulk,
+    /// `*-1` (RESP2 null array).
+    NullArray,
+    /// `_` (RESP3 null).
+    Null,
+    Array(Vec<Reply>),
+    Map(Vec<(Reply, Reply)>),
+    Set(Vec<Reply>),
+    Double(String),
+    Bool(bool),
+    Verbatim(String, Vec<u8>),
+    BigNumber(String),
+    Push(Vec<Reply>),
+}
+
+impl Reply {
+    pub fn bulk(text: &str) -> Reply {
+        Reply::Bulk(text.as_bytes().to_vec())
+    }
+
+    pub fn simple(text: &str) -> Reply {
+        Reply::Simple(text.to_owned())
+    }
+
+    pub fn err(text: &str) -> Reply {
+        Reply::Error(text.to_owned())
+    }
+
+    pub fn as_text(&self) -> String {
+        match self {
+            Reply::Bulk(b) | Reply::Verbatim(_, b) => String::from_utf8_lossy(b).into_owned(),
+            Reply::Simple(s) | Reply::Error(s) | Reply::Double(s) => s.clone(),
+            Reply::Int(n) => n.to_string(),
+            other => panic!("not text: {other:?}"),
+        }
+    }
+
+    pub fn as_array(&self) -> &[Reply] {
+        match self {
+            Reply::Array(items) | Reply::Set(items) | Reply::Push(items) => items,
+            other => panic!("not an array: {other:?}"),
+        }
+    }
+
+    pub fn as_int(&self) -> i64 {
+        match self {
+            Reply::Int(n) => *n,
+            other => panic!("not an integer: {other:?}"),
+        }
+    }
+}
+
+/// A raw RESP client.
+pub struct Raw {
+    pub stream: TcpStream,
+    reader: BufReader<TcpStream>,
+}
+
+impl Raw {
+    pub fn connect(port: u16) -> Raw {
+        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+        stream.set_write_timeout(Some(TIMEOUT)).unwrap();
+        stream.set_nodelay(true).unwrap();
+        let reader = BufReader::new(stream.try_clone().unwrap());
+        Raw { stream, reader }
+    }
+
+    pub fn encode(args: &[&[u8]]) -> Vec<u8> {
+        let mut out = format!("*{}\r\n", args.len()).into_bytes();
+        for arg in args {
+            out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+            out.extend_from_slice(arg);
+            out.extend_from_slice(b"\r\n");
+        }
+        out
+    }
+
+    pub fn send(&mut self, args: &[&str]) {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        self.stream.write_all(&Self::encode(&args)).unwrap();
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).unwrap();
+    }
+
+    pub fn cmd(&mut self, args: &[&str]) -> Reply {
+        self.send(args);
+        self.read()
+    }
+
+    pub fn cmd_bytes(&mut self, args: &[&[u8]]) -> Reply {
+        self.stream.write_all(&Self::encode(args)).unwrap();
+        self.read()
+    }
+
+    fn line(&mut self) -> String {
+        let mut line = String::new();
+        let n = self.reader.read_line(&mut line).unwrap();
+        assert!(n > 0, "connection closed while waiting for a reply");
+        line.trim_end_matches("\r\n").to_owned()
+    }
+
+    fn bytes(&mut self, len: usize) -> Vec<u8> {
+        let mut data = vec![0; len + 2];
+        self.reader.read_exact(&mut data).unwrap();
+        data.truncate(len);
+        data
+    }
+
+    pub fn read(&mut self) -> Reply {
+        let line = self.line();
+        let (kind, rest) = line.split_at(1);
+        let count = || rest.parse::<i64>().unwrap();
+        match kind {
+            "+" => Reply::Simple(rest.to_owned()),
+            "-" => Reply::Error(rest.to_owned()),
+            ":" => Reply::Int(count()),
+            "$" if count() < 0 => Reply::NullBulk,
+            "$" => Reply::Bulk(self.bytes(count() as usize)),
+            "*" if count() < 0 => Reply::NullArray,
+            "*" => Reply::Array((0..count()).map(|_| self.read()).collect()),
+            "~" => Reply::Set((0..count()).map(|_| self.read()).collect()),
+            ">" => Reply::Push((0..count()).map(|_| self.read()).collect()),
+            "%" => Reply::Map((0..count()).map(|_| (self.read(), self.read())).collect()),
+            "_" => Reply::Null,
+            "," => Reply::Double(rest.to_owned()),
+            "#" => Reply::Bool(rest == "t"),
+            "(" => Reply::BigNumber(rest.to_owned()),
+            "=" => {
+                let data = self.bytes(count() as usize);
+                Reply::Verbatim(
+                    String::from_utf8_lossy(&data[..3]).into_owned(),
+                    data[4..].to_vec(),
+                )
+            }
+            other => panic!("unexpected reply type {other:?} in {line:?}"),
+        }
+    }
+
+    /// True when the server closed the connection (EOF or reset) within the
+    /// timeout.
+    pub fn is_closed(&mut self) -> bool {
+        let mut buf = [0u8; 4096];
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            match self.reader.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut =>
+                {
+                    if Instant::now() >= deadline {
+                        return false;
+                    }
+                }
+                Err(_) => return true,
+            }
+        }
+    }
+}
+
+/// Asserts a raw command's reply.
+#[macro_export]
+macro_rules! assert_reply {
+    ($raw:expr, [$($arg:expr),+ $(,)?], $expected:expr) => {
+        assert_eq!($raw.cmd(&[$($arg),+]), $expected, "command {:?}", [$($arg),+]);
+    };
+}

@@ -1,0 +1,246 @@
+//! Connection commands, authentication and RESP3 against the real server.
+
+mod common;
+
+use common::{Reply, TestServer};
+
+fn b(text: &str) -> Reply {
+    Reply::bulk(text)
+}
+fn ok() -> Reply {
+    Reply::simple("OK")
+}
+fn e(text: &str) -> Reply {
+    Reply::err(text)
+}
+fn i(n: i64) -> Reply {
+    Reply::Int(n)
+}
+
+#[test]
+fn ping_echo_select_quit() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    assert_reply!(r, ["PING"], Reply::simple("PONG"));
+    assert_reply!(r, ["PING", "hi"], b("hi"));
+    assert_reply!(
+        r,
+        ["PING", "a", "b"],
+        e("ERR wrong number of arguments for 'ping' command")
+    );
+    assert_reply!(r, ["ECHO", "x y"], b("x y"));
+    assert_reply!(r, ["SELECT", "16"], e("ERR DB index is out of range"));
+    assert_reply!(r, ["SELECT", "-1"], e("ERR DB index is out of range"));
+    assert_reply!(
+        r,
+        ["SELECT", "x"],
+        e("ERR value is not an integer or out of range")
+    );
+    assert_reply!(r, ["SELECT", "2"], ok());
+    r.cmd(&["SET", "k", "in2"]);
+    assert_reply!(r, ["SELECT", "0"], ok());
+    assert_reply!(r, ["GET", "k"], Reply::NullBulk);
+    assert_reply!(r, ["QUIT"], ok());
+    assert!(r.is_closed());
+}
+
+#[test]
+fn unknown_commands_and_subcommands() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    assert_reply!(
+        r,
+        ["NOSUCH"],
+        e("ERR unknown command 'NOSUCH', with args beginning with: ")
+    );
+    assert_reply!(
+        r,
+        ["nosuch", "a", "b"],
+        e("ERR unknown command 'nosuch', with args beginning with: 'a' 'b' ")
+    );
+    assert_reply!(
+        r,
+        ["CLIENT", "NOPE"],
+        e("ERR unknown subcommand 'NOPE'. Try CLIENT HELP.")
+    );
+    assert_reply!(
+        r,
+        ["CLIENT"],
+        e("ERR wrong number of arguments for 'client' command")
+    );
+    assert_reply!(
+        r,
+        ["CLIENT", "SETNAME"],
+        e("ERR wrong number of arguments for 'client|setname' command")
+    );
+    assert_reply!(
+        r,
+        ["GET", "a", "b"],
+        e("ERR wrong number of arguments for 'get' command")
+    );
+}
+
+#[test]
+fn requirepass_and_auth() {
+    let server = TestServer::start_with(&["--requirepass", "s3cret"]);
+    let mut r = server.raw();
+    assert_reply!(r, ["GET", "k"], e("NOAUTH Authentication required."));
+    assert_reply!(r, ["PING"], e("NOAUTH Authentication required."));
+    assert_reply!(
+        r,
+        ["AUTH", "wrong"],
+        e("WRONGPASS invalid username-password pair or user is disabled.")
+    );
+    assert_reply!(
+        r,
+        ["AUTH", "other", "s3cret"],
+        e("WRONGPASS invalid username-password pair or user is disabled.")
+    );
+    assert_reply!(r, ["AUTH", "s3cret"], ok());
+    assert_reply!(r, ["SET", "k", "v"], ok());
+    assert_reply!(r, ["RESET"], Reply::simple("RESET"));
+    assert_reply!(r, ["GET", "k"], e("NOAUTH Authentication required."));
+    assert_reply!(r, ["AUTH", "default", "s3cret"], ok());
+    assert_reply!(r, ["GET", "k"], b("v"));
+    // HELLO with AUTH.
+    let mut r2 = server.raw();
+    assert_reply!(r2, ["HELLO", "3"], e("NOAUTH Authentication required."));
+    let hello = r2.cmd(&["HELLO", "3", "AUTH", "default", "s3cret", "SETNAME", "me"]);
+    assert!(matches!(hello, Reply::Map(_)), "{hello:?}");
+    assert_reply!(r2, ["CLIENT", "GETNAME"], b("me"));
+    // The redis crate authenticates through the URL.
+    let client =
+        redis::Client::open(format!("redis://:s3cret@127.0.0.1:{}/", server.port)).unwrap();
+    let mut con = client.get_connection_with_timeout(common::TIMEOUT).unwrap();
+    let value: String = redis::cmd("GET").arg("k").query(&mut con).unwrap();
+    assert_eq!(value, "v");
+    // Without requirepass, AUTH is an error with Redis' wording.
+    let open = TestServer::start();
+    let mut r3 = open.raw();
+    assert_reply!(
+        r3,
+        ["AUTH", "x"],
+        e(
+            "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
+        )
+    );
+}
+
+#[test]
+fn hello_switches_to_resp3() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    let Reply::Map(fields) = r.cmd(&["HELLO", "3"]) else {
+        panic!("HELLO 3 replies a map")
+    };
+    let get = |name: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| k.as_text() == name)
+            .map(|(_, v)| v.clone())
+            .unwrap()
+    };
+    assert_eq!(get("proto"), i(3));
+    assert_eq!(get("server"), b("redis"));
+    assert_eq!(get("role"), b("master"));
+    assert_reply!(r, ["GET", "missing"], Reply::Null);
+    let config = r.cmd(&["CONFIG", "GET", "maxclients"]);
+    assert_eq!(config, Reply::Map(vec![(b("maxclients"), b("10000"))]));
+    assert!(matches!(r.cmd(&["INFO", "server"]), Reply::Verbatim(..)));
+    assert!(matches!(r.cmd(&["HELLO", "2"]), Reply::Array(_)));
+    assert_reply!(r, ["GET", "missing"], Reply::NullBulk);
+    assert_reply!(r, ["HELLO", "4"], e("NOPROTO unsupported protocol version"));
+    assert_reply!(
+        r,
+        ["HELLO", "x"],
+        e("ERR Protocol version is not an integer or out of range")
+    );
+    assert_reply!(
+        r,
+        ["HELLO", "3", "BOGUS"],
+        e("ERR Syntax error in HELLO option 'BOGUS'")
+    );
+    // A RESP3 connection through the redis crate.
+    let client =
+        redis::Client::open(format!("redis://127.0.0.1:{}/?protocol=resp3", server.port)).unwrap();
+    let mut con = client.get_connection_with_timeout(common::TIMEOUT).unwrap();
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
+    let value: Option<String> = redis::cmd("GET").arg("nope").query(&mut con).unwrap();
+    assert_eq!(value, None);
+    let map: std::collections::HashMap<String, String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("port")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(map["port"], server.port.to_string());
+}
+
+#[test]
+fn client_subcommands() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    let mut other = server.raw();
+    let id = r.cmd(&["CLIENT", "ID"]).as_int();
+    let other_id = other.cmd(&["CLIENT", "ID"]).as_int();
+    assert!(other_id > id);
+    assert_reply!(r, ["CLIENT", "GETNAME"], Reply::NullBulk);
+    assert_reply!(r, ["CLIENT", "SETNAME", "worker-1"], ok());
+    assert_reply!(
+        r,
+        ["CLIENT", "SETNAME", "bad name"],
+        e("ERR Client names cannot contain spaces, newlines or special characters.")
+    );
+    assert_reply!(r, ["CLIENT", "GETNAME"], b("worker-1"));
+    assert_reply!(r, ["CLIENT", "SETINFO", "LIB-NAME", "mylib"], ok());
+    assert_reply!(r, ["CLIENT", "SETINFO", "LIB-VER", "1.2"], ok());
+    assert_reply!(
+        r,
+        ["CLIENT", "SETINFO", "COLOR", "red"],
+        e("ERR Unrecognized option 'COLOR'")
+    );
+    assert_reply!(r, ["CLIENT", "NO-EVICT", "on"], ok());
+    assert_reply!(r, ["CLIENT", "NO-TOUCH", "off"], ok());
+    assert_reply!(r, ["CLIENT", "NO-TOUCH", "maybe"], e("ERR syntax error"));
+    let info = r.cmd(&["CLIENT", "INFO"]).as_text();
+    assert!(
+        info.contains(&format!("id={id} "))
+            && info.contains("name=worker-1")
+            && info.contains("lib-name=mylib")
+            && info.contains("lib-ver=1.2"),
+        "{info}"
+    );
+    assert!(info.contains("cmd=client|info"), "{info}");
+    let list = r.cmd(&["CLIENT", "LIST"]).as_text();
+    assert_eq!(list.lines().count(), 2, "{list}");
+    let only = r
+        .cmd(&["CLIENT", "LIST", "ID", &other_id.to_string()])
+        .as_text();
+    assert_eq!(only.lines().count(), 1);
+    assert!(only.starts_with(&format!("id={other_id} ")));
+    assert_reply!(r, ["CLIENT", "KILL", "ID", &other_id.to_string()], i(1));
+    assert!(other.is_closed());
+    assert_reply!(r, ["CLIENT", "KILL", "ID", "999999"], i(0));
+    assert_reply!(r, ["CLIENT", "KILL", "1.2.3.4:5"], e("ERR No such client"));
+    let mut third = server.raw();
+    third.cmd(&["PING"]);
+    let addr = r
+        .cmd(&["CLIENT", "LIST"])
+        .as_text()
+        .lines()
+        .find(|l| !l.contains("name=worker-1"))
+        .unwrap()
+        .split(' ')
+        .find_map(|f| f.strip_prefix("addr="))
+        .unwrap()
+        .to_owned();
+    assert_reply!(r, ["CLIENT", "KILL", &addr], ok());
+    assert!(third.is_closed());
+    // SKIPME yes (default) spares the caller.
+    assert_reply!(r, ["CLIENT", "KILL", "ID", &id.to_string()], i(0));
+    assert_reply!(
+        r,
+        ["CLIENT", "KILL", "ID", &id.to_string(), "SKIPME", "no"],
+        i(1)
+    );
+    assert!(r.is_closed());
+}

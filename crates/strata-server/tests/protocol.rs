@@ -1,0 +1,228 @@
+//! Wire protocol, pipelining and limits against the real server: bad input
+//! gets Redis' error and closes only that connection; slow readers are
+//! bounded; the server keeps serving everyone else.
+
+mod common;
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use common::{Raw, Reply, TestServer};
+
+fn b(text: &str) -> Reply {
+    Reply::bulk(text)
+}
+
+fn assert_server_alive(server: &TestServer) {
+    let mut r = server.raw();
+    assert_eq!(r.cmd(&["PING"]), Reply::simple("PONG"));
+}
+
+#[test]
+fn pipelined_batch_is_answered_in_order() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    let mut batch = Vec::new();
+    for n in 0..10_000 {
+        batch.extend(Raw::encode(&[
+            b"SET",
+            format!("k{n}").as_bytes(),
+            n.to_string().as_bytes(),
+        ]));
+        batch.extend(Raw::encode(&[b"GET", format!("k{n}").as_bytes()]));
+        if n % 1000 == 0 {
+            batch.extend(Raw::encode(&[b"NOSUCHCMD"]));
+        }
+    }
+    r.send_raw(&batch);
+    for n in 0..10_000 {
+        assert_eq!(r.read(), Reply::simple("OK"));
+        assert_eq!(r.read(), b(&n.to_string()));
+        if n % 1000 == 0 {
+            assert!(matches!(r.read(), Reply::Error(_)));
+        }
+    }
+}
+
+#[test]
+fn inline_commands_like_telnet() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    r.send_raw(b"SET greeting \"hello world\"\r\nGET greeting\r\n\r\nPING\n");
+    assert_eq!(r.read(), Reply::simple("OK"));
+    assert_eq!(r.read(), b("hello world"));
+    assert_eq!(r.read(), Reply::simple("PONG"));
+    r.send_raw(b"SET x \"unbalanced\r\n");
+    assert_eq!(
+        r.read(),
+        Reply::err("ERR Protocol error: unbalanced quotes in request")
+    );
+    assert!(r.is_closed());
+}
+
+#[test]
+fn protocol_errors_close_only_that_connection() {
+    let server = TestServer::start();
+    let cases: &[(&[u8], &str)] = &[
+        (b"*1\r\n$-5\r\n", "ERR Protocol error: invalid bulk length"),
+        (
+            b"*2\r\n$3\r\nGET\r\n$600000000\r\n",
+            "ERR Protocol error: invalid bulk length",
+        ),
+        (
+            b"*2000000\r\n",
+            "ERR Protocol error: invalid multibulk length",
+        ),
+        (b"*x\r\n", "ERR Protocol error: invalid multibulk length"),
+        (
+            b"*1\r\n+PING\r\n",
+            "ERR Protocol error: expected '$', got '+'",
+        ),
+    ];
+    let mut bystander = server.raw();
+    bystander.cmd(&["SET", "safe", "yes"]);
+    for (input, error) in cases {
+        let mut r = server.raw();
+        r.send_raw(input);
+        assert_eq!(
+            r.read(),
+            Reply::err(error),
+            "input {:?}",
+            String::from_utf8_lossy(input)
+        );
+        assert!(r.is_closed());
+        assert_eq!(bystander.cmd(&["GET", "safe"]), b("yes"));
+    }
+    let mut r = server.raw();
+    r.send_raw(&vec![b'a'; 70 * 1024]);
+    assert_eq!(
+        r.read(),
+        Reply::err("ERR Protocol error: too big inline request")
+    );
+    assert!(r.is_closed());
+    // proto-max-bulk-len is enforced as configured.
+    assert_eq!(
+        bystander.cmd(&["CONFIG", "SET", "proto-max-bulk-len", "1mb"]),
+        Reply::simple("OK")
+    );
+    let mut r = server.raw();
+    r.send_raw(format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n", 2 << 20).as_bytes());
+    assert_eq!(
+        r.read(),
+        Reply::err("ERR Protocol error: invalid bulk length")
+    );
+    assert_server_alive(&server);
+}
+
+#[test]
+fn query_buffer_limit_closes_the_client() {
+    let server = TestServer::start_with(&["--client-query-buffer-limit", "1mb"]);
+    let mut r = server.raw();
+    // A 4 MB bulk string (allowed by proto-max-bulk-len) outgrows the 1 MB
+    // query buffer before it is complete.
+    r.send_raw(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4194304\r\n");
+    let chunk = vec![b'x'; 64 * 1024];
+    let mut closed_by_server = false;
+    for _ in 0..64 {
+        if r.stream.write_all(&chunk).is_err() {
+            closed_by_server = true;
+            break;
+        }
+    }
+    assert!(closed_by_server || r.is_closed());
+    server.wait_for_log("max query buffer length");
+    assert_server_alive(&server);
+}
+
+#[test]
+fn output_buffer_hard_limit_disconnects_a_client_that_never_reads() {
+    let server = TestServer::start_with(&["--client-output-buffer-limit", "normal 1mb 0 0"]);
+    let mut setup = server.raw();
+    setup.cmd(&["SET", "big", &"v".repeat(100_000)]);
+    let mut reader_that_never_reads = server.raw();
+    let get = Raw::encode(&[b"GET", b"big"]);
+    let batch: Vec<u8> = get.iter().copied().cycle().take(get.len() * 1000).collect();
+    // 1000 × 100 KB of replies: far more than socket buffers hold.
+    let _ = reader_that_never_reads.stream.write_all(&batch);
+    let line = server.wait_for_log("closed for overcoming of output buffer limits");
+    assert!(line.contains("addr=127.0.0.1:"), "{line}");
+    assert_server_alive(&server);
+    assert_eq!(setup.cmd(&["STRLEN", "big"]), Reply::Int(100_000));
+}
+
+#[test]
+fn client_that_never_reads_cannot_grow_server_memory() {
+    // Redis' default: no limit for normal clients. Strata then stops reading
+    // from such a client instead of buffering its replies.
+    let server = TestServer::start();
+    let mut setup = server.raw();
+    setup.cmd(&["SET", "big", &"v".repeat(1_000_000)]);
+    let used_before = used_memory(&mut setup);
+    let mut stalled = server.raw();
+    let get = Raw::encode(&[b"GET", b"big"]);
+    let batch: Vec<u8> = get.iter().copied().cycle().take(get.len() * 2000).collect();
+    stalled
+        .stream
+        .set_write_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    // 2000 × 1 MB of replies requested; the write may block once the server
+    // stops reading, which is the point.
+    let _ = stalled.stream.write_all(&batch);
+    std::thread::sleep(Duration::from_millis(300));
+    let used_after = used_memory(&mut setup);
+    assert!(
+        used_after < used_before + 64 * 1024 * 1024,
+        "used_memory grew from {used_before} to {used_after}"
+    );
+    assert_server_alive(&server);
+}
+
+fn used_memory(r: &mut Raw) -> u64 {
+    let info = r.cmd(&["INFO", "memory"]).as_text();
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn maxclients_rejects_extra_connections() {
+    let server = TestServer::start_with(&["--maxclients", "2"]);
+    let mut first = server.raw();
+    let mut second = server.raw();
+    first.cmd(&["PING"]);
+    second.cmd(&["PING"]);
+    let mut third = server.raw();
+    assert_eq!(
+        third.read(),
+        Reply::err("ERR max number of clients reached")
+    );
+    assert!(third.is_closed());
+    let info = first.cmd(&["INFO", "stats"]).as_text();
+    assert!(info.contains("rejected_connections:1"), "{info}");
+}
+
+#[test]
+fn idle_clients_are_closed_after_timeout() {
+    let server = TestServer::start_with(&["--timeout", "1"]);
+    let mut idle = server.raw();
+    idle.cmd(&["PING"]);
+    let started = Instant::now();
+    assert!(idle.is_closed());
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "closed after {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn large_values_across_many_reads() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    let value: Vec<u8> = (0..20_000_000u32).map(|n| (n % 251) as u8).collect();
+    assert_eq!(r.cmd_bytes(&[b"SET", b"huge", &value]), Reply::simple("OK"));
+    assert_eq!(r.cmd(&["GET", "huge"]), Reply::Bulk(value));
+}

@@ -1,0 +1,359 @@
+//! Server commands, INFO, CONFIG, COMMAND and process lifecycle against the
+//! real server.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Reply, TestServer};
+
+fn b(text: &str) -> Reply {
+    Reply::bulk(text)
+}
+fn ok() -> Reply {
+    Reply::simple("OK")
+}
+fn e(text: &str) -> Reply {
+    Reply::err(text)
+}
+fn i(n: i64) -> Reply {
+    Reply::Int(n)
+}
+
+fn info_field(info: &str, name: &str) -> String {
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in INFO"))
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn info_sections_have_redis_fields() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    r.cmd(&["SET", "a", "1"]);
+    r.cmd(&["SET", "b", "2", "EX", "100"]);
+    r.cmd(&["GET", "a"]);
+    r.cmd(&["GET", "zz"]);
+    let info = r.cmd(&["INFO"]).as_text();
+    for section in [
+        "# Server",
+        "# Clients",
+        "# Memory",
+        "# Persistence",
+        "# Stats",
+        "# Replication",
+        "# CPU",
+        "# Keyspace",
+    ] {
+        assert!(info.contains(section), "missing {section}");
+    }
+    assert!(!info.contains("# Commandstats"));
+    assert_eq!(info_field(&info, "tcp_port"), server.port.to_string());
+    assert_eq!(info_field(&info, "role"), "master");
+    assert_eq!(info_field(&info, "connected_clients"), "1");
+    assert_eq!(info_field(&info, "keyspace_hits"), "1");
+    assert_eq!(info_field(&info, "keyspace_misses"), "1");
+    assert_eq!(info_field(&info, "db0"), "keys=2,expires=1,avg_ttl=0");
+    assert_eq!(info_field(&info, "loading"), "0");
+    assert_eq!(info_field(&info, "process_id"), server.pid().to_string());
+    let used: u64 = info_field(&info, "used_memory").parse().unwrap();
+    let rss: u64 = info_field(&info, "used_memory_rss").parse().unwrap();
+    assert!(
+        used > 100_000 && rss > used / 2,
+        "used_memory={used} rss={rss}"
+    );
+    // Memory grows with data.
+    let value = "x".repeat(1000);
+    for n in 0..5000 {
+        r.send(&["SET", &format!("big:{n}"), &value]);
+    }
+    for _ in 0..5000 {
+        r.read();
+    }
+    let after: u64 = info_field(&r.cmd(&["INFO", "memory"]).as_text(), "used_memory")
+        .parse()
+        .unwrap();
+    assert!(after > used + 5_000_000, "used_memory {used} -> {after}");
+    let stats = r.cmd(&["INFO", "commandstats"]).as_text();
+    assert!(stats.starts_with("# Commandstats"));
+    let get = info_field(&stats, "cmdstat_get");
+    assert!(get.starts_with("calls=2,usec="), "{get}");
+    assert!(get.ends_with("rejected_calls=0,failed_calls=0"), "{get}");
+    let everything = r.cmd(&["INFO", "everything"]).as_text();
+    assert!(everything.contains("# Commandstats") && everything.contains("# Keyspace"));
+    let two = r.cmd(&["INFO", "server", "clients"]).as_text();
+    assert!(two.contains("# Server") && two.contains("# Clients") && !two.contains("# Memory"));
+}
+
+#[test]
+fn config_get_set_resetstat() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    let reply = r.cmd(&["CONFIG", "GET", "maxclients"]);
+    assert_eq!(reply, Reply::Array(vec![b("maxclients"), b("10000")]));
+    let many = r.cmd(&["CONFIG", "GET", "*buffer*"]).as_array().to_vec();
+    let names: Vec<String> = many.iter().step_by(2).map(|n| n.as_text()).collect();
+    assert_eq!(
+        names,
+        vec!["client-output-buffer-limit", "client-query-buffer-limit"]
+    );
+    assert_eq!(
+        r.cmd(&["CONFIG", "GET", "client-output-buffer-limit"])
+            .as_array()[1],
+        b("normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60")
+    );
+    assert_reply!(
+        r,
+        ["CONFIG", "GET", "port", "databases"],
+        Reply::Array(vec![
+            b("port"),
+            b(&server.port.to_string()),
+            b("databases"),
+            b("16")
+        ])
+    );
+    assert_reply!(
+        r,
+        ["CONFIG", "SET", "maxclients", "500", "timeout", "30"],
+        ok()
+    );
+    assert_reply!(
+        r,
+        ["CONFIG", "GET", "timeout"],
+        Reply::Array(vec![b("timeout"), b("30")])
+    );
+    assert_reply!(r, ["CONFIG", "SET", "proto-max-bulk-len", "2mb"], ok());
+    assert_reply!(
+        r,
+        ["CONFIG", "GET", "proto-max-bulk-len"],
+        Reply::Array(vec![b("proto-max-bulk-len"), b("2097152")])
+    );
+    assert_reply!(
+        r,
+        ["CONFIG", "SET", "nosuch", "1"],
+        e("ERR Unknown option or number of arguments for CONFIG SET - 'nosuch'")
+    );
+    assert_reply!(
+        r,
+        ["CONFIG", "SET", "maxclients", "abc"],
+        e(
+            "ERR CONFIG SET failed (possibly related to argument 'maxclients') - argument couldn't be parsed into an integer"
+        )
+    );
+    assert_reply!(
+        r,
+        ["CONFIG", "SET", "port", "1234"],
+        e(
+            "ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config"
+        )
+    );
+    assert_reply!(
+        r,
+        ["CONFIG", "SET", "protected-mode", "maybe"],
+        e(
+            "ERR CONFIG SET failed (possibly related to argument 'protected-mode') - argument must be 'yes' or 'no'"
+        )
+    );
+    assert_reply!(
+        r,
+        ["CONFIG", "SET", "timeout", "5", "timeout", "6"],
+        e("ERR CONFIG SET failed (possibly related to argument 'timeout') - duplicate parameter")
+    );
+    // Atomic: a failing pair leaves the others unchanged.
+    assert_reply!(r, ["CONFIG", "SET", "timeout", "7", "maxclients", "x"], Reply::Error("ERR CONFIG SET failed (possibly related to argument 'maxclients') - argument couldn't be parsed into an integer".into()));
+    assert_reply!(
+        r,
+        ["CONFIG", "GET", "timeout"],
+        Reply::Array(vec![b("timeout"), b("30")])
+    );
+    assert_reply!(
+        r,
+        ["CONFIG", "SET", "timeout"],
+        e("ERR wrong number of arguments for 'config|set' command")
+    );
+    r.cmd(&["GET", "x"]);
+    assert_reply!(r, ["CONFIG", "RESETSTAT"], ok());
+    let stats = r.cmd(&["INFO", "commandstats"]).as_text();
+    assert!(!stats.contains("cmdstat_get"), "{stats}");
+}
+
+#[test]
+fn dbsize_flush_swapdb_time() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    r.cmd(&["MSET", "a", "1", "b", "2"]);
+    r.cmd(&["SELECT", "1"]);
+    r.cmd(&["SET", "c", "3"]);
+    assert_reply!(r, ["DBSIZE"], i(1));
+    assert_reply!(r, ["SWAPDB", "0", "1"], ok());
+    assert_reply!(r, ["DBSIZE"], i(2));
+    assert_reply!(r, ["GET", "a"], b("1"));
+    assert_reply!(r, ["SWAPDB", "0", "16"], e("ERR DB index is out of range"));
+    assert_reply!(r, ["SWAPDB", "x", "1"], e("ERR invalid first DB index"));
+    assert_reply!(r, ["SWAPDB", "0", "y"], e("ERR invalid second DB index"));
+    assert_reply!(r, ["FLUSHDB"], ok());
+    assert_reply!(r, ["DBSIZE"], i(0));
+    r.cmd(&["SELECT", "0"]);
+    assert_reply!(r, ["DBSIZE"], i(1));
+    assert_reply!(r, ["FLUSHDB", "BOGUS"], e("ERR syntax error"));
+    assert_reply!(r, ["FLUSHALL", "ASYNC"], ok());
+    assert_reply!(r, ["DBSIZE"], i(0));
+    r.cmd(&["SET", "x", "1"]);
+    assert_reply!(r, ["FLUSHALL", "SYNC"], ok());
+    assert_reply!(r, ["DBSIZE"], i(0));
+    let time = r.cmd(&["TIME"]);
+    let parts = time.as_array();
+    let secs: u64 = parts[0].as_text().parse().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(secs.abs_diff(now) <= 2);
+    assert!(parts[1].as_text().parse::<u64>().unwrap() < 1_000_000);
+}
+
+#[test]
+fn memory_usage() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    r.cmd(&["SET", "small", "x"]);
+    r.cmd(&["SET", "large", &"y".repeat(10_000)]);
+    let small = r.cmd(&["MEMORY", "USAGE", "small"]).as_int();
+    let large = r
+        .cmd(&["MEMORY", "USAGE", "large", "SAMPLES", "5"])
+        .as_int();
+    assert!(
+        small > 0 && large > 10_000 && large < 11_000,
+        "small={small} large={large}"
+    );
+    assert_reply!(r, ["MEMORY", "USAGE", "missing"], Reply::NullBulk);
+    assert_reply!(
+        r,
+        ["MEMORY", "USAGE", "small", "SAMPLES"],
+        e("ERR syntax error")
+    );
+}
+
+#[test]
+fn command_introspection() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    let count = r.cmd(&["COMMAND", "COUNT"]).as_int();
+    assert!(count >= 65, "{count}");
+    assert_eq!(r.cmd(&["COMMAND"]).as_array().len() as i64, count);
+    let info = r.cmd(&["COMMAND", "INFO", "get", "nosuch", "client|kill"]);
+    let entries = info.as_array();
+    let get = entries[0].as_array();
+    assert_eq!(get[0], b("get"));
+    assert_eq!(get[1], i(2));
+    assert_eq!(
+        get[2],
+        Reply::Array(vec![Reply::simple("readonly"), Reply::simple("fast")])
+    );
+    assert_eq!(&get[3..6], &[i(1), i(1), i(1)]);
+    assert_eq!(
+        get[6],
+        Reply::Array(vec![
+            Reply::simple("@read"),
+            Reply::simple("@string"),
+            Reply::simple("@fast")
+        ])
+    );
+    assert_eq!(entries[1], Reply::NullArray);
+    assert_eq!(entries[2].as_array()[0], b("client|kill"));
+    let docs = r.cmd(&["COMMAND", "DOCS", "set"]).as_array().to_vec();
+    assert_eq!(docs[0], b("set"));
+    let fields = docs[1].as_array();
+    assert_eq!(fields[0], b("summary"));
+    assert_eq!(fields[4], b("group"));
+    assert_eq!(fields[5], b("string"));
+    let list: Vec<String> = r
+        .cmd(&["COMMAND", "LIST"])
+        .as_array()
+        .iter()
+        .map(|n| n.as_text())
+        .collect();
+    assert!(list.contains(&"bitfield_ro".to_owned()) && list.contains(&"config|set".to_owned()));
+    let strings = r
+        .cmd(&["COMMAND", "LIST", "FILTERBY", "ACLCAT", "bitmap"])
+        .as_array()
+        .len();
+    assert_eq!(strings, 7);
+    let pattern: Vec<String> = r
+        .cmd(&["COMMAND", "LIST", "FILTERBY", "PATTERN", "get*"])
+        .as_array()
+        .iter()
+        .map(|n| n.as_text())
+        .collect();
+    assert!(pattern.iter().all(|n| n.starts_with("get")) && pattern.len() >= 6);
+    assert_reply!(
+        r,
+        ["COMMAND", "GETKEYS", "MSET", "a", "1", "b", "2"],
+        Reply::Array(vec![b("a"), b("b")])
+    );
+    assert_reply!(
+        r,
+        ["COMMAND", "GETKEYS", "BITOP", "AND", "d", "s1", "s2"],
+        Reply::Array(vec![b("d"), b("s1"), b("s2")])
+    );
+    assert_reply!(
+        r,
+        ["COMMAND", "GETKEYS", "PING"],
+        e("ERR The command has no key arguments")
+    );
+    assert_reply!(
+        r,
+        ["COMMAND", "GETKEYS", "GET"],
+        e("ERR Invalid number of arguments specified for command")
+    );
+    assert_reply!(
+        r,
+        ["COMMAND", "GETKEYS", "NOPE", "x"],
+        e("ERR Invalid command specified")
+    );
+}
+
+#[test]
+fn debug_sleep_pauses_every_connection() {
+    let server = TestServer::start();
+    let mut sleeper = server.raw();
+    let mut other = server.raw();
+    sleeper.send(&["DEBUG", "SLEEP", "0.5"]);
+    std::thread::sleep(Duration::from_millis(50));
+    let started = Instant::now();
+    assert_reply!(other, ["PING"], Reply::simple("PONG"));
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "PING answered during DEBUG SLEEP after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(sleeper.read(), ok());
+}
+
+#[test]
+fn shutdown_command_exits_cleanly() {
+    let mut server = TestServer::start();
+    let mut r = server.raw();
+    assert_reply!(r, ["SHUTDOWN", "ABORT"], e("ERR No shutdown in progress."));
+    assert_reply!(r, ["SHUTDOWN", "LATER"], e("ERR syntax error"));
+    r.send(&["SHUTDOWN", "NOSAVE"]);
+    assert!(r.is_closed());
+    assert!(server.wait_exit().success());
+}
+
+#[test]
+fn sigterm_exits_cleanly() {
+    let mut server = TestServer::start();
+    server.client();
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc_kill(server.pid() as i32, 15) };
+    server.wait_for_log("Received SIGTERM");
+    assert!(server.wait_exit().success());
+}
+
+unsafe extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, signal: i32) -> i32;
+}
