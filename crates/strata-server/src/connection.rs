@@ -42,7 +42,7 @@ const READ_BUFFER_RETAINED_BYTES_MAX: usize = 64 * 1024;
 
 enum Closed {
     ClientQuit,
-    ClientClosed,
+    Hangup,
     Killed,
     Protocol(ProtocolError),
     QueryBufferLimit,
@@ -55,7 +55,7 @@ impl std::fmt::Display for Closed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Closed::ClientQuit => write!(f, "client quit"),
-            Closed::ClientClosed => write!(f, "client closed connection"),
+            Closed::Hangup => write!(f, "client closed connection"),
             Closed::Killed => write!(f, "killed"),
             Closed::Protocol(e) => write!(f, "{e}"),
             Closed::QueryBufferLimit => write!(f, "max query buffer length reached"),
@@ -234,7 +234,7 @@ impl Connection {
             self.input.reserve(wanted);
         }
         match self.stream.try_read_buf(&mut self.input) {
-            Ok(0) => Err(Closed::ClientClosed),
+            Ok(0) => Err(Closed::Hangup),
             Ok(n) => {
                 bump(&self.stats.net_input_bytes, n as u64);
                 bump(&self.stats.reads_processed, 1);
