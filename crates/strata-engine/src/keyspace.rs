@@ -29,7 +29,7 @@ use hashbrown::HashTable;
 use parking_lot::{Mutex, MutexGuard};
 
 use crate::glob;
-use crate::value::Value;
+use crate::value::{Value, ValueRef};
 
 pub const SHARD_BITS: u32 = 10;
 pub const SHARD_COUNT: usize = 1 << SHARD_BITS;
@@ -53,30 +53,111 @@ impl KeyRef<'_> {
     }
 }
 
+/// Bit of `Entry::key_len_and_flags` set when the value is int-encoded.
+const INT_FLAG: u32 = 1 << 31;
+
 /// One key and its value.
+///
+/// Memory layout, chosen for RAM per key (DESIGN.md: RAM is the scarce
+/// resource): the table holds a pointer to this 32-byte header, and the
+/// header owns one allocation holding the key's bytes followed by the
+/// value's bytes. For 1 M keys with 100-byte values that is ≈ 180 bytes per
+/// key (table slot, header, one allocation), against ≈ 200 for Redis. The
+/// price is that growing a value (APPEND, SETRANGE, SETBIT) reallocates;
+/// the allocator's size classes absorb most small growth in place.
 #[derive(Debug)]
 pub struct Entry {
-    key: Box<[u8]>,
-    value: Value,
-    /// Absolute deadline in Unix milliseconds; 0 when the key persists.
-    expire_at_ms: u64,
+    /// Key bytes, then value bytes.
+    data: Box<[u8]>,
+    /// Length of the key in `data`, plus [`INT_FLAG`].
+    key_len_and_flags: u32,
     /// Unix seconds of the last access (LRU clock for OBJECT IDLETIME and
     /// eviction).
     access_s: u32,
+    /// Absolute deadline in Unix milliseconds; 0 when the key persists.
+    expire_at_ms: u64,
+}
+
+/// Key and value bytes in one allocation, and whether the value is an int.
+fn pack(key: &[u8], value: Value) -> (Box<[u8]>, bool) {
+    match value {
+        Value::Int(n) => {
+            let mut digits = itoa::Buffer::new();
+            let text = digits.format(n).as_bytes();
+            let mut data = Vec::with_capacity(key.len() + text.len());
+            data.extend_from_slice(key);
+            data.extend_from_slice(text);
+            (data.into_boxed_slice(), true)
+        }
+        Value::Str(bytes) => {
+            let mut data = Vec::with_capacity(key.len() + bytes.len());
+            data.extend_from_slice(key);
+            data.extend_from_slice(&bytes);
+            (data.into_boxed_slice(), false)
+        }
+    }
 }
 
 impl Entry {
+    fn new(key: &[u8], value: Value, expire_at_ms: u64, access_s: u32) -> Box<Entry> {
+        assert!(
+            key.len() < INT_FLAG as usize,
+            "keys are limited by proto-max-bulk-len"
+        );
+        let (data, int) = pack(key, value);
+        let flags = if int { INT_FLAG } else { 0 };
+        Box::new(Entry {
+            data,
+            key_len_and_flags: key.len() as u32 | flags,
+            access_s,
+            expire_at_ms,
+        })
+    }
+
+    fn key_len(&self) -> usize {
+        (self.key_len_and_flags & !INT_FLAG) as usize
+    }
+
     pub fn key(&self) -> &[u8] {
-        &self.key
+        &self.data[..self.key_len()]
     }
 
-    pub fn value(&self) -> &Value {
-        &self.value
+    pub fn value(&self) -> ValueRef<'_> {
+        ValueRef::new(
+            &self.data[self.key_len()..],
+            self.key_len_and_flags & INT_FLAG != 0,
+        )
     }
 
-    /// Mutable access for in-place updates (APPEND, INCR, SETRANGE, …).
-    pub fn value_mut(&mut self) -> &mut Value {
-        &mut self.value
+    /// Replaces the value, keeping key, expiry and access time.
+    pub fn set_value(&mut self, value: Value) {
+        let key_len = self.key_len();
+        if let Value::Int(n) = value {
+            // INCR and friends: rewrite the digits in place when they fit.
+            let mut digits = itoa::Buffer::new();
+            let text = digits.format(n).as_bytes();
+            if self.data.len() - key_len == text.len() {
+                self.data[key_len..].copy_from_slice(text);
+                self.key_len_and_flags = key_len as u32 | INT_FLAG;
+                return;
+            }
+        }
+        let (data, int) = pack(&self.data[..key_len], value);
+        self.data = data;
+        self.key_len_and_flags = key_len as u32 | if int { INT_FLAG } else { 0 };
+    }
+
+    /// Changes the value's bytes in place (APPEND, SETRANGE, SETBIT,
+    /// BITFIELD); the result is a plain string.
+    pub fn update_bytes<R>(&mut self, change: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+        let key_len = self.key_len();
+        let mut bytes = std::mem::take(&mut self.data).into_vec();
+        let mut value = bytes.split_off(key_len);
+        let result = change(&mut value);
+        bytes.extend_from_slice(&value);
+        self.data = bytes.into_boxed_slice();
+        self.key_len_and_flags = key_len as u32;
+        result
     }
 
     pub fn expire_at_ms(&self) -> Option<u64> {
@@ -91,25 +172,24 @@ impl Entry {
         self.expire_at_ms != 0 && self.expire_at_ms <= now_ms
     }
 
-    /// Approximate bytes this entry costs (MEMORY USAGE).
+    /// Approximate bytes this entry costs (MEMORY USAGE): header, table
+    /// slot and the key/value allocation.
     pub fn memory_bytes(&self) -> usize {
-        std::mem::size_of::<Entry>() + self.key.len() + self.value.heap_bytes()
+        std::mem::size_of::<Entry>() + std::mem::size_of::<Box<Entry>>() + self.data.len()
     }
 }
 
 #[derive(Default)]
 struct Table {
-    entries: HashTable<Entry>,
+    entries: HashTable<Box<Entry>>,
     /// (deadline ms, key) of every key with an expiry.
     expiring: BTreeSet<(u64, Box<[u8]>)>,
 }
 
 /// Removes `entry`'s deadline from its table's expiry index.
-fn forget_deadline(expiring: &mut BTreeSet<(u64, Box<[u8]>)>, entry: &mut Entry) {
+fn forget_deadline(expiring: &mut BTreeSet<(u64, Box<[u8]>)>, entry: &Entry) {
     if entry.expire_at_ms != 0 {
-        let probe = (entry.expire_at_ms, std::mem::take(&mut entry.key));
-        expiring.remove(&probe);
-        entry.key = probe.1;
+        expiring.remove(&(entry.expire_at_ms, Box::<[u8]>::from(entry.key())));
     }
 }
 
@@ -141,8 +221,7 @@ impl Shard {
         Some(entry)
     }
 
-    /// Like [`Shard::get`] without recording an access (OBJECT, TYPE-free
-    /// introspection).
+    /// Like [`Shard::get`] without recording an access (OBJECT, TTL, TYPE).
     pub fn peek(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<&mut Entry> {
         self.lookup(db, key, now_ms)
     }
@@ -151,13 +230,13 @@ impl Shard {
         let table = &mut self.tables[db];
         let found = table
             .entries
-            .find_entry(key.hash, |e| *e.key == *key.bytes)
+            .find_entry(key.hash, |e| e.key() == key.bytes)
             .ok()?;
         if !found.get().is_expired(now_ms) {
             return Some(found.into_mut());
         }
-        let (mut expired, _) = found.remove();
-        forget_deadline(&mut table.expiring, &mut expired);
+        let (expired, _) = found.remove();
+        forget_deadline(&mut table.expiring, &expired);
         self.expired_keys += 1;
         None
     }
@@ -182,12 +261,12 @@ impl Shard {
         let table = &mut self.tables[db];
         match table.entries.entry(
             key.hash,
-            |e| *e.key == *key.bytes,
-            |e| hasher.hash_one(&e.key),
+            |e| e.key() == key.bytes,
+            |e| hasher.hash_one(e.key()),
         ) {
             hashbrown::hash_table::Entry::Occupied(mut occupied) => {
                 let entry = occupied.get_mut();
-                entry.value = value;
+                entry.set_value(value);
                 entry.access_s = access_s;
                 let expired = entry.is_expired(now_ms);
                 if !keep_ttl || expired {
@@ -196,7 +275,7 @@ impl Shard {
                         forget_deadline(&mut table.expiring, entry);
                         entry.expire_at_ms = deadline;
                         if deadline != 0 {
-                            table.expiring.insert((deadline, entry.key.clone()));
+                            table.expiring.insert((deadline, entry.key().into()));
                         }
                     }
                 }
@@ -210,22 +289,16 @@ impl Shard {
                 } else {
                     expire_at_ms.unwrap_or(0)
                 };
-                let key_box: Box<[u8]> = key.bytes.into();
                 if deadline != 0 {
-                    table.expiring.insert((deadline, key_box.clone()));
+                    table.expiring.insert((deadline, key.bytes.into()));
                 }
-                vacant.insert(Entry {
-                    key: key_box,
-                    value,
-                    expire_at_ms: deadline,
-                    access_s,
-                });
+                vacant.insert(Entry::new(key.bytes, value, deadline, access_s));
             }
         }
     }
 
-    /// Inserts a whole entry moved from elsewhere (RENAME, MOVE, COPY),
-    /// replacing any existing one.
+    /// Inserts a value moved or copied from elsewhere (RENAME, MOVE, COPY)
+    /// with its deadline, replacing any existing key.
     pub fn put_entry(
         &mut self,
         db: usize,
@@ -238,14 +311,14 @@ impl Shard {
     }
 
     /// Removes `key`; an expired key counts as absent.
-    pub fn remove(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<Entry> {
+    pub fn remove(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<Box<Entry>> {
         let table = &mut self.tables[db];
         let found = table
             .entries
-            .find_entry(key.hash, |e| *e.key == *key.bytes)
+            .find_entry(key.hash, |e| e.key() == key.bytes)
             .ok()?;
-        let (mut entry, _) = found.remove();
-        forget_deadline(&mut table.expiring, &mut entry);
+        let (entry, _) = found.remove();
+        forget_deadline(&mut table.expiring, &entry);
         if entry.is_expired(now_ms) {
             self.expired_keys += 1;
             return None;
@@ -268,14 +341,14 @@ impl Shard {
         let table = &mut self.tables[db];
         let entry = table
             .entries
-            .find_mut(key.hash, |e| *e.key == *key.bytes)
+            .find_mut(key.hash, |e| e.key() == key.bytes)
             .expect("looked up above");
         let deadline = expire_at_ms.unwrap_or(0);
         if deadline != entry.expire_at_ms {
             forget_deadline(&mut table.expiring, entry);
             entry.expire_at_ms = deadline;
             if deadline != 0 {
-                table.expiring.insert((deadline, entry.key.clone()));
+                table.expiring.insert((deadline, entry.key().into()));
             }
         }
         true
@@ -305,8 +378,8 @@ impl Shard {
                     _ => break,
                 }
                 let (_, key) = table.expiring.pop_first().expect("checked above");
-                let hash = self.hasher.hash_one(&key);
-                if let Ok(found) = table.entries.find_entry(hash, |e| e.key == key) {
+                let hash = self.hasher.hash_one(&*key);
+                if let Ok(found) = table.entries.find_entry(hash, |e| e.key() == &*key) {
                     found.remove();
                     removed += 1;
                 }
@@ -454,9 +527,9 @@ impl Keyspace {
             let shard = shard.lock();
             for entry in shard.tables[db].entries.iter() {
                 if !entry.is_expired(now_ms)
-                    && (match_all || glob::matches(pattern, &entry.key, false))
+                    && (match_all || glob::matches(pattern, entry.key(), false))
                 {
-                    out.push(entry.key.to_vec());
+                    out.push(entry.key().to_vec());
                 }
             }
         }
@@ -492,9 +565,9 @@ impl Keyspace {
             };
             let end = position + width;
             for entry in table.entries.iter() {
-                let hash = shard.hasher.hash_one(&entry.key) as u128;
+                let hash = shard.hasher.hash_one(entry.key()) as u128;
                 if hash >= position && hash < end && !entry.is_expired(now_ms) && keep(entry) {
-                    out.push(entry.key.to_vec());
+                    out.push(entry.key().to_vec());
                 }
             }
             examined += live + 1;
@@ -523,7 +596,7 @@ impl Keyspace {
                 let pick = (random_u64() as usize) % table.entries.len();
                 let entry = table.entries.iter().nth(pick).expect("index below len");
                 if !entry.is_expired(now_ms) {
-                    return Some(entry.key.to_vec());
+                    return Some(entry.key().to_vec());
                 }
                 break;
             }
@@ -574,7 +647,10 @@ mod tests {
         let ks = Keyspace::new(16);
         set(&ks, 0, b"a", b"1", None, 1000);
         let k = ks.key(b"a");
-        assert_eq!(ks.lock(k).get(0, k, 1000).unwrap().value(), &Value::Int(1));
+        assert_eq!(
+            ks.lock(k).get(0, k, 1000).unwrap().value().as_int(),
+            Some(1)
+        );
         assert!(
             ks.lock(k).get(1, k, 1000).is_none(),
             "databases are separate"

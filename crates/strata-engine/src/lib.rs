@@ -5,8 +5,9 @@
 //!   table's expiry index. A command on one key takes one shard lock;
 //!   multi-key commands take their shards' locks in ascending order
 //!   ([`keyspace::Keyspace::lock_many`]); whole-keyspace commands take all.
-//! - [`value`]: the value types. Today strings (with an integer encoding);
-//!   collections come with their issues.
+//! - [`value`]: values going in ([`Value`]) and coming out ([`ValueRef`]).
+//!   Today strings (with Redis' integer encoding); collections come with
+//!   their issues.
 //! - [`glob`]: Redis' glob-style pattern matcher for KEYS, SCAN and CONFIG.
 //!
 //! Every mutation goes through a [`keyspace::Shard`] method while the shard
@@ -18,4 +19,4 @@ pub mod keyspace;
 pub mod value;
 
 pub use keyspace::{Entry, KeyRef, Keyspace, Shard};
-pub use value::Value;
+pub use value::{Value, ValueRef};

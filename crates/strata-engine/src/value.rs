@@ -1,16 +1,16 @@
-//! Value types.
+//! Values as commands hand them to the keyspace ([`Value`]) and read them
+//! back ([`ValueRef`]).
 //!
-//! A string is stored as an `i64` when its bytes are the canonical decimal
-//! form of one (Redis' "int" encoding: no heap allocation, INCR without
-//! parsing), otherwise as its bytes. Both are the Redis type `string`.
-//! Values never borrow from request buffers: they own exact-size copies, so
-//! a stored value cannot keep a whole pipelined batch alive.
+//! A string whose bytes are the canonical decimal form of an `i64` is
+//! flagged as Redis' "int" encoding (OBJECT ENCODING says `int`, INCR takes
+//! a fast path); it is still stored as its text, so GET never formats.
+//! Values never borrow from request buffers: the keyspace stores its own
+//! exact-size copy, so a stored value cannot keep a pipelined batch alive.
 
-use std::borrow::Cow;
-
-/// Strings up to this length report encoding `embstr` as Redis does.
+/// Strings up to this length report encoding `embstr`, as in Redis.
 const EMBSTR_LEN_BYTES_MAX: usize = 44;
 
+/// A value to store.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Value {
     Int(i64),
@@ -18,11 +18,54 @@ pub enum Value {
 }
 
 impl Value {
-    /// Stores `bytes` with the most compact encoding that reads back equal.
+    /// The value that reads back as exactly `bytes`.
     pub fn from_bytes(bytes: &[u8]) -> Value {
         match parse_canonical_i64(bytes) {
             Some(n) => Value::Int(n),
             None => Value::Str(bytes.to_vec()),
+        }
+    }
+}
+
+/// How a stored string is encoded (OBJECT ENCODING).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    Int,
+    Embstr,
+    Raw,
+}
+
+/// A stored value, borrowed from its entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ValueRef<'a> {
+    bytes: &'a [u8],
+    int: bool,
+}
+
+impl<'a> ValueRef<'a> {
+    pub(crate) fn new(bytes: &'a [u8], int: bool) -> Self {
+        ValueRef { bytes, int }
+    }
+
+    /// The string's bytes.
+    pub fn as_bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// The integer, when the value is int-encoded.
+    pub fn as_int(&self) -> Option<i64> {
+        if self.int {
+            parse_canonical_i64(self.bytes)
+        } else {
+            None
         }
     }
 
@@ -31,51 +74,30 @@ impl Value {
         "string"
     }
 
-    /// The encoding name, as OBJECT ENCODING replies it.
-    pub fn encoding(&self) -> &'static str {
-        match self {
-            Value::Int(_) => "int",
-            Value::Str(s) if s.len() <= EMBSTR_LEN_BYTES_MAX => "embstr",
-            Value::Str(_) => "raw",
+    pub fn encoding(&self) -> Encoding {
+        if self.int {
+            Encoding::Int
+        } else if self.bytes.len() <= EMBSTR_LEN_BYTES_MAX {
+            Encoding::Embstr
+        } else {
+            Encoding::Raw
         }
     }
 
-    /// The string's bytes (formatted for the integer encoding).
-    pub fn as_bytes(&self) -> Cow<'_, [u8]> {
-        match self {
-            Value::Int(n) => Cow::Owned(itoa::Buffer::new().format(*n).as_bytes().to_vec()),
-            Value::Str(s) => Cow::Borrowed(s),
+    /// The encoding's name, as OBJECT ENCODING replies it.
+    pub fn encoding_name(&self) -> &'static str {
+        match self.encoding() {
+            Encoding::Int => "int",
+            Encoding::Embstr => "embstr",
+            Encoding::Raw => "raw",
         }
     }
 
-    /// Length in bytes of the string form.
-    pub fn len(&self) -> usize {
-        match self {
-            Value::Int(n) => itoa::Buffer::new().format(*n).len(),
-            Value::Str(s) => s.len(),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Turns the value into mutable bytes (for APPEND, SETRANGE, SETBIT).
-    pub fn make_bytes_mut(&mut self) -> &mut Vec<u8> {
-        if let Value::Int(n) = *self {
-            *self = Value::Str(itoa::Buffer::new().format(n).as_bytes().to_vec());
-        }
-        match self {
-            Value::Str(s) => s,
-            Value::Int(_) => unreachable!("converted above"),
-        }
-    }
-
-    /// Heap bytes owned by the value (for MEMORY USAGE).
-    pub fn heap_bytes(&self) -> usize {
-        match self {
-            Value::Int(_) => 0,
-            Value::Str(s) => s.capacity(),
+    pub fn to_value(&self) -> Value {
+        if self.int {
+            Value::from_bytes(self.bytes)
+        } else {
+            Value::Str(self.bytes.to_vec())
         }
     }
 }
@@ -85,10 +107,26 @@ pub fn parse_canonical_i64(bytes: &[u8]) -> Option<i64> {
     if bytes.is_empty() || bytes.len() > 20 {
         return None;
     }
-    let text = std::str::from_utf8(bytes).ok()?;
-    let n: i64 = text.parse().ok()?;
-    // Rejects "+1", "01", "-0": those must stay strings to read back equal.
-    (itoa::Buffer::new().format(n).as_bytes() == bytes).then_some(n)
+    let (negative, digits) = match bytes {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, bytes),
+    };
+    // Rejects "+1", "01", "-0", "": those must stay strings to read back equal.
+    if digits.is_empty() || (digits[0] == b'0' && (digits.len() > 1 || negative)) {
+        return None;
+    }
+    let mut magnitude: u64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        magnitude = magnitude.checked_mul(10)?.checked_add((d - b'0') as u64)?;
+    }
+    if negative {
+        (magnitude <= i64::MAX as u64 + 1).then(|| (magnitude as i64).wrapping_neg())
+    } else {
+        i64::try_from(magnitude).ok()
+    }
 }
 
 #[cfg(test)]
@@ -110,19 +148,18 @@ mod tests {
             b"1.0",
             b"9223372036854775808",
             b"",
+            b"-",
         ] {
             assert_eq!(Value::from_bytes(s), Value::Str(s.to_vec()), "{s:?}");
         }
     }
 
     #[test]
-    fn encodings_and_lengths() {
-        assert_eq!(Value::from_bytes(b"42").encoding(), "int");
-        assert_eq!(Value::from_bytes(&[b'a'; 44]).encoding(), "embstr");
-        assert_eq!(Value::from_bytes(&[b'a'; 45]).encoding(), "raw");
-        assert_eq!(Value::Int(-15).len(), 3);
-        let mut v = Value::Int(7);
-        v.make_bytes_mut().push(b'x');
-        assert_eq!(v.as_bytes().as_ref(), b"7x");
+    fn encodings() {
+        assert_eq!(ValueRef::new(b"42", true).encoding_name(), "int");
+        assert_eq!(ValueRef::new(&[b'a'; 44], false).encoding_name(), "embstr");
+        assert_eq!(ValueRef::new(&[b'a'; 45], false).encoding_name(), "raw");
+        assert_eq!(ValueRef::new(b"-15", true).as_int(), Some(-15));
+        assert_eq!(ValueRef::new(b"15", false).as_int(), None);
     }
 }

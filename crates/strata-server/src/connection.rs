@@ -166,12 +166,12 @@ impl Connection {
                 tokio::time::sleep(Duration::from_millis(paused_until - now)).await;
                 continue;
             }
-            if let Err(closed) = self.execute_buffered(client) {
+            if let Err(closed) = self.execute_buffered(client, now) {
                 // Try to deliver the error reply before closing.
                 let _ = self.flush();
                 return closed;
             }
-            if self.server.paused_until_ms() > now_ms() {
+            if self.server.paused_until_ms() > now {
                 // DEBUG SLEEP: its reply (and everything after) waits.
                 continue;
             }
@@ -252,13 +252,12 @@ impl Connection {
 
     /// Runs every complete command in the input buffer, stopping early when
     /// output is backing up or the server is paused.
-    fn execute_buffered(&mut self, client: &ClientInfo) -> Result<(), Closed> {
+    fn execute_buffered(&mut self, client: &ClientInfo, now: u64) -> Result<(), Closed> {
         let limits = Limits {
             bulk_len_bytes_max: self.config.proto_max_bulk_len,
             ..Limits::default()
         };
         let pause_bytes = self.output_pause_bytes();
-        let now = now_ms();
         while !self.session.close_after_reply {
             if self.output.len() >= pause_bytes {
                 // Hand what we have to the socket; only what it does not

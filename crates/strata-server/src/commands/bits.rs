@@ -48,8 +48,7 @@ pub fn setbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mask = 1u8 << (7 - (offset & 7));
     let mut shard = ctx.keyspace().lock(key);
     let old = match shard.get(db, key, now) {
-        Some(entry) => {
-            let bytes = entry.value_mut().make_bytes_mut();
+        Some(entry) => entry.update_bytes(|bytes| {
             if bytes.len() <= byte {
                 bytes.resize(byte + 1, 0);
             }
@@ -60,7 +59,7 @@ pub fn setbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 bytes[byte] &= !mask
             }
             old
-        }
+        }),
         None => {
             let mut bytes = vec![0u8; byte + 1];
             if on {
@@ -83,7 +82,7 @@ pub fn getbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .keyspace()
         .lock(key)
         .get(db, key, now)
-        .map_or(0, |e| bit_at(&e.value().as_bytes(), offset));
+        .map_or(0, |e| bit_at(e.value().as_bytes(), offset));
     ctx.out.int(bit as i64);
     Ok(())
 }
@@ -95,7 +94,7 @@ fn read_bytes(ctx: &Ctx, key: &[u8]) -> Option<Vec<u8>> {
     ctx.keyspace()
         .lock(key)
         .get(db, key, now)
-        .map(|e| e.value().as_bytes().into_owned())
+        .map(|e| e.value().as_bytes().to_vec())
 }
 
 /// Parses the optional `start end [BYTE|BIT]` of BITCOUNT/BITPOS into an
@@ -216,7 +215,7 @@ pub fn bitop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             shards
                 .shard(k.shard())
                 .get(db, *k, now)
-                .map(|e| e.value().as_bytes().into_owned())
+                .map(|e| e.value().as_bytes().to_vec())
                 .unwrap_or_default()
         })
         .collect();
@@ -407,7 +406,7 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
     let mut shard = ctx.keyspace().lock(key);
     let existing = shard
         .get(db, key, now)
-        .map(|e| e.value().as_bytes().into_owned());
+        .map(|e| e.value().as_bytes().to_vec());
     let existed = existing.is_some();
     let mut bytes = existing.unwrap_or_default();
     let mut changed = false;
@@ -441,7 +440,7 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
     }
     if writes && (changed || existed) {
         match shard.get(db, key, now) {
-            Some(entry) => *entry.value_mut() = Value::Str(bytes),
+            Some(entry) => entry.set_value(Value::Str(bytes)),
             None => shard.set(db, key, Value::Str(bytes), None, false, now),
         }
         drop(shard);

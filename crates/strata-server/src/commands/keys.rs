@@ -153,7 +153,7 @@ fn rename_generic(ctx: &mut Ctx, args: &[Bytes], only_if_absent: bool) -> Result
     let expire = entry.expire_at_ms();
     shards
         .shard(target.shard())
-        .put_entry(db, target, entry.value().clone(), expire, now);
+        .put_entry(db, target, entry.value().to_value(), expire, now);
     drop(shards);
     ctx.dirty(1);
     Ok(true)
@@ -197,7 +197,7 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         ctx.out.int(0);
         return Ok(());
     };
-    let (value, expire) = (entry.value().clone(), entry.expire_at_ms());
+    let (value, expire) = (entry.value().to_value(), entry.expire_at_ms());
     let target_shard = shards.shard(target.shard());
     if !replace && target_shard.contains(target_db, target, now) {
         drop(shards);
@@ -227,7 +227,7 @@ pub fn move_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let entry = shard.remove(source_db, key, now).expect("checked above");
     let expire = entry.expire_at_ms();
-    shard.put_entry(target_db, key, entry.value().clone(), expire, now);
+    shard.put_entry(target_db, key, entry.value().to_value(), expire, now);
     drop(shard);
     ctx.dirty(1);
     ctx.out.int(1);
@@ -240,7 +240,7 @@ pub fn object_encoding(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .keyspace()
         .lock(key)
         .peek(ctx.db(), key, ctx.now_ms)
-        .map(|e| e.value().encoding());
+        .map(|e| e.value().encoding_name());
     match encoding {
         Some(name) => ctx.out.bulk(name.as_bytes()),
         None => ctx.out.null_bulk(),

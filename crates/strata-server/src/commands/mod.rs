@@ -359,10 +359,7 @@ pub fn is(arg: &[u8], option: &str) -> bool {
     arg.eq_ignore_ascii_case(option.as_bytes())
 }
 
-/// Writes a stored string value as a bulk reply without allocating.
-pub fn write_value(out: &mut ReplyWriter, value: &strata_engine::Value) {
-    match value {
-        strata_engine::Value::Int(n) => out.bulk_int(*n),
-        strata_engine::Value::Str(s) => out.bulk(s),
-    }
+/// Writes a stored string value as a bulk reply.
+pub fn write_value(out: &mut ReplyWriter, value: strata_engine::ValueRef) {
+    out.bulk(value.as_bytes());
 }

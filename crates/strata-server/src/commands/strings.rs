@@ -297,13 +297,13 @@ pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut shard = ctx.keyspace().lock(key);
     let length = match shard.get(db, key, now) {
         Some(entry) => {
-            let value = entry.value_mut();
-            if (value.len() + args[2].len()) as u64 > limit {
+            if (entry.value().len() + args[2].len()) as u64 > limit {
                 return Err(ERR_STRING_TOO_LONG.into());
             }
-            let bytes = value.make_bytes_mut();
-            bytes.extend_from_slice(&args[2]);
-            bytes.len()
+            entry.update_bytes(|bytes| {
+                bytes.extend_from_slice(&args[2]);
+                bytes.len()
+            })
         }
         None => {
             shard.set(db, key, Value::from_bytes(&args[2]), None, false, now);
@@ -332,14 +332,15 @@ fn incr_generic(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
     let mut shard = ctx.keyspace().lock(key);
     let result = match shard.get(db, key, now) {
         Some(entry) => {
-            let current = match entry.value() {
-                Value::Int(n) => *n,
-                Value::Str(s) => parse_canonical_i64(s).ok_or(CmdError::from(ERR_NOT_INTEGER))?,
-            };
+            let value = entry.value();
+            let current = value
+                .as_int()
+                .or_else(|| parse_canonical_i64(value.as_bytes()))
+                .ok_or(CmdError::from(ERR_NOT_INTEGER))?;
             let next = current
                 .checked_add(delta)
                 .ok_or(CmdError::from(ERR_OVERFLOW))?;
-            *entry.value_mut() = Value::Int(next);
+            entry.set_value(Value::Int(next));
             next
         }
         None => {
@@ -381,8 +382,7 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let entry = shard.get(db, key, now);
     let current = match entry.as_ref().map(|e| e.value()) {
         None => 0.0,
-        Some(Value::Int(n)) => *n as f64,
-        Some(Value::Str(s)) => parse_f64(s).map_err(|_| CmdError::from(ERR_NOT_FLOAT))?,
+        Some(value) => parse_f64(value.as_bytes()).map_err(|_| CmdError::from(ERR_NOT_FLOAT))?,
     };
     let result = current + increment;
     if !result.is_finite() {
@@ -390,7 +390,7 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let text = strata_resp::format_double(result);
     match entry {
-        Some(entry) => *entry.value_mut() = Value::from_bytes(text.as_bytes()),
+        Some(entry) => entry.set_value(Value::from_bytes(text.as_bytes())),
         None => shard.set(
             db,
             key,
@@ -464,14 +464,13 @@ pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Err(ERR_STRING_TOO_LONG.into());
     }
     let length = match entry {
-        Some(entry) => {
-            let bytes = entry.value_mut().make_bytes_mut();
+        Some(entry) => entry.update_bytes(|bytes| {
             if bytes.len() < offset + patch.len() {
                 bytes.resize(offset + patch.len(), 0);
             }
             bytes[offset..offset + patch.len()].copy_from_slice(patch);
             bytes.len()
-        }
+        }),
         None => {
             let mut bytes = vec![0u8; offset + patch.len()];
             bytes[offset..].copy_from_slice(patch);
@@ -514,12 +513,12 @@ pub fn lcs(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         let a = shards
             .shard(ka.shard())
             .get(db, ka, now)
-            .map(|e| e.value().as_bytes().into_owned())
+            .map(|e| e.value().as_bytes().to_vec())
             .unwrap_or_default();
         let b = shards
             .shard(kb.shard())
             .get(db, kb, now)
-            .map(|e| e.value().as_bytes().into_owned())
+            .map(|e| e.value().as_bytes().to_vec())
             .unwrap_or_default();
         (a, b)
     };
