@@ -51,6 +51,21 @@ impl KeyRef<'_> {
     pub fn shard(&self) -> usize {
         (self.hash >> (64 - SHARD_BITS)) as usize
     }
+
+    fn slot_hash(&self) -> u64 {
+        slot_hash(self.hash)
+    }
+}
+
+/// The hash a shard's table uses for `hash`.
+///
+/// Every key in a shard has the same top [`SHARD_BITS`] bits, and hashbrown
+/// takes its 7-bit control tag from the top of the hash and the bucket from
+/// the bottom. Fed the raw hash, every key of a shard would carry the same
+/// tag and each probe would compare full keys; rotating moves the shard
+/// bits to the middle, where neither tag nor bucket index looks.
+fn slot_hash(hash: u64) -> u64 {
+    hash.rotate_right(SHARD_BITS)
 }
 
 /// Bit of `Entry::key_len_and_flags` set when the value is int-encoded.
@@ -230,7 +245,7 @@ impl Shard {
         let table = &mut self.tables[db];
         let found = table
             .entries
-            .find_entry(key.hash, |e| e.key() == key.bytes)
+            .find_entry(key.slot_hash(), |e| e.key() == key.bytes)
             .ok()?;
         if !found.get().is_expired(now_ms) {
             return Some(found.into_mut());
@@ -260,9 +275,9 @@ impl Shard {
         let hasher = &self.hasher;
         let table = &mut self.tables[db];
         match table.entries.entry(
-            key.hash,
+            key.slot_hash(),
             |e| e.key() == key.bytes,
-            |e| hasher.hash_one(e.key()),
+            |e| slot_hash(hasher.hash_one(e.key())),
         ) {
             hashbrown::hash_table::Entry::Occupied(mut occupied) => {
                 let entry = occupied.get_mut();
@@ -315,7 +330,7 @@ impl Shard {
         let table = &mut self.tables[db];
         let found = table
             .entries
-            .find_entry(key.hash, |e| e.key() == key.bytes)
+            .find_entry(key.slot_hash(), |e| e.key() == key.bytes)
             .ok()?;
         let (entry, _) = found.remove();
         forget_deadline(&mut table.expiring, &entry);
@@ -341,7 +356,7 @@ impl Shard {
         let table = &mut self.tables[db];
         let entry = table
             .entries
-            .find_mut(key.hash, |e| e.key() == key.bytes)
+            .find_mut(key.slot_hash(), |e| e.key() == key.bytes)
             .expect("looked up above");
         let deadline = expire_at_ms.unwrap_or(0);
         if deadline != entry.expire_at_ms {
@@ -378,7 +393,7 @@ impl Shard {
                     _ => break,
                 }
                 let (_, key) = table.expiring.pop_first().expect("checked above");
-                let hash = self.hasher.hash_one(&*key);
+                let hash = slot_hash(self.hasher.hash_one(&*key));
                 if let Ok(found) = table.entries.find_entry(hash, |e| e.key() == &*key) {
                     found.remove();
                     removed += 1;
@@ -755,6 +770,27 @@ mod tests {
             }
         }
         assert!(calls <= 2, "took {calls} calls");
+    }
+
+    #[test]
+    fn keys_of_one_shard_get_varied_table_tags_and_buckets() {
+        let ks = Keyspace::new(1);
+        let names: Vec<String> = (0..200_000).map(|i| format!("k{i}")).collect();
+        let same_shard: Vec<u64> = names
+            .iter()
+            .map(|name| ks.key(name.as_bytes()))
+            .filter(|k| k.shard() == 0)
+            .map(|k| k.slot_hash())
+            .collect();
+        assert!(same_shard.len() > 100);
+        let tags: HashSet<u64> = same_shard.iter().map(|h| h >> 57).collect();
+        let buckets: HashSet<u64> = same_shard.iter().map(|h| h & 1023).collect();
+        assert!(tags.len() > 64, "only {} distinct 7-bit tags", tags.len());
+        assert!(
+            buckets.len() > same_shard.len() / 2,
+            "buckets cluster: {}",
+            buckets.len()
+        );
     }
 
     #[test]

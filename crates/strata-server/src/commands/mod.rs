@@ -111,8 +111,8 @@ impl Spec {
 pub struct CommandTable {
     pub specs: Vec<&'static Spec>,
     pub full_names: Vec<String>,
-    top_level: HashMap<Vec<u8>, usize>,
-    subcommands: HashMap<(usize, Vec<u8>), usize>,
+    top_level: HashMap<Vec<u8>, usize, foldhash::fast::RandomState>,
+    subcommands: HashMap<(usize, Vec<u8>), usize, foldhash::fast::RandomState>,
 }
 
 /// Longest command or subcommand name looked up without allocating.
@@ -123,8 +123,8 @@ impl CommandTable {
         let mut table = CommandTable {
             specs: Vec::new(),
             full_names: Vec::new(),
-            top_level: HashMap::new(),
-            subcommands: HashMap::new(),
+            top_level: HashMap::default(),
+            subcommands: HashMap::default(),
         };
         for spec in table::COMMANDS {
             let parent = table.specs.len();
