@@ -7,23 +7,31 @@
 //! Values never borrow from request buffers: the keyspace stores its own
 //! exact-size copy, so a stored value cannot keep a pipelined batch alive.
 
+use std::borrow::Cow;
+
 /// Strings up to this length report encoding `embstr`, as in Redis.
 const EMBSTR_LEN_BYTES_MAX: usize = 44;
 
-/// A value to store.
+/// A value to store. It may borrow its bytes (from a request, say): the
+/// keyspace copies them once, straight into the entry's allocation.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Value {
+pub enum Value<'a> {
     Int(i64),
-    Str(Vec<u8>),
+    Str(Cow<'a, [u8]>),
 }
 
-impl Value {
+impl<'a> Value<'a> {
     /// The value that reads back as exactly `bytes`.
-    pub fn from_bytes(bytes: &[u8]) -> Value {
+    pub fn from_bytes(bytes: &'a [u8]) -> Value<'a> {
         match parse_canonical_i64(bytes) {
             Some(n) => Value::Int(n),
-            None => Value::Str(bytes.to_vec()),
+            None => Value::Str(Cow::Borrowed(bytes)),
         }
+    }
+
+    /// A string value that owns its bytes.
+    pub fn owned(bytes: Vec<u8>) -> Value<'static> {
+        Value::Str(Cow::Owned(bytes))
     }
 }
 
@@ -93,11 +101,11 @@ impl<'a> ValueRef<'a> {
         }
     }
 
-    pub fn to_value(&self) -> Value {
-        if self.int {
-            Value::from_bytes(self.bytes)
-        } else {
-            Value::Str(self.bytes.to_vec())
+    /// An owned copy, to store elsewhere (COPY, RENAME, MOVE).
+    pub fn to_value(&self) -> Value<'static> {
+        match self.as_int() {
+            Some(n) => Value::Int(n),
+            None => Value::owned(self.bytes.to_vec()),
         }
     }
 }
@@ -150,7 +158,7 @@ mod tests {
             b"",
             b"-",
         ] {
-            assert_eq!(Value::from_bytes(s), Value::Str(s.to_vec()), "{s:?}");
+            assert_eq!(Value::from_bytes(s), Value::Str(Cow::Borrowed(s)), "{s:?}");
         }
     }
 

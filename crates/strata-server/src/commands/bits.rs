@@ -65,7 +65,7 @@ pub fn setbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             if on {
                 bytes[byte] |= mask;
             }
-            shard.set(db, key, Value::Str(bytes), None, false, now);
+            shard.set(db, key, Value::owned(bytes), None, false, now);
             false
         }
     };
@@ -234,7 +234,7 @@ pub fn bitop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if result.is_empty() {
         target_shard.remove(db, target, now);
     } else {
-        target_shard.set(db, target, Value::Str(result), None, false, now);
+        target_shard.set(db, target, Value::owned(result), None, false, now);
     }
     drop(shards);
     ctx.dirty(1);
@@ -440,8 +440,8 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
     }
     if writes && (changed || existed) {
         match shard.get(db, key, now) {
-            Some(entry) => entry.set_value(Value::Str(bytes)),
-            None => shard.set(db, key, Value::Str(bytes), None, false, now),
+            Some(entry) => entry.set_value(Value::owned(bytes)),
+            None => shard.set(db, key, Value::owned(bytes), None, false, now),
         }
         drop(shard);
         ctx.dirty(1);

@@ -474,7 +474,7 @@ pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         None => {
             let mut bytes = vec![0u8; offset + patch.len()];
             bytes[offset..].copy_from_slice(patch);
-            shard.set(db, key, Value::Str(bytes), None, false, now);
+            shard.set(db, key, Value::owned(bytes), None, false, now);
             offset + patch.len()
         }
     };
