@@ -225,11 +225,11 @@ impl Connection {
     }
 
     fn read(&mut self) -> Result<(), Closed> {
+        // Reserve for a large bulk string in few steps, but never more than
+        // the bytes already received: a client announcing a 512 MB value and
+        // sending nothing must not make the server allocate 512 MB.
         let hint = self.parser.bytes_needed_hint(&self.input);
-        let wanted = hint.clamp(
-            READ_CHUNK_BYTES,
-            self.config.query_buffer_limit_bytes as usize,
-        );
+        let wanted = hint.min(self.input.len()).max(READ_CHUNK_BYTES);
         if self.input.capacity() - self.input.len() < wanted {
             self.input.reserve(wanted);
         }

@@ -226,3 +226,22 @@ fn large_values_across_many_reads() {
     assert_eq!(r.cmd_bytes(&[b"SET", b"huge", &value]), Reply::simple("OK"));
     assert_eq!(r.cmd(&["GET", "huge"]), Reply::Bulk(value));
 }
+
+#[test]
+fn announced_huge_bulks_do_not_reserve_memory() {
+    let server = TestServer::start();
+    let mut probe = server.raw();
+    let before = used_memory(&mut probe);
+    // 20 clients each announce a 500 MB value and send only its start.
+    let mut clients: Vec<Raw> = (0..20).map(|_| server.raw()).collect();
+    for client in &mut clients {
+        client.send_raw(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$500000000\r\nabc");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let after = used_memory(&mut probe);
+    assert!(
+        after < before + 32 * 1024 * 1024,
+        "used_memory grew from {before} to {after}"
+    );
+    assert_server_alive(&server);
+}

@@ -357,3 +357,101 @@ unsafe extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, signal: i32) -> i32;
 }
+
+#[test]
+fn config_file_and_logfile_work_like_redis_conf() {
+    let dir = std::env::temp_dir().join(format!(
+        "strata-conf-test-{}-{}",
+        std::process::id(),
+        line!()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("strata.log");
+    let conf = dir.join("strata.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "# a redis.conf-style file\nport 0\nbind 127.0.0.1\ndir \"{}\"\nlogfile {}\nloglevel verbose\nrequirepass \"pass word\"\nthreads 1\n",
+            dir.join("data").display(),
+            log.display()
+        ),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_strata-server"))
+        .arg(&conf)
+        .arg("--maxclients")
+        .arg("77")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + common::TIMEOUT;
+    let port: u16 = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(rest) = text.split("Ready to accept connections tcp on ").nth(1) {
+            break rest
+                .lines()
+                .next()
+                .unwrap()
+                .rsplit(':')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no readiness line in the log file"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("threads=1") && text.contains(&format!("pid={}", child.id())),
+        "{text}"
+    );
+    let mut r = common::Raw::connect(port);
+    assert_reply!(r, ["PING"], e("NOAUTH Authentication required."));
+    assert_reply!(r, ["AUTH", "pass word"], ok());
+    assert_reply!(
+        r,
+        ["CONFIG", "GET", "maxclients"],
+        Reply::Array(vec![b("maxclients"), b("77")])
+    );
+    assert_reply!(
+        r,
+        ["CONFIG", "GET", "logfile"],
+        Reply::Array(vec![b("logfile"), b(&log.display().to_string())])
+    );
+    assert!(dir.join("data").is_dir(), "dir is created");
+    let info = r.cmd(&["INFO", "server"]).as_text();
+    assert!(
+        info.contains(&format!(
+            "config_file:{}",
+            std::fs::canonicalize(&conf).unwrap().display()
+        )),
+        "{info}"
+    );
+    r.send(&["SHUTDOWN"]);
+    assert!(r.is_closed());
+    assert!(child.wait().unwrap().success());
+    assert!(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("ready to exit")
+    );
+    // A bad directive stops start-up with redis-server's message.
+    std::fs::write(&conf, "port 0\nno-such-option yes\n").unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_strata-server"))
+        .arg(&conf)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("FATAL CONFIG FILE ERROR")
+            && stderr.contains("at line 2")
+            && stderr.contains("no-such-option"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
