@@ -201,6 +201,17 @@ struct Table {
     expiring: BTreeSet<(u64, Box<[u8]>)>,
 }
 
+/// Gives `entry` a new deadline (0: none), keeping the expiry index in step.
+fn set_deadline(expiring: &mut BTreeSet<(u64, Box<[u8]>)>, entry: &mut Entry, deadline: u64) {
+    if deadline != entry.expire_at_ms {
+        forget_deadline(expiring, entry);
+        entry.expire_at_ms = deadline;
+        if deadline != 0 {
+            expiring.insert((deadline, entry.key().into()));
+        }
+    }
+}
+
 /// Removes `entry`'s deadline from its table's expiry index.
 fn forget_deadline(expiring: &mut BTreeSet<(u64, Box<[u8]>)>, entry: &Entry) {
     if entry.expire_at_ms != 0 {
@@ -285,14 +296,7 @@ impl Shard {
                 entry.access_s = access_s;
                 let expired = entry.is_expired(now_ms);
                 if !keep_ttl || expired {
-                    let deadline = expire_at_ms.unwrap_or(0);
-                    if deadline != entry.expire_at_ms {
-                        forget_deadline(&mut table.expiring, entry);
-                        entry.expire_at_ms = deadline;
-                        if deadline != 0 {
-                            table.expiring.insert((deadline, entry.key().into()));
-                        }
-                    }
+                    set_deadline(&mut table.expiring, entry, expire_at_ms.unwrap_or(0));
                 }
                 if expired {
                     self.expired_keys += 1;
@@ -358,14 +362,7 @@ impl Shard {
             .entries
             .find_mut(key.slot_hash(), |e| e.key() == key.bytes)
             .expect("looked up above");
-        let deadline = expire_at_ms.unwrap_or(0);
-        if deadline != entry.expire_at_ms {
-            forget_deadline(&mut table.expiring, entry);
-            entry.expire_at_ms = deadline;
-            if deadline != 0 {
-                table.expiring.insert((deadline, entry.key().into()));
-            }
-        }
+        set_deadline(&mut table.expiring, entry, expire_at_ms.unwrap_or(0));
         true
     }
 

@@ -10,17 +10,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use crate::alloc;
 use crate::server::{REDIS_VERSION, Server};
 
-const DEFAULT_SECTIONS: &[&str] = &[
-    "server",
-    "clients",
-    "memory",
-    "persistence",
-    "stats",
-    "replication",
-    "cpu",
-    "errorstats",
-    "keyspace",
-];
+/// Every section, in Redis' order. `INFO` without arguments (or `default`)
+/// shows all but commandstats, as Redis does.
 const ALL_SECTIONS: &[&str] = &[
     "server",
     "clients",
@@ -36,7 +27,11 @@ const ALL_SECTIONS: &[&str] = &[
 
 pub fn render(server: &Server, requested: &[String], now_ms: u64) -> String {
     let sections: Vec<&str> = if requested.is_empty() || requested.iter().any(|s| s == "default") {
-        DEFAULT_SECTIONS.to_vec()
+        ALL_SECTIONS
+            .iter()
+            .copied()
+            .filter(|s| *s != "commandstats")
+            .collect()
     } else if requested.iter().any(|s| s == "all" || s == "everything") {
         ALL_SECTIONS.to_vec()
     } else {

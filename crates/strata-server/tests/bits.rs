@@ -2,14 +2,8 @@
 
 mod common;
 
-use common::{Reply, TestServer};
+use common::{Reply, TestServer, e, i};
 
-fn i(n: i64) -> Reply {
-    Reply::Int(n)
-}
-fn e(text: &str) -> Reply {
-    Reply::err(text)
-}
 fn ints(values: &[i64]) -> Reply {
     Reply::Array(values.iter().map(|&v| Reply::Int(v)).collect())
 }

@@ -2,20 +2,7 @@
 
 mod common;
 
-use common::{Reply, TestServer};
-
-fn b(text: &str) -> Reply {
-    Reply::bulk(text)
-}
-fn ok() -> Reply {
-    Reply::simple("OK")
-}
-fn e(text: &str) -> Reply {
-    Reply::err(text)
-}
-fn i(n: i64) -> Reply {
-    Reply::Int(n)
-}
+use common::{Reply, TestServer, b, e, i, ok};
 
 #[test]
 fn ping_echo_select_quit() {

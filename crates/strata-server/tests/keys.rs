@@ -5,20 +5,7 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use common::{Reply, TestServer};
-
-fn b(text: &str) -> Reply {
-    Reply::bulk(text)
-}
-fn ok() -> Reply {
-    Reply::simple("OK")
-}
-fn e(text: &str) -> Reply {
-    Reply::err(text)
-}
-fn i(n: i64) -> Reply {
-    Reply::Int(n)
-}
+use common::{Reply, TestServer, b, e, i, ok};
 
 #[test]
 fn del_exists_type_touch() {

@@ -7,11 +7,7 @@ mod common;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use common::{Raw, Reply, TestServer};
-
-fn b(text: &str) -> Reply {
-    Reply::bulk(text)
-}
+use common::{Raw, Reply, TestServer, b};
 
 fn assert_server_alive(server: &TestServer) {
     let mut r = server.raw();

@@ -3,21 +3,8 @@
 
 mod common;
 
-use common::{Reply, TestServer};
+use common::{Reply, TestServer, b, e, i, ok};
 use redis::Commands;
-
-fn b(text: &str) -> Reply {
-    Reply::bulk(text)
-}
-fn ok() -> Reply {
-    Reply::simple("OK")
-}
-fn e(text: &str) -> Reply {
-    Reply::err(text)
-}
-fn i(n: i64) -> Reply {
-    Reply::Int(n)
-}
 
 #[test]
 fn get_set_with_the_redis_crate() {

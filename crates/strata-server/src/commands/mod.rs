@@ -245,47 +245,31 @@ pub fn dispatch(
         reject(server, &mut reply, &message);
         return;
     };
-    let mut spec = table.specs[id];
-    if !spec.arity_ok(args.len()) {
-        bump(&stats.commands[id].rejected, 1);
-        reject(
-            server,
-            &mut reply,
-            &format!(
-                "ERR wrong number of arguments for '{}' command",
-                table.full_names[id]
-            ),
-        );
-        return;
-    }
-    if !spec.subcommands.is_empty() && (spec.handler.is_none() || args.len() >= 2) {
+    // A container with arguments resolves to its subcommand first, then
+    // arity is checked once on what was resolved (Redis' order).
+    if !table.specs[id].subcommands.is_empty() && args.len() >= 2 {
         match table.lookup_subcommand(id, &args[1]) {
-            Some(sub) => {
-                id = sub;
-                spec = table.specs[sub];
-            }
+            Some(sub) => id = sub,
             None => {
                 let message = format!(
                     "ERR unknown subcommand '{}'. Try {} HELP.",
                     lossy(&args[1], 128),
-                    spec.name.to_ascii_uppercase()
+                    table.specs[id].name.to_ascii_uppercase()
                 );
                 reject(server, &mut reply, &message);
                 return;
             }
         }
-        if !spec.arity_ok(args.len()) {
-            bump(&stats.commands[id].rejected, 1);
-            reject(
-                server,
-                &mut reply,
-                &format!(
-                    "ERR wrong number of arguments for '{}' command",
-                    table.full_names[id]
-                ),
-            );
-            return;
-        }
+    }
+    let spec = table.specs[id];
+    if !spec.arity_ok(args.len()) {
+        bump(&stats.commands[id].rejected, 1);
+        let message = format!(
+            "ERR wrong number of arguments for '{}' command",
+            table.full_names[id]
+        );
+        reject(server, &mut reply, &message);
+        return;
     }
     if !session.authenticated && !spec.has_flag("no-auth") && !config.requirepass.is_empty() {
         bump(&stats.commands[id].rejected, 1);
@@ -296,7 +280,9 @@ pub fn dispatch(
         .client
         .last_command
         .store(id + 1, std::sync::atomic::Ordering::Relaxed);
-    let handler = spec.handler.expect("subcommand resolved above");
+    let handler = spec
+        .handler
+        .expect("a container without arguments fails its arity check");
     let started = Instant::now();
     let mut ctx = Ctx {
         server,

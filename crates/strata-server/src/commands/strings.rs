@@ -70,13 +70,25 @@ fn deadline(option: &[u8], amount: &[u8], now_ms: u64, command: &str) -> Result<
     })
 }
 
+/// Parses `EX|PX|EXAT|PXAT amount` at `args[i]`; `None` when `args[i]` is
+/// not one of those options (or lacks its amount).
+fn expire_option(
+    args: &[Bytes],
+    i: usize,
+    now_ms: u64,
+    command: &str,
+) -> Option<Result<Expiry, CmdError>> {
+    let option = &args[i];
+    let known = ["EX", "PX", "EXAT", "PXAT"].iter().any(|o| is(option, o));
+    (known && i + 1 < args.len()).then(|| deadline(option, &args[i + 1], now_ms, command))
+}
+
 pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (mut nx, mut xx, mut get) = (false, false, false);
     let mut expiry = Expiry::Unchanged;
     let mut i = 3;
     while i < args.len() {
         let option = &args[i];
-        let expire_option = ["EX", "PX", "EXAT", "PXAT"].iter().any(|o| is(option, o));
         if is(option, "NX") && !xx {
             nx = true;
         } else if is(option, "XX") && !nx {
@@ -85,8 +97,10 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             get = true;
         } else if is(option, "KEEPTTL") && expiry == Expiry::Unchanged {
             expiry = Expiry::KeepTtl;
-        } else if expire_option && expiry == Expiry::Unchanged && i + 1 < args.len() {
-            expiry = deadline(option, &args[i + 1], ctx.now_ms, "set")?;
+        } else if expiry == Expiry::Unchanged
+            && let Some(parsed) = expire_option(args, i, ctx.now_ms, "set")
+        {
+            expiry = parsed?;
             i += 1;
         } else {
             return Err(ERR_SYNTAX.into());
@@ -196,11 +210,12 @@ pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut i = 2;
     while i < args.len() {
         let option = &args[i];
-        let expire_option = ["EX", "PX", "EXAT", "PXAT"].iter().any(|o| is(option, o));
         if is(option, "PERSIST") && expiry == Expiry::Unchanged {
             expiry = Expiry::Persist;
-        } else if expire_option && expiry == Expiry::Unchanged && i + 1 < args.len() {
-            expiry = deadline(option, &args[i + 1], ctx.now_ms, "getex")?;
+        } else if expiry == Expiry::Unchanged
+            && let Some(parsed) = expire_option(args, i, ctx.now_ms, "getex")
+        {
+            expiry = parsed?;
             i += 1;
         } else {
             return Err(ERR_SYNTAX.into());

@@ -201,6 +201,23 @@ impl Reply {
     }
 }
 
+/// Shorthands for expected replies.
+pub fn b(text: &str) -> Reply {
+    Reply::bulk(text)
+}
+
+pub fn ok() -> Reply {
+    Reply::simple("OK")
+}
+
+pub fn e(text: &str) -> Reply {
+    Reply::err(text)
+}
+
+pub fn i(n: i64) -> Reply {
+    Reply::Int(n)
+}
+
 /// A raw RESP client.
 pub struct Raw {
     pub stream: TcpStream,
