@@ -14,10 +14,15 @@
 //!   a RESP2 connection, downgrades them the way Redis does (map → flat
 //!   array, null → `$-1` or `*-1`, double → bulk string, push → array, …).
 //!
+//! - [`reply::scan_reply`] is the client side: it finds where a server reply
+//!   ends and whether it is an error or a nil, without allocating (used by
+//!   `strata-bench`).
+//!
 //! The parser never panics on any input: `tests/parser_props.rs` checks that
 //! with proptest over arbitrary and mutated byte streams.
 
 mod parse;
+pub mod reply;
 mod write;
 
 pub use parse::{Limits, ProtocolError, RequestParser, split_args};
