@@ -1,0 +1,79 @@
+//! strata-bench: a memtier_benchmark-compatible load generator.
+//!
+//! - [`config`]: memtier's flags, names, meanings and defaults;
+//! - [`workload`]: key patterns (S, R, G, P), value sizes, operation cycle;
+//! - [`run`]: threads and pipelined clients, closed or open loop
+//!   (`--rate`, latency from the intended send time), HdrHistogram latencies
+//!   and a per-second series;
+//! - [`report`]: memtier's `ALL STATS` table, the latency distribution and
+//!   JSON; [`plot`]: an SVG of throughput over time and latency percentiles.
+//!
+//! The binary is thin; tests and other tools use [`run_benchmark`].
+
+pub mod config;
+pub mod plot;
+pub mod report;
+pub mod run;
+pub mod workload;
+
+use std::sync::Arc;
+
+pub use config::Config;
+pub use run::RunResult;
+
+/// Runs every iteration (`--run-count`), printing memtier-style reports to
+/// stdout, and writes the JSON and SVG outputs asked for.
+pub fn run_benchmark(config: Config, print: bool) -> Result<Vec<RunResult>, String> {
+    let config = Arc::new(config);
+    let mut results = Vec::new();
+    let mut documents = Vec::new();
+    for run in 1..=config.run_count {
+        let result = run::run(&config, run)?;
+        if print {
+            if config.run_count > 1 {
+                println!("\n[RUN #{run} RESULTS]");
+            }
+            print!("{}", report::table(&config, &result));
+            if !config.hide_histogram {
+                print!("{}", report::histogram(&result));
+            }
+        }
+        documents.push(report::run_json(&config, run, &result));
+        results.push(result);
+    }
+    let document = report::document(&config, &documents);
+    if let Some(path) = &config.json_out_file {
+        std::fs::write(
+            path,
+            serde_json::to_string_pretty(&document).map_err(|e| e.to_string())?,
+        )
+        .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
+    if let Some(path) = &config.plot {
+        let series = plot::series_from_json("this run", &document)?;
+        std::fs::write(path, plot::svg(&series))
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
+    Ok(results)
+}
+
+/// `strata-bench report --plot out.svg a.json b.json …`
+pub fn plot_files(
+    plot_path: &std::path::Path,
+    inputs: &[std::path::PathBuf],
+) -> Result<(), String> {
+    let mut series = Vec::new();
+    for input in inputs {
+        let text = std::fs::read_to_string(input)
+            .map_err(|e| format!("reading {}: {e}", input.display()))?;
+        let document: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", input.display()))?;
+        let label = input
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        series.extend(plot::series_from_json(&label, &document)?);
+    }
+    std::fs::write(plot_path, plot::svg(&series))
+        .map_err(|e| format!("writing {}: {e}", plot_path.display()))
+}

@@ -1,0 +1,259 @@
+//! One SVG picture a person can read: throughput per second over time (top)
+//! and the latency percentile curve (bottom, log scales), one line per run,
+//! so runs against different servers can be compared on one chart.
+
+use std::fmt::Write;
+
+use serde_json::Value;
+
+/// A run to draw: a label, ops/s per second, and (percent, latency ms).
+pub struct Series {
+    pub label: String,
+    pub ops_per_sec: Vec<f64>,
+    pub percentiles: Vec<(f64, f64)>,
+}
+
+/// Extracts every run of a JSON result document.
+pub fn series_from_json(label: &str, document: &Value) -> Result<Vec<Series>, String> {
+    let runs = document
+        .get("runs")
+        .and_then(Value::as_array)
+        .ok_or("not a strata-bench JSON file: no \"runs\"")?;
+    let mut out = Vec::new();
+    for run in runs {
+        let number = run.get("run").and_then(Value::as_u64).unwrap_or(1);
+        let ops_per_sec = run
+            .get("Time series")
+            .and_then(Value::as_array)
+            .map(|s| {
+                s.iter()
+                    .filter_map(|p| p.get("ops/sec").and_then(Value::as_f64))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let percentiles = run
+            .pointer("/Latency distribution/Totals")
+            .and_then(Value::as_array)
+            .map(|points| {
+                points
+                    .iter()
+                    .filter_map(|p| Some((p.get(1)?.as_f64()?, p.get(0)?.as_f64()?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let label = if runs.len() > 1 {
+            format!("{label} #{number}")
+        } else {
+            label.to_owned()
+        };
+        out.push(Series {
+            label,
+            ops_per_sec,
+            percentiles,
+        });
+    }
+    Ok(out)
+}
+
+const WIDTH: f64 = 960.0;
+const PANEL_HEIGHT: f64 = 300.0;
+const LEFT: f64 = 90.0;
+const RIGHT: f64 = 220.0;
+const COLORS: [&str; 8] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+];
+
+/// Position of a percentile on the "nines" axis: 90 → 1, 99 → 2, 99.9 → 3.
+fn nines(percent: f64) -> f64 {
+    -(1.0 - (percent / 100.0).min(0.999_999)).log10()
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+pub fn svg(series: &[Series]) -> String {
+    let height = 2.0 * PANEL_HEIGHT + 160.0;
+    let plot_width = WIDTH - LEFT - RIGHT;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
+
+    // Top: throughput over time.
+    let top = 40.0;
+    let seconds = series
+        .iter()
+        .map(|s| s.ops_per_sec.len())
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let ops_max = series
+        .iter()
+        .flat_map(|s| s.ops_per_sec.iter().copied())
+        .fold(1.0, f64::max)
+        * 1.1;
+    let _ = writeln!(
+        out,
+        r#"<text x="{LEFT}" y="{}" font-size="15">Throughput (ops/sec) per second</text>"#,
+        top - 12.0
+    );
+    axes(&mut out, top, plot_width);
+    for i in 0..=5 {
+        let value = ops_max * i as f64 / 5.0;
+        let y = top + PANEL_HEIGHT - PANEL_HEIGHT * i as f64 / 5.0;
+        let _ = writeln!(
+            out,
+            r##"<text x="{}" y="{y}" text-anchor="end" dy="4">{value:.0}</text><line x1="{LEFT}" x2="{}" y1="{y}" y2="{y}" stroke="#eee"/>"##,
+            LEFT - 6.0,
+            LEFT + plot_width
+        );
+    }
+    for i in 0..=5 {
+        let second = seconds * i as f64 / 5.0;
+        let x = LEFT + plot_width * i as f64 / 5.0;
+        let _ = writeln!(
+            out,
+            r#"<text x="{x}" y="{}" text-anchor="middle">{second:.0}s</text>"#,
+            top + PANEL_HEIGHT + 16.0
+        );
+    }
+    for (n, s) in series.iter().enumerate() {
+        let points: Vec<String> = s
+            .ops_per_sec
+            .iter()
+            .enumerate()
+            .map(|(i, ops)| {
+                format!(
+                    "{:.1},{:.1}",
+                    LEFT + plot_width * (i as f64 + 1.0) / seconds,
+                    top + PANEL_HEIGHT - PANEL_HEIGHT * ops / ops_max
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            r#"<polyline fill="none" stroke-width="2" stroke="{}" points="{}"/>"#,
+            COLORS[n % COLORS.len()],
+            points.join(" ")
+        );
+    }
+
+    // Bottom: latency by percentile, both axes logarithmic.
+    let top = top + PANEL_HEIGHT + 80.0;
+    let _ = writeln!(
+        out,
+        r#"<text x="{LEFT}" y="{}" font-size="15">Latency (ms) by percentile</text>"#,
+        top - 12.0
+    );
+    axes(&mut out, top, plot_width);
+    let latencies = series
+        .iter()
+        .flat_map(|s| s.percentiles.iter().map(|p| p.1))
+        .filter(|v| *v > 0.0);
+    let (low, high) = latencies.fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let (low_exp, high_exp) = if low <= high {
+        (
+            low.log10().floor(),
+            high.log10().ceil().max(low.log10().floor() + 1.0),
+        )
+    } else {
+        (-2.0, 1.0)
+    };
+    let y_of = |ms: f64| {
+        top + PANEL_HEIGHT
+            - PANEL_HEIGHT * (ms.max(10f64.powf(low_exp)).log10() - low_exp) / (high_exp - low_exp)
+    };
+    let x_max = 5.0;
+    let x_of = |percent: f64| LEFT + plot_width * nines(percent).min(x_max) / x_max;
+    let mut exp = low_exp;
+    while exp <= high_exp {
+        let y = y_of(10f64.powf(exp));
+        let _ = writeln!(
+            out,
+            r##"<text x="{}" y="{y}" text-anchor="end" dy="4">{}</text><line x1="{LEFT}" x2="{}" y1="{y}" y2="{y}" stroke="#eee"/>"##,
+            LEFT - 6.0,
+            10f64.powf(exp),
+            LEFT + plot_width
+        );
+        exp += 1.0;
+    }
+    for label in ["0", "90", "99", "99.9", "99.99", "99.999"] {
+        let x = x_of(label.parse().unwrap_or(0.0));
+        let _ = writeln!(
+            out,
+            r#"<text x="{x}" y="{}" text-anchor="middle">p{label}</text>"#,
+            top + PANEL_HEIGHT + 16.0
+        );
+    }
+    for (n, s) in series.iter().enumerate() {
+        let points: Vec<String> = s
+            .percentiles
+            .iter()
+            .map(|(p, ms)| format!("{:.1},{:.1}", x_of(*p), y_of(*ms)))
+            .collect();
+        let _ = writeln!(
+            out,
+            r#"<polyline fill="none" stroke-width="2" stroke="{}" points="{}"/>"#,
+            COLORS[n % COLORS.len()],
+            points.join(" ")
+        );
+    }
+
+    // Legend.
+    for (n, s) in series.iter().enumerate() {
+        let y = 60.0 + 20.0 * n as f64;
+        let x = WIDTH - RIGHT + 20.0;
+        let _ = writeln!(
+            out,
+            r#"<rect x="{x}" y="{}" width="14" height="4" fill="{}"/><text x="{}" y="{y}">{}</text>"#,
+            y - 6.0,
+            COLORS[n % COLORS.len()],
+            x + 20.0,
+            escape(&s.label)
+        );
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+fn axes(out: &mut String, top: f64, plot_width: f64) {
+    let _ = writeln!(
+        out,
+        r#"<line x1="{LEFT}" x2="{LEFT}" y1="{top}" y2="{}" stroke="black"/><line x1="{LEFT}" x2="{}" y1="{}" y2="{}" stroke="black"/>"#,
+        top + PANEL_HEIGHT,
+        LEFT + plot_width,
+        top + PANEL_HEIGHT,
+        top + PANEL_HEIGHT
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn draws_every_series_with_its_label() {
+        let series = vec![
+            Series {
+                label: "strata".into(),
+                ops_per_sec: vec![100.0, 120.0],
+                percentiles: vec![(0.0, 0.1), (50.0, 0.2), (99.9, 3.0)],
+            },
+            Series {
+                label: "redis <7>".into(),
+                ops_per_sec: vec![90.0],
+                percentiles: vec![(50.0, 0.3)],
+            },
+        ];
+        let svg = svg(&series);
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert_eq!(svg.matches("<polyline").count(), 4);
+        assert!(svg.contains("strata") && svg.contains("redis &lt;7&gt;"));
+        assert!((nines(99.0) - 2.0).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,617 @@
+//! Running a benchmark: threads, clients, pipelining, open loop.
+//!
+//! Each `--threads` thread runs a single-threaded tokio runtime with its
+//! `--clients` connections. A client keeps up to `--pipeline` requests in
+//! flight. Closed loop (the default, as memtier): a new request goes out as
+//! soon as a reply frees a slot, and latency is reply time minus send time.
+//! Open loop (`--rate`): requests are due at fixed intervals whatever the
+//! server does, and latency is measured from each request's *intended* send
+//! time, so a server that stalls shows the stall in the percentiles instead
+//! of silently slowing the generator down (no coordinated omission).
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BytesMut};
+use hdrhistogram::Histogram;
+use strata_resp::reply::{ReplyKind, scan_reply};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::config::{Config, KeyPattern};
+use crate::workload::{Budget, KeyGen, Op, Rng, Shared, Values, client_seed, op_cycle};
+
+/// Largest latency recorded (1 hour), in microseconds.
+const LATENCY_US_MAX: u64 = 3_600_000_000;
+/// Largest reply accepted from a server before it is treated as broken.
+const REPLY_BYTES_MAX: usize = 1 << 30;
+
+/// Results for one operation type.
+#[derive(Clone, Debug)]
+pub struct OpResult {
+    /// Table label: "Sets", "Gets", or a custom command's name.
+    pub name: String,
+    pub ops: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub errors: u64,
+    pub bytes: u64,
+    /// Latency in microseconds.
+    pub latency: Histogram<u64>,
+}
+
+impl OpResult {
+    fn new(name: &str) -> OpResult {
+        OpResult {
+            name: name.to_owned(),
+            ops: 0,
+            hits: 0,
+            misses: 0,
+            errors: 0,
+            bytes: 0,
+            latency: Histogram::new_with_bounds(1, LATENCY_US_MAX, 3)
+                .expect("valid histogram bounds"),
+        }
+    }
+
+    fn merge(&mut self, other: &OpResult) {
+        self.ops += other.ops;
+        self.hits += other.hits;
+        self.misses += other.misses;
+        self.errors += other.errors;
+        self.bytes += other.bytes;
+        self.latency.add(&other.latency).expect("same bounds");
+    }
+}
+
+/// One second of the run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Second {
+    pub second: u64,
+    pub ops: u64,
+    pub avg_latency_ms: f64,
+    pub bytes: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct RunResult {
+    pub duration: Duration,
+    pub ops: Vec<OpResult>,
+    /// Error replies by their first word (`ERR`, `OOM`, `MISCONF`, …).
+    pub errors: BTreeMap<String, u64>,
+    pub series: Vec<Second>,
+}
+
+impl RunResult {
+    pub fn totals(&self) -> OpResult {
+        let mut total = OpResult::new("Totals");
+        for op in &self.ops {
+            total.merge(op);
+        }
+        total
+    }
+}
+
+/// Counters the main thread samples once a second.
+#[derive(Default)]
+struct Live {
+    ops: AtomicU64,
+    latency_us: AtomicU64,
+    bytes: AtomicU64,
+}
+
+/// Labels of the operation types, in table order.
+fn op_names(config: &Config) -> Vec<String> {
+    if config.commands.is_empty() {
+        vec!["Sets".into(), "Gets".into()]
+    } else {
+        let mut names: Vec<String> = Vec::new();
+        for command in &config.commands {
+            if !names.contains(&command.name) {
+                names.push(command.name.clone());
+            }
+        }
+        names
+    }
+}
+
+fn op_slot(config: &Config, names: &[String], op: Op) -> usize {
+    match op {
+        Op::Set => 0,
+        Op::Get => 1,
+        Op::Custom(i) => names
+            .iter()
+            .position(|n| *n == config.commands[i].name)
+            .expect("named above"),
+    }
+}
+
+/// Runs one benchmark iteration; `run` numbers iterations from 1.
+pub fn run(config: &Arc<Config>, run: usize) -> Result<RunResult, String> {
+    let names = op_names(config);
+    let shared = Shared::new(config);
+    let live: Vec<Arc<Live>> = (0..config.threads)
+        .map(|_| Arc::new(Live::default()))
+        .collect();
+    let finished = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let deadline = config.test_time.map(|t| started + t);
+    let mut handles = Vec::new();
+    for thread in 0..config.threads {
+        let (config, shared, live, names) = (
+            config.clone(),
+            shared.clone(),
+            live[thread].clone(),
+            names.clone(),
+        );
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("bench-{thread}"))
+                .spawn(move || thread_main(&config, thread, run, &names, shared, live, deadline))
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    let waiter = {
+        let finished = finished.clone();
+        std::thread::spawn(move || {
+            let results: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
+            finished.store(true, Relaxed);
+            results
+        })
+    };
+    let mut series = Vec::new();
+    let (mut last_ops, mut last_latency, mut last_bytes) = (0u64, 0u64, 0u64);
+    let mut next_tick = started + Duration::from_secs(1);
+    while !finished.load(Relaxed) {
+        std::thread::sleep(
+            Duration::from_millis(20).min(next_tick.saturating_duration_since(Instant::now())),
+        );
+        if Instant::now() < next_tick || finished.load(Relaxed) {
+            continue;
+        }
+        let ops: u64 = live.iter().map(|l| l.ops.load(Relaxed)).sum();
+        let latency: u64 = live.iter().map(|l| l.latency_us.load(Relaxed)).sum();
+        let bytes: u64 = live.iter().map(|l| l.bytes.load(Relaxed)).sum();
+        let second = series.len() as u64 + 1;
+        let delta_ops = ops - last_ops;
+        let avg_latency_ms = if delta_ops == 0 {
+            0.0
+        } else {
+            (latency - last_latency) as f64 / delta_ops as f64 / 1000.0
+        };
+        series.push(Second {
+            second,
+            ops: delta_ops,
+            avg_latency_ms,
+            bytes: bytes - last_bytes,
+        });
+        if config.progress {
+            let elapsed = started.elapsed().as_secs_f64();
+            let left = match config.test_time {
+                Some(total) => format!("{:.0} secs left", (total.as_secs_f64() - elapsed).max(0.0)),
+                None => format!("{ops} ops"),
+            };
+            let avg_total = if ops == 0 {
+                0.0
+            } else {
+                latency as f64 / ops as f64 / 1000.0
+            };
+            eprint!(
+                "\r[RUN #{run} {elapsed:.0} secs] {} threads: {ops} ops, {delta_ops} (avg: {:.0}) ops/sec, {:.2} (avg: {avg_total:.2}) msec latency, {left}   ",
+                config.threads,
+                ops as f64 / elapsed,
+                avg_latency_ms
+            );
+        }
+        (last_ops, last_latency, last_bytes) = (ops, latency, bytes);
+        next_tick += Duration::from_secs(1);
+    }
+    if config.progress {
+        eprintln!();
+    }
+    let duration = started.elapsed();
+    let mut ops: Vec<OpResult> = names.iter().map(|n| OpResult::new(n)).collect();
+    let mut errors = BTreeMap::new();
+    for result in waiter
+        .join()
+        .map_err(|_| "benchmark threads panicked".to_string())?
+    {
+        let (thread_ops, thread_errors) =
+            result.map_err(|_| "a benchmark thread panicked".to_string())??;
+        for (total, part) in ops.iter_mut().zip(&thread_ops) {
+            total.merge(part);
+        }
+        for (code, count) in thread_errors {
+            *errors.entry(code).or_insert(0) += count;
+        }
+    }
+    Ok(RunResult {
+        duration,
+        ops,
+        errors,
+        series,
+    })
+}
+
+/// One thread's results: per operation type, and error replies by code.
+type ThreadTotals = (Vec<OpResult>, BTreeMap<String, u64>);
+type ThreadResult = Result<ThreadTotals, String>;
+/// Where a thread's clients record, shared on that thread only.
+type Collector = Rc<RefCell<ThreadTotals>>;
+
+fn thread_main(
+    config: &Arc<Config>,
+    thread: usize,
+    run: usize,
+    names: &[String],
+    shared: Arc<Shared>,
+    live: Arc<Live>,
+    deadline: Option<Instant>,
+) -> ThreadResult {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let collector = Rc::new(RefCell::new((
+        names.iter().map(|n| OpResult::new(n)).collect::<Vec<_>>(),
+        BTreeMap::new(),
+    )));
+    let local = tokio::task::LocalSet::new();
+    let total_clients = config.threads * config.clients;
+    let outcome = local.block_on(&runtime, async {
+        let mut tasks = Vec::new();
+        for c in 0..config.clients {
+            let index = thread * config.clients + c;
+            let client = Client::new(
+                config,
+                index,
+                total_clients,
+                run,
+                names,
+                shared.clone(),
+                live.clone(),
+                collector.clone(),
+                deadline,
+            );
+            tasks.push(tokio::task::spawn_local(client.run()));
+        }
+        for task in tasks {
+            task.await.map_err(|e| e.to_string())??;
+        }
+        Ok::<(), String>(())
+    });
+    outcome?;
+    Ok(Rc::try_unwrap(collector)
+        .map_err(|_| "client still running".to_string())?
+        .into_inner())
+}
+
+struct Client {
+    config: Arc<Config>,
+    names: Vec<String>,
+    rng: Rng,
+    set_keys: KeyGen,
+    get_keys: KeyGen,
+    command_keys: Vec<KeyGen>,
+    values: Values,
+    budget: Budget,
+    cycle: Vec<Op>,
+    position: usize,
+    live: Arc<Live>,
+    collector: Collector,
+    deadline: Option<Instant>,
+    /// Open loop: time between this client's requests.
+    interval: Option<Duration>,
+}
+
+impl Client {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        config: &Arc<Config>,
+        index: usize,
+        clients: usize,
+        run: usize,
+        names: &[String],
+        shared: Arc<Shared>,
+        live: Arc<Live>,
+        collector: Collector,
+        deadline: Option<Instant>,
+    ) -> Client {
+        let mut rng = Rng::new(client_seed(config, index, run));
+        let keys = |pattern| KeyGen::new(config, pattern, index, clients, shared.clone());
+        let set_keys = keys(config.set_pattern);
+        let get_keys = keys(config.get_pattern);
+        let command_keys: Vec<KeyGen> = config
+            .commands
+            .iter()
+            .map(|c| keys(c.key_pattern))
+            .collect();
+        let cycle = op_cycle(config);
+        // An allkeys run whose keys all come from P slices: this client's
+        // share is its slice.
+        let patterns: Vec<KeyPattern> = cycle
+            .iter()
+            .map(|op| match op {
+                Op::Set => config.set_pattern,
+                Op::Get => config.get_pattern,
+                Op::Custom(i) => config.commands[*i].key_pattern,
+            })
+            .collect();
+        let all_parallel = patterns.iter().all(|p| *p == KeyPattern::Parallel);
+        let budget =
+            Budget::for_client(config, all_parallel.then(|| set_keys.slice_len()), &shared);
+        let values = Values::new(config, &mut rng);
+        let interval = config
+            .rate
+            .map(|rate| Duration::from_secs_f64(clients as f64 / rate));
+        Client {
+            config: config.clone(),
+            names: names.to_vec(),
+            rng,
+            set_keys,
+            get_keys,
+            command_keys,
+            values,
+            budget,
+            cycle,
+            position: 0,
+            live,
+            collector,
+            deadline,
+            interval,
+        }
+    }
+
+    /// Sends a command and waits for its reply (connection set-up only).
+    async fn handshake(&self, stream: &mut TcpStream, args: &[&[u8]]) -> Result<(), String> {
+        let mut out = Vec::new();
+        encode(&mut out, args);
+        stream.write_all(&out).await.map_err(|e| e.to_string())?;
+        let mut input = BytesMut::new();
+        loop {
+            if let Some((_, kind)) = scan_reply(&input).map_err(|e| e.to_string())? {
+                if let ReplyKind::Error { start, end } = kind {
+                    return Err(format!(
+                        "{} failed: {}",
+                        String::from_utf8_lossy(args[0]),
+                        String::from_utf8_lossy(&input[start..end])
+                    ));
+                }
+                return Ok(());
+            }
+            if stream
+                .read_buf(&mut input)
+                .await
+                .map_err(|e| e.to_string())?
+                == 0
+            {
+                return Err("connection closed during set-up".into());
+            }
+        }
+    }
+
+    async fn connect(&self) -> Result<TcpStream, String> {
+        let address = (self.config.server.as_str(), self.config.port);
+        let mut stream = TcpStream::connect(address).await.map_err(|e| {
+            format!(
+                "connection to {}:{} failed: {e}",
+                self.config.server, self.config.port
+            )
+        })?;
+        stream.set_nodelay(true).map_err(|e| e.to_string())?;
+        if let Some((user, password)) = &self.config.auth {
+            match user {
+                Some(user) => {
+                    self.handshake(
+                        &mut stream,
+                        &[b"AUTH", user.as_bytes(), password.as_bytes()],
+                    )
+                    .await?
+                }
+                None => {
+                    self.handshake(&mut stream, &[b"AUTH", password.as_bytes()])
+                        .await?
+                }
+            }
+        }
+        if self.config.resp3 {
+            self.handshake(&mut stream, &[b"HELLO", b"3"]).await?;
+        }
+        if let Some(db) = self.config.select_db {
+            self.handshake(&mut stream, &[b"SELECT", db.to_string().as_bytes()])
+                .await?;
+        }
+        Ok(stream)
+    }
+
+    /// Appends the next request to `out`; returns its operation slot.
+    fn next_request(&mut self, out: &mut Vec<u8>) -> usize {
+        let op = self.cycle[self.position % self.cycle.len()];
+        self.position += 1;
+        let mut key_text = Vec::with_capacity(self.config.key_prefix.len() + 20);
+        let key = match op {
+            Op::Set => self.set_keys.next(&mut self.rng),
+            Op::Get => self.get_keys.next(&mut self.rng),
+            Op::Custom(i) => self.command_keys[i].next(&mut self.rng),
+        };
+        key_text.extend_from_slice(self.config.key_prefix.as_bytes());
+        key_text.extend_from_slice(itoa::Buffer::new().format(key).as_bytes());
+        match op {
+            Op::Set => {
+                let value = self.values.value_for(key, &mut self.rng);
+                encode(out, &[b"SET", &key_text, value]);
+            }
+            Op::Get => encode(out, &[b"GET", &key_text]),
+            Op::Custom(i) => {
+                let needs_data = self.config.commands[i]
+                    .args
+                    .iter()
+                    .any(|a| contains(a, b"__data__"));
+                let value = if needs_data {
+                    self.values.value_for(key, &mut self.rng).to_vec()
+                } else {
+                    Vec::new()
+                };
+                let args: Vec<Vec<u8>> = self.config.commands[i]
+                    .args
+                    .iter()
+                    .map(|a| replace(&replace(a, b"__key__", &key_text), b"__data__", &value))
+                    .collect();
+                let refs: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+                encode(out, &refs);
+            }
+        }
+        op_slot(&self.config, &self.names, op)
+    }
+
+    async fn run(mut self) -> Result<(), String> {
+        let mut stream = self.connect().await?;
+        let pipeline = self.config.pipeline;
+        let mut out = Vec::with_capacity(64 * 1024);
+        let mut input = BytesMut::with_capacity(64 * 1024);
+        // (operation slot, time the latency is measured from, request bytes)
+        let mut in_flight: VecDeque<(usize, Instant, usize)> = VecDeque::with_capacity(pipeline);
+        let mut next_due = Instant::now();
+        let mut done_sending = false;
+        loop {
+            let now = Instant::now();
+            if self.deadline.is_some_and(|d| now >= d) {
+                done_sending = true;
+            }
+            while !done_sending && in_flight.len() < pipeline {
+                let measured_from = match self.interval {
+                    Some(interval) => {
+                        if next_due > now {
+                            break;
+                        }
+                        let due = next_due;
+                        next_due += interval;
+                        due
+                    }
+                    None => now,
+                };
+                if !self.budget.take() {
+                    done_sending = true;
+                    break;
+                }
+                let before = out.len();
+                let slot = self.next_request(&mut out);
+                in_flight.push_back((slot, measured_from, out.len() - before));
+            }
+            if !out.is_empty() {
+                stream.write_all(&out).await.map_err(|e| e.to_string())?;
+                out.clear();
+            }
+            if in_flight.is_empty() {
+                if done_sending {
+                    return Ok(());
+                }
+                tokio::time::sleep_until(next_due.into()).await;
+                continue;
+            }
+            let can_send_more =
+                self.interval.is_some() && !done_sending && in_flight.len() < pipeline;
+            let read = if can_send_more {
+                tokio::select! {
+                    read = stream.read_buf(&mut input) => Some(read),
+                    _ = tokio::time::sleep_until(next_due.into()) => None,
+                }
+            } else {
+                Some(stream.read_buf(&mut input).await)
+            };
+            match read {
+                None => continue,
+                Some(Ok(0)) => return Err("server closed the connection".into()),
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e.to_string()),
+            }
+            if input.len() > REPLY_BYTES_MAX {
+                return Err("reply larger than 1 GB".into());
+            }
+            let now = Instant::now();
+            let mut collector = self.collector.borrow_mut();
+            let (mut ops, mut latency_us, mut bytes) = (0u64, 0u64, 0u64);
+            while let Some((len, kind)) = scan_reply(&input).map_err(|e| e.to_string())? {
+                let Some((slot, measured_from, request_len)) = in_flight.pop_front() else {
+                    return Err("reply without a request".into());
+                };
+                let micros = now.saturating_duration_since(measured_from).as_micros() as u64;
+                let stats = &mut collector.0[slot];
+                stats.ops += 1;
+                stats.bytes += (len + request_len) as u64;
+                stats.latency.saturating_record(micros.max(1));
+                let is_get = self.config.commands.is_empty() && slot == 1;
+                match kind {
+                    ReplyKind::Error { start, end } => {
+                        stats.errors += 1;
+                        let text = String::from_utf8_lossy(&input[start..end]);
+                        let code = text.split(' ').next().unwrap_or("ERR").to_owned();
+                        *collector.1.entry(code).or_insert(0) += 1;
+                    }
+                    ReplyKind::Null if is_get => stats.misses += 1,
+                    _ if is_get => stats.hits += 1,
+                    _ => {}
+                }
+                ops += 1;
+                latency_us += micros;
+                bytes += (len + request_len) as u64;
+                input.advance(len);
+            }
+            self.live.ops.fetch_add(ops, Relaxed);
+            self.live.latency_us.fetch_add(latency_us, Relaxed);
+            self.live.bytes.fetch_add(bytes, Relaxed);
+        }
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+fn replace(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(haystack.len());
+    let mut i = 0;
+    while i < haystack.len() {
+        if haystack[i..].starts_with(needle) {
+            out.extend_from_slice(with);
+            i += needle.len();
+        } else {
+            out.push(haystack[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Encodes one request as a RESP array of bulk strings.
+pub fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
+    let mut digits = itoa::Buffer::new();
+    out.push(b'*');
+    out.extend_from_slice(digits.format(args.len()).as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for arg in args {
+        out.push(b'$');
+        out.extend_from_slice(digits.format(arg.len()).as_bytes());
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_replaced() {
+        assert_eq!(replace(b"a__key__b__key__", b"__key__", b"K"), b"aKbK");
+        assert!(contains(b"x__data__", b"__data__"));
+        let mut out = Vec::new();
+        encode(&mut out, &[b"GET", b"k"]);
+        assert_eq!(out, b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
+    }
+}
