@@ -92,11 +92,13 @@ pub fn svg(series: &[Series]) -> String {
         .max()
         .unwrap_or(1)
         .max(1) as f64;
-    let ops_max = series
-        .iter()
-        .flat_map(|s| s.ops_per_sec.iter().copied())
-        .fold(1.0, f64::max)
-        * 1.1;
+    let ops_max = nice_ceiling(
+        series
+            .iter()
+            .flat_map(|s| s.ops_per_sec.iter().copied())
+            .fold(1.0, f64::max)
+            * 1.05,
+    );
     let _ = writeln!(
         out,
         r#"<text x="{LEFT}" y="{}" font-size="15">Throughput (ops/sec) per second</text>"#,
@@ -122,6 +124,12 @@ pub fn svg(series: &[Series]) -> String {
             top + PANEL_HEIGHT + 16.0
         );
     }
+    let _ = writeln!(
+        out,
+        r#"<text x="{}" y="{}" text-anchor="middle">time since start</text>"#,
+        LEFT + plot_width / 2.0,
+        top + PANEL_HEIGHT + 34.0
+    );
     for (n, s) in series.iter().enumerate() {
         let points: Vec<String> = s
             .ops_per_sec
@@ -190,6 +198,12 @@ pub fn svg(series: &[Series]) -> String {
             top + PANEL_HEIGHT + 16.0
         );
     }
+    let _ = writeln!(
+        out,
+        r#"<text x="{}" y="{}" text-anchor="middle">percentile of requests (each step: ten times rarer)</text>"#,
+        LEFT + plot_width / 2.0,
+        top + PANEL_HEIGHT + 34.0
+    );
     for (n, s) in series.iter().enumerate() {
         let points: Vec<String> = s
             .percentiles
@@ -219,6 +233,16 @@ pub fn svg(series: &[Series]) -> String {
     }
     out.push_str("</svg>\n");
     out
+}
+
+/// The smallest 1, 2 or 5 × 10^k at or above `value`, for round axis ticks.
+fn nice_ceiling(value: f64) -> f64 {
+    let magnitude = 10f64.powf(value.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * magnitude)
+        .find(|v| *v >= value)
+        .unwrap_or(10.0 * magnitude)
 }
 
 fn axes(out: &mut String, top: f64, plot_width: f64) {
@@ -255,5 +279,7 @@ mod tests {
         assert_eq!(svg.matches("<polyline").count(), 4);
         assert!(svg.contains("strata") && svg.contains("redis &lt;7&gt;"));
         assert!((nines(99.0) - 2.0).abs() < 1e-9);
+        assert_eq!(nice_ceiling(1_136_626.0), 2_000_000.0);
+        assert_eq!(nice_ceiling(430.0), 500.0);
     }
 }

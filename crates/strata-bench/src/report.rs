@@ -113,14 +113,13 @@ pub fn histogram(result: &RunResult) -> String {
         "-".repeat(38)
     );
     for op in result.ops.iter().filter(|o| o.ops > 0) {
+        let label = match op.name.as_str() {
+            "Sets" => "SET",
+            "Gets" => "GET",
+            command => command,
+        };
         for (latency_ms, percent) in distribution(op) {
-            let _ = writeln!(
-                out,
-                "{:<10}{:>14.3}{:>14.3}",
-                op.name.to_ascii_uppercase(),
-                latency_ms,
-                percent
-            );
+            let _ = writeln!(out, "{:<10}{:>14.3}{:>14.3}", label, latency_ms, percent);
         }
         let _ = writeln!(out, "---");
     }
