@@ -355,6 +355,33 @@ pub static DIRECTIVES: &[Directive] = &[
             Ok(())
         },
     },
+    // No persistence exists yet (the append-only log is the next issue).
+    // These report that truthfully, so tools such as redis-benchmark can
+    // read them, and refuse settings that would promise durability.
+    Directive {
+        name: "appendonly",
+        mutable: true,
+        get: |_| "no".into(),
+        set: |_, a| match parse_yes_no(a)? {
+            false => Ok(()),
+            true => Err(
+                "appendonly yes is not supported yet: this version keeps data in memory only"
+                    .into(),
+            ),
+        },
+    },
+    Directive {
+        name: "save",
+        mutable: true,
+        get: |_| String::new(),
+        set: |_, a| {
+            match words(a).as_slice() {
+            [] => Ok(()),
+            [empty] if empty.is_empty() => Ok(()),
+            _ => Err("save points are not supported yet: this version keeps data in memory only (use save \"\")".into()),
+        }
+        },
+    },
     Directive {
         name: "hz",
         mutable: true,
@@ -578,6 +605,21 @@ mod tests {
             "{err}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn persistence_settings_are_refused_until_persistence_exists() {
+        let c = Config::from_args(&strings(&["--appendonly", "no", "--save", ""])).unwrap();
+        assert_eq!(
+            (
+                (directive("appendonly").unwrap().get)(&c),
+                (directive("save").unwrap().get)(&c)
+            ),
+            ("no".into(), String::new())
+        );
+        let err = Config::from_args(&strings(&["--appendonly", "yes"])).unwrap_err();
+        assert!(err.contains("not supported yet"), "{err}");
+        assert!(Config::from_args(&strings(&["--save", "900 1"])).is_err());
     }
 
     #[test]
