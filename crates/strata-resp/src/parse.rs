@@ -174,9 +174,10 @@ impl RequestParser {
             return 0;
         };
         match read_header(buf, mb.pos, &Limits::default()) {
-            Ok(Some((Ok(len), header_len))) if len > 0 => {
-                (mb.pos + header_len + len as usize + 2).saturating_sub(buf.len())
-            }
+            Ok(Some((Ok(len), header_len))) if len > 0 => (mb.pos + header_len)
+                .saturating_add(len as usize)
+                .saturating_add(2)
+                .saturating_sub(buf.len()),
             _ => 0,
         }
     }

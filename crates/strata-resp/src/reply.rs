@@ -79,7 +79,7 @@ fn scan_at(
             if len < 0 {
                 return Ok(Some((after_line - at, ReplyKind::Null)));
             }
-            let end = after_line + len as usize + 2;
+            let end = after_line.saturating_add(len as usize).saturating_add(2);
             if buf.len() < end {
                 return Ok(None);
             }
@@ -91,7 +91,7 @@ fn scan_at(
                 return Ok(Some((after_line - at, ReplyKind::Null)));
             }
             let elements = if matches!(kind, b'%' | b'|') {
-                count * 2
+                count.saturating_mul(2)
             } else {
                 count
             };
@@ -146,5 +146,8 @@ mod tests {
             assert_eq!(scan_reply(partial).unwrap(), None, "{partial:?}");
         }
         assert!(scan_reply(b"?\r\n").is_err());
+        // Absurd announced sizes wait for bytes that never come; no overflow.
+        assert_eq!(scan_reply(b"%9223372036854775807\r\n").unwrap(), None);
+        assert_eq!(scan_reply(b"$9223372036854775807\r\n").unwrap(), None);
     }
 }

@@ -1,6 +1,6 @@
-//! Property tests: the request parser never panics, whatever it is fed and
-//! however the input is split into reads, and well-formed requests always
-//! come back exactly as they were encoded.
+//! Property tests: the request parser and the reply scanner never panic,
+//! whatever they are fed and however the input is split into reads, and
+//! well-formed requests always come back exactly as they were encoded.
 
 use bytes::BytesMut;
 use proptest::prelude::*;
@@ -77,5 +77,26 @@ proptest! {
                                        chunks in proptest::collection::vec(1usize..32, 1..8)) {
         let input: Vec<u8> = commands.iter().flat_map(|c| encode(c)).collect();
         prop_assert_eq!(feed(&input, &chunks, &Limits::default()), commands);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    /// The client-side reply scanner faces whatever a server (or a broken
+    /// network peer) sends: it must never panic, and a length it reports
+    /// never exceeds the input.
+    #[test]
+    fn reply_scanner_never_panics(input in proptest::collection::vec(any::<u8>(), 0..256)) {
+        if let Ok(Some((len, _))) = strata_resp::reply::scan_reply(&input) {
+            prop_assert!(len <= input.len());
+        }
+    }
+
+    #[test]
+    fn reply_scanner_never_panics_on_nested_headers(depth in 0usize..200, tail in proptest::collection::vec(any::<u8>(), 0..64)) {
+        let mut input = b"*1\r\n".repeat(depth);
+        input.extend_from_slice(&tail);
+        let _ = strata_resp::reply::scan_reply(&input);
     }
 }
