@@ -149,8 +149,8 @@ impl RequestParser {
             let start = mb.pos + header_len;
             // The payload is followed by "\r\n"; like Redis we skip those two
             // bytes without insisting on their value.
-            let end = start + len;
-            if buf.len() < end + 2 {
+            let end = start.saturating_add(len);
+            if buf.len() < end.saturating_add(2) {
                 return Ok(None);
             }
             mb.args.push((start, end));
