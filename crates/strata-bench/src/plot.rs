@@ -118,17 +118,18 @@ pub fn svg(series: &[Series]) -> String {
     for i in 0..=5 {
         let second = seconds * i as f64 / 5.0;
         let x = LEFT + plot_width * i as f64 / 5.0;
-        let _ = writeln!(
-            out,
-            r#"<text x="{x}" y="{}" text-anchor="middle">{second:.0}s</text>"#,
-            top + PANEL_HEIGHT + 16.0
+        centered(
+            &mut out,
+            x,
+            top + PANEL_HEIGHT + 16.0,
+            &format!("{second:.0}s"),
         );
     }
-    let _ = writeln!(
-        out,
-        r#"<text x="{}" y="{}" text-anchor="middle">time since start</text>"#,
+    centered(
+        &mut out,
         LEFT + plot_width / 2.0,
-        top + PANEL_HEIGHT + 34.0
+        top + PANEL_HEIGHT + 34.0,
+        "time since start",
     );
     for (n, s) in series.iter().enumerate() {
         let points: Vec<String> = s
@@ -192,17 +193,13 @@ pub fn svg(series: &[Series]) -> String {
     }
     for label in ["0", "90", "99", "99.9", "99.99", "99.999"] {
         let x = x_of(label.parse().unwrap_or(0.0));
-        let _ = writeln!(
-            out,
-            r#"<text x="{x}" y="{}" text-anchor="middle">p{label}</text>"#,
-            top + PANEL_HEIGHT + 16.0
-        );
+        centered(&mut out, x, top + PANEL_HEIGHT + 16.0, &format!("p{label}"));
     }
-    let _ = writeln!(
-        out,
-        r#"<text x="{}" y="{}" text-anchor="middle">percentile of requests (each step: ten times rarer)</text>"#,
+    centered(
+        &mut out,
         LEFT + plot_width / 2.0,
-        top + PANEL_HEIGHT + 34.0
+        top + PANEL_HEIGHT + 34.0,
+        "percentile of requests (each step: ten times rarer)",
     );
     for (n, s) in series.iter().enumerate() {
         let points: Vec<String> = s
@@ -233,6 +230,15 @@ pub fn svg(series: &[Series]) -> String {
     }
     out.push_str("</svg>\n");
     out
+}
+
+/// A label centred on `x`, escaped.
+fn centered(out: &mut String, x: f64, y: f64, text: &str) {
+    let _ = writeln!(
+        out,
+        r#"<text x="{x}" y="{y}" text-anchor="middle">{}</text>"#,
+        escape(text)
+    );
 }
 
 /// The smallest 1, 2 or 5 × 10^k at or above `value`, for round axis ticks.
