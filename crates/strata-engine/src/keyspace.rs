@@ -197,25 +197,63 @@ impl Entry {
 #[derive(Default)]
 struct Table {
     entries: HashTable<Box<Entry>>,
+    expiring: ExpiryIndex,
+}
+
+/// The volatile keys of one table, ordered by deadline, and the sum of
+/// their deadlines (so INFO's `avg_ttl` is exact at no cost).
+#[derive(Default)]
+struct ExpiryIndex {
     /// (deadline ms, key) of every key with an expiry.
-    expiring: BTreeSet<(u64, Box<[u8]>)>,
+    deadlines: BTreeSet<(u64, Box<[u8]>)>,
+    deadline_sum_ms: u128,
+}
+
+impl ExpiryIndex {
+    fn insert(&mut self, deadline: u64, key: Box<[u8]>) {
+        if self.deadlines.insert((deadline, key)) {
+            self.deadline_sum_ms += deadline as u128;
+        }
+    }
+
+    fn remove(&mut self, deadline: u64, key: &[u8]) {
+        if self.deadlines.remove(&(deadline, Box::<[u8]>::from(key))) {
+            self.deadline_sum_ms -= deadline as u128;
+        }
+    }
+
+    /// The key with the earliest deadline, if that deadline is at or before
+    /// `now_ms`.
+    fn pop_due(&mut self, now_ms: u64) -> Option<Box<[u8]>> {
+        match self.deadlines.first() {
+            Some((deadline, _)) if *deadline <= now_ms => {}
+            _ => return None,
+        }
+        let (deadline, key) = self.deadlines.pop_first().expect("checked above");
+        self.deadline_sum_ms -= deadline as u128;
+        Some(key)
+    }
+
+    fn len(&self) -> usize {
+        self.deadlines.len()
+    }
 }
 
 /// Gives `entry` a new deadline (0: none), keeping the expiry index in step.
-fn set_deadline(expiring: &mut BTreeSet<(u64, Box<[u8]>)>, entry: &mut Entry, deadline: u64) {
+fn set_deadline(expiring: &mut ExpiryIndex, entry: &mut Entry, deadline: u64) {
     if deadline != entry.expire_at_ms {
         forget_deadline(expiring, entry);
         entry.expire_at_ms = deadline;
         if deadline != 0 {
-            expiring.insert((deadline, entry.key().into()));
+            expiring.insert(deadline, entry.key().into());
         }
     }
 }
 
 /// Removes `entry`'s deadline from its table's expiry index.
-fn forget_deadline(expiring: &mut BTreeSet<(u64, Box<[u8]>)>, entry: &Entry) {
+fn forget_deadline(expiring: &mut ExpiryIndex, entry: &Entry) {
     if entry.expire_at_ms != 0 {
-        expiring.remove(&(entry.expire_at_ms, Box::<[u8]>::from(entry.key())));
+        expiring.remove(entry.expire_at_ms, entry.key());
     }
 }
 
@@ -309,7 +347,7 @@ impl Shard {
                     expire_at_ms.unwrap_or(0)
                 };
                 if deadline != 0 {
-                    table.expiring.insert((deadline, key.bytes.into()));
+                    table.expiring.insert(deadline, key.bytes.into());
                 }
                 vacant.insert(Entry::new(key.bytes, value, deadline, access_s));
             }
@@ -385,11 +423,9 @@ impl Shard {
         let mut removed = 0;
         for table in self.tables.iter_mut() {
             while removed < budget {
-                match table.expiring.first() {
-                    Some((deadline, _)) if *deadline <= now_ms => {}
-                    _ => break,
-                }
-                let (_, key) = table.expiring.pop_first().expect("checked above");
+                let Some(key) = table.expiring.pop_due(now_ms) else {
+                    break;
+                };
                 let hash = slot_hash(self.hasher.hash_one(&*key));
                 if let Ok(found) = table.entries.find_entry(hash, |e| e.key() == &*key) {
                     found.remove();
@@ -400,6 +436,16 @@ impl Shard {
         self.expired_keys += removed as u64;
         removed
     }
+}
+
+/// One database's figures for INFO keyspace.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DbStats {
+    pub keys: usize,
+    /// Keys with a deadline.
+    pub expires: usize,
+    /// Mean remaining time to live of those keys.
+    pub avg_ttl_ms: u64,
 }
 
 /// Several shards locked together, in ascending index order.
@@ -477,13 +523,21 @@ impl Keyspace {
     }
 
     /// (keys, keys with an expiry) for every database.
-    pub fn db_stats(&self) -> Vec<(usize, usize)> {
-        let mut stats = vec![(0, 0); self.db_count];
+    pub fn db_stats(&self, now_ms: u64) -> Vec<DbStats> {
+        let mut stats = vec![DbStats::default(); self.db_count];
+        let mut deadline_sums = vec![0u128; self.db_count];
         for shard in self.shards.iter() {
             let shard = shard.lock();
             for (db, stat) in stats.iter_mut().enumerate() {
-                stat.0 += shard.len(db);
-                stat.1 += shard.volatile_len(db);
+                stat.keys += shard.len(db);
+                stat.expires += shard.volatile_len(db);
+                deadline_sums[db] += shard.tables[db].expiring.deadline_sum_ms;
+            }
+        }
+        for (stat, sum) in stats.iter_mut().zip(deadline_sums) {
+            if stat.expires > 0 {
+                let mean_deadline = (sum / stat.expires as u128) as u64;
+                stat.avg_ttl_ms = mean_deadline.saturating_sub(now_ms);
             }
         }
         stats
@@ -704,7 +758,51 @@ mod tests {
         ks.lock(k)
             .set(0, k, Value::from_bytes(b"x"), None, false, 1000);
         assert_eq!(ks.lock(k).get(0, k, 1000).unwrap().expire_at_ms(), None);
-        assert_eq!(ks.db_stats()[0], (1, 0));
+        assert_eq!(
+            ks.db_stats(1000)[0],
+            DbStats {
+                keys: 1,
+                expires: 0,
+                avg_ttl_ms: 0
+            }
+        );
+    }
+
+    #[test]
+    fn avg_ttl_is_the_exact_mean_of_remaining_ttls() {
+        let ks = Keyspace::new(1);
+        set(&ks, 0, b"a", b"v", Some(11_000), 1000);
+        set(&ks, 0, b"b", b"v", Some(31_000), 1000);
+        set(&ks, 0, b"c", b"v", None, 1000);
+        assert_eq!(
+            ks.db_stats(1000)[0],
+            DbStats {
+                keys: 3,
+                expires: 2,
+                avg_ttl_ms: 20_000
+            }
+        );
+        let b = ks.key(b"b");
+        ks.lock(b).set_expire(0, b, Some(21_000), 1000);
+        let a = ks.key(b"a");
+        ks.lock(a).remove(0, a, 1000);
+        assert_eq!(
+            ks.db_stats(1000)[0],
+            DbStats {
+                keys: 2,
+                expires: 1,
+                avg_ttl_ms: 20_000
+            }
+        );
+        ks.active_expire_cycle(30_000, 10);
+        assert_eq!(
+            ks.db_stats(30_000)[0],
+            DbStats {
+                keys: 1,
+                expires: 0,
+                avg_ttl_ms: 0
+            }
+        );
     }
 
     #[test]

@@ -18,5 +18,5 @@ pub mod glob;
 pub mod keyspace;
 pub mod value;
 
-pub use keyspace::{Entry, KeyRef, Keyspace, Shard};
+pub use keyspace::{DbStats, Entry, KeyRef, Keyspace, Shard};
 pub use value::{Value, ValueRef};

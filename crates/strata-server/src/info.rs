@@ -67,7 +67,7 @@ pub fn render(server: &Server, requested: &[String], now_ms: u64) -> String {
             "cpu" => cpu_section(&mut out),
             "commandstats" => commandstats_section(server, &mut out),
             "errorstats" => errorstats_section(server, &mut out),
-            "keyspace" => keyspace_section(server, &mut out),
+            "keyspace" => keyspace_section(server, &mut out, now_ms),
             _ => {}
         }
     }
@@ -340,10 +340,14 @@ fn errorstats_section(server: &Server, out: &mut String) {
     }
 }
 
-fn keyspace_section(server: &Server, out: &mut String) {
-    for (db, (keys, expires)) in server.keyspace.db_stats().into_iter().enumerate() {
-        if keys > 0 {
-            let _ = write!(out, "db{db}:keys={keys},expires={expires},avg_ttl=0\r\n");
+fn keyspace_section(server: &Server, out: &mut String, now_ms: u64) {
+    for (db, stats) in server.keyspace.db_stats(now_ms).into_iter().enumerate() {
+        if stats.keys > 0 {
+            let _ = write!(
+                out,
+                "db{db}:keys={},expires={},avg_ttl={}\r\n",
+                stats.keys, stats.expires, stats.avg_ttl_ms
+            );
         }
     }
 }

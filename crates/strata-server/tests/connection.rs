@@ -231,3 +231,53 @@ fn client_subcommands() {
     );
     assert!(r.is_closed());
 }
+
+#[test]
+fn reset_and_hello_without_arguments() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    r.cmd(&["SELECT", "4"]);
+    r.cmd(&["CLIENT", "SETNAME", "before-reset"]);
+    r.cmd(&["HELLO", "3"]);
+    assert_eq!(r.cmd(&["RESET"]), Reply::simple("RESET"));
+    assert_eq!(
+        r.cmd(&["CLIENT", "GETNAME"]),
+        Reply::NullBulk,
+        "RESET clears the name and returns to RESP2"
+    );
+    let info = r.cmd(&["CLIENT", "INFO"]).as_text();
+    assert!(
+        info.contains(" db=0 ") && info.contains(" resp=2 "),
+        "{info}"
+    );
+    // HELLO without arguments reports the current protocol without changing it.
+    let hello = r.cmd(&["HELLO"]);
+    let fields = hello.as_array();
+    let proto = fields.iter().position(|f| *f == b("proto")).unwrap();
+    assert_eq!(fields[proto + 1], i(2));
+}
+
+#[test]
+fn client_kill_by_laddr_and_maxage() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    let mut victim = server.raw();
+    victim.cmd(&["PING"]);
+    let laddr = format!("127.0.0.1:{}", server.port);
+    // Both connections share the local address; SKIPME spares the caller.
+    assert_eq!(r.cmd(&["CLIENT", "KILL", "LADDR", &laddr]), i(1));
+    assert!(victim.is_closed());
+    let mut young = server.raw();
+    young.cmd(&["PING"]);
+    assert_eq!(
+        r.cmd(&["CLIENT", "KILL", "MAXAGE", "3600"]),
+        i(0),
+        "no connection is an hour old"
+    );
+    assert_eq!(r.cmd(&["CLIENT", "KILL", "MAXAGE", "0"]), i(1));
+    assert!(young.is_closed());
+    assert_eq!(
+        r.cmd(&["CLIENT", "KILL", "ID", "1", "BOGUS", "x"]),
+        e("ERR syntax error")
+    );
+}
