@@ -1,0 +1,160 @@
+//! Randomized commands against the real server: every command in the
+//! table, with adversarial arguments, pipelined on one connection. A panic
+//! in any handler would drop the connection and lose replies; the test
+//! demands one reply per command and a healthy server afterwards.
+
+mod common;
+
+use common::{Raw, Reply, TestServer};
+
+/// SplitMix64, so a failure reproduces from its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[(self.next() % items.len() as u64) as usize]
+    }
+}
+
+/// Commands that would end the test rather than exercise a handler:
+/// stopping the server, pausing it, killing or reconfiguring connections.
+const EXCLUDED: &[&str] = &[
+    "shutdown", "debug", "client", "config", "quit", "auth", "hello",
+];
+
+const ARGS: &[&str] = &[
+    "0",
+    "1",
+    "-1",
+    "7",
+    "100",
+    "-100",
+    "99999",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "18446744073709551616",
+    "abc",
+    "",
+    "*",
+    "?",
+    "[a-",
+    "\\",
+    "EX",
+    "PX",
+    "EXAT",
+    "PXAT",
+    "NX",
+    "XX",
+    "GT",
+    "LT",
+    "GET",
+    "KEEPTTL",
+    "PERSIST",
+    "BIT",
+    "BYTE",
+    "AND",
+    "OR",
+    "XOR",
+    "NOT",
+    "i8",
+    "u63",
+    "i64",
+    "u64",
+    "#1",
+    "#-1",
+    "OVERFLOW",
+    "SAT",
+    "FAIL",
+    "WRAP",
+    "INCRBY",
+    "SET",
+    "MATCH",
+    "COUNT",
+    "TYPE",
+    "string",
+    "REPLACE",
+    "DB",
+    "LEN",
+    "IDX",
+    "MINMATCHLEN",
+    "WITHMATCHLEN",
+    "SAMPLES",
+    "ASYNC",
+    "SYNC",
+    "k1",
+    "k2",
+    "k3",
+    "num",
+    "0.5",
+    "inf",
+    "-inf",
+    "nan",
+    "1e308",
+    "5.0e3",
+    "ENCODING",
+    "IDLETIME",
+    "FREQ",
+    "REFCOUNT",
+    "USAGE",
+    "HELP",
+    "COUNT",
+    "INFO",
+    "DOCS",
+    "LIST",
+    "GETKEYS",
+    "FILTERBY",
+    "ACLCAT",
+    "PATTERN",
+    "get*",
+    "15",
+    "16",
+];
+
+#[test]
+fn random_commands_never_break_a_connection_or_the_server() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    let names: Vec<String> = r
+        .cmd(&["COMMAND", "LIST"])
+        .as_array()
+        .iter()
+        .map(|n| n.as_text())
+        .filter(|n| !n.contains('|') && !EXCLUDED.contains(&n.as_str()))
+        .collect();
+    assert!(names.len() > 50, "{names:?}");
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    for seed in 1..=8u64 {
+        let mut rng = Rng(seed);
+        let mut batch = Vec::new();
+        let commands = 5000;
+        for _ in 0..commands {
+            let mut args = vec![rng.pick(&names)];
+            let count = rng.next() % 7;
+            for _ in 0..count {
+                args.push(rng.pick(ARGS));
+            }
+            let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            batch.extend(Raw::encode(&args));
+        }
+        r.send_raw(&batch);
+        for n in 0..commands {
+            // Any reply is fine; a missing one means the handler panicked.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| r.read()))
+                .unwrap_or_else(|_| {
+                    panic!("seed {seed}: no reply to command {n}: connection lost")
+                });
+        }
+        assert_eq!(r.cmd(&["PING"]), Reply::simple("PONG"), "seed {seed}");
+    }
+    let mut fresh = server.raw();
+    assert_eq!(fresh.cmd(&["SET", "after", "fuzz"]), Reply::simple("OK"));
+    assert_eq!(fresh.cmd(&["GET", "after"]), Reply::bulk("fuzz"));
+}
