@@ -99,6 +99,12 @@ pub struct Config {
     pub plot: Option<PathBuf>,
     /// Print the per-second progress line (on a terminal by default).
     pub progress: bool,
+    /// `--expiry-range=MIN-MAX`: SETs carry `EX` with a random number of
+    /// seconds in the range.
+    pub expiry_range: Option<(u64, u64)>,
+    /// `--out-file`: write the report there instead of stdout.
+    pub out_file: Option<PathBuf>,
+    pub show_config: bool,
 }
 
 #[derive(Parser, Debug)]
@@ -230,6 +236,20 @@ pub struct RunArgs {
     /// Print the per-second progress line even when stderr is not a terminal.
     #[arg(long = "progress")]
     progress: bool,
+    /// memtier's per-connection request cap. Here it sets the schedule of
+    /// --rate (this many per second times all connections): latencies are
+    /// then measured from intended send times.
+    #[arg(long = "rate-limiting")]
+    rate_limiting: Option<f64>,
+    /// Random expiry for SETs, in seconds: MIN-MAX.
+    #[arg(long = "expiry-range")]
+    expiry_range: Option<String>,
+    /// Write the report to this file instead of stdout.
+    #[arg(long = "out-file", short = 'o')]
+    out_file: Option<PathBuf>,
+    /// Print the configuration before running.
+    #[arg(long = "show-config")]
+    show_config: bool,
 }
 
 fn parse_pair(text: &str, what: &str) -> Result<(String, String), String> {
@@ -339,11 +359,33 @@ impl RunArgs {
                 key_pattern,
             });
         }
-        if let Some(rate) = self.rate
+        let rate = match (self.rate, self.rate_limiting) {
+            (Some(_), Some(_)) => {
+                return Err("use either --rate or --rate-limiting, not both".into());
+            }
+            (rate, None) => rate,
+            (None, Some(per_connection)) => {
+                Some(per_connection * (self.threads * self.clients) as f64)
+            }
+        };
+        if let Some(rate) = rate
             && !(rate > 0.0 && rate.is_finite())
         {
-            return Err("--rate must be a positive number of requests per second".into());
+            return Err(
+                "--rate and --rate-limiting must be positive numbers of requests per second".into(),
+            );
         }
+        let expiry_range = match self.expiry_range {
+            None => None,
+            Some(range) => {
+                let (min, max): (u64, u64) = range
+                    .split_once('-')
+                    .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+                    .filter(|(min, max)| 0 < *min && min <= max)
+                    .ok_or_else(|| format!("invalid --expiry-range '{range}': expected MIN-MAX seconds, MIN at least 1"))?;
+                Some((min, max))
+            }
+        };
         Ok(Config {
             server: self.server,
             port: self.port,
@@ -375,9 +417,12 @@ impl RunArgs {
             json_out_file: self.json_out_file,
             select_db: self.select_db,
             commands,
-            rate: self.rate,
+            rate,
             plot: self.plot,
             progress: self.progress || std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            expiry_range,
+            out_file: self.out_file,
+            show_config: self.show_config,
         })
     }
 }
@@ -497,6 +542,27 @@ mod tests {
             ("SET", 2, 1)
         );
         assert_eq!(c.commands[1].key_pattern, KeyPattern::Gaussian);
+    }
+
+    #[test]
+    fn more_memtier_flags() {
+        let c = parse(&[
+            "--rate-limiting=100",
+            "-t",
+            "2",
+            "-c",
+            "5",
+            "--expiry-range=10-20",
+            "--out-file=r.txt",
+            "--show-config",
+        ])
+        .unwrap();
+        assert_eq!(c.rate, Some(1000.0));
+        assert_eq!(c.expiry_range, Some((10, 20)));
+        assert_eq!(c.out_file, Some(PathBuf::from("r.txt")));
+        assert!(c.show_config);
+        assert!(parse(&["--rate=5", "--rate-limiting=5"]).is_err());
+        assert!(parse(&["--expiry-range=0-5"]).is_err());
     }
 
     #[test]

@@ -27,19 +27,28 @@ pub fn run_benchmark(config: Config, print: bool) -> Result<Vec<RunResult>, Stri
     let config = Arc::new(config);
     let mut results = Vec::new();
     let mut documents = Vec::new();
+    let mut text = String::new();
+    if config.show_config {
+        text.push_str(&format!("{config:#?}\n"));
+    }
     for run in 1..=config.run_count {
         let result = run::run(&config, run)?;
-        if print {
-            if config.run_count > 1 {
-                println!("\n[RUN #{run} RESULTS]");
-            }
-            print!("{}", report::table(&config, &result));
-            if !config.hide_histogram {
-                print!("{}", report::histogram(&result));
-            }
+        if config.run_count > 1 {
+            text.push_str(&format!("\n[RUN #{run} RESULTS]\n"));
+        }
+        text.push_str(&report::table(&config, &result));
+        if !config.hide_histogram {
+            text.push_str(&report::histogram(&result));
         }
         documents.push(report::run_json(&config, run, &result));
         results.push(result);
+    }
+    match &config.out_file {
+        Some(path) => {
+            std::fs::write(path, &text).map_err(|e| format!("writing {}: {e}", path.display()))?
+        }
+        None if print => print!("{text}"),
+        None => {}
     }
     let document = report::document(&config, &documents);
     if let Some(path) = &config.json_out_file {

@@ -441,10 +441,17 @@ impl Client {
         key_text.extend_from_slice(self.config.key_prefix.as_bytes());
         key_text.extend_from_slice(itoa::Buffer::new().format(key).as_bytes());
         match op {
-            Op::Set => {
-                let value = self.values.value_for(key, &mut self.rng);
-                encode(out, &[b"SET", &key_text, value]);
-            }
+            Op::Set => match self.config.expiry_range {
+                None => {
+                    let value = self.values.value_for(key, &mut self.rng);
+                    encode(out, &[b"SET", &key_text, value]);
+                }
+                Some((min, max)) => {
+                    let seconds = self.rng.between(min, max).to_string();
+                    let value = self.values.value_for(key, &mut self.rng);
+                    encode(out, &[b"SET", &key_text, value, b"EX", seconds.as_bytes()]);
+                }
+            },
             Op::Get => encode(out, &[b"GET", &key_text]),
             Op::Custom(i) => {
                 let needs_data = self.config.commands[i]

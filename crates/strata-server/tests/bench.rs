@@ -255,3 +255,38 @@ impl Drop for RedisServer {
         let _ = self.child.wait();
     }
 }
+
+#[test]
+fn expiry_range_and_out_file() {
+    let server = TestServer::start();
+    let out = server.dir.join("report.txt");
+    let out_text = out.display().to_string();
+    let result = bench(
+        server.port,
+        &[
+            "-t",
+            "1",
+            "-c",
+            "2",
+            "-n",
+            "allkeys",
+            "--key-maximum=99",
+            "--key-pattern=P:P",
+            "--ratio=1:0",
+            "--expiry-range=100-200",
+            "--out-file",
+            &out_text,
+        ],
+    );
+    assert_eq!((result.ops[0].ops, result.ops[0].errors), (100, 0));
+    let mut r = server.raw();
+    for key in ["memtier-0", "memtier-50", "memtier-99"] {
+        let ttl = r.cmd(&["TTL", key]).as_int();
+        assert!((99..=200).contains(&ttl), "{key} ttl {ttl}");
+    }
+    let report = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        report.contains("ALL STATS") && report.contains("Totals"),
+        "{report}"
+    );
+}
