@@ -92,8 +92,12 @@ pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, admitted: Admit
     };
     let config_generation = server.config.generation();
     let config = server.config.get();
+    let mut session = Session::new(client.clone());
+    // As in Redis: a connection made while the default user has no password
+    // is authenticated, and stays so if a password is set later.
+    session.authenticated = config.requirepass.is_empty();
     let mut connection = Connection {
-        session: Session::new(client.clone()),
+        session,
         server: server.clone(),
         stats,
         stream,

@@ -281,3 +281,27 @@ fn client_kill_by_laddr_and_maxage() {
         e("ERR syntax error")
     );
 }
+
+#[test]
+fn setting_a_password_at_run_time_keeps_open_connections_authenticated() {
+    let server = TestServer::start();
+    let mut admin = server.raw();
+    let mut other = server.raw();
+    other.cmd(&["PING"]);
+    assert_eq!(admin.cmd(&["CONFIG", "SET", "requirepass", "later"]), ok());
+    assert_eq!(admin.cmd(&["SET", "k", "v"]), ok());
+    assert_eq!(other.cmd(&["GET", "k"]), b("v"));
+    let mut newcomer = server.raw();
+    assert_eq!(
+        newcomer.cmd(&["GET", "k"]),
+        e("NOAUTH Authentication required.")
+    );
+    assert_eq!(newcomer.cmd(&["AUTH", "later"]), ok());
+    assert_eq!(newcomer.cmd(&["GET", "k"]), b("v"));
+    // RESET returns to a new connection's state: now one that must AUTH.
+    assert_eq!(other.cmd(&["RESET"]), Reply::simple("RESET"));
+    assert_eq!(
+        other.cmd(&["GET", "k"]),
+        e("NOAUTH Authentication required.")
+    );
+}

@@ -34,7 +34,8 @@ pub fn quit(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 pub fn reset(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     ctx.session.select(0);
     ctx.session.set_protocol(Protocol::Resp2);
-    ctx.session.authenticated = false;
+    // Back to the state of a new connection (Redis' RESET).
+    ctx.session.authenticated = ctx.config.requirepass.is_empty();
     ctx.session.client.names.lock().name.clear();
     ctx.session.client.no_evict.store(false, Relaxed);
     ctx.session.client.no_touch.store(false, Relaxed);
