@@ -215,6 +215,13 @@ pub fn run(mut config: Config) -> Result<(), String> {
         .build()
         .map_err(|e| format!("Can't start the accept runtime: {e}"))?;
     runtime.block_on(async move {
+        // Signal handlers go in before the server announces readiness, so a
+        // SIGTERM/SIGINT sent right after "Ready" shuts down cleanly instead
+        // of killing the process.
+        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .map_err(|e| e.to_string())?;
+        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            .map_err(|e| e.to_string())?;
         let mut next_worker = 0usize;
         let (accepted_tx, mut accepted_rx) =
             mpsc::channel::<(std::net::TcpStream, SocketAddr)>(1024);
@@ -248,10 +255,6 @@ pub fn run(mut config: Config) -> Result<(), String> {
                 }
             });
         }
-        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .map_err(|e| e.to_string())?;
-        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-            .map_err(|e| e.to_string())?;
         let mut sample = tokio::time::interval(Duration::from_millis(100));
         loop {
             tokio::select! {
