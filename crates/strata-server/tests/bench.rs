@@ -204,9 +204,10 @@ fn open_loop_latency_includes_a_server_stall() {
         slow >= 50,
         "only {slow} requests saw the stall at 400 req/s"
     );
-    // The rate was held: about 400/s for 2 s.
+    // The rate was held: about 400/s for 2 s (a slow, loaded machine may
+    // start late or stop before the last due requests; never faster).
     assert!(
-        (700..=900).contains(&totals.ops),
+        (550..=810).contains(&totals.ops),
         "sent {} requests",
         totals.ops
     );
