@@ -144,12 +144,7 @@ pub fn svg(series: &[Series]) -> String {
                 )
             })
             .collect();
-        let _ = writeln!(
-            out,
-            r#"<polyline fill="none" stroke-width="2" stroke="{}" points="{}"/>"#,
-            COLORS[n % COLORS.len()],
-            points.join(" ")
-        );
+        polyline(&mut out, n, &points);
     }
 
     // Bottom: latency by percentile, both axes logarithmic.
@@ -207,12 +202,7 @@ pub fn svg(series: &[Series]) -> String {
             .iter()
             .map(|(p, ms)| format!("{:.1},{:.1}", x_of(*p), y_of(*ms)))
             .collect();
-        let _ = writeln!(
-            out,
-            r#"<polyline fill="none" stroke-width="2" stroke="{}" points="{}"/>"#,
-            COLORS[n % COLORS.len()],
-            points.join(" ")
-        );
+        polyline(&mut out, n, &points);
     }
 
     // Legend.
@@ -230,6 +220,16 @@ pub fn svg(series: &[Series]) -> String {
     }
     out.push_str("</svg>\n");
     out
+}
+
+/// Series `n`'s line through `points` ("x,y" pairs), in its colour.
+fn polyline(out: &mut String, n: usize, points: &[String]) {
+    let _ = writeln!(
+        out,
+        r#"<polyline fill="none" stroke-width="2" stroke="{}" points="{}"/>"#,
+        COLORS[n % COLORS.len()],
+        points.join(" ")
+    );
 }
 
 /// A label centred on `x`, escaped.

@@ -306,6 +306,7 @@ struct Client {
     deadline: Option<Instant>,
     /// Open loop: time between this client's requests.
     interval: Option<Duration>,
+    key_text: Vec<u8>,
 }
 
 impl Client {
@@ -363,6 +364,7 @@ impl Client {
             collector,
             deadline,
             interval,
+            key_text: Vec::new(),
         }
     }
 
@@ -432,7 +434,9 @@ impl Client {
     fn next_request(&mut self, out: &mut Vec<u8>) -> usize {
         let op = self.cycle[self.position % self.cycle.len()];
         self.position += 1;
-        let mut key_text = Vec::with_capacity(self.config.key_prefix.len() + 20);
+        // One buffer reused for every key this client sends.
+        let mut key_text = std::mem::take(&mut self.key_text);
+        key_text.clear();
         let key = match op {
             Op::Set => self.set_keys.next(&mut self.rng),
             Op::Get => self.get_keys.next(&mut self.rng),
@@ -472,6 +476,7 @@ impl Client {
                 encode(out, &refs);
             }
         }
+        self.key_text = key_text;
         op_slot(&self.config, &self.names, op)
     }
 

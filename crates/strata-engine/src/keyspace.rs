@@ -354,19 +354,6 @@ impl Shard {
         }
     }
 
-    /// Inserts a value moved or copied from elsewhere (RENAME, MOVE, COPY)
-    /// with its deadline, replacing any existing key.
-    pub fn put_entry(
-        &mut self,
-        db: usize,
-        key: KeyRef,
-        value: Value,
-        expire_at_ms: Option<u64>,
-        now_ms: u64,
-    ) {
-        self.set(db, key, value, expire_at_ms, false, now_ms);
-    }
-
     /// Removes `key`; an expired key counts as absent.
     pub fn remove(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<Box<Entry>> {
         let table = &mut self.tables[db];
@@ -408,10 +395,6 @@ impl Shard {
     /// Redis' DBSIZE).
     pub fn len(&self, db: usize) -> usize {
         self.tables[db].entries.len()
-    }
-
-    pub fn is_empty(&self, db: usize) -> bool {
-        self.tables[db].entries.is_empty()
     }
 
     fn volatile_len(&self, db: usize) -> usize {

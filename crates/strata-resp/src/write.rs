@@ -101,13 +101,6 @@ impl<'a> ReplyWriter<'a> {
         self.out.put_slice(b"\r\n");
     }
 
-    /// A bulk string holding the decimal form of `n` (e.g. INCRBYFLOAT-style
-    /// replies and CONFIG values).
-    pub fn bulk_int(&mut self, n: i64) {
-        let mut digits = itoa::Buffer::new();
-        self.bulk(digits.format(n).as_bytes());
-    }
-
     /// The null bulk string: GET of a missing key.
     pub fn null_bulk(&mut self) {
         match self.protocol {

@@ -195,7 +195,11 @@ fn persistence_section(server: &Server, out: &mut String) {
     field!(
         out,
         "rdb_changes_since_last_save",
-        server.stats.dirty.load(Relaxed)
+        server
+            .thread_stats
+            .iter()
+            .map(|t| t.changes.load(Relaxed))
+            .sum::<u64>()
     );
     field!(out, "rdb_bgsave_in_progress", 0);
     field!(out, "rdb_last_save_time", server.started_unix_ms / 1000);

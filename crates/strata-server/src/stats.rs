@@ -26,6 +26,9 @@ pub struct ThreadStats {
     pub net_output_bytes: AtomicU64,
     pub reads_processed: AtomicU64,
     pub writes_processed: AtomicU64,
+    /// Changes to the dataset (rdb_changes_since_last_save); per thread so
+    /// write commands do not contend on one shared counter.
+    pub changes: AtomicU64,
 }
 
 /// Adds `n` to a counter that only the calling thread writes.
@@ -46,6 +49,7 @@ impl ThreadStats {
             net_output_bytes: AtomicU64::new(0),
             reads_processed: AtomicU64::new(0),
             writes_processed: AtomicU64::new(0),
+            changes: AtomicU64::new(0),
         }
     }
 
@@ -86,8 +90,6 @@ pub struct GlobalStats {
     pub error_replies: AtomicU64,
     /// Error replies by their code (`ERR`, `WRONGTYPE`, …) for errorstats.
     pub errors_by_code: Mutex<BTreeMap<String, u64>>,
-    /// Writes since start (rdb_changes_since_last_save until checkpoints exist).
-    pub dirty: AtomicU64,
     /// Ring of (ms, total commands) samples for instantaneous_ops_per_sec.
     pub ops_samples: Mutex<Vec<(u64, u64)>>,
     pub expired_keys_base: AtomicU64,

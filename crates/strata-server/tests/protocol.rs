@@ -241,3 +241,24 @@ fn announced_huge_bulks_do_not_reserve_memory() {
     );
     assert_server_alive(&server);
 }
+
+#[test]
+fn output_buffer_soft_limit_disconnects_after_its_seconds() {
+    // No hard limit; 256 KB soft limit for 1 second.
+    let server = TestServer::start_with(&["--client-output-buffer-limit", "normal 0 256kb 1"]);
+    let mut setup = server.raw();
+    setup.cmd(&["SET", "big", &"v".repeat(100_000)]);
+    let mut slow = server.raw();
+    let get = Raw::encode(&[b"GET", b"big"]);
+    let batch: Vec<u8> = get.iter().copied().cycle().take(get.len() * 1000).collect();
+    let started = std::time::Instant::now();
+    let _ = slow.stream.write_all(&batch);
+    let line = server.wait_for_log("closed for overcoming of output buffer limits");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "closed after {:?}, before the soft seconds",
+        started.elapsed()
+    );
+    assert!(line.contains("addr=127.0.0.1:"), "{line}");
+    assert_server_alive(&server);
+}

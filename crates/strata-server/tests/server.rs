@@ -50,6 +50,7 @@ fn info_sections_have_redis_fields() {
         .unwrap();
     assert!((95_000..=100_000).contains(&avg_ttl), "{db0}");
     assert_eq!(info_field(&info, "loading"), "0");
+    assert_eq!(info_field(&info, "rdb_changes_since_last_save"), "2");
     assert_eq!(info_field(&info, "process_id"), server.pid().to_string());
     let used: u64 = info_field(&info, "used_memory").parse().unwrap();
     let rss: u64 = info_field(&info, "used_memory_rss").parse().unwrap();

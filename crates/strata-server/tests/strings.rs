@@ -343,3 +343,27 @@ fn lcs() {
     assert_reply!(r, ["LCS", "key1", "nokey"], b(""));
     assert_reply!(r, ["LCS", "key1", "key2", "FOO"], e("ERR syntax error"));
 }
+
+#[test]
+fn size_limits_follow_proto_max_bulk_len() {
+    let server = TestServer::start_with(&["--proto-max-bulk-len", "1mb"]);
+    let mut r = server.raw();
+    let half = "x".repeat(600 * 1024);
+    assert_reply!(r, ["SET", "s", &half], ok());
+    assert_reply!(
+        r,
+        ["APPEND", "s", &half],
+        e("ERR string exceeds maximum allowed size (proto-max-bulk-len)")
+    );
+    assert_reply!(r, ["STRLEN", "s"], i(600 * 1024));
+    // LCS needs (len1 + 1) × (len2 + 1) × 4 bytes of table: 4 MB here.
+    assert_reply!(r, ["SET", "a", &"a".repeat(1000)], ok());
+    assert_reply!(r, ["SET", "b", &"b".repeat(1000)], ok());
+    assert_reply!(
+        r,
+        ["LCS", "a", "b"],
+        e("ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len")
+    );
+    assert_reply!(r, ["SET", "c", "abc"], ok());
+    assert_reply!(r, ["LCS", "a", "c"], b("a"));
+}

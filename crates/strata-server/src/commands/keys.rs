@@ -153,7 +153,7 @@ fn rename_generic(ctx: &mut Ctx, args: &[Bytes], only_if_absent: bool) -> Result
     let expire = entry.expire_at_ms();
     shards
         .shard(target.shard())
-        .put_entry(db, target, entry.value().to_value(), expire, now);
+        .set(db, target, entry.value().to_value(), expire, false, now);
     drop(shards);
     ctx.dirty(1);
     Ok(true)
@@ -204,7 +204,7 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         ctx.out.int(0);
         return Ok(());
     }
-    target_shard.put_entry(target_db, target, value, expire, now);
+    target_shard.set(target_db, target, value, expire, false, now);
     drop(shards);
     ctx.dirty(1);
     ctx.out.int(1);
@@ -227,7 +227,7 @@ pub fn move_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let entry = shard.remove(source_db, key, now).expect("checked above");
     let expire = entry.expire_at_ms();
-    shard.put_entry(target_db, key, entry.value().to_value(), expire, now);
+    shard.set(target_db, key, entry.value().to_value(), expire, false, now);
     drop(shard);
     ctx.dirty(1);
     ctx.out.int(1);

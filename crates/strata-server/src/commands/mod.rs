@@ -111,9 +111,12 @@ impl Spec {
 pub struct CommandTable {
     pub specs: Vec<&'static Spec>,
     pub full_names: Vec<String>,
-    top_level: HashMap<Vec<u8>, usize, foldhash::fast::RandomState>,
-    subcommands: HashMap<(usize, Vec<u8>), usize, foldhash::fast::RandomState>,
+    top_level: NameMap,
+    /// Per command index: its subcommands by name (empty for most).
+    subcommands: Vec<NameMap>,
 }
+
+type NameMap = HashMap<Vec<u8>, usize, foldhash::fast::RandomState>;
 
 /// Longest command or subcommand name looked up without allocating.
 const NAME_LEN_BYTES_MAX: usize = 32;
@@ -123,8 +126,8 @@ impl CommandTable {
         let mut table = CommandTable {
             specs: Vec::new(),
             full_names: Vec::new(),
-            top_level: HashMap::default(),
-            subcommands: HashMap::default(),
+            top_level: NameMap::default(),
+            subcommands: Vec::new(),
         };
         for spec in table::COMMANDS {
             let parent = table.specs.len();
@@ -133,14 +136,17 @@ impl CommandTable {
             table
                 .top_level
                 .insert(spec.name.as_bytes().to_vec(), parent);
+            let mut subs = NameMap::default();
             for sub in spec.subcommands {
                 let id = table.specs.len();
                 table.specs.push(sub);
                 table.full_names.push(format!("{}|{}", spec.name, sub.name));
-                table
-                    .subcommands
-                    .insert((parent, sub.name.as_bytes().to_vec()), id);
+                subs.insert(sub.name.as_bytes().to_vec(), id);
             }
+            table
+                .subcommands
+                .resize_with(table.specs.len(), NameMap::default);
+            table.subcommands[parent] = subs;
         }
         table
     }
@@ -154,9 +160,7 @@ impl CommandTable {
     }
 
     pub fn lookup_subcommand(&self, parent: usize, name: &[u8]) -> Option<usize> {
-        with_lowercase(name, |lower| {
-            self.subcommands.get(&(parent, lower.to_vec())).copied()
-        })
+        with_lowercase(name, |lower| self.subcommands[parent].get(lower).copied())
     }
 
     /// Top-level commands, in table order.
@@ -209,12 +213,9 @@ impl<'a> Ctx<'a> {
         self.session.db
     }
 
-    /// Counts one change to the dataset (rdb_changes_since_last_save).
+    /// Counts changes to the dataset (rdb_changes_since_last_save).
     pub fn dirty(&self, changes: u64) {
-        self.server
-            .stats
-            .dirty
-            .fetch_add(changes, std::sync::atomic::Ordering::Relaxed);
+        bump(&self.stats.changes, changes);
     }
 }
 
