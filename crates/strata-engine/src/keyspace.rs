@@ -23,13 +23,20 @@
 
 use std::collections::BTreeSet;
 use std::hash::BuildHasher;
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, OnceLock};
 
-use foldhash::quality::RandomState;
+use foldhash::SharedSeed;
+use foldhash::quality::SeedableRandomState;
 use hashbrown::HashTable;
 use parking_lot::{Mutex, MutexGuard};
 
 use crate::glob;
+use crate::log::{self, Log};
+use crate::record::{Draft, FLAG_INT, Kind};
 use crate::value::{Value, ValueRef};
+
+type RandomState = SeedableRandomState;
 
 pub const SHARD_BITS: u32 = 10;
 pub const SHARD_COUNT: usize = 1 << SHARD_BITS;
@@ -144,8 +151,14 @@ impl Entry {
         )
     }
 
-    /// Replaces the value, keeping key, expiry and access time.
-    pub fn set_value(&mut self, value: Value) {
+    /// Replaces the value of this entry of database `db`, keeping key,
+    /// expiry and access time, and logs the new image.
+    pub fn set_value(&mut self, db: usize, value: Value) {
+        self.replace_value(value);
+        log_image(db, self);
+    }
+
+    fn replace_value(&mut self, value: Value) {
         let key_len = self.key_len();
         if let Value::Int(n) = value {
             // INCR and friends: rewrite the digits in place when they fit.
@@ -163,8 +176,9 @@ impl Entry {
     }
 
     /// Changes the value's bytes in place (APPEND, SETRANGE, SETBIT,
-    /// BITFIELD); the result is a plain string.
-    pub fn update_bytes<R>(&mut self, change: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+    /// BITFIELD) for this entry of database `db`; the result is a plain
+    /// string, and its new image is logged.
+    pub fn update_bytes<R>(&mut self, db: usize, change: impl FnOnce(&mut Vec<u8>) -> R) -> R {
         let key_len = self.key_len();
         let mut bytes = std::mem::take(&mut self.data).into_vec();
         let mut value = bytes.split_off(key_len);
@@ -172,7 +186,12 @@ impl Entry {
         bytes.extend_from_slice(&value);
         self.data = bytes.into_boxed_slice();
         self.key_len_and_flags = key_len as u32;
+        log_image(db, self);
         result
+    }
+
+    fn is_int(&self) -> bool {
+        self.key_len_and_flags & INT_FLAG != 0
     }
 
     pub fn expire_at_ms(&self) -> Option<u64> {
@@ -192,6 +211,42 @@ impl Entry {
     pub fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Entry>() + std::mem::size_of::<Box<Entry>>() + self.data.len()
     }
+}
+
+/// Logs the full current image of `entry` (a SET record).
+fn log_image(db: usize, entry: &Entry) {
+    log::append(&Draft {
+        kind: Kind::Set,
+        db: db as u16,
+        aux: entry.expire_at_ms,
+        flags: if entry.is_int() { FLAG_INT } else { 0 },
+        key: entry.key(),
+        payload: entry.value().as_bytes(),
+    });
+}
+
+/// Logs that `key` no longer exists in `db`.
+fn log_del(db: usize, key: &[u8]) {
+    log::append(&Draft {
+        kind: Kind::Del,
+        db: db as u16,
+        aux: 0,
+        flags: 0,
+        key,
+        payload: &[],
+    });
+}
+
+/// Logs a database-level change (FLUSHDB, FLUSHALL, SWAPDB).
+fn log_db_change(kind: Kind, db: usize, aux: u64) {
+    log::append(&Draft {
+        kind,
+        db: db as u16,
+        aux,
+        flags: 0,
+        key: &[],
+        payload: &[],
+    });
 }
 
 #[derive(Default)]
@@ -301,6 +356,7 @@ impl Shard {
         }
         let (expired, _) = found.remove();
         forget_deadline(&mut table.expiring, &expired);
+        log_del(db, expired.key());
         self.expired_keys += 1;
         None
     }
@@ -330,7 +386,7 @@ impl Shard {
         ) {
             hashbrown::hash_table::Entry::Occupied(mut occupied) => {
                 let entry = occupied.get_mut();
-                entry.set_value(value);
+                entry.replace_value(value);
                 entry.access_s = access_s;
                 let expired = entry.is_expired(now_ms);
                 if !keep_ttl || expired {
@@ -339,6 +395,7 @@ impl Shard {
                 if expired {
                     self.expired_keys += 1;
                 }
+                log_image(db, entry);
             }
             hashbrown::hash_table::Entry::Vacant(vacant) => {
                 let deadline = if keep_ttl {
@@ -349,7 +406,8 @@ impl Shard {
                 if deadline != 0 {
                     table.expiring.insert(deadline, key.bytes.into());
                 }
-                vacant.insert(Entry::new(key.bytes, value, deadline, access_s));
+                let inserted = vacant.insert(Entry::new(key.bytes, value, deadline, access_s));
+                log_image(db, inserted.get());
             }
         }
     }
@@ -363,6 +421,7 @@ impl Shard {
             .ok()?;
         let (entry, _) = found.remove();
         forget_deadline(&mut table.expiring, &entry);
+        log_del(db, entry.key());
         if entry.is_expired(now_ms) {
             self.expired_keys += 1;
             return None;
@@ -387,7 +446,16 @@ impl Shard {
             .entries
             .find_mut(key.slot_hash(), |e| e.key() == key.bytes)
             .expect("looked up above");
-        set_deadline(&mut table.expiring, entry, expire_at_ms.unwrap_or(0));
+        let deadline = expire_at_ms.unwrap_or(0);
+        set_deadline(&mut table.expiring, entry, deadline);
+        log::append(&Draft {
+            kind: Kind::Expire,
+            db: db as u16,
+            aux: deadline,
+            flags: 0,
+            key: key.bytes,
+            payload: &[],
+        });
         true
     }
 
@@ -404,7 +472,7 @@ impl Shard {
     /// Deletes up to `budget` keys whose deadline has passed, earliest first.
     fn expire_due(&mut self, now_ms: u64, budget: usize) -> usize {
         let mut removed = 0;
-        for table in self.tables.iter_mut() {
+        for (db, table) in self.tables.iter_mut().enumerate() {
             while removed < budget {
                 let Some(key) = table.expiring.pop_due(now_ms) else {
                     break;
@@ -412,12 +480,31 @@ impl Shard {
                 let hash = slot_hash(self.hasher.hash_one(&*key));
                 if let Ok(found) = table.entries.find_entry(hash, |e| e.key() == &*key) {
                     found.remove();
+                    log_del(db, &key);
                     removed += 1;
                 }
             }
         }
         self.expired_keys += removed as u64;
         removed
+    }
+}
+
+/// Recovery and checkpoints work on whole shards, without logging.
+impl Shard {
+    /// Live and expired-but-unreclaimed entries of `db`.
+    pub(crate) fn entries(&self, db: usize) -> impl Iterator<Item = &Entry> {
+        self.tables[db].entries.iter().map(|e| &**e)
+    }
+
+    /// Applies a replayed FLUSHDB, FLUSHALL or SWAPDB to this shard.
+    pub(crate) fn apply_db_change(&mut self, kind: Kind, db: usize, other: usize) {
+        match kind {
+            Kind::FlushDb => self.tables[db] = Table::default(),
+            Kind::FlushAll => self.tables.iter_mut().for_each(|t| *t = Table::default()),
+            Kind::SwapDb => self.tables.swap(db, other),
+            _ => unreachable!("not a database-level record: {kind:?}"),
+        }
     }
 }
 
@@ -431,10 +518,49 @@ pub struct DbStats {
     pub avg_ttl_ms: u64,
 }
 
-/// Several shards locked together, in ascending index order.
+/// One locked shard. While it is held, the records of the changes made
+/// through it collect in this thread's log group, committed as one group
+/// when the guard drops — before the lock is released.
+pub struct ShardGuard<'a> {
+    guard: MutexGuard<'a, Shard>,
+    log: Option<&'a Log>,
+}
+
+impl Deref for ShardGuard<'_> {
+    type Target = Shard;
+    fn deref(&self) -> &Shard {
+        &self.guard
+    }
+}
+
+impl DerefMut for ShardGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Shard {
+        &mut self.guard
+    }
+}
+
+impl Drop for ShardGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(log) = self.log {
+            log::group_close(log);
+        }
+    }
+}
+
+/// Several shards locked together, in ascending index order. Everything
+/// changed through them is one log group: all or nothing after a crash.
 pub struct ShardSet<'a> {
     indices: Vec<usize>,
     guards: Vec<MutexGuard<'a, Shard>>,
+    log: Option<&'a Log>,
+}
+
+impl Drop for ShardSet<'_> {
+    fn drop(&mut self) {
+        if let Some(log) = self.log {
+            log::group_close(log);
+        }
+    }
 }
 
 impl ShardSet<'_> {
@@ -452,19 +578,64 @@ impl ShardSet<'_> {
 pub struct Keyspace {
     shards: Box<[Mutex<Shard>]>,
     hasher: RandomState,
+    /// The hash seed: secret, random per data directory, and kept in
+    /// checkpoints so a key lands in the same shard after a restart.
+    seed: u64,
     db_count: usize,
+    log: OnceLock<Arc<Log>>,
 }
 
 impl Keyspace {
+    /// A keyspace with a fresh random hash seed.
     pub fn new(db_count: usize) -> Self {
+        Self::with_seed(db_count, random_seed())
+    }
+
+    pub fn with_seed(db_count: usize, seed: u64) -> Self {
         assert!(db_count > 0, "at least one database");
-        let hasher = RandomState::default();
+        let hasher = RandomState::with_seed(seed, SharedSeed::global_fixed());
         Keyspace {
             shards: (0..SHARD_COUNT)
                 .map(|_| Mutex::new(Shard::new(db_count, hasher.clone())))
                 .collect(),
             hasher,
+            seed,
             db_count,
+            log: OnceLock::new(),
+        }
+    }
+
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// From now on every change is logged to `log`. Set once, after
+    /// recovery has replayed the existing log.
+    pub fn attach_log(&self, log: Arc<Log>) {
+        assert!(self.log.set(log).is_ok(), "log attached twice");
+    }
+
+    pub fn log(&self) -> Option<&Arc<Log>> {
+        self.log.get()
+    }
+
+    /// Opens this thread's log group when the log is on.
+    fn open_group(&self) -> Option<&Log> {
+        let log = self.log.get()?;
+        log::group_open();
+        Some(log)
+    }
+
+    /// Locks shard `index` without logging (recovery, checkpoints, stats).
+    pub(crate) fn lock_unlogged(&self, index: usize) -> MutexGuard<'_, Shard> {
+        self.shards[index].lock()
+    }
+
+    fn lock_index(&self, index: usize) -> ShardGuard<'_> {
+        let guard = self.shards[index].lock();
+        ShardGuard {
+            guard,
+            log: self.open_group(),
         }
     }
 
@@ -480,8 +651,8 @@ impl Keyspace {
     }
 
     /// Locks the shard that holds `key`.
-    pub fn lock(&self, key: KeyRef) -> MutexGuard<'_, Shard> {
-        self.shards[key.shard()].lock()
+    pub fn lock(&self, key: KeyRef) -> ShardGuard<'_> {
+        self.lock_index(key.shard())
     }
 
     /// Locks the shards of all `keys`, in ascending order (deadlock-free).
@@ -490,14 +661,20 @@ impl Keyspace {
         indices.sort_unstable();
         indices.dedup();
         let guards = indices.iter().map(|&i| self.shards[i].lock()).collect();
-        ShardSet { indices, guards }
+        ShardSet {
+            indices,
+            guards,
+            log: self.open_group(),
+        }
     }
 
     /// Locks every shard, in ascending order.
     pub fn lock_all(&self) -> ShardSet<'_> {
+        let guards = self.shards.iter().map(|s| s.lock()).collect();
         ShardSet {
             indices: (0..SHARD_COUNT).collect(),
-            guards: self.shards.iter().map(|s| s.lock()).collect(),
+            guards,
+            log: self.open_group(),
         }
     }
 
@@ -533,6 +710,7 @@ impl Keyspace {
     /// Empties one database. The caller drops the result outside the lock.
     pub fn flush_db(&self, db: usize) -> Flushed {
         let mut all = self.lock_all();
+        log_db_change(Kind::FlushDb, db, 0);
         Flushed(
             all.guards
                 .iter_mut()
@@ -543,6 +721,7 @@ impl Keyspace {
 
     pub fn flush_all(&self) -> Flushed {
         let mut all = self.lock_all();
+        log_db_change(Kind::FlushAll, 0, 0);
         let mut removed = Vec::new();
         for shard in all.guards.iter_mut() {
             for table in shard.tables.iter_mut() {
@@ -555,6 +734,7 @@ impl Keyspace {
     /// Swaps two databases atomically.
     pub fn swap_db(&self, a: usize, b: usize) {
         let mut all = self.lock_all();
+        log_db_change(Kind::SwapDb, a, b as u64);
         for shard in all.guards.iter_mut() {
             shard.tables.swap(a, b);
         }
@@ -562,9 +742,8 @@ impl Keyspace {
 
     /// Active expiry: removes due keys, at most `budget_per_shard` per shard.
     pub fn active_expire_cycle(&self, now_ms: u64, budget_per_shard: usize) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.lock().expire_due(now_ms, budget_per_shard))
+        (0..SHARD_COUNT)
+            .map(|i| self.lock_index(i).expire_due(now_ms, budget_per_shard))
             .sum()
     }
 
@@ -652,6 +831,12 @@ impl Keyspace {
         }
         None
     }
+}
+
+/// A random 64-bit seed from the OS (via std's randomly keyed hasher).
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, RandomState as StdRandomState};
+    StdRandomState::new().hash_one(std::time::SystemTime::now())
 }
 
 /// A fast per-thread pseudo-random number (xorshift64*), for sampling.

@@ -9,14 +9,24 @@
 //!   Today strings (with Redis' integer encoding); collections come with
 //!   their issues.
 //! - [`glob`]: Redis' glob-style pattern matcher for KEYS, SCAN and CONFIG.
+//! - [`record`]: the log record format (`docs/storage.md`).
+//! - [`log`]: segment files, group commit, fsync policies.
+//! - [`checkpoint`]: fork-free checkpoints, shard by shard.
+//! - [`recovery`]: checkpoint + log replay, torn-tail handling, `verify`.
 //!
-//! Every mutation goes through a [`keyspace::Shard`] method while the shard
-//! lock is held. That is where the append-only log (next issue) records it,
-//! which keeps per-key log order equal to apply order (DESIGN.md invariant 2).
+//! Every mutation goes through a [`keyspace::Shard`] or [`keyspace::Entry`]
+//! method while the shard lock is held, and that method appends the
+//! change's record to the thread's log group; the lock guard commits the
+//! group before it unlocks. Per-key log order is therefore apply order
+//! (DESIGN.md invariant 2), and no command can change data unlogged.
 
+pub mod checkpoint;
 pub mod glob;
 pub mod keyspace;
+pub mod log;
+pub mod record;
+pub mod recovery;
 pub mod value;
 
-pub use keyspace::{DbStats, Entry, KeyRef, Keyspace, Shard};
+pub use keyspace::{DbStats, Entry, KeyRef, Keyspace, Shard, ShardGuard};
 pub use value::{Value, ValueRef};

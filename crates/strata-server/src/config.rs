@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::RwLock;
 
 use crate::log::Level;
+use strata_engine::log::FsyncPolicy;
 
 /// Output buffer limits of one client class (`client-output-buffer-limit`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +46,21 @@ pub struct Config {
     pub proto_max_bulk_len: u64,
     pub threads: usize,
     pub hz: u64,
+    /// Log every change (`appendonly`); off makes Strata a pure cache
+    /// (checkpoints by SAVE or save points still work).
+    pub appendonly: bool,
+    pub appendfsync: FsyncPolicy,
+    /// Save points: checkpoint after `seconds` if at least `changes`
+    /// changes happened (redis.conf `save`).
+    pub save_points: Vec<(u64, u64)>,
+    /// Checkpoint (and so compact the log) when the log has grown by this
+    /// percentage of the last checkpoint's size …
+    pub auto_rewrite_percentage: u64,
+    /// … and is at least this many bytes.
+    pub auto_rewrite_min_bytes: u64,
+    pub log_segment_bytes: u64,
+    /// Write rate of background checkpoints, bytes per second (0: none).
+    pub checkpoint_rate_bytes: u64,
     /// The config file given on the command line, if any (INFO server).
     pub config_file: Option<PathBuf>,
 }
@@ -84,6 +100,13 @@ impl Default for Config {
                 .map(|n| n.get())
                 .unwrap_or(1),
             hz: 10,
+            appendonly: true,
+            appendfsync: FsyncPolicy::EverySec,
+            save_points: vec![(3600, 1), (300, 100), (60, 10_000)],
+            auto_rewrite_percentage: 100,
+            auto_rewrite_min_bytes: 64 << 20,
+            log_segment_bytes: 64 << 20,
+            checkpoint_rate_bytes: 256 << 20,
             config_file: None,
         }
     }
@@ -355,31 +378,86 @@ pub static DIRECTIVES: &[Directive] = &[
             Ok(())
         },
     },
-    // No persistence exists yet (the append-only log is the next issue).
-    // These report that truthfully, so tools such as redis-benchmark can
-    // read them, and refuse settings that would promise durability.
+    // Persistence (docs/storage.md). Turning the log on or off needs a
+    // restart: the log must cover every change since the last checkpoint.
     Directive {
         name: "appendonly",
+        mutable: false,
+        get: |c| yes_no(c.appendonly),
+        set: |c, a| {
+            c.appendonly = parse_yes_no(a)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "appendfsync",
         mutable: true,
-        get: |_| "no".into(),
-        set: |_, a| match parse_yes_no(a)? {
-            false => Ok(()),
-            true => Err(
-                "appendonly yes is not supported yet: this version keeps data in memory only"
-                    .into(),
-            ),
+        get: |c| c.appendfsync.name().into(),
+        set: |c, a| {
+            c.appendfsync = FsyncPolicy::parse(one(a)?)
+                .ok_or_else(|| "argument must be one of: always, everysec, no".to_string())?;
+            Ok(())
         },
     },
     Directive {
         name: "save",
         mutable: true,
-        get: |_| String::new(),
-        set: |_, a| {
-            match words(a).as_slice() {
-            [] => Ok(()),
-            [empty] if empty.is_empty() => Ok(()),
-            _ => Err("save points are not supported yet: this version keeps data in memory only (use save \"\")".into()),
-        }
+        get: |c| {
+            c.save_points
+                .iter()
+                .map(|(seconds, changes)| format!("{seconds} {changes}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        },
+        set: |c, a| {
+            let words = words(a);
+            if !words.len().is_multiple_of(2) {
+                return Err("Invalid save parameters".into());
+            }
+            let mut points = Vec::new();
+            for pair in words.chunks(2) {
+                let seconds = pair[0].parse().map_err(|_| "Invalid save parameters")?;
+                let changes = pair[1].parse().map_err(|_| "Invalid save parameters")?;
+                points.push((seconds, changes));
+            }
+            c.save_points = points;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "auto-aof-rewrite-percentage",
+        mutable: true,
+        get: |c| c.auto_rewrite_percentage.to_string(),
+        set: |c, a| {
+            c.auto_rewrite_percentage = parse_int(a, 0, i64::MAX as u64)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "auto-aof-rewrite-min-size",
+        mutable: true,
+        get: |c| c.auto_rewrite_min_bytes.to_string(),
+        set: |c, a| {
+            c.auto_rewrite_min_bytes = parse_memory_arg(a, 0)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "log-segment-size",
+        mutable: false,
+        get: |c| c.log_segment_bytes.to_string(),
+        set: |c, a| {
+            c.log_segment_bytes = parse_memory_arg(a, 4096)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "checkpoint-max-rate",
+        mutable: true,
+        get: |c| c.checkpoint_rate_bytes.to_string(),
+        set: |c, a| {
+            c.checkpoint_rate_bytes = parse_memory_arg(a, 0)?;
+            Ok(())
         },
     },
     Directive {
@@ -608,18 +686,35 @@ mod tests {
     }
 
     #[test]
-    fn persistence_settings_are_refused_until_persistence_exists() {
-        let c = Config::from_args(&strings(&["--appendonly", "no", "--save", ""])).unwrap();
+    fn persistence_settings() {
+        let c = Config::default();
+        assert!(c.appendonly);
+        assert_eq!(c.appendfsync, FsyncPolicy::EverySec);
+        assert_eq!(
+            (directive("save").unwrap().get)(&c),
+            "3600 1 300 100 60 10000"
+        );
+        let c = Config::from_args(&strings(&[
+            "--appendonly",
+            "no",
+            "--save",
+            "",
+            "--appendfsync",
+            "always",
+        ]))
+        .unwrap();
         assert_eq!(
             (
                 (directive("appendonly").unwrap().get)(&c),
-                (directive("save").unwrap().get)(&c)
+                (directive("save").unwrap().get)(&c),
+                c.appendfsync
             ),
-            ("no".into(), String::new())
+            ("no".into(), String::new(), FsyncPolicy::Always)
         );
-        let err = Config::from_args(&strings(&["--appendonly", "yes"])).unwrap_err();
-        assert!(err.contains("not supported yet"), "{err}");
-        assert!(Config::from_args(&strings(&["--save", "900 1"])).is_err());
+        let c = Config::from_args(&strings(&["--save", "900 1 60 5"])).unwrap();
+        assert_eq!(c.save_points, vec![(900, 1), (60, 5)]);
+        assert!(Config::from_args(&strings(&["--save", "900"])).is_err());
+        assert!(Config::from_args(&strings(&["--appendfsync", "sometimes"])).is_err());
     }
 
     #[test]

@@ -14,14 +14,23 @@
 //!   normal clients) the connection stops reading new commands once
 //!   [`OUTPUT_PENDING_BYTES_MAX`] are pending, so a client that never reads
 //!   stalls itself instead of growing server memory.
+//!
+//! Durability (DESIGN.md invariant 1): a command that changed data has
+//! committed its records to the log by the time it returns; the connection
+//! notes the LSN, and no reply after it leaves before the log says that
+//! LSN is written (`everysec`, `no`) or synced (`always`). Replies keep
+//! request order, so earlier replies wait too. When the log's pending
+//! bytes pass their limit, connections wait before running more commands.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
+use strata_engine::log::{FsyncPolicy, last_committed_lsn};
 use strata_resp::{Limits, ProtocolError, ReplyWriter, RequestParser};
 use tokio::net::TcpStream;
+use tokio::sync::watch;
 
 use crate::client::ClientInfo;
 use crate::commands::dispatch;
@@ -79,6 +88,11 @@ struct Connection {
     /// Since when the pending output has been above the soft limit.
     soft_limit_since: Option<Instant>,
     last_active: Instant,
+    /// Highest LSN committed by this connection's commands whose replies
+    /// are in `output`.
+    awaiting_lsn: u64,
+    /// The log's (written, synced) LSNs, subscribed on first need.
+    durable: Option<watch::Receiver<(u64, u64)>>,
 }
 
 pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, admitted: Admitted) {
@@ -108,6 +122,8 @@ pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, admitted: Admit
         config_generation,
         soft_limit_since: None,
         last_active: Instant::now(),
+        awaiting_lsn: 0,
+        durable: None,
     };
     let reason = connection.run(&client).await;
     match &reason {
@@ -170,14 +186,25 @@ impl Connection {
                 tokio::time::sleep(Duration::from_millis(paused_until - now)).await;
                 continue;
             }
+            if self.log_backlogged() {
+                if let Err(closed) = self.wait_log_progress(client).await {
+                    return closed;
+                }
+                continue;
+            }
             if let Err(closed) = self.execute_buffered(client, now) {
                 // Try to deliver the error reply before closing.
-                let _ = self.flush();
+                if self.settle(client).await.is_ok() {
+                    let _ = self.flush();
+                }
                 return closed;
             }
             if self.server.paused_until_ms() > now {
                 // DEBUG SLEEP: its reply (and everything after) waits.
                 continue;
+            }
+            if let Err(closed) = self.settle(client).await {
+                return closed;
             }
             if let Err(e) = self.flush() {
                 return Closed::Io(e);
@@ -196,6 +223,58 @@ impl Connection {
             if let Err(closed) = self.wait(client).await {
                 return closed;
             }
+        }
+    }
+
+    /// Whether every reply in `output` may leave: the log has made the
+    /// changes behind them durable under the current policy.
+    fn replies_durable(&self) -> bool {
+        match self.server.keyspace.log() {
+            Some(log) => log.durable_lsn() >= self.awaiting_lsn,
+            None => true,
+        }
+    }
+
+    fn log_backlogged(&self) -> bool {
+        self.server
+            .keyspace
+            .log()
+            .is_some_and(|log| log.backlogged())
+    }
+
+    fn durable_receiver(&mut self) -> &mut watch::Receiver<(u64, u64)> {
+        let persistence = &self.server.persistence;
+        self.durable.get_or_insert_with(|| persistence.durable())
+    }
+
+    /// Waits until the replies in `output` may be sent.
+    async fn settle(&mut self, client: &ClientInfo) -> Result<(), Closed> {
+        if self.replies_durable() {
+            return Ok(());
+        }
+        let target = self.awaiting_lsn;
+        let synced = self
+            .server
+            .keyspace
+            .log()
+            .is_some_and(|log| log.fsync_policy() == FsyncPolicy::Always);
+        let receiver = self.durable_receiver();
+        tokio::select! {
+            _ = receiver.wait_for(|&(written, synced_lsn)| {
+                (if synced { synced_lsn } else { written }) >= target
+            }) => Ok(()),
+            _ = client.killed() => Err(Closed::Killed),
+        }
+    }
+
+    /// Waits for the log writer to make progress (backpressure).
+    async fn wait_log_progress(&mut self, client: &ClientInfo) -> Result<(), Closed> {
+        let receiver = self.durable_receiver();
+        receiver.mark_unchanged();
+        tokio::select! {
+            _ = receiver.changed() => Ok(()),
+            _ = tokio::time::sleep(Duration::from_millis(100)) => Ok(()),
+            _ = client.killed() => Err(Closed::Killed),
         }
     }
 
@@ -265,7 +344,11 @@ impl Connection {
         while !self.session.close_after_reply {
             if self.output.len() >= pause_bytes {
                 // Hand what we have to the socket; only what it does not
-                // take counts against the client's limits.
+                // take counts against the client's limits. Replies still
+                // waiting for the log go out from the main loop.
+                if !self.replies_durable() {
+                    break;
+                }
                 self.flush().map_err(Closed::Io)?;
                 if self.output.len() >= pause_bytes {
                     break;
@@ -281,6 +364,7 @@ impl Connection {
                     return Err(Closed::Protocol(error));
                 }
             };
+            let committed_before = last_committed_lsn();
             dispatch(
                 &self.server,
                 &mut self.session,
@@ -290,6 +374,10 @@ impl Connection {
                 now,
                 &args,
             );
+            let committed = last_committed_lsn();
+            if committed != committed_before {
+                self.awaiting_lsn = committed;
+            }
             if client.is_killed() {
                 break;
             }
@@ -298,6 +386,9 @@ impl Connection {
             }
             let hard = self.output_limit().hard_bytes;
             if hard > 0 && self.output.len() as u64 > hard {
+                if !self.replies_durable() {
+                    break;
+                }
                 self.flush().map_err(Closed::Io)?;
                 if self.output.len() as u64 > hard {
                     return Err(Closed::OutputBufferLimit);

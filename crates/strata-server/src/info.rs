@@ -189,24 +189,123 @@ fn memory_section(out: &mut String) {
 }
 
 fn persistence_section(server: &Server, out: &mut String) {
-    field!(out, "loading", 0);
+    let p = &server.persistence;
+    let loading = p.is_loading();
+    field!(out, "loading", loading as u8);
     field!(out, "async_loading", 0);
     field!(out, "current_cow_peak", 0);
+    field!(out, "current_cow_size", 0);
+    field!(out, "current_cow_size_age", 0);
+    field!(out, "current_fork_perc", "0.00");
+    field!(out, "current_save_keys_processed", 0);
+    field!(out, "current_save_keys_total", 0);
+    if loading {
+        let progress = *p.loading_progress.lock();
+        field!(out, "loading_start_time", p.loading_started_s.load(Relaxed));
+        field!(out, "loading_total_bytes", progress.bytes_total);
+        field!(out, "loading_rdb_used_mem", 0);
+        field!(out, "loading_loaded_bytes", progress.bytes_done);
+        let percent = if progress.bytes_total == 0 {
+            0.0
+        } else {
+            progress.bytes_done as f64 * 100.0 / progress.bytes_total as f64
+        };
+        field!(out, "loading_loaded_perc", format!("{percent:.2}"));
+        field!(out, "loading_eta_seconds", 1);
+    }
+    let changes = server
+        .total_changes()
+        .saturating_sub(p.changes_at_last_save.load(Relaxed));
+    let ok = |flag: bool| if flag { "ok" } else { "err" };
+    let running_s = match p.checkpoint_started_ms.load(Relaxed) {
+        0 => -1,
+        started => (crate::server::now_ms().saturating_sub(started) / 1000) as i64,
+    };
+    let last_duration_s = match p.saves.load(Relaxed) {
+        0 => -1,
+        _ => (p.last_duration_ms.load(Relaxed) / 1000) as i64,
+    };
+    field!(out, "rdb_changes_since_last_save", changes);
+    field!(out, "rdb_bgsave_in_progress", p.checkpoint_running() as u8);
+    field!(out, "rdb_last_save_time", p.last_save_s.load(Relaxed));
     field!(
         out,
-        "rdb_changes_since_last_save",
-        server
-            .thread_stats
-            .iter()
-            .map(|t| t.changes.load(Relaxed))
-            .sum::<u64>()
+        "rdb_last_bgsave_status",
+        ok(p.last_save_ok.load(Relaxed))
     );
-    field!(out, "rdb_bgsave_in_progress", 0);
-    field!(out, "rdb_last_save_time", server.started_unix_ms / 1000);
-    field!(out, "rdb_last_bgsave_status", "ok");
-    field!(out, "aof_enabled", 0);
-    field!(out, "aof_rewrite_in_progress", 0);
-    field!(out, "aof_last_write_status", "ok");
+    field!(out, "rdb_last_bgsave_time_sec", last_duration_s);
+    field!(out, "rdb_current_bgsave_time_sec", running_s);
+    field!(out, "rdb_saves", p.saves.load(Relaxed));
+    field!(out, "rdb_last_cow_size", 0);
+    field!(out, "rdb_last_load_keys_expired", 0);
+    field!(
+        out,
+        "rdb_last_load_keys_loaded",
+        p.keys_loaded.load(Relaxed)
+    );
+    let log = server.keyspace.log();
+    field!(out, "aof_enabled", log.is_some() as u8);
+    field!(out, "aof_rewrite_in_progress", p.checkpoint_running() as u8);
+    field!(out, "aof_rewrite_scheduled", 0);
+    field!(out, "aof_last_rewrite_time_sec", last_duration_s);
+    field!(out, "aof_current_rewrite_time_sec", running_s);
+    field!(
+        out,
+        "aof_last_bgrewrite_status",
+        ok(p.last_rewrite_ok.load(Relaxed))
+    );
+    field!(out, "aof_rewrites", p.rewrites.load(Relaxed));
+    field!(
+        out,
+        "aof_rewrites_consecutive_failures",
+        p.rewrite_consecutive_failures.load(Relaxed)
+    );
+    let write_error = log.and_then(|log| log.write_error());
+    field!(out, "aof_last_write_status", ok(write_error.is_none()));
+    field!(out, "aof_last_cow_size", 0);
+    field!(out, "module_fork_in_progress", 0);
+    field!(out, "module_fork_last_cow_size", 0);
+    if let Some(log) = log {
+        field!(out, "aof_current_size", log.disk_bytes());
+        field!(out, "aof_base_size", p.last_checkpoint_bytes.load(Relaxed));
+        field!(out, "aof_pending_rewrite", 0);
+        field!(out, "aof_buffer_length", log.pending_bytes());
+        field!(out, "aof_pending_bio_fsync", 0);
+        field!(out, "aof_delayed_fsync", 0);
+        field!(out, "strata_log_fsync_policy", log.fsync_policy().name());
+        field!(out, "strata_log_segments", log.segments().len());
+        field!(out, "strata_log_next_lsn", log.next_lsn());
+        field!(out, "strata_log_written_lsn", log.written_lsn());
+        field!(out, "strata_log_synced_lsn", log.synced_lsn());
+        let stats = &log.stats;
+        field!(out, "strata_log_writes", stats.writes.load(Relaxed));
+        field!(out, "strata_log_fsyncs", stats.fsyncs.load(Relaxed));
+        field!(
+            out,
+            "strata_log_last_fsync_us",
+            stats.last_fsync_us.load(Relaxed)
+        );
+        field!(
+            out,
+            "strata_log_write_errors",
+            stats.write_errors.load(Relaxed)
+        );
+        field!(
+            out,
+            "strata_log_last_error",
+            write_error.unwrap_or_default()
+        );
+    }
+    field!(
+        out,
+        "strata_checkpoint_lsn",
+        p.last_checkpoint_lsn.load(Relaxed)
+    );
+    field!(
+        out,
+        "strata_checkpoint_keys",
+        p.last_checkpoint_keys.load(Relaxed)
+    );
 }
 
 fn stats_section(server: &Server, out: &mut String) {

@@ -6,6 +6,7 @@
 //! - [`connection`]: one client's read → execute → write loop and limits;
 //! - [`commands`]: the declarative command table and one module per family;
 //! - [`info`], [`stats`], [`client`], [`session`]: what INFO and CLIENT see;
+//! - [`persistence`]: loading at start, reply durability, checkpoints;
 //! - [`alloc`], [`log`]: the counting allocator and the Redis-style log.
 
 mod alloc;
@@ -15,6 +16,7 @@ mod config;
 mod connection;
 mod info;
 mod log;
+mod persistence;
 mod server;
 mod session;
 mod stats;

@@ -9,7 +9,9 @@
 //!   and own their connections for life: a connection's commands run on its
 //!   thread directly against the shared, sharded keyspace (no hop to another
 //!   thread);
-//! - one expiry thread runs the active expiry cycle `hz` times a second.
+//! - one expiry thread runs the active expiry cycle `hz` times a second;
+//! - persistence ([`crate::persistence`]): a loading thread at start, the
+//!   engine's log writer, and a checkpoint thread.
 
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::sync::Arc;
@@ -17,11 +19,13 @@ use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use strata_engine::Keyspace;
+use strata_engine::recovery;
 use tokio::sync::{Notify, mpsc};
 
 use crate::client::ClientRegistry;
 use crate::commands::CommandTable;
 use crate::config::{Config, SharedConfig};
+use crate::persistence::{self, Persistence, Trigger};
 use crate::stats::{GlobalStats, ThreadStats};
 use crate::{connection, log, log_notice, log_warning};
 
@@ -36,17 +40,18 @@ const EXPIRE_BUDGET_PER_SHARD: usize = 64;
 pub struct Server {
     pub config: SharedConfig,
     pub keyspace: Keyspace,
+    pub persistence: Persistence,
     pub commands: CommandTable,
     pub clients: ClientRegistry,
     pub stats: GlobalStats,
     pub thread_stats: Vec<Arc<ThreadStats>>,
     pub started: Instant,
-    pub started_unix_ms: u64,
     pub run_id: String,
     pub executable: String,
     port: AtomicU16,
     paused_until_ms: AtomicU64,
     shutdown_requested: AtomicBool,
+    shutdown_nosave: AtomicBool,
     shutdown_signal: Notify,
 }
 
@@ -87,9 +92,20 @@ impl Server {
         self.paused_until_ms.load(Relaxed)
     }
 
-    pub fn request_shutdown(&self) {
+    /// Asks the server to exit; `save`: write a final checkpoint first.
+    pub fn request_shutdown(&self, save: bool) {
+        self.shutdown_nosave.store(!save, Relaxed);
         self.shutdown_requested.store(true, Relaxed);
         self.shutdown_signal.notify_one();
+    }
+
+    /// Changes to the dataset since start (rdb_changes_since_last_save
+    /// counts from the last checkpoint).
+    pub fn total_changes(&self) -> u64 {
+        self.thread_stats
+            .iter()
+            .map(|t| t.changes.load(Relaxed))
+            .sum()
     }
 }
 
@@ -156,6 +172,14 @@ pub fn run(mut config: Config) -> Result<(), String> {
             config.dir.display()
         )
     })?;
+    // Only the directory listing and the checkpoint's header are read here
+    // (the hash seed must be known before the keyspace exists); the data
+    // loads after the listeners are up, answering -LOADING meanwhile.
+    let plan = recovery::plan(&config.dir).map_err(|e| e.to_string())?;
+    let keyspace = match plan.seed {
+        Some(seed) => Keyspace::with_seed(config.databases, seed),
+        None => Keyspace::new(config.databases),
+    };
     let (listeners, port) = bind_all(&config)?;
     // `port 0` asks for any free port; CONFIG GET and INFO show the real one.
     config.port = port;
@@ -165,14 +189,14 @@ pub fn run(mut config: Config) -> Result<(), String> {
         .map(|_| Arc::new(ThreadStats::new(commands.len())))
         .collect();
     let server = Arc::new(Server {
-        keyspace: Keyspace::new(config.databases),
+        keyspace,
+        persistence: Persistence::new(now_ms() / 1000),
         config: SharedConfig::new(config),
         commands,
         clients: ClientRegistry::default(),
         stats: GlobalStats::default(),
         thread_stats,
         started: Instant::now(),
-        started_unix_ms: now_ms(),
         run_id: random_hex(40),
         executable: std::env::current_exe()
             .map(|p| p.display().to_string())
@@ -180,6 +204,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         port: AtomicU16::new(port),
         paused_until_ms: AtomicU64::new(0),
         shutdown_requested: AtomicBool::new(false),
+        shutdown_nosave: AtomicBool::new(false),
         shutdown_signal: Notify::new(),
     });
     log_notice!(
@@ -209,12 +234,23 @@ pub fn run(mut config: Config) -> Result<(), String> {
             .spawn(move || expiry_thread(server))
             .map_err(|e| format!("Can't start expiry thread: {e}"))?;
     }
+    persistence::spawn_checkpointer(server.clone())
+        .map_err(|e| format!("Can't start the checkpoint thread: {e}"))?;
+    let ready_lines = listeners
+        .iter()
+        .map(|l| {
+            let local = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+            format!("Ready to accept connections tcp on {local}")
+        })
+        .collect();
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("Can't start the accept runtime: {e}"))?;
+    let accepting = server.clone();
     runtime.block_on(async move {
+        let server = accepting;
         // Signal handlers go in before the server announces readiness, so a
         // SIGTERM/SIGINT sent right after "Ready" shuts down cleanly instead
         // of killing the process.
@@ -222,6 +258,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
         let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
             .map_err(|e| e.to_string())?;
+        persistence::spawn_loader(server.clone(), plan, ready_lines);
         let mut next_worker = 0usize;
         let (accepted_tx, mut accepted_rx) =
             mpsc::channel::<(std::net::TcpStream, SocketAddr)>(1024);
@@ -232,7 +269,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
                 .unwrap_or_default();
             let listener =
                 tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
-            log_notice!("Ready to accept connections tcp on {local}");
+            log_notice!("Listening on tcp {local} (loading the dataset)");
             let accepted_tx = accepted_tx.clone();
             tokio::spawn(async move {
                 loop {
@@ -280,8 +317,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         }
         Ok::<(), String>(())
     })?;
-    // Nothing is buffered outside the keyspace yet; once the log exists, the
-    // final checkpoint is written here before exiting.
+    finish(&server);
     log_warning!("Strata is now ready to exit, bye bye...");
     Ok(())
 }
@@ -349,10 +385,43 @@ fn network_thread(
     });
 }
 
+/// Final checkpoint (unless SHUTDOWN NOSAVE or still loading), then the
+/// log writes and syncs what it holds.
+fn finish(server: &Server) {
+    if server.persistence.is_loading() {
+        return;
+    }
+    let save = !server.shutdown_nosave.load(Relaxed);
+    if save {
+        log_notice!("Saving the final checkpoint before exiting.");
+        // A background checkpoint may be running; wait for it to finish
+        // rather than skip the final one.
+        loop {
+            match persistence::checkpoint(server, Trigger::Shutdown) {
+                Err(e) if e == "in progress" => std::thread::sleep(Duration::from_millis(20)),
+                Err(e) => {
+                    log_warning!(
+                        "Final checkpoint failed: {e}; the log keeps every write it holds"
+                    );
+                    break;
+                }
+                Ok(_) => break,
+            }
+        }
+    }
+    if let Some(log) = server.keyspace.log() {
+        log.shutdown();
+        log_notice!("Log synced to disk.");
+    }
+}
+
 fn expiry_thread(server: Arc<Server>) {
     loop {
         let hz = server.config.get().hz.max(1);
         std::thread::sleep(Duration::from_millis(1000 / hz));
+        if server.persistence.is_loading() {
+            continue;
+        }
         server
             .keyspace
             .active_expire_cycle(now_ms(), EXPIRE_BUDGET_PER_SHARD);

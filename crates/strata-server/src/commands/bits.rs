@@ -48,7 +48,7 @@ pub fn setbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mask = 1u8 << (7 - (offset & 7));
     let mut shard = ctx.keyspace().lock(key);
     let old = match shard.get(db, key, now) {
-        Some(entry) => entry.update_bytes(|bytes| {
+        Some(entry) => entry.update_bytes(db, |bytes| {
             if bytes.len() <= byte {
                 bytes.resize(byte + 1, 0);
             }
@@ -440,7 +440,7 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
     }
     if writes && (changed || existed) {
         match shard.get(db, key, now) {
-            Some(entry) => entry.set_value(Value::owned(bytes)),
+            Some(entry) => entry.set_value(db, Value::owned(bytes)),
             None => shard.set(db, key, Value::owned(bytes), None, false, now),
         }
         drop(shard);

@@ -59,6 +59,7 @@ pub const ERR_OVERFLOW: &str = "ERR increment or decrement would overflow";
 pub const ERR_STRING_TOO_LONG: &str =
     "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
 pub const ERR_NOAUTH: &str = "NOAUTH Authentication required.";
+pub const ERR_LOADING: &str = "LOADING Redis is loading the dataset in memory";
 
 /// One command (or subcommand) as data.
 pub struct Spec {
@@ -114,6 +115,9 @@ pub struct CommandTable {
     top_level: NameMap,
     /// Per command index: its subcommands by name (empty for most).
     subcommands: Vec<NameMap>,
+    /// PING is refused like a write while the log cannot be written, as
+    /// in Redis, so health checks notice.
+    pub ping_id: usize,
 }
 
 type NameMap = HashMap<Vec<u8>, usize, foldhash::fast::RandomState>;
@@ -128,6 +132,7 @@ impl CommandTable {
             full_names: Vec::new(),
             top_level: NameMap::default(),
             subcommands: Vec::new(),
+            ping_id: usize::MAX,
         };
         for spec in table::COMMANDS {
             let parent = table.specs.len();
@@ -148,6 +153,7 @@ impl CommandTable {
                 .resize_with(table.specs.len(), NameMap::default);
             table.subcommands[parent] = subs;
         }
+        table.ping_id = table.lookup(b"ping").expect("PING is in the table");
         table
     }
 
@@ -275,6 +281,23 @@ pub fn dispatch(
     if !session.authenticated && !spec.has_flag("no-auth") && !config.requirepass.is_empty() {
         bump(&stats.commands[id].rejected, 1);
         reject(server, &mut reply, ERR_NOAUTH);
+        return;
+    }
+    if server.persistence.is_loading() && !spec.has_flag("loading") {
+        bump(&stats.commands[id].rejected, 1);
+        reject(server, &mut reply, ERR_LOADING);
+        return;
+    }
+    let denied_on_disk_error = spec.has_flag("write") || id == server.commands.ping_id;
+    if denied_on_disk_error
+        && let Some(error) = server.keyspace.log().and_then(|log| log.write_error())
+    {
+        bump(&stats.commands[id].rejected, 1);
+        let message = format!(
+            "MISCONF Errors writing to the AOF file: {}",
+            crate::persistence::strerror(&error)
+        );
+        reject(server, &mut reply, &message);
         return;
     }
     session

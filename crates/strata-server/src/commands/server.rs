@@ -1,5 +1,6 @@
 //! Server commands: INFO, CONFIG, DBSIZE, FLUSHDB, FLUSHALL, TIME, SWAPDB,
-//! SHUTDOWN, DEBUG, MEMORY and COMMAND (generated from the table).
+//! SHUTDOWN, SAVE, BGSAVE, BGREWRITEAOF, LASTSAVE, DEBUG, MEMORY and
+//! COMMAND (generated from the table).
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -8,6 +9,7 @@ use bytes::Bytes;
 use super::connection::help_lines;
 use super::{CmdError, CmdResult, Ctx, ERR_SYNTAX, Spec, is, lossy, parse_f64, parse_i64};
 use crate::config::DIRECTIVES;
+use crate::persistence::{self, Trigger};
 
 pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let sections: Vec<String> = args[1..]
@@ -156,7 +158,11 @@ pub fn swapdb(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 pub fn shutdown(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let mut save = true;
     for option in &args[1..] {
+        if is(option, "NOSAVE") {
+            save = false;
+        }
         if is(option, "ABORT") {
             return Err("ERR No shutdown in progress.".into());
         }
@@ -168,7 +174,7 @@ pub fn shutdown(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
     }
     crate::log_warning!("User requested shutdown...");
-    ctx.server.request_shutdown();
+    ctx.server.request_shutdown(save);
     // Like Redis, the client gets no reply: the connection just closes.
     ctx.session.close_after_reply = true;
     Ok(())
@@ -464,5 +470,48 @@ pub fn command_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
             "    Return the keys from a full command.",
         ],
     );
+    Ok(())
+}
+
+pub fn save(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    match persistence::checkpoint(ctx.server, Trigger::Save) {
+        Ok(_) => {
+            ctx.out.ok();
+            Ok(())
+        }
+        Err(e) if e == "in progress" => Err("ERR Background save already in progress".into()),
+        Err(_) => Err("ERR".into()),
+    }
+}
+
+pub fn bgsave(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let schedule = match args.get(1) {
+        None => false,
+        Some(option) if args.len() == 2 && is(option, "SCHEDULE") => true,
+        Some(_) => return Err(ERR_SYNTAX.into()),
+    };
+    if ctx.server.persistence.request(Trigger::Bgsave) {
+        ctx.out.simple("Background saving started");
+        return Ok(());
+    }
+    if schedule {
+        ctx.out.simple("Background saving scheduled");
+        return Ok(());
+    }
+    Err("ERR Background save already in progress".into())
+}
+
+pub fn bgrewriteaof(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    if ctx.server.persistence.request(Trigger::Rewrite) {
+        ctx.out
+            .simple("Background append only file rewriting started");
+        return Ok(());
+    }
+    Err("ERR Background append only file rewriting already in progress".into())
+}
+
+pub fn lastsave(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    let last = ctx.server.persistence.last_save_s.load(Relaxed);
+    ctx.out.int(last as i64);
     Ok(())
 }

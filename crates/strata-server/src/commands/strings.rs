@@ -315,7 +315,7 @@ pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             if (entry.value().len() + args[2].len()) as u64 > limit {
                 return Err(ERR_STRING_TOO_LONG.into());
             }
-            entry.update_bytes(|bytes| {
+            entry.update_bytes(db, |bytes| {
                 bytes.extend_from_slice(&args[2]);
                 bytes.len()
             })
@@ -355,7 +355,7 @@ fn incr_generic(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
             let next = current
                 .checked_add(delta)
                 .ok_or(CmdError::from(ERR_OVERFLOW))?;
-            entry.set_value(Value::Int(next));
+            entry.set_value(db, Value::Int(next));
             next
         }
         None => {
@@ -405,7 +405,7 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let text = strata_resp::format_double(result);
     match entry {
-        Some(entry) => entry.set_value(Value::from_bytes(text.as_bytes())),
+        Some(entry) => entry.set_value(db, Value::from_bytes(text.as_bytes())),
         None => shard.set(
             db,
             key,
@@ -479,7 +479,7 @@ pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Err(ERR_STRING_TOO_LONG.into());
     }
     let length = match entry {
-        Some(entry) => entry.update_bytes(|bytes| {
+        Some(entry) => entry.update_bytes(db, |bytes| {
             if bytes.len() < offset + patch.len() {
                 bytes.resize(offset + patch.len(), 0);
             }

@@ -1,0 +1,618 @@
+//! The append-only log: segment files, group commit, fsync policy.
+//!
+//! Commands never touch a file. While a command holds its shard lock(s) it
+//! encodes its records into a per-thread *group* buffer ([`append`]); when
+//! the lock guard is released the group is *committed*
+//! ([`Log::commit`]): under one short mutex it gets consecutive LSNs, its
+//! header CRCs, and is copied into the pending buffer. That keeps per-key
+//! log order equal to apply order (DESIGN.md invariant 2) without holding a
+//! shard lock across I/O (invariant 4).
+//!
+//! One writer thread takes everything pending — the records of every
+//! network thread since its last round — and writes it with one `write`
+//! (group commit), then, by policy, one `fdatasync`:
+//! - `always`: every round is synced before its LSNs count as durable;
+//!   clients waiting on those LSNs share the fsync;
+//! - `everysec`: rounds count as durable once written (a process crash
+//!   loses nothing: the page cache survives it); a sync runs at least once
+//!   a second;
+//! - `no`: the OS decides when to write back.
+//!
+//! Progress is published as two watermarks, *written* and *synced*; the
+//! server holds a reply until the watermark its policy needs covers the
+//! command's LSN (invariant 1).
+//!
+//! Segments have a maximum size; a group never spans two segments, and a
+//! segment is synced before the next one is created, so only the newest
+//! segment can ever have a torn tail. A failed write (disk full, I/O error)
+//! truncates the partial bytes away, keeps the records pending and retries
+//! every [`RETRY_INTERVAL`]; meanwhile [`Log::write_error`] says why, and
+//! the server refuses new writes with `-MISCONF`. A failed `fdatasync`
+//! cannot be retried safely (the kernel may have dropped the dirty pages),
+//! so it is sticky: nothing after it is ever reported synced, and writes
+//! stay refused until a restart recovers from what the disk really holds.
+
+use std::cell::{Cell, RefCell};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::record::{self, Draft, FLAG_GROUP_CONTINUES};
+
+/// Pending (not yet written) bytes above which [`Log::backlogged`] asks
+/// connections to wait before running more commands.
+pub const PENDING_BYTES_MAX: usize = 64 << 20;
+/// How long the writer waits before retrying after a failed write.
+pub const RETRY_INTERVAL: Duration = Duration::from_millis(500);
+/// Longest time between two fsyncs under `everysec`.
+const EVERYSEC_INTERVAL: Duration = Duration::from_secs(1);
+/// Group buffers larger than this are released after a commit, so one huge
+/// command does not pin memory in every network thread.
+const GROUP_BUFFER_RETAINED_BYTES_MAX: usize = 1 << 20;
+
+/// When the log is fsynced (`appendfsync`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FsyncPolicy {
+    Always = 0,
+    EverySec = 1,
+    No = 2,
+}
+
+impl FsyncPolicy {
+    pub fn name(self) -> &'static str {
+        match self {
+            FsyncPolicy::Always => "always",
+            FsyncPolicy::EverySec => "everysec",
+            FsyncPolicy::No => "no",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<FsyncPolicy> {
+        match text.to_ascii_lowercase().as_str() {
+            "always" => Some(FsyncPolicy::Always),
+            "everysec" => Some(FsyncPolicy::EverySec),
+            "no" => Some(FsyncPolicy::No),
+            _ => None,
+        }
+    }
+
+    fn from_u8(byte: u8) -> FsyncPolicy {
+        match byte {
+            0 => FsyncPolicy::Always,
+            1 => FsyncPolicy::EverySec,
+            _ => FsyncPolicy::No,
+        }
+    }
+}
+
+/// One segment file as the log knows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentInfo {
+    pub seq: u64,
+    /// LSNs of its first and last record; `None` when it holds none.
+    pub lsns: Option<(u64, u64)>,
+    pub bytes: u64,
+}
+
+/// The file name of segment `seq`.
+pub fn segment_path(dir: &Path, seq: u64) -> PathBuf {
+    dir.join(format!("segment-{seq:010}.log"))
+}
+
+/// Parses a segment file name back into its sequence number.
+pub fn segment_seq(name: &str) -> Option<u64> {
+    name.strip_prefix("segment-")?
+        .strip_suffix(".log")?
+        .parse()
+        .ok()
+}
+
+/// Called by the writer after each round with (written, synced) LSNs.
+pub type ProgressFn = Box<dyn Fn(u64, u64) + Send + Sync>;
+
+/// Where the log starts, as recovery left it.
+pub struct LogStart {
+    /// The LSN the next record gets.
+    pub next_lsn: u64,
+    /// Sequence number for the first new segment.
+    pub next_segment: u64,
+    /// Segments already on disk (recovered), oldest first.
+    pub segments: Vec<SegmentInfo>,
+}
+
+/// Bytes handed over to the writer for one segment.
+struct Chunk {
+    segment: u64,
+    bytes: Vec<u8>,
+    first_lsn: u64,
+    last_lsn: u64,
+}
+
+struct Pending {
+    next_lsn: u64,
+    chunks: Vec<Chunk>,
+    pending_bytes: usize,
+    /// Segment that new records go to, and its size including pending.
+    head_segment: u64,
+    head_bytes: u64,
+    writer_idle: bool,
+    shutdown: bool,
+    /// Emptied chunk buffers, reused to avoid reallocating.
+    spare: Vec<Vec<u8>>,
+}
+
+/// Counters for INFO persistence.
+#[derive(Default)]
+pub struct LogStats {
+    pub bytes_written: AtomicU64,
+    pub writes: AtomicU64,
+    pub fsyncs: AtomicU64,
+    pub write_errors: AtomicU64,
+    /// Microseconds spent in the most recent fsync.
+    pub last_fsync_us: AtomicU64,
+}
+
+pub struct Log {
+    dir: PathBuf,
+    segment_bytes_max: u64,
+    state: Mutex<Pending>,
+    wake: Condvar,
+    written_lsn: AtomicU64,
+    synced_lsn: AtomicU64,
+    fsync: AtomicU8,
+    has_error: AtomicBool,
+    error: Mutex<Option<String>>,
+    fsync_failed: AtomicBool,
+    segments: Mutex<Vec<SegmentInfo>>,
+    /// Sequence number of the segment the writer has open (never deleted).
+    open_segment: AtomicU64,
+    progress: ProgressFn,
+    pub stats: LogStats,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Log {
+    /// Starts the log in `dir` (which recovery has already read) and its
+    /// writer thread.
+    pub fn start(
+        dir: &Path,
+        segment_bytes_max: u64,
+        fsync: FsyncPolicy,
+        start: LogStart,
+        progress: ProgressFn,
+    ) -> std::io::Result<Arc<Log>> {
+        std::fs::create_dir_all(dir)?;
+        let last = start.next_lsn.saturating_sub(1);
+        let log = Arc::new(Log {
+            dir: dir.to_path_buf(),
+            segment_bytes_max,
+            state: Mutex::new(Pending {
+                next_lsn: start.next_lsn,
+                chunks: Vec::new(),
+                pending_bytes: 0,
+                head_segment: start.next_segment,
+                head_bytes: 0,
+                writer_idle: false,
+                shutdown: false,
+                spare: Vec::new(),
+            }),
+            wake: Condvar::new(),
+            written_lsn: AtomicU64::new(last),
+            synced_lsn: AtomicU64::new(last),
+            fsync: AtomicU8::new(fsync as u8),
+            has_error: AtomicBool::new(false),
+            error: Mutex::new(None),
+            fsync_failed: AtomicBool::new(false),
+            segments: Mutex::new(start.segments),
+            open_segment: AtomicU64::new(start.next_segment),
+            progress,
+            stats: LogStats::default(),
+            writer: Mutex::new(None),
+        });
+        let writer = log.clone();
+        let handle = std::thread::Builder::new()
+            .name("log-writer".into())
+            .spawn(move || writer.run_writer())?;
+        *log.writer.lock() = Some(handle);
+        Ok(log)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn fsync_policy(&self) -> FsyncPolicy {
+        FsyncPolicy::from_u8(self.fsync.load(Ordering::Relaxed))
+    }
+
+    pub fn set_fsync_policy(&self, policy: FsyncPolicy) {
+        self.fsync.store(policy as u8, Ordering::Relaxed);
+        self.wake.notify_one();
+    }
+
+    /// The LSN the next committed record will get.
+    pub fn next_lsn(&self) -> u64 {
+        self.state.lock().next_lsn
+    }
+
+    pub fn written_lsn(&self) -> u64 {
+        self.written_lsn.load(Ordering::Acquire)
+    }
+
+    pub fn synced_lsn(&self) -> u64 {
+        self.synced_lsn.load(Ordering::Acquire)
+    }
+
+    /// The LSN up to which replies may be released under the current
+    /// policy.
+    pub fn durable_lsn(&self) -> u64 {
+        match self.fsync_policy() {
+            FsyncPolicy::Always => self.synced_lsn(),
+            FsyncPolicy::EverySec | FsyncPolicy::No => self.written_lsn(),
+        }
+    }
+
+    /// Why writes are failing, if they are.
+    pub fn write_error(&self) -> Option<String> {
+        if !self.has_error.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.error.lock().clone()
+    }
+
+    /// Whether so many bytes wait for the writer that connections should
+    /// pause before running more commands.
+    pub fn backlogged(&self) -> bool {
+        self.state.lock().pending_bytes > PENDING_BYTES_MAX
+    }
+
+    pub fn pending_bytes(&self) -> usize {
+        self.state.lock().pending_bytes
+    }
+
+    /// Segments on disk, oldest first.
+    pub fn segments(&self) -> Vec<SegmentInfo> {
+        self.segments.lock().clone()
+    }
+
+    pub fn disk_bytes(&self) -> u64 {
+        self.segments.lock().iter().map(|s| s.bytes).sum()
+    }
+
+    /// Assigns LSNs to the encoded records in `group`, seals them and
+    /// queues them for the writer. Returns the last LSN. Called with the
+    /// shard locks that cover the group still held.
+    pub fn commit(&self, group: &mut [u8]) -> u64 {
+        debug_assert!(!group.is_empty());
+        let mut state = self.state.lock();
+        let first_lsn = state.next_lsn;
+        let mut lsn = first_lsn;
+        let mut at = 0;
+        while at < group.len() {
+            let len = record::encoded_len(&group[at..]);
+            let last = at + len == group.len();
+            let flags = if last { 0 } else { FLAG_GROUP_CONTINUES };
+            record::seal(&mut group[at..at + len], lsn, flags);
+            at += len;
+            lsn += 1;
+        }
+        let last_lsn = lsn - 1;
+        state.next_lsn = lsn;
+        let len = group.len() as u64;
+        if state.head_bytes > 0 && state.head_bytes + len > self.segment_bytes_max {
+            state.head_segment += 1;
+            state.head_bytes = 0;
+        }
+        state.head_bytes += len;
+        state.pending_bytes += group.len();
+        let segment = state.head_segment;
+        match state.chunks.last_mut() {
+            Some(chunk) if chunk.segment == segment => {
+                chunk.bytes.extend_from_slice(group);
+                chunk.last_lsn = last_lsn;
+            }
+            _ => {
+                let mut bytes = state.spare.pop().unwrap_or_default();
+                bytes.extend_from_slice(group);
+                state.chunks.push(Chunk {
+                    segment,
+                    bytes,
+                    first_lsn,
+                    last_lsn,
+                });
+            }
+        }
+        if state.writer_idle {
+            state.writer_idle = false;
+            self.wake.notify_one();
+        }
+        last_lsn
+    }
+
+    /// Stops the writer after it has written (and synced) everything
+    /// committed so far.
+    pub fn shutdown(&self) {
+        self.state.lock().shutdown = true;
+        self.wake.notify_one();
+        if let Some(handle) = self.writer.lock().take() {
+            let _ = handle.join();
+        }
+    }
+
+    /// Deletes every closed segment whose records all have LSNs below
+    /// `lsn` (a checkpoint covers them). Returns the bytes freed.
+    pub fn delete_segments_before(&self, lsn: u64) -> std::io::Result<u64> {
+        let open = self.open_segment.load(Ordering::Acquire);
+        let mut freed = 0;
+        let mut segments = self.segments.lock();
+        let mut kept = Vec::with_capacity(segments.len());
+        for segment in segments.drain(..) {
+            let covered = segment.lsns.is_none_or(|(_, last)| last < lsn);
+            if covered && segment.seq < open {
+                std::fs::remove_file(segment_path(&self.dir, segment.seq))?;
+                freed += segment.bytes;
+            } else {
+                kept.push(segment);
+            }
+        }
+        *segments = kept;
+        drop(segments);
+        sync_dir(&self.dir)?;
+        Ok(freed)
+    }
+
+    fn set_error(&self, message: String) {
+        *self.error.lock() = Some(message);
+        self.has_error.store(true, Ordering::Relaxed);
+    }
+
+    fn clear_error(&self) {
+        if self.fsync_failed.load(Ordering::Relaxed) {
+            return;
+        }
+        self.has_error.store(false, Ordering::Relaxed);
+        *self.error.lock() = None;
+    }
+
+    fn run_writer(self: Arc<Self>) {
+        let mut file: Option<(u64, File, u64)> = None;
+        let mut last_sync = Instant::now();
+        let mut unsynced = false;
+        let mut failing = false;
+        loop {
+            let (chunks, shutdown) = {
+                let mut state = self.state.lock();
+                loop {
+                    if !state.chunks.is_empty() || state.shutdown {
+                        break;
+                    }
+                    let policy = self.fsync_policy();
+                    let sync_due = unsynced
+                        && policy == FsyncPolicy::EverySec
+                        && last_sync.elapsed() >= EVERYSEC_INTERVAL;
+                    if sync_due {
+                        break;
+                    }
+                    state.writer_idle = true;
+                    let wait = if unsynced && policy == FsyncPolicy::EverySec {
+                        EVERYSEC_INTERVAL.saturating_sub(last_sync.elapsed())
+                    } else {
+                        EVERYSEC_INTERVAL
+                    };
+                    self.wake.wait_for(&mut state, wait);
+                    state.writer_idle = false;
+                }
+                (std::mem::take(&mut state.chunks), state.shutdown)
+            };
+            let mut written_to = None;
+            let mut failed_at = None;
+            for (index, chunk) in chunks.iter().enumerate() {
+                match self.write_chunk(&mut file, chunk) {
+                    Ok(()) => written_to = Some(chunk.last_lsn),
+                    Err(error) => {
+                        failed_at = Some((index, error));
+                        break;
+                    }
+                }
+            }
+            if let Some(last) = written_to {
+                unsynced = true;
+                self.written_lsn.store(last, Ordering::Release);
+            }
+            let policy = self.fsync_policy();
+            let sync_now = unsynced
+                && (policy == FsyncPolicy::Always
+                    || (policy == FsyncPolicy::EverySec
+                        && last_sync.elapsed() >= EVERYSEC_INTERVAL)
+                    || shutdown);
+            if sync_now && let Some((_, open, _)) = &file {
+                self.sync(open);
+                last_sync = Instant::now();
+                unsynced = false;
+            }
+            (self.progress)(self.written_lsn(), self.synced_lsn());
+            let mut state = self.state.lock();
+            match failed_at {
+                Some((index, error)) => {
+                    failing = true;
+                    self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+                    self.set_error(error.to_string());
+                    // Put the unwritten chunks back in front of anything
+                    // committed meanwhile, keeping LSN order.
+                    let mut retry: Vec<Chunk> = chunks.into_iter().skip(index).collect();
+                    retry.append(&mut state.chunks);
+                    state.chunks = retry;
+                    if state.shutdown {
+                        return;
+                    }
+                    self.wake.wait_for(&mut state, RETRY_INTERVAL);
+                    continue;
+                }
+                None => {
+                    if failing {
+                        failing = false;
+                        self.clear_error();
+                    }
+                    for chunk in chunks {
+                        state.pending_bytes -= chunk.bytes.len();
+                        let mut bytes = chunk.bytes;
+                        bytes.clear();
+                        if bytes.capacity() <= GROUP_BUFFER_RETAINED_BYTES_MAX * 8 {
+                            state.spare.push(bytes);
+                        }
+                    }
+                }
+            }
+            if shutdown && state.chunks.is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// Writes one chunk to its segment, opening (and first syncing the
+    /// previous segment) when it starts a new one. On failure the segment
+    /// is truncated back to its last complete group.
+    fn write_chunk(
+        &self,
+        file: &mut Option<(u64, File, u64)>,
+        chunk: &Chunk,
+    ) -> std::io::Result<()> {
+        if file
+            .as_ref()
+            .is_none_or(|(seq, _, _)| *seq != chunk.segment)
+        {
+            if let Some((_, previous, _)) = file.take() {
+                self.sync(&previous);
+            }
+            let path = segment_path(&self.dir, chunk.segment);
+            let opened = OpenOptions::new().create(true).append(true).open(&path)?;
+            let size = opened.metadata()?.len();
+            sync_dir(&self.dir)?;
+            self.open_segment.store(chunk.segment, Ordering::Release);
+            let mut segments = self.segments.lock();
+            if segments.last().is_none_or(|s| s.seq != chunk.segment) {
+                segments.push(SegmentInfo {
+                    seq: chunk.segment,
+                    lsns: None,
+                    bytes: size,
+                });
+            }
+            drop(segments);
+            *file = Some((chunk.segment, opened, size));
+        }
+        let (_, open, size) = file.as_mut().expect("opened above");
+        if let Err(error) = open.write_all(&chunk.bytes) {
+            // Cut off whatever part of the chunk made it, so the segment
+            // ends on a record boundary and the retry starts clean.
+            let _ = open.set_len(*size);
+            return Err(error);
+        }
+        *size += chunk.bytes.len() as u64;
+        self.stats
+            .bytes_written
+            .fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed);
+        self.stats.writes.fetch_add(1, Ordering::Relaxed);
+        let mut segments = self.segments.lock();
+        let info = segments.last_mut().expect("pushed on open");
+        info.bytes = *size;
+        info.lsns = Some(match info.lsns {
+            Some((first, _)) => (first, chunk.last_lsn),
+            None => (chunk.first_lsn, chunk.last_lsn),
+        });
+        Ok(())
+    }
+
+    fn sync(&self, file: &File) {
+        if self.fsync_failed.load(Ordering::Relaxed) {
+            return;
+        }
+        let target = self.written_lsn();
+        let started = Instant::now();
+        match file.sync_data() {
+            Ok(()) => {
+                self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+                self.stats
+                    .last_fsync_us
+                    .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                self.synced_lsn.store(target, Ordering::Release);
+            }
+            Err(error) => {
+                self.fsync_failed.store(true, Ordering::Relaxed);
+                self.set_error(format!("fsync failed: {error}; restart to recover"));
+            }
+        }
+    }
+}
+
+/// Makes a directory's entries (created, renamed, removed files) durable.
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Reads exactly `buf.len()` bytes at `offset` (for tools and tests).
+pub fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    file.read_exact_at(buf, offset)
+}
+
+struct GroupBuffer {
+    depth: u32,
+    bytes: Vec<u8>,
+}
+
+thread_local! {
+    static GROUP: RefCell<GroupBuffer> = const {
+        RefCell::new(GroupBuffer { depth: 0, bytes: Vec::new() })
+    };
+    static LAST_LSN: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Starts collecting this thread's records into one group (a lock guard
+/// does this when the log is on).
+pub(crate) fn group_open() {
+    GROUP.with(|group| {
+        let mut group = group.borrow_mut();
+        debug_assert_eq!(group.depth, 0, "lock guards do not nest");
+        group.depth += 1;
+    });
+}
+
+/// Commits the group opened by [`group_open`] to `log`. Must run before
+/// the shard locks covering the group are released.
+pub(crate) fn group_close(log: &Log) {
+    GROUP.with(|group| {
+        let mut group = group.borrow_mut();
+        group.depth -= 1;
+        if group.depth == 0 && !group.bytes.is_empty() {
+            let lsn = log.commit(&mut group.bytes);
+            LAST_LSN.set(lsn);
+            group.bytes.clear();
+            if group.bytes.capacity() > GROUP_BUFFER_RETAINED_BYTES_MAX {
+                group.bytes = Vec::new();
+            }
+        }
+    });
+}
+
+/// Adds a record to this thread's open group; does nothing when no group
+/// is open (log off, or recovery applying records).
+pub(crate) fn append(draft: &Draft) {
+    GROUP.with(|group| {
+        let mut group = group.borrow_mut();
+        if group.depth > 0 {
+            record::encode(&mut group.bytes, draft);
+        }
+    });
+}
+
+/// The highest LSN this thread has committed. A connection compares it
+/// before and after running commands to learn what its replies wait for.
+pub fn last_committed_lsn() -> u64 {
+    LAST_LSN.get()
+}

@@ -1,0 +1,394 @@
+//! Persistence as the running server drives it (`docs/storage.md` has the
+//! formats and the recovery rules; the engine has the mechanisms).
+//!
+//! - **Loading.** The listeners are up before the data is: commands other
+//!   than those flagged `loading` get `-LOADING` until [`load`] has read
+//!   the newest checkpoint and replayed the log, then the log is attached
+//!   and "Ready to accept connections" is logged, as in Redis.
+//! - **Durability.** The log writer publishes its written/synced LSNs on a
+//!   watch channel; a connection holds its replies until the LSN its
+//!   commands committed is covered ([`Persistence::durable`]).
+//! - **Checkpoints.** One at a time ([`checkpoint`]): SAVE runs it at full
+//!   speed on the caller's thread; BGSAVE, BGREWRITEAOF, save points and
+//!   log growth (`auto-aof-rewrite-*`) run it on the checkpoint thread at
+//!   `checkpoint-max-rate`. A finished checkpoint deletes the log segments
+//!   it covers: that is Strata's log compaction. SHUTDOWN writes a final
+//!   one unless NOSAVE.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use strata_engine::checkpoint::{self, CheckpointInfo};
+use strata_engine::log::{Log, LogStart};
+use strata_engine::recovery::{self, Plan, Progress};
+use tokio::sync::watch;
+
+use crate::server::{Server, now_ms};
+use crate::{log_notice, log_warning};
+
+/// How often the checkpoint thread looks at its triggers.
+const TRIGGER_CHECK_INTERVAL: Duration = Duration::from_millis(100);
+/// After a failed background checkpoint, wait this long before a save
+/// point may start another (Redis' CONFIG_BGSAVE_RETRY_DELAY).
+const RETRY_DELAY_S: u64 = 5;
+
+pub struct Persistence {
+    pub loading: AtomicBool,
+    pub loading_started_s: AtomicU64,
+    pub loading_progress: Mutex<Progress>,
+    pub keys_loaded: AtomicU64,
+    /// (written, synced) LSNs of the log.
+    durable: watch::Sender<(u64, u64)>,
+    /// Next LSN when the log is off: checkpoints are stamped with it.
+    base_lsn: AtomicU64,
+    running: Mutex<()>,
+    pub checkpoint_started_ms: AtomicU64,
+    pub last_save_s: AtomicU64,
+    pub last_save_ok: AtomicBool,
+    pub last_attempt_s: AtomicU64,
+    pub last_duration_ms: AtomicU64,
+    pub saves: AtomicU64,
+    pub rewrites: AtomicU64,
+    pub rewrite_consecutive_failures: AtomicU64,
+    pub last_rewrite_ok: AtomicBool,
+    pub last_checkpoint_bytes: AtomicU64,
+    pub last_checkpoint_keys: AtomicU64,
+    pub last_checkpoint_lsn: AtomicU64,
+    /// Log bytes on disk right after the last checkpoint deleted what it
+    /// covered: log growth is measured from here.
+    pub log_bytes_after_checkpoint: AtomicU64,
+    /// Dataset changes counted when the last checkpoint started.
+    pub changes_at_last_save: AtomicU64,
+    /// A background checkpoint was asked for (BGSAVE/BGREWRITEAOF).
+    requested: Mutex<Option<Trigger>>,
+    wake: Condvar,
+}
+
+/// Why a checkpoint runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    Save,
+    Bgsave,
+    Rewrite,
+    SavePoint,
+    LogGrowth,
+    Shutdown,
+}
+
+impl Persistence {
+    pub fn new(started_s: u64) -> Self {
+        Persistence {
+            loading: AtomicBool::new(true),
+            loading_started_s: AtomicU64::new(started_s),
+            loading_progress: Mutex::new(Progress::default()),
+            keys_loaded: AtomicU64::new(0),
+            durable: watch::channel((0, 0)).0,
+            base_lsn: AtomicU64::new(1),
+            running: Mutex::new(()),
+            checkpoint_started_ms: AtomicU64::new(0),
+            last_save_s: AtomicU64::new(started_s),
+            last_save_ok: AtomicBool::new(true),
+            last_attempt_s: AtomicU64::new(0),
+            last_duration_ms: AtomicU64::new(0),
+            saves: AtomicU64::new(0),
+            rewrites: AtomicU64::new(0),
+            rewrite_consecutive_failures: AtomicU64::new(0),
+            last_rewrite_ok: AtomicBool::new(true),
+            last_checkpoint_bytes: AtomicU64::new(0),
+            last_checkpoint_keys: AtomicU64::new(0),
+            last_checkpoint_lsn: AtomicU64::new(0),
+            log_bytes_after_checkpoint: AtomicU64::new(0),
+            changes_at_last_save: AtomicU64::new(0),
+            requested: Mutex::new(None),
+            wake: Condvar::new(),
+        }
+    }
+
+    pub fn is_loading(&self) -> bool {
+        self.loading.load(Relaxed)
+    }
+
+    pub fn checkpoint_running(&self) -> bool {
+        self.checkpoint_started_ms.load(Relaxed) != 0
+    }
+
+    /// A receiver of the log's (written, synced) LSNs.
+    pub fn durable(&self) -> watch::Receiver<(u64, u64)> {
+        self.durable.subscribe()
+    }
+
+    /// Asks the checkpoint thread for a background checkpoint. False if
+    /// one is already running or queued.
+    pub fn request(&self, trigger: Trigger) -> bool {
+        if self.checkpoint_running() {
+            return false;
+        }
+        let mut requested = self.requested.lock();
+        if requested.is_some() {
+            return false;
+        }
+        *requested = Some(trigger);
+        self.wake.notify_one();
+        true
+    }
+}
+
+/// The Redis-style text of an I/O error (strerror, without Rust's suffix).
+pub fn strerror(error: &str) -> &str {
+    match error.find(" (os error") {
+        Some(end) => &error[..end],
+        None => error,
+    }
+}
+
+/// Loads the data directory on a background thread, then attaches the log
+/// and announces readiness. A recovery error stops the process.
+pub fn spawn_loader(server: Arc<Server>, plan: Plan, ready_lines: Vec<String>) {
+    let spawned = std::thread::Builder::new()
+        .name("strata-load".into())
+        .spawn(move || {
+            if let Err(error) = load(&server, &plan) {
+                log_warning!("{error}");
+                log_warning!("Fatal error loading the data directory; exiting.");
+                std::process::exit(1);
+            }
+            for line in ready_lines {
+                log_notice!("{line}");
+            }
+        });
+    if let Err(e) = spawned {
+        log_warning!("Can't start the loading thread: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn load(server: &Arc<Server>, plan: &Plan) -> Result<(), String> {
+    let started = Instant::now();
+    let persistence = &server.persistence;
+    let loaded = recovery::load(plan, &server.keyspace, now_ms(), |progress| {
+        *persistence.loading_progress.lock() = progress;
+        if progress.bytes_total > 0 && started.elapsed() >= recovery::PROGRESS_INTERVAL {
+            log_notice!(
+                "Loading: {:.1}% ({} of {} bytes, {} keys from the checkpoint, {} log records)",
+                progress.bytes_done as f64 * 100.0 / progress.bytes_total as f64,
+                progress.bytes_done,
+                progress.bytes_total,
+                progress.keys_loaded,
+                progress.records_replayed
+            );
+        }
+    })
+    .map_err(|e| e.to_string())?;
+    for line in &loaded.truncated {
+        log_warning!("{line}");
+    }
+    persistence
+        .keys_loaded
+        .store(loaded.checkpoint_keys, Relaxed);
+    let config = server.config.get();
+    if config.appendonly {
+        let watcher = persistence.durable.clone();
+        let log = Log::start(
+            &recovery::log_dir(&config.dir),
+            config.log_segment_bytes,
+            config.appendfsync,
+            LogStart {
+                next_lsn: loaded.next_lsn,
+                next_segment: loaded.next_segment,
+                segments: loaded.segments,
+            },
+            Box::new(move |written, synced| {
+                watcher.send_replace((written, synced));
+            }),
+        )
+        .map_err(|e| format!("Can't start the log in {}: {e}", config.dir.display()))?;
+        server.keyspace.attach_log(log);
+    } else {
+        persistence.base_lsn.store(loaded.next_lsn, Relaxed);
+    }
+    if let Some(path) = &plan.checkpoint {
+        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        persistence.last_checkpoint_bytes.store(size, Relaxed);
+    }
+    persistence.loading.store(false, Relaxed);
+    log_notice!(
+        "DB loaded from disk: {:.3} seconds ({} keys from the checkpoint, {} log records replayed)",
+        started.elapsed().as_secs_f64(),
+        loaded.checkpoint_keys,
+        loaded.records_replayed
+    );
+    Ok(())
+}
+
+/// Writes a checkpoint now, on this thread. Errors if one is running.
+pub fn checkpoint(server: &Server, trigger: Trigger) -> Result<CheckpointInfo, String> {
+    let persistence = &server.persistence;
+    let Some(_running) = persistence.running.try_lock() else {
+        return Err("in progress".into());
+    };
+    let config = server.config.get();
+    let started = Instant::now();
+    persistence.checkpoint_started_ms.store(now_ms(), Relaxed);
+    persistence.last_attempt_s.store(now_ms() / 1000, Relaxed);
+    let changes = server.total_changes();
+    let rate = match trigger {
+        Trigger::Save | Trigger::Shutdown => 0,
+        _ => config.checkpoint_rate_bytes,
+    };
+    let log = server.keyspace.log().cloned();
+    let next_lsn = || match &log {
+        Some(log) => log.next_lsn(),
+        None => persistence.base_lsn.load(Relaxed),
+    };
+    let result = checkpoint::write(&server.keyspace, &config.dir, &next_lsn, rate, now_ms())
+        .and_then(|info| {
+            let log_dir = recovery::log_dir(&config.dir);
+            match &log {
+                Some(log) => log.delete_segments_before(info.replay_from)?,
+                None => delete_all_segments(&log_dir)?,
+            };
+            Ok(info)
+        });
+    persistence.checkpoint_started_ms.store(0, Relaxed);
+    persistence
+        .last_duration_ms
+        .store(started.elapsed().as_millis() as u64, Relaxed);
+    let rewrite = matches!(trigger, Trigger::Rewrite | Trigger::LogGrowth);
+    match &result {
+        Ok(info) => {
+            persistence.last_save_s.store(now_ms() / 1000, Relaxed);
+            persistence.last_save_ok.store(true, Relaxed);
+            persistence.saves.fetch_add(1, Relaxed);
+            persistence.changes_at_last_save.store(changes, Relaxed);
+            persistence.last_checkpoint_bytes.store(info.bytes, Relaxed);
+            persistence.last_checkpoint_keys.store(info.keys, Relaxed);
+            persistence
+                .last_checkpoint_lsn
+                .store(info.replay_from, Relaxed);
+            let remaining = log.as_ref().map_or(0, |log| log.disk_bytes());
+            persistence
+                .log_bytes_after_checkpoint
+                .store(remaining, Relaxed);
+            if rewrite {
+                persistence.rewrites.fetch_add(1, Relaxed);
+                persistence.rewrite_consecutive_failures.store(0, Relaxed);
+                persistence.last_rewrite_ok.store(true, Relaxed);
+            }
+            log_notice!(
+                "DB saved on disk ({trigger:?}): checkpoint {} with {} keys, {} bytes, in {:.3} seconds",
+                info.path.display(),
+                info.keys,
+                info.bytes,
+                started.elapsed().as_secs_f64()
+            );
+        }
+        Err(e) => {
+            persistence.last_save_ok.store(false, Relaxed);
+            if rewrite {
+                persistence
+                    .rewrite_consecutive_failures
+                    .fetch_add(1, Relaxed);
+                persistence.last_rewrite_ok.store(false, Relaxed);
+            }
+            log_warning!("Checkpoint ({trigger:?}) failed: {e}");
+        }
+    }
+    result.map_err(|e| strerror(&e.to_string()).to_string())
+}
+
+/// With the log off, a checkpoint covers every segment left from an
+/// earlier run.
+fn delete_all_segments(log_dir: &std::path::Path) -> std::io::Result<u64> {
+    let mut freed = 0;
+    let entries = match std::fs::read_dir(log_dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        if name
+            .to_str()
+            .and_then(strata_engine::log::segment_seq)
+            .is_some()
+        {
+            freed += entry.metadata()?.len();
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    Ok(freed)
+}
+
+/// The checkpoint thread: runs requested and triggered checkpoints, and
+/// hands CONFIG SET appendfsync to the log.
+pub fn spawn_checkpointer(server: Arc<Server>) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("strata-checkpoint".into())
+        .spawn(move || {
+            loop {
+                let requested = {
+                    let mut requested = server.persistence.requested.lock();
+                    if requested.is_none() {
+                        server
+                            .persistence
+                            .wake
+                            .wait_for(&mut requested, TRIGGER_CHECK_INTERVAL);
+                    }
+                    requested.take()
+                };
+                if server.persistence.is_loading() {
+                    continue;
+                }
+                let config = server.config.get();
+                if let Some(log) = server.keyspace.log()
+                    && log.fsync_policy() != config.appendfsync
+                {
+                    log.set_fsync_policy(config.appendfsync);
+                }
+                let trigger = requested.or_else(|| due_trigger(&server));
+                if let Some(trigger) = trigger {
+                    let _ = checkpoint(&server, trigger);
+                }
+            }
+        })
+        .map(|_| ())
+}
+
+/// A save point or log growth that calls for a checkpoint now.
+fn due_trigger(server: &Server) -> Option<Trigger> {
+    let persistence = &server.persistence;
+    let config = server.config.get();
+    let now_s = now_ms() / 1000;
+    let failed_recently = !persistence.last_save_ok.load(Relaxed)
+        && now_s.saturating_sub(persistence.last_attempt_s.load(Relaxed)) < RETRY_DELAY_S;
+    if failed_recently {
+        return None;
+    }
+    let changes = server
+        .total_changes()
+        .saturating_sub(persistence.changes_at_last_save.load(Relaxed));
+    let since_save_s = now_s.saturating_sub(persistence.last_save_s.load(Relaxed));
+    if config
+        .save_points
+        .iter()
+        .any(|&(seconds, needed)| changes >= needed.max(1) && since_save_s >= seconds)
+    {
+        return Some(Trigger::SavePoint);
+    }
+    let log = server.keyspace.log()?;
+    let log_bytes = log
+        .disk_bytes()
+        .saturating_sub(persistence.log_bytes_after_checkpoint.load(Relaxed));
+    let base = persistence.last_checkpoint_bytes.load(Relaxed);
+    let percentage = config.auto_rewrite_percentage;
+    if percentage > 0
+        && log_bytes >= config.auto_rewrite_min_bytes
+        && log_bytes.saturating_mul(100) >= base.saturating_mul(percentage)
+    {
+        return Some(Trigger::LogGrowth);
+    }
+    None
+}
