@@ -251,12 +251,20 @@ fn walk(
 
 /// Loads the checkpoint and replays the log into `keyspace` (whose seed
 /// must be `plan.seed` when there is a checkpoint). Truncates a torn tail.
+/// `delay_per_key` slows loading down on purpose (Redis' `key-load-delay`,
+/// for testing what clients see while a server loads).
 pub fn load(
     plan: &Plan,
     keyspace: &Keyspace,
     now_ms: u64,
+    delay_per_key: Duration,
     mut progress: impl FnMut(Progress),
 ) -> Result<Loaded, RecoveryError> {
+    let pause = || {
+        if !delay_per_key.is_zero() {
+            std::thread::sleep(delay_per_key);
+        }
+    };
     let log_dir = log_dir(&plan.dir);
     let mut state = Progress::default();
     if let Some(path) = &plan.checkpoint {
@@ -283,6 +291,7 @@ pub fn load(
                 return Err("key stored under the wrong shard".into());
             }
             apply_set(&mut keyspace.lock_unlogged(shard), key, record, now_ms);
+            pause();
             state.keys_loaded += 1;
             if state.keys_loaded.is_multiple_of(4096) && last_report.elapsed() >= PROGRESS_INTERVAL
             {
@@ -318,6 +327,7 @@ pub fn load(
                 if apply(keyspace, &covered, record, now_ms)? {
                     loaded.records_replayed += 1;
                 }
+                pause();
             }
             checked_start = true;
             Ok(())
@@ -476,4 +486,241 @@ pub fn verify(dir: &Path) -> Result<Verified, RecoveryError> {
         ));
     }
     Ok(verified)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint;
+    use crate::log::{FsyncPolicy, Log, LogStart};
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    const NOW_MS: u64 = 1_000_000;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "strata-recovery-{name}-{}-{}",
+            std::process::id(),
+            crate::keyspace::random_u64()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// (db, key) → (value, deadline).
+    type Contents = BTreeMap<(usize, Vec<u8>), (Vec<u8>, Option<u64>)>;
+
+    /// Every key of a keyspace with its value and deadline.
+    fn dump(ks: &Keyspace) -> Contents {
+        let mut out = BTreeMap::new();
+        for db in 0..ks.db_count() {
+            for key in ks.keys(db, b"*", NOW_MS) {
+                let k = ks.key(&key);
+                let mut shard = ks.lock(k);
+                let entry = shard.peek(db, k, NOW_MS).unwrap();
+                let value = entry.value().as_bytes().to_vec();
+                out.insert((db, key.clone()), (value, entry.expire_at_ms()));
+            }
+        }
+        out
+    }
+
+    fn start_log(dir: &Path, loaded: Loaded, segment_bytes: u64) -> Arc<Log> {
+        Log::start(
+            &log_dir(dir),
+            segment_bytes,
+            FsyncPolicy::No,
+            LogStart {
+                next_lsn: loaded.next_lsn,
+                next_segment: loaded.next_segment,
+                segments: loaded.segments,
+            },
+            Box::new(|_, _| {}),
+        )
+        .unwrap()
+    }
+
+    /// A keyspace recovered from `dir`, with its log attached.
+    fn open(dir: &Path, segment_bytes: u64) -> Result<Keyspace, RecoveryError> {
+        let plan = plan(dir)?;
+        let ks = match plan.seed {
+            Some(seed) => Keyspace::with_seed(4, seed),
+            None => Keyspace::new(4),
+        };
+        let loaded = load(&plan, &ks, NOW_MS, Duration::ZERO, |_| {})?;
+        ks.attach_log(start_log(dir, loaded, segment_bytes));
+        Ok(ks)
+    }
+
+    fn close(ks: &Keyspace) {
+        ks.log().unwrap().shutdown();
+    }
+
+    fn set(ks: &Keyspace, db: usize, key: &[u8], value: &[u8], deadline: Option<u64>) {
+        let k = ks.key(key);
+        ks.lock(k)
+            .set(db, k, Value::from_bytes(value), deadline, false, NOW_MS);
+    }
+
+    /// A mix of every kind of change, including multi-key groups.
+    fn workload(ks: &Keyspace, round: usize) {
+        for i in 0..50 {
+            let key = format!("k{i}");
+            set(
+                ks,
+                i % 3,
+                key.as_bytes(),
+                format!("v{round}-{i}").as_bytes(),
+                None,
+            );
+        }
+        set(ks, 0, b"ttl", b"t", Some(NOW_MS + 60_000));
+        set(ks, 0, b"int", b"12345", None);
+        {
+            let k = ks.key(b"k1");
+            let mut shard = ks.lock(k);
+            if let Some(entry) = shard.get(1, k, NOW_MS) {
+                entry.update_bytes(1, |bytes| bytes.extend_from_slice(b"+appended"));
+            }
+        }
+        {
+            let (a, b) = (ks.key(b"k3"), ks.key(b"moved"));
+            let mut shards = ks.lock_many([a, b]);
+            if let Some(entry) = shards.shard(a.shard()).remove(0, a, NOW_MS) {
+                let value = entry.value().as_bytes().to_vec();
+                shards
+                    .shard(b.shard())
+                    .set(2, b, Value::owned(value), None, false, NOW_MS);
+            }
+        }
+        let k = ks.key(b"k4");
+        ks.lock(k).set_expire(1, k, Some(NOW_MS + 5_000), NOW_MS);
+        let k = ks.key(b"k5");
+        ks.lock(k).remove(2, k, NOW_MS);
+        if round % 2 == 1 {
+            ks.swap_db(0, 3);
+        }
+        if round == 2 {
+            drop(ks.flush_db(1));
+        }
+    }
+
+    #[test]
+    fn replay_rebuilds_every_change() {
+        let dir = temp_dir("replay");
+        let ks = open(&dir, 4096).unwrap();
+        for round in 0..4 {
+            workload(&ks, round);
+        }
+        let expected = dump(&ks);
+        assert!(expected.len() > 40, "{}", expected.len());
+        close(&ks);
+        let segments = plan(&dir).unwrap().segments;
+        assert!(segments.len() >= 3, "small segments roll: {segments:?}");
+        let recovered = open(&dir, 4096).unwrap();
+        assert_eq!(dump(&recovered), expected);
+        close(&recovered);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn checkpoint_taken_during_writes_plus_log_is_exact() {
+        let dir = temp_dir("checkpoint");
+        let ks = Arc::new(open(&dir, 64 << 10).unwrap());
+        workload(&ks, 0);
+        let writer = {
+            let ks = ks.clone();
+            std::thread::spawn(move || {
+                for round in 1..40 {
+                    workload(&ks, round);
+                }
+            })
+        };
+        let log = ks.log().unwrap().clone();
+        let info = checkpoint::write(&ks, &dir, &|| log.next_lsn(), 0, NOW_MS).unwrap();
+        log.delete_segments_before(info.replay_from).unwrap();
+        writer.join().unwrap();
+        let expected = dump(&ks);
+        close(&ks);
+        let recovered = open(&dir, 64 << 10).unwrap();
+        assert_eq!(dump(&recovered), expected);
+        close(&recovered);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn torn_tail_at_every_byte_recovers_a_prefix() {
+        let dir = temp_dir("torn");
+        let ks = open(&dir, 1 << 20).unwrap();
+        set(&ks, 0, b"first", b"1", None);
+        let before_last = dump(&ks);
+        // The last command is a group: both keys or neither.
+        {
+            let (a, b) = (ks.key(b"a"), ks.key(b"b"));
+            let mut shards = ks.lock_many([a, b]);
+            shards
+                .shard(a.shard())
+                .set(0, a, Value::from_bytes(b"x"), None, false, NOW_MS);
+            shards
+                .shard(b.shard())
+                .set(0, b, Value::from_bytes(b"y"), None, false, NOW_MS);
+        }
+        let after_last = dump(&ks);
+        close(&ks);
+        let segment = segment_path(&log_dir(&dir), 1);
+        let full = std::fs::read(&segment).unwrap();
+        let group_len = 2 * (record::HEADER_BYTES + 2);
+        let start = full.len() - group_len;
+        for cut in start..=full.len() {
+            let copy = temp_dir("torn-copy");
+            std::fs::create_dir_all(log_dir(&copy)).unwrap();
+            std::fs::write(segment_path(&log_dir(&copy), 1), &full[..cut]).unwrap();
+            let recovered = open(&copy, 1 << 20).unwrap();
+            let expected = if cut == full.len() {
+                &after_last
+            } else {
+                &before_last
+            };
+            assert_eq!(&dump(&recovered), expected, "cut at {cut}");
+            close(&recovered);
+            let kept = std::fs::metadata(segment_path(&log_dir(&copy), 1))
+                .unwrap()
+                .len();
+            assert_eq!(
+                kept as usize,
+                if cut == full.len() { cut } else { start },
+                "truncated"
+            );
+            std::fs::remove_dir_all(&copy).unwrap();
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn flipped_byte_mid_log_stops_recovery_with_file_and_offset() {
+        let dir = temp_dir("flip");
+        let ks = open(&dir, 1 << 20).unwrap();
+        for i in 0..10 {
+            set(&ks, 0, format!("key{i}").as_bytes(), b"value", None);
+        }
+        close(&ks);
+        let segment = segment_path(&log_dir(&dir), 1);
+        let mut bytes = std::fs::read(&segment).unwrap();
+        let record_len = record::HEADER_BYTES + 4 + 5;
+        let offset = 3 * record_len + record::HEADER_BYTES + 1;
+        bytes[offset] ^= 0x40;
+        std::fs::write(&segment, &bytes).unwrap();
+        let error = match open(&dir, 1 << 20) {
+            Ok(_) => panic!("recovered from a corrupt log"),
+            Err(e) => e.to_string(),
+        };
+        assert!(error.contains(&segment.display().to_string()), "{error}");
+        assert!(
+            error.contains(&format!("offset {}", 3 * record_len)),
+            "{error}"
+        );
+        assert!(verify(&dir).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

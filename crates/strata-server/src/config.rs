@@ -61,6 +61,9 @@ pub struct Config {
     pub log_segment_bytes: u64,
     /// Write rate of background checkpoints, bytes per second (0: none).
     pub checkpoint_rate_bytes: u64,
+    /// Microseconds of delay per key loaded at start (Redis' testing knob
+    /// `key-load-delay`).
+    pub key_load_delay_us: u64,
     /// The config file given on the command line, if any (INFO server).
     pub config_file: Option<PathBuf>,
 }
@@ -107,6 +110,7 @@ impl Default for Config {
             auto_rewrite_min_bytes: 64 << 20,
             log_segment_bytes: 64 << 20,
             checkpoint_rate_bytes: 256 << 20,
+            key_load_delay_us: 0,
             config_file: None,
         }
     }
@@ -448,6 +452,15 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| c.log_segment_bytes.to_string(),
         set: |c, a| {
             c.log_segment_bytes = parse_memory_arg(a, 4096)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "key-load-delay",
+        mutable: true,
+        get: |c| c.key_load_delay_us.to_string(),
+        set: |c, a| {
+            c.key_load_delay_us = parse_int(a, 0, 1_000_000)?;
             Ok(())
         },
     },

@@ -46,6 +46,12 @@ fn main() {
             std::process::exit(1);
         }
     };
+    // A file-size limit (RLIMIT_FSIZE) must surface as a write error
+    // (EFBIG) that the log reports and retries, not kill the process.
+    // SAFETY: installing SIG_IGN before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
     if let Err(e) = server::run(config) {
         log_warning!("{e}");
         std::process::exit(1);

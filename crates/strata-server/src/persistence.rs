@@ -167,7 +167,8 @@ pub fn spawn_loader(server: Arc<Server>, plan: Plan, ready_lines: Vec<String>) {
 fn load(server: &Arc<Server>, plan: &Plan) -> Result<(), String> {
     let started = Instant::now();
     let persistence = &server.persistence;
-    let loaded = recovery::load(plan, &server.keyspace, now_ms(), |progress| {
+    let delay = Duration::from_micros(server.config.get().key_load_delay_us);
+    let loaded = recovery::load(plan, &server.keyspace, now_ms(), delay, |progress| {
         *persistence.loading_progress.lock() = progress;
         if progress.bytes_total > 0 && started.elapsed() >= recovery::PROGRESS_INTERVAL {
             log_notice!(

@@ -278,7 +278,7 @@ pub fn dispatch(
         reject(server, &mut reply, &message);
         return;
     }
-    if !session.authenticated && !spec.has_flag("no-auth") && !config.requirepass.is_empty() {
+    if !session.authenticated && !spec.has_flag("no_auth") && !config.requirepass.is_empty() {
         bump(&stats.commands[id].rejected, 1);
         reject(server, &mut reply, ERR_NOAUTH);
         return;

@@ -39,9 +39,11 @@ const fn cmd(
 }
 
 /// A command whose first argument names a subcommand.
+#[allow(clippy::too_many_arguments)]
 const fn container(
     name: &'static str,
     arity: i32,
+    flags: &'static [&'static str],
     group: &'static str,
     since: &'static str,
     summary: &'static str,
@@ -51,7 +53,7 @@ const fn container(
     Spec {
         name,
         arity,
-        flags: &[],
+        flags,
         keys: NO_KEYS,
         acl: &[],
         group,
@@ -97,14 +99,13 @@ const W: &[&str] = &["write"];
 const W_FAST: &[&str] = &["write", "fast"];
 const ADMIN: &[&str] = &["admin", "noscript", "loading", "stale"];
 const CONN: &[&str] = &["noscript", "loading", "stale"];
-const CONN_FAST: &[&str] = &["noscript", "loading", "stale", "fast"];
 const NO_AUTH: &[&str] = &[
     "noscript",
     "loading",
     "stale",
     "fast",
-    "no-auth",
-    "allow-busy",
+    "no_auth",
+    "allow_busy",
 ];
 
 const READ_STRING_FAST: &[&str] = &["read", "string", "fast"];
@@ -435,7 +436,7 @@ pub static COMMANDS: &[Spec] = &[
     cmd(
         "ping",
         -1,
-        CONN_FAST,
+        &["fast"],
         NO_KEYS,
         CONNECTION_FAST,
         "connection",
@@ -447,7 +448,7 @@ pub static COMMANDS: &[Spec] = &[
     cmd(
         "echo",
         2,
-        CONN_FAST,
+        &["fast", "loading", "stale"],
         NO_KEYS,
         CONNECTION_FAST,
         "connection",
@@ -507,7 +508,7 @@ pub static COMMANDS: &[Spec] = &[
     cmd(
         "select",
         2,
-        CONN_FAST,
+        &["fast", "loading", "stale"],
         NO_KEYS,
         CONNECTION_FAST,
         "connection",
@@ -519,6 +520,7 @@ pub static COMMANDS: &[Spec] = &[
     container(
         "client",
         -2,
+        &[],
         "connection",
         "2.4.0",
         "A container for client connection commands.",
@@ -529,6 +531,7 @@ pub static COMMANDS: &[Spec] = &[
     container(
         "command",
         -1,
+        &["loading", "stale"],
         "server",
         "2.8.13",
         "Returns detailed information about all commands.",
@@ -550,6 +553,7 @@ pub static COMMANDS: &[Spec] = &[
     container(
         "config",
         -2,
+        &[],
         "server",
         "2.0.0",
         "A container for server configuration commands.",
@@ -672,8 +676,8 @@ pub static COMMANDS: &[Spec] = &[
             "noscript",
             "loading",
             "stale",
-            "no-multi",
-            "allow-busy",
+            "no_multi",
+            "allow_busy",
         ],
         NO_KEYS,
         DANGEROUS,
@@ -686,6 +690,7 @@ pub static COMMANDS: &[Spec] = &[
     container(
         "debug",
         -2,
+        &["admin", "noscript", "loading", "stale"],
         "server",
         "1.0.0",
         "A container for debugging commands.",
@@ -695,6 +700,7 @@ pub static COMMANDS: &[Spec] = &[
     container(
         "memory",
         -2,
+        &[],
         "server",
         "4.0.0",
         "A container for memory diagnostics commands.",
@@ -849,6 +855,7 @@ pub static COMMANDS: &[Spec] = &[
     container(
         "object",
         -2,
+        &[],
         "generic",
         "2.2.3",
         "A container for object introspection commands.",

@@ -20,11 +20,18 @@ pub struct TestServer {
     pub dir: PathBuf,
     child: Child,
     log_lines: mpsc::Receiver<String>,
+    /// Leave `dir` on disk when dropped (the test restarts on it).
+    keep_dir: bool,
 }
+
+/// Log line a server prints once its data is loaded and it serves.
+pub const READY: &str = "Ready to accept connections tcp on ";
+/// Log line a server prints as soon as it listens (it may still load).
+pub const LISTENING: &str = "Listening on tcp ";
 
 static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
 
-fn temp_dir() -> PathBuf {
+pub fn temp_dir() -> PathBuf {
     let unique = format!(
         "strata-test-{}-{}-{}",
         std::process::id(),
@@ -46,16 +53,91 @@ impl TestServer {
 
     /// Starts a server with extra `--name value` arguments.
     pub fn start_with(args: &[&str]) -> TestServer {
-        let dir = temp_dir();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_strata-server"))
+        Self::spawn(temp_dir(), args, None, READY)
+    }
+
+    /// Starts a server whose data lives under `dir` (`dir/data`), e.g. one
+    /// left by an earlier server, and returns once `marker` is logged.
+    /// `file_size_limit` sets RLIMIT_FSIZE (a full disk, reproducibly).
+    pub fn spawn(
+        dir: PathBuf,
+        args: &[&str],
+        file_size_limit: Option<u64>,
+        marker: &str,
+    ) -> TestServer {
+        let (child, log_lines) = Self::launch(&dir, args, file_size_limit);
+        let deadline = Instant::now() + TIMEOUT;
+        let port = loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let line = log_lines
+                .recv_timeout(remaining)
+                .expect("server did not report readiness in time");
+            if let Some(rest) = line.split(marker).nth(1) {
+                let address = rest.split_whitespace().next().unwrap();
+                break address.rsplit(':').next().unwrap().parse().unwrap();
+            }
+        };
+        TestServer {
+            port,
+            dir,
+            child,
+            log_lines,
+            keep_dir: false,
+        }
+    }
+
+    /// Starts a server on `dir` that is expected to exit by itself (a
+    /// refused start-up); returns its exit status and every log line.
+    pub fn run_to_exit(
+        dir: &std::path::Path,
+        args: &[&str],
+    ) -> (std::process::ExitStatus, Vec<String>) {
+        let (mut child, log_lines) = Self::launch(dir, args, None);
+        let deadline = Instant::now() + TIMEOUT;
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                panic!("server kept running");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        (status, log_lines.try_iter().collect())
+    }
+
+    fn launch(
+        dir: &std::path::Path,
+        args: &[&str],
+        file_size_limit: Option<u64>,
+    ) -> (Child, mpsc::Receiver<String>) {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_strata-server"));
+        command
             .args(["--port", "0", "--bind", "127.0.0.1", "--dir"])
             .arg(dir.join("data"))
             .args(["--threads", "2"])
             .args(args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start strata-server");
+            .stderr(Stdio::inherit());
+        if let Some(limit) = file_size_limit {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: only async-signal-safe setrlimit between fork and exec.
+            unsafe {
+                command.pre_exec(move || {
+                    let rlimit = libc::rlimit {
+                        rlim_cur: limit,
+                        rlim_max: libc::RLIM_INFINITY,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_FSIZE, &rlimit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let mut child = command.spawn().expect("start strata-server");
         let stdout = child.stdout.take().unwrap();
         let (sender, log_lines) = mpsc::channel();
         std::thread::spawn(move || {
@@ -66,22 +148,24 @@ impl TestServer {
                 }
             }
         });
-        let deadline = Instant::now() + TIMEOUT;
-        let port = loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            let line = log_lines
-                .recv_timeout(remaining)
-                .expect("server did not report readiness in time");
-            if let Some(address) = line.split("Ready to accept connections tcp on ").nth(1) {
-                break address.rsplit(':').next().unwrap().trim().parse().unwrap();
-            }
-        };
-        TestServer {
-            port,
-            dir,
-            child,
-            log_lines,
-        }
+        (child, log_lines)
+    }
+
+    /// `kill -9`s the server and returns its directory, kept on disk for
+    /// a restart.
+    pub fn kill9(mut self) -> PathBuf {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.keep_dir = true;
+        self.dir.clone()
+    }
+
+    /// Waits for the server to exit (after SHUTDOWN) and returns its
+    /// directory for a restart.
+    pub fn exited(mut self) -> PathBuf {
+        self.wait_exit();
+        self.keep_dir = true;
+        self.dir.clone()
     }
 
     pub fn url(&self) -> String {
@@ -137,7 +221,9 @@ impl Drop for TestServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if !self.keep_dir {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
@@ -261,6 +347,23 @@ impl Raw {
     pub fn cmd_bytes(&mut self, args: &[&[u8]]) -> Reply {
         self.stream.write_all(&Self::encode(args)).unwrap();
         self.read()
+    }
+
+    /// A one-line reply, or `None` when the connection is gone.
+    pub fn try_read(&mut self) -> Option<Reply> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(n) if n > 0 && line.ends_with("\r\n") => {}
+            _ => return None,
+        }
+        let line = line.trim_end_matches("\r\n");
+        let (kind, rest) = line.split_at(1);
+        match kind {
+            "+" => Some(Reply::Simple(rest.to_owned())),
+            "-" => Some(Reply::Error(rest.to_owned())),
+            ":" => rest.parse().ok().map(Reply::Int),
+            _ => None,
+        }
     }
 
     fn line(&mut self) -> String {

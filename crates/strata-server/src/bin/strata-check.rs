@@ -1,0 +1,121 @@
+//! `strata-check [--fix] [--yes] DIR`: verifies a Strata data directory.
+//!
+//! Reads every checkpoint and every log record, checking every CRC, the
+//! checkpoint structure and LSN continuity, and prints a summary. Nothing
+//! is changed unless `--fix` is given, and then only a torn tail of the
+//! newest segment is cut off (after asking, or at once with `--yes`).
+//! Corruption anywhere else is reported with its file and offset and left
+//! alone: what to do with it is the operator's call.
+//!
+//! Exit status: 0 clean, 1 damage found (or left unfixed), 2 usage error.
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use strata_engine::recovery;
+
+fn main() -> ExitCode {
+    let mut fix = false;
+    let mut yes = false;
+    let mut dir = None;
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "--fix" => fix = true,
+            "--yes" | "-y" => yes = true,
+            "-h" | "--help" => {
+                println!("Usage: strata-check [--fix] [--yes] DIR");
+                println!("Verifies every checkpoint and log record in a Strata data directory.");
+                println!(
+                    "--fix truncates a torn tail of the newest log segment (asks first unless --yes)."
+                );
+                return ExitCode::SUCCESS;
+            }
+            other if dir.is_none() && !other.starts_with('-') => dir = Some(PathBuf::from(other)),
+            other => {
+                eprintln!("strata-check: unexpected argument '{other}'");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let Some(dir) = dir else {
+        eprintln!("Usage: strata-check [--fix] [--yes] DIR");
+        return ExitCode::from(2);
+    };
+    let verified = match recovery::verify(&dir) {
+        Ok(verified) => verified,
+        Err(e) => {
+            println!("DAMAGED: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match &verified.checkpoint {
+        Some((path, summary)) => println!(
+            "checkpoint {}: {} keys, {} bytes, replay from LSN {}, next LSN {}",
+            path.display(),
+            summary.keys,
+            summary.bytes,
+            summary.covered.first().copied().unwrap_or(0),
+            summary.next_lsn
+        ),
+        None => println!("no checkpoint"),
+    }
+    let bytes: u64 = verified.segments.iter().map(|(_, s)| s.bytes).sum();
+    let first = verified
+        .segments
+        .iter()
+        .find_map(|(_, s)| s.lsns)
+        .map(|(f, _)| f);
+    let last = verified
+        .segments
+        .iter()
+        .rev()
+        .find_map(|(_, s)| s.lsns)
+        .map(|(_, l)| l);
+    println!(
+        "log: {} segments, {} records, {} bytes, LSN range {}",
+        verified.segments.len(),
+        verified.records,
+        bytes,
+        match (first, last) {
+            (Some(first), Some(last)) => format!("{first}..={last}"),
+            _ => "empty".into(),
+        }
+    );
+    let Some((path, valid_len, dropped, why)) = verified.torn else {
+        println!("OK: every record and checkpoint checks out");
+        return ExitCode::SUCCESS;
+    };
+    println!(
+        "TORN TAIL: {} ({why}) at offset {valid_len}: {dropped} bytes after the last complete record",
+        path.display()
+    );
+    if !fix {
+        println!("Run with --fix to truncate it (the server also does this at start-up).");
+        return ExitCode::from(1);
+    }
+    if !yes {
+        print!("Truncate {} to {valid_len} bytes? [y/N] ", path.display());
+        let _ = std::io::stdout().flush();
+        let mut answer = String::new();
+        let _ = std::io::stdin().lock().read_line(&mut answer);
+        if !answer.trim().eq_ignore_ascii_case("y") {
+            println!("Left unchanged.");
+            return ExitCode::from(1);
+        }
+    }
+    let truncated = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .and_then(|file| file.set_len(valid_len).and_then(|_| file.sync_all()));
+    match truncated {
+        Ok(()) => {
+            println!("Truncated {} to {valid_len} bytes.", path.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            println!("Could not truncate {}: {e}", path.display());
+            ExitCode::from(1)
+        }
+    }
+}

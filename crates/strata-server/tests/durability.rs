@@ -1,0 +1,469 @@
+//! Durability against the real binary, real files and real `kill -9`:
+//! restarts keep data and TTLs, no acknowledged write is lost under
+//! `always` or `everysec`, checkpoints taken under load are consistent and
+//! compact the log, a torn tail is cut with a log line, corruption stops
+//! start-up, clients see -LOADING while data loads, and a full disk gives
+//! -MISCONF without losing anything.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn info_field(info: &str, name: &str) -> String {
+    info.lines()
+        .find_map(|line| line.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in INFO"))
+        .trim()
+        .to_owned()
+}
+
+fn info(raw: &mut Raw, section: &str) -> String {
+    raw.cmd(&["INFO", section]).as_text()
+}
+
+fn segments(dir: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir.join("data/log"))
+        .map(|entries| entries.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
+fn check(dir: &Path, extra: &[&str]) -> (i32, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_strata-check"))
+        .args(extra)
+        .arg(dir.join("data"))
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn restart_keeps_data_and_ttls_after_kill_and_after_shutdown() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    assert_eq!(raw.cmd(&["SET", "plain", "hello"]), ok());
+    assert_eq!(raw.cmd(&["SET", "counter", "10"]), ok());
+    assert_eq!(raw.cmd(&["INCRBY", "counter", "5"]), i(15));
+    assert_eq!(raw.cmd(&["SET", "volatile", "v", "EX", "1000"]), ok());
+    assert_eq!(raw.cmd(&["APPEND", "plain", " world"]), i(11));
+    assert_eq!(raw.cmd(&["MSET", "m1", "a", "m2", "b"]), ok());
+    assert_eq!(raw.cmd(&["RENAME", "m2", "renamed"]), ok());
+    assert_eq!(raw.cmd(&["SETRANGE", "bits", "3", "xyz"]), i(6));
+    assert_eq!(raw.cmd(&["SELECT", "5"]), ok());
+    assert_eq!(raw.cmd(&["SET", "in5", "five"]), ok());
+    assert_eq!(raw.cmd(&["SET", "gone", "x", "PX", "1"]), ok());
+    assert_eq!(raw.cmd(&["DEL", "nothing"]), i(0));
+    std::thread::sleep(Duration::from_millis(5));
+    let verify = |server: &TestServer| {
+        let mut raw = server.raw();
+        assert_eq!(raw.cmd(&["GET", "plain"]), b("hello world"));
+        assert_eq!(raw.cmd(&["GET", "counter"]), b("15"));
+        assert_eq!(raw.cmd(&["OBJECT", "ENCODING", "counter"]), b("int"));
+        assert_eq!(
+            raw.cmd(&["MGET", "m1", "m2", "renamed"]).as_array().len(),
+            3
+        );
+        assert_eq!(raw.cmd(&["GET", "m2"]), Reply::NullBulk);
+        assert_eq!(raw.cmd(&["GET", "renamed"]), b("b"));
+        assert_eq!(
+            raw.cmd(&["GET", "bits"]),
+            Reply::Bulk(b"\0\0\0xyz".to_vec())
+        );
+        let ttl = raw.cmd(&["TTL", "volatile"]).as_int();
+        assert!((990..=1000).contains(&ttl), "ttl {ttl}");
+        assert_eq!(raw.cmd(&["TTL", "plain"]), i(-1));
+        assert_eq!(raw.cmd(&["SELECT", "5"]), ok());
+        assert_eq!(raw.cmd(&["GET", "in5"]), b("five"));
+        assert_eq!(raw.cmd(&["EXISTS", "gone"]), i(0));
+        assert_eq!(raw.cmd(&["DBSIZE"]), i(1));
+    };
+    let dir = server.kill9();
+    let server = TestServer::spawn(dir, &[], None, READY);
+    verify(&server);
+    let mut raw = server.raw();
+    let before = raw.cmd(&["LASTSAVE"]).as_int();
+    raw.send(&["SHUTDOWN"]);
+    assert!(raw.is_closed());
+    let dir = server.exited();
+    assert!(
+        std::fs::read_dir(dir.join("data")).unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .ends_with(".ckpt")),
+        "SHUTDOWN writes a checkpoint"
+    );
+    let (status, report) = check(&dir, &[]);
+    assert_eq!(status, 0, "{report}");
+    let server = TestServer::spawn(dir, &[], None, READY);
+    verify(&server);
+    let mut raw = server.raw();
+    assert!(raw.cmd(&["LASTSAVE"]).as_int() >= before);
+    let persistence = info(&mut raw, "persistence");
+    assert_eq!(info_field(&persistence, "rdb_last_load_keys_loaded"), "7");
+    assert_eq!(info_field(&persistence, "aof_enabled"), "1");
+}
+
+/// Writers pipelining SETs of unique keys on several connections record
+/// what was acknowledged; the server is killed mid-stream; every
+/// acknowledged key must come back with its value.
+fn no_acknowledged_write_lost(fsync: &str) {
+    let server = TestServer::start_with(&["--appendfsync", fsync, "--log-segment-size", "256kb"]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..4)
+        .map(|writer| {
+            let port = server.port;
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut acked = HashMap::new();
+                let mut raw = Raw::connect(port);
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let batch: Vec<(String, String)> = (0..25)
+                        .map(|_| {
+                            n += 1;
+                            (
+                                format!("w{writer}:{n}"),
+                                format!("value-{writer}-{n}-{}", n * 7),
+                            )
+                        })
+                        .collect();
+                    let mut wire = Vec::new();
+                    for (key, value) in &batch {
+                        wire.extend(Raw::encode(&[b"SET", key.as_bytes(), value.as_bytes()]));
+                    }
+                    if std::io::Write::write_all(&mut raw.stream, &wire).is_err() {
+                        break;
+                    }
+                    for (key, value) in batch {
+                        match raw.try_read() {
+                            Some(Reply::Simple(s)) if s == "OK" => {
+                                acked.insert(key, value);
+                            }
+                            _ => return acked,
+                        }
+                    }
+                }
+                acked
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    let dir = server.kill9();
+    stop.store(true, Ordering::Relaxed);
+    let acked: Vec<HashMap<String, String>> =
+        writers.into_iter().map(|w| w.join().unwrap()).collect();
+    let total: usize = acked.iter().map(HashMap::len).sum();
+    assert!(total > 1000, "only {total} writes acknowledged");
+    let server = TestServer::spawn(dir, &[], None, READY);
+    let mut raw = server.raw();
+    for writer in &acked {
+        for (key, value) in writer {
+            assert_eq!(
+                raw.cmd(&["GET", key]),
+                b(value),
+                "acknowledged {key} lost ({fsync})"
+            );
+        }
+    }
+}
+
+#[test]
+fn kill9_under_always_loses_no_acknowledged_write() {
+    no_acknowledged_write_lost("always");
+}
+
+#[test]
+fn kill9_under_everysec_loses_no_acknowledged_write() {
+    no_acknowledged_write_lost("everysec");
+}
+
+#[test]
+fn checkpoints_under_load_are_consistent_and_compact_the_log() {
+    let server = TestServer::start_with(&[
+        "--log-segment-size",
+        "64kb",
+        "--auto-aof-rewrite-min-size",
+        "256kb",
+        "--auto-aof-rewrite-percentage",
+        "100",
+    ]);
+    let stop = Arc::new(AtomicBool::new(false));
+    // Each writer overwrites its own 200 keys again and again, so the final
+    // acknowledged value of every key is known.
+    let writers: Vec<_> = (0..2)
+        .map(|writer| {
+            let port = server.port;
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut latest = HashMap::new();
+                let mut raw = Raw::connect(port);
+                let mut round = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    round += 1;
+                    for k in 0..200 {
+                        let key = format!("c{writer}:{k}");
+                        let value = format!("{round}-{}", "x".repeat(100));
+                        assert_eq!(raw.cmd(&["SET", &key, &value]), ok());
+                        latest.insert(key, value);
+                    }
+                }
+                latest
+            })
+        })
+        .collect();
+    let mut raw = server.raw();
+    let mut started = 0;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        if raw.cmd(&["BGSAVE"]) == Reply::simple("Background saving started") {
+            started += 1;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(started >= 3, "{started} BGSAVEs started");
+    let persistence = info(&mut raw, "persistence");
+    let log_bytes: u64 = info_field(&persistence, "aof_current_size")
+        .parse()
+        .unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let latest: Vec<HashMap<String, String>> =
+        writers.into_iter().map(|w| w.join().unwrap()).collect();
+    let live_bytes = 400 * 130;
+    assert!(
+        log_bytes < 2 * live_bytes + 2 * (256 << 10),
+        "log not compacted: {log_bytes} bytes"
+    );
+    let dir = server.kill9();
+    let (status, report) = check(&dir, &[]);
+    assert_eq!(status, 0, "{report}");
+    let server = TestServer::spawn(dir, &[], None, READY);
+    let mut raw = server.raw();
+    for writer in &latest {
+        for (key, value) in writer {
+            assert_eq!(raw.cmd(&["GET", key]), b(value), "{key}");
+        }
+    }
+    assert_eq!(raw.cmd(&["DBSIZE"]), i(400));
+}
+
+#[test]
+fn torn_tail_is_cut_with_a_log_line_and_strata_check_sees_it() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    for n in 0..20 {
+        assert_eq!(raw.cmd(&["SET", &format!("k{n}"), &format!("v{n}")]), ok());
+    }
+    let dir = server.kill9();
+    let segment = segments(&dir).pop().expect("a segment");
+    let length = std::fs::metadata(&segment).unwrap().len();
+    // Cut the last record (k19) in the middle, as a crash mid-write would.
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&segment)
+        .unwrap();
+    file.set_len(length - 5).unwrap();
+    drop(file);
+    let (status, report) = check(&dir, &[]);
+    assert_eq!(status, 1, "{report}");
+    assert!(report.contains("TORN TAIL"), "{report}");
+    let server = TestServer::spawn(dir, &[], None, LISTENING);
+    let line = server.wait_for_log("torn tail");
+    assert!(line.contains(&segment.display().to_string()), "{line}");
+    server.wait_for_log(READY);
+    let mut raw = server.raw();
+    assert_eq!(raw.cmd(&["GET", "k18"]), b("v18"));
+    assert_eq!(raw.cmd(&["GET", "k19"]), Reply::NullBulk);
+    assert_eq!(raw.cmd(&["SET", "after", "ok"]), ok());
+    let dir = server.kill9();
+    let (status, report) = check(&dir, &[]);
+    assert_eq!(status, 0, "{report}");
+    let server = TestServer::spawn(dir, &[], None, READY);
+    assert_eq!(server.raw().cmd(&["GET", "after"]), b("ok"));
+}
+
+#[test]
+fn strata_check_fix_truncates_a_torn_tail() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    assert_eq!(raw.cmd(&["SET", "a", "1"]), ok());
+    let dir = server.kill9();
+    let segment = segments(&dir).pop().unwrap();
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes.extend_from_slice(&[7; 13]);
+    std::fs::write(&segment, &bytes).unwrap();
+    let (status, report) = check(&dir, &["--fix", "--yes"]);
+    assert_eq!(status, 0, "{report}");
+    assert!(report.contains("Truncated"), "{report}");
+    assert_eq!(
+        std::fs::metadata(&segment).unwrap().len() as usize,
+        bytes.len() - 13
+    );
+    let (status, report) = check(&dir, &[]);
+    assert_eq!(status, 0, "{report}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn corruption_mid_log_stops_startup_naming_file_and_offset() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    for n in 0..20 {
+        assert_eq!(raw.cmd(&["SET", &format!("k{n}"), "value"]), ok());
+    }
+    let dir = server.kill9();
+    let segment = segments(&dir).pop().unwrap();
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(&segment, &bytes).unwrap();
+    let (status, lines) = TestServer::run_to_exit(&dir, &[]);
+    assert!(!status.success());
+    let all = lines.join("\n");
+    assert!(all.contains("Corrupt log"), "{all}");
+    assert!(all.contains(&segment.display().to_string()), "{all}");
+    assert!(all.contains("at offset"), "{all}");
+    let (status, report) = check(&dir, &[]);
+    assert_eq!(status, 1, "{report}");
+    assert!(report.contains("Corrupt log"), "{report}");
+    assert_eq!(
+        std::fs::read(&segment).unwrap(),
+        bytes,
+        "nothing was changed"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn clients_get_loading_while_the_dataset_loads() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let mut wire = Vec::new();
+    for n in 0..3000 {
+        wire.extend(Raw::encode(&[b"SET", format!("k{n}").as_bytes(), b"v"]));
+    }
+    raw.send_raw(&wire);
+    for _ in 0..3000 {
+        assert_eq!(raw.read(), ok());
+    }
+    let dir = server.kill9();
+    // 1 ms per record: three seconds of loading.
+    let server = TestServer::spawn(dir, &["--key-load-delay", "1000"], None, LISTENING);
+    let mut raw = server.raw();
+    assert_eq!(
+        raw.cmd(&["GET", "k1"]),
+        e("LOADING Redis is loading the dataset in memory")
+    );
+    let persistence = info(&mut raw, "persistence");
+    assert_eq!(info_field(&persistence, "loading"), "1");
+    assert_eq!(
+        raw.cmd(&["PING"]),
+        e("LOADING Redis is loading the dataset in memory")
+    );
+    server.wait_for_log(READY);
+    assert_eq!(raw.cmd(&["GET", "k2999"]), b("v"));
+    assert_eq!(info_field(&info(&mut raw, "persistence"), "loading"), "0");
+}
+
+#[test]
+fn full_disk_refuses_writes_with_misconf_keeps_reads_and_recovers() {
+    let limit: u64 = 256 << 10;
+    let server = TestServer::spawn(
+        temp_dir(),
+        &["--save", "", "--appendfsync", "always"],
+        Some(limit),
+        READY,
+    );
+    let mut reader = server.raw();
+    assert_eq!(reader.cmd(&["SET", "before", "kept"]), ok());
+    let writer = {
+        let port = server.port;
+        std::thread::spawn(move || {
+            let mut raw = Raw::connect(port);
+            let value = "x".repeat(10_000);
+            let mut acked = Vec::new();
+            for n in 0..100 {
+                // Blocks while the disk is full: no reply before the record
+                // is on disk.
+                match raw.cmd(&["SET", &format!("big{n}"), &value]) {
+                    Reply::Simple(s) if s == "OK" => acked.push(n),
+                    Reply::Error(e) if e.starts_with("MISCONF") => {}
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+            acked
+        })
+    };
+    let deadline = Instant::now() + TIMEOUT;
+    let misconf = loop {
+        let reply = reader.cmd(&["PING"]);
+        if let Reply::Error(text) = reply {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "disk never filled");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(
+        misconf.starts_with("MISCONF Errors writing to the AOF file: File too large"),
+        "{misconf}"
+    );
+    assert_eq!(reader.cmd(&["SET", "refused", "x"]), e(&misconf));
+    assert_eq!(
+        reader.cmd(&["GET", "before"]),
+        b("kept"),
+        "reads keep working"
+    );
+    let persistence = info(&mut reader, "persistence");
+    assert_eq!(info_field(&persistence, "aof_last_write_status"), "err");
+    // Space comes back.
+    let raised = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: plain syscall on our own child process.
+    let result = unsafe {
+        libc::prlimit(
+            server.pid() as libc::pid_t,
+            libc::RLIMIT_FSIZE,
+            &raised,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(result, 0, "prlimit: {}", std::io::Error::last_os_error());
+    let deadline = Instant::now() + TIMEOUT;
+    while reader.cmd(&["PING"]) != Reply::simple("PONG") {
+        assert!(Instant::now() < deadline, "writes did not resume");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(reader.cmd(&["SET", "after", "yes"]), ok());
+    let acked = writer.join().unwrap();
+    assert!(!acked.is_empty());
+    assert_eq!(
+        info_field(&info(&mut reader, "persistence"), "aof_last_write_status"),
+        "ok"
+    );
+    let dir = server.kill9();
+    let server = TestServer::spawn(dir, &[], None, READY);
+    let mut raw = server.raw();
+    for n in acked {
+        assert_eq!(
+            raw.cmd(&["STRLEN", &format!("big{n}")]),
+            i(10_000),
+            "big{n} lost"
+        );
+    }
+    assert_eq!(raw.cmd(&["GET", "before"]), b("kept"));
+    assert_eq!(raw.cmd(&["GET", "after"]), b("yes"));
+    assert_eq!(raw.cmd(&["EXISTS", "refused"]), i(0));
+}
