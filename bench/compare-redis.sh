@@ -43,12 +43,12 @@ STRATA1_PORT=$(free_port)
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK" \
     --logfile "$WORK/redis.log" --daemonize no &
 PIDS+=($!)
-"$STRATA" --port "$STRATA_PORT" --bind 127.0.0.1 --dir "$WORK/strata" >"$WORK/strata.log" 2>&1 &
+"$STRATA" --port "$STRATA_PORT" --bind 127.0.0.1 --dir "$WORK/strata" --appendonly no --save "" >"$WORK/strata.log" 2>&1 &
 PIDS+=($!)
 # The same binary with one network thread: on a small machine the load
 # generator needs a core too, and this shows what the second thread costs
 # or buys there.
-"$STRATA" --port "$STRATA1_PORT" --bind 127.0.0.1 --dir "$WORK/strata1" --threads 1 >"$WORK/strata1.log" 2>&1 &
+"$STRATA" --port "$STRATA1_PORT" --bind 127.0.0.1 --dir "$WORK/strata1" --threads 1 --appendonly no --save "" >"$WORK/strata1.log" 2>&1 &
 PIDS+=($!)
 for port in "$REDIS_PORT" "$STRATA_PORT" "$STRATA1_PORT"; do
     for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done

@@ -14,8 +14,9 @@
 //! - `always`: every round is synced before its LSNs count as durable;
 //!   clients waiting on those LSNs share the fsync;
 //! - `everysec`: rounds count as durable once written (a process crash
-//!   loses nothing: the page cache survives it); a sync runs at least once
-//!   a second;
+//!   loses nothing: the page cache survives it); a separate sync thread
+//!   fsyncs once a second, so writes never wait for the disk (as Redis'
+//!   background fsync);
 //! - `no`: the OS decides when to write back.
 //!
 //! Progress is published as two watermarks, *written* and *synced*; the
@@ -127,6 +128,13 @@ pub struct LogStart {
     pub segments: Vec<SegmentInfo>,
 }
 
+/// The segment file the writer appends to.
+struct OpenSegment {
+    seq: u64,
+    file: Arc<File>,
+    size: u64,
+}
+
 /// Bytes handed over to the writer for one segment.
 struct Chunk {
     segment: u64,
@@ -176,6 +184,12 @@ pub struct Log {
     progress: ProgressFn,
     pub stats: LogStats,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The segment last written and the LSN written to it: what the
+    /// `everysec` sync thread syncs next.
+    to_sync: Mutex<Option<(Arc<File>, u64)>>,
+    syncer_stop: Mutex<bool>,
+    syncer_wake: Condvar,
+    syncer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Log {
@@ -215,12 +229,21 @@ impl Log {
             progress,
             stats: LogStats::default(),
             writer: Mutex::new(None),
+            to_sync: Mutex::new(None),
+            syncer_stop: Mutex::new(false),
+            syncer_wake: Condvar::new(),
+            syncer: Mutex::new(None),
         });
         let writer = log.clone();
         let handle = std::thread::Builder::new()
             .name("log-writer".into())
             .spawn(move || writer.run_writer())?;
         *log.writer.lock() = Some(handle);
+        let syncer = log.clone();
+        let handle = std::thread::Builder::new()
+            .name("log-sync".into())
+            .spawn(move || syncer.run_syncer())?;
+        *log.syncer.lock() = Some(handle);
         Ok(log)
     }
 
@@ -344,6 +367,11 @@ impl Log {
         if let Some(handle) = self.writer.lock().take() {
             let _ = handle.join();
         }
+        *self.syncer_stop.lock() = true;
+        self.syncer_wake.notify_one();
+        if let Some(handle) = self.syncer.lock().take() {
+            let _ = handle.join();
+        }
     }
 
     /// Deletes every closed segment whose records all have LSNs below
@@ -382,31 +410,14 @@ impl Log {
     }
 
     fn run_writer(self: Arc<Self>) {
-        let mut file: Option<(u64, File, u64)> = None;
-        let mut last_sync = Instant::now();
-        let mut unsynced = false;
+        let mut file: Option<OpenSegment> = None;
         let mut failing = false;
         loop {
             let (chunks, shutdown) = {
                 let mut state = self.state.lock();
-                loop {
-                    if !state.chunks.is_empty() || state.shutdown {
-                        break;
-                    }
-                    let policy = self.fsync_policy();
-                    let sync_due = unsynced
-                        && policy == FsyncPolicy::EverySec
-                        && last_sync.elapsed() >= EVERYSEC_INTERVAL;
-                    if sync_due {
-                        break;
-                    }
+                while state.chunks.is_empty() && !state.shutdown {
                     state.writer_idle = true;
-                    let wait = if unsynced && policy == FsyncPolicy::EverySec {
-                        EVERYSEC_INTERVAL.saturating_sub(last_sync.elapsed())
-                    } else {
-                        EVERYSEC_INTERVAL
-                    };
-                    self.wake.wait_for(&mut state, wait);
+                    self.wake.wait(&mut state);
                     state.writer_idle = false;
                 }
                 (std::mem::take(&mut state.chunks), state.shutdown)
@@ -423,19 +434,18 @@ impl Log {
                 }
             }
             if let Some(last) = written_to {
-                unsynced = true;
                 self.written_lsn.store(last, Ordering::Release);
+                let open = file.as_ref().expect("written to an open segment");
+                *self.to_sync.lock() = Some((open.file.clone(), last));
             }
+            // `always` syncs here, in the same round, so every client whose
+            // record was in it shares this one fsync; `everysec` leaves it
+            // to the sync thread so writes never wait for the disk.
             let policy = self.fsync_policy();
-            let sync_now = unsynced
-                && (policy == FsyncPolicy::Always
-                    || (policy == FsyncPolicy::EverySec
-                        && last_sync.elapsed() >= EVERYSEC_INTERVAL)
-                    || shutdown);
-            if sync_now && let Some((_, open, _)) = &file {
-                self.sync(open);
-                last_sync = Instant::now();
-                unsynced = false;
+            if (policy == FsyncPolicy::Always || shutdown)
+                && let Some(open) = &file
+            {
+                self.sync(&open.file, self.written_lsn());
             }
             (self.progress)(self.written_lsn(), self.synced_lsn());
             let mut state = self.state.lock();
@@ -476,20 +486,39 @@ impl Log {
         }
     }
 
+    /// The `everysec` sync thread: once a second, fsyncs the segment the
+    /// writer last wrote to, if anything was written since the last sync.
+    fn run_syncer(self: Arc<Self>) {
+        loop {
+            {
+                let mut stop = self.syncer_stop.lock();
+                if !*stop {
+                    self.syncer_wake.wait_for(&mut stop, EVERYSEC_INTERVAL);
+                }
+                if *stop {
+                    return;
+                }
+            }
+            if self.fsync_policy() != FsyncPolicy::EverySec {
+                continue;
+            }
+            let target = self.to_sync.lock().clone();
+            if let Some((file, lsn)) = target
+                && lsn > self.synced_lsn()
+            {
+                self.sync(&file, lsn);
+                (self.progress)(self.written_lsn(), self.synced_lsn());
+            }
+        }
+    }
+
     /// Writes one chunk to its segment, opening (and first syncing the
     /// previous segment) when it starts a new one. On failure the segment
     /// is truncated back to its last complete group.
-    fn write_chunk(
-        &self,
-        file: &mut Option<(u64, File, u64)>,
-        chunk: &Chunk,
-    ) -> std::io::Result<()> {
-        if file
-            .as_ref()
-            .is_none_or(|(seq, _, _)| *seq != chunk.segment)
-        {
-            if let Some((_, previous, _)) = file.take() {
-                self.sync(&previous);
+    fn write_chunk(&self, file: &mut Option<OpenSegment>, chunk: &Chunk) -> std::io::Result<()> {
+        if file.as_ref().is_none_or(|open| open.seq != chunk.segment) {
+            if let Some(previous) = file.take() {
+                self.sync(&previous.file, self.written_lsn());
             }
             let path = segment_path(&self.dir, chunk.segment);
             let opened = OpenOptions::new().create(true).append(true).open(&path)?;
@@ -505,23 +534,27 @@ impl Log {
                 });
             }
             drop(segments);
-            *file = Some((chunk.segment, opened, size));
+            *file = Some(OpenSegment {
+                seq: chunk.segment,
+                file: Arc::new(opened),
+                size,
+            });
         }
-        let (_, open, size) = file.as_mut().expect("opened above");
-        if let Err(error) = open.write_all(&chunk.bytes) {
+        let open = file.as_mut().expect("opened above");
+        if let Err(error) = (&*open.file).write_all(&chunk.bytes) {
             // Cut off whatever part of the chunk made it, so the segment
             // ends on a record boundary and the retry starts clean.
-            let _ = open.set_len(*size);
+            let _ = open.file.set_len(open.size);
             return Err(error);
         }
-        *size += chunk.bytes.len() as u64;
+        open.size += chunk.bytes.len() as u64;
         self.stats
             .bytes_written
             .fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed);
         self.stats.writes.fetch_add(1, Ordering::Relaxed);
         let mut segments = self.segments.lock();
         let info = segments.last_mut().expect("pushed on open");
-        info.bytes = *size;
+        info.bytes = open.size;
         info.lsns = Some(match info.lsns {
             Some((first, _)) => (first, chunk.last_lsn),
             None => (chunk.first_lsn, chunk.last_lsn),
@@ -529,11 +562,11 @@ impl Log {
         Ok(())
     }
 
-    fn sync(&self, file: &File) {
+    /// fsyncs `file`, after which every record up to `target` is durable.
+    fn sync(&self, file: &File, target: u64) {
         if self.fsync_failed.load(Ordering::Relaxed) {
             return;
         }
-        let target = self.written_lsn();
         let started = Instant::now();
         match file.sync_data() {
             Ok(()) => {
@@ -541,7 +574,7 @@ impl Log {
                 self.stats
                     .last_fsync_us
                     .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-                self.synced_lsn.store(target, Ordering::Release);
+                self.synced_lsn.fetch_max(target, Ordering::AcqRel);
             }
             Err(error) => {
                 self.fsync_failed.store(true, Ordering::Relaxed);
