@@ -53,6 +53,11 @@ pub const PENDING_BYTES_MAX: usize = 64 << 20;
 pub const RETRY_INTERVAL: Duration = Duration::from_millis(500);
 /// Longest time between two fsyncs under `everysec`.
 const EVERYSEC_INTERVAL: Duration = Duration::from_secs(1);
+/// Emptied chunk buffers kept for reuse (the largest ones). With chunks of
+/// at most [`PENDING_BYTES_MAX`] this bounds retained memory.
+const SPARE_CHUNKS_MAX: usize = 2;
+/// Capacity of a fresh chunk buffer.
+const CHUNK_BYTES_INITIAL: usize = 1 << 20;
 /// Group buffers larger than this are released after a commit, so one huge
 /// command does not pin memory in every network thread.
 const GROUP_BUFFER_RETAINED_BYTES_MAX: usize = 1 << 20;
@@ -342,7 +347,11 @@ impl Log {
                 chunk.last_lsn = last_lsn;
             }
             _ => {
-                let mut bytes = state.spare.pop().unwrap_or_default();
+                let mut bytes = if state.spare.is_empty() {
+                    Vec::with_capacity(CHUNK_BYTES_INITIAL)
+                } else {
+                    state.spare.swap_remove(0)
+                };
                 bytes.extend_from_slice(group);
                 state.chunks.push(Chunk {
                     segment,
@@ -474,9 +483,13 @@ impl Log {
                         state.pending_bytes -= chunk.bytes.len();
                         let mut bytes = chunk.bytes;
                         bytes.clear();
-                        if bytes.capacity() <= GROUP_BUFFER_RETAINED_BYTES_MAX * 8 {
-                            state.spare.push(bytes);
-                        }
+                        // Keep the largest buffers: a chunk that grows
+                        // under the log mutex page-faults fresh memory.
+                        state.spare.push(bytes);
+                        state
+                            .spare
+                            .sort_unstable_by_key(|b| std::cmp::Reverse(b.capacity()));
+                        state.spare.truncate(SPARE_CHUNKS_MAX);
                     }
                 }
             }
