@@ -8,9 +8,14 @@
 //! log order equal to apply order (DESIGN.md invariant 2) without holding a
 //! shard lock across I/O (invariant 4).
 //!
-//! One writer thread takes everything pending — the records of every
-//! network thread since its last round — and writes it with one `write`
-//! (group commit), then, by policy, one `fdatasync`:
+//! A write round takes everything pending — the records of every network
+//! thread since the last round — and writes it with one `write` (group
+//! commit), then, by policy, one `fdatasync`. Under `everysec` and `no` a
+//! network thread runs the round itself when its connections wait for the
+//! log ([`Log::flush_now`], after letting its other ready connections run
+//! first), so no thread hop stands between a command and its reply; the
+//! writer thread covers `always`, commits from other threads, and retries.
+//! By policy:
 //! - `always`: every round is synced before its LSNs count as durable;
 //!   clients waiting on those LSNs share the fsync;
 //! - `everysec`: rounds count as durable once written (a process crash
@@ -53,6 +58,10 @@ pub const PENDING_BYTES_MAX: usize = 64 << 20;
 pub const RETRY_INTERVAL: Duration = Duration::from_millis(500);
 /// Longest time between two fsyncs under `everysec`.
 const EVERYSEC_INTERVAL: Duration = Duration::from_secs(1);
+/// Write rounds one [`Log::flush_now`] caller runs at most.
+const DRAIN_ROUNDS_MAX: usize = 4;
+/// How often the writer thread looks for pending records nobody wrote.
+const WRITER_POLL_INTERVAL: Duration = Duration::from_millis(10);
 /// Emptied chunk buffers kept for reuse (the largest ones). With chunks of
 /// at most [`PENDING_BYTES_MAX`] this bounds retained memory.
 const SPARE_CHUNKS_MAX: usize = 2;
@@ -133,6 +142,13 @@ pub struct LogStart {
     pub segments: Vec<SegmentInfo>,
 }
 
+/// What only the thread currently writing may touch.
+#[derive(Default)]
+struct Output {
+    file: Option<OpenSegment>,
+    failing: bool,
+}
+
 /// The segment file the writer appends to.
 struct OpenSegment {
     seq: u64,
@@ -189,6 +205,10 @@ pub struct Log {
     progress: ProgressFn,
     pub stats: LogStats,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Held by whichever thread is writing (a network thread or the writer
+    /// thread): one writer at a time keeps the file append-only and LSNs
+    /// in order.
+    output: Mutex<Output>,
     /// The segment last written and the LSN written to it: what the
     /// `everysec` sync thread syncs next.
     to_sync: Mutex<Option<(Arc<File>, u64)>>,
@@ -234,6 +254,7 @@ impl Log {
             progress,
             stats: LogStats::default(),
             writer: Mutex::new(None),
+            output: Mutex::new(Output::default()),
             to_sync: Mutex::new(None),
             syncer_stop: Mutex::new(false),
             syncer_wake: Condvar::new(),
@@ -361,7 +382,7 @@ impl Log {
                 });
             }
         }
-        if state.writer_idle {
+        if state.writer_idle && !FLUSHES_ITSELF.get() {
             state.writer_idle = false;
             self.wake.notify_one();
         }
@@ -418,83 +439,149 @@ impl Log {
         *self.error.lock() = None;
     }
 
+    /// Writes everything pending now, on the calling thread, unless
+    /// another thread is already writing or the policy is `always` (then
+    /// the writer thread is asked to). Network threads call this when their connections
+    /// wait for the log: one `write` covers every record committed since
+    /// the last one, and no thread hop stands between a command and its
+    /// reply. While writes are failing, retries are left to the writer
+    /// thread's schedule.
+    pub fn flush_now(&self) {
+        if self.has_error.load(Ordering::Relaxed) {
+            return;
+        }
+        // `always` stays on the writer thread: a network thread in fsync
+        // would stall its other connections, reads included.
+        if self.fsync_policy() == FsyncPolicy::Always {
+            self.wake.notify_one();
+            return;
+        }
+        match self.output.try_lock() {
+            Some(mut output) => self.drain(&mut output),
+            None => {
+                self.wake.notify_one();
+            }
+        }
+    }
+
+    /// Runs write rounds until nothing is pending (bounded, so a steady
+    /// stream of commits cannot keep one caller here forever).
+    fn drain(&self, output: &mut Output) {
+        for _ in 0..DRAIN_ROUNDS_MAX {
+            if !self.round(output) {
+                return;
+            }
+        }
+    }
+
+    /// One write round: takes every pending chunk, writes it, syncs under
+    /// `always`, publishes progress. Returns whether it wrote anything
+    /// without error.
+    fn round(&self, output: &mut Output) -> bool {
+        let (chunks, shutdown) = {
+            let mut state = self.state.lock();
+            (std::mem::take(&mut state.chunks), state.shutdown)
+        };
+        if chunks.is_empty() {
+            return false;
+        }
+        let mut written_to = None;
+        let mut failed_at = None;
+        for (index, chunk) in chunks.iter().enumerate() {
+            match self.write_chunk(&mut output.file, chunk) {
+                Ok(()) => written_to = Some(chunk.last_lsn),
+                Err(error) => {
+                    failed_at = Some((index, error));
+                    break;
+                }
+            }
+        }
+        if let Some(last) = written_to {
+            self.written_lsn.store(last, Ordering::Release);
+            let open = output.file.as_ref().expect("written to an open segment");
+            *self.to_sync.lock() = Some((open.file.clone(), last));
+        }
+        // `always` syncs in the same round, so every client whose record
+        // was in it shares this one fsync; `everysec` leaves it to the sync
+        // thread so writes never wait for the disk.
+        if (self.fsync_policy() == FsyncPolicy::Always || shutdown)
+            && let Some(open) = &output.file
+        {
+            self.sync(&open.file, self.written_lsn());
+        }
+        (self.progress)(self.written_lsn(), self.synced_lsn());
+        let mut state = self.state.lock();
+        match failed_at {
+            Some((index, error)) => {
+                output.failing = true;
+                self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+                self.set_error(error.to_string());
+                // Put the unwritten chunks back in front of anything
+                // committed meanwhile, keeping LSN order.
+                let mut retry: Vec<Chunk> = chunks.into_iter().skip(index).collect();
+                retry.append(&mut state.chunks);
+                state.chunks = retry;
+                false
+            }
+            None => {
+                if output.failing {
+                    output.failing = false;
+                    self.clear_error();
+                }
+                for chunk in chunks {
+                    state.pending_bytes -= chunk.bytes.len();
+                    let mut bytes = chunk.bytes;
+                    bytes.clear();
+                    // Keep the largest buffers: a chunk that grows under
+                    // the log mutex page-faults fresh memory.
+                    state.spare.push(bytes);
+                    state
+                        .spare
+                        .sort_unstable_by_key(|b| std::cmp::Reverse(b.capacity()));
+                    state.spare.truncate(SPARE_CHUNKS_MAX);
+                }
+                true
+            }
+        }
+    }
+
+    /// The writer thread: writes what threads that do not write for
+    /// themselves commit (expiry, or a network thread that found another
+    /// writing), retries after errors, and makes sure nothing pending
+    /// waits longer than [`WRITER_POLL_INTERVAL`].
     fn run_writer(self: Arc<Self>) {
-        let mut file: Option<OpenSegment> = None;
-        let mut failing = false;
         loop {
-            let (chunks, shutdown) = {
+            let shutdown = {
                 let mut state = self.state.lock();
-                while state.chunks.is_empty() && !state.shutdown {
+                if state.chunks.is_empty() && !state.shutdown {
                     state.writer_idle = true;
-                    self.wake.wait(&mut state);
+                    let wait = if self.has_error.load(Ordering::Relaxed) {
+                        RETRY_INTERVAL
+                    } else {
+                        WRITER_POLL_INTERVAL
+                    };
+                    self.wake.wait_for(&mut state, wait);
                     state.writer_idle = false;
                 }
-                (std::mem::take(&mut state.chunks), state.shutdown)
+                state.shutdown
             };
-            let mut written_to = None;
-            let mut failed_at = None;
-            for (index, chunk) in chunks.iter().enumerate() {
-                match self.write_chunk(&mut file, chunk) {
-                    Ok(()) => written_to = Some(chunk.last_lsn),
-                    Err(error) => {
-                        failed_at = Some((index, error));
-                        break;
+            let mut output = self.output.lock();
+            self.drain(&mut output);
+            if shutdown {
+                let empty = self.state.lock().chunks.is_empty();
+                if empty || output.failing {
+                    if let Some(open) = &output.file {
+                        self.sync(&open.file, self.written_lsn());
                     }
+                    return;
                 }
             }
-            if let Some(last) = written_to {
-                self.written_lsn.store(last, Ordering::Release);
-                let open = file.as_ref().expect("written to an open segment");
-                *self.to_sync.lock() = Some((open.file.clone(), last));
-            }
-            // `always` syncs here, in the same round, so every client whose
-            // record was in it shares this one fsync; `everysec` leaves it
-            // to the sync thread so writes never wait for the disk.
-            let policy = self.fsync_policy();
-            if (policy == FsyncPolicy::Always || shutdown)
-                && let Some(open) = &file
-            {
-                self.sync(&open.file, self.written_lsn());
-            }
-            (self.progress)(self.written_lsn(), self.synced_lsn());
-            let mut state = self.state.lock();
-            match failed_at {
-                Some((index, error)) => {
-                    failing = true;
-                    self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
-                    self.set_error(error.to_string());
-                    // Put the unwritten chunks back in front of anything
-                    // committed meanwhile, keeping LSN order.
-                    let mut retry: Vec<Chunk> = chunks.into_iter().skip(index).collect();
-                    retry.append(&mut state.chunks);
-                    state.chunks = retry;
-                    if state.shutdown {
-                        return;
-                    }
+            if output.failing {
+                drop(output);
+                let mut state = self.state.lock();
+                if !state.shutdown {
                     self.wake.wait_for(&mut state, RETRY_INTERVAL);
-                    continue;
                 }
-                None => {
-                    if failing {
-                        failing = false;
-                        self.clear_error();
-                    }
-                    for chunk in chunks {
-                        state.pending_bytes -= chunk.bytes.len();
-                        let mut bytes = chunk.bytes;
-                        bytes.clear();
-                        // Keep the largest buffers: a chunk that grows
-                        // under the log mutex page-faults fresh memory.
-                        state.spare.push(bytes);
-                        state
-                            .spare
-                            .sort_unstable_by_key(|b| std::cmp::Reverse(b.capacity()));
-                        state.spare.truncate(SPARE_CHUNKS_MAX);
-                    }
-                }
-            }
-            if shutdown && state.chunks.is_empty() {
-                return;
             }
         }
     }
@@ -617,6 +704,15 @@ thread_local! {
         RefCell::new(GroupBuffer { depth: 0, bytes: Vec::new() })
     };
     static LAST_LSN: Cell<u64> = const { Cell::new(0) };
+    /// Set on threads that call [`Log::flush_now`] themselves before
+    /// waiting for the log, so their commits do not wake the writer.
+    static FLUSHES_ITSELF: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the calling thread as one that flushes the log itself (network
+/// threads).
+pub fn set_flushes_itself() {
+    FLUSHES_ITSELF.set(true);
 }
 
 /// Starts collecting this thread's records into one group (a lock guard

@@ -376,6 +376,9 @@ fn network_thread(
             std::process::exit(1);
         }
     };
+    // Connections on this thread write the log themselves when they wait
+    // for it (see connection.rs), so commits here need not wake the writer.
+    strata_engine::log::set_flushes_itself();
     runtime.block_on(async move {
         while let Some(admitted) = receiver.recv().await {
             let server = server.clone();
