@@ -198,10 +198,11 @@ if [[ " $SCENARIOS " == *" 4 "* ]]; then
     echo
     echo "$CHECKPOINT_KEYS keys × 100 B preloaded; \`strata-bench -t 2 -c 25 --ratio 1:0 -d 100 --key-maximum $CHECKPOINT_KEYS --test-time 20\`;"
     echo "the save starts at second 6. Steady = median ops/s of seconds 1-5; during = median (min) of the seconds the save ran."
-    echo "Memory: RSS of the server and its children (Redis' forked child included), peak during the save vs before."
+    echo "Memory: RSS of the server and its children, peak during the save vs before. A forked child's RSS also counts"
+    echo "the pages it shares with its parent, so for Redis the copy-on-write column (rdb_last_cow_size) is the real extra."
     echo
-    echo "| server | save took (s) | steady ops/s | during ops/s (min) | during / steady | RSS before (MB) | peak RSS (MB) | extra memory |"
-    echo "|---|---|---|---|---|---|---|---|"
+    echo "| server | save took (s) | steady ops/s | during ops/s (min) | during / steady | RSS before (MB) | peak RSS, server + children (MB) | extra RSS | copy-on-write (MB) |"
+    echo "|---|---|---|---|---|---|---|---|---|"
     for kind in redis strata; do
         if [ "$kind" = redis ]; then
             start c4 redis --appendonly no --save ""
@@ -235,7 +236,8 @@ if [[ " $SCENARIOS " == *" 4 "* ]]; then
             sleep 0.2
         done
         wait "$bench_pid" || true
-        python3 - "$WORK/c4.json" "$WORK/rss.txt" "$WORK/saving.txt" "$kind" <<'PY'
+        cow=$(redis-cli -p "$port" info persistence | tr -d '\r' | awk -F: '$1 == "rdb_last_cow_size" { print $2 }')
+        python3 - "$WORK/c4.json" "$WORK/rss.txt" "$WORK/saving.txt" "$kind" "${cow:-0}" <<'PY'
 import json, statistics, sys
 series = json.load(open(sys.argv[1]))["runs"][-1]["Time series"]
 rss = [tuple(map(float, l.split())) for l in open(sys.argv[2]) if l.strip()]
@@ -254,7 +256,8 @@ before = statistics.median([r for t, r in rss if t < first]) / 1024
 peak = max([r for t, r in rss if first <= t <= last + 0.4] or [before * 1024]) / 1024
 name = "Redis BGSAVE (fork)" if kind == "redis" else "Strata checkpoint"
 print(f"| {name} | {took:.1f} | {steady:.0f} | {statistics.median(during):.0f} ({min(during):.0f}) | "
-      f"{statistics.median(during) / steady:.2f} | {before:.0f} | {peak:.0f} | {100 * (peak - before) / before:+.0f} % |")
+      f"{statistics.median(during) / steady:.2f} | {before:.0f} | {peak:.0f} | {100 * (peak - before) / before:+.0f} % | "
+      f"{int(sys.argv[5]) / 1048576:.0f} |")
 PY
         stop c4
         rm -rf "$WORK/c4"
@@ -262,7 +265,8 @@ PY
     rm -f "$WORK/keys4.resp"
 fi
 
-# Seconds from process start until PING answers PONG.
+# Starts a server and sets T to the seconds from process start until PING
+# answers PONG (not in a subshell: the server must outlive it).
 time_start() {
     local name=$1 kind=$2
     shift 2
@@ -270,14 +274,14 @@ time_start() {
     port=$(free_port)
     t0=$(date +%s.%N)
     if [ "$kind" = redis ]; then
-        redis-server --port "$port" --bind 127.0.0.1 --dir "$WORK/$name" --logfile "$WORK/$name.log" "$@" &
+        redis-server --port "$port" --bind 127.0.0.1 --dir "$WORK/$name" --logfile "$WORK/$name.log" "$@" >/dev/null 2>&1 &
     else
         "$STRATA" --port "$port" --bind 127.0.0.1 --dir "$WORK/$name" "$@" >>"$WORK/$name.log" 2>&1 &
     fi
     PID[$name]=$!
     printf -v "PORT_$name" '%s' "$port"
     until [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ]; do sleep 0.02; done
-    awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.2f", a - b }'
+    T=$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.2f", a - b }')
 }
 
 if [[ " $SCENARIOS " == *" 5 "* ]]; then
@@ -296,27 +300,27 @@ if [[ " $SCENARIOS " == *" 5 "* ]]; then
     redis-cli -p "$(port_of r5)" save >/dev/null
     redis-cli -p "$(port_of r5)" shutdown nosave >/dev/null 2>&1 || true
     wait "${PID[r5]}" 2>/dev/null || true; unset "PID[r5]"
-    t=$(time_start r5 redis --appendonly no --save "")
-    echo "| Redis | RDB (SAVE) | $(disk_mb r5) | $t |"
+    time_start r5 redis --appendonly no --save ""
+    echo "| Redis | RDB (SAVE) | $(disk_mb r5) | $T |"
     stop r5; rm -rf "$WORK/r5"
 
     start a5 redis --appendonly yes --save ""
     redis-cli -p "$(port_of a5)" --pipe <"$WORK/keys5.resp" >/dev/null
     redis-cli -p "$(port_of a5)" shutdown >/dev/null 2>&1 || true
     wait "${PID[a5]}" 2>/dev/null || true; unset "PID[a5]"
-    t=$(time_start a5 redis --appendonly yes --save "")
-    echo "| Redis | AOF as written (no rewrite) | $(disk_mb a5) | $t |"
+    time_start a5 redis --appendonly yes --save ""
+    echo "| Redis | AOF (with its automatic rewrites) | $(disk_mb a5) | $T |"
     stop a5; rm -rf "$WORK/a5"
 
     start s5 strata --save ""
     redis-cli -p "$(port_of s5)" --pipe <"$WORK/keys5.resp" >/dev/null
     stop s5
-    t=$(time_start s5 strata --save "")
-    echo "| Strata | after kill -9: checkpoints + log replay | $(disk_mb s5) | $t |"
+    time_start s5 strata --save ""
+    echo "| Strata | after kill -9: checkpoint + log replay | $(disk_mb s5) | $T |"
     redis-cli -p "$(port_of s5)" shutdown >/dev/null 2>&1 || true
     wait "${PID[s5]}" 2>/dev/null || true; unset "PID[s5]"
-    t=$(time_start s5 strata --save "")
-    echo "| Strata | after SHUTDOWN: one checkpoint | $(disk_mb s5) | $t |"
+    time_start s5 strata --save ""
+    echo "| Strata | after SHUTDOWN: one checkpoint | $(disk_mb s5) | $T |"
     stop s5
     rm -f "$WORK/keys5.resp"
 fi

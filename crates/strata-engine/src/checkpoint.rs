@@ -28,7 +28,8 @@
 //! point leaves either the old checkpoint with its log, or the new one.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -79,8 +80,7 @@ pub fn write(
 ) -> std::io::Result<CheckpointInfo> {
     std::fs::create_dir_all(dir)?;
     let temp = dir.join(TEMP_NAME);
-    let file = File::create(&temp)?;
-    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let mut out = DirectWriter::create(&temp)?;
     let mut buf = Vec::new();
     let mut meta = Vec::with_capacity(20);
     meta.extend_from_slice(&keyspace.seed().to_le_bytes());
@@ -129,8 +129,7 @@ pub fn write(
         written += buf.len() as u64;
         buf.clear();
         if written - synced_at >= SYNC_EVERY_BYTES {
-            out.flush()?;
-            out.get_ref().sync_data()?;
+            out.sync()?;
             synced_at = written;
         }
         throttle(started, written, bytes_per_s);
@@ -140,9 +139,7 @@ pub fn write(
     sealed(&mut buf, marker(Kind::CheckpointEnd, 0, next, &count), next);
     out.write_all(&buf)?;
     written += buf.len() as u64;
-    let file = out.into_inner().map_err(|e| e.into_error())?;
-    file.sync_all()?;
-    drop(file);
+    out.finish()?;
     let replay_from = replay_from.expect("at least one shard");
     let path = checkpoint_path(dir, replay_from);
     std::fs::rename(&temp, &path)?;
@@ -160,6 +157,92 @@ pub fn write(
         keys,
         bytes: written,
     })
+}
+
+/// Alignment and size unit of direct I/O.
+const DIRECT_ALIGN_BYTES: usize = 4096;
+/// Bytes a [`DirectWriter`] collects before one write.
+const DIRECT_BUFFER_BYTES: usize = 1 << 20;
+
+/// Writes a checkpoint with `O_DIRECT` where the file system allows it:
+/// the data goes from our buffer to the device without being copied into
+/// the page cache, which a profile showed costing a third of two cores
+/// during a checkpoint, and without crowding the log's pages out of it.
+/// Falls back to buffered writes (e.g. on tmpfs); the aligned buffer works
+/// either way.
+struct DirectWriter {
+    file: File,
+    /// Over-allocated so that `buffer[start..start + DIRECT_BUFFER_BYTES]`
+    /// is 4096-aligned.
+    buffer: Vec<u8>,
+    start: usize,
+    filled: usize,
+    /// Bytes of real content written to the file so far.
+    length: u64,
+}
+
+impl DirectWriter {
+    fn create(path: &Path) -> std::io::Result<DirectWriter> {
+        let open = |flags| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .custom_flags(flags)
+                .open(path)
+        };
+        let file = open(libc::O_DIRECT).or_else(|_| open(0))?;
+        let buffer = vec![0u8; DIRECT_BUFFER_BYTES + DIRECT_ALIGN_BYTES];
+        let start = buffer.as_ptr().align_offset(DIRECT_ALIGN_BYTES);
+        Ok(DirectWriter {
+            file,
+            buffer,
+            start,
+            filled: 0,
+            length: 0,
+        })
+    }
+
+    fn write_all(&mut self, mut data: &[u8]) -> std::io::Result<()> {
+        while !data.is_empty() {
+            let room = DIRECT_BUFFER_BYTES - self.filled;
+            let take = room.min(data.len());
+            let at = self.start + self.filled;
+            self.buffer[at..at + take].copy_from_slice(&data[..take]);
+            self.filled += take;
+            data = &data[take..];
+            if self.filled == DIRECT_BUFFER_BYTES {
+                self.write_block(DIRECT_BUFFER_BYTES)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the first `len` buffered bytes (a multiple of the alignment).
+    fn write_block(&mut self, len: usize) -> std::io::Result<()> {
+        debug_assert!(len.is_multiple_of(DIRECT_ALIGN_BYTES));
+        (&self.file).write_all(&self.buffer[self.start..self.start + len])?;
+        self.length += self.filled as u64;
+        self.filled = 0;
+        Ok(())
+    }
+
+    fn sync(&self) -> std::io::Result<()> {
+        self.file.sync_data()
+    }
+
+    /// Writes the rest, zero-padded to the alignment, cuts the file back
+    /// to its real length and syncs it.
+    fn finish(mut self) -> std::io::Result<()> {
+        if self.filled > 0 {
+            let padded = self.filled.next_multiple_of(DIRECT_ALIGN_BYTES);
+            let tail = self.start + self.filled;
+            self.buffer[tail..self.start + padded].fill(0);
+            self.write_block(padded)?;
+        }
+        self.file.set_len(self.length)?;
+        self.file.sync_all()
+    }
 }
 
 /// Appends one complete record (LSN and CRCs filled in) to `buf`.

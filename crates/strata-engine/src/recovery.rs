@@ -640,6 +640,8 @@ mod tests {
         let log = ks.log().unwrap().clone();
         let info = checkpoint::write(&ks, &dir, &|| log.next_lsn(), 0, NOW_MS).unwrap();
         log.delete_segments_before(info.replay_from).unwrap();
+        let on_disk = std::fs::metadata(&info.path).unwrap().len();
+        assert_eq!(on_disk, info.bytes, "direct-I/O padding cut off");
         writer.join().unwrap();
         let expected = dump(&ks);
         close(&ks);

@@ -200,8 +200,15 @@ fn load(server: &Arc<Server>, plan: &Plan) -> Result<(), String> {
                 next_segment: loaded.next_segment,
                 segments: loaded.segments,
             },
+            // Several threads publish progress; taking the maximum keeps
+            // the watermarks monotonic however their calls interleave.
             Box::new(move |written, synced| {
-                watcher.send_replace((written, synced));
+                watcher.send_if_modified(|current| {
+                    let next = (current.0.max(written), current.1.max(synced));
+                    let advanced = next != *current;
+                    *current = next;
+                    advanced
+                });
             }),
         )
         .map_err(|e| format!("Can't start the log in {}: {e}", config.dir.display()))?;
