@@ -12,6 +12,8 @@
 #      BGSAVE, under a random-write load on a preloaded dataset.
 #   5. Restart time with N keys of 100 bytes: Strata (checkpoint, and
 #      checkpoint + log after kill -9) vs Redis (RDB, and AOF).
+#   6. Disk use and throughput of Strata under a long overwrite-heavy load
+#      (compaction keeping the log bounded).
 #
 # Usage: bench/persistence.sh                    (all scenarios)
 #        SCENARIOS="1 3" ROUNDS=5 bench/persistence.sh
@@ -19,7 +21,8 @@
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
-SCENARIOS=${SCENARIOS:-"1 2 3 4 5"}
+SCENARIOS=${SCENARIOS:-"1 2 3 4 5 6"}
+OVERWRITE_SECONDS=${OVERWRITE_SECONDS:-60}
 CHECKPOINT_KEYS=${CHECKPOINT_KEYS:-3000000}
 RESTART_KEYS=${RESTART_KEYS:-10000000}
 
@@ -323,4 +326,43 @@ if [[ " $SCENARIOS " == *" 5 "* ]]; then
     echo "| Strata | after SHUTDOWN: one checkpoint | $(disk_mb s5) | $T |"
     stop s5
     rm -f "$WORK/keys5.resp"
+fi
+
+if [[ " $SCENARIOS " == *" 6 "* ]]; then
+    start o6 strata --save "" ${O6_ARGS:-}
+    port=$(port_of o6)
+    "$BENCH" -s 127.0.0.1 -p "$port" -t 1 -c 10 --ratio 1:0 -d 1000 --key-pattern P:P -n allkeys \
+        --key-maximum 100000 --hide-histogram >/dev/null 2>&1
+    "$BENCH" -s 127.0.0.1 -p "$port" -t 2 -c 25 --ratio 1:0 -d 1000 --key-maximum 100000 \
+        --test-time "$OVERWRITE_SECONDS" --hide-histogram --json-out-file "$WORK/o6.json" >/dev/null 2>&1 &
+    bench_pid=$!
+    : >"$WORK/du.txt"
+    while kill -0 "$bench_pid" 2>/dev/null; do
+        { du -sb "$WORK/o6" 2>/dev/null || true; } | awk '{ print $1 }' >>"$WORK/du.txt"
+        sleep 0.5
+    done
+    wait "$bench_pid" || true
+    redis-cli -p "$port" save >/dev/null
+    live=$(redis-cli -p "$port" info persistence | tr -d '\r' | awk -F: '$1 == "aof_base_size" { print $2 }')
+    rewrites=$(redis-cli -p "$port" info persistence | tr -d '\r' | awk -F: '$1 == "rdb_saves" { print $2 }')
+    echo
+    echo "## 6. Strata under $OVERWRITE_SECONDS s of random overwrites (disk bound, compaction)"
+    echo
+    echo "100 000 keys × 1000 B, then \`strata-bench -t 2 -c 25 --ratio 1:0 -d 1000 --key-maximum 100000 --test-time $OVERWRITE_SECONDS\`;"
+    echo "defaults (everysec, auto-aof-rewrite-percentage 100, min size 64 MB, 64 MB segments). Live data = size of a checkpoint taken at the end."
+    echo
+    python3 - "$WORK/o6.json" "$WORK/du.txt" "$live" "$rewrites" <<'PY'
+import json, statistics, sys
+series = json.load(open(sys.argv[1]))["runs"][-1]["Time series"]
+disk = [int(l) for l in open(sys.argv[2]) if l.strip()]
+live = int(sys.argv[3])
+ops = [s["ops/sec"] for s in series][1:-1]
+median = statistics.median(ops)
+below = sum(1 for o in ops if o < 0.9 * median)
+print("| live data (MB) | peak disk (MB) | peak / live | final disk (MB) | checkpoints | median ops/s | min ops/s | seconds below 90 % of median |")
+print("|---|---|---|---|---|---|---|---|")
+print(f"| {live / 1e6:.0f} | {max(disk) / 1e6:.0f} | {max(disk) / live:.2f} | {disk[-1] / 1e6:.0f} | {sys.argv[4]} | "
+      f"{median:.0f} | {min(ops):.0f} | {below} of {len(ops)} |")
+PY
+    stop o6
 fi

@@ -1,31 +1,40 @@
-//! Fork-free checkpoints.
+//! Fork-free checkpoints, written range by range.
 //!
-//! A checkpoint is a file of log records holding every live key's full
-//! image, written shard by shard while the server keeps serving: each shard
-//! is locked only while its entries are encoded into a buffer (about
-//! 1/1024 of the data, which also bounds the extra memory), then the buffer
-//! is written without any lock, at a bounded rate.
+//! A checkpoint holds every live key's full image, as log records, written
+//! shard by shard while the server keeps serving: each shard is locked only
+//! while its entries are encoded into a buffer (about 1/1024 of the data,
+//! which also bounds the extra memory), then the buffer is written without
+//! any lock, at a bounded rate.
 //!
-//! Shards are copied at different moments, so the file is not one instant
-//! of the whole keyspace. It does not need to be: before copying shard `i`
-//! the checkpoint notes `L_i`, the LSN the next record will get. Every
-//! record of shard `i` below `L_i` is already reflected in the copy and
-//! none at or above it is (records are committed under the shard lock).
-//! Recovery loads the file, then replays the log from `min L_i`, skipping
-//! for each shard the records below its `L_i`. The result is exact, even
-//! for SWAPDB, which replaying twice would undo.
+//! Shards are copied at different moments, so a checkpoint is not one
+//! instant of the whole keyspace. It does not need to be: before copying
+//! shard `i` the writer notes `L_i`, the LSN the next record will get.
+//! Every record of shard `i` below `L_i` is already in the copy and none at
+//! or above it is (records are committed under the shard lock). Recovery
+//! loads the files, then replays the log from `min L_i`, skipping for each
+//! shard the records below its `L_i`. The result is exact, even for
+//! SWAPDB, which replaying twice would undo.
+//!
+//! The shards are split into [`RANGE_COUNT`] ranges, one file each. A
+//! checkpoint *cycle* rewrites the ranges one after the other, and each new
+//! range file replaces the old one of that range as soon as it is complete.
+//! So the disk holds about one copy of the data plus one range, never two
+//! full copies; and a crash in the middle of a cycle leaves a valid mix of
+//! new and old range files (the per-shard `L_i` rule does not care which
+//! cycle a shard's copy comes from). The log is cut only after a whole
+//! cycle, to the smallest `L_i` of the new files.
 //!
 //! ```text
-//! CheckpointBegin  key: seed u64, shard count u32, db count u32, version u32
-//! CheckpointShard  db: shard index, aux: L_i          ┐ once per shard,
-//! Set …            the shard's live keys, lsn: L_i    ┘ in shard order
+//! CheckpointBegin  key: seed u64, shard count u32, db count u32,
+//!                  version u32, first shard u32, shards in file u32
+//! CheckpointShard  db: shard index, aux: L_i          ┐ once per shard of
+//! Set …            the shard's live keys, lsn: L_i    ┘ the range, in order
 //! CheckpointEnd    aux: next LSN when done, key: key count u64
 //! ```
 //!
-//! The file is written as `checkpoint.tmp`, fsynced, renamed to
-//! `checkpoint-<min L_i>.ckpt` and the directory fsynced; only then are
-//! older checkpoints and the log segments it covers deleted. A crash at any
-//! point leaves either the old checkpoint with its log, or the new one.
+//! A range file is written as `checkpoint-<range>.tmp`, synced, renamed to
+//! `checkpoint-<range>-<L of its first shard>.ckpt` and the directory
+//! synced; only then is the older file of that range deleted.
 
 use std::fs::File;
 use std::io::{BufReader, Read, Write};
@@ -37,40 +46,76 @@ use crate::keyspace::{Keyspace, SHARD_COUNT};
 use crate::log::sync_dir;
 use crate::record::{self, Draft, FLAG_INT, HEADER_BYTES, Kind, Record};
 
-const FORMAT_VERSION: u32 = 1;
-const TEMP_NAME: &str = "checkpoint.tmp";
+const FORMAT_VERSION: u32 = 2;
+/// Files one checkpoint is split into.
+pub const RANGE_COUNT: usize = 16;
+/// Shards per range file.
+pub const SHARDS_PER_RANGE: usize = SHARD_COUNT / RANGE_COUNT;
+/// Bytes of the CheckpointBegin record's key.
+const META_BYTES: usize = 28;
 /// Bytes written between two `fdatasync`s of a checkpoint, so its data
 /// reaches the disk steadily instead of in one burst at the end that would
 /// stall the log's own fsyncs.
 const SYNC_EVERY_BYTES: u64 = 32 << 20;
 
-/// The file name of the checkpoint whose replay starts at `lsn`.
-pub fn checkpoint_path(dir: &Path, lsn: u64) -> PathBuf {
-    dir.join(format!("checkpoint-{lsn:020}.ckpt"))
+/// The file name of range `range`'s checkpoint whose first shard covers
+/// the log below `lsn`.
+pub fn checkpoint_path(dir: &Path, range: usize, lsn: u64) -> PathBuf {
+    dir.join(format!("checkpoint-{range:02}-{lsn:020}.ckpt"))
 }
 
-pub fn checkpoint_lsn(name: &str) -> Option<u64> {
-    name.strip_prefix("checkpoint-")?
-        .strip_suffix(".ckpt")?
-        .parse()
-        .ok()
+/// Parses a checkpoint file name into (range, LSN).
+pub fn parse_name(name: &str) -> Option<(usize, u64)> {
+    let rest = name.strip_prefix("checkpoint-")?.strip_suffix(".ckpt")?;
+    let (range, lsn) = rest.split_once('-')?;
+    let range: usize = range.parse().ok()?;
+    (range < RANGE_COUNT).then_some(())?;
+    Some((range, lsn.parse().ok()?))
 }
 
-/// What a finished checkpoint covers.
+/// What a finished checkpoint cycle covers.
 #[derive(Clone, Debug)]
 pub struct CheckpointInfo {
-    pub path: PathBuf,
-    /// The log must be replayed from this LSN.
+    /// The log must be replayed from this LSN (the smallest `L_i`).
     pub replay_from: u64,
-    /// The LSN the next write got when the checkpoint finished.
+    /// The LSN the next write got when the cycle finished.
     pub next_lsn: u64,
     pub keys: u64,
+    /// Bytes of all range files together.
     pub bytes: u64,
 }
 
-/// Writes a checkpoint of `keyspace` into `dir`. `next_lsn` reads the
-/// log's next LSN (called with the shard lock held); `bytes_per_s` bounds
-/// the write rate (0: unbounded). Deletes older checkpoints when done.
+/// Spreads a cycle's writes over time: at most `bytes_per_s` (0: no limit).
+pub struct Throttle {
+    started: Instant,
+    written: u64,
+    bytes_per_s: u64,
+}
+
+impl Throttle {
+    pub fn new(bytes_per_s: u64) -> Self {
+        Throttle {
+            started: Instant::now(),
+            written: 0,
+            bytes_per_s,
+        }
+    }
+
+    fn wrote(&mut self, bytes: u64) {
+        self.written += bytes;
+        if self.bytes_per_s == 0 {
+            return;
+        }
+        let due = Duration::from_secs_f64(self.written as f64 / self.bytes_per_s as f64);
+        if let Some(ahead) = due.checked_sub(self.started.elapsed()) {
+            std::thread::sleep(ahead);
+        }
+    }
+}
+
+/// Runs a whole checkpoint cycle: every range of `keyspace` into `dir`.
+/// `next_lsn` reads the log's next LSN (called with a shard lock held);
+/// `bytes_per_s` bounds the write rate (0: unbounded).
 pub fn write(
     keyspace: &Keyspace,
     dir: &Path,
@@ -78,22 +123,51 @@ pub fn write(
     bytes_per_s: u64,
     now_ms: u64,
 ) -> std::io::Result<CheckpointInfo> {
+    let mut throttle = Throttle::new(bytes_per_s);
+    let mut info = CheckpointInfo {
+        replay_from: u64::MAX,
+        next_lsn: 0,
+        keys: 0,
+        bytes: 0,
+    };
+    for range in 0..RANGE_COUNT {
+        let written = write_range(keyspace, dir, range, next_lsn, &mut throttle, now_ms)?;
+        info.replay_from = info.replay_from.min(written.replay_from);
+        info.next_lsn = written.next_lsn;
+        info.keys += written.keys;
+        info.bytes += written.bytes;
+    }
+    Ok(info)
+}
+
+/// Writes the file of one range and replaces that range's older file.
+pub fn write_range(
+    keyspace: &Keyspace,
+    dir: &Path,
+    range: usize,
+    next_lsn: &dyn Fn() -> u64,
+    throttle: &mut Throttle,
+    now_ms: u64,
+) -> std::io::Result<CheckpointInfo> {
+    assert!(range < RANGE_COUNT);
     std::fs::create_dir_all(dir)?;
-    let temp = dir.join(TEMP_NAME);
+    let temp = dir.join(format!("checkpoint-{range:02}.tmp"));
     let mut out = DirectWriter::create(&temp)?;
+    let first_shard = range * SHARDS_PER_RANGE;
     let mut buf = Vec::new();
-    let mut meta = Vec::with_capacity(20);
+    let mut meta = Vec::with_capacity(META_BYTES);
     meta.extend_from_slice(&keyspace.seed().to_le_bytes());
     meta.extend_from_slice(&(SHARD_COUNT as u32).to_le_bytes());
     meta.extend_from_slice(&(keyspace.db_count() as u32).to_le_bytes());
     meta.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    meta.extend_from_slice(&(first_shard as u32).to_le_bytes());
+    meta.extend_from_slice(&(SHARDS_PER_RANGE as u32).to_le_bytes());
     sealed(&mut buf, marker(Kind::CheckpointBegin, 0, 0, &meta), 0);
-    let started = Instant::now();
     let mut written: u64 = 0;
     let mut synced_at: u64 = 0;
     let mut keys: u64 = 0;
     let mut replay_from = None;
-    for index in 0..SHARD_COUNT {
+    for index in first_shard..first_shard + SHARDS_PER_RANGE {
         {
             let shard = keyspace.lock_unlogged(index);
             let covered = next_lsn();
@@ -127,12 +201,12 @@ pub fn write(
         }
         out.write_all(&buf)?;
         written += buf.len() as u64;
+        throttle.wrote(buf.len() as u64);
         buf.clear();
         if written - synced_at >= SYNC_EVERY_BYTES {
             out.sync()?;
             synced_at = written;
         }
-        throttle(started, written, bytes_per_s);
     }
     let next = next_lsn();
     let count = keys.to_le_bytes();
@@ -140,18 +214,17 @@ pub fn write(
     out.write_all(&buf)?;
     written += buf.len() as u64;
     out.finish()?;
-    let replay_from = replay_from.expect("at least one shard");
-    let path = checkpoint_path(dir, replay_from);
+    let replay_from = replay_from.expect("a range has shards");
+    let path = checkpoint_path(dir, range, replay_from);
     std::fs::rename(&temp, &path)?;
     sync_dir(dir)?;
-    for (lsn, older) in list(dir)? {
-        if lsn != replay_from {
+    for (older_range, _, older) in list(dir)? {
+        if older_range == range && older != path {
             std::fs::remove_file(older)?;
         }
     }
     sync_dir(dir)?;
     Ok(CheckpointInfo {
-        path,
         replay_from,
         next_lsn: next,
         keys,
@@ -263,20 +336,8 @@ fn marker(kind: Kind, db: u16, aux: u64, key: &[u8]) -> Draft<'_> {
     }
 }
 
-/// Sleeps as needed to keep `written` bytes since `started` under
-/// `bytes_per_s`.
-fn throttle(started: Instant, written: u64, bytes_per_s: u64) {
-    if bytes_per_s == 0 {
-        return;
-    }
-    let due = Duration::from_secs_f64(written as f64 / bytes_per_s as f64);
-    if let Some(ahead) = due.checked_sub(started.elapsed()) {
-        std::thread::sleep(ahead);
-    }
-}
-
-/// Checkpoint files in `dir`, oldest first, as (replay-from LSN, path).
-pub fn list(dir: &Path) -> std::io::Result<Vec<(u64, PathBuf)>> {
+/// Checkpoint files in `dir` as (range, LSN, path), by range then LSN.
+pub fn list(dir: &Path) -> std::io::Result<Vec<(usize, u64, PathBuf)>> {
     let mut found = Vec::new();
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -285,12 +346,24 @@ pub fn list(dir: &Path) -> std::io::Result<Vec<(u64, PathBuf)>> {
     };
     for entry in entries {
         let entry = entry?;
-        if let Some(lsn) = entry.file_name().to_str().and_then(checkpoint_lsn) {
-            found.push((lsn, entry.path()));
+        if let Some((range, lsn)) = entry.file_name().to_str().and_then(parse_name) {
+            found.push((range, lsn, entry.path()));
         }
     }
     found.sort();
     Ok(found)
+}
+
+/// The newest file of every range present, in range order.
+pub fn newest(dir: &Path) -> std::io::Result<Vec<(usize, PathBuf)>> {
+    let mut newest: Vec<(usize, PathBuf)> = Vec::new();
+    for (range, _, path) in list(dir)? {
+        match newest.last_mut() {
+            Some((last, newer)) if *last == range => *newer = path,
+            _ => newest.push((range, path)),
+        }
+    }
+    Ok(newest)
 }
 
 /// A checkpoint's header fields.
@@ -299,6 +372,9 @@ pub struct CheckpointMeta {
     pub seed: u64,
     pub shard_count: u32,
     pub db_count: u32,
+    /// The shards this file holds.
+    pub first_shard: u32,
+    pub shards: u32,
 }
 
 /// A problem found in a checkpoint file.
@@ -340,11 +416,11 @@ pub struct CheckpointReader {
     buf: Vec<u8>,
 }
 
-/// What a complete checkpoint holds besides its keys.
+/// What a complete range file holds besides its keys.
 #[derive(Clone, Debug)]
 pub struct CheckpointSummary {
     pub meta: CheckpointMeta,
-    /// `L_i` of every shard.
+    /// `L_i` of each of its shards, from `meta.first_shard` on.
     pub covered: Vec<u64>,
     pub next_lsn: u64,
     pub keys: u64,
@@ -413,7 +489,7 @@ impl CheckpointReader {
         let path = self.path.clone();
         let fail = failure(&path, 0);
         let record = self.next()?.ok_or_else(|| fail("empty file".into()))?;
-        if record.kind != Kind::CheckpointBegin || record.key.len() != 20 {
+        if record.kind != Kind::CheckpointBegin || record.key.len() != META_BYTES {
             return Err(fail("does not start with a checkpoint header".into()));
         }
         let u32_at = |at: usize| u32::from_le_bytes(record.key[at..at + 4].try_into().expect("4"));
@@ -421,11 +497,23 @@ impl CheckpointReader {
             seed: u64::from_le_bytes(record.key[..8].try_into().expect("8")),
             shard_count: u32_at(8),
             db_count: u32_at(12),
+            first_shard: u32_at(20),
+            shards: u32_at(24),
         };
         let version = u32_at(16);
         if version != FORMAT_VERSION {
             return Err(fail(format!(
                 "format version {version}, expected {FORMAT_VERSION}"
+            )));
+        }
+        let range_ok = meta.shards as usize == SHARDS_PER_RANGE
+            && (meta.first_shard as usize).is_multiple_of(SHARDS_PER_RANGE)
+            && (meta.first_shard as usize) < SHARD_COUNT;
+        if !range_ok {
+            return Err(fail(format!(
+                "holds shards {}..{}, not one range",
+                meta.first_shard,
+                meta.first_shard + meta.shards
             )));
         }
         if meta.shard_count as usize != SHARD_COUNT {
@@ -455,20 +543,20 @@ impl CheckpointReader {
             };
             match record.kind {
                 Kind::CheckpointShard => {
-                    if record.db as usize != covered.len() {
+                    if record.db as usize != meta.first_shard as usize + covered.len() {
                         return Err(fail(format!("shard {} out of order", record.db)));
                     }
                     covered.push(record.aux);
                 }
                 Kind::Set if !covered.is_empty() => {
-                    let shard = covered.len() - 1;
+                    let shard = meta.first_shard as usize + covered.len() - 1;
                     keys += 1;
                     visit(shard, &record).map_err(fail)?;
                 }
                 Kind::CheckpointEnd => {
                     let next_lsn = record.aux;
                     let counted = record.key.try_into().map(u64::from_le_bytes).ok();
-                    if covered.len() != SHARD_COUNT || counted != Some(keys) {
+                    if covered.len() != meta.shards as usize || counted != Some(keys) {
                         return Err(fail("end marker does not match the contents".into()));
                     }
                     if self.next()?.is_some() {

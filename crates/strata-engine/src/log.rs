@@ -200,8 +200,6 @@ pub struct Log {
     error: Mutex<Option<String>>,
     fsync_failed: AtomicBool,
     segments: Mutex<Vec<SegmentInfo>>,
-    /// Sequence number of the segment the writer has open (never deleted).
-    open_segment: AtomicU64,
     progress: ProgressFn,
     pub stats: LogStats,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -250,7 +248,6 @@ impl Log {
             error: Mutex::new(None),
             fsync_failed: AtomicBool::new(false),
             segments: Mutex::new(start.segments),
-            open_segment: AtomicU64::new(start.next_segment),
             progress,
             stats: LogStats::default(),
             writer: Mutex::new(None),
@@ -389,6 +386,17 @@ impl Log {
         last_lsn
     }
 
+    /// Makes the next commit start a new segment. A checkpoint cycle does
+    /// this first, so that when it completes, every segment before it can
+    /// be deleted rather than kept for its uncovered tail.
+    pub fn roll_segment(&self) {
+        let mut state = self.state.lock();
+        if state.head_bytes > 0 {
+            state.head_segment += 1;
+            state.head_bytes = 0;
+        }
+    }
+
     /// Stops the writer after it has written (and synced) everything
     /// committed so far.
     pub fn shutdown(&self) {
@@ -407,13 +415,21 @@ impl Log {
     /// Deletes every closed segment whose records all have LSNs below
     /// `lsn` (a checkpoint covers them). Returns the bytes freed.
     pub fn delete_segments_before(&self, lsn: u64) -> std::io::Result<u64> {
-        let open = self.open_segment.load(Ordering::Acquire);
+        // No write round may be in flight (it could be appending to a
+        // segment about to go), and no segment still receiving records —
+        // the head, or one with chunks pending — is deleted.
+        let _output = self.output.lock();
+        let (head, pending): (u64, Vec<u64>) = {
+            let state = self.state.lock();
+            let pending = state.chunks.iter().map(|c| c.segment).collect();
+            (state.head_segment, pending)
+        };
         let mut freed = 0;
         let mut segments = self.segments.lock();
         let mut kept = Vec::with_capacity(segments.len());
         for segment in segments.drain(..) {
             let covered = segment.lsns.is_none_or(|(_, last)| last < lsn);
-            if covered && segment.seq < open {
+            if covered && segment.seq < head && !pending.contains(&segment.seq) {
                 std::fs::remove_file(segment_path(&self.dir, segment.seq))?;
                 freed += segment.bytes;
             } else {
@@ -624,7 +640,6 @@ impl Log {
             let opened = OpenOptions::new().create(true).append(true).open(&path)?;
             let size = opened.metadata()?.len();
             sync_dir(&self.dir)?;
-            self.open_segment.store(chunk.segment, Ordering::Release);
             let mut segments = self.segments.lock();
             if segments.last().is_none_or(|s| s.seq != chunk.segment) {
                 segments.push(SegmentInfo {

@@ -40,8 +40,9 @@ pub fn log_dir(dir: &Path) -> PathBuf {
 #[derive(Clone, Debug, Default)]
 pub struct Plan {
     pub dir: PathBuf,
-    pub checkpoint: Option<PathBuf>,
-    /// The newest checkpoint's hash seed.
+    /// The newest checkpoint file of every range present.
+    pub checkpoints: Vec<PathBuf>,
+    /// The checkpoints' hash seed.
     pub seed: Option<u64>,
     /// Segment sequence numbers, oldest first.
     pub segments: Vec<u64>,
@@ -69,14 +70,22 @@ fn io_error(path: &Path, e: std::io::Error) -> RecoveryError {
 
 /// Lists `dir` (missing is fine: a fresh start).
 pub fn plan(dir: &Path) -> Result<Plan, RecoveryError> {
-    let checkpoint = checkpoint::list(dir)
+    let checkpoints: Vec<PathBuf> = checkpoint::newest(dir)
         .map_err(|e| io_error(dir, e))?
-        .pop()
-        .map(|(_, path)| path);
-    let seed = match &checkpoint {
-        Some(path) => Some(CheckpointReader::meta(path)?.seed),
-        None => None,
-    };
+        .into_iter()
+        .map(|(_, path)| path)
+        .collect();
+    let mut seed = None;
+    for path in &checkpoints {
+        let meta = CheckpointReader::meta(path)?;
+        if seed.is_some_and(|seed| seed != meta.seed) {
+            return Err(RecoveryError(format!(
+                "Checkpoint {} belongs to another data directory (different hash seed)",
+                path.display()
+            )));
+        }
+        seed = Some(meta.seed);
+    }
     let log_dir = log_dir(dir);
     let mut segments = Vec::new();
     match std::fs::read_dir(&log_dir) {
@@ -94,7 +103,7 @@ pub fn plan(dir: &Path) -> Result<Plan, RecoveryError> {
     segments.sort_unstable();
     Ok(Plan {
         dir: dir.to_path_buf(),
-        checkpoint,
+        checkpoints,
         seed,
         segments,
     })
@@ -267,7 +276,7 @@ pub fn load(
     };
     let log_dir = log_dir(&plan.dir);
     let mut state = Progress::default();
-    if let Some(path) = &plan.checkpoint {
+    for path in &plan.checkpoints {
         state.bytes_total += std::fs::metadata(path)
             .map_err(|e| io_error(path, e))?
             .len();
@@ -280,9 +289,11 @@ pub fn load(
     }
     let mut last_report = Instant::now();
     let mut loaded = Loaded::default();
+    // Shards of a range without a file (a first cycle cut short) replay
+    // the whole log, which was never cut: cutting waits for a full cycle.
     let mut covered = vec![0u64; SHARD_COUNT];
     let mut replay_from = None;
-    if let Some(path) = &plan.checkpoint {
+    for path in &plan.checkpoints {
         let reader = CheckpointReader::open(path)?;
         let summary = reader.read_all(|shard, record| {
             check_db(keyspace, record.db)?;
@@ -301,10 +312,13 @@ pub fn load(
             Ok(())
         })?;
         state.bytes_done += summary.bytes;
-        covered = summary.covered;
-        replay_from = covered.first().copied();
-        loaded.next_lsn = summary.next_lsn;
-        loaded.checkpoint_keys = summary.keys;
+        let first = summary.meta.first_shard as usize;
+        covered[first..first + summary.covered.len()].copy_from_slice(&summary.covered);
+        loaded.next_lsn = loaded.next_lsn.max(summary.next_lsn);
+        loaded.checkpoint_keys += summary.keys;
+    }
+    if !plan.checkpoints.is_empty() {
+        replay_from = covered.iter().min().map(|&lsn| lsn.max(1));
     }
     let mut expected_lsn = None;
     let mut checked_start = false;
@@ -328,6 +342,13 @@ pub fn load(
                     loaded.records_replayed += 1;
                 }
                 pause();
+            }
+            if loaded.records_replayed.is_multiple_of(1024)
+                && last_report.elapsed() >= PROGRESS_INTERVAL
+            {
+                state.records_replayed = loaded.records_replayed;
+                progress(state);
+                last_report = Instant::now();
             }
             checked_start = true;
             Ok(())
@@ -446,7 +467,7 @@ fn apply(
 /// What `strata-check` reports.
 #[derive(Debug, Default)]
 pub struct Verified {
-    pub checkpoint: Option<(PathBuf, checkpoint::CheckpointSummary)>,
+    pub checkpoints: Vec<(PathBuf, checkpoint::CheckpointSummary)>,
     pub segments: Vec<(PathBuf, SegmentInfo)>,
     pub records: u64,
     /// Torn tail in the newest segment: (file, valid length, dropped bytes,
@@ -459,9 +480,9 @@ pub struct Verified {
 pub fn verify(dir: &Path) -> Result<Verified, RecoveryError> {
     let plan = plan(dir)?;
     let mut verified = Verified::default();
-    for (_, path) in checkpoint::list(dir).map_err(|e| io_error(dir, e))? {
+    for (_, _, path) in checkpoint::list(dir).map_err(|e| io_error(dir, e))? {
         let summary = CheckpointReader::open(&path)?.read_all(|_, _| Ok(()))?;
-        verified.checkpoint = Some((path, summary));
+        verified.checkpoints.push((path, summary));
     }
     let log_dir = log_dir(dir);
     let mut expected_lsn = None;
@@ -640,7 +661,12 @@ mod tests {
         let log = ks.log().unwrap().clone();
         let info = checkpoint::write(&ks, &dir, &|| log.next_lsn(), 0, NOW_MS).unwrap();
         log.delete_segments_before(info.replay_from).unwrap();
-        let on_disk = std::fs::metadata(&info.path).unwrap().len();
+        let files = checkpoint::list(&dir).unwrap();
+        assert_eq!(files.len(), checkpoint::RANGE_COUNT, "one file per range");
+        let on_disk: u64 = files
+            .iter()
+            .map(|(_, _, path)| std::fs::metadata(path).unwrap().len())
+            .sum();
         assert_eq!(on_disk, info.bytes, "direct-I/O padding cut off");
         writer.join().unwrap();
         let expected = dump(&ks);
@@ -648,6 +674,61 @@ mod tests {
         let recovered = open(&dir, 64 << 10).unwrap();
         assert_eq!(dump(&recovered), expected);
         close(&recovered);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_cycle_cut_short_leaves_a_valid_mix_of_ranges() {
+        let dir = temp_dir("partial");
+        let ks = open(&dir, 16 << 10).unwrap();
+        for round in 0..3 {
+            workload(&ks, round);
+        }
+        let log = ks.log().unwrap().clone();
+        log.roll_segment();
+        let info = checkpoint::write(&ks, &dir, &|| log.next_lsn(), 0, NOW_MS).unwrap();
+        log.delete_segments_before(info.replay_from).unwrap();
+        for round in 3..6 {
+            workload(&ks, round);
+        }
+        // A second cycle that a crash stops after five ranges.
+        let mut throttle = checkpoint::Throttle::new(0);
+        for range in 0..5 {
+            checkpoint::write_range(&ks, &dir, range, &|| log.next_lsn(), &mut throttle, NOW_MS)
+                .unwrap();
+        }
+        for round in 6..8 {
+            workload(&ks, round);
+        }
+        let expected = dump(&ks);
+        close(&ks);
+        assert_eq!(
+            checkpoint::list(&dir).unwrap().len(),
+            checkpoint::RANGE_COUNT
+        );
+        let recovered = open(&dir, 16 << 10).unwrap();
+        assert_eq!(dump(&recovered), expected);
+        close(&recovered);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_missing_range_file_after_the_log_was_cut_stops_recovery() {
+        let dir = temp_dir("missing");
+        let ks = open(&dir, 16 << 10).unwrap();
+        workload(&ks, 0);
+        let log = ks.log().unwrap().clone();
+        log.roll_segment();
+        let info = checkpoint::write(&ks, &dir, &|| log.next_lsn(), 0, NOW_MS).unwrap();
+        log.delete_segments_before(info.replay_from).unwrap();
+        workload(&ks, 1);
+        close(&ks);
+        let (_, _, third) = checkpoint::list(&dir).unwrap().remove(3);
+        std::fs::remove_file(third).unwrap();
+        match open(&dir, 16 << 10) {
+            Ok(_) => panic!("recovered without a range of the checkpoint"),
+            Err(e) => assert!(e.to_string().contains("checkpoint needs it from"), "{e}"),
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

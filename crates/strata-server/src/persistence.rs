@@ -56,9 +56,6 @@ pub struct Persistence {
     pub last_checkpoint_bytes: AtomicU64,
     pub last_checkpoint_keys: AtomicU64,
     pub last_checkpoint_lsn: AtomicU64,
-    /// Log bytes on disk right after the last checkpoint deleted what it
-    /// covered: log growth is measured from here.
-    pub log_bytes_after_checkpoint: AtomicU64,
     /// Dataset changes counted when the last checkpoint started.
     pub changes_at_last_save: AtomicU64,
     /// A background checkpoint was asked for (BGSAVE/BGREWRITEAOF).
@@ -99,7 +96,6 @@ impl Persistence {
             last_checkpoint_bytes: AtomicU64::new(0),
             last_checkpoint_keys: AtomicU64::new(0),
             last_checkpoint_lsn: AtomicU64::new(0),
-            log_bytes_after_checkpoint: AtomicU64::new(0),
             changes_at_last_save: AtomicU64::new(0),
             requested: Mutex::new(None),
             wake: Condvar::new(),
@@ -216,10 +212,15 @@ fn load(server: &Arc<Server>, plan: &Plan) -> Result<(), String> {
     } else {
         persistence.base_lsn.store(loaded.next_lsn, Relaxed);
     }
-    if let Some(path) = &plan.checkpoint {
-        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        persistence.last_checkpoint_bytes.store(size, Relaxed);
-    }
+    let checkpoint_bytes = plan
+        .checkpoints
+        .iter()
+        .filter_map(|path| std::fs::metadata(path).ok())
+        .map(|m| m.len())
+        .sum();
+    persistence
+        .last_checkpoint_bytes
+        .store(checkpoint_bytes, Relaxed);
     persistence.loading.store(false, Relaxed);
     log_notice!(
         "DB loaded from disk: {:.3} seconds ({} keys from the checkpoint, {} log records replayed)",
@@ -246,6 +247,10 @@ pub fn checkpoint(server: &Server, trigger: Trigger) -> Result<CheckpointInfo, S
         _ => config.checkpoint_rate_bytes,
     };
     let log = server.keyspace.log().cloned();
+    if let Some(log) = &log {
+        // Everything before this cycle becomes deletable as whole segments.
+        log.roll_segment();
+    }
     let next_lsn = || match &log {
         Some(log) => log.next_lsn(),
         None => persistence.base_lsn.load(Relaxed),
@@ -275,18 +280,14 @@ pub fn checkpoint(server: &Server, trigger: Trigger) -> Result<CheckpointInfo, S
             persistence
                 .last_checkpoint_lsn
                 .store(info.replay_from, Relaxed);
-            let remaining = log.as_ref().map_or(0, |log| log.disk_bytes());
-            persistence
-                .log_bytes_after_checkpoint
-                .store(remaining, Relaxed);
             if rewrite {
                 persistence.rewrites.fetch_add(1, Relaxed);
                 persistence.rewrite_consecutive_failures.store(0, Relaxed);
                 persistence.last_rewrite_ok.store(true, Relaxed);
             }
             log_notice!(
-                "DB saved on disk ({trigger:?}): checkpoint {} with {} keys, {} bytes, in {:.3} seconds",
-                info.path.display(),
+                "DB saved on disk ({trigger:?}): checkpoint in {} with {} keys, {} bytes, in {:.3} seconds",
+                config.dir.display(),
                 info.keys,
                 info.bytes,
                 started.elapsed().as_secs_f64()
@@ -387,9 +388,9 @@ fn due_trigger(server: &Server) -> Option<Trigger> {
         return Some(Trigger::SavePoint);
     }
     let log = server.keyspace.log()?;
-    let log_bytes = log
-        .disk_bytes()
-        .saturating_sub(persistence.log_bytes_after_checkpoint.load(Relaxed));
+    // The whole log counts, including what was written while the last
+    // checkpoint ran: disk use stays near checkpoint + percentage of it.
+    let log_bytes = log.disk_bytes();
     let base = persistence.last_checkpoint_bytes.load(Relaxed);
     let percentage = config.auto_rewrite_percentage;
     if percentage > 0

@@ -371,6 +371,8 @@ fn clients_get_loading_while_the_dataset_loads() {
         raw.cmd(&["PING"]),
         e("LOADING Redis is loading the dataset in memory")
     );
+    let progress = server.wait_for_log("Loading: ");
+    assert!(progress.contains("log records"), "{progress}");
     server.wait_for_log(READY);
     assert_eq!(raw.cmd(&["GET", "k2999"]), b("v"));
     assert_eq!(info_field(&info(&mut raw, "persistence"), "loading"), "0");

@@ -49,16 +49,19 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match &verified.checkpoint {
-        Some((path, summary)) => println!(
-            "checkpoint {}: {} keys, {} bytes, replay from LSN {}, next LSN {}",
+    if verified.checkpoints.is_empty() {
+        println!("no checkpoint");
+    }
+    for (path, summary) in &verified.checkpoints {
+        println!(
+            "checkpoint {}: shards {}..{}, {} keys, {} bytes, replay from LSN {}",
             path.display(),
+            summary.meta.first_shard,
+            summary.meta.first_shard + summary.meta.shards,
             summary.keys,
             summary.bytes,
-            summary.covered.first().copied().unwrap_or(0),
-            summary.next_lsn
-        ),
-        None => println!("no checkpoint"),
+            summary.covered.iter().min().copied().unwrap_or(0),
+        );
     }
     let bytes: u64 = verified.segments.iter().map(|(_, s)| s.bytes).sum();
     let first = verified
