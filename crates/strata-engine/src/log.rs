@@ -44,7 +44,7 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -167,7 +167,6 @@ struct Chunk {
 struct Pending {
     next_lsn: u64,
     chunks: Vec<Chunk>,
-    pending_bytes: usize,
     /// Segment that new records go to, and its size including pending.
     head_segment: u64,
     head_bytes: u64,
@@ -195,6 +194,9 @@ pub struct Log {
     wake: Condvar,
     written_lsn: AtomicU64,
     synced_lsn: AtomicU64,
+    /// Committed bytes not yet written; read on every connection turn, so
+    /// an atomic rather than the state mutex.
+    pending_bytes: AtomicUsize,
     fsync: AtomicU8,
     has_error: AtomicBool,
     error: Mutex<Option<String>>,
@@ -233,7 +235,6 @@ impl Log {
             state: Mutex::new(Pending {
                 next_lsn: start.next_lsn,
                 chunks: Vec::new(),
-                pending_bytes: 0,
                 head_segment: start.next_segment,
                 head_bytes: 0,
                 writer_idle: false,
@@ -242,6 +243,7 @@ impl Log {
             }),
             wake: Condvar::new(),
             written_lsn: AtomicU64::new(last),
+            pending_bytes: AtomicUsize::new(0),
             synced_lsn: AtomicU64::new(last),
             fsync: AtomicU8::new(fsync as u8),
             has_error: AtomicBool::new(false),
@@ -316,11 +318,11 @@ impl Log {
     /// Whether so many bytes wait for the writer that connections should
     /// pause before running more commands.
     pub fn backlogged(&self) -> bool {
-        self.state.lock().pending_bytes > PENDING_BYTES_MAX
+        self.pending_bytes() > PENDING_BYTES_MAX
     }
 
     pub fn pending_bytes(&self) -> usize {
-        self.state.lock().pending_bytes
+        self.pending_bytes.load(Ordering::Relaxed)
     }
 
     /// Segments on disk, oldest first.
@@ -357,7 +359,7 @@ impl Log {
             state.head_bytes = 0;
         }
         state.head_bytes += len;
-        state.pending_bytes += group.len();
+        self.pending_bytes.fetch_add(group.len(), Ordering::Relaxed);
         let segment = state.head_segment;
         match state.chunks.last_mut() {
             Some(chunk) if chunk.segment == segment => {
@@ -545,7 +547,8 @@ impl Log {
                     self.clear_error();
                 }
                 for chunk in chunks {
-                    state.pending_bytes -= chunk.bytes.len();
+                    self.pending_bytes
+                        .fetch_sub(chunk.bytes.len(), Ordering::Relaxed);
                     let mut bytes = chunk.bytes;
                     bytes.clear();
                     // Keep the largest buffers: a chunk that grows under
