@@ -1,7 +1,7 @@
 //! The sharded keyspace.
 //!
-//! A key's 64-bit hash (foldhash, seeded randomly per process against
-//! hash flooding) picks its shard by its top [`SHARD_BITS`] bits and its
+//! A key's 64-bit hash (foldhash, seeded randomly per data directory
+//! against hash flooding) picks its shard by its top [`SHARD_BITS`] bits and its
 //! slot inside the shard's table. A [`Shard`] holds one table per database,
 //! so a key and its namesakes in other databases share one lock: MOVE and
 //! COPY … DB take a single lock, and SWAPDB/FLUSHALL take every shard in
@@ -20,6 +20,16 @@
 //! The entry is kept small and its value private to this module's API, so
 //! the tiering issue can make a value hot (in RAM), cold (a location in the
 //! log) or both without touching command code that only calls these methods.
+//!
+//! Logging: every method that changes an entry appends the change's record
+//! (a full SET image, DEL, EXPIRE, or a database-level record) to the
+//! calling thread's log group, and the lock guards ([`ShardGuard`],
+//! [`ShardSet`]) commit that group when they drop, before unlocking. So no
+//! command can change data without logging it, and a multi-key command's
+//! records are one all-or-nothing group. Recovery and checkpoints lock
+//! shards without a group (`lock_unlogged`) and log nothing. The hash seed
+//! is fixed per data directory (kept in checkpoints) so a key's shard
+//! survives restarts.
 
 use std::collections::BTreeSet;
 use std::hash::BuildHasher;

@@ -292,7 +292,6 @@ pub fn load(
     // Shards of a range without a file (a first cycle cut short) replay
     // the whole log, which was never cut: cutting waits for a full cycle.
     let mut covered = vec![0u64; SHARD_COUNT];
-    let mut replay_from = None;
     for path in &plan.checkpoints {
         let reader = CheckpointReader::open(path)?;
         let summary = reader.read_all(|shard, record| {
@@ -317,9 +316,9 @@ pub fn load(
         loaded.next_lsn = loaded.next_lsn.max(summary.next_lsn);
         loaded.checkpoint_keys += summary.keys;
     }
-    if !plan.checkpoints.is_empty() {
-        replay_from = covered.iter().min().map(|&lsn| lsn.max(1));
-    }
+    // Without a checkpoint the log must be whole, from LSN 1; with one, it
+    // must reach back to the smallest covered LSN.
+    let replay_from = Some(covered.iter().min().map_or(1, |&lsn| lsn.max(1)));
     let mut expected_lsn = None;
     let mut checked_start = false;
     let newest_seq = plan.segments.last().copied();
@@ -382,6 +381,19 @@ pub fn load(
             lsns: walked.lsns,
             bytes: walked.valid_len,
         });
+    }
+    let ranges_missing =
+        !plan.checkpoints.is_empty() && plan.checkpoints.len() < checkpoint::RANGE_COUNT;
+    if ranges_missing && !checked_start && covered.iter().any(|&lsn| lsn > 1) {
+        // Writes happened (LSNs advanced) yet no log is left: it was cut
+        // after a full cycle, so every range file must be there.
+        return Err(RecoveryError(format!(
+            "Checkpoint in {} has {} of {} range files and the log it needs was already \
+             compacted away; restore the missing files (strata-check lists them)",
+            plan.dir.display(),
+            plan.checkpoints.len(),
+            checkpoint::RANGE_COUNT
+        )));
     }
     loaded.next_lsn = loaded.next_lsn.max(1);
     loaded.next_segment = newest_seq.map_or(1, |seq| seq + 1);
@@ -728,6 +740,46 @@ mod tests {
         match open(&dir, 16 << 10) {
             Ok(_) => panic!("recovered without a range of the checkpoint"),
             Err(e) => assert!(e.to_string().contains("checkpoint needs it from"), "{e}"),
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_missing_range_file_with_no_log_left_stops_recovery() {
+        let dir = temp_dir("missing-empty");
+        let ks = open(&dir, 16 << 10).unwrap();
+        workload(&ks, 0);
+        let log = ks.log().unwrap().clone();
+        log.roll_segment();
+        let info = checkpoint::write(&ks, &dir, &|| log.next_lsn(), 0, NOW_MS).unwrap();
+        log.delete_segments_before(info.replay_from).unwrap();
+        close(&ks);
+        let (_, _, fifth) = checkpoint::list(&dir).unwrap().remove(5);
+        std::fs::remove_file(fifth).unwrap();
+        match open(&dir, 16 << 10) {
+            Ok(_) => panic!("recovered without a range of the checkpoint"),
+            Err(e) => assert!(e.to_string().contains("range files"), "{e}"),
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_log_cut_without_its_checkpoint_stops_recovery() {
+        let dir = temp_dir("no-checkpoint");
+        let ks = open(&dir, 16 << 10).unwrap();
+        workload(&ks, 0);
+        let log = ks.log().unwrap().clone();
+        log.roll_segment();
+        let info = checkpoint::write(&ks, &dir, &|| log.next_lsn(), 0, NOW_MS).unwrap();
+        log.delete_segments_before(info.replay_from).unwrap();
+        workload(&ks, 1);
+        close(&ks);
+        for (_, _, path) in checkpoint::list(&dir).unwrap() {
+            std::fs::remove_file(path).unwrap();
+        }
+        match open(&dir, 16 << 10) {
+            Ok(_) => panic!("recovered a log cut without its checkpoint"),
+            Err(e) => assert!(e.to_string().contains("needs it from 1"), "{e}"),
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
