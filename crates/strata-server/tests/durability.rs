@@ -469,3 +469,135 @@ fn full_disk_refuses_writes_with_misconf_keeps_reads_and_recovers() {
     assert_eq!(raw.cmd(&["GET", "after"]), b("yes"));
     assert_eq!(raw.cmd(&["EXISTS", "refused"]), i(0));
 }
+
+#[test]
+fn appendonly_no_keeps_what_save_wrote_and_nothing_after() {
+    let server = TestServer::start_with(&["--appendonly", "no", "--save", ""]);
+    let mut raw = server.raw();
+    assert_eq!(
+        info_field(&info(&mut raw, "persistence"), "aof_enabled"),
+        "0"
+    );
+    assert_eq!(raw.cmd(&["SET", "saved", "1"]), ok());
+    assert_eq!(raw.cmd(&["SAVE"]), ok());
+    assert_eq!(
+        info_field(
+            &info(&mut raw, "persistence"),
+            "rdb_changes_since_last_save"
+        ),
+        "0"
+    );
+    assert_eq!(raw.cmd(&["SET", "unsaved", "2"]), ok());
+    assert_eq!(
+        info_field(
+            &info(&mut raw, "persistence"),
+            "rdb_changes_since_last_save"
+        ),
+        "1"
+    );
+    let dir = server.kill9();
+    assert!(
+        segments(&dir).is_empty(),
+        "no log is written with appendonly no"
+    );
+    let server = TestServer::spawn(dir, &["--appendonly", "no", "--save", ""], None, READY);
+    let mut raw = server.raw();
+    assert_eq!(raw.cmd(&["GET", "saved"]), b("1"));
+    assert_eq!(raw.cmd(&["GET", "unsaved"]), Reply::NullBulk);
+    // Turning the log on later starts from the checkpoint.
+    raw.send(&["SHUTDOWN", "NOSAVE"]);
+    assert!(raw.is_closed());
+    let dir = server.exited();
+    let server = TestServer::spawn(dir, &[], None, READY);
+    let mut raw = server.raw();
+    assert_eq!(raw.cmd(&["GET", "saved"]), b("1"));
+    assert_eq!(raw.cmd(&["SET", "logged", "3"]), ok());
+    let dir = server.kill9();
+    let server = TestServer::spawn(dir, &[], None, READY);
+    let mut raw = server.raw();
+    assert_eq!(
+        raw.cmd(&["MGET", "saved", "logged"]).as_array(),
+        &[b("1"), b("3")]
+    );
+}
+
+#[test]
+fn persistence_commands_and_settings_answer_like_redis() {
+    let server = TestServer::start_with(&["--save", ""]);
+    let mut raw = server.raw();
+    assert_eq!(
+        raw.cmd(&["CONFIG", "GET", "appendfsync"]).as_array(),
+        &[b("appendfsync"), b("everysec")]
+    );
+    assert_eq!(raw.cmd(&["CONFIG", "SET", "appendfsync", "always"]), ok());
+    let deadline = Instant::now() + TIMEOUT;
+    while info_field(&info(&mut raw, "persistence"), "strata_log_fsync_policy") != "always" {
+        assert!(Instant::now() < deadline, "policy not applied");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(raw.cmd(&["SET", "k", "v"]), ok());
+    let persistence = info(&mut raw, "persistence");
+    let written: u64 = info_field(&persistence, "strata_log_written_lsn")
+        .parse()
+        .unwrap();
+    let synced: u64 = info_field(&persistence, "strata_log_synced_lsn")
+        .parse()
+        .unwrap();
+    assert!(
+        synced >= written,
+        "always: acknowledged means synced ({synced} < {written})"
+    );
+    assert!(matches!(
+        raw.cmd(&["CONFIG", "SET", "appendonly", "no"]),
+        Reply::Error(text) if text.contains("appendonly")
+    ));
+    assert_eq!(
+        raw.cmd(&["CONFIG", "SET", "appendfsync", "sometimes"]),
+        e(
+            "ERR CONFIG SET failed (possibly related to argument 'appendfsync') - argument must be one of: always, everysec, no"
+        )
+    );
+    assert_eq!(raw.cmd(&["BGSAVE", "NOW"]), e("ERR syntax error"));
+    assert_eq!(
+        raw.cmd(&["BGREWRITEAOF"]),
+        Reply::simple("Background append only file rewriting started")
+    );
+    let deadline = Instant::now() + TIMEOUT;
+    while info_field(&info(&mut raw, "persistence"), "aof_rewrites") != "1" {
+        assert!(Instant::now() < deadline, "rewrite did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let before = raw.cmd(&["LASTSAVE"]).as_int();
+    assert!(before > 1_700_000_000);
+    assert_eq!(
+        raw.cmd(&["BGSAVE"]),
+        Reply::simple("Background saving started")
+    );
+    let deadline = Instant::now() + TIMEOUT;
+    while info_field(&info(&mut raw, "persistence"), "rdb_bgsave_in_progress") != "0"
+        || info_field(&info(&mut raw, "persistence"), "rdb_saves") != "2"
+    {
+        assert!(Instant::now() < deadline, "bgsave did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        info_field(&info(&mut raw, "persistence"), "rdb_last_bgsave_status"),
+        "ok"
+    );
+    raw.send(&["SHUTDOWN", "NOSAVE"]);
+    assert!(raw.is_closed());
+    let saves_before = std::fs::read_dir(server.dir.join("data"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".ckpt")
+        })
+        .count();
+    let dir = server.exited();
+    assert_eq!(saves_before, 16, "one file per range");
+    let server = TestServer::spawn(dir, &[], None, READY);
+    assert_eq!(server.raw().cmd(&["GET", "k"]), b("v"));
+}
