@@ -152,7 +152,24 @@ pub fn write_range(
     assert!(range < RANGE_COUNT);
     std::fs::create_dir_all(dir)?;
     let temp = dir.join(format!("checkpoint-{range:02}.tmp"));
-    let mut out = DirectWriter::create(&temp)?;
+    let written = write_range_file(keyspace, dir, &temp, range, next_lsn, throttle, now_ms);
+    if written.is_err() {
+        // A full disk must not also keep a half-written file around.
+        let _ = std::fs::remove_file(&temp);
+    }
+    written
+}
+
+fn write_range_file(
+    keyspace: &Keyspace,
+    dir: &Path,
+    temp: &Path,
+    range: usize,
+    next_lsn: &dyn Fn() -> u64,
+    throttle: &mut Throttle,
+    now_ms: u64,
+) -> std::io::Result<CheckpointInfo> {
+    let mut out = DirectWriter::create(temp)?;
     let first_shard = range * SHARDS_PER_RANGE;
     let mut buf = Vec::new();
     let mut meta = Vec::with_capacity(META_BYTES);
@@ -216,7 +233,7 @@ pub fn write_range(
     out.finish()?;
     let replay_from = replay_from.expect("a range has shards");
     let path = checkpoint_path(dir, range, replay_from);
-    std::fs::rename(&temp, &path)?;
+    std::fs::rename(temp, &path)?;
     sync_dir(dir)?;
     for (older_range, _, older) in list(dir)? {
         if older_range == range && older != path {
