@@ -16,7 +16,8 @@
 //!   one unless NOSAVE.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -103,7 +104,9 @@ impl Persistence {
     }
 
     pub fn is_loading(&self) -> bool {
-        self.loading.load(Relaxed)
+        // Acquire pairs with the Release below: whoever sees loading over
+        // also sees the log attached before it, so no write goes unlogged.
+        self.loading.load(Acquire)
     }
 
     pub fn checkpoint_running(&self) -> bool {
@@ -221,7 +224,7 @@ fn load(server: &Arc<Server>, plan: &Plan) -> Result<(), String> {
     persistence
         .last_checkpoint_bytes
         .store(checkpoint_bytes, Relaxed);
-    persistence.loading.store(false, Relaxed);
+    persistence.loading.store(false, Release);
     log_notice!(
         "DB loaded from disk: {:.3} seconds ({} keys from the checkpoint, {} log records replayed)",
         started.elapsed().as_secs_f64(),
