@@ -124,6 +124,12 @@ impl Persistence {
         if self.checkpoint_running() {
             return false;
         }
+        self.schedule(trigger)
+    }
+
+    /// Queues a background checkpoint to run after the current one, if
+    /// any. False if one is already queued.
+    pub fn schedule(&self, trigger: Trigger) -> bool {
         let mut requested = self.requested.lock();
         if requested.is_some() {
             return false;

@@ -502,9 +502,16 @@ pub fn bgsave(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 pub fn bgrewriteaof(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
-    if ctx.server.persistence.request(Trigger::Rewrite) {
+    let persistence = &ctx.server.persistence;
+    if persistence.request(Trigger::Rewrite) {
         ctx.out
             .simple("Background append only file rewriting started");
+        return Ok(());
+    }
+    // As Redis does when a BGSAVE child is running: run it afterwards.
+    if persistence.schedule(Trigger::Rewrite) {
+        ctx.out
+            .simple("Background append only file rewriting scheduled");
         return Ok(());
     }
     Err("ERR Background append only file rewriting already in progress".into())
