@@ -713,6 +713,24 @@ impl Keyspace {
         stats
     }
 
+    /// Keys in all databases and the bytes of their keys and values.
+    pub fn data_size(&self) -> (u64, u64) {
+        let mut keys = 0;
+        let mut bytes = 0;
+        for shard in self.shards.iter() {
+            let shard = shard.lock();
+            for table in shard.tables.iter() {
+                keys += table.entries.len() as u64;
+                bytes += table
+                    .entries
+                    .iter()
+                    .map(|e| e.data.len() as u64)
+                    .sum::<u64>();
+            }
+        }
+        (keys, bytes)
+    }
+
     pub fn expired_keys(&self) -> u64 {
         self.shards.iter().map(|s| s.lock().expired_keys).sum()
     }

@@ -258,20 +258,38 @@ fn walk(
     })
 }
 
+/// How [`load`] runs.
+#[derive(Clone, Copy, Debug)]
+pub struct LoadOptions {
+    /// Cut a torn tail off the newest segment (the server does; a
+    /// read-only check does not).
+    pub truncate_torn_tail: bool,
+    /// Slows loading down on purpose (Redis' `key-load-delay`, for testing
+    /// what clients see while a server loads).
+    pub delay_per_key: Duration,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            truncate_torn_tail: true,
+            delay_per_key: Duration::ZERO,
+        }
+    }
+}
+
 /// Loads the checkpoint and replays the log into `keyspace` (whose seed
-/// must be `plan.seed` when there is a checkpoint). Truncates a torn tail.
-/// `delay_per_key` slows loading down on purpose (Redis' `key-load-delay`,
-/// for testing what clients see while a server loads).
+/// must be `plan.seed` when there is a checkpoint).
 pub fn load(
     plan: &Plan,
     keyspace: &Keyspace,
     now_ms: u64,
-    delay_per_key: Duration,
+    options: LoadOptions,
     mut progress: impl FnMut(Progress),
 ) -> Result<Loaded, RecoveryError> {
     let pause = || {
-        if !delay_per_key.is_zero() {
-            std::thread::sleep(delay_per_key);
+        if !options.delay_per_key.is_zero() {
+            std::thread::sleep(options.delay_per_key);
         }
     };
     let log_dir = log_dir(&plan.dir);
@@ -358,7 +376,9 @@ pub fn load(
             progress(state);
             last_report = Instant::now();
         }
-        if let Some(why) = walked.torn {
+        if let Some(why) = walked.torn
+            && options.truncate_torn_tail
+        {
             let dropped = data.len() as u64 - walked.valid_len;
             std::fs::OpenOptions::new()
                 .write(true)
@@ -476,12 +496,34 @@ fn apply(
     Ok(true)
 }
 
+/// Keys and bytes (keys plus values) of the data in `dir`, found by a
+/// read-only dry run of recovery into a scratch keyspace of `db_count`
+/// databases (see [`Verified::db_count`]): every record is applied as a
+/// restart would apply it, and nothing on disk changes. Needs as much
+/// memory as the data.
+pub fn live_data(dir: &Path, db_count: usize, now_ms: u64) -> Result<(u64, u64), RecoveryError> {
+    let plan = plan(dir)?;
+    let keyspace = match plan.seed {
+        Some(seed) => Keyspace::with_seed(db_count, seed),
+        None => Keyspace::new(db_count),
+    };
+    let options = LoadOptions {
+        truncate_torn_tail: false,
+        delay_per_key: Duration::ZERO,
+    };
+    load(&plan, &keyspace, now_ms, options, |_| {})?;
+    Ok(keyspace.data_size())
+}
+
 /// What `strata-check` reports.
 #[derive(Debug, Default)]
 pub struct Verified {
     pub checkpoints: Vec<(PathBuf, checkpoint::CheckpointSummary)>,
     pub segments: Vec<(PathBuf, SegmentInfo)>,
     pub records: u64,
+    /// Databases the data needs: one past the highest index a record or a
+    /// checkpoint names, at least 16.
+    pub db_count: usize,
     /// Torn tail in the newest segment: (file, valid length, dropped bytes,
     /// why).
     pub torn: Option<(PathBuf, u64, u64, Invalid)>,
@@ -491,9 +533,13 @@ pub struct Verified {
 /// changing anything.
 pub fn verify(dir: &Path) -> Result<Verified, RecoveryError> {
     let plan = plan(dir)?;
-    let mut verified = Verified::default();
+    let mut verified = Verified {
+        db_count: 16,
+        ..Verified::default()
+    };
     for (_, _, path) in checkpoint::list(dir).map_err(|e| io_error(dir, e))? {
         let summary = CheckpointReader::open(&path)?.read_all(|_, _| Ok(()))?;
+        verified.db_count = verified.db_count.max(summary.meta.db_count as usize);
         verified.checkpoints.push((path, summary));
     }
     let log_dir = log_dir(dir);
@@ -503,7 +549,20 @@ pub fn verify(dir: &Path) -> Result<Verified, RecoveryError> {
         let path = segment_path(&log_dir, seq);
         let data = std::fs::read(&path).map_err(|e| io_error(&path, e))?;
         let newest = Some(seq) == newest_seq;
-        let walked = walk(&path, &data, newest, &mut expected_lsn, |_| Ok(()))?;
+        let mut db_count = verified.db_count;
+        let walked = walk(&path, &data, newest, &mut expected_lsn, |group| {
+            for record in group {
+                let other = if record.kind == Kind::SwapDb {
+                    record.aux
+                } else {
+                    0
+                };
+                let highest = (record.db as u64).max(other).min(u16::MAX as u64) as usize;
+                db_count = db_count.max(highest + 1);
+            }
+            Ok(())
+        })?;
+        verified.db_count = db_count;
         verified.records += walked.records;
         if let Some(why) = walked.torn {
             let dropped = data.len() as u64 - walked.valid_len;
@@ -581,7 +640,7 @@ mod tests {
             Some(seed) => Keyspace::with_seed(4, seed),
             None => Keyspace::new(4),
         };
-        let loaded = load(&plan, &ks, NOW_MS, Duration::ZERO, |_| {})?;
+        let loaded = load(&plan, &ks, NOW_MS, LoadOptions::default(), |_| {})?;
         ks.attach_log(start_log(dir, loaded, segment_bytes));
         Ok(ks)
     }

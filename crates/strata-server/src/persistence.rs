@@ -172,8 +172,11 @@ pub fn spawn_loader(server: Arc<Server>, plan: Plan, ready_lines: Vec<String>) {
 fn load(server: &Arc<Server>, plan: &Plan) -> Result<(), String> {
     let started = Instant::now();
     let persistence = &server.persistence;
-    let delay = Duration::from_micros(server.config.get().key_load_delay_us);
-    let loaded = recovery::load(plan, &server.keyspace, now_ms(), delay, |progress| {
+    let options = recovery::LoadOptions {
+        truncate_torn_tail: true,
+        delay_per_key: Duration::from_micros(server.config.get().key_load_delay_us),
+    };
+    let loaded = recovery::load(plan, &server.keyspace, now_ms(), options, |progress| {
         *persistence.loading_progress.lock() = progress;
         if progress.bytes_total > 0 && started.elapsed() >= recovery::PROGRESS_INTERVAL {
             log_notice!(

@@ -106,6 +106,10 @@ fn restart_keeps_data_and_ttls_after_kill_and_after_shutdown() {
     );
     let (status, report) = check(&dir, &[]);
     assert_eq!(status, 0, "{report}");
+    assert!(
+        report.contains("live data (dry-run recovery): 7 keys"),
+        "{report}"
+    );
     let server = TestServer::spawn(dir, &[], None, READY);
     verify(&server);
     let mut raw = server.raw();
