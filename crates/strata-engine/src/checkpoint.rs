@@ -43,7 +43,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::keyspace::{Keyspace, SHARD_COUNT};
-use crate::log::sync_dir;
+use crate::log::{segment_seq, sync_dir};
 use crate::record::{self, Draft, FLAG_INT, HEADER_BYTES, Kind, Record};
 
 const FORMAT_VERSION: u32 = 2;
@@ -113,10 +113,52 @@ impl Throttle {
     }
 }
 
-/// Runs a whole checkpoint cycle: every range of `keyspace` into `dir`.
-/// `next_lsn` reads the log's next LSN (called with a shard lock held);
-/// `bytes_per_s` bounds the write rate (0: unbounded).
-pub fn write(
+/// Runs a whole checkpoint cycle of `keyspace` into `dir` and compacts the
+/// log: rolls the log to a new segment, writes every range (at most
+/// `bytes_per_s`, 0: unbounded), then deletes the segments the new files
+/// cover. With the log off, the files are stamped with `idle_lsn` (the LSN
+/// recovery ended at) and any segments left from an earlier run go.
+pub fn run_cycle(
+    keyspace: &Keyspace,
+    dir: &Path,
+    idle_lsn: u64,
+    bytes_per_s: u64,
+    now_ms: u64,
+) -> std::io::Result<CheckpointInfo> {
+    let log = keyspace.log();
+    if let Some(log) = log {
+        // Everything before the cycle becomes deletable as whole segments.
+        log.roll_segment();
+    }
+    let next_lsn = || log.map_or(idle_lsn, |log| log.next_lsn());
+    let info = write(keyspace, dir, &next_lsn, bytes_per_s, now_ms)?;
+    match log {
+        Some(log) => log.delete_segments_before(info.replay_from)?,
+        None => delete_all_segments(&crate::recovery::log_dir(dir))?,
+    };
+    Ok(info)
+}
+
+/// Removes every segment file in `log_dir` (a checkpoint taken with the log
+/// off covers all of them).
+fn delete_all_segments(log_dir: &Path) -> std::io::Result<()> {
+    let entries = match std::fs::read_dir(log_dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        if entry.file_name().to_str().and_then(segment_seq).is_some() {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    sync_dir(log_dir)
+}
+
+/// Writes every range of `keyspace` into `dir`. `next_lsn` reads the log's
+/// next LSN (called with a shard lock held).
+fn write(
     keyspace: &Keyspace,
     dir: &Path,
     next_lsn: &dyn Fn() -> u64,

@@ -41,7 +41,6 @@
 use std::cell::{Cell, RefCell};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
@@ -415,8 +414,8 @@ impl Log {
     }
 
     /// Deletes every closed segment whose records all have LSNs below
-    /// `lsn` (a checkpoint covers them). Returns the bytes freed.
-    pub fn delete_segments_before(&self, lsn: u64) -> std::io::Result<u64> {
+    /// `lsn` (a checkpoint covers them).
+    pub fn delete_segments_before(&self, lsn: u64) -> std::io::Result<()> {
         // No write round may be in flight (it could be appending to a
         // segment about to go), and no segment still receiving records —
         // the head, or one with chunks pending — is deleted.
@@ -426,14 +425,12 @@ impl Log {
             let pending = state.chunks.iter().map(|c| c.segment).collect();
             (state.head_segment, pending)
         };
-        let mut freed = 0;
         let mut segments = self.segments.lock();
         let mut kept = Vec::with_capacity(segments.len());
         for segment in segments.drain(..) {
             let covered = segment.lsns.is_none_or(|(_, last)| last < lsn);
             if covered && segment.seq < head && !pending.contains(&segment.seq) {
                 std::fs::remove_file(segment_path(&self.dir, segment.seq))?;
-                freed += segment.bytes;
             } else {
                 kept.push(segment);
             }
@@ -441,7 +438,7 @@ impl Log {
         *segments = kept;
         drop(segments);
         sync_dir(&self.dir)?;
-        Ok(freed)
+        Ok(())
     }
 
     fn set_error(&self, message: String) {
@@ -705,11 +702,6 @@ impl Log {
 /// Makes a directory's entries (created, renamed, removed files) durable.
 pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
-}
-
-/// Reads exactly `buf.len()` bytes at `offset` (for tools and tests).
-pub fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-    file.read_exact_at(buf, offset)
 }
 
 struct GroupBuffer {

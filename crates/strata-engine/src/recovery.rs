@@ -729,9 +729,7 @@ mod tests {
                 }
             })
         };
-        let log = ks.log().unwrap().clone();
-        let info = checkpoint::write(&ks, &dir, &|| log.next_lsn(), 0, NOW_MS).unwrap();
-        log.delete_segments_before(info.replay_from).unwrap();
+        let info = checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
         let files = checkpoint::list(&dir).unwrap();
         assert_eq!(files.len(), checkpoint::RANGE_COUNT, "one file per range");
         let on_disk: u64 = files
@@ -755,14 +753,12 @@ mod tests {
         for round in 0..3 {
             workload(&ks, round);
         }
-        let log = ks.log().unwrap().clone();
-        log.roll_segment();
-        let info = checkpoint::write(&ks, &dir, &|| log.next_lsn(), 0, NOW_MS).unwrap();
-        log.delete_segments_before(info.replay_from).unwrap();
+        checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
         for round in 3..6 {
             workload(&ks, round);
         }
         // A second cycle that a crash stops after five ranges.
+        let log = ks.log().unwrap().clone();
         let mut throttle = checkpoint::Throttle::new(0);
         for range in 0..5 {
             checkpoint::write_range(&ks, &dir, range, &|| log.next_lsn(), &mut throttle, NOW_MS)
@@ -788,10 +784,7 @@ mod tests {
         let dir = temp_dir("missing");
         let ks = open(&dir, 16 << 10).unwrap();
         workload(&ks, 0);
-        let log = ks.log().unwrap().clone();
-        log.roll_segment();
-        let info = checkpoint::write(&ks, &dir, &|| log.next_lsn(), 0, NOW_MS).unwrap();
-        log.delete_segments_before(info.replay_from).unwrap();
+        checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
         workload(&ks, 1);
         close(&ks);
         let (_, _, third) = checkpoint::list(&dir).unwrap().remove(3);
@@ -808,10 +801,7 @@ mod tests {
         let dir = temp_dir("missing-empty");
         let ks = open(&dir, 16 << 10).unwrap();
         workload(&ks, 0);
-        let log = ks.log().unwrap().clone();
-        log.roll_segment();
-        let info = checkpoint::write(&ks, &dir, &|| log.next_lsn(), 0, NOW_MS).unwrap();
-        log.delete_segments_before(info.replay_from).unwrap();
+        checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
         close(&ks);
         let (_, _, fifth) = checkpoint::list(&dir).unwrap().remove(5);
         std::fs::remove_file(fifth).unwrap();
@@ -827,10 +817,7 @@ mod tests {
         let dir = temp_dir("no-checkpoint");
         let ks = open(&dir, 16 << 10).unwrap();
         workload(&ks, 0);
-        let log = ks.log().unwrap().clone();
-        log.roll_segment();
-        let info = checkpoint::write(&ks, &dir, &|| log.next_lsn(), 0, NOW_MS).unwrap();
-        log.delete_segments_before(info.replay_from).unwrap();
+        checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
         workload(&ks, 1);
         close(&ks);
         for (_, _, path) in checkpoint::list(&dir).unwrap() {
@@ -840,6 +827,28 @@ mod tests {
             Ok(_) => panic!("recovered a log cut without its checkpoint"),
             Err(e) => assert!(e.to_string().contains("needs it from 1"), "{e}"),
         }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_damaged_checkpoint_file_stops_recovery_naming_it() {
+        let dir = temp_dir("bad-checkpoint");
+        let ks = open(&dir, 16 << 10).unwrap();
+        workload(&ks, 0);
+        checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
+        close(&ks);
+        let (_, _, path) = checkpoint::list(&dir).unwrap().remove(7);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x10;
+        std::fs::write(&path, &bytes).unwrap();
+        let error = match open(&dir, 16 << 10) {
+            Ok(_) => panic!("recovered from a damaged checkpoint"),
+            Err(e) => e.to_string(),
+        };
+        assert!(error.contains(&path.display().to_string()), "{error}");
+        assert!(error.contains("Bad checkpoint"), "{error}");
+        assert!(verify(&dir).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

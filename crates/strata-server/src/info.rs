@@ -279,6 +279,11 @@ fn persistence_section(server: &Server, out: &mut String) {
         field!(out, "strata_log_synced_lsn", log.synced_lsn());
         let stats = &log.stats;
         field!(out, "strata_log_writes", stats.writes.load(Relaxed));
+        field!(
+            out,
+            "strata_log_bytes_written",
+            stats.bytes_written.load(Relaxed)
+        );
         field!(out, "strata_log_fsyncs", stats.fsyncs.load(Relaxed));
         field!(
             out,

@@ -258,24 +258,8 @@ pub fn checkpoint(server: &Server, trigger: Trigger) -> Result<CheckpointInfo, S
         Trigger::Save | Trigger::Shutdown => 0,
         _ => config.checkpoint_rate_bytes,
     };
-    let log = server.keyspace.log().cloned();
-    if let Some(log) = &log {
-        // Everything before this cycle becomes deletable as whole segments.
-        log.roll_segment();
-    }
-    let next_lsn = || match &log {
-        Some(log) => log.next_lsn(),
-        None => persistence.base_lsn.load(Relaxed),
-    };
-    let result = checkpoint::write(&server.keyspace, &config.dir, &next_lsn, rate, now_ms())
-        .and_then(|info| {
-            let log_dir = recovery::log_dir(&config.dir);
-            match &log {
-                Some(log) => log.delete_segments_before(info.replay_from)?,
-                None => delete_all_segments(&log_dir)?,
-            };
-            Ok(info)
-        });
+    let idle_lsn = persistence.base_lsn.load(Relaxed);
+    let result = checkpoint::run_cycle(&server.keyspace, &config.dir, idle_lsn, rate, now_ms());
     persistence.checkpoint_started_ms.store(0, Relaxed);
     persistence
         .last_duration_ms
@@ -317,30 +301,6 @@ pub fn checkpoint(server: &Server, trigger: Trigger) -> Result<CheckpointInfo, S
         }
     }
     result.map_err(|e| strerror(&e.to_string()).to_string())
-}
-
-/// With the log off, a checkpoint covers every segment left from an
-/// earlier run.
-fn delete_all_segments(log_dir: &std::path::Path) -> std::io::Result<u64> {
-    let mut freed = 0;
-    let entries = match std::fs::read_dir(log_dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(e),
-    };
-    for entry in entries {
-        let entry = entry?;
-        let name = entry.file_name();
-        if name
-            .to_str()
-            .and_then(strata_engine::log::segment_seq)
-            .is_some()
-        {
-            freed += entry.metadata()?.len();
-            std::fs::remove_file(entry.path())?;
-        }
-    }
-    Ok(freed)
 }
 
 /// The checkpoint thread: runs requested and triggered checkpoints, and

@@ -605,3 +605,53 @@ fn persistence_commands_and_settings_answer_like_redis() {
     let server = TestServer::spawn(dir, &[], None, READY);
     assert_eq!(server.raw().cmd(&["GET", "k"]), b("v"));
 }
+
+#[test]
+fn a_checkpoint_that_hits_a_full_disk_fails_cleanly_and_loses_nothing() {
+    // Log segments stay under the file-size limit; a checkpoint range file
+    // (1/16 of 2 MB) does not.
+    let server = TestServer::spawn(
+        temp_dir(),
+        &[
+            "--save",
+            "",
+            "--log-segment-size",
+            "16kb",
+            "--auto-aof-rewrite-percentage",
+            "0",
+        ],
+        Some(64 << 10),
+        READY,
+    );
+    let mut raw = server.raw();
+    let value = "v".repeat(10_000);
+    for n in 0..200 {
+        assert_eq!(raw.cmd(&["SET", &format!("k{n}"), &value]), ok());
+    }
+    let before = raw.cmd(&["LASTSAVE"]).as_int();
+    assert_eq!(raw.cmd(&["SAVE"]), e("ERR"));
+    assert_eq!(
+        raw.cmd(&["BGSAVE"]),
+        Reply::simple("Background saving started")
+    );
+    let failure = server.wait_for_log("Checkpoint (Bgsave) failed");
+    assert!(failure.contains("File too large"), "{failure}");
+    let persistence = info(&mut raw, "persistence");
+    assert_eq!(info_field(&persistence, "rdb_bgsave_in_progress"), "0");
+    assert_eq!(info_field(&persistence, "rdb_last_bgsave_status"), "err");
+    assert_eq!(raw.cmd(&["LASTSAVE"]).as_int(), before);
+    let leftovers: Vec<String> = std::fs::read_dir(server.dir.join("data"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".tmp") || name.ends_with(".ckpt"))
+        .collect();
+    assert!(leftovers.is_empty(), "left behind: {leftovers:?}");
+    // The log is unaffected: writes go on and survive a kill.
+    assert_eq!(raw.cmd(&["SET", "after", "ok"]), ok());
+    let dir = server.kill9();
+    let server = TestServer::spawn(dir, &[], None, READY);
+    let mut raw = server.raw();
+    assert_eq!(raw.cmd(&["STRLEN", "k199"]), i(10_000));
+    assert_eq!(raw.cmd(&["GET", "after"]), b("ok"));
+    assert_eq!(raw.cmd(&["DBSIZE"]), i(201));
+}
