@@ -32,6 +32,13 @@
 //! CheckpointEnd    aux: next LSN when done, key: key count u64
 //! ```
 //!
+//! A key whose value is on disk only (tiering) is written as a
+//! `CheckpointCold` record holding the location of its value's SET record
+//! in the log instead of the image, so a checkpoint's size is that of the
+//! index plus the values in RAM, and restart does not read cold values.
+//! Log segments holding such records stay until no entry is located in
+//! them (`tier` module).
+//!
 //! A range file is written as `checkpoint-<range>.tmp`, synced, renamed to
 //! `checkpoint-<range>-<L of its first shard>.ckpt` and the directory
 //! synced; only then is the older file of that range deleted.
@@ -46,7 +53,9 @@ use crate::keyspace::{Keyspace, SHARD_COUNT};
 use crate::log::{segment_seq, sync_dir};
 use crate::record::{self, Draft, FLAG_INT, HEADER_BYTES, Kind, Record};
 
-const FORMAT_VERSION: u32 = 2;
+const FORMAT_VERSION: u32 = 3;
+/// Older versions this build reads (2: no cold records).
+const FORMAT_VERSIONS_READ: [u32; 2] = [2, 3];
 /// Files one checkpoint is split into.
 pub const RANGE_COUNT: usize = 16;
 /// Shards per range file.
@@ -130,11 +139,22 @@ pub fn run_cycle(
         // Everything before the cycle becomes deletable as whole segments.
         log.roll_segment();
     }
+    // Segments some entry is located in now may be named by the files
+    // this cycle writes; new locations only go to the head, so a segment
+    // located in by nobody now stays so.
+    let located = keyspace.located_segments();
     let next_lsn = || log.map_or(idle_lsn, |log| log.next_lsn());
     let info = write(keyspace, dir, &next_lsn, bytes_per_s, now_ms)?;
     match log {
-        Some(log) => log.delete_segments_before(info.replay_from)?,
-        None => delete_all_segments(&crate::recovery::log_dir(dir))?,
+        Some(log) => {
+            let located_now = keyspace.located_segments();
+            let keep = |seq: u64| located.contains_key(&seq) || located_now.contains_key(&seq);
+            for seq in log.delete_segments_before(info.replay_from, keep)? {
+                keyspace.tier().forget_segment(seq);
+            }
+        }
+        None if located.is_empty() => delete_all_segments(&crate::recovery::log_dir(dir))?,
+        None => {}
     };
     Ok(info)
 }
@@ -238,20 +258,23 @@ fn write_range_file(
                     if entry.expire_at_ms().is_some_and(|at| at <= now_ms) {
                         continue;
                     }
-                    let value = entry.value();
-                    let flags = if value.as_int().is_some() {
-                        FLAG_INT
-                    } else {
-                        0
-                    };
+                    let flags = if entry.is_int() { FLAG_INT } else { 0 };
                     let aux = entry.expire_at_ms().unwrap_or(0);
+                    let loc_bytes;
+                    let (kind, payload) = match entry.cold_loc() {
+                        Some(loc) => {
+                            loc_bytes = loc.to_le_bytes();
+                            (Kind::CheckpointCold, &loc_bytes[..])
+                        }
+                        None => (Kind::Set, entry.value().as_bytes()),
+                    };
                     let image = Draft {
-                        kind: Kind::Set,
+                        kind,
                         db: db as u16,
                         aux,
                         flags,
                         key: entry.key(),
-                        payload: value.as_bytes(),
+                        payload,
                     };
                     sealed(&mut buf, image, covered);
                     keys += 1;
@@ -560,7 +583,7 @@ impl CheckpointReader {
             shards: u32_at(24),
         };
         let version = u32_at(16);
-        if version != FORMAT_VERSION {
+        if !FORMAT_VERSIONS_READ.contains(&version) {
             return Err(fail(format!(
                 "format version {version}, expected {FORMAT_VERSION}"
             )));
@@ -607,7 +630,7 @@ impl CheckpointReader {
                     }
                     covered.push(record.aux);
                 }
-                Kind::Set if !covered.is_empty() => {
+                Kind::Set | Kind::CheckpointCold if !covered.is_empty() => {
                     let shard = meta.first_shard as usize + covered.len() - 1;
                     keys += 1;
                     visit(shard, &record).map_err(fail)?;

@@ -41,9 +41,12 @@ use foldhash::quality::SeedableRandomState;
 use hashbrown::HashTable;
 use parking_lot::{Mutex, MutexGuard};
 
+use std::sync::atomic::Ordering::Relaxed;
+
 use crate::glob;
 use crate::log::{self, Log};
 use crate::record::{Draft, FLAG_INT, Kind};
+use crate::tier::{self, LiveCounts, NO_LOC, Tier};
 use crate::value::{Value, ValueRef};
 
 type RandomState = SeedableRandomState;
@@ -85,142 +88,335 @@ fn slot_hash(hash: u64) -> u64 {
     hash.rotate_right(SHARD_BITS)
 }
 
-/// Bit of `Entry::key_len_and_flags` set when the value is int-encoded.
-const INT_FLAG: u32 = 1 << 31;
+/// Flags, in the top byte of `Entry::clock_and_flags`.
+const INT: u32 = 1 << 24;
+/// `data` starts with the 8-byte deadline.
+const VOLATILE: u32 = 1 << 25;
+/// The value is only on disk, at `loc`.
+const COLD: u32 = 1 << 26;
+/// Read from disk once recently without being kept: a second read within
+/// [`PROMOTE_WINDOW_S`] keeps it in RAM.
+const SEEN: u32 = 1 << 27;
+/// Read in for one command only; leaves RAM again after it.
+const TRANSIENT: u32 = 1 << 28;
+/// Read from disk for the coming command (which counts it as a disk hit).
+const FETCHED: u32 = 1 << 29;
+/// The low 24 bits: Unix seconds of the last access, modulo 2^24 (Redis'
+/// LRU clock has the same width; it wraps after 194 days).
+const CLOCK_MASK: u32 = (1 << 24) - 1;
+/// A cold value read twice within this many seconds is promoted to RAM; a
+/// value read once (a scan) is not.
+pub const PROMOTE_WINDOW_S: u32 = 60;
+
+fn clock_of(now_ms: u64) -> u32 {
+    (now_ms / 1000) as u32 & CLOCK_MASK
+}
 
 /// One key and its value.
 ///
 /// Memory layout, chosen for RAM per key (DESIGN.md: RAM is the scarce
 /// resource): the table holds a pointer to this 32-byte header, and the
-/// header owns one allocation holding the key's bytes followed by the
-/// value's bytes. For 1 M keys with 100-byte values that is ≈ 180 bytes per
-/// key (table slot, header, one allocation), against ≈ 200 for Redis. The
-/// price is that growing a value (APPEND, SETRANGE, SETBIT) reallocates;
-/// the allocator's size classes absorb most small growth in place.
+/// header owns one allocation holding the deadline (only for keys that
+/// have one), the key's bytes and, while the value is in RAM, the value's
+/// bytes. A cold entry (value on disk) costs the table slot, this header
+/// and its key: see README "Sizing". Growing a value (APPEND, SETRANGE,
+/// SETBIT) reallocates; the allocator's size classes absorb most small
+/// growth in place.
 #[derive(Debug)]
 pub struct Entry {
-    /// Key bytes, then value bytes.
+    /// [deadline: u64 LE, when VOLATILE] key bytes, then value bytes unless COLD.
     data: Box<[u8]>,
-    /// Length of the key in `data`, plus [`INT_FLAG`].
-    key_len_and_flags: u32,
-    /// Unix seconds of the last access (LRU clock for OBJECT IDLETIME and
-    /// eviction).
-    access_s: u32,
-    /// Absolute deadline in Unix milliseconds; 0 when the key persists.
-    expire_at_ms: u64,
+    key_len: u32,
+    /// LRU clock (low 24 bits) and flags (top byte).
+    clock_and_flags: u32,
+    /// Where the log holds an image of the current value (`tier::loc`), or
+    /// [`NO_LOC`].
+    loc: u64,
 }
 
-/// Key and value bytes in one allocation, and whether the value is an int.
-fn pack(key: &[u8], value: Value) -> (Box<[u8]>, bool) {
+/// Deadline (when not 0), key and value bytes in one allocation.
+fn pack(deadline: u64, key: &[u8], value: &[u8]) -> Box<[u8]> {
+    let prefix = if deadline != 0 { 8 } else { 0 };
+    let mut data = Vec::with_capacity(prefix + key.len() + value.len());
+    if deadline != 0 {
+        data.extend_from_slice(&deadline.to_le_bytes());
+    }
+    data.extend_from_slice(key);
+    data.extend_from_slice(value);
+    data.into_boxed_slice()
+}
+
+/// The bytes a value is stored as, and whether it is int-encoded.
+fn value_bytes(value: &Value, digits: &mut itoa::Buffer) -> (Vec<u8>, bool) {
     match value {
-        Value::Int(n) => {
-            let mut digits = itoa::Buffer::new();
-            let text = digits.format(n).as_bytes();
-            let mut data = Vec::with_capacity(key.len() + text.len());
-            data.extend_from_slice(key);
-            data.extend_from_slice(text);
-            (data.into_boxed_slice(), true)
-        }
-        Value::Str(bytes) => {
-            let mut data = Vec::with_capacity(key.len() + bytes.len());
-            data.extend_from_slice(key);
-            data.extend_from_slice(&bytes);
-            (data.into_boxed_slice(), false)
-        }
+        Value::Int(n) => (digits.format(*n).as_bytes().to_vec(), true),
+        Value::Str(bytes) => (bytes.to_vec(), false),
     }
 }
 
 impl Entry {
-    fn new(key: &[u8], value: Value, expire_at_ms: u64, access_s: u32) -> Box<Entry> {
+    fn new(key: &[u8], value: Value, deadline: u64, now_ms: u64) -> Box<Entry> {
         assert!(
-            key.len() < INT_FLAG as usize,
+            key.len() < u32::MAX as usize,
             "keys are limited by proto-max-bulk-len"
         );
-        let (data, int) = pack(key, value);
-        let flags = if int { INT_FLAG } else { 0 };
+        let mut digits = itoa::Buffer::new();
+        let (bytes, int) = value_bytes(&value, &mut digits);
+        let mut flags = if int { INT } else { 0 };
+        if deadline != 0 {
+            flags |= VOLATILE;
+        }
         Box::new(Entry {
-            data,
-            key_len_and_flags: key.len() as u32 | flags,
-            access_s,
-            expire_at_ms,
+            data: pack(deadline, key, &bytes),
+            key_len: key.len() as u32,
+            clock_and_flags: clock_of(now_ms) | flags,
+            loc: NO_LOC,
         })
     }
 
-    fn key_len(&self) -> usize {
-        (self.key_len_and_flags & !INT_FLAG) as usize
+    /// An entry whose value is only on disk, at `loc` (recovery).
+    fn new_cold(key: &[u8], deadline: u64, int: bool, loc: u64, now_ms: u64) -> Box<Entry> {
+        let mut flags = COLD | if int { INT } else { 0 };
+        if deadline != 0 {
+            flags |= VOLATILE;
+        }
+        Box::new(Entry {
+            data: pack(deadline, key, &[]),
+            key_len: key.len() as u32,
+            clock_and_flags: clock_of(now_ms) | flags,
+            loc,
+        })
+    }
+
+    fn has(&self, flag: u32) -> bool {
+        self.clock_and_flags & flag != 0
+    }
+
+    fn set_flag(&mut self, flag: u32, on: bool) {
+        if on {
+            self.clock_and_flags |= flag;
+        } else {
+            self.clock_and_flags &= !flag;
+        }
+    }
+
+    fn touch(&mut self, now_ms: u64) {
+        self.clock_and_flags = (self.clock_and_flags & !CLOCK_MASK) | clock_of(now_ms);
+    }
+
+    fn prefix_len(&self) -> usize {
+        if self.has(VOLATILE) { 8 } else { 0 }
+    }
+
+    fn deadline(&self) -> u64 {
+        if self.has(VOLATILE) {
+            u64::from_le_bytes(self.data[..8].try_into().expect("8 bytes"))
+        } else {
+            0
+        }
     }
 
     pub fn key(&self) -> &[u8] {
-        &self.data[..self.key_len()]
+        let at = self.prefix_len();
+        &self.data[at..at + self.key_len as usize]
     }
 
+    /// The value; only for an entry in RAM, which every [`Shard::get`]
+    /// returns.
     pub fn value(&self) -> ValueRef<'_> {
+        assert!(
+            !self.is_cold(),
+            "value of a cold entry read without loading"
+        );
         ValueRef::new(
-            &self.data[self.key_len()..],
-            self.key_len_and_flags & INT_FLAG != 0,
+            &self.data[self.prefix_len() + self.key_len as usize..],
+            self.has(INT),
         )
     }
 
-    /// Replaces the value of this entry of database `db`, keeping key,
-    /// expiry and access time, and logs the new image.
-    pub fn set_value(&mut self, db: usize, value: Value) {
-        self.replace_value(value);
-        log_image(db, self);
+    /// Whether the value is only on disk.
+    pub fn is_cold(&self) -> bool {
+        self.has(COLD)
     }
 
+    /// The location of the value when it is only on disk.
+    pub fn cold_loc(&self) -> Option<u64> {
+        self.is_cold().then_some(self.loc)
+    }
+
+    /// The Redis type name (TYPE), known without the value.
+    pub fn type_name(&self) -> &'static str {
+        "string"
+    }
+
+    /// Replaces the value (keeping key, deadline), leaving it in RAM.
+    /// The caller has already forgotten the old location.
     fn replace_value(&mut self, value: Value) {
-        let key_len = self.key_len();
-        if let Value::Int(n) = value {
+        let key_len = self.key_len as usize;
+        let prefix = self.prefix_len();
+        if let Value::Int(n) = value
+            && !self.is_cold()
+        {
             // INCR and friends: rewrite the digits in place when they fit.
             let mut digits = itoa::Buffer::new();
             let text = digits.format(n).as_bytes();
-            if self.data.len() - key_len == text.len() {
-                self.data[key_len..].copy_from_slice(text);
-                self.key_len_and_flags = key_len as u32 | INT_FLAG;
+            if self.data.len() - prefix - key_len == text.len() {
+                self.data[prefix + key_len..].copy_from_slice(text);
+                self.set_flag(INT, true);
                 return;
             }
         }
-        let (data, int) = pack(&self.data[..key_len], value);
-        self.data = data;
-        self.key_len_and_flags = key_len as u32 | if int { INT_FLAG } else { 0 };
+        let mut digits = itoa::Buffer::new();
+        let (bytes, int) = value_bytes(&value, &mut digits);
+        self.data = pack(self.deadline(), self.key(), &bytes);
+        self.set_flag(INT, int);
+        self.set_flag(COLD | SEEN | TRANSIENT, false);
+    }
+
+    /// Puts a value read from disk back in RAM (its location stays).
+    fn install(&mut self, bytes: &[u8], int: bool) {
+        self.data = pack(self.deadline(), self.key(), bytes);
+        self.set_flag(INT, int);
+        self.set_flag(COLD, false);
+    }
+
+    /// Drops the value's bytes; it stays readable at `loc`. Returns the
+    /// bytes freed.
+    fn drop_value(&mut self) -> usize {
+        debug_assert!(self.loc != NO_LOC && !self.is_cold());
+        let before = self.data.len();
+        self.data = pack(self.deadline(), self.key(), &[]);
+        self.set_flag(COLD, true);
+        self.set_flag(TRANSIENT, false);
+        before - self.data.len()
+    }
+
+    /// Sets the deadline (0: none), moving the key bytes when the entry
+    /// gains or loses one.
+    fn set_deadline_raw(&mut self, deadline: u64) {
+        if self.has(VOLATILE) && deadline != 0 {
+            self.data[..8].copy_from_slice(&deadline.to_le_bytes());
+            return;
+        }
+        if !self.has(VOLATILE) && deadline == 0 {
+            return;
+        }
+        let rest = self.data[self.prefix_len()..].to_vec();
+        let mut data = Vec::with_capacity(rest.len() + 8);
+        if deadline != 0 {
+            data.extend_from_slice(&deadline.to_le_bytes());
+        }
+        data.extend_from_slice(&rest);
+        self.data = data.into_boxed_slice();
+        self.set_flag(VOLATILE, deadline != 0);
+    }
+
+    pub fn is_int(&self) -> bool {
+        self.has(INT)
+    }
+
+    pub fn expire_at_ms(&self) -> Option<u64> {
+        let deadline = self.deadline();
+        (deadline != 0).then_some(deadline)
+    }
+
+    pub fn idle_s(&self, now_ms: u64) -> u64 {
+        (clock_of(now_ms).wrapping_sub(self.clock_and_flags & CLOCK_MASK) & CLOCK_MASK) as u64
+    }
+
+    fn is_expired(&self, now_ms: u64) -> bool {
+        let deadline = self.deadline();
+        deadline != 0 && deadline <= now_ms
+    }
+
+    /// Bytes this entry costs in RAM (MEMORY USAGE): header, table slot
+    /// and the allocation (which holds the value only while it is in RAM).
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Entry>() + std::mem::size_of::<Box<Entry>>() + self.data.len()
+    }
+}
+
+/// A live entry borrowed from its locked shard: reads through `Deref`;
+/// changes go through methods that keep the shard's location counts and
+/// the log in step.
+pub struct EntryMut<'a> {
+    entry: &'a mut Entry,
+    live: &'a mut LiveCounts,
+}
+
+impl Deref for EntryMut<'_> {
+    type Target = Entry;
+    fn deref(&self) -> &Entry {
+        self.entry
+    }
+}
+
+impl EntryMut<'_> {
+    /// Replaces the value of this entry of database `db`, keeping key,
+    /// expiry and access time, and logs the new image.
+    pub fn set_value(self, db: usize, value: Value) {
+        forget_loc(self.live, self.entry);
+        self.entry.replace_value(value);
+        log_image(db, self.entry);
     }
 
     /// Changes the value's bytes in place (APPEND, SETRANGE, SETBIT,
     /// BITFIELD) for this entry of database `db`; the result is a plain
     /// string, and its new image is logged.
-    pub fn update_bytes<R>(&mut self, db: usize, change: impl FnOnce(&mut Vec<u8>) -> R) -> R {
-        let key_len = self.key_len();
-        let mut bytes = std::mem::take(&mut self.data).into_vec();
-        let mut value = bytes.split_off(key_len);
+    pub fn update_bytes<R>(self, db: usize, change: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+        forget_loc(self.live, self.entry);
+        let entry = self.entry;
+        let start = entry.prefix_len() + entry.key_len as usize;
+        let mut bytes = std::mem::take(&mut entry.data).into_vec();
+        let mut value = bytes.split_off(start);
         let result = change(&mut value);
         bytes.extend_from_slice(&value);
-        self.data = bytes.into_boxed_slice();
-        self.key_len_and_flags = key_len as u32;
-        log_image(db, self);
+        entry.data = bytes.into_boxed_slice();
+        entry.set_flag(INT | SEEN | TRANSIENT, false);
+        log_image(db, entry);
         result
     }
+}
 
-    fn is_int(&self) -> bool {
-        self.key_len_and_flags & INT_FLAG != 0
+/// The live entry for `key` in `table`, removing (and logging) it first if
+/// it has expired.
+#[allow(clippy::too_many_arguments)]
+fn lookup<'t>(
+    table: &'t mut Table,
+    live: &mut LiveCounts,
+    expired_keys: &mut u64,
+    tier: &Tier,
+    db: usize,
+    key: KeyRef,
+    now_ms: u64,
+) -> Option<&'t mut Entry> {
+    let found = table
+        .entries
+        .find_entry(key.slot_hash(), |e| e.key() == key.bytes)
+        .ok()?;
+    if !found.get().is_expired(now_ms) {
+        return Some(found.into_mut());
     }
+    let (mut expired, _) = found.remove();
+    forget_deadline(&mut table.expiring, &expired);
+    unlink(live, tier, &mut expired);
+    log_del(db, expired.key());
+    *expired_keys += 1;
+    None
+}
 
-    pub fn expire_at_ms(&self) -> Option<u64> {
-        (self.expire_at_ms != 0).then_some(self.expire_at_ms)
+/// An entry leaves its table: its location no longer counts.
+fn unlink(live: &mut LiveCounts, tier: &Tier, entry: &mut Entry) {
+    if entry.is_cold() {
+        tier.stats.cold_keys.fetch_sub(1, Relaxed);
     }
+    live.remove(entry.loc);
+}
 
-    pub fn idle_s(&self, now_ms: u64) -> u64 {
-        (now_ms / 1000).saturating_sub(self.access_s as u64)
-    }
-
-    fn is_expired(&self, now_ms: u64) -> bool {
-        self.expire_at_ms != 0 && self.expire_at_ms <= now_ms
-    }
-
-    /// Approximate bytes this entry costs (MEMORY USAGE): header, table
-    /// slot and the key/value allocation.
-    pub fn memory_bytes(&self) -> usize {
-        std::mem::size_of::<Entry>() + std::mem::size_of::<Box<Entry>>() + self.data.len()
-    }
+/// The value is about to change: its image at `loc` is no longer current.
+fn forget_loc(live: &mut LiveCounts, entry: &mut Entry) {
+    live.remove(entry.loc);
+    entry.loc = NO_LOC;
 }
 
 /// Logs the full current image of `entry` (a SET record).
@@ -228,7 +424,7 @@ fn log_image(db: usize, entry: &Entry) {
     log::append(&Draft {
         kind: Kind::Set,
         db: db as u16,
-        aux: entry.expire_at_ms,
+        aux: entry.deadline(),
         flags: if entry.is_int() { FLAG_INT } else { 0 },
         key: entry.key(),
         payload: entry.value().as_bytes(),
@@ -306,9 +502,9 @@ impl ExpiryIndex {
 
 /// Gives `entry` a new deadline (0: none), keeping the expiry index in step.
 fn set_deadline(expiring: &mut ExpiryIndex, entry: &mut Entry, deadline: u64) {
-    if deadline != entry.expire_at_ms {
+    if deadline != entry.deadline() {
         forget_deadline(expiring, entry);
-        entry.expire_at_ms = deadline;
+        entry.set_deadline_raw(deadline);
         if deadline != 0 {
             expiring.insert(deadline, entry.key().into());
         }
@@ -317,8 +513,9 @@ fn set_deadline(expiring: &mut ExpiryIndex, entry: &mut Entry, deadline: u64) {
 
 /// Removes `entry`'s deadline from its table's expiry index.
 fn forget_deadline(expiring: &mut ExpiryIndex, entry: &Entry) {
-    if entry.expire_at_ms != 0 {
-        expiring.remove(entry.expire_at_ms, entry.key());
+    let deadline = entry.deadline();
+    if deadline != 0 {
+        expiring.remove(deadline, entry.key());
     }
 }
 
@@ -327,6 +524,12 @@ pub struct Shard {
     tables: Box<[Table]>,
     hasher: RandomState,
     expired_keys: u64,
+    /// Entries located in each log segment (all databases).
+    live: LiveCounts,
+    tier: Arc<Tier>,
+    /// Reads that found the value in RAM / had to read it from disk.
+    ram_hits: u64,
+    disk_hits: u64,
 }
 
 /// The databases' contents removed by FLUSHDB/FLUSHALL, to be dropped
@@ -334,41 +537,101 @@ pub struct Shard {
 pub struct Flushed(#[allow(dead_code)] Vec<Table>);
 
 impl Shard {
-    fn new(db_count: usize, hasher: RandomState) -> Self {
+    fn new(db_count: usize, hasher: RandomState, tier: Arc<Tier>) -> Self {
         Shard {
             tables: (0..db_count).map(|_| Table::default()).collect(),
             hasher,
             expired_keys: 0,
+            live: LiveCounts::default(),
+            tier,
+            ram_hits: 0,
+            disk_hits: 0,
         }
     }
 
-    /// The live entry for `key`, deleting it first if it has expired.
-    /// Records the access for LRU.
-    pub fn get(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<&mut Entry> {
+    /// The live entry for `key`, deleting it first if it has expired, with
+    /// its value in RAM. Records the access for LRU.
+    ///
+    /// The server reads cold values in before a command runs (outside any
+    /// lock); if one went cold again meanwhile, it is read here, under the
+    /// lock, and counted in `sync_reads`. A read that fails (a damaged
+    /// record) panics: the command must not run on a value it could not
+    /// see, and the connection is closed.
+    pub fn get(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<EntryMut<'_>> {
+        self.get_loaded(db, key, now_ms, true)
+    }
+
+    /// Like [`Shard::get`] without recording an access (OBJECT ENCODING).
+    pub fn peek_loaded(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<EntryMut<'_>> {
+        self.get_loaded(db, key, now_ms, false)
+    }
+
+    fn get_loaded(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        now_ms: u64,
+        touch: bool,
+    ) -> Option<EntryMut<'_>> {
+        let tier = self.tier.clone();
+        let entry = lookup(
+            &mut self.tables[db],
+            &mut self.live,
+            &mut self.expired_keys,
+            &tier,
+            db,
+            key,
+            now_ms,
+        )?;
+        if touch {
+            entry.touch(now_ms);
+            if entry.has(FETCHED) || entry.is_cold() {
+                self.disk_hits += 1;
+            } else {
+                self.ram_hits += 1;
+            }
+        }
+        entry.set_flag(FETCHED, false);
+        if entry.is_cold() {
+            tier.stats.sync_reads.fetch_add(1, Relaxed);
+            match tier.read_value(entry.loc, entry.key()) {
+                Ok(cold) => {
+                    entry.install(&cold.bytes, cold.int);
+                    tier.stats.cold_keys.fetch_sub(1, Relaxed);
+                }
+                Err(why) => panic!("cannot read the value of a key from disk: {why}"),
+            }
+        }
+        Some(EntryMut {
+            entry,
+            live: &mut self.live,
+        })
+    }
+
+    /// The entry for `key`, recording an access, without reading its value
+    /// from disk (TOUCH, EXPIRE, PERSIST, SET without GET).
+    pub fn touch(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<&mut Entry> {
         let entry = self.lookup(db, key, now_ms)?;
-        entry.access_s = (now_ms / 1000) as u32;
+        entry.touch(now_ms);
         Some(entry)
     }
 
-    /// Like [`Shard::get`] without recording an access (OBJECT, TTL, TYPE).
+    /// The entry for `key` without reading its value from disk or
+    /// recording an access (TTL, TYPE, OBJECT IDLETIME, MEMORY USAGE).
     pub fn peek(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<&mut Entry> {
         self.lookup(db, key, now_ms)
     }
 
     fn lookup(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<&mut Entry> {
-        let table = &mut self.tables[db];
-        let found = table
-            .entries
-            .find_entry(key.slot_hash(), |e| e.key() == key.bytes)
-            .ok()?;
-        if !found.get().is_expired(now_ms) {
-            return Some(found.into_mut());
-        }
-        let (expired, _) = found.remove();
-        forget_deadline(&mut table.expiring, &expired);
-        log_del(db, expired.key());
-        self.expired_keys += 1;
-        None
+        lookup(
+            &mut self.tables[db],
+            &mut self.live,
+            &mut self.expired_keys,
+            &self.tier,
+            db,
+            key,
+            now_ms,
+        )
     }
 
     pub fn contains(&mut self, db: usize, key: KeyRef, now_ms: u64) -> bool {
@@ -386,7 +649,6 @@ impl Shard {
         keep_ttl: bool,
         now_ms: u64,
     ) {
-        let access_s = (now_ms / 1000) as u32;
         let hasher = &self.hasher;
         let table = &mut self.tables[db];
         match table.entries.entry(
@@ -396,8 +658,12 @@ impl Shard {
         ) {
             hashbrown::hash_table::Entry::Occupied(mut occupied) => {
                 let entry = occupied.get_mut();
+                if entry.is_cold() {
+                    self.tier.stats.cold_keys.fetch_sub(1, Relaxed);
+                }
+                forget_loc(&mut self.live, entry);
                 entry.replace_value(value);
-                entry.access_s = access_s;
+                entry.touch(now_ms);
                 let expired = entry.is_expired(now_ms);
                 if !keep_ttl || expired {
                     set_deadline(&mut table.expiring, entry, expire_at_ms.unwrap_or(0));
@@ -416,27 +682,54 @@ impl Shard {
                 if deadline != 0 {
                     table.expiring.insert(deadline, key.bytes.into());
                 }
-                let inserted = vacant.insert(Entry::new(key.bytes, value, deadline, access_s));
+                let inserted = vacant.insert(Entry::new(key.bytes, value, deadline, now_ms));
                 log_image(db, inserted.get());
             }
         }
     }
 
-    /// Removes `key`; an expired key counts as absent.
+    /// Removes `key`; an expired key counts as absent. The removed entry's
+    /// value may be on disk only ([`Entry::is_cold`]); use
+    /// [`Shard::take`] to have it in RAM.
     pub fn remove(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<Box<Entry>> {
         let table = &mut self.tables[db];
         let found = table
             .entries
             .find_entry(key.slot_hash(), |e| e.key() == key.bytes)
             .ok()?;
-        let (entry, _) = found.remove();
+        let (mut entry, _) = found.remove();
         forget_deadline(&mut table.expiring, &entry);
+        unlink(&mut self.live, &self.tier, &mut entry);
         log_del(db, entry.key());
         if entry.is_expired(now_ms) {
             self.expired_keys += 1;
             return None;
         }
         Some(entry)
+    }
+
+    /// A committed record landed at `loc`: a SET's entry (if it still holds
+    /// that image — the last SET of a key in a group wins) takes the
+    /// location.
+    fn place(&mut self, record: &[u8], loc: u64) {
+        let Some((db, key)) = tier::placed_set(record) else {
+            return;
+        };
+        let hash = slot_hash(self.hasher.hash_one(key));
+        if let Some(entry) = self.tables[db].entries.find_mut(hash, |e| e.key() == key)
+            && !entry.is_cold()
+        {
+            self.live.remove(entry.loc);
+            entry.loc = loc;
+            self.live.add(loc);
+        }
+    }
+
+    /// Removes `key` and returns it with its value in RAM (RENAME, MOVE,
+    /// GETDEL).
+    pub fn take(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<Box<Entry>> {
+        self.get_loaded(db, key, now_ms, false)?;
+        self.remove(db, key, now_ms)
     }
 
     /// Sets or clears (`None`) the deadline of an existing live key.
@@ -489,7 +782,8 @@ impl Shard {
                 };
                 let hash = slot_hash(self.hasher.hash_one(&*key));
                 if let Ok(found) = table.entries.find_entry(hash, |e| e.key() == &*key) {
-                    found.remove();
+                    let (mut entry, _) = found.remove();
+                    unlink(&mut self.live, &self.tier, &mut entry);
                     log_del(db, &key);
                     removed += 1;
                 }
@@ -510,11 +804,28 @@ impl Shard {
     /// Applies a replayed FLUSHDB, FLUSHALL or SWAPDB to this shard.
     pub(crate) fn apply_db_change(&mut self, kind: Kind, db: usize, other: usize) {
         match kind {
-            Kind::FlushDb => self.tables[db] = Table::default(),
-            Kind::FlushAll => self.tables.iter_mut().for_each(|t| *t = Table::default()),
+            Kind::FlushDb => drop(self.take_table(db)),
+            Kind::FlushAll => {
+                for db in 0..self.tables.len() {
+                    drop(self.take_table(db));
+                }
+            }
             Kind::SwapDb => self.tables.swap(db, other),
             _ => unreachable!("not a database-level record: {kind:?}"),
         }
+    }
+
+    /// Empties database `db`'s table, returning its contents, with their
+    /// locations uncounted.
+    fn take_table(&mut self, db: usize) -> Table {
+        let table = std::mem::take(&mut self.tables[db]);
+        for entry in table.entries.iter() {
+            self.live.remove(entry.loc);
+            if entry.is_cold() {
+                self.tier.stats.cold_keys.fetch_sub(1, Relaxed);
+            }
+        }
+        table
     }
 }
 
@@ -552,7 +863,12 @@ impl DerefMut for ShardGuard<'_> {
 impl Drop for ShardGuard<'_> {
     fn drop(&mut self) {
         if let Some(log) = self.log {
-            log::group_close(log);
+            if self.guard.tier.tracking() {
+                let shard = &mut *self.guard;
+                log::group_close(log, Some(&mut |record, loc| shard.place(record, loc)));
+            } else {
+                log::group_close(log, None);
+            }
         }
     }
 }
@@ -567,9 +883,27 @@ pub struct ShardSet<'a> {
 
 impl Drop for ShardSet<'_> {
     fn drop(&mut self) {
-        if let Some(log) = self.log {
-            log::group_close(log);
+        let Some(log) = self.log else {
+            return;
+        };
+        let tracking = self.guards.first().is_some_and(|g| g.tier.tracking());
+        if !tracking {
+            log::group_close(log, None);
+            return;
         }
+        let (indices, guards) = (&self.indices, &mut self.guards);
+        log::group_close(
+            log,
+            Some(&mut |record, loc| {
+                if let Some((_, key)) = tier::placed_set(record) {
+                    let hash = guards[0].hasher.hash_one(key);
+                    let shard = (hash >> (64 - SHARD_BITS)) as usize;
+                    if let Ok(position) = indices.binary_search(&shard) {
+                        guards[position].place(record, loc);
+                    }
+                }
+            }),
+        );
     }
 }
 
@@ -587,6 +921,7 @@ impl ShardSet<'_> {
 /// All databases, sharded.
 pub struct Keyspace {
     shards: Box<[Mutex<Shard>]>,
+    tier: Arc<Tier>,
     hasher: RandomState,
     /// The hash seed: secret, random per data directory, and kept in
     /// checkpoints so a key lands in the same shard after a restart.
@@ -604,10 +939,12 @@ impl Keyspace {
     pub fn with_seed(db_count: usize, seed: u64) -> Self {
         assert!(db_count > 0, "at least one database");
         let hasher = RandomState::with_seed(seed, SharedSeed::global_fixed());
+        let tier = Arc::new(Tier::default());
         Keyspace {
             shards: (0..SHARD_COUNT)
-                .map(|_| Mutex::new(Shard::new(db_count, hasher.clone())))
+                .map(|_| Mutex::new(Shard::new(db_count, hasher.clone(), tier.clone())))
                 .collect(),
+            tier,
             hasher,
             seed,
             db_count,
@@ -622,7 +959,12 @@ impl Keyspace {
     /// From now on every change is logged to `log`. Set once, after
     /// recovery has replayed the existing log.
     pub fn attach_log(&self, log: Arc<Log>) {
+        self.tier.set_log_dir(log.dir());
         assert!(self.log.set(log).is_ok(), "log attached twice");
+    }
+
+    pub fn tier(&self) -> &Arc<Tier> {
+        &self.tier
     }
 
     pub fn log(&self) -> Option<&Arc<Log>> {
@@ -731,6 +1073,62 @@ impl Keyspace {
         (keys, bytes)
     }
 
+    /// (reads served from RAM, reads that needed the disk), over all
+    /// shards: the RAM hit ratio.
+    pub fn value_hits(&self) -> (u64, u64) {
+        self.shards.iter().fold((0, 0), |(ram, disk), shard| {
+            let shard = shard.lock();
+            (ram + shard.ram_hits, disk + shard.disk_hits)
+        })
+    }
+
+    /// (bytes of the log's segments, estimated bytes of records some
+    /// entry is located at): a segment's live share is its located entries
+    /// over its records.
+    pub fn log_live_bytes(&self) -> (u64, u64) {
+        let Some(log) = self.log() else {
+            return (0, 0);
+        };
+        let segments = log.segments();
+        let located = self.located_segments();
+        let total = segments.iter().map(|s| s.bytes).sum();
+        let live = segments
+            .iter()
+            .map(|s| {
+                let count = located.get(&s.seq).copied().unwrap_or(0);
+                let records = s.lsns.map_or(count, |(first, last)| last - first + 1);
+                (s.bytes as f64 * count.min(records) as f64 / records.max(1) as f64) as u64
+            })
+            .sum();
+        (total, live)
+    }
+
+    /// Keys in all databases.
+    pub fn total_keys(&self) -> u64 {
+        self.shards
+            .iter()
+            .map(|s| {
+                let shard = s.lock();
+                shard
+                    .tables
+                    .iter()
+                    .map(|t| t.entries.len() as u64)
+                    .sum::<u64>()
+            })
+            .sum()
+    }
+
+    /// Entries located in each log segment, over all shards.
+    pub fn located_segments(&self) -> std::collections::BTreeMap<u64, u64> {
+        let mut total = std::collections::BTreeMap::new();
+        for shard in self.shards.iter() {
+            for (segment, count) in shard.lock().live.iter() {
+                *total.entry(segment).or_default() += count;
+            }
+        }
+        total
+    }
+
     pub fn expired_keys(&self) -> u64 {
         self.shards.iter().map(|s| s.lock().expired_keys).sum()
     }
@@ -739,12 +1137,7 @@ impl Keyspace {
     pub fn flush_db(&self, db: usize) -> Flushed {
         let mut all = self.lock_all();
         log_db_change(Kind::FlushDb, db, 0);
-        Flushed(
-            all.guards
-                .iter_mut()
-                .map(|s| std::mem::take(&mut s.tables[db]))
-                .collect(),
-        )
+        Flushed(all.guards.iter_mut().map(|s| s.take_table(db)).collect())
     }
 
     pub fn flush_all(&self) -> Flushed {
@@ -752,8 +1145,8 @@ impl Keyspace {
         log_db_change(Kind::FlushAll, 0, 0);
         let mut removed = Vec::new();
         for shard in all.guards.iter_mut() {
-            for table in shard.tables.iter_mut() {
-                removed.push(std::mem::take(table));
+            for db in 0..shard.tables.len() {
+                removed.push(shard.take_table(db));
             }
         }
         Flushed(removed)
@@ -858,6 +1251,301 @@ impl Keyspace {
             }
         }
         None
+    }
+}
+
+/// Which entries an eviction step may pick, and how it ranks them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EvictionPolicy {
+    /// Move values to disk, keep every key (`tiered`).
+    Values,
+    /// Delete keys, as Redis' `allkeys-*` / `volatile-*` policies.
+    Keys { volatile_only: bool, rank: KeyRank },
+}
+
+/// How a key-deleting policy ranks its sample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyRank {
+    /// Least recently used first (`lru`; also `lfu`, approximated by
+    /// recency: see docs/tiering.md).
+    Idle,
+    Random,
+    /// Nearest deadline first (`volatile-ttl`).
+    Ttl,
+}
+
+/// What eviction did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Evicted {
+    /// Values moved out of RAM.
+    pub values: u64,
+    /// Keys deleted.
+    pub keys: u64,
+    /// Bytes of RAM released (approximate: allocation sizes).
+    pub bytes: u64,
+    /// Dirty values whose image was appended so they can leave next time.
+    pub images_written: u64,
+    /// Candidates passed over because their image is committed but not yet
+    /// written to its segment (they can leave once the log is written).
+    pub unwritten: u64,
+}
+
+/// Outcome of putting a value read from disk back into its entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Installed {
+    /// Kept in RAM: it is being read often.
+    Promoted,
+    /// In RAM for the coming command; [`Keyspace::release_transient`]
+    /// takes it out again.
+    Transient,
+    /// The entry changed meanwhile (written, deleted, read in by another
+    /// connection): nothing to do.
+    Stale,
+}
+
+/// Tiering and eviction.
+impl Keyspace {
+    /// The location of `key`'s value when it is only on disk.
+    pub fn cold_loc(&self, db: usize, key: KeyRef, now_ms: u64) -> Option<u64> {
+        self.lock(key).peek(db, key, now_ms)?.cold_loc()
+    }
+
+    /// Puts a value read from `loc` back into `key`'s entry if it is still
+    /// cold there. A value read twice within [`PROMOTE_WINDOW_S`] stays;
+    /// otherwise it is only lent to the coming command, so a scan does not
+    /// push the hot set out.
+    pub fn install(
+        &self,
+        db: usize,
+        key: KeyRef,
+        loc: u64,
+        value: &tier::ColdValue,
+        now_ms: u64,
+    ) -> Installed {
+        let mut shard = self.lock(key);
+        let Some(entry) = shard.peek(db, key, now_ms) else {
+            return Installed::Stale;
+        };
+        if entry.cold_loc() != Some(loc) {
+            return Installed::Stale;
+        }
+        let promote = entry.has(SEEN) && entry.idle_s(now_ms) <= PROMOTE_WINDOW_S as u64;
+        entry.install(&value.bytes, value.int);
+        entry.touch(now_ms);
+        entry.set_flag(FETCHED, true);
+        entry.set_flag(SEEN, !promote);
+        entry.set_flag(TRANSIENT, !promote);
+        self.tier.stats.cold_keys.fetch_sub(1, Relaxed);
+        if promote {
+            self.tier.stats.promotions.fetch_add(1, Relaxed);
+            Installed::Promoted
+        } else {
+            Installed::Transient
+        }
+    }
+
+    /// Takes a value lent by [`Keyspace::install`] out of RAM again, if
+    /// nothing changed it since.
+    pub fn release_transient(&self, db: usize, key: KeyRef, loc: u64, now_ms: u64) {
+        let mut shard = self.lock(key);
+        if let Some(entry) = shard.peek(db, key, now_ms)
+            && entry.has(TRANSIENT)
+            && entry.loc == loc
+            && !entry.is_cold()
+        {
+            entry.drop_value();
+            self.tier.stats.cold_keys.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Frees about `want_bytes` of RAM under `policy`: visits shards in
+    /// order from a random one, sampling `samples` entries of each and
+    /// evicting the best, until enough is freed, `steps_max` entries were
+    /// evicted, or every shard was visited once (so "nothing evicted"
+    /// means there is nothing to evict, even when candidates are rare).
+    pub fn evict(
+        &self,
+        policy: EvictionPolicy,
+        want_bytes: u64,
+        samples: usize,
+        steps_max: usize,
+        now_ms: u64,
+    ) -> Evicted {
+        let mut done = Evicted::default();
+        let written_pos = match (policy, self.log()) {
+            (EvictionPolicy::Values, Some(log)) => log.written_pos(),
+            (EvictionPolicy::Values, None) => return done,
+            (EvictionPolicy::Keys { .. }, _) => 0,
+        };
+        let start = random_u64() as usize;
+        for step in 0..SHARD_COUNT {
+            if done.bytes >= want_bytes
+                || (done.values + done.keys + done.images_written) as usize >= steps_max
+            {
+                break;
+            }
+            let mut shard = self.lock_index((start + step) % SHARD_COUNT);
+            shard.evict_one(policy, samples, written_pos, now_ms, &mut done);
+        }
+        done
+    }
+
+    /// Moves values whose image is on disk out of RAM, without logging
+    /// (recovery, when the replayed data passes the RAM budget).
+    pub(crate) fn evict_loaded(&self, want_bytes: u64, samples: usize, now_ms: u64) -> u64 {
+        let mut done = Evicted::default();
+        for _ in 0..want_bytes.div_ceil(64).min(1 << 20) {
+            if done.bytes >= want_bytes {
+                break;
+            }
+            let index = (random_u64() as usize) % SHARD_COUNT;
+            let mut shard = self.lock_unlogged(index);
+            shard.evict_one(EvictionPolicy::Values, samples, u64::MAX, now_ms, &mut done);
+        }
+        done.bytes
+    }
+}
+
+impl Shard {
+    /// One eviction step: samples entries of a random non-empty database
+    /// and evicts the best candidate under `policy`.
+    fn evict_one(
+        &mut self,
+        policy: EvictionPolicy,
+        samples: usize,
+        written_pos: u64,
+        now_ms: u64,
+        done: &mut Evicted,
+    ) {
+        let dbs: Vec<usize> = (0..self.tables.len())
+            .filter(|&db| !self.tables[db].entries.is_empty())
+            .collect();
+        if dbs.is_empty() {
+            return;
+        }
+        let db = dbs[(random_u64() as usize) % dbs.len()];
+        let table = &mut self.tables[db];
+        let buckets = table.entries.num_buckets();
+        let mut best: Option<(u64, usize)> = None;
+        let mut seen = 0;
+        // A small table is looked at whole; a large one sampled.
+        let whole = buckets <= 64;
+        let first = random_u64() as usize;
+        let probes = if whole { buckets } else { samples.max(1) * 8 };
+        for probe in 0..probes {
+            if seen == samples.max(1) && !whole {
+                break;
+            }
+            let index = if whole {
+                (first + probe) % buckets
+            } else {
+                (random_u64() as usize) % buckets
+            };
+            let Some(entry) = table.entries.get_bucket(index) else {
+                continue;
+            };
+            let score = match policy {
+                EvictionPolicy::Values => {
+                    if entry.is_cold() {
+                        continue;
+                    }
+                    if entry.loc != NO_LOC && entry.loc >= written_pos {
+                        done.unwritten += 1;
+                        continue;
+                    }
+                    if entry.has(TRANSIENT) {
+                        u64::MAX
+                    } else {
+                        entry.idle_s(now_ms)
+                    }
+                }
+                EvictionPolicy::Keys {
+                    volatile_only,
+                    rank,
+                } => {
+                    if volatile_only && !entry.has(VOLATILE) {
+                        continue;
+                    }
+                    match rank {
+                        KeyRank::Idle => entry.idle_s(now_ms),
+                        KeyRank::Random => random_u64(),
+                        KeyRank::Ttl => u64::MAX - entry.deadline(),
+                    }
+                }
+            };
+            seen += 1;
+            if best.is_none_or(|(top, _)| score > top) {
+                best = Some((score, index));
+            }
+        }
+        let Some((_, index)) = best else {
+            return;
+        };
+        match policy {
+            EvictionPolicy::Values => {
+                let entry = table.entries.get_bucket_mut(index).expect("sampled");
+                if entry.loc == NO_LOC {
+                    // Dirty: its image goes to the log now; the commit
+                    // locates it, and a later step can drop it.
+                    log_image(db, entry);
+                    done.images_written += 1;
+                    self.tier.stats.eviction_writes.fetch_add(1, Relaxed);
+                    return;
+                }
+                done.bytes += entry.drop_value() as u64;
+                done.values += 1;
+                self.tier.stats.cold_keys.fetch_add(1, Relaxed);
+                self.tier.stats.evictions.fetch_add(1, Relaxed);
+            }
+            EvictionPolicy::Keys { .. } => {
+                let entry = table.entries.get_bucket_entry(index).expect("sampled");
+                let (mut entry, _) = entry.remove();
+                forget_deadline(&mut table.expiring, &entry);
+                unlink(&mut self.live, &self.tier, &mut entry);
+                log_del(db, entry.key());
+                done.bytes += entry.memory_bytes() as u64;
+                done.keys += 1;
+            }
+        }
+    }
+
+    /// Recovery: `key` of `db` exists with its value on disk at `loc`.
+    pub(crate) fn insert_cold(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        deadline: u64,
+        int: bool,
+        loc: u64,
+        now_ms: u64,
+    ) {
+        self.remove(db, key, now_ms);
+        let hasher = &self.hasher;
+        let table = &mut self.tables[db];
+        if deadline != 0 {
+            table.expiring.insert(deadline, key.bytes.into());
+        }
+        table.entries.insert_unique(
+            key.slot_hash(),
+            Entry::new_cold(key.bytes, deadline, int, loc, now_ms),
+            |e| slot_hash(hasher.hash_one(e.key())),
+        );
+        self.live.add(loc);
+        self.tier.stats.cold_keys.fetch_add(1, Relaxed);
+    }
+
+    /// Recovery: the replayed SET of `key` is at `loc` in the log.
+    pub(crate) fn locate(&mut self, db: usize, key: KeyRef, loc: u64) {
+        let hash = key.slot_hash();
+        if let Some(entry) = self.tables[db]
+            .entries
+            .find_mut(hash, |e| e.key() == key.bytes)
+            && !entry.is_cold()
+        {
+            self.live.remove(entry.loc);
+            entry.loc = loc;
+            self.live.add(loc);
+        }
     }
 }
 

@@ -26,7 +26,8 @@ pub mod keyspace;
 pub mod log;
 pub mod record;
 pub mod recovery;
+pub mod tier;
 pub mod value;
 
-pub use keyspace::{DbStats, Entry, KeyRef, Keyspace, Shard, ShardGuard};
+pub use keyspace::{DbStats, Entry, EntryMut, KeyRef, Keyspace, Shard, ShardGuard};
 pub use value::{Value, ValueRef};

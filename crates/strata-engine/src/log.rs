@@ -193,6 +193,9 @@ pub struct Log {
     wake: Condvar,
     written_lsn: AtomicU64,
     synced_lsn: AtomicU64,
+    /// Location (`tier::loc`) of the end of the bytes written so far: a
+    /// record starting before it can be read back from its file.
+    written_pos: AtomicU64,
     /// Committed bytes not yet written; read on every connection turn, so
     /// an atomic rather than the state mutex.
     pending_bytes: AtomicUsize,
@@ -242,6 +245,7 @@ impl Log {
             }),
             wake: Condvar::new(),
             written_lsn: AtomicU64::new(last),
+            written_pos: AtomicU64::new(0),
             pending_bytes: AtomicUsize::new(0),
             synced_lsn: AtomicU64::new(last),
             fsync: AtomicU8::new(fsync as u8),
@@ -293,6 +297,12 @@ impl Log {
         self.written_lsn.load(Ordering::Acquire)
     }
 
+    /// End of the written bytes, as a location: records placed before it
+    /// are in their segment file.
+    pub fn written_pos(&self) -> u64 {
+        self.written_pos.load(Ordering::Acquire)
+    }
+
     pub fn synced_lsn(&self) -> u64 {
         self.synced_lsn.load(Ordering::Acquire)
     }
@@ -320,6 +330,16 @@ impl Log {
         self.pending_bytes() > PENDING_BYTES_MAX
     }
 
+    /// Bytes of memory the log's buffers hold (pending chunks and the
+    /// spare ones kept for reuse): like Redis' AOF buffer, not counted
+    /// against the RAM budget.
+    pub fn buffer_bytes(&self) -> u64 {
+        let state = self.state.lock();
+        let pending: usize = state.chunks.iter().map(|c| c.bytes.capacity()).sum();
+        let spare: usize = state.spare.iter().map(|b| b.capacity()).sum();
+        (pending + spare) as u64
+    }
+
     pub fn pending_bytes(&self) -> usize {
         self.pending_bytes.load(Ordering::Relaxed)
     }
@@ -334,9 +354,10 @@ impl Log {
     }
 
     /// Assigns LSNs to the encoded records in `group`, seals them and
-    /// queues them for the writer. Returns the last LSN. Called with the
-    /// shard locks that cover the group still held.
-    pub fn commit(&self, group: &mut [u8]) -> u64 {
+    /// queues them for the writer. Returns the last LSN and where the
+    /// group starts (segment, offset). Called with the shard locks that
+    /// cover the group still held.
+    pub fn commit(&self, group: &mut [u8]) -> Committed {
         debug_assert!(!group.is_empty());
         let mut state = self.state.lock();
         let first_lsn = state.next_lsn;
@@ -357,6 +378,7 @@ impl Log {
             state.head_segment += 1;
             state.head_bytes = 0;
         }
+        let placed_at = (state.head_segment, state.head_bytes);
         state.head_bytes += len;
         self.pending_bytes.fetch_add(group.len(), Ordering::Relaxed);
         let segment = state.head_segment;
@@ -384,7 +406,11 @@ impl Log {
             state.writer_idle = false;
             self.wake.notify_one();
         }
-        last_lsn
+        Committed {
+            last_lsn,
+            segment: placed_at.0,
+            offset: placed_at.1,
+        }
     }
 
     /// Makes the next commit start a new segment. A checkpoint cycle does
@@ -414,8 +440,13 @@ impl Log {
     }
 
     /// Deletes every closed segment whose records all have LSNs below
-    /// `lsn` (a checkpoint covers them).
-    pub fn delete_segments_before(&self, lsn: u64) -> std::io::Result<()> {
+    /// `lsn` (a checkpoint covers them) and for which `keep` says no.
+    /// Returns the deleted segments.
+    pub fn delete_segments_before(
+        &self,
+        lsn: u64,
+        keep: impl Fn(u64) -> bool,
+    ) -> std::io::Result<Vec<u64>> {
         // No write round may be in flight (it could be appending to a
         // segment about to go), and no segment still receiving records —
         // the head, or one with chunks pending — is deleted.
@@ -427,18 +458,34 @@ impl Log {
         };
         let mut segments = self.segments.lock();
         let mut kept = Vec::with_capacity(segments.len());
+        let mut deleted = Vec::new();
+        let mut failed = None;
         for segment in segments.drain(..) {
             let covered = segment.lsns.is_none_or(|(_, last)| last < lsn);
-            if covered && segment.seq < head && !pending.contains(&segment.seq) {
-                std::fs::remove_file(segment_path(&self.dir, segment.seq))?;
+            if failed.is_none()
+                && covered
+                && segment.seq < head
+                && !pending.contains(&segment.seq)
+                && !keep(segment.seq)
+            {
+                match std::fs::remove_file(segment_path(&self.dir, segment.seq)) {
+                    Ok(()) => deleted.push(segment.seq),
+                    Err(e) => {
+                        failed = Some(e);
+                        kept.push(segment);
+                    }
+                }
             } else {
                 kept.push(segment);
             }
         }
         *segments = kept;
         drop(segments);
+        if let Some(error) = failed {
+            return Err(error);
+        }
         sync_dir(&self.dir)?;
-        Ok(())
+        Ok(deleted)
     }
 
     fn set_error(&self, message: String) {
@@ -663,6 +710,10 @@ impl Log {
             return Err(error);
         }
         open.size += chunk.bytes.len() as u64;
+        self.written_pos.store(
+            crate::tier::loc(chunk.segment, open.size),
+            Ordering::Release,
+        );
         self.stats
             .bytes_written
             .fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed);
@@ -735,15 +786,37 @@ pub(crate) fn group_open() {
     });
 }
 
+/// Told each committed record and its location (`tier::loc`).
+pub(crate) type Placed<'a> = dyn FnMut(&[u8], u64) + 'a;
+
+/// What [`Log::commit`] did with a group.
+#[derive(Clone, Copy, Debug)]
+pub struct Committed {
+    pub last_lsn: u64,
+    /// Segment and offset of the group's first record.
+    pub segment: u64,
+    pub offset: u64,
+}
+
 /// Commits the group opened by [`group_open`] to `log`. Must run before
-/// the shard locks covering the group are released.
-pub(crate) fn group_close(log: &Log) {
+/// the shard locks covering the group are released. `placed`, when given,
+/// is called with each record and its location.
+pub(crate) fn group_close(log: &Log, placed: Option<&mut Placed>) {
     GROUP.with(|group| {
         let mut group = group.borrow_mut();
         group.depth -= 1;
         if group.depth == 0 && !group.bytes.is_empty() {
-            let lsn = log.commit(&mut group.bytes);
-            LAST_LSN.set(lsn);
+            let committed = log.commit(&mut group.bytes);
+            LAST_LSN.set(committed.last_lsn);
+            if let Some(placed) = placed {
+                let mut at = 0;
+                while at < group.bytes.len() {
+                    let len = record::encoded_len(&group.bytes[at..]);
+                    let loc = crate::tier::loc(committed.segment, committed.offset + at as u64);
+                    placed(&group.bytes[at..at + len], loc);
+                    at += len;
+                }
+            }
             group.bytes.clear();
             if group.bytes.capacity() > GROUP_BUFFER_RETAINED_BYTES_MAX {
                 group.bytes = Vec::new();

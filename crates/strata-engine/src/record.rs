@@ -66,6 +66,10 @@ pub enum Kind {
     CheckpointShard = 17,
     /// Checkpoint file: last record; `aux`: the LSN the next write gets.
     CheckpointEnd = 18,
+    /// Checkpoint file: a key whose value is on disk only (tiering): the
+    /// payload is the location (u64: segment << 32 | offset) of the
+    /// value's SET record in the log; `aux` the deadline, flags as SET.
+    CheckpointCold = 19,
 }
 
 impl Kind {
@@ -80,6 +84,7 @@ impl Kind {
             16 => Kind::CheckpointBegin,
             17 => Kind::CheckpointShard,
             18 => Kind::CheckpointEnd,
+            19 => Kind::CheckpointCold,
             _ => return None,
         })
     }

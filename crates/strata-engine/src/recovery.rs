@@ -26,6 +26,7 @@ use crate::checkpoint::{self, CheckpointReader};
 use crate::keyspace::{KeyRef, Keyspace, SHARD_COUNT, Shard};
 use crate::log::{SegmentInfo, segment_path, segment_seq};
 use crate::record::{self, FLAG_INT, Invalid, Kind, Record};
+use crate::tier;
 use crate::value::Value;
 
 /// How often [`load`] reports progress.
@@ -149,10 +150,10 @@ fn walk(
     data: &[u8],
     newest: bool,
     expected_lsn: &mut Option<u64>,
-    mut apply: impl FnMut(&[Record]) -> Result<(), String>,
+    mut apply: impl FnMut(&[(usize, Record)]) -> Result<(), String>,
 ) -> Result<Walked, RecoveryError> {
     let mut at = 0usize;
-    let mut group: Vec<Record> = Vec::new();
+    let mut group: Vec<(usize, Record)> = Vec::new();
     let mut group_start = 0usize;
     let mut lsns = None;
     let mut records = 0u64;
@@ -225,7 +226,7 @@ fn walk(
         records += 1;
         at += record::encoded_len(rest);
         let ends_group = !record.continues_group();
-        group.push(record);
+        group.push((at - record::encoded_len(rest), record));
         if ends_group {
             apply(&group).map_err(|why| corrupt(group_start, &why))?;
             group.clear();
@@ -267,6 +268,12 @@ pub struct LoadOptions {
     /// Slows loading down on purpose (Redis' `key-load-delay`, for testing
     /// what clients see while a server loads).
     pub delay_per_key: Duration,
+    /// Give replayed values the location of their record (tiering on), so
+    /// they can leave RAM without being written again.
+    pub locate: bool,
+    /// (RAM in use, budget): while loading passes the budget, located
+    /// values leave RAM.
+    pub memory_limit: Option<(fn() -> u64, u64)>,
 }
 
 impl Default for LoadOptions {
@@ -274,6 +281,8 @@ impl Default for LoadOptions {
         LoadOptions {
             truncate_torn_tail: true,
             delay_per_key: Duration::ZERO,
+            locate: false,
+            memory_limit: None,
         }
     }
 }
@@ -293,6 +302,16 @@ pub fn load(
         }
     };
     let log_dir = log_dir(&plan.dir);
+    keyspace.tier().set_log_dir(&log_dir);
+    let locate = options.locate;
+    let enforce_budget = || {
+        if let Some((used, budget)) = options.memory_limit {
+            let used = used();
+            if used > budget {
+                keyspace.evict_loaded(used - budget, 16, now_ms);
+            }
+        }
+    };
     let mut state = Progress::default();
     for path in &plan.checkpoints {
         state.bytes_total += std::fs::metadata(path)
@@ -318,9 +337,39 @@ pub fn load(
             if key.shard() != shard {
                 return Err("key stored under the wrong shard".into());
             }
-            apply_set(&mut keyspace.lock_unlogged(shard), key, record, now_ms);
+            if record.kind == Kind::CheckpointCold {
+                let loc = <[u8; 8]>::try_from(record.payload)
+                    .map(u64::from_le_bytes)
+                    .map_err(|_| "cold record without a location".to_string())?;
+                if plan
+                    .segments
+                    .binary_search(&tier::loc_segment(loc))
+                    .is_err()
+                {
+                    return Err(format!(
+                        "the value of a key is in log segment {}, which is missing",
+                        tier::loc_segment(loc)
+                    ));
+                }
+                let deadline = record.aux;
+                if deadline == 0 || deadline > now_ms {
+                    keyspace.lock_unlogged(shard).insert_cold(
+                        record.db as usize,
+                        key,
+                        deadline,
+                        record.flags & FLAG_INT != 0,
+                        loc,
+                        now_ms,
+                    );
+                }
+            } else {
+                apply_set(&mut keyspace.lock_unlogged(shard), key, record, now_ms);
+            }
             pause();
             state.keys_loaded += 1;
+            if state.keys_loaded.is_multiple_of(1024) {
+                enforce_budget();
+            }
             if state.keys_loaded.is_multiple_of(4096) && last_report.elapsed() >= PROGRESS_INTERVAL
             {
                 progress(state);
@@ -340,23 +389,50 @@ pub fn load(
     let mut expected_lsn = None;
     let mut checked_start = false;
     let newest_seq = plan.segments.last().copied();
-    for &seq in &plan.segments {
+    for (position, &seq) in plan.segments.iter().enumerate() {
         let path = segment_path(&log_dir, seq);
+        // A segment kept only for the cold values in it (the next one
+        // starts at or below the replay point) is not read.
+        if let (Some(from), Some(&next)) = (replay_from, plan.segments.get(position + 1))
+            && let Some(next_first) = first_lsn(&segment_path(&log_dir, next))?
+            && next_first <= from
+        {
+            let bytes = std::fs::metadata(&path)
+                .map_err(|e| io_error(&path, e))?
+                .len();
+            state.bytes_done += bytes;
+            let lsns = first_lsn(&path)?
+                .filter(|&first| first < next_first)
+                .map(|first| (first, next_first - 1));
+            loaded.segments.push(SegmentInfo { seq, lsns, bytes });
+            continue;
+        }
         let data = std::fs::read(&path).map_err(|e| io_error(&path, e))?;
         let newest = Some(seq) == newest_seq;
         let walked = walk(&path, &data, newest, &mut expected_lsn, |group| {
             if let (Some(from), Some(first)) = (replay_from, group.first())
                 && !checked_start
-                && first.lsn > from
+                && first.1.lsn > from
             {
                 return Err(format!(
                     "the log starts at LSN {} but the checkpoint needs it from {from}",
-                    first.lsn
+                    first.1.lsn
                 ));
             }
-            for record in group {
+            for (offset, record) in group {
                 if apply(keyspace, &covered, record, now_ms)? {
                     loaded.records_replayed += 1;
+                    if locate && record.kind == Kind::Set {
+                        let key = keyspace.key(record.key);
+                        keyspace.lock_unlogged(key.shard()).locate(
+                            record.db as usize,
+                            key,
+                            tier::loc(seq, *offset as u64),
+                        );
+                    }
+                    if loaded.records_replayed.is_multiple_of(1024) {
+                        enforce_budget();
+                    }
                 }
                 pause();
             }
@@ -419,6 +495,24 @@ pub fn load(
     loaded.next_segment = newest_seq.map_or(1, |seq| seq + 1);
     progress(state);
     Ok(loaded)
+}
+
+/// The LSN of the first record of the segment at `path`, if it has one
+/// with an intact header.
+fn first_lsn(path: &Path) -> Result<Option<u64>, RecoveryError> {
+    let mut header = [0u8; record::HEADER_BYTES];
+    let file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
+    match std::os::unix::fs::FileExt::read_exact_at(&file, &mut header, 0) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(io_error(path, e)),
+    }
+    if record::parse_header(&header).is_err() {
+        return Ok(None);
+    }
+    Ok(Some(u64::from_le_bytes(
+        header[16..24].try_into().expect("8 bytes"),
+    )))
 }
 
 fn check_db(keyspace: &Keyspace, db: u16) -> Result<(), String> {
@@ -509,7 +603,7 @@ pub fn live_data(dir: &Path, db_count: usize, now_ms: u64) -> Result<(u64, u64),
     };
     let options = LoadOptions {
         truncate_torn_tail: false,
-        delay_per_key: Duration::ZERO,
+        ..LoadOptions::default()
     };
     load(&plan, &keyspace, now_ms, options, |_| {})?;
     Ok(keyspace.data_size())
@@ -545,13 +639,20 @@ pub fn verify(dir: &Path) -> Result<Verified, RecoveryError> {
     let log_dir = log_dir(dir);
     let mut expected_lsn = None;
     let newest_seq = plan.segments.last().copied();
+    let mut previous = None;
     for &seq in &plan.segments {
         let path = segment_path(&log_dir, seq);
         let data = std::fs::read(&path).map_err(|e| io_error(&path, e))?;
         let newest = Some(seq) == newest_seq;
+        if previous.is_some_and(|p: u64| p + 1 != seq) {
+            // Segments in between were compacted away; one kept for its
+            // cold values is followed by a gap in LSNs.
+            expected_lsn = None;
+        }
+        previous = Some(seq);
         let mut db_count = verified.db_count;
         let walked = walk(&path, &data, newest, &mut expected_lsn, |group| {
-            for record in group {
+            for (_, record) in group {
                 let other = if record.kind == Kind::SwapDb {
                     record.aux
                 } else {

@@ -66,6 +66,81 @@ pub struct Config {
     pub key_load_delay_us: u64,
     /// The config file given on the command line, if any (INFO server).
     pub config_file: Option<PathBuf>,
+    /// RAM budget in bytes (0: none). docs/tiering.md.
+    pub maxmemory: u64,
+    pub maxmemory_policy: MaxmemoryPolicy,
+    /// Entries sampled per eviction step.
+    pub maxmemory_samples: usize,
+    /// Disk budget for the data directory in bytes (0: none).
+    pub maxdisk: u64,
+    /// Threads reading cold values (the most reads in flight at once).
+    pub tiering_io_threads: usize,
+}
+
+/// `maxmemory-policy`: `tiered` moves values to disk and keeps keys; the
+/// others are Redis' and delete keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MaxmemoryPolicy {
+    Tiered,
+    NoEviction,
+    AllKeysLru,
+    AllKeysLfu,
+    AllKeysRandom,
+    VolatileLru,
+    VolatileLfu,
+    VolatileRandom,
+    VolatileTtl,
+}
+
+impl MaxmemoryPolicy {
+    const ALL: [(MaxmemoryPolicy, &'static str); 9] = [
+        (MaxmemoryPolicy::Tiered, "tiered"),
+        (MaxmemoryPolicy::NoEviction, "noeviction"),
+        (MaxmemoryPolicy::AllKeysLru, "allkeys-lru"),
+        (MaxmemoryPolicy::AllKeysLfu, "allkeys-lfu"),
+        (MaxmemoryPolicy::AllKeysRandom, "allkeys-random"),
+        (MaxmemoryPolicy::VolatileLru, "volatile-lru"),
+        (MaxmemoryPolicy::VolatileLfu, "volatile-lfu"),
+        (MaxmemoryPolicy::VolatileRandom, "volatile-random"),
+        (MaxmemoryPolicy::VolatileTtl, "volatile-ttl"),
+    ];
+
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(p, _)| *p == self)
+            .map(|(_, n)| *n)
+            .expect("every policy is listed")
+    }
+
+    pub fn parse(text: &str) -> Option<MaxmemoryPolicy> {
+        Self::ALL
+            .iter()
+            .find(|(_, n)| n.eq_ignore_ascii_case(text))
+            .map(|(p, _)| *p)
+    }
+
+    /// What eviction does under this policy (None: nothing, noeviction).
+    pub fn eviction(self) -> Option<strata_engine::keyspace::EvictionPolicy> {
+        use strata_engine::keyspace::{EvictionPolicy, KeyRank};
+        let keys = |volatile_only, rank| {
+            Some(EvictionPolicy::Keys {
+                volatile_only,
+                rank,
+            })
+        };
+        match self {
+            MaxmemoryPolicy::Tiered => Some(EvictionPolicy::Values),
+            MaxmemoryPolicy::NoEviction => None,
+            MaxmemoryPolicy::AllKeysLru | MaxmemoryPolicy::AllKeysLfu => keys(false, KeyRank::Idle),
+            MaxmemoryPolicy::AllKeysRandom => keys(false, KeyRank::Random),
+            MaxmemoryPolicy::VolatileLru | MaxmemoryPolicy::VolatileLfu => {
+                keys(true, KeyRank::Idle)
+            }
+            MaxmemoryPolicy::VolatileRandom => keys(true, KeyRank::Random),
+            MaxmemoryPolicy::VolatileTtl => keys(true, KeyRank::Ttl),
+        }
+    }
 }
 
 impl Default for Config {
@@ -112,6 +187,11 @@ impl Default for Config {
             checkpoint_rate_bytes: 256 << 20,
             key_load_delay_us: 0,
             config_file: None,
+            maxmemory: 0,
+            maxmemory_policy: MaxmemoryPolicy::Tiered,
+            maxmemory_samples: 5,
+            maxdisk: 0,
+            tiering_io_threads: 32,
         }
     }
 }
@@ -451,7 +531,12 @@ pub static DIRECTIVES: &[Directive] = &[
         mutable: false,
         get: |c| c.log_segment_bytes.to_string(),
         set: |c, a| {
-            c.log_segment_bytes = parse_memory_arg(a, 4096)?;
+            let bytes = parse_memory_arg(a, 4096)?;
+            // Locations of values in the log hold a 32-bit offset.
+            if bytes > u32::MAX as u64 / 2 {
+                return Err("argument must be at most 2gb".into());
+            }
+            c.log_segment_bytes = bytes;
             Ok(())
         },
     },
@@ -470,6 +555,56 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| c.checkpoint_rate_bytes.to_string(),
         set: |c, a| {
             c.checkpoint_rate_bytes = parse_memory_arg(a, 0)?;
+            Ok(())
+        },
+    },
+    // Tiering and eviction (docs/tiering.md).
+    Directive {
+        name: "maxmemory",
+        mutable: true,
+        get: |c| c.maxmemory.to_string(),
+        set: |c, a| {
+            c.maxmemory = parse_memory_arg(a, 0)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "maxmemory-policy",
+        mutable: true,
+        get: |c| c.maxmemory_policy.name().into(),
+        set: |c, a| {
+            c.maxmemory_policy = MaxmemoryPolicy::parse(one(a)?).ok_or_else(|| {
+                "argument must be one of: tiered, noeviction, allkeys-lru, allkeys-lfu, \
+                 allkeys-random, volatile-lru, volatile-lfu, volatile-random, volatile-ttl"
+                    .to_string()
+            })?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "maxmemory-samples",
+        mutable: true,
+        get: |c| c.maxmemory_samples.to_string(),
+        set: |c, a| {
+            c.maxmemory_samples = parse_int(a, 1, 64)? as usize;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "maxdisk",
+        mutable: true,
+        get: |c| c.maxdisk.to_string(),
+        set: |c, a| {
+            c.maxdisk = parse_memory_arg(a, 0)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "tiering-io-threads",
+        mutable: false,
+        get: |c| c.tiering_io_threads.to_string(),
+        set: |c, a| {
+            c.tiering_io_threads = parse_int(a, 1, 1024)? as usize;
             Ok(())
         },
     },

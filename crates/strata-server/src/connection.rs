@@ -26,7 +26,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
+use strata_engine::keyspace::Installed;
 use strata_engine::log::{FsyncPolicy, last_committed_lsn};
 use strata_resp::{Limits, ProtocolError, ReplyWriter, RequestParser};
 use tokio::net::TcpStream;
@@ -38,7 +39,8 @@ use crate::config::{Config, OutputLimit};
 use crate::server::{Admitted, Server, now_ms};
 use crate::session::Session;
 use crate::stats::{ThreadStats, bump};
-use crate::{log_notice, log_verbose};
+use crate::tiering::ReaderPool;
+use crate::{log_notice, log_verbose, log_warning};
 
 /// Pending output at which a connection without a configured hard limit
 /// stops executing further commands until the client reads.
@@ -93,6 +95,15 @@ struct Connection {
     awaiting_lsn: u64,
     /// The log's (written, synced) LSNs, subscribed on first need.
     durable: Option<watch::Receiver<(u64, u64)>>,
+    /// A command waiting for its cold values to be read (tiering).
+    parked: Option<Parked>,
+}
+
+/// A command whose keys have values on disk only, and their locations.
+struct Parked {
+    args: Vec<Bytes>,
+    db: usize,
+    cold: Vec<(Vec<u8>, u64)>,
 }
 
 pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, admitted: Admitted) {
@@ -124,6 +135,7 @@ pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, admitted: Admit
         last_active: Instant::now(),
         awaiting_lsn: 0,
         durable: None,
+        parked: None,
     };
     let reason = connection.run(&client).await;
     match &reason {
@@ -198,6 +210,10 @@ impl Connection {
                     let _ = self.flush();
                 }
                 return closed;
+            }
+            if let Some(parked) = self.parked.take() {
+                self.run_parked(parked).await;
+                continue;
             }
             if self.server.paused_until_ms() > now {
                 // DEBUG SLEEP: its reply (and everything after) waits.
@@ -377,20 +393,15 @@ impl Connection {
                     return Err(Closed::Protocol(error));
                 }
             };
-            let committed_before = last_committed_lsn();
-            dispatch(
-                &self.server,
-                &mut self.session,
-                &mut self.output,
-                &self.config,
-                &self.stats,
-                now,
-                &args,
-            );
-            let committed = last_committed_lsn();
-            if committed != committed_before {
-                self.awaiting_lsn = committed;
+            if let Some(cold) = self.cold_values(&args, now) {
+                self.parked = Some(Parked {
+                    args,
+                    db: self.session.db,
+                    cold,
+                });
+                break;
             }
+            self.run_command(&args, now);
             if client.is_killed() {
                 break;
             }
@@ -412,6 +423,92 @@ impl Connection {
             self.input = BytesMut::with_capacity(READ_CHUNK_BYTES);
         }
         Ok(())
+    }
+
+    fn run_command(&mut self, args: &[Bytes], now: u64) {
+        let committed_before = last_committed_lsn();
+        dispatch(
+            &self.server,
+            &mut self.session,
+            &mut self.output,
+            &self.config,
+            &self.stats,
+            now,
+            args,
+        );
+        let committed = last_committed_lsn();
+        if committed != committed_before {
+            self.awaiting_lsn = committed;
+        }
+    }
+
+    /// The keys of `args` whose values the command reads and which are on
+    /// disk only, with their locations (None: nothing to read first).
+    fn cold_values(&self, args: &[Bytes], now: u64) -> Option<Vec<(Vec<u8>, u64)>> {
+        let keyspace = &self.server.keyspace;
+        if keyspace.tier().cold_keys() == 0 || !self.session.authenticated {
+            return None;
+        }
+        let db = self.session.db;
+        let mut cold: Vec<(Vec<u8>, u64)> = Vec::new();
+        for key in self.server.commands.value_keys(args) {
+            if let Some(loc) = keyspace.cold_loc(db, keyspace.key(key), now)
+                && !cold.iter().any(|(k, _)| k == key)
+            {
+                cold.push((key.to_vec(), loc));
+            }
+        }
+        (!cold.is_empty()).then_some(cold)
+    }
+
+    /// Reads a parked command's cold values (all in flight together, this
+    /// thread free meanwhile), puts them in their entries, runs the
+    /// command, and takes out again what was only lent to it.
+    async fn run_parked(&mut self, parked: Parked) {
+        let Parked { args, db, cold } = parked;
+        let readers = &self.server.tiering.readers;
+        let pending: Vec<_> = cold
+            .iter()
+            .map(|(key, loc)| readers.submit(*loc, key.clone()))
+            .collect();
+        let mut results = Vec::with_capacity(pending.len());
+        for read in pending {
+            results.push(ReaderPool::result(read).await);
+        }
+        let now = now_ms();
+        let server = self.server.clone();
+        let keyspace = &server.keyspace;
+        let mut lent = Vec::new();
+        let mut failure = None;
+        for ((key, loc), result) in cold.iter().zip(results) {
+            match result {
+                Ok(value) => {
+                    let installed = keyspace.install(db, keyspace.key(key), *loc, &value, now);
+                    if installed == Installed::Transient {
+                        lent.push((key, *loc));
+                    }
+                }
+                Err(why) => failure = Some((key, why)),
+            }
+        }
+        match failure {
+            None => self.run_command(&args, now),
+            Some((key, why)) => {
+                log_warning!(
+                    "Could not read the value of key '{}' from disk: {why}",
+                    String::from_utf8_lossy(key)
+                );
+                let text = format!(
+                    "ERR could not read the value of '{}' from disk: {why}",
+                    crate::commands::lossy(key, 128)
+                );
+                self.server.stats.record_error(&text);
+                ReplyWriter::new(&mut self.output, self.session.protocol).error(&text);
+            }
+        }
+        for (key, loc) in lent {
+            keyspace.release_transient(db, keyspace.key(key), loc, now);
+        }
     }
 
     /// Writes as much pending output as the socket takes without blocking.

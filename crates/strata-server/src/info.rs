@@ -17,6 +17,7 @@ const ALL_SECTIONS: &[&str] = &[
     "clients",
     "memory",
     "persistence",
+    "tiering",
     "stats",
     "replication",
     "cpu",
@@ -60,8 +61,9 @@ pub fn render(server: &Server, requested: &[String], now_ms: u64) -> String {
         match *section {
             "server" => server_section(server, &mut out, now_ms),
             "clients" => clients_section(server, &mut out),
-            "memory" => memory_section(&mut out),
+            "memory" => memory_section(server, &mut out),
             "persistence" => persistence_section(server, &mut out),
+            "tiering" => tiering_section(server, &mut out),
             "stats" => stats_section(server, &mut out),
             "replication" => replication_section(server, &mut out),
             "cpu" => cpu_section(&mut out),
@@ -159,7 +161,8 @@ fn total_system_memory() -> u64 {
         .unwrap_or(0)
 }
 
-fn memory_section(out: &mut String) {
+fn memory_section(server: &Server, out: &mut String) {
+    let config = server.config.get();
     let used = alloc::used_bytes();
     let rss = alloc::rss_bytes();
     let peak = alloc::peak_bytes();
@@ -177,15 +180,113 @@ fn memory_section(out: &mut String) {
     );
     field!(out, "total_system_memory", system);
     field!(out, "total_system_memory_human", human(system));
-    field!(out, "maxmemory", 0);
-    field!(out, "maxmemory_human", "0B");
-    field!(out, "maxmemory_policy", "noeviction");
+    field!(out, "maxmemory", config.maxmemory);
+    field!(out, "maxmemory_human", human(config.maxmemory));
+    field!(out, "maxmemory_policy", config.maxmemory_policy.name());
+    field!(
+        out,
+        "mem_not_counted_for_evict",
+        crate::tiering::not_counted_for_evict(server)
+    );
     field!(
         out,
         "mem_fragmentation_ratio",
         format!("{:.2}", rss as f64 / used.max(1) as f64)
     );
     field!(out, "mem_allocator", "mimalloc");
+}
+
+/// INFO tiering (Strata): the RAM budget and where values are.
+fn tiering_section(server: &Server, out: &mut String) {
+    let config = server.config.get();
+    let keyspace = &server.keyspace;
+    let tier = keyspace.tier();
+    let stats = &tier.stats;
+    let used = alloc::used_bytes();
+    let log = keyspace.log();
+    let enabled = log.is_some()
+        && config.maxmemory > 0
+        && config.maxmemory_policy == crate::config::MaxmemoryPolicy::Tiered;
+    field!(out, "tiering_enabled", enabled as u8);
+    field!(out, "maxmemory", config.maxmemory);
+    field!(out, "maxmemory_human", human(config.maxmemory));
+    field!(out, "maxmemory_policy", config.maxmemory_policy.name());
+    field!(out, "ram_used_bytes", used);
+    field!(out, "ram_used_human", human(used));
+    if config.maxmemory > 0 {
+        field!(
+            out,
+            "ram_used_perc",
+            format!("{:.2}%", used as f64 * 100.0 / config.maxmemory as f64)
+        );
+    }
+    let keys = keyspace.total_keys();
+    let cold = tier.cold_keys().min(keys);
+    field!(out, "keys", keys);
+    field!(out, "keys_value_in_ram", keys - cold);
+    field!(out, "keys_value_on_disk", cold);
+    let (ram_hits, disk_hits) = keyspace.value_hits();
+    field!(out, "ram_hits", ram_hits);
+    field!(out, "disk_hits", disk_hits);
+    field!(
+        out,
+        "ram_hit_ratio",
+        format!(
+            "{:.4}",
+            ram_hits as f64 / (ram_hits + disk_hits).max(1) as f64
+        )
+    );
+    let rates = server.tiering.rates();
+    field!(out, "disk_reads", stats.disk_reads.load(Relaxed));
+    field!(
+        out,
+        "disk_reads_per_sec",
+        format!("{:.0}", rates.disk_reads)
+    );
+    field!(out, "disk_read_bytes", stats.disk_read_bytes.load(Relaxed));
+    field!(out, "disk_reads_queued", server.tiering.readers.queued());
+    field!(out, "sync_reads", stats.sync_reads.load(Relaxed));
+    field!(out, "read_errors", stats.read_errors.load(Relaxed));
+    field!(out, "promotions", stats.promotions.load(Relaxed));
+    field!(
+        out,
+        "promotions_per_sec",
+        format!("{:.0}", rates.promotions)
+    );
+    field!(out, "evictions", stats.evictions.load(Relaxed));
+    field!(out, "evictions_per_sec", format!("{:.0}", rates.evictions));
+    field!(out, "eviction_writes", stats.eviction_writes.load(Relaxed));
+    field!(
+        out,
+        "oom_rejections",
+        server.tiering.oom_rejections.load(Relaxed)
+    );
+    let segments = log.map_or(0, |log| log.segments().len());
+    let (log_bytes, live_estimate) = keyspace.log_live_bytes();
+    let checkpoint_bytes = server.persistence.last_checkpoint_bytes.load(Relaxed);
+    field!(out, "maxdisk", config.maxdisk);
+    field!(out, "maxdisk_human", human(config.maxdisk));
+    field!(out, "disk_used_bytes", log_bytes + checkpoint_bytes);
+    field!(out, "disk_used_human", human(log_bytes + checkpoint_bytes));
+    field!(out, "disk_log_bytes", log_bytes);
+    field!(out, "disk_log_segments", segments);
+    field!(out, "disk_log_live_bytes", live_estimate);
+    field!(
+        out,
+        "disk_log_live_ratio",
+        format!("{:.4}", live_estimate as f64 / log_bytes.max(1) as f64)
+    );
+    field!(out, "disk_checkpoint_bytes", checkpoint_bytes);
+    field!(
+        out,
+        "compaction_records_moved",
+        stats.compaction_moves.load(Relaxed)
+    );
+    field!(
+        out,
+        "compaction_bytes_read",
+        stats.compaction_bytes_read.load(Relaxed)
+    );
 }
 
 fn persistence_section(server: &Server, out: &mut String) {
@@ -351,7 +452,11 @@ fn stats_section(server: &Server, out: &mut String) {
             .expired_keys()
             .saturating_sub(server.stats.expired_keys_base.load(Relaxed))
     );
-    field!(out, "evicted_keys", 0);
+    field!(
+        out,
+        "evicted_keys",
+        server.tiering.evicted_keys.load(Relaxed)
+    );
     field!(out, "keyspace_hits", sum(|t| t.keyspace_hits.load(Relaxed)));
     field!(
         out,

@@ -20,6 +20,7 @@ mod persistence;
 mod server;
 mod session;
 mod stats;
+mod tiering;
 
 #[global_allocator]
 static GLOBAL: alloc::CountingAlloc = alloc::CountingAlloc;

@@ -172,10 +172,17 @@ pub fn spawn_loader(server: Arc<Server>, plan: Plan, ready_lines: Vec<String>) {
 fn load(server: &Arc<Server>, plan: &Plan) -> Result<(), String> {
     let started = Instant::now();
     let persistence = &server.persistence;
+    let config = server.config.get();
+    let tiered = config.appendonly
+        && config.maxmemory > 0
+        && config.maxmemory_policy == crate::config::MaxmemoryPolicy::Tiered;
     let options = recovery::LoadOptions {
         truncate_torn_tail: true,
-        delay_per_key: Duration::from_micros(server.config.get().key_load_delay_us),
+        delay_per_key: Duration::from_micros(config.key_load_delay_us),
+        locate: tiered,
+        memory_limit: tiered.then_some((crate::alloc::used_bytes as fn() -> u64, config.maxmemory)),
     };
+    drop(config);
     let loaded = recovery::load(plan, &server.keyspace, now_ms(), options, |progress| {
         *persistence.loading_progress.lock() = progress;
         if progress.bytes_total > 0 && started.elapsed() >= recovery::PROGRESS_INTERVAL {
@@ -359,11 +366,13 @@ fn due_trigger(server: &Server) -> Option<Trigger> {
     {
         return Some(Trigger::SavePoint);
     }
-    let log = server.keyspace.log()?;
+    server.keyspace.log()?;
     // The whole log counts, including what was written while the last
-    // checkpoint ran: disk use stays near checkpoint + percentage of it.
-    let log_bytes = log.disk_bytes();
-    let base = persistence.last_checkpoint_bytes.load(Relaxed);
+    // checkpoint ran, except records that hold cold values (tiering):
+    // disk use stays near checkpoint + cold values + percentage of both.
+    let (log_total, log_live) = server.keyspace.log_live_bytes();
+    let log_bytes = log_total.saturating_sub(log_live);
+    let base = persistence.last_checkpoint_bytes.load(Relaxed) + log_live;
     let percentage = config.auto_rewrite_percentage;
     if percentage > 0
         && log_bytes >= config.auto_rewrite_min_bytes

@@ -9,7 +9,9 @@
 //!   and own their connections for life: a connection's commands run on its
 //!   thread directly against the shared, sharded keyspace (no hop to another
 //!   thread);
-//! - one expiry thread runs the active expiry cycle `hz` times a second;
+//! - one expiry thread runs the active expiry cycle `hz` times a second
+//!   and the tiering cron ([`crate::tiering`]);
+//! - `tiering-io-threads` reader threads read cold values;
 //! - persistence ([`crate::persistence`]): a loading thread at start, the
 //!   engine's log writer, and a checkpoint thread.
 
@@ -27,6 +29,7 @@ use crate::commands::CommandTable;
 use crate::config::{Config, SharedConfig};
 use crate::persistence::{self, Persistence, Trigger};
 use crate::stats::{GlobalStats, ThreadStats};
+use crate::tiering::Tiering;
 use crate::{connection, log, log_notice, log_warning};
 
 /// The Redis version we answer to in HELLO and INFO: the behaviour Strata
@@ -41,6 +44,7 @@ pub struct Server {
     pub config: SharedConfig,
     pub keyspace: Keyspace,
     pub persistence: Persistence,
+    pub tiering: Tiering,
     pub commands: CommandTable,
     pub clients: ClientRegistry,
     pub stats: GlobalStats,
@@ -184,6 +188,8 @@ pub fn run(mut config: Config) -> Result<(), String> {
     // `port 0` asks for any free port; CONFIG GET and INFO show the real one.
     config.port = port;
     let threads = config.threads;
+    let tiering = Tiering::start(keyspace.tier().clone(), config.tiering_io_threads)
+        .map_err(|e| format!("Can't start the tiering reader threads: {e}"))?;
     let commands = CommandTable::new();
     let thread_stats = (0..threads)
         .map(|_| Arc::new(ThreadStats::new(commands.len())))
@@ -191,6 +197,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
     let server = Arc::new(Server {
         keyspace,
         persistence: Persistence::new(now_ms() / 1000),
+        tiering,
         config: SharedConfig::new(config),
         commands,
         clients: ClientRegistry::default(),
@@ -422,6 +429,7 @@ fn expiry_thread(server: Arc<Server>) {
     loop {
         let hz = server.config.get().hz.max(1);
         std::thread::sleep(Duration::from_millis(1000 / hz));
+        server.tiering.tick(&server);
         if server.persistence.is_loading() {
             continue;
         }

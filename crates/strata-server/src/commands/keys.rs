@@ -52,7 +52,7 @@ pub fn touch(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut shards = ctx.keyspace().lock_many(refs.iter().copied());
     let count = refs
         .iter()
-        .filter(|k| shards.shard(k.shard()).get(db, **k, now).is_some())
+        .filter(|k| shards.shard(k.shard()).touch(db, **k, now).is_some())
         .count();
     drop(shards);
     ctx.out.int(count as i64);
@@ -65,7 +65,7 @@ pub fn type_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .keyspace()
         .lock(key)
         .peek(ctx.db(), key, ctx.now_ms)
-        .map(|e| e.value().type_name());
+        .map(|e| e.type_name());
     ctx.out.simple(name.unwrap_or("none"));
     Ok(())
 }
@@ -111,8 +111,7 @@ pub fn scan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .keyspace()
         .scan(ctx.db(), cursor, count, ctx.now_ms, |entry| {
             pattern.is_none_or(|p| strata_engine::glob::matches(p, entry.key(), false))
-                && type_filter
-                    .is_none_or(|t| t.eq_ignore_ascii_case(entry.value().type_name().as_bytes()))
+                && type_filter.is_none_or(|t| t.eq_ignore_ascii_case(entry.type_name().as_bytes()))
         });
     ctx.out.array(2);
     ctx.out.bulk(next.to_string().as_bytes());
@@ -148,7 +147,7 @@ fn rename_generic(ctx: &mut Ctx, args: &[Bytes], only_if_absent: bool) -> Result
     }
     let entry = shards
         .shard(source.shard())
-        .remove(db, source, now)
+        .take(db, source, now)
         .expect("checked above");
     let expire = entry.expire_at_ms();
     shards
@@ -225,7 +224,7 @@ pub fn move_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         ctx.out.int(0);
         return Ok(());
     }
-    let entry = shard.remove(source_db, key, now).expect("checked above");
+    let entry = shard.take(source_db, key, now).expect("checked above");
     let expire = entry.expire_at_ms();
     shard.set(target_db, key, entry.value().to_value(), expire, false, now);
     drop(shard);
@@ -239,7 +238,7 @@ pub fn object_encoding(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let encoding = ctx
         .keyspace()
         .lock(key)
-        .peek(ctx.db(), key, ctx.now_ms)
+        .peek_loaded(ctx.db(), key, ctx.now_ms)
         .map(|e| e.value().encoding_name());
     match encoding {
         Some(name) => ctx.out.bulk(name.as_bytes()),
@@ -258,6 +257,23 @@ pub fn object_idletime(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .map(|e| e.idle_s(now));
     match idle {
         Some(seconds) => ctx.out.int(seconds as i64),
+        None => ctx.out.null_bulk(),
+    }
+    Ok(())
+}
+
+/// OBJECT RESIDENCY (Strata): "ram" when the key's value is in RAM,
+/// "disk" when only its location is (tiering).
+pub fn object_residency(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let key = ctx.key(&args[2]);
+    let cold = ctx
+        .keyspace()
+        .lock(key)
+        .peek(ctx.db(), key, ctx.now_ms)
+        .map(|e| e.is_cold());
+    match cold {
+        Some(true) => ctx.out.bulk(b"disk"),
+        Some(false) => ctx.out.bulk(b"ram"),
         None => ctx.out.null_bulk(),
     }
     Ok(())
@@ -309,6 +325,9 @@ pub fn object_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
             "REFCOUNT <key>",
             "    Return the number of references of the value associated with the specified",
             "    <key>.",
+            "RESIDENCY <key>",
+            "    Strata: \"ram\" when the value of <key> is in RAM, \"disk\" when it is",
+            "    only on disk (tiering).",
         ],
     );
     Ok(())
@@ -357,7 +376,7 @@ fn expire_generic(ctx: &mut Ctx, args: &[Bytes], unit: TimeUnit, absolute: bool)
     };
     let (db, key) = (ctx.db(), ctx.key(&args[1]));
     let mut shard = ctx.keyspace().lock(key);
-    let Some(entry) = shard.get(db, key, now) else {
+    let Some(entry) = shard.touch(db, key, now) else {
         drop(shard);
         ctx.out.int(0);
         return Ok(());
@@ -445,7 +464,7 @@ pub fn persist(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let mut shard = ctx.keyspace().lock(key);
     let had_deadline = shard
-        .get(db, key, now)
+        .touch(db, key, now)
         .and_then(|e| e.expire_at_ms())
         .is_some();
     if had_deadline {

@@ -161,6 +161,68 @@ impl CommandTable {
         self.specs.len()
     }
 
+    /// The key arguments of `args` whose values the command reads, so that
+    /// cold values can be read in before it runs (tiering). Commands that
+    /// only look at or replace a key (DEL, EXISTS, TTL, EXPIRE, TYPE, SET,
+    /// MSET, MEMORY USAGE, …) need no value.
+    pub fn value_keys<'a>(&self, args: &'a [Bytes]) -> Vec<&'a [u8]> {
+        const NO_VALUE_NEEDED: &[&str] = &[
+            "del",
+            "unlink",
+            "exists",
+            "ttl",
+            "pttl",
+            "expiretime",
+            "pexpiretime",
+            "expire",
+            "pexpire",
+            "expireat",
+            "pexpireat",
+            "persist",
+            "type",
+            "touch",
+            "set",
+            "mset",
+            "msetnx",
+            "setex",
+            "psetex",
+            "setnx",
+            "memory|usage",
+            "object|idletime",
+            "object|refcount",
+            "object|freq",
+        ];
+        let Some(mut id) = self.lookup(&args[0]) else {
+            return Vec::new();
+        };
+        if !self.specs[id].subcommands.is_empty() {
+            match args.get(1).and_then(|sub| self.lookup_subcommand(id, sub)) {
+                Some(sub) => id = sub,
+                None => return Vec::new(),
+            }
+        }
+        let spec = self.specs[id];
+        let name = self.full_names[id].as_str();
+        let reads_old_value =
+            name == "set" && args.get(3..).unwrap_or(&[]).iter().any(|a| is(a, "GET"));
+        if (NO_VALUE_NEEDED.contains(&name) && !reads_old_value) || !spec.arity_ok(args.len()) {
+            return Vec::new();
+        }
+        let (first, last, step) = spec.keys;
+        if first <= 0 || step <= 0 {
+            return Vec::new();
+        }
+        let last = if last < 0 {
+            args.len() as i32 + last
+        } else {
+            last.min(args.len() as i32 - 1)
+        };
+        (first..=last)
+            .step_by(step as usize)
+            .filter_map(|at| args.get(at as usize).map(|a| &a[..]))
+            .collect()
+    }
+
     pub fn lookup(&self, name: &[u8]) -> Option<usize> {
         with_lowercase(name, |lower| self.top_level.get(lower).copied())
     }
@@ -298,6 +360,14 @@ pub fn dispatch(
             crate::persistence::strerror(&error)
         );
         reject(server, &mut reply, &message);
+        return;
+    }
+    if let Some(error) = server
+        .tiering
+        .admit(server, config, spec.has_flag("denyoom"), now_ms)
+    {
+        bump(&stats.commands[id].rejected, 1);
+        reject(server, &mut reply, error);
         return;
     }
     session

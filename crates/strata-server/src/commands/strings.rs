@@ -109,14 +109,17 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let mut shard = ctx.keyspace().lock(key);
-    let existing = shard.get(db, key, now);
-    let exists = existing.is_some();
-    if get {
+    // Only SET … GET needs the old value (which may be on disk).
+    let exists = if get {
+        let existing = shard.get(db, key, now);
         match &existing {
             Some(entry) => write_value(&mut ctx.out, entry.value()),
             None => ctx.out.null_bulk(),
         }
-    }
+        existing.is_some()
+    } else {
+        shard.touch(db, key, now).is_some()
+    };
     if (nx && exists) || (xx && !exists) {
         drop(shard);
         if !get {
@@ -193,7 +196,7 @@ pub fn getset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 pub fn getdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
-    let removed = ctx.keyspace().lock(key).remove(db, key, now);
+    let removed = ctx.keyspace().lock(key).take(db, key, now);
     match &removed {
         Some(entry) => {
             write_value(&mut ctx.out, entry.value());

@@ -311,6 +311,16 @@ const OBJECT_SUBCOMMANDS: &[Spec] = &[
         keys::object_refcount,
     ),
     sub(
+        "residency",
+        3,
+        R,
+        (2, 2, 1),
+        READ_KEYSPACE_SLOW,
+        "7.2.4",
+        "Strata: whether the value of a key is in RAM (ram) or only on disk (disk).",
+        keys::object_residency,
+    ),
+    sub(
         "help",
         2,
         &["loading", "stale"],

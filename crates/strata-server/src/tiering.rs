@@ -1,0 +1,261 @@
+//! The server's side of tiering (docs/tiering.md).
+//!
+//! - **RAM budget.** Before a command runs, [`Tiering::admit`] compares
+//!   the allocator's count of used bytes with `maxmemory`. Over it, the
+//!   policy evicts: `tiered` drops values whose image is in the log (keys
+//!   stay), Redis' policies delete keys. If that cannot bring use under
+//!   the budget, commands flagged `denyoom` get Redis' `-OOM` error. A
+//!   `maxdisk` budget rejects `denyoom` commands the same way once the
+//!   data directory holds that much: every write lands on disk.
+//! - **Cold reads.** A connection about to run a command whose keys have
+//!   cold values hands the reads to [`ReaderPool`] — `tiering-io-threads`
+//!   threads doing `pread`s, so that many reads are in flight at once
+//!   (SSDs deliver several times the IOPS at queue depth 32 that they do
+//!   one read at a time) — and awaits them, so its network thread keeps
+//!   serving other connections. No shard lock is held while reading.
+//! - **Rates** for INFO tiering, sampled by the cron.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use strata_engine::tier::{ColdValue, Tier};
+
+use crate::config::{Config, MaxmemoryPolicy};
+use crate::server::Server;
+
+pub const ERR_OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+pub const ERR_OOM_DISK: &str = "OOM command not allowed when used disk > 'maxdisk'.";
+
+/// Eviction steps (one shard lock each) a command may spend; bounds the
+/// latency one command can add while the server catches up. As in Redis,
+/// a command is refused only when eviction finds nothing to evict, not
+/// when it has not caught up yet.
+const EVICTION_STEPS_MAX: usize = 256;
+/// Window over which INFO's per-second rates are measured.
+const RATE_WINDOW_MS: u128 = 2000;
+
+struct Job {
+    loc: u64,
+    key: Vec<u8>,
+    reply: tokio::sync::oneshot::Sender<Result<ColdValue, String>>,
+}
+
+/// Threads that read cold values for connections.
+pub struct ReaderPool {
+    jobs: mpsc::Sender<Job>,
+    queued: Arc<AtomicU64>,
+}
+
+impl ReaderPool {
+    fn start(tier: Arc<Tier>, threads: usize) -> std::io::Result<ReaderPool> {
+        let (jobs, receiver) = mpsc::channel::<Job>();
+        let receiver = Arc::new(Mutex::new(receiver));
+        let queued = Arc::new(AtomicU64::new(0));
+        for index in 0..threads {
+            let receiver = receiver.clone();
+            let tier = tier.clone();
+            let queued = queued.clone();
+            std::thread::Builder::new()
+                .name(format!("tier-read-{index}"))
+                .spawn(move || {
+                    loop {
+                        let job = receiver.lock().recv();
+                        let Ok(job) = job else {
+                            return;
+                        };
+                        queued.fetch_sub(1, Relaxed);
+                        let _ = job.reply.send(tier.read_value(job.loc, &job.key));
+                    }
+                })?;
+        }
+        Ok(ReaderPool { jobs, queued })
+    }
+
+    /// Queues a read of the value of `key` at `loc`; await the result
+    /// with [`ReaderPool::result`]. Submit every read a command needs
+    /// before awaiting any, so they are in flight together.
+    pub fn submit(&self, loc: u64, key: Vec<u8>) -> PendingRead {
+        let (reply, receive) = tokio::sync::oneshot::channel();
+        self.queued.fetch_add(1, Relaxed);
+        if let Err(failed) = self.jobs.send(Job { loc, key, reply }) {
+            self.queued.fetch_sub(1, Relaxed);
+            let _ = failed.0.reply.send(Err("no reader threads".into()));
+        }
+        PendingRead(receive)
+    }
+
+    pub async fn result(read: PendingRead) -> Result<ColdValue, String> {
+        read.0
+            .await
+            .unwrap_or_else(|_| Err("reader thread stopped".into()))
+    }
+
+    /// Reads waiting for a reader thread.
+    pub fn queued(&self) -> u64 {
+        self.queued.load(Relaxed)
+    }
+}
+
+/// Memory that does not count against `maxmemory`: the log's buffers
+/// (Redis leaves its AOF buffer out the same way, INFO
+/// `mem_not_counted_for_evict`).
+pub fn not_counted_for_evict(server: &Server) -> u64 {
+    server.keyspace.log().map_or(0, |log| log.buffer_bytes())
+}
+
+/// A read in flight.
+pub struct PendingRead(tokio::sync::oneshot::Receiver<Result<ColdValue, String>>);
+
+/// Counter values at one instant, for rates.
+#[derive(Clone, Copy)]
+struct Sample {
+    at: Instant,
+    disk_reads: u64,
+    promotions: u64,
+    evictions: u64,
+}
+
+/// Per-second rates over the last [`RATE_WINDOW_MS`].
+#[derive(Clone, Copy, Default)]
+pub struct Rates {
+    pub disk_reads: f64,
+    pub promotions: f64,
+    pub evictions: f64,
+}
+
+pub struct Tiering {
+    pub readers: ReaderPool,
+    /// Bytes of the data directory (log + checkpoint), refreshed by the
+    /// cron.
+    pub disk_used: AtomicU64,
+    /// Keys deleted by Redis' eviction policies (INFO `evicted_keys`).
+    pub evicted_keys: AtomicU64,
+    /// Commands refused with -OOM.
+    pub oom_rejections: AtomicU64,
+    samples: Mutex<VecDeque<Sample>>,
+}
+
+impl Tiering {
+    pub fn start(tier: Arc<Tier>, threads: usize) -> std::io::Result<Tiering> {
+        Ok(Tiering {
+            readers: ReaderPool::start(tier, threads)?,
+            disk_used: AtomicU64::new(0),
+            evicted_keys: AtomicU64::new(0),
+            oom_rejections: AtomicU64::new(0),
+            samples: Mutex::new(VecDeque::new()),
+        })
+    }
+
+    /// Enforces the RAM and disk budgets before a command; the error to
+    /// reply instead of running it, if any.
+    pub fn admit(
+        &self,
+        server: &Server,
+        config: &Config,
+        denyoom: bool,
+        now_ms: u64,
+    ) -> Option<&'static str> {
+        if denyoom && config.maxdisk > 0 && self.disk_used.load(Relaxed) >= config.maxdisk {
+            self.oom_rejections.fetch_add(1, Relaxed);
+            return Some(ERR_OOM_DISK);
+        }
+        if config.maxmemory == 0 {
+            return None;
+        }
+        let used = crate::alloc::used_bytes();
+        if used <= config.maxmemory {
+            return None;
+        }
+        let used = used.saturating_sub(not_counted_for_evict(server));
+        if used <= config.maxmemory {
+            return None;
+        }
+        if let Some(policy) = config.maxmemory_policy.eviction() {
+            let evict = || {
+                server.keyspace.evict(
+                    policy,
+                    used - config.maxmemory,
+                    config.maxmemory_samples,
+                    EVICTION_STEPS_MAX,
+                    now_ms,
+                )
+            };
+            let mut done = evict();
+            if done.values + done.keys + done.images_written == 0
+                && done.unwritten > 0
+                && let Some(log) = server.keyspace.log()
+            {
+                // The values that could leave were written by commands
+                // still in this batch: write the log now, then they can.
+                log.flush_now();
+                done = evict();
+            }
+            if done.keys > 0 {
+                self.evicted_keys.fetch_add(done.keys, Relaxed);
+            }
+            // As Redis: refuse only when there is nothing left to evict.
+            // Values whose log write is in flight (`appendfsync always`)
+            // can leave in a moment; the log's pending-bytes limit bounds
+            // how far RAM runs over meanwhile.
+            if done.values + done.keys + done.images_written + done.unwritten > 0
+                || crate::alloc::used_bytes().saturating_sub(not_counted_for_evict(server))
+                    <= config.maxmemory
+            {
+                return None;
+            }
+        }
+        if denyoom {
+            self.oom_rejections.fetch_add(1, Relaxed);
+            return Some(ERR_OOM);
+        }
+        None
+    }
+
+    /// The cron's part: disk use, whether commits locate values, rates.
+    pub fn tick(&self, server: &Server) {
+        let config = server.config.get();
+        let log = server.keyspace.log();
+        let disk = log.map_or(0, |log| log.disk_bytes())
+            + server.persistence.last_checkpoint_bytes.load(Relaxed);
+        self.disk_used.store(disk, Relaxed);
+        let tiered = log.is_some()
+            && config.maxmemory > 0
+            && config.maxmemory_policy == MaxmemoryPolicy::Tiered;
+        server.keyspace.tier().set_tracking(tiered);
+        let stats = &server.keyspace.tier().stats;
+        let sample = Sample {
+            at: Instant::now(),
+            disk_reads: stats.disk_reads.load(Relaxed),
+            promotions: stats.promotions.load(Relaxed),
+            evictions: stats.evictions.load(Relaxed),
+        };
+        let mut samples = self.samples.lock();
+        samples.push_back(sample);
+        while samples
+            .front()
+            .is_some_and(|s| sample.at.duration_since(s.at).as_millis() > RATE_WINDOW_MS)
+        {
+            samples.pop_front();
+        }
+    }
+
+    pub fn rates(&self) -> Rates {
+        let samples = self.samples.lock();
+        let (Some(first), Some(last)) = (samples.front(), samples.back()) else {
+            return Rates::default();
+        };
+        let seconds = last.at.duration_since(first.at).as_secs_f64();
+        if seconds <= 0.0 {
+            return Rates::default();
+        }
+        Rates {
+            disk_reads: (last.disk_reads - first.disk_reads) as f64 / seconds,
+            promotions: (last.promotions - first.promotions) as f64 / seconds,
+            evictions: (last.evictions - first.evictions) as f64 / seconds,
+        }
+    }
+}

@@ -1,0 +1,394 @@
+//! Tiering against the real server: a RAM budget of a few MB holding many
+//! times that much data, values read back from disk, restarts, concurrent
+//! readers and writers on cold keys, `kill -9` while values are being
+//! evicted, scan resistance, the disk budget and Redis' eviction policies.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+use redis::Commands;
+
+fn info_field(info: &str, name: &str) -> String {
+    info.lines()
+        .find_map(|line| line.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in INFO"))
+        .trim()
+        .to_owned()
+}
+
+fn info_u64(con: &mut redis::Connection, section: &str, name: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg(section).query(con).unwrap();
+    info_field(&info, name).parse().unwrap()
+}
+
+/// The value stored under key `i` at `version`: self-describing, so a
+/// wrong, stale or torn value is caught, `size` bytes long.
+fn value(i: u64, version: u64, size: usize) -> Vec<u8> {
+    let stamp = format!("<{i}:{version}>");
+    stamp.bytes().cycle().take(size).collect()
+}
+
+fn key(i: u64) -> String {
+    format!("key:{i:08}")
+}
+
+/// Writes keys `0..count` at `version`, pipelined (about 256 KiB per
+/// pipeline: the query buffer counts against the budget, as in Redis).
+fn fill(con: &mut redis::Connection, count: u64, version: u64, size: usize) {
+    let per_pipeline = (256 * 1024 / size).clamp(1, 64);
+    for chunk in (0..count).collect::<Vec<_>>().chunks(per_pipeline) {
+        let mut pipe = redis::pipe();
+        for &i in chunk {
+            pipe.cmd("SET")
+                .arg(key(i))
+                .arg(value(i, version, size))
+                .ignore();
+        }
+        pipe.query::<()>(con).unwrap();
+    }
+}
+
+/// Reads keys `0..count` back (MGET in batches) and checks every value.
+fn check_all(con: &mut redis::Connection, count: u64, version: u64, size: usize) {
+    for chunk in (0..count).collect::<Vec<_>>().chunks(32) {
+        let keys: Vec<String> = chunk.iter().map(|&i| key(i)).collect();
+        let values: Vec<Option<Vec<u8>>> = redis::cmd("MGET").arg(&keys).query(con).unwrap();
+        for (&i, got) in chunk.iter().zip(values) {
+            assert_eq!(
+                got.as_deref(),
+                Some(&value(i, version, size)[..]),
+                "value of {}",
+                key(i)
+            );
+        }
+    }
+}
+
+fn residency(con: &mut redis::Connection, key: &str) -> String {
+    redis::cmd("OBJECT")
+        .arg("RESIDENCY")
+        .arg(key)
+        .query(con)
+        .unwrap()
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + TIMEOUT;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+const BUDGET: &str = "4mb";
+const BUDGET_BYTES: u64 = 4 << 20;
+
+#[test]
+fn a_few_mb_of_ram_hold_100x_the_data_across_restarts() {
+    // 12 800 values of 32 KiB: 400 MiB, 100× the 4 MiB budget.
+    const COUNT: u64 = 12_800;
+    const SIZE: usize = 32 * 1024;
+    let server = TestServer::start_with(&["--maxmemory", BUDGET]);
+    let mut con = server.client();
+    let rss_empty = info_u64(&mut con, "memory", "used_memory_rss");
+    fill(&mut con, COUNT, 1, SIZE);
+    let used = info_u64(&mut con, "memory", "used_memory")
+        - info_u64(&mut con, "memory", "mem_not_counted_for_evict");
+    let rss = info_u64(&mut con, "memory", "used_memory_rss");
+    let on_disk = info_u64(&mut con, "tiering", "keys_value_on_disk");
+    assert!(
+        on_disk > COUNT * 9 / 10,
+        "{on_disk} of {COUNT} values on disk"
+    );
+    assert!(used < BUDGET_BYTES + (1 << 20), "used_memory {used}");
+    // RSS: what the process held empty, plus the budget, plus allocator
+    // slack for 32 KiB blocks coming and going.
+    assert!(
+        rss < rss_empty + 3 * BUDGET_BYTES + (16 << 20),
+        "RSS {rss} (empty: {rss_empty})"
+    );
+    check_all(&mut con, COUNT, 1, SIZE);
+    assert_eq!(info_u64(&mut con, "tiering", "read_errors"), 0);
+    assert!(info_u64(&mut con, "tiering", "disk_reads") >= on_disk);
+    let cold_key = (0..COUNT)
+        .map(key)
+        .find(|k| residency(&mut con, k) == "disk")
+        .expect("some value is on disk");
+    let hot_usage: u64 = {
+        con.set::<_, _, ()>("hot", value(0, 0, SIZE)).unwrap();
+        redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg("hot")
+            .query(&mut con)
+            .unwrap()
+    };
+    let cold_usage: u64 = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg(&cold_key)
+        .query(&mut con)
+        .unwrap();
+    assert!(
+        cold_usage < 100 && hot_usage > SIZE as u64,
+        "{cold_usage} {hot_usage}"
+    );
+
+    // kill -9: the index comes back from the log; values stay on disk.
+    let dir = server.kill9();
+    let server = TestServer::spawn(dir, &["--maxmemory", BUDGET], None, READY);
+    let mut con = server.client();
+    check_all(&mut con, COUNT, 1, SIZE);
+    // A checkpoint, then a clean restart: the checkpoint holds locations,
+    // and loading it reads no value.
+    let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    let _: Result<(), _> = redis::cmd("SHUTDOWN").query::<()>(&mut con);
+    let dir = server.exited();
+    let server = TestServer::spawn(dir, &["--maxmemory", BUDGET], None, READY);
+    let mut con = server.client();
+    assert_eq!(info_u64(&mut con, "tiering", "disk_reads"), 0);
+    let on_disk = info_u64(&mut con, "tiering", "keys_value_on_disk");
+    assert!(
+        on_disk > COUNT * 9 / 10,
+        "{on_disk} values on disk after restart"
+    );
+    check_all(&mut con, COUNT, 1, SIZE);
+}
+
+#[test]
+fn concurrent_reads_and_writes_of_cold_keys_stay_consistent() {
+    const COUNT: u64 = 2_000;
+    const SIZE: usize = 4096;
+    const WRITERS: u64 = 2;
+    let server = TestServer::start_with(&["--maxmemory", BUDGET]);
+    let mut con = server.client();
+    fill(&mut con, COUNT, 0, SIZE);
+    assert!(info_u64(&mut con, "tiering", "keys_value_on_disk") > COUNT / 2);
+    let stop = Arc::new(AtomicBool::new(false));
+    // Writer w owns keys with i % WRITERS == w and bumps their versions;
+    // it records the last acknowledged version of each.
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let mut con = server.client();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut versions = vec![0u64; COUNT as usize];
+                let mut round = 1;
+                while !stop.load(Ordering::Relaxed) {
+                    let mut pipe = redis::pipe();
+                    let mut touched = Vec::new();
+                    for i in (w..COUNT)
+                        .step_by(WRITERS as usize)
+                        .skip(round * 7 % 50)
+                        .step_by(13)
+                    {
+                        pipe.cmd("SET")
+                            .arg(key(i))
+                            .arg(value(i, round as u64, SIZE))
+                            .ignore();
+                        touched.push(i);
+                    }
+                    pipe.query::<()>(&mut con).unwrap();
+                    for i in touched {
+                        versions[i as usize] = round as u64;
+                    }
+                    round += 1;
+                }
+                versions
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let mut con = server.client();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut reads = 0u64;
+                let mut i = r * 977;
+                while !stop.load(Ordering::Relaxed) {
+                    i = (i * 7919 + 13) % COUNT;
+                    let got: Vec<u8> = con.get(key(i)).unwrap();
+                    let text = String::from_utf8_lossy(&got[..32]).into_owned();
+                    let version: u64 = text
+                        .strip_prefix(&format!("<{i}:"))
+                        .and_then(|rest| rest.split('>').next())
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or_else(|| panic!("{} holds {text:?}", key(i)));
+                    assert_eq!(got, value(i, version, SIZE), "torn value of {}", key(i));
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(3));
+    stop.store(true, Ordering::Relaxed);
+    let reads: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    assert!(reads > 100, "only {reads} reads");
+    let mut last = vec![0u64; COUNT as usize];
+    for (w, writer) in writers.into_iter().enumerate() {
+        let versions = writer.join().unwrap();
+        for i in (w as u64..COUNT).step_by(WRITERS as usize) {
+            last[i as usize] = versions[i as usize];
+        }
+    }
+    for i in 0..COUNT {
+        let got: Vec<u8> = con.get(key(i)).unwrap();
+        assert_eq!(
+            got,
+            value(i, last[i as usize], SIZE),
+            "final value of {}",
+            key(i)
+        );
+    }
+    assert!(info_u64(&mut con, "tiering", "disk_reads") > 0);
+    assert_eq!(info_u64(&mut con, "tiering", "read_errors"), 0);
+}
+
+#[test]
+fn kill9_while_values_are_evicted_loses_no_acknowledged_write() {
+    const SIZE: usize = 2048;
+    let server = TestServer::start_with(&["--maxmemory", BUDGET]);
+    let acknowledged = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let mut con = server.client();
+        let acknowledged = acknowledged.clone();
+        std::thread::spawn(move || {
+            let mut next = 0u64;
+            loop {
+                let mut pipe = redis::pipe();
+                for i in next..next + 32 {
+                    pipe.cmd("SET").arg(key(i)).arg(value(i, 1, SIZE)).ignore();
+                }
+                if pipe.query::<()>(&mut con).is_err() {
+                    return;
+                }
+                next += 32;
+                acknowledged.store(next, Ordering::SeqCst);
+            }
+        })
+    };
+    let mut con = server.client();
+    wait_until("evictions", || {
+        info_u64(&mut con, "tiering", "evictions") > 5_000
+    });
+    let dir = server.kill9();
+    let _ = writer.join();
+    let count = acknowledged.load(Ordering::SeqCst);
+    assert!(count > 5_000);
+    let server = TestServer::spawn(dir, &["--maxmemory", BUDGET], None, READY);
+    let mut con = server.client();
+    check_all(&mut con, count, 1, SIZE);
+}
+
+#[test]
+fn a_scan_does_not_evict_the_hot_set() {
+    const SIZE: usize = 4096;
+    const HOT: u64 = 200; // 800 KiB, a fifth of the budget
+    const COLD: u64 = 10_000; // 40 MiB
+    let server = TestServer::start_with(&["--maxmemory", BUDGET]);
+    let mut con = server.client();
+    fill(&mut con, HOT + COLD, 1, SIZE);
+    // Read the hot set until it lives in RAM (values read from disk twice
+    // within a minute are promoted).
+    for _ in 0..3 {
+        check_all(&mut con, HOT, 1, SIZE);
+    }
+    let in_ram = |con: &mut redis::Connection| {
+        (0..HOT)
+            .filter(|&i| residency(con, &key(i)) == "ram")
+            .count() as u64
+    };
+    assert_eq!(in_ram(&mut con), HOT, "hot set in RAM before the scan");
+    let promotions = info_u64(&mut con, "tiering", "promotions");
+    // One pass over every cold key, once.
+    for chunk in (HOT..HOT + COLD).collect::<Vec<_>>().chunks(32) {
+        let keys: Vec<String> = chunk.iter().map(|&i| key(i)).collect();
+        let values: Vec<Vec<u8>> = redis::cmd("MGET").arg(&keys).query(&mut con).unwrap();
+        for (&i, got) in chunk.iter().zip(values) {
+            assert_eq!(got, value(i, 1, SIZE));
+        }
+    }
+    let after = in_ram(&mut con);
+    assert!(
+        after >= HOT * 95 / 100,
+        "{after} of {HOT} hot values left in RAM"
+    );
+    assert!(
+        info_u64(&mut con, "tiering", "promotions") - promotions < COLD / 100,
+        "the scan promoted its keys"
+    );
+    let ratio: f64 = {
+        let info: String = redis::cmd("INFO").arg("tiering").query(&mut con).unwrap();
+        info_field(&info, "ram_hit_ratio").parse().unwrap()
+    };
+    assert!(ratio > 0.0 && ratio < 1.0, "ram_hit_ratio {ratio}");
+}
+
+#[test]
+fn disk_budget_refuses_writes_with_oom_and_keeps_reads() {
+    let server = TestServer::start_with(&["--maxmemory", BUDGET, "--maxdisk", "2mb"]);
+    let mut raw = server.raw();
+    let big = "x".repeat(64 * 1024);
+    let mut refused = None;
+    for i in 0..200 {
+        let reply = raw.cmd(&["SET", &key(i), &big]);
+        if reply != ok() {
+            refused = Some((i, reply));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let (at, reply) = refused.expect("maxdisk never refused a write");
+    assert_eq!(
+        reply,
+        e("OOM command not allowed when used disk > 'maxdisk'.")
+    );
+    assert!(at > 4, "refused after {at} writes");
+    assert_eq!(raw.cmd(&["GET", &key(0)]), b(&big));
+    assert_eq!(raw.cmd(&["DEL", &key(0)]), i(1));
+    assert_eq!(raw.cmd(&["CONFIG", "SET", "maxdisk", "0"]), ok());
+    assert_eq!(raw.cmd(&["SET", &key(0), "back"]), ok());
+}
+
+#[test]
+fn redis_policies_delete_keys_or_refuse_writes() {
+    let server =
+        TestServer::start_with(&["--maxmemory", BUDGET, "--maxmemory-policy", "allkeys-lru"]);
+    let mut con = server.client();
+    fill(&mut con, 4_000, 1, 4096);
+    let keys: u64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
+    assert!(keys < 2_000, "{keys} keys kept under a 4 MB budget");
+    assert!(info_u64(&mut con, "stats", "evicted_keys") > 2_000);
+    assert_eq!(info_u64(&mut con, "tiering", "keys_value_on_disk"), 0);
+
+    let mut raw = server.raw();
+    assert_eq!(
+        raw.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]),
+        ok()
+    );
+    let big = "y".repeat(1 << 20);
+    let mut refused = false;
+    for i in 0..8 {
+        if raw.cmd(&["SET", &format!("big{i}"), &big]) != ok() {
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused, "noeviction never refused a write");
+    assert_eq!(
+        raw.cmd(&["SET", "one-more", &big]),
+        e("OOM command not allowed when used memory > 'maxmemory'.")
+    );
+    // Reads and deletes still work.
+    let some_key = raw.cmd(&["RANDOMKEY"]).as_text();
+    assert_eq!(raw.cmd(&["EXISTS", &some_key]), i(1));
+    assert_eq!(raw.cmd(&["DEL", &some_key]), i(1));
+    assert_eq!(raw.cmd(&["GET", "missing"]), Reply::NullBulk);
+    assert_eq!(
+        raw.cmd(&["CONFIG", "GET", "maxmemory-policy"]),
+        Reply::Array(vec![b("maxmemory-policy"), b("noeviction")])
+    );
+}
