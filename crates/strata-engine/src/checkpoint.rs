@@ -51,7 +51,7 @@ use std::time::{Duration, Instant};
 
 use crate::keyspace::{Keyspace, SHARD_COUNT};
 use crate::log::{segment_seq, sync_dir};
-use crate::record::{self, Draft, FLAG_INT, HEADER_BYTES, Kind, Record};
+use crate::record::{self, Draft, FLAG_INT, FLAG_LOCATED, HEADER_BYTES, Kind, Record};
 
 const FORMAT_VERSION: u32 = 3;
 /// Older versions this build reads (2: no cold records).
@@ -144,7 +144,8 @@ pub fn run_cycle(
     // located in by nobody now stays so.
     let located = keyspace.located_segments();
     let next_lsn = || log.map_or(idle_lsn, |log| log.next_lsn());
-    let info = write(keyspace, dir, &next_lsn, bytes_per_s, now_ms)?;
+    let mut throttle = Throttle::new(bytes_per_s);
+    let info = write(keyspace, dir, &next_lsn, &mut throttle, now_ms)?;
     match log {
         Some(log) => {
             let located_now = keyspace.located_segments();
@@ -152,6 +153,9 @@ pub fn run_cycle(
             for seq in log.delete_segments_before(info.replay_from, keep)? {
                 keyspace.tier().forget_segment(seq);
             }
+            // Segments kept for a few cold values: move those values to
+            // the head so the next cycle can delete the segments.
+            crate::tier::compact(keyspace, log, &mut |bytes| throttle.wrote(bytes))?;
         }
         None if located.is_empty() => delete_all_segments(&crate::recovery::log_dir(dir))?,
         None => {}
@@ -182,10 +186,9 @@ fn write(
     keyspace: &Keyspace,
     dir: &Path,
     next_lsn: &dyn Fn() -> u64,
-    bytes_per_s: u64,
+    throttle: &mut Throttle,
     now_ms: u64,
 ) -> std::io::Result<CheckpointInfo> {
-    let mut throttle = Throttle::new(bytes_per_s);
     let mut info = CheckpointInfo {
         replay_from: u64::MAX,
         next_lsn: 0,
@@ -193,7 +196,7 @@ fn write(
         bytes: 0,
     };
     for range in 0..RANGE_COUNT {
-        let written = write_range(keyspace, dir, range, next_lsn, &mut throttle, now_ms)?;
+        let written = write_range(keyspace, dir, range, next_lsn, throttle, now_ms)?;
         info.replay_from = info.replay_from.min(written.replay_from);
         info.next_lsn = written.next_lsn;
         info.keys += written.keys;
@@ -246,6 +249,7 @@ fn write_range_file(
     let mut synced_at: u64 = 0;
     let mut keys: u64 = 0;
     let mut replay_from = None;
+    let mut located = Vec::new();
     for index in first_shard..first_shard + SHARDS_PER_RANGE {
         {
             let shard = keyspace.lock_unlogged(index);
@@ -258,15 +262,22 @@ fn write_range_file(
                     if entry.expire_at_ms().is_some_and(|at| at <= now_ms) {
                         continue;
                     }
-                    let flags = if entry.is_int() { FLAG_INT } else { 0 };
+                    let mut flags = if entry.is_int() { FLAG_INT } else { 0 };
                     let aux = entry.expire_at_ms().unwrap_or(0);
                     let loc_bytes;
-                    let (kind, payload) = match entry.cold_loc() {
-                        Some(loc) => {
+                    let (kind, payload) = match (entry.cold_loc(), entry.loc()) {
+                        (Some(loc), _) => {
                             loc_bytes = loc.to_le_bytes();
                             (Kind::CheckpointCold, &loc_bytes[..])
                         }
-                        None => (Kind::Set, entry.value().as_bytes()),
+                        (None, Some(loc)) => {
+                            located.clear();
+                            located.extend_from_slice(entry.value().as_bytes());
+                            located.extend_from_slice(&loc.to_le_bytes());
+                            flags |= FLAG_LOCATED;
+                            (Kind::Set, &located[..])
+                        }
+                        (None, None) => (Kind::Set, entry.value().as_bytes()),
                     };
                     let image = Draft {
                         kind,

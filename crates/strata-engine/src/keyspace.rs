@@ -239,6 +239,11 @@ impl Entry {
         self.has(COLD)
     }
 
+    /// Where the log holds the current value's image, if it does.
+    pub fn loc(&self) -> Option<u64> {
+        (self.loc != NO_LOC).then_some(self.loc)
+    }
+
     /// The location of the value when it is only on disk.
     pub fn cold_loc(&self) -> Option<u64> {
         self.is_cold().then_some(self.loc)
@@ -716,6 +721,9 @@ impl Shard {
             return;
         };
         let hash = slot_hash(self.hasher.hash_one(key));
+        // A cold entry must never point at a record that may not be
+        // written yet (compaction puts values back in RAM before moving
+        // them, so this only skips a SET that is not its image anyway).
         if let Some(entry) = self.tables[db].entries.find_mut(hash, |e| e.key() == key)
             && !entry.is_cold()
         {
@@ -1020,6 +1028,17 @@ impl Keyspace {
         }
     }
 
+    /// Locks the shards `indices` (ascending).
+    fn lock_indices(&self, indices: Vec<usize>) -> ShardSet<'_> {
+        debug_assert!(indices.is_sorted());
+        let guards = indices.iter().map(|&i| self.shards[i].lock()).collect();
+        ShardSet {
+            indices,
+            guards,
+            log: self.open_group(),
+        }
+    }
+
     /// Locks every shard, in ascending order.
     pub fn lock_all(&self) -> ShardSet<'_> {
         let guards = self.shards.iter().map(|s| s.lock()).collect();
@@ -1101,6 +1120,16 @@ impl Keyspace {
             })
             .sum();
         (total, live)
+    }
+
+    /// Compaction: see [`Shard::relocate`].
+    pub(crate) fn relocate(&self, db: usize, key: &[u8], loc: u64, payload: &[u8]) -> bool {
+        if db >= self.db_count {
+            return false;
+        }
+        let key = self.key(key);
+        let db_count = self.db_count;
+        self.lock(key).relocate(db_count, db, key, loc, payload)
     }
 
     /// Keys in all databases.
@@ -1303,6 +1332,10 @@ pub enum Installed {
     Stale,
 }
 
+/// Shards whose samples one eviction step pools, so the oldest values of
+/// several shards are compared (a shard alone may hold only fresh ones).
+const EVICTION_WINDOW_SHARDS: usize = 32;
+
 /// Tiering and eviction.
 impl Keyspace {
     /// The location of `key`'s value when it is only on disk.
@@ -1378,14 +1411,50 @@ impl Keyspace {
             (EvictionPolicy::Keys { .. }, _) => 0,
         };
         let start = random_u64() as usize;
-        for step in 0..SHARD_COUNT {
+        let mut pool = Vec::new();
+        for window in (0..SHARD_COUNT).step_by(EVICTION_WINDOW_SHARDS) {
             if done.bytes >= want_bytes
                 || (done.values + done.keys + done.images_written) as usize >= steps_max
             {
                 break;
             }
-            let mut shard = self.lock_index((start + step) % SHARD_COUNT);
-            shard.evict_one(policy, samples, written_pos, now_ms, &mut done);
+            let mut indices: Vec<usize> = (window..window + EVICTION_WINDOW_SHARDS)
+                .map(|i| (start + i) % SHARD_COUNT)
+                .collect();
+            indices.sort_unstable();
+            let mut set = self.lock_indices(indices);
+            pool.clear();
+            for position in 0..set.guards.len() {
+                let before = pool.len();
+                set.guards[position].sample(
+                    policy,
+                    samples,
+                    written_pos,
+                    now_ms,
+                    &mut done,
+                    &mut pool,
+                );
+                for candidate in &mut pool[before..] {
+                    // Remember the shard in the spare high bits of db.
+                    candidate.1 |= position << 32;
+                }
+            }
+            if pool.is_empty() {
+                continue;
+            }
+            pool.sort_unstable_by_key(|&(score, _, _)| std::cmp::Reverse(score));
+            // Values: every candidate as old as the oldest leaves (the
+            // clock counts seconds, so a bulk of values written together
+            // goes in one step). Keys: one per window, as Redis deletes
+            // its best candidate.
+            let leaving = match policy {
+                EvictionPolicy::Values => pool.iter().take_while(|c| c.0 == pool[0].0).count(),
+                EvictionPolicy::Keys { .. } => 1,
+            };
+            for &(_, tagged, bucket) in &pool[..leaving] {
+                let (position, db) = (tagged >> 32, tagged & u32::MAX as usize);
+                set.guards[position].evict_at(policy, db, bucket, &mut done);
+            }
         }
         done
     }
@@ -1394,28 +1463,43 @@ impl Keyspace {
     /// (recovery, when the replayed data passes the RAM budget).
     pub(crate) fn evict_loaded(&self, want_bytes: u64, samples: usize, now_ms: u64) -> u64 {
         let mut done = Evicted::default();
-        for _ in 0..want_bytes.div_ceil(64).min(1 << 20) {
+        let start = random_u64() as usize;
+        let mut pool = Vec::new();
+        for step in 0..SHARD_COUNT {
             if done.bytes >= want_bytes {
                 break;
             }
-            let index = (random_u64() as usize) % SHARD_COUNT;
-            let mut shard = self.lock_unlogged(index);
-            shard.evict_one(EvictionPolicy::Values, samples, u64::MAX, now_ms, &mut done);
+            let mut shard = self.lock_unlogged((start + step) % SHARD_COUNT);
+            pool.clear();
+            shard.sample(
+                EvictionPolicy::Values,
+                samples,
+                u64::MAX,
+                now_ms,
+                &mut done,
+                &mut pool,
+            );
+            pool.sort_unstable_by_key(|&(score, _, _)| std::cmp::Reverse(score));
+            for &(_, db, bucket) in &pool[..pool.len().div_ceil(2)] {
+                shard.evict_at(EvictionPolicy::Values, db, bucket, &mut done);
+            }
         }
         done.bytes
     }
 }
 
 impl Shard {
-    /// One eviction step: samples entries of a random non-empty database
-    /// and evicts the best candidate under `policy`.
-    fn evict_one(
-        &mut self,
+    /// Samples eviction candidates of a random non-empty database: up to
+    /// `samples` (a small table is looked at whole), as (score, db,
+    /// bucket); the higher the score, the sooner it should go.
+    fn sample(
+        &self,
         policy: EvictionPolicy,
         samples: usize,
         written_pos: u64,
         now_ms: u64,
         done: &mut Evicted,
+        out: &mut Vec<(u64, usize, usize)>,
     ) {
         let dbs: Vec<usize> = (0..self.tables.len())
             .filter(|&db| !self.tables[db].entries.is_empty())
@@ -1424,16 +1508,15 @@ impl Shard {
             return;
         }
         let db = dbs[(random_u64() as usize) % dbs.len()];
-        let table = &mut self.tables[db];
+        let table = &self.tables[db];
         let buckets = table.entries.num_buckets();
-        let mut best: Option<(u64, usize)> = None;
+        let samples = samples.max(1);
         let mut seen = 0;
-        // A small table is looked at whole; a large one sampled.
         let whole = buckets <= 64;
         let first = random_u64() as usize;
-        let probes = if whole { buckets } else { samples.max(1) * 8 };
+        let probes = if whole { buckets } else { samples * 8 };
         for probe in 0..probes {
-            if seen == samples.max(1) && !whole {
+            if seen == samples && !whole {
                 break;
             }
             let index = if whole {
@@ -1474,16 +1557,17 @@ impl Shard {
                 }
             };
             seen += 1;
-            if best.is_none_or(|(top, _)| score > top) {
-                best = Some((score, index));
-            }
+            out.push((score, db, index));
         }
-        let Some((_, index)) = best else {
-            return;
-        };
+    }
+
+    /// Evicts the entry in `bucket` of `db`'s table (sampled under this
+    /// same lock hold).
+    fn evict_at(&mut self, policy: EvictionPolicy, db: usize, bucket: usize, done: &mut Evicted) {
+        let table = &mut self.tables[db];
         match policy {
             EvictionPolicy::Values => {
-                let entry = table.entries.get_bucket_mut(index).expect("sampled");
+                let entry = table.entries.get_bucket_mut(bucket).expect("sampled");
                 if entry.loc == NO_LOC {
                     // Dirty: its image goes to the log now; the commit
                     // locates it, and a later step can drop it.
@@ -1498,7 +1582,7 @@ impl Shard {
                 self.tier.stats.evictions.fetch_add(1, Relaxed);
             }
             EvictionPolicy::Keys { .. } => {
-                let entry = table.entries.get_bucket_entry(index).expect("sampled");
+                let entry = table.entries.get_bucket_entry(bucket).expect("sampled");
                 let (mut entry, _) = entry.remove();
                 forget_deadline(&mut table.expiring, &entry);
                 unlink(&mut self.live, &self.tier, &mut entry);
@@ -1507,6 +1591,44 @@ impl Shard {
                 done.keys += 1;
             }
         }
+    }
+
+    /// Compaction: if the entry of `key` (in `db`, or in another database
+    /// after SWAPDB) still has its value at `loc`, appends that value again
+    /// (`payload`: the record's value, for an entry whose value is on disk
+    /// only); the commit gives the entry the new location.
+    ///
+    /// A cold value is put back in RAM first: its new record is not written
+    /// when the commit locates it, and a cold entry must only ever point at
+    /// written records. Eviction moves it out again once it is written.
+    pub(crate) fn relocate(
+        &mut self,
+        keyspace_dbs: usize,
+        db: usize,
+        key: KeyRef,
+        loc: u64,
+        payload: &[u8],
+    ) -> bool {
+        let order = std::iter::once(db).chain((0..keyspace_dbs).filter(|&d| d != db));
+        for d in order {
+            let Some(entry) = self.tables[d]
+                .entries
+                .find_mut(key.slot_hash(), |e| e.key() == key.bytes)
+            else {
+                continue;
+            };
+            if entry.loc != loc {
+                continue;
+            }
+            if entry.is_cold() {
+                let int = entry.is_int();
+                entry.install(payload, int);
+                self.tier.stats.cold_keys.fetch_sub(1, Relaxed);
+            }
+            log_image(d, entry);
+            return true;
+        }
+        false
     }
 
     /// Recovery: `key` of `db` exists with its value on disk at `loc`.

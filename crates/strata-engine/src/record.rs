@@ -37,6 +37,10 @@ pub const HEADER_BYTES: usize = 40;
 pub const FLAG_GROUP_CONTINUES: u8 = 1;
 /// A SET payload that is the canonical text of an integer (encoding int).
 pub const FLAG_INT: u8 = 2;
+/// Checkpoint files only: the SET's payload ends with the 8-byte location
+/// (`tier::loc`) of the same value's record in the log, so the value
+/// loads into RAM already able to leave it without being written again.
+pub const FLAG_LOCATED: u8 = 4;
 /// Largest record accepted when reading: two maximal bulk strings (key and
 /// value, 512 MB each) plus the header, as `total_len` is 32-bit.
 pub const RECORD_BYTES_MAX: usize = u32::MAX as usize;

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use crate::checkpoint::{self, CheckpointReader};
 use crate::keyspace::{KeyRef, Keyspace, SHARD_COUNT, Shard};
 use crate::log::{SegmentInfo, segment_path, segment_seq};
-use crate::record::{self, FLAG_INT, Invalid, Kind, Record};
+use crate::record::{self, FLAG_INT, FLAG_LOCATED, Invalid, Kind, Record};
 use crate::tier;
 use crate::value::Value;
 
@@ -304,11 +304,15 @@ pub fn load(
     let log_dir = log_dir(&plan.dir);
     keyspace.tier().set_log_dir(&log_dir);
     let locate = options.locate;
+    // A pass that frees nothing (only values without a location left in
+    // RAM) ends the attempts; the server evicts them by writing them once
+    // it runs.
+    let fruitless = std::cell::Cell::new(false);
     let enforce_budget = || {
         if let Some((used, budget)) = options.memory_limit {
             let used = used();
-            if used > budget {
-                keyspace.evict_loaded(used - budget, 16, now_ms);
+            if used > budget && !fruitless.get() {
+                fruitless.set(keyspace.evict_loaded(used - budget, 16, now_ms) == 0);
             }
         }
     };
@@ -361,6 +365,19 @@ pub fn load(
                         loc,
                         now_ms,
                     );
+                }
+            } else if record.flags & FLAG_LOCATED != 0 && record.payload.len() >= 8 {
+                let (value, loc) = record.payload.split_at(record.payload.len() - 8);
+                let loc = u64::from_le_bytes(loc.try_into().expect("8 bytes"));
+                let image = Record {
+                    payload: value,
+                    ..*record
+                };
+                let mut locked = keyspace.lock_unlogged(shard);
+                apply_set(&mut locked, key, &image, now_ms);
+                // Without its segment the value simply stays in RAM only.
+                if plan.segments.binary_search(&tier::loc_segment(loc)).is_ok() {
+                    locked.locate(record.db as usize, key, loc);
                 }
             } else {
                 apply_set(&mut keyspace.lock_unlogged(shard), key, record, now_ms);

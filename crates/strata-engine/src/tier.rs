@@ -86,6 +86,8 @@ pub struct TierStats {
     /// Records re-appended by compaction.
     pub compaction_moves: AtomicU64,
     pub compaction_bytes_read: AtomicU64,
+    /// Segments compaction could not read (their values stay put).
+    pub compaction_errors: AtomicU64,
 }
 
 /// A value read back from disk.
@@ -94,13 +96,34 @@ pub struct ColdValue {
     pub int: bool,
 }
 
+/// Alignment of `O_DIRECT` reads.
+const DIRECT_ALIGN: usize = 4096;
+
+/// An open segment: `direct` when opened with `O_DIRECT`.
+#[derive(Clone)]
+struct Segment {
+    file: Arc<File>,
+    direct: bool,
+}
+
 /// Shared by the keyspace, its shards and the server's readers.
+///
+/// Cold reads of closed segments use `O_DIRECT`: the RAM budget is the
+/// process's, and reading through the page cache would let the kernel
+/// hold a second, uncounted copy of the cold data (and make benchmarks
+/// measure memory, not the disk). The segment the log is still appending
+/// to is read through the page cache (a direct read would first force its
+/// dirty pages out), as is any file system that refuses `O_DIRECT`.
 pub struct Tier {
     log_dir: RwLock<Option<PathBuf>>,
-    files: RwLock<HashMap<u64, Arc<File>>>,
+    files: RwLock<HashMap<u64, Segment>>,
+    /// Segments from this one on may still be written (buffered reads).
+    head_segment: AtomicU64,
     /// Whether commits give entries the location of their image.
     tracking: AtomicBool,
     pub stats: TierStats,
+    /// The last compaction error, for INFO.
+    pub compaction_error: RwLock<Option<String>>,
 }
 
 impl Default for Tier {
@@ -108,8 +131,10 @@ impl Default for Tier {
         Tier {
             log_dir: RwLock::new(None),
             files: RwLock::new(HashMap::new()),
+            head_segment: AtomicU64::new(0),
             tracking: AtomicBool::new(false),
             stats: TierStats::default(),
+            compaction_error: RwLock::new(None),
         }
     }
 }
@@ -133,17 +158,46 @@ impl Tier {
         self.stats.cold_keys.load(Ordering::Relaxed).max(0) as u64
     }
 
-    fn file(&self, segment: u64) -> std::io::Result<Arc<File>> {
-        if let Some(file) = self.files.read().get(&segment) {
-            return Ok(file.clone());
+    /// The segment the log appends to now (the server's cron keeps this
+    /// current; lagging behind only means a buffered read).
+    pub fn set_head_segment(&self, segment: u64) {
+        self.head_segment.store(segment, Ordering::Relaxed);
+    }
+
+    fn file(&self, segment: u64) -> std::io::Result<Segment> {
+        let closed = segment < self.head_segment.load(Ordering::Relaxed);
+        if let Some(open) = self.files.read().get(&segment)
+            && (open.direct || !closed)
+        {
+            return Ok(open.clone());
         }
         let dir =
             self.log_dir.read().clone().ok_or_else(|| {
                 std::io::Error::new(std::io::ErrorKind::NotFound, "no log directory")
             })?;
-        let file = Arc::new(File::open(segment_path(&dir, segment))?);
-        self.files.write().insert(segment, file.clone());
-        Ok(file)
+        let path = segment_path(&dir, segment);
+        let direct = if closed {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(&path)
+                .ok()
+        } else {
+            None
+        };
+        let open = match direct {
+            Some(file) => Segment {
+                file: Arc::new(file),
+                direct: true,
+            },
+            None => Segment {
+                file: Arc::new(File::open(&path)?),
+                direct: false,
+            },
+        };
+        self.files.write().insert(segment, open.clone());
+        Ok(open)
     }
 
     /// Closes the cached descriptor of a deleted segment.
@@ -164,19 +218,30 @@ impl Tier {
     fn read_record(&self, loc: u64, key: &[u8]) -> Result<ColdValue, String> {
         let (segment, offset) = (loc_segment(loc), loc_offset(loc));
         let where_ = || format!("segment {segment} offset {offset}");
-        let file = self
+        let open = self
             .file(segment)
             .map_err(|e| format!("{}: {e}", where_()))?;
-        let mut buf = vec![0u8; FIRST_READ_BYTES.max(HEADER_BYTES + key.len())];
-        let got =
-            read_at_most(&file, &mut buf, offset).map_err(|e| format!("{}: {e}", where_()))?;
-        buf.truncate(got);
+        let first = FIRST_READ_BYTES.max(HEADER_BYTES + key.len());
+        let io = |e: std::io::Error| format!("{}: {e}", where_());
+        let mut buf = if open.direct {
+            read_direct(&open.file, offset, first).map_err(io)?
+        } else {
+            let mut buf = vec![0u8; first];
+            let got = read_at_most(&open.file, &mut buf, offset).map_err(io)?;
+            buf.truncate(got);
+            buf
+        };
         let header = record::parse_header(&buf).map_err(|e| format!("{}: {e}", where_()))?;
         if header.total_len > buf.len() {
-            let have = buf.len();
-            buf.resize(header.total_len, 0);
-            file.read_exact_at(&mut buf[have..], offset + have as u64)
-                .map_err(|e| format!("{}: {e}", where_()))?;
+            if open.direct {
+                buf = read_direct(&open.file, offset, header.total_len).map_err(io)?;
+            } else {
+                let have = buf.len();
+                buf.resize(header.total_len, 0);
+                open.file
+                    .read_exact_at(&mut buf[have..], offset + have as u64)
+                    .map_err(io)?;
+            }
         }
         self.stats.disk_reads.fetch_add(1, Ordering::Relaxed);
         self.stats
@@ -193,6 +258,35 @@ impl Tier {
         buf.drain(..start);
         Ok(ColdValue { bytes: buf, int })
     }
+}
+
+/// Reads at most `len` bytes from `offset` of a file opened with
+/// `O_DIRECT`: the aligned blocks around them go into an aligned buffer,
+/// and the wanted part is copied out (short at the end of the file).
+fn read_direct(file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    let start = offset & !(DIRECT_ALIGN as u64 - 1);
+    let skip = (offset - start) as usize;
+    let span = (skip + len).next_multiple_of(DIRECT_ALIGN);
+    let mut raw = vec![0u8; span + DIRECT_ALIGN];
+    let at = raw.as_ptr().align_offset(DIRECT_ALIGN);
+    let buf = &mut raw[at..at + span];
+    let mut got = 0;
+    // A read short of the aligned span is the end of the file (direct
+    // reads must stay aligned, so no retry from an odd offset).
+    while got < span && got.is_multiple_of(DIRECT_ALIGN) {
+        match file.read_at(&mut buf[got..], start + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let end = got.min(skip + len);
+    Ok(if end > skip {
+        raw[at + skip..at + end].to_vec()
+    } else {
+        Vec::new()
+    })
 }
 
 /// `pread` until `buf` is full or the file ends; returns the bytes read.
@@ -252,4 +346,96 @@ pub(crate) fn placed_set(record: &[u8]) -> Option<(usize, &[u8])> {
     let key_len = u32::from_le_bytes(record[12..16].try_into().expect("4 bytes")) as usize;
     let db = u16::from_le_bytes([record[32], record[33]]) as usize;
     Some((db, &record[HEADER_BYTES..HEADER_BYTES + key_len]))
+}
+
+/// Share of a segment's records still located in below which compaction
+/// moves them out.
+pub const COMPACT_LIVE_RATIO: f64 = 0.5;
+
+/// Compaction: for every closed segment where fewer than
+/// [`COMPACT_LIVE_RATIO`] of the records are still some entry's value,
+/// reads the segment sequentially and appends those records again at the
+/// head (under the key's shard lock, so a value changed meanwhile is left
+/// alone). The moved entries take their new location at commit, the
+/// segment's count drops to zero, and the next checkpoint cycle deletes
+/// it (this cycle's files may still name it). `throttle` is told every
+/// byte read, which keeps compaction within the checkpoint rate.
+pub fn compact(
+    keyspace: &crate::keyspace::Keyspace,
+    log: &crate::log::Log,
+    throttle: &mut dyn FnMut(u64),
+) -> std::io::Result<()> {
+    if !keyspace.tier().tracking() {
+        // Moved records would not take their new location.
+        return Ok(());
+    }
+    let segments = log.segments();
+    let Some((_head, closed)) = segments.split_last() else {
+        return Ok(());
+    };
+    let located = keyspace.located_segments();
+    for segment in closed {
+        let Some(&count) = located.get(&segment.seq) else {
+            continue;
+        };
+        let Some((first, last)) = segment.lsns else {
+            continue;
+        };
+        let records = last - first + 1;
+        if count as f64 >= records as f64 * COMPACT_LIVE_RATIO {
+            continue;
+        }
+        let tier = keyspace.tier();
+        if let Err(e) = compact_segment(keyspace, log.dir(), segment.seq, throttle) {
+            // The values stay where they are; reads check every record.
+            tier.stats.compaction_errors.fetch_add(1, Ordering::Relaxed);
+            *tier.compaction_error.write() = Some(format!("segment {}: {e}", segment.seq));
+        }
+    }
+    Ok(())
+}
+
+fn compact_segment(
+    keyspace: &crate::keyspace::Keyspace,
+    log_dir: &Path,
+    segment: u64,
+    throttle: &mut dyn FnMut(u64),
+) -> std::io::Result<()> {
+    use std::io::Read;
+    let invalid = |why: record::Invalid, at: u64| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{why} at offset {at}"),
+        )
+    };
+    let file = File::open(segment_path(log_dir, segment))?;
+    let length = file.metadata()?.len();
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+    let stats = &keyspace.tier().stats;
+    let mut buf = Vec::new();
+    let mut at = 0u64;
+    while at < length {
+        buf.resize(HEADER_BYTES, 0);
+        reader.read_exact(&mut buf)?;
+        let header = record::parse_header(&buf).map_err(|why| invalid(why, at))?;
+        buf.resize(header.total_len, 0);
+        reader.read_exact(&mut buf[HEADER_BYTES..])?;
+        let found = record::decode_with_header(&buf, header).map_err(|why| invalid(why, at))?;
+        throttle(header.total_len as u64);
+        stats
+            .compaction_bytes_read
+            .fetch_add(header.total_len as u64, Ordering::Relaxed);
+        if found.kind == Kind::Set
+            && keyspace.relocate(
+                found.db as usize,
+                found.key,
+                loc(segment, at),
+                found.payload,
+            )
+        {
+            stats.compaction_moves.fetch_add(1, Ordering::Relaxed);
+        }
+        at += header.total_len as u64;
+    }
+    Ok(())
 }

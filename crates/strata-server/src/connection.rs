@@ -97,7 +97,17 @@ struct Connection {
     durable: Option<watch::Receiver<(u64, u64)>>,
     /// A command waiting for its cold values to be read (tiering).
     parked: Option<Parked>,
+    /// Commands parsed ahead of a parked one (their cold values are read
+    /// together with its), run before anything else in the input.
+    backlog: std::collections::VecDeque<Vec<Bytes>>,
+    /// A protocol error met while parsing ahead: reported once the
+    /// commands before it have run.
+    deferred_error: Option<ProtocolError>,
 }
+
+/// Commands parsed ahead of one that must read cold values, so that a
+/// pipeline's reads are in flight together rather than one by one.
+const LOOKAHEAD_COMMANDS_MAX: usize = 32;
 
 /// A command whose keys have values on disk only, and their locations.
 struct Parked {
@@ -136,6 +146,8 @@ pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, admitted: Admit
         awaiting_lsn: 0,
         durable: None,
         parked: None,
+        backlog: std::collections::VecDeque::new(),
+        deferred_error: None,
     };
     let reason = connection.run(&client).await;
     match &reason {
@@ -383,7 +395,14 @@ impl Connection {
                     break;
                 }
             }
-            let args = match self.parser.next(&mut self.input, &limits) {
+            let next = match self.backlog.pop_front() {
+                Some(args) => Ok(Some(args)),
+                None => match self.deferred_error.take() {
+                    Some(error) => Err(error),
+                    None => self.parser.next(&mut self.input, &limits),
+                },
+            };
+            let args = match next {
                 Ok(Some(args)) => args,
                 Ok(None) => break,
                 Err(error) => {
@@ -399,6 +418,15 @@ impl Connection {
                     db: self.session.db,
                     cold,
                 });
+                // Parse the rest of the pipeline already received, so its
+                // cold values are read together with this command's.
+                while self.backlog.len() < LOOKAHEAD_COMMANDS_MAX && self.deferred_error.is_none() {
+                    match self.parser.next(&mut self.input, &limits) {
+                        Ok(Some(args)) => self.backlog.push_back(args),
+                        Ok(None) => break,
+                        Err(error) => self.deferred_error = Some(error),
+                    }
+                }
                 break;
             }
             self.run_command(&args, now);
@@ -465,7 +493,19 @@ impl Connection {
     /// thread free meanwhile), puts them in their entries, runs the
     /// command, and takes out again what was only lent to it.
     async fn run_parked(&mut self, parked: Parked) {
-        let Parked { args, db, cold } = parked;
+        let Parked { args, db, mut cold } = parked;
+        let own = cold.len();
+        let now = now_ms();
+        // The commands parsed ahead read their cold values in the same go
+        // (with the database selected now; a SELECT among them only means
+        // a later command reads its value itself).
+        for ahead in &self.backlog {
+            for (key, loc) in self.cold_values(ahead, now).unwrap_or_default() {
+                if !cold.iter().any(|(k, _)| *k == key) {
+                    cold.push((key, loc));
+                }
+            }
+        }
         let readers = &self.server.tiering.readers;
         let pending: Vec<_> = cold
             .iter()
@@ -480,7 +520,7 @@ impl Connection {
         let keyspace = &server.keyspace;
         let mut lent = Vec::new();
         let mut failure = None;
-        for ((key, loc), result) in cold.iter().zip(results) {
+        for (position, ((key, loc), result)) in cold.iter().zip(results).enumerate() {
             match result {
                 Ok(value) => {
                     let installed = keyspace.install(db, keyspace.key(key), *loc, &value, now);
@@ -488,11 +528,17 @@ impl Connection {
                         lent.push((key, *loc));
                     }
                 }
-                Err(why) => failure = Some((key, why)),
+                // A command parsed ahead meets its own failure when it
+                // runs (its value is still cold and is read again).
+                Err(why) if position < own => failure = Some((key, why)),
+                Err(_) => {}
             }
         }
         match failure {
-            None => self.run_command(&args, now),
+            None => {
+                self.run_command(&args, now);
+                self.run_backlog(now);
+            }
             Some((key, why)) => {
                 log_warning!(
                     "Could not read the value of key '{}' from disk: {why}",
@@ -508,6 +554,25 @@ impl Connection {
         }
         for (key, loc) in lent {
             keyspace.release_transient(db, keyspace.key(key), loc, now);
+        }
+    }
+
+    /// Runs the commands parsed ahead while the values read for them are
+    /// in RAM, stopping where the main loop has to decide (a value still
+    /// cold, the connection killed, paused or closing, output backing up).
+    fn run_backlog(&mut self, now: u64) {
+        let pause_bytes = self.output_pause_bytes();
+        while let Some(args) = self.backlog.pop_front() {
+            let stop = self.session.close_after_reply
+                || self.session.client.is_killed()
+                || self.server.paused_until_ms() > now
+                || self.output.len() >= pause_bytes
+                || self.cold_values(&args, now).is_some();
+            if stop {
+                self.backlog.push_front(args);
+                return;
+            }
+            self.run_command(&args, now);
         }
     }
 

@@ -287,6 +287,14 @@ fn tiering_section(server: &Server, out: &mut String) {
         "compaction_bytes_read",
         stats.compaction_bytes_read.load(Relaxed)
     );
+    field!(
+        out,
+        "compaction_errors",
+        stats.compaction_errors.load(Relaxed)
+    );
+    if let Some(error) = tier.compaction_error.read().as_deref() {
+        field!(out, "compaction_last_error", error);
+    }
 }
 
 fn persistence_section(server: &Server, out: &mut String) {

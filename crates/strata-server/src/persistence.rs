@@ -228,6 +228,8 @@ fn load(server: &Arc<Server>, plan: &Plan) -> Result<(), String> {
         )
         .map_err(|e| format!("Can't start the log in {}: {e}", config.dir.display()))?;
         server.keyspace.attach_log(log);
+        // Writes from the first one on get locations when tiering is on.
+        server.tiering.tick(server);
     } else {
         persistence.base_lsn.store(loaded.next_lsn, Relaxed);
     }

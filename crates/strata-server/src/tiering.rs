@@ -226,6 +226,13 @@ impl Tiering {
             && config.maxmemory > 0
             && config.maxmemory_policy == MaxmemoryPolicy::Tiered;
         server.keyspace.tier().set_tracking(tiered);
+        if let Some(log) = log {
+            let written = log.written_pos();
+            server
+                .keyspace
+                .tier()
+                .set_head_segment(strata_engine::tier::loc_segment(written));
+        }
         let stats = &server.keyspace.tier().stats;
         let sample = Sample {
             at: Instant::now(),

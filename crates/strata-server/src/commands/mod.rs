@@ -191,6 +191,7 @@ impl CommandTable {
             "object|idletime",
             "object|refcount",
             "object|freq",
+            "object|residency",
         ];
         let Some(mut id) = self.lookup(&args[0]) else {
             return Vec::new();
