@@ -28,79 +28,21 @@ RESTART_KEYS=${RESTART_KEYS:-10000000}
 
 cd "$(dirname "$0")/.."
 
-if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
-    echo "installing redis-server and redis-tools (Debian packages)..." >&2
-    if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
-    $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null
-fi
+source bench/lib.sh
+ensure_redis_tools
 
 cargo build --release --bin strata-server --bin strata-bench >&2
 STRATA=target/release/strata-server
 BENCH=target/release/strata-bench
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
 WORK=$(mktemp -d "${WORK_PARENT:-/tmp}/strata-persistence.XXXXXX")
-declare -A PID
-cleanup() {
-    for pid in "${PID[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$WORK"
-}
 trap cleanup EXIT
-
-wait_ping() {
-    for _ in $(seq 6000); do
-        [ "$(redis-cli -p "$1" ping 2>/dev/null)" = PONG ] && return 0
-        sleep 0.05
-    done
-    echo "server on port $1 did not come up" >&2
-    exit 1
-}
-
-# start NAME KIND ARGS...: starts a server (KIND redis|strata) in its own
-# directory on a free port; sets PORT_<NAME>.
-start() {
-    local name=$1 kind=$2
-    shift 2
-    local port
-    port=$(free_port)
-    mkdir -p "$WORK/$name"
-    if [ "$kind" = redis ]; then
-        redis-server --port "$port" --bind 127.0.0.1 --dir "$WORK/$name" --logfile "$WORK/$name.log" "$@" &
-    else
-        "$STRATA" --port "$port" --bind 127.0.0.1 --dir "$WORK/$name" "$@" >"$WORK/$name.log" 2>&1 &
-    fi
-    PID[$name]=$!
-    printf -v "PORT_$name" '%s' "$port"
-    wait_ping "$port"
-}
-
-stop() {
-    local name=$1
-    kill -9 "${PID[$name]}" 2>/dev/null || true
-    wait "${PID[$name]}" 2>/dev/null || true
-    unset "PID[$name]"
-}
-
-port_of() { local v="PORT_$1"; echo "${!v}"; }
-
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 # ops/s of one redis-benchmark run: port, then redis-benchmark options.
 rb_ops() {
     local port=$1
     shift
     redis-benchmark -p "$port" "$@" --csv 2>/dev/null | awk -F'","' 'NR>1 { gsub(/"/, "", $2); print $2; exit }'
-}
-
-# ops/s of one strata-bench run: port, then strata-bench options.
-sb_ops() {
-    local port=$1
-    shift
-    "$BENCH" -s 127.0.0.1 -p "$port" --hide-histogram --json-out-file "$WORK/sb.json" "$@" >/dev/null 2>&1
-    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(round(d["runs"][-1]["ALL STATS"]["Totals"]["Ops/sec"]))' "$WORK/sb.json"
 }
 
 # Runs "measure NAME" for every NAME, ROUNDS times alternating; prints the

@@ -1334,7 +1334,10 @@ pub enum Installed {
 
 /// Shards whose samples one eviction step pools, so the oldest values of
 /// several shards are compared (a shard alone may hold only fresh ones).
-const EVICTION_WINDOW_SHARDS: usize = 32;
+const EVICTION_WINDOW_SHARDS: usize = 8;
+/// Windows of only just-touched values one eviction call passes over
+/// before taking from them (approximate LRU with a one-second clock).
+const FRESH_WINDOWS_PASSED_MAX: usize = 8;
 
 /// Tiering and eviction.
 impl Keyspace {
@@ -1412,48 +1415,77 @@ impl Keyspace {
         };
         let start = random_u64() as usize;
         let mut pool = Vec::new();
-        for window in (0..SHARD_COUNT).step_by(EVICTION_WINDOW_SHARDS) {
-            if done.bytes >= want_bytes
-                || (done.values + done.keys + done.images_written) as usize >= steps_max
-            {
-                break;
-            }
-            let mut indices: Vec<usize> = (window..window + EVICTION_WINDOW_SHARDS)
-                .map(|i| (start + i) % SHARD_COUNT)
-                .collect();
-            indices.sort_unstable();
-            let mut set = self.lock_indices(indices);
-            pool.clear();
-            for position in 0..set.guards.len() {
-                let before = pool.len();
-                set.guards[position].sample(
-                    policy,
-                    samples,
-                    written_pos,
-                    now_ms,
-                    &mut done,
-                    &mut pool,
-                );
-                for candidate in &mut pool[before..] {
-                    // Remember the shard in the spare high bits of db.
-                    candidate.1 |= position << 32;
+        // A second pass takes just-touched values too, if the first passed
+        // over some and did not free enough.
+        for fresh_allowed in [false, true] {
+            let mut fresh_windows = 0;
+            let mut passed_over = false;
+            for window in (0..SHARD_COUNT).step_by(EVICTION_WINDOW_SHARDS) {
+                if done.bytes >= want_bytes
+                    || (done.values + done.keys + done.images_written) as usize >= steps_max
+                {
+                    break;
+                }
+                let mut indices: Vec<usize> = (window..window + EVICTION_WINDOW_SHARDS)
+                    .map(|i| (start + i) % SHARD_COUNT)
+                    .collect();
+                indices.sort_unstable();
+                let mut set = self.lock_indices(indices);
+                pool.clear();
+                for position in 0..set.guards.len() {
+                    let before = pool.len();
+                    set.guards[position].sample(
+                        policy,
+                        samples,
+                        written_pos,
+                        now_ms,
+                        &mut done,
+                        &mut pool,
+                    );
+                    for candidate in &mut pool[before..] {
+                        // Remember the shard in the spare high bits of db.
+                        candidate.1 |= position << 32;
+                    }
+                }
+                if pool.is_empty() {
+                    continue;
+                }
+                pool.sort_unstable_by_key(|&(score, _, _)| std::cmp::Reverse(score));
+                // Values: up to half the pool leaves (finding hot values among
+                // mostly cold ones is the cost; moving one out is cheap), but
+                // only those older than the pool's youngest unless all are
+                // equally old. Keys: one per window, as Redis deletes its best
+                // candidate.
+                // A window holding only values touched this second is passed
+                // over while older ones may exist elsewhere (a few windows).
+                let leaving = match policy {
+                    EvictionPolicy::Values => {
+                        let youngest = pool[pool.len() - 1].0;
+                        let older = pool.iter().take_while(|c| c.0 > youngest).count();
+                        match older {
+                            0 if youngest == 0
+                                && !fresh_allowed
+                                && fresh_windows < FRESH_WINDOWS_PASSED_MAX =>
+                            {
+                                fresh_windows += 1;
+                                passed_over = true;
+                                0
+                            }
+                            0 => pool.len().div_ceil(2),
+                            n => n.min(pool.len().div_ceil(2)),
+                        }
+                    }
+                    EvictionPolicy::Keys { .. } => 1,
+                };
+                for &(_, tagged, bucket) in &pool[..leaving] {
+                    let (position, db) = (tagged >> 32, tagged & u32::MAX as usize);
+                    set.guards[position].evict_at(policy, db, bucket, &mut done);
                 }
             }
-            if pool.is_empty() {
-                continue;
-            }
-            pool.sort_unstable_by_key(|&(score, _, _)| std::cmp::Reverse(score));
-            // Values: every candidate as old as the oldest leaves (the
-            // clock counts seconds, so a bulk of values written together
-            // goes in one step). Keys: one per window, as Redis deletes
-            // its best candidate.
-            let leaving = match policy {
-                EvictionPolicy::Values => pool.iter().take_while(|c| c.0 == pool[0].0).count(),
-                EvictionPolicy::Keys { .. } => 1,
-            };
-            for &(_, tagged, bucket) in &pool[..leaving] {
-                let (position, db) = (tagged >> 32, tagged & u32::MAX as usize);
-                set.guards[position].evict_at(policy, db, bucket, &mut done);
+            let enough = done.bytes >= want_bytes
+                || (done.values + done.keys + done.images_written) as usize >= steps_max;
+            if enough || !passed_over {
+                break;
             }
         }
         done

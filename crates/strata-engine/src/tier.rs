@@ -216,47 +216,121 @@ impl Tier {
     }
 
     fn read_record(&self, loc: u64, key: &[u8]) -> Result<ColdValue, String> {
-        let (segment, offset) = (loc_segment(loc), loc_offset(loc));
-        let where_ = || format!("segment {segment} offset {offset}");
+        let plan = self.plan_read(loc, key.len())?;
+        let mut raw = vec![0u8; plan.buffer_len()];
+        let at = plan.buffer_start(&raw);
+        let span = plan.len;
+        let buf = &mut raw[at..at + span];
+        let mut got = 0;
+        // Direct reads stay aligned: a short one is the end of the file.
+        while got < span && (!plan.direct || got.is_multiple_of(DIRECT_ALIGN)) {
+            match plan.file.read_at(&mut buf[got..], plan.offset + got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(plan.error(e)),
+            }
+        }
+        self.finish_read(&plan, key, &buf[..got])
+    }
+
+    /// What to read for the value at `loc` of a key `key_len` bytes long:
+    /// one read of at least [`FIRST_READ_BYTES`] (aligned blocks for a
+    /// direct read) that covers the header, the key and most values.
+    pub fn plan_read(&self, loc: u64, key_len: usize) -> Result<ReadPlan, String> {
+        let (segment, record_at) = (loc_segment(loc), loc_offset(loc));
         let open = self
             .file(segment)
-            .map_err(|e| format!("{}: {e}", where_()))?;
-        let first = FIRST_READ_BYTES.max(HEADER_BYTES + key.len());
-        let io = |e: std::io::Error| format!("{}: {e}", where_());
-        let mut buf = if open.direct {
-            read_direct(&open.file, offset, first).map_err(io)?
+            .map_err(|e| format!("segment {segment} offset {record_at}: {e}"))?;
+        let first = FIRST_READ_BYTES.max(HEADER_BYTES + key_len);
+        let (offset, skip, len) = if open.direct {
+            let start = record_at & !(DIRECT_ALIGN as u64 - 1);
+            let skip = (record_at - start) as usize;
+            (start, skip, (skip + first).next_multiple_of(DIRECT_ALIGN))
         } else {
-            let mut buf = vec![0u8; first];
-            let got = read_at_most(&open.file, &mut buf, offset).map_err(io)?;
-            buf.truncate(got);
-            buf
+            (record_at, 0, first)
         };
-        let header = record::parse_header(&buf).map_err(|e| format!("{}: {e}", where_()))?;
+        Ok(ReadPlan {
+            file: open.file,
+            direct: open.direct,
+            loc,
+            offset,
+            skip,
+            len,
+        })
+    }
+
+    /// Completes a planned read given the bytes it returned: reads the
+    /// rest of a longer record (blocking), checks both CRCs and the key,
+    /// and counts the read (errors are counted by the caller, in
+    /// `stats.read_errors`).
+    pub fn finish_read(
+        &self,
+        plan: &ReadPlan,
+        key: &[u8],
+        got: &[u8],
+    ) -> Result<ColdValue, String> {
+        let record_at = plan.offset + plan.skip as u64;
+        let mut buf = got.get(plan.skip..).unwrap_or_default().to_vec();
+        let header = record::parse_header(&buf).map_err(|e| plan.error(e))?;
         if header.total_len > buf.len() {
-            if open.direct {
-                buf = read_direct(&open.file, offset, header.total_len).map_err(io)?;
+            if plan.direct {
+                buf = read_direct(&plan.file, record_at, header.total_len)
+                    .map_err(|e| plan.error(e))?;
             } else {
                 let have = buf.len();
                 buf.resize(header.total_len, 0);
-                open.file
-                    .read_exact_at(&mut buf[have..], offset + have as u64)
-                    .map_err(io)?;
+                plan.file
+                    .read_exact_at(&mut buf[have..], record_at + have as u64)
+                    .map_err(|e| plan.error(e))?;
             }
         }
         self.stats.disk_reads.fetch_add(1, Ordering::Relaxed);
         self.stats
             .disk_read_bytes
             .fetch_add(header.total_len as u64, Ordering::Relaxed);
-        let record =
-            record::decode_with_header(&buf, header).map_err(|e| format!("{}: {e}", where_()))?;
+        let record = record::decode_with_header(&buf, header).map_err(|e| plan.error(e))?;
         if record.kind != Kind::Set || record.key != key {
-            return Err(format!("{}: not this key's image", where_()));
+            return Err(plan.error("not this key's image"));
         }
         let int = record.flags & FLAG_INT != 0;
         let start = HEADER_BYTES + header.key_len;
         buf.truncate(header.total_len);
         buf.drain(..start);
         Ok(ColdValue { bytes: buf, int })
+    }
+}
+
+/// One read a cold value needs: `len` bytes of `file` from `offset` into a
+/// buffer (aligned to [`DIRECT_ALIGN`] when `direct`); the record starts
+/// `skip` bytes into them. Any reader (blocking threads, io_uring) does
+/// the read and hands the bytes to [`Tier::finish_read`].
+pub struct ReadPlan {
+    pub file: Arc<File>,
+    pub direct: bool,
+    pub loc: u64,
+    pub offset: u64,
+    pub skip: usize,
+    pub len: usize,
+}
+
+impl ReadPlan {
+    /// Bytes to allocate for the buffer (room to align it).
+    pub fn buffer_len(&self) -> usize {
+        self.len + DIRECT_ALIGN
+    }
+
+    /// Where in `raw` (of [`ReadPlan::buffer_len`] bytes) the read goes.
+    pub fn buffer_start(&self, raw: &[u8]) -> usize {
+        raw.as_ptr().align_offset(DIRECT_ALIGN)
+    }
+
+    pub fn error(&self, why: impl std::fmt::Display) -> String {
+        format!(
+            "segment {} offset {}: {why}",
+            loc_segment(self.loc),
+            loc_offset(self.loc)
+        )
     }
 }
 
@@ -287,20 +361,6 @@ fn read_direct(file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>>
     } else {
         Vec::new()
     })
-}
-
-/// `pread` until `buf` is full or the file ends; returns the bytes read.
-fn read_at_most(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], offset + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
 }
 
 /// Per shard: how many entries are located in each segment.

@@ -73,8 +73,10 @@ pub struct Config {
     pub maxmemory_samples: usize,
     /// Disk budget for the data directory in bytes (0: none).
     pub maxdisk: u64,
-    /// Threads reading cold values (the most reads in flight at once).
+    /// Threads reading cold values when io_uring is off or unavailable.
     pub tiering_io_threads: usize,
+    /// Read cold values through io_uring (falls back to threads).
+    pub tiering_io_uring: bool,
 }
 
 /// `maxmemory-policy`: `tiered` moves values to disk and keeps keys; the
@@ -192,6 +194,7 @@ impl Default for Config {
             maxmemory_samples: 5,
             maxdisk: 0,
             tiering_io_threads: 32,
+            tiering_io_uring: true,
         }
     }
 }
@@ -596,6 +599,15 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| c.maxdisk.to_string(),
         set: |c, a| {
             c.maxdisk = parse_memory_arg(a, 0)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "tiering-io-uring",
+        mutable: false,
+        get: |c| yes_no(c.tiering_io_uring),
+        set: |c, a| {
+            c.tiering_io_uring = parse_yes_no(a)?;
             Ok(())
         },
     },

@@ -245,6 +245,7 @@ fn tiering_section(server: &Server, out: &mut String) {
     );
     field!(out, "disk_read_bytes", stats.disk_read_bytes.load(Relaxed));
     field!(out, "disk_reads_queued", server.tiering.readers.queued());
+    field!(out, "disk_read_engine", server.tiering.readers.engine);
     field!(out, "sync_reads", stats.sync_reads.load(Relaxed));
     field!(out, "read_errors", stats.read_errors.load(Relaxed));
     field!(out, "promotions", stats.promotions.load(Relaxed));

@@ -188,8 +188,12 @@ pub fn run(mut config: Config) -> Result<(), String> {
     // `port 0` asks for any free port; CONFIG GET and INFO show the real one.
     config.port = port;
     let threads = config.threads;
-    let tiering = Tiering::start(keyspace.tier().clone(), config.tiering_io_threads)
-        .map_err(|e| format!("Can't start the tiering reader threads: {e}"))?;
+    let tiering = Tiering::start(
+        keyspace.tier().clone(),
+        config.tiering_io_threads,
+        config.tiering_io_uring,
+    )
+    .map_err(|e| format!("Can't start the tiering reader threads: {e}"))?;
     let commands = CommandTable::new();
     let thread_stats = (0..threads)
         .map(|_| Arc::new(ThreadStats::new(commands.len())))

@@ -1,0 +1,69 @@
+# Shared by the bench/ scripts: source it after `cd` to the repository root.
+# Servers run in $WORK (set by the caller before `start`), each on a free
+# port, and are killed on exit by `cleanup`.
+
+# Installs Debian's redis-server and redis-tools when missing.
+ensure_redis_tools() {
+    if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
+        echo "installing redis-server and redis-tools (Debian packages)..." >&2
+        if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
+        $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null
+    fi
+}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+
+wait_ping() {
+    for _ in $(seq 6000); do
+        [ "$(redis-cli -p "$1" ping 2>/dev/null)" = PONG ] && return 0
+        sleep 0.05
+    done
+    echo "server on port $1 did not come up" >&2
+    exit 1
+}
+
+declare -A PID
+cleanup() {
+    for pid in "${PID[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$WORK"
+}
+
+# start NAME KIND ARGS...: starts a server (KIND redis|strata) in its own
+# directory on a free port; sets PORT_<NAME>.
+start() {
+    local name=$1 kind=$2
+    shift 2
+    local port
+    port=$(free_port)
+    mkdir -p "$WORK/$name"
+    if [ "$kind" = redis ]; then
+        redis-server --port "$port" --bind 127.0.0.1 --dir "$WORK/$name" --logfile "$WORK/$name.log" "$@" &
+    else
+        "$STRATA" --port "$port" --bind 127.0.0.1 --dir "$WORK/$name" "$@" >"$WORK/$name.log" 2>&1 &
+    fi
+    PID[$name]=$!
+    printf -v "PORT_$name" '%s' "$port"
+    wait_ping "$port"
+}
+
+stop() {
+    local name=$1
+    kill -9 "${PID[$name]}" 2>/dev/null || true
+    wait "${PID[$name]}" 2>/dev/null || true
+    unset "PID[$name]"
+}
+
+port_of() { local v="PORT_$1"; echo "${!v}"; }
+
+# ops/s of one strata-bench run: port, then strata-bench options. The full
+# JSON report stays in $WORK/sb.json.
+sb_ops() {
+    local port=$1
+    shift
+    "$BENCH" -s 127.0.0.1 -p "$port" --hide-histogram --json-out-file "$WORK/sb.json" "$@" >/dev/null 2>&1
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(round(d["runs"][-1]["ALL STATS"]["Totals"]["Ops/sec"]))' "$WORK/sb.json"
+}

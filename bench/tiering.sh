@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# Tiering (issue 5): Strata with a RAM budget holding a dataset several
+# times larger, against the same Strata holding everything in RAM, same
+# load, alternating rounds. Also: the disk's own 4 KiB random-read IOPS
+# (fio) next to Strata's cold reads/s, and RAM per key whose value is cold.
+#
+# Load: strata-bench, 50 connections (2 threads x 25), pipeline 16, SET:GET
+# 1:1 and 1:4, Gaussian keys (each client its own random sequence) with a
+# standard deviation chosen so that about 85 % and 50 % of reads find the
+# value in RAM. The table reports the hit ratio measured by INFO tiering
+# over each run, not the intended one.
+#
+# Usage: bench/tiering.sh
+#        ROUNDS=5 SECONDS_PER_RUN=30 BUDGET_MB=512 bench/tiering.sh
+#        SIZES="1000" SECTIONS="load" bench/tiering.sh
+set -euo pipefail
+
+ROUNDS=${ROUNDS:-3}
+SECONDS_PER_RUN=${SECONDS_PER_RUN:-20}
+BUDGET_MB=${BUDGET_MB:-256}
+SIZES=${SIZES:-"1000 100"}
+SECTIONS=${SECTIONS:-"load fio memory"}
+# Keys per value size: 1000 B values make a dataset 5x the budget; with
+# 100 B values the keys' own index (RAM, always) caps the ratio lower.
+KEYS_1000=${KEYS_1000:-$((BUDGET_MB * 5 * 1024 * 1024 / 1000))}
+KEYS_100=${KEYS_100:-$((BUDGET_MB * 10 * 1024 * 1024 / 1000))}
+# Gaussian standard deviation as a fraction of the key count, per size and
+# target hit ratio (calibrated on this machine; the measured ratio is what
+# the table shows).
+SD_1000_85=${SD_1000_85:-0.024}
+SD_1000_50=${SD_1000_50:-0.07}
+SD_100_85=${SD_100_85:-0.05}
+SD_100_50=${SD_100_50:-0.14}
+
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+ensure_redis_tools
+
+cargo build --release --bin strata-server --bin strata-bench >&2
+STRATA=target/release/strata-server
+BENCH=target/release/strata-bench
+
+WORK=$(mktemp -d "${WORK_PARENT:-/tmp}/strata-tiering.XXXXXX")
+trap cleanup EXIT
+
+info_field() { redis-cli -p "$1" info "$2" | tr -d '\r' | awk -F: -v f="$3" '$1 == f { print $2 }'; }
+
+# fill PORT KEYS SIZE: writes every key once, sequentially.
+fill() {
+    "$BENCH" -s 127.0.0.1 -p "$1" --hide-histogram -t 2 -c 25 --pipeline 16 --ratio 1:0 \
+        --key-pattern P:P -n allkeys --key-minimum 1 --key-maximum "$2" -d "$3" >/dev/null 2>&1
+}
+
+# measure PORT KEYS SIZE RATIO SD: one timed run; prints
+# "ops p50 p99 p99.9 hit_ratio disk_reads_per_s".
+measure() {
+    local port=$1 keys=$2 size=$3 mix=$4 sd=$5
+    local ram0 disk0 reads0 ram1 disk1 reads1 ops
+    ram0=$(info_field "$port" tiering ram_hits)
+    disk0=$(info_field "$port" tiering disk_hits)
+    reads0=$(info_field "$port" tiering disk_reads)
+    ops=$(sb_ops "$port" -t 2 -c 25 --pipeline 16 --ratio "$mix" --key-pattern G:G \
+        --key-stddev "$sd" --key-minimum 1 --key-maximum "$keys" -d "$size" \
+        --test-time "$SECONDS_PER_RUN" --distinct-client-seed --randomize)
+    ram1=$(info_field "$port" tiering ram_hits)
+    disk1=$(info_field "$port" tiering disk_hits)
+    reads1=$(info_field "$port" tiering disk_reads)
+    python3 - "$WORK/sb.json" "$ops" "$ram0" "$ram1" "$disk0" "$disk1" "$reads0" "$reads1" "$SECONDS_PER_RUN" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))["runs"][-1]["ALL STATS"]["Totals"]["Percentile Latencies"]
+ops, ram0, ram1, disk0, disk1, r0, r1, secs = map(float, sys.argv[2:])
+ram, disk = ram1 - ram0, disk1 - disk0
+hit = ram / (ram + disk) if ram + disk else 1.0
+print(int(ops), d["p50.00"], d["p99.00"], d["p99.90"], f"{hit:.3f}", int((r1 - r0) / secs))
+PY
+}
+
+med_col() { awk -v c="$1" '{ print $c }' | median; }
+
+echo "# Tiering: RAM budget vs everything in RAM"
+echo
+echo "$(nproc) cores shared by the server and strata-bench; RAM budget ${BUDGET_MB} MB;"
+echo "$ROUNDS alternating rounds of ${SECONDS_PER_RUN} s, medians (latency in ms)."
+
+COLD_READS_50=""
+if [[ " $SECTIONS " == *" load "* ]]; then
+    for size in $SIZES; do
+        keys_var="KEYS_$size"
+        keys=${!keys_var}
+        start tiered strata --maxmemory "${BUDGET_MB}mb" --save ""
+        start ram strata --save ""
+        fill "$(port_of tiered)" "$keys" "$size"
+        fill "$(port_of ram)" "$keys" "$size"
+        used=$(info_field "$(port_of tiered)" memory used_memory)
+        on_disk=$(info_field "$(port_of tiered)" tiering keys_value_on_disk)
+        echo
+        echo "## ${size}-byte values, $keys keys ($(( keys * (size + 16) / 1024 / 1024 )) MB of keys and values, $(ratio "$(( keys * (size + 16) ))" "$(( BUDGET_MB * 1024 * 1024 ))")x the budget)"
+        echo
+        echo "After the fill: used_memory $((used / 1024 / 1024)) MB, $on_disk of $keys values on disk."
+        echo
+        echo "| SET:GET | target hits | measured RAM hit ratio | tiered ops/s | p50 | p99 | p99.9 | in-RAM ops/s | p50 | p99 | p99.9 | tiered / in-RAM | cold reads/s |"
+        echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        for mix in 1:1 1:4; do
+            for target in 85 50; do
+                sd_var="SD_${size}_${target}"
+                sd=$(awk -v k="$keys" -v f="${!sd_var}" 'BEGIN { printf "%d", k * f }')
+                : >"$WORK/t.txt"
+                : >"$WORK/r.txt"
+                for _ in $(seq "$ROUNDS"); do
+                    measure "$(port_of tiered)" "$keys" "$size" "$mix" "$sd" >>"$WORK/t.txt"
+                    measure "$(port_of ram)" "$keys" "$size" "$mix" "$sd" >>"$WORK/r.txt"
+                done
+                echo "  raw tiered $size $mix $target: $(tr '\n' ';' <"$WORK/t.txt")" >&2
+                echo "  raw in-RAM $size $mix $target: $(tr '\n' ';' <"$WORK/r.txt")" >&2
+                t_ops=$(med_col 1 <"$WORK/t.txt")
+                r_ops=$(med_col 1 <"$WORK/r.txt")
+                cold=$(med_col 6 <"$WORK/t.txt")
+                [ "$target" = 50 ] && COLD_READS_50+="$cold "
+                echo "| $mix | ${target} % | $(med_col 5 <"$WORK/t.txt") | $t_ops | $(med_col 2 <"$WORK/t.txt") | $(med_col 3 <"$WORK/t.txt") | $(med_col 4 <"$WORK/t.txt") | $r_ops | $(med_col 2 <"$WORK/r.txt") | $(med_col 3 <"$WORK/r.txt") | $(med_col 4 <"$WORK/r.txt") | $(ratio "$t_ops" "$r_ops") | $cold |"
+            done
+        done
+        echo
+        echo "Commands: \`strata-server --maxmemory ${BUDGET_MB}mb --save \"\"\` vs \`strata-server --save \"\"\`;"
+        echo "\`strata-bench -t 2 -c 25 --pipeline 16 --ratio <SET:GET> --key-pattern G:G --key-stddev <keys x SD_${size}_<target>> --key-minimum 1 --key-maximum $keys -d $size --test-time $SECONDS_PER_RUN --distinct-client-seed --randomize\`"
+        stop tiered
+        stop ram
+        rm -rf "$WORK/tiered" "$WORK/ram"
+    done
+fi
+
+if [[ " $SECTIONS " == *" fio "* ]]; then
+    if ! command -v fio >/dev/null; then
+        echo "installing fio (Debian package)..." >&2
+        if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
+        $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio >/dev/null
+    fi
+    echo
+    echo "## The disk itself: 4 KiB random reads, O_DIRECT (fio, 1 GiB file in the bench directory)"
+    echo
+    echo "| queue depth | IOPS |"
+    echo "|---|---|"
+    for depth in 1 32; do
+        iops=$(fio --name=randread --filename="$WORK/fio.dat" --size=1G --rw=randread --bs=4k \
+            --direct=1 --ioengine=psync --numjobs="$depth" --group_reporting --runtime=15 \
+            --time_based --output-format=json 2>/dev/null |
+            python3 -c 'import json,sys; print(round(json.load(sys.stdin)["jobs"][0]["read"]["iops"]))')
+        echo "| $depth | $iops |"
+    done
+    rm -f "$WORK/fio.dat"
+    echo
+    echo "fio: \`--rw=randread --bs=4k --direct=1 --ioengine=psync --numjobs=<depth>\` (one blocking pread per job, as Strata's reader threads)."
+    [ -n "$COLD_READS_50" ] && echo "Strata's cold reads/s in the 50 % runs above: $COLD_READS_50"
+fi
+
+if [[ " $SECTIONS " == *" memory "* ]]; then
+    echo
+    echo "## RAM per key whose value is on disk"
+    echo
+    echo "| keys | used_memory of the index | bytes per key | of which the key | the rest |"
+    echo "|---|---|---|---|---|"
+    for keys in 1000000 1500000; do
+        start mem strata --maxmemory 1gb --save ""
+        port=$(port_of mem)
+        base=$(info_field "$port" memory used_memory)
+        fill "$port" "$keys" 100
+        # Shrink the budget below the data: every value leaves, keys stay.
+        redis-cli -p "$port" config set maxmemory $(( keys * 80 + 8 * 1024 * 1024 )) >/dev/null
+        for _ in $(seq 40); do
+            redis-benchmark -p "$port" -t ping_mbulk -n 20000 -q >/dev/null 2>&1
+            [ "$(info_field "$port" tiering keys_value_in_ram)" -lt $((keys / 200)) ] && break
+        done
+        used=$(info_field "$port" memory used_memory)
+        buffers=$(info_field "$port" memory mem_not_counted_for_evict)
+        in_ram=$(info_field "$port" tiering keys_value_in_ram)
+        # Keys are memtier-1 .. memtier-N.
+        key_bytes=$(python3 -c "n=$keys; print(round(sum(len('memtier-%d' % i) for i in range(1, n + 1)) / n, 1))")
+        python3 - "$keys" "$used" "$buffers" "$base" "$in_ram" "$key_bytes" <<'PY'
+import sys
+keys, used, buffers, base, in_ram = map(int, sys.argv[1:6])
+key_bytes = float(sys.argv[6])
+index = used - buffers - base - in_ram * 112  # values still in RAM: ~112 B each
+per_key = index / keys
+print(f"| {keys} | {index / 1048576:.1f} MB | {per_key:.1f} | {key_bytes} | {per_key - key_bytes:.1f} |")
+PY
+        stop mem
+        rm -rf "$WORK/mem"
+    done
+    echo
+    echo "used_memory (allocator) minus the log's buffers and the empty server's, after moving every value out (\`config set maxmemory\` below the data); values left in RAM (under 0.5 %) subtracted."
+fi
