@@ -12,7 +12,7 @@
 #
 # Usage: bench/tiering.sh
 #        ROUNDS=5 SECONDS_PER_RUN=30 BUDGET_MB=512 bench/tiering.sh
-#        SIZES="1000" SECTIONS="load" bench/tiering.sh
+#        SIZES="1000" SECTIONS="load" TARGETS="85" bench/tiering.sh
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
@@ -20,6 +20,7 @@ SECONDS_PER_RUN=${SECONDS_PER_RUN:-20}
 BUDGET_MB=${BUDGET_MB:-256}
 SIZES=${SIZES:-"1000 100"}
 SECTIONS=${SECTIONS:-"load fio memory"}
+TARGETS=${TARGETS:-"85 50"}
 # Keys per value size: 1000 B values make a dataset 5x the budget; with
 # 100 B values the keys' own index (RAM, always) caps the ratio lower.
 KEYS_1000=${KEYS_1000:-$((BUDGET_MB * 5 * 1024 * 1024 / 1000))}
@@ -27,10 +28,10 @@ KEYS_100=${KEYS_100:-$((BUDGET_MB * 10 * 1024 * 1024 / 1000))}
 # Gaussian standard deviation as a fraction of the key count, per size and
 # target hit ratio (calibrated on this machine; the measured ratio is what
 # the table shows).
-SD_1000_85=${SD_1000_85:-0.024}
+SD_1000_85=${SD_1000_85:-0.03}
 SD_1000_50=${SD_1000_50:-0.07}
-SD_100_85=${SD_100_85:-0.05}
-SD_100_50=${SD_100_50:-0.14}
+SD_100_85=${SD_100_85:-0.07}
+SD_100_50=${SD_100_50:-0.17}
 
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -101,7 +102,7 @@ if [[ " $SECTIONS " == *" load "* ]]; then
         echo "| SET:GET | target hits | measured RAM hit ratio | tiered ops/s | p50 | p99 | p99.9 | in-RAM ops/s | p50 | p99 | p99.9 | tiered / in-RAM | cold reads/s |"
         echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
         for mix in 1:1 1:4; do
-            for target in 85 50; do
+            for target in $TARGETS; do
                 sd_var="SD_${size}_${target}"
                 sd=$(awk -v k="$keys" -v f="${!sd_var}" 'BEGIN { printf "%d", k * f }')
                 : >"$WORK/t.txt"
