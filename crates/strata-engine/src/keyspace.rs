@@ -17,9 +17,11 @@
 //! to visit. A key's hash never changes, so every key present for a whole
 //! iteration is returned exactly once, however tables grow or shrink.
 //!
-//! The entry is kept small and its value private to this module's API, so
-//! the tiering issue can make a value hot (in RAM), cold (a location in the
-//! log) or both without touching command code that only calls these methods.
+//! The entry is kept small and its value private to this module's API: a
+//! value is in RAM, on disk only (a location in the log), or both, and
+//! command code sees only values in RAM ([`Shard::get`] reads a cold one
+//! in). Eviction, promotion and locations are described in
+//! `docs/tiering.md` and the `tier` module.
 //!
 //! Logging: every method that changes an entry appends the change's record
 //! (a full SET image, DEL, EXPIRE, or a database-level record) to the
