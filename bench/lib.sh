@@ -11,6 +11,17 @@ ensure_redis_tools() {
     fi
 }
 
+# bench_setup NAME: Redis tools, release binaries ($STRATA, $BENCH) and a
+# work directory ($WORK) removed with every server on exit.
+bench_setup() {
+    ensure_redis_tools
+    cargo build --release --bin strata-server --bin strata-bench >&2
+    STRATA=target/release/strata-server
+    BENCH=target/release/strata-bench
+    WORK=$(mktemp -d "${WORK_PARENT:-/tmp}/strata-$1.XXXXXX")
+    trap cleanup EXIT
+}
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }

@@ -29,14 +29,7 @@ RESTART_KEYS=${RESTART_KEYS:-10000000}
 cd "$(dirname "$0")/.."
 
 source bench/lib.sh
-ensure_redis_tools
-
-cargo build --release --bin strata-server --bin strata-bench >&2
-STRATA=target/release/strata-server
-BENCH=target/release/strata-bench
-
-WORK=$(mktemp -d "${WORK_PARENT:-/tmp}/strata-persistence.XXXXXX")
-trap cleanup EXIT
+bench_setup persistence
 
 # ops/s of one redis-benchmark run: port, then redis-benchmark options.
 rb_ops() {

@@ -35,14 +35,7 @@ SD_100_50=${SD_100_50:-0.17}
 
 cd "$(dirname "$0")/.."
 source bench/lib.sh
-ensure_redis_tools
-
-cargo build --release --bin strata-server --bin strata-bench >&2
-STRATA=target/release/strata-server
-BENCH=target/release/strata-bench
-
-WORK=$(mktemp -d "${WORK_PARENT:-/tmp}/strata-tiering.XXXXXX")
-trap cleanup EXIT
+bench_setup tiering
 
 info_field() { redis-cli -p "$1" info "$2" | tr -d '\r' | awk -F: -v f="$3" '$1 == f { print $2 }'; }
 

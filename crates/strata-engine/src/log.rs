@@ -199,6 +199,10 @@ pub struct Log {
     /// Committed bytes not yet written; read on every connection turn, so
     /// an atomic rather than the state mutex.
     pending_bytes: AtomicUsize,
+    /// Capacity of every chunk buffer the log owns (pending, being
+    /// written, spare): read on every command while RAM is over budget, so
+    /// kept here rather than summed under the state mutex.
+    buffer_capacity: AtomicUsize,
     fsync: AtomicU8,
     has_error: AtomicBool,
     error: Mutex<Option<String>>,
@@ -247,6 +251,7 @@ impl Log {
             written_lsn: AtomicU64::new(last),
             written_pos: AtomicU64::new(0),
             pending_bytes: AtomicUsize::new(0),
+            buffer_capacity: AtomicUsize::new(0),
             synced_lsn: AtomicU64::new(last),
             fsync: AtomicU8::new(fsync as u8),
             has_error: AtomicBool::new(false),
@@ -334,10 +339,7 @@ impl Log {
     /// spare ones kept for reuse): like Redis' AOF buffer, not counted
     /// against the RAM budget.
     pub fn buffer_bytes(&self) -> u64 {
-        let state = self.state.lock();
-        let pending: usize = state.chunks.iter().map(|c| c.bytes.capacity()).sum();
-        let spare: usize = state.spare.iter().map(|b| b.capacity()).sum();
-        (pending + spare) as u64
+        self.buffer_capacity.load(Ordering::Relaxed) as u64
     }
 
     pub fn pending_bytes(&self) -> usize {
@@ -384,16 +386,23 @@ impl Log {
         let segment = state.head_segment;
         match state.chunks.last_mut() {
             Some(chunk) if chunk.segment == segment => {
+                let before = chunk.bytes.capacity();
                 chunk.bytes.extend_from_slice(group);
                 chunk.last_lsn = last_lsn;
+                self.buffer_capacity
+                    .fetch_add(chunk.bytes.capacity() - before, Ordering::Relaxed);
             }
             _ => {
-                let mut bytes = if state.spare.is_empty() {
-                    Vec::with_capacity(CHUNK_BYTES_INITIAL)
+                let (mut bytes, before) = if state.spare.is_empty() {
+                    (Vec::with_capacity(CHUNK_BYTES_INITIAL), 0)
                 } else {
-                    state.spare.swap_remove(0)
+                    let spare = state.spare.swap_remove(0);
+                    let capacity = spare.capacity();
+                    (spare, capacity)
                 };
                 bytes.extend_from_slice(group);
+                self.buffer_capacity
+                    .fetch_add(bytes.capacity() - before, Ordering::Relaxed);
                 state.chunks.push(Chunk {
                     segment,
                     bytes,
@@ -601,7 +610,11 @@ impl Log {
                     state
                         .spare
                         .sort_unstable_by_key(|b| std::cmp::Reverse(b.capacity()));
-                    state.spare.truncate(SPARE_CHUNKS_MAX);
+                    let kept = SPARE_CHUNKS_MAX.min(state.spare.len());
+                    for dropped in state.spare.drain(kept..) {
+                        self.buffer_capacity
+                            .fetch_sub(dropped.capacity(), Ordering::Relaxed);
+                    }
                 }
                 true
             }

@@ -16,14 +16,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-fn info_field(info: &str, name: &str) -> String {
-    info.lines()
-        .find_map(|line| line.strip_prefix(&format!("{name}:")))
-        .unwrap_or_else(|| panic!("no {name} in INFO"))
-        .trim()
-        .to_owned()
-}
-
 fn info(raw: &mut Raw, section: &str) -> String {
     raw.cmd(&["INFO", section]).as_text()
 }

@@ -5,15 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Reply, TestServer, b, e, i, ok};
-
-fn info_field(info: &str, name: &str) -> String {
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}:")))
-        .unwrap_or_else(|| panic!("no {name} in INFO"))
-        .trim()
-        .to_owned()
-}
+use common::{Reply, TestServer, b, e, i, info_field, ok};
 
 #[test]
 fn info_sections_have_redis_fields() {

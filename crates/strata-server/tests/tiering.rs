@@ -12,14 +12,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use redis::Commands;
 
-fn info_field(info: &str, name: &str) -> String {
-    info.lines()
-        .find_map(|line| line.strip_prefix(&format!("{name}:")))
-        .unwrap_or_else(|| panic!("no {name} in INFO"))
-        .trim()
-        .to_owned()
-}
-
 fn info_u64(con: &mut redis::Connection, section: &str, name: &str) -> u64 {
     let info: String = redis::cmd("INFO").arg(section).query(con).unwrap();
     info_field(&info, name).parse().unwrap()
@@ -408,4 +400,52 @@ fn redis_policies_delete_keys_or_refuse_writes() {
         raw.cmd(&["CONFIG", "GET", "maxmemory-policy"]),
         Reply::Array(vec![b("maxmemory-policy"), b("noeviction")])
     );
+}
+
+/// A damaged record of a cold value: reading it gets a clear error, the
+/// server stays up, every other value reads back, and the damage is
+/// counted. Checked for both read engines.
+#[test]
+fn a_damaged_cold_value_gets_an_error_and_loses_nothing_else() {
+    const COUNT: u64 = 2_000;
+    const SIZE: usize = 4096;
+    for engine in ["yes", "no"] {
+        let server = TestServer::start_with(&["--maxmemory", BUDGET, "--tiering-io-uring", engine]);
+        let mut con = server.client();
+        fill(&mut con, COUNT, 1, SIZE);
+        // A cold key written early sits in the first (closed) segment.
+        let victim = (0..COUNT)
+            .find(|&i| residency(&mut con, &key(i)) == "disk")
+            .expect("a value on disk");
+        let path = server.dir.join("data/log/segment-0000000001.log");
+        let mut bytes = std::fs::read(&path).unwrap();
+        let name = key(victim);
+        let at = bytes
+            .windows(name.len())
+            .position(|w| w == name.as_bytes())
+            .expect("the key's record is in the first segment");
+        bytes[at + name.len() + 100] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+
+        let mut raw = server.raw();
+        let reply = raw.cmd(&["GET", &name]);
+        let Reply::Error(text) = &reply else {
+            panic!("GET of a damaged value answered {reply:?}");
+        };
+        assert!(
+            text.starts_with(&format!(
+                "ERR could not read the value of '{name}' from disk"
+            )) && text.contains("checksum"),
+            "{text}"
+        );
+        assert_eq!(residency(&mut con, &name), "disk", "the entry is kept");
+        for i in (0..COUNT).filter(|&i| i != victim) {
+            let got: Vec<u8> = con.get(key(i)).unwrap();
+            assert_eq!(got, value(i, 1, SIZE), "value of {}", key(i));
+        }
+        assert!(info_u64(&mut con, "tiering", "read_errors") >= 1);
+        // The key can still be overwritten, and then reads fine.
+        assert_eq!(raw.cmd(&["SET", &name, "new"]), ok());
+        assert_eq!(raw.cmd(&["GET", &name]), b("new"));
+    }
 }

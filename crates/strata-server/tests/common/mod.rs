@@ -227,6 +227,15 @@ impl Drop for TestServer {
     }
 }
 
+/// The value of field `name` in an INFO reply.
+pub fn info_field(info: &str, name: &str) -> String {
+    info.lines()
+        .find_map(|line| line.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in INFO"))
+        .trim()
+        .to_owned()
+}
+
 /// A RESP reply as it came over the wire.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
