@@ -125,8 +125,10 @@ impl Throttle {
 /// Runs a whole checkpoint cycle of `keyspace` into `dir` and compacts the
 /// log: rolls the log to a new segment, writes every range (at most
 /// `bytes_per_s`, 0: unbounded), then deletes the segments the new files
-/// cover. With the log off, the files are stamped with `idle_lsn` (the LSN
-/// recovery ended at) and any segments left from an earlier run go.
+/// cover. With the log off (`appendonly no`), the files are stamped with
+/// `idle_lsn` (the LSN recovery ended at) and segments left from an earlier
+/// run go, except those holding some entry's value. Either way the store
+/// that cold values live in (the log, or the cache store) is compacted.
 pub fn run_cycle(
     keyspace: &Keyspace,
     dir: &Path,
@@ -134,8 +136,8 @@ pub fn run_cycle(
     bytes_per_s: u64,
     now_ms: u64,
 ) -> std::io::Result<CheckpointInfo> {
-    let log = keyspace.log();
-    if let Some(log) = log {
+    let changes = keyspace.change_log();
+    if let Some(log) = changes {
         // Everything before the cycle becomes deletable as whole segments.
         log.roll_segment();
     }
@@ -143,41 +145,90 @@ pub fn run_cycle(
     // this cycle writes; new locations only go to the head, so a segment
     // located in by nobody now stays so.
     let located = keyspace.located_segments();
-    let next_lsn = || log.map_or(idle_lsn, |log| log.next_lsn());
+    let next_lsn = || changes.map_or(idle_lsn, |log| log.next_lsn());
     let mut throttle = Throttle::new(bytes_per_s);
     let info = write(keyspace, dir, &next_lsn, &mut throttle, now_ms)?;
-    match log {
+    let located_now = keyspace.located_segments();
+    let keep = |seq: u64| located.contains_key(&seq) || located_now.contains_key(&seq);
+    match changes {
         Some(log) => {
-            let located_now = keyspace.located_segments();
-            let keep = |seq: u64| located.contains_key(&seq) || located_now.contains_key(&seq);
             for seq in log.delete_segments_before(info.replay_from, keep)? {
                 keyspace.tier().forget_segment(seq);
             }
-            // Segments kept for a few cold values: move those values to
-            // the head so the next cycle can delete the segments.
-            crate::tier::compact(keyspace, log, &mut |bytes| throttle.wrote(bytes))?;
         }
-        None if located.is_empty() => delete_all_segments(&crate::recovery::log_dir(dir))?,
-        None => {}
-    };
+        None => delete_unlocated_segments(keyspace, &crate::recovery::log_dir(dir), &keep)?,
+    }
+    match keyspace.log() {
+        Some(store) if changes.is_none() => compact_store(keyspace, store, &mut throttle)?,
+        // A cache store left by an earlier `appendonly no` run: what no
+        // entry uses any more goes.
+        _ => delete_unlocated_segments(keyspace, &crate::tier::cache_dir(dir), &keep)?,
+    }
+    if let Some(log) = changes {
+        // Segments kept for a few cold values: move those values to the
+        // head so the next cycle can delete the segments.
+        crate::tier::compact(keyspace, log, &mut |bytes| throttle.wrote(bytes))?;
+    }
     Ok(info)
 }
 
-/// Removes every segment file in `log_dir` (a checkpoint taken with the log
-/// off covers all of them).
-fn delete_all_segments(log_dir: &Path) -> std::io::Result<()> {
-    let entries = match std::fs::read_dir(log_dir) {
+/// Compacts the cache store (`appendonly no`), without a checkpoint:
+/// deletes the segments no entry's value is in, then moves the values out
+/// of mostly-dead ones (the next run deletes those). At most `bytes_per_s`
+/// of reading (0: unbounded).
+pub fn compact_cache_store(keyspace: &Keyspace, bytes_per_s: u64) -> std::io::Result<()> {
+    match keyspace.log() {
+        Some(store) if keyspace.change_log().is_none() => {
+            compact_store(keyspace, store, &mut Throttle::new(bytes_per_s))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn compact_store(
+    keyspace: &Keyspace,
+    store: &crate::log::Log,
+    throttle: &mut Throttle,
+) -> std::io::Result<()> {
+    // Only segments closed before this point can go: any location in them
+    // was given before it, so `located` (taken after it) sees it.
+    store.roll_segment();
+    let before = store.next_lsn();
+    let located = keyspace.located_segments();
+    for seq in store.delete_segments_before(before, |seq| located.contains_key(&seq))? {
+        keyspace.tier().forget_segment(seq);
+    }
+    crate::tier::compact(keyspace, store, &mut |bytes| throttle.wrote(bytes))
+}
+
+/// Removes the segment files in `segments_dir` that `keep` does not name
+/// (a directory no running log writes to: the log with `appendonly no`, or
+/// a cache store left by an earlier run).
+fn delete_unlocated_segments(
+    keyspace: &Keyspace,
+    segments_dir: &Path,
+    keep: &dyn Fn(u64) -> bool,
+) -> std::io::Result<()> {
+    let entries = match std::fs::read_dir(segments_dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     };
+    let mut deleted = false;
     for entry in entries {
         let entry = entry?;
-        if entry.file_name().to_str().and_then(segment_seq).is_some() {
+        if let Some(seq) = entry.file_name().to_str().and_then(segment_seq)
+            && !keep(seq)
+        {
             std::fs::remove_file(entry.path())?;
+            keyspace.tier().forget_segment(seq);
+            deleted = true;
         }
     }
-    sync_dir(log_dir)
+    if deleted {
+        sync_dir(segments_dir)?;
+    }
+    Ok(())
 }
 
 /// Writes every range of `keyspace` into `dir`. `next_lsn` reads the log's

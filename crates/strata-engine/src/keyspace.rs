@@ -236,6 +236,11 @@ impl Entry {
         )
     }
 
+    /// Bytes of the value held in RAM (0 when cold).
+    fn value_len_in_ram(&self) -> usize {
+        self.data.len() - self.prefix_len() - self.key_len as usize
+    }
+
     /// Whether the value is only on disk.
     pub fn is_cold(&self) -> bool {
         self.has(COLD)
@@ -468,6 +473,32 @@ struct Table {
     expiring: ExpiryIndex,
 }
 
+/// Non-empty tables of at most this many slots are not shrunk.
+const TABLE_SHRINK_CAPACITY_MIN: usize = 64;
+/// A table filled below 1/this of its capacity is shrunk.
+const TABLE_SHRINK_SPARSENESS: usize = 8;
+
+impl Table {
+    /// hashbrown tables never shrink by themselves: after mass deletion or
+    /// expiry they would keep their peak size forever. As Redis shrinks
+    /// its dicts below 10 % fill, a table below 1/8 full is rebuilt at
+    /// twice its length (hysteresis: the next insertions do not grow it
+    /// straight back). Cheap: one table is 1/1024 of a database. SCAN is
+    /// unaffected: its cursor is a hash value, not a bucket.
+    fn shrink_if_sparse(&mut self, hasher: &RandomState) {
+        let (len, capacity) = (self.entries.len(), self.entries.capacity());
+        let sparse =
+            capacity > TABLE_SHRINK_CAPACITY_MIN && len * TABLE_SHRINK_SPARSENESS < capacity;
+        // An emptied table frees its memory whatever its size: 16 384 small
+        // tables left allocated add up.
+        if sparse || (len == 0 && capacity > 0) {
+            self.entries.shrink_to(self.entries.len() * 2, |e| {
+                slot_hash(hasher.hash_one(e.key()))
+            });
+        }
+    }
+}
+
 /// The volatile keys of one table, ordered by deadline, and the sum of
 /// their deadlines (so INFO's `avg_ttl` is exact at no cost).
 #[derive(Default)]
@@ -537,6 +568,18 @@ pub struct Shard {
     /// Reads that found the value in RAM / had to read it from disk.
     ram_hits: u64,
     disk_hits: u64,
+    /// RAM of this shard as of its last census.
+    census: MemoryCensus,
+}
+
+/// Where a part of the keyspace's RAM goes, as counted by walking it
+/// ([`Keyspace::census_step`]): the index (table slots, entry headers,
+/// keys, deadlines and the expiry index) and the values held in RAM.
+/// Sizes are the bytes asked of the allocator, before its rounding.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryCensus {
+    pub index_bytes: u64,
+    pub value_bytes: u64,
 }
 
 /// The databases' contents removed by FLUSHDB/FLUSHALL, to be dropped
@@ -553,6 +596,7 @@ impl Shard {
             tier,
             ram_hits: 0,
             disk_hits: 0,
+            census: MemoryCensus::default(),
         }
     }
 
@@ -782,10 +826,12 @@ impl Shard {
         self.tables[db].expiring.len()
     }
 
-    /// Deletes up to `budget` keys whose deadline has passed, earliest first.
+    /// Deletes up to `budget` keys whose deadline has passed, earliest
+    /// first, and shrinks tables that deletions (of any kind) left sparse.
     fn expire_due(&mut self, now_ms: u64, budget: usize) -> usize {
         let mut removed = 0;
         for (db, table) in self.tables.iter_mut().enumerate() {
+            table.shrink_if_sparse(&self.hasher);
             while removed < budget {
                 let Some(key) = table.expiring.pop_due(now_ms) else {
                     break;
@@ -801,6 +847,32 @@ impl Shard {
         }
         self.expired_keys += removed as u64;
         removed
+    }
+}
+
+impl Shard {
+    /// Counts this shard's RAM (see [`MemoryCensus`]); returns the entries
+    /// visited.
+    fn count_memory(&mut self) -> usize {
+        let slot = std::mem::size_of::<Box<Entry>>() + 1;
+        let expiry_item = std::mem::size_of::<(u64, Box<[u8]>)>();
+        let mut census = MemoryCensus::default();
+        let mut visited = 0;
+        for table in self.tables.iter() {
+            census.index_bytes += (table.entries.num_buckets() * slot) as u64;
+            for entry in table.entries.iter() {
+                let value = entry.value_len_in_ram();
+                census.value_bytes += value as u64;
+                census.index_bytes +=
+                    (std::mem::size_of::<Entry>() + entry.data.len() - value) as u64;
+                if entry.has(VOLATILE) {
+                    census.index_bytes += (expiry_item + entry.key_len as usize) as u64;
+                }
+            }
+            visited += table.entries.len();
+        }
+        self.census = census;
+        visited
     }
 }
 
@@ -937,7 +1009,14 @@ pub struct Keyspace {
     /// checkpoints so a key lands in the same shard after a restart.
     seed: u64,
     db_count: usize,
+    /// Where cold values go: the log of changes (`appendonly yes`), or the
+    /// cache store (`appendonly no`, see [`tier::CACHE_SEGMENT_BASE`]).
     log: OnceLock<Arc<Log>>,
+    /// False when `log` is the cache store: commands then log nothing;
+    /// only eviction and compaction append (value images).
+    changes_logged: std::sync::atomic::AtomicBool,
+    /// The shard the next [`Keyspace::census_step`] counts.
+    census_cursor: std::sync::atomic::AtomicUsize,
 }
 
 impl Keyspace {
@@ -959,6 +1038,8 @@ impl Keyspace {
             seed,
             db_count,
             log: OnceLock::new(),
+            changes_logged: std::sync::atomic::AtomicBool::new(true),
+            census_cursor: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -973,16 +1054,41 @@ impl Keyspace {
         assert!(self.log.set(log).is_ok(), "log attached twice");
     }
 
+    /// Attaches the cache store instead of a log (`appendonly no`): from
+    /// now on values can leave RAM into `store`, whose records are never
+    /// replayed; commands log nothing.
+    pub fn attach_cache_store(&self, store: Arc<Log>) {
+        self.tier.set_cache_dir(store.dir());
+        self.changes_logged.store(false, Relaxed);
+        assert!(self.log.set(store).is_ok(), "log attached twice");
+    }
+
+    /// The log of changes, when there is one (`appendonly yes`).
+    pub fn change_log(&self) -> Option<&Arc<Log>> {
+        self.log.get().filter(|_| self.changes_logged.load(Relaxed))
+    }
+
     pub fn tier(&self) -> &Arc<Tier> {
         &self.tier
     }
 
+    /// Where cold values go and are read from: the log of changes or the
+    /// cache store ([`Keyspace::change_log`] tells which).
     pub fn log(&self) -> Option<&Arc<Log>> {
         self.log.get()
     }
 
-    /// Opens this thread's log group when the log is on.
+    /// Opens this thread's log group when changes are logged.
     fn open_group(&self) -> Option<&Log> {
+        if !self.changes_logged.load(Relaxed) {
+            return None;
+        }
+        self.open_tier_group()
+    }
+
+    /// Opens this thread's log group for value images that let values
+    /// leave RAM (eviction, compaction): into the log or the cache store.
+    fn open_tier_group(&self) -> Option<&Log> {
         let log = self.log.get()?;
         log::group_open();
         Some(log)
@@ -1031,13 +1137,15 @@ impl Keyspace {
     }
 
     /// Locks the shards `indices` (ascending).
-    fn lock_indices(&self, indices: Vec<usize>) -> ShardSet<'_> {
+    /// Locks shards for eviction: what it appends (images of values about
+    /// to leave RAM) goes to the log or the cache store.
+    fn lock_indices_for_tier(&self, indices: Vec<usize>) -> ShardSet<'_> {
         debug_assert!(indices.is_sorted());
         let guards = indices.iter().map(|&i| self.shards[i].lock()).collect();
         ShardSet {
             indices,
             guards,
-            log: self.open_group(),
+            log: self.open_tier_group(),
         }
     }
 
@@ -1131,7 +1239,40 @@ impl Keyspace {
         }
         let key = self.key(key);
         let db_count = self.db_count;
-        self.lock(key).relocate(db_count, db, key, loc, payload)
+        let mut guard = ShardGuard {
+            guard: self.shards[key.shard()].lock(),
+            log: self.open_tier_group(),
+        };
+        guard.relocate(db_count, db, key, loc, payload)
+    }
+
+    /// Recounts the RAM of shards in turn, continuing where the last call
+    /// stopped, until about `entries_max` entries were visited (at least
+    /// one shard). Called a few times a second, a full pass takes
+    /// (keys / entries_max) calls: the figures of [`Keyspace::memory_census`]
+    /// are that old at most, at a bounded cost per call.
+    pub fn census_step(&self, entries_max: usize) {
+        let mut visited = 0;
+        for _ in 0..SHARD_COUNT {
+            let index = self.census_cursor.fetch_add(1, Relaxed) % SHARD_COUNT;
+            visited += self.shards[index].lock().count_memory();
+            if visited >= entries_max {
+                break;
+            }
+        }
+    }
+
+    /// The keyspace's RAM as last counted, shard by shard.
+    pub fn memory_census(&self) -> MemoryCensus {
+        self.shards
+            .iter()
+            .fold(MemoryCensus::default(), |sum, shard| {
+                let census = shard.lock().census;
+                MemoryCensus {
+                    index_bytes: sum.index_bytes + census.index_bytes,
+                    value_bytes: sum.value_bytes + census.value_bytes,
+                }
+            })
     }
 
     /// Keys in all databases.
@@ -1432,7 +1573,7 @@ impl Keyspace {
                     .map(|i| (start + i) % SHARD_COUNT)
                     .collect();
                 indices.sort_unstable();
-                let mut set = self.lock_indices(indices);
+                let mut set = self.lock_indices_for_tier(indices);
                 pool.clear();
                 for position in 0..set.guards.len() {
                     let before = pool.len();

@@ -13,6 +13,7 @@
 //! - [`log`]: segment files, group commit, fsync policies.
 //! - [`checkpoint`]: fork-free checkpoints, shard by shard.
 //! - [`recovery`]: checkpoint + log replay, torn-tail handling, `verify`.
+//! - [`dir_lock`]: one process per data directory (invariant 7).
 //!
 //! Every mutation goes through a [`keyspace::Shard`] or [`keyspace::Entry`]
 //! method while the shard lock is held, and that method appends the
@@ -21,6 +22,7 @@
 //! (DESIGN.md invariant 2), and no command can change data unlogged.
 
 pub mod checkpoint;
+pub mod dir_lock;
 pub mod glob;
 pub mod keyspace;
 pub mod log;
@@ -29,5 +31,5 @@ pub mod recovery;
 pub mod tier;
 pub mod value;
 
-pub use keyspace::{DbStats, Entry, EntryMut, KeyRef, Keyspace, Shard, ShardGuard};
+pub use keyspace::{DbStats, Entry, EntryMut, KeyRef, Keyspace, MemoryCensus, Shard, ShardGuard};
 pub use value::{Value, ValueRef};

@@ -61,9 +61,14 @@ const EVERYSEC_INTERVAL: Duration = Duration::from_secs(1);
 const DRAIN_ROUNDS_MAX: usize = 4;
 /// How often the writer thread looks for pending records nobody wrote.
 const WRITER_POLL_INTERVAL: Duration = Duration::from_millis(10);
-/// Emptied chunk buffers kept for reuse (the largest ones). With chunks of
-/// at most [`PENDING_BYTES_MAX`] this bounds retained memory.
+/// Emptied chunk buffers kept for reuse (the largest ones).
 const SPARE_CHUNKS_MAX: usize = 2;
+/// A spare chunk buffer larger than this is freed instead of kept: one
+/// huge record (a 512 MB SETRANGE) must not pin its buffer for good, while
+/// the buffers of ordinary rounds (a few MB at most) are reused.
+const SPARE_CHUNK_BYTES_MAX: usize = 8 << 20;
+/// Spare chunk buffers are freed once nothing was committed for this long.
+const SPARE_IDLE_RELEASE: Duration = Duration::from_secs(1);
 /// Capacity of a fresh chunk buffer.
 const CHUNK_BYTES_INITIAL: usize = 1 << 20;
 /// Group buffers larger than this are released after a commit, so one huge
@@ -249,7 +254,9 @@ impl Log {
             }),
             wake: Condvar::new(),
             written_lsn: AtomicU64::new(last),
-            written_pos: AtomicU64::new(0),
+            // Every segment before the first new one is on disk: values
+            // located there can leave RAM before anything new is written.
+            written_pos: AtomicU64::new(crate::tier::loc(start.next_segment, 0)),
             pending_bytes: AtomicUsize::new(0),
             buffer_capacity: AtomicUsize::new(0),
             synced_lsn: AtomicU64::new(last),
@@ -604,6 +611,11 @@ impl Log {
                         .fetch_sub(chunk.bytes.len(), Ordering::Relaxed);
                     let mut bytes = chunk.bytes;
                     bytes.clear();
+                    if bytes.capacity() > SPARE_CHUNK_BYTES_MAX {
+                        self.buffer_capacity
+                            .fetch_sub(bytes.capacity(), Ordering::Relaxed);
+                        continue;
+                    }
                     // Keep the largest buffers: a chunk that grows under
                     // the log mutex page-faults fresh memory.
                     state.spare.push(bytes);
@@ -626,9 +638,22 @@ impl Log {
     /// writing), retries after errors, and makes sure nothing pending
     /// waits longer than [`WRITER_POLL_INTERVAL`].
     fn run_writer(self: Arc<Self>) {
+        // (next LSN, when it was first seen): the log is idle once it has
+        // not moved for SPARE_IDLE_RELEASE.
+        let mut quiet_since = (0, Instant::now());
         loop {
             let shutdown = {
                 let mut state = self.state.lock();
+                if state.next_lsn != quiet_since.0 {
+                    quiet_since = (state.next_lsn, Instant::now());
+                } else if !state.spare.is_empty() && quiet_since.1.elapsed() >= SPARE_IDLE_RELEASE {
+                    // Nothing committed for a while: reuse buys nothing
+                    // now, and an idle server should hold no buffers.
+                    for dropped in state.spare.drain(..) {
+                        self.buffer_capacity
+                            .fetch_sub(dropped.capacity(), Ordering::Relaxed);
+                    }
+                }
                 if state.chunks.is_empty() && !state.shutdown {
                     state.writer_idle = true;
                     let wait = if self.has_error.load(Ordering::Relaxed) {

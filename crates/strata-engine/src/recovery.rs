@@ -47,6 +47,44 @@ pub struct Plan {
     pub seed: Option<u64>,
     /// Segment sequence numbers, oldest first.
     pub segments: Vec<u64>,
+    /// Segments of the cache store (`tier::CACHE_SEGMENT_BASE`), oldest
+    /// first: never replayed, read only for the cold values a checkpoint
+    /// names.
+    pub cache_segments: Vec<u64>,
+}
+
+impl Plan {
+    /// Whether the segment of location `loc` exists, in the log or in the
+    /// cache store.
+    fn has_segment_of(&self, loc: u64) -> bool {
+        let segment = tier::loc_segment(loc);
+        let list = if tier::is_cache_segment(segment) {
+            &self.cache_segments
+        } else {
+            &self.segments
+        };
+        list.binary_search(&segment).is_ok()
+    }
+}
+
+/// The segment numbers of the segment files in `dir`, in order (missing
+/// is fine: none).
+fn list_segments(dir: &Path) -> Result<Vec<u64>, RecoveryError> {
+    let mut segments = Vec::new();
+    match std::fs::read_dir(dir) {
+        Ok(entries) => {
+            for entry in entries {
+                let entry = entry.map_err(|e| io_error(dir, e))?;
+                if let Some(seq) = entry.file_name().to_str().and_then(segment_seq) {
+                    segments.push(seq);
+                }
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_error(dir, e)),
+    }
+    segments.sort_unstable();
+    Ok(segments)
 }
 
 /// Why recovery stopped.
@@ -87,26 +125,12 @@ pub fn plan(dir: &Path) -> Result<Plan, RecoveryError> {
         }
         seed = Some(meta.seed);
     }
-    let log_dir = log_dir(dir);
-    let mut segments = Vec::new();
-    match std::fs::read_dir(&log_dir) {
-        Ok(entries) => {
-            for entry in entries {
-                let entry = entry.map_err(|e| io_error(&log_dir, e))?;
-                if let Some(seq) = entry.file_name().to_str().and_then(segment_seq) {
-                    segments.push(seq);
-                }
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io_error(&log_dir, e)),
-    }
-    segments.sort_unstable();
     Ok(Plan {
         dir: dir.to_path_buf(),
         checkpoints,
         seed,
-        segments,
+        segments: list_segments(&log_dir(dir))?,
+        cache_segments: list_segments(&tier::cache_dir(dir))?,
     })
 }
 
@@ -303,6 +327,7 @@ pub fn load(
     };
     let log_dir = log_dir(&plan.dir);
     keyspace.tier().set_log_dir(&log_dir);
+    keyspace.tier().set_cache_dir(&tier::cache_dir(&plan.dir));
     let locate = options.locate;
     // A pass that frees nothing (only values without a location left in
     // RAM) ends the attempts; the server evicts them by writing them once
@@ -345,11 +370,7 @@ pub fn load(
                 let loc = <[u8; 8]>::try_from(record.payload)
                     .map(u64::from_le_bytes)
                     .map_err(|_| "cold record without a location".to_string())?;
-                if plan
-                    .segments
-                    .binary_search(&tier::loc_segment(loc))
-                    .is_err()
-                {
+                if !plan.has_segment_of(loc) {
                     return Err(format!(
                         "the value of a key is in log segment {}, which is missing",
                         tier::loc_segment(loc)
@@ -376,7 +397,7 @@ pub fn load(
                 let mut locked = keyspace.lock_unlogged(shard);
                 apply_set(&mut locked, key, &image, now_ms);
                 // Without its segment the value simply stays in RAM only.
-                if plan.segments.binary_search(&tier::loc_segment(loc)).is_ok() {
+                if plan.has_segment_of(loc) {
                     locked.locate(record.db as usize, key, loc);
                 }
             } else {
@@ -530,6 +551,73 @@ fn first_lsn(path: &Path) -> Result<Option<u64>, RecoveryError> {
     Ok(Some(u64::from_le_bytes(
         header[16..24].try_into().expect("8 bytes"),
     )))
+}
+
+/// An LSN above every LSN the files of `plan` use, without reading them:
+/// the checkpoints' end markers (their last record: `next LSN` in aux) and
+/// the newest segment's first LSN plus its size (every record takes more
+/// than one byte). A server that does not load the directory's data
+/// stamps what it writes from here, so its checkpoints still sort after
+/// anything already on disk.
+pub fn lsn_bound(plan: &Plan) -> Result<u64, RecoveryError> {
+    const END_MARKER_BYTES: usize = record::HEADER_BYTES + 8;
+    let mut bound = 1;
+    for path in &plan.checkpoints {
+        let file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
+        let len = file.metadata().map_err(|e| io_error(path, e))?.len();
+        let mut tail = [0u8; END_MARKER_BYTES];
+        if len < END_MARKER_BYTES as u64 {
+            continue;
+        }
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut tail, len - END_MARKER_BYTES as u64)
+            .map_err(|e| io_error(path, e))?;
+        if let Ok(record) = record::decode(&tail)
+            && record.kind == Kind::CheckpointEnd
+        {
+            bound = bound.max(record.aux);
+        }
+    }
+    if let Some(&seq) = plan.segments.last() {
+        let path = segment_path(&log_dir(&plan.dir), seq);
+        let size = std::fs::metadata(&path)
+            .map_err(|e| io_error(&path, e))?
+            .len();
+        let first = first_lsn(&path)?.unwrap_or(0);
+        bound = bound.max(first + size + 1);
+    }
+    Ok(bound)
+}
+
+/// After loading: deletes the cache store's segments that no loaded entry
+/// is located in (the cache store is never replayed, so nothing else can
+/// need them) and returns the others, for the cache store to start with.
+pub fn prune_cache_store(
+    plan: &Plan,
+    keyspace: &Keyspace,
+) -> Result<Vec<SegmentInfo>, RecoveryError> {
+    let dir = tier::cache_dir(&plan.dir);
+    let located = keyspace.located_segments();
+    let mut kept = Vec::new();
+    for &seq in &plan.cache_segments {
+        let path = segment_path(&dir, seq);
+        if located.contains_key(&seq) {
+            let bytes = std::fs::metadata(&path)
+                .map_err(|e| io_error(&path, e))?
+                .len();
+            // No LSNs: the store's compaction treats it as closed.
+            kept.push(SegmentInfo {
+                seq,
+                lsns: None,
+                bytes,
+            });
+        } else {
+            std::fs::remove_file(&path).map_err(|e| io_error(&path, e))?;
+        }
+    }
+    if kept.len() < plan.cache_segments.len() {
+        crate::log::sync_dir(&dir).map_err(|e| io_error(&dir, e))?;
+    }
+    Ok(kept)
 }
 
 fn check_db(keyspace: &Keyspace, db: u16) -> Result<(), String> {

@@ -41,6 +41,26 @@ use parking_lot::RwLock;
 use crate::log::segment_path;
 use crate::record::{self, FLAG_INT, HEADER_BYTES, Kind};
 
+/// Segment numbers of the *cache store* start here. With `appendonly no`
+/// there is no log of changes, yet values must still be able to leave
+/// RAM: they go to a store of their own in `<dir>/cache`, written like
+/// the log (same records, same segment files) but never replayed — after
+/// a restart the data is what the last checkpoint holds, as with Redis'
+/// save points. Its segment numbers live above the log's, so one location
+/// (`loc`) names the store, the segment and the offset, and checkpoints,
+/// reads and compaction handle both alike.
+pub const CACHE_SEGMENT_BASE: u64 = 1 << 31;
+
+/// The cache store's directory inside the data directory.
+pub fn cache_dir(dir: &Path) -> PathBuf {
+    dir.join("cache")
+}
+
+/// Whether `segment` belongs to the cache store.
+pub fn is_cache_segment(segment: u64) -> bool {
+    segment >= CACHE_SEGMENT_BASE
+}
+
 /// "No location": the value's current image is only in RAM.
 pub const NO_LOC: u64 = u64::MAX;
 
@@ -116,6 +136,7 @@ struct Segment {
 /// dirty pages out), as is any file system that refuses `O_DIRECT`.
 pub struct Tier {
     log_dir: RwLock<Option<PathBuf>>,
+    cache_dir: RwLock<Option<PathBuf>>,
     files: RwLock<HashMap<u64, Segment>>,
     /// Segments from this one on may still be written (buffered reads).
     head_segment: AtomicU64,
@@ -130,6 +151,7 @@ impl Default for Tier {
     fn default() -> Self {
         Tier {
             log_dir: RwLock::new(None),
+            cache_dir: RwLock::new(None),
             files: RwLock::new(HashMap::new()),
             head_segment: AtomicU64::new(0),
             tracking: AtomicBool::new(false),
@@ -143,6 +165,11 @@ impl Tier {
     /// Where segment files are (set by recovery or when the log starts).
     pub fn set_log_dir(&self, dir: &Path) {
         *self.log_dir.write() = Some(dir.to_path_buf());
+    }
+
+    /// Where the cache store's segment files are.
+    pub fn set_cache_dir(&self, dir: &Path) {
+        *self.cache_dir.write() = Some(dir.to_path_buf());
     }
 
     pub fn tracking(&self) -> bool {
@@ -171,10 +198,13 @@ impl Tier {
         {
             return Ok(open.clone());
         }
-        let dir =
-            self.log_dir.read().clone().ok_or_else(|| {
-                std::io::Error::new(std::io::ErrorKind::NotFound, "no log directory")
-            })?;
+        let dir = if is_cache_segment(segment) {
+            self.cache_dir.read().clone()
+        } else {
+            self.log_dir.read().clone()
+        };
+        let dir = dir
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no log directory"))?;
         let path = segment_path(&dir, segment);
         let direct = if closed {
             use std::os::unix::fs::OpenOptionsExt;

@@ -90,6 +90,26 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 }
 
+/// How often threads call [`collect`].
+pub const COLLECT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Frees this thread's empty allocator pages and lets the allocator give
+/// memory freed more than its purge delay ago back to the OS.
+/// Also folds this thread's unflushed count into `used_memory`, so an
+/// idle server reports its memory exactly rather than within
+/// [`FLUSH_BYTES`] per thread.
+pub fn collect() {
+    // SAFETY: mi_collect only touches the calling thread's heap and the
+    // allocator's shared arenas, under their own synchronisation.
+    unsafe { libmimalloc_sys::mi_collect(false) }
+    let _ = LOCAL_DELTA.try_with(|local| {
+        let delta = local.replace(0);
+        if delta != 0 {
+            USED_BYTES.fetch_add(delta, Ordering::Relaxed);
+        }
+    });
+}
+
 /// Bytes currently allocated (usable size), as `used_memory`.
 pub fn used_bytes() -> u64 {
     USED_BYTES.load(Ordering::Relaxed).max(0) as u64

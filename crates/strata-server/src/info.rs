@@ -161,6 +161,38 @@ fn total_system_memory() -> u64 {
         .unwrap_or(0)
 }
 
+/// Where `used_memory` goes (README "Where RAM goes").
+struct Breakdown {
+    index: u64,
+    values: u64,
+    log_buffers: u64,
+    client_buffers: u64,
+    /// Allocator rounding, tables' spare slots, threads' scratch space…
+    other: u64,
+    /// RSS beyond `used_memory`: the allocator's free pages, code, stacks.
+    rss_overhead: u64,
+}
+
+fn breakdown(server: &Server, used: u64, rss: u64) -> Breakdown {
+    let census = server.keyspace.memory_census();
+    let log_buffers = crate::tiering::not_counted_for_evict(server);
+    let client_buffers: u64 = server
+        .clients
+        .snapshot()
+        .iter()
+        .map(|c| (c.query_buffer_bytes.load(Relaxed) + c.output_buffer_bytes.load(Relaxed)) as u64)
+        .sum();
+    Breakdown {
+        index: census.index_bytes,
+        values: census.value_bytes,
+        log_buffers,
+        client_buffers,
+        other: used
+            .saturating_sub(census.index_bytes + census.value_bytes + log_buffers + client_buffers),
+        rss_overhead: rss.saturating_sub(used),
+    }
+}
+
 fn memory_section(server: &Server, out: &mut String) {
     let config = server.config.get();
     let used = alloc::used_bytes();
@@ -194,6 +226,13 @@ fn memory_section(server: &Server, out: &mut String) {
         format!("{:.2}", rss as f64 / used.max(1) as f64)
     );
     field!(out, "mem_allocator", "mimalloc");
+    let parts = breakdown(server, used, rss);
+    field!(out, "mem_clients_normal", parts.client_buffers);
+    field!(out, "mem_keys_index", parts.index);
+    field!(out, "mem_values_in_ram", parts.values);
+    field!(out, "mem_log_buffers", parts.log_buffers);
+    field!(out, "mem_other", parts.other);
+    field!(out, "mem_rss_overhead", parts.rss_overhead);
 }
 
 /// INFO tiering (Strata): the RAM budget and where values are.
@@ -213,6 +252,13 @@ fn tiering_section(server: &Server, out: &mut String) {
     field!(out, "maxmemory_policy", config.maxmemory_policy.name());
     field!(out, "ram_used_bytes", used);
     field!(out, "ram_used_human", human(used));
+    let parts = breakdown(server, used, alloc::rss_bytes());
+    field!(out, "ram_index_bytes", parts.index);
+    field!(out, "ram_values_bytes", parts.values);
+    field!(out, "ram_log_buffers_bytes", parts.log_buffers);
+    field!(out, "ram_client_buffers_bytes", parts.client_buffers);
+    field!(out, "ram_other_bytes", parts.other);
+    field!(out, "rss_overhead_bytes", parts.rss_overhead);
     if config.maxmemory > 0 {
         field!(
             out,
@@ -353,7 +399,7 @@ fn persistence_section(server: &Server, out: &mut String) {
         "rdb_last_load_keys_loaded",
         p.keys_loaded.load(Relaxed)
     );
-    let log = server.keyspace.log();
+    let log = server.keyspace.change_log();
     field!(out, "aof_enabled", log.is_some() as u8);
     field!(out, "aof_rewrite_in_progress", p.checkpoint_running() as u8);
     field!(out, "aof_rewrite_scheduled", 0);

@@ -22,8 +22,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use strata_engine::checkpoint::{self, CheckpointInfo};
-use strata_engine::log::{Log, LogStart};
+use strata_engine::log::{FsyncPolicy, Log, LogStart};
 use strata_engine::recovery::{self, Plan, Progress};
+use strata_engine::tier;
 use tokio::sync::watch;
 
 use crate::server::{Server, now_ms};
@@ -173,15 +174,40 @@ fn load(server: &Arc<Server>, plan: &Plan) -> Result<(), String> {
     let started = Instant::now();
     let persistence = &server.persistence;
     let config = server.config.get();
-    let tiered = config.appendonly
-        && config.maxmemory > 0
-        && config.maxmemory_policy == crate::config::MaxmemoryPolicy::Tiered;
+    let tiered =
+        config.maxmemory > 0 && config.maxmemory_policy == crate::config::MaxmemoryPolicy::Tiered;
     let options = recovery::LoadOptions {
         truncate_torn_tail: true,
         delay_per_key: Duration::from_micros(config.key_load_delay_us),
-        locate: tiered,
+        // Replayed values can leave RAM without a write: their record
+        // stays (with the log on; without it, the log is not kept).
+        locate: tiered && config.appendonly,
         memory_limit: tiered.then_some((crate::alloc::used_bytes as fn() -> u64, config.maxmemory)),
     };
+    // `appendonly no` with `save ""` is a pure cache: as Redis without an
+    // RDB, it starts empty. What the directory holds stays untouched (a
+    // later start with a save point or the log on loads it again).
+    let pure_cache = !config.appendonly
+        && config.save_points.is_empty()
+        && !(plan.checkpoints.is_empty() && plan.segments.is_empty());
+    let (skipped, skip_lsn) = if pure_cache {
+        log_notice!(
+            "Not loading the checkpoint and log in {}: with appendonly no and save \"\" the server starts empty (configure a save point, e.g. --save \"3600 1\", or appendonly yes to load them)",
+            plan.dir.display()
+        );
+        let empty = recovery::Plan {
+            checkpoints: Vec::new(),
+            segments: Vec::new(),
+            ..plan.clone()
+        };
+        (
+            Some(empty),
+            recovery::lsn_bound(plan).map_err(|e| e.to_string())?,
+        )
+    } else {
+        (None, 0)
+    };
+    let plan = skipped.as_ref().unwrap_or(plan);
     drop(config);
     let loaded = recovery::load(plan, &server.keyspace, now_ms(), options, |progress| {
         *persistence.loading_progress.lock() = progress;
@@ -204,8 +230,21 @@ fn load(server: &Arc<Server>, plan: &Plan) -> Result<(), String> {
         .keys_loaded
         .store(loaded.checkpoint_keys, Relaxed);
     let config = server.config.get();
+    // The cache store is never replayed: what no loaded key needs goes.
+    let cache_segments =
+        recovery::prune_cache_store(plan, &server.keyspace).map_err(|e| e.to_string())?;
+    let watcher = persistence.durable.clone();
+    // Several threads publish progress; taking the maximum keeps the
+    // watermarks monotonic however their calls interleave.
+    let progress = Box::new(move |written, synced| {
+        watcher.send_if_modified(|current: &mut (u64, u64)| {
+            let next = (current.0.max(written), current.1.max(synced));
+            let advanced = next != *current;
+            *current = next;
+            advanced
+        });
+    });
     if config.appendonly {
-        let watcher = persistence.durable.clone();
         let log = Log::start(
             &recovery::log_dir(&config.dir),
             config.log_segment_bytes,
@@ -215,24 +254,40 @@ fn load(server: &Arc<Server>, plan: &Plan) -> Result<(), String> {
                 next_segment: loaded.next_segment,
                 segments: loaded.segments,
             },
-            // Several threads publish progress; taking the maximum keeps
-            // the watermarks monotonic however their calls interleave.
-            Box::new(move |written, synced| {
-                watcher.send_if_modified(|current| {
-                    let next = (current.0.max(written), current.1.max(synced));
-                    let advanced = next != *current;
-                    *current = next;
-                    advanced
-                });
-            }),
+            progress,
         )
         .map_err(|e| format!("Can't start the log in {}: {e}", config.dir.display()))?;
         server.keyspace.attach_log(log);
-        // Writes from the first one on get locations when tiering is on.
-        server.tiering.tick(server);
     } else {
-        persistence.base_lsn.store(loaded.next_lsn, Relaxed);
+        persistence
+            .base_lsn
+            .store(loaded.next_lsn.max(skip_lsn), Relaxed);
+        // Without a log, values leave RAM for the cache store: written,
+        // never fsynced, never replayed.
+        let next_segment = cache_segments
+            .last()
+            .map_or(tier::CACHE_SEGMENT_BASE, |s| s.seq + 1);
+        let store = Log::start(
+            &tier::cache_dir(&config.dir),
+            config.log_segment_bytes,
+            FsyncPolicy::No,
+            LogStart {
+                next_lsn: 1,
+                next_segment,
+                segments: cache_segments,
+            },
+            progress,
+        )
+        .map_err(|e| {
+            format!(
+                "Can't start the cache store in {}: {e}",
+                config.dir.display()
+            )
+        })?;
+        server.keyspace.attach_cache_store(store);
     }
+    // Writes from the first one on get locations when tiering is on.
+    server.tiering.tick(server);
     let checkpoint_bytes = plan
         .checkpoints
         .iter()
@@ -333,7 +388,7 @@ pub fn spawn_checkpointer(server: Arc<Server>) -> std::io::Result<()> {
                     continue;
                 }
                 let config = server.config.get();
-                if let Some(log) = server.keyspace.log()
+                if let Some(log) = server.keyspace.change_log()
                     && log.fsync_policy() != config.appendfsync
                 {
                     log.set_fsync_policy(config.appendfsync);
@@ -341,10 +396,39 @@ pub fn spawn_checkpointer(server: Arc<Server>) -> std::io::Result<()> {
                 let trigger = requested.or_else(|| due_trigger(&server));
                 if let Some(trigger) = trigger {
                     let _ = checkpoint(&server, trigger);
+                } else if cache_store_due(&server) {
+                    compact_cache_store(&server);
                 }
             }
         })
         .map(|_| ())
+}
+
+/// Whether the cache store (`appendonly no`) has grown enough dead bytes
+/// to compact: the `auto-aof-rewrite-*` rule, applied to the store's dead
+/// bytes over its live ones.
+fn cache_store_due(server: &Server) -> bool {
+    if server.keyspace.change_log().is_some() || server.keyspace.log().is_none() {
+        return false;
+    }
+    let config = server.config.get();
+    let (total, live) = server.keyspace.log_live_bytes();
+    let dead = total.saturating_sub(live);
+    config.auto_rewrite_percentage > 0
+        && dead >= config.auto_rewrite_min_bytes
+        && dead.saturating_mul(100) >= live.saturating_mul(config.auto_rewrite_percentage)
+}
+
+/// Compacts the cache store on this (the checkpoint) thread, one run at a
+/// time with checkpoints, at `checkpoint-max-rate`.
+fn compact_cache_store(server: &Server) {
+    let Some(_running) = server.persistence.running.try_lock() else {
+        return;
+    };
+    let rate = server.config.get().checkpoint_rate_bytes;
+    if let Err(e) = checkpoint::compact_cache_store(&server.keyspace, rate) {
+        log_warning!("Compacting the cache store failed: {e}");
+    }
 }
 
 /// A save point or log growth that calls for a checkpoint now.
@@ -368,7 +452,7 @@ fn due_trigger(server: &Server) -> Option<Trigger> {
     {
         return Some(Trigger::SavePoint);
     }
-    server.keyspace.log()?;
+    server.keyspace.change_log()?;
     // The whole log counts, including what was written while the last
     // checkpoint ran, except records that hold cold values (tiering):
     // disk use stays near checkpoint + cold values + percentage of both.

@@ -35,6 +35,9 @@ pub const ERR_OOM_DISK: &str = "OOM command not allowed when used disk > 'maxdis
 /// a command is refused only when eviction finds nothing to evict, not
 /// when it has not caught up yet.
 const EVICTION_STEPS_MAX: usize = 256;
+/// Eviction calls (each up to [`EVICTION_STEPS_MAX`] steps) one cron tick
+/// makes while RAM is over the budget and no command arrives.
+const CRON_EVICTION_ROUNDS_MAX: usize = 64;
 /// Window over which INFO's per-second rates are measured.
 const RATE_WINDOW_MS: u128 = 2000;
 
@@ -298,16 +301,30 @@ impl Tiering {
             self.oom_rejections.fetch_add(1, Relaxed);
             return Some(ERR_OOM_DISK);
         }
-        if config.maxmemory == 0 {
+        if self.enforce_budget(server, config, now_ms) {
             return None;
+        }
+        if denyoom {
+            self.oom_rejections.fetch_add(1, Relaxed);
+            return Some(ERR_OOM);
+        }
+        None
+    }
+
+    /// Evicts under the policy while RAM use is over `maxmemory`. False
+    /// when RAM is over the budget and nothing is left to evict (writes
+    /// are then refused); true otherwise.
+    fn enforce_budget(&self, server: &Server, config: &Config, now_ms: u64) -> bool {
+        if config.maxmemory == 0 {
+            return true;
         }
         let used = crate::alloc::used_bytes();
         if used <= config.maxmemory {
-            return None;
+            return true;
         }
         let used = used.saturating_sub(not_counted_for_evict(server));
         if used <= config.maxmemory {
-            return None;
+            return true;
         }
         if let Some(policy) = config.maxmemory_policy.eviction() {
             let evict = || {
@@ -340,19 +357,27 @@ impl Tiering {
                 || crate::alloc::used_bytes().saturating_sub(not_counted_for_evict(server))
                     <= config.maxmemory
             {
-                return None;
+                return true;
             }
         }
-        if denyoom {
-            self.oom_rejections.fetch_add(1, Relaxed);
-            return Some(ERR_OOM);
-        }
-        None
+        false
     }
 
-    /// The cron's part: disk use, whether commits locate values, rates.
+    /// The cron's part: disk use, whether commits locate values, the RAM
+    /// budget when no command enforces it (after loading, after CONFIG SET
+    /// maxmemory, while clients are idle), rates.
     pub fn tick(&self, server: &Server) {
         let config = server.config.get();
+        if !server.persistence.is_loading() {
+            for _ in 0..CRON_EVICTION_ROUNDS_MAX {
+                let over = crate::alloc::used_bytes().saturating_sub(not_counted_for_evict(server))
+                    > config.maxmemory;
+                if config.maxmemory == 0 || !over {
+                    break;
+                }
+                self.enforce_budget(server, &config, crate::server::now_ms());
+            }
+        }
         let log = server.keyspace.log();
         let disk = log.map_or(0, |log| log.disk_bytes())
             + server.persistence.last_checkpoint_bytes.load(Relaxed);

@@ -7,58 +7,10 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use redis::Commands;
-
-fn info_u64(con: &mut redis::Connection, section: &str, name: &str) -> u64 {
-    let info: String = redis::cmd("INFO").arg(section).query(con).unwrap();
-    info_field(&info, name).parse().unwrap()
-}
-
-/// The value stored under key `i` at `version`: self-describing, so a
-/// wrong, stale or torn value is caught, `size` bytes long.
-fn value(i: u64, version: u64, size: usize) -> Vec<u8> {
-    let stamp = format!("<{i}:{version}>");
-    stamp.bytes().cycle().take(size).collect()
-}
-
-fn key(i: u64) -> String {
-    format!("key:{i:08}")
-}
-
-/// Writes keys `0..count` at `version`, pipelined (about 256 KiB per
-/// pipeline: the query buffer counts against the budget, as in Redis).
-fn fill(con: &mut redis::Connection, count: u64, version: u64, size: usize) {
-    let per_pipeline = (256 * 1024 / size).clamp(1, 64);
-    for chunk in (0..count).collect::<Vec<_>>().chunks(per_pipeline) {
-        let mut pipe = redis::pipe();
-        for &i in chunk {
-            pipe.cmd("SET")
-                .arg(key(i))
-                .arg(value(i, version, size))
-                .ignore();
-        }
-        pipe.query::<()>(con).unwrap();
-    }
-}
-
-/// Reads keys `0..count` back (MGET in batches) and checks every value.
-fn check_all(con: &mut redis::Connection, count: u64, version: u64, size: usize) {
-    for chunk in (0..count).collect::<Vec<_>>().chunks(32) {
-        let keys: Vec<String> = chunk.iter().map(|&i| key(i)).collect();
-        let values: Vec<Option<Vec<u8>>> = redis::cmd("MGET").arg(&keys).query(con).unwrap();
-        for (&i, got) in chunk.iter().zip(values) {
-            assert_eq!(
-                got.as_deref(),
-                Some(&value(i, version, size)[..]),
-                "value of {}",
-                key(i)
-            );
-        }
-    }
-}
 
 fn residency(con: &mut redis::Connection, key: &str) -> String {
     redis::cmd("OBJECT")
@@ -66,14 +18,6 @@ fn residency(con: &mut redis::Connection, key: &str) -> String {
         .arg(key)
         .query(con)
         .unwrap()
-}
-
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + TIMEOUT;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 const BUDGET: &str = "4mb";

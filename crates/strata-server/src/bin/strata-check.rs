@@ -9,13 +9,29 @@
 //! Corruption anywhere else is reported with its file and offset and left
 //! alone: what to do with it is the operator's call.
 //!
-//! Exit status: 0 clean, 1 damage found (or left unfixed), 2 usage error.
+//! `--fix` first takes the data directory's lock (`strata.lock`, as the
+//! server does), so it refuses to touch a directory a live server uses;
+//! the read-only check runs beside a live server.
+//!
+//! Exit status (also in `docs/storage.md`):
+//! - 0: clean (or a torn tail that `--fix` just truncated);
+//! - 1: a torn tail only, left in place: the normal state after a crash,
+//!   which the server's start-up repairs by itself;
+//! - 2: damage: corruption or a missing file that start-up refuses;
+//! - 3: the check could not run: usage error, unreadable directory, or
+//!   (`--fix`) the directory is in use by a running server.
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use strata_engine::dir_lock::DirLock;
 use strata_engine::recovery;
+
+/// Exit statuses, as documented above.
+const EXIT_TORN_TAIL: u8 = 1;
+const EXIT_DAMAGED: u8 = 2;
+const EXIT_NOT_CHECKED: u8 = 3;
 
 fn main() -> ExitCode {
     let mut fix = false;
@@ -29,26 +45,46 @@ fn main() -> ExitCode {
                 println!("Usage: strata-check [--fix] [--yes] DIR");
                 println!("Verifies every checkpoint and log record in a Strata data directory.");
                 println!(
-                    "--fix truncates a torn tail of the newest log segment (asks first unless --yes)."
+                    "--fix truncates a torn tail of the newest log segment (asks first unless --yes);"
+                );
+                println!("      it refuses a directory that a running server holds.");
+                println!(
+                    "Exit status: 0 clean, 1 torn tail only (start-up repairs it), 2 damaged, 3 not checked."
                 );
                 return ExitCode::SUCCESS;
             }
             other if dir.is_none() && !other.starts_with('-') => dir = Some(PathBuf::from(other)),
             other => {
                 eprintln!("strata-check: unexpected argument '{other}'");
-                return ExitCode::from(2);
+                return ExitCode::from(EXIT_NOT_CHECKED);
             }
         }
     }
     let Some(dir) = dir else {
         eprintln!("Usage: strata-check [--fix] [--yes] DIR");
-        return ExitCode::from(2);
+        return ExitCode::from(EXIT_NOT_CHECKED);
+    };
+    if !dir.is_dir() {
+        eprintln!("strata-check: '{}' is not a directory", dir.display());
+        return ExitCode::from(EXIT_NOT_CHECKED);
+    }
+    // Held until exit: nothing may start on the directory while it is fixed.
+    let _lock = if fix {
+        match DirLock::acquire(&dir) {
+            Ok(lock) => Some(lock),
+            Err(e) => {
+                eprintln!("strata-check: {e}");
+                return ExitCode::from(EXIT_NOT_CHECKED);
+            }
+        }
+    } else {
+        None
     };
     let verified = match recovery::verify(&dir) {
         Ok(verified) => verified,
         Err(e) => {
             println!("DAMAGED: {e}");
-            return ExitCode::from(1);
+            return ExitCode::from(EXIT_DAMAGED);
         }
     };
     if verified.checkpoints.is_empty() {
@@ -97,7 +133,7 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             println!("DAMAGED: {e}");
-            return ExitCode::from(1);
+            return ExitCode::from(EXIT_DAMAGED);
         }
     }
     let Some((path, valid_len, dropped, why)) = verified.torn else {
@@ -110,7 +146,7 @@ fn main() -> ExitCode {
     );
     if !fix {
         println!("Run with --fix to truncate it (the server also does this at start-up).");
-        return ExitCode::from(1);
+        return ExitCode::from(EXIT_TORN_TAIL);
     }
     if !yes {
         print!("Truncate {} to {valid_len} bytes? [y/N] ", path.display());
@@ -119,7 +155,7 @@ fn main() -> ExitCode {
         let _ = std::io::stdin().lock().read_line(&mut answer);
         if !answer.trim().eq_ignore_ascii_case("y") {
             println!("Left unchanged.");
-            return ExitCode::from(1);
+            return ExitCode::from(EXIT_TORN_TAIL);
         }
     }
     let truncated = std::fs::OpenOptions::new()
@@ -133,7 +169,7 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             println!("Could not truncate {}: {e}", path.display());
-            ExitCode::from(1)
+            ExitCode::from(EXIT_TORN_TAIL)
         }
     }
 }

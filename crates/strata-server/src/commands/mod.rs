@@ -353,7 +353,10 @@ pub fn dispatch(
     }
     let denied_on_disk_error = spec.has_flag("write") || id == server.commands.ping_id;
     if denied_on_disk_error
-        && let Some(error) = server.keyspace.log().and_then(|log| log.write_error())
+        && let Some(error) = server
+            .keyspace
+            .change_log()
+            .and_then(|log| log.write_error())
     {
         bump(&stats.commands[id].rejected, 1);
         let message = format!(

@@ -10,6 +10,7 @@ use super::connection::help_lines;
 use super::{CmdError, CmdResult, Ctx, ERR_SYNTAX, Spec, is, lossy, parse_f64, parse_i64};
 use crate::config::DIRECTIVES;
 use crate::persistence::{self, Trigger};
+use crate::server::ShutdownSave;
 
 pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let sections: Vec<String> = args[1..]
@@ -158,10 +159,21 @@ pub fn swapdb(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 pub fn shutdown(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let mut save = true;
+    let mut save = ShutdownSave::Default;
     for option in &args[1..] {
-        if is(option, "NOSAVE") {
-            save = false;
+        let chosen = if is(option, "NOSAVE") {
+            Some(ShutdownSave::NoSave)
+        } else if is(option, "SAVE") {
+            Some(ShutdownSave::Save)
+        } else {
+            None
+        };
+        if let Some(chosen) = chosen {
+            // Redis 7: SAVE and NOSAVE together are a syntax error.
+            if save != ShutdownSave::Default && save != chosen {
+                return Err(ERR_SYNTAX.into());
+            }
+            save = chosen;
         }
         if is(option, "ABORT") {
             return Err("ERR No shutdown in progress.".into());

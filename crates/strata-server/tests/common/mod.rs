@@ -20,6 +20,9 @@ pub struct TestServer {
     pub dir: PathBuf,
     child: Child,
     log_lines: mpsc::Receiver<String>,
+    /// Lines read while waiting for the start marker, still to be seen by
+    /// [`TestServer::wait_for_log`].
+    early_lines: std::sync::Mutex<std::collections::VecDeque<String>>,
     /// Leave `dir` on disk when dropped (the test restarts on it).
     keep_dir: bool,
 }
@@ -67,6 +70,7 @@ impl TestServer {
     ) -> TestServer {
         let (child, log_lines) = Self::launch(&dir, args, file_size_limit);
         let deadline = Instant::now() + TIMEOUT;
+        let mut early_lines = std::collections::VecDeque::new();
         let port = loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
             let line = log_lines
@@ -76,12 +80,14 @@ impl TestServer {
                 let address = rest.split_whitespace().next().unwrap();
                 break address.rsplit(':').next().unwrap().parse().unwrap();
             }
+            early_lines.push_back(line);
         };
         TestServer {
             port,
             dir,
             child,
             log_lines,
+            early_lines: std::sync::Mutex::new(early_lines),
             keep_dir: false,
         }
     }
@@ -187,6 +193,11 @@ impl TestServer {
 
     /// Waits for a log line containing `needle`.
     pub fn wait_for_log(&self, needle: &str) -> String {
+        while let Some(line) = self.early_lines.lock().unwrap().pop_front() {
+            if line.contains(needle) {
+                return line;
+            }
+        }
         let deadline = Instant::now() + TIMEOUT;
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
@@ -224,6 +235,64 @@ impl Drop for TestServer {
         if !self.keep_dir {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
+    }
+}
+
+// Values that describe themselves, for tests of tiering and the budget.
+
+pub fn info_u64(con: &mut redis::Connection, section: &str, name: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg(section).query(con).unwrap();
+    info_field(&info, name).parse().unwrap()
+}
+
+/// The value stored under key `i` at `version`: self-describing, so a
+/// wrong, stale or torn value is caught, `size` bytes long.
+pub fn value(i: u64, version: u64, size: usize) -> Vec<u8> {
+    let stamp = format!("<{i}:{version}>");
+    stamp.bytes().cycle().take(size).collect()
+}
+
+pub fn key(i: u64) -> String {
+    format!("key:{i:08}")
+}
+
+/// Writes keys `0..count` at `version`, pipelined (about 256 KiB per
+/// pipeline: the query buffer counts against the budget, as in Redis).
+pub fn fill(con: &mut redis::Connection, count: u64, version: u64, size: usize) {
+    let per_pipeline = (256 * 1024 / size).clamp(1, 64);
+    for chunk in (0..count).collect::<Vec<_>>().chunks(per_pipeline) {
+        let mut pipe = redis::pipe();
+        for &i in chunk {
+            pipe.cmd("SET")
+                .arg(key(i))
+                .arg(value(i, version, size))
+                .ignore();
+        }
+        pipe.query::<()>(con).unwrap();
+    }
+}
+
+/// Reads keys `0..count` back (MGET in batches) and checks every value.
+pub fn check_all(con: &mut redis::Connection, count: u64, version: u64, size: usize) {
+    for chunk in (0..count).collect::<Vec<_>>().chunks(32) {
+        let keys: Vec<String> = chunk.iter().map(|&i| key(i)).collect();
+        let values: Vec<Option<Vec<u8>>> = redis::cmd("MGET").arg(&keys).query(con).unwrap();
+        for (&i, got) in chunk.iter().zip(values) {
+            assert_eq!(
+                got.as_deref(),
+                Some(&value(i, version, size)[..]),
+                "value of {}",
+                key(i)
+            );
+        }
+    }
+}
+
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + TIMEOUT;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

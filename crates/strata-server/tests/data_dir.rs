@@ -1,0 +1,229 @@
+//! The data directory as an operator meets it: one server per directory,
+//! what a start loads and a shutdown writes under `appendonly no`, what a
+//! damaged checkpoint says, and what `strata-check`'s exit status means.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Runs strata-check with `args` on `dir/data`; (exit status, stdout +
+/// stderr). Bounded by [`TIMEOUT`].
+fn check(dir: &Path, args: &[&str]) -> (i32, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata-check"))
+        .args(args)
+        .arg(dir.join("data"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + TIMEOUT;
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "strata-check did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    (output.status.code().unwrap_or(-1), text)
+}
+
+fn checkpoint_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<_> = std::fs::read_dir(dir.join("data"))
+        .map(|entries| {
+            entries
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|x| x == "ckpt"))
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
+#[test]
+fn a_second_server_on_the_same_directory_exits_and_the_first_loses_nothing() {
+    let first = TestServer::start_with(&["--appendfsync", "always"]);
+    let mut raw = first.raw();
+    for n in 0..100 {
+        assert_eq!(raw.cmd(&["SET", &format!("before{n}"), "v"]), ok());
+    }
+    let (status, lines) = TestServer::run_to_exit(&first.dir, &[]);
+    assert!(!status.success(), "a second server must not start");
+    let all = lines.join("\n");
+    let data_dir = first.dir.join("data").display().to_string();
+    assert!(all.contains(&data_dir), "names the directory: {all}");
+    assert!(
+        all.contains(&format!("pid {}", first.pid())),
+        "names the owner's pid: {all}"
+    );
+    assert!(!all.contains("Ready to accept"), "{all}");
+    // The first server's log is intact and it keeps acknowledging writes
+    // that survive kill -9.
+    for n in 0..100 {
+        assert_eq!(raw.cmd(&["SET", &format!("after{n}"), "w"]), ok());
+    }
+    let dir = first.kill9();
+    let server = TestServer::spawn(dir, &[], None, READY);
+    let mut raw = server.raw();
+    assert_eq!(raw.cmd(&["DBSIZE"]), i(200));
+    for (prefix, value) in [("before", "v"), ("after", "w")] {
+        let keys: Vec<String> = (0..100).map(|n| format!("{prefix}{n}")).collect();
+        let mut args = vec!["MGET"];
+        args.extend(keys.iter().map(String::as_str));
+        let values = raw.cmd(&args);
+        assert!(values.as_array().iter().all(|v| *v == b(value)), "{prefix}");
+    }
+}
+
+#[test]
+fn strata_check_fix_refuses_a_directory_in_use_while_the_read_only_check_runs() {
+    let server = TestServer::start();
+    assert_eq!(server.raw().cmd(&["SET", "k", "v"]), ok());
+    let (status, report) = check(&server.dir, &[]);
+    assert_eq!(status, 0, "{report}");
+    let (status, report) = check(&server.dir, &["--fix", "--yes"]);
+    assert_eq!(status, 3, "{report}");
+    assert!(
+        report.contains(&format!("pid {}", server.pid())),
+        "{report}"
+    );
+    assert_eq!(server.raw().cmd(&["GET", "k"]), b("v"));
+    let dir = server.kill9();
+    let (status, report) = check(&dir, &["--fix", "--yes"]);
+    assert_eq!(status, 0, "{report}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn strata_check_exit_status_tells_clean_torn_tail_and_damage_apart() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    for n in 0..20 {
+        assert_eq!(raw.cmd(&["SET", &format!("k{n}"), "value"]), ok());
+    }
+    let dir = server.kill9();
+    let (status, report) = check(&dir, &[]);
+    assert_eq!(status, 0, "clean: {report}");
+    let log_dir = dir.join("data/log");
+    let mut segments: Vec<_> = std::fs::read_dir(&log_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    segments.sort();
+    let segment = segments.pop().unwrap();
+    let original = std::fs::read(&segment).unwrap();
+    // A torn tail: the last record cut short.
+    std::fs::write(&segment, &original[..original.len() - 5]).unwrap();
+    let (status, report) = check(&dir, &[]);
+    assert_eq!(status, 1, "torn tail: {report}");
+    // Damage: a flipped bit in the middle of the log.
+    let mut damaged = original.clone();
+    damaged[original.len() / 2] ^= 0x01;
+    std::fs::write(&segment, &damaged).unwrap();
+    let (status, report) = check(&dir, &[]);
+    assert_eq!(status, 2, "damage: {report}");
+    assert!(report.contains("Corrupt log"), "{report}");
+    // Not checked: no such directory, or bad usage.
+    let (status, _) = check(&dir.join("missing"), &[]);
+    assert_eq!(status, 3);
+    let (status, _) = check(&dir, &["--bogus"]);
+    assert_eq!(status, 3);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_corrupt_checkpoint_stops_start_up_naming_the_file_and_offset() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    for n in 0..500 {
+        assert_eq!(raw.cmd(&["SET", &format!("key:{n}"), "some value"]), ok());
+    }
+    assert_eq!(raw.cmd(&["SAVE"]), ok());
+    let dir = server.kill9();
+    let file = checkpoint_files(&dir)
+        .into_iter()
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .unwrap();
+    let mut bytes = std::fs::read(&file).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&file, &bytes).unwrap();
+    let (status, lines) = TestServer::run_to_exit(&dir, &[]);
+    assert!(!status.success());
+    let all = lines.join("\n");
+    assert!(
+        all.contains(&format!("Bad checkpoint {} at offset ", file.display())),
+        "{all}"
+    );
+    let (status, report) = check(&dir, &[]);
+    assert_eq!(status, 2, "{report}");
+    assert!(report.contains(&file.display().to_string()), "{report}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `appendonly no` + `save ""`: a shutdown writes nothing, a start loads
+/// nothing; SHUTDOWN SAVE and SAVE still write, and a save point loads.
+#[test]
+fn save_empty_without_the_log_means_no_checkpoint_written_or_loaded() {
+    let cache = ["--appendonly", "no", "--save", ""];
+    let server = TestServer::start_with(&cache);
+    assert_eq!(server.raw().cmd(&["SET", "k", "v"]), ok());
+    let mut raw = server.raw();
+    raw.send(&["SHUTDOWN"]);
+    assert!(raw.is_closed());
+    let dir = server.exited();
+    assert!(checkpoint_files(&dir).is_empty(), "SHUTDOWN wrote nothing");
+    // SIGTERM likewise.
+    let server = TestServer::spawn(dir, &cache, None, READY);
+    assert_eq!(server.raw().cmd(&["DBSIZE"]), i(0));
+    assert_eq!(server.raw().cmd(&["SET", "k", "v"]), ok());
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(server.pid() as i32, libc::SIGTERM) };
+    let dir = server.exited();
+    assert!(checkpoint_files(&dir).is_empty(), "SIGTERM wrote nothing");
+    // SHUTDOWN SAVE writes one; the same configuration does not load it,
+    // and says so; a save point loads it.
+    let server = TestServer::spawn(dir, &cache, None, READY);
+    assert_eq!(server.raw().cmd(&["SET", "saved", "yes"]), ok());
+    let mut raw = server.raw();
+    raw.send(&["SHUTDOWN", "SAVE"]);
+    assert!(raw.is_closed());
+    let dir = server.exited();
+    assert!(
+        !checkpoint_files(&dir).is_empty(),
+        "SHUTDOWN SAVE wrote one"
+    );
+    let server = TestServer::spawn(dir, &cache, None, LISTENING);
+    server.wait_for_log("Not loading the checkpoint");
+    server.wait_for_log(READY);
+    assert_eq!(server.raw().cmd(&["GET", "saved"]), Reply::NullBulk);
+    let dir = server.kill9();
+    let server = TestServer::spawn(
+        dir,
+        &["--appendonly", "no", "--save", "3600 1"],
+        None,
+        READY,
+    );
+    assert_eq!(server.raw().cmd(&["GET", "saved"]), b("yes"));
+    // SAVE in the pure-cache configuration replaces it.
+    let dir = server.kill9();
+    let server = TestServer::spawn(dir, &cache, None, READY);
+    assert_eq!(server.raw().cmd(&["SET", "fresh", "1"]), ok());
+    assert_eq!(server.raw().cmd(&["SAVE"]), ok());
+    let dir = server.kill9();
+    let server = TestServer::spawn(dir, &["--appendonly", "no"], None, READY);
+    let mut raw = server.raw();
+    assert_eq!(raw.cmd(&["GET", "fresh"]), b("1"));
+    assert_eq!(raw.cmd(&["GET", "saved"]), Reply::NullBulk);
+    // SAVE and NOSAVE together are Redis 7's syntax error, not a shutdown.
+    assert_eq!(
+        raw.cmd(&["SHUTDOWN", "NOSAVE", "SAVE"]),
+        e("ERR syntax error")
+    );
+    assert_eq!(raw.cmd(&["PING"]), Reply::simple("PONG"));
+}

@@ -1,0 +1,103 @@
+//! Memory comes back: after a huge value is deleted, or many keys have
+//! expired, `used_memory` and RSS return to about where they started
+//! (buffers that grew for one value are released, emptied tables shrink,
+//! and freed pages go back to the OS).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// (used_memory, used_memory_rss) in bytes.
+fn memory(raw: &mut Raw) -> (u64, u64) {
+    let info = raw.cmd(&["INFO", "memory"]).as_text();
+    (
+        info_field(&info, "used_memory").parse().unwrap(),
+        info_field(&info, "used_memory_rss").parse().unwrap(),
+    )
+}
+
+/// Polls until `used` and `rss` are within the given distance of
+/// `baseline`, or [`TIMEOUT`] passes; returns the last figures.
+fn settle(raw: &mut Raw, baseline: (u64, u64), used_slack: u64, rss_slack: u64) -> (u64, u64) {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let now = memory(raw);
+        let settled = now.0 <= baseline.0 + used_slack && now.1 <= baseline.1 + rss_slack;
+        if settled || Instant::now() >= deadline {
+            return now;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+const MB: u64 = 1 << 20;
+
+#[test]
+fn a_deleted_512_mb_value_gives_its_memory_back() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let baseline = memory(&mut raw);
+    assert_eq!(
+        raw.cmd(&["SETRANGE", "big", "536870911", "x"]),
+        i(536870912)
+    );
+    assert_eq!(raw.cmd(&["SETBIT", "big", "100", "1"]), i(0));
+    let (used, _) = memory(&mut raw);
+    assert!(used > baseline.0 + 512 * MB, "the value is counted: {used}");
+    assert_eq!(raw.cmd(&["DEL", "big"]), i(1));
+    let after = settle(&mut raw, baseline, 10 * MB, 64 * MB);
+    assert!(
+        after.0 <= baseline.0 + 10 * MB,
+        "used_memory {} vs {} before",
+        after.0,
+        baseline.0
+    );
+    assert!(
+        after.1 <= baseline.1 + 64 * MB,
+        "RSS {} vs {} before",
+        after.1,
+        baseline.1
+    );
+}
+
+#[test]
+fn expired_keys_leave_no_tables_or_pages_behind() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let baseline = memory(&mut raw);
+    const KEYS: usize = 200_000;
+    let mut wire = Vec::new();
+    for n in 0..KEYS {
+        wire.extend(Raw::encode(&[
+            b"SET",
+            format!("key:{n}").as_bytes(),
+            b"a value of some size",
+            b"PX",
+            b"1500",
+        ]));
+    }
+    raw.send_raw(&wire);
+    for _ in 0..KEYS {
+        assert_eq!(raw.read(), ok());
+    }
+    let (used, _) = memory(&mut raw);
+    assert!(used > baseline.0 + 10 * MB, "the keys are counted: {used}");
+    // The table slots alone of 200 000 keys take over 2 MB: only shrunk
+    // tables get under 1 MB above the start.
+    let after = settle(&mut raw, baseline, MB, 64 * MB);
+    assert_eq!(raw.cmd(&["DBSIZE"]), i(0));
+    assert!(
+        after.0 <= baseline.0 + MB,
+        "used_memory {} vs {} before",
+        after.0,
+        baseline.0
+    );
+    assert!(
+        after.1 <= baseline.1 + 64 * MB,
+        "RSS {} vs {} before",
+        after.1,
+        baseline.1
+    );
+}
