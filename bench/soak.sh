@@ -77,6 +77,9 @@ for round in $(seq "$rounds"); do
     disk0=$disk1
 done
 wait "$bench_pid"
+# Where RAM went at the end (INFO memory's breakdown).
+redis-cli -p "$port" info memory | tr -d '\r' |
+    grep -E '^(used_memory|used_memory_rss|mem_keys_index|mem_values_in_ram|mem_log_buffers|mem_clients_normal|mem_other|mem_rss_overhead):' >"$WORK/breakdown.txt"
 
 {
     echo "# Soak: ${BUDGET_MB} MB budget, $KEYS keys of $SIZES B, Gaussian SD $SD, SET:GET $RATIO, $((THREADS * CLIENTS)) connections, $((rounds * INTERVAL)) s"
@@ -136,5 +139,8 @@ svg.append("</svg>")
 open(sys.argv[6], "w").write("\n".join(svg))
 PY
 cat "$WORK/table.md"
+echo
+echo "RAM at the end (INFO memory, MB):"
+awk -F: '{ printf "- %s: %.1f\n", $1, $2 / 1048576 }' "$WORK/breakdown.txt"
 echo
 echo "Per-interval figures: $OUT_DIR/soak.tsv; chart: $OUT_DIR/soak.svg"

@@ -13,6 +13,12 @@
 //! each index with a per-shard bound, so an expired key is reclaimed without
 //! being read, deterministically rather than by sampling.
 //!
+//! Memory: a shard allocates the tables of databases only once they are
+//! written; tables that deletions leave below 1/8 full shrink (hashbrown
+//! never shrinks by itself), emptied ones are freed; and a census
+//! ([`Keyspace::census_step`]) counts the index and the values in RAM for
+//! INFO, a bounded number of entries per call.
+//!
 //! SCAN walks the keyspace in hash order: the cursor is the next hash value
 //! to visit. A key's hash never changes, so every key present for a whole
 //! iteration is returned exactly once, however tables grow or shrink.
@@ -557,9 +563,86 @@ fn forget_deadline(expiring: &mut ExpiryIndex, entry: &Entry) {
     }
 }
 
+/// A shard's tables, one per database, allocated only up to the highest
+/// database written: 16 databases x 1024 shards of empty tables would
+/// take over a megabyte of an idle server's RAM. Indexing a database not
+/// allocated yet reads as an empty table; indexing it mutably allocates.
+struct Tables {
+    allocated: Vec<Table>,
+    db_count: usize,
+}
+
+/// What every database not allocated yet looks like.
+static EMPTY_TABLE: Table = Table {
+    entries: HashTable::new(),
+    expiring: ExpiryIndex {
+        deadlines: BTreeSet::new(),
+        deadline_sum_ms: 0,
+    },
+};
+
+impl Tables {
+    fn new(db_count: usize) -> Self {
+        Tables {
+            allocated: Vec::new(),
+            db_count,
+        }
+    }
+
+    /// The number of databases (allocated or not).
+    fn len(&self) -> usize {
+        self.db_count
+    }
+
+    /// The allocated tables, database 0 first.
+    fn iter(&self) -> std::slice::Iter<'_, Table> {
+        self.allocated.iter()
+    }
+
+    fn iter_mut(&mut self) -> std::slice::IterMut<'_, Table> {
+        self.allocated.iter_mut()
+    }
+
+    fn allocate_up_to(&mut self, db: usize) {
+        assert!(db < self.db_count, "database {db} out of range");
+        if db >= self.allocated.len() {
+            self.allocated.resize_with(db + 1, Table::default);
+        }
+    }
+
+    /// Empties database `db`, returning its table (without allocating
+    /// one it never had).
+    fn take(&mut self, db: usize) -> Table {
+        match self.allocated.get_mut(db) {
+            Some(table) => std::mem::take(table),
+            None => Table::default(),
+        }
+    }
+
+    fn swap(&mut self, a: usize, b: usize) {
+        self.allocate_up_to(a.max(b));
+        self.allocated.swap(a, b);
+    }
+}
+
+impl std::ops::Index<usize> for Tables {
+    type Output = Table;
+    fn index(&self, db: usize) -> &Table {
+        debug_assert!(db < self.db_count, "database {db} out of range");
+        self.allocated.get(db).unwrap_or(&EMPTY_TABLE)
+    }
+}
+
+impl std::ops::IndexMut<usize> for Tables {
+    fn index_mut(&mut self, db: usize) -> &mut Table {
+        self.allocate_up_to(db);
+        &mut self.allocated[db]
+    }
+}
+
 /// One lock's worth of the keyspace: a table per database.
 pub struct Shard {
-    tables: Box<[Table]>,
+    tables: Tables,
     hasher: RandomState,
     expired_keys: u64,
     /// Entries located in each log segment (all databases).
@@ -589,7 +672,7 @@ pub struct Flushed(#[allow(dead_code)] Vec<Table>);
 impl Shard {
     fn new(db_count: usize, hasher: RandomState, tier: Arc<Tier>) -> Self {
         Shard {
-            tables: (0..db_count).map(|_| Table::default()).collect(),
+            tables: Tables::new(db_count),
             hasher,
             expired_keys: 0,
             live: LiveCounts::default(),
@@ -900,7 +983,7 @@ impl Shard {
     /// Empties database `db`'s table, returning its contents, with their
     /// locations uncounted.
     fn take_table(&mut self, db: usize) -> Table {
-        let table = std::mem::take(&mut self.tables[db]);
+        let table = self.tables.take(db);
         for entry in table.entries.iter() {
             self.live.remove(entry.loc);
             if entry.is_cold() {
@@ -1593,7 +1676,12 @@ impl Keyspace {
                 if pool.is_empty() {
                     continue;
                 }
-                pool.sort_unstable_by_key(|&(score, _, _)| std::cmp::Reverse(score));
+                // Samples are drawn with replacement: an entry drawn twice
+                // must count (and be evicted) once.
+                pool.sort_unstable_by_key(|&(score, tagged, bucket)| {
+                    (std::cmp::Reverse(score), tagged, bucket)
+                });
+                pool.dedup();
                 // Values: up to half the pool leaves (finding hot values among
                 // mostly cold ones is the cost; moving one out is cheap), but
                 // only those older than the pool's youngest unless all are
@@ -1654,7 +1742,10 @@ impl Keyspace {
                 &mut done,
                 &mut pool,
             );
-            pool.sort_unstable_by_key(|&(score, _, _)| std::cmp::Reverse(score));
+            pool.sort_unstable_by_key(|&(score, db, bucket)| {
+                (std::cmp::Reverse(score), db, bucket)
+            });
+            pool.dedup();
             for &(_, db, bucket) in &pool[..pool.len().div_ceil(2)] {
                 shard.evict_at(EvictionPolicy::Values, db, bucket, &mut done);
             }
@@ -1743,6 +1834,11 @@ impl Shard {
         match policy {
             EvictionPolicy::Values => {
                 let entry = table.entries.get_bucket_mut(bucket).expect("sampled");
+                if entry.is_cold() {
+                    // Sampled twice (samples are drawn with replacement)
+                    // and already evicted by the first draw.
+                    return;
+                }
                 if entry.loc == NO_LOC {
                     // Dirty: its image goes to the log now; the commit
                     // locates it, and a later step can drop it.
@@ -1757,7 +1853,10 @@ impl Shard {
                 self.tier.stats.evictions.fetch_add(1, Relaxed);
             }
             EvictionPolicy::Keys { .. } => {
-                let entry = table.entries.get_bucket_entry(bucket).expect("sampled");
+                // Gone already if it was sampled twice.
+                let Ok(entry) = table.entries.get_bucket_entry(bucket) else {
+                    return;
+                };
                 let (mut entry, _) = entry.remove();
                 forget_deadline(&mut table.expiring, &entry);
                 unlink(&mut self.live, &self.tier, &mut entry);

@@ -349,6 +349,18 @@ impl Log {
         self.buffer_capacity.load(Ordering::Relaxed) as u64
     }
 
+    /// Frees the emptied buffers kept for reuse (RAM is short). Returns
+    /// the bytes freed.
+    pub fn release_spare_buffers(&self) -> usize {
+        let mut state = self.state.lock();
+        let mut freed = 0;
+        for dropped in state.spare.drain(..) {
+            freed += dropped.capacity();
+        }
+        self.buffer_capacity.fetch_sub(freed, Ordering::Relaxed);
+        freed
+    }
+
     pub fn pending_bytes(&self) -> usize {
         self.pending_bytes.load(Ordering::Relaxed)
     }
@@ -649,10 +661,8 @@ impl Log {
                 } else if !state.spare.is_empty() && quiet_since.1.elapsed() >= SPARE_IDLE_RELEASE {
                     // Nothing committed for a while: reuse buys nothing
                     // now, and an idle server should hold no buffers.
-                    for dropped in state.spare.drain(..) {
-                        self.buffer_capacity
-                            .fetch_sub(dropped.capacity(), Ordering::Relaxed);
-                    }
+                    let freed: usize = state.spare.drain(..).map(|b| b.capacity()).sum();
+                    self.buffer_capacity.fetch_sub(freed, Ordering::Relaxed);
                 }
                 if state.chunks.is_empty() && !state.shutdown {
                     state.writer_idle = true;

@@ -173,9 +173,27 @@ struct Breakdown {
     rss_overhead: u64,
 }
 
+impl Breakdown {
+    /// (INFO memory name, INFO tiering name, bytes) of every part.
+    fn fields(&self) -> [(&'static str, &'static str, u64); 6] {
+        [
+            ("mem_keys_index", "ram_index_bytes", self.index),
+            ("mem_values_in_ram", "ram_values_bytes", self.values),
+            ("mem_log_buffers", "ram_log_buffers_bytes", self.log_buffers),
+            (
+                "mem_clients_normal",
+                "ram_client_buffers_bytes",
+                self.client_buffers,
+            ),
+            ("mem_other", "ram_other_bytes", self.other),
+            ("mem_rss_overhead", "rss_overhead_bytes", self.rss_overhead),
+        ]
+    }
+}
+
 fn breakdown(server: &Server, used: u64, rss: u64) -> Breakdown {
     let census = server.keyspace.memory_census();
-    let log_buffers = crate::tiering::not_counted_for_evict(server);
+    let log_buffers = server.keyspace.log().map_or(0, |log| log.buffer_bytes());
     let client_buffers: u64 = server
         .clients
         .snapshot()
@@ -226,13 +244,9 @@ fn memory_section(server: &Server, out: &mut String) {
         format!("{:.2}", rss as f64 / used.max(1) as f64)
     );
     field!(out, "mem_allocator", "mimalloc");
-    let parts = breakdown(server, used, rss);
-    field!(out, "mem_clients_normal", parts.client_buffers);
-    field!(out, "mem_keys_index", parts.index);
-    field!(out, "mem_values_in_ram", parts.values);
-    field!(out, "mem_log_buffers", parts.log_buffers);
-    field!(out, "mem_other", parts.other);
-    field!(out, "mem_rss_overhead", parts.rss_overhead);
+    for (name, _, bytes) in breakdown(server, used, rss).fields() {
+        field!(out, name, bytes);
+    }
 }
 
 /// INFO tiering (Strata): the RAM budget and where values are.
@@ -252,13 +266,9 @@ fn tiering_section(server: &Server, out: &mut String) {
     field!(out, "maxmemory_policy", config.maxmemory_policy.name());
     field!(out, "ram_used_bytes", used);
     field!(out, "ram_used_human", human(used));
-    let parts = breakdown(server, used, alloc::rss_bytes());
-    field!(out, "ram_index_bytes", parts.index);
-    field!(out, "ram_values_bytes", parts.values);
-    field!(out, "ram_log_buffers_bytes", parts.log_buffers);
-    field!(out, "ram_client_buffers_bytes", parts.client_buffers);
-    field!(out, "ram_other_bytes", parts.other);
-    field!(out, "rss_overhead_bytes", parts.rss_overhead);
+    for (_, name, bytes) in breakdown(server, used, alloc::rss_bytes()).fields() {
+        field!(out, name, bytes);
+    }
     if config.maxmemory > 0 {
         field!(
             out,

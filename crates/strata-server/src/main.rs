@@ -47,6 +47,14 @@ fn main() {
             std::process::exit(1);
         }
     };
+    // As Redis' `disable-thp yes`: transparent huge pages make the
+    // allocator's partly used 2 MB regions fully resident (measured: RSS
+    // 105 MB instead of 87 MB under a 64 MB budget with 1-4 KB values), and
+    // RSS is what a RAM budget is judged by.
+    // SAFETY: prctl with integer arguments only.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    }
     // A file-size limit (RLIMIT_FSIZE) must surface as a write error
     // (EFBIG) that the log reports and retries, not kill the process.
     // SAFETY: installing SIG_IGN before any thread exists.

@@ -9,8 +9,12 @@
 //!   and own their connections for life: a connection's commands run on its
 //!   thread directly against the shared, sharded keyspace (no hop to another
 //!   thread);
-//! - one expiry thread runs the active expiry cycle `hz` times a second
-//!   and the tiering cron ([`crate::tiering`]);
+//! - one expiry thread (the cron) runs, `hz` times a second, the active
+//!   expiry cycle (which also shrinks emptied tables), the tiering cron
+//!   ([`crate::tiering`]: the RAM budget when no command enforces it) and
+//!   a step of the RAM census behind INFO's memory breakdown; once a
+//!   second it returns freed pages to the OS ([`crate::alloc::collect`],
+//!   which network threads call too);
 //! - `tiering-io-threads` reader threads read cold values;
 //! - persistence ([`crate::persistence`]): a loading thread at start, the
 //!   engine's log writer, and a checkpoint thread.

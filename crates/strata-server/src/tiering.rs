@@ -138,11 +138,15 @@ impl ReaderPool {
     }
 }
 
-/// Memory that does not count against `maxmemory`: the log's buffers
-/// (Redis leaves its AOF buffer out the same way, INFO
-/// `mem_not_counted_for_evict`).
+/// Memory that does not count against `maxmemory`: records committed to
+/// the log (or cache store) and not yet written, as Redis leaves its AOF
+/// buffer out (INFO `mem_not_counted_for_evict`). The log's spare buffers,
+/// kept only for reuse, do count: RAM they hold is RAM values cannot use.
 pub fn not_counted_for_evict(server: &Server) -> u64 {
-    server.keyspace.log().map_or(0, |log| log.buffer_bytes())
+    server
+        .keyspace
+        .log()
+        .map_or(0, |log| log.pending_bytes() as u64)
 }
 
 /// A read submitted to the ring: the job, its plan, and the buffer the
@@ -337,6 +341,15 @@ impl Tiering {
                 )
             };
             let mut done = evict();
+            if done.values + done.keys + done.images_written == 0
+                && let Some(log) = server.keyspace.log()
+                && log.release_spare_buffers() > 0
+                && crate::alloc::used_bytes().saturating_sub(not_counted_for_evict(server))
+                    <= config.maxmemory
+            {
+                // The log's spare buffers were what stood over the budget.
+                return true;
+            }
             if done.values + done.keys + done.images_written == 0
                 && done.unwritten > 0
                 && let Some(log) = server.keyspace.log()

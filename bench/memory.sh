@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Memory comes back: used_memory and RSS of Strata and Redis before a big
+# value or many keys are written, and some seconds after they are gone.
+#
+# 1. big value: SETRANGE big 536870911 x, SETBIT big 100 1, DEL big.
+# 2. big-value commands: SETRANGE, SETBIT, BITFIELD, BITOP, APPEND and LCS
+#    near 512 MB, then DEL of everything.
+# 3. expired keys: KEYS keys with a 3 s TTL (redis-cli --pipe), all expired.
+#
+# Figures are read WAIT seconds after the DEL / after the last key expired.
+#
+# Usage: bench/memory.sh
+#        KEYS=200000 WAIT=10 bench/memory.sh
+set -euo pipefail
+
+KEYS=${KEYS:-1000000}
+WAIT=${WAIT:-5}
+
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+bench_setup memory
+
+# memory PORT: "used_memory_MB rss_MB"
+memory() {
+    redis-cli -p "$1" info memory | tr -d '\r' |
+        awk -F: '$1 == "used_memory" { u = $2 } $1 == "used_memory_rss" { r = $2 }
+                 END { printf "%.1f %.1f", u / 1048576, r / 1048576 }'
+}
+
+python3 - "$KEYS" >"$WORK/ttl.resp" <<'PY'
+import sys
+out = sys.stdout.buffer
+for i in range(int(sys.argv[1])):
+    k = b"key:%d" % i
+    v = b"value-%d" % i
+    out.write(b"*5\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$2\r\nEX\r\n$1\r\n3\r\n" % (len(k), k, len(v), v))
+PY
+
+echo "# Memory that comes back ($(date -u +%F), $(nproc) cores)"
+echo
+echo "Figures in MB: used_memory / RSS; 'after' is read ${WAIT} s after the data is gone."
+echo
+echo "| scenario | server | before | peak | after |"
+echo "|---|---|---|---|---|"
+for kind in strata redis; do
+    if [ "$kind" = strata ]; then
+        start s strata --save ""
+        port=$(port_of s)
+    else
+        start r redis --save "" --appendonly no
+        port=$(port_of r)
+    fi
+    before=$(memory "$port")
+    redis-cli -p "$port" setrange big 536870911 x >/dev/null
+    redis-cli -p "$port" setbit big 100 1 >/dev/null
+    peak=$(memory "$port")
+    redis-cli -p "$port" del big >/dev/null
+    sleep "$WAIT"
+    echo "| 512 MB value, SETRANGE + SETBIT + DEL | $kind | ${before/ / \/ } | ${peak/ / \/ } | $(memory "$port" | sed 's/ / \/ /') |"
+
+    before=$(memory "$port")
+    redis-cli -p "$port" setrange a 536870000 x >/dev/null
+    redis-cli -p "$port" setbit b 4294967295 1 >/dev/null
+    redis-cli -p "$port" bitfield c set u8 4294967280 255 >/dev/null
+    redis-cli -p "$port" bitop or d a b >/dev/null
+    redis-cli -p "$port" append a yyyyyyyyyy >/dev/null
+    redis-cli -p "$port" setrange f 1000000 z >/dev/null
+    redis-cli -p "$port" lcs f f len >/dev/null || true
+    peak=$(memory "$port")
+    redis-cli -p "$port" del a b c d f >/dev/null
+    sleep "$WAIT"
+    echo "| big-value commands, then DEL | $kind | ${before/ / \/ } | ${peak/ / \/ } | $(memory "$port" | sed 's/ / \/ /') |"
+
+    before=$(memory "$port")
+    redis-cli -p "$port" --pipe <"$WORK/ttl.resp" >/dev/null
+    peak=$(memory "$port")
+    for _ in $(seq 100); do
+        [ "$(redis-cli -p "$port" dbsize)" = 0 ] && break
+        sleep 0.2
+    done
+    sleep "$WAIT"
+    echo "| $KEYS keys with a 3 s TTL, all expired | $kind | ${before/ / \/ } | ${peak/ / \/ } | $(memory "$port" | sed 's/ / \/ /') |"
+    if [ "$kind" = strata ]; then stop s; else stop r; fi
+done
