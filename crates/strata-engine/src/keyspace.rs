@@ -502,6 +502,10 @@ impl Table {
                 slot_hash(hasher.hash_one(e.key()))
             });
         }
+        // An emptied B-tree keeps its root node.
+        if self.expiring.len() == 0 {
+            self.expiring = ExpiryIndex::default();
+        }
     }
 }
 

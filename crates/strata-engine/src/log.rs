@@ -73,7 +73,7 @@ const SPARE_IDLE_RELEASE: Duration = Duration::from_secs(1);
 const CHUNK_BYTES_INITIAL: usize = 1 << 20;
 /// Group buffers larger than this are released after a commit, so one huge
 /// command does not pin memory in every network thread.
-const GROUP_BUFFER_RETAINED_BYTES_MAX: usize = 1 << 20;
+const GROUP_BUFFER_RETAINED_BYTES_MAX: usize = 64 << 10;
 
 /// When the log is fsynced (`appendfsync`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -72,6 +72,12 @@ fn reports_hits_and_misses_after_a_known_prefill() {
 #[test]
 fn reports_hits_and_misses_against_redis_server_when_installed() {
     let Some(redis) = RedisServer::start() else {
+        // CI installs redis-server (.ci/run fails if it cannot): there the
+        // comparison must run, not pass with a note.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "redis-server is not installed, and CI must run this comparison"
+        );
         eprintln!("redis-server not installed: strata-server was checked in the other test");
         return;
     };
