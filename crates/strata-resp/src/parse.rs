@@ -17,14 +17,28 @@ pub struct Limits {
     pub multibulk_len_max: u64,
     /// The longest inline request, and the longest `*`/`$` header line.
     pub inline_len_bytes_max: usize,
+    /// The client must still authenticate: Redis then allows at most
+    /// [`UNAUTHENTICATED_ARGS_MAX`] arguments of at most
+    /// [`UNAUTHENTICATED_BULK_BYTES_MAX`] bytes, so an unknown client cannot
+    /// make the server buffer much.
+    pub auth_required: bool,
 }
+
+/// Arguments a client that must still authenticate may send in one request.
+pub const UNAUTHENTICATED_ARGS_MAX: i64 = 10;
+/// Bytes of one argument such a client may send.
+pub const UNAUTHENTICATED_BULK_BYTES_MAX: usize = 16 * 1024;
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             bulk_len_bytes_max: 512 * 1024 * 1024,
-            multibulk_len_max: 1024 * 1024,
+            // Redis 7: anything up to INT_MAX. The memory this can take is
+            // bounded by the query buffer limit, which counts the located
+            // arguments too ([`RequestParser::buffered_bytes`]).
+            multibulk_len_max: i32::MAX as u64,
             inline_len_bytes_max: 64 * 1024,
+            auth_required: false,
         }
     }
 }
@@ -103,6 +117,9 @@ impl RequestParser {
                 if count > limits.multibulk_len_max as i64 {
                     return Err(ProtocolError("invalid multibulk length".into()));
                 }
+                if limits.auth_required && count > UNAUTHENTICATED_ARGS_MAX {
+                    return Err(ProtocolError("unauthenticated multibulk length".into()));
+                }
                 if count <= 0 {
                     buf.advance(header_len);
                     continue;
@@ -146,6 +163,9 @@ impl RequestParser {
                 Ok(len) if len >= 0 && len as u64 <= limits.bulk_len_bytes_max => len as usize,
                 _ => return Err(ProtocolError("invalid bulk length".into())),
             };
+            if limits.auth_required && len > UNAUTHENTICATED_BULK_BYTES_MAX {
+                return Err(ProtocolError("unauthenticated bulk length".into()));
+            }
             let start = mb.pos + header_len;
             // The payload is followed by "\r\n"; like Redis we skip those two
             // bytes without insisting on their value.
@@ -164,6 +184,16 @@ impl RequestParser {
                 .map(|(start, end)| frame.slice(start..end))
                 .collect(),
         ))
+    }
+
+    /// Bytes the parser holds for the request in progress (where its
+    /// arguments are): with the input buffer, what a query buffer limit
+    /// must count, since a request of many tiny arguments costs more here
+    /// than in the buffer.
+    pub fn buffered_bytes(&self) -> usize {
+        self.multibulk.as_ref().map_or(0, |mb| {
+            mb.args.capacity() * std::mem::size_of::<(usize, usize)>()
+        })
     }
 
     /// How many more bytes the current request needs at least, when known;
@@ -418,11 +448,43 @@ mod tests {
     }
 
     #[test]
+    fn a_client_that_must_authenticate_sends_little() {
+        let limits = Limits {
+            auth_required: true,
+            ..Limits::default()
+        };
+        let parse = |input: &[u8]| RequestParser::new().next(&mut BytesMut::from(input), &limits);
+        assert_eq!(
+            parse(b"*11\r\n"),
+            Err(ProtocolError("unauthenticated multibulk length".into()))
+        );
+        assert_eq!(
+            parse(b"*2\r\n$4\r\nAUTH\r\n$16385\r\n"),
+            Err(ProtocolError("unauthenticated bulk length".into()))
+        );
+        let auth = parse(b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n").unwrap();
+        assert_eq!(auth.map(|args| args.len()), Some(2));
+    }
+
+    #[test]
+    fn located_arguments_count_as_buffered() {
+        let mut parser = RequestParser::new();
+        let mut buf = BytesMut::from(&b"*1000\r\n"[..]);
+        for _ in 0..500 {
+            buf.extend_from_slice(b"$0\r\n\r\n");
+        }
+        assert_eq!(parser.next(&mut buf, &Limits::default()), Ok(None));
+        assert!(parser.buffered_bytes() >= 500 * 16);
+    }
+
+    #[test]
     fn limits_give_redis_messages() {
         assert_eq!(
-            parse_all(b"*1048577\r\n"),
+            parse_all(b"*2147483648\r\n"),
             Err(ProtocolError("invalid multibulk length".into()))
         );
+        // Redis 7 accepts any count up to INT_MAX.
+        assert_eq!(parse_all(b"*2000000\r\n"), Ok(vec![]));
         assert_eq!(
             parse_all(b"*x\r\n"),
             Err(ProtocolError("invalid multibulk length".into()))

@@ -45,6 +45,7 @@ fn small_limits() -> Limits {
         bulk_len_bytes_max: 64,
         multibulk_len_max: 16,
         inline_len_bytes_max: 32,
+        auth_required: false,
     }
 }
 

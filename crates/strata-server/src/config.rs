@@ -481,8 +481,9 @@ pub static DIRECTIVES: &[Directive] = &[
         mutable: true,
         get: |c| c.appendfsync.name().into(),
         set: |c, a| {
-            c.appendfsync = FsyncPolicy::parse(one(a)?)
-                .ok_or_else(|| "argument must be one of: always, everysec, no".to_string())?;
+            c.appendfsync = FsyncPolicy::parse(one(a)?).ok_or_else(|| {
+                "argument(s) must be one of the following: everysec, always, no".to_string()
+            })?;
             Ok(())
         },
     },
@@ -577,8 +578,10 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| c.maxmemory_policy.name().into(),
         set: |c, a| {
             c.maxmemory_policy = MaxmemoryPolicy::parse(one(a)?).ok_or_else(|| {
-                "argument must be one of: tiered, noeviction, allkeys-lru, allkeys-lfu, \
-                 allkeys-random, volatile-lru, volatile-lfu, volatile-random, volatile-ttl"
+                // Redis 7's list and order, then Strata's own policy.
+                "argument(s) must be one of the following: volatile-lru, volatile-lfu, \
+                 volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, \
+                 noeviction, tiered"
                     .to_string()
             })?;
             Ok(())

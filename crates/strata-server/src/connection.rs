@@ -47,6 +47,8 @@ use crate::{log_notice, log_verbose, log_warning};
 const OUTPUT_PENDING_BYTES_MAX: usize = 1 << 20;
 /// Free space kept in the read buffer before each read.
 const READ_CHUNK_BYTES: usize = 16 * 1024;
+/// How often an idle connection rereads the configuration (for `timeout`).
+const CONFIG_RECHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// Read buffers larger than this are released when they become empty, so an
 /// idle connection that once sent a huge value does not keep its memory.
 const READ_BUFFER_RETAINED_BYTES_MAX: usize = 64 * 1024;
@@ -331,7 +333,14 @@ impl Connection {
         let soft_deadline = self
             .soft_limit_since
             .map(|since| since + Duration::from_secs(self.output_limit().soft_seconds));
-        let wake_at = [idle_deadline, soft_deadline].into_iter().flatten().min();
+        // Without a deadline of its own, an idle connection still looks at
+        // the configuration now and then: CONFIG SET timeout must reach
+        // clients that are already idle (Redis' clientsCron does the same).
+        let recheck = Instant::now() + CONFIG_RECHECK_INTERVAL;
+        let wake_at = [idle_deadline, soft_deadline, Some(recheck)]
+            .into_iter()
+            .flatten()
+            .min();
         tokio::select! {
             readable = self.stream.readable(), if want_read => {
                 readable.map_err(Closed::Io)?;
@@ -364,7 +373,8 @@ impl Connection {
                 bump(&self.stats.reads_processed, 1);
                 self.last_active = Instant::now();
                 self.session.client.last_active_ms.store(now_ms(), Relaxed);
-                if self.input.len() as u64 > self.config.query_buffer_limit_bytes {
+                let buffered = self.input.len() + self.parser.buffered_bytes();
+                if buffered as u64 > self.config.query_buffer_limit_bytes {
                     return Err(Closed::QueryBufferLimit);
                 }
                 Ok(())
@@ -379,6 +389,7 @@ impl Connection {
     fn execute_buffered(&mut self, client: &ClientInfo, now: u64) -> Result<(), Closed> {
         let limits = Limits {
             bulk_len_bytes_max: self.config.proto_max_bulk_len,
+            auth_required: !self.session.authenticated && !self.config.requirepass.is_empty(),
             ..Limits::default()
         };
         let pause_bytes = self.output_pause_bytes();

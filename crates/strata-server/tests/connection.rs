@@ -91,7 +91,14 @@ fn requirepass_and_auth() {
     assert_reply!(r, ["GET", "k"], b("v"));
     // HELLO with AUTH.
     let mut r2 = server.raw();
-    assert_reply!(r2, ["HELLO", "3"], e("NOAUTH Authentication required."));
+    // Redis 7.0.15's wording.
+    assert_reply!(
+        r2,
+        ["HELLO", "3"],
+        e(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
+        )
+    );
     let hello = r2.cmd(&["HELLO", "3", "AUTH", "default", "s3cret", "SETNAME", "me"]);
     assert!(matches!(hello, Reply::Map(_)), "{hello:?}");
     assert_reply!(r2, ["CLIENT", "GETNAME"], b("me"));

@@ -7,7 +7,7 @@ mod common;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use common::{Raw, Reply, TestServer, b};
+use common::{Raw, Reply, TestServer, b, e, ok};
 
 fn assert_server_alive(server: &TestServer) {
     let mut r = server.raw();
@@ -66,7 +66,7 @@ fn protocol_errors_close_only_that_connection() {
             "ERR Protocol error: invalid bulk length",
         ),
         (
-            b"*2000000\r\n",
+            b"*2147483648\r\n",
             "ERR Protocol error: invalid multibulk length",
         ),
         (b"*x\r\n", "ERR Protocol error: invalid multibulk length"),
@@ -261,4 +261,47 @@ fn output_buffer_soft_limit_disconnects_after_its_seconds() {
     );
     assert!(line.contains("addr=127.0.0.1:"), "{line}");
     assert_server_alive(&server);
+}
+
+/// Redis 7.0.15 takes any argument count up to INT_MAX; a client that must
+/// still authenticate gets at most 10 arguments of at most 16 KiB.
+#[test]
+fn argument_counts_and_sizes_as_redis_7_allows_them() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    let mut wire = b"*2000000\r\n$4\r\nPING\r\n".to_vec();
+    for _ in 1..2_000_000 {
+        wire.extend_from_slice(b"$1\r\nx\r\n");
+    }
+    r.send_raw(&wire);
+    assert_eq!(
+        r.read(),
+        e("ERR wrong number of arguments for 'ping' command")
+    );
+    assert_eq!(r.cmd(&["PING"]), Reply::simple("PONG"));
+    assert_eq!(r.cmd(&["CONFIG", "SET", "requirepass", "pw"]), ok());
+    let mut stranger = server.raw();
+    stranger.send_raw(b"*11\r\n");
+    assert_eq!(
+        stranger.read(),
+        e("ERR Protocol error: unauthenticated multibulk length")
+    );
+    assert!(stranger.is_closed());
+    let mut stranger = server.raw();
+    stranger.send_raw(b"*2\r\n$4\r\nAUTH\r\n$16385\r\n");
+    assert_eq!(
+        stranger.read(),
+        e("ERR Protocol error: unauthenticated bulk length")
+    );
+    assert!(stranger.is_closed());
+    let mut friend = server.raw();
+    assert_eq!(friend.cmd(&["AUTH", "pw"]), ok());
+    friend.send_raw(b"*11\r\n$4\r\nECHO\r\n");
+    for _ in 1..11 {
+        friend.send_raw(b"$1\r\nx\r\n");
+    }
+    assert_eq!(
+        friend.read(),
+        e("ERR wrong number of arguments for 'echo' command")
+    );
 }

@@ -469,3 +469,35 @@ fn sigint_exits_cleanly() {
     server.wait_for_log("Received SIGINT");
     assert!(server.wait_exit().success());
 }
+
+/// CONFIG SET maxclients and timeout change what the server does, not only
+/// what CONFIG GET says.
+#[test]
+fn config_set_maxclients_and_timeout_take_effect() {
+    let server = TestServer::start();
+    let mut admin = server.raw();
+    let mut second = server.raw();
+    assert_eq!(second.cmd(&["PING"]), Reply::simple("PONG"));
+    assert_eq!(admin.cmd(&["CONFIG", "SET", "maxclients", "2"]), ok());
+    let mut third = server.raw();
+    assert_eq!(
+        third.try_read(),
+        Some(Reply::err("ERR max number of clients reached"))
+    );
+    assert!(third.is_closed());
+    assert_eq!(admin.cmd(&["CONFIG", "SET", "maxclients", "10000"]), ok());
+    let mut fourth = server.raw();
+    assert_eq!(fourth.cmd(&["PING"]), Reply::simple("PONG"));
+    // An idle client is closed once `timeout` seconds pass; one that keeps
+    // talking is not.
+    assert_eq!(admin.cmd(&["CONFIG", "SET", "timeout", "1"]), ok());
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(10);
+    while started.elapsed() < Duration::from_millis(2500) {
+        assert_eq!(admin.cmd(&["PING"]), Reply::simple("PONG"));
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(Instant::now() < deadline);
+    }
+    assert!(second.is_closed(), "the idle client was closed");
+    assert_eq!(admin.cmd(&["PING"]), Reply::simple("PONG"));
+}

@@ -75,6 +75,10 @@ pub fn auth(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
+/// Redis 7's answer to HELLO without AUTH from a client that has not
+/// authenticated.
+const ERR_HELLO_NOAUTH: &str = "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time";
+
 pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut protocol = ctx.session.protocol;
     let mut i = 1;
@@ -115,7 +119,7 @@ pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
     }
     if !ctx.session.authenticated && !ctx.config.requirepass.is_empty() {
-        return Err(super::ERR_NOAUTH.into());
+        return Err(ERR_HELLO_NOAUTH.into());
     }
     if let Some(name) = new_name {
         ctx.session.client.names.lock().name = String::from_utf8_lossy(&name).into_owned();
