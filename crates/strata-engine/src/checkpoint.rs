@@ -359,6 +359,16 @@ fn write_range_file(
     written += buf.len() as u64;
     out.finish()?;
     let replay_from = replay_from.expect("a range has shards");
+    // The file may name values by their location in the log (or the
+    // cache store): those records must be on disk before the file counts,
+    // or a machine crash could leave it pointing at nothing.
+    if let Some(log) = keyspace.log()
+        && !log.sync_now()
+    {
+        return Err(std::io::Error::other(
+            "the log could not be synced before the checkpoint",
+        ));
+    }
     let path = checkpoint_path(dir, range, replay_from);
     std::fs::rename(temp, &path)?;
     sync_dir(dir)?;

@@ -536,6 +536,19 @@ impl Log {
     /// the last one, and no thread hop stands between a command and its
     /// reply. While writes are failing, retries are left to the writer
     /// thread's schedule.
+    /// Writes everything committed so far and fsyncs it, whatever the
+    /// policy: a checkpoint calls this before it names locations in the
+    /// log, so that no checkpoint can outlive the records it points at.
+    /// Returns false if the log cannot write or sync.
+    pub fn sync_now(&self) -> bool {
+        let mut output = self.output.lock();
+        self.drain(&mut output);
+        if let Some(open) = &output.file {
+            self.sync(&open.file, self.written_lsn());
+        }
+        !self.has_error.load(Ordering::Relaxed) && !self.fsync_failed.load(Ordering::Relaxed)
+    }
+
     pub fn flush_now(&self) {
         if self.has_error.load(Ordering::Relaxed) {
             return;
