@@ -6,30 +6,17 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use common::*;
 
 /// Runs strata-check with `args` on `dir/data`; (exit status, stdout +
 /// stderr). Bounded by [`TIMEOUT`].
 fn check(dir: &Path, args: &[&str]) -> (i32, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strata-check"))
-        .args(args)
-        .arg(dir.join("data"))
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + TIMEOUT;
-    while child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "strata-check did not finish");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let output = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
-    (output.status.code().unwrap_or(-1), text)
+    run_bounded(
+        Command::new(env!("CARGO_BIN_EXE_strata-check"))
+            .args(args)
+            .arg(dir.join("data")),
+    )
 }
 
 fn checkpoint_files(dir: &Path) -> Vec<std::path::PathBuf> {

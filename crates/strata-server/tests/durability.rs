@@ -29,14 +29,10 @@ fn segments(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn check(dir: &Path, extra: &[&str]) -> (i32, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_strata-check"))
-        .args(extra)
-        .arg(dir.join("data"))
-        .output()
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
+    run_bounded(
+        Command::new(env!("CARGO_BIN_EXE_strata-check"))
+            .args(extra)
+            .arg(dir.join("data")),
     )
 }
 

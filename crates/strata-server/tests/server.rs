@@ -421,7 +421,7 @@ fn config_file_and_logfile_work_like_redis_conf() {
     );
     r.send(&["SHUTDOWN"]);
     assert!(r.is_closed());
-    assert!(child.wait().unwrap().success());
+    assert!(common::wait_bounded(&mut child).success());
     assert!(
         std::fs::read_to_string(&log)
             .unwrap()
@@ -429,12 +429,10 @@ fn config_file_and_logfile_work_like_redis_conf() {
     );
     // A bad directive stops start-up with redis-server's message.
     std::fs::write(&conf, "port 0\nno-such-option yes\n").unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_strata-server"))
-        .arg(&conf)
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (status, stderr) = common::run_bounded(
+        std::process::Command::new(env!("CARGO_BIN_EXE_strata-server")).arg(&conf),
+    );
+    assert_ne!(status, 0);
     assert!(
         stderr.contains("FATAL CONFIG FILE ERROR")
             && stderr.contains("at line 2")

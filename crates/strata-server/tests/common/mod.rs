@@ -161,15 +161,16 @@ impl TestServer {
     /// a restart.
     pub fn kill9(mut self) -> PathBuf {
         let _ = self.child.kill();
-        let _ = self.child.wait();
+        wait_bounded(&mut self.child);
         self.keep_dir = true;
         self.dir.clone()
     }
 
-    /// Waits for the server to exit (after SHUTDOWN) and returns its
-    /// directory for a restart.
+    /// Waits for the server to exit by itself (after SHUTDOWN or SIGTERM),
+    /// requires a clean exit, and returns its directory for a restart.
     pub fn exited(mut self) -> PathBuf {
-        self.wait_exit();
+        let status = self.wait_exit();
+        assert!(status.success(), "the server exited with {status}");
         self.keep_dir = true;
         self.dir.clone()
     }
@@ -230,12 +231,53 @@ impl TestServer {
 
 impl Drop for TestServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        reap(&mut self.child);
         if !self.keep_dir {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// Waits for `child` to exit, at most [`TIMEOUT`] (then kills it and
+/// fails): no test waits for a process without a deadline.
+pub fn wait_bounded(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            panic!("process {} did not exit in time", child.id());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Kills `child` and waits for it at most [`TIMEOUT`], without failing
+/// (for `Drop`: a panic there would abort the test binary).
+pub fn reap(child: &mut Child) {
+    let _ = child.kill();
+    let deadline = Instant::now() + TIMEOUT;
+    while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Runs `command` to its end with standard input closed, at most
+/// [`TIMEOUT`]; returns its exit code and its standard output and error.
+pub fn run_bounded(command: &mut Command) -> (i32, String) {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = wait_bounded(&mut child);
+    let output = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    (status.code().unwrap_or(-1), text)
 }
 
 // Values that describe themselves, for tests of tiering and the budget.
