@@ -398,3 +398,103 @@ fn a_damaged_cold_value_gets_an_error_and_loses_nothing_else() {
         assert_eq!(raw.cmd(&["GET", &name]), b("new"));
     }
 }
+
+/// Every kind of command on a key whose value is on disk behaves as on a
+/// value in RAM (README: "a read of such a value reads its record").
+#[test]
+fn commands_on_cold_keys_see_their_values() {
+    let server = TestServer::start_with(&["--maxmemory", BUDGET]);
+    let mut con = server.client();
+    const COUNT: u64 = 2_000;
+    const SIZE: usize = 8 * 1024;
+    fill(&mut con, COUNT, 1, SIZE);
+    // Keys whose value is on disk right now, one per command below.
+    let mut cold = (0..COUNT)
+        .map(key)
+        .filter(|k| residency(&mut con, k) == "disk")
+        .take(12);
+    let mut next_cold = || cold.next().expect("enough cold keys");
+    let number = |k: &str| k[4..].parse::<u64>().unwrap();
+    let mut raw = server.raw();
+
+    let k = next_cold();
+    let appended = raw.cmd(&["APPEND", &k, "+tail"]).as_int();
+    assert_eq!(appended as usize, SIZE + 5);
+    let mut expected = value(number(&k), 1, SIZE);
+    expected.extend_from_slice(b"+tail");
+    assert_eq!(raw.cmd(&["GET", &k]), Reply::Bulk(expected));
+
+    let k = next_cold();
+    assert_eq!(raw.cmd(&["STRLEN", &k]), i(SIZE as i64));
+    assert_eq!(
+        raw.cmd(&["GETRANGE", &k, "0", "9"]),
+        Reply::Bulk(value(number(&k), 1, SIZE)[..10].to_vec())
+    );
+
+    let k = next_cold();
+    assert_eq!(
+        raw.cmd(&["INCR", &k]),
+        e("ERR value is not an integer or out of range")
+    );
+    assert_eq!(
+        raw.cmd(&["GET", &k]),
+        Reply::Bulk(value(number(&k), 1, SIZE))
+    );
+
+    let k = next_cold();
+    assert_eq!(raw.cmd(&["RENAME", &k, "renamed"]), ok());
+    assert_eq!(
+        raw.cmd(&["GET", "renamed"]),
+        Reply::Bulk(value(number(&k), 1, SIZE))
+    );
+    assert_eq!(raw.cmd(&["EXISTS", &k]), i(0));
+
+    let k = next_cold();
+    assert_eq!(raw.cmd(&["COPY", &k, "copied"]), i(1));
+    assert_eq!(
+        raw.cmd(&["MGET", &k, "copied"]),
+        Reply::Array(vec![
+            Reply::Bulk(value(number(&k), 1, SIZE)),
+            Reply::Bulk(value(number(&k), 1, SIZE))
+        ])
+    );
+
+    let k = next_cold();
+    assert_eq!(raw.cmd(&["MOVE", &k, "3"]), i(1));
+    assert_eq!(raw.cmd(&["SELECT", "3"]), ok());
+    assert_eq!(
+        raw.cmd(&["GET", &k]),
+        Reply::Bulk(value(number(&k), 1, SIZE))
+    );
+    assert_eq!(raw.cmd(&["SELECT", "0"]), ok());
+
+    let k = next_cold();
+    assert_eq!(raw.cmd(&["EXPIRE", &k, "1000"]), i(1));
+    let ttl = raw.cmd(&["TTL", &k]).as_int();
+    assert!((990..=1000).contains(&ttl), "ttl {ttl}");
+    assert_eq!(raw.cmd(&["PERSIST", &k]), i(1));
+    assert_eq!(raw.cmd(&["TTL", &k]), i(-1));
+    assert_eq!(
+        raw.cmd(&["GET", &k]),
+        Reply::Bulk(value(number(&k), 1, SIZE))
+    );
+
+    let k = next_cold();
+    assert_eq!(raw.cmd(&["TYPE", &k]), Reply::simple("string"));
+    assert_eq!(raw.cmd(&["KEYS", &k]).as_array(), &[b(&k)]);
+    let matched = raw.cmd(&["SCAN", "0", "MATCH", &k, "COUNT", "100000"]);
+    assert_eq!(matched.as_array()[1].as_array(), &[b(&k)]);
+
+    // SWAPDB moves cold values with their database.
+    let k = next_cold();
+    assert_eq!(raw.cmd(&["SWAPDB", "0", "5"]), ok());
+    assert_eq!(raw.cmd(&["EXISTS", &k]), i(0));
+    assert_eq!(raw.cmd(&["SELECT", "5"]), ok());
+    assert_eq!(
+        raw.cmd(&["GET", &k]),
+        Reply::Bulk(value(number(&k), 1, SIZE))
+    );
+    // RENAME kept the count, COPY added one, MOVE took one away.
+    assert_eq!(raw.cmd(&["DBSIZE"]), i(COUNT as i64));
+    assert_eq!(info_u64(&mut con, "tiering", "read_errors"), 0);
+}
