@@ -214,3 +214,93 @@ fn save_empty_without_the_log_means_no_checkpoint_written_or_loaded() {
     );
     assert_eq!(raw.cmd(&["PING"]), Reply::simple("PONG"));
 }
+
+/// strata-check --fix without --yes asks, and only "y" truncates; on a
+/// clean directory it has nothing to ask.
+#[test]
+fn strata_check_fix_asks_before_truncating() {
+    let answer = |dir: &Path, text: &str| -> (i32, String) {
+        use std::io::Write;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_strata-check"))
+            .arg("--fix")
+            .arg(dir.join("data"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        let status = wait_bounded(&mut child);
+        let output = child.wait_with_output().unwrap();
+        (
+            status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+        )
+    };
+    let server = TestServer::start();
+    assert_eq!(server.raw().cmd(&["SET", "a", "1"]), ok());
+    let dir = server.kill9();
+    let (status, report) = answer(&dir, "");
+    assert_eq!(status, 0, "clean: {report}");
+    assert!(!report.contains("Truncate"), "nothing to ask: {report}");
+    let segment = std::fs::read_dir(dir.join("data/log"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .max()
+        .unwrap();
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes.extend_from_slice(&[9; 21]);
+    std::fs::write(&segment, &bytes).unwrap();
+    let (status, report) = answer(&dir, "n\n");
+    assert_eq!(status, 1, "declined: {report}");
+    assert!(report.contains("Left unchanged"), "{report}");
+    assert_eq!(
+        std::fs::metadata(&segment).unwrap().len() as usize,
+        bytes.len()
+    );
+    let (status, report) = answer(&dir, "y\n");
+    assert_eq!(status, 0, "accepted: {report}");
+    assert_eq!(
+        std::fs::metadata(&segment).unwrap().len() as usize,
+        bytes.len() - 21
+    );
+    let server = TestServer::spawn(dir, &[], None, READY);
+    assert_eq!(server.raw().cmd(&["GET", "a"]), b("1"));
+}
+
+/// What each SHUTDOWN variant writes (log on): NOSAVE no checkpoint, SAVE
+/// and the default (as NOW and FORCE) one; every acknowledged write comes
+/// back either way; ABORT with no shutdown in progress is Redis' error.
+#[test]
+fn shutdown_variants_and_what_they_write() {
+    for (variant, writes_checkpoint) in [
+        (&["SHUTDOWN", "NOSAVE"][..], false),
+        (&["SHUTDOWN", "SAVE"][..], true),
+        (&["SHUTDOWN"][..], true),
+        (&["SHUTDOWN", "NOW"][..], true),
+        (&["SHUTDOWN", "FORCE"][..], true),
+    ] {
+        let server = TestServer::start();
+        let mut raw = server.raw();
+        assert_eq!(raw.cmd(&["SET", "k", "v"]), ok());
+        assert_eq!(
+            raw.cmd(&["SHUTDOWN", "ABORT"]),
+            e("ERR No shutdown in progress.")
+        );
+        raw.send(variant);
+        assert!(raw.is_closed(), "{variant:?}");
+        let dir = server.exited();
+        assert_eq!(
+            !checkpoint_files(&dir).is_empty(),
+            writes_checkpoint,
+            "{variant:?}"
+        );
+        let server = TestServer::spawn(dir, &[], None, READY);
+        assert_eq!(server.raw().cmd(&["GET", "k"]), b("v"), "{variant:?}");
+    }
+}
