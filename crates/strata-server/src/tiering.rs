@@ -38,6 +38,9 @@ const EVICTION_STEPS_MAX: usize = 256;
 /// Eviction calls (each up to [`EVICTION_STEPS_MAX`] steps) one cron tick
 /// makes while RAM is over the budget and no command arrives.
 const CRON_EVICTION_ROUNDS_MAX: usize = 64;
+/// The log's buffers beyond its pending bytes above which, over the
+/// budget, its spare buffers are freed before anything is evicted.
+const SPARE_BYTES_WORTH_FREEING: u64 = 1 << 20;
 /// Window over which INFO's per-second rates are measured.
 const RATE_WINDOW_MS: u128 = 2000;
 
@@ -326,9 +329,20 @@ impl Tiering {
         if used <= config.maxmemory {
             return true;
         }
-        let used = used.saturating_sub(not_counted_for_evict(server));
+        let mut used = used.saturating_sub(not_counted_for_evict(server));
         if used <= config.maxmemory {
             return true;
+        }
+        // The log's spare buffers are only kept for reuse: they go before
+        // any data does.
+        if let Some(log) = server.keyspace.log()
+            && log.buffer_bytes() > log.pending_bytes() as u64 + SPARE_BYTES_WORTH_FREEING
+        {
+            log.release_spare_buffers();
+            used = crate::alloc::used_bytes().saturating_sub(not_counted_for_evict(server));
+            if used <= config.maxmemory {
+                return true;
+            }
         }
         if let Some(policy) = config.maxmemory_policy.eviction() {
             let evict = || {
@@ -341,15 +355,6 @@ impl Tiering {
                 )
             };
             let mut done = evict();
-            if done.values + done.keys + done.images_written == 0
-                && let Some(log) = server.keyspace.log()
-                && log.release_spare_buffers() > 0
-                && crate::alloc::used_bytes().saturating_sub(not_counted_for_evict(server))
-                    <= config.maxmemory
-            {
-                // The log's spare buffers were what stood over the budget.
-                return true;
-            }
             if done.values + done.keys + done.images_written == 0
                 && done.unwritten > 0
                 && let Some(log) = server.keyspace.log()

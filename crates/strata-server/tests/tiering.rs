@@ -498,3 +498,71 @@ fn commands_on_cold_keys_see_their_values() {
     assert_eq!(raw.cmd(&["DBSIZE"]), i(COUNT as i64));
     assert_eq!(info_u64(&mut con, "tiering", "read_errors"), 0);
 }
+
+/// Each of Redis' key-deleting policies deletes from the keys it names:
+/// `volatile-*` only keys with a TTL (`volatile-ttl` the nearest deadlines
+/// first), `allkeys-*` any key; values never go to disk under them.
+#[test]
+fn each_key_deleting_policy_deletes_what_it_names() {
+    const KEYS: u64 = 500;
+    const SIZE: usize = 16 * 1024;
+    for policy in [
+        "allkeys-lru",
+        "allkeys-lfu",
+        "allkeys-random",
+        "volatile-lru",
+        "volatile-lfu",
+        "volatile-random",
+        "volatile-ttl",
+    ] {
+        let server = TestServer::start_with(&["--maxmemory-policy", policy]);
+        let mut raw = server.raw();
+        // Half the keys persistent, half with a TTL growing with the key
+        // number (8 MB each half), then a 12 MB budget.
+        for n in 0..2 * KEYS {
+            let k = key(n);
+            let v = String::from_utf8(value(n, 1, SIZE)).unwrap();
+            let reply = if n < KEYS {
+                raw.cmd(&["SET", &k, &v])
+            } else {
+                raw.cmd(&["SET", &k, &v, "EX", &(10_000 + n).to_string()])
+            };
+            assert_eq!(reply, ok(), "{policy}");
+        }
+        assert_eq!(raw.cmd(&["CONFIG", "SET", "maxmemory", "12mb"]), ok());
+        assert_eq!(raw.cmd(&["SET", "trigger", "x"]), ok(), "{policy}");
+        let info = raw.cmd(&["INFO", "stats"]).as_text();
+        let evicted: u64 = info_field(&info, "evicted_keys").parse().unwrap();
+        assert!(evicted > 0, "{policy}: nothing evicted");
+        let persistent_left = (0..KEYS)
+            .filter(|&n| raw.cmd(&["EXISTS", &key(n)]) == i(1))
+            .count() as u64;
+        let volatile_left: Vec<u64> = (KEYS..2 * KEYS)
+            .filter(|&n| raw.cmd(&["EXISTS", &key(n)]) == i(1))
+            .collect();
+        if policy.starts_with("volatile") {
+            assert_eq!(persistent_left, KEYS, "{policy} deleted a key without TTL");
+            assert!((volatile_left.len() as u64) < KEYS, "{policy}");
+        } else {
+            assert!(
+                persistent_left + (volatile_left.len() as u64) < 2 * KEYS,
+                "{policy}"
+            );
+        }
+        if policy == "volatile-ttl" {
+            // Nearest deadlines first (approximately, by sampling, as in
+            // Redis): the deleted keys' deadlines are earlier on average.
+            let kept: u64 = volatile_left.iter().sum::<u64>() / volatile_left.len().max(1) as u64;
+            let deleted: Vec<u64> = (KEYS..2 * KEYS)
+                .filter(|n| !volatile_left.contains(n))
+                .collect();
+            let gone: u64 = deleted.iter().sum::<u64>() / deleted.len().max(1) as u64;
+            assert!(
+                gone < kept,
+                "volatile-ttl: deleted mean {gone}, kept mean {kept}"
+            );
+        }
+        let tiering = raw.cmd(&["INFO", "tiering"]).as_text();
+        assert_eq!(info_field(&tiering, "keys_value_on_disk"), "0", "{policy}");
+    }
+}
