@@ -29,6 +29,23 @@ use crate::workload::{Budget, KeyGen, Op, Rng, Shared, Values, client_seed, op_c
 const LATENCY_US_MAX: u64 = 3_600_000_000;
 /// Largest reply accepted from a server before it is treated as broken.
 const REPLY_BYTES_MAX: usize = 1 << 30;
+/// Longest wait for a connection to be accepted.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest a client waits for the server to take a request or send a
+/// reply; past it the run fails instead of hanging on a stalled server.
+const IO_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Runs one network operation with a deadline of `limit`.
+async fn within<T>(
+    limit: Duration,
+    what: &str,
+    operation: impl std::future::Future<Output = std::io::Result<T>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(limit, operation).await {
+        Ok(result) => result.map_err(|e| e.to_string()),
+        Err(_) => Err(format!("{what}: no progress for {} s", limit.as_secs())),
+    }
+}
 
 /// Results for one operation type.
 #[derive(Clone, Debug)]
@@ -372,7 +389,7 @@ impl Client {
     async fn handshake(&self, stream: &mut TcpStream, args: &[&[u8]]) -> Result<(), String> {
         let mut out = Vec::new();
         encode(&mut out, args);
-        stream.write_all(&out).await.map_err(|e| e.to_string())?;
+        within(IO_TIMEOUT, "sending set-up", stream.write_all(&out)).await?;
         let mut input = BytesMut::new();
         loop {
             if let Some((_, kind)) = scan_reply(&input).map_err(|e| e.to_string())? {
@@ -385,12 +402,7 @@ impl Client {
                 }
                 return Ok(());
             }
-            if stream
-                .read_buf(&mut input)
-                .await
-                .map_err(|e| e.to_string())?
-                == 0
-            {
+            if within(IO_TIMEOUT, "set-up reply", stream.read_buf(&mut input)).await? == 0 {
                 return Err("connection closed during set-up".into());
             }
         }
@@ -398,12 +410,14 @@ impl Client {
 
     async fn connect(&self) -> Result<TcpStream, String> {
         let address = (self.config.server.as_str(), self.config.port);
-        let mut stream = TcpStream::connect(address).await.map_err(|e| {
-            format!(
-                "connection to {}:{} failed: {e}",
-                self.config.server, self.config.port
-            )
-        })?;
+        let mut stream = within(CONNECT_TIMEOUT, "connecting", TcpStream::connect(address))
+            .await
+            .map_err(|e| {
+                format!(
+                    "connection to {}:{} failed: {e}",
+                    self.config.server, self.config.port
+                )
+            })?;
         stream.set_nodelay(true).map_err(|e| e.to_string())?;
         if let Some((user, password)) = &self.config.auth {
             match user {
@@ -515,7 +529,7 @@ impl Client {
                 in_flight.push_back((slot, measured_from, out.len() - before));
             }
             if !out.is_empty() {
-                stream.write_all(&out).await.map_err(|e| e.to_string())?;
+                within(IO_TIMEOUT, "sending requests", stream.write_all(&out)).await?;
                 out.clear();
             }
             if in_flight.is_empty() {
@@ -529,17 +543,24 @@ impl Client {
                 self.interval.is_some() && !done_sending && in_flight.len() < pipeline;
             let read = if can_send_more {
                 tokio::select! {
-                    read = stream.read_buf(&mut input) => Some(read),
+                    read = within(IO_TIMEOUT, "waiting for replies", stream.read_buf(&mut input)) => Some(read),
                     _ = tokio::time::sleep_until(next_due.into()) => None,
                 }
             } else {
-                Some(stream.read_buf(&mut input).await)
+                Some(
+                    within(
+                        IO_TIMEOUT,
+                        "waiting for replies",
+                        stream.read_buf(&mut input),
+                    )
+                    .await,
+                )
             };
             match read {
                 None => continue,
                 Some(Ok(0)) => return Err("server closed the connection".into()),
                 Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(e.to_string()),
+                Some(Err(e)) => return Err(e),
             }
             if input.len() > REPLY_BYTES_MAX {
                 return Err("reply larger than 1 GB".into());
