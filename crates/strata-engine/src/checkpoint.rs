@@ -141,6 +141,13 @@ pub fn run_cycle(
         // Everything before the cycle becomes deletable as whole segments.
         log.roll_segment();
     }
+    // The cache store likewise: records in segments before this point got
+    // their locations before the cycle started.
+    let store = keyspace.log().filter(|_| changes.is_none());
+    let store_start_lsn = store.map(|store| {
+        store.roll_segment();
+        store.next_lsn()
+    });
     // Segments some entry is located in now may be named by the files
     // this cycle writes; new locations only go to the head, so a segment
     // located in by nobody now stays so.
@@ -158,10 +165,21 @@ pub fn run_cycle(
         }
         None => delete_unlocated_segments(keyspace, &crate::recovery::log_dir(dir), &keep)?,
     }
-    match keyspace.log() {
-        Some(store) if changes.is_none() => compact_store(keyspace, store, &mut throttle)?,
+    match (store, store_start_lsn) {
+        (Some(store), Some(start_lsn)) => {
+            // The new files name only what was located at the cycle's
+            // start or placed since (in segments from the roll on).
+            for seq in store.delete_segments_before(start_lsn, keep)? {
+                keyspace.tier().forget_segment(seq);
+            }
+            // From here on, segments before the head may be named by
+            // these files: between cycles they stay.
+            store.roll_segment();
+            keyspace.tier().set_named_below(store.head_segment());
+            crate::tier::compact(keyspace, store, &mut |bytes| throttle.wrote(bytes))?;
+        }
         // A cache store left by an earlier `appendonly no` run: what no
-        // entry uses any more goes.
+        // entry uses any more goes (nothing can be placed in it now).
         _ => delete_unlocated_segments(keyspace, &crate::tier::cache_dir(dir), &keep)?,
     }
     if let Some(log) = changes {
@@ -191,11 +209,14 @@ fn compact_store(
     throttle: &mut Throttle,
 ) -> std::io::Result<()> {
     // Only segments closed before this point can go: any location in them
-    // was given before it, so `located` (taken after it) sees it.
+    // was given before it, so `located` (taken after it) sees it. Segments
+    // a checkpoint on disk may name stay until the next cycle replaces it.
     store.roll_segment();
     let before = store.next_lsn();
     let located = keyspace.located_segments();
-    for seq in store.delete_segments_before(before, |seq| located.contains_key(&seq))? {
+    let named_below = keyspace.tier().named_below();
+    let keep = |seq: u64| seq < named_below || located.contains_key(&seq);
+    for seq in store.delete_segments_before(before, keep)? {
         keyspace.tier().forget_segment(seq);
     }
     crate::tier::compact(keyspace, store, &mut |bytes| throttle.wrote(bytes))

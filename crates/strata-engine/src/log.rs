@@ -452,6 +452,11 @@ impl Log {
         }
     }
 
+    /// The segment new records go to.
+    pub fn head_segment(&self) -> u64 {
+        self.state.lock().head_segment
+    }
+
     /// Stops the writer after it has written (and synced) everything
     /// committed so far.
     pub fn shutdown(&self) {

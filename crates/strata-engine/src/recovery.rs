@@ -588,19 +588,23 @@ pub fn lsn_bound(plan: &Plan) -> Result<u64, RecoveryError> {
     Ok(bound)
 }
 
-/// After loading: deletes the cache store's segments that no loaded entry
-/// is located in (the cache store is never replayed, so nothing else can
-/// need them) and returns the others, for the cache store to start with.
+/// After loading `plan`: deletes the cache store's segments that no loaded
+/// entry is located in (the cache store is never replayed, so nothing else
+/// can need them: the loaded checkpoint is the newest) and returns the
+/// others, for the cache store to start with. With `keep_all` (the
+/// checkpoint on disk was not loaded, so any segment may be named by it)
+/// nothing is deleted.
 pub fn prune_cache_store(
     plan: &Plan,
     keyspace: &Keyspace,
+    keep_all: bool,
 ) -> Result<Vec<SegmentInfo>, RecoveryError> {
     let dir = tier::cache_dir(&plan.dir);
     let located = keyspace.located_segments();
     let mut kept = Vec::new();
     for &seq in &plan.cache_segments {
         let path = segment_path(&dir, seq);
-        if located.contains_key(&seq) {
+        if keep_all || located.contains_key(&seq) {
             let bytes = std::fs::metadata(&path)
                 .map_err(|e| io_error(&path, e))?
                 .len();

@@ -142,6 +142,11 @@ pub struct Tier {
     head_segment: AtomicU64,
     /// Whether commits give entries the location of their image.
     tracking: AtomicBool,
+    /// Cache-store segments below this one may be named by a checkpoint
+    /// on disk, even where no entry is located in them any more (a value
+    /// overwritten since): only a checkpoint cycle, which replaces the
+    /// files, may delete them.
+    named_below: AtomicU64,
     pub stats: TierStats,
     /// The last compaction error, for INFO.
     pub compaction_error: RwLock<Option<String>>,
@@ -155,6 +160,7 @@ impl Default for Tier {
             files: RwLock::new(HashMap::new()),
             head_segment: AtomicU64::new(0),
             tracking: AtomicBool::new(false),
+            named_below: AtomicU64::new(0),
             stats: TierStats::default(),
             compaction_error: RwLock::new(None),
         }
@@ -170,6 +176,16 @@ impl Tier {
     /// Where the cache store's segment files are.
     pub fn set_cache_dir(&self, dir: &Path) {
         *self.cache_dir.write() = Some(dir.to_path_buf());
+    }
+
+    /// See `named_below`: set at start and at the end of each checkpoint
+    /// cycle to the cache store's head segment.
+    pub fn set_named_below(&self, segment: u64) {
+        self.named_below.store(segment, Ordering::Relaxed);
+    }
+
+    pub fn named_below(&self) -> u64 {
+        self.named_below.load(Ordering::Relaxed)
     }
 
     pub fn tracking(&self) -> bool {

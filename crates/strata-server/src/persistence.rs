@@ -230,9 +230,10 @@ fn load(server: &Arc<Server>, plan: &Plan) -> Result<(), String> {
         .keys_loaded
         .store(loaded.checkpoint_keys, Relaxed);
     let config = server.config.get();
-    // The cache store is never replayed: what no loaded key needs goes.
-    let cache_segments =
-        recovery::prune_cache_store(plan, &server.keyspace).map_err(|e| e.to_string())?;
+    // The cache store is never replayed: what no loaded key needs goes,
+    // unless a checkpoint that was not loaded may name it.
+    let cache_segments = recovery::prune_cache_store(plan, &server.keyspace, skipped.is_some())
+        .map_err(|e| e.to_string())?;
     let watcher = persistence.durable.clone();
     // Several threads publish progress; taking the maximum keeps the
     // watermarks monotonic however their calls interleave.
@@ -267,6 +268,8 @@ fn load(server: &Arc<Server>, plan: &Plan) -> Result<(), String> {
         let next_segment = cache_segments
             .last()
             .map_or(tier::CACHE_SEGMENT_BASE, |s| s.seq + 1);
+        // What is on disk already may be named by the checkpoint on disk.
+        server.keyspace.tier().set_named_below(next_segment);
         let store = Log::start(
             &tier::cache_dir(&config.dir),
             config.log_segment_bytes,

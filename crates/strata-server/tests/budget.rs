@@ -216,3 +216,45 @@ fn a_hot_set_that_fits_stays_in_ram_and_info_says_where_ram_goes() {
     let rss = field("used_memory_rss");
     assert!(rss < 16 * MB + index + 48 * MB, "RSS {rss}");
 }
+
+/// Compacting the cache store between checkpoints must not delete what
+/// the checkpoint on disk names: values overwritten since the SAVE still
+/// come back from it after a crash.
+#[test]
+fn cache_store_compaction_keeps_what_the_checkpoint_names() {
+    let args = [
+        "--maxmemory",
+        "16mb",
+        "--appendonly",
+        "no",
+        "--save",
+        "3600 1000000",
+        "--auto-aof-rewrite-min-size",
+        "1mb",
+    ];
+    let server = TestServer::start_with(&args);
+    let mut con = server.client();
+    const KEYS: u64 = 8_000;
+    const SIZE: usize = 4000;
+    fill(&mut con, KEYS, 1, SIZE);
+    let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    // Overwrite everything twice: the saved images are dead to the
+    // running server, and the store's growth triggers its compaction.
+    fill(&mut con, KEYS, 2, SIZE);
+    fill(&mut con, KEYS, 3, SIZE);
+    let store_bytes = || -> u64 {
+        std::fs::read_dir(server.dir.join("data/cache"))
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().len())
+            .sum()
+    };
+    // Compaction ran: the store holds less than everything written.
+    wait_until("the cache store to be compacted", || {
+        store_bytes() < 3 * KEYS * SIZE as u64
+    });
+    check_all(&mut con, KEYS, 3, SIZE);
+    let dir = server.kill9();
+    let server = TestServer::spawn(dir, &args, None, READY);
+    let mut con = server.client();
+    check_all(&mut con, KEYS, 1, SIZE);
+}
