@@ -39,14 +39,12 @@
 //! is fixed per data directory (kept in checkpoints) so a key's shard
 //! survives restarts.
 
-use std::collections::BTreeSet;
 use std::hash::BuildHasher;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, OnceLock};
 
 use foldhash::SharedSeed;
 use foldhash::quality::SeedableRandomState;
-use hashbrown::HashTable;
 use parking_lot::{Mutex, MutexGuard};
 
 use std::sync::atomic::Ordering::Relaxed;
@@ -54,10 +52,11 @@ use std::sync::atomic::Ordering::Relaxed;
 use crate::glob;
 use crate::log::{self, Log};
 use crate::record::{Draft, FLAG_INT, Kind};
+use crate::table::{ExpiryIndex, Table, Tables};
 use crate::tier::{self, LiveCounts, NO_LOC, Tier};
 use crate::value::{Value, ValueRef};
 
-type RandomState = SeedableRandomState;
+pub(crate) type RandomState = SeedableRandomState;
 
 pub const SHARD_BITS: u32 = 10;
 pub const SHARD_COUNT: usize = 1 << SHARD_BITS;
@@ -92,7 +91,7 @@ impl KeyRef<'_> {
 /// the bottom. Fed the raw hash, every key of a shard would carry the same
 /// tag and each probe would compare full keys; rotating moves the shard
 /// bits to the middle, where neither tag nor bucket index looks.
-fn slot_hash(hash: u64) -> u64 {
+pub(crate) fn slot_hash(hash: u64) -> u64 {
     hash.rotate_right(SHARD_BITS)
 }
 
@@ -473,81 +472,6 @@ fn log_db_change(kind: Kind, db: usize, aux: u64) {
     });
 }
 
-#[derive(Default)]
-struct Table {
-    entries: HashTable<Box<Entry>>,
-    expiring: ExpiryIndex,
-}
-
-/// Non-empty tables of at most this many slots are not shrunk.
-const TABLE_SHRINK_CAPACITY_MIN: usize = 64;
-/// A table filled below 1/this of its capacity is shrunk.
-const TABLE_SHRINK_SPARSENESS: usize = 8;
-
-impl Table {
-    /// hashbrown tables never shrink by themselves: after mass deletion or
-    /// expiry they would keep their peak size forever. As Redis shrinks
-    /// its dicts below 10 % fill, a table below 1/8 full is rebuilt at
-    /// twice its length (hysteresis: the next insertions do not grow it
-    /// straight back). Cheap: one table is 1/1024 of a database. SCAN is
-    /// unaffected: its cursor is a hash value, not a bucket.
-    fn shrink_if_sparse(&mut self, hasher: &RandomState) {
-        let (len, capacity) = (self.entries.len(), self.entries.capacity());
-        let sparse =
-            capacity > TABLE_SHRINK_CAPACITY_MIN && len * TABLE_SHRINK_SPARSENESS < capacity;
-        // An emptied table frees its memory whatever its size: 16 384 small
-        // tables left allocated add up.
-        if sparse || (len == 0 && capacity > 0) {
-            self.entries.shrink_to(self.entries.len() * 2, |e| {
-                slot_hash(hasher.hash_one(e.key()))
-            });
-        }
-        // An emptied B-tree keeps its root node.
-        if self.expiring.len() == 0 {
-            self.expiring = ExpiryIndex::default();
-        }
-    }
-}
-
-/// The volatile keys of one table, ordered by deadline, and the sum of
-/// their deadlines (so INFO's `avg_ttl` is exact at no cost).
-#[derive(Default)]
-struct ExpiryIndex {
-    /// (deadline ms, key) of every key with an expiry.
-    deadlines: BTreeSet<(u64, Box<[u8]>)>,
-    deadline_sum_ms: u128,
-}
-
-impl ExpiryIndex {
-    fn insert(&mut self, deadline: u64, key: Box<[u8]>) {
-        if self.deadlines.insert((deadline, key)) {
-            self.deadline_sum_ms += deadline as u128;
-        }
-    }
-
-    fn remove(&mut self, deadline: u64, key: &[u8]) {
-        if self.deadlines.remove(&(deadline, Box::<[u8]>::from(key))) {
-            self.deadline_sum_ms -= deadline as u128;
-        }
-    }
-
-    /// The key with the earliest deadline, if that deadline is at or before
-    /// `now_ms`.
-    fn pop_due(&mut self, now_ms: u64) -> Option<Box<[u8]>> {
-        match self.deadlines.first() {
-            Some((deadline, _)) if *deadline <= now_ms => {}
-            _ => return None,
-        }
-        let (deadline, key) = self.deadlines.pop_first().expect("checked above");
-        self.deadline_sum_ms -= deadline as u128;
-        Some(key)
-    }
-
-    fn len(&self) -> usize {
-        self.deadlines.len()
-    }
-}
-
 /// Gives `entry` a new deadline (0: none), keeping the expiry index in step.
 fn set_deadline(expiring: &mut ExpiryIndex, entry: &mut Entry, deadline: u64) {
     if deadline != entry.deadline() {
@@ -564,83 +488,6 @@ fn forget_deadline(expiring: &mut ExpiryIndex, entry: &Entry) {
     let deadline = entry.deadline();
     if deadline != 0 {
         expiring.remove(deadline, entry.key());
-    }
-}
-
-/// A shard's tables, one per database, allocated only up to the highest
-/// database written: 16 databases x 1024 shards of empty tables would
-/// take over a megabyte of an idle server's RAM. Indexing a database not
-/// allocated yet reads as an empty table; indexing it mutably allocates.
-struct Tables {
-    allocated: Vec<Table>,
-    db_count: usize,
-}
-
-/// What every database not allocated yet looks like.
-static EMPTY_TABLE: Table = Table {
-    entries: HashTable::new(),
-    expiring: ExpiryIndex {
-        deadlines: BTreeSet::new(),
-        deadline_sum_ms: 0,
-    },
-};
-
-impl Tables {
-    fn new(db_count: usize) -> Self {
-        Tables {
-            allocated: Vec::new(),
-            db_count,
-        }
-    }
-
-    /// The number of databases (allocated or not).
-    fn len(&self) -> usize {
-        self.db_count
-    }
-
-    /// The allocated tables, database 0 first.
-    fn iter(&self) -> std::slice::Iter<'_, Table> {
-        self.allocated.iter()
-    }
-
-    fn iter_mut(&mut self) -> std::slice::IterMut<'_, Table> {
-        self.allocated.iter_mut()
-    }
-
-    fn allocate_up_to(&mut self, db: usize) {
-        assert!(db < self.db_count, "database {db} out of range");
-        if db >= self.allocated.len() {
-            self.allocated.resize_with(db + 1, Table::default);
-        }
-    }
-
-    /// Empties database `db`, returning its table (without allocating
-    /// one it never had).
-    fn take(&mut self, db: usize) -> Table {
-        match self.allocated.get_mut(db) {
-            Some(table) => std::mem::take(table),
-            None => Table::default(),
-        }
-    }
-
-    fn swap(&mut self, a: usize, b: usize) {
-        self.allocate_up_to(a.max(b));
-        self.allocated.swap(a, b);
-    }
-}
-
-impl std::ops::Index<usize> for Tables {
-    type Output = Table;
-    fn index(&self, db: usize) -> &Table {
-        debug_assert!(db < self.db_count, "database {db} out of range");
-        self.allocated.get(db).unwrap_or(&EMPTY_TABLE)
-    }
-}
-
-impl std::ops::IndexMut<usize> for Tables {
-    fn index_mut(&mut self, db: usize) -> &mut Table {
-        self.allocate_up_to(db);
-        &mut self.allocated[db]
     }
 }
 

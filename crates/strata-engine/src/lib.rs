@@ -5,6 +5,9 @@
 //!   table's expiry index. A command on one key takes one shard lock;
 //!   multi-key commands take their shards' locks in ascending order
 //!   ([`keyspace::Keyspace::lock_many`]); whole-keyspace commands take all.
+//! - `table` (private): one database's table of a shard and its expiry
+//!   index; a shard's tables, allocated per database once written, shrunk
+//!   when sparse.
 //! - [`value`]: values going in ([`Value`]) and coming out ([`ValueRef`]).
 //!   Today strings (with Redis' integer encoding); collections come with
 //!   their issues.
@@ -28,6 +31,7 @@ pub mod keyspace;
 pub mod log;
 pub mod record;
 pub mod recovery;
+mod table;
 pub mod tier;
 pub mod value;
 
