@@ -386,14 +386,21 @@ impl Tiering {
     /// maxmemory, while clients are idle), rates.
     pub fn tick(&self, server: &Server) {
         let config = server.config.get();
-        if !server.persistence.is_loading() {
+        if config.maxmemory > 0 && !server.persistence.is_loading() {
+            let counted =
+                || crate::alloc::used_bytes().saturating_sub(not_counted_for_evict(server));
             for _ in 0..CRON_EVICTION_ROUNDS_MAX {
-                let over = crate::alloc::used_bytes().saturating_sub(not_counted_for_evict(server))
-                    > config.maxmemory;
-                if config.maxmemory == 0 || !over {
+                let before = counted();
+                if before <= config.maxmemory {
                     break;
                 }
-                self.enforce_budget(server, &config, crate::server::now_ms());
+                // Stop at the first round that frees nothing (nothing left
+                // to evict, or images still being written): each round
+                // visits every shard, and the next tick tries again.
+                let evictable = self.enforce_budget(server, &config, crate::server::now_ms());
+                if !evictable || counted() >= before {
+                    break;
+                }
             }
         }
         let log = server.keyspace.log();
