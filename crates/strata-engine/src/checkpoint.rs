@@ -49,6 +49,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::background::BackgroundBytes;
 use crate::keyspace::{Keyspace, SHARD_COUNT};
 use crate::log::{segment_seq, sync_dir};
 use crate::record::{self, Draft, FLAG_INT, FLAG_LOCATED, HEADER_BYTES, Kind, Record};
@@ -423,6 +424,7 @@ struct DirectWriter {
     /// Over-allocated so that `buffer[start..start + DIRECT_BUFFER_BYTES]`
     /// is 4096-aligned.
     buffer: Vec<u8>,
+    _accounted: BackgroundBytes,
     start: usize,
     filled: usize,
     /// Bytes of real content written to the file so far.
@@ -444,6 +446,7 @@ impl DirectWriter {
         let start = buffer.as_ptr().align_offset(DIRECT_ALIGN_BYTES);
         Ok(DirectWriter {
             file,
+            _accounted: BackgroundBytes::new(buffer.len()),
             buffer,
             start,
             filled: 0,

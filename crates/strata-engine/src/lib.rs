@@ -17,6 +17,7 @@
 //! - [`checkpoint`]: fork-free checkpoints, shard by shard.
 //! - [`recovery`]: checkpoint + log replay, torn-tail handling, `verify`.
 //! - [`dir_lock`]: one process per data directory (invariant 7).
+//! - [`background`]: memory held by background buffers, outside the budget.
 //!
 //! Every mutation goes through a [`keyspace::Shard`] or [`keyspace::Entry`]
 //! method while the shard lock is held, and that method appends the
@@ -24,6 +25,7 @@
 //! group before it unlocks. Per-key log order is therefore apply order
 //! (DESIGN.md invariant 2), and no command can change data unlogged.
 
+pub mod background;
 pub mod checkpoint;
 pub mod dir_lock;
 pub mod glob;

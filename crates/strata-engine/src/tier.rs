@@ -38,6 +38,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 use parking_lot::RwLock;
 
+use crate::background::BackgroundBytes;
 use crate::log::segment_path;
 use crate::record::{self, FLAG_INT, HEADER_BYTES, Kind};
 
@@ -516,7 +517,9 @@ fn compact_segment(
     };
     let file = File::open(segment_path(log_dir, segment))?;
     let length = file.metadata()?.len();
-    let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+    const READ_BUFFER_BYTES: usize = 1 << 20;
+    let mut reader = std::io::BufReader::with_capacity(READ_BUFFER_BYTES, file);
+    let mut accounted = BackgroundBytes::new(READ_BUFFER_BYTES);
     let stats = &keyspace.tier().stats;
     let mut buf = Vec::new();
     let mut at = 0u64;
@@ -525,6 +528,7 @@ fn compact_segment(
         reader.read_exact(&mut buf)?;
         let header = record::parse_header(&buf).map_err(|why| invalid(why, at))?;
         buf.resize(header.total_len, 0);
+        accounted.set(READ_BUFFER_BYTES + buf.capacity());
         reader.read_exact(&mut buf[HEADER_BYTES..])?;
         let found = record::decode_with_header(&buf, header).map_err(|why| invalid(why, at))?;
         throttle(header.total_len as u64);

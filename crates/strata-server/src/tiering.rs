@@ -143,13 +143,16 @@ impl ReaderPool {
 
 /// Memory that does not count against `maxmemory`: records committed to
 /// the log (or cache store) and not yet written, as Redis leaves its AOF
-/// buffer out (INFO `mem_not_counted_for_evict`). The log's spare buffers,
+/// buffer out (INFO `mem_not_counted_for_evict`), and the buffers of a
+/// running checkpoint or compaction ([`strata_engine::background`]). The
+/// log's spare buffers,
 /// kept only for reuse, do count: RAM they hold is RAM values cannot use.
 pub fn not_counted_for_evict(server: &Server) -> u64 {
     server
         .keyspace
         .log()
         .map_or(0, |log| log.pending_bytes() as u64)
+        + strata_engine::background::bytes()
 }
 
 /// A read submitted to the ring: the job, its plan, and the buffer the
