@@ -115,12 +115,18 @@ fn a_checkpoint_of_a_cache_keeps_its_cold_values_across_a_restart() {
     check_all(&mut con, KEYS, 4, SIZE);
 }
 
-/// Waits `idle` without sending anything, then reads INFO once (one
-/// command cannot evict thousands of values: what left RAM meanwhile was
-/// the cron's doing).
-fn values_in_ram_after(con: &mut redis::Connection, idle: Duration) -> u64 {
-    std::thread::sleep(idle);
-    info_u64(con, "tiering", "keys_value_in_ram")
+/// Polls until at most `max` values are in RAM (with a deadline), one
+/// INFO a second: one command cannot evict thousands of values, so what
+/// left RAM meanwhile was the cron's doing. Returns the last count.
+fn wait_values_in_ram_at_most(con: &mut redis::Connection, max: u64) -> u64 {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let in_ram = info_u64(con, "tiering", "keys_value_in_ram");
+        if in_ram <= max || Instant::now() >= deadline {
+            return in_ram;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
 }
 
 #[test]
@@ -136,11 +142,7 @@ fn the_budget_holds_without_commands_after_config_set_and_at_start() {
         .arg("1mb")
         .query(&mut con)
         .unwrap();
-    let deadline = Instant::now() + TIMEOUT;
-    let mut in_ram = KEYS;
-    while in_ram > KEYS / 100 && Instant::now() < deadline {
-        in_ram = values_in_ram_after(&mut con, Duration::from_secs(1));
-    }
+    let in_ram = wait_values_in_ram_at_most(&mut con, KEYS / 100);
     assert!(in_ram <= KEYS / 100, "{in_ram} values still in RAM");
     // A restart under the budget: loading stops keeping values in RAM
     // once the budget is reached, and the cron moves the rest out.
@@ -154,7 +156,7 @@ fn the_budget_holds_without_commands_after_config_set_and_at_start() {
     let dir = server.kill9();
     let server = TestServer::spawn(dir, &["--maxmemory", "1mb"], None, READY);
     let mut con = server.client();
-    let in_ram = values_in_ram_after(&mut con, Duration::from_secs(2));
+    let in_ram = wait_values_in_ram_at_most(&mut con, KEYS / 100);
     assert!(
         in_ram <= KEYS / 100,
         "{in_ram} values in RAM after a restart"
@@ -196,9 +198,13 @@ fn a_hot_set_that_fits_stays_in_ram_and_info_says_where_ram_goes() {
     let ratio = ram as f64 / (ram + disk) as f64;
     assert!(ratio >= 0.8, "hot-set RAM hit ratio {ratio:.3}");
     // Where RAM goes: the census covers every shard within a few cron
-    // ticks; index + values + buffers + other add up to used_memory.
-    std::thread::sleep(Duration::from_millis(1500));
-    let info: String = redis::cmd("INFO").arg("memory").query(&mut con).unwrap();
+    // ticks (polled until the index it counts is the 16 000 keys');
+    // index + values + buffers + other add up to used_memory.
+    let mut info = String::new();
+    wait_until("a census of every shard", || {
+        info = redis::cmd("INFO").arg("memory").query(&mut con).unwrap();
+        info_field(&info, "mem_keys_index").parse::<u64>().unwrap() >= KEYS * 40
+    });
     let field = |name: &str| -> u64 { info_field(&info, name).parse().unwrap() };
     let used = field("used_memory");
     let index = field("mem_keys_index");

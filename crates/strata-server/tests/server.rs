@@ -306,16 +306,23 @@ fn debug_sleep_pauses_every_connection() {
     let server = TestServer::start();
     let mut sleeper = server.raw();
     let mut other = server.raw();
+    let sent = Instant::now();
     sleeper.send(&["DEBUG", "SLEEP", "1"]);
-    // Give the DEBUG command ample time to reach the server, even on a
-    // loaded machine; the pause then has most of a second left.
-    std::thread::sleep(Duration::from_millis(200));
-    let started = Instant::now();
-    assert_reply!(other, ["PING"], Reply::simple("PONG"));
+    // PINGs until one waits for the pause (the DEBUG may reach the server
+    // after the first few); it is answered only when the second is over.
+    let deadline = sent + Duration::from_secs(10);
+    loop {
+        assert!(Instant::now() < deadline, "no PING waited for DEBUG SLEEP");
+        let started = Instant::now();
+        assert_reply!(other, ["PING"], Reply::simple("PONG"));
+        if started.elapsed() >= Duration::from_millis(300) {
+            break;
+        }
+    }
     assert!(
-        started.elapsed() >= Duration::from_millis(500),
+        sent.elapsed() >= Duration::from_millis(950),
         "PING answered during DEBUG SLEEP after {:?}",
-        started.elapsed()
+        sent.elapsed()
     );
     assert_eq!(sleeper.read(), ok());
 }
@@ -491,11 +498,15 @@ fn config_set_maxclients_and_timeout_take_effect() {
     assert_eq!(admin.cmd(&["CONFIG", "SET", "timeout", "1"]), ok());
     let started = Instant::now();
     let deadline = started + Duration::from_secs(10);
-    while started.elapsed() < Duration::from_millis(2500) {
+    // Until the idle client is closed, the talking one keeps pinging.
+    while !second.closed_within(Duration::from_millis(200)) {
         assert_eq!(admin.cmd(&["PING"]), Reply::simple("PONG"));
-        std::thread::sleep(Duration::from_millis(200));
-        assert!(Instant::now() < deadline);
+        assert!(Instant::now() < deadline, "the idle client was not closed");
     }
-    assert!(second.is_closed(), "the idle client was closed");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "closed after {:?}, before its second",
+        started.elapsed()
+    );
     assert_eq!(admin.cmd(&["PING"]), Reply::simple("PONG"));
 }

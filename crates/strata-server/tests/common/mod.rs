@@ -533,24 +533,34 @@ impl Raw {
     /// True when the server closed the connection (EOF or reset) within the
     /// timeout.
     pub fn is_closed(&mut self) -> bool {
+        self.closed_within(TIMEOUT)
+    }
+
+    /// True when the server closed the connection (EOF or reset) within
+    /// `wait`; data it sends meanwhile is skipped.
+    pub fn closed_within(&mut self, wait: Duration) -> bool {
         let mut buf = [0u8; 4096];
-        let deadline = Instant::now() + TIMEOUT;
-        loop {
+        let deadline = Instant::now() + wait;
+        let closed = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break false;
+            }
+            self.stream.set_read_timeout(Some(left)).unwrap();
             match self.reader.read(&mut buf) {
-                Ok(0) => return true,
+                Ok(0) => break true,
                 Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
                 Err(e)
                     if e.kind() == std::io::ErrorKind::WouldBlock
-                        || e.kind() == std::io::ErrorKind::TimedOut =>
-                {
-                    if Instant::now() >= deadline {
-                        return false;
-                    }
-                }
-                Err(_) => return true,
+                        || e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(_) => break true,
             }
+        };
+        if !closed {
+            self.stream.set_read_timeout(Some(TIMEOUT)).unwrap();
         }
+        closed
     }
 }
 
