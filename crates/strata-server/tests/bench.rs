@@ -219,7 +219,13 @@ fn open_loop_latency_includes_a_server_stall() {
     );
 }
 
-/// Debian's redis-server on a free port, if installed.
+/// Debian's redis-server, if installed.
+///
+/// redis-server cannot pick a free port itself (`port 0` turns TCP off), so
+/// a port the kernel just handed out is tried, and the server is only used
+/// once it answers with its own pid: if another process took the port
+/// meanwhile (redis-server then exits, or the pid differs), another port
+/// is tried.
 struct RedisServer {
     port: u16,
     child: std::process::Child,
@@ -227,32 +233,51 @@ struct RedisServer {
 
 impl RedisServer {
     fn start() -> Option<RedisServer> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .ok()?
-            .local_addr()
-            .ok()?
-            .port();
-        let child = std::process::Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .ok()?;
-        let server = RedisServer { port, child };
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .ok()?
+                .local_addr()
+                .ok()?
+                .port();
+            let child = std::process::Command::new("redis-server")
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .ok()?;
+            let mut server = RedisServer { port, child };
+            if server.answers_as_itself() {
+                return Some(server);
+            }
+        }
+        panic!("redis-server did not start on any of 5 free ports");
+    }
+
+    /// Waits until the port answers (true when it is this process) or the
+    /// process exits (false).
+    fn answers_as_itself(&mut self) -> bool {
         let deadline = Instant::now() + common::TIMEOUT;
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        loop {
             assert!(Instant::now() < deadline, "redis-server did not start");
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                let mut r = common::Raw::connect(self.port);
+                let info = r.cmd(&["INFO", "server"]).as_text();
+                let pid = common::info_field(&info, "process_id");
+                return pid == self.child.id().to_string();
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Some(server)
     }
 }
 
