@@ -381,10 +381,10 @@ fn admit(server: &Server, stream: std::net::TcpStream, peer: SocketAddr) -> Opti
         let _ = stream.write_all(b"-ERR max number of clients reached\r\n");
         return None;
     }
-    if config.protected_mode && config.requirepass.is_empty() && !peer.ip().is_loopback() {
+    if config.protected_mode && config.requirepass.is_empty() && !is_local(peer.ip()) {
         server.stats.rejected_connections.fetch_add(1, Relaxed);
         let _ = stream.set_nonblocking(false);
-        let _ = stream.write_all(b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers, set a password with 'requirepass' or disable protected mode with 'protected-mode no'.\r\n");
+        let _ = stream.write_all(ERR_DENIED.as_bytes());
         return None;
     }
     let _ = stream.set_nodelay(true);
@@ -488,4 +488,13 @@ fn expiry_thread(server: Arc<Server>) {
             .keyspace
             .active_expire_cycle(now_ms(), EXPIRE_BUDGET_PER_SHARD);
     }
+}
+
+/// Redis 7's reply to a non-local client in protected mode, word for word.
+const ERR_DENIED: &str = "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+
+/// Whether protected mode lets `ip` in: as Redis, only 127.0.0.1 and ::1
+/// (not the rest of 127.0.0.0/8).
+fn is_local(ip: std::net::IpAddr) -> bool {
+    ip == std::net::Ipv4Addr::LOCALHOST || ip == std::net::Ipv6Addr::LOCALHOST
 }

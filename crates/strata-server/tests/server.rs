@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Reply, TestServer, b, e, i, info_field, ok};
+use common::{Raw, Reply, TestServer, b, e, i, info_field, ok};
 
 #[test]
 fn info_sections_have_redis_fields() {
@@ -509,4 +509,83 @@ fn config_set_maxclients_and_timeout_take_effect() {
         started.elapsed()
     );
     assert_eq!(admin.cmd(&["PING"]), Reply::simple("PONG"));
+}
+
+/// One of this machine's IPv4 addresses that is not loopback: a client
+/// connecting to it is, for the server, a peer from another host.
+fn non_loopback_ipv4() -> Option<std::net::Ipv4Addr> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `list`, freed below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return None;
+    }
+    let mut found = None;
+    let mut at = list;
+    while !at.is_null() {
+        // SAFETY: `at` walks the list getifaddrs returned.
+        let entry = unsafe { &*at };
+        if !entry.ifa_addr.is_null()
+            // SAFETY: ifa_addr is non-null and points to a sockaddr.
+            && i32::from(unsafe { (*entry.ifa_addr).sa_family }) == libc::AF_INET
+        {
+            // SAFETY: an AF_INET address is a sockaddr_in.
+            let v4 = unsafe { &*(entry.ifa_addr as *const libc::sockaddr_in) };
+            let ip = std::net::Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr));
+            if !ip.is_loopback() && !ip.is_unspecified() {
+                found = Some(ip);
+                break;
+            }
+        }
+        at = entry.ifa_next;
+    }
+    // SAFETY: `list` came from getifaddrs.
+    unsafe { libc::freeifaddrs(list) };
+    found
+}
+
+#[test]
+fn protected_mode_denies_non_loopback_peers_until_a_password_or_no() {
+    // The peer is this machine's own non-loopback address, which the server
+    // cannot tell from another host's. Every CI machine has one (it
+    // downloads crates); a machine without any network cannot run this.
+    let Some(ip) = non_loopback_ipv4() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no non-loopback IPv4 address to test protected mode from"
+        );
+        eprintln!("no non-loopback IPv4 address: protected mode not tested");
+        return;
+    };
+    let server = TestServer::start_with(&["--bind", "0.0.0.0"]);
+    let external = || {
+        let stream = std::net::TcpStream::connect((ip, server.port)).unwrap();
+        stream.set_read_timeout(Some(common::TIMEOUT)).unwrap();
+        stream
+    };
+    // Redis 7.0.15's reply, word for word, then the connection closes.
+    let mut denied = Vec::new();
+    std::io::Read::read_to_end(&mut external(), &mut denied).unwrap();
+    assert_eq!(
+        String::from_utf8(denied).unwrap(),
+        "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n"
+    );
+    let mut local = server.raw();
+    assert_eq!(local.cmd(&["PING"]), Reply::simple("PONG"));
+    let stats = local.cmd(&["INFO", "stats"]).as_text();
+    assert_eq!(info_field(&stats, "rejected_connections"), "1");
+    // With a password, the external client is let in and must AUTH.
+    assert_eq!(local.cmd(&["CONFIG", "SET", "requirepass", "secret"]), ok());
+    let mut with_password = Raw::from_stream(external());
+    assert_eq!(
+        with_password.cmd(&["PING"]),
+        e("NOAUTH Authentication required.")
+    );
+    assert_eq!(with_password.cmd(&["AUTH", "secret"]), ok());
+    assert_eq!(with_password.cmd(&["PING"]), Reply::simple("PONG"));
+    // Without a password but with protected mode off, it is let in too.
+    assert_eq!(local.cmd(&["AUTH", "secret"]), ok());
+    assert_eq!(local.cmd(&["CONFIG", "SET", "requirepass", ""]), ok());
+    assert_eq!(local.cmd(&["CONFIG", "SET", "protected-mode", "no"]), ok());
+    let mut open = Raw::from_stream(external());
+    assert_eq!(open.cmd(&["PING"]), Reply::simple("PONG"));
 }

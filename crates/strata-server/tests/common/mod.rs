@@ -432,7 +432,11 @@ pub struct Raw {
 
 impl Raw {
     pub fn connect(port: u16) -> Raw {
-        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        Raw::from_stream(TcpStream::connect(("127.0.0.1", port)).unwrap())
+    }
+
+    /// A client on a connection made elsewhere (another address).
+    pub fn from_stream(stream: TcpStream) -> Raw {
         stream.set_read_timeout(Some(TIMEOUT)).unwrap();
         stream.set_write_timeout(Some(TIMEOUT)).unwrap();
         stream.set_nodelay(true).unwrap();
