@@ -670,3 +670,53 @@ fn a_checkpoint_that_hits_a_full_disk_fails_cleanly_and_loses_nothing() {
     assert_eq!(raw.cmd(&["GET", "after"]), b("ok"));
     assert_eq!(raw.cmd(&["DBSIZE"]), i(201));
 }
+
+#[test]
+fn save_points_and_auto_rewrite_set_at_runtime_take_effect() {
+    // Started with neither: no save points, automatic rewrites off.
+    let server = TestServer::start_with(&["--save", "", "--auto-aof-rewrite-percentage", "0"]);
+    let mut raw = server.raw();
+    let counter = |raw: &mut Raw, name: &str| -> u64 {
+        info_field(&info(raw, "persistence"), name).parse().unwrap()
+    };
+    let value = "x".repeat(1000);
+    for n in 0..100 {
+        assert_eq!(raw.cmd(&["SET", &format!("k{n}"), &value]), ok());
+    }
+    assert_eq!(counter(&mut raw, "rdb_saves"), 0);
+    // A save point of 1 second and 100 changes: a checkpoint follows.
+    assert_eq!(raw.cmd(&["CONFIG", "SET", "save", "1 100"]), ok());
+    wait_until("a checkpoint from the save point", || {
+        counter(&mut raw, "rdb_saves") >= 1
+    });
+    assert_eq!(counter(&mut raw, "rdb_changes_since_last_save"), 0);
+    let rewrites = counter(&mut raw, "aof_rewrites");
+    // Overwriting the same 100 keys grows the log, never the data: with
+    // the rule at 100 % over 1 MB, the log is rewritten (a checkpoint that
+    // lets old segments go).
+    assert_eq!(raw.cmd(&["CONFIG", "SET", "save", ""]), ok());
+    assert_eq!(
+        raw.cmd(&["CONFIG", "SET", "auto-aof-rewrite-min-size", "1mb"]),
+        ok()
+    );
+    assert_eq!(
+        raw.cmd(&["CONFIG", "SET", "auto-aof-rewrite-percentage", "100"]),
+        ok()
+    );
+    let deadline = Instant::now() + TIMEOUT;
+    let mut round = 0;
+    while counter(&mut raw, "aof_rewrites") == rewrites {
+        assert!(Instant::now() < deadline, "no automatic rewrite");
+        round += 1;
+        for n in 0..100 {
+            let v = format!("{round}{value}");
+            assert_eq!(raw.cmd(&["SET", &format!("k{n}"), &v]), ok());
+        }
+    }
+    assert!(round >= 10, "rewritten after {round} rounds of 100 KB");
+    let log_bytes = counter(&mut raw, "aof_current_size");
+    assert!(
+        log_bytes < 4 << 20,
+        "log of {log_bytes} bytes after a rewrite"
+    );
+}

@@ -113,6 +113,28 @@ fn protocol_errors_close_only_that_connection() {
 #[test]
 fn query_buffer_limit_closes_the_client() {
     let server = TestServer::start_with(&["--client-query-buffer-limit", "1mb"]);
+    query_buffer_limit_closes_a_4_mb_command(&server);
+}
+
+#[test]
+fn query_buffer_limit_set_at_runtime_closes_the_client() {
+    let server = TestServer::start();
+    let mut admin = server.raw();
+    assert_eq!(
+        admin.cmd(&["CONFIG", "SET", "client-query-buffer-limit", "1mb"]),
+        ok()
+    );
+    query_buffer_limit_closes_a_4_mb_command(&server);
+    // Back at the default (1 GB), the same command goes through.
+    assert_eq!(
+        admin.cmd(&["CONFIG", "SET", "client-query-buffer-limit", "1gb"]),
+        ok()
+    );
+    let big = "x".repeat(4 << 20);
+    assert_eq!(admin.cmd(&["SET", "k", &big]), ok());
+}
+
+fn query_buffer_limit_closes_a_4_mb_command(server: &TestServer) {
     let mut r = server.raw();
     // A 4 MB bulk string (allowed by proto-max-bulk-len) outgrows the 1 MB
     // query buffer before it is complete.
@@ -127,12 +149,32 @@ fn query_buffer_limit_closes_the_client() {
     }
     assert!(closed_by_server || r.is_closed());
     server.wait_for_log("max query buffer length");
-    assert_server_alive(&server);
+    assert_server_alive(server);
 }
 
 #[test]
 fn output_buffer_hard_limit_disconnects_a_client_that_never_reads() {
     let server = TestServer::start_with(&["--client-output-buffer-limit", "normal 1mb 0 0"]);
+    output_hard_limit_disconnects_a_client_that_never_reads(&server);
+}
+
+#[test]
+fn output_buffer_limit_set_at_runtime_disconnects_a_client_that_never_reads() {
+    let server = TestServer::start();
+    let mut admin = server.raw();
+    assert_eq!(
+        admin.cmd(&[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "normal 1mb 0 0"
+        ]),
+        ok()
+    );
+    output_hard_limit_disconnects_a_client_that_never_reads(&server);
+}
+
+fn output_hard_limit_disconnects_a_client_that_never_reads(server: &TestServer) {
     let mut setup = server.raw();
     setup.cmd(&["SET", "big", &"v".repeat(100_000)]);
     let mut reader_that_never_reads = server.raw();
@@ -142,7 +184,7 @@ fn output_buffer_hard_limit_disconnects_a_client_that_never_reads() {
     let _ = reader_that_never_reads.stream.write_all(&batch);
     let line = server.wait_for_log("closed for overcoming of output buffer limits");
     assert!(line.contains("addr=127.0.0.1:"), "{line}");
-    assert_server_alive(&server);
+    assert_server_alive(server);
     assert_eq!(setup.cmd(&["STRLEN", "big"]), Reply::Int(100_000));
 }
 

@@ -589,3 +589,47 @@ fn protected_mode_denies_non_loopback_peers_until_a_password_or_no() {
     let mut open = Raw::from_stream(external());
     assert_eq!(open.cmd(&["PING"]), Reply::simple("PONG"));
 }
+
+/// How many times `expired_keys` grew while a fresh key with a 1 ms TTL
+/// was written every 50 ms for `window`: the active-expiry cron's ticks
+/// (nothing reads those keys, so nothing else expires them).
+fn expiry_ticks_seen(r: &mut Raw, window: Duration) -> usize {
+    let expired = |r: &mut Raw| -> u64 {
+        let stats = r.cmd(&["INFO", "stats"]).as_text();
+        info_field(&stats, "expired_keys").parse().unwrap()
+    };
+    let started = Instant::now();
+    let mut last = expired(r);
+    let mut ticks = 0;
+    let mut n = 0;
+    while started.elapsed() < window {
+        n += 1;
+        assert_eq!(r.cmd(&["SET", &format!("t{n}"), "v", "PX", "1"]), ok());
+        std::thread::sleep(Duration::from_millis(50));
+        let now = expired(r);
+        if now > last {
+            ticks += 1;
+            last = now;
+        }
+    }
+    ticks
+}
+
+#[test]
+fn config_set_hz_changes_how_often_the_cron_runs() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    assert_eq!(r.cmd(&["CONFIG", "SET", "hz", "100"]), ok());
+    let fast = expiry_ticks_seen(&mut r, Duration::from_millis(1500));
+    assert_eq!(r.cmd(&["CONFIG", "SET", "hz", "1"]), ok());
+    // The cron may be inside its last 10 ms sleep: from its next tick on,
+    // it sleeps a second.
+    std::thread::sleep(Duration::from_millis(20));
+    let slow = expiry_ticks_seen(&mut r, Duration::from_millis(1500));
+    assert!(
+        fast >= 10 && slow <= 3,
+        "expiry ticks in 1.5 s: {fast} at hz 100, {slow} at hz 1"
+    );
+    let info = r.cmd(&["INFO", "server"]).as_text();
+    assert_eq!(info_field(&info, "hz"), "1");
+}
