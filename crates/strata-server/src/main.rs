@@ -16,6 +16,7 @@ mod config;
 mod connection;
 mod info;
 mod log;
+mod long_double;
 mod persistence;
 mod server;
 mod session;

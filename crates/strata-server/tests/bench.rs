@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Reply, TestServer, b, i};
+use common::{RedisServer, Reply, TestServer, b, i};
 use strata_bench::run::RunResult;
 
 fn bench(port: u16, args: &[&str]) -> RunResult {
@@ -71,14 +71,7 @@ fn reports_hits_and_misses_after_a_known_prefill() {
 
 #[test]
 fn reports_hits_and_misses_against_redis_server_when_installed() {
-    let Some(redis) = RedisServer::start() else {
-        // CI installs redis-server (.ci/run fails if it cannot): there the
-        // comparison must run, not pass with a note.
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "redis-server is not installed, and CI must run this comparison"
-        );
-        eprintln!("redis-server not installed: strata-server was checked in the other test");
+    let Some(redis) = RedisServer::start_unless_missing("the hits-and-misses comparison") else {
         return;
     };
     check_hits_and_misses(redis.port);
@@ -217,74 +210,6 @@ fn open_loop_latency_includes_a_server_stall() {
         "sent {} requests",
         totals.ops
     );
-}
-
-/// Debian's redis-server, if installed.
-///
-/// redis-server cannot pick a free port itself (`port 0` turns TCP off), so
-/// a port the kernel just handed out is tried, and the server is only used
-/// once it answers with its own pid: if another process took the port
-/// meanwhile (redis-server then exits, or the pid differs), another port
-/// is tried.
-struct RedisServer {
-    port: u16,
-    child: std::process::Child,
-}
-
-impl RedisServer {
-    fn start() -> Option<RedisServer> {
-        for _ in 0..5 {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .ok()?
-                .local_addr()
-                .ok()?
-                .port();
-            let child = std::process::Command::new("redis-server")
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                ])
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .ok()?;
-            let mut server = RedisServer { port, child };
-            if server.answers_as_itself() {
-                return Some(server);
-            }
-        }
-        panic!("redis-server did not start on any of 5 free ports");
-    }
-
-    /// Waits until the port answers (true when it is this process) or the
-    /// process exits (false).
-    fn answers_as_itself(&mut self) -> bool {
-        let deadline = Instant::now() + common::TIMEOUT;
-        loop {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return false;
-            }
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                let mut r = common::Raw::connect(self.port);
-                let info = r.cmd(&["INFO", "server"]).as_text();
-                let pid = common::info_field(&info, "process_id");
-                return pid == self.child.id().to_string();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        common::reap(&mut self.child);
-    }
 }
 
 #[test]

@@ -118,6 +118,8 @@ pub struct CommandTable {
     /// PING is refused like a write while the log cannot be written, as
     /// in Redis, so health checks notice.
     pub ping_id: usize,
+    /// DEBUG's argument errors follow its own format (see `dispatch`).
+    pub debug_id: usize,
 }
 
 type NameMap = HashMap<Vec<u8>, usize, foldhash::fast::RandomState>;
@@ -133,6 +135,7 @@ impl CommandTable {
             top_level: NameMap::default(),
             subcommands: Vec::new(),
             ping_id: usize::MAX,
+            debug_id: usize::MAX,
         };
         for spec in table::COMMANDS {
             let parent = table.specs.len();
@@ -154,6 +157,7 @@ impl CommandTable {
             table.subcommands[parent] = subs;
         }
         table.ping_id = table.lookup(b"ping").expect("PING is in the table");
+        table.debug_id = table.lookup(b"debug").expect("DEBUG is in the table");
         table
     }
 
@@ -317,9 +321,21 @@ pub fn dispatch(
     };
     // A container with arguments resolves to its subcommand first, then
     // arity is checked once on what was resolved (Redis' order).
+    // DEBUG is one command in Redis, not a container: an unknown
+    // subcommand and a wrong argument count get one message.
+    let debug_error = || {
+        format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+            lossy(&args[1], 128)
+        )
+    };
     if !table.specs[id].subcommands.is_empty() && args.len() >= 2 {
         match table.lookup_subcommand(id, &args[1]) {
             Some(sub) => id = sub,
+            None if id == table.debug_id => {
+                reject(server, &mut reply, &debug_error());
+                return;
+            }
             None => {
                 let message = format!(
                     "ERR unknown subcommand '{}'. Try {} HELP.",
@@ -334,10 +350,14 @@ pub fn dispatch(
     let spec = table.specs[id];
     if !spec.arity_ok(args.len()) {
         bump(&stats.commands[id].rejected, 1);
-        let message = format!(
-            "ERR wrong number of arguments for '{}' command",
-            table.full_names[id]
-        );
+        let message = if table.full_names[id].starts_with("debug|") {
+            debug_error()
+        } else {
+            format!(
+                "ERR wrong number of arguments for '{}' command",
+                table.full_names[id]
+            )
+        };
         reject(server, &mut reply, &message);
         return;
     }
@@ -414,28 +434,6 @@ pub fn lossy(arg: &[u8], max: usize) -> Cow<'_, str> {
 /// Parses a strict 64-bit integer argument, as Redis' `getLongLongFromObject`.
 pub fn parse_i64(arg: &[u8]) -> Result<i64, CmdError> {
     strata_engine::value::parse_canonical_i64(arg).ok_or(CmdError::from(ERR_NOT_INTEGER))
-}
-
-/// Parses a float argument as Redis' `getLongDoubleFromObject`: no spaces,
-/// no NaN.
-pub fn parse_f64(arg: &[u8]) -> Result<f64, CmdError> {
-    let text = std::str::from_utf8(arg).map_err(|_| CmdError::from(ERR_NOT_FLOAT))?;
-    if text.is_empty()
-        || text.starts_with(char::is_whitespace)
-        || text.ends_with(char::is_whitespace)
-    {
-        return Err(ERR_NOT_FLOAT.into());
-    }
-    match text.to_ascii_lowercase().as_str() {
-        "inf" | "+inf" | "infinity" | "+infinity" => return Ok(f64::INFINITY),
-        "-inf" | "-infinity" => return Ok(f64::NEG_INFINITY),
-        _ => {}
-    }
-    let value: f64 = text.parse().map_err(|_| CmdError::from(ERR_NOT_FLOAT))?;
-    if value.is_nan() {
-        return Err(ERR_NOT_FLOAT.into());
-    }
-    Ok(value)
 }
 
 /// Case-insensitive comparison of an argument with an option name.

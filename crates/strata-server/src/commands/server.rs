@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use bytes::Bytes;
 
 use super::connection::help_lines;
-use super::{CmdError, CmdResult, Ctx, ERR_SYNTAX, Spec, is, lossy, parse_f64, parse_i64};
+use super::{CmdError, CmdResult, Ctx, ERR_SYNTAX, Spec, is, lossy, parse_i64};
 use crate::config::DIRECTIVES;
 use crate::persistence::{self, Trigger};
 use crate::server::ShutdownSave;
@@ -193,10 +193,18 @@ pub fn shutdown(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 pub fn debug_sleep(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let seconds = parse_f64(&args[2])?;
-    if !(0.0..=3600.0).contains(&seconds) {
-        return Err("ERR sleep time must be between 0 and 3600 seconds".into());
-    }
+    // Redis reads the time with strtod: the longest numeric prefix counts,
+    // anything else (or a negative time) sleeps 0 seconds.
+    let text = &args[2];
+    let seconds = (0..=text.len())
+        .rev()
+        .find_map(|end| {
+            std::str::from_utf8(&text[..end])
+                .ok()
+                .and_then(|t| t.trim_start().parse::<f64>().ok())
+        })
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .unwrap_or(0.0);
     // Like Redis' DEBUG SLEEP, the whole server stops executing commands for
     // the duration: every connection checks the pause before each command.
     ctx.server
@@ -345,7 +353,8 @@ pub fn command_info(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     for name in &args[2..] {
         match find_spec(ctx, name) {
             Some((full_name, spec)) => write_command_info(ctx, &full_name, spec),
-            None => ctx.out.null_array(),
+            // Redis answers a null (`$-1` in RESP2) for an unknown name.
+            None => ctx.out.null_bulk(),
         }
     }
     Ok(())

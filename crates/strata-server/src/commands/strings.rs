@@ -1,12 +1,13 @@
 //! String commands.
 
+use crate::long_double::{self, AddError};
 use bytes::Bytes;
 use strata_engine::Value;
 use strata_engine::value::parse_canonical_i64;
 
 use super::{
     CmdError, CmdResult, Ctx, ERR_NOT_FLOAT, ERR_NOT_INTEGER, ERR_OVERFLOW, ERR_STRING_TOO_LONG,
-    ERR_SYNTAX, is, parse_f64, parse_i64, write_value,
+    ERR_SYNTAX, is, parse_i64, write_value,
 };
 
 pub fn get(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
@@ -394,33 +395,30 @@ pub fn decrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let increment = parse_f64(&args[2])?;
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let mut shard = ctx.keyspace().lock(key);
     let entry = shard.get(db, key, now);
-    let current = match entry.as_ref().map(|e| e.value()) {
-        None => 0.0,
-        Some(value) => parse_f64(value.as_bytes()).map_err(|_| CmdError::from(ERR_NOT_FLOAT))?,
-    };
-    let result = current + increment;
-    if !result.is_finite() {
-        return Err("ERR increment would produce NaN or Infinity".into());
-    }
-    let text = strata_resp::format_double(result);
+    let current = entry.as_ref().map(|e| e.value());
+    let text =
+        long_double::add(current.as_ref().map(|v| v.as_bytes()), &args[2]).map_err(|error| {
+            match error {
+                AddError::CurrentNotFloat | AddError::IncrementNotFloat => {
+                    CmdError::from(ERR_NOT_FLOAT)
+                }
+                AddError::NotFinite => {
+                    CmdError::from("ERR increment would produce NaN or Infinity")
+                }
+            }
+        })?;
+    // As Redis: the sum is stored as text, never integer-encoded.
+    let value = Value::owned(text.clone());
     match entry {
-        Some(entry) => entry.set_value(db, Value::from_bytes(text.as_bytes())),
-        None => shard.set(
-            db,
-            key,
-            Value::from_bytes(text.as_bytes()),
-            None,
-            false,
-            now,
-        ),
+        Some(entry) => entry.set_value(db, value),
+        None => shard.set(db, key, value, None, false, now),
     }
     drop(shard);
     ctx.dirty(1);
-    ctx.out.bulk(text.as_bytes());
+    ctx.out.bulk(&text);
     Ok(())
 }
 

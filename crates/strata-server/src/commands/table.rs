@@ -421,7 +421,7 @@ const COMMAND_SUBCOMMANDS: &[Spec] = &[
     ),
     sub(
         "getkeys",
-        -3,
+        -4,
         CONN,
         NO_KEYS,
         CONNECTION_SLOW,

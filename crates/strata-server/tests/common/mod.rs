@@ -575,3 +575,88 @@ macro_rules! assert_reply {
         assert_eq!($raw.cmd(&[$($arg),+]), $expected, "command {:?}", [$($arg),+]);
     };
 }
+
+/// Debian's redis-server, if installed.
+///
+/// redis-server cannot pick a free port itself (`port 0` turns TCP off), so
+/// a port the kernel just handed out is tried, and the server is only used
+/// once it answers with its own pid: if another process took the port
+/// meanwhile (redis-server then exits, or the pid differs), another port
+/// is tried.
+pub struct RedisServer {
+    pub port: u16,
+    child: std::process::Child,
+}
+
+impl RedisServer {
+    /// Starts redis-server; without it, None off CI (with a note naming
+    /// `what` was skipped) and a failure under CI, which installs it
+    /// (`.ci/run` fails if it cannot): there the comparison must run.
+    pub fn start_unless_missing(what: &str) -> Option<RedisServer> {
+        let started = RedisServer::start();
+        if started.is_none() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "redis-server is not installed, and CI must run {what}"
+            );
+            eprintln!("redis-server not installed: {what} skipped");
+        }
+        started
+    }
+
+    pub fn start() -> Option<RedisServer> {
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .ok()?
+                .local_addr()
+                .ok()?
+                .port();
+            let child = std::process::Command::new("redis-server")
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--enable-debug-command",
+                    "yes",
+                ])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .ok()?;
+            let mut server = RedisServer { port, child };
+            if server.answers_as_itself() {
+                return Some(server);
+            }
+        }
+        panic!("redis-server did not start on any of 5 free ports");
+    }
+
+    /// Waits until the port answers (true when it is this process) or the
+    /// process exits (false).
+    fn answers_as_itself(&mut self) -> bool {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                let mut r = Raw::connect(self.port);
+                let info = r.cmd(&["INFO", "server"]).as_text();
+                let pid = info_field(&info, "process_id");
+                return pid == self.child.id().to_string();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        reap(&mut self.child);
+    }
+}
