@@ -234,6 +234,8 @@ const SCRIPTS: &[&[&[&str]]] = &[
         &["MEMORY", "BOGUS"],
         &["COMMAND", "GETKEYS"],
         &["COMMAND", "GETKEYS", "GET"],
+        &["COMMAND", "GETKEYS", "SET", "a"],
+        &["COMMAND", "GETKEYS", "PING", "x"],
         &["COMMAND", "GETKEYS", "NOSUCH", "a"],
         &["COMMAND", "GETKEYS", "MSET", "a", "1", "b", "2"],
         &["COMMAND", "COUNT", "extra"],

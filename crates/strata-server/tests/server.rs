@@ -287,12 +287,19 @@ fn command_introspection() {
     );
     assert_reply!(
         r,
-        ["COMMAND", "GETKEYS", "PING"],
+        ["COMMAND", "GETKEYS", "PING", "x"],
         e("ERR The command has no key arguments")
     );
+    // As redis-server 7.0.15: COMMAND GETKEYS needs 4 arguments itself;
+    // then the named command's own arity is checked.
     assert_reply!(
         r,
         ["COMMAND", "GETKEYS", "GET"],
+        e("ERR wrong number of arguments for 'command|getkeys' command")
+    );
+    assert_reply!(
+        r,
+        ["COMMAND", "GETKEYS", "SET", "a"],
         e("ERR Invalid number of arguments specified for command")
     );
     assert_reply!(
