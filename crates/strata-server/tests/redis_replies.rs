@@ -5,7 +5,8 @@
 //!
 //! Left out: replies that differ between any two servers (INFO, TIME,
 //! CLIENT ID/LIST, run ids), the types Strata does not have yet, and the
-//! documented differences (the default `maxmemory-policy` is `tiered`).
+//! documented differences (the default `maxmemory-policy` is `tiered`;
+//! CLIENT SETINFO answers as in Redis 7.2, which clients send it to).
 //! redis-server runs with `enable-debug-command yes`, as Strata has DEBUG.
 
 mod common;
@@ -128,6 +129,13 @@ const SCRIPTS: &[&[&[&str]]] = &[
         &["SCAN", "abc"],
         &["SCAN", "0", "TYPE"],
         &["SCAN", "0", "BOGUS", "1"],
+        &["SCAN", "0", "TYPE", "list", "COUNT", "1000"],
+        &["SCAN", "0", "MATCH", "e", "COUNT", "1000"],
+        &["SCAN", "0", "COUNT", "-1"],
+        &["SCAN", "18446744073709551616"],
+        &["RENAMENX", "missing", "x"],
+        &["OBJECT", "IDLETIME", "missing"],
+        &["OBJECT", "REFCOUNT", "e"],
         &["OBJECT", "ENCODING", "missing"],
         &["OBJECT", "BOGUS", "e"],
         &["OBJECT", "FREQ", "e"],
@@ -144,6 +152,11 @@ const SCRIPTS: &[&[&[&str]]] = &[
         &["EXPIRE", "k", "10", "NX", "XX"],
         &["EXPIRE", "k", "10", "GT", "LT"],
         &["EXPIRE", "k", "10", "BOGUS"],
+        &["EXPIRE", "k", "10", "YY"],
+        &["PEXPIREAT", "k", "abc"],
+        &["GETEX", "k", "PXAT", "0"],
+        &["GETEX", "k", "EXAT", "-1"],
+        &["SET", "k2", "v", "PXAT", "0"],
         &["EXPIRE", "k", "abc"],
         &["EXPIRE", "k", "9223372036854775807"],
         &["PEXPIRE", "k", "9223372036854775807"],
@@ -208,6 +221,9 @@ const SCRIPTS: &[&[&[&str]]] = &[
         &["CLIENT", "KILL", "ID", "abc"],
         &["CLIENT", "KILL", "127.0.0.1:1"],
         &["CLIENT", "NO-EVICT", "maybe"],
+        &["CLIENT", "GETNAME", "x"],
+        &["HELLO", "2", "SETNAME", "n", "BOGUS"],
+        &["ECHO", "a", "b"],
         &["CONFIG", "GET"],
         &["CONFIG", "SET", "maxmemory"],
         &["CONFIG", "SET", "nosuch", "1"],
