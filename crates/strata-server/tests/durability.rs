@@ -20,6 +20,18 @@ fn info(raw: &mut Raw, section: &str) -> String {
     raw.cmd(&["INFO", section]).as_text()
 }
 
+/// Checks every key's value (MGET in batches of 500).
+fn assert_values(raw: &mut Raw, expected: &[(&String, &String)], what: &str) {
+    for batch in expected.chunks(500) {
+        let mut args = vec!["MGET"];
+        args.extend(batch.iter().map(|(key, _)| key.as_str()));
+        let values = raw.cmd(&args);
+        for ((key, value), got) in batch.iter().zip(values.as_array()) {
+            assert_eq!(got, &b(value), "{what} value of {key} lost");
+        }
+    }
+}
+
 fn segments(dir: &Path) -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = std::fs::read_dir(dir.join("data/log"))
         .map(|entries| entries.map(|e| e.unwrap().path()).collect())
@@ -176,14 +188,7 @@ fn no_acknowledged_write_lost(fsync: &str) {
     let server = TestServer::spawn(dir, &[], None, READY);
     let mut raw = server.raw();
     let all: Vec<(&String, &String)> = acked.iter().flatten().collect();
-    for batch in all.chunks(500) {
-        let mut args = vec!["MGET"];
-        args.extend(batch.iter().map(|(key, _)| key.as_str()));
-        let values = raw.cmd(&args);
-        for ((key, value), got) in batch.iter().zip(values.as_array()) {
-            assert_eq!(got, &b(value), "acknowledged {key} lost ({fsync})");
-        }
-    }
+    assert_values(&mut raw, &all, &format!("acknowledged under {fsync}"));
 }
 
 #[test]
@@ -262,11 +267,8 @@ fn checkpoints_under_load_are_consistent_and_compact_the_log() {
     assert_eq!(status, 0, "{report}");
     let server = TestServer::spawn(dir, &[], None, READY);
     let mut raw = server.raw();
-    for writer in &latest {
-        for (key, value) in writer {
-            assert_eq!(raw.cmd(&["GET", key]), b(value), "{key}");
-        }
-    }
+    let all: Vec<(&String, &String)> = latest.iter().flatten().collect();
+    assert_values(&mut raw, &all, "last acknowledged");
     assert_eq!(raw.cmd(&["DBSIZE"]), i(400));
 }
 

@@ -189,15 +189,8 @@ fn concurrent_reads_and_writes_of_cold_keys_stay_consistent() {
             last[i as usize] = versions[i as usize];
         }
     }
-    for i in 0..COUNT {
-        let got: Vec<u8> = con.get(key(i)).unwrap();
-        assert_eq!(
-            got,
-            value(i, last[i as usize], SIZE),
-            "final value of {}",
-            key(i)
-        );
-    }
+    let all: Vec<u64> = (0..COUNT).collect();
+    mget_check(&mut con, &all, |i| value(i, last[i as usize], SIZE));
     assert_eq!(info_u64(&mut con, "tiering", "read_errors"), 0);
 }
 
@@ -401,10 +394,8 @@ fn a_damaged_cold_value_gets_an_error_and_loses_nothing_else() {
             "{text}"
         );
         assert_eq!(residency(&mut con, &name), "disk", "the entry is kept");
-        for i in (0..COUNT).filter(|&i| i != victim) {
-            let got: Vec<u8> = con.get(key(i)).unwrap();
-            assert_eq!(got, value(i, 1, SIZE), "value of {}", key(i));
-        }
+        let others: Vec<u64> = (0..COUNT).filter(|&i| i != victim).collect();
+        mget_check(&mut con, &others, |i| value(i, 1, SIZE));
         assert!(info_u64(&mut con, "tiering", "read_errors") >= 1);
         // The key can still be overwritten, and then reads fine.
         assert_eq!(raw.cmd(&["SET", &name, "new"]), ok());

@@ -316,16 +316,18 @@ pub fn fill(con: &mut redis::Connection, count: u64, version: u64, size: usize) 
 
 /// Reads keys `0..count` back (MGET in batches) and checks every value.
 pub fn check_all(con: &mut redis::Connection, count: u64, version: u64, size: usize) {
-    for chunk in (0..count).collect::<Vec<_>>().chunks(32) {
+    let ids: Vec<u64> = (0..count).collect();
+    mget_check(con, &ids, |i| value(i, version, size));
+}
+
+/// Reads keys `ids` back (MGET in batches) and checks each against
+/// `expected(i)`.
+pub fn mget_check(con: &mut redis::Connection, ids: &[u64], expected: impl Fn(u64) -> Vec<u8>) {
+    for chunk in ids.chunks(32) {
         let keys: Vec<String> = chunk.iter().map(|&i| key(i)).collect();
         let values: Vec<Option<Vec<u8>>> = redis::cmd("MGET").arg(&keys).query(con).unwrap();
         for (&i, got) in chunk.iter().zip(values) {
-            assert_eq!(
-                got.as_deref(),
-                Some(&value(i, version, size)[..]),
-                "value of {}",
-                key(i)
-            );
+            assert_eq!(got, Some(expected(i)), "value of {}", key(i));
         }
     }
 }
