@@ -297,3 +297,81 @@ fn replies_are_those_of_redis_7() {
         differences.join("\n")
     );
 }
+
+/// Commands Strata has and redis-server 7.0.15 does not: Strata's own
+/// (`OBJECT RESIDENCY`), later Redis versions' (`CLIENT SETINFO`,
+/// `CLIENT NO-TOUCH`), and DEBUG's subcommands (one command in Redis).
+const NOT_IN_REDIS_7_0: &[&str] = &[
+    "object|residency",
+    "client|setinfo",
+    "client|no-touch",
+    "debug|sleep",
+    "debug|help",
+];
+
+#[test]
+fn command_info_is_that_of_redis_7() {
+    let Some(redis) = RedisServer::start_unless_missing("the COMMAND INFO comparison") else {
+        return;
+    };
+    let server = TestServer::start();
+    let (mut ours, mut theirs) = (server.raw(), Raw::connect(redis.port));
+    let names: Vec<String> = ours
+        .cmd(&["COMMAND", "LIST"])
+        .as_array()
+        .iter()
+        .map(Reply::as_text)
+        .filter(|name| !NOT_IN_REDIS_7_0.contains(&name.as_str()))
+        .collect();
+    assert!(names.len() > 90, "{names:?}");
+    let mut differences = Vec::new();
+    for name in &names {
+        let mut expected = theirs.cmd(&["COMMAND", "INFO", name]).as_array()[0].clone();
+        let mut got = ours.cmd(&["COMMAND", "INFO", name]).as_array()[0].clone();
+        // A container's subcommands are compared one by one above.
+        for info in [&mut expected, &mut got] {
+            if let Reply::Array(fields) = info {
+                fields.truncate(9);
+            }
+        }
+        if expected != got {
+            differences.push(format!(
+                "{name}\n    redis:  {expected:?}\n    strata: {got:?}"
+            ));
+        }
+    }
+    let getkeys: &[&[&str]] = &[
+        &["SET", "a", "b"],
+        &["SET", "a", "b", "GET"],
+        &["BITFIELD", "a", "GET", "u8", "0"],
+        &["BITFIELD", "a", "INCRBY", "u8", "0", "1"],
+        &["BITOP", "AND", "d", "a", "b"],
+        &["MSET", "a", "1", "b", "2"],
+        &["RENAME", "a", "b"],
+        &["COPY", "a", "b", "DB", "1"],
+        &["OBJECT", "ENCODING", "a"],
+        &["MEMORY", "USAGE", "a"],
+        &["LCS", "a", "b"],
+        &["PING"],
+        &["MGET"],
+    ];
+    for args in getkeys {
+        for sub in ["GETKEYS", "GETKEYSANDFLAGS"] {
+            let mut full = vec!["COMMAND", sub];
+            full.extend_from_slice(args);
+            let (expected, got) = (theirs.cmd(&full), ours.cmd(&full));
+            if expected != got {
+                differences.push(format!(
+                    "{}\n    redis:  {expected:?}\n    strata: {got:?}",
+                    full.join(" ")
+                ));
+            }
+        }
+    }
+    assert!(
+        differences.is_empty(),
+        "{} differences from redis-server:\n{}",
+        differences.len(),
+        differences.join("\n")
+    );
+}

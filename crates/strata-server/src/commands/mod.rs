@@ -1,9 +1,9 @@
 //! The command table and dispatch.
 //!
 //! Every command is one [`Spec`] in [`table::COMMANDS`]: name, arity, flags,
-//! key positions, ACL categories, documentation and handler. The dispatcher
+//! key specs ([`keyspec`]), ACL categories, documentation and handler. The dispatcher
 //! checks existence, arity and authentication once, from the spec, before
-//! any handler runs; COMMAND, COMMAND INFO/DOCS/COUNT/LIST/GETKEYS and
+//! any handler runs; COMMAND, COMMAND INFO/DOCS/COUNT/LIST/GETKEYS(ANDFLAGS) and
 //! INFO commandstats are generated from the same table.
 //!
 //! Handlers live one file per family (`strings.rs`, `keys.rs`, …), take a
@@ -14,6 +14,7 @@
 pub mod bits;
 pub mod connection;
 pub mod keys;
+pub mod keyspec;
 pub mod server;
 pub mod strings;
 pub mod table;
@@ -69,9 +70,8 @@ pub struct Spec {
     /// least N.
     pub arity: i32,
     pub flags: &'static [&'static str],
-    /// First key, last key (negative counts from the end), step; 0 0 0 for
-    /// commands without keys.
-    pub keys: (i32, i32, i32),
+    /// Where the command's keys are and what it does with them.
+    pub keys: &'static [keyspec::KeySpec],
     /// ACL categories without the leading '@'.
     pub acl: &'static [&'static str],
     pub group: &'static str,
@@ -93,17 +93,12 @@ impl Spec {
         self.flags.contains(&flag)
     }
 
-    /// Positions of the key arguments in `args`, from first/last/step.
-    pub fn key_positions(&self, argc: usize) -> Vec<usize> {
-        let (first, last, step) = self.keys;
-        if first <= 0 || step <= 0 {
-            return Vec::new();
-        }
-        let last = if last < 0 { argc as i32 + last } else { last };
-        (first..=last.min(argc as i32 - 1))
-            .step_by(step as usize)
-            .map(|i| i as usize)
-            .collect()
+    /// Positions of the key arguments in `args`, from the key specs
+    /// (empty when the arguments do not hold the keys the specs promise).
+    pub fn key_positions(&self, args: &[Bytes]) -> Vec<usize> {
+        keyspec::keys_with_specs(self.keys, args)
+            .map(|keys| keys.into_iter().map(|(at, _)| at).collect())
+            .unwrap_or_default()
     }
 }
 
@@ -213,18 +208,9 @@ impl CommandTable {
         if (NO_VALUE_NEEDED.contains(&name) && !reads_old_value) || !spec.arity_ok(args.len()) {
             return Vec::new();
         }
-        let (first, last, step) = spec.keys;
-        if first <= 0 || step <= 0 {
-            return Vec::new();
-        }
-        let last = if last < 0 {
-            args.len() as i32 + last
-        } else {
-            last.min(args.len() as i32 - 1)
-        };
-        (first..=last)
-            .step_by(step as usize)
-            .filter_map(|at| args.get(at as usize).map(|a| &a[..]))
+        spec.key_positions(args)
+            .into_iter()
+            .map(|at| &args[at][..])
             .collect()
     }
 

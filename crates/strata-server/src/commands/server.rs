@@ -7,7 +7,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use bytes::Bytes;
 
 use super::connection::help_lines;
-use super::{CmdError, CmdResult, Ctx, ERR_SYNTAX, Spec, is, lossy, parse_i64};
+use super::keyspec::{self, BeginSearch, FindKeys, KeySpec};
+use super::{CmdError, CmdResult, Ctx, ERR_SYNTAX, Spec, is, lossy, parse_i64, table};
 use crate::config::DIRECTIVES;
 use crate::persistence::{self, Trigger};
 use crate::server::ShutdownSave;
@@ -258,16 +259,45 @@ pub fn memory_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-/// COMMAND INFO's entry for one command.
+/// Command flags in the order Redis lists them.
+const COMMAND_FLAG_ORDER: &[&str] = &[
+    "write",
+    "readonly",
+    "denyoom",
+    "module",
+    "admin",
+    "pubsub",
+    "noscript",
+    "blocking",
+    "loading",
+    "stale",
+    "skip_monitor",
+    "skip_slowlog",
+    "asking",
+    "fast",
+    "no_auth",
+    "no_mandatory_keys",
+    "no_async_loading",
+    "no_multi",
+    "movablekeys",
+    "allow_busy",
+];
+
+/// COMMAND INFO's entry for one command, as Redis 7 writes it.
 fn write_command_info(ctx: &mut Ctx, full_name: &str, spec: &Spec) {
+    let ((first, last, step), movable) = keyspec::legacy_range(spec.keys);
+    let flags: Vec<&str> = COMMAND_FLAG_ORDER
+        .iter()
+        .copied()
+        .filter(|flag| spec.has_flag(flag) || (*flag == "movablekeys" && movable))
+        .collect();
     ctx.out.array(10);
     ctx.out.bulk(full_name.as_bytes());
     ctx.out.int(spec.arity as i64);
-    ctx.out.set(spec.flags.len());
-    for flag in spec.flags {
+    ctx.out.set(flags.len());
+    for flag in flags {
         ctx.out.simple(flag);
     }
-    let (first, last, step) = spec.keys;
     ctx.out.int(first as i64);
     ctx.out.int(last as i64);
     ctx.out.int(step as i64);
@@ -275,46 +305,103 @@ fn write_command_info(ctx: &mut Ctx, full_name: &str, spec: &Spec) {
     for category in spec.acl {
         ctx.out.simple(&format!("@{category}"));
     }
-    ctx.out.array(0); // tips
-    if first > 0 {
-        // One range key specification equivalent to first/last/step.
-        ctx.out.array(1);
-        ctx.out.map(4);
-        ctx.out.bulk(b"flags");
-        ctx.out.array(0);
-        ctx.out.bulk(b"begin_search");
-        ctx.out.map(2);
-        ctx.out.bulk(b"type");
-        ctx.out.bulk(b"index");
-        ctx.out.bulk(b"spec");
-        ctx.out.map(1);
-        ctx.out.bulk(b"index");
-        ctx.out.int(first as i64);
-        ctx.out.bulk(b"find_keys");
-        ctx.out.map(2);
-        ctx.out.bulk(b"type");
-        ctx.out.bulk(b"range");
-        ctx.out.bulk(b"spec");
-        ctx.out.map(3);
-        ctx.out.bulk(b"lastkey");
-        ctx.out.int(if last < 0 {
-            last as i64
-        } else {
-            (last - first) as i64
-        });
-        ctx.out.bulk(b"keystep");
-        ctx.out.int(step as i64);
-        ctx.out.bulk(b"limit");
-        ctx.out.int(0);
-        ctx.out.bulk(b"notes");
-        ctx.out.bulk(b"");
-    } else {
-        ctx.out.array(0);
+    let tips = table::tips(full_name);
+    ctx.out.set(tips.len());
+    for tip in tips {
+        ctx.out.bulk(tip.as_bytes());
+    }
+    ctx.out.set(spec.keys.len());
+    for key_spec in spec.keys {
+        write_key_spec(ctx, key_spec);
     }
     ctx.out.array(spec.subcommands.len());
     for sub in spec.subcommands {
         let name = format!("{full_name}|{}", sub.name);
         write_command_info(ctx, &name, sub);
+    }
+}
+
+/// One key specification as COMMAND INFO shows it.
+fn write_key_spec(ctx: &mut Ctx, key_spec: &KeySpec) {
+    let noted = !key_spec.notes.is_empty();
+    ctx.out.map(3 + noted as usize);
+    if noted {
+        ctx.out.bulk(b"notes");
+        ctx.out.bulk(key_spec.notes.as_bytes());
+    }
+    ctx.out.bulk(b"flags");
+    write_key_flags(ctx, key_spec.flags);
+    ctx.out.bulk(b"begin_search");
+    ctx.out.map(2);
+    ctx.out.bulk(b"type");
+    match key_spec.begin {
+        BeginSearch::Index(index) => {
+            ctx.out.bulk(b"index");
+            ctx.out.bulk(b"spec");
+            ctx.out.map(1);
+            ctx.out.bulk(b"index");
+            ctx.out.int(index as i64);
+        }
+        BeginSearch::Keyword {
+            keyword,
+            start_from,
+        } => {
+            ctx.out.bulk(b"keyword");
+            ctx.out.bulk(b"spec");
+            ctx.out.map(2);
+            ctx.out.bulk(b"keyword");
+            ctx.out.bulk(keyword.as_bytes());
+            ctx.out.bulk(b"startfrom");
+            ctx.out.int(start_from as i64);
+        }
+    }
+    ctx.out.bulk(b"find_keys");
+    ctx.out.map(2);
+    ctx.out.bulk(b"type");
+    let fields: [(&[u8], i32); 3] = match key_spec.find {
+        FindKeys::Range {
+            last_key,
+            step,
+            limit,
+        } => {
+            ctx.out.bulk(b"range");
+            [
+                (b"lastkey", last_key),
+                (b"keystep", step),
+                (b"limit", limit),
+            ]
+        }
+        FindKeys::Keynum {
+            keynum_index,
+            first_key,
+            step,
+        } => {
+            ctx.out.bulk(b"keynum");
+            [
+                (b"keynumidx", keynum_index),
+                (b"firstkey", first_key),
+                (b"keystep", step),
+            ]
+        }
+    };
+    ctx.out.bulk(b"spec");
+    ctx.out.map(3);
+    for (name, value) in fields {
+        ctx.out.bulk(name);
+        ctx.out.int(value as i64);
+    }
+}
+
+/// Key spec flags as a set, in Redis' order.
+fn write_key_flags(ctx: &mut Ctx, flags: &[&str]) {
+    let ordered: Vec<&str> = keyspec::FLAG_ORDER
+        .iter()
+        .copied()
+        .filter(|flag| flags.contains(flag))
+        .collect();
+    ctx.out.set(ordered.len());
+    for flag in ordered {
+        ctx.out.simple(flag);
     }
 }
 
@@ -443,16 +530,17 @@ pub fn command_list(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-pub fn command_getkeys(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+/// The spec (and full name) of the command in COMMAND GETKEYS'
+/// arguments, after Redis' checks (known command, its arity).
+fn command_to_inspect(ctx: &Ctx, command: &[Bytes]) -> Result<(usize, &'static Spec), CmdError> {
     let table = &ctx.server.commands;
-    let command = &args[2..];
     let mut id = table
         .lookup(&command[0])
         .ok_or(CmdError::from("ERR Invalid command specified"))?;
     if !table.specs[id].subcommands.is_empty() && command.len() >= 2 {
         id = table.lookup_subcommand(id, &command[1]).unwrap_or(id);
     }
-    let spec = table.specs[id];
+    let spec: &'static Spec = table.specs[id];
     let arity_ok = if spec.arity >= 0 {
         command.len() == spec.arity as usize
     } else {
@@ -461,13 +549,51 @@ pub fn command_getkeys(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if !arity_ok {
         return Err("ERR Invalid number of arguments specified for command".into());
     }
-    let positions = spec.key_positions(command.len());
-    if positions.is_empty() {
+    Ok((id, spec))
+}
+
+/// The keys of the command in `args[2..]`, each with its key spec.
+/// A key's flags: its spec's, or those the arguments decide when the spec
+/// has `variable_flags`.
+type KeyFlags = &'static [&'static str];
+
+fn keys_to_report(ctx: &Ctx, args: &[Bytes]) -> Result<Vec<(usize, KeyFlags)>, CmdError> {
+    let (id, spec) = command_to_inspect(ctx, &args[2..])?;
+    let keys = keyspec::keys_with_specs(spec.keys, &args[2..])
+        .map_err(|_| CmdError::from("ERR Invalid arguments specified for command"))?;
+    if keys.is_empty() {
         return Err("ERR The command has no key arguments".into());
     }
-    ctx.out.array(positions.len());
-    for position in positions {
-        ctx.out.bulk(&command[position]);
+    let full_name = &ctx.server.commands.full_names[id];
+    Ok(keys
+        .into_iter()
+        .map(|(at, key_spec)| {
+            let flags = if key_spec.flags.contains(&"variable_flags") {
+                keyspec::variable_flags(full_name, &args[2..]).unwrap_or(key_spec.flags)
+            } else {
+                key_spec.flags
+            };
+            (at, flags)
+        })
+        .collect())
+}
+
+pub fn command_getkeys(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let keys = keys_to_report(ctx, args)?;
+    ctx.out.array(keys.len());
+    for (at, _) in keys {
+        ctx.out.bulk(&args[2 + at]);
+    }
+    Ok(())
+}
+
+pub fn command_getkeysandflags(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let keys = keys_to_report(ctx, args)?;
+    ctx.out.array(keys.len());
+    for (at, flags) in keys {
+        ctx.out.array(2);
+        ctx.out.bulk(&args[2 + at]);
+        write_key_flags(ctx, flags);
     }
     Ok(())
 }

@@ -1,0 +1,321 @@
+//! Key specifications: how a command names its keys, as Redis 7 declares
+//! them (`COMMAND INFO`'s seventh element, "key specs").
+//!
+//! A spec has two steps. *Begin search* finds where its keys start: at a
+//! fixed argument index, or after a keyword found from some index (forward,
+//! or backward when the index is negative). *Find keys* then takes either a
+//! range (up to a last key relative to the start, or counted from the end
+//! when negative, every `step`-th argument) or a count read from an
+//! argument (`numkeys`, as EVAL or ZUNIONSTORE have). Flags say what the
+//! command does with each key: `RO`/`RW`/`OW`/`RM` (read only, read and
+//! write, overwrite, remove) and `access`/`update`/`insert`/`delete`.
+//!
+//! Every command's keys come from here: dispatch (which values to read in
+//! before a command runs), `COMMAND GETKEYS`/`GETKEYSANDFLAGS`, and the
+//! legacy first/last/step triple of `COMMAND INFO`, derived as Redis does.
+
+use bytes::Bytes;
+
+/// Where a spec's keys begin.
+// `Keyword` and `Keynum` serve the commands of the coming families (EVAL,
+// ZUNIONSTORE, XREAD, SORT … STORE); no string or key command needs them,
+// so outside the tests they are not constructed yet.
+#[derive(Clone, Copy, Debug)]
+#[cfg_attr(not(test), allow(dead_code))]
+pub enum BeginSearch {
+    /// At this argument index.
+    Index(i32),
+    /// After `keyword`, searched from `start_from` (from the end when
+    /// negative).
+    Keyword {
+        keyword: &'static str,
+        start_from: i32,
+    },
+}
+
+/// Which arguments from the start are keys.
+#[derive(Clone, Copy, Debug)]
+#[cfg_attr(not(test), allow(dead_code))]
+pub enum FindKeys {
+    /// Up to `last_key` (relative to the start; from the end of the
+    /// arguments when negative), every `step`-th; `limit` > 1 divides what
+    /// a negative `last_key` covers.
+    Range {
+        last_key: i32,
+        step: i32,
+        limit: i32,
+    },
+    /// The number of keys is the argument at `keynum_index` (relative to
+    /// the start); the keys begin at `first_key` (relative too).
+    Keynum {
+        keynum_index: i32,
+        first_key: i32,
+        step: i32,
+    },
+}
+
+/// One key specification of a command.
+#[derive(Clone, Copy, Debug)]
+pub struct KeySpec {
+    pub notes: &'static str,
+    /// Redis' names: "RO", "RW", "OW", "RM", "access", "update", "insert",
+    /// "delete", "not_key", "incomplete", "variable_flags".
+    pub flags: &'static [&'static str],
+    pub begin: BeginSearch,
+    pub find: FindKeys,
+}
+
+/// Flags as Redis lists them, in its order.
+pub const FLAG_ORDER: &[&str] = &[
+    "RO",
+    "RW",
+    "OW",
+    "RM",
+    "access",
+    "update",
+    "insert",
+    "delete",
+    "not_key",
+    "incomplete",
+    "variable_flags",
+];
+
+/// A spec whose keys start at `index` and run to `last_key` every `step`.
+pub const fn range(
+    flags: &'static [&'static str],
+    index: i32,
+    last_key: i32,
+    step: i32,
+) -> KeySpec {
+    KeySpec {
+        notes: "",
+        flags,
+        begin: BeginSearch::Index(index),
+        find: FindKeys::Range {
+            last_key,
+            step,
+            limit: 0,
+        },
+    }
+}
+
+/// [`range`] with Redis' note about the flags.
+pub const fn noted(notes: &'static str, spec: KeySpec) -> KeySpec {
+    KeySpec { notes, ..spec }
+}
+
+/// Why keys could not be found in a command's arguments.
+#[derive(Debug, PartialEq, Eq)]
+pub struct BadArguments;
+
+impl KeySpec {
+    /// Positions of this spec's keys in `args` (argument 0 is the name).
+    pub fn positions(&self, args: &[Bytes]) -> Result<Vec<usize>, BadArguments> {
+        let argc = args.len() as i64;
+        let start = match self.begin {
+            BeginSearch::Index(index) => index as i64,
+            BeginSearch::Keyword {
+                keyword,
+                start_from,
+            } => {
+                let found = if start_from >= 0 {
+                    (start_from as i64..argc).find(|&i| is(&args[i as usize], keyword))
+                } else {
+                    (1..=argc + start_from as i64)
+                        .rev()
+                        .find(|&i| is(&args[i as usize], keyword))
+                };
+                match found {
+                    Some(at) => at + 1,
+                    None => return Ok(Vec::new()),
+                }
+            }
+        };
+        if start >= argc {
+            return Ok(Vec::new());
+        }
+        let (first, last, step) = match self.find {
+            FindKeys::Range {
+                last_key,
+                step,
+                limit,
+            } => {
+                let last = if last_key >= 0 {
+                    start + last_key as i64
+                } else if limit <= 1 {
+                    argc + last_key as i64
+                } else {
+                    start + (argc - start) / limit as i64 + last_key as i64
+                };
+                (start, last, step as i64)
+            }
+            FindKeys::Keynum {
+                keynum_index,
+                first_key,
+                step,
+            } => {
+                let at = (start + keynum_index as i64) as usize;
+                let count: i64 = args
+                    .get(at)
+                    .and_then(|a| std::str::from_utf8(a).ok())
+                    .and_then(|t| t.parse().ok())
+                    .filter(|&n| n >= 0)
+                    .ok_or(BadArguments)?;
+                let first = start + first_key as i64;
+                (first, first + count * step as i64 - 1, step as i64)
+            }
+        };
+        if last >= argc || step <= 0 {
+            return Err(BadArguments);
+        }
+        Ok((first..=last)
+            .step_by(step as usize)
+            .map(|i| i as usize)
+            .collect())
+    }
+}
+
+/// Every key of a command with its spec, in spec order.
+pub fn keys_with_specs<'a>(
+    specs: &'a [KeySpec],
+    args: &[Bytes],
+) -> Result<Vec<(usize, &'a KeySpec)>, BadArguments> {
+    let mut found = Vec::new();
+    for spec in specs {
+        found.extend(spec.positions(args)?.into_iter().map(|at| (at, spec)));
+    }
+    Ok(found)
+}
+
+/// The flags of a `variable_flags` spec for these arguments, as Redis'
+/// key extraction reports them: SET overwrites unless it has GET, BITFIELD
+/// only reads unless it has SET or INCRBY.
+pub fn variable_flags(full_name: &str, args: &[Bytes]) -> Option<&'static [&'static str]> {
+    let has = |word: &str| args.iter().skip(2).any(|a| is(a, word));
+    match full_name {
+        "set" if has("GET") => Some(&["RW", "access", "update"]),
+        "set" => Some(&["OW", "update"]),
+        "bitfield" if has("SET") || has("INCRBY") => Some(&["RW", "access", "update"]),
+        "bitfield" => Some(&["RO", "access"]),
+        _ => None,
+    }
+}
+
+/// COMMAND INFO's first key, last key and step, derived from the specs as
+/// Redis derives them, and whether the command has "movablekeys" (keys the
+/// triple cannot describe).
+pub fn legacy_range(specs: &[KeySpec]) -> ((i32, i32, i32), bool) {
+    let simple = |spec: &KeySpec| match (spec.begin, spec.find) {
+        (BeginSearch::Index(index), FindKeys::Range { last_key, step, .. }) => {
+            Some((index, last_key, step))
+        }
+        _ => None,
+    };
+    let incomplete = |spec: &KeySpec| spec.flags.contains(&"incomplete");
+    if let [spec] = specs
+        && let Some((index, last_key, step)) = simple(spec)
+    {
+        let last = if last_key >= 0 {
+            index + last_key
+        } else {
+            last_key
+        };
+        return ((index, last, step), incomplete(spec));
+    }
+    let mut movable = false;
+    let (mut first, mut last, mut previous_last) = (i32::MAX, 0i32, 0i32);
+    for spec in specs {
+        let Some((index, last_key, step)) = simple(spec) else {
+            movable = true;
+            continue;
+        };
+        if step != 1 || (previous_last != 0 && previous_last != index - 1) {
+            movable = true;
+            continue;
+        }
+        movable |= incomplete(spec);
+        first = first.min(index);
+        let absolute = if last_key >= 0 {
+            last_key + index
+        } else {
+            last_key
+        };
+        // Unsigned comparison, as Redis: a negative (from the end) wins.
+        last = (last as u32).max(absolute as u32) as i32;
+        previous_last = last;
+    }
+    if first == i32::MAX {
+        // No range spec at all: no triple; keys only the specs can find.
+        return ((0, 0, 0), !specs.is_empty());
+    }
+    ((first, last, 1), movable)
+}
+
+fn is(arg: &[u8], word: &str) -> bool {
+    arg.eq_ignore_ascii_case(word.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(text: &str) -> Vec<Bytes> {
+        text.split(' ')
+            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+            .collect()
+    }
+
+    const RO: &[&str] = &["RO", "access"];
+
+    #[test]
+    fn ranges_keywords_and_counts() {
+        assert_eq!(range(RO, 1, 0, 1).positions(&args("GET k")), Ok(vec![1]));
+        assert_eq!(
+            range(RO, 1, -1, 2).positions(&args("MSET a 1 b 2")),
+            Ok(vec![1, 3])
+        );
+        let keynum = KeySpec {
+            notes: "",
+            flags: RO,
+            begin: BeginSearch::Index(2),
+            find: FindKeys::Keynum {
+                keynum_index: 0,
+                first_key: 1,
+                step: 1,
+            },
+        };
+        assert_eq!(keynum.positions(&args("EVAL s 2 a b x")), Ok(vec![3, 4]));
+        assert_eq!(keynum.positions(&args("EVAL s 3 a b")), Err(BadArguments));
+        assert_eq!(keynum.positions(&args("EVAL s x a b")), Err(BadArguments));
+        let keyword = KeySpec {
+            notes: "",
+            flags: RO,
+            begin: BeginSearch::Keyword {
+                keyword: "STREAMS",
+                start_from: 1,
+            },
+            find: FindKeys::Range {
+                last_key: -1,
+                step: 1,
+                limit: 2,
+            },
+        };
+        assert_eq!(
+            keyword.positions(&args("XREAD COUNT 2 STREAMS a b 0 0")),
+            Ok(vec![4, 5])
+        );
+        assert_eq!(keyword.positions(&args("XREAD COUNT 2")), Ok(vec![]));
+    }
+
+    #[test]
+    fn legacy_triples_as_redis_derives_them() {
+        // BITOP: destination at 2, sources from 3 to the end.
+        let bitop = [range(RO, 2, 0, 1), range(RO, 3, -1, 1)];
+        assert_eq!(legacy_range(&bitop), ((2, -1, 1), false));
+        // RENAME: two single keys, consecutive.
+        let rename = [range(RO, 1, 0, 1), range(RO, 2, 0, 1)];
+        assert_eq!(legacy_range(&rename), ((1, 2, 1), false));
+        assert_eq!(legacy_range(&[range(RO, 1, -1, 2)]), ((1, -1, 2), false));
+        assert_eq!(legacy_range(&[]), ((0, 0, 0), false));
+    }
+}
