@@ -5,6 +5,12 @@
 //!   table's expiry index. A command on one key takes one shard lock;
 //!   multi-key commands take their shards' locks in ascending order
 //!   ([`keyspace::Keyspace::lock_many`]); whole-keyspace commands take all.
+//!   Its parts, one concern per module (private, re-exported by
+//!   `keyspace`): `key` (a key's hash and shard), `entry` (one key and its
+//!   value, flags, LRU clock), `shard` (one lock's tables, the records of
+//!   its changes, hits and census), `guard` (locked shards that commit
+//!   their log group on drop), `eviction` (cold values read in and let go,
+//!   what leaves RAM under each policy).
 //! - `table` (private): one database's table of a shard and its expiry
 //!   index; a shard's tables, allocated per database once written, shrunk
 //!   when sparse.
@@ -28,11 +34,16 @@
 pub mod background;
 pub mod checkpoint;
 pub mod dir_lock;
+mod entry;
+mod eviction;
 pub mod glob;
+mod guard;
+mod key;
 pub mod keyspace;
 pub mod log;
 pub mod record;
 pub mod recovery;
+mod shard;
 mod table;
 pub mod tier;
 pub mod value;

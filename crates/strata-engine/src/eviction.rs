@@ -1,0 +1,376 @@
+//! Tiering and eviction: reading cold values in and letting them go again,
+//! and choosing what leaves RAM (values under `tiered`, keys under Redis'
+//! policies) by sampling shards. See `docs/tiering.md`.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use crate::entry::{FETCHED, PROMOTE_WINDOW_S, SEEN, TRANSIENT, VOLATILE, log_image};
+use crate::key::{KeyRef, SHARD_COUNT};
+use crate::keyspace::{Keyspace, random_u64};
+use crate::shard::{Shard, forget_deadline, log_del, unlink};
+use crate::tier::{self, NO_LOC};
+
+/// Which entries an eviction step may pick, and how it ranks them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EvictionPolicy {
+    /// Move values to disk, keep every key (`tiered`).
+    Values,
+    /// Delete keys, as Redis' `allkeys-*` / `volatile-*` policies.
+    Keys { volatile_only: bool, rank: KeyRank },
+}
+
+/// How a key-deleting policy ranks its sample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyRank {
+    /// Least recently used first (`lru`; also `lfu`, approximated by
+    /// recency: see docs/tiering.md).
+    Idle,
+    Random,
+    /// Nearest deadline first (`volatile-ttl`).
+    Ttl,
+}
+
+/// What eviction did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Evicted {
+    /// Values moved out of RAM.
+    pub values: u64,
+    /// Keys deleted.
+    pub keys: u64,
+    /// Bytes of RAM released (approximate: allocation sizes).
+    pub bytes: u64,
+    /// Dirty values whose image was appended so they can leave next time.
+    pub images_written: u64,
+    /// Candidates passed over because their image is committed but not yet
+    /// written to its segment (they can leave once the log is written).
+    pub unwritten: u64,
+}
+
+/// Outcome of putting a value read from disk back into its entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Installed {
+    /// Kept in RAM: it is being read often.
+    Promoted,
+    /// In RAM for the coming command; [`Keyspace::release_transient`]
+    /// takes it out again.
+    Transient,
+    /// The entry changed meanwhile (written, deleted, read in by another
+    /// connection): nothing to do.
+    Stale,
+}
+
+/// Shards whose samples one eviction step pools, so the oldest values of
+/// several shards are compared (a shard alone may hold only fresh ones).
+pub(crate) const EVICTION_WINDOW_SHARDS: usize = 8;
+/// Windows of only just-touched values one eviction call passes over
+/// before taking from them (approximate LRU with a one-second clock).
+pub(crate) const FRESH_WINDOWS_PASSED_MAX: usize = 8;
+
+/// Tiering and eviction.
+impl Keyspace {
+    /// The location of `key`'s value when it is only on disk.
+    pub fn cold_loc(&self, db: usize, key: KeyRef, now_ms: u64) -> Option<u64> {
+        self.lock(key).peek(db, key, now_ms)?.cold_loc()
+    }
+
+    /// Puts a value read from `loc` back into `key`'s entry if it is still
+    /// cold there. A value read twice within [`PROMOTE_WINDOW_S`] stays;
+    /// otherwise it is only lent to the coming command, so a scan does not
+    /// push the hot set out.
+    pub fn install(
+        &self,
+        db: usize,
+        key: KeyRef,
+        loc: u64,
+        value: &tier::ColdValue,
+        now_ms: u64,
+    ) -> Installed {
+        let mut shard = self.lock(key);
+        let Some(entry) = shard.peek(db, key, now_ms) else {
+            return Installed::Stale;
+        };
+        if entry.cold_loc() != Some(loc) {
+            return Installed::Stale;
+        }
+        let promote = entry.has(SEEN) && entry.idle_s(now_ms) <= PROMOTE_WINDOW_S as u64;
+        entry.install(&value.bytes, value.int);
+        entry.touch(now_ms);
+        entry.set_flag(FETCHED, true);
+        entry.set_flag(SEEN, !promote);
+        entry.set_flag(TRANSIENT, !promote);
+        self.tier.stats.cold_keys.fetch_sub(1, Relaxed);
+        if promote {
+            self.tier.stats.promotions.fetch_add(1, Relaxed);
+            Installed::Promoted
+        } else {
+            Installed::Transient
+        }
+    }
+
+    /// Takes a value lent by [`Keyspace::install`] out of RAM again, if
+    /// nothing changed it since.
+    pub fn release_transient(&self, db: usize, key: KeyRef, loc: u64, now_ms: u64) {
+        let mut shard = self.lock(key);
+        if let Some(entry) = shard.peek(db, key, now_ms)
+            && entry.has(TRANSIENT)
+            && entry.loc == loc
+            && !entry.is_cold()
+        {
+            entry.drop_value();
+            self.tier.stats.cold_keys.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Frees about `want_bytes` of RAM under `policy`: visits shards in
+    /// order from a random one, sampling `samples` entries of each and
+    /// evicting the best, until enough is freed, `steps_max` entries were
+    /// evicted, or every shard was visited once (so "nothing evicted"
+    /// means there is nothing to evict, even when candidates are rare).
+    pub fn evict(
+        &self,
+        policy: EvictionPolicy,
+        want_bytes: u64,
+        samples: usize,
+        steps_max: usize,
+        now_ms: u64,
+    ) -> Evicted {
+        let mut done = Evicted::default();
+        let written_pos = match (policy, self.log()) {
+            (EvictionPolicy::Values, Some(log)) => log.written_pos(),
+            (EvictionPolicy::Values, None) => return done,
+            (EvictionPolicy::Keys { .. }, _) => 0,
+        };
+        let start = random_u64() as usize;
+        let mut pool = Vec::new();
+        // A second pass takes just-touched values too, if the first passed
+        // over some and did not free enough.
+        for fresh_allowed in [false, true] {
+            let mut fresh_windows = 0;
+            let mut passed_over = false;
+            for window in (0..SHARD_COUNT).step_by(EVICTION_WINDOW_SHARDS) {
+                if done.bytes >= want_bytes
+                    || (done.values + done.keys + done.images_written) as usize >= steps_max
+                {
+                    break;
+                }
+                let mut indices: Vec<usize> = (window..window + EVICTION_WINDOW_SHARDS)
+                    .map(|i| (start + i) % SHARD_COUNT)
+                    .collect();
+                indices.sort_unstable();
+                let mut set = self.lock_indices_for_tier(indices);
+                pool.clear();
+                for position in 0..set.guards.len() {
+                    let before = pool.len();
+                    set.guards[position].sample(
+                        policy,
+                        samples,
+                        written_pos,
+                        now_ms,
+                        &mut done,
+                        &mut pool,
+                    );
+                    for candidate in &mut pool[before..] {
+                        // Remember the shard in the spare high bits of db.
+                        candidate.1 |= position << 32;
+                    }
+                }
+                if pool.is_empty() {
+                    continue;
+                }
+                // Samples are drawn with replacement: an entry drawn twice
+                // must count (and be evicted) once.
+                pool.sort_unstable_by_key(|&(score, tagged, bucket)| {
+                    (std::cmp::Reverse(score), tagged, bucket)
+                });
+                pool.dedup();
+                // Values: up to half the pool leaves (finding hot values among
+                // mostly cold ones is the cost; moving one out is cheap), but
+                // only those older than the pool's youngest unless all are
+                // equally old. Keys: one per window, as Redis deletes its best
+                // candidate.
+                // A window holding only values touched this second is passed
+                // over while older ones may exist elsewhere (a few windows).
+                let leaving = match policy {
+                    EvictionPolicy::Values => {
+                        let youngest = pool[pool.len() - 1].0;
+                        let older = pool.iter().take_while(|c| c.0 > youngest).count();
+                        match older {
+                            0 if youngest == 0
+                                && !fresh_allowed
+                                && fresh_windows < FRESH_WINDOWS_PASSED_MAX =>
+                            {
+                                fresh_windows += 1;
+                                passed_over = true;
+                                0
+                            }
+                            0 => pool.len().div_ceil(2),
+                            n => n.min(pool.len().div_ceil(2)),
+                        }
+                    }
+                    EvictionPolicy::Keys { .. } => 1,
+                };
+                for &(_, tagged, bucket) in &pool[..leaving] {
+                    let (position, db) = (tagged >> 32, tagged & u32::MAX as usize);
+                    set.guards[position].evict_at(policy, db, bucket, &mut done);
+                }
+            }
+            let enough = done.bytes >= want_bytes
+                || (done.values + done.keys + done.images_written) as usize >= steps_max;
+            if enough || !passed_over {
+                break;
+            }
+        }
+        done
+    }
+
+    /// Moves values whose image is on disk out of RAM, without logging
+    /// (recovery, when the replayed data passes the RAM budget).
+    pub(crate) fn evict_loaded(&self, want_bytes: u64, samples: usize, now_ms: u64) -> u64 {
+        let mut done = Evicted::default();
+        let start = random_u64() as usize;
+        let mut pool = Vec::new();
+        for step in 0..SHARD_COUNT {
+            if done.bytes >= want_bytes {
+                break;
+            }
+            let mut shard = self.lock_unlogged((start + step) % SHARD_COUNT);
+            pool.clear();
+            shard.sample(
+                EvictionPolicy::Values,
+                samples,
+                u64::MAX,
+                now_ms,
+                &mut done,
+                &mut pool,
+            );
+            pool.sort_unstable_by_key(|&(score, db, bucket)| {
+                (std::cmp::Reverse(score), db, bucket)
+            });
+            pool.dedup();
+            for &(_, db, bucket) in &pool[..pool.len().div_ceil(2)] {
+                shard.evict_at(EvictionPolicy::Values, db, bucket, &mut done);
+            }
+        }
+        done.bytes
+    }
+}
+
+impl Shard {
+    /// Samples eviction candidates of a random non-empty database: up to
+    /// `samples` (a small table is looked at whole), as (score, db,
+    /// bucket); the higher the score, the sooner it should go.
+    pub(crate) fn sample(
+        &self,
+        policy: EvictionPolicy,
+        samples: usize,
+        written_pos: u64,
+        now_ms: u64,
+        done: &mut Evicted,
+        out: &mut Vec<(u64, usize, usize)>,
+    ) {
+        let dbs: Vec<usize> = (0..self.tables.len())
+            .filter(|&db| !self.tables[db].entries.is_empty())
+            .collect();
+        if dbs.is_empty() {
+            return;
+        }
+        let db = dbs[(random_u64() as usize) % dbs.len()];
+        let table = &self.tables[db];
+        let buckets = table.entries.num_buckets();
+        let samples = samples.max(1);
+        let mut seen = 0;
+        let whole = buckets <= 64;
+        let first = random_u64() as usize;
+        let probes = if whole { buckets } else { samples * 8 };
+        for probe in 0..probes {
+            if seen == samples && !whole {
+                break;
+            }
+            let index = if whole {
+                (first + probe) % buckets
+            } else {
+                (random_u64() as usize) % buckets
+            };
+            let Some(entry) = table.entries.get_bucket(index) else {
+                continue;
+            };
+            let score = match policy {
+                EvictionPolicy::Values => {
+                    if entry.is_cold() {
+                        continue;
+                    }
+                    if entry.loc != NO_LOC && entry.loc >= written_pos {
+                        done.unwritten += 1;
+                        continue;
+                    }
+                    if entry.has(TRANSIENT) {
+                        u64::MAX
+                    } else {
+                        entry.idle_s(now_ms)
+                    }
+                }
+                EvictionPolicy::Keys {
+                    volatile_only,
+                    rank,
+                } => {
+                    if volatile_only && !entry.has(VOLATILE) {
+                        continue;
+                    }
+                    match rank {
+                        KeyRank::Idle => entry.idle_s(now_ms),
+                        KeyRank::Random => random_u64(),
+                        KeyRank::Ttl => u64::MAX - entry.deadline(),
+                    }
+                }
+            };
+            seen += 1;
+            out.push((score, db, index));
+        }
+    }
+
+    /// Evicts the entry in `bucket` of `db`'s table (sampled under this
+    /// same lock hold).
+    pub(crate) fn evict_at(
+        &mut self,
+        policy: EvictionPolicy,
+        db: usize,
+        bucket: usize,
+        done: &mut Evicted,
+    ) {
+        let table = &mut self.tables[db];
+        match policy {
+            EvictionPolicy::Values => {
+                let entry = table.entries.get_bucket_mut(bucket).expect("sampled");
+                if entry.is_cold() {
+                    // Sampled twice (samples are drawn with replacement)
+                    // and already evicted by the first draw.
+                    return;
+                }
+                if entry.loc == NO_LOC {
+                    // Dirty: its image goes to the log now; the commit
+                    // locates it, and a later step can drop it.
+                    log_image(db, entry);
+                    done.images_written += 1;
+                    self.tier.stats.eviction_writes.fetch_add(1, Relaxed);
+                    return;
+                }
+                done.bytes += entry.drop_value() as u64;
+                done.values += 1;
+                self.tier.stats.cold_keys.fetch_add(1, Relaxed);
+                self.tier.stats.evictions.fetch_add(1, Relaxed);
+            }
+            EvictionPolicy::Keys { .. } => {
+                // Gone already if it was sampled twice.
+                let Ok(entry) = table.entries.get_bucket_entry(bucket) else {
+                    return;
+                };
+                let (mut entry, _) = entry.remove();
+                forget_deadline(&mut table.expiring, &entry);
+                unlink(&mut self.live, &self.tier, &mut entry);
+                log_del(db, entry.key());
+                done.bytes += entry.memory_bytes() as u64;
+                done.keys += 1;
+            }
+        }
+    }
+}

@@ -1,0 +1,527 @@
+//! One lock's worth of the keyspace ([`Shard`]): a table per database, its
+//! expiry index, the log records of every change made through it, and
+//! the counts INFO reports (hits, expired keys, the memory census).
+
+use std::hash::BuildHasher;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use crate::entry::{Entry, EntryMut, FETCHED, VOLATILE, forget_loc, log_image};
+use crate::key::{KeyRef, RandomState, slot_hash};
+use crate::log;
+use crate::record::{Draft, Kind};
+use crate::table::{ExpiryIndex, Table, Tables};
+use crate::tier::{self, LiveCounts, Tier};
+use crate::value::Value;
+
+/// The live entry for `key` in `table`, removing (and logging) it first if
+/// it has expired.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn lookup<'t>(
+    table: &'t mut Table,
+    live: &mut LiveCounts,
+    expired_keys: &mut u64,
+    tier: &Tier,
+    db: usize,
+    key: KeyRef,
+    now_ms: u64,
+) -> Option<&'t mut Entry> {
+    let found = table
+        .entries
+        .find_entry(key.slot_hash(), |e| e.key() == key.bytes)
+        .ok()?;
+    if !found.get().is_expired(now_ms) {
+        return Some(found.into_mut());
+    }
+    let (mut expired, _) = found.remove();
+    forget_deadline(&mut table.expiring, &expired);
+    unlink(live, tier, &mut expired);
+    log_del(db, expired.key());
+    *expired_keys += 1;
+    None
+}
+
+/// An entry leaves its table: its location no longer counts.
+pub(crate) fn unlink(live: &mut LiveCounts, tier: &Tier, entry: &mut Entry) {
+    if entry.is_cold() {
+        tier.stats.cold_keys.fetch_sub(1, Relaxed);
+    }
+    live.remove(entry.loc);
+}
+
+/// Logs that `key` no longer exists in `db`.
+pub(crate) fn log_del(db: usize, key: &[u8]) {
+    log::append(&Draft {
+        kind: Kind::Del,
+        db: db as u16,
+        aux: 0,
+        flags: 0,
+        key,
+        payload: &[],
+    });
+}
+
+/// Logs a database-level change (FLUSHDB, FLUSHALL, SWAPDB).
+pub(crate) fn log_db_change(kind: Kind, db: usize, aux: u64) {
+    log::append(&Draft {
+        kind,
+        db: db as u16,
+        aux,
+        flags: 0,
+        key: &[],
+        payload: &[],
+    });
+}
+
+/// Gives `entry` a new deadline (0: none), keeping the expiry index in step.
+pub(crate) fn set_deadline(expiring: &mut ExpiryIndex, entry: &mut Entry, deadline: u64) {
+    if deadline != entry.deadline() {
+        forget_deadline(expiring, entry);
+        entry.set_deadline_raw(deadline);
+        if deadline != 0 {
+            expiring.insert(deadline, entry.key().into());
+        }
+    }
+}
+
+/// Removes `entry`'s deadline from its table's expiry index.
+pub(crate) fn forget_deadline(expiring: &mut ExpiryIndex, entry: &Entry) {
+    let deadline = entry.deadline();
+    if deadline != 0 {
+        expiring.remove(deadline, entry.key());
+    }
+}
+
+/// One lock's worth of the keyspace: a table per database.
+pub struct Shard {
+    pub(crate) tables: Tables,
+    pub(crate) hasher: RandomState,
+    pub(crate) expired_keys: u64,
+    /// Entries located in each log segment (all databases).
+    pub(crate) live: LiveCounts,
+    pub(crate) tier: Arc<Tier>,
+    /// Reads that found the value in RAM / had to read it from disk.
+    pub(crate) ram_hits: u64,
+    pub(crate) disk_hits: u64,
+    /// RAM of this shard as of its last census.
+    pub(crate) census: MemoryCensus,
+}
+
+/// Where a part of the keyspace's RAM goes, as counted by walking it
+/// ([`Keyspace::census_step`](crate::Keyspace::census_step)): the index (table slots, entry headers,
+/// keys, deadlines and the expiry index) and the values held in RAM.
+/// Sizes are the bytes asked of the allocator, before its rounding.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryCensus {
+    pub index_bytes: u64,
+    pub value_bytes: u64,
+}
+
+/// The databases' contents removed by FLUSHDB/FLUSHALL, to be dropped
+/// outside any lock (in the background for ASYNC).
+pub struct Flushed(#[allow(dead_code)] pub(crate) Vec<Table>);
+
+impl Shard {
+    pub(crate) fn new(db_count: usize, hasher: RandomState, tier: Arc<Tier>) -> Self {
+        Shard {
+            tables: Tables::new(db_count),
+            hasher,
+            expired_keys: 0,
+            live: LiveCounts::default(),
+            tier,
+            ram_hits: 0,
+            disk_hits: 0,
+            census: MemoryCensus::default(),
+        }
+    }
+
+    /// The live entry for `key`, deleting it first if it has expired, with
+    /// its value in RAM. Records the access for LRU.
+    ///
+    /// The server reads cold values in before a command runs (outside any
+    /// lock); if one went cold again meanwhile, it is read here, under the
+    /// lock, and counted in `sync_reads`. A read that fails (a damaged
+    /// record) panics: the command must not run on a value it could not
+    /// see, and the connection is closed.
+    pub fn get(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<EntryMut<'_>> {
+        self.get_loaded(db, key, now_ms, true)
+    }
+
+    /// Like [`Shard::get`] without recording an access (OBJECT ENCODING).
+    pub fn peek_loaded(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<EntryMut<'_>> {
+        self.get_loaded(db, key, now_ms, false)
+    }
+
+    pub(crate) fn get_loaded(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        now_ms: u64,
+        touch: bool,
+    ) -> Option<EntryMut<'_>> {
+        let tier = self.tier.clone();
+        let entry = lookup(
+            &mut self.tables[db],
+            &mut self.live,
+            &mut self.expired_keys,
+            &tier,
+            db,
+            key,
+            now_ms,
+        )?;
+        if touch {
+            entry.touch(now_ms);
+            if entry.has(FETCHED) || entry.is_cold() {
+                self.disk_hits += 1;
+            } else {
+                self.ram_hits += 1;
+            }
+        }
+        entry.set_flag(FETCHED, false);
+        if entry.is_cold() {
+            tier.stats.sync_reads.fetch_add(1, Relaxed);
+            match tier.read_value(entry.loc, entry.key()) {
+                Ok(cold) => {
+                    entry.install(&cold.bytes, cold.int);
+                    tier.stats.cold_keys.fetch_sub(1, Relaxed);
+                }
+                Err(why) => panic!("cannot read the value of a key from disk: {why}"),
+            }
+        }
+        Some(EntryMut {
+            entry,
+            live: &mut self.live,
+        })
+    }
+
+    /// The entry for `key`, recording an access, without reading its value
+    /// from disk (TOUCH, EXPIRE, PERSIST, SET without GET).
+    pub fn touch(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<&mut Entry> {
+        let entry = self.lookup(db, key, now_ms)?;
+        entry.touch(now_ms);
+        Some(entry)
+    }
+
+    /// The entry for `key` without reading its value from disk or
+    /// recording an access (TTL, TYPE, OBJECT IDLETIME, MEMORY USAGE).
+    pub fn peek(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<&mut Entry> {
+        self.lookup(db, key, now_ms)
+    }
+
+    pub(crate) fn lookup(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<&mut Entry> {
+        lookup(
+            &mut self.tables[db],
+            &mut self.live,
+            &mut self.expired_keys,
+            &self.tier,
+            db,
+            key,
+            now_ms,
+        )
+    }
+
+    pub fn contains(&mut self, db: usize, key: KeyRef, now_ms: u64) -> bool {
+        self.lookup(db, key, now_ms).is_some()
+    }
+
+    /// Sets `key` to `value`. `expire_at_ms` is the new deadline (`None`:
+    /// persist) unless `keep_ttl` keeps an existing key's deadline.
+    pub fn set(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        value: Value,
+        expire_at_ms: Option<u64>,
+        keep_ttl: bool,
+        now_ms: u64,
+    ) {
+        let hasher = &self.hasher;
+        let table = &mut self.tables[db];
+        match table.entries.entry(
+            key.slot_hash(),
+            |e| e.key() == key.bytes,
+            |e| slot_hash(hasher.hash_one(e.key())),
+        ) {
+            hashbrown::hash_table::Entry::Occupied(mut occupied) => {
+                let entry = occupied.get_mut();
+                if entry.is_cold() {
+                    self.tier.stats.cold_keys.fetch_sub(1, Relaxed);
+                }
+                forget_loc(&mut self.live, entry);
+                entry.replace_value(value);
+                entry.touch(now_ms);
+                let expired = entry.is_expired(now_ms);
+                if !keep_ttl || expired {
+                    set_deadline(&mut table.expiring, entry, expire_at_ms.unwrap_or(0));
+                }
+                if expired {
+                    self.expired_keys += 1;
+                }
+                log_image(db, entry);
+            }
+            hashbrown::hash_table::Entry::Vacant(vacant) => {
+                let deadline = if keep_ttl {
+                    0
+                } else {
+                    expire_at_ms.unwrap_or(0)
+                };
+                if deadline != 0 {
+                    table.expiring.insert(deadline, key.bytes.into());
+                }
+                let inserted = vacant.insert(Entry::new(key.bytes, value, deadline, now_ms));
+                log_image(db, inserted.get());
+            }
+        }
+    }
+
+    /// Removes `key`; an expired key counts as absent. The removed entry's
+    /// value may be on disk only ([`Entry::is_cold`]); use
+    /// [`Shard::take`] to have it in RAM.
+    pub fn remove(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<Box<Entry>> {
+        let table = &mut self.tables[db];
+        let found = table
+            .entries
+            .find_entry(key.slot_hash(), |e| e.key() == key.bytes)
+            .ok()?;
+        let (mut entry, _) = found.remove();
+        forget_deadline(&mut table.expiring, &entry);
+        unlink(&mut self.live, &self.tier, &mut entry);
+        log_del(db, entry.key());
+        if entry.is_expired(now_ms) {
+            self.expired_keys += 1;
+            return None;
+        }
+        Some(entry)
+    }
+
+    /// A committed record landed at `loc`: a SET's entry (if it still holds
+    /// that image — the last SET of a key in a group wins) takes the
+    /// location.
+    pub(crate) fn place(&mut self, record: &[u8], loc: u64) {
+        let Some((db, key)) = tier::placed_set(record) else {
+            return;
+        };
+        let hash = slot_hash(self.hasher.hash_one(key));
+        // A cold entry must never point at a record that may not be
+        // written yet (compaction puts values back in RAM before moving
+        // them, so this only skips a SET that is not its image anyway).
+        if let Some(entry) = self.tables[db].entries.find_mut(hash, |e| e.key() == key)
+            && !entry.is_cold()
+        {
+            self.live.remove(entry.loc);
+            entry.loc = loc;
+            self.live.add(loc);
+        }
+    }
+
+    /// Removes `key` and returns it with its value in RAM (RENAME, MOVE,
+    /// GETDEL).
+    pub fn take(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<Box<Entry>> {
+        self.get_loaded(db, key, now_ms, false)?;
+        self.remove(db, key, now_ms)
+    }
+
+    /// Sets or clears (`None`) the deadline of an existing live key.
+    /// Returns false when the key does not exist.
+    pub fn set_expire(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        expire_at_ms: Option<u64>,
+        now_ms: u64,
+    ) -> bool {
+        if self.lookup(db, key, now_ms).is_none() {
+            return false;
+        }
+        let table = &mut self.tables[db];
+        let entry = table
+            .entries
+            .find_mut(key.slot_hash(), |e| e.key() == key.bytes)
+            .expect("looked up above");
+        let deadline = expire_at_ms.unwrap_or(0);
+        set_deadline(&mut table.expiring, entry, deadline);
+        log::append(&Draft {
+            kind: Kind::Expire,
+            db: db as u16,
+            aux: deadline,
+            flags: 0,
+            key: key.bytes,
+            payload: &[],
+        });
+        true
+    }
+
+    /// Number of keys in `db` (including expired ones not yet reclaimed, as
+    /// Redis' DBSIZE).
+    pub fn len(&self, db: usize) -> usize {
+        self.tables[db].entries.len()
+    }
+
+    pub(crate) fn volatile_len(&self, db: usize) -> usize {
+        self.tables[db].expiring.len()
+    }
+
+    /// Deletes up to `budget` keys whose deadline has passed, earliest
+    /// first, and shrinks tables that deletions (of any kind) left sparse.
+    pub(crate) fn expire_due(&mut self, now_ms: u64, budget: usize) -> usize {
+        let mut removed = 0;
+        for (db, table) in self.tables.iter_mut().enumerate() {
+            table.shrink_if_sparse(&self.hasher);
+            while removed < budget {
+                let Some(key) = table.expiring.pop_due(now_ms) else {
+                    break;
+                };
+                let hash = slot_hash(self.hasher.hash_one(&*key));
+                if let Ok(found) = table.entries.find_entry(hash, |e| e.key() == &*key) {
+                    let (mut entry, _) = found.remove();
+                    unlink(&mut self.live, &self.tier, &mut entry);
+                    log_del(db, &key);
+                    removed += 1;
+                }
+            }
+        }
+        self.expired_keys += removed as u64;
+        removed
+    }
+}
+
+impl Shard {
+    /// Counts this shard's RAM (see [`MemoryCensus`]); returns the entries
+    /// visited.
+    pub(crate) fn count_memory(&mut self) -> usize {
+        let slot = std::mem::size_of::<Box<Entry>>() + 1;
+        let expiry_item = std::mem::size_of::<(u64, Box<[u8]>)>();
+        let mut census = MemoryCensus::default();
+        let mut visited = 0;
+        for table in self.tables.iter() {
+            census.index_bytes += (table.entries.num_buckets() * slot) as u64;
+            for entry in table.entries.iter() {
+                let value = entry.value_len_in_ram();
+                census.value_bytes += value as u64;
+                census.index_bytes +=
+                    (std::mem::size_of::<Entry>() + entry.data.len() - value) as u64;
+                if entry.has(VOLATILE) {
+                    census.index_bytes += (expiry_item + entry.key_len as usize) as u64;
+                }
+            }
+            visited += table.entries.len();
+        }
+        self.census = census;
+        visited
+    }
+}
+
+/// Recovery and checkpoints work on whole shards, without logging.
+impl Shard {
+    /// Live and expired-but-unreclaimed entries of `db`.
+    pub(crate) fn entries(&self, db: usize) -> impl Iterator<Item = &Entry> {
+        self.tables[db].entries.iter().map(|e| &**e)
+    }
+
+    /// Applies a replayed FLUSHDB, FLUSHALL or SWAPDB to this shard.
+    pub(crate) fn apply_db_change(&mut self, kind: Kind, db: usize, other: usize) {
+        match kind {
+            Kind::FlushDb => drop(self.take_table(db)),
+            Kind::FlushAll => {
+                for db in 0..self.tables.len() {
+                    drop(self.take_table(db));
+                }
+            }
+            Kind::SwapDb => self.tables.swap(db, other),
+            _ => unreachable!("not a database-level record: {kind:?}"),
+        }
+    }
+
+    /// Empties database `db`'s table, returning its contents, with their
+    /// locations uncounted.
+    pub(crate) fn take_table(&mut self, db: usize) -> Table {
+        let table = self.tables.take(db);
+        for entry in table.entries.iter() {
+            self.live.remove(entry.loc);
+            if entry.is_cold() {
+                self.tier.stats.cold_keys.fetch_sub(1, Relaxed);
+            }
+        }
+        table
+    }
+}
+
+/// Locations of values on disk: compaction, loading, checkpoints.
+impl Shard {
+    /// Compaction: if the entry of `key` (in `db`, or in another database
+    /// after SWAPDB) still has its value at `loc`, appends that value again
+    /// (`payload`: the record's value, for an entry whose value is on disk
+    /// only); the commit gives the entry the new location.
+    ///
+    /// A cold value is put back in RAM first: its new record is not written
+    /// when the commit locates it, and a cold entry must only ever point at
+    /// written records. Eviction moves it out again once it is written.
+    pub(crate) fn relocate(
+        &mut self,
+        keyspace_dbs: usize,
+        db: usize,
+        key: KeyRef,
+        loc: u64,
+        payload: &[u8],
+    ) -> bool {
+        let order = std::iter::once(db).chain((0..keyspace_dbs).filter(|&d| d != db));
+        for d in order {
+            let Some(entry) = self.tables[d]
+                .entries
+                .find_mut(key.slot_hash(), |e| e.key() == key.bytes)
+            else {
+                continue;
+            };
+            if entry.loc != loc {
+                continue;
+            }
+            if entry.is_cold() {
+                let int = entry.is_int();
+                entry.install(payload, int);
+                self.tier.stats.cold_keys.fetch_sub(1, Relaxed);
+            }
+            log_image(d, entry);
+            return true;
+        }
+        false
+    }
+
+    /// Recovery: `key` of `db` exists with its value on disk at `loc`.
+    pub(crate) fn insert_cold(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        deadline: u64,
+        int: bool,
+        loc: u64,
+        now_ms: u64,
+    ) {
+        self.remove(db, key, now_ms);
+        let hasher = &self.hasher;
+        let table = &mut self.tables[db];
+        if deadline != 0 {
+            table.expiring.insert(deadline, key.bytes.into());
+        }
+        table.entries.insert_unique(
+            key.slot_hash(),
+            Entry::new_cold(key.bytes, deadline, int, loc, now_ms),
+            |e| slot_hash(hasher.hash_one(e.key())),
+        );
+        self.live.add(loc);
+        self.tier.stats.cold_keys.fetch_add(1, Relaxed);
+    }
+
+    /// Recovery: the replayed SET of `key` is at `loc` in the log.
+    pub(crate) fn locate(&mut self, db: usize, key: KeyRef, loc: u64) {
+        let hash = key.slot_hash();
+        if let Some(entry) = self.tables[db]
+            .entries
+            .find_mut(hash, |e| e.key() == key.bytes)
+            && !entry.is_cold()
+        {
+            self.live.remove(entry.loc);
+            entry.loc = loc;
+            self.live.add(loc);
+        }
+    }
+}
