@@ -8,7 +8,7 @@ use std::ops::{Deref, DerefMut};
 use parking_lot::MutexGuard;
 
 use crate::key::SHARD_BITS;
-use crate::log::{self, Log};
+use crate::log::{self, Sink};
 use crate::shard::Shard;
 use crate::tier;
 
@@ -17,7 +17,7 @@ use crate::tier;
 /// when the guard drops — before the lock is released.
 pub struct ShardGuard<'a> {
     pub(crate) guard: MutexGuard<'a, Shard>,
-    pub(crate) log: Option<&'a Log>,
+    pub(crate) sink: Sink<'a>,
 }
 
 impl Deref for ShardGuard<'_> {
@@ -35,13 +35,14 @@ impl DerefMut for ShardGuard<'_> {
 
 impl Drop for ShardGuard<'_> {
     fn drop(&mut self) {
-        if let Some(log) = self.log {
-            if self.guard.tier.tracking() {
-                let shard = &mut *self.guard;
-                log::group_close(log, Some(&mut |record, loc| shard.place(record, loc)));
-            } else {
-                log::group_close(log, None);
-            }
+        if !self.sink.is_open() {
+            return;
+        }
+        if self.sink.log.is_some() && self.guard.tier.tracking() {
+            let shard = &mut *self.guard;
+            log::group_close(self.sink, Some(&mut |record, loc| shard.place(record, loc)));
+        } else {
+            log::group_close(self.sink, None);
         }
     }
 }
@@ -51,22 +52,22 @@ impl Drop for ShardGuard<'_> {
 pub struct ShardSet<'a> {
     pub(crate) indices: Vec<usize>,
     pub(crate) guards: Vec<MutexGuard<'a, Shard>>,
-    pub(crate) log: Option<&'a Log>,
+    pub(crate) sink: Sink<'a>,
 }
 
 impl Drop for ShardSet<'_> {
     fn drop(&mut self) {
-        let Some(log) = self.log else {
+        if !self.sink.is_open() {
             return;
-        };
+        }
         let tracking = self.guards.first().is_some_and(|g| g.tier.tracking());
-        if !tracking {
-            log::group_close(log, None);
+        if self.sink.log.is_none() || !tracking {
+            log::group_close(self.sink, None);
             return;
         }
         let (indices, guards) = (&self.indices, &mut self.guards);
         log::group_close(
-            log,
+            self.sink,
             Some(&mut |record, loc| {
                 if let Some((_, key)) = tier::placed_set(record) {
                     let hash = guards[0].hasher.hash_one(key);

@@ -50,8 +50,9 @@ use std::sync::{Arc, OnceLock};
 use foldhash::SharedSeed;
 use parking_lot::{Mutex, MutexGuard};
 
+use crate::feed::{Feed, Subscription};
 use crate::glob;
-use crate::log::{self, Log};
+use crate::log::{self, Log, Sink};
 use crate::record::Kind;
 use crate::shard::log_db_change;
 use crate::tier::Tier;
@@ -97,6 +98,8 @@ pub struct Keyspace {
     pub(crate) changes_logged: std::sync::atomic::AtomicBool,
     /// The shard the next [`Keyspace::census_step`] counts.
     pub(crate) census_cursor: std::sync::atomic::AtomicUsize,
+    /// Every committed group of changes, to subscribers.
+    pub(crate) feed: Feed,
 }
 
 impl Keyspace {
@@ -120,6 +123,7 @@ impl Keyspace {
             log: OnceLock::new(),
             changes_logged: std::sync::atomic::AtomicBool::new(true),
             census_cursor: std::sync::atomic::AtomicUsize::new(0),
+            feed: Feed::default(),
         }
     }
 
@@ -159,19 +163,35 @@ impl Keyspace {
     }
 
     /// Opens this thread's log group when changes are logged.
-    pub(crate) fn open_group(&self) -> Option<&Log> {
-        if !self.changes_logged.load(Relaxed) {
-            return None;
+    pub(crate) fn open_group(&self) -> Sink<'_> {
+        let sink = Sink {
+            log: self.change_log().map(|log| &**log),
+            feed: Some(&self.feed).filter(|feed| feed.is_active()),
+        };
+        if sink.is_open() {
+            log::group_open();
         }
-        self.open_tier_group()
+        sink
     }
 
     /// Opens this thread's log group for value images that let values
-    /// leave RAM (eviction, compaction): into the log or the cache store.
-    pub(crate) fn open_tier_group(&self) -> Option<&Log> {
-        let log = self.log.get()?;
-        log::group_open();
-        Some(log)
+    /// leave RAM (eviction, compaction): into the log or the cache store,
+    /// never to the change feed (no data changes).
+    pub(crate) fn open_tier_group(&self) -> Sink<'_> {
+        let sink = Sink {
+            log: self.log.get().map(|log| &**log),
+            feed: None,
+        };
+        if sink.is_open() {
+            log::group_open();
+        }
+        sink
+    }
+
+    /// Subscribes to the change feed (see [`crate::feed`]): every group of
+    /// changes committed from now on, `capacity` of them queued at most.
+    pub fn subscribe(&self, capacity: usize) -> Subscription {
+        self.feed.subscribe(capacity)
     }
 
     /// Locks shard `index` without logging (recovery, checkpoints, stats).
@@ -183,7 +203,7 @@ impl Keyspace {
         let guard = self.shards[index].lock();
         ShardGuard {
             guard,
-            log: self.open_group(),
+            sink: self.open_group(),
         }
     }
 
@@ -212,7 +232,7 @@ impl Keyspace {
         ShardSet {
             indices,
             guards,
-            log: self.open_group(),
+            sink: self.open_group(),
         }
     }
 
@@ -225,7 +245,7 @@ impl Keyspace {
         ShardSet {
             indices,
             guards,
-            log: self.open_tier_group(),
+            sink: self.open_tier_group(),
         }
     }
 
@@ -235,7 +255,7 @@ impl Keyspace {
         ShardSet {
             indices: (0..SHARD_COUNT).collect(),
             guards,
-            log: self.open_group(),
+            sink: self.open_group(),
         }
     }
 
@@ -321,7 +341,7 @@ impl Keyspace {
         let db_count = self.db_count;
         let mut guard = ShardGuard {
             guard: self.shards[key.shard()].lock(),
-            log: self.open_tier_group(),
+            sink: self.open_tier_group(),
         };
         guard.relocate(db_count, db, key, loc, payload)
     }

@@ -23,6 +23,7 @@
 //! - [`checkpoint`]: fork-free checkpoints, shard by shard.
 //! - [`recovery`]: checkpoint + log replay, torn-tail handling, `verify`.
 //! - [`dir_lock`]: one process per data directory (invariant 7).
+//! - [`feed`]: every committed group of changes, in order, to subscribers.
 //! - [`background`]: memory held by background buffers, outside the budget.
 //!
 //! Every mutation goes through a [`keyspace::Shard`] or [`keyspace::Entry`]
@@ -36,6 +37,7 @@ pub mod checkpoint;
 pub mod dir_lock;
 mod entry;
 mod eviction;
+pub mod feed;
 pub mod glob;
 mod guard;
 mod key;

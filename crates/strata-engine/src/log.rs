@@ -48,6 +48,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::feed::Feed;
 use crate::record::{self, Draft, FLAG_GROUP_CONTINUES};
 
 /// Pending (not yet written) bytes above which [`Log::backlogged`] asks
@@ -378,7 +379,9 @@ impl Log {
     /// queues them for the writer. Returns the last LSN and where the
     /// group starts (segment, offset). Called with the shard locks that
     /// cover the group still held.
-    pub fn commit(&self, group: &mut [u8]) -> Committed {
+    /// `feed`, when given, gets the group inside the same critical section,
+    /// so its order is the log's.
+    pub fn commit(&self, group: &mut [u8], feed: Option<&Feed>) -> Committed {
         debug_assert!(!group.is_empty());
         let mut state = self.state.lock();
         let first_lsn = state.next_lsn;
@@ -394,6 +397,9 @@ impl Log {
         }
         let last_lsn = lsn - 1;
         state.next_lsn = lsn;
+        if let Some(feed) = feed.filter(|feed| feed.is_active()) {
+            feed.publish(last_lsn, group);
+        }
         let len = group.len() as u64;
         if state.head_bytes > 0 && state.head_bytes + len > self.segment_bytes_max {
             state.head_segment += 1;
@@ -864,29 +870,54 @@ pub struct Committed {
     pub offset: u64,
 }
 
-/// Commits the group opened by [`group_open`] to `log`. Must run before
+/// Where a group of records goes when its lock guard drops: the log
+/// (or the cache store, for value images), the change feed, both, or
+/// neither (then no group is opened and nothing is encoded).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Sink<'a> {
+    pub log: Option<&'a Log>,
+    pub feed: Option<&'a Feed>,
+}
+
+impl Sink<'_> {
+    pub fn is_open(&self) -> bool {
+        self.log.is_some() || self.feed.is_some()
+    }
+}
+
+/// Commits the group opened by [`group_open`] to `sink`. Must run before
 /// the shard locks covering the group are released. `placed`, when given,
-/// is called with each record and its location.
-pub(crate) fn group_close(log: &Log, placed: Option<&mut Placed>) {
+/// is called with each record and its location in the log.
+pub(crate) fn group_close(sink: Sink, placed: Option<&mut Placed>) {
     GROUP.with(|group| {
         let mut group = group.borrow_mut();
         group.depth -= 1;
-        if group.depth == 0 && !group.bytes.is_empty() {
-            let committed = log.commit(&mut group.bytes);
-            LAST_LSN.set(committed.last_lsn);
-            if let Some(placed) = placed {
-                let mut at = 0;
-                while at < group.bytes.len() {
-                    let len = record::encoded_len(&group.bytes[at..]);
-                    let loc = crate::tier::loc(committed.segment, committed.offset + at as u64);
-                    placed(&group.bytes[at..at + len], loc);
-                    at += len;
+        if group.depth != 0 || group.bytes.is_empty() {
+            return;
+        }
+        match sink.log {
+            Some(log) => {
+                let committed = log.commit(&mut group.bytes, sink.feed);
+                LAST_LSN.set(committed.last_lsn);
+                if let Some(placed) = placed {
+                    let mut at = 0;
+                    while at < group.bytes.len() {
+                        let len = record::encoded_len(&group.bytes[at..]);
+                        let loc = crate::tier::loc(committed.segment, committed.offset + at as u64);
+                        placed(&group.bytes[at..at + len], loc);
+                        at += len;
+                    }
                 }
             }
-            group.bytes.clear();
-            if group.bytes.capacity() > GROUP_BUFFER_RETAINED_BYTES_MAX {
-                group.bytes = Vec::new();
+            None => {
+                if let Some(feed) = sink.feed {
+                    feed.publish_unlogged(&mut group.bytes);
+                }
             }
+        }
+        group.bytes.clear();
+        if group.bytes.capacity() > GROUP_BUFFER_RETAINED_BYTES_MAX {
+            group.bytes = Vec::new();
         }
     });
 }

@@ -1,0 +1,378 @@
+//! The change feed: every committed group of changes, in commit order, to
+//! whoever subscribed (WATCH, blocking commands, keyspace notifications,
+//! client tracking and replication will).
+//!
+//! A group is what one lock hold changed (one command today; a whole
+//! MULTI/EXEC or script later): its sequence number and, per record, the
+//! kind of change, the database and the key. With the log on, the sequence
+//! number is the group's last LSN and groups are published inside the
+//! log's commit, so the feed's order is the log's order across threads.
+//! With `appendonly no` the feed numbers groups itself, under its own
+//! mutex, while the changing shard locks are still held, so two groups
+//! touching one key are published in the order they were applied.
+//! Changes that are not changes of data (value images written so a value
+//! can leave RAM, compaction moving values) are not published.
+//!
+//! Nothing is dropped silently. Each subscription has a bounded queue; a
+//! subscriber that falls behind by more than its capacity is told so
+//! ([`Lagged`]) after the groups it did receive, and receives nothing more
+//! (it must resubscribe and resynchronise, as a Redis replica does after a
+//! backlog overrun). Publishing never waits for a subscriber. With no
+//! subscriber, committing costs one relaxed atomic load.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::record::{self, Kind};
+
+/// One change of one record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub kind: Kind,
+    pub db: u16,
+    /// Empty for database-level changes (FLUSHDB, FLUSHALL, SWAPDB).
+    pub key: Vec<u8>,
+    /// The record's `aux`: a deadline for SET and EXPIRE, the other
+    /// database for SWAPDB.
+    pub aux: u64,
+}
+
+/// The changes of one committed group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Group {
+    /// The group's last LSN with the log on; the feed's own count without.
+    pub seq: u64,
+    pub changes: Vec<Change>,
+}
+
+/// The subscriber fell behind by more than its queue holds: groups after
+/// the last one it received were not delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lagged;
+
+struct Queue {
+    state: Mutex<QueueState>,
+    ready: Condvar,
+    capacity: usize,
+}
+
+struct QueueState {
+    groups: VecDeque<Arc<Group>>,
+    lagged: bool,
+    closed: bool,
+}
+
+/// The publishing side, owned by the keyspace.
+#[derive(Default)]
+pub struct Feed {
+    /// Whether anyone subscribes: the commit path's only cost otherwise.
+    active: AtomicBool,
+    state: Mutex<FeedState>,
+}
+
+#[derive(Default)]
+struct FeedState {
+    queues: Vec<Arc<Queue>>,
+    /// The next sequence number of groups committed without the log.
+    next_seq: u64,
+}
+
+impl Feed {
+    /// Subscribes to every group committed from now on; `capacity` groups
+    /// may wait unread before the subscription lags.
+    pub fn subscribe(&self, capacity: usize) -> Subscription {
+        let queue = Arc::new(Queue {
+            state: Mutex::new(QueueState {
+                groups: VecDeque::new(),
+                lagged: false,
+                closed: false,
+            }),
+            ready: Condvar::new(),
+            capacity: capacity.max(1),
+        });
+        let mut state = self.state.lock();
+        state.queues.push(queue.clone());
+        self.active.store(true, Ordering::Release);
+        Subscription { queue }
+    }
+
+    pub(crate) fn is_active(&self) -> bool {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// Publishes the sealed records in `group` as one group numbered `seq`.
+    /// The log calls this inside its commit; see [`Feed::publish_unlogged`]
+    /// otherwise.
+    pub(crate) fn publish(&self, seq: u64, group: &[u8]) {
+        let mut state = self.state.lock();
+        self.deliver(&mut state, seq, group);
+    }
+
+    /// Numbers and publishes a group committed without the log: its records
+    /// are sealed here with the feed's own sequence numbers.
+    pub(crate) fn publish_unlogged(&self, group: &mut [u8]) {
+        let mut state = self.state.lock();
+        let mut at = 0;
+        while at < group.len() {
+            let len = record::encoded_len(&group[at..]);
+            state.next_seq += 1;
+            record::seal(&mut group[at..at + len], state.next_seq, 0);
+            at += len;
+        }
+        let seq = state.next_seq;
+        self.deliver(&mut state, seq, group);
+    }
+
+    fn deliver(&self, state: &mut FeedState, seq: u64, group: &[u8]) {
+        state.queues.retain(|queue| !queue.state.lock().closed);
+        if state.queues.is_empty() {
+            self.active.store(false, Ordering::Release);
+            return;
+        }
+        let changes = decode(group);
+        if changes.is_empty() {
+            return;
+        }
+        let group = Arc::new(Group { seq, changes });
+        for queue in &state.queues {
+            let mut queued = queue.state.lock();
+            if queued.lagged {
+                continue;
+            }
+            if queued.groups.len() >= queue.capacity {
+                queued.lagged = true;
+            } else {
+                queued.groups.push_back(group.clone());
+            }
+            queue.ready.notify_all();
+        }
+    }
+}
+
+/// The changes in a run of sealed records.
+fn decode(group: &[u8]) -> Vec<Change> {
+    let mut changes = Vec::new();
+    let mut at = 0;
+    while at < group.len() {
+        let len = record::encoded_len(&group[at..]);
+        // Records were encoded and sealed by this process a moment ago.
+        let found = record::decode(&group[at..at + len]).expect("a sealed record decodes");
+        changes.push(Change {
+            kind: found.kind,
+            db: found.db,
+            key: found.key.to_vec(),
+            aux: found.aux,
+        });
+        at += len;
+    }
+    changes
+}
+
+/// One subscriber's end of the feed. Dropping it unsubscribes.
+pub struct Subscription {
+    queue: Arc<Queue>,
+}
+
+impl Subscription {
+    /// The next group if one is waiting.
+    pub fn try_recv(&self) -> Result<Option<Arc<Group>>, Lagged> {
+        let mut state = self.queue.state.lock();
+        Self::take(&mut state)
+    }
+
+    /// The next group, waiting up to `timeout` for one.
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Option<Arc<Group>>, Lagged> {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.queue.state.lock();
+        loop {
+            if let Some(group) = Self::take(&mut state)? {
+                return Ok(Some(group));
+            }
+            if self
+                .queue
+                .ready
+                .wait_until(&mut state, deadline)
+                .timed_out()
+            {
+                return Self::take(&mut state);
+            }
+        }
+    }
+
+    fn take(state: &mut QueueState) -> Result<Option<Arc<Group>>, Lagged> {
+        match state.groups.pop_front() {
+            Some(group) => Ok(Some(group)),
+            None if state.lagged => Err(Lagged),
+            None => Ok(None),
+        }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.queue.state.lock().closed = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Keyspace;
+    use crate::log::{FsyncPolicy, Log, LogStart};
+    use crate::value::Value;
+
+    const NOW_MS: u64 = 1_000_000;
+    const WAIT: Duration = Duration::from_secs(10);
+
+    fn with_log() -> (Keyspace, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!(
+            "strata-feed-{}-{}",
+            std::process::id(),
+            crate::keyspace::random_u64()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ks = Keyspace::new(4);
+        let log = Log::start(
+            &dir.join("log"),
+            1 << 20,
+            FsyncPolicy::No,
+            LogStart {
+                next_lsn: 1,
+                next_segment: 1,
+                segments: Vec::new(),
+            },
+            Box::new(|_, _| {}),
+        )
+        .unwrap();
+        ks.attach_log(log);
+        (ks, dir)
+    }
+
+    fn set(ks: &Keyspace, db: usize, key: &[u8]) {
+        let k = ks.key(key);
+        ks.lock(k)
+            .set(db, k, Value::from_bytes(b"v"), None, false, NOW_MS);
+    }
+
+    /// Every group until `count` changes arrived.
+    fn receive(subscription: &Subscription, count: usize) -> Vec<Arc<Group>> {
+        let mut groups = Vec::new();
+        let mut changes = 0;
+        while changes < count {
+            let group = subscription
+                .recv_timeout(WAIT)
+                .expect("not lagged")
+                .expect("a group within the wait");
+            changes += group.changes.len();
+            groups.push(group);
+        }
+        groups
+    }
+
+    /// Writers on several threads: the subscriber sees every change once,
+    /// groups in strictly increasing order, each thread's keys in the
+    /// order that thread wrote them.
+    fn order_across_threads(ks: &Keyspace) {
+        const THREADS: usize = 4;
+        const PER_THREAD: usize = 2_000;
+        let subscription = ks.subscribe(THREADS * PER_THREAD);
+        std::thread::scope(|scope| {
+            for thread in 0..THREADS {
+                scope.spawn(move || {
+                    for n in 0..PER_THREAD {
+                        set(ks, 0, format!("t{thread}:{n}").as_bytes());
+                    }
+                });
+            }
+        });
+        let groups = receive(&subscription, THREADS * PER_THREAD);
+        assert!(
+            groups.windows(2).all(|pair| pair[0].seq < pair[1].seq),
+            "groups out of order"
+        );
+        let mut next = [0usize; THREADS];
+        for change in groups.iter().flat_map(|g| &g.changes) {
+            assert_eq!(change.kind, Kind::Set);
+            let key = String::from_utf8(change.key.clone()).unwrap();
+            let (thread, n) = key[1..].split_once(':').unwrap();
+            let (thread, n): (usize, usize) = (thread.parse().unwrap(), n.parse().unwrap());
+            assert_eq!(n, next[thread], "thread {thread}'s writes out of order");
+            next[thread] += 1;
+        }
+        assert_eq!(next, [PER_THREAD; THREADS]);
+        assert_eq!(subscription.try_recv(), Ok(None));
+    }
+
+    #[test]
+    fn groups_arrive_in_log_order_across_threads() {
+        let (ks, dir) = with_log();
+        order_across_threads(&ks);
+        ks.log().unwrap().shutdown();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn groups_arrive_in_order_without_the_log() {
+        order_across_threads(&Keyspace::new(4));
+    }
+
+    #[test]
+    fn a_multi_key_command_is_one_group_and_db_changes_are_published() {
+        let (ks, dir) = with_log();
+        let subscription = ks.subscribe(16);
+        {
+            let (a, b) = (ks.key(b"a"), ks.key(b"b"));
+            let mut set = ks.lock_many([a, b]);
+            set.shard(a.shard())
+                .set(0, a, Value::from_bytes(b"1"), None, false, NOW_MS);
+            set.shard(b.shard())
+                .set(1, b, Value::from_bytes(b"2"), None, false, NOW_MS);
+        }
+        ks.swap_db(0, 1);
+        let groups = receive(&subscription, 2 + 1);
+        assert_eq!(groups[0].changes.len(), 2, "{groups:?}");
+        assert_eq!(
+            (groups[0].changes[1].db, &groups[0].changes[1].key[..]),
+            (1, &b"b"[..])
+        );
+        let swap = &groups[1].changes[0];
+        assert_eq!((swap.kind, swap.db, swap.aux), (Kind::SwapDb, 0, 1));
+        ks.log().unwrap().shutdown();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_subscriber_that_falls_behind_is_told_after_what_it_got() {
+        let ks = Keyspace::new(1);
+        let slow = ks.subscribe(4);
+        let keeping_up = ks.subscribe(100);
+        for n in 0..10 {
+            set(&ks, 0, format!("k{n}").as_bytes());
+        }
+        for n in 0..4 {
+            let group = slow.try_recv().unwrap().unwrap();
+            assert_eq!(group.changes[0].key, format!("k{n}").into_bytes());
+        }
+        assert_eq!(slow.try_recv(), Err(Lagged));
+        // Lagging is final: later changes do not reach it either.
+        set(&ks, 0, b"later");
+        assert_eq!(slow.try_recv(), Err(Lagged));
+        assert_eq!(receive(&keeping_up, 11).len(), 11);
+    }
+
+    #[test]
+    fn nothing_is_encoded_without_subscribers_and_dropping_unsubscribes() {
+        let ks = Keyspace::new(1);
+        assert!(!ks.feed.is_active());
+        let subscription = ks.subscribe(4);
+        assert!(ks.feed.is_active());
+        drop(subscription);
+        // The next publication notices the closed queue and switches off.
+        set(&ks, 0, b"k");
+        assert!(!ks.feed.is_active());
+    }
+}
