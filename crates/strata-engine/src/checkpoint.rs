@@ -26,7 +26,8 @@
 //!
 //! ```text
 //! CheckpointBegin  key: seed u64, shard count u32, db count u32,
-//!                  version u32, first shard u32, shards in file u32
+//!                  version u32, first shard u32, shards in file u32,
+//!                  sharding u32 (version 4: 1 by slot, 0 by hash)
 //! CheckpointShard  db: shard index, aux: L_i          ┐ once per shard of
 //! Set …            the shard's live keys, lsn: L_i    ┘ the range, in order
 //! CheckpointEnd    aux: next LSN when done, key: key count u64
@@ -50,19 +51,21 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::background::BackgroundBytes;
-use crate::keyspace::{Keyspace, SHARD_COUNT};
+use crate::keyspace::{Keyspace, SHARD_COUNT, Sharding};
 use crate::log::{segment_seq, sync_dir};
 use crate::record::{self, Draft, FLAG_INT, FLAG_LOCATED, HEADER_BYTES, Kind, Record};
 
-const FORMAT_VERSION: u32 = 3;
-/// Older versions this build reads (2: no cold records).
-const FORMAT_VERSIONS_READ: [u32; 2] = [2, 3];
+const FORMAT_VERSION: u32 = 4;
+/// Older versions this build reads (2: no cold records; 3 and before: no
+/// sharding field, keys sharded by hash).
+const FORMAT_VERSIONS_READ: [u32; 3] = [2, 3, 4];
 /// Files one checkpoint is split into.
 pub const RANGE_COUNT: usize = 16;
 /// Shards per range file.
 pub const SHARDS_PER_RANGE: usize = SHARD_COUNT / RANGE_COUNT;
-/// Bytes of the CheckpointBegin record's key.
-const META_BYTES: usize = 28;
+/// Bytes of the CheckpointBegin record's key (28 before version 4).
+const META_BYTES: usize = 32;
+const META_BYTES_V3: usize = 28;
 /// Bytes written between two `fdatasync`s of a checkpoint, so its data
 /// reaches the disk steadily instead of in one burst at the end that would
 /// stall the log's own fsyncs.
@@ -317,6 +320,7 @@ fn write_range_file(
     meta.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     meta.extend_from_slice(&(first_shard as u32).to_le_bytes());
     meta.extend_from_slice(&(SHARDS_PER_RANGE as u32).to_le_bytes());
+    meta.extend_from_slice(&keyspace.sharding().code().to_le_bytes());
     sealed(&mut buf, marker(Kind::CheckpointBegin, 0, 0, &meta), 0);
     let mut written: u64 = 0;
     let mut synced_at: u64 = 0;
@@ -553,6 +557,8 @@ pub struct CheckpointMeta {
     /// The shards this file holds.
     pub first_shard: u32,
     pub shards: u32,
+    /// How keys map to shards in this data directory.
+    pub sharding: Sharding,
 }
 
 /// A problem found in a checkpoint file.
@@ -667,23 +673,38 @@ impl CheckpointReader {
         let path = self.path.clone();
         let fail = failure(&path, 0);
         let record = self.next()?.ok_or_else(|| fail("empty file".into()))?;
-        if record.kind != Kind::CheckpointBegin || record.key.len() != META_BYTES {
+        if record.kind != Kind::CheckpointBegin || record.key.len() < META_BYTES_V3 {
             return Err(fail("does not start with a checkpoint header".into()));
         }
         let u32_at = |at: usize| u32::from_le_bytes(record.key[at..at + 4].try_into().expect("4"));
-        let meta = CheckpointMeta {
-            seed: u64::from_le_bytes(record.key[..8].try_into().expect("8")),
-            shard_count: u32_at(8),
-            db_count: u32_at(12),
-            first_shard: u32_at(20),
-            shards: u32_at(24),
-        };
         let version = u32_at(16);
         if !FORMAT_VERSIONS_READ.contains(&version) {
             return Err(fail(format!(
                 "format version {version}, expected {FORMAT_VERSION}"
             )));
         }
+        let expected_len = if version >= 4 {
+            META_BYTES
+        } else {
+            META_BYTES_V3
+        };
+        if record.key.len() != expected_len {
+            return Err(fail("does not start with a checkpoint header".into()));
+        }
+        let sharding = if version >= 4 {
+            Sharding::from_code(u32_at(28))
+                .ok_or_else(|| fail(format!("unknown sharding {}", u32_at(28))))?
+        } else {
+            Sharding::Hash
+        };
+        let meta = CheckpointMeta {
+            seed: u64::from_le_bytes(record.key[..8].try_into().expect("8")),
+            shard_count: u32_at(8),
+            db_count: u32_at(12),
+            first_shard: u32_at(20),
+            shards: u32_at(24),
+            sharding,
+        };
         let range_ok = meta.shards as usize == SHARDS_PER_RANGE
             && (meta.first_shard as usize).is_multiple_of(SHARDS_PER_RANGE)
             && (meta.first_shard as usize) < SHARD_COUNT;

@@ -2,7 +2,6 @@
 //! them collect in the thread's log group, committed as one group when the
 //! guard drops, before the locks are released.
 
-use std::hash::BuildHasher;
 use std::ops::{Deref, DerefMut};
 
 use parking_lot::MutexGuard;
@@ -70,7 +69,7 @@ impl Drop for ShardSet<'_> {
             self.sink,
             Some(&mut |record, loc| {
                 if let Some((_, key)) = tier::placed_set(record) {
-                    let hash = guards[0].hasher.hash_one(key);
+                    let hash = guards[0].hasher.hash(key);
                     let shard = (hash >> (64 - SHARD_BITS)) as usize;
                     if let Ok(position) = indices.binary_search(&shard) {
                         guards[position].place(record, loc);

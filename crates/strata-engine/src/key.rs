@@ -1,13 +1,28 @@
-//! A key with its hash ([`KeyRef`]): the hash, computed once per command,
-//! picks the key's shard (its top [`SHARD_BITS`] bits) and its bucket in
-//! the shard's table ([`slot_hash`]).
+//! A key with its hash ([`KeyRef`]), and where a key lives.
+//!
+//! The 64-bit hash, computed once per command, picks the key's shard (its
+//! top [`SHARD_BITS`] bits) and its bucket in the shard's table
+//! ([`slot_hash`]). The shard follows the key's Redis Cluster slot
+//! ([`key_slot`]: CRC16 of the key, or of its `{hash tag}`, mod 16384):
+//! slot `s` lives in shard `s mod 1024`, so the keys of one slot are always
+//! in one known shard (moving a slot to another node will touch one shard,
+//! and keys sharing a hash tag share a lock), and each node's slot range
+//! still spreads over every shard. The remaining bits come from a hash
+//! seeded per data directory (foldhash), against hash flooding.
+//!
+//! Data directories written before slots decided shards keep the old rule
+//! (the top bits of the seeded hash): which rule a directory uses is kept
+//! in its checkpoints, like the seed ([`Sharding`]).
 
+use std::hash::BuildHasher;
+
+use foldhash::SharedSeed;
 use foldhash::quality::SeedableRandomState;
-
-pub(crate) type RandomState = SeedableRandomState;
 
 pub const SHARD_BITS: u32 = 10;
 pub const SHARD_COUNT: usize = 1 << SHARD_BITS;
+/// Redis Cluster's slot count.
+pub const SLOT_COUNT: u16 = 16384;
 
 /// A key together with its hash; computed once per command.
 #[derive(Clone, Copy, Debug)]
@@ -35,4 +50,146 @@ impl KeyRef<'_> {
 /// bits to the middle, where neither tag nor bucket index looks.
 pub(crate) fn slot_hash(hash: u64) -> u64 {
     hash.rotate_right(SHARD_BITS)
+}
+
+/// How a data directory maps keys to shards.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Sharding {
+    /// By Redis Cluster slot (every directory created by this version).
+    #[default]
+    Slots,
+    /// By the seeded hash's top bits (directories of checkpoint format 3
+    /// and before).
+    Hash,
+}
+
+impl Sharding {
+    /// The number checkpoints store.
+    pub fn code(self) -> u32 {
+        match self {
+            Sharding::Hash => 0,
+            Sharding::Slots => 1,
+        }
+    }
+
+    pub fn from_code(code: u32) -> Option<Sharding> {
+        match code {
+            0 => Some(Sharding::Hash),
+            1 => Some(Sharding::Slots),
+            _ => None,
+        }
+    }
+}
+
+/// Computes keys' hashes for one data directory: its seed and sharding.
+#[derive(Clone)]
+pub(crate) struct KeyHasher {
+    seeded: SeedableRandomState,
+    sharding: Sharding,
+}
+
+impl KeyHasher {
+    pub fn new(seed: u64, sharding: Sharding) -> KeyHasher {
+        KeyHasher {
+            seeded: SeedableRandomState::with_seed(seed, SharedSeed::global_fixed()),
+            sharding,
+        }
+    }
+
+    pub fn sharding(&self) -> Sharding {
+        self.sharding
+    }
+
+    /// The hash of `key`: its shard in the top bits, then seeded bits.
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        let seeded = self.seeded.hash_one(key);
+        match self.sharding {
+            Sharding::Hash => seeded,
+            Sharding::Slots => {
+                let shard = (key_slot(key) as u64) % SHARD_COUNT as u64;
+                (shard << (64 - SHARD_BITS)) | (seeded >> SHARD_BITS)
+            }
+        }
+    }
+}
+
+/// The Redis Cluster slot of `key`: CRC16 (XMODEM) of the key mod 16384,
+/// or of the part between the first `{` and the next `}` when that part is
+/// not empty (a hash tag), as the cluster specification defines it.
+pub fn key_slot(key: &[u8]) -> u16 {
+    let hashed = match key.iter().position(|&b| b == b'{') {
+        Some(open) => match key[open + 1..].iter().position(|&b| b == b'}') {
+            Some(len) if len > 0 => &key[open + 1..open + 1 + len],
+            _ => key,
+        },
+        None => key,
+    };
+    crc16(hashed) % SLOT_COUNT
+}
+
+/// CRC16 with polynomial 0x1021, initial value 0, no reflection (XMODEM).
+const CRC16_TABLE: [u16; 256] = {
+    let mut table = [0u16; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let mut crc = (byte as u16) << 8;
+        let mut bit = 0;
+        while bit < 8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+            bit += 1;
+        }
+        table[byte] = crc;
+        byte += 1;
+    }
+    table
+};
+
+fn crc16(bytes: &[u8]) -> u16 {
+    bytes.iter().fold(0u16, |crc, &b| {
+        (crc << 8) ^ CRC16_TABLE[((crc >> 8) as u8 ^ b) as usize]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_as_the_cluster_specification_gives_them() {
+        // The specification's check value: CRC16("123456789") = 0x31C3.
+        assert_eq!(crc16(b"123456789"), 0x31C3);
+        assert_eq!(key_slot(b"123456789"), 0x31C3 % 16384);
+        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
+        assert_eq!(
+            key_slot(b"{user1000}.following"),
+            key_slot(b"{user1000}.followers")
+        );
+        // An empty tag, or no closing brace: the whole key is hashed.
+        assert_eq!(key_slot(b"foo{}{bar}"), crc16(b"foo{}{bar}") % 16384);
+        assert_eq!(key_slot(b"foo{{bar}}zap"), key_slot(b"{bar"));
+        assert_eq!(key_slot(b"foo{bar"), crc16(b"foo{bar") % 16384);
+        assert_eq!(key_slot(b""), 0);
+    }
+
+    #[test]
+    fn keys_of_one_slot_share_a_shard() {
+        let hasher = KeyHasher::new(7, Sharding::Slots);
+        let shard = |key: &[u8]| {
+            KeyRef {
+                bytes: key,
+                hash: hasher.hash(key),
+            }
+            .shard()
+        };
+        assert_eq!(shard(b"{tag}a"), shard(b"{tag}b"));
+        assert_eq!(shard(b"k"), key_slot(b"k") as usize % SHARD_COUNT);
+        // Different seeds keep the shard, change the rest of the hash.
+        let other = KeyHasher::new(8, Sharding::Slots);
+        assert_eq!(hasher.hash(b"k") >> 54, other.hash(b"k") >> 54);
+        assert_ne!(hasher.hash(b"k"), other.hash(b"k"));
+    }
 }

@@ -43,11 +43,9 @@
 //! is fixed per data directory (kept in checkpoints) so a key's shard
 //! survives restarts.
 
-use std::hash::BuildHasher;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, OnceLock};
 
-use foldhash::SharedSeed;
 use parking_lot::{Mutex, MutexGuard};
 
 use crate::feed::{Feed, Subscription};
@@ -60,8 +58,9 @@ use crate::tier::Tier;
 pub use crate::entry::{Entry, EntryMut, PROMOTE_WINDOW_S};
 pub use crate::eviction::{Evicted, EvictionPolicy, Installed, KeyRank};
 pub use crate::guard::{ShardGuard, ShardSet};
+pub(crate) use crate::key::{KeyHasher, slot_hash};
 pub use crate::key::{KeyRef, SHARD_BITS, SHARD_COUNT};
-pub(crate) use crate::key::{RandomState, slot_hash};
+pub use crate::key::{SLOT_COUNT, Sharding, key_slot};
 pub use crate::shard::{Flushed, MemoryCensus, Shard};
 
 /// Width of one shard's range of hash values.
@@ -85,7 +84,7 @@ pub struct DbStats {
 pub struct Keyspace {
     pub(crate) shards: Box<[Mutex<Shard>]>,
     pub(crate) tier: Arc<Tier>,
-    pub(crate) hasher: RandomState,
+    pub(crate) hasher: KeyHasher,
     /// The hash seed: secret, random per data directory, and kept in
     /// checkpoints so a key lands in the same shard after a restart.
     pub(crate) seed: u64,
@@ -103,14 +102,17 @@ pub struct Keyspace {
 }
 
 impl Keyspace {
-    /// A keyspace with a fresh random hash seed.
+    /// A new data directory's keyspace: a fresh random hash seed, shards
+    /// by cluster slot.
     pub fn new(db_count: usize) -> Self {
-        Self::with_seed(db_count, random_seed())
+        Self::with_seed(db_count, random_seed(), Sharding::Slots)
     }
 
-    pub fn with_seed(db_count: usize, seed: u64) -> Self {
+    /// The keyspace of an existing data directory: its checkpoints' seed
+    /// and sharding.
+    pub fn with_seed(db_count: usize, seed: u64, sharding: Sharding) -> Self {
         assert!(db_count > 0, "at least one database");
-        let hasher = RandomState::with_seed(seed, SharedSeed::global_fixed());
+        let hasher = KeyHasher::new(seed, sharding);
         let tier = Arc::new(Tier::default());
         Keyspace {
             shards: (0..SHARD_COUNT)
@@ -125,6 +127,11 @@ impl Keyspace {
             census_cursor: std::sync::atomic::AtomicUsize::new(0),
             feed: Feed::default(),
         }
+    }
+
+    /// How keys map to shards in this data directory.
+    pub fn sharding(&self) -> Sharding {
+        self.hasher.sharding()
     }
 
     pub fn seed(&self) -> u64 {
@@ -214,7 +221,7 @@ impl Keyspace {
     pub fn key<'k>(&self, bytes: &'k [u8]) -> KeyRef<'k> {
         KeyRef {
             bytes,
-            hash: self.hasher.hash_one(bytes),
+            hash: self.hasher.hash(bytes),
         }
     }
 
@@ -486,7 +493,7 @@ impl Keyspace {
             };
             let end = position + width;
             for entry in table.entries.iter() {
-                let hash = shard.hasher.hash_one(entry.key()) as u128;
+                let hash = shard.hasher.hash(entry.key()) as u128;
                 if hash >= position && hash < end && !entry.is_expired(now_ms) && keep(entry) {
                     out.push(entry.key().to_vec());
                 }

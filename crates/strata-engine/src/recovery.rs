@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::checkpoint::{self, CheckpointReader};
-use crate::keyspace::{KeyRef, Keyspace, SHARD_COUNT, Shard};
+use crate::keyspace::{KeyRef, Keyspace, SHARD_COUNT, Shard, Sharding};
 use crate::log::{SegmentInfo, segment_path, segment_seq};
 use crate::record::{self, FLAG_INT, FLAG_LOCATED, Invalid, Kind, Record};
 use crate::tier;
@@ -45,6 +45,9 @@ pub struct Plan {
     pub checkpoints: Vec<PathBuf>,
     /// The checkpoints' hash seed.
     pub seed: Option<u64>,
+    /// How the checkpoints' keys map to shards (by slot for a new
+    /// directory; by hash for one written before format 4).
+    pub sharding: Sharding,
     /// Segment sequence numbers, oldest first.
     pub segments: Vec<u64>,
     /// Segments of the cache store (`tier::CACHE_SEGMENT_BASE`), oldest
@@ -115,20 +118,25 @@ pub fn plan(dir: &Path) -> Result<Plan, RecoveryError> {
         .map(|(_, path)| path)
         .collect();
     let mut seed = None;
+    let mut sharding = None;
     for path in &checkpoints {
         let meta = CheckpointReader::meta(path)?;
-        if seed.is_some_and(|seed| seed != meta.seed) {
+        if seed.is_some_and(|seed| seed != meta.seed)
+            || sharding.is_some_and(|sharding| sharding != meta.sharding)
+        {
             return Err(RecoveryError(format!(
                 "Checkpoint {} belongs to another data directory (different hash seed)",
                 path.display()
             )));
         }
         seed = Some(meta.seed);
+        sharding = Some(meta.sharding);
     }
     Ok(Plan {
         dir: dir.to_path_buf(),
         checkpoints,
         seed,
+        sharding: sharding.unwrap_or(Sharding::Slots),
         segments: list_segments(&log_dir(dir))?,
         cache_segments: list_segments(&tier::cache_dir(dir))?,
     })
@@ -707,7 +715,7 @@ fn apply(
 pub fn live_data(dir: &Path, db_count: usize, now_ms: u64) -> Result<(u64, u64), RecoveryError> {
     let plan = plan(dir)?;
     let keyspace = match plan.seed {
-        Some(seed) => Keyspace::with_seed(db_count, seed),
+        Some(seed) => Keyspace::with_seed(db_count, seed, plan.sharding),
         None => Keyspace::new(db_count),
     };
     let options = LoadOptions {
@@ -847,7 +855,7 @@ mod tests {
     fn open(dir: &Path, segment_bytes: u64) -> Result<Keyspace, RecoveryError> {
         let plan = plan(dir)?;
         let ks = match plan.seed {
-            Some(seed) => Keyspace::with_seed(4, seed),
+            Some(seed) => Keyspace::with_seed(4, seed, plan.sharding),
             None => Keyspace::new(4),
         };
         let loaded = load(&plan, &ks, NOW_MS, LoadOptions::default(), |_| {})?;

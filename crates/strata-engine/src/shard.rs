@@ -2,12 +2,11 @@
 //! expiry index, the log records of every change made through it, and
 //! the counts INFO reports (hits, expired keys, the memory census).
 
-use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::entry::{Entry, EntryMut, FETCHED, VOLATILE, forget_loc, log_image};
-use crate::key::{KeyRef, RandomState, slot_hash};
+use crate::key::{KeyHasher, KeyRef, slot_hash};
 use crate::log;
 use crate::record::{Draft, Kind};
 use crate::table::{ExpiryIndex, Table, Tables};
@@ -95,7 +94,7 @@ pub(crate) fn forget_deadline(expiring: &mut ExpiryIndex, entry: &Entry) {
 /// One lock's worth of the keyspace: a table per database.
 pub struct Shard {
     pub(crate) tables: Tables,
-    pub(crate) hasher: RandomState,
+    pub(crate) hasher: KeyHasher,
     pub(crate) expired_keys: u64,
     /// Entries located in each log segment (all databases).
     pub(crate) live: LiveCounts,
@@ -122,7 +121,7 @@ pub struct MemoryCensus {
 pub struct Flushed(#[allow(dead_code)] pub(crate) Vec<Table>);
 
 impl Shard {
-    pub(crate) fn new(db_count: usize, hasher: RandomState, tier: Arc<Tier>) -> Self {
+    pub(crate) fn new(db_count: usize, hasher: KeyHasher, tier: Arc<Tier>) -> Self {
         Shard {
             tables: Tables::new(db_count),
             hasher,
@@ -240,7 +239,7 @@ impl Shard {
         match table.entries.entry(
             key.slot_hash(),
             |e| e.key() == key.bytes,
-            |e| slot_hash(hasher.hash_one(e.key())),
+            |e| slot_hash(hasher.hash(e.key())),
         ) {
             hashbrown::hash_table::Entry::Occupied(mut occupied) => {
                 let entry = occupied.get_mut();
@@ -301,7 +300,7 @@ impl Shard {
         let Some((db, key)) = tier::placed_set(record) else {
             return;
         };
-        let hash = slot_hash(self.hasher.hash_one(key));
+        let hash = slot_hash(self.hasher.hash(key));
         // A cold entry must never point at a record that may not be
         // written yet (compaction puts values back in RAM before moving
         // them, so this only skips a SET that is not its image anyway).
@@ -371,7 +370,7 @@ impl Shard {
                 let Some(key) = table.expiring.pop_due(now_ms) else {
                     break;
                 };
-                let hash = slot_hash(self.hasher.hash_one(&*key));
+                let hash = slot_hash(self.hasher.hash(&*key));
                 if let Ok(found) = table.entries.find_entry(hash, |e| e.key() == &*key) {
                     let (mut entry, _) = found.remove();
                     unlink(&mut self.live, &self.tier, &mut entry);
@@ -505,7 +504,7 @@ impl Shard {
         table.entries.insert_unique(
             key.slot_hash(),
             Entry::new_cold(key.bytes, deadline, int, loc, now_ms),
-            |e| slot_hash(hasher.hash_one(e.key())),
+            |e| slot_hash(hasher.hash(e.key())),
         );
         self.live.add(loc);
         self.tier.stats.cold_keys.fetch_add(1, Relaxed);

@@ -4,11 +4,10 @@
 //! deletions leave them sparse (hashbrown never shrinks by itself).
 
 use std::collections::BTreeSet;
-use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
 
-use crate::keyspace::{Entry, RandomState, slot_hash};
+use crate::keyspace::{Entry, KeyHasher, slot_hash};
 
 #[derive(Default)]
 pub(crate) struct Table {
@@ -28,16 +27,15 @@ impl Table {
     /// twice its length (hysteresis: the next insertions do not grow it
     /// straight back). Cheap: one table is 1/1024 of a database. SCAN is
     /// unaffected: its cursor is a hash value, not a bucket.
-    pub(crate) fn shrink_if_sparse(&mut self, hasher: &RandomState) {
+    pub(crate) fn shrink_if_sparse(&mut self, hasher: &KeyHasher) {
         let (len, capacity) = (self.entries.len(), self.entries.capacity());
         let sparse =
             capacity > TABLE_SHRINK_CAPACITY_MIN && len * TABLE_SHRINK_SPARSENESS < capacity;
         // An emptied table frees its memory whatever its size: 16 384 small
         // tables left allocated add up.
         if sparse || (len == 0 && capacity > 0) {
-            self.entries.shrink_to(self.entries.len() * 2, |e| {
-                slot_hash(hasher.hash_one(e.key()))
-            });
+            self.entries
+                .shrink_to(self.entries.len() * 2, |e| slot_hash(hasher.hash(e.key())));
         }
         // An emptied B-tree keeps its root node.
         if self.expiring.len() == 0 {

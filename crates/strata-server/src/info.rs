@@ -431,6 +431,11 @@ fn persistence_section(server: &Server, out: &mut String) {
     field!(out, "aof_last_cow_size", 0);
     field!(out, "module_fork_in_progress", 0);
     field!(out, "module_fork_last_cow_size", 0);
+    let sharding = match server.keyspace.sharding() {
+        strata_engine::keyspace::Sharding::Slots => "slot",
+        strata_engine::keyspace::Sharding::Hash => "hash",
+    };
+    field!(out, "strata_key_sharding", sharding);
     if let Some(log) = log {
         field!(out, "aof_current_size", log.disk_bytes());
         field!(out, "aof_base_size", p.last_checkpoint_bytes.load(Relaxed));

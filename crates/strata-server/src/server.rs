@@ -194,7 +194,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
     // loads after the listeners are up, answering -LOADING meanwhile.
     let plan = recovery::plan(&config.dir).map_err(|e| e.to_string())?;
     let keyspace = match plan.seed {
-        Some(seed) => Keyspace::with_seed(config.databases, seed),
+        Some(seed) => Keyspace::with_seed(config.databases, seed, plan.sharding),
         None => Keyspace::new(config.databases),
     };
     let (listeners, port) = bind_all(&config)?;

@@ -304,3 +304,74 @@ fn shutdown_variants_and_what_they_write() {
         assert_eq!(server.raw().cmd(&["GET", "k"]), b("v"), "{variant:?}");
     }
 }
+
+/// Copies the data directory in `tests/fixtures/<name>` under a new
+/// temporary directory (as its `data`), for a server to start on.
+fn fixture(name: &str) -> std::path::PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    let dir = temp_dir();
+    let copy = |from: &Path, to: &Path| {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_file() {
+                std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+            }
+        }
+    };
+    copy(&source, &dir.join("data"));
+    copy(&source.join("log"), &dir.join("data/log"));
+    dir
+}
+
+/// What the format-3 fixture holds: written by the previous release
+/// (40 keys and more, a SAVE, then more writes in the log only, then
+/// `kill -9`).
+fn check_format_v3_contents(r: &mut Raw) {
+    let mut args = vec!["MGET".to_owned()];
+    args.extend((1..=60).map(|n| format!("key:{n}")));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let values = r.cmd(&args);
+    for (n, got) in (1..=60).zip(values.as_array()) {
+        let expected = if n == 1 {
+            Reply::NullBulk
+        } else {
+            b(&format!("value-{n}"))
+        };
+        assert_eq!(got, &expected, "key:{n}");
+    }
+    assert_eq!(r.cmd(&["GET", "counter"]), b("43"));
+    assert_eq!(r.cmd(&["EXPIRETIME", "volatile"]), i(4102444800));
+    assert_eq!(r.cmd(&["SELECT", "3"]), ok());
+    assert_eq!(r.cmd(&["GET", "in3"]), b("three"));
+    assert_eq!(r.cmd(&["SELECT", "5"]), ok());
+    assert_eq!(r.cmd(&["GET", "in5"]), b("five"));
+    assert_eq!(r.cmd(&["SELECT", "0"]), ok());
+    assert_eq!(r.cmd(&["DBSIZE"]), i(61));
+}
+
+#[test]
+fn a_data_directory_of_the_previous_format_loads_and_keeps_its_sharding() {
+    let server = TestServer::spawn(fixture("format-v3"), &[], None, READY);
+    let mut r = server.raw();
+    check_format_v3_contents(&mut r);
+    let persistence = r.cmd(&["INFO", "persistence"]).as_text();
+    assert_eq!(info_field(&persistence, "strata_key_sharding"), "hash");
+    // Written again (format 4) and restarted: the same keys, the same rule.
+    assert_eq!(r.cmd(&["SET", "after", "upgrade"]), ok());
+    r.send(&["SHUTDOWN"]);
+    assert!(r.is_closed());
+    let server = TestServer::spawn(server.exited(), &[], None, READY);
+    let mut r = server.raw();
+    assert_eq!(r.cmd(&["GET", "after"]), b("upgrade"));
+    assert_eq!(r.cmd(&["DEL", "after"]), i(1));
+    check_format_v3_contents(&mut r);
+    let persistence = r.cmd(&["INFO", "persistence"]).as_text();
+    assert_eq!(info_field(&persistence, "strata_key_sharding"), "hash");
+    // A new directory shards by slot.
+    let fresh = TestServer::start();
+    let persistence = fresh.raw().cmd(&["INFO", "persistence"]).as_text();
+    assert_eq!(info_field(&persistence, "strata_key_sharding"), "slot");
+}

@@ -255,6 +255,11 @@ const SCRIPTS: &[&[&[&str]]] = &[
         &["COMMAND", "GETKEYS", "NOSUCH", "a"],
         &["COMMAND", "GETKEYS", "MSET", "a", "1", "b", "2"],
         &["COMMAND", "COUNT", "extra"],
+        &["CLUSTER", "INFO"],
+        &["CLUSTER", "Nodes"],
+        &["CLUSTER", "SLOTS"],
+        &["CLUSTER", "BOGUS"],
+        &["CLUSTER", "KEYSLOT"],
         &["COMMAND", "INFO", "nosuch"],
     ],
 ];

@@ -641,3 +641,27 @@ fn config_set_hz_changes_how_often_the_cron_runs() {
     let info = r.cmd(&["INFO", "server"]).as_text();
     assert_eq!(info_field(&info, "hz"), "1");
 }
+
+#[test]
+fn cluster_keyslot_answers_as_the_cluster_specification() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    // Values from the Redis Cluster specification and redis-cli's
+    // CLUSTER KEYSLOT on a cluster node.
+    assert_eq!(r.cmd(&["CLUSTER", "KEYSLOT", "123456789"]), i(12739));
+    assert_eq!(r.cmd(&["CLUSTER", "KEYSLOT", "foo"]), i(12182));
+    assert_eq!(
+        r.cmd(&["CLUSTER", "KEYSLOT", "{user1000}.following"]),
+        i(3443)
+    );
+    assert_eq!(r.cmd(&["CLUSTER", "KEYSLOT", "user1000"]), i(3443));
+    // The examples of Redis' CLUSTER KEYSLOT documentation.
+    assert_eq!(r.cmd(&["CLUSTER", "KEYSLOT", "somekey"]), i(11058));
+    assert_eq!(r.cmd(&["CLUSTER", "KEYSLOT", "foo{hash_tag}"]), i(2515));
+    assert_eq!(r.cmd(&["CLUSTER", "KEYSLOT", "bar{hash_tag}"]), i(2515));
+    assert_eq!(r.cmd(&["CLUSTER", "KEYSLOT", "{foo}mykey"]), i(12182));
+    assert_eq!(
+        r.cmd(&["CLUSTER", "INFO"]),
+        e("ERR This instance has cluster support disabled")
+    );
+}

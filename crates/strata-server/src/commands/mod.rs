@@ -12,6 +12,7 @@
 //! when they reply nothing else.
 
 pub mod bits;
+pub mod cluster;
 pub mod connection;
 pub mod keys;
 pub mod keyspec;
@@ -115,6 +116,8 @@ pub struct CommandTable {
     pub ping_id: usize,
     /// DEBUG's argument errors follow its own format (see `dispatch`).
     pub debug_id: usize,
+    /// CLUSTER answers Redis' standalone error for the subcommands it lacks.
+    pub cluster_id: usize,
 }
 
 type NameMap = HashMap<Vec<u8>, usize, foldhash::fast::RandomState>;
@@ -131,6 +134,7 @@ impl CommandTable {
             subcommands: Vec::new(),
             ping_id: usize::MAX,
             debug_id: usize::MAX,
+            cluster_id: usize::MAX,
         };
         for spec in table::COMMANDS {
             let parent = table.specs.len();
@@ -153,6 +157,7 @@ impl CommandTable {
         }
         table.ping_id = table.lookup(b"ping").expect("PING is in the table");
         table.debug_id = table.lookup(b"debug").expect("DEBUG is in the table");
+        table.cluster_id = table.lookup(b"cluster").expect("CLUSTER is in the table");
         table
     }
 
@@ -320,6 +325,14 @@ pub fn dispatch(
             Some(sub) => id = sub,
             None if id == table.debug_id => {
                 reject(server, &mut reply, &debug_error());
+                return;
+            }
+            None if id == table.cluster_id
+                && cluster::DISABLED_SUBCOMMANDS
+                    .iter()
+                    .any(|name| args[1].eq_ignore_ascii_case(name.as_bytes())) =>
+            {
+                reject(server, &mut reply, cluster::ERR_CLUSTER_DISABLED);
                 return;
             }
             None => {

@@ -6,7 +6,9 @@
 //! are Redis 7's, so clients that introspect COMMAND see what they expect.
 
 use super::keyspec::{KeySpec, noted, range};
-use super::{Handler, Spec, bits, connection as conn, keys, server as srv, strings as st};
+use super::{
+    Handler, Spec, bits, cluster as cl, connection as conn, keys, server as srv, strings as st,
+};
 
 const NO_KEYS: &[KeySpec] = &[];
 
@@ -346,6 +348,29 @@ const OBJECT_SUBCOMMANDS: &[Spec] = &[
         "6.2.0",
         "Returns helpful text about the different subcommands.",
         keys::object_help,
+    ),
+];
+
+const CLUSTER_SUBCOMMANDS: &[Spec] = &[
+    sub(
+        "keyslot",
+        3,
+        &["stale"],
+        NO_KEYS,
+        SLOW,
+        "3.0.0",
+        "Returns the hash slot for a key.",
+        cl::cluster_keyslot,
+    ),
+    sub(
+        "help",
+        2,
+        LOADING_STALE,
+        NO_KEYS,
+        SLOW,
+        "5.0.0",
+        "Returns helpful text about the different subcommands.",
+        cl::cluster_help,
     ),
 ];
 
@@ -748,6 +773,17 @@ pub static COMMANDS: &[Spec] = &[
         "A container for memory diagnostics commands.",
         None,
         MEMORY_SUBCOMMANDS,
+    ),
+    container(
+        "cluster",
+        -2,
+        &[],
+        SLOW,
+        "cluster",
+        "3.0.0",
+        "A container for Redis Cluster commands.",
+        None,
+        CLUSTER_SUBCOMMANDS,
     ),
     // Keys.
     cmd(
