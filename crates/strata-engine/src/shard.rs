@@ -370,7 +370,7 @@ impl Shard {
                 let Some(key) = table.expiring.pop_due(now_ms) else {
                     break;
                 };
-                let hash = slot_hash(self.hasher.hash(&*key));
+                let hash = slot_hash(self.hasher.hash(&key));
                 if let Ok(found) = table.entries.find_entry(hash, |e| e.key() == &*key) {
                     let (mut entry, _) = found.remove();
                     unlink(&mut self.live, &self.tier, &mut entry);
