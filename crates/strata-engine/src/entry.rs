@@ -295,22 +295,37 @@ impl EntryMut<'_> {
         self.entry.replace_value(value);
         log_image(db, self.entry);
     }
+}
 
-    /// Changes the value's bytes in place (APPEND, SETRANGE, SETBIT,
-    /// BITFIELD) for this entry of database `db`; the result is a plain
-    /// string, and its new image is logged.
-    pub fn update_bytes<R>(self, db: usize, change: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+impl EntryMut<'_> {
+    /// Writes `bytes` at byte `offset` of the value (zero-padding it to
+    /// `offset` first if it is shorter) for this entry of database `db`,
+    /// in place, and logs only that change (a SETRANGE record), so a
+    /// command's log bytes grow with its arguments, not with the value.
+    /// The result is a plain string. Returns the value's new length.
+    pub fn write_at(self, db: usize, offset: usize, bytes: &[u8]) -> usize {
         forget_loc(self.live, self.entry);
         let entry = self.entry;
         let start = entry.prefix_len() + entry.key_len as usize;
-        let mut bytes = std::mem::take(&mut entry.data).into_vec();
-        let mut value = bytes.split_off(start);
-        let result = change(&mut value);
-        bytes.extend_from_slice(&value);
-        entry.data = bytes.into_boxed_slice();
+        let end = start + offset + bytes.len();
+        if end > entry.data.len() {
+            // Growing reallocates once (often in place); the value is not
+            // copied aside and back.
+            let mut data = std::mem::take(&mut entry.data).into_vec();
+            data.resize(end, 0);
+            entry.data = data.into_boxed_slice();
+        }
+        entry.data[start + offset..end].copy_from_slice(bytes);
         entry.set_flag(INT | SEEN | TRANSIENT, false);
-        log_image(db, entry);
-        result
+        log::append(&Draft {
+            kind: Kind::SetRange,
+            db: db as u16,
+            aux: offset as u64,
+            flags: 0,
+            key: entry.key(),
+            payload: bytes,
+        });
+        entry.data.len() - start
     }
 }
 

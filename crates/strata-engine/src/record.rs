@@ -61,6 +61,11 @@ pub enum Kind {
     FlushAll = 5,
     /// Databases `db` and `aux` swap contents.
     SwapDb = 6,
+    /// Part of a string value changed (SETRANGE, APPEND, SETBIT, BITFIELD):
+    /// the payload's bytes are written at byte offset `aux` of the value,
+    /// which is first zero-padded to `aux` if shorter; a missing key
+    /// becomes that string (no deadline). The deadline is unchanged.
+    SetRange = 7,
     /// Checkpoint file: first record. `aux`: LSN from which the log must be
     /// replayed; key: [`CheckpointMeta`] bytes.
     CheckpointBegin = 16,
@@ -85,6 +90,7 @@ impl Kind {
             4 => Kind::FlushDb,
             5 => Kind::FlushAll,
             6 => Kind::SwapDb,
+            7 => Kind::SetRange,
             16 => Kind::CheckpointBegin,
             17 => Kind::CheckpointShard,
             18 => Kind::CheckpointEnd,

@@ -688,6 +688,19 @@ fn apply(
                 }
             }
         }
+        Kind::SetRange => {
+            let key = keyspace.key(record.key);
+            if record.lsn < covered[key.shard()] {
+                return Ok(false);
+            }
+            keyspace.lock_unlogged(key.shard()).replay_range(
+                db,
+                key,
+                record.aux as usize,
+                record.payload,
+                now_ms,
+            )?;
+        }
         Kind::FlushDb | Kind::FlushAll | Kind::SwapDb => {
             if record.kind == Kind::SwapDb {
                 check_db(keyspace, record.aux.min(u16::MAX as u64) as u16)?;
@@ -891,8 +904,23 @@ mod tests {
             let k = ks.key(b"k1");
             let mut shard = ks.lock(k);
             if let Some(entry) = shard.get(1, k, NOW_MS) {
-                entry.update_bytes(1, |bytes| bytes.extend_from_slice(b"+appended"));
+                let end = entry.value().len();
+                entry.write_at(1, end, b"+appended");
             }
+        }
+        {
+            // Changes of part of a value (SETRANGE records): past the end
+            // of a value, and (below) on a key with a deadline.
+            let k = ks.key(b"k4");
+            let mut shard = ks.lock(k);
+            if let Some(entry) = shard.get(1, k, NOW_MS) {
+                let end = entry.value().len();
+                entry.write_at(1, end + 3, b"@");
+            }
+        }
+        let k = ks.key(b"ttl");
+        if let Some(entry) = ks.lock(k).get(0, k, NOW_MS) {
+            entry.write_at(0, 0, b"T");
         }
         {
             let (a, b) = (ks.key(b"k3"), ks.key(b"moved"));

@@ -510,6 +510,44 @@ impl Shard {
         self.tier.stats.cold_keys.fetch_add(1, Relaxed);
     }
 
+    /// Recovery: applies a replayed SETRANGE record (see
+    /// [`Kind::SetRange`]). A key that existed then but has expired by now
+    /// stays gone (the change kept its deadline); a cold value is read
+    /// from disk first, and a failed read is an error, not a panic.
+    pub(crate) fn replay_range(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        offset: usize,
+        bytes: &[u8],
+        now_ms: u64,
+    ) -> Result<(), String> {
+        let existed = self.tables[db]
+            .entries
+            .find(key.slot_hash(), |e| e.key() == key.bytes)
+            .is_some();
+        if !existed {
+            let mut value = vec![0u8; offset + bytes.len()];
+            value[offset..].copy_from_slice(bytes);
+            self.set(db, key, Value::owned(value), None, false, now_ms);
+            return Ok(());
+        }
+        let tier = self.tier.clone();
+        let Some(entry) = self.lookup(db, key, now_ms) else {
+            return Ok(());
+        };
+        if entry.is_cold() {
+            let cold = tier.read_value(entry.loc, entry.key())?;
+            entry.install(&cold.bytes, cold.int);
+            tier.stats.cold_keys.fetch_sub(1, Relaxed);
+        }
+        let changed = self
+            .get_loaded(db, key, now_ms, false)
+            .expect("the entry was just found");
+        changed.write_at(db, offset, bytes);
+        Ok(())
+    }
+
     /// Recovery: the replayed SET of `key` is at `loc` in the log.
     pub(crate) fn locate(&mut self, db: usize, key: KeyRef, loc: u64) {
         let hash = key.slot_hash();

@@ -48,18 +48,12 @@ pub fn setbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mask = 1u8 << (7 - (offset & 7));
     let mut shard = ctx.keyspace().lock(key);
     let old = match shard.get(db, key, now) {
-        Some(entry) => entry.update_bytes(db, |bytes| {
-            if bytes.len() <= byte {
-                bytes.resize(byte + 1, 0);
-            }
-            let old = bytes[byte] & mask != 0;
-            if on {
-                bytes[byte] |= mask
-            } else {
-                bytes[byte] &= !mask
-            }
-            old
-        }),
+        Some(entry) => {
+            let current = entry.value().as_bytes().get(byte).copied().unwrap_or(0);
+            let new = if on { current | mask } else { current & !mask };
+            entry.write_at(db, byte, &[new]);
+            current & mask != 0
+        }
         None => {
             let mut bytes = vec![0u8; byte + 1];
             if on {
@@ -352,6 +346,29 @@ enum FieldOp {
     IncrBy(FieldType, u64, i64, Overflow),
 }
 
+impl FieldOp {
+    fn field_at(&self) -> (FieldType, u64) {
+        match *self {
+            FieldOp::Get(field, offset)
+            | FieldOp::Set(field, offset, ..)
+            | FieldOp::IncrBy(field, offset, ..) => (field, offset),
+        }
+    }
+
+    /// The same op on a window starting `bits` into the value.
+    fn shifted(self, bits: u64) -> FieldOp {
+        match self {
+            FieldOp::Get(field, offset) => FieldOp::Get(field, offset - bits),
+            FieldOp::Set(field, offset, value, overflow) => {
+                FieldOp::Set(field, offset - bits, value, overflow)
+            }
+            FieldOp::IncrBy(field, offset, value, overflow) => {
+                FieldOp::IncrBy(field, offset - bits, value, overflow)
+            }
+        }
+    }
+}
+
 fn parse_field_ops(ctx: &Ctx, args: &[Bytes], read_only: bool) -> Result<Vec<FieldOp>, CmdError> {
     let mut ops = Vec::new();
     let mut overflow = Overflow::Wrap;
@@ -403,15 +420,42 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
     let ops = parse_field_ops(ctx, args, read_only)?;
     let writes = ops.iter().any(|op| !matches!(op, FieldOp::Get(..)));
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    // The ops work on a copy of just the bytes they touch (a window of
+    // the value), not of the whole value; offsets shift by its start.
+    let (lo, hi) = ops
+        .iter()
+        .map(|op| {
+            let (field, offset) = op.field_at();
+            (
+                (offset / 8) as usize,
+                (offset + field.bits as u64).div_ceil(8) as usize,
+            )
+        })
+        .fold((usize::MAX, 0), |(lo, hi), (a, b)| (lo.min(a), hi.max(b)));
+    let lo = lo.min(hi);
     let mut shard = ctx.keyspace().lock(key);
-    let existing = shard
-        .get(db, key, now)
-        .map(|e| e.value().as_bytes().to_vec());
-    let existed = existing.is_some();
-    let mut bytes = existing.unwrap_or_default();
+    let (existed, old_len, mut bytes) = match shard.get(db, key, now) {
+        Some(entry) => {
+            let value = entry.value().as_bytes();
+            let mut window = vec![0u8; hi - lo];
+            if lo < value.len() {
+                let end = hi.min(value.len());
+                window[..end - lo].copy_from_slice(&value[lo..end]);
+            }
+            (true, value.len(), window)
+        }
+        None => (false, 0, vec![0u8; hi - lo]),
+    };
+    let shift = lo as u64 * 8;
+    // The value's length once the performed writes are in.
+    let mut new_len = old_len;
     let mut changed = false;
     ctx.out.array(ops.len());
     for op in ops {
+        let op = op.shifted(shift);
+        if let FieldOp::Set(field, offset, ..) | FieldOp::IncrBy(field, offset, ..) = op {
+            new_len = new_len.max(lo + (offset + field.bits as u64).div_ceil(8) as usize);
+        }
         match op {
             FieldOp::Get(field, offset) => ctx.out.int(field.read(&bytes, offset) as i64),
             FieldOp::Set(field, offset, value, overflow) => {
@@ -439,9 +483,19 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
         }
     }
     if writes && (changed || existed) {
-        match shard.get(db, key, now) {
-            Some(entry) => entry.set_value(db, Value::owned(bytes)),
-            None => shard.set(db, key, Value::owned(bytes), None, false, now),
+        if changed {
+            // Only the changed window is written and logged.
+            let patch = &bytes[..new_len.clamp(lo, hi) - lo];
+            match shard.get(db, key, now) {
+                Some(entry) => {
+                    entry.write_at(db, lo, patch);
+                }
+                None => {
+                    let mut value = vec![0u8; lo];
+                    value.extend_from_slice(patch);
+                    shard.set(db, key, Value::owned(value), None, false, now);
+                }
+            }
         }
         drop(shard);
         ctx.dirty(1);

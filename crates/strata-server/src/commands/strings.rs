@@ -319,10 +319,8 @@ pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             if (entry.value().len() + args[2].len()) as u64 > limit {
                 return Err(ERR_STRING_TOO_LONG.into());
             }
-            entry.update_bytes(db, |bytes| {
-                bytes.extend_from_slice(&args[2]);
-                bytes.len()
-            })
+            let end = entry.value().len();
+            entry.write_at(db, end, &args[2])
         }
         None => {
             shard.set(db, key, Value::from_bytes(&args[2]), None, false, now);
@@ -480,13 +478,7 @@ pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Err(ERR_STRING_TOO_LONG.into());
     }
     let length = match entry {
-        Some(entry) => entry.update_bytes(db, |bytes| {
-            if bytes.len() < offset + patch.len() {
-                bytes.resize(offset + patch.len(), 0);
-            }
-            bytes[offset..offset + patch.len()].copy_from_slice(patch);
-            bytes.len()
-        }),
+        Some(entry) => entry.write_at(db, offset, patch),
         None => {
             let mut bytes = vec![0u8; offset + patch.len()];
             bytes[offset..].copy_from_slice(patch);
