@@ -118,13 +118,31 @@ struct Parked {
     cold: Vec<(Vec<u8>, u64)>,
 }
 
+/// Removes a client from the client list when its connection task ends,
+/// however it ends: also when a command panics (the task unwinds), so a
+/// failed connection never lingers in CLIENT LIST or counts toward
+/// `maxclients`.
+struct Registered {
+    server: Arc<Server>,
+    id: u64,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.server.clients.unregister(self.id);
+    }
+}
+
 pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, admitted: Admitted) {
     let Admitted { stream, client } = admitted;
+    let _registered = Registered {
+        server: server.clone(),
+        id: client.id,
+    };
     let Ok(stream) = stream
         .set_nonblocking(true)
         .and_then(|_| TcpStream::from_std(stream))
     else {
-        server.clients.unregister(client.id);
         return;
     };
     let config_generation = server.config.generation();
@@ -174,7 +192,6 @@ pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, admitted: Admit
             client.addr
         ),
     }
-    server.clients.unregister(client.id);
 }
 
 impl Connection {
