@@ -167,7 +167,7 @@ pub fn run_cycle(
                 keyspace.tier().forget_segment(seq);
             }
         }
-        None => delete_unlocated_segments(keyspace, &crate::recovery::log_dir(dir), &keep)?,
+        None => delete_unlocated_segments(keyspace, &crate::log::log_dir(dir), &keep)?,
     }
     match (store, store_start_lsn) {
         (Some(store), Some(start_lsn)) => {
@@ -180,7 +180,7 @@ pub fn run_cycle(
             // these files: between cycles they stay.
             store.roll_segment();
             keyspace.tier().set_named_below(store.head_segment());
-            crate::tier::compact(keyspace, store, &mut |bytes| throttle.wrote(bytes))?;
+            crate::compaction::compact(keyspace, store, &mut |bytes| throttle.wrote(bytes))?;
         }
         // A cache store left by an earlier `appendonly no` run: what no
         // entry uses any more goes (nothing can be placed in it now).
@@ -189,7 +189,7 @@ pub fn run_cycle(
     if let Some(log) = changes {
         // Segments kept for a few cold values: move those values to the
         // head so the next cycle can delete the segments.
-        crate::tier::compact(keyspace, log, &mut |bytes| throttle.wrote(bytes))?;
+        crate::compaction::compact(keyspace, log, &mut |bytes| throttle.wrote(bytes))?;
     }
     Ok(info)
 }
@@ -223,7 +223,7 @@ fn compact_store(
     for seq in store.delete_segments_before(before, keep)? {
         keyspace.tier().forget_segment(seq);
     }
-    crate::tier::compact(keyspace, store, &mut |bytes| throttle.wrote(bytes))
+    crate::compaction::compact(keyspace, store, &mut |bytes| throttle.wrote(bytes))
 }
 
 /// Removes the segment files in `segments_dir` that `keep` does not name

@@ -119,7 +119,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!(
             "strata-dirlock-{}-{}",
             std::process::id(),
-            crate::keyspace::random_u64()
+            crate::random::random_u64()
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let first = DirLock::acquire(&dir).unwrap();

@@ -6,7 +6,8 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use crate::entry::{FETCHED, PROMOTE_WINDOW_S, SEEN, TRANSIENT, VOLATILE, log_image};
 use crate::key::{KeyRef, SHARD_COUNT};
-use crate::keyspace::{Keyspace, random_u64};
+use crate::keyspace::Keyspace;
+use crate::random::random_u64;
 use crate::shard::{Shard, forget_deadline, log_del, unlink};
 use crate::tier::{self, NO_LOC};
 

@@ -56,11 +56,12 @@ use crate::shard::log_db_change;
 use crate::tier::Tier;
 
 pub use crate::entry::{Entry, EntryMut, PROMOTE_WINDOW_S};
-pub use crate::eviction::{Evicted, EvictionPolicy, Installed, KeyRank};
 pub use crate::guard::{ShardGuard, ShardSet};
-pub(crate) use crate::key::{KeyHasher, slot_hash};
+pub(crate) use crate::key::KeyHasher;
 pub use crate::key::{KeyRef, SHARD_BITS, SHARD_COUNT};
 pub use crate::key::{SLOT_COUNT, Sharding, key_slot};
+use crate::random::random_seed;
+pub use crate::random::random_u64;
 pub use crate::shard::{Flushed, MemoryCensus, Shard};
 
 /// Width of one shard's range of hash values.
@@ -531,31 +532,6 @@ impl Keyspace {
         }
         None
     }
-}
-
-/// A random 64-bit seed from the OS (via std's randomly keyed hasher).
-fn random_seed() -> u64 {
-    use std::hash::{BuildHasher, RandomState as StdRandomState};
-    StdRandomState::new().hash_one(std::time::SystemTime::now())
-}
-
-/// A fast per-thread pseudo-random number (xorshift64*), for sampling.
-pub fn random_u64() -> u64 {
-    use std::cell::Cell;
-    thread_local! {
-        static STATE: Cell<u64> = Cell::new({
-            let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
-            (seed ^ (&seed as *const u64 as u64)) | 1
-        });
-    }
-    STATE.with(|state| {
-        let mut x = state.get();
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        state.set(x);
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    })
 }
 
 #[cfg(test)]

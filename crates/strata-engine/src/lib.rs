@@ -5,12 +5,15 @@
 //!   table's expiry index. A command on one key takes one shard lock;
 //!   multi-key commands take their shards' locks in ascending order
 //!   ([`keyspace::Keyspace::lock_many`]); whole-keyspace commands take all.
-//!   Its parts, one concern per module (private, re-exported by
-//!   `keyspace`): `key` (a key's hash and shard), `entry` (one key and its
-//!   value, flags, LRU clock), `shard` (one lock's tables, the records of
-//!   its changes, hits and census), `guard` (locked shards that commit
-//!   their log group on drop), `eviction` (cold values read in and let go,
-//!   what leaves RAM under each policy).
+//!   Its parts, one concern per module (private, their public types
+//!   re-exported by `keyspace`): `key` (a key's hash, cluster slot and
+//!   shard), `entry` (one key and its value, flags, LRU clock), `shard`
+//!   (one lock's tables, the records of its changes, hits and census),
+//!   `guard` (locked shards that commit their log group on drop).
+//! - [`eviction`]: cold values read in and let go; what leaves RAM under
+//!   each policy.
+//! - [`location`]: where a record lies in the log (one `u64`).
+//! - [`compaction`]: moving live records out of mostly-dead segments.
 //! - `table` (private): one database's table of a shard and its expiry
 //!   index; a shard's tables, allocated per database once written, shrunk
 //!   when sparse.
@@ -25,6 +28,14 @@
 //! - [`dir_lock`]: one process per data directory (invariant 7).
 //! - [`feed`]: every committed group of changes, in order, to subscribers.
 //! - [`background`]: memory held by background buffers, outside the budget.
+//! - `random` (private): seeds and a fast per-thread generator.
+//! - [`tier`]: reading cold values (io_uring plans, direct reads), per
+//!   segment live counts, the cache store.
+//!
+//! Modules depend on each other in one direction only (no import circles):
+//! leaves (`record`, `location`, `key`, `value`, `random`, `feed`) below
+//! `log` and `tier`, below `entry`, `table` and `shard`, below `guard` and
+//! `keyspace`, below `eviction`, `compaction`, `checkpoint` and `recovery`.
 //!
 //! Every mutation goes through a [`keyspace::Shard`] or [`keyspace::Entry`]
 //! method while the shard lock is held, and that method appends the
@@ -34,15 +45,18 @@
 
 pub mod background;
 pub mod checkpoint;
+pub mod compaction;
 pub mod dir_lock;
 mod entry;
-mod eviction;
+pub mod eviction;
 pub mod feed;
 pub mod glob;
 mod guard;
 mod key;
 pub mod keyspace;
+pub mod location;
 pub mod log;
+mod random;
 pub mod record;
 pub mod recovery;
 mod shard;

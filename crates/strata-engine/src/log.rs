@@ -199,7 +199,7 @@ pub struct Log {
     wake: Condvar,
     written_lsn: AtomicU64,
     synced_lsn: AtomicU64,
-    /// Location (`tier::loc`) of the end of the bytes written so far: a
+    /// Location (`location::loc`) of the end of the bytes written so far: a
     /// record starting before it can be read back from its file.
     written_pos: AtomicU64,
     /// Committed bytes not yet written; read on every connection turn, so
@@ -257,7 +257,7 @@ impl Log {
             written_lsn: AtomicU64::new(last),
             // Every segment before the first new one is on disk: values
             // located there can leave RAM before anything new is written.
-            written_pos: AtomicU64::new(crate::tier::loc(start.next_segment, 0)),
+            written_pos: AtomicU64::new(crate::location::loc(start.next_segment, 0)),
             pending_bytes: AtomicUsize::new(0),
             buffer_capacity: AtomicUsize::new(0),
             synced_lsn: AtomicU64::new(last),
@@ -783,7 +783,7 @@ impl Log {
         }
         open.size += chunk.bytes.len() as u64;
         self.written_pos.store(
-            crate::tier::loc(chunk.segment, open.size),
+            crate::location::loc(chunk.segment, open.size),
             Ordering::Release,
         );
         self.stats
@@ -822,6 +822,11 @@ impl Log {
     }
 }
 
+/// The sub-directory of `dir` holding log segments.
+pub fn log_dir(dir: &Path) -> PathBuf {
+    dir.join("log")
+}
+
 /// Makes a directory's entries (created, renamed, removed files) durable.
 pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
@@ -858,7 +863,7 @@ pub(crate) fn group_open() {
     });
 }
 
-/// Told each committed record and its location (`tier::loc`).
+/// Told each committed record and its location (`location::loc`).
 pub(crate) type Placed<'a> = dyn FnMut(&[u8], u64) + 'a;
 
 /// What [`Log::commit`] did with a group.
@@ -903,7 +908,8 @@ pub(crate) fn group_close(sink: Sink, placed: Option<&mut Placed>) {
                     let mut at = 0;
                     while at < group.bytes.len() {
                         let len = record::encoded_len(&group.bytes[at..]);
-                        let loc = crate::tier::loc(committed.segment, committed.offset + at as u64);
+                        let loc =
+                            crate::location::loc(committed.segment, committed.offset + at as u64);
                         placed(&group.bytes[at..at + len], loc);
                         at += len;
                     }

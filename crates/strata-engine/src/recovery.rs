@@ -32,10 +32,7 @@ use crate::value::Value;
 /// How often [`load`] reports progress.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(2);
 
-/// The sub-directory of `dir` holding log segments.
-pub fn log_dir(dir: &Path) -> PathBuf {
-    dir.join("log")
-}
+pub use crate::log::log_dir;
 
 /// What is on disk, before anything is read.
 #[derive(Clone, Debug, Default)]
@@ -1193,7 +1190,7 @@ mod tests {
                 return;
             }
             ks.evict(
-                crate::keyspace::EvictionPolicy::Values,
+                crate::eviction::EvictionPolicy::Values,
                 u64::MAX,
                 16,
                 1 << 20,

@@ -7,7 +7,8 @@ use std::collections::BTreeSet;
 
 use hashbrown::HashTable;
 
-use crate::keyspace::{Entry, KeyHasher, slot_hash};
+use crate::entry::Entry;
+use crate::key::{KeyHasher, slot_hash};
 
 #[derive(Default)]
 pub(crate) struct Table {

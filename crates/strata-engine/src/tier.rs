@@ -38,7 +38,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 use parking_lot::RwLock;
 
-use crate::background::BackgroundBytes;
+pub use crate::location::{NO_LOC, loc, loc_offset, loc_segment};
 use crate::log::segment_path;
 use crate::record::{self, FLAG_INT, HEADER_BYTES, Kind};
 
@@ -62,27 +62,10 @@ pub fn is_cache_segment(segment: u64) -> bool {
     segment >= CACHE_SEGMENT_BASE
 }
 
-/// "No location": the value's current image is only in RAM.
-pub const NO_LOC: u64 = u64::MAX;
-
 /// Bytes read for a record whose length is unknown: one 4 KiB read is one
 /// device operation whatever part of it is used, and covers the header and
 /// most values; longer records take a second read.
 const FIRST_READ_BYTES: usize = 4096;
-
-/// A location: segment in the high 32 bits, byte offset in the low 32.
-pub fn loc(segment: u64, offset: u64) -> u64 {
-    assert!(segment < u32::MAX as u64 && offset <= u32::MAX as u64);
-    segment << 32 | offset
-}
-
-pub fn loc_segment(loc: u64) -> u64 {
-    loc >> 32
-}
-
-pub fn loc_offset(loc: u64) -> u64 {
-    loc & u32::MAX as u64
-}
 
 /// Counters for INFO tiering.
 #[derive(Default)]
@@ -453,99 +436,4 @@ pub(crate) fn placed_set(record: &[u8]) -> Option<(usize, &[u8])> {
     let key_len = u32::from_le_bytes(record[12..16].try_into().expect("4 bytes")) as usize;
     let db = u16::from_le_bytes([record[32], record[33]]) as usize;
     Some((db, &record[HEADER_BYTES..HEADER_BYTES + key_len]))
-}
-
-/// Share of a segment's records still located in below which compaction
-/// moves them out.
-pub const COMPACT_LIVE_RATIO: f64 = 0.5;
-
-/// Compaction: for every closed segment where fewer than
-/// [`COMPACT_LIVE_RATIO`] of the records are still some entry's value,
-/// reads the segment sequentially and appends those records again at the
-/// head (under the key's shard lock, so a value changed meanwhile is left
-/// alone). The moved entries take their new location at commit, the
-/// segment's count drops to zero, and the next checkpoint cycle deletes
-/// it (this cycle's files may still name it). `throttle` is told every
-/// byte read, which keeps compaction within the checkpoint rate.
-pub fn compact(
-    keyspace: &crate::keyspace::Keyspace,
-    log: &crate::log::Log,
-    throttle: &mut dyn FnMut(u64),
-) -> std::io::Result<()> {
-    if !keyspace.tier().tracking() {
-        // Moved records would not take their new location.
-        return Ok(());
-    }
-    let segments = log.segments();
-    let Some((_head, closed)) = segments.split_last() else {
-        return Ok(());
-    };
-    let located = keyspace.located_segments();
-    for segment in closed {
-        let Some(&count) = located.get(&segment.seq) else {
-            continue;
-        };
-        let Some((first, last)) = segment.lsns else {
-            continue;
-        };
-        let records = last - first + 1;
-        if count as f64 >= records as f64 * COMPACT_LIVE_RATIO {
-            continue;
-        }
-        let tier = keyspace.tier();
-        if let Err(e) = compact_segment(keyspace, log.dir(), segment.seq, throttle) {
-            // The values stay where they are; reads check every record.
-            tier.stats.compaction_errors.fetch_add(1, Ordering::Relaxed);
-            *tier.compaction_error.write() = Some(format!("segment {}: {e}", segment.seq));
-        }
-    }
-    Ok(())
-}
-
-fn compact_segment(
-    keyspace: &crate::keyspace::Keyspace,
-    log_dir: &Path,
-    segment: u64,
-    throttle: &mut dyn FnMut(u64),
-) -> std::io::Result<()> {
-    use std::io::Read;
-    let invalid = |why: record::Invalid, at: u64| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("{why} at offset {at}"),
-        )
-    };
-    let file = File::open(segment_path(log_dir, segment))?;
-    let length = file.metadata()?.len();
-    const READ_BUFFER_BYTES: usize = 1 << 20;
-    let mut reader = std::io::BufReader::with_capacity(READ_BUFFER_BYTES, file);
-    let mut accounted = BackgroundBytes::new(READ_BUFFER_BYTES);
-    let stats = &keyspace.tier().stats;
-    let mut buf = Vec::new();
-    let mut at = 0u64;
-    while at < length {
-        buf.resize(HEADER_BYTES, 0);
-        reader.read_exact(&mut buf)?;
-        let header = record::parse_header(&buf).map_err(|why| invalid(why, at))?;
-        buf.resize(header.total_len, 0);
-        accounted.set(READ_BUFFER_BYTES + buf.capacity());
-        reader.read_exact(&mut buf[HEADER_BYTES..])?;
-        let found = record::decode_with_header(&buf, header).map_err(|why| invalid(why, at))?;
-        throttle(header.total_len as u64);
-        stats
-            .compaction_bytes_read
-            .fetch_add(header.total_len as u64, Ordering::Relaxed);
-        if found.kind == Kind::Set
-            && keyspace.relocate(
-                found.db as usize,
-                found.key,
-                loc(segment, at),
-                found.payload,
-            )
-        {
-            stats.compaction_moves.fetch_add(1, Ordering::Relaxed);
-        }
-        at += header.total_len as u64;
-    }
-    Ok(())
 }

@@ -123,8 +123,8 @@ impl MaxmemoryPolicy {
     }
 
     /// What eviction does under this policy (None: nothing, noeviction).
-    pub fn eviction(self) -> Option<strata_engine::keyspace::EvictionPolicy> {
-        use strata_engine::keyspace::{EvictionPolicy, KeyRank};
+    pub fn eviction(self) -> Option<strata_engine::eviction::EvictionPolicy> {
+        use strata_engine::eviction::{EvictionPolicy, KeyRank};
         let keys = |volatile_only, rank| {
             Some(EvictionPolicy::Keys {
                 volatile_only,

@@ -27,7 +27,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use strata_engine::keyspace::Installed;
+use strata_engine::eviction::Installed;
 use strata_engine::log::{FsyncPolicy, last_committed_lsn};
 use strata_resp::{Limits, ProtocolError, ReplyWriter, RequestParser};
 use tokio::net::TcpStream;
