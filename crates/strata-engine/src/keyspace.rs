@@ -62,7 +62,7 @@ pub use crate::key::{KeyRef, SHARD_BITS, SHARD_COUNT};
 pub use crate::key::{SLOT_COUNT, Sharding, key_slot};
 use crate::random::random_seed;
 pub use crate::random::random_u64;
-pub use crate::shard::{Flushed, MemoryCensus, Shard};
+pub use crate::shard::{ColdReadError, Flushed, MemoryCensus, Shard};
 
 /// Width of one shard's range of hash values.
 const SHARD_HASH_WIDTH: u128 = 1 << (64 - SHARD_BITS);
@@ -559,15 +559,20 @@ mod tests {
         set(&ks, 0, b"a", b"1", None, 1000);
         let k = ks.key(b"a");
         assert_eq!(
-            ks.lock(k).get(0, k, 1000).unwrap().value().as_int(),
+            ks.lock(k)
+                .get(0, k, 1000)
+                .unwrap()
+                .unwrap()
+                .value()
+                .as_int(),
             Some(1)
         );
         assert!(
-            ks.lock(k).get(1, k, 1000).is_none(),
+            ks.lock(k).get(1, k, 1000).unwrap().is_none(),
             "databases are separate"
         );
         assert!(ks.lock(k).remove(0, k, 1000).is_some());
-        assert!(ks.lock(k).get(0, k, 1000).is_none());
+        assert!(ks.lock(k).get(0, k, 1000).unwrap().is_none());
     }
 
     #[test]
@@ -577,8 +582,8 @@ mod tests {
         set(&ks, 0, b"active", b"v", Some(2000), 1000);
         set(&ks, 0, b"later", b"v", Some(9000), 1000);
         let lazy = ks.key(b"lazy");
-        assert!(ks.lock(lazy).get(0, lazy, 1999).is_some());
-        assert!(ks.lock(lazy).get(0, lazy, 2000).is_none());
+        assert!(ks.lock(lazy).get(0, lazy, 1999).unwrap().is_some());
+        assert!(ks.lock(lazy).get(0, lazy, 2000).unwrap().is_none());
         assert_eq!(
             ks.active_expire_cycle(2000, 100),
             1,
@@ -597,12 +602,15 @@ mod tests {
         ks.lock(k)
             .set(0, k, Value::from_bytes(b"w"), None, true, 1000);
         assert_eq!(
-            ks.lock(k).get(0, k, 1000).unwrap().expire_at_ms(),
+            ks.lock(k).get(0, k, 1000).unwrap().unwrap().expire_at_ms(),
             Some(5000)
         );
         ks.lock(k)
             .set(0, k, Value::from_bytes(b"x"), None, false, 1000);
-        assert_eq!(ks.lock(k).get(0, k, 1000).unwrap().expire_at_ms(), None);
+        assert_eq!(
+            ks.lock(k).get(0, k, 1000).unwrap().unwrap().expire_at_ms(),
+            None
+        );
         assert_eq!(
             ks.db_stats(1000)[0],
             DbStats {
@@ -741,5 +749,38 @@ mod tests {
         assert_eq!(ks.dbsize(0), 0);
         assert_eq!(ks.random_key(1, 0), Some(b"k".to_vec()));
         assert_eq!(ks.random_key(0, 0), None);
+    }
+}
+
+#[cfg(test)]
+mod cold_read_tests {
+    use super::*;
+
+    /// A value that must be read under the lock and cannot be (here: its
+    /// location names a segment that does not exist) is an error for the
+    /// caller, and the entry stays as it was.
+    #[test]
+    fn a_failed_read_under_the_lock_is_an_error_and_keeps_the_entry() {
+        let ks = Keyspace::new(1);
+        let k = ks.key(b"cold");
+        let loc = crate::location::loc(99, 0);
+        ks.lock_unlogged(k.shard())
+            .insert_cold(0, k, 0, false, loc, 1000);
+        let error = match ks.lock(k).get(0, k, 1000) {
+            Err(error) => error,
+            Ok(found) => panic!("read succeeded: {}", found.is_some()),
+        };
+        assert_eq!(error.key, b"cold");
+        assert!(
+            error
+                .to_string()
+                .starts_with("could not read the value of 'cold' from disk: "),
+            "{error}"
+        );
+        let mut shard = ks.lock(k);
+        let entry = shard.peek(0, k, 1000).expect("the entry is kept");
+        assert_eq!(entry.cold_loc(), Some(loc));
+        assert_eq!(ks.tier().stats.cold_keys.load(Relaxed), 1);
+        assert!(shard.take(0, k, 1000).is_err());
     }
 }

@@ -900,7 +900,7 @@ mod tests {
         {
             let k = ks.key(b"k1");
             let mut shard = ks.lock(k);
-            if let Some(entry) = shard.get(1, k, NOW_MS) {
+            if let Some(entry) = shard.get(1, k, NOW_MS).unwrap() {
                 let end = entry.value().len();
                 entry.write_at(1, end, b"+appended");
             }
@@ -910,13 +910,13 @@ mod tests {
             // of a value, and (below) on a key with a deadline.
             let k = ks.key(b"k4");
             let mut shard = ks.lock(k);
-            if let Some(entry) = shard.get(1, k, NOW_MS) {
+            if let Some(entry) = shard.get(1, k, NOW_MS).unwrap() {
                 let end = entry.value().len();
                 entry.write_at(1, end + 3, b"@");
             }
         }
         let k = ks.key(b"ttl");
-        if let Some(entry) = ks.lock(k).get(0, k, NOW_MS) {
+        if let Some(entry) = ks.lock(k).get(0, k, NOW_MS).unwrap() {
             entry.write_at(0, 0, b"T");
         }
         {
@@ -1177,7 +1177,7 @@ mod tests {
                 let key = format!("key:{i}");
                 let k = ks.key(key.as_bytes());
                 let mut shard = ks.lock(k);
-                let entry = shard.get(0, k, NOW_MS).expect("key exists");
+                let entry = shard.get(0, k, NOW_MS).unwrap().expect("key exists");
                 entry.value().as_bytes().to_vec()
             })
             .collect()

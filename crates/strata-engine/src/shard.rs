@@ -91,6 +91,25 @@ pub(crate) fn forget_deadline(expiring: &mut ExpiryIndex, entry: &Entry) {
     }
 }
 
+/// A value on disk only could not be read back (a damaged record, an I/O
+/// error): the command that needed it must fail, and nothing else does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColdReadError {
+    pub key: Vec<u8>,
+    pub why: String,
+}
+
+impl std::fmt::Display for ColdReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "could not read the value of '{}' from disk: {}",
+            String::from_utf8_lossy(&self.key),
+            self.why
+        )
+    }
+}
+
 /// One lock's worth of the keyspace: a table per database.
 pub struct Shard {
     pub(crate) tables: Tables,
@@ -140,14 +159,24 @@ impl Shard {
     /// The server reads cold values in before a command runs (outside any
     /// lock); if one went cold again meanwhile, it is read here, under the
     /// lock, and counted in `sync_reads`. A read that fails (a damaged
-    /// record) panics: the command must not run on a value it could not
-    /// see, and the connection is closed.
-    pub fn get(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<EntryMut<'_>> {
+    /// record) is an error for the command, which must not run on a value
+    /// it could not see; the entry stays as it was.
+    pub fn get(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        now_ms: u64,
+    ) -> Result<Option<EntryMut<'_>>, ColdReadError> {
         self.get_loaded(db, key, now_ms, true)
     }
 
     /// Like [`Shard::get`] without recording an access (OBJECT ENCODING).
-    pub fn peek_loaded(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<EntryMut<'_>> {
+    pub fn peek_loaded(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        now_ms: u64,
+    ) -> Result<Option<EntryMut<'_>>, ColdReadError> {
         self.get_loaded(db, key, now_ms, false)
     }
 
@@ -157,9 +186,9 @@ impl Shard {
         key: KeyRef,
         now_ms: u64,
         touch: bool,
-    ) -> Option<EntryMut<'_>> {
+    ) -> Result<Option<EntryMut<'_>>, ColdReadError> {
         let tier = self.tier.clone();
-        let entry = lookup(
+        let Some(entry) = lookup(
             &mut self.tables[db],
             &mut self.live,
             &mut self.expired_keys,
@@ -167,7 +196,9 @@ impl Shard {
             db,
             key,
             now_ms,
-        )?;
+        ) else {
+            return Ok(None);
+        };
         if touch {
             entry.touch(now_ms);
             if entry.has(FETCHED) || entry.is_cold() {
@@ -184,13 +215,18 @@ impl Shard {
                     entry.install(&cold.bytes, cold.int);
                     tier.stats.cold_keys.fetch_sub(1, Relaxed);
                 }
-                Err(why) => panic!("cannot read the value of a key from disk: {why}"),
+                Err(why) => {
+                    return Err(ColdReadError {
+                        key: entry.key().to_vec(),
+                        why,
+                    });
+                }
             }
         }
-        Some(EntryMut {
+        Ok(Some(EntryMut {
             entry,
             live: &mut self.live,
-        })
+        }))
     }
 
     /// The entry for `key`, recording an access, without reading its value
@@ -315,9 +351,16 @@ impl Shard {
 
     /// Removes `key` and returns it with its value in RAM (RENAME, MOVE,
     /// GETDEL).
-    pub fn take(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<Box<Entry>> {
-        self.get_loaded(db, key, now_ms, false)?;
-        self.remove(db, key, now_ms)
+    pub fn take(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        now_ms: u64,
+    ) -> Result<Option<Box<Entry>>, ColdReadError> {
+        if self.get_loaded(db, key, now_ms, false)?.is_none() {
+            return Ok(None);
+        }
+        Ok(self.remove(db, key, now_ms))
     }
 
     /// Sets or clears (`None`) the deadline of an existing live key.
@@ -541,10 +584,12 @@ impl Shard {
             entry.install(&cold.bytes, cold.int);
             tier.stats.cold_keys.fetch_sub(1, Relaxed);
         }
-        let changed = self
+        if let Some(changed) = self
             .get_loaded(db, key, now_ms, false)
-            .expect("the entry was just found");
-        changed.write_at(db, offset, bytes);
+            .map_err(|e| e.to_string())?
+        {
+            changed.write_at(db, offset, bytes);
+        }
         Ok(())
     }
 

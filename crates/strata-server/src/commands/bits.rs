@@ -47,7 +47,7 @@ pub fn setbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let byte = (offset >> 3) as usize;
     let mask = 1u8 << (7 - (offset & 7));
     let mut shard = ctx.keyspace().lock(key);
-    let old = match shard.get(db, key, now) {
+    let old = match shard.get(db, key, now)? {
         Some(entry) => {
             let current = entry.value().as_bytes().get(byte).copied().unwrap_or(0);
             let new = if on { current | mask } else { current & !mask };
@@ -75,7 +75,7 @@ pub fn getbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let bit = ctx
         .keyspace()
         .lock(key)
-        .get(db, key, now)
+        .get(db, key, now)?
         .map_or(0, |e| bit_at(e.value().as_bytes(), offset));
     ctx.out.int(bit as i64);
     Ok(())
@@ -83,12 +83,13 @@ pub fn getbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 /// Reads the string at `key` (empty when missing) for the read-only
 /// bitmap commands.
-fn read_bytes(ctx: &Ctx, key: &[u8]) -> Option<Vec<u8>> {
+fn read_bytes(ctx: &Ctx, key: &[u8]) -> Result<Option<Vec<u8>>, CmdError> {
     let (db, key, now) = (ctx.db(), ctx.key(key), ctx.now_ms);
-    ctx.keyspace()
+    Ok(ctx
+        .keyspace()
         .lock(key)
-        .get(db, key, now)
-        .map(|e| e.value().as_bytes().to_vec())
+        .get(db, key, now)?
+        .map(|e| e.value().as_bytes().to_vec()))
 }
 
 /// Parses the optional `start end [BYTE|BIT]` of BITCOUNT/BITPOS into an
@@ -137,7 +138,7 @@ pub fn bitcount(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         )),
         _ => return Err(ERR_SYNTAX.into()),
     };
-    let Some(bytes) = read_bytes(ctx, &args[1]) else {
+    let Some(bytes) = read_bytes(ctx, &args[1])? else {
         ctx.out.int(0);
         return Ok(());
     };
@@ -169,7 +170,7 @@ pub fn bitpos(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let end_given = args.len() >= 5;
     let end = args.get(4).map(|a| parse_i64(a)).transpose()?.unwrap_or(-1);
     let unit_bits = parse_unit(args.get(5))?;
-    let Some(bytes) = read_bytes(ctx, &args[1]) else {
+    let Some(bytes) = read_bytes(ctx, &args[1])? else {
         ctx.out.int(if wanted == 1 { -1 } else { 0 });
         return Ok(());
     };
@@ -206,13 +207,13 @@ pub fn bitop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let inputs: Vec<Vec<u8>> = sources
         .iter()
         .map(|k| {
-            shards
+            Ok(shards
                 .shard(k.shard())
-                .get(db, *k, now)
+                .get(db, *k, now)?
                 .map(|e| e.value().as_bytes().to_vec())
-                .unwrap_or_default()
+                .unwrap_or_default())
         })
-        .collect();
+        .collect::<Result<_, CmdError>>()?;
     let length = inputs.iter().map(Vec::len).max().unwrap_or(0);
     let mut result = vec![0u8; length];
     for (i, byte) in result.iter_mut().enumerate() {
@@ -434,7 +435,7 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
         .fold((usize::MAX, 0), |(lo, hi), (a, b)| (lo.min(a), hi.max(b)));
     let lo = lo.min(hi);
     let mut shard = ctx.keyspace().lock(key);
-    let (existed, old_len, mut bytes) = match shard.get(db, key, now) {
+    let (existed, old_len, mut bytes) = match shard.get(db, key, now)? {
         Some(entry) => {
             let value = entry.value().as_bytes();
             let mut window = vec![0u8; hi - lo];
@@ -486,7 +487,7 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
         if changed {
             // Only the changed window is written and logged.
             let patch = &bytes[..new_len.clamp(lo, hi) - lo];
-            match shard.get(db, key, now) {
+            match shard.get(db, key, now)? {
                 Some(entry) => {
                     entry.write_at(db, lo, patch);
                 }

@@ -147,7 +147,7 @@ fn rename_generic(ctx: &mut Ctx, args: &[Bytes], only_if_absent: bool) -> Result
     }
     let entry = shards
         .shard(source.shard())
-        .take(db, source, now)
+        .take(db, source, now)?
         .expect("checked above");
     let expire = entry.expire_at_ms();
     shards
@@ -191,7 +191,7 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Err("ERR source and destination objects are the same".into());
     }
     let mut shards = ctx.keyspace().lock_many([source, target]);
-    let Some(entry) = shards.shard(source.shard()).get(source_db, source, now) else {
+    let Some(entry) = shards.shard(source.shard()).get(source_db, source, now)? else {
         drop(shards);
         ctx.out.int(0);
         return Ok(());
@@ -224,7 +224,7 @@ pub fn move_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         ctx.out.int(0);
         return Ok(());
     }
-    let entry = shard.take(source_db, key, now).expect("checked above");
+    let entry = shard.take(source_db, key, now)?.expect("checked above");
     let expire = entry.expire_at_ms();
     shard.set(target_db, key, entry.value().to_value(), expire, false, now);
     drop(shard);
@@ -238,7 +238,7 @@ pub fn object_encoding(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let encoding = ctx
         .keyspace()
         .lock(key)
-        .peek_loaded(ctx.db(), key, ctx.now_ms)
+        .peek_loaded(ctx.db(), key, ctx.now_ms)?
         .map(|e| e.value().encoding_name());
     match encoding {
         Some(name) => ctx.out.bulk(name.as_bytes()),

@@ -49,6 +49,18 @@ impl From<String> for CmdError {
     }
 }
 
+/// A value that had to be read from disk under the lock and could not
+/// be: the same error the connection answers when its own read fails.
+impl From<strata_engine::keyspace::ColdReadError> for CmdError {
+    fn from(error: strata_engine::keyspace::ColdReadError) -> Self {
+        CmdError(Cow::Owned(format!(
+            "ERR could not read the value of '{}' from disk: {}",
+            lossy(&error.key, 128),
+            error.why
+        )))
+    }
+}
+
 pub type CmdResult = Result<(), CmdError>;
 pub type Handler = fn(&mut Ctx, &[Bytes]) -> CmdResult;
 
