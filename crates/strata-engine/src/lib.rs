@@ -21,6 +21,8 @@
 //!   Today strings (with Redis' integer encoding); collections come with
 //!   their issues.
 //! - [`glob`]: Redis' glob-style pattern matcher for KEYS, SCAN and CONFIG.
+//! - [`hash`]: hash values (packed and table encodings, field deadlines,
+//!   the image codec); not yet wired to the keyspace.
 //! - [`record`]: the log record format (`docs/storage.md`).
 //! - [`log`]: segment files, group commit, fsync policies.
 //! - [`checkpoint`]: fork-free checkpoints, shard by shard.
@@ -52,6 +54,7 @@ pub mod eviction;
 pub mod feed;
 pub mod glob;
 mod guard;
+pub mod hash;
 mod key;
 pub mod keyspace;
 pub mod location;

@@ -1,0 +1,636 @@
+//! Hash values: fields and their values, each field with an optional
+//! deadline (Redis 7.4's HEXPIRE family), in one of two encodings, and the
+//! image codec that turns a hash into one record payload and back.
+//!
+//! - **Packed** (OBJECT ENCODING `listpack`, or `listpackex` once a field
+//!   has a deadline): every field in one byte buffer, in insertion order,
+//!   found by a linear scan. Small hashes are most hashes; one allocation
+//!   for all their fields is what keeps them near Redis' listpack in RAM.
+//! - **Table** (`hashtable`): one allocation per field, found by hash.
+//!   A packed hash converts once it has more than `hash-max-listpack-entries`
+//!   fields or a field or value longer than `hash-max-listpack-value`
+//!   ([`Limits`]), and never converts back, as in Redis.
+//!
+//! A field is stored as `flags u8 | varint field length | field | varint
+//! value length | value | deadline u64 LE (when flags bit 0)`, the same in
+//! both encodings, so the image of a hash is a varint field count followed
+//! by its fields in that layout, whatever the encoding it came from.
+//!
+//! Expired fields are invisible to reads and removed by
+//! [`HashValue::remove_expired`] (the caller decides when: lazily on
+//! access, or from the active expiry cycle).
+//!
+//! Not yet wired to the keyspace: the entry, the record's type, the log's
+//! field-level records and the HSET family build on this module next.
+
+use std::hash::BuildHasher;
+
+use foldhash::fast::RandomState;
+use hashbrown::HashTable;
+
+/// When a packed hash converts to a table (`hash-max-listpack-entries`,
+/// `hash-max-listpack-value`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub max_packed_entries: usize,
+    pub max_packed_value: usize,
+}
+
+impl Default for Limits {
+    /// Redis 7's defaults.
+    fn default() -> Self {
+        Limits {
+            max_packed_entries: 128,
+            max_packed_value: 64,
+        }
+    }
+}
+
+/// A damaged or foreign hash image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadImage;
+
+const HAS_DEADLINE: u8 = 1;
+
+/// One field in the stored layout (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Field<'a> {
+    name: &'a [u8],
+    value: &'a [u8],
+    deadline: Option<u64>,
+}
+
+impl<'a> Field<'a> {
+    /// Parses the field at the start of `bytes`; returns it and its length.
+    fn parse(bytes: &'a [u8]) -> Result<(Field<'a>, usize), BadImage> {
+        let flags = *bytes.first().ok_or(BadImage)?;
+        if flags & !HAS_DEADLINE != 0 {
+            return Err(BadImage);
+        }
+        let mut at = 1;
+        let (name_len, used) = read_varint(&bytes[at..])?;
+        at += used;
+        let name = bytes
+            .get(at..at.checked_add(name_len).ok_or(BadImage)?)
+            .ok_or(BadImage)?;
+        at += name_len;
+        let (value_len, used) = read_varint(&bytes[at..])?;
+        at += used;
+        let value = bytes
+            .get(at..at.checked_add(value_len).ok_or(BadImage)?)
+            .ok_or(BadImage)?;
+        at += value_len;
+        let deadline = if flags & HAS_DEADLINE != 0 {
+            let raw = bytes.get(at..at + 8).ok_or(BadImage)?;
+            at += 8;
+            Some(u64::from_le_bytes(raw.try_into().expect("8 bytes")))
+        } else {
+            None
+        };
+        Ok((
+            Field {
+                name,
+                value,
+                deadline,
+            },
+            at,
+        ))
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.push(if self.deadline.is_some() {
+            HAS_DEADLINE
+        } else {
+            0
+        });
+        write_varint(out, self.name.len());
+        out.extend_from_slice(self.name);
+        write_varint(out, self.value.len());
+        out.extend_from_slice(self.value);
+        if let Some(deadline) = self.deadline {
+            out.extend_from_slice(&deadline.to_le_bytes());
+        }
+    }
+
+    fn encoded(&self) -> Box<[u8]> {
+        let mut out = Vec::with_capacity(self.name.len() + self.value.len() + 20);
+        self.encode(&mut out);
+        out.into_boxed_slice()
+    }
+
+    fn is_live(&self, now_ms: u64) -> bool {
+        self.deadline.is_none_or(|at| at > now_ms)
+    }
+}
+
+fn write_varint(out: &mut Vec<u8>, mut n: usize) {
+    while n >= 0x80 {
+        out.push(n as u8 | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn read_varint(bytes: &[u8]) -> Result<(usize, usize), BadImage> {
+    let mut n: usize = 0;
+    for (i, &b) in bytes.iter().enumerate().take(10) {
+        n |= ((b & 0x7f) as usize)
+            .checked_shl(7 * i as u32)
+            .ok_or(BadImage)?;
+        if b & 0x80 == 0 {
+            return Ok((n, i + 1));
+        }
+    }
+    Err(BadImage)
+}
+
+/// A stored table field: one allocation in the field layout.
+fn parsed(stored: &[u8]) -> Field<'_> {
+    Field::parse(stored)
+        .expect("stored fields are well formed")
+        .0
+}
+
+enum Repr {
+    Packed {
+        bytes: Vec<u8>,
+        count: usize,
+    },
+    Table {
+        fields: HashTable<Box<[u8]>>,
+        hasher: RandomState,
+    },
+}
+
+/// A hash value (see the module documentation).
+pub struct HashValue {
+    repr: Repr,
+}
+
+impl Default for HashValue {
+    fn default() -> Self {
+        HashValue::new()
+    }
+}
+
+impl HashValue {
+    pub fn new() -> HashValue {
+        HashValue {
+            repr: Repr::Packed {
+                bytes: Vec::new(),
+                count: 0,
+            },
+        }
+    }
+
+    /// Fields stored, expired ones included until removed.
+    pub fn len(&self) -> usize {
+        match &self.repr {
+            Repr::Packed { count, .. } => *count,
+            Repr::Table { fields, .. } => fields.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// OBJECT ENCODING's name.
+    pub fn encoding_name(&self) -> &'static str {
+        match &self.repr {
+            Repr::Packed { .. } if self.fields().any(|f| f.deadline.is_some()) => "listpackex",
+            Repr::Packed { .. } => "listpack",
+            Repr::Table { .. } => "hashtable",
+        }
+    }
+
+    /// Every stored field, expired ones included, in storage order.
+    fn fields(&self) -> Box<dyn Iterator<Item = Field<'_>> + '_> {
+        match &self.repr {
+            Repr::Packed { bytes, .. } => {
+                let mut at = 0;
+                Box::new(std::iter::from_fn(move || {
+                    if at >= bytes.len() {
+                        return None;
+                    }
+                    let (field, used) = Field::parse(&bytes[at..]).expect("well formed");
+                    at += used;
+                    Some(field)
+                }))
+            }
+            Repr::Table { fields, .. } => Box::new(fields.iter().map(|f| parsed(f))),
+        }
+    }
+
+    /// The live fields and their values (packed: insertion order).
+    pub fn iter(&self, now_ms: u64) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.fields()
+            .filter(move |f| f.is_live(now_ms))
+            .map(|f| (f.name, f.value))
+    }
+
+    fn find(&self, name: &[u8]) -> Option<Field<'_>> {
+        match &self.repr {
+            Repr::Packed { .. } => self.fields().find(|f| f.name == name),
+            Repr::Table { fields, hasher } => fields
+                .find(hasher.hash_one(name), |f| parsed(f).name == name)
+                .map(|f| parsed(f)),
+        }
+    }
+
+    /// The value of a live field.
+    pub fn get(&self, name: &[u8], now_ms: u64) -> Option<&[u8]> {
+        self.find(name)
+            .filter(|f| f.is_live(now_ms))
+            .map(|f| f.value)
+    }
+
+    /// A live field's deadline: `Some(None)` for a field without one.
+    pub fn deadline(&self, name: &[u8], now_ms: u64) -> Option<Option<u64>> {
+        self.find(name)
+            .filter(|f| f.is_live(now_ms))
+            .map(|f| f.deadline)
+    }
+
+    /// Sets `name` to `value` (clearing any deadline it had, as HSET does);
+    /// true when the field is new (an expired one counts as new).
+    pub fn insert(&mut self, name: &[u8], value: &[u8], limits: Limits, now_ms: u64) -> bool {
+        let new = self.get(name, now_ms).is_none();
+        self.put(
+            Field {
+                name,
+                value,
+                deadline: None,
+            },
+            limits,
+        );
+        new
+    }
+
+    /// Gives a field a deadline (`None`: persist); false when there is no
+    /// such live field.
+    pub fn set_deadline(&mut self, name: &[u8], deadline: Option<u64>, now_ms: u64) -> bool {
+        let Some(found) = self.find(name).filter(|f| f.is_live(now_ms)) else {
+            return false;
+        };
+        let value = found.value.to_vec();
+        self.put(
+            Field {
+                name,
+                value: &value,
+                deadline,
+            },
+            Limits {
+                max_packed_entries: usize::MAX,
+                max_packed_value: usize::MAX,
+            },
+        );
+        true
+    }
+
+    /// Stores `field`, replacing a field of that name.
+    fn put(&mut self, field: Field, limits: Limits) {
+        let convert = match &self.repr {
+            Repr::Packed { count, .. } => {
+                let grows = self.find(field.name).is_none();
+                let too_many = *count + grows as usize > limits.max_packed_entries;
+                let too_long = field.name.len().max(field.value.len()) > limits.max_packed_value;
+                too_many || too_long
+            }
+            Repr::Table { .. } => false,
+        };
+        if convert {
+            self.convert_to_table();
+        }
+        match &mut self.repr {
+            Repr::Packed { bytes, count } => match packed_position(bytes, field.name) {
+                Some((at, len)) => {
+                    let mut encoded = Vec::new();
+                    field.encode(&mut encoded);
+                    bytes.splice(at..at + len, encoded);
+                }
+                None => {
+                    field.encode(bytes);
+                    *count += 1;
+                }
+            },
+            Repr::Table { fields, hasher } => {
+                let hash = hasher.hash_one(field.name);
+                match fields.find_mut(hash, |f| parsed(f).name == field.name) {
+                    Some(stored) => *stored = field.encoded(),
+                    None => {
+                        fields.insert_unique(hash, field.encoded(), |f| {
+                            hasher.hash_one(parsed(f).name)
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Removes a field (live or expired); true when it was there and live.
+    pub fn remove(&mut self, name: &[u8], now_ms: u64) -> bool {
+        let live = self.get(name, now_ms).is_some();
+        match &mut self.repr {
+            Repr::Packed { bytes, count } => {
+                if let Some((at, len)) = packed_position(bytes, name) {
+                    bytes.drain(at..at + len);
+                    *count -= 1;
+                }
+            }
+            Repr::Table { fields, hasher } => {
+                if let Ok(found) =
+                    fields.find_entry(hasher.hash_one(name), |f| parsed(f).name == name)
+                {
+                    found.remove();
+                }
+            }
+        }
+        live
+    }
+
+    /// Removes every field whose deadline has passed; returns how many.
+    pub fn remove_expired(&mut self, now_ms: u64) -> usize {
+        let expired: Vec<Vec<u8>> = self
+            .fields()
+            .filter(|f| !f.is_live(now_ms))
+            .map(|f| f.name.to_vec())
+            .collect();
+        for name in &expired {
+            self.remove(name, now_ms);
+        }
+        expired.len()
+    }
+
+    fn convert_to_table(&mut self) {
+        let hasher = RandomState::default();
+        let mut fields = HashTable::with_capacity(self.len() + 1);
+        for field in self.fields() {
+            fields.insert_unique(hasher.hash_one(field.name), field.encoded(), |f| {
+                hasher.hash_one(parsed(f).name)
+            });
+        }
+        self.repr = Repr::Table { fields, hasher };
+    }
+
+    /// Bytes of RAM this value holds (requested sizes, before allocator
+    /// rounding), for the census and MEMORY USAGE.
+    pub fn memory_bytes(&self) -> usize {
+        match &self.repr {
+            Repr::Packed { bytes, .. } => bytes.capacity(),
+            Repr::Table { fields, .. } => {
+                fields.capacity() * (size_of::<Box<[u8]>>() + 1)
+                    + fields.iter().map(|f| f.len()).sum::<usize>()
+            }
+        }
+    }
+
+    /// Appends this hash's image (see the module documentation).
+    pub fn encode_image(&self, out: &mut Vec<u8>) {
+        write_varint(out, self.len());
+        match &self.repr {
+            Repr::Packed { bytes, .. } => out.extend_from_slice(bytes),
+            Repr::Table { fields, .. } => {
+                for field in fields.iter() {
+                    out.extend_from_slice(field);
+                }
+            }
+        }
+    }
+
+    /// A hash from its image, in the encoding `limits` call for.
+    pub fn decode_image(image: &[u8], limits: Limits) -> Result<HashValue, BadImage> {
+        let (count, mut at) = read_varint(image)?;
+        let mut hash = HashValue::new();
+        let mut packed = count <= limits.max_packed_entries;
+        let start = at;
+        let mut names = std::collections::HashSet::new();
+        for _ in 0..count {
+            let (field, used) = Field::parse(image.get(at..).ok_or(BadImage)?)?;
+            packed &= field.name.len().max(field.value.len()) <= limits.max_packed_value;
+            if !names.insert(field.name) {
+                // The same field twice.
+                return Err(BadImage);
+            }
+            at += used;
+        }
+        if at != image.len() {
+            return Err(BadImage);
+        }
+        if packed {
+            hash.repr = Repr::Packed {
+                bytes: image[start..].to_vec(),
+                count,
+            };
+        } else {
+            hash.convert_to_table();
+            let mut at = start;
+            for _ in 0..count {
+                let (field, used) = Field::parse(&image[at..])?;
+                hash.put(field, limits);
+                at += used;
+            }
+        }
+        Ok(hash)
+    }
+}
+
+/// Offset and length of field `name` in a packed buffer.
+fn packed_position(bytes: &[u8], name: &[u8]) -> Option<(usize, usize)> {
+    let mut at = 0;
+    while at < bytes.len() {
+        let (field, used) = Field::parse(&bytes[at..]).expect("well formed");
+        if field.name == name {
+            return Some((at, used));
+        }
+        at += used;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    const SMALL: Limits = Limits {
+        max_packed_entries: 4,
+        max_packed_value: 6,
+    };
+
+    #[test]
+    fn packed_until_the_limits_then_a_table() {
+        let mut hash = HashValue::new();
+        for n in 0..4 {
+            assert!(hash.insert(format!("f{n}").as_bytes(), b"v", SMALL, 0));
+        }
+        assert_eq!(hash.encoding_name(), "listpack");
+        let order: Vec<&[u8]> = hash.iter(0).map(|(f, _)| f).collect();
+        assert_eq!(order, [&b"f0"[..], b"f1", b"f2", b"f3"], "insertion order");
+        assert!(!hash.insert(b"f1", b"again", SMALL, 0));
+        assert_eq!(hash.encoding_name(), "listpack");
+        assert!(hash.insert(b"f4", b"v", SMALL, 0));
+        assert_eq!(hash.encoding_name(), "hashtable");
+        let mut long = HashValue::new();
+        long.insert(b"f", b"a value past the limit", SMALL, 0);
+        assert_eq!(long.encoding_name(), "hashtable");
+        assert_eq!(long.get(b"f", 0), Some(&b"a value past the limit"[..]));
+    }
+
+    #[test]
+    fn field_deadlines_hide_fields_and_hset_clears_them() {
+        let mut hash = HashValue::new();
+        hash.insert(b"a", b"1", SMALL, 0);
+        hash.insert(b"b", b"2", SMALL, 0);
+        assert!(hash.set_deadline(b"a", Some(100), 0));
+        assert_eq!(hash.encoding_name(), "listpackex");
+        assert_eq!(hash.deadline(b"a", 50), Some(Some(100)));
+        assert_eq!(hash.get(b"a", 100), None);
+        assert_eq!(hash.len(), 2);
+        assert_eq!(hash.remove_expired(100), 1);
+        assert_eq!(hash.len(), 1);
+        hash.set_deadline(b"b", Some(100), 0);
+        hash.insert(b"b", b"3", SMALL, 0);
+        assert_eq!(hash.deadline(b"b", 200), Some(None));
+        assert!(!hash.set_deadline(b"missing", Some(1), 0));
+    }
+
+    #[test]
+    fn damaged_images_are_refused() {
+        let mut hash = HashValue::new();
+        hash.insert(b"field", b"value", SMALL, 0);
+        let mut image = Vec::new();
+        hash.encode_image(&mut image);
+        assert!(HashValue::decode_image(&image, SMALL).is_ok());
+        for cut in 0..image.len() {
+            assert_eq!(
+                HashValue::decode_image(&image[..cut], SMALL).err(),
+                Some(BadImage),
+                "cut at {cut}"
+            );
+        }
+        // A length that would overflow.
+        let huge = [
+            1, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
+        ];
+        assert_eq!(HashValue::decode_image(&huge, SMALL).err(), Some(BadImage));
+        let mut twice = vec![2];
+        twice.extend_from_slice(&image[1..]);
+        twice.extend_from_slice(&image[1..]);
+        assert_eq!(HashValue::decode_image(&twice, SMALL).err(), Some(BadImage));
+        let mut extra = image.clone();
+        extra.push(0);
+        assert_eq!(HashValue::decode_image(&extra, SMALL).err(), Some(BadImage));
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Insert(u8, Vec<u8>),
+        Remove(u8),
+        Expire(u8, u64),
+        Persist(u8),
+        Advance(u64),
+        RemoveExpired,
+        Roundtrip,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0u8..12, proptest::collection::vec(any::<u8>(), 0..10))
+                .prop_map(|(f, v)| Op::Insert(f, v)),
+            2 => (0u8..12).prop_map(Op::Remove),
+            1 => (0u8..12, 1u64..50).prop_map(|(f, d)| Op::Expire(f, d)),
+            1 => (0u8..12).prop_map(Op::Persist),
+            1 => (1u64..30).prop_map(Op::Advance),
+            1 => Just(Op::RemoveExpired),
+            1 => Just(Op::Roundtrip),
+        ]
+    }
+
+    /// Field name `n`: short ones stay packed, every fifth is too long.
+    fn name(n: u8) -> Vec<u8> {
+        if n % 5 == 4 {
+            format!("long-field-{n}").into_bytes()
+        } else {
+            vec![b'f', n]
+        }
+    }
+
+    proptest! {
+        /// Any sequence of operations gives what a plain map of (value,
+        /// deadline) gives, in either encoding, also across an image.
+        #[test]
+        fn behaves_like_a_map(ops in proptest::collection::vec(op(), 1..60)) {
+            let mut hash = HashValue::new();
+            let mut model: BTreeMap<Vec<u8>, (Vec<u8>, Option<u64>)> = BTreeMap::new();
+            let mut now = 0u64;
+            for op in ops {
+                let live = |m: &BTreeMap<Vec<u8>, (Vec<u8>, Option<u64>)>, now: u64, f: &[u8]| {
+                    m.get(f).filter(|(_, d)| d.is_none_or(|d| d > now)).is_some()
+                };
+                match op {
+                    Op::Insert(f, v) => {
+                        let f = name(f);
+                        let new = !live(&model, now, &f);
+                        prop_assert_eq!(hash.insert(&f, &v, SMALL, now), new);
+                        model.insert(f, (v, None));
+                    }
+                    Op::Remove(f) => {
+                        let f = name(f);
+                        let was = live(&model, now, &f);
+                        prop_assert_eq!(hash.remove(&f, now), was);
+                        model.remove(&f);
+                    }
+                    Op::Expire(f, d) => {
+                        let f = name(f);
+                        let was = live(&model, now, &f);
+                        prop_assert_eq!(hash.set_deadline(&f, Some(now + d), now), was);
+                        if was {
+                            model.get_mut(&f).unwrap().1 = Some(now + d);
+                        }
+                    }
+                    Op::Persist(f) => {
+                        let f = name(f);
+                        let was = live(&model, now, &f);
+                        prop_assert_eq!(hash.set_deadline(&f, None, now), was);
+                        if was {
+                            model.get_mut(&f).unwrap().1 = None;
+                        }
+                    }
+                    Op::Advance(by) => now += by,
+                    Op::RemoveExpired => {
+                        let expired = model.values().filter(|(_, d)| d.is_some_and(|d| d <= now)).count();
+                        prop_assert_eq!(hash.remove_expired(now), expired);
+                        model.retain(|_, (_, d)| d.is_none_or(|d| d > now));
+                    }
+                    Op::Roundtrip => {
+                        let mut image = Vec::new();
+                        hash.encode_image(&mut image);
+                        hash = HashValue::decode_image(&image, SMALL).unwrap();
+                    }
+                }
+                prop_assert_eq!(hash.len(), model.len());
+                let mut got: Vec<(Vec<u8>, Vec<u8>)> =
+                    hash.iter(now).map(|(f, v)| (f.to_vec(), v.to_vec())).collect();
+                got.sort();
+                let want: Vec<(Vec<u8>, Vec<u8>)> = model
+                    .iter()
+                    .filter(|(_, (_, d))| d.is_none_or(|d| d > now))
+                    .map(|(f, (v, _))| (f.clone(), v.clone()))
+                    .collect();
+                prop_assert_eq!(got, want);
+                for n in 0..12 {
+                    let f = name(n);
+                    let want = model.get(&f).filter(|(_, d)| d.is_none_or(|d| d > now));
+                    prop_assert_eq!(hash.get(&f, now), want.map(|(v, _)| &v[..]));
+                    prop_assert_eq!(hash.deadline(&f, now), want.map(|(_, d)| *d));
+                }
+                let packable = model.len() <= SMALL.max_packed_entries;
+                if !packable {
+                    prop_assert_eq!(hash.encoding_name(), "hashtable");
+                }
+            }
+        }
+    }
+}
