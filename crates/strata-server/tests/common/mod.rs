@@ -646,13 +646,37 @@ impl RedisServer {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return false;
             }
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                let mut r = Raw::connect(self.port);
-                let info = r.cmd(&["INFO", "server"]).as_text();
-                let pid = info_field(&info, "process_id");
-                return pid == self.child.id().to_string();
+            // Whoever answers on the port (ours, or a server another test
+            // started there and may be stopping: a reset is no answer).
+            if let Some(pid) = server_pid(self.port) {
+                return pid == self.child.id();
             }
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// The `process_id` that a server on `port` reports in INFO server, if it
+/// answers at all.
+fn server_pid(port: u16) -> Option<u32> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    stream
+        .write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")
+        .ok()?;
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut chunk).ok()?;
+        if n == 0 {
+            return None;
+        }
+        reply.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&reply);
+        if let Some(rest) = text.split("process_id:").nth(1)
+            && let Some(pid) = rest.split("\r\n").next().filter(|_| rest.contains("\r\n"))
+        {
+            return pid.trim().parse().ok();
         }
     }
 }
