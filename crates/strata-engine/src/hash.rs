@@ -68,18 +68,8 @@ impl<'a> Field<'a> {
             return Err(BadImage);
         }
         let mut at = 1;
-        let (name_len, used) = read_varint(&bytes[at..])?;
-        at += used;
-        let name = bytes
-            .get(at..at.checked_add(name_len).ok_or(BadImage)?)
-            .ok_or(BadImage)?;
-        at += name_len;
-        let (value_len, used) = read_varint(&bytes[at..])?;
-        at += used;
-        let value = bytes
-            .get(at..at.checked_add(value_len).ok_or(BadImage)?)
-            .ok_or(BadImage)?;
-        at += value_len;
+        let name = read_bytes(bytes, &mut at)?;
+        let value = read_bytes(bytes, &mut at)?;
         let deadline = if flags & HAS_DEADLINE != 0 {
             let raw = bytes.get(at..at + 8).ok_or(BadImage)?;
             at += 8;
@@ -129,6 +119,16 @@ fn write_varint(out: &mut Vec<u8>, mut n: usize) {
         n >>= 7;
     }
     out.push(n as u8);
+}
+
+/// A varint length and that many bytes, at `*at`; advances `*at`.
+fn read_bytes<'a>(bytes: &'a [u8], at: &mut usize) -> Result<&'a [u8], BadImage> {
+    let (len, used) = read_varint(bytes.get(*at..).ok_or(BadImage)?)?;
+    let start = *at + used;
+    let end = start.checked_add(len).ok_or(BadImage)?;
+    let found = bytes.get(start..end).ok_or(BadImage)?;
+    *at = end;
+    Ok(found)
 }
 
 fn read_varint(bytes: &[u8]) -> Result<(usize, usize), BadImage> {
