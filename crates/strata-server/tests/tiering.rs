@@ -570,3 +570,52 @@ fn each_key_deleting_policy_deletes_what_it_names() {
         assert_eq!(info_field(&tiering, "keys_value_on_disk"), "0", "{policy}");
     }
 }
+
+/// Small changes to values that were cold in the checkpoint: the log holds
+/// only the changed bytes, so a restart must read each base value from
+/// disk to rebuild it.
+#[test]
+fn partial_changes_to_cold_values_survive_a_restart() {
+    const COUNT: u64 = 1_000;
+    const SIZE: usize = 8 * 1024;
+    let server = TestServer::start_with(&["--maxmemory", BUDGET]);
+    let mut con = server.client();
+    fill(&mut con, COUNT, 1, SIZE);
+    let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    let cold: Vec<u64> = (0..COUNT)
+        .filter(|&i| residency(&mut con, &key(i)) == "disk")
+        .take(30)
+        .collect();
+    assert_eq!(cold.len(), 30, "cold keys in the checkpoint");
+    let mut raw = server.raw();
+    let mut expected = std::collections::HashMap::new();
+    for (n, &i) in cold.iter().enumerate() {
+        let mut model = value(i, 1, SIZE);
+        match n % 3 {
+            0 => {
+                assert_eq!(raw.cmd(&["APPEND", &key(i), "+tail"]), i_(SIZE + 5));
+                model.extend_from_slice(b"+tail");
+            }
+            1 => {
+                assert_eq!(raw.cmd(&["SETRANGE", &key(i), "100", "patch"]), i_(SIZE));
+                model[100..105].copy_from_slice(b"patch");
+            }
+            _ => {
+                let old = (model[10] >> 7) & 1;
+                let reply = raw.cmd(&["SETBIT", &key(i), "80", "1"]);
+                assert_eq!(reply, Reply::Int(old as i64));
+                model[10] |= 0x80;
+            }
+        }
+        expected.insert(i, model);
+    }
+    let dir = server.kill9();
+    let server = TestServer::spawn(dir, &["--maxmemory", BUDGET], None, READY);
+    let mut con = server.client();
+    mget_check(&mut con, &cold, |i| expected[&i].clone());
+    assert_eq!(info_u64(&mut con, "tiering", "read_errors"), 0);
+}
+
+fn i_(n: usize) -> Reply {
+    Reply::Int(n as i64)
+}
