@@ -255,14 +255,26 @@ pub fn parse_memory(text: &str) -> Option<u64> {
     digits.parse::<u64>().ok()?.checked_mul(multiplier)
 }
 
-fn parse_memory_arg(args: &[String], min: u64) -> Result<u64, String> {
+/// A memory argument within `min..=max`, with Redis' message otherwise.
+fn parse_memory_arg(args: &[String], min: u64, max: u64) -> Result<u64, String> {
     let value =
         parse_memory(one(args)?).ok_or_else(|| "argument must be a memory value".to_string())?;
-    if value < min {
-        return Err(format!("argument must be at least {min}"));
+    if !(min..=max).contains(&value) {
+        return Err(format!(
+            "argument must be between {min} and {max} inclusive"
+        ));
     }
     Ok(value)
 }
+
+/// Redis' upper bound of most memory settings (LLONG_MAX).
+const MEMORY_ARG_MAX: u64 = i64::MAX as u64;
+
+/// The largest `proto-max-bulk-len`: a key and a value of that size, and
+/// the record header, still fit one log record (32-bit length). Redis
+/// allows up to LLONG_MAX.
+pub const PROTO_MAX_BULK_LEN_MAX: u64 =
+    (strata_engine::record::RECORD_BYTES_MAX - strata_engine::record::HEADER_BYTES) as u64 / 2;
 
 /// Splits single arguments holding several space-separated values, so
 /// `--bind "127.0.0.1 ::1"` and `bind 127.0.0.1 ::1` mean the same.
@@ -443,7 +455,7 @@ pub static DIRECTIVES: &[Directive] = &[
         mutable: true,
         get: |c| c.query_buffer_limit_bytes.to_string(),
         set: |c, a| {
-            c.query_buffer_limit_bytes = parse_memory_arg(a, 1 << 20)?;
+            c.query_buffer_limit_bytes = parse_memory_arg(a, 1 << 20, MEMORY_ARG_MAX)?;
             Ok(())
         },
     },
@@ -452,7 +464,7 @@ pub static DIRECTIVES: &[Directive] = &[
         mutable: true,
         get: |c| c.proto_max_bulk_len.to_string(),
         set: |c, a| {
-            c.proto_max_bulk_len = parse_memory_arg(a, 1 << 20)?;
+            c.proto_max_bulk_len = parse_memory_arg(a, 1 << 20, PROTO_MAX_BULK_LEN_MAX)?;
             Ok(())
         },
     },
@@ -526,7 +538,7 @@ pub static DIRECTIVES: &[Directive] = &[
         mutable: true,
         get: |c| c.auto_rewrite_min_bytes.to_string(),
         set: |c, a| {
-            c.auto_rewrite_min_bytes = parse_memory_arg(a, 0)?;
+            c.auto_rewrite_min_bytes = parse_memory_arg(a, 0, MEMORY_ARG_MAX)?;
             Ok(())
         },
     },
@@ -535,12 +547,8 @@ pub static DIRECTIVES: &[Directive] = &[
         mutable: false,
         get: |c| c.log_segment_bytes.to_string(),
         set: |c, a| {
-            let bytes = parse_memory_arg(a, 4096)?;
             // Locations of values in the log hold a 32-bit offset.
-            if bytes > u32::MAX as u64 / 2 {
-                return Err("argument must be at most 2gb".into());
-            }
-            c.log_segment_bytes = bytes;
+            c.log_segment_bytes = parse_memory_arg(a, 4096, u32::MAX as u64 / 2)?;
             Ok(())
         },
     },
@@ -558,7 +566,7 @@ pub static DIRECTIVES: &[Directive] = &[
         mutable: true,
         get: |c| c.checkpoint_rate_bytes.to_string(),
         set: |c, a| {
-            c.checkpoint_rate_bytes = parse_memory_arg(a, 0)?;
+            c.checkpoint_rate_bytes = parse_memory_arg(a, 0, MEMORY_ARG_MAX)?;
             Ok(())
         },
     },
@@ -568,7 +576,7 @@ pub static DIRECTIVES: &[Directive] = &[
         mutable: true,
         get: |c| c.maxmemory.to_string(),
         set: |c, a| {
-            c.maxmemory = parse_memory_arg(a, 0)?;
+            c.maxmemory = parse_memory_arg(a, 0, u64::MAX)?;
             Ok(())
         },
     },
@@ -601,7 +609,7 @@ pub static DIRECTIVES: &[Directive] = &[
         mutable: true,
         get: |c| c.maxdisk.to_string(),
         set: |c, a| {
-            c.maxdisk = parse_memory_arg(a, 0)?;
+            c.maxdisk = parse_memory_arg(a, 0, MEMORY_ARG_MAX)?;
             Ok(())
         },
     },

@@ -665,3 +665,25 @@ fn cluster_keyslot_answers_as_the_cluster_specification() {
         e("ERR This instance has cluster support disabled")
     );
 }
+
+#[test]
+fn proto_max_bulk_len_stops_where_a_log_record_ends() {
+    // Strata's documented difference: a key and a value of that size must
+    // fit one log record (32-bit length), so the maximum is 2 GiB - 21.
+    let server = TestServer::start();
+    let mut r = server.raw();
+    assert_eq!(
+        r.cmd(&["CONFIG", "SET", "proto-max-bulk-len", "3gb"]),
+        e(
+            "ERR CONFIG SET failed (possibly related to argument 'proto-max-bulk-len') - argument must be between 1048576 and 2147483627 inclusive"
+        )
+    );
+    assert_eq!(
+        r.cmd(&["CONFIG", "SET", "proto-max-bulk-len", "2147483627"]),
+        ok()
+    );
+    assert_eq!(
+        r.cmd(&["CONFIG", "GET", "proto-max-bulk-len"]),
+        Reply::Array(vec![b("proto-max-bulk-len"), b("2147483627")])
+    );
+}
