@@ -361,6 +361,7 @@ fn write_range_file(
                         db: db as u16,
                         aux,
                         flags,
+                        value_type: entry.value_type_code(),
                         key: entry.key(),
                         payload,
                     };
@@ -513,6 +514,7 @@ fn marker(kind: Kind, db: u16, aux: u64, key: &[u8]) -> Draft<'_> {
         db,
         aux,
         flags: 0,
+        value_type: 0,
         key,
         payload: &[],
     }

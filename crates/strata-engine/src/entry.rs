@@ -21,6 +21,9 @@ pub(crate) const SEEN: u32 = 1 << 27;
 pub(crate) const TRANSIENT: u32 = 1 << 28;
 /// Read from disk for the coming command (which counts it as a disk hit).
 pub(crate) const FETCHED: u32 = 1 << 29;
+/// The value is a hash (its image, `hash` module); otherwise a string.
+/// Kept while the value is cold, so TYPE never reads the disk.
+pub(crate) const HASH: u32 = 1 << 30;
 /// The low 24 bits: Unix seconds of the last access, modulo 2^24 (Redis'
 /// LRU clock has the same width; it wraps after 194 days).
 pub(crate) const CLOCK_MASK: u32 = (1 << 24) - 1;
@@ -70,7 +73,7 @@ pub(crate) fn pack(deadline: u64, key: &[u8], value: &[u8]) -> Box<[u8]> {
 pub(crate) fn value_bytes(value: &Value, digits: &mut itoa::Buffer) -> (Vec<u8>, bool) {
     match value {
         Value::Int(n) => (digits.format(*n).as_bytes().to_vec(), true),
-        Value::Str(bytes) => (bytes.to_vec(), false),
+        Value::Str(bytes) | Value::Hash(bytes) => (bytes.to_vec(), false),
     }
 }
 
@@ -86,6 +89,9 @@ impl Entry {
         if deadline != 0 {
             flags |= VOLATILE;
         }
+        if matches!(value, Value::Hash(_)) {
+            flags |= HASH;
+        }
         Box::new(Entry {
             data: pack(deadline, key, &bytes),
             key_len: key.len() as u32,
@@ -98,11 +104,11 @@ impl Entry {
     pub(crate) fn new_cold(
         key: &[u8],
         deadline: u64,
-        int: bool,
+        (int, hash): (bool, bool),
         loc: u64,
         now_ms: u64,
     ) -> Box<Entry> {
-        let mut flags = COLD | if int { INT } else { 0 };
+        let mut flags = COLD | if int { INT } else { 0 } | if hash { HASH } else { 0 };
         if deadline != 0 {
             flags |= VOLATILE;
         }
@@ -157,6 +163,7 @@ impl Entry {
         ValueRef::new(
             &self.data[self.prefix_len() + self.key_len as usize..],
             self.has(INT),
+            self.has(HASH),
         )
     }
 
@@ -182,7 +189,21 @@ impl Entry {
 
     /// The Redis type name (TYPE), known without the value.
     pub fn type_name(&self) -> &'static str {
-        "string"
+        if self.is_hash() { "hash" } else { "string" }
+    }
+
+    /// Whether the value is a hash (known without the value).
+    pub fn is_hash(&self) -> bool {
+        self.has(HASH)
+    }
+
+    /// The record `value_type` of this entry's images.
+    pub(crate) fn value_type_code(&self) -> u8 {
+        if self.is_hash() {
+            crate::record::VALUE_HASH
+        } else {
+            crate::record::VALUE_STRING
+        }
     }
 
     /// Replaces the value (keeping key, deadline), leaving it in RAM.
@@ -199,6 +220,7 @@ impl Entry {
             if self.data.len() - prefix - key_len == text.len() {
                 self.data[prefix + key_len..].copy_from_slice(text);
                 self.set_flag(INT, true);
+                self.set_flag(HASH, false);
                 return;
             }
         }
@@ -206,6 +228,7 @@ impl Entry {
         let (bytes, int) = value_bytes(&value, &mut digits);
         self.data = pack(self.deadline(), self.key(), &bytes);
         self.set_flag(INT, int);
+        self.set_flag(HASH, matches!(value, Value::Hash(_)));
         self.set_flag(COLD | SEEN | TRANSIENT, false);
     }
 
@@ -316,12 +339,13 @@ impl EntryMut<'_> {
             entry.data = data.into_boxed_slice();
         }
         entry.data[start + offset..end].copy_from_slice(bytes);
-        entry.set_flag(INT | SEEN | TRANSIENT, false);
+        entry.set_flag(INT | HASH | SEEN | TRANSIENT, false);
         log::append(&Draft {
             kind: Kind::SetRange,
             db: db as u16,
             aux: offset as u64,
             flags: 0,
+            value_type: 0,
             key: entry.key(),
             payload: bytes,
         });
@@ -342,6 +366,7 @@ pub(crate) fn log_image(db: usize, entry: &Entry) {
         db: db as u16,
         aux: entry.deadline(),
         flags: if entry.is_int() { FLAG_INT } else { 0 },
+        value_type: entry.value_type_code(),
         key: entry.key(),
         payload: entry.value().as_bytes(),
     });

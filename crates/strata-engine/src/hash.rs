@@ -20,8 +20,10 @@
 //! [`HashValue::remove_expired`] (the caller decides when: lazily on
 //! access, or from the active expiry cycle).
 //!
-//! Not yet wired to the keyspace: the entry, the record's type, the log's
-//! field-level records and the HSET family build on this module next.
+//! The keyspace stores a hash as its image (an entry flagged as a hash,
+//! records with `value_type` 1); commands decode it, change it and store
+//! the new image. Field-level log records and keeping big hashes as a
+//! live table between commands are the next step.
 
 use std::hash::BuildHasher;
 

@@ -62,7 +62,7 @@ pub use crate::key::{KeyRef, SHARD_BITS, SHARD_COUNT};
 pub use crate::key::{SLOT_COUNT, Sharding, key_slot};
 use crate::random::random_seed;
 pub use crate::random::random_u64;
-pub use crate::shard::{ColdReadError, Flushed, MemoryCensus, Shard};
+pub use crate::shard::{ColdReadError, Flushed, GetError, MemoryCensus, Shard};
 
 /// Width of one shard's range of hash values.
 const SHARD_HASH_WIDTH: u128 = 1 << (64 - SHARD_BITS);
@@ -765,7 +765,7 @@ mod cold_read_tests {
         let k = ks.key(b"cold");
         let loc = crate::location::loc(99, 0);
         ks.lock_unlogged(k.shard())
-            .insert_cold(0, k, 0, false, loc, 1000);
+            .insert_cold(0, k, 0, (false, false), loc, 1000);
         let error = match ks.lock(k).get(0, k, 1000) {
             Err(error) => error,
             Ok(found) => panic!("read succeeded: {}", found.is_some()),

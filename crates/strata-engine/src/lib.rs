@@ -17,12 +17,11 @@
 //! - `table` (private): one database's table of a shard and its expiry
 //!   index; a shard's tables, allocated per database once written, shrunk
 //!   when sparse.
-//! - [`value`]: values going in ([`Value`]) and coming out ([`ValueRef`]).
-//!   Today strings (with Redis' integer encoding); collections come with
-//!   their issues.
+//! - [`value`]: values going in ([`Value`]) and coming out ([`ValueRef`]):
+//!   strings (with Redis' integer encoding) and hashes (as their image).
 //! - [`glob`]: Redis' glob-style pattern matcher for KEYS, SCAN and CONFIG.
 //! - [`hash`]: hash values (packed and table encodings, field deadlines,
-//!   the image codec); not yet wired to the keyspace.
+//!   the image codec); the keyspace stores a hash as its image.
 //! - [`record`]: the log record format (`docs/storage.md`).
 //! - [`log`]: segment files, group commit, fsync policies.
 //! - [`checkpoint`]: fork-free checkpoints, shard by shard.

@@ -16,7 +16,7 @@
 //! 32     2    db
 //! 34     1    kind        see [`Kind`]
 //! 35     1    flags       [`FLAG_GROUP_CONTINUES`], [`FLAG_INT`]
-//! 36     1    value_type  0: string
+//! 36     1    value_type  0: string, 1: hash (SET and checkpoint records)
 //! 37     3    zero
 //! 40          key bytes, then payload bytes (total_len - 40 - key_len)
 //! ```
@@ -107,9 +107,17 @@ pub struct Draft<'a> {
     pub db: u16,
     pub aux: u64,
     pub flags: u8,
+    /// The value's type for SET and checkpoint records ([`VALUE_STRING`],
+    /// [`VALUE_HASH`]); 0 otherwise.
+    pub value_type: u8,
     pub key: &'a [u8],
     pub payload: &'a [u8],
 }
+
+/// `value_type` of a string value.
+pub const VALUE_STRING: u8 = 0;
+/// `value_type` of a hash value: the payload is its image (`hash` module).
+pub const VALUE_HASH: u8 = 1;
 
 /// Appends `draft` to `out` with LSN 0 and no header CRC yet; returns the
 /// record's length. The body CRC is computed here, outside any log lock.
@@ -124,7 +132,7 @@ pub fn encode(out: &mut Vec<u8>, draft: &Draft) -> usize {
     out.extend_from_slice(&0u64.to_le_bytes());
     out.extend_from_slice(&draft.aux.to_le_bytes());
     out.extend_from_slice(&draft.db.to_le_bytes());
-    out.extend_from_slice(&[draft.kind as u8, draft.flags, 0, 0, 0, 0]);
+    out.extend_from_slice(&[draft.kind as u8, draft.flags, draft.value_type, 0, 0, 0]);
     out.extend_from_slice(draft.key);
     out.extend_from_slice(draft.payload);
     let body_crc = crc32c::crc32c(&out[start + HEADER_BYTES..]);
@@ -156,6 +164,7 @@ pub struct Record<'a> {
     pub db: u16,
     pub kind: Kind,
     pub flags: u8,
+    pub value_type: u8,
     pub key: &'a [u8],
     pub payload: &'a [u8],
 }
@@ -242,6 +251,7 @@ pub fn decode_with_header(bytes: &[u8], header: Header) -> Result<Record<'_>, In
         db: u16::from_le_bytes([bytes[32], bytes[33]]),
         kind: Kind::from_u8(bytes[34]).expect("checked by parse_header"),
         flags: bytes[35],
+        value_type: bytes[36],
         key: &body[..header.key_len],
         payload: &body[header.key_len..],
     })
@@ -260,6 +270,7 @@ mod tests {
                 db: 3,
                 aux: 12345,
                 flags: FLAG_INT,
+                value_type: 0,
                 key: b"key",
                 payload: b"42",
             },

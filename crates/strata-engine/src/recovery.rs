@@ -387,7 +387,10 @@ pub fn load(
                         record.db as usize,
                         key,
                         deadline,
-                        record.flags & FLAG_INT != 0,
+                        (
+                            record.flags & FLAG_INT != 0,
+                            record.value_type == record::VALUE_HASH,
+                        ),
                         loc,
                         now_ms,
                     );
@@ -400,13 +403,13 @@ pub fn load(
                     ..*record
                 };
                 let mut locked = keyspace.lock_unlogged(shard);
-                apply_set(&mut locked, key, &image, now_ms);
+                apply_set(&mut locked, key, &image, now_ms)?;
                 // Without its segment the value simply stays in RAM only.
                 if plan.has_segment_of(loc) {
                     locked.locate(record.db as usize, key, loc);
                 }
             } else {
-                apply_set(&mut keyspace.lock_unlogged(shard), key, record, now_ms);
+                apply_set(&mut keyspace.lock_unlogged(shard), key, record, now_ms)?;
             }
             pause();
             state.keys_loaded += 1;
@@ -639,14 +642,23 @@ fn check_db(keyspace: &Keyspace, db: u16) -> Result<(), String> {
     Ok(())
 }
 
-fn apply_set(shard: &mut Shard, hash: KeyRef, record: &Record, now_ms: u64) {
+fn apply_set(shard: &mut Shard, hash: KeyRef, record: &Record, now_ms: u64) -> Result<(), String> {
     let db = record.db as usize;
     let deadline = (record.aux != 0).then_some(record.aux);
     if deadline.is_some_and(|at| at <= now_ms) {
         shard.remove(db, hash, now_ms);
-        return;
+        return Ok(());
     }
-    let value = if record.flags & FLAG_INT != 0 {
+    let value = if record.value_type == record::VALUE_HASH {
+        crate::hash::HashValue::decode_image(record.payload, crate::hash::Limits::default())
+            .map_err(|_| "a hash image that does not decode".to_string())?;
+        Value::Hash(record.payload.into())
+    } else if record.value_type != record::VALUE_STRING {
+        return Err(format!(
+            "value type {} is not supported by this build",
+            record.value_type
+        ));
+    } else if record.flags & FLAG_INT != 0 {
         match crate::value::parse_canonical_i64(record.payload) {
             Some(n) => Value::Int(n),
             None => Value::Str(record.payload.into()),
@@ -655,6 +667,7 @@ fn apply_set(shard: &mut Shard, hash: KeyRef, record: &Record, now_ms: u64) {
         Value::Str(record.payload.into())
     };
     shard.set(db, hash, value, deadline, false, now_ms);
+    Ok(())
 }
 
 /// Applies one replayed record, honouring each shard's checkpoint LSN.
@@ -675,7 +688,7 @@ fn apply(
             }
             let mut shard = keyspace.lock_unlogged(key.shard());
             match record.kind {
-                Kind::Set => apply_set(&mut shard, key, record, now_ms),
+                Kind::Set => apply_set(&mut shard, key, record, now_ms)?,
                 Kind::Del => {
                     shard.remove(db, key, now_ms);
                 }

@@ -55,6 +55,7 @@ pub(crate) fn log_del(db: usize, key: &[u8]) {
         db: db as u16,
         aux: 0,
         flags: 0,
+        value_type: 0,
         key,
         payload: &[],
     });
@@ -67,6 +68,7 @@ pub(crate) fn log_db_change(kind: Kind, db: usize, aux: u64) {
         db: db as u16,
         aux,
         flags: 0,
+        value_type: 0,
         key: &[],
         payload: &[],
     });
@@ -107,6 +109,20 @@ impl std::fmt::Display for ColdReadError {
             String::from_utf8_lossy(&self.key),
             self.why
         )
+    }
+}
+
+/// Why a command for one type could not have a key's value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GetError {
+    /// The key holds another type (Redis' WRONGTYPE).
+    WrongType,
+    ColdRead(ColdReadError),
+}
+
+impl From<ColdReadError> for GetError {
+    fn from(error: ColdReadError) -> Self {
+        GetError::ColdRead(error)
     }
 }
 
@@ -168,6 +184,48 @@ impl Shard {
         now_ms: u64,
     ) -> Result<Option<EntryMut<'_>>, ColdReadError> {
         self.get_loaded(db, key, now_ms, true)
+    }
+
+    /// [`Shard::get`] for a string command: a key holding another type
+    /// is [`GetError::WrongType`], decided from the entry (a cold value is
+    /// not read for that).
+    pub fn get_string(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        now_ms: u64,
+    ) -> Result<Option<EntryMut<'_>>, GetError> {
+        if self.lookup(db, key, now_ms).is_some_and(|e| e.is_hash()) {
+            return Err(GetError::WrongType);
+        }
+        Ok(self.get(db, key, now_ms)?)
+    }
+
+    /// [`Shard::get`] for a hash command: a key holding another type is
+    /// [`GetError::WrongType`].
+    pub fn get_hash(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        now_ms: u64,
+    ) -> Result<Option<EntryMut<'_>>, GetError> {
+        if self.lookup(db, key, now_ms).is_some_and(|e| !e.is_hash()) {
+            return Err(GetError::WrongType);
+        }
+        Ok(self.get(db, key, now_ms)?)
+    }
+
+    /// [`Shard::take`] for a string command (GETDEL).
+    pub fn take_string(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        now_ms: u64,
+    ) -> Result<Option<Box<Entry>>, GetError> {
+        if self.lookup(db, key, now_ms).is_some_and(|e| e.is_hash()) {
+            return Err(GetError::WrongType);
+        }
+        Ok(self.take(db, key, now_ms)?)
     }
 
     /// Like [`Shard::get`] without recording an access (OBJECT ENCODING).
@@ -387,6 +445,7 @@ impl Shard {
             db: db as u16,
             aux: deadline,
             flags: 0,
+            value_type: 0,
             key: key.bytes,
             payload: &[],
         });
@@ -528,13 +587,14 @@ impl Shard {
         false
     }
 
-    /// Recovery: `key` of `db` exists with its value on disk at `loc`.
+    /// Recovery: `key` of `db` exists with its value on disk at `loc`;
+    /// `value_kind` is (int-encoded, hash).
     pub(crate) fn insert_cold(
         &mut self,
         db: usize,
         key: KeyRef,
         deadline: u64,
-        int: bool,
+        value_kind: (bool, bool),
         loc: u64,
         now_ms: u64,
     ) {
@@ -546,7 +606,7 @@ impl Shard {
         }
         table.entries.insert_unique(
             key.slot_hash(),
-            Entry::new_cold(key.bytes, deadline, int, loc, now_ms),
+            Entry::new_cold(key.bytes, deadline, value_kind, loc, now_ms),
             |e| slot_hash(hasher.hash(e.key())),
         );
         self.live.add(loc);

@@ -18,6 +18,8 @@ const EMBSTR_LEN_BYTES_MAX: usize = 44;
 pub enum Value<'a> {
     Int(i64),
     Str(Cow<'a, [u8]>),
+    /// A hash, as its image (`hash` module).
+    Hash(Cow<'a, [u8]>),
 }
 
 impl<'a> Value<'a> {
@@ -48,11 +50,17 @@ pub enum Encoding {
 pub struct ValueRef<'a> {
     bytes: &'a [u8],
     int: bool,
+    hash: bool,
 }
 
 impl<'a> ValueRef<'a> {
-    pub(crate) fn new(bytes: &'a [u8], int: bool) -> Self {
-        ValueRef { bytes, int }
+    pub(crate) fn new(bytes: &'a [u8], int: bool, hash: bool) -> Self {
+        ValueRef { bytes, int, hash }
+    }
+
+    /// Whether this is a hash (its bytes are then its image).
+    pub fn is_hash(&self) -> bool {
+        self.hash
     }
 
     /// The string's bytes.
@@ -79,7 +87,7 @@ impl<'a> ValueRef<'a> {
 
     /// The Redis type name, as TYPE replies it.
     pub fn type_name(&self) -> &'static str {
-        "string"
+        if self.hash { "hash" } else { "string" }
     }
 
     pub fn encoding(&self) -> Encoding {
@@ -94,6 +102,13 @@ impl<'a> ValueRef<'a> {
 
     /// The encoding's name, as OBJECT ENCODING replies it.
     pub fn encoding_name(&self) -> &'static str {
+        if self.hash {
+            return crate::hash::HashValue::decode_image(
+                self.bytes,
+                crate::hash::Limits::default(),
+            )
+            .map_or("hashtable", |hash| hash.encoding_name());
+        }
         match self.encoding() {
             Encoding::Int => "int",
             Encoding::Embstr => "embstr",
@@ -103,6 +118,9 @@ impl<'a> ValueRef<'a> {
 
     /// An owned copy, to store elsewhere (COPY, RENAME, MOVE).
     pub fn to_value(&self) -> Value<'static> {
+        if self.hash {
+            return Value::Hash(Cow::Owned(self.bytes.to_vec()));
+        }
         match self.as_int() {
             Some(n) => Value::Int(n),
             None => Value::owned(self.bytes.to_vec()),
@@ -164,10 +182,16 @@ mod tests {
 
     #[test]
     fn encodings() {
-        assert_eq!(ValueRef::new(b"42", true).encoding_name(), "int");
-        assert_eq!(ValueRef::new(&[b'a'; 44], false).encoding_name(), "embstr");
-        assert_eq!(ValueRef::new(&[b'a'; 45], false).encoding_name(), "raw");
-        assert_eq!(ValueRef::new(b"-15", true).as_int(), Some(-15));
-        assert_eq!(ValueRef::new(b"15", false).as_int(), None);
+        assert_eq!(ValueRef::new(b"42", true, false).encoding_name(), "int");
+        assert_eq!(
+            ValueRef::new(&[b'a'; 44], false, false).encoding_name(),
+            "embstr"
+        );
+        assert_eq!(
+            ValueRef::new(&[b'a'; 45], false, false).encoding_name(),
+            "raw"
+        );
+        assert_eq!(ValueRef::new(b"-15", true, false).as_int(), Some(-15));
+        assert_eq!(ValueRef::new(b"15", false, false).as_int(), None);
     }
 }

@@ -47,7 +47,7 @@ pub fn setbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let byte = (offset >> 3) as usize;
     let mask = 1u8 << (7 - (offset & 7));
     let mut shard = ctx.keyspace().lock(key);
-    let old = match shard.get(db, key, now)? {
+    let old = match shard.get_string(db, key, now)? {
         Some(entry) => {
             let current = entry.value().as_bytes().get(byte).copied().unwrap_or(0);
             let new = if on { current | mask } else { current & !mask };
@@ -75,7 +75,7 @@ pub fn getbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let bit = ctx
         .keyspace()
         .lock(key)
-        .get(db, key, now)?
+        .get_string(db, key, now)?
         .map_or(0, |e| bit_at(e.value().as_bytes(), offset));
     ctx.out.int(bit as i64);
     Ok(())
@@ -88,7 +88,7 @@ fn read_bytes(ctx: &Ctx, key: &[u8]) -> Result<Option<Vec<u8>>, CmdError> {
     Ok(ctx
         .keyspace()
         .lock(key)
-        .get(db, key, now)?
+        .get_string(db, key, now)?
         .map(|e| e.value().as_bytes().to_vec()))
 }
 
@@ -209,7 +209,7 @@ pub fn bitop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .map(|k| {
             Ok(shards
                 .shard(k.shard())
-                .get(db, *k, now)?
+                .get_string(db, *k, now)?
                 .map(|e| e.value().as_bytes().to_vec())
                 .unwrap_or_default())
         })
@@ -435,7 +435,7 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
         .fold((usize::MAX, 0), |(lo, hi), (a, b)| (lo.min(a), hi.max(b)));
     let lo = lo.min(hi);
     let mut shard = ctx.keyspace().lock(key);
-    let (existed, old_len, mut bytes) = match shard.get(db, key, now)? {
+    let (existed, old_len, mut bytes) = match shard.get_string(db, key, now)? {
         Some(entry) => {
             let value = entry.value().as_bytes();
             let mut window = vec![0u8; hi - lo];
@@ -487,7 +487,7 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
         if changed {
             // Only the changed window is written and logged.
             let patch = &bytes[..new_len.clamp(lo, hi) - lo];
-            match shard.get(db, key, now)? {
+            match shard.get_string(db, key, now)? {
                 Some(entry) => {
                     entry.write_at(db, lo, patch);
                 }

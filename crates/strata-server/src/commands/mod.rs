@@ -14,6 +14,7 @@
 pub mod bits;
 pub mod cluster;
 pub mod connection;
+pub mod hashes;
 pub mod keys;
 pub mod keyspec;
 pub mod server;
@@ -61,10 +62,20 @@ impl From<strata_engine::keyspace::ColdReadError> for CmdError {
     }
 }
 
+impl From<strata_engine::keyspace::GetError> for CmdError {
+    fn from(error: strata_engine::keyspace::GetError) -> Self {
+        match error {
+            strata_engine::keyspace::GetError::WrongType => CmdError::from(ERR_WRONGTYPE),
+            strata_engine::keyspace::GetError::ColdRead(error) => error.into(),
+        }
+    }
+}
+
 pub type CmdResult = Result<(), CmdError>;
 pub type Handler = fn(&mut Ctx, &[Bytes]) -> CmdResult;
 
 pub const ERR_SYNTAX: &str = "ERR syntax error";
+pub const ERR_WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 pub const ERR_NOT_INTEGER: &str = "ERR value is not an integer or out of range";
 pub const ERR_NOT_FLOAT: &str = "ERR value is not a valid float";
 pub const ERR_NO_SUCH_KEY: &str = "ERR no such key";

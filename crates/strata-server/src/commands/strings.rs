@@ -13,7 +13,7 @@ use super::{
 pub fn get(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let mut shard = ctx.keyspace().lock(key);
-    let found = match shard.get(db, key, now)? {
+    let found = match shard.get_string(db, key, now)? {
         Some(entry) => {
             write_value(&mut ctx.out, entry.value());
             true
@@ -112,7 +112,7 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut shard = ctx.keyspace().lock(key);
     // Only SET … GET needs the old value (which may be on disk).
     let exists = if get {
-        let existing = shard.get(db, key, now)?;
+        let existing = shard.get_string(db, key, now)?;
         match &existing {
             Some(entry) => write_value(&mut ctx.out, entry.value()),
             None => ctx.out.null_bulk(),
@@ -185,7 +185,7 @@ pub fn psetex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn getset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let mut shard = ctx.keyspace().lock(key);
-    match shard.get(db, key, now)? {
+    match shard.get_string(db, key, now)? {
         Some(entry) => write_value(&mut ctx.out, entry.value()),
         None => ctx.out.null_bulk(),
     }
@@ -197,7 +197,7 @@ pub fn getset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 pub fn getdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
-    let removed = ctx.keyspace().lock(key).take(db, key, now)?;
+    let removed = ctx.keyspace().lock(key).take_string(db, key, now)?;
     match &removed {
         Some(entry) => {
             write_value(&mut ctx.out, entry.value());
@@ -228,7 +228,7 @@ pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let mut shard = ctx.keyspace().lock(key);
-    let Some(entry) = shard.get(db, key, now)? else {
+    let Some(entry) = shard.get_string(db, key, now)? else {
         drop(shard);
         ctx.stats.hit(false);
         ctx.out.null_bulk();
@@ -255,12 +255,13 @@ pub fn mget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     ctx.out.array(refs.len());
     let mut hits = 0;
     for key in &refs {
+        // As Redis: a key of another type reads as missing here.
         match shards.shard(key.shard()).get(db, *key, now)? {
-            Some(entry) => {
+            Some(entry) if !entry.is_hash() => {
                 write_value(&mut ctx.out, entry.value());
                 hits += 1;
             }
-            None => ctx.out.null_bulk(),
+            _ => ctx.out.null_bulk(),
         }
     }
     drop(shards);
@@ -314,7 +315,7 @@ pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let limit = ctx.config.proto_max_bulk_len;
     let mut shard = ctx.keyspace().lock(key);
-    let length = match shard.get(db, key, now)? {
+    let length = match shard.get_string(db, key, now)? {
         Some(entry) => {
             if (entry.value().len() + args[2].len()) as u64 > limit {
                 return Err(ERR_STRING_TOO_LONG.into());
@@ -338,7 +339,7 @@ pub fn strlen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let length = ctx
         .keyspace()
         .lock(key)
-        .get(db, key, now)?
+        .get_string(db, key, now)?
         .map_or(0, |e| e.value().len());
     ctx.out.int(length as i64);
     Ok(())
@@ -347,7 +348,7 @@ pub fn strlen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 fn incr_generic(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(key), ctx.now_ms);
     let mut shard = ctx.keyspace().lock(key);
-    let result = match shard.get(db, key, now)? {
+    let result = match shard.get_string(db, key, now)? {
         Some(entry) => {
             let value = entry.value();
             let current = value
@@ -395,7 +396,7 @@ pub fn decrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let mut shard = ctx.keyspace().lock(key);
-    let entry = shard.get(db, key, now)?;
+    let entry = shard.get_string(db, key, now)?;
     let current = entry.as_ref().map(|e| e.value());
     let text =
         long_double::add(current.as_ref().map(|v| v.as_bytes()), &args[2]).map_err(|error| {
@@ -444,7 +445,7 @@ pub fn getrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (start, end) = (parse_i64(&args[2])?, parse_i64(&args[3])?);
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let mut shard = ctx.keyspace().lock(key);
-    match shard.get(db, key, now)? {
+    match shard.get_string(db, key, now)? {
         Some(entry) => {
             let bytes = entry.value().as_bytes();
             match byte_range(start, end, bytes.len()) {
@@ -467,7 +468,7 @@ pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let limit = ctx.config.proto_max_bulk_len;
     let mut shard = ctx.keyspace().lock(key);
-    let entry = shard.get(db, key, now)?;
+    let entry = shard.get_string(db, key, now)?;
     if patch.is_empty() {
         let length = entry.map_or(0, |e| e.value().len());
         drop(shard);
@@ -520,12 +521,12 @@ pub fn lcs(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         let mut shards = ctx.keyspace().lock_many([ka, kb]);
         let a = shards
             .shard(ka.shard())
-            .get(db, ka, now)?
+            .get_string(db, ka, now)?
             .map(|e| e.value().as_bytes().to_vec())
             .unwrap_or_default();
         let b = shards
             .shard(kb.shard())
-            .get(db, kb, now)?
+            .get_string(db, kb, now)?
             .map(|e| e.value().as_bytes().to_vec())
             .unwrap_or_default();
         (a, b)
