@@ -195,10 +195,7 @@ impl Shard {
         key: KeyRef,
         now_ms: u64,
     ) -> Result<Option<EntryMut<'_>>, GetError> {
-        if self.lookup(db, key, now_ms).is_some_and(|e| e.is_hash()) {
-            return Err(GetError::WrongType);
-        }
-        Ok(self.get(db, key, now_ms)?)
+        self.get_typed(db, key, now_ms, true, Some(false))
     }
 
     /// [`Shard::get`] for a hash command: a key holding another type is
@@ -209,10 +206,7 @@ impl Shard {
         key: KeyRef,
         now_ms: u64,
     ) -> Result<Option<EntryMut<'_>>, GetError> {
-        if self.lookup(db, key, now_ms).is_some_and(|e| !e.is_hash()) {
-            return Err(GetError::WrongType);
-        }
-        Ok(self.get(db, key, now_ms)?)
+        self.get_typed(db, key, now_ms, true, Some(true))
     }
 
     /// [`Shard::take`] for a string command (GETDEL).
@@ -245,6 +239,24 @@ impl Shard {
         now_ms: u64,
         touch: bool,
     ) -> Result<Option<EntryMut<'_>>, ColdReadError> {
+        match self.get_typed(db, key, now_ms, touch, None) {
+            Ok(found) => Ok(found),
+            Err(GetError::ColdRead(error)) => Err(error),
+            Err(GetError::WrongType) => unreachable!("no type was asked for"),
+        }
+    }
+
+    /// The entry for `key` with its value in RAM; when `hash` is given,
+    /// an entry of the other type is [`GetError::WrongType`], decided
+    /// before any disk read.
+    fn get_typed(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        now_ms: u64,
+        touch: bool,
+        hash: Option<bool>,
+    ) -> Result<Option<EntryMut<'_>>, GetError> {
         let tier = self.tier.clone();
         let Some(entry) = lookup(
             &mut self.tables[db],
@@ -257,6 +269,9 @@ impl Shard {
         ) else {
             return Ok(None);
         };
+        if hash.is_some_and(|hash| entry.is_hash() != hash) {
+            return Err(GetError::WrongType);
+        }
         if touch {
             entry.touch(now_ms);
             if entry.has(FETCHED) || entry.is_cold() {
@@ -274,10 +289,10 @@ impl Shard {
                     tier.stats.cold_keys.fetch_sub(1, Relaxed);
                 }
                 Err(why) => {
-                    return Err(ColdReadError {
+                    return Err(GetError::ColdRead(ColdReadError {
                         key: entry.key().to_vec(),
                         why,
-                    });
+                    }));
                 }
             }
         }
