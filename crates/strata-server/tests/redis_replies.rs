@@ -258,7 +258,9 @@ const SCRIPTS: &[&[&[&str]]] = &[
         &["RENAME", "h3", "h4"],
         &["TYPE", "h4"],
         &["SCAN", "0", "TYPE", "hash", "MATCH", "h4", "COUNT", "1000"],
-        &["SCAN", "0", "TYPE", "string", "MATCH", "h*", "COUNT", "1000"],
+        &[
+            "SCAN", "0", "TYPE", "string", "MATCH", "h*", "COUNT", "1000",
+        ],
         &["EXPIRE", "h4", "100"],
         &["HSET", "h4", "c", "3"],
         &["TTL", "h4"],
