@@ -133,6 +133,9 @@ const WRITE_STRING_SLOW: &[&str] = &["write", "string", "slow"];
 const READ_BITMAP_FAST: &[&str] = &["read", "bitmap", "fast"];
 const READ_BITMAP_SLOW: &[&str] = &["read", "bitmap", "slow"];
 const WRITE_BITMAP_SLOW: &[&str] = &["write", "bitmap", "slow"];
+const READ_HASH_FAST: &[&str] = &["read", "hash", "fast"];
+const READ_HASH_SLOW: &[&str] = &["read", "hash", "slow"];
+const WRITE_HASH_FAST: &[&str] = &["write", "hash", "fast"];
 const READ_KEYSPACE_FAST: &[&str] = &["keyspace", "read", "fast"];
 const READ_KEYSPACE_SLOW: &[&str] = &["keyspace", "read", "slow"];
 const WRITE_KEYSPACE_FAST: &[&str] = &["keyspace", "write", "fast"];
@@ -791,9 +794,9 @@ pub static COMMANDS: &[Spec] = &[
     cmd(
         "hset",
         -4,
-        &["write", "denyoom", "fast"],
+        W_OOM_FAST,
         &[range(K_RW_UPDATE, 1, 0, 1)],
-        &["write", "hash", "fast"],
+        WRITE_HASH_FAST,
         "hash",
         "2.0.0",
         "Set the string value of a hash field.",
@@ -803,9 +806,9 @@ pub static COMMANDS: &[Spec] = &[
     cmd(
         "hmset",
         -4,
-        &["write", "denyoom", "fast"],
+        W_OOM_FAST,
         &[range(K_RW_UPDATE, 1, 0, 1)],
-        &["write", "hash", "fast"],
+        WRITE_HASH_FAST,
         "hash",
         "2.0.0",
         "Set multiple hash fields to multiple values.",
@@ -815,9 +818,9 @@ pub static COMMANDS: &[Spec] = &[
     cmd(
         "hsetnx",
         4,
-        &["write", "denyoom", "fast"],
+        W_OOM_FAST,
         &[range(K_RW_INSERT, 1, 0, 1)],
-        &["write", "hash", "fast"],
+        WRITE_HASH_FAST,
         "hash",
         "2.0.0",
         "Set the value of a hash field, only if the field does not exist.",
@@ -827,9 +830,9 @@ pub static COMMANDS: &[Spec] = &[
     cmd(
         "hget",
         3,
-        &["readonly", "fast"],
+        R_FAST,
         &[range(K_RO_ACCESS, 1, 0, 1)],
-        &["read", "hash", "fast"],
+        READ_HASH_FAST,
         "hash",
         "2.0.0",
         "Get the value of a hash field.",
@@ -839,9 +842,9 @@ pub static COMMANDS: &[Spec] = &[
     cmd(
         "hmget",
         -3,
-        &["readonly", "fast"],
+        R_FAST,
         &[range(K_RO_ACCESS, 1, 0, 1)],
-        &["read", "hash", "fast"],
+        READ_HASH_FAST,
         "hash",
         "2.0.0",
         "Get the values of all the given hash fields.",
@@ -851,9 +854,9 @@ pub static COMMANDS: &[Spec] = &[
     cmd(
         "hdel",
         -3,
-        &["write", "fast"],
+        W_FAST,
         &[range(K_RW_DELETE, 1, 0, 1)],
-        &["write", "hash", "fast"],
+        WRITE_HASH_FAST,
         "hash",
         "2.0.0",
         "Delete one or more hash fields.",
@@ -863,9 +866,9 @@ pub static COMMANDS: &[Spec] = &[
     cmd(
         "hlen",
         2,
-        &["readonly", "fast"],
+        R_FAST,
         &[range(K_RO, 1, 0, 1)],
-        &["read", "hash", "fast"],
+        READ_HASH_FAST,
         "hash",
         "2.0.0",
         "Get the number of fields in a hash.",
@@ -875,9 +878,9 @@ pub static COMMANDS: &[Spec] = &[
     cmd(
         "hexists",
         3,
-        &["readonly", "fast"],
+        R_FAST,
         &[range(K_RO, 1, 0, 1)],
-        &["read", "hash", "fast"],
+        READ_HASH_FAST,
         "hash",
         "2.0.0",
         "Determine if a hash field exists.",
@@ -887,9 +890,9 @@ pub static COMMANDS: &[Spec] = &[
     cmd(
         "hgetall",
         2,
-        &["readonly"],
+        R,
         &[range(K_RO_ACCESS, 1, 0, 1)],
-        &["read", "hash", "slow"],
+        READ_HASH_SLOW,
         "hash",
         "2.0.0",
         "Get all the fields and values in a hash.",
@@ -899,9 +902,9 @@ pub static COMMANDS: &[Spec] = &[
     cmd(
         "hkeys",
         2,
-        &["readonly"],
+        R,
         &[range(K_RO_ACCESS, 1, 0, 1)],
-        &["read", "hash", "slow"],
+        READ_HASH_SLOW,
         "hash",
         "2.0.0",
         "Get all the fields in a hash.",
@@ -911,9 +914,9 @@ pub static COMMANDS: &[Spec] = &[
     cmd(
         "hvals",
         2,
-        &["readonly"],
+        R,
         &[range(K_RO_ACCESS, 1, 0, 1)],
-        &["read", "hash", "slow"],
+        READ_HASH_SLOW,
         "hash",
         "2.0.0",
         "Get all the values in a hash.",
@@ -923,9 +926,9 @@ pub static COMMANDS: &[Spec] = &[
     cmd(
         "hstrlen",
         3,
-        &["readonly", "fast"],
+        R_FAST,
         &[range(K_RO, 1, 0, 1)],
-        &["read", "hash", "fast"],
+        READ_HASH_FAST,
         "hash",
         "3.2.0",
         "Get the length of the value of a hash field.",
@@ -935,9 +938,9 @@ pub static COMMANDS: &[Spec] = &[
     cmd(
         "hincrby",
         4,
-        &["write", "denyoom", "fast"],
+        W_OOM_FAST,
         &[range(K_RW_ACCESS_UPDATE, 1, 0, 1)],
-        &["write", "hash", "fast"],
+        WRITE_HASH_FAST,
         "hash",
         "2.0.0",
         "Increment the integer value of a hash field by the given number.",
@@ -947,9 +950,9 @@ pub static COMMANDS: &[Spec] = &[
     cmd(
         "hincrbyfloat",
         4,
-        &["write", "denyoom", "fast"],
+        W_OOM_FAST,
         &[range(K_RW_ACCESS_UPDATE, 1, 0, 1)],
-        &["write", "hash", "fast"],
+        WRITE_HASH_FAST,
         "hash",
         "2.6.0",
         "Increment the float value of a hash field by the given amount.",
