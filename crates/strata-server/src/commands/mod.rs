@@ -1,6 +1,6 @@
 //! The command table and dispatch.
 //!
-//! Every command is one [`Spec`] in [`table::COMMANDS`]: name, arity, flags,
+//! Every command is one [`Spec`] in [`table::FAMILIES`]: name, arity, flags,
 //! key specs ([`keyspec`]), ACL categories, documentation and handler. The dispatcher
 //! checks existence, arity and authentication once, from the spec, before
 //! any handler runs; COMMAND, COMMAND INFO/DOCS/COUNT/LIST/GETKEYS(ANDFLAGS) and
@@ -159,7 +159,7 @@ impl CommandTable {
             debug_id: usize::MAX,
             cluster_id: usize::MAX,
         };
-        for spec in table::COMMANDS {
+        for spec in table::FAMILIES.iter().flat_map(|family| family.iter()) {
             let parent = table.specs.len();
             table.specs.push(spec);
             table.full_names.push(spec.name.to_owned());
