@@ -1287,4 +1287,42 @@ mod tests {
         assert!(verified.torn.is_none());
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    /// A SET record of a value type this build does not know stops the
+    /// load with an error naming it, rather than loading the bytes as
+    /// something else.
+    #[test]
+    fn an_unknown_value_type_stops_the_load() {
+        let dir = temp_dir("unknown-type");
+        let ks = open(&dir, 1 << 20).unwrap();
+        set(&ks, 0, b"known", b"v", None);
+        let lsn = ks.log().unwrap().next_lsn();
+        close(&ks);
+        drop(ks);
+        let segment = *list_segments(&log_dir(&dir)).unwrap().last().unwrap();
+        let mut record = Vec::new();
+        record::encode(
+            &mut record,
+            &record::Draft {
+                kind: Kind::Set,
+                db: 0,
+                aux: 0,
+                flags: 0,
+                value_type: 7,
+                key: b"strange",
+                payload: b"bytes",
+            },
+        );
+        record::seal(&mut record, lsn, 0);
+        let path = crate::log::segment_path(&log_dir(&dir), segment);
+        let mut file = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+        std::io::Write::write_all(&mut file, &record).unwrap();
+        let error = open(&dir, 1 << 20).err().expect("the load fails");
+        assert!(
+            error.0.contains("value type 7 is not supported"),
+            "{}",
+            error.0
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
