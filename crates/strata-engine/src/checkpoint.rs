@@ -327,6 +327,7 @@ fn write_range_file(
     let mut keys: u64 = 0;
     let mut replay_from = None;
     let mut located = Vec::new();
+    let mut scratch = Vec::new();
     for index in first_shard..first_shard + SHARDS_PER_RANGE {
         {
             let shard = keyspace.lock_unlogged(index);
@@ -349,12 +350,12 @@ fn write_range_file(
                         }
                         (None, Some(loc)) => {
                             located.clear();
-                            located.extend_from_slice(entry.value().as_bytes());
+                            located.extend_from_slice(entry.image(&mut scratch));
                             located.extend_from_slice(&loc.to_le_bytes());
                             flags |= FLAG_LOCATED;
                             (Kind::Set, &located[..])
                         }
-                        (None, None) => (Kind::Set, entry.value().as_bytes()),
+                        (None, None) => (Kind::Set, entry.image(&mut scratch)),
                     };
                     let image = Draft {
                         kind,

@@ -3,8 +3,9 @@
 
 use std::ops::Deref;
 
+use crate::hash::{self, Field, HashRef, HashValue, Limits, Packed};
 use crate::log;
-use crate::record::{Draft, FLAG_INT, Kind};
+use crate::record::{Draft, FLAG_INT, Kind, VALUE_HASH};
 use crate::tier::{LiveCounts, NO_LOC};
 use crate::value::{Value, ValueRef};
 
@@ -21,8 +22,8 @@ pub(crate) const SEEN: u32 = 1 << 27;
 pub(crate) const TRANSIENT: u32 = 1 << 28;
 /// Read from disk for the coming command (which counts it as a disk hit).
 pub(crate) const FETCHED: u32 = 1 << 29;
-/// The value is a hash (its image, `hash` module); otherwise a string.
-/// Kept while the value is cold, so TYPE never reads the disk.
+/// The value is a hash (`hash` module); otherwise a string. Kept while
+/// the value is cold, so TYPE and WRONGTYPE never read the disk.
 pub(crate) const HASH: u32 = 1 << 30;
 /// The low 24 bits: Unix seconds of the last access, modulo 2^24 (Redis'
 /// LRU clock has the same width; it wraps after 194 days).
@@ -41,20 +42,50 @@ pub(crate) fn clock_of(now_ms: u64) -> u32 {
 /// resource): the table holds a pointer to this 32-byte header, and the
 /// header owns one allocation holding the deadline (only for keys that
 /// have one), the key's bytes and, while the value is in RAM, the value's
-/// bytes. A cold entry (value on disk) costs the table slot, this header
-/// and its key: see README "Sizing". Growing a value (APPEND, SETRANGE,
-/// SETBIT) reallocates; the allocator's size classes absorb most small
-/// growth in place.
+/// bytes: a string's bytes, or a small hash's packed image. A cold entry
+/// (value on disk) costs the table slot, this header and its key: see
+/// README "Sizing". Growing a value (APPEND, SETRANGE, SETBIT) reallocates;
+/// the allocator's size classes absorb most small growth in place.
+///
+/// A hash past the packed limits lives beside the header as a
+/// [`HashValue`] table ([`Body::Table`]), changed field by field in place;
+/// the enum costs no space (the table variant fits the niche of the
+/// inline one, so the header stays 32 bytes).
 #[derive(Debug)]
 pub struct Entry {
-    /// [deadline: u64 LE, when VOLATILE] key bytes, then value bytes unless COLD.
-    pub(crate) data: Box<[u8]>,
+    pub(crate) data: Body,
     pub(crate) key_len: u32,
     /// LRU clock (low 24 bits) and flags (top byte).
     pub(crate) clock_and_flags: u32,
     /// Where the log holds an image of the current value (`tier::loc`), or
     /// [`NO_LOC`].
     pub(crate) loc: u64,
+}
+
+/// Where an entry's bytes are.
+#[derive(Debug)]
+pub(crate) enum Body {
+    /// [deadline: u64 LE, when VOLATILE] key bytes, then the value's bytes
+    /// unless COLD (a string, or a packed hash's image).
+    Inline(Box<[u8]>),
+    /// A hash in the table encoding; `head` holds deadline and key.
+    Table(Box<TableBody>),
+}
+
+#[derive(Debug)]
+pub(crate) struct TableBody {
+    head: Box<[u8]>,
+    hash: HashValue,
+}
+
+impl Body {
+    /// Deadline, key and (inline) value bytes.
+    fn head(&self) -> &[u8] {
+        match self {
+            Body::Inline(data) => data,
+            Body::Table(table) => &table.head,
+        }
+    }
 }
 
 /// Deadline (when not 0), key and value bytes in one allocation.
@@ -77,15 +108,49 @@ pub(crate) fn value_bytes(value: &Value, digits: &mut itoa::Buffer) -> (Vec<u8>,
     }
 }
 
+/// The body for `value` of `key`: inline bytes, or a table for a hash past
+/// the packed `limits`.
+fn body_for(deadline: u64, key: &[u8], value: &Value, limits: Limits) -> Body {
+    if let Value::Hash(image) = value {
+        let packed = HashRef::Packed(Packed::from_image(image));
+        if !fits_packed(packed, limits) {
+            return Body::Table(Box::new(TableBody {
+                head: pack(deadline, key, &[]),
+                hash: packed.to_value(limits),
+            }));
+        }
+        return Body::Inline(pack(deadline, key, image));
+    }
+    let mut digits = itoa::Buffer::new();
+    let (bytes, _) = value_bytes(value, &mut digits);
+    Body::Inline(pack(deadline, key, &bytes))
+}
+
+fn fits_packed(hash: HashRef, limits: Limits) -> bool {
+    hash.len() <= limits.max_packed_entries
+        && hash
+            .fields()
+            .all(|f| f.name.len().max(f.value.len()) <= limits.max_packed_value)
+}
+
 impl Entry {
-    pub(crate) fn new(key: &[u8], value: Value, deadline: u64, now_ms: u64) -> Box<Entry> {
+    /// A new entry; a hash value is an image the caller has checked.
+    pub(crate) fn new(
+        key: &[u8],
+        value: Value,
+        deadline: u64,
+        limits: Limits,
+        now_ms: u64,
+    ) -> Box<Entry> {
         assert!(
             key.len() < u32::MAX as usize,
             "keys are limited by proto-max-bulk-len"
         );
-        let mut digits = itoa::Buffer::new();
-        let (bytes, int) = value_bytes(&value, &mut digits);
-        let mut flags = if int { INT } else { 0 };
+        let mut flags = if matches!(value, Value::Int(_)) {
+            INT
+        } else {
+            0
+        };
         if deadline != 0 {
             flags |= VOLATILE;
         }
@@ -93,7 +158,7 @@ impl Entry {
             flags |= HASH;
         }
         Box::new(Entry {
-            data: pack(deadline, key, &bytes),
+            data: body_for(deadline, key, &value, limits),
             key_len: key.len() as u32,
             clock_and_flags: clock_of(now_ms) | flags,
             loc: NO_LOC,
@@ -113,7 +178,7 @@ impl Entry {
             flags |= VOLATILE;
         }
         Box::new(Entry {
-            data: pack(deadline, key, &[]),
+            data: Body::Inline(pack(deadline, key, &[])),
             key_len: key.len() as u32,
             clock_and_flags: clock_of(now_ms) | flags,
             loc,
@@ -142,7 +207,7 @@ impl Entry {
 
     pub(crate) fn deadline(&self) -> u64 {
         if self.has(VOLATILE) {
-            u64::from_le_bytes(self.data[..8].try_into().expect("8 bytes"))
+            u64::from_le_bytes(self.data.head()[..8].try_into().expect("8 bytes"))
         } else {
             0
         }
@@ -150,7 +215,7 @@ impl Entry {
 
     pub fn key(&self) -> &[u8] {
         let at = self.prefix_len();
-        &self.data[at..at + self.key_len as usize]
+        &self.data.head()[at..at + self.key_len as usize]
     }
 
     /// The value; only for an entry in RAM, which every [`Shard::get`](crate::Shard::get)
@@ -160,16 +225,51 @@ impl Entry {
             !self.is_cold(),
             "value of a cold entry read without loading"
         );
-        ValueRef::new(
-            &self.data[self.prefix_len() + self.key_len as usize..],
-            self.has(INT),
-            self.has(HASH),
-        )
+        match &self.data {
+            Body::Inline(data) => {
+                let bytes = &data[self.prefix_len() + self.key_len as usize..];
+                if self.is_hash() {
+                    ValueRef::Hash(HashRef::Packed(Packed::from_image(bytes)))
+                } else {
+                    ValueRef::Str {
+                        bytes,
+                        int: self.has(INT),
+                    }
+                }
+            }
+            Body::Table(table) => ValueRef::Hash(table.hash.as_ref()),
+        }
+    }
+
+    /// The value's image (a record's payload): its bytes, or for a hash
+    /// table its image encoded into `scratch`.
+    pub(crate) fn image<'s>(&'s self, scratch: &'s mut Vec<u8>) -> &'s [u8] {
+        match self.value() {
+            ValueRef::Str { bytes, .. } => bytes,
+            ValueRef::Hash(HashRef::Packed(_)) => self.inline_value(),
+            ValueRef::Hash(hash) => {
+                scratch.clear();
+                hash.encode_image(scratch);
+                scratch
+            }
+        }
+    }
+
+    fn inline_value(&self) -> &[u8] {
+        &self.data.head()[self.prefix_len() + self.key_len as usize..]
+    }
+
+    /// Bytes of the deadline and key.
+    pub(crate) fn head_len(&self) -> usize {
+        self.prefix_len() + self.key_len as usize
     }
 
     /// Bytes of the value held in RAM (0 when cold).
     pub(crate) fn value_len_in_ram(&self) -> usize {
-        self.data.len() - self.prefix_len() - self.key_len as usize
+        match &self.data {
+            Body::Inline(_) => self.inline_value().len(),
+            Body::Table(table) => table.hash.memory_bytes() + size_of::<TableBody>(),
+        }
     }
 
     /// Whether the value is only on disk.
@@ -208,65 +308,87 @@ impl Entry {
 
     /// Replaces the value (keeping key, deadline), leaving it in RAM.
     /// The caller has already forgotten the old location.
-    pub(crate) fn replace_value(&mut self, value: Value) {
+    pub(crate) fn replace_value(&mut self, value: Value, limits: Limits) {
         let key_len = self.key_len as usize;
         let prefix = self.prefix_len();
-        if let Value::Int(n) = value
-            && !self.is_cold()
+        let cold = self.is_cold();
+        if let (Value::Int(n), Body::Inline(data)) = (&value, &mut self.data)
+            && !cold
         {
             // INCR and friends: rewrite the digits in place when they fit.
             let mut digits = itoa::Buffer::new();
-            let text = digits.format(n).as_bytes();
-            if self.data.len() - prefix - key_len == text.len() {
-                self.data[prefix + key_len..].copy_from_slice(text);
+            let text = digits.format(*n).as_bytes();
+            if data.len() - prefix - key_len == text.len() {
+                data[prefix + key_len..].copy_from_slice(text);
                 self.set_flag(INT, true);
                 self.set_flag(HASH, false);
                 return;
             }
         }
-        let mut digits = itoa::Buffer::new();
-        let (bytes, int) = value_bytes(&value, &mut digits);
-        self.data = pack(self.deadline(), self.key(), &bytes);
-        self.set_flag(INT, int);
+        self.data = body_for(self.deadline(), self.key(), &value, limits);
+        self.set_flag(INT, matches!(value, Value::Int(_)));
         self.set_flag(HASH, matches!(value, Value::Hash(_)));
         self.set_flag(COLD | SEEN | TRANSIENT, false);
     }
 
-    /// Puts a value read from disk back in RAM (its location stays).
-    pub(crate) fn install(&mut self, bytes: &[u8], int: bool) {
-        self.data = pack(self.deadline(), self.key(), bytes);
+    /// Puts a value read from disk back in RAM (its location stays). A
+    /// hash image is checked first: a bad one is an error and the entry
+    /// stays cold.
+    pub(crate) fn install(
+        &mut self,
+        bytes: &[u8],
+        int: bool,
+        limits: Limits,
+    ) -> Result<(), String> {
+        if self.is_hash() {
+            hash::check_image(bytes).map_err(|_| "the stored hash image is damaged".to_string())?;
+            self.data = body_for(
+                self.deadline(),
+                self.key(),
+                &Value::Hash(bytes.into()),
+                limits,
+            );
+        } else {
+            self.data = Body::Inline(pack(self.deadline(), self.key(), bytes));
+        }
         self.set_flag(INT, int);
         self.set_flag(COLD, false);
+        Ok(())
     }
 
     /// Drops the value's bytes; it stays readable at `loc`. Returns the
     /// bytes freed.
     pub(crate) fn drop_value(&mut self) -> usize {
         debug_assert!(self.loc != NO_LOC && !self.is_cold());
-        let before = self.data.len();
-        self.data = pack(self.deadline(), self.key(), &[]);
+        let before = self.value_len_in_ram();
+        self.data = Body::Inline(pack(self.deadline(), self.key(), &[]));
         self.set_flag(COLD, true);
         self.set_flag(TRANSIENT, false);
-        before - self.data.len()
+        before
     }
 
     /// Sets the deadline (0: none), moving the key bytes when the entry
     /// gains or loses one.
     pub(crate) fn set_deadline_raw(&mut self, deadline: u64) {
-        if self.has(VOLATILE) && deadline != 0 {
-            self.data[..8].copy_from_slice(&deadline.to_le_bytes());
+        let head = match &mut self.data {
+            Body::Inline(data) => data,
+            Body::Table(table) => &mut table.head,
+        };
+        let volatile = self.clock_and_flags & VOLATILE != 0;
+        if volatile && deadline != 0 {
+            head[..8].copy_from_slice(&deadline.to_le_bytes());
             return;
         }
-        if !self.has(VOLATILE) && deadline == 0 {
+        if !volatile && deadline == 0 {
             return;
         }
-        let rest = self.data[self.prefix_len()..].to_vec();
+        let rest = head[if volatile { 8 } else { 0 }..].to_vec();
         let mut data = Vec::with_capacity(rest.len() + 8);
         if deadline != 0 {
             data.extend_from_slice(&deadline.to_le_bytes());
         }
         data.extend_from_slice(&rest);
-        self.data = data.into_boxed_slice();
+        *head = data.into_boxed_slice();
         self.set_flag(VOLATILE, deadline != 0);
     }
 
@@ -291,7 +413,10 @@ impl Entry {
     /// Bytes this entry costs in RAM (MEMORY USAGE): header, table slot
     /// and the allocation (which holds the value only while it is in RAM).
     pub fn memory_bytes(&self) -> usize {
-        std::mem::size_of::<Entry>() + std::mem::size_of::<Box<Entry>>() + self.data.len()
+        std::mem::size_of::<Entry>()
+            + std::mem::size_of::<Box<Entry>>()
+            + self.head_len()
+            + self.value_len_in_ram()
     }
 }
 
@@ -301,7 +426,17 @@ impl Entry {
 pub struct EntryMut<'a> {
     pub(crate) entry: &'a mut Entry,
     pub(crate) live: &'a mut LiveCounts,
+    /// When a hash converts to a table.
+    pub(crate) limits: Limits,
+    /// The shard's hashes with field deadlines (see [`FieldsDue`]).
+    pub(crate) fields_due: &'a mut FieldsDue,
 }
+
+/// Hashes that have fields with deadlines, by their earliest: (deadline
+/// ms, database, key). The active expiry cycle pops due items and removes
+/// the expired fields; an item whose key has gone or changed is dropped
+/// when popped, so deletions need not find it.
+pub(crate) type FieldsDue = std::collections::BTreeSet<(u64, u16, Box<[u8]>)>;
 
 impl Deref for EntryMut<'_> {
     type Target = Entry;
@@ -315,7 +450,7 @@ impl EntryMut<'_> {
     /// expiry and access time, and logs the new image.
     pub fn set_value(self, db: usize, value: Value) {
         forget_loc(self.live, self.entry);
-        self.entry.replace_value(value);
+        self.entry.replace_value(value, self.limits);
         log_image(db, self.entry);
     }
 }
@@ -331,14 +466,18 @@ impl EntryMut<'_> {
         let entry = self.entry;
         let start = entry.prefix_len() + entry.key_len as usize;
         let end = start + offset + bytes.len();
-        if end > entry.data.len() {
+        let Body::Inline(data) = &mut entry.data else {
+            unreachable!("write_at on a hash: commands check the type first");
+        };
+        if end > data.len() {
             // Growing reallocates once (often in place); the value is not
             // copied aside and back.
-            let mut data = std::mem::take(&mut entry.data).into_vec();
-            data.resize(end, 0);
-            entry.data = data.into_boxed_slice();
+            let mut grown = std::mem::take(data).into_vec();
+            grown.resize(end, 0);
+            *data = grown.into_boxed_slice();
         }
-        entry.data[start + offset..end].copy_from_slice(bytes);
+        data[start + offset..end].copy_from_slice(bytes);
+        let len = data.len() - start;
         entry.set_flag(INT | HASH | SEEN | TRANSIENT, false);
         log::append(&Draft {
             kind: Kind::SetRange,
@@ -349,7 +488,130 @@ impl EntryMut<'_> {
             key: entry.key(),
             payload: bytes,
         });
-        entry.data.len() - start
+        len
+    }
+}
+
+/// A hash's fields changed by one command, as [`EntryMut::change_hash`]
+/// reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HashChanged {
+    /// Fields now stored, expired ones included until removed.
+    pub len: usize,
+}
+
+/// One change to a hash's fields.
+#[derive(Clone, Copy, Debug)]
+pub enum FieldChange<'a> {
+    /// Store this field (value and deadline) as given.
+    Put(Field<'a>),
+    /// Remove the field of this name.
+    Remove(&'a [u8]),
+}
+
+impl EntryMut<'_> {
+    /// Applies `changes` to this hash (an entry of database `db` whose
+    /// value [`Entry::is_hash`]) in order, converting it to a table past
+    /// the shard's limits, and logs them as field records (HASH_PUT for
+    /// the fields stored, HASH_DEL for those removed), so the bytes logged
+    /// grow with the change, not with the hash.
+    ///
+    /// Fields whose deadline passed by `now_ms` are removed first (and
+    /// logged as removed), so an emptied hash is one with no live field;
+    /// it stays an (empty) entry: the caller deletes the key. A hash left
+    /// with field deadlines is queued for active expiry.
+    pub fn change_hash(self, db: usize, changes: &[FieldChange], now_ms: u64) -> HashChanged {
+        let limits = self.limits;
+        assert!(self.entry.is_hash(), "change_hash on a string");
+        forget_loc(self.live, self.entry);
+        let entry = self.entry;
+        entry.set_flag(SEEN | TRANSIENT, false);
+        let mut owned = match &entry.data {
+            Body::Table(_) => None,
+            Body::Inline(_) => Some(entry.value().hash().expect("a hash").to_value(limits)),
+        };
+        let hash = match (&mut entry.data, &mut owned) {
+            (_, Some(owned)) => owned,
+            (Body::Table(table), None) => &mut table.hash,
+            (Body::Inline(_), None) => unreachable!("copied above"),
+        };
+        let expired = hash.remove_expired(now_ms);
+        for change in changes {
+            match *change {
+                FieldChange::Put(field) => hash.put(field, limits),
+                FieldChange::Remove(name) => {
+                    hash.remove(name, now_ms);
+                }
+            }
+        }
+        let len = hash.len();
+        let next_deadline = hash.as_ref().next_deadline();
+        if let Some(owned) = owned {
+            let head = pack(entry.deadline(), entry.key(), &[]);
+            entry.data = match owned.packed_image() {
+                Some(image) => Body::Inline(pack(entry.deadline(), entry.key(), &image)),
+                None => Body::Table(Box::new(TableBody { head, hash: owned })),
+            };
+        }
+        if !expired.is_empty() {
+            let removals: Vec<FieldChange> = expired
+                .iter()
+                .map(|name| FieldChange::Remove(name))
+                .collect();
+            log_field_changes(db, entry.key(), &removals);
+        }
+        log_field_changes(db, entry.key(), changes);
+        if let Some(deadline) = next_deadline {
+            self.fields_due
+                .insert((deadline, db as u16, entry.key().into()));
+        }
+        HashChanged { len }
+    }
+}
+
+/// Logs `changes` to the hash at `key`: runs of puts as one HASH_PUT
+/// record, runs of removals as one HASH_DEL record, in order.
+fn log_field_changes(db: usize, key: &[u8], changes: &[FieldChange]) {
+    let mut payload = Vec::new();
+    let mut rest = changes;
+    while let Some(first) = rest.first() {
+        let put = matches!(first, FieldChange::Put(_));
+        let run = rest
+            .iter()
+            .take_while(|c| matches!(c, FieldChange::Put(_)) == put)
+            .count();
+        payload.clear();
+        let kind = if put {
+            let fields: Vec<Field> = rest[..run]
+                .iter()
+                .map(|c| match c {
+                    FieldChange::Put(field) => *field,
+                    FieldChange::Remove(_) => unreachable!("a run of puts"),
+                })
+                .collect();
+            hash::encode_fields(&fields, &mut payload);
+            Kind::HashPut
+        } else {
+            let names: Vec<&[u8]> = rest[..run]
+                .iter()
+                .map(|c| match c {
+                    FieldChange::Remove(name) => *name,
+                    FieldChange::Put(_) => unreachable!("a run of removals"),
+                })
+                .collect();
+            hash::encode_names(&names, &mut payload);
+            Kind::HashDel
+        };
+        log::append(&Draft {
+            kind,
+            db: db as u16,
+            aux: 0,
+            flags: 0,
+            value_type: VALUE_HASH,
+            key,
+            payload: &payload,
+        });
+        rest = &rest[run..];
     }
 }
 
@@ -361,6 +623,7 @@ pub(crate) fn forget_loc(live: &mut LiveCounts, entry: &mut Entry) {
 
 /// Logs the full current image of `entry` (a SET record).
 pub(crate) fn log_image(db: usize, entry: &Entry) {
+    let mut scratch = Vec::new();
     log::append(&Draft {
         kind: Kind::Set,
         db: db as u16,
@@ -368,6 +631,6 @@ pub(crate) fn log_image(db: usize, entry: &Entry) {
         flags: if entry.is_int() { FLAG_INT } else { 0 },
         value_type: entry.value_type_code(),
         key: entry.key(),
-        payload: entry.value().as_bytes(),
+        payload: entry.image(&mut scratch),
     });
 }

@@ -94,7 +94,14 @@ impl Keyspace {
             return Installed::Stale;
         }
         let promote = entry.has(SEEN) && entry.idle_s(now_ms) <= PROMOTE_WINDOW_S as u64;
-        entry.install(&value.bytes, value.int);
+        if entry
+            .install(&value.bytes, value.int, self.hash_limits.get())
+            .is_err()
+        {
+            // A damaged image: the value stays cold, and the command's own
+            // read reports the damage.
+            return Installed::Stale;
+        }
         entry.touch(now_ms);
         entry.set_flag(FETCHED, true);
         entry.set_flag(SEEN, !promote);

@@ -68,7 +68,7 @@ impl Drop for ShardSet<'_> {
         log::group_close(
             self.sink,
             Some(&mut |record, loc| {
-                if let Some((_, key)) = tier::placed_set(record) {
+                if let Some((_, key, _)) = tier::placed(record) {
                     let hash = guards[0].hasher.hash(key);
                     let shard = (hash >> (64 - SHARD_BITS)) as usize;
                     if let Ok(position) = indices.binary_search(&shard) {

@@ -56,7 +56,9 @@ use crate::shard::log_db_change;
 use crate::tier::Tier;
 
 pub use crate::entry::{Entry, EntryMut, PROMOTE_WINDOW_S};
+pub use crate::entry::{FieldChange, HashChanged};
 pub use crate::guard::{ShardGuard, ShardSet};
+use crate::hash::SharedLimits;
 pub(crate) use crate::key::KeyHasher;
 pub use crate::key::{KeyRef, SHARD_BITS, SHARD_COUNT};
 pub use crate::key::{SLOT_COUNT, Sharding, key_slot};
@@ -100,6 +102,8 @@ pub struct Keyspace {
     pub(crate) census_cursor: std::sync::atomic::AtomicUsize,
     /// Every committed group of changes, to subscribers.
     pub(crate) feed: Feed,
+    /// When hashes convert from packed to table.
+    pub(crate) hash_limits: Arc<SharedLimits>,
 }
 
 impl Keyspace {
@@ -115,10 +119,19 @@ impl Keyspace {
         assert!(db_count > 0, "at least one database");
         let hasher = KeyHasher::new(seed, sharding);
         let tier = Arc::new(Tier::default());
+        let hash_limits = Arc::new(SharedLimits::default());
         Keyspace {
             shards: (0..SHARD_COUNT)
-                .map(|_| Mutex::new(Shard::new(db_count, hasher.clone(), tier.clone())))
+                .map(|_| {
+                    Mutex::new(Shard::new(
+                        db_count,
+                        hasher.clone(),
+                        tier.clone(),
+                        hash_limits.clone(),
+                    ))
+                })
                 .collect(),
+            hash_limits,
             tier,
             hasher,
             seed,
@@ -128,6 +141,12 @@ impl Keyspace {
             census_cursor: std::sync::atomic::AtomicUsize::new(0),
             feed: Feed::default(),
         }
+    }
+
+    /// When hashes convert from the packed encoding to a table
+    /// (`hash-max-listpack-entries`, `hash-max-listpack-value`).
+    pub fn hash_limits(&self) -> &SharedLimits {
+        &self.hash_limits
     }
 
     /// How keys map to shards in this data directory.
@@ -303,7 +322,7 @@ impl Keyspace {
                 bytes += table
                     .entries
                     .iter()
-                    .map(|e| e.data.len() as u64)
+                    .map(|e| (e.head_len() + e.value_len_in_ram()) as u64)
                     .sum::<u64>();
             }
         }
@@ -437,7 +456,7 @@ impl Keyspace {
         let mut all = self.lock_all();
         log_db_change(Kind::SwapDb, a, b as u64);
         for shard in all.guards.iter_mut() {
-            shard.tables.swap(a, b);
+            shard.swap_dbs(a, b);
         }
     }
 

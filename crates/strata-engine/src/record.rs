@@ -16,7 +16,7 @@
 //! 32     2    db
 //! 34     1    kind        see [`Kind`]
 //! 35     1    flags       [`FLAG_GROUP_CONTINUES`], [`FLAG_INT`]
-//! 36     1    value_type  0: string, 1: hash (SET and checkpoint records)
+//! 36     1    value_type  0: string, 1: hash (SET, HASH_* and checkpoint records)
 //! 37     3    zero
 //! 40          key bytes, then payload bytes (total_len - 40 - key_len)
 //! ```
@@ -66,6 +66,14 @@ pub enum Kind {
     /// which is first zero-padded to `aux` if shorter; a missing key
     /// becomes that string (no deadline). The deadline is unchanged.
     SetRange = 7,
+    /// Fields of a hash were stored: the payload is an image of just those
+    /// fields (`hash` module: varint count, then each field with its value
+    /// and deadline), put into the hash in order; a missing key becomes a
+    /// hash of them. The key's deadline is unchanged.
+    HashPut = 8,
+    /// Fields of a hash were removed: the payload is a varint count, then
+    /// each name as a varint length and its bytes.
+    HashDel = 9,
     /// Checkpoint file: first record. `aux`: LSN from which the log must be
     /// replayed; key: [`CheckpointMeta`] bytes.
     CheckpointBegin = 16,
@@ -91,6 +99,8 @@ impl Kind {
             5 => Kind::FlushAll,
             6 => Kind::SwapDb,
             7 => Kind::SetRange,
+            8 => Kind::HashPut,
+            9 => Kind::HashDel,
             16 => Kind::CheckpointBegin,
             17 => Kind::CheckpointShard,
             18 => Kind::CheckpointEnd,

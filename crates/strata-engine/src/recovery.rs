@@ -650,7 +650,7 @@ fn apply_set(shard: &mut Shard, hash: KeyRef, record: &Record, now_ms: u64) -> R
         return Ok(());
     }
     let value = if record.value_type == record::VALUE_HASH {
-        crate::hash::HashValue::decode_image(record.payload, crate::hash::Limits::default())
+        crate::hash::check_image(record.payload)
             .map_err(|_| "a hash image that does not decode".to_string())?;
         Value::Hash(record.payload.into())
     } else if record.value_type != record::VALUE_STRING {
@@ -707,6 +707,19 @@ fn apply(
                 db,
                 key,
                 record.aux as usize,
+                record.payload,
+                now_ms,
+            )?;
+        }
+        Kind::HashPut | Kind::HashDel => {
+            let key = keyspace.key(record.key);
+            if record.lsn < covered[key.shard()] {
+                return Ok(false);
+            }
+            keyspace.lock_unlogged(key.shard()).replay_fields(
+                db,
+                key,
+                record.kind == Kind::HashPut,
                 record.payload,
                 now_ms,
             )?;

@@ -5,7 +5,10 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
-use crate::entry::{Entry, EntryMut, FETCHED, VOLATILE, forget_loc, log_image};
+use crate::entry::{
+    Entry, EntryMut, FETCHED, FieldChange, FieldsDue, VOLATILE, forget_loc, log_image,
+};
+use crate::hash::{self, SharedLimits};
 use crate::key::{KeyHasher, KeyRef, slot_hash};
 use crate::log;
 use crate::record::{Draft, Kind};
@@ -139,6 +142,10 @@ pub struct Shard {
     pub(crate) disk_hits: u64,
     /// RAM of this shard as of its last census.
     pub(crate) census: MemoryCensus,
+    /// When hashes convert from packed to table (CONFIG SET changes them).
+    pub(crate) hash_limits: Arc<SharedLimits>,
+    /// Hashes with field deadlines, for active expiry.
+    pub(crate) fields_due: FieldsDue,
 }
 
 /// Where a part of the keyspace's RAM goes, as counted by walking it
@@ -156,8 +163,15 @@ pub struct MemoryCensus {
 pub struct Flushed(#[allow(dead_code)] pub(crate) Vec<Table>);
 
 impl Shard {
-    pub(crate) fn new(db_count: usize, hasher: KeyHasher, tier: Arc<Tier>) -> Self {
+    pub(crate) fn new(
+        db_count: usize,
+        hasher: KeyHasher,
+        tier: Arc<Tier>,
+        hash_limits: Arc<SharedLimits>,
+    ) -> Self {
         Shard {
+            hash_limits,
+            fields_due: FieldsDue::new(),
             tables: Tables::new(db_count),
             hasher,
             expired_keys: 0,
@@ -283,9 +297,12 @@ impl Shard {
         entry.set_flag(FETCHED, false);
         if entry.is_cold() {
             tier.stats.sync_reads.fetch_add(1, Relaxed);
-            match tier.read_value(entry.loc, entry.key()) {
-                Ok(cold) => {
-                    entry.install(&cold.bytes, cold.int);
+            let limits = self.hash_limits.get();
+            match tier
+                .read_value(entry.loc, entry.key())
+                .and_then(|cold| entry.install(&cold.bytes, cold.int, limits))
+            {
+                Ok(()) => {
                     tier.stats.cold_keys.fetch_sub(1, Relaxed);
                 }
                 Err(why) => {
@@ -299,6 +316,8 @@ impl Shard {
         Ok(Some(EntryMut {
             entry,
             live: &mut self.live,
+            limits: self.hash_limits.get(),
+            fields_due: &mut self.fields_due,
         }))
     }
 
@@ -344,6 +363,7 @@ impl Shard {
         now_ms: u64,
     ) {
         let hasher = &self.hasher;
+        let limits = self.hash_limits.get();
         let table = &mut self.tables[db];
         match table.entries.entry(
             key.slot_hash(),
@@ -356,7 +376,7 @@ impl Shard {
                     self.tier.stats.cold_keys.fetch_sub(1, Relaxed);
                 }
                 forget_loc(&mut self.live, entry);
-                entry.replace_value(value);
+                entry.replace_value(value, limits);
                 entry.touch(now_ms);
                 let expired = entry.is_expired(now_ms);
                 if !keep_ttl || expired {
@@ -376,7 +396,8 @@ impl Shard {
                 if deadline != 0 {
                     table.expiring.insert(deadline, key.bytes.into());
                 }
-                let inserted = vacant.insert(Entry::new(key.bytes, value, deadline, now_ms));
+                let inserted =
+                    vacant.insert(Entry::new(key.bytes, value, deadline, limits, now_ms));
                 log_image(db, inserted.get());
             }
         }
@@ -402,11 +423,13 @@ impl Shard {
         Some(entry)
     }
 
-    /// A committed record landed at `loc`: a SET's entry (if it still holds
-    /// that image — the last SET of a key in a group wins) takes the
-    /// location.
+    /// A committed record landed at `loc`: a SET's entry takes the
+    /// location; a change to part of a value (SETRANGE, HASH_PUT,
+    /// HASH_DEL) later in the same group makes that image stale again, so
+    /// the entry loses it. Records are placed in log order, so the entry
+    /// ends with the location of its current image or none.
     pub(crate) fn place(&mut self, record: &[u8], loc: u64) {
-        let Some((db, key)) = tier::placed_set(record) else {
+        let Some((db, key, image)) = tier::placed(record) else {
             return;
         };
         let hash = slot_hash(self.hasher.hash(key));
@@ -417,8 +440,12 @@ impl Shard {
             && !entry.is_cold()
         {
             self.live.remove(entry.loc);
-            entry.loc = loc;
-            self.live.add(loc);
+            if image {
+                entry.loc = loc;
+                self.live.add(loc);
+            } else {
+                entry.loc = tier::NO_LOC;
+            }
         }
     }
 
@@ -497,6 +524,53 @@ impl Shard {
             }
         }
         self.expired_keys += removed as u64;
+        removed + self.expire_fields_due(now_ms, budget.saturating_sub(removed))
+    }
+
+    /// Removes expired fields from up to `budget` hashes whose earliest
+    /// field deadline has passed (and the keys of hashes left empty).
+    /// A hash whose value is on disk only keeps its item for later: its
+    /// expired fields are invisible meanwhile, and removing them would
+    /// read the disk under the lock. Returns the keys removed.
+    fn expire_fields_due(&mut self, now_ms: u64, budget: usize) -> usize {
+        let mut removed = 0;
+        let mut cold = Vec::new();
+        for _ in 0..budget {
+            let Some(first) = self.fields_due.first() else {
+                break;
+            };
+            if first.0 > now_ms {
+                break;
+            }
+            let (deadline, db, key_bytes) = self.fields_due.pop_first().expect("a first item");
+            let key = KeyRef {
+                bytes: &key_bytes,
+                hash: self.hasher.hash(&key_bytes),
+            };
+            let db = db as usize;
+            let Some(entry) = self.lookup(db, key, now_ms) else {
+                continue;
+            };
+            if !entry.is_hash() {
+                continue;
+            }
+            if entry.is_cold() {
+                cold.push((deadline, db as u16, key_bytes.clone()));
+                continue;
+            }
+            let Ok(Some(entry)) = self.get_loaded(db, key, now_ms, false) else {
+                continue;
+            };
+            if entry.change_hash(db, &[], now_ms).len == 0 {
+                self.remove(db, key, now_ms);
+                removed += 1;
+            }
+        }
+        // Cold hashes are looked at again a second later.
+        for (deadline, db, key) in cold {
+            self.fields_due
+                .insert((deadline.max(now_ms) + 1000, db, key));
+        }
         removed
     }
 }
@@ -514,8 +588,7 @@ impl Shard {
             for entry in table.entries.iter() {
                 let value = entry.value_len_in_ram();
                 census.value_bytes += value as u64;
-                census.index_bytes +=
-                    (std::mem::size_of::<Entry>() + entry.data.len() - value) as u64;
+                census.index_bytes += (std::mem::size_of::<Entry>() + entry.head_len()) as u64;
                 if entry.has(VOLATILE) {
                     census.index_bytes += (expiry_item + entry.key_len as usize) as u64;
                 }
@@ -543,9 +616,31 @@ impl Shard {
                     drop(self.take_table(db));
                 }
             }
-            Kind::SwapDb => self.tables.swap(db, other),
+            Kind::SwapDb => self.swap_dbs(db, other),
             _ => unreachable!("not a database-level record: {kind:?}"),
         }
+    }
+
+    /// Swaps the contents of databases `a` and `b` (SWAPDB).
+    pub(crate) fn swap_dbs(&mut self, a: usize, b: usize) {
+        self.tables.swap(a, b);
+        if self.fields_due.is_empty() {
+            return;
+        }
+        let (a, b) = (a as u16, b as u16);
+        self.fields_due = std::mem::take(&mut self.fields_due)
+            .into_iter()
+            .map(|(deadline, db, key)| {
+                let db = if db == a {
+                    b
+                } else if db == b {
+                    a
+                } else {
+                    db
+                };
+                (deadline, db, key)
+            })
+            .collect();
     }
 
     /// Empties database `db`'s table, returning its contents, with their
@@ -593,7 +688,11 @@ impl Shard {
             }
             if entry.is_cold() {
                 let int = entry.is_int();
-                entry.install(payload, int);
+                if entry.install(payload, int, self.hash_limits.get()).is_err() {
+                    // A damaged image stays where it is; reading the key
+                    // reports it.
+                    return false;
+                }
                 self.tier.stats.cold_keys.fetch_sub(1, Relaxed);
             }
             log_image(d, entry);
@@ -651,19 +750,94 @@ impl Shard {
             return Ok(());
         }
         let tier = self.tier.clone();
+        let limits = self.hash_limits.get();
         let Some(entry) = self.lookup(db, key, now_ms) else {
             return Ok(());
         };
         if entry.is_cold() {
             let cold = tier.read_value(entry.loc, entry.key())?;
-            entry.install(&cold.bytes, cold.int);
+            entry.install(&cold.bytes, cold.int, limits)?;
             tier.stats.cold_keys.fetch_sub(1, Relaxed);
         }
         if let Some(changed) = self
             .get_loaded(db, key, now_ms, false)
             .map_err(|e| e.to_string())?
         {
+            if changed.is_hash() {
+                return Err(format!(
+                    "a SETRANGE record for the hash '{}'",
+                    String::from_utf8_lossy(key.bytes)
+                ));
+            }
             changed.write_at(db, offset, bytes);
+        }
+        Ok(())
+    }
+
+    /// Recovery: applies a replayed HASH_PUT (`put`) or HASH_DEL record.
+    /// A missing key becomes a hash of the fields put (a key that has
+    /// expired by now stays gone); the hash it changes is read from disk
+    /// first when cold. A hash left empty is removed, as the command that
+    /// emptied it did.
+    pub(crate) fn replay_fields(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        put: bool,
+        payload: &[u8],
+        now_ms: u64,
+    ) -> Result<(), String> {
+        let damaged = |_| {
+            format!(
+                "a damaged field record for '{}'",
+                String::from_utf8_lossy(key.bytes)
+            )
+        };
+        let changes: Vec<FieldChange> = if put {
+            hash::check_image(payload).map_err(damaged)?;
+            hash::HashRef::Packed(hash::Packed::from_image(payload))
+                .fields()
+                .map(FieldChange::Put)
+                .collect()
+        } else {
+            hash::decode_names(payload)
+                .map_err(damaged)?
+                .into_iter()
+                .map(FieldChange::Remove)
+                .collect()
+        };
+        let existed = self.tables[db]
+            .entries
+            .find(key.slot_hash(), |e| e.key() == key.bytes)
+            .is_some();
+        if !existed {
+            if put {
+                self.set(
+                    db,
+                    key,
+                    crate::Value::Hash(payload.into()),
+                    None,
+                    false,
+                    now_ms,
+                );
+            }
+            return Ok(());
+        }
+        let emptied = match self
+            .get_loaded(db, key, now_ms, false)
+            .map_err(|e| e.to_string())?
+        {
+            None => false,
+            Some(entry) if !entry.is_hash() => {
+                return Err(format!(
+                    "a field record for the string '{}'",
+                    String::from_utf8_lossy(key.bytes)
+                ));
+            }
+            Some(entry) => entry.change_hash(db, &changes, now_ms).len == 0,
+        };
+        if emptied {
+            self.remove(db, key, now_ms);
         }
         Ok(())
     }

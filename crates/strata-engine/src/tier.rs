@@ -426,14 +426,18 @@ impl LiveCounts {
     }
 }
 
-/// Where a SET record in a committed group went: its location. Reads the
+/// The key a committed record changed, and whether the record is that
+/// value's image (a SET) rather than a change to part of it: placement
+/// ([`crate::Shard`]) gives an image's location to its entry. Reads the
 /// record's kind, database and key without checking CRCs (the bytes were
 /// just encoded by this process).
-pub(crate) fn placed_set(record: &[u8]) -> Option<(usize, &[u8])> {
-    if record[34] != Kind::Set as u8 {
-        return None;
-    }
+pub(crate) fn placed(record: &[u8]) -> Option<(usize, &[u8], bool)> {
+    let image = match Kind::from_u8(record[34]) {
+        Some(Kind::Set) => true,
+        Some(Kind::SetRange | Kind::HashPut | Kind::HashDel) => false,
+        _ => return None,
+    };
     let key_len = u32::from_le_bytes(record[12..16].try_into().expect("4 bytes")) as usize;
     let db = u16::from_le_bytes([record[32], record[33]]) as usize;
-    Some((db, &record[HEADER_BYTES..HEADER_BYTES + key_len]))
+    Some((db, &record[HEADER_BYTES..HEADER_BYTES + key_len], image))
 }

@@ -9,6 +9,8 @@
 
 use std::borrow::Cow;
 
+use crate::hash::HashRef;
+
 /// Strings up to this length report encoding `embstr`, as in Redis.
 const EMBSTR_LEN_BYTES_MAX: usize = 44;
 
@@ -18,7 +20,8 @@ const EMBSTR_LEN_BYTES_MAX: usize = 44;
 pub enum Value<'a> {
     Int(i64),
     Str(Cow<'a, [u8]>),
-    /// A hash, as its image (`hash` module).
+    /// A hash, as its image (`hash` module), which the caller has built
+    /// or checked ([`crate::hash::check_image`]).
     Hash(Cow<'a, [u8]>),
 }
 
@@ -46,68 +49,86 @@ pub enum Encoding {
 }
 
 /// A stored value, borrowed from its entry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ValueRef<'a> {
-    bytes: &'a [u8],
-    int: bool,
-    hash: bool,
+#[derive(Clone, Copy)]
+pub enum ValueRef<'a> {
+    /// A string; `int` when its bytes are an integer's canonical text.
+    Str {
+        bytes: &'a [u8],
+        int: bool,
+    },
+    Hash(HashRef<'a>),
+}
+
+impl std::fmt::Debug for ValueRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ValueRef::Str { bytes, int } => f
+                .debug_struct("Str")
+                .field("bytes", &String::from_utf8_lossy(bytes))
+                .field("int", int)
+                .finish(),
+            ValueRef::Hash(hash) => write!(f, "Hash({} fields)", hash.len()),
+        }
+    }
 }
 
 impl<'a> ValueRef<'a> {
-    pub(crate) fn new(bytes: &'a [u8], int: bool, hash: bool) -> Self {
-        ValueRef { bytes, int, hash }
-    }
-
-    /// Whether this is a hash (its bytes are then its image).
+    /// Whether this is a hash.
     pub fn is_hash(&self) -> bool {
-        self.hash
+        matches!(self, ValueRef::Hash(_))
     }
 
-    /// The string's bytes.
+    /// The hash, when this is one.
+    pub fn hash(&self) -> Option<HashRef<'a>> {
+        match self {
+            ValueRef::Hash(hash) => Some(*hash),
+            ValueRef::Str { .. } => None,
+        }
+    }
+
+    /// The string's bytes; empty for a hash (string commands have
+    /// answered WRONGTYPE before they read a value).
     pub fn as_bytes(&self) -> &'a [u8] {
-        self.bytes
+        match self {
+            ValueRef::Str { bytes, .. } => bytes,
+            ValueRef::Hash(_) => &[],
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.bytes.len()
+        self.as_bytes().len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
+        self.as_bytes().is_empty()
     }
 
     /// The integer, when the value is int-encoded.
     pub fn as_int(&self) -> Option<i64> {
-        if self.int {
-            parse_canonical_i64(self.bytes)
-        } else {
-            None
+        match self {
+            ValueRef::Str { bytes, int: true } => parse_canonical_i64(bytes),
+            _ => None,
         }
     }
 
     /// The Redis type name, as TYPE replies it.
     pub fn type_name(&self) -> &'static str {
-        if self.hash { "hash" } else { "string" }
+        if self.is_hash() { "hash" } else { "string" }
     }
 
+    /// A string's encoding (a hash has none of these).
     pub fn encoding(&self) -> Encoding {
-        if self.int {
-            Encoding::Int
-        } else if self.bytes.len() <= EMBSTR_LEN_BYTES_MAX {
-            Encoding::Embstr
-        } else {
-            Encoding::Raw
+        match self {
+            ValueRef::Str { int: true, .. } => Encoding::Int,
+            ValueRef::Str { bytes, .. } if bytes.len() <= EMBSTR_LEN_BYTES_MAX => Encoding::Embstr,
+            _ => Encoding::Raw,
         }
     }
 
     /// The encoding's name, as OBJECT ENCODING replies it.
     pub fn encoding_name(&self) -> &'static str {
-        if self.hash {
-            return crate::hash::HashValue::decode_image(
-                self.bytes,
-                crate::hash::Limits::default(),
-            )
-            .map_or("hashtable", |hash| hash.encoding_name());
+        if let ValueRef::Hash(hash) = self {
+            return hash.encoding_name();
         }
         match self.encoding() {
             Encoding::Int => "int",
@@ -118,12 +139,16 @@ impl<'a> ValueRef<'a> {
 
     /// An owned copy, to store elsewhere (COPY, RENAME, MOVE).
     pub fn to_value(&self) -> Value<'static> {
-        if self.hash {
-            return Value::Hash(Cow::Owned(self.bytes.to_vec()));
-        }
-        match self.as_int() {
-            Some(n) => Value::Int(n),
-            None => Value::owned(self.bytes.to_vec()),
+        match self {
+            ValueRef::Hash(hash) => {
+                let mut image = Vec::new();
+                hash.encode_image(&mut image);
+                Value::Hash(Cow::Owned(image))
+            }
+            ValueRef::Str { bytes, .. } => match self.as_int() {
+                Some(n) => Value::Int(n),
+                None => Value::owned(bytes.to_vec()),
+            },
         }
     }
 }
@@ -182,16 +207,11 @@ mod tests {
 
     #[test]
     fn encodings() {
-        assert_eq!(ValueRef::new(b"42", true, false).encoding_name(), "int");
-        assert_eq!(
-            ValueRef::new(&[b'a'; 44], false, false).encoding_name(),
-            "embstr"
-        );
-        assert_eq!(
-            ValueRef::new(&[b'a'; 45], false, false).encoding_name(),
-            "raw"
-        );
-        assert_eq!(ValueRef::new(b"-15", true, false).as_int(), Some(-15));
-        assert_eq!(ValueRef::new(b"15", false, false).as_int(), None);
+        let string = |bytes, int| ValueRef::Str { bytes, int };
+        assert_eq!(string(b"42", true).encoding_name(), "int");
+        assert_eq!(string(&[b'a'; 44], false).encoding_name(), "embstr");
+        assert_eq!(string(&[b'a'; 45], false).encoding_name(), "raw");
+        assert_eq!(string(b"-15", true).as_int(), Some(-15));
+        assert_eq!(string(b"15", false).as_int(), None);
     }
 }

@@ -372,11 +372,24 @@ fn replies_are_those_of_redis_7() {
 
 /// Commands Strata has and redis-server 7.0.15 does not: Strata's own
 /// (`OBJECT RESIDENCY`), later Redis versions' (`CLIENT SETINFO`,
-/// `CLIENT NO-TOUCH`), and DEBUG's subcommands (one command in Redis).
+/// `CLIENT NO-TOUCH`, the hash field expiry of 7.4 and 8.0), and DEBUG's
+/// subcommands (one command in Redis).
 const NOT_IN_REDIS_7_0: &[&str] = &[
     "object|residency",
     "client|setinfo",
     "client|no-touch",
+    "hexpire",
+    "hpexpire",
+    "hexpireat",
+    "hpexpireat",
+    "httl",
+    "hpttl",
+    "hexpiretime",
+    "hpexpiretime",
+    "hpersist",
+    "hgetdel",
+    "hgetex",
+    "hsetex",
     "debug|sleep",
     "debug|help",
 ];

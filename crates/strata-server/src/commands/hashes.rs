@@ -1,58 +1,108 @@
 //! Hash commands: HSET, HMSET, HSETNX, HGET, HMGET, HDEL, HLEN, HEXISTS,
-//! HGETALL, HKEYS, HVALS, HSTRLEN, HINCRBY, HINCRBYFLOAT.
+//! HGETALL, HKEYS, HVALS, HSTRLEN, HINCRBY, HINCRBYFLOAT, HRANDFIELD,
+//! HSCAN, and the field expiry of Redis 7.4 and 8: HEXPIRE, HPEXPIRE,
+//! HEXPIREAT, HPEXPIREAT, HTTL, HPTTL, HEXPIRETIME, HPEXPIRETIME,
+//! HPERSIST, HGETDEL, HGETEX, HSETEX.
 //!
-//! A hash is stored as its image (`strata_engine::hash`): a command reads
-//! it, changes it and stores it again, and the log records the new image.
-//! That is right for the small hashes most applications keep (Redis'
-//! listpack works the same way); for big hashes it costs a pass over the
-//! hash per change — field-level records and an in-place table are the
-//! next step (see the README).
+//! Reads borrow the stored hash ([`HashRef`]) under the shard lock and
+//! reply from it. Writes describe their effect as field changes
+//! ([`FieldChange`]) and hand them to the engine, which applies them in
+//! place (a table stays a table; a packed hash is rewritten, as Redis
+//! rewrites a listpack) and logs just those fields. A hash left without
+//! fields is deleted, as in Redis.
+//!
+//! Field deadlines: an expired field is invisible to every command at
+//! once; the engine removes it on the hash's next write or from the
+//! active expiry cycle (and logs the removal), deleting the key with its
+//! last field.
 
 use bytes::Bytes;
 use strata_engine::Value;
-use strata_engine::hash::{HashValue, Limits};
-use strata_engine::keyspace::{KeyRef, ShardGuard};
+use strata_engine::hash::{Field, HashRef, HashValue, Limits};
+use strata_engine::keyspace::{FieldChange, KeyRef, ShardGuard, random_u64};
+use strata_resp::{Protocol, ReplyWriter};
 
 use crate::long_double::{self, AddError};
 
-use super::{CmdError, CmdResult, Ctx, ERR_OVERFLOW, parse_i64};
+use super::{CmdError, CmdResult, Ctx, ERR_OVERFLOW, ERR_SYNTAX, is, parse_i64};
 
-/// The hash at `key` (None when missing); WRONGTYPE for another type.
-fn read(
-    shard: &mut ShardGuard,
-    db: usize,
-    key: KeyRef,
-    now: u64,
-) -> Result<Option<HashValue>, CmdError> {
-    match shard.get_hash(db, key, now)? {
-        Some(entry) => HashValue::decode_image(entry.value().as_bytes(), Limits::default())
-            .map(Some)
-            .map_err(|_| CmdError::from("ERR the stored hash is damaged")),
-        None => Ok(None),
-    }
-}
+/// Largest absolute field deadline, in Unix ms (Redis: 2^48 - 1 >> 2).
+const FIELD_DEADLINE_MS_MAX: i64 = 0xFFFF_FFFF_FFFF >> 2;
+/// Replies of HRANDFIELD with a negative count: beyond this many the
+/// reply could not be sent anyway (it would pass every output limit).
+const RANDOM_FIELDS_MAX: u64 = 1 << 24;
+/// HSCAN on a table visits every field per call and returns those in a
+/// slice of hash values; slices hold at least 1/this of the hash, so a
+/// full iteration costs a bounded number of passes whatever COUNT says
+/// (COUNT is a hint in Redis too).
+const SCAN_PASSES_MAX: usize = 64;
 
-/// Stores `hash` at `key` (deleting the key when the hash is empty),
-/// keeping the key's deadline.
-fn store(shard: &mut ShardGuard, db: usize, key: KeyRef, hash: &HashValue, now: u64) -> CmdResult {
-    if hash.is_empty() {
-        shard.remove(db, key, now);
-        return Ok(());
-    }
-    let mut image = Vec::new();
-    hash.encode_image(&mut image);
-    match shard.get_hash(db, key, now)? {
-        Some(entry) => entry.set_value(db, Value::Hash(image.into())),
-        None => shard.set(db, key, Value::Hash(image.into()), None, false, now),
-    }
+const ERR_FIELDS_POSITION: &str =
+    "ERR Mandatory argument FIELDS is missing or not at the right position";
+const ERR_NUMFIELDS_MATCH: &str =
+    "ERR The `numfields` parameter must match the number of arguments";
+const ERR_NUMFIELDS_POSITIVE: &str = "ERR Number of fields must be a positive integer";
+
+/// Runs `reply` on the hash at `key` (`None` when missing) under its
+/// shard lock; WRONGTYPE for another type.
+fn read_hash(
+    ctx: &mut Ctx,
+    key: &[u8],
+    reply: impl FnOnce(&mut ReplyWriter, Option<HashRef>, u64),
+) -> CmdResult {
+    let (db, key, now) = (ctx.db(), ctx.key(key), ctx.now_ms);
+    let mut shard = ctx.keyspace().lock(key);
+    let entry = shard.get_hash(db, key, now)?;
+    let hash = entry.as_ref().and_then(|e| e.value().hash());
+    reply(&mut ctx.out, hash, now);
     Ok(())
 }
 
-/// Reads the hash at `args[1]` for a read-only command.
-fn read_only(ctx: &Ctx, args: &[Bytes]) -> Result<Option<HashValue>, CmdError> {
-    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
-    let mut shard = ctx.keyspace().lock(key);
-    read(&mut shard, db, key, now)
+/// Applies `changes` to the hash at `key` (already known to be a hash or
+/// missing), creating it from the fields put when missing, and deletes
+/// the key when no field is left. Returns the fields left.
+fn apply(
+    shard: &mut ShardGuard,
+    db: usize,
+    key: KeyRef,
+    changes: &[FieldChange],
+    now: u64,
+) -> Result<usize, CmdError> {
+    if changes.is_empty() {
+        return Ok(0);
+    }
+    if let Some(entry) = shard.get_hash(db, key, now)? {
+        let left = entry.change_hash(db, changes, now).len;
+        if left == 0 {
+            shard.remove(db, key, now);
+        }
+        return Ok(left);
+    }
+    let mut hash = HashValue::new();
+    for change in changes {
+        match *change {
+            FieldChange::Put(field) => hash.put(field, Limits::NEVER_CONVERT),
+            FieldChange::Remove(name) => {
+                hash.remove(name, now);
+            }
+        }
+    }
+    hash.remove_expired(now);
+    if !hash.is_empty() {
+        let mut image = Vec::new();
+        hash.encode_image(&mut image);
+        shard.set(db, key, Value::Hash(image.into()), None, false, now);
+    }
+    Ok(hash.len())
+}
+
+/// A plain field (no deadline) to store.
+fn put<'a>(name: &'a [u8], value: &'a [u8]) -> FieldChange<'a> {
+    FieldChange::Put(Field {
+        name,
+        value,
+        deadline: None,
+    })
 }
 
 fn set_fields(ctx: &mut Ctx, args: &[Bytes]) -> Result<usize, CmdError> {
@@ -65,12 +115,17 @@ fn set_fields(ctx: &mut Ctx, args: &[Bytes]) -> Result<usize, CmdError> {
     }
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let mut shard = ctx.keyspace().lock(key);
-    let mut hash = read(&mut shard, db, key, now)?.unwrap_or_default();
-    let mut added = 0;
-    for pair in args[2..].chunks(2) {
-        added += hash.insert(&pair[0], &pair[1], Limits::default(), now) as usize;
-    }
-    store(&mut shard, db, key, &hash, now)?;
+    let hash = shard.get_hash(db, key, now)?;
+    let current = hash.as_ref().and_then(|e| e.value().hash());
+    let mut names = std::collections::HashSet::new();
+    let added = args[2..]
+        .chunks(2)
+        .filter(|pair| {
+            names.insert(&pair[0][..]) && current.is_none_or(|h| h.get(&pair[0], now).is_none())
+        })
+        .count();
+    let changes: Vec<FieldChange> = args[2..].chunks(2).map(|p| put(&p[0], &p[1])).collect();
+    apply(&mut shard, db, key, &changes, now)?;
     drop(shard);
     ctx.dirty(1);
     Ok(added)
@@ -91,102 +146,106 @@ pub fn hmset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn hsetnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let mut shard = ctx.keyspace().lock(key);
-    let mut hash = read(&mut shard, db, key, now)?.unwrap_or_default();
-    if hash.get(&args[2], now).is_some() {
+    let exists = shard
+        .get_hash(db, key, now)?
+        .and_then(|e| e.value().hash().map(|h| h.get(&args[2], now).is_some()))
+        .unwrap_or(false);
+    if !exists {
+        apply(&mut shard, db, key, &[put(&args[2], &args[3])], now)?;
         drop(shard);
-        ctx.out.int(0);
-        return Ok(());
+        ctx.dirty(1);
     }
-    hash.insert(&args[2], &args[3], Limits::default(), now);
-    store(&mut shard, db, key, &hash, now)?;
-    drop(shard);
-    ctx.dirty(1);
-    ctx.out.int(1);
+    ctx.out.int(!exists as i64);
     Ok(())
 }
 
 pub fn hget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    match read_only(ctx, args)?
-        .as_ref()
-        .and_then(|h| h.get(&args[2], ctx.now_ms))
-    {
-        Some(value) => ctx.out.bulk(value),
-        None => ctx.out.null_bulk(),
-    }
-    Ok(())
+    read_hash(ctx, &args[1], |out, hash, now| {
+        match hash.and_then(|h| h.get(&args[2], now)) {
+            Some(value) => out.bulk(value),
+            None => out.null_bulk(),
+        }
+    })
 }
 
 pub fn hmget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let hash = read_only(ctx, args)?;
-    ctx.out.array(args.len() - 2);
-    for field in &args[2..] {
-        match hash.as_ref().and_then(|h| h.get(field, ctx.now_ms)) {
-            Some(value) => ctx.out.bulk(value),
-            None => ctx.out.null_bulk(),
+    read_hash(ctx, &args[1], |out, hash, now| {
+        out.array(args.len() - 2);
+        for field in &args[2..] {
+            match hash.and_then(|h| h.get(field, now)) {
+                Some(value) => out.bulk(value),
+                None => out.null_bulk(),
+            }
         }
-    }
-    Ok(())
+    })
 }
 
 pub fn hdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let mut shard = ctx.keyspace().lock(key);
-    let mut hash = read(&mut shard, db, key, now)?.unwrap_or_default();
-    let removed = args[2..]
+    let hash = shard.get_hash(db, key, now)?;
+    let current = hash.as_ref().and_then(|e| e.value().hash());
+    let mut names = std::collections::HashSet::new();
+    let removed: Vec<FieldChange> = args[2..]
         .iter()
-        .filter(|field| hash.remove(field, now))
-        .count();
-    if removed > 0 {
-        store(&mut shard, db, key, &hash, now)?;
+        .filter(|f| current.is_some_and(|h| h.get(f, now).is_some()) && names.insert(&f[..]))
+        .map(|f| FieldChange::Remove(f))
+        .collect();
+    if !removed.is_empty() {
+        apply(&mut shard, db, key, &removed, now)?;
         drop(shard);
         ctx.dirty(1);
     }
-    ctx.out.int(removed as i64);
+    ctx.out.int(removed.len() as i64);
     Ok(())
 }
 
 pub fn hlen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let count = read_only(ctx, args)?.map_or(0, |h| h.iter(ctx.now_ms).count());
-    ctx.out.int(count as i64);
-    Ok(())
+    read_hash(ctx, &args[1], |out, hash, now| {
+        out.int(hash.map_or(0, |h| h.live_len(now)) as i64)
+    })
 }
 
 pub fn hexists(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let found = read_only(ctx, args)?.is_some_and(|h| h.get(&args[2], ctx.now_ms).is_some());
-    ctx.out.int(found as i64);
-    Ok(())
+    read_hash(ctx, &args[1], |out, hash, now| {
+        out.int(hash.is_some_and(|h| h.get(&args[2], now).is_some()) as i64)
+    })
 }
 
 pub fn hstrlen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let length = read_only(ctx, args)?
-        .and_then(|h| h.get(&args[2], ctx.now_ms).map(<[u8]>::len))
-        .unwrap_or(0);
-    ctx.out.int(length as i64);
-    Ok(())
+    read_hash(ctx, &args[1], |out, hash, now| {
+        out.int(
+            hash.and_then(|h| h.get(&args[2], now))
+                .map_or(0, <[u8]>::len) as i64,
+        )
+    })
 }
 
 pub fn hgetall(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let hash = read_only(ctx, args)?.unwrap_or_default();
-    let fields: Vec<(&[u8], &[u8])> = hash.iter(ctx.now_ms).collect();
-    ctx.out.map(fields.len());
-    for (field, value) in fields {
-        ctx.out.bulk(field);
-        ctx.out.bulk(value);
-    }
-    Ok(())
+    read_hash(ctx, &args[1], |out, hash, now| {
+        let Some(hash) = hash else {
+            out.map(0);
+            return;
+        };
+        out.map(hash.live_len(now));
+        for (field, value) in hash.iter(now) {
+            out.bulk(field);
+            out.bulk(value);
+        }
+    })
 }
 
 fn list(ctx: &mut Ctx, args: &[Bytes], values: bool) -> CmdResult {
-    let hash = read_only(ctx, args)?.unwrap_or_default();
-    let items: Vec<&[u8]> = hash
-        .iter(ctx.now_ms)
-        .map(|(f, v)| if values { v } else { f })
-        .collect();
-    ctx.out.array(items.len());
-    for item in items {
-        ctx.out.bulk(item);
-    }
-    Ok(())
+    read_hash(ctx, &args[1], |out, hash, now| {
+        let Some(hash) = hash else {
+            out.array(0);
+            return;
+        };
+        out.array(hash.live_len(now));
+        for (field, value) in hash.iter(now) {
+            out.bulk(if values { value } else { field });
+        }
+    })
 }
 
 pub fn hkeys(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
@@ -201,22 +260,27 @@ pub fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let increment = parse_i64(&args[3])?;
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let mut shard = ctx.keyspace().lock(key);
-    let mut hash = read(&mut shard, db, key, now)?.unwrap_or_default();
-    let current = match hash.get(&args[2], now) {
+    let hash = shard.get_hash(db, key, now)?;
+    let field = hash
+        .as_ref()
+        .and_then(|e| e.value().hash())
+        .and_then(|h| h.field(&args[2], now));
+    let current = match field {
         None => 0,
-        Some(text) => strata_engine::value::parse_canonical_i64(text)
+        Some(field) => strata_engine::value::parse_canonical_i64(field.value)
             .ok_or(CmdError::from("ERR hash value is not an integer"))?,
     };
+    let deadline = field.and_then(|f| f.deadline);
     let result = current
         .checked_add(increment)
         .ok_or(CmdError::from(ERR_OVERFLOW))?;
-    hash.insert(
-        &args[2],
-        result.to_string().as_bytes(),
-        Limits::default(),
-        now,
-    );
-    store(&mut shard, db, key, &hash, now)?;
+    let text = result.to_string();
+    let change = FieldChange::Put(Field {
+        name: &args[2],
+        value: text.as_bytes(),
+        deadline,
+    });
+    apply(&mut shard, db, key, &[change], now)?;
     drop(shard);
     ctx.dirty(1);
     ctx.out.int(result);
@@ -226,17 +290,579 @@ pub fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let mut shard = ctx.keyspace().lock(key);
-    let mut hash = read(&mut shard, db, key, now)?.unwrap_or_default();
-    let text =
-        long_double::add(hash.get(&args[2], now), &args[3]).map_err(|error| match error {
-            AddError::CurrentNotFloat => CmdError::from("ERR hash value is not a float"),
-            AddError::IncrementNotFloat => CmdError::from(super::ERR_NOT_FLOAT),
-            AddError::NotFinite => CmdError::from("ERR increment would produce NaN or Infinity"),
-        })?;
-    hash.insert(&args[2], &text, Limits::default(), now);
-    store(&mut shard, db, key, &hash, now)?;
+    let hash = shard.get_hash(db, key, now)?;
+    let field = hash
+        .as_ref()
+        .and_then(|e| e.value().hash())
+        .and_then(|h| h.field(&args[2], now));
+    let text = long_double::add(field.map(|f| f.value), &args[3]).map_err(|error| match error {
+        AddError::CurrentNotFloat => CmdError::from("ERR hash value is not a float"),
+        AddError::IncrementNotFloat => CmdError::from(super::ERR_NOT_FLOAT),
+        AddError::NotFinite => CmdError::from("ERR increment would produce NaN or Infinity"),
+    })?;
+    let deadline = field.and_then(|f| f.deadline);
+    let change = FieldChange::Put(Field {
+        name: &args[2],
+        value: &text,
+        deadline,
+    });
+    apply(&mut shard, db, key, &[change], now)?;
     drop(shard);
     ctx.dirty(1);
     ctx.out.bulk(&text);
     Ok(())
+}
+
+/// HRANDFIELD key [count [WITHVALUES]].
+pub fn hrandfield(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    if args.len() == 2 {
+        return read_hash(ctx, &args[1], |out, hash, now| {
+            match hash.and_then(|h| h.random_field(now, random_u64)) {
+                Some(field) => out.bulk(field.name),
+                None => out.null_bulk(),
+            }
+        });
+    }
+    let count = parse_i64(&args[2])?;
+    if count == i64::MIN {
+        return Err(format!(
+            "ERR value is out of range, value must between {} and {}",
+            -i64::MAX,
+            i64::MAX
+        )
+        .into());
+    }
+    let with_values = match args.get(3) {
+        None => false,
+        Some(option) if args.len() == 4 && is(option, "WITHVALUES") => {
+            if !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
+                return Err("ERR value is out of range".into());
+            }
+            true
+        }
+        Some(_) => return Err(ERR_SYNTAX.into()),
+    };
+    if count < 0 && count.unsigned_abs() > RANDOM_FIELDS_MAX {
+        return Err("ERR value is out of range".into());
+    }
+    let resp3 = ctx.out.protocol() == Protocol::Resp3;
+    read_hash(ctx, &args[1], |out, hash, now| {
+        let Some(hash) = hash.filter(|_| count != 0) else {
+            out.array(0);
+            return;
+        };
+        let reply_field = |out: &mut ReplyWriter, field: &Field| {
+            if with_values && resp3 {
+                out.array(2);
+            }
+            out.bulk(field.name);
+            if with_values {
+                out.bulk(field.value);
+            }
+        };
+        let picked: Vec<Field> = if count < 0 && hash.encoding_name() == "hashtable" {
+            (0..count.unsigned_abs())
+                .filter_map(|_| hash.random_field(now, random_u64))
+                .collect()
+        } else if count < 0 {
+            let live: Vec<Field> = hash.fields().filter(|f| f.is_live(now)).collect();
+            if live.is_empty() {
+                Vec::new()
+            } else {
+                (0..count.unsigned_abs())
+                    .map(|_| live[(random_u64() % live.len() as u64) as usize])
+                    .collect()
+            }
+        } else {
+            // Distinct fields: a partial shuffle of the live ones.
+            let mut live: Vec<Field> = hash.fields().filter(|f| f.is_live(now)).collect();
+            let wanted = (count as usize).min(live.len());
+            if wanted < live.len() {
+                for i in 0..wanted {
+                    let j = i + (random_u64() % (live.len() - i) as u64) as usize;
+                    live.swap(i, j);
+                }
+                live.truncate(wanted);
+            }
+            live
+        };
+        out.array(if with_values && !resp3 {
+            picked.len() * 2
+        } else {
+            picked.len()
+        });
+        for field in &picked {
+            reply_field(out, field);
+        }
+    })
+}
+
+/// HSCAN key cursor [MATCH pattern] [COUNT count] [NOVALUES].
+///
+/// A packed hash is returned whole with cursor 0, as Redis does for a
+/// listpack. For a table the cursor is a position in the order of a
+/// fixed hash of the field names (independent of the table's layout, so
+/// growing, shrinking or reloading the hash between calls loses nothing:
+/// every field present for the whole iteration is returned at least
+/// once). Each call returns the fields in the next slice of that order.
+pub fn hscan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let cursor: u64 = std::str::from_utf8(&args[2])
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or(CmdError::from("ERR invalid cursor"))?;
+    let mut pattern: Option<&[u8]> = None;
+    let mut count = 10usize;
+    let mut values = true;
+    let mut i = 3;
+    while i < args.len() {
+        if is(&args[i], "NOVALUES") {
+            values = false;
+            i += 1;
+            continue;
+        }
+        let Some(value) = args.get(i + 1) else {
+            return Err(ERR_SYNTAX.into());
+        };
+        if is(&args[i], "MATCH") {
+            pattern = Some(&value[..]).filter(|p| *p != b"*");
+        } else if is(&args[i], "COUNT") {
+            let n = parse_i64(value)?;
+            if n < 1 {
+                return Err(ERR_SYNTAX.into());
+            }
+            count = n as usize;
+        } else {
+            return Err(ERR_SYNTAX.into());
+        }
+        i += 2;
+    }
+    read_hash(ctx, &args[1], |out, hash, now| {
+        let Some(hash) = hash else {
+            out.array(2);
+            out.bulk(b"0");
+            out.array(0);
+            return;
+        };
+        let keep = |f: &Field| {
+            f.is_live(now) && pattern.is_none_or(|p| strata_engine::glob::matches(p, f.name, false))
+        };
+        let (next, found): (u64, Vec<Field>) = if hash.encoding_name() == "hashtable" {
+            let len = hash.len().max(1) as u128;
+            let slice = count.max(hash.len() / SCAN_PASSES_MAX + 1) as u128;
+            let width = ((1u128 << 64) * slice / len).max(1);
+            let end = (cursor as u128 + width).min(1u128 << 64);
+            let found = hash
+                .fields()
+                .filter(|f| {
+                    let at = scan_position(f.name) as u128;
+                    at >= cursor as u128 && at < end && keep(f)
+                })
+                .collect();
+            (if end >= 1u128 << 64 { 0 } else { end as u64 }, found)
+        } else {
+            (0, hash.fields().filter(keep).collect())
+        };
+        out.array(2);
+        out.bulk(next.to_string().as_bytes());
+        out.array(found.len() * if values { 2 } else { 1 });
+        for field in &found {
+            out.bulk(field.name);
+            if values {
+                out.bulk(field.value);
+            }
+        }
+    })
+}
+
+/// A field name's place in HSCAN's order: a hash with a fixed seed, so
+/// the order survives the table being rebuilt or reloaded.
+fn scan_position(name: &[u8]) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x6873_6361_6e5f_7631).hash_one(name)
+}
+
+/// The fields of a `FIELDS numfields field…` block starting at
+/// `args[at]`, with Redis 7.4's errors (`count_error` when numfields is
+/// not a positive integer).
+fn fields_block<'a>(
+    args: &'a [Bytes],
+    at: usize,
+    count_error: &'static str,
+) -> Result<&'a [Bytes], CmdError> {
+    if !args.get(at).is_some_and(|a| is(a, "FIELDS")) {
+        return Err(ERR_FIELDS_POSITION.into());
+    }
+    let count = args
+        .get(at + 1)
+        .and_then(|a| strata_engine::value::parse_canonical_i64(a))
+        .filter(|&n| n >= 1)
+        .ok_or(CmdError::from(count_error))?;
+    let fields = &args[at + 2..];
+    if fields.len() as i64 != count {
+        return Err(ERR_NUMFIELDS_MATCH.into());
+    }
+    Ok(fields)
+}
+
+/// An absolute field deadline from a command's time argument: `amount`
+/// seconds or ms, relative to `base_ms` (0 for the *AT forms), with
+/// Redis' errors. The result may be in the past.
+fn field_deadline(
+    amount: &[u8],
+    seconds: bool,
+    base_ms: u64,
+    command: &str,
+) -> Result<u64, CmdError> {
+    let amount = parse_i64(amount)?;
+    let invalid = || CmdError::from(format!("ERR invalid expire time in '{command}' command"));
+    if amount < 0 {
+        return Err("ERR invalid expire time, must be >= 0".into());
+    }
+    let millis = if seconds {
+        if amount > FIELD_DEADLINE_MS_MAX / 1000 {
+            return Err(invalid());
+        }
+        amount * 1000
+    } else {
+        amount
+    };
+    if millis > FIELD_DEADLINE_MS_MAX - base_ms as i64 {
+        return Err(invalid());
+    }
+    Ok(millis as u64 + base_ms)
+}
+
+/// Deadline changes for `fields` of the hash at `key`: `decide` maps each
+/// live field to its new deadline (`Some(None)`: none) or no change, and
+/// the reply code; the changes are applied in one step.
+fn change_deadlines(
+    ctx: &mut Ctx,
+    key: &[u8],
+    fields: &[Bytes],
+    missing_key_code: i64,
+    mut decide: impl FnMut(Field, u64) -> (Option<Option<u64>>, i64),
+) -> CmdResult {
+    let (db, key, now) = (ctx.db(), ctx.key(key), ctx.now_ms);
+    let mut shard = ctx.keyspace().lock(key);
+    let hash = shard.get_hash(db, key, now)?;
+    let current = hash.as_ref().and_then(|e| e.value().hash());
+    let mut codes = Vec::with_capacity(fields.len());
+    // Owned copies of the values to store again with their new deadline.
+    let mut updates: Vec<(&[u8], Vec<u8>, Option<u64>)> = Vec::new();
+    for name in fields {
+        let Some(hash) = current else {
+            codes.push(missing_key_code);
+            continue;
+        };
+        let Some(field) = hash.field(name, now) else {
+            codes.push(-2);
+            continue;
+        };
+        let (change, code) = decide(field, now);
+        if let Some(deadline) = change {
+            updates.retain(|(n, _, _)| *n != &name[..]);
+            updates.push((name, field.value.to_vec(), deadline));
+        }
+        codes.push(code);
+    }
+    let changes: Vec<FieldChange> = updates
+        .iter()
+        .map(|(name, value, deadline)| match deadline {
+            Some(at) if *at <= now => FieldChange::Remove(name),
+            _ => FieldChange::Put(Field {
+                name,
+                value,
+                deadline: *deadline,
+            }),
+        })
+        .collect();
+    if !changes.is_empty() {
+        apply(&mut shard, db, key, &changes, now)?;
+        drop(shard);
+        ctx.dirty(changes.len() as u64);
+    }
+    ctx.out.array(codes.len());
+    for code in codes {
+        ctx.out.int(code);
+    }
+    Ok(())
+}
+
+/// HEXPIRE, HPEXPIRE, HEXPIREAT, HPEXPIREAT: `key time [NX|XX|GT|LT]
+/// FIELDS numfields field…`. Per field: -2 no such field, 0 condition not
+/// met, 1 deadline set, 2 deleted (a deadline already past).
+fn hexpire_generic(ctx: &mut Ctx, args: &[Bytes], seconds: bool, relative: bool) -> CmdResult {
+    let command = String::from_utf8_lossy(&args[0]).to_lowercase();
+    let base = if relative { ctx.now_ms } else { 0 };
+    let at = field_deadline(&args[2], seconds, base, &command)?;
+    let condition = ["NX", "XX", "GT", "LT"]
+        .into_iter()
+        .find(|c| is(&args[3], c));
+    let fields_at = if condition.is_some() { 4 } else { 3 };
+    let fields = fields_block(
+        args,
+        fields_at,
+        "ERR Parameter `numFields` should be greater than 0",
+    )?;
+    change_deadlines(ctx, &args[1], fields, -2, |field, now| {
+        let met = match (condition, field.deadline) {
+            (Some("NX"), Some(_)) => false,
+            (Some("XX" | "GT"), None) => false,
+            (Some("GT"), Some(old)) => at > old,
+            (Some("LT"), Some(old)) => at < old,
+            _ => true,
+        };
+        if !met {
+            (None, 0)
+        } else if at <= now {
+            (Some(Some(at)), 2)
+        } else {
+            (Some(Some(at)), 1)
+        }
+    })
+}
+
+pub fn hexpire(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    hexpire_generic(ctx, args, true, true)
+}
+
+pub fn hpexpire(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    hexpire_generic(ctx, args, false, true)
+}
+
+pub fn hexpireat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    hexpire_generic(ctx, args, true, false)
+}
+
+pub fn hpexpireat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    hexpire_generic(ctx, args, false, false)
+}
+
+/// HPERSIST key FIELDS numfields field…: -2 no such field, -1 no
+/// deadline, 1 deadline removed.
+pub fn hpersist(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let fields = fields_block(args, 2, ERR_NUMFIELDS_POSITIVE)?;
+    change_deadlines(ctx, &args[1], fields, -2, |field, _| match field.deadline {
+        Some(_) => (Some(None), 1),
+        None => (None, -1),
+    })
+}
+
+/// HTTL, HPTTL, HEXPIRETIME, HPEXPIRETIME: per field -2 no such field,
+/// -1 no deadline, else the time left (or the deadline), in seconds
+/// rounded up or in ms.
+fn httl_generic(ctx: &mut Ctx, args: &[Bytes], seconds: bool, remaining: bool) -> CmdResult {
+    let fields = fields_block(args, 2, ERR_NUMFIELDS_POSITIVE)?;
+    read_hash(ctx, &args[1], |out, hash, now| {
+        out.array(fields.len());
+        for name in fields {
+            let code = match hash.and_then(|h| h.deadline(name, now)) {
+                None => -2,
+                Some(None) => -1,
+                Some(Some(at)) => {
+                    let base = if remaining { now } else { 0 };
+                    let ms = (at - base) as i64;
+                    if seconds { (ms + 999) / 1000 } else { ms }
+                }
+            };
+            out.int(code);
+        }
+    })
+}
+
+pub fn httl(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    httl_generic(ctx, args, true, true)
+}
+
+pub fn hpttl(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    httl_generic(ctx, args, false, true)
+}
+
+pub fn hexpiretime(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    httl_generic(ctx, args, true, false)
+}
+
+pub fn hpexpiretime(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    httl_generic(ctx, args, false, false)
+}
+
+/// Replies the values of `fields` (null for a missing one) and applies
+/// `change` to each field found: HGETDEL and HGETEX.
+fn get_and_change(
+    ctx: &mut Ctx,
+    key: &[u8],
+    fields: &[Bytes],
+    change: Option<Option<u64>>,
+    delete: bool,
+) -> CmdResult {
+    let (db, key, now) = (ctx.db(), ctx.key(key), ctx.now_ms);
+    let mut shard = ctx.keyspace().lock(key);
+    let hash = shard.get_hash(db, key, now)?;
+    let current = hash.as_ref().and_then(|e| e.value().hash());
+    let mut found: Vec<(&[u8], Vec<u8>)> = Vec::new();
+    ctx.out.array(fields.len());
+    for name in fields {
+        // A field named twice is gone the second time (HGETDEL).
+        let gone = delete && found.iter().any(|(n, _)| *n == &name[..]);
+        match current.and_then(|h| h.get(name, now)).filter(|_| !gone) {
+            Some(value) => {
+                ctx.out.bulk(value);
+                if !found.iter().any(|(n, _)| *n == &name[..]) {
+                    found.push((name, value.to_vec()));
+                }
+            }
+            None => ctx.out.null_bulk(),
+        }
+    }
+    let changes: Vec<FieldChange> = found
+        .iter()
+        .filter_map(|(name, value)| match (delete, change) {
+            (true, _) => Some(FieldChange::Remove(name)),
+            (false, Some(Some(at))) if at <= now => Some(FieldChange::Remove(name)),
+            (false, Some(deadline)) => Some(FieldChange::Put(Field {
+                name,
+                value,
+                deadline,
+            })),
+            (false, None) => None,
+        })
+        .collect();
+    if !changes.is_empty() {
+        apply(&mut shard, db, key, &changes, now)?;
+        drop(shard);
+        ctx.dirty(changes.len() as u64);
+    }
+    Ok(())
+}
+
+/// HGETDEL key FIELDS numfields field…
+pub fn hgetdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let fields = fields_block(args, 2, ERR_NUMFIELDS_POSITIVE)?;
+    get_and_change(ctx, &args[1], fields, None, true)
+}
+
+/// HGETEX key [EX s | PX ms | EXAT s | PXAT ms | PERSIST] FIELDS numfields
+/// field…
+pub fn hgetex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let option = ["EX", "PX", "EXAT", "PXAT", "PERSIST"]
+        .into_iter()
+        .find(|o| is(&args[2], o));
+    let (change, fields_at) = match option {
+        None => (None, 2),
+        Some("PERSIST") => (Some(None), 3),
+        Some(unit) => {
+            let seconds = unit == "EX" || unit == "EXAT";
+            let base = if unit.ends_with("AT") { 0 } else { ctx.now_ms };
+            let at = field_deadline(&args[3], seconds, base, "hgetex")?;
+            (Some(Some(at)), 4)
+        }
+    };
+    let fields = fields_block(args, fields_at, ERR_NUMFIELDS_POSITIVE)?;
+    get_and_change(ctx, &args[1], fields, change, false)
+}
+
+/// HSETEX key [FNX | FXX] [EX s | PX ms | EXAT s | PXAT ms | KEEPTTL]
+/// FIELDS numfields field value…: 1 when the fields were set, 0 when the
+/// condition kept them from being set.
+pub fn hsetex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Ttl {
+        Clear,
+        Keep,
+        At(u64),
+    }
+    let (mut condition, mut ttl, mut have_ttl) = (None, Ttl::Clear, false);
+    let mut i = 2;
+    let pairs = loop {
+        let Some(arg) = args.get(i) else {
+            return Err(wrong_arity("hsetex"));
+        };
+        if is(arg, "FIELDS") {
+            if i + 3 >= args.len() {
+                return Err(wrong_arity("hsetex"));
+            }
+            let count = strata_engine::value::parse_canonical_i64(&args[i + 1])
+                .filter(|n| (1..=i32::MAX as i64).contains(n))
+                .ok_or(CmdError::from("ERR invalid number of fields"))?;
+            let rest = &args[i + 2..];
+            if !rest.len().is_multiple_of(2) || count as usize != rest.len() / 2 {
+                return Err(wrong_arity("hsetex"));
+            }
+            break rest;
+        } else if is(arg, "FNX") || is(arg, "FXX") {
+            if condition.is_some() {
+                return Err("ERR Only one of FXX or FNX arguments can be specified".into());
+            }
+            condition = Some(is(arg, "FNX"));
+        } else if let Some(unit) = ["EX", "PX", "EXAT", "PXAT", "KEEPTTL"]
+            .into_iter()
+            .find(|o| is(arg, o))
+        {
+            if have_ttl {
+                return Err(
+                    "ERR Only one of EX, PX, EXAT, PXAT or KEEPTTL arguments can be specified"
+                        .into(),
+                );
+            }
+            have_ttl = true;
+            if unit == "KEEPTTL" {
+                ttl = Ttl::Keep;
+            } else {
+                let Some(amount) = args.get(i + 1) else {
+                    return Err("ERR missing expire time".into());
+                };
+                let seconds = unit == "EX" || unit == "EXAT";
+                let base = if unit.ends_with("AT") { 0 } else { ctx.now_ms };
+                ttl = Ttl::At(field_deadline(amount, seconds, base, "hsetex")?);
+                i += 1;
+            }
+        } else {
+            return Err(format!("ERR unknown argument: {}", String::from_utf8_lossy(arg)).into());
+        }
+        i += 1;
+    };
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let mut shard = ctx.keyspace().lock(key);
+    let hash = shard.get_hash(db, key, now)?;
+    let current = hash.as_ref().and_then(|e| e.value().hash());
+    let exists = |name: &[u8]| current.is_some_and(|h| h.get(name, now).is_some());
+    let allowed = match condition {
+        Some(true) => pairs.chunks(2).all(|p| !exists(&p[0])),
+        Some(false) => pairs.chunks(2).all(|p| exists(&p[0])),
+        None => true,
+    };
+    if !allowed {
+        drop(shard);
+        ctx.out.int(0);
+        return Ok(());
+    }
+    let deadlines: Vec<Option<u64>> = pairs
+        .chunks(2)
+        .map(|p| match ttl {
+            Ttl::Clear => None,
+            Ttl::At(at) => Some(at),
+            Ttl::Keep => current.and_then(|h| h.deadline(&p[0], now)).flatten(),
+        })
+        .collect();
+    let changes: Vec<FieldChange> = pairs
+        .chunks(2)
+        .zip(&deadlines)
+        .map(|(p, &deadline)| match deadline {
+            Some(at) if at <= now => FieldChange::Remove(&p[0]),
+            _ => FieldChange::Put(Field {
+                name: &p[0],
+                value: &p[1],
+                deadline,
+            }),
+        })
+        .collect();
+    apply(&mut shard, db, key, &changes, now)?;
+    drop(shard);
+    ctx.dirty(changes.len() as u64);
+    ctx.out.int(1);
+    Ok(())
+}
+
+fn wrong_arity(command: &str) -> CmdError {
+    format!("ERR wrong number of arguments for '{command}' command").into()
 }

@@ -547,6 +547,7 @@ pub fn tips(full_name: &str) -> &'static [&'static str] {
         ],
         "msetnx" => &["request_policy:multi_shard", "response_policy:agg_min"],
         "hgetall" | "hkeys" | "hvals" => &["nondeterministic_output_order"],
+        "hrandfield" | "hscan" => &["nondeterministic_output"],
         _ => &[],
     }
 }
