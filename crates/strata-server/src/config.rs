@@ -77,6 +77,20 @@ pub struct Config {
     pub tiering_io_threads: usize,
     /// Read cold values through io_uring (falls back to threads).
     pub tiering_io_uring: bool,
+    /// When a hash converts from packed to table (fields; bytes of a
+    /// field or value).
+    pub hash_max_listpack_entries: u64,
+    pub hash_max_listpack_value: u64,
+}
+
+impl Config {
+    /// The hash encoding limits for the engine.
+    pub fn hash_limits(&self) -> strata_engine::hash::Limits {
+        strata_engine::hash::Limits {
+            max_packed_entries: self.hash_max_listpack_entries as usize,
+            max_packed_value: self.hash_max_listpack_value as usize,
+        }
+    }
 }
 
 /// `maxmemory-policy`: `tiered` moves values to disk and keeps keys; the
@@ -192,6 +206,8 @@ impl Default for Config {
             maxmemory: 0,
             maxmemory_policy: MaxmemoryPolicy::Tiered,
             maxmemory_samples: 5,
+            hash_max_listpack_entries: 128,
+            hash_max_listpack_value: 64,
             maxdisk: 0,
             tiering_io_threads: 32,
             tiering_io_uring: true,
@@ -601,6 +617,44 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| c.maxmemory_samples.to_string(),
         set: |c, a| {
             c.maxmemory_samples = parse_int(a, 1, 64)? as usize;
+            Ok(())
+        },
+    },
+    // Collection encodings, under their redis.conf names and the old
+    // `ziplist` names Redis 7 keeps as aliases.
+    Directive {
+        name: "hash-max-listpack-entries",
+        mutable: true,
+        get: |c| c.hash_max_listpack_entries.to_string(),
+        set: |c, a| {
+            c.hash_max_listpack_entries = parse_int(a, 0, i64::MAX as u64)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "hash-max-ziplist-entries",
+        mutable: true,
+        get: |c| c.hash_max_listpack_entries.to_string(),
+        set: |c, a| {
+            c.hash_max_listpack_entries = parse_int(a, 0, i64::MAX as u64)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "hash-max-listpack-value",
+        mutable: true,
+        get: |c| c.hash_max_listpack_value.to_string(),
+        set: |c, a| {
+            c.hash_max_listpack_value = parse_int(a, 0, i64::MAX as u64)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "hash-max-ziplist-value",
+        mutable: true,
+        get: |c| c.hash_max_listpack_value.to_string(),
+        set: |c, a| {
+            c.hash_max_listpack_value = parse_int(a, 0, i64::MAX as u64)?;
             Ok(())
         },
     },

@@ -61,6 +61,8 @@ pub fn config_set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
     }
     ctx.server.config.set_many(&pairs).map_err(CmdError::from)?;
+    let limits = ctx.server.config.get().hash_limits();
+    ctx.keyspace().hash_limits().set(limits);
     ctx.out.ok();
     Ok(())
 }
