@@ -509,7 +509,7 @@ fn op() -> impl proptest::strategy::Strategy<Value = Op> {
 /// A field's value, long for every third field so values cross
 /// `hash-max-listpack-value` (set low for this test).
 fn model_value(field: u8, v: u8) -> String {
-    if field % 3 == 0 {
+    if field.is_multiple_of(3) {
         format!("{v}-{}", "x".repeat(20))
     } else {
         v.to_string()
