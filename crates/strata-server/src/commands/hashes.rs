@@ -18,7 +18,7 @@
 
 use bytes::Bytes;
 use strata_engine::Value;
-use strata_engine::hash::{Field, HashRef, HashValue, Limits};
+use strata_engine::hash::{Field, HashRef, HashValue, IMAGE_BYTES_MAX, Limits};
 use strata_engine::keyspace::{FieldChange, KeyRef, ShardGuard, random_u64};
 use strata_resp::{Protocol, ReplyWriter};
 
@@ -37,6 +37,8 @@ const RANDOM_FIELDS_MAX: u64 = 1 << 24;
 /// (COUNT is a hint in Redis too).
 const SCAN_PASSES_MAX: usize = 64;
 
+/// A hash may not grow past what one log record can hold.
+const ERR_HASH_TOO_BIG: &str = "ERR hash value exceeds the maximum size of 3 GB";
 const ERR_FIELDS_POSITION: &str =
     "ERR Mandatory argument FIELDS is missing or not at the right position";
 const ERR_NUMFIELDS_MATCH: &str =
@@ -71,7 +73,18 @@ fn apply(
     if changes.is_empty() {
         return Ok(0);
     }
+    let added: usize = changes
+        .iter()
+        .map(|c| match c {
+            FieldChange::Put(f) => f.name.len() + f.value.len() + 20,
+            FieldChange::Remove(_) => 0,
+        })
+        .sum();
     if let Some(entry) = shard.get_hash(db, key, now)? {
+        let current = entry.value().hash().map_or(0, |h| h.image_bytes());
+        if current + added > IMAGE_BYTES_MAX {
+            return Err(ERR_HASH_TOO_BIG.into());
+        }
         let left = entry.change_hash(db, changes, now).len;
         if left == 0 {
             shard.remove(db, key, now);

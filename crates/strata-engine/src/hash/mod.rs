@@ -6,7 +6,8 @@
 //!   has a deadline): every field in one byte buffer, in insertion order,
 //!   found by a linear scan. Small hashes are most hashes; one allocation
 //!   for all their fields is what keeps them near Redis' listpack in RAM.
-//! - **Table** (`hashtable`): one allocation per field, found by hash.
+//! - **Table** (`hashtable`, the `table` module): every field in one byte
+//!   arena, found through a hash index of offsets.
 //!   A packed hash converts once it has more than `hash-max-listpack-entries`
 //!   fields or a field or value longer than `hash-max-listpack-value`
 //!   ([`Limits`]), and never converts back, as in Redis.
@@ -17,20 +18,24 @@
 //! by its fields in that layout, whatever the encoding it came from.
 //!
 //! Expired fields are invisible to reads and removed by
-//! [`HashValue::remove_expired`] (the caller decides when: lazily on
-//! access, or from the active expiry cycle).
+//! [`HashValue::remove_expired`] (the caller decides when: on the hash's
+//! next write, or from the active expiry cycle).
 //!
-//! The keyspace stores a hash as its image (an entry flagged as a hash,
-//! records with `value_type` 1); commands decode it, change it and store
-//! the new image. Field-level log records and keeping big hashes as a
-//! live table between commands are the next step.
+//! The keyspace keeps a packed hash as its image inline in the key's entry
+//! (read in place through [`HashRef::Packed`]) and a table as a live
+//! [`HashValue`] beside it; commands change either through field changes
+//! that the log records field by field (`entry::EntryMut::change_hash`).
 
-use std::hash::BuildHasher;
+mod table;
+
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 
-use foldhash::fast::RandomState;
-use hashbrown::HashTable;
+use table::FieldTable;
+
+/// Largest image of a hash a command may build: its record must fit the
+/// 32-bit record length with a key of up to 512 MB beside it.
+pub const IMAGE_BYTES_MAX: usize = 3 << 30;
 
 /// When a packed hash converts to a table (`hash-max-listpack-entries`,
 /// `hash-max-listpack-value`).
@@ -150,12 +155,6 @@ impl<'a> Field<'a> {
         }
     }
 
-    fn encoded(&self) -> Box<[u8]> {
-        let mut out = Vec::with_capacity(self.name.len() + self.value.len() + 20);
-        self.encode(&mut out);
-        out.into_boxed_slice()
-    }
-
     pub fn is_live(&self, now_ms: u64) -> bool {
         self.deadline.is_none_or(|at| at > now_ms)
     }
@@ -223,13 +222,6 @@ fn read_varint(bytes: &[u8]) -> Result<(usize, usize), BadImage> {
         }
     }
     Err(BadImage)
-}
-
-/// A stored table field: one allocation in the field layout.
-fn parsed(stored: &[u8]) -> Field<'_> {
-    Field::parse(stored)
-        .expect("stored fields are well formed")
-        .0
 }
 
 /// Fields one after another in the stored layout (a packed hash's bytes).
@@ -348,6 +340,14 @@ impl<'a> HashRef<'a> {
             .map(|f| (f.name, f.value))
     }
 
+    /// Bytes of this hash's image (about: the count's varint aside).
+    pub fn image_bytes(self) -> usize {
+        match self {
+            HashRef::Packed(packed) => packed.fields.len() + 10,
+            HashRef::Value(hash) => hash.image_bytes(),
+        }
+    }
+
     /// Live fields.
     pub fn live_len(self, now_ms: u64) -> usize {
         if !self.has_deadlines() {
@@ -395,14 +395,13 @@ impl<'a> HashRef<'a> {
     pub fn random_field(self, now_ms: u64, mut random: impl FnMut() -> u64) -> Option<Field<'a>> {
         const BUCKET_DRAWS_MAX: usize = 256;
         if let HashRef::Value(HashValue {
-            repr: Repr::Table { fields, .. },
+            repr: Repr::Table(table),
             ..
         }) = self
-            && !fields.is_empty()
+            && table.len() > 0
         {
             for _ in 0..BUCKET_DRAWS_MAX {
-                let bucket = (random() % fields.num_buckets() as u64) as usize;
-                if let Some(found) = fields.get_bucket(bucket).map(|f| parsed(f))
+                if let Some(found) = table.in_bucket(random())
                     && found.is_live(now_ms)
                 {
                     return Some(found);
@@ -459,14 +458,8 @@ impl<'a> HashRef<'a> {
 }
 
 enum Repr {
-    Packed {
-        bytes: Vec<u8>,
-        count: usize,
-    },
-    Table {
-        fields: HashTable<Box<[u8]>>,
-        hasher: RandomState,
-    },
+    Packed { bytes: Vec<u8>, count: usize },
+    Table(FieldTable),
 }
 
 /// A hash value (see the module documentation).
@@ -517,7 +510,15 @@ impl HashValue {
     pub fn len(&self) -> usize {
         match &self.repr {
             Repr::Packed { count, .. } => *count,
-            Repr::Table { fields, .. } => fields.len(),
+            Repr::Table(table) => table.len(),
+        }
+    }
+
+    /// Bytes of this hash's image.
+    pub fn image_bytes(&self) -> usize {
+        match &self.repr {
+            Repr::Packed { bytes, .. } => bytes.len() + 10,
+            Repr::Table(table) => table.image_bytes() + 10,
         }
     }
 
@@ -534,7 +535,7 @@ impl HashValue {
     fn fields(&self) -> Box<dyn Iterator<Item = Field<'_>> + '_> {
         match &self.repr {
             Repr::Packed { bytes, .. } => Box::new(packed_fields(bytes)),
-            Repr::Table { fields, .. } => Box::new(fields.iter().map(|f| parsed(f))),
+            Repr::Table(table) => Box::new(table.iter()),
         }
     }
 
@@ -546,9 +547,7 @@ impl HashValue {
     fn find(&self, name: &[u8]) -> Option<Field<'_>> {
         match &self.repr {
             Repr::Packed { bytes, .. } => packed_find(bytes, name),
-            Repr::Table { fields, hasher } => fields
-                .find(hasher.hash_one(name), |f| parsed(f).name == name)
-                .map(|f| parsed(f)),
+            Repr::Table(table) => table.get(name),
         }
     }
 
@@ -605,7 +604,7 @@ impl HashValue {
                     && (*count > limits.max_packed_entries || self.find(field.name).is_none());
                 too_many || too_long
             }
-            Repr::Table { .. } => false,
+            Repr::Table(_) => false,
         };
         if convert {
             self.convert_to_table();
@@ -624,17 +623,7 @@ impl HashValue {
                     *count += 1;
                 }
             },
-            Repr::Table { fields, hasher } => {
-                let hash = hasher.hash_one(field.name);
-                match fields.find_mut(hash, |f| parsed(f).name == field.name) {
-                    Some(stored) => *stored = field.encoded(),
-                    None => {
-                        fields.insert_unique(hash, field.encoded(), |f| {
-                            hasher.hash_one(parsed(f).name)
-                        });
-                    }
-                }
-            }
+            Repr::Table(table) => table.put(field),
         }
     }
 
@@ -650,12 +639,8 @@ impl HashValue {
                     *count -= 1;
                 }
             }
-            Repr::Table { fields, hasher } => {
-                if let Ok(found) =
-                    fields.find_entry(hasher.hash_one(name), |f| parsed(f).name == name)
-                {
-                    found.remove();
-                }
+            Repr::Table(table) => {
+                table.remove(name);
             }
         }
         live
@@ -674,24 +659,15 @@ impl HashValue {
         for name in &expired {
             self.remove(name, now_ms);
         }
-        if let Repr::Table { fields, hasher } = &mut self.repr
-            && fields.capacity() > 64
-            && fields.len() < fields.capacity() / 8
-        {
-            fields.shrink_to_fit(|f| hasher.hash_one(parsed(f).name));
-        }
         expired
     }
 
     fn convert_to_table(&mut self) {
-        let hasher = RandomState::default();
-        let mut fields = HashTable::with_capacity(self.len() + 1);
+        let mut table = FieldTable::with_capacity(self.len() + 1, self.image_bytes());
         for field in self.fields() {
-            fields.insert_unique(hasher.hash_one(field.name), field.encoded(), |f| {
-                hasher.hash_one(parsed(f).name)
-            });
+            table.put(field);
         }
-        self.repr = Repr::Table { fields, hasher };
+        self.repr = Repr::Table(table);
     }
 
     /// Bytes of RAM this value holds (requested sizes, before allocator
@@ -699,10 +675,7 @@ impl HashValue {
     pub fn memory_bytes(&self) -> usize {
         match &self.repr {
             Repr::Packed { bytes, .. } => bytes.capacity(),
-            Repr::Table { fields, .. } => {
-                fields.capacity() * (size_of::<Box<[u8]>>() + 1)
-                    + fields.iter().map(|f| f.len()).sum::<usize>()
-            }
+            Repr::Table(table) => table.memory_bytes(),
         }
     }
 
@@ -711,8 +684,8 @@ impl HashValue {
         write_varint(out, self.len());
         match &self.repr {
             Repr::Packed { bytes, .. } => out.extend_from_slice(bytes),
-            Repr::Table { fields, .. } => {
-                for field in fields.iter() {
+            Repr::Table(table) => {
+                for field in table.raw_fields() {
                     out.extend_from_slice(field);
                 }
             }
@@ -728,7 +701,7 @@ impl HashValue {
                 out.extend_from_slice(bytes);
                 Some(out)
             }
-            Repr::Table { .. } => None,
+            Repr::Table(_) => None,
         }
     }
 
