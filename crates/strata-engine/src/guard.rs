@@ -17,6 +17,8 @@ use crate::tier;
 pub struct ShardGuard<'a> {
     pub(crate) guard: MutexGuard<'a, Shard>,
     pub(crate) sink: Sink<'a>,
+    /// Which shard.
+    pub(crate) index: usize,
 }
 
 impl Deref for ShardGuard<'_> {
@@ -34,15 +36,29 @@ impl DerefMut for ShardGuard<'_> {
 
 impl Drop for ShardGuard<'_> {
     fn drop(&mut self) {
-        if !self.sink.is_open() {
-            return;
+        self.close();
+    }
+}
+
+impl ShardGuard<'_> {
+    /// Commits the changes made through this guard (if this closes the
+    /// thread's outermost group); returns the LSN of their last record.
+    fn close(&mut self) -> Option<u64> {
+        let sink = std::mem::replace(&mut self.sink, Sink::closed());
+        if !sink.is_open() {
+            return None;
         }
-        if self.sink.log.is_some() && self.guard.tier.tracking() {
+        if sink.log.is_some() && self.guard.tier.tracking() {
             let shard = &mut *self.guard;
-            log::group_close(self.sink, Some(&mut |record, loc| shard.place(record, loc)));
+            log::group_close(sink, Some(&mut |record, loc| shard.place(record, loc)))
         } else {
-            log::group_close(self.sink, None);
+            log::group_close(sink, None)
         }
+    }
+
+    /// Commits and unlocks; returns the LSN of the last record logged.
+    pub fn commit(mut self) -> Option<u64> {
+        self.close()
     }
 }
 
@@ -56,17 +72,28 @@ pub struct ShardSet<'a> {
 
 impl Drop for ShardSet<'_> {
     fn drop(&mut self) {
-        if !self.sink.is_open() {
-            return;
+        self.close();
+    }
+}
+
+impl ShardSet<'_> {
+    /// Commits and unlocks; returns the LSN of the last record logged.
+    pub fn commit(mut self) -> Option<u64> {
+        self.close()
+    }
+
+    fn close(&mut self) -> Option<u64> {
+        let sink = std::mem::replace(&mut self.sink, Sink::closed());
+        if !sink.is_open() {
+            return None;
         }
         let tracking = self.guards.first().is_some_and(|g| g.tier.tracking());
-        if self.sink.log.is_none() || !tracking {
-            log::group_close(self.sink, None);
-            return;
+        if sink.log.is_none() || !tracking {
+            return log::group_close(sink, None);
         }
         let (indices, guards) = (&self.indices, &mut self.guards);
         log::group_close(
-            self.sink,
+            sink,
             Some(&mut |record, loc| {
                 if let Some((_, key, _)) = tier::placed(record) {
                     let hash = guards[0].hasher.hash(key);
@@ -76,7 +103,7 @@ impl Drop for ShardSet<'_> {
                     }
                 }
             }),
-        );
+        )
     }
 }
 
@@ -88,5 +115,83 @@ impl ShardSet<'_> {
             .binary_search(&shard)
             .expect("shard was locked");
         &mut self.guards[position]
+    }
+}
+
+/// The shard locks one command holds: taken by dispatch for the keys the
+/// command declares (its key specs), before its handler runs, and
+/// committed as one log group after it. A handler reaches a key's shard
+/// through [`Locked::shard`] and never locks anything itself, so any
+/// number of commands (a transaction, a script) can later run under one
+/// lock set.
+pub struct Locked<'a> {
+    keyspace: &'a crate::Keyspace,
+    held: Held<'a>,
+}
+
+enum Held<'a> {
+    Nothing,
+    One(ShardGuard<'a>),
+    Many(ShardSet<'a>),
+}
+
+impl<'a> Locked<'a> {
+    pub(crate) fn nothing(keyspace: &'a crate::Keyspace) -> Self {
+        Locked {
+            keyspace,
+            held: Held::Nothing,
+        }
+    }
+
+    pub(crate) fn one(keyspace: &'a crate::Keyspace, guard: ShardGuard<'a>) -> Self {
+        Locked {
+            keyspace,
+            held: Held::One(guard),
+        }
+    }
+
+    pub(crate) fn many(keyspace: &'a crate::Keyspace, set: ShardSet<'a>) -> Self {
+        Locked {
+            keyspace,
+            held: Held::Many(set),
+        }
+    }
+
+    /// The locked shard of `key`. A command that declared no keys gets its
+    /// shard locked here (it holds no other lock, so this cannot
+    /// deadlock); asking for a key outside the declared ones is a bug.
+    pub fn shard(&mut self, key: crate::KeyRef) -> &mut Shard {
+        if let Held::Nothing = self.held {
+            self.held = Held::One(self.keyspace.lock(key));
+        }
+        match &mut self.held {
+            Held::One(guard) => {
+                assert_eq!(
+                    guard.index,
+                    key.shard(),
+                    "a key outside the command's declared keys"
+                );
+                guard
+            }
+            Held::Many(set) => set.shard(key.shard()),
+            Held::Nothing => unreachable!("locked above"),
+        }
+    }
+
+    /// Commits and unlocks early, for a command that has read what it
+    /// needs and has long work left that touches no key (LCS); returns
+    /// the LSN of what was logged (a lazily expired key's DEL, say).
+    pub fn release(&mut self) -> Option<u64> {
+        match std::mem::replace(&mut self.held, Held::Nothing) {
+            Held::Nothing => None,
+            Held::One(guard) => guard.commit(),
+            Held::Many(set) => set.commit(),
+        }
+    }
+
+    /// Commits what the command changed and unlocks; returns the LSN of
+    /// the last record logged (what the command's reply waits for).
+    pub fn commit(mut self) -> Option<u64> {
+        self.release()
     }
 }

@@ -57,6 +57,7 @@ use crate::tier::Tier;
 
 pub use crate::entry::{Entry, EntryMut, PROMOTE_WINDOW_S};
 pub use crate::entry::{FieldChange, HashChanged};
+pub use crate::guard::Locked;
 pub use crate::guard::{ShardGuard, ShardSet};
 use crate::hash::SharedLimits;
 pub(crate) use crate::key::KeyHasher;
@@ -231,6 +232,7 @@ impl Keyspace {
         ShardGuard {
             guard,
             sink: self.open_group(),
+            index,
         }
     }
 
@@ -248,6 +250,23 @@ impl Keyspace {
     /// Locks the shard that holds `key`.
     pub fn lock(&self, key: KeyRef) -> ShardGuard<'_> {
         self.lock_index(key.shard())
+    }
+
+    /// Nothing locked yet (see [`Locked`]).
+    pub fn lock_nothing(&self) -> Locked<'_> {
+        Locked::nothing(self)
+    }
+
+    /// Locks the shards of a command's `keys` (see [`Locked`]): none, one,
+    /// or several in ascending order.
+    pub fn lock_keys<'k>(&self, keys: &[KeyRef<'k>]) -> Locked<'_> {
+        match keys {
+            [] => Locked::nothing(self),
+            [first, rest @ ..] if rest.iter().all(|k| k.shard() == first.shard()) => {
+                Locked::one(self, self.lock(*first))
+            }
+            _ => Locked::many(self, self.lock_many(keys.iter().copied())),
+        }
     }
 
     /// Locks the shards of all `keys`, in ascending order (deadlock-free).
@@ -369,6 +388,7 @@ impl Keyspace {
         let mut guard = ShardGuard {
             guard: self.shards[key.shard()].lock(),
             sink: self.open_tier_group(),
+            index: key.shard(),
         };
         guard.relocate(db_count, db, key, loc, payload)
     }
@@ -433,13 +453,17 @@ impl Keyspace {
     }
 
     /// Empties one database. The caller drops the result outside the lock.
-    pub fn flush_db(&self, db: usize) -> Flushed {
+    /// Empties database `db`; returns its contents (to drop outside the
+    /// locks) and the LSN of the change when it was logged.
+    pub fn flush_db(&self, db: usize) -> (Flushed, Option<u64>) {
         let mut all = self.lock_all();
         log_db_change(Kind::FlushDb, db, 0);
-        Flushed(all.guards.iter_mut().map(|s| s.take_table(db)).collect())
+        let flushed = Flushed(all.guards.iter_mut().map(|s| s.take_table(db)).collect());
+        (flushed, all.commit())
     }
 
-    pub fn flush_all(&self) -> Flushed {
+    /// Empties every database; as [`Keyspace::flush_db`].
+    pub fn flush_all(&self) -> (Flushed, Option<u64>) {
         let mut all = self.lock_all();
         log_db_change(Kind::FlushAll, 0, 0);
         let mut removed = Vec::new();
@@ -448,16 +472,18 @@ impl Keyspace {
                 removed.push(shard.take_table(db));
             }
         }
-        Flushed(removed)
+        (Flushed(removed), all.commit())
     }
 
-    /// Swaps two databases atomically.
-    pub fn swap_db(&self, a: usize, b: usize) {
+    /// Swaps two databases atomically; returns the LSN of the change when
+    /// it was logged.
+    pub fn swap_db(&self, a: usize, b: usize) -> Option<u64> {
         let mut all = self.lock_all();
         log_db_change(Kind::SwapDb, a, b as u64);
         for shard in all.guards.iter_mut() {
             shard.swap_dbs(a, b);
         }
+        all.commit()
     }
 
     /// Active expiry: removes due keys, at most `budget_per_shard` per shard.

@@ -841,7 +841,6 @@ thread_local! {
     static GROUP: RefCell<GroupBuffer> = const {
         RefCell::new(GroupBuffer { depth: 0, bytes: Vec::new() })
     };
-    static LAST_LSN: Cell<u64> = const { Cell::new(0) };
     /// Set on threads that call [`Log::flush_now`] themselves before
     /// waiting for the log, so their commits do not wake the writer.
     static FLUSHES_ITSELF: Cell<bool> = const { Cell::new(false) };
@@ -888,22 +887,33 @@ impl Sink<'_> {
     pub fn is_open(&self) -> bool {
         self.log.is_some() || self.feed.is_some()
     }
+
+    /// A sink that takes nothing (a guard whose group was committed).
+    pub fn closed() -> Self {
+        Sink {
+            log: None,
+            feed: None,
+        }
+    }
 }
 
 /// Commits the group opened by [`group_open`] to `sink`. Must run before
 /// the shard locks covering the group are released. `placed`, when given,
-/// is called with each record and its location in the log.
-pub(crate) fn group_close(sink: Sink, placed: Option<&mut Placed>) {
+/// is called with each record and its location in the log. Returns the
+/// LSN of the group's last record when this closed the outermost group
+/// and it went to the log.
+pub(crate) fn group_close(sink: Sink, placed: Option<&mut Placed>) -> Option<u64> {
     GROUP.with(|group| {
         let mut group = group.borrow_mut();
         group.depth -= 1;
         if group.depth != 0 || group.bytes.is_empty() {
-            return;
+            return None;
         }
+        let mut last_lsn = None;
         match sink.log {
             Some(log) => {
                 let committed = log.commit(&mut group.bytes, sink.feed);
-                LAST_LSN.set(committed.last_lsn);
+                last_lsn = Some(committed.last_lsn);
                 if let Some(placed) = placed {
                     let mut at = 0;
                     while at < group.bytes.len() {
@@ -925,7 +935,8 @@ pub(crate) fn group_close(sink: Sink, placed: Option<&mut Placed>) {
         if group.bytes.capacity() > GROUP_BUFFER_RETAINED_BYTES_MAX {
             group.bytes = Vec::new();
         }
-    });
+        last_lsn
+    })
 }
 
 /// Adds a record to this thread's open group; does nothing when no group
@@ -937,10 +948,4 @@ pub(crate) fn append(draft: &Draft) {
             record::encode(&mut group.bytes, draft);
         }
     });
-}
-
-/// The highest LSN this thread has committed. A connection compares it
-/// before and after running commands to learn what its replies wait for.
-pub fn last_committed_lsn() -> u64 {
-    LAST_LSN.get()
 }

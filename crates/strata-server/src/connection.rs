@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use strata_engine::eviction::Installed;
-use strata_engine::log::{FsyncPolicy, last_committed_lsn};
+use strata_engine::log::FsyncPolicy;
 use strata_resp::{Limits, ProtocolError, ReplyWriter, RequestParser};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -482,8 +482,7 @@ impl Connection {
     }
 
     fn run_command(&mut self, args: &[Bytes], now: u64) {
-        let committed_before = last_committed_lsn();
-        dispatch(
+        let committed = dispatch(
             &self.server,
             &mut self.session,
             &mut self.output,
@@ -492,9 +491,8 @@ impl Connection {
             now,
             args,
         );
-        let committed = last_committed_lsn();
-        if committed != committed_before {
-            self.awaiting_lsn = committed;
+        if let Some(lsn) = committed {
+            self.awaiting_lsn = self.awaiting_lsn.max(lsn);
         }
     }
 

@@ -795,5 +795,9 @@ fn kill9_under_hash_load_loses_no_acknowledged_change() {
         );
         checked += 1;
     }
-    assert!(checked >= 6_000, "only {checked} changes acknowledged");
+    // An HDEL and the HSET it undoes share a (key, field) entry.
+    assert!(
+        acked_count.load(Ordering::Relaxed) >= 6_000 && checked >= 4_000,
+        "only {checked} fields checked"
+    );
 }

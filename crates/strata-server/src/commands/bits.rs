@@ -46,7 +46,7 @@ pub fn setbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let byte = (offset >> 3) as usize;
     let mask = 1u8 << (7 - (offset & 7));
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     let old = match shard.get_string(db, key, now)? {
         Some(entry) => {
             let current = entry.value().as_bytes().get(byte).copied().unwrap_or(0);
@@ -63,7 +63,6 @@ pub fn setbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             false
         }
     };
-    drop(shard);
     ctx.dirty(1);
     ctx.out.int(old as i64);
     Ok(())
@@ -73,8 +72,8 @@ pub fn getbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let offset = parse_bit_offset(ctx, &args[2], None)?;
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let bit = ctx
-        .keyspace()
-        .lock(key)
+        .keys
+        .shard(key)
         .get_string(db, key, now)?
         .map_or(0, |e| bit_at(e.value().as_bytes(), offset));
     ctx.out.int(bit as i64);
@@ -83,11 +82,11 @@ pub fn getbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 /// Reads the string at `key` (empty when missing) for the read-only
 /// bitmap commands.
-fn read_bytes(ctx: &Ctx, key: &[u8]) -> Result<Option<Vec<u8>>, CmdError> {
+fn read_bytes(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Vec<u8>>, CmdError> {
     let (db, key, now) = (ctx.db(), ctx.key(key), ctx.now_ms);
     Ok(ctx
-        .keyspace()
-        .lock(key)
+        .keys
+        .shard(key)
         .get_string(db, key, now)?
         .map(|e| e.value().as_bytes().to_vec()))
 }
@@ -201,14 +200,12 @@ pub fn bitop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, now) = (ctx.db(), ctx.now_ms);
     let target = ctx.key(&args[2]);
     let sources: Vec<_> = args[3..].iter().map(|k| ctx.key(k)).collect();
-    let mut shards = ctx
-        .keyspace()
-        .lock_many(sources.iter().copied().chain([target]));
     let inputs: Vec<Vec<u8>> = sources
         .iter()
         .map(|k| {
-            Ok(shards
-                .shard(k.shard())
+            Ok(ctx
+                .keys
+                .shard(*k)
                 .get_string(db, *k, now)?
                 .map(|e| e.value().as_bytes().to_vec())
                 .unwrap_or_default())
@@ -225,13 +222,12 @@ pub fn bitop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             _ => inputs.iter().fold(0, |acc, input| acc ^ at(input)),
         };
     }
-    let target_shard = shards.shard(target.shard());
+    let target_shard = ctx.keys.shard(target);
     if result.is_empty() {
         target_shard.remove(db, target, now);
     } else {
         target_shard.set(db, target, Value::owned(result), None, false, now);
     }
-    drop(shards);
     ctx.dirty(1);
     ctx.out.int(length as i64);
     Ok(())
@@ -434,7 +430,7 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
         })
         .fold((usize::MAX, 0), |(lo, hi), (a, b)| (lo.min(a), hi.max(b)));
     let lo = lo.min(hi);
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     let (existed, old_len, mut bytes) = match shard.get_string(db, key, now)? {
         Some(entry) => {
             let value = entry.value().as_bytes();
@@ -498,7 +494,6 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
                 }
             }
         }
-        drop(shard);
         ctx.dirty(1);
     }
     Ok(())

@@ -19,7 +19,7 @@
 use bytes::Bytes;
 use strata_engine::Value;
 use strata_engine::hash::{Field, HashRef, HashValue, IMAGE_BYTES_MAX, Limits};
-use strata_engine::keyspace::{FieldChange, KeyRef, ShardGuard, random_u64};
+use strata_engine::keyspace::{FieldChange, KeyRef, Shard, random_u64};
 use strata_resp::{Protocol, ReplyWriter};
 
 use crate::long_double::{self, AddError};
@@ -53,7 +53,7 @@ fn read_hash(
     reply: impl FnOnce(&mut ReplyWriter, Option<HashRef>, u64),
 ) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(key), ctx.now_ms);
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     let entry = shard.get_hash(db, key, now)?;
     let hash = entry.as_ref().and_then(|e| e.value().hash());
     reply(&mut ctx.out, hash, now);
@@ -64,7 +64,7 @@ fn read_hash(
 /// missing), creating it from the fields put when missing, and deletes
 /// the key when no field is left. Returns the fields left.
 fn apply(
-    shard: &mut ShardGuard,
+    shard: &mut Shard,
     db: usize,
     key: KeyRef,
     changes: &[FieldChange],
@@ -127,7 +127,7 @@ fn set_fields(ctx: &mut Ctx, args: &[Bytes]) -> Result<usize, CmdError> {
         .into());
     }
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     let hash = shard.get_hash(db, key, now)?;
     let current = hash.as_ref().and_then(|e| e.value().hash());
     let mut names = std::collections::HashSet::new();
@@ -138,8 +138,7 @@ fn set_fields(ctx: &mut Ctx, args: &[Bytes]) -> Result<usize, CmdError> {
         })
         .count();
     let changes: Vec<FieldChange> = args[2..].chunks(2).map(|p| put(&p[0], &p[1])).collect();
-    apply(&mut shard, db, key, &changes, now)?;
-    drop(shard);
+    apply(shard, db, key, &changes, now)?;
     ctx.dirty(1);
     Ok(added)
 }
@@ -158,14 +157,13 @@ pub fn hmset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 pub fn hsetnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     let exists = shard
         .get_hash(db, key, now)?
         .and_then(|e| e.value().hash().map(|h| h.get(&args[2], now).is_some()))
         .unwrap_or(false);
     if !exists {
-        apply(&mut shard, db, key, &[put(&args[2], &args[3])], now)?;
-        drop(shard);
+        apply(shard, db, key, &[put(&args[2], &args[3])], now)?;
         ctx.dirty(1);
     }
     ctx.out.int(!exists as i64);
@@ -195,7 +193,7 @@ pub fn hmget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 pub fn hdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     let hash = shard.get_hash(db, key, now)?;
     let current = hash.as_ref().and_then(|e| e.value().hash());
     let mut names = std::collections::HashSet::new();
@@ -205,8 +203,7 @@ pub fn hdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .map(|f| FieldChange::Remove(f))
         .collect();
     if !removed.is_empty() {
-        apply(&mut shard, db, key, &removed, now)?;
-        drop(shard);
+        apply(shard, db, key, &removed, now)?;
         ctx.dirty(1);
     }
     ctx.out.int(removed.len() as i64);
@@ -272,7 +269,7 @@ pub fn hvals(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let increment = parse_i64(&args[3])?;
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     let hash = shard.get_hash(db, key, now)?;
     let field = hash
         .as_ref()
@@ -293,8 +290,7 @@ pub fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         value: text.as_bytes(),
         deadline,
     });
-    apply(&mut shard, db, key, &[change], now)?;
-    drop(shard);
+    apply(shard, db, key, &[change], now)?;
     ctx.dirty(1);
     ctx.out.int(result);
     Ok(())
@@ -302,7 +298,7 @@ pub fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     let hash = shard.get_hash(db, key, now)?;
     let field = hash
         .as_ref()
@@ -319,8 +315,7 @@ pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         value: &text,
         deadline,
     });
-    apply(&mut shard, db, key, &[change], now)?;
-    drop(shard);
+    apply(shard, db, key, &[change], now)?;
     ctx.dirty(1);
     ctx.out.bulk(&text);
     Ok(())
@@ -556,7 +551,7 @@ fn change_deadlines(
     mut decide: impl FnMut(Field, u64) -> (Option<Option<u64>>, i64),
 ) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(key), ctx.now_ms);
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     let hash = shard.get_hash(db, key, now)?;
     let current = hash.as_ref().and_then(|e| e.value().hash());
     let mut codes = Vec::with_capacity(fields.len());
@@ -590,8 +585,7 @@ fn change_deadlines(
         })
         .collect();
     if !changes.is_empty() {
-        apply(&mut shard, db, key, &changes, now)?;
-        drop(shard);
+        apply(shard, db, key, &changes, now)?;
         ctx.dirty(changes.len() as u64);
     }
     ctx.out.array(codes.len());
@@ -709,7 +703,7 @@ fn get_and_change(
     delete: bool,
 ) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(key), ctx.now_ms);
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     let hash = shard.get_hash(db, key, now)?;
     let current = hash.as_ref().and_then(|e| e.value().hash());
     let mut found: Vec<(&[u8], Vec<u8>)> = Vec::new();
@@ -741,8 +735,7 @@ fn get_and_change(
         })
         .collect();
     if !changes.is_empty() {
-        apply(&mut shard, db, key, &changes, now)?;
-        drop(shard);
+        apply(shard, db, key, &changes, now)?;
         ctx.dirty(changes.len() as u64);
     }
     Ok(())
@@ -835,7 +828,7 @@ pub fn hsetex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         i += 1;
     };
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     let hash = shard.get_hash(db, key, now)?;
     let current = hash.as_ref().and_then(|e| e.value().hash());
     let exists = |name: &[u8]| current.is_some_and(|h| h.get(name, now).is_some());
@@ -845,7 +838,6 @@ pub fn hsetex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         None => true,
     };
     if !allowed {
-        drop(shard);
         ctx.out.int(0);
         return Ok(());
     }
@@ -869,8 +861,7 @@ pub fn hsetex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             }),
         })
         .collect();
-    apply(&mut shard, db, key, &changes, now)?;
-    drop(shard);
+    apply(shard, db, key, &changes, now)?;
     ctx.dirty(changes.len() as u64);
     ctx.out.int(1);
     Ok(())

@@ -22,9 +22,8 @@ fn remove_keys(ctx: &mut Ctx, keys: &[Bytes]) -> usize {
     let refs: Vec<_> = keys.iter().map(|k| ctx.key(k)).collect();
     let mut removed = Vec::new();
     {
-        let mut shards = ctx.keyspace().lock_many(refs.iter().copied());
         for key in &refs {
-            if let Some(entry) = shards.shard(key.shard()).remove(db, *key, now) {
+            if let Some(entry) = ctx.keys.shard(*key).remove(db, *key, now) {
                 removed.push(entry);
             }
         }
@@ -36,12 +35,10 @@ fn remove_keys(ctx: &mut Ctx, keys: &[Bytes]) -> usize {
 pub fn exists(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, now) = (ctx.db(), ctx.now_ms);
     let refs: Vec<_> = args[1..].iter().map(|k| ctx.key(k)).collect();
-    let mut shards = ctx.keyspace().lock_many(refs.iter().copied());
     let count = refs
         .iter()
-        .filter(|k| shards.shard(k.shard()).contains(db, **k, now))
+        .filter(|k| ctx.keys.shard(**k).contains(db, **k, now))
         .count();
-    drop(shards);
     ctx.out.int(count as i64);
     Ok(())
 }
@@ -49,12 +46,10 @@ pub fn exists(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn touch(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, now) = (ctx.db(), ctx.now_ms);
     let refs: Vec<_> = args[1..].iter().map(|k| ctx.key(k)).collect();
-    let mut shards = ctx.keyspace().lock_many(refs.iter().copied());
     let count = refs
         .iter()
-        .filter(|k| shards.shard(k.shard()).touch(db, **k, now).is_some())
+        .filter(|k| ctx.keys.shard(**k).touch(db, **k, now).is_some())
         .count();
-    drop(shards);
     ctx.out.int(count as i64);
     Ok(())
 }
@@ -62,9 +57,9 @@ pub fn touch(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn type_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let key = ctx.key(&args[1]);
     let name = ctx
-        .keyspace()
-        .lock(key)
-        .peek(ctx.db(), key, ctx.now_ms)
+        .keys
+        .shard(key)
+        .peek(ctx.session.db, key, ctx.now_ms)
         .map(|e| e.type_name());
     ctx.out.simple(name.unwrap_or("none"));
     Ok(())
@@ -135,25 +130,24 @@ pub fn randomkey(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 fn rename_generic(ctx: &mut Ctx, args: &[Bytes], only_if_absent: bool) -> Result<bool, CmdError> {
     let (db, now) = (ctx.db(), ctx.now_ms);
     let (source, target) = (ctx.key(&args[1]), ctx.key(&args[2]));
-    let mut shards = ctx.keyspace().lock_many([source, target]);
-    if !shards.shard(source.shard()).contains(db, source, now) {
+    if !ctx.keys.shard(source).contains(db, source, now) {
         return Err(ERR_NO_SUCH_KEY.into());
     }
     if source.bytes == target.bytes {
         return Ok(!only_if_absent);
     }
-    if only_if_absent && shards.shard(target.shard()).contains(db, target, now) {
+    if only_if_absent && ctx.keys.shard(target).contains(db, target, now) {
         return Ok(false);
     }
-    let entry = shards
-        .shard(source.shard())
+    let entry = ctx
+        .keys
+        .shard(source)
         .take(db, source, now)?
         .expect("checked above");
     let expire = entry.expire_at_ms();
-    shards
-        .shard(target.shard())
+    ctx.keys
+        .shard(target)
         .set(db, target, entry.value().to_value(), expire, false, now);
-    drop(shards);
     ctx.dirty(1);
     Ok(true)
 }
@@ -190,21 +184,17 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if source.bytes == target.bytes && source_db == target_db {
         return Err("ERR source and destination objects are the same".into());
     }
-    let mut shards = ctx.keyspace().lock_many([source, target]);
-    let Some(entry) = shards.shard(source.shard()).get(source_db, source, now)? else {
-        drop(shards);
+    let Some(entry) = ctx.keys.shard(source).get(source_db, source, now)? else {
         ctx.out.int(0);
         return Ok(());
     };
     let (value, expire) = (entry.value().to_value(), entry.expire_at_ms());
-    let target_shard = shards.shard(target.shard());
+    let target_shard = ctx.keys.shard(target);
     if !replace && target_shard.contains(target_db, target, now) {
-        drop(shards);
         ctx.out.int(0);
         return Ok(());
     }
     target_shard.set(target_db, target, value, expire, false, now);
-    drop(shards);
     ctx.dirty(1);
     ctx.out.int(1);
     Ok(())
@@ -218,16 +208,14 @@ pub fn move_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let key = ctx.key(&args[1]);
     // A key and its namesake in another database share a shard: one lock.
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     if !shard.contains(source_db, key, now) || shard.contains(target_db, key, now) {
-        drop(shard);
         ctx.out.int(0);
         return Ok(());
     }
     let entry = shard.take(source_db, key, now)?.expect("checked above");
     let expire = entry.expire_at_ms();
     shard.set(target_db, key, entry.value().to_value(), expire, false, now);
-    drop(shard);
     ctx.dirty(1);
     ctx.out.int(1);
     Ok(())
@@ -236,9 +224,9 @@ pub fn move_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn object_encoding(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let key = ctx.key(&args[2]);
     let encoding = ctx
-        .keyspace()
-        .lock(key)
-        .peek_loaded(ctx.db(), key, ctx.now_ms)?
+        .keys
+        .shard(key)
+        .peek_loaded(ctx.session.db, key, ctx.now_ms)?
         .map(|e| e.value().encoding_name());
     match encoding {
         Some(name) => ctx.out.bulk(name.as_bytes()),
@@ -251,9 +239,9 @@ pub fn object_idletime(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let key = ctx.key(&args[2]);
     let now = ctx.now_ms;
     let idle = ctx
-        .keyspace()
-        .lock(key)
-        .peek(ctx.db(), key, now)
+        .keys
+        .shard(key)
+        .peek(ctx.session.db, key, now)
         .map(|e| e.idle_s(now));
     match idle {
         Some(seconds) => ctx.out.int(seconds as i64),
@@ -267,9 +255,9 @@ pub fn object_idletime(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn object_residency(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let key = ctx.key(&args[2]);
     let cold = ctx
-        .keyspace()
-        .lock(key)
-        .peek(ctx.db(), key, ctx.now_ms)
+        .keys
+        .shard(key)
+        .peek(ctx.session.db, key, ctx.now_ms)
         .map(|e| e.is_cold());
     match cold {
         Some(true) => ctx.out.bulk(b"disk"),
@@ -282,9 +270,9 @@ pub fn object_residency(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn object_freq(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let key = ctx.key(&args[2]);
     if ctx
-        .keyspace()
-        .lock(key)
-        .peek(ctx.db(), key, ctx.now_ms)
+        .keys
+        .shard(key)
+        .peek(ctx.session.db, key, ctx.now_ms)
         .is_none()
     {
         ctx.out.null_bulk();
@@ -296,9 +284,9 @@ pub fn object_freq(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn object_refcount(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let key = ctx.key(&args[2]);
     let exists = ctx
-        .keyspace()
-        .lock(key)
-        .peek(ctx.db(), key, ctx.now_ms)
+        .keys
+        .shard(key)
+        .peek(ctx.session.db, key, ctx.now_ms)
         .is_some();
     if exists {
         ctx.out.int(1);
@@ -375,9 +363,8 @@ fn expire_generic(ctx: &mut Ctx, args: &[Bytes], unit: TimeUnit, absolute: bool)
         millis.checked_add(now as i64).ok_or_else(invalid)?
     };
     let (db, key) = (ctx.db(), ctx.key(&args[1]));
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     let Some(entry) = shard.touch(db, key, now) else {
-        drop(shard);
         ctx.out.int(0);
         return Ok(());
     };
@@ -388,7 +375,6 @@ fn expire_generic(ctx: &mut Ctx, args: &[Bytes], unit: TimeUnit, absolute: bool)
         Some(at) => !nx && (!gt || deadline > at as i64) && (!lt || deadline < at as i64),
     };
     if !allowed {
-        drop(shard);
         ctx.out.int(0);
         return Ok(());
     }
@@ -397,7 +383,6 @@ fn expire_generic(ctx: &mut Ctx, args: &[Bytes], unit: TimeUnit, absolute: bool)
     } else {
         shard.set_expire(db, key, Some(deadline as u64), now);
     }
-    drop(shard);
     ctx.dirty(1);
     ctx.out.int(1);
     Ok(())
@@ -424,8 +409,8 @@ pub fn pexpireat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 fn ttl_generic(ctx: &mut Ctx, args: &[Bytes], unit: TimeUnit, absolute: bool) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let deadline = ctx
-        .keyspace()
-        .lock(key)
+        .keys
+        .shard(key)
         .peek(db, key, now)
         .map(|e| e.expire_at_ms());
     let reply = match deadline {
@@ -462,7 +447,7 @@ pub fn pexpiretime(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 pub fn persist(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     let had_deadline = shard
         .touch(db, key, now)
         .and_then(|e| e.expire_at_ms())
@@ -470,7 +455,6 @@ pub fn persist(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if had_deadline {
         shard.set_expire(db, key, None, now);
     }
-    drop(shard);
     if had_deadline {
         ctx.dirty(1);
     }

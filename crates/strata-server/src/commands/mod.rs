@@ -26,6 +26,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use bytes::Bytes;
+use strata_engine::keyspace::Locked;
 use strata_engine::{KeyRef, Keyspace};
 use strata_resp::ReplyWriter;
 
@@ -285,6 +286,13 @@ pub struct Ctx<'a> {
     pub config: &'a Config,
     pub stats: &'a ThreadStats,
     pub now_ms: u64,
+    /// The shards of the command's declared keys, locked by dispatch
+    /// before the handler runs and committed after it: a handler reaches
+    /// a key through `ctx.keys.shard(key)` and never locks anything.
+    pub keys: Locked<'a>,
+    /// The LSN of changes a command without keys committed itself
+    /// (FLUSHALL, SWAPDB), which its reply waits for like any other.
+    pub committed: Option<u64>,
 }
 
 impl<'a> Ctx<'a> {
@@ -304,9 +312,41 @@ impl<'a> Ctx<'a> {
     pub fn dirty(&self, changes: u64) {
         bump(&self.stats.changes, changes);
     }
+
+    /// Notes the LSN of a change a keyless command committed itself.
+    pub fn committed(&mut self, lsn: Option<u64>) {
+        self.committed = self.committed.max(lsn);
+    }
 }
 
-/// Runs one command and writes its reply to `out`.
+/// The keys a command declares through its key specs, as the engine
+/// locks them. The common single-key shape (one key at argument 1) is
+/// read without going through the specs.
+fn declared_keys<'k>(spec: &Spec, args: &'k [Bytes], keyspace: &Keyspace) -> Vec<KeyRef<'k>> {
+    if let [
+        keyspec::KeySpec {
+            begin: keyspec::BeginSearch::Index(1),
+            find:
+                keyspec::FindKeys::Range {
+                    last_key: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            ..
+        },
+    ] = spec.keys
+        && args.len() > 1
+    {
+        return vec![keyspace.key(&args[1])];
+    }
+    spec.key_positions(args)
+        .into_iter()
+        .map(|at| keyspace.key(&args[at]))
+        .collect()
+}
+
+/// Runs one command and writes its reply to `out`. Returns the LSN of the
+/// changes it committed, which its reply must wait for.
 pub fn dispatch(
     server: &Server,
     session: &mut Session,
@@ -315,7 +355,7 @@ pub fn dispatch(
     stats: &ThreadStats,
     now_ms: u64,
     args: &[Bytes],
-) {
+) -> Option<u64> {
     let table = &server.commands;
     let protocol = session.protocol;
     let mut reply = ReplyWriter::new(out, protocol);
@@ -331,7 +371,7 @@ pub fn dispatch(
             message.push_str(&format!("'{}' ", lossy(arg, 128)));
         }
         reject(server, &mut reply, &message);
-        return;
+        return None;
     };
     // A container with arguments resolves to its subcommand first, then
     // arity is checked once on what was resolved (Redis' order).
@@ -348,7 +388,7 @@ pub fn dispatch(
             Some(sub) => id = sub,
             None if id == table.debug_id => {
                 reject(server, &mut reply, &debug_error());
-                return;
+                return None;
             }
             None if id == table.cluster_id
                 && cluster::DISABLED_SUBCOMMANDS
@@ -356,7 +396,7 @@ pub fn dispatch(
                     .any(|name| args[1].eq_ignore_ascii_case(name.as_bytes())) =>
             {
                 reject(server, &mut reply, cluster::ERR_CLUSTER_DISABLED);
-                return;
+                return None;
             }
             None => {
                 let message = format!(
@@ -365,7 +405,7 @@ pub fn dispatch(
                     table.specs[id].name.to_ascii_uppercase()
                 );
                 reject(server, &mut reply, &message);
-                return;
+                return None;
             }
         }
     }
@@ -381,17 +421,17 @@ pub fn dispatch(
             )
         };
         reject(server, &mut reply, &message);
-        return;
+        return None;
     }
     if !session.authenticated && !spec.has_flag("no_auth") && !config.requirepass.is_empty() {
         bump(&stats.commands[id].rejected, 1);
         reject(server, &mut reply, ERR_NOAUTH);
-        return;
+        return None;
     }
     if server.persistence.is_loading() && !spec.has_flag("loading") {
         bump(&stats.commands[id].rejected, 1);
         reject(server, &mut reply, ERR_LOADING);
-        return;
+        return None;
     }
     let denied_on_disk_error = spec.has_flag("write") || id == server.commands.ping_id;
     if denied_on_disk_error
@@ -406,7 +446,7 @@ pub fn dispatch(
             crate::persistence::strerror(&error)
         );
         reject(server, &mut reply, &message);
-        return;
+        return None;
     }
     if let Some(error) = server
         .tiering
@@ -414,7 +454,7 @@ pub fn dispatch(
     {
         bump(&stats.commands[id].rejected, 1);
         reject(server, &mut reply, error);
-        return;
+        return None;
     }
     session
         .client
@@ -424,6 +464,7 @@ pub fn dispatch(
         .handler
         .expect("a container without arguments fails its arity check");
     let started = Instant::now();
+    let keys = declared_keys(spec, args, &server.keyspace);
     let mut ctx = Ctx {
         server,
         session,
@@ -431,8 +472,12 @@ pub fn dispatch(
         config,
         stats,
         now_ms,
+        keys: server.keyspace.lock_keys(&keys),
+        committed: None,
     };
     let result = handler(&mut ctx, args);
+    let keys = std::mem::replace(&mut ctx.keys, server.keyspace.lock_nothing());
+    let committed = keys.commit().max(ctx.committed);
     let counters = &stats.commands[id];
     bump(&counters.calls, 1);
     bump(&counters.usec, started.elapsed().as_micros() as u64);
@@ -441,6 +486,7 @@ pub fn dispatch(
         server.stats.record_error(&text);
         ctx.out.error(&text);
     }
+    committed
 }
 
 fn reject(server: &Server, reply: &mut ReplyWriter, text: &str) {

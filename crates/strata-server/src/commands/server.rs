@@ -124,7 +124,9 @@ fn dispose(flushed: strata_engine::keyspace::Flushed, asynchronous: bool) {
 
 pub fn flushdb(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let asynchronous = parse_flush_mode(args)?;
-    dispose(ctx.keyspace().flush_db(ctx.db()), asynchronous);
+    let (flushed, lsn) = ctx.keyspace().flush_db(ctx.db());
+    ctx.committed(lsn);
+    dispose(flushed, asynchronous);
     ctx.dirty(1);
     ctx.out.ok();
     Ok(())
@@ -132,7 +134,9 @@ pub fn flushdb(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 pub fn flushall(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let asynchronous = parse_flush_mode(args)?;
-    dispose(ctx.keyspace().flush_all(), asynchronous);
+    let (flushed, lsn) = ctx.keyspace().flush_all();
+    ctx.committed(lsn);
+    dispose(flushed, asynchronous);
     ctx.dirty(1);
     ctx.out.ok();
     Ok(())
@@ -155,7 +159,8 @@ pub fn swapdb(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if !(0..count).contains(&a) || !(0..count).contains(&b) {
         return Err("ERR DB index is out of range".into());
     }
-    ctx.keyspace().swap_db(a as usize, b as usize);
+    let lsn = ctx.keyspace().swap_db(a as usize, b as usize);
+    ctx.committed(lsn);
     ctx.dirty(1);
     ctx.out.ok();
     Ok(())
@@ -238,8 +243,8 @@ pub fn memory_usage(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let (db, key, now) = (ctx.db(), ctx.key(&args[2]), ctx.now_ms);
     let usage = ctx
-        .keyspace()
-        .lock(key)
+        .keys
+        .shard(key)
         .peek(db, key, now)
         .map(|e| e.memory_bytes());
     match usage {

@@ -12,7 +12,7 @@ use super::{
 
 pub fn get(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     let found = match shard.get_string(db, key, now)? {
         Some(entry) => {
             write_value(&mut ctx.out, entry.value());
@@ -23,7 +23,6 @@ pub fn get(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             false
         }
     };
-    drop(shard);
     ctx.stats.hit(found);
     Ok(())
 }
@@ -109,7 +108,7 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         i += 1;
     }
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     // Only SET … GET needs the old value (which may be on disk).
     let exists = if get {
         let existing = shard.get_string(db, key, now)?;
@@ -122,7 +121,6 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         shard.touch(db, key, now).is_some()
     };
     if (nx && exists) || (xx && !exists) {
-        drop(shard);
         if !get {
             ctx.out.null_bulk();
         }
@@ -137,7 +135,6 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         Expiry::KeepTtl => shard.set(db, key, value, None, true, now),
         Expiry::Unchanged | Expiry::Persist => shard.set(db, key, value, None, false, now),
     }
-    drop(shard);
     ctx.dirty(1);
     if !get {
         ctx.out.ok();
@@ -147,12 +144,11 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 pub fn setnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     let created = !shard.contains(db, key, now);
     if created {
         shard.set(db, key, Value::from_bytes(&args[2]), None, false, now);
     }
-    drop(shard);
     ctx.dirty(created as u64);
     ctx.out.int(created as i64);
     Ok(())
@@ -161,14 +157,13 @@ pub fn setnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 fn setex_generic(ctx: &mut Ctx, args: &[Bytes], unit: &str, command: &str) -> CmdResult {
     let expiry = deadline(unit.as_bytes(), &args[2], ctx.now_ms, command)?;
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     match expiry {
         Expiry::At(at) => shard.set(db, key, Value::from_bytes(&args[3]), Some(at), false, now),
         _ => {
             shard.remove(db, key, now);
         }
     }
-    drop(shard);
     ctx.dirty(1);
     ctx.out.ok();
     Ok(())
@@ -184,20 +179,19 @@ pub fn psetex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 pub fn getset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     match shard.get_string(db, key, now)? {
         Some(entry) => write_value(&mut ctx.out, entry.value()),
         None => ctx.out.null_bulk(),
     }
     shard.set(db, key, Value::from_bytes(&args[2]), None, false, now);
-    drop(shard);
     ctx.dirty(1);
     Ok(())
 }
 
 pub fn getdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
-    let removed = ctx.keyspace().lock(key).take_string(db, key, now)?;
+    let removed = ctx.keys.shard(key).take_string(db, key, now)?;
     match &removed {
         Some(entry) => {
             write_value(&mut ctx.out, entry.value());
@@ -227,9 +221,8 @@ pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         i += 1;
     }
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     let Some(entry) = shard.get_string(db, key, now)? else {
-        drop(shard);
         ctx.stats.hit(false);
         ctx.out.null_bulk();
         return Ok(());
@@ -242,7 +235,6 @@ pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         Expiry::Persist if had_deadline => shard.set_expire(db, key, None, now),
         _ => false,
     };
-    drop(shard);
     ctx.stats.hit(true);
     ctx.dirty(changed as u64);
     Ok(())
@@ -251,12 +243,11 @@ pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn mget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, now) = (ctx.db(), ctx.now_ms);
     let refs: Vec<_> = args[1..].iter().map(|k| ctx.key(k)).collect();
-    let mut shards = ctx.keyspace().lock_many(refs.iter().copied());
     ctx.out.array(refs.len());
     let mut hits = 0;
     for key in &refs {
         // As Redis: a key of another type reads as missing here.
-        match shards.shard(key.shard()).get(db, *key, now)? {
+        match ctx.keys.shard(*key).get(db, *key, now)? {
             Some(entry) if !entry.is_hash() => {
                 write_value(&mut ctx.out, entry.value());
                 hits += 1;
@@ -264,7 +255,6 @@ pub fn mget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             _ => ctx.out.null_bulk(),
         }
     }
-    drop(shards);
     crate::stats::bump(&ctx.stats.keyspace_hits, hits);
     crate::stats::bump(&ctx.stats.keyspace_misses, refs.len() as u64 - hits);
     Ok(())
@@ -281,20 +271,18 @@ fn mset_generic(ctx: &mut Ctx, args: &[Bytes], only_if_none_exist: bool) -> Resu
     }
     let (db, now) = (ctx.db(), ctx.now_ms);
     let refs: Vec<_> = args[1..].chunks(2).map(|pair| ctx.key(&pair[0])).collect();
-    let mut shards = ctx.keyspace().lock_many(refs.iter().copied());
     if only_if_none_exist
         && refs
             .iter()
-            .any(|k| shards.shard(k.shard()).contains(db, *k, now))
+            .any(|k| ctx.keys.shard(*k).contains(db, *k, now))
     {
         return Ok(false);
     }
     for (key, pair) in refs.iter().zip(args[1..].chunks(2)) {
-        shards
-            .shard(key.shard())
+        ctx.keys
+            .shard(*key)
             .set(db, *key, Value::from_bytes(&pair[1]), None, false, now);
     }
-    drop(shards);
     ctx.dirty(refs.len() as u64);
     Ok(true)
 }
@@ -314,7 +302,7 @@ pub fn msetnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let limit = ctx.config.proto_max_bulk_len;
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     let length = match shard.get_string(db, key, now)? {
         Some(entry) => {
             if (entry.value().len() + args[2].len()) as u64 > limit {
@@ -328,7 +316,6 @@ pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             args[2].len()
         }
     };
-    drop(shard);
     ctx.dirty(1);
     ctx.out.int(length as i64);
     Ok(())
@@ -337,8 +324,8 @@ pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn strlen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let length = ctx
-        .keyspace()
-        .lock(key)
+        .keys
+        .shard(key)
         .get_string(db, key, now)?
         .map_or(0, |e| e.value().len());
     ctx.out.int(length as i64);
@@ -347,7 +334,7 @@ pub fn strlen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 fn incr_generic(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(key), ctx.now_ms);
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     let result = match shard.get_string(db, key, now)? {
         Some(entry) => {
             let value = entry.value();
@@ -366,7 +353,6 @@ fn incr_generic(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
             delta
         }
     };
-    drop(shard);
     ctx.dirty(1);
     ctx.out.int(result);
     Ok(())
@@ -395,7 +381,7 @@ pub fn decrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     let entry = shard.get_string(db, key, now)?;
     let current = entry.as_ref().map(|e| e.value());
     let text =
@@ -415,7 +401,6 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         Some(entry) => entry.set_value(db, value),
         None => shard.set(db, key, value, None, false, now),
     }
-    drop(shard);
     ctx.dirty(1);
     ctx.out.bulk(&text);
     Ok(())
@@ -444,7 +429,7 @@ pub fn byte_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
 pub fn getrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (start, end) = (parse_i64(&args[2])?, parse_i64(&args[3])?);
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     match shard.get_string(db, key, now)? {
         Some(entry) => {
             let bytes = entry.value().as_bytes();
@@ -467,11 +452,10 @@ pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let patch = &args[3];
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let limit = ctx.config.proto_max_bulk_len;
-    let mut shard = ctx.keyspace().lock(key);
+    let shard = ctx.keys.shard(key);
     let entry = shard.get_string(db, key, now)?;
     if patch.is_empty() {
         let length = entry.map_or(0, |e| e.value().len());
-        drop(shard);
         ctx.out.int(length as i64);
         return Ok(());
     }
@@ -487,7 +471,6 @@ pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             offset + patch.len()
         }
     };
-    drop(shard);
     ctx.dirty(1);
     ctx.out.int(length as i64);
     Ok(())
@@ -518,19 +501,23 @@ pub fn lcs(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, now) = (ctx.db(), ctx.now_ms);
     let (ka, kb) = (ctx.key(&args[1]), ctx.key(&args[2]));
     let (a, b) = {
-        let mut shards = ctx.keyspace().lock_many([ka, kb]);
-        let a = shards
-            .shard(ka.shard())
+        let a = ctx
+            .keys
+            .shard(ka)
             .get_string(db, ka, now)?
             .map(|e| e.value().as_bytes().to_vec())
             .unwrap_or_default();
-        let b = shards
-            .shard(kb.shard())
+        let b = ctx
+            .keys
+            .shard(kb)
             .get_string(db, kb, now)?
             .map(|e| e.value().as_bytes().to_vec())
             .unwrap_or_default();
         (a, b)
     };
+    // The table below is O(len(a) × len(b)) work on copies: no lock for it.
+    let lsn = ctx.keys.release();
+    ctx.committed(lsn);
     let cells = (a.len() as u128 + 1) * (b.len() as u128 + 1);
     if cells > u32::MAX as u128 || cells * 4 > ctx.config.proto_max_bulk_len as u128 {
         return Err(
