@@ -26,6 +26,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use bytes::Bytes;
+use smallvec::SmallVec;
 use strata_engine::keyspace::Locked;
 use strata_engine::{KeyRef, Keyspace};
 use strata_resp::ReplyWriter;
@@ -293,7 +294,13 @@ pub struct Ctx<'a> {
     /// The LSN of changes a command without keys committed itself
     /// (FLUSHALL, SWAPDB), which its reply waits for like any other.
     pub committed: Option<u64>,
+    /// The declared keys' hashes, by argument address and length, so that
+    /// [`Ctx::key`] does not hash a key dispatch has hashed already.
+    pub declared: SmallVec<[(usize, usize, u64); DECLARED_KEYS_INLINE]>,
 }
+
+/// Declared keys kept without allocating (most commands have one).
+const DECLARED_KEYS_INLINE: usize = 4;
 
 impl<'a> Ctx<'a> {
     pub fn keyspace(&self) -> &'a Keyspace {
@@ -301,7 +308,16 @@ impl<'a> Ctx<'a> {
     }
 
     pub fn key<'k>(&self, bytes: &'k [u8]) -> KeyRef<'k> {
-        self.server.keyspace.key(bytes)
+        let place = (bytes.as_ptr() as usize, bytes.len());
+        match self
+            .declared
+            .iter()
+            .find(|&&(at, len, _)| (at, len) == place)
+        {
+            // The same argument (same address and length: same bytes).
+            Some(&(_, _, hash)) => KeyRef { bytes, hash },
+            None => self.server.keyspace.key(bytes),
+        }
     }
 
     pub fn db(&self) -> usize {
@@ -322,7 +338,11 @@ impl<'a> Ctx<'a> {
 /// The keys a command declares through its key specs, as the engine
 /// locks them. The common single-key shape (one key at argument 1) is
 /// read without going through the specs.
-fn declared_keys<'k>(spec: &Spec, args: &'k [Bytes], keyspace: &Keyspace) -> Vec<KeyRef<'k>> {
+fn declared_keys<'k>(
+    spec: &Spec,
+    args: &'k [Bytes],
+    keyspace: &Keyspace,
+) -> SmallVec<[KeyRef<'k>; DECLARED_KEYS_INLINE]> {
     if let [
         keyspec::KeySpec {
             begin: keyspec::BeginSearch::Index(1),
@@ -337,7 +357,7 @@ fn declared_keys<'k>(spec: &Spec, args: &'k [Bytes], keyspace: &Keyspace) -> Vec
     ] = spec.keys
         && args.len() > 1
     {
-        return vec![keyspace.key(&args[1])];
+        return smallvec::smallvec![keyspace.key(&args[1])];
     }
     spec.key_positions(args)
         .into_iter()
@@ -465,6 +485,10 @@ pub fn dispatch(
         .expect("a container without arguments fails its arity check");
     let started = Instant::now();
     let keys = declared_keys(spec, args, &server.keyspace);
+    let declared = keys
+        .iter()
+        .map(|k| (k.bytes.as_ptr() as usize, k.bytes.len(), k.hash))
+        .collect();
     let mut ctx = Ctx {
         server,
         session,
@@ -474,6 +498,7 @@ pub fn dispatch(
         now_ms,
         keys: server.keyspace.lock_keys(&keys),
         committed: None,
+        declared,
     };
     let result = handler(&mut ctx, args);
     let keys = std::mem::replace(&mut ctx.keys, server.keyspace.lock_nothing());
