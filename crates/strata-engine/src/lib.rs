@@ -9,7 +9,9 @@
 //!   re-exported by `keyspace`): `key` (a key's hash, cluster slot and
 //!   shard), `entry` (one key and its value, flags, LRU clock), `shard`
 //!   (one lock's tables, the records of its changes, hits and census),
-//!   `guard` (locked shards that commit their log group on drop).
+//!   `guard` (locked shards that commit their log group on drop, and
+//!   [`keyspace::Locked`], the lock set a command runs under, whose commit
+//!   returns the LSN).
 //! - [`eviction`]: cold values read in and let go; what leaves RAM under
 //!   each policy.
 //! - [`location`]: where a record lies in the log (one `u64`).
@@ -20,8 +22,10 @@
 //! - [`value`]: values going in ([`Value`]) and coming out ([`ValueRef`]):
 //!   strings (with Redis' integer encoding) and hashes (as their image).
 //! - [`glob`]: Redis' glob-style pattern matcher for KEYS, SCAN and CONFIG.
-//! - [`hash`]: hash values (packed and table encodings, field deadlines,
-//!   the image codec); the keyspace stores a hash as its image.
+//! - [`hash`]: the hash type (a packed image kept inline in the entry, or
+//!   an arena table beside it; field deadlines; the image codec); commands
+//!   change hashes through field changes that the log records field by
+//!   field.
 //! - [`record`]: the log record format (`docs/storage.md`).
 //! - [`log`]: segment files, group commit, fsync policies.
 //! - [`checkpoint`]: fork-free checkpoints, shard by shard.

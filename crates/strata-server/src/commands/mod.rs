@@ -10,6 +10,11 @@
 //! [`Ctx`] and the arguments (argument 0 is the command name), write their
 //! reply through `ctx.out`, and return `Err` with Redis' exact error text
 //! when they reply nothing else.
+//!
+//! Dispatch locks, handlers don't: the shards of the keys a command
+//! declares (its key specs) are locked before its handler runs, reached
+//! through `ctx.keys.shard(key)`, and committed as one log group after it;
+//! the commit's LSN is what the reply waits for (`docs/server.md`).
 
 pub mod bits;
 pub mod cluster;
