@@ -48,7 +48,7 @@ pub(crate) fn clock_of(now_ms: u64) -> u32 {
 /// the allocator's size classes absorb most small growth in place.
 ///
 /// A hash past the packed limits lives beside the header as a
-/// [`HashValue`] table ([`Body::Table`]), changed field by field in place;
+/// [`HashValue`] table ((`Body::Table`)), changed field by field in place;
 /// the enum costs no space (the table variant fits the niche of the
 /// inline one, so the header stays 32 bytes).
 #[derive(Debug)]

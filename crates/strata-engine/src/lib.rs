@@ -34,6 +34,8 @@
 //! - [`feed`]: every committed group of changes, in order, to subscribers.
 //! - [`background`]: memory held by background buffers, outside the budget.
 //! - `random` (private): seeds and a fast per-thread generator.
+//! - [`reader`]: the cold-value reader (io_uring, or pread threads), off
+//!   every shard lock, results to a callback.
 //! - [`tier`]: reading cold values (io_uring plans, direct reads), per
 //!   segment live counts, the cache store.
 //!
@@ -63,6 +65,7 @@ pub mod keyspace;
 pub mod location;
 pub mod log;
 mod random;
+pub mod reader;
 pub mod record;
 pub mod recovery;
 mod shard;

@@ -1226,6 +1226,57 @@ mod tests {
         panic!("values stayed in RAM");
     }
 
+    /// The engine's reader, as an embedder would use it: values evicted to
+    /// the log come back through io_uring and through pread threads, and
+    /// a location that holds another key's record is an error, not a panic.
+    #[test]
+    fn the_cold_reader_reads_values_back_with_either_engine() {
+        const COUNT: usize = 64;
+        let dir = temp_dir("reader");
+        let value = |i: usize| format!("value {i} ").repeat(30).into_bytes();
+        let ks = open(&dir, 16 * 1024).unwrap();
+        ks.tier().set_tracking(true);
+        for i in 0..COUNT {
+            set(&ks, 0, format!("key:{i}").as_bytes(), &value(i), None);
+        }
+        evict_everything(&ks);
+        let locs: Vec<u64> = (0..COUNT)
+            .map(|i| {
+                let key = format!("key:{i}");
+                ks.cold_loc(0, ks.key(key.as_bytes()), NOW_MS)
+                    .expect("cold")
+            })
+            .collect();
+        for use_uring in [true, false] {
+            let (reader, _) =
+                crate::reader::ColdReader::start(ks.tier().clone(), 2, use_uring).unwrap();
+            let (sender, results) = std::sync::mpsc::channel();
+            for (i, &loc) in locs.iter().enumerate() {
+                let sender = sender.clone();
+                let key = format!("key:{i}").into_bytes();
+                reader.submit(loc, key, Box::new(move |r| sender.send((i, r)).unwrap()));
+            }
+            // The record at key:1's location is not key:0's.
+            let sender_bad = sender.clone();
+            reader.submit(
+                locs[1],
+                b"key:0".to_vec(),
+                Box::new(move |r| sender_bad.send((usize::MAX, r)).unwrap()),
+            );
+            for _ in 0..=COUNT {
+                let (i, result) = results
+                    .recv_timeout(std::time::Duration::from_secs(10))
+                    .expect("a read completes");
+                if i == usize::MAX {
+                    assert!(result.is_err(), "{} read the wrong key", reader.engine());
+                } else {
+                    assert_eq!(result.unwrap().bytes, value(i), "{}", reader.engine());
+                }
+            }
+        }
+        close(&ks);
+    }
+
     #[test]
     fn cold_values_survive_checkpoints_restarts_and_compaction() {
         const COUNT: usize = 400;

@@ -8,21 +8,21 @@
 //!   `maxdisk` budget rejects `denyoom` commands the same way once the
 //!   data directory holds that much: every write lands on disk.
 //! - **Cold reads.** A connection about to run a command whose keys have
-//!   cold values hands the reads to [`ReaderPool`] — `tiering-io-threads`
-//!   threads doing `pread`s, so that many reads are in flight at once
-//!   (SSDs deliver several times the IOPS at queue depth 32 that they do
-//!   one read at a time) — and awaits them, so its network thread keeps
-//!   serving other connections. No shard lock is held while reading.
+//!   cold values hands the reads to [`ReaderPool`] — the engine's
+//!   [`ColdReader`] (io_uring, or `tiering-io-threads` threads doing
+//!   `pread`s) with its results awaited as futures — so its network
+//!   thread keeps serving other connections. No shard lock is held while
+//!   reading.
 //! - **Rates** for INFO tiering, sampled by the cron.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::mpsc;
 use std::time::Instant;
 
 use parking_lot::Mutex;
-use strata_engine::tier::{ColdValue, ReadPlan, Tier};
+use strata_engine::reader::ColdReader;
+use strata_engine::tier::{ColdValue, Tier};
 
 use crate::config::{Config, MaxmemoryPolicy};
 use crate::server::Server;
@@ -44,103 +44,6 @@ const SPARE_BYTES_WORTH_FREEING: u64 = 1 << 20;
 /// Window over which INFO's per-second rates are measured.
 const RATE_WINDOW_MS: u128 = 2000;
 
-struct Job {
-    loc: u64,
-    key: Vec<u8>,
-    reply: tokio::sync::oneshot::Sender<Result<ColdValue, String>>,
-}
-
-/// Reads cold values for connections: one io_uring thread with up to
-/// [`URING_DEPTH`] reads in flight (it takes every queued read, submits
-/// them together and hands results back as they complete: one wake-up
-/// per batch), or, where io_uring is unavailable, `tiering-io-threads`
-/// threads doing one blocking `pread` each.
-pub struct ReaderPool {
-    jobs: mpsc::Sender<Job>,
-    queued: Arc<AtomicU64>,
-    pub engine: &'static str,
-}
-
-/// Reads one io_uring reader keeps in flight.
-const URING_DEPTH: usize = 64;
-/// Longest the io_uring reader waits for a completion before taking newly
-/// queued reads (a device read takes ~100 µs here).
-const URING_WAIT_NS: u32 = 30_000;
-
-impl ReaderPool {
-    fn start(tier: Arc<Tier>, threads: usize, use_uring: bool) -> std::io::Result<ReaderPool> {
-        if use_uring {
-            match io_uring::IoUring::new(URING_DEPTH as u32) {
-                Ok(ring) => {
-                    let (jobs, receiver) = mpsc::channel::<Job>();
-                    let queued = Arc::new(AtomicU64::new(0));
-                    let counter = queued.clone();
-                    std::thread::Builder::new()
-                        .name("tier-uring".into())
-                        .spawn(move || run_uring(ring, &tier, &receiver, &counter))?;
-                    return Ok(ReaderPool {
-                        jobs,
-                        queued,
-                        engine: "io_uring",
-                    });
-                }
-                Err(e) => crate::log_warning!(
-                    "io_uring unavailable ({e}); reading cold values with {threads} threads"
-                ),
-            }
-        }
-        let (jobs, receiver) = mpsc::channel::<Job>();
-        let receiver = Arc::new(Mutex::new(receiver));
-        let queued = Arc::new(AtomicU64::new(0));
-        for index in 0..threads {
-            let receiver = receiver.clone();
-            let tier = tier.clone();
-            let queued = queued.clone();
-            std::thread::Builder::new()
-                .name(format!("tier-read-{index}"))
-                .spawn(move || {
-                    loop {
-                        let job = receiver.lock().recv();
-                        let Ok(job) = job else {
-                            return;
-                        };
-                        queued.fetch_sub(1, Relaxed);
-                        let _ = job.reply.send(tier.read_value(job.loc, &job.key));
-                    }
-                })?;
-        }
-        Ok(ReaderPool {
-            jobs,
-            queued,
-            engine: "threads",
-        })
-    }
-
-    /// Queues a read of the value of `key` at `loc`; await the result
-    /// with [`ReaderPool::result`]. Submit every read a command needs
-    /// before awaiting any, so they are in flight together.
-    pub fn submit(&self, loc: u64, key: Vec<u8>) -> PendingRead {
-        let (reply, receive) = tokio::sync::oneshot::channel();
-        self.queued.fetch_add(1, Relaxed);
-        if let Err(failed) = self.jobs.send(Job { loc, key, reply }) {
-            self.queued.fetch_sub(1, Relaxed);
-            let _ = failed.0.reply.send(Err("no reader threads".into()));
-        }
-        PendingRead(receive)
-    }
-
-    pub async fn result(read: PendingRead) -> Result<ColdValue, String> {
-        read.0
-            .await
-            .unwrap_or_else(|_| Err("reader thread stopped".into()))
-    }
-
-    /// Reads waiting for a reader thread.
-    pub fn queued(&self) -> u64 {
-        self.queued.load(Relaxed)
-    }
-}
-
 /// Memory that does not count against `maxmemory`: records committed to
 /// the log (or cache store) and not yet written, as Redis leaves its AOF
 /// buffer out (INFO `mem_not_counted_for_evict`), and the buffers of a
@@ -155,109 +58,6 @@ pub fn not_counted_for_evict(server: &Server) -> u64 {
         + strata_engine::background::bytes()
 }
 
-/// A read submitted to the ring: the job, its plan, and the buffer the
-/// kernel writes into (kept here, unmoved, until the read completes).
-struct InFlight {
-    job: Job,
-    plan: ReadPlan,
-    raw: Vec<u8>,
-    at: usize,
-}
-
-/// The io_uring reader: blocks for work only when nothing is in flight;
-/// otherwise submits what is queued and waits for at least one completion.
-fn run_uring(
-    mut ring: io_uring::IoUring,
-    tier: &Tier,
-    receiver: &mpsc::Receiver<Job>,
-    queued: &AtomicU64,
-) {
-    use std::os::fd::AsRawFd;
-    let mut slots: Vec<Option<InFlight>> = (0..URING_DEPTH).map(|_| None).collect();
-    let mut free: Vec<usize> = (0..URING_DEPTH).rev().collect();
-    let mut completed = Vec::with_capacity(URING_DEPTH);
-    loop {
-        while let Some(&slot) = free.last() {
-            let job = if free.len() == URING_DEPTH {
-                match receiver.recv() {
-                    Ok(job) => job,
-                    Err(_) => return,
-                }
-            } else {
-                match receiver.try_recv() {
-                    Ok(job) => job,
-                    Err(_) => break,
-                }
-            };
-            queued.fetch_sub(1, Relaxed);
-            let plan = match tier.plan_read(job.loc, job.key.len()) {
-                Ok(plan) => plan,
-                Err(why) => {
-                    tier.stats.read_errors.fetch_add(1, Relaxed);
-                    let _ = job.reply.send(Err(why));
-                    continue;
-                }
-            };
-            let mut raw = vec![0u8; plan.buffer_len()];
-            let at = plan.buffer_start(&raw);
-            let read = io_uring::opcode::Read::new(
-                io_uring::types::Fd(plan.file.as_raw_fd()),
-                raw[at..].as_mut_ptr(),
-                plan.len as u32,
-            )
-            .offset(plan.offset)
-            .build()
-            .user_data(slot as u64);
-            // SAFETY: the buffer and the file stay alive in `slots[slot]`
-            // until this read's completion is reaped below.
-            if unsafe { ring.submission().push(&read) }.is_err() {
-                // Cannot happen: the ring has a slot per in-flight read.
-                let _ = job.reply.send(Err("io_uring submission queue full".into()));
-                continue;
-            }
-            free.pop();
-            slots[slot] = Some(InFlight { job, plan, raw, at });
-        }
-        if free.len() == URING_DEPTH {
-            continue;
-        }
-        // Wait for a completion, but no longer than a fraction of a
-        // device read, so reads queued meanwhile join soon.
-        let wait = io_uring::types::Timespec::new().nsec(URING_WAIT_NS);
-        let args = io_uring::types::SubmitArgs::new().timespec(&wait);
-        if let Err(e) = ring.submitter().submit_with_args(1, &args)
-            && e.raw_os_error() != Some(libc::ETIME)
-            && e.kind() != std::io::ErrorKind::Interrupted
-        {
-            crate::log_warning!("io_uring wait failed: {e}");
-        }
-        completed.clear();
-        completed.extend(
-            ring.completion()
-                .map(|cqe| (cqe.user_data() as usize, cqe.result())),
-        );
-        for &(slot, result) in &completed {
-            let Some(done) = slots[slot].take() else {
-                continue;
-            };
-            free.push(slot);
-            let value = if result < 0 {
-                Err(done.plan.error(std::io::Error::from_raw_os_error(-result)))
-            } else {
-                let got = &done.raw[done.at..done.at + result as usize];
-                tier.finish_read(&done.plan, &done.job.key, got)
-            };
-            if value.is_err() {
-                tier.stats.read_errors.fetch_add(1, Relaxed);
-            }
-            let _ = done.job.reply.send(value);
-        }
-    }
-}
-
-/// A read in flight.
-pub struct PendingRead(tokio::sync::oneshot::Receiver<Result<ColdValue, String>>);
-
 /// Counter values at one instant, for rates.
 #[derive(Clone, Copy)]
 struct Sample {
@@ -265,6 +65,53 @@ struct Sample {
     disk_reads: u64,
     promotions: u64,
     evictions: u64,
+}
+
+/// A read in flight.
+pub struct PendingRead(tokio::sync::oneshot::Receiver<Result<ColdValue, String>>);
+
+/// The engine's cold reader ([`ColdReader`]), its results awaited by
+/// connections on their tokio thread.
+pub struct ReaderPool {
+    reader: ColdReader,
+    pub engine: &'static str,
+}
+
+impl ReaderPool {
+    fn start(tier: Arc<Tier>, threads: usize, use_uring: bool) -> std::io::Result<ReaderPool> {
+        let (reader, why_not_uring) = ColdReader::start(tier, threads, use_uring)?;
+        if let Some(why) = why_not_uring {
+            crate::log_warning!("{why}; reading cold values with {threads} threads");
+        }
+        let engine = reader.engine();
+        Ok(ReaderPool { reader, engine })
+    }
+
+    /// Queues a read of the value of `key` at `loc`; await the result
+    /// with [`ReaderPool::result`]. Submit every read a command needs
+    /// before awaiting any, so they are in flight together.
+    pub fn submit(&self, loc: u64, key: Vec<u8>) -> PendingRead {
+        let (reply, receive) = tokio::sync::oneshot::channel();
+        self.reader.submit(
+            loc,
+            key,
+            Box::new(move |value| {
+                let _ = reply.send(value);
+            }),
+        );
+        PendingRead(receive)
+    }
+
+    pub async fn result(read: PendingRead) -> Result<ColdValue, String> {
+        read.0
+            .await
+            .unwrap_or_else(|_| Err("reader thread stopped".into()))
+    }
+
+    /// Reads waiting for a reader thread.
+    pub fn queued(&self) -> u64 {
+        self.reader.queued()
+    }
 }
 
 /// Per-second rates over the last [`RATE_WINDOW_MS`].
