@@ -19,7 +19,7 @@
 use bytes::Bytes;
 use strata_engine::Value;
 use strata_engine::hash::{Field, HashRef, HashValue, IMAGE_BYTES_MAX, Limits};
-use strata_engine::keyspace::{FieldChange, KeyRef, Shard, random_u64};
+use strata_engine::keyspace::{EntryMut, FieldChange, KeyRef, Shard, random_u64};
 use strata_resp::{Protocol, ReplyWriter};
 
 use crate::long_double::{self, AddError};
@@ -60,18 +60,28 @@ fn read_hash(
     Ok(())
 }
 
-/// Applies `changes` to the hash at `key` (already known to be a hash or
-/// missing), creating it from the fields put when missing, and deletes
-/// the key when no field is left. Returns the fields left.
-fn apply(
-    shard: &mut Shard,
+/// What [`change_found`] did.
+enum Changed {
+    /// The hash was changed; this many fields are left.
+    Left(usize),
+    /// There was no hash: it is to be created from the fields put.
+    Missing,
+}
+
+/// Applies `changes` to the hash a command found (and read) under its
+/// lock, so that a write looks its key up once. Pass the outcome to
+/// [`settle`].
+fn change_found(
+    found: Option<EntryMut>,
     db: usize,
-    key: KeyRef,
     changes: &[FieldChange],
     now: u64,
-) -> Result<usize, CmdError> {
+) -> Result<Changed, CmdError> {
+    let Some(entry) = found else {
+        return Ok(Changed::Missing);
+    };
     if changes.is_empty() {
-        return Ok(0);
+        return Ok(Changed::Left(usize::MAX));
     }
     let added: usize = changes
         .iter()
@@ -80,33 +90,60 @@ fn apply(
             FieldChange::Remove(_) => 0,
         })
         .sum();
-    if let Some(entry) = shard.get_hash(db, key, now)? {
-        let current = entry.value().hash().map_or(0, |h| h.image_bytes());
-        if current + added > IMAGE_BYTES_MAX {
-            return Err(ERR_HASH_TOO_BIG.into());
-        }
-        let left = entry.change_hash(db, changes, now).len;
-        if left == 0 {
+    let current = entry.value().hash().map_or(0, |h| h.image_bytes());
+    if current + added > IMAGE_BYTES_MAX {
+        return Err(ERR_HASH_TOO_BIG.into());
+    }
+    Ok(Changed::Left(entry.change_hash(db, changes, now).len))
+}
+
+/// Finishes a change: deletes the key of a hash left without fields, or
+/// creates the hash from the fields put when there was none.
+fn settle(
+    shard: &mut Shard,
+    db: usize,
+    key: KeyRef,
+    changed: Changed,
+    changes: &[FieldChange],
+    now: u64,
+) {
+    match changed {
+        Changed::Left(0) => {
             shard.remove(db, key, now);
         }
-        return Ok(left);
-    }
-    let mut hash = HashValue::new();
-    for change in changes {
-        match *change {
-            FieldChange::Put(field) => hash.put(field, Limits::NEVER_CONVERT),
-            FieldChange::Remove(name) => {
-                hash.remove(name, now);
+        Changed::Left(_) => {}
+        Changed::Missing => {
+            let mut hash = HashValue::new();
+            for change in changes {
+                match *change {
+                    FieldChange::Put(field) => hash.put(field, Limits::NEVER_CONVERT),
+                    FieldChange::Remove(name) => {
+                        hash.remove(name, now);
+                    }
+                }
+            }
+            hash.remove_expired(now);
+            if !hash.is_empty() {
+                let mut image = Vec::new();
+                hash.encode_image(&mut image);
+                shard.set(db, key, Value::Hash(image.into()), None, false, now);
             }
         }
     }
-    hash.remove_expired(now);
-    if !hash.is_empty() {
-        let mut image = Vec::new();
-        hash.encode_image(&mut image);
-        shard.set(db, key, Value::Hash(image.into()), None, false, now);
-    }
-    Ok(hash.len())
+}
+
+/// [`change_found`] and [`settle`] for a command that has not looked the
+/// key up yet.
+fn apply(
+    shard: &mut Shard,
+    db: usize,
+    key: KeyRef,
+    changes: &[FieldChange],
+    now: u64,
+) -> CmdResult {
+    let changed = change_found(shard.get_hash(db, key, now)?, db, changes, now)?;
+    settle(shard, db, key, changed, changes, now);
+    Ok(())
 }
 
 /// A plain field (no deadline) to store.
@@ -138,7 +175,8 @@ fn set_fields(ctx: &mut Ctx, args: &[Bytes]) -> Result<usize, CmdError> {
         })
         .count();
     let changes: Vec<FieldChange> = args[2..].chunks(2).map(|p| put(&p[0], &p[1])).collect();
-    apply(shard, db, key, &changes, now)?;
+    let changed = change_found(hash, db, &changes, now)?;
+    settle(shard, db, key, changed, &changes, now);
     ctx.dirty(1);
     Ok(added)
 }
@@ -203,7 +241,8 @@ pub fn hdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .map(|f| FieldChange::Remove(f))
         .collect();
     if !removed.is_empty() {
-        apply(shard, db, key, &removed, now)?;
+        let changed = change_found(hash, db, &removed, now)?;
+        settle(shard, db, key, changed, &removed, now);
         ctx.dirty(1);
     }
     ctx.out.int(removed.len() as i64);
@@ -290,7 +329,8 @@ pub fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         value: text.as_bytes(),
         deadline,
     });
-    apply(shard, db, key, &[change], now)?;
+    let changed = change_found(hash, db, &[change], now)?;
+    settle(shard, db, key, changed, &[change], now);
     ctx.dirty(1);
     ctx.out.int(result);
     Ok(())
@@ -315,7 +355,8 @@ pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         value: &text,
         deadline,
     });
-    apply(shard, db, key, &[change], now)?;
+    let changed = change_found(hash, db, &[change], now)?;
+    settle(shard, db, key, changed, &[change], now);
     ctx.dirty(1);
     ctx.out.bulk(&text);
     Ok(())
@@ -585,7 +626,8 @@ fn change_deadlines(
         })
         .collect();
     if !changes.is_empty() {
-        apply(shard, db, key, &changes, now)?;
+        let changed = change_found(hash, db, &changes, now)?;
+        settle(shard, db, key, changed, &changes, now);
         ctx.dirty(changes.len() as u64);
     }
     ctx.out.array(codes.len());
@@ -735,7 +777,8 @@ fn get_and_change(
         })
         .collect();
     if !changes.is_empty() {
-        apply(shard, db, key, &changes, now)?;
+        let changed = change_found(hash, db, &changes, now)?;
+        settle(shard, db, key, changed, &changes, now);
         ctx.dirty(changes.len() as u64);
     }
     Ok(())
@@ -861,7 +904,8 @@ pub fn hsetex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             }),
         })
         .collect();
-    apply(shard, db, key, &changes, now)?;
+    let changed = change_found(hash, db, &changes, now)?;
+    settle(shard, db, key, changed, &changes, now);
     ctx.dirty(changes.len() as u64);
     ctx.out.int(1);
     Ok(())
