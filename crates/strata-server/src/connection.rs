@@ -34,7 +34,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::client::ClientInfo;
-use crate::commands::dispatch;
+use crate::commands::{Dispatched, dispatch};
 use crate::config::{Config, OutputLimit};
 use crate::server::{Admitted, Server, now_ms};
 use crate::session::Session;
@@ -404,11 +404,7 @@ impl Connection {
     /// Runs every complete command in the input buffer, stopping early when
     /// output is backing up or the server is paused.
     fn execute_buffered(&mut self, client: &ClientInfo, now: u64) -> Result<(), Closed> {
-        let limits = Limits {
-            bulk_len_bytes_max: self.config.proto_max_bulk_len,
-            auth_required: !self.session.authenticated && !self.config.requirepass.is_empty(),
-            ..Limits::default()
-        };
+        let limits = self.parser_limits();
         let pause_bytes = self.output_pause_bytes();
         while !self.session.close_after_reply {
             if self.output.len() >= pause_bytes {
@@ -441,23 +437,16 @@ impl Connection {
                 }
             };
             if let Some(cold) = self.cold_values(&args, now) {
-                self.parked = Some(Parked {
-                    args,
-                    db: self.session.db,
-                    cold,
-                });
-                // Parse the rest of the pipeline already received, so its
-                // cold values are read together with this command's.
-                while self.backlog.len() < LOOKAHEAD_COMMANDS_MAX && self.deferred_error.is_none() {
-                    match self.parser.next(&mut self.input, &limits) {
-                        Ok(Some(args)) => self.backlog.push_back(args),
-                        Ok(None) => break,
-                        Err(error) => self.deferred_error = Some(error),
-                    }
-                }
+                self.park(args, cold);
                 break;
             }
-            self.run_command(&args, now);
+            if !self.run_command(&args, now, true) {
+                // A value went cold between the check and the locks: read
+                // it off the locks, like any other.
+                let cold = self.cold_values(&args, now).unwrap_or_default();
+                self.park(args, cold);
+                break;
+            }
             if client.is_killed() {
                 break;
             }
@@ -481,8 +470,10 @@ impl Connection {
         Ok(())
     }
 
-    fn run_command(&mut self, args: &[Bytes], now: u64) {
-        let committed = dispatch(
+    /// Runs one command (see [`dispatch`]); false when a value it reads
+    /// went cold first and it did not run (`defer_cold`).
+    fn run_command(&mut self, args: &[Bytes], now: u64, defer_cold: bool) -> bool {
+        let dispatched = dispatch(
             &self.server,
             &mut self.session,
             &mut self.output,
@@ -490,9 +481,44 @@ impl Connection {
             &self.stats,
             now,
             args,
+            defer_cold,
         );
-        if let Some(lsn) = committed {
-            self.awaiting_lsn = self.awaiting_lsn.max(lsn);
+        match dispatched {
+            Dispatched::Ran(committed) => {
+                if let Some(lsn) = committed {
+                    self.awaiting_lsn = self.awaiting_lsn.max(lsn);
+                }
+                true
+            }
+            Dispatched::Cold => false,
+        }
+    }
+
+    /// What the request parser accepts from this connection now.
+    fn parser_limits(&self) -> Limits {
+        Limits {
+            bulk_len_bytes_max: self.config.proto_max_bulk_len,
+            auth_required: !self.session.authenticated && !self.config.requirepass.is_empty(),
+            ..Limits::default()
+        }
+    }
+
+    /// Parks `args` until its cold values are read, with the rest of the
+    /// pipeline already received parsed ahead (so their cold values are
+    /// read together with this command's).
+    fn park(&mut self, args: Vec<Bytes>, cold: Vec<(Vec<u8>, u64)>) {
+        let limits = self.parser_limits();
+        self.parked = Some(Parked {
+            args,
+            db: self.session.db,
+            cold,
+        });
+        while self.backlog.len() < LOOKAHEAD_COMMANDS_MAX && self.deferred_error.is_none() {
+            match self.parser.next(&mut self.input, &limits) {
+                Ok(Some(args)) => self.backlog.push_back(args),
+                Ok(None) => break,
+                Err(error) => self.deferred_error = Some(error),
+            }
         }
     }
 
@@ -562,7 +588,10 @@ impl Connection {
         }
         match failure {
             None => {
-                self.run_command(&args, now);
+                // Just read: run it even if its value left RAM again
+                // meanwhile (then read under the lock), so that a command
+                // always makes progress.
+                self.run_command(&args, now, false);
                 self.run_backlog(now);
             }
             Some((key, why)) => {
@@ -598,7 +627,10 @@ impl Connection {
                 self.backlog.push_front(args);
                 return;
             }
-            self.run_command(&args, now);
+            if !self.run_command(&args, now, true) {
+                self.backlog.push_front(args);
+                return;
+            }
         }
     }
 

@@ -370,8 +370,20 @@ fn declared_keys<'k>(
         .collect()
 }
 
-/// Runs one command and writes its reply to `out`. Returns the LSN of the
-/// changes it committed, which its reply must wait for.
+/// What [`dispatch`] did with a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dispatched {
+    /// It ran; its reply waits for this LSN, if it logged anything.
+    Ran(Option<u64>),
+    /// A value it reads went cold since the connection checked: nothing
+    /// ran and nothing was replied; read the value first and run it again.
+    Cold,
+}
+
+/// Runs one command and writes its reply to `out`. With `defer_cold`, a
+/// command whose value went cold after the connection looked is not run
+/// under its locks (which would read the disk there): [`Dispatched::Cold`].
+#[allow(clippy::too_many_arguments)]
 pub fn dispatch(
     server: &Server,
     session: &mut Session,
@@ -380,7 +392,8 @@ pub fn dispatch(
     stats: &ThreadStats,
     now_ms: u64,
     args: &[Bytes],
-) -> Option<u64> {
+    defer_cold: bool,
+) -> Dispatched {
     let table = &server.commands;
     let protocol = session.protocol;
     let mut reply = ReplyWriter::new(out, protocol);
@@ -396,7 +409,7 @@ pub fn dispatch(
             message.push_str(&format!("'{}' ", lossy(arg, 128)));
         }
         reject(server, &mut reply, &message);
-        return None;
+        return Dispatched::Ran(None);
     };
     // A container with arguments resolves to its subcommand first, then
     // arity is checked once on what was resolved (Redis' order).
@@ -413,7 +426,7 @@ pub fn dispatch(
             Some(sub) => id = sub,
             None if id == table.debug_id => {
                 reject(server, &mut reply, &debug_error());
-                return None;
+                return Dispatched::Ran(None);
             }
             None if id == table.cluster_id
                 && cluster::DISABLED_SUBCOMMANDS
@@ -421,7 +434,7 @@ pub fn dispatch(
                     .any(|name| args[1].eq_ignore_ascii_case(name.as_bytes())) =>
             {
                 reject(server, &mut reply, cluster::ERR_CLUSTER_DISABLED);
-                return None;
+                return Dispatched::Ran(None);
             }
             None => {
                 let message = format!(
@@ -430,7 +443,7 @@ pub fn dispatch(
                     table.specs[id].name.to_ascii_uppercase()
                 );
                 reject(server, &mut reply, &message);
-                return None;
+                return Dispatched::Ran(None);
             }
         }
     }
@@ -446,17 +459,17 @@ pub fn dispatch(
             )
         };
         reject(server, &mut reply, &message);
-        return None;
+        return Dispatched::Ran(None);
     }
     if !session.authenticated && !spec.has_flag("no_auth") && !config.requirepass.is_empty() {
         bump(&stats.commands[id].rejected, 1);
         reject(server, &mut reply, ERR_NOAUTH);
-        return None;
+        return Dispatched::Ran(None);
     }
     if server.persistence.is_loading() && !spec.has_flag("loading") {
         bump(&stats.commands[id].rejected, 1);
         reject(server, &mut reply, ERR_LOADING);
-        return None;
+        return Dispatched::Ran(None);
     }
     let denied_on_disk_error = spec.has_flag("write") || id == server.commands.ping_id;
     if denied_on_disk_error
@@ -471,7 +484,7 @@ pub fn dispatch(
             crate::persistence::strerror(&error)
         );
         reject(server, &mut reply, &message);
-        return None;
+        return Dispatched::Ran(None);
     }
     if let Some(error) = server
         .tiering
@@ -479,7 +492,7 @@ pub fn dispatch(
     {
         bump(&stats.commands[id].rejected, 1);
         reject(server, &mut reply, error);
-        return None;
+        return Dispatched::Ran(None);
     }
     session
         .client
@@ -505,6 +518,22 @@ pub fn dispatch(
         committed: None,
         declared,
     };
+    if defer_cold && !ctx.declared.is_empty() && server.keyspace.tier().cold_keys() > 0 {
+        let db = ctx.session.db;
+        let went_cold = table.value_keys(args).into_iter().any(|bytes| {
+            let key = ctx.key(bytes);
+            ctx.keys
+                .shard(key)
+                .peek(db, key, now_ms)
+                .is_some_and(|entry| entry.is_cold())
+        });
+        if went_cold {
+            // Unlocks; what it logged (a lazily expired key) is no reply's.
+            let keys = std::mem::replace(&mut ctx.keys, server.keyspace.lock_nothing());
+            keys.commit();
+            return Dispatched::Cold;
+        }
+    }
     let result = handler(&mut ctx, args);
     let keys = std::mem::replace(&mut ctx.keys, server.keyspace.lock_nothing());
     let committed = keys.commit().max(ctx.committed);
@@ -516,7 +545,7 @@ pub fn dispatch(
         server.stats.record_error(&text);
         ctx.out.error(&text);
     }
-    committed
+    Dispatched::Ran(committed)
 }
 
 fn reject(server: &Server, reply: &mut ReplyWriter, text: &str) {
