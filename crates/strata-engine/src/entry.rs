@@ -3,7 +3,7 @@
 
 use std::ops::Deref;
 
-use crate::hash::{self, Field, HashRef, HashValue, Limits, Packed};
+use crate::hash::{self, Field, FieldChange, HashRef, HashValue, Limits, Packed};
 use crate::log;
 use crate::record::{Draft, FLAG_INT, Kind, VALUE_HASH};
 use crate::tier::{LiveCounts, NO_LOC};
@@ -500,15 +500,6 @@ pub struct HashChanged {
     pub len: usize,
 }
 
-/// One change to a hash's fields.
-#[derive(Clone, Copy, Debug)]
-pub enum FieldChange<'a> {
-    /// Store this field (value and deadline) as given.
-    Put(Field<'a>),
-    /// Remove the field of this name.
-    Remove(&'a [u8]),
-}
-
 impl EntryMut<'_> {
     /// Applies `changes` to this hash (an entry of database `db` whose
     /// value [`Entry::is_hash`]) in order, converting it to a table past
@@ -526,6 +517,18 @@ impl EntryMut<'_> {
         forget_loc(self.live, self.entry);
         let entry = self.entry;
         entry.set_flag(SEEN | TRANSIENT, false);
+        // A small hash changed in place in its entry's allocation, as
+        // Redis edits a listpack: no copy of the hash, no new allocation.
+        let start = entry.head_len();
+        if let Body::Inline(data) = &mut entry.data {
+            let mut bytes = std::mem::take(data).into_vec();
+            let done = hash::change_packed_in_place(&mut bytes, start, changes, limits);
+            *data = bytes.into_boxed_slice();
+            if let Some(len) = done {
+                log_field_changes(db, entry.key(), changes);
+                return HashChanged { len };
+            }
+        }
         let mut owned = match &entry.data {
             Body::Table(_) => None,
             Body::Inline(_) => Some(entry.value().hash().expect("a hash").to_value(limits)),

@@ -55,10 +55,11 @@ use crate::record::Kind;
 use crate::shard::log_db_change;
 use crate::tier::Tier;
 
+pub use crate::entry::HashChanged;
 pub use crate::entry::{Entry, EntryMut, PROMOTE_WINDOW_S};
-pub use crate::entry::{FieldChange, HashChanged};
 pub use crate::guard::Locked;
 pub use crate::guard::{ShardGuard, ShardSet};
+pub use crate::hash::FieldChange;
 use crate::hash::SharedLimits;
 pub(crate) use crate::key::KeyHasher;
 pub use crate::key::{KeyRef, SHARD_BITS, SHARD_COUNT};

@@ -5,10 +5,8 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
-use crate::entry::{
-    Entry, EntryMut, FETCHED, FieldChange, FieldsDue, VOLATILE, forget_loc, log_image,
-};
-use crate::hash::{self, SharedLimits};
+use crate::entry::{Entry, EntryMut, FETCHED, FieldsDue, VOLATILE, forget_loc, log_image};
+use crate::hash::{self, FieldChange, SharedLimits};
 use crate::key::{KeyHasher, KeyRef, slot_hash};
 use crate::log;
 use crate::record::{Draft, Kind};

@@ -730,6 +730,77 @@ pub fn check_image(image: &[u8]) -> Result<(), BadImage> {
     Ok(())
 }
 
+/// One change to a hash's fields.
+#[derive(Clone, Copy, Debug)]
+pub enum FieldChange<'a> {
+    /// Store this field (value and deadline) as given.
+    Put(Field<'a>),
+    /// Remove the field of this name.
+    Remove(&'a [u8]),
+}
+
+/// Applies `changes` to the packed image at `bytes[start..]` in place
+/// (fields replaced, appended or removed where they are; the count
+/// rewritten), when that is all they need: no field of the hash or of the
+/// changes has a deadline (expiry bookkeeping is the general path's) and
+/// the hash stays within the packed `limits` even if every put were new.
+/// Returns the fields now stored, or `None`, leaving `bytes` untouched,
+/// when the general path must run.
+pub(crate) fn change_packed_in_place(
+    bytes: &mut Vec<u8>,
+    start: usize,
+    changes: &[FieldChange],
+    limits: Limits,
+) -> Option<usize> {
+    let (mut count, count_len) = read_varint(&bytes[start..]).ok()?;
+    let fields_at = start + count_len;
+    let puts = changes
+        .iter()
+        .filter(|c| matches!(c, FieldChange::Put(_)))
+        .count();
+    let fits = changes.iter().all(|c| match c {
+        FieldChange::Put(f) => {
+            f.deadline.is_none() && f.name.len().max(f.value.len()) <= limits.max_packed_value
+        }
+        FieldChange::Remove(_) => true,
+    });
+    if !fits
+        || count + puts > limits.max_packed_entries
+        || packed_fields(&bytes[fields_at..]).any(|f| f.deadline.is_some())
+    {
+        return None;
+    }
+    let mut encoded = Vec::new();
+    for change in changes {
+        match *change {
+            FieldChange::Put(field) => {
+                encoded.clear();
+                field.encode(&mut encoded);
+                match packed_position(&bytes[fields_at..], field.name) {
+                    Some((at, len)) => {
+                        let at = fields_at + at;
+                        bytes.splice(at..at + len, encoded.iter().copied());
+                    }
+                    None => {
+                        bytes.extend_from_slice(&encoded);
+                        count += 1;
+                    }
+                }
+            }
+            FieldChange::Remove(name) => {
+                if let Some((at, len)) = packed_position(&bytes[fields_at..], name) {
+                    bytes.drain(fields_at + at..fields_at + at + len);
+                    count -= 1;
+                }
+            }
+        }
+    }
+    let mut prefix = Vec::with_capacity(3);
+    write_varint(&mut prefix, count);
+    bytes.splice(start..fields_at, prefix);
+    Some(count)
+}
+
 /// Offset and length of field `name` in a packed buffer.
 fn packed_position(bytes: &[u8], name: &[u8]) -> Option<(usize, usize)> {
     let mut at = 0;
@@ -849,6 +920,59 @@ mod tests {
             format!("long-field-{n}").into_bytes()
         } else {
             vec![b'f', n]
+        }
+    }
+
+    proptest! {
+        /// Batches of puts and removals applied in place to a packed image
+        /// (after a key-like prefix, as in an entry) give what a hash
+        /// value applying them one by one gives.
+        #[test]
+        fn in_place_changes_match_the_value(
+            batches in proptest::collection::vec(
+                proptest::collection::vec((0u8..8, proptest::option::of(0u8..4)), 1..4),
+                1..20,
+            )
+        ) {
+            let limits = Limits { max_packed_entries: 64, max_packed_value: 64 };
+            let mut bytes = b"prefix".to_vec();
+            bytes.push(0); // an empty image: count 0
+            let mut model = HashValue::new();
+            for batch in batches {
+                let names: Vec<Vec<u8>> = batch.iter().map(|(f, _)| name(*f)).collect();
+                let values: Vec<Vec<u8>> =
+                    batch.iter().map(|(_, v)| vec![b'v'; v.unwrap_or(0) as usize * 3]).collect();
+                let changes: Vec<FieldChange> = batch
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (_, v))| match v {
+                        Some(_) => FieldChange::Put(Field {
+                            name: &names[i],
+                            value: &values[i],
+                            deadline: None,
+                        }),
+                        None => FieldChange::Remove(&names[i]),
+                    })
+                    .collect();
+                let count = change_packed_in_place(&mut bytes, 6, &changes, limits);
+                for change in &changes {
+                    match *change {
+                        FieldChange::Put(f) => model.put(f, limits),
+                        FieldChange::Remove(n) => {
+                            model.remove(n, 0);
+                        }
+                    }
+                }
+                prop_assert_eq!(count, Some(model.len()));
+                prop_assert_eq!(&bytes[..6], b"prefix");
+                check_image(&bytes[6..]).unwrap();
+                let decoded = HashValue::decode_image(&bytes[6..], limits).unwrap();
+                let mut got: Vec<_> = decoded.iter(0).map(|(f, v)| (f.to_vec(), v.to_vec())).collect();
+                let mut want: Vec<_> = model.iter(0).map(|(f, v)| (f.to_vec(), v.to_vec())).collect();
+                got.sort();
+                want.sort();
+                prop_assert_eq!(got, want);
+            }
         }
     }
 

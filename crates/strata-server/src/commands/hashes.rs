@@ -168,12 +168,17 @@ fn set_fields(ctx: &mut Ctx, args: &[Bytes]) -> Result<usize, CmdError> {
     let hash = shard.get_hash(db, key, now)?;
     let current = hash.as_ref().and_then(|e| e.value().hash());
     let mut names = std::collections::HashSet::new();
-    let added = args[2..]
-        .chunks(2)
-        .filter(|pair| {
-            names.insert(&pair[0][..]) && current.is_none_or(|h| h.get(&pair[0], now).is_none())
-        })
-        .count();
+    let added = if args.len() == 4 {
+        // One field, the common case: no set of names needed.
+        current.is_none_or(|h| h.get(&args[2], now).is_none()) as usize
+    } else {
+        args[2..]
+            .chunks(2)
+            .filter(|pair| {
+                names.insert(&pair[0][..]) && current.is_none_or(|h| h.get(&pair[0], now).is_none())
+            })
+            .count()
+    };
     let changes: Vec<FieldChange> = args[2..].chunks(2).map(|p| put(&p[0], &p[1])).collect();
     let changed = change_found(hash, db, &changes, now)?;
     settle(shard, db, key, changed, &changes, now);
