@@ -3,7 +3,7 @@
 
 use std::ops::Deref;
 
-use crate::hash::{self, Field, FieldChange, HashRef, HashValue, Limits, Packed};
+use crate::hash::{self, FieldChange, HashRef, HashValue, Limits, Packed};
 use crate::log;
 use crate::record::{Draft, FLAG_INT, Kind, VALUE_HASH};
 use crate::tier::{LiveCounts, NO_LOC};
@@ -584,27 +584,8 @@ fn log_field_changes(db: usize, key: &[u8], changes: &[FieldChange]) {
             .take_while(|c| matches!(c, FieldChange::Put(_)) == put)
             .count();
         payload.clear();
-        let kind = if put {
-            let fields: Vec<Field> = rest[..run]
-                .iter()
-                .map(|c| match c {
-                    FieldChange::Put(field) => *field,
-                    FieldChange::Remove(_) => unreachable!("a run of puts"),
-                })
-                .collect();
-            hash::encode_fields(&fields, &mut payload);
-            Kind::HashPut
-        } else {
-            let names: Vec<&[u8]> = rest[..run]
-                .iter()
-                .map(|c| match c {
-                    FieldChange::Remove(name) => *name,
-                    FieldChange::Put(_) => unreachable!("a run of removals"),
-                })
-                .collect();
-            hash::encode_names(&names, &mut payload);
-            Kind::HashDel
-        };
+        hash::encode_run(&rest[..run], &mut payload);
+        let kind = if put { Kind::HashPut } else { Kind::HashDel };
         log::append(&Draft {
             kind,
             db: db as u16,

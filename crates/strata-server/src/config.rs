@@ -626,37 +626,25 @@ pub static DIRECTIVES: &[Directive] = &[
         name: "hash-max-listpack-entries",
         mutable: true,
         get: |c| c.hash_max_listpack_entries.to_string(),
-        set: |c, a| {
-            c.hash_max_listpack_entries = parse_int(a, 0, i64::MAX as u64)?;
-            Ok(())
-        },
+        set: set_hash_entries,
     },
     Directive {
         name: "hash-max-ziplist-entries",
         mutable: true,
         get: |c| c.hash_max_listpack_entries.to_string(),
-        set: |c, a| {
-            c.hash_max_listpack_entries = parse_int(a, 0, i64::MAX as u64)?;
-            Ok(())
-        },
+        set: set_hash_entries,
     },
     Directive {
         name: "hash-max-listpack-value",
         mutable: true,
         get: |c| c.hash_max_listpack_value.to_string(),
-        set: |c, a| {
-            c.hash_max_listpack_value = parse_int(a, 0, i64::MAX as u64)?;
-            Ok(())
-        },
+        set: set_hash_value,
     },
     Directive {
         name: "hash-max-ziplist-value",
         mutable: true,
         get: |c| c.hash_max_listpack_value.to_string(),
-        set: |c, a| {
-            c.hash_max_listpack_value = parse_int(a, 0, i64::MAX as u64)?;
-            Ok(())
-        },
+        set: set_hash_value,
     },
     Directive {
         name: "maxdisk",
@@ -695,6 +683,16 @@ pub static DIRECTIVES: &[Directive] = &[
         },
     },
 ];
+
+fn set_hash_entries(c: &mut Config, a: &[String]) -> Result<(), String> {
+    c.hash_max_listpack_entries = parse_int(a, 0, i64::MAX as u64)?;
+    Ok(())
+}
+
+fn set_hash_value(c: &mut Config, a: &[String]) -> Result<(), String> {
+    c.hash_max_listpack_value = parse_int(a, 0, i64::MAX as u64)?;
+    Ok(())
+}
 
 pub fn directive(name: &str) -> Option<&'static Directive> {
     DIRECTIVES

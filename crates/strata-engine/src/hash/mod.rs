@@ -160,23 +160,20 @@ impl<'a> Field<'a> {
     }
 }
 
-/// Appends an image of `fields` (a varint count, then the fields): the
-/// payload of a hash's SET record, and of a HASH_PUT record of the fields
-/// a command changed.
-pub fn encode_fields(fields: &[Field], out: &mut Vec<u8>) {
-    write_varint(out, fields.len());
-    for field in fields {
-        field.encode(out);
-    }
-}
-
-/// Appends a HASH_DEL record's payload: a varint count, then each name as
-/// a varint length and its bytes.
-pub fn encode_names(names: &[&[u8]], out: &mut Vec<u8>) {
-    write_varint(out, names.len());
-    for name in names {
-        write_varint(out, name.len());
-        out.extend_from_slice(name);
+/// Appends the payload of a field record for a run of changes of one kind:
+/// a varint count, then each put field in the stored layout (HASH_PUT:
+/// an image of those fields) or each removed name as a varint length and
+/// its bytes (HASH_DEL).
+pub(crate) fn encode_run(run: &[FieldChange], out: &mut Vec<u8>) {
+    write_varint(out, run.len());
+    for change in run {
+        match change {
+            FieldChange::Put(field) => field.encode(out),
+            FieldChange::Remove(name) => {
+                write_varint(out, name.len());
+                out.extend_from_slice(name);
+            }
+        }
     }
 }
 

@@ -24,7 +24,7 @@ use strata_resp::{Protocol, ReplyWriter};
 
 use crate::long_double::{self, AddError};
 
-use super::{CmdError, CmdResult, Ctx, ERR_OVERFLOW, ERR_SYNTAX, is, parse_i64};
+use super::{CmdError, CmdResult, Ctx, ERR_OVERFLOW, ERR_SYNTAX, ScanArgs, is, parse_i64};
 
 /// Largest absolute field deadline, in Unix ms (Redis: 2^48 - 1 >> 2).
 const FIELD_DEADLINE_MS_MAX: i64 = 0xFFFF_FFFF_FFFF >> 2;
@@ -460,36 +460,8 @@ pub fn hrandfield(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// every field present for the whole iteration is returned at least
 /// once). Each call returns the fields in the next slice of that order.
 pub fn hscan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let cursor: u64 = std::str::from_utf8(&args[2])
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or(CmdError::from("ERR invalid cursor"))?;
-    let mut pattern: Option<&[u8]> = None;
-    let mut count = 10usize;
-    let mut values = true;
-    let mut i = 3;
-    while i < args.len() {
-        if is(&args[i], "NOVALUES") {
-            values = false;
-            i += 1;
-            continue;
-        }
-        let Some(value) = args.get(i + 1) else {
-            return Err(ERR_SYNTAX.into());
-        };
-        if is(&args[i], "MATCH") {
-            pattern = Some(&value[..]).filter(|p| *p != b"*");
-        } else if is(&args[i], "COUNT") {
-            let n = parse_i64(value)?;
-            if n < 1 {
-                return Err(ERR_SYNTAX.into());
-            }
-            count = n as usize;
-        } else {
-            return Err(ERR_SYNTAX.into());
-        }
-        i += 2;
-    }
+    let scan = ScanArgs::parse(args, 2, false, true)?;
+    let (cursor, count, values) = (scan.cursor, scan.count, !scan.no_values);
     read_hash(ctx, &args[1], |out, hash, now| {
         let Some(hash) = hash else {
             out.array(2);
@@ -497,9 +469,7 @@ pub fn hscan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             out.array(0);
             return;
         };
-        let keep = |f: &Field| {
-            f.is_live(now) && pattern.is_none_or(|p| strata_engine::glob::matches(p, f.name, false))
-        };
+        let keep = |f: &Field| f.is_live(now) && scan.matches(f.name);
         let (next, found): (u64, Vec<Field>) = if hash.encoding_name() == "hashtable" {
             let len = hash.len().max(1) as u128;
             let slice = count.max(hash.len() / SCAN_PASSES_MAX + 1) as u128;
@@ -645,7 +615,7 @@ fn change_deadlines(
 /// HEXPIRE, HPEXPIRE, HEXPIREAT, HPEXPIREAT: `key time [NX|XX|GT|LT]
 /// FIELDS numfields field…`. Per field: -2 no such field, 0 condition not
 /// met, 1 deadline set, 2 deleted (a deadline already past).
-fn hexpire_generic(ctx: &mut Ctx, args: &[Bytes], seconds: bool, relative: bool) -> CmdResult {
+pub fn hexpire_generic(ctx: &mut Ctx, args: &[Bytes], seconds: bool, relative: bool) -> CmdResult {
     let command = String::from_utf8_lossy(&args[0]).to_lowercase();
     let base = if relative { ctx.now_ms } else { 0 };
     let at = field_deadline(&args[2], seconds, base, &command)?;
@@ -676,22 +646,6 @@ fn hexpire_generic(ctx: &mut Ctx, args: &[Bytes], seconds: bool, relative: bool)
     })
 }
 
-pub fn hexpire(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    hexpire_generic(ctx, args, true, true)
-}
-
-pub fn hpexpire(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    hexpire_generic(ctx, args, false, true)
-}
-
-pub fn hexpireat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    hexpire_generic(ctx, args, true, false)
-}
-
-pub fn hpexpireat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    hexpire_generic(ctx, args, false, false)
-}
-
 /// HPERSIST key FIELDS numfields field…: -2 no such field, -1 no
 /// deadline, 1 deadline removed.
 pub fn hpersist(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
@@ -705,7 +659,7 @@ pub fn hpersist(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// HTTL, HPTTL, HEXPIRETIME, HPEXPIRETIME: per field -2 no such field,
 /// -1 no deadline, else the time left (or the deadline), in seconds
 /// rounded up or in ms.
-fn httl_generic(ctx: &mut Ctx, args: &[Bytes], seconds: bool, remaining: bool) -> CmdResult {
+pub fn httl_generic(ctx: &mut Ctx, args: &[Bytes], seconds: bool, remaining: bool) -> CmdResult {
     let fields = fields_block(args, 2, ERR_NUMFIELDS_POSITIVE)?;
     read_hash(ctx, &args[1], |out, hash, now| {
         out.array(fields.len());
@@ -722,22 +676,6 @@ fn httl_generic(ctx: &mut Ctx, args: &[Bytes], seconds: bool, remaining: bool) -
             out.int(code);
         }
     })
-}
-
-pub fn httl(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    httl_generic(ctx, args, true, true)
-}
-
-pub fn hpttl(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    httl_generic(ctx, args, false, true)
-}
-
-pub fn hexpiretime(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    httl_generic(ctx, args, true, false)
-}
-
-pub fn hpexpiretime(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    httl_generic(ctx, args, false, false)
 }
 
 /// Replies the values of `fields` (null for a missing one) and applies

@@ -4,7 +4,9 @@
 use bytes::Bytes;
 
 use super::connection::{help_lines, parse_db};
-use super::{CmdError, CmdResult, Ctx, ERR_NO_SUCH_KEY, ERR_SYNTAX, is, lossy, parse_i64};
+use super::{
+    CmdError, CmdResult, Ctx, ERR_NO_SUCH_KEY, ERR_SYNTAX, ScanArgs, is, lossy, parse_i64,
+};
 
 pub fn del(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let removed = remove_keys(ctx, &args[1..]);
@@ -75,39 +77,15 @@ pub fn keys(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 pub fn scan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let cursor: u64 = std::str::from_utf8(&args[1])
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or(CmdError::from("ERR invalid cursor"))?;
-    let mut pattern: Option<&[u8]> = None;
-    let mut count = 10usize;
-    let mut type_filter: Option<&[u8]> = None;
-    let mut i = 2;
-    while i < args.len() {
-        let Some(value) = args.get(i + 1) else {
-            return Err(ERR_SYNTAX.into());
-        };
-        if is(&args[i], "MATCH") {
-            pattern = Some(value).map(|v| v.as_ref()).filter(|p| *p != b"*");
-        } else if is(&args[i], "COUNT") {
-            let n = parse_i64(value)?;
-            if n < 1 {
-                return Err(ERR_SYNTAX.into());
-            }
-            count = n as usize;
-        } else if is(&args[i], "TYPE") {
-            type_filter = Some(value);
-        } else {
-            return Err(ERR_SYNTAX.into());
-        }
-        i += 2;
-    }
-    let (next, keys) = ctx
-        .keyspace()
-        .scan(ctx.db(), cursor, count, ctx.now_ms, |entry| {
-            pattern.is_none_or(|p| strata_engine::glob::matches(p, entry.key(), false))
-                && type_filter.is_none_or(|t| t.eq_ignore_ascii_case(entry.type_name().as_bytes()))
-        });
+    let scan = ScanArgs::parse(args, 1, true, false)?;
+    let (next, keys) =
+        ctx.keyspace()
+            .scan(ctx.db(), scan.cursor, scan.count, ctx.now_ms, |entry| {
+                scan.matches(entry.key())
+                    && scan
+                        .type_filter
+                        .is_none_or(|t| t.eq_ignore_ascii_case(entry.type_name().as_bytes()))
+            });
     ctx.out.array(2);
     ctx.out.bulk(next.to_string().as_bytes());
     ctx.out.array(keys.len());

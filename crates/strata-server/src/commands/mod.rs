@@ -563,6 +563,74 @@ pub fn parse_i64(arg: &[u8]) -> Result<i64, CmdError> {
     strata_engine::value::parse_canonical_i64(arg).ok_or(CmdError::from(ERR_NOT_INTEGER))
 }
 
+/// A SCAN-family call's cursor and options: MATCH, COUNT, and the
+/// options only some members take (`extra`: TYPE for SCAN; NOVALUES for
+/// HSCAN, which takes no value).
+pub struct ScanArgs<'a> {
+    pub cursor: u64,
+    /// None for no pattern or `*`.
+    pub pattern: Option<&'a [u8]>,
+    pub count: usize,
+    pub type_filter: Option<&'a [u8]>,
+    pub no_values: bool,
+}
+
+impl<'a> ScanArgs<'a> {
+    /// Parses `cursor [MATCH p] [COUNT n] [TYPE t] [NOVALUES]` from
+    /// `args[at..]`, accepting TYPE only with `with_type` and NOVALUES
+    /// only with `with_novalues`, with Redis' errors.
+    pub fn parse(
+        args: &'a [Bytes],
+        at: usize,
+        with_type: bool,
+        with_novalues: bool,
+    ) -> Result<ScanArgs<'a>, CmdError> {
+        let cursor = std::str::from_utf8(&args[at])
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or(CmdError::from("ERR invalid cursor"))?;
+        let mut parsed = ScanArgs {
+            cursor,
+            pattern: None,
+            count: 10,
+            type_filter: None,
+            no_values: false,
+        };
+        let mut i = at + 1;
+        while i < args.len() {
+            if with_novalues && is(&args[i], "NOVALUES") {
+                parsed.no_values = true;
+                i += 1;
+                continue;
+            }
+            let Some(value) = args.get(i + 1) else {
+                return Err(ERR_SYNTAX.into());
+            };
+            if is(&args[i], "MATCH") {
+                parsed.pattern = Some(&value[..]).filter(|p| *p != b"*");
+            } else if is(&args[i], "COUNT") {
+                let n = parse_i64(value)?;
+                if n < 1 {
+                    return Err(ERR_SYNTAX.into());
+                }
+                parsed.count = n as usize;
+            } else if with_type && is(&args[i], "TYPE") {
+                parsed.type_filter = Some(value);
+            } else {
+                return Err(ERR_SYNTAX.into());
+            }
+            i += 2;
+        }
+        Ok(parsed)
+    }
+
+    /// Whether `name` passes MATCH.
+    pub fn matches(&self, name: &[u8]) -> bool {
+        self.pattern
+            .is_none_or(|p| strata_engine::glob::matches(p, name, false))
+    }
+}
+
 /// Case-insensitive comparison of an argument with an option name.
 pub fn is(arg: &[u8], option: &str) -> bool {
     arg.eq_ignore_ascii_case(option.as_bytes())

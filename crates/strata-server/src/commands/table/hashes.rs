@@ -205,7 +205,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         "7.4.0",
         "Set expiry for hash field using relative time to expire (seconds)",
         "O(N) where N is the number of specified fields",
-        hs::hexpire,
+        |c, a| hs::hexpire_generic(c, a, true, true),
     ),
     cmd(
         "hpexpire",
@@ -217,7 +217,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         "7.4.0",
         "Set expiry for hash field using relative time to expire (milliseconds)",
         "O(N) where N is the number of specified fields",
-        hs::hpexpire,
+        |c, a| hs::hexpire_generic(c, a, false, true),
     ),
     cmd(
         "hexpireat",
@@ -229,7 +229,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         "7.4.0",
         "Set expiry for hash field using an absolute Unix timestamp (seconds)",
         "O(N) where N is the number of specified fields",
-        hs::hexpireat,
+        |c, a| hs::hexpire_generic(c, a, true, false),
     ),
     cmd(
         "hpexpireat",
@@ -241,7 +241,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         "7.4.0",
         "Set expiry for hash field using an absolute Unix timestamp (milliseconds)",
         "O(N) where N is the number of specified fields",
-        hs::hpexpireat,
+        |c, a| hs::hexpire_generic(c, a, false, false),
     ),
     cmd(
         "httl",
@@ -253,7 +253,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         "7.4.0",
         "Returns the TTL in seconds of a hash field.",
         "O(N) where N is the number of specified fields",
-        hs::httl,
+        |c, a| hs::httl_generic(c, a, true, true),
     ),
     cmd(
         "hpttl",
@@ -265,7 +265,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         "7.4.0",
         "Returns the TTL in milliseconds of a hash field.",
         "O(N) where N is the number of specified fields",
-        hs::hpttl,
+        |c, a| hs::httl_generic(c, a, false, true),
     ),
     cmd(
         "hexpiretime",
@@ -277,7 +277,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         "7.4.0",
         "Returns the expiration time of a hash field as a Unix timestamp, in seconds.",
         "O(N) where N is the number of specified fields",
-        hs::hexpiretime,
+        |c, a| hs::httl_generic(c, a, true, false),
     ),
     cmd(
         "hpexpiretime",
@@ -289,7 +289,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         "7.4.0",
         "Returns the expiration time of a hash field as a Unix timestamp, in msec.",
         "O(N) where N is the number of specified fields",
-        hs::hpexpiretime,
+        |c, a| hs::httl_generic(c, a, false, false),
     ),
     cmd(
         "hpersist",
