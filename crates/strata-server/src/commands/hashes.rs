@@ -276,38 +276,35 @@ pub fn hstrlen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 pub fn hgetall(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    read_hash(ctx, &args[1], |out, hash, now| {
-        let Some(hash) = hash else {
-            out.map(0);
-            return;
-        };
-        out.map(hash.live_len(now));
-        for (field, value) in hash.iter(now) {
-            out.bulk(field);
-            out.bulk(value);
-        }
-    })
+    list(ctx, args, true, true)
 }
 
-fn list(ctx: &mut Ctx, args: &[Bytes], values: bool) -> CmdResult {
+/// HGETALL (fields and values, a map), HKEYS and HVALS (an array).
+fn list(ctx: &mut Ctx, args: &[Bytes], fields: bool, values: bool) -> CmdResult {
     read_hash(ctx, &args[1], |out, hash, now| {
-        let Some(hash) = hash else {
-            out.array(0);
-            return;
-        };
-        out.array(hash.live_len(now));
-        for (field, value) in hash.iter(now) {
-            out.bulk(if values { value } else { field });
+        let len = hash.map_or(0, |h| h.live_len(now));
+        if fields && values {
+            out.map(len);
+        } else {
+            out.array(len);
+        }
+        for (field, value) in hash.into_iter().flat_map(|h| h.iter(now)) {
+            if fields {
+                out.bulk(field);
+            }
+            if values {
+                out.bulk(value);
+            }
         }
     })
 }
 
 pub fn hkeys(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    list(ctx, args, false)
+    list(ctx, args, true, false)
 }
 
 pub fn hvals(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    list(ctx, args, true)
+    list(ctx, args, false, true)
 }
 
 pub fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
