@@ -139,6 +139,15 @@ impl<'a> Field<'a> {
         ))
     }
 
+    /// Bytes of this field in the stored layout.
+    pub fn encoded_len(&self) -> usize {
+        1 + varint_len(self.name.len())
+            + self.name.len()
+            + varint_len(self.value.len())
+            + self.value.len()
+            + if self.deadline.is_some() { 8 } else { 0 }
+    }
+
     /// Appends this field in the stored layout.
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.push(if self.deadline.is_some() {
@@ -190,6 +199,22 @@ pub fn decode_names(payload: &[u8]) -> Result<Vec<&[u8]>, BadImage> {
     Ok(names)
 }
 
+/// Writes `n` as a varint into `out`; returns the bytes used.
+fn put_varint(out: &mut [u8; 10], mut n: usize) -> usize {
+    let mut used = 0;
+    while n >= 0x80 {
+        out[used] = n as u8 | 0x80;
+        n >>= 7;
+        used += 1;
+    }
+    out[used] = n as u8;
+    used + 1
+}
+
+fn varint_len(n: usize) -> usize {
+    (usize::BITS - (n | 1).leading_zeros()).div_ceil(7) as usize
+}
+
 fn write_varint(out: &mut Vec<u8>, mut n: usize) {
     while n >= 0x80 {
         out.push(n as u8 | 0x80);
@@ -234,10 +259,12 @@ fn packed_fields(bytes: &[u8]) -> impl Iterator<Item = Field<'_>> + '_ {
     })
 }
 
-/// The field `name` in a packed buffer. The hot path of HGET on a small
-/// hash: fields of another length are skipped without a comparison, and
-/// one-byte lengths (names and values under 128 bytes) are read directly.
-fn packed_find<'a>(bytes: &'a [u8], name: &[u8]) -> Option<Field<'a>> {
+/// Walks a packed buffer field by field without building [`Field`]s:
+/// `visit(offset, length, flags, name)` for each until it returns true;
+/// returns that field's offset and length. The hot path of HGET and HSET
+/// on small hashes: one-byte lengths (names and values under 128 bytes)
+/// are read directly.
+fn packed_scan(bytes: &[u8], mut visit: impl FnMut(u8, &[u8]) -> bool) -> Option<(usize, usize)> {
     let length = |at: usize| -> (usize, usize) {
         match bytes[at] {
             short if short < 0x80 => (short as usize, 1),
@@ -252,12 +279,23 @@ fn packed_find<'a>(bytes: &'a [u8], name: &[u8]) -> Option<Field<'a>> {
         let (value_len, used) = length(name_at + name_len);
         let value_at = name_at + name_len + used;
         let end = value_at + value_len + if flags & HAS_DEADLINE != 0 { 8 } else { 0 };
-        if name_len == name.len() && &bytes[name_at..name_at + name_len] == name {
-            return Some(Field::parse(&bytes[at..end]).expect("well formed").0);
+        if visit(flags, &bytes[name_at..name_at + name_len]) {
+            return Some((at, end - at));
         }
         at = end;
     }
     None
+}
+
+/// The field `name` in a packed buffer.
+fn packed_find<'a>(bytes: &'a [u8], name: &[u8]) -> Option<Field<'a>> {
+    let (at, len) = packed_position(bytes, name)?;
+    Some(Field::parse(&bytes[at..at + len]).expect("well formed").0)
+}
+
+/// Offset and length of field `name` in a packed buffer.
+fn packed_position(bytes: &[u8], name: &[u8]) -> Option<(usize, usize)> {
+    packed_scan(bytes, |_, found| found == name)
 }
 
 /// A packed hash borrowed from its image (how the keyspace keeps small
@@ -763,27 +801,32 @@ pub(crate) fn change_packed_in_place(
     });
     if !fits
         || count + puts > limits.max_packed_entries
-        || packed_fields(&bytes[fields_at..]).any(|f| f.deadline.is_some())
+        || packed_scan(&bytes[fields_at..], |flags, _| flags & HAS_DEADLINE != 0).is_some()
     {
         return None;
     }
     let mut encoded = Vec::new();
     for change in changes {
         match *change {
-            FieldChange::Put(field) => {
-                encoded.clear();
-                field.encode(&mut encoded);
-                match packed_position(&bytes[fields_at..], field.name) {
-                    Some((at, len)) => {
-                        let at = fields_at + at;
+            FieldChange::Put(field) => match packed_position(&bytes[fields_at..], field.name) {
+                Some((at, len)) => {
+                    encoded.clear();
+                    field.encode(&mut encoded);
+                    let at = fields_at + at;
+                    if encoded.len() == len {
+                        bytes[at..at + len].copy_from_slice(&encoded);
+                    } else {
                         bytes.splice(at..at + len, encoded.iter().copied());
                     }
-                    None => {
-                        bytes.extend_from_slice(&encoded);
-                        count += 1;
-                    }
                 }
-            }
+                None => {
+                    // Grow to the exact size once: the entry's allocation
+                    // is a boxed slice, which keeps no spare capacity.
+                    bytes.reserve_exact(field.encoded_len());
+                    field.encode(bytes);
+                    count += 1;
+                }
+            },
             FieldChange::Remove(name) => {
                 if let Some((at, len)) = packed_position(&bytes[fields_at..], name) {
                     bytes.drain(fields_at + at..fields_at + at + len);
@@ -792,23 +835,14 @@ pub(crate) fn change_packed_in_place(
             }
         }
     }
-    let mut prefix = Vec::with_capacity(3);
-    write_varint(&mut prefix, count);
-    bytes.splice(start..fields_at, prefix);
-    Some(count)
-}
-
-/// Offset and length of field `name` in a packed buffer.
-fn packed_position(bytes: &[u8], name: &[u8]) -> Option<(usize, usize)> {
-    let mut at = 0;
-    while at < bytes.len() {
-        let (field, used) = Field::parse(&bytes[at..]).expect("well formed");
-        if field.name == name {
-            return Some((at, used));
-        }
-        at += used;
+    let mut prefix = [0u8; 10];
+    let prefix_len = put_varint(&mut prefix, count);
+    if prefix_len == count_len {
+        bytes[start..fields_at].copy_from_slice(&prefix[..prefix_len]);
+    } else {
+        bytes.splice(start..fields_at, prefix[..prefix_len].iter().copied());
     }
-    None
+    Some(count)
 }
 
 #[cfg(test)]
@@ -857,6 +891,38 @@ mod tests {
         hash.insert(b"b", b"3", SMALL, 0);
         assert_eq!(hash.deadline(b"b", 200), Some(None));
         assert!(!hash.set_deadline(b"missing", Some(1), 0));
+    }
+
+    #[test]
+    fn encoded_lengths_are_what_encoding_writes() {
+        for n in [
+            0usize,
+            1,
+            127,
+            128,
+            16_383,
+            16_384,
+            1 << 21,
+            usize::MAX >> 1,
+        ] {
+            let mut out = Vec::new();
+            write_varint(&mut out, n);
+            assert_eq!(varint_len(n), out.len(), "{n}");
+            let mut fixed = [0u8; 10];
+            let used = put_varint(&mut fixed, n);
+            assert_eq!(&fixed[..used], &out[..]);
+        }
+        for (name, value, deadline) in [(0, 0, None), (5, 200, Some(7)), (300, 20_000, None)] {
+            let (name, value) = (vec![b'n'; name], vec![b'v'; value]);
+            let field = Field {
+                name: &name,
+                value: &value,
+                deadline,
+            };
+            let mut out = Vec::new();
+            field.encode(&mut out);
+            assert_eq!(field.encoded_len(), out.len());
+        }
     }
 
     #[test]
