@@ -370,8 +370,11 @@ const SCRIPTS: &[&[&[&str]]] = &[
     ],
 ];
 
-fn replies(port: u16) -> Vec<Vec<Reply>> {
+fn replies(port: u16, resp3: bool) -> Vec<Vec<Reply>> {
     let mut r = Raw::connect(port);
+    if resp3 {
+        assert!(matches!(r.cmd(&["HELLO", "3"]), Reply::Map(_)));
+    }
     SCRIPTS
         .iter()
         .map(|script| {
@@ -383,12 +386,22 @@ fn replies(port: u16) -> Vec<Vec<Reply>> {
 
 #[test]
 fn replies_are_those_of_redis_7() {
+    compare_replies(false);
+}
+
+/// The same scripts over RESP3 (HELLO 3): maps, nulls, doubles, sets.
+#[test]
+fn resp3_replies_are_those_of_redis_7() {
+    compare_replies(true);
+}
+
+fn compare_replies(resp3: bool) {
     let Some(redis) = RedisServer::start_unless_missing("the reply comparison") else {
         return;
     };
     let server = TestServer::start();
-    let expected = replies(redis.port);
-    let got = replies(server.port);
+    let expected = replies(redis.port, resp3);
+    let got = replies(server.port, resp3);
     let mut differences = Vec::new();
     for (script, (expected, got)) in SCRIPTS.iter().zip(expected.iter().zip(&got)) {
         for (args, (expected, got)) in script.iter().zip(expected.iter().zip(got)) {
