@@ -360,6 +360,15 @@ impl Shard {
         keep_ttl: bool,
         now_ms: u64,
     ) {
+        // A hash arriving whole (created, renamed, copied, moved, loaded)
+        // with field deadlines joins the active expiry queue.
+        if let Value::Hash(image) = &value
+            && let Some(deadline) =
+                hash::HashRef::Packed(hash::Packed::from_image(image)).next_deadline()
+        {
+            self.fields_due
+                .insert((deadline, db as u16, key.bytes.into()));
+        }
         let hasher = &self.hasher;
         let limits = self.hash_limits.get();
         let table = &mut self.tables[db];

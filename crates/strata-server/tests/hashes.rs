@@ -247,6 +247,15 @@ fn field_deadlines_hide_fields_at_once_and_active_expiry_removes_them() {
     wait_until("active expiry of the hash", || {
         raw.cmd(&["EXISTS", "gone"]) == i(0)
     });
+    // A hash created with field deadlines (HSETEX), or renamed, is
+    // expired actively too.
+    raw.cmd(&["HSETEX", "fresh", "PX", "50", "FIELDS", "1", "x", "1"]);
+    raw.cmd(&["HSET", "moved", "x", "1"]);
+    raw.cmd(&["HPEXPIRE", "moved", "60", "FIELDS", "1", "x"]);
+    raw.cmd(&["RENAME", "moved", "renamed"]);
+    wait_until("active expiry of created and renamed hashes", || {
+        raw.cmd(&["EXISTS", "fresh", "renamed"]) == i(0)
+    });
     // Deadlines survive a restart; fields that expired stay expired.
     raw.cmd(&["HSET", "t", "long", "1", "short", "2", "none", "3"]);
     raw.cmd(&["HEXPIRE", "t", "1000", "FIELDS", "1", "long"]);
