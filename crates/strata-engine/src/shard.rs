@@ -654,6 +654,9 @@ impl Shard {
     /// locations uncounted.
     pub(crate) fn take_table(&mut self, db: usize) -> Table {
         let table = self.tables.take(db);
+        if !self.fields_due.is_empty() {
+            self.fields_due.retain(|(_, of, _)| *of as usize != db);
+        }
         for entry in table.entries.iter() {
             self.live.remove(entry.loc);
             if entry.is_cold() {
