@@ -293,9 +293,13 @@ fn packed_find<'a>(bytes: &'a [u8], name: &[u8]) -> Option<Field<'a>> {
     Some(Field::parse(&bytes[at..at + len]).expect("well formed").0)
 }
 
-/// Offset and length of field `name` in a packed buffer.
+/// Offset and length of field `name` in a packed buffer. Names of one
+/// hash tend to share a prefix (`field:1`, `field:2`…): the last byte is
+/// compared before the rest.
 fn packed_position(bytes: &[u8], name: &[u8]) -> Option<(usize, usize)> {
-    packed_scan(bytes, |_, found| found == name)
+    packed_scan(bytes, |_, found| {
+        found.len() == name.len() && found.last() == name.last() && found == name
+    })
 }
 
 /// A packed hash borrowed from its image (how the keyspace keeps small
