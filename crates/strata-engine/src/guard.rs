@@ -127,33 +127,31 @@ impl ShardSet<'_> {
 pub struct Locked<'a> {
     keyspace: &'a crate::Keyspace,
     held: Held<'a>,
+    /// Hashes of the declared keys (debug builds check every access
+    /// against them: a handler sees exactly the keys it declared).
+    #[cfg(debug_assertions)]
+    declared: Vec<u64>,
 }
 
-enum Held<'a> {
+pub(crate) enum Held<'a> {
     Nothing,
     One(ShardGuard<'a>),
     Many(ShardSet<'a>),
 }
 
 impl<'a> Locked<'a> {
-    pub(crate) fn nothing(keyspace: &'a crate::Keyspace) -> Self {
+    pub(crate) fn new(
+        keyspace: &'a crate::Keyspace,
+        held: Held<'a>,
+        declared: &[crate::KeyRef],
+    ) -> Self {
+        #[cfg(not(debug_assertions))]
+        let _ = declared;
         Locked {
             keyspace,
-            held: Held::Nothing,
-        }
-    }
-
-    pub(crate) fn one(keyspace: &'a crate::Keyspace, guard: ShardGuard<'a>) -> Self {
-        Locked {
-            keyspace,
-            held: Held::One(guard),
-        }
-    }
-
-    pub(crate) fn many(keyspace: &'a crate::Keyspace, set: ShardSet<'a>) -> Self {
-        Locked {
-            keyspace,
-            held: Held::Many(set),
+            held,
+            #[cfg(debug_assertions)]
+            declared: declared.iter().map(|k| k.hash).collect(),
         }
     }
 
@@ -161,6 +159,12 @@ impl<'a> Locked<'a> {
     /// shard locked here (it holds no other lock, so this cannot
     /// deadlock); asking for a key outside the declared ones is a bug.
     pub fn shard(&mut self, key: crate::KeyRef) -> &mut Shard {
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            self.declared.is_empty() || self.declared.contains(&key.hash),
+            "'{}' is not among the command's declared keys",
+            String::from_utf8_lossy(key.bytes)
+        );
         if let Held::Nothing = self.held {
             self.held = Held::One(self.keyspace.lock(key));
         }

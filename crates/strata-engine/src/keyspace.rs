@@ -57,6 +57,7 @@ use crate::tier::Tier;
 
 pub use crate::entry::HashChanged;
 pub use crate::entry::{Entry, EntryMut, PROMOTE_WINDOW_S};
+use crate::guard::Held;
 pub use crate::guard::Locked;
 pub use crate::guard::{ShardGuard, ShardSet};
 pub use crate::hash::FieldChange;
@@ -255,19 +256,20 @@ impl Keyspace {
 
     /// Nothing locked yet (see [`Locked`]).
     pub fn lock_nothing(&self) -> Locked<'_> {
-        Locked::nothing(self)
+        Locked::new(self, Held::Nothing, &[])
     }
 
     /// Locks the shards of a command's `keys` (see [`Locked`]): none, one,
     /// or several in ascending order.
     pub fn lock_keys<'k>(&self, keys: &[KeyRef<'k>]) -> Locked<'_> {
-        match keys {
-            [] => Locked::nothing(self),
+        let held = match keys {
+            [] => Held::Nothing,
             [first, rest @ ..] if rest.iter().all(|k| k.shard() == first.shard()) => {
-                Locked::one(self, self.lock(*first))
+                Held::One(self.lock(*first))
             }
-            _ => Locked::many(self, self.lock_many(keys.iter().copied())),
-        }
+            _ => Held::Many(self.lock_many(keys.iter().copied())),
+        };
+        Locked::new(self, held, keys)
     }
 
     /// Locks the shards of all `keys`, in ascending order (deadlock-free).
@@ -597,6 +599,31 @@ mod tests {
         let k = ks.key(key);
         ks.lock(k)
             .set(db, k, Value::from_bytes(value), expire_at_ms, false, now_ms);
+    }
+
+    /// A command's lock set: its keys' shards, once; the LSN of what it
+    /// changed comes back from the commit; and (debug builds) a key it did
+    /// not declare is refused even when it shares a locked shard.
+    #[test]
+    fn a_command_runs_under_the_locks_of_its_declared_keys() {
+        let ks = Keyspace::new(1);
+        let (a, b, c) = (ks.key(b"{t}a"), ks.key(b"{t}b"), ks.key(b"other"));
+        assert_eq!(a.shard(), b.shard());
+        let mut locked = ks.lock_keys(&[a, c]);
+        locked
+            .shard(a)
+            .set(0, a, Value::from_bytes(b"1"), None, false, 0);
+        locked
+            .shard(c)
+            .set(0, c, Value::from_bytes(b"2"), None, false, 0);
+        // No log attached: nothing to wait for.
+        assert_eq!(locked.commit(), None);
+        let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut locked = ks.lock_keys(&[a]);
+            locked.shard(b).contains(0, b, 0)
+        }));
+        assert_eq!(refused.is_err(), cfg!(debug_assertions));
+        assert!(ks.lock(a).contains(0, a, 0) && ks.lock(c).contains(0, c, 0));
     }
 
     #[test]
