@@ -236,7 +236,7 @@ fn memory_section(server: &Server, out: &mut String) {
     field!(
         out,
         "mem_not_counted_for_evict",
-        crate::tiering::not_counted_for_evict(server)
+        crate::tiering::not_counted_for_evict(&server.keyspace)
     );
     field!(
         out,

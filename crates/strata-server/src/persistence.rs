@@ -290,7 +290,9 @@ fn load(server: &Arc<Server>, plan: &Plan) -> Result<(), String> {
         server.keyspace.attach_cache_store(store);
     }
     // Writes from the first one on get locations when tiering is on.
-    server.tiering.tick(server);
+    server
+        .tiering
+        .tick(&server.keyspace, &server.config.get(), &server.persistence);
     let checkpoint_bytes = plan
         .checkpoints
         .iter()

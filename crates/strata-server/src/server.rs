@@ -481,7 +481,9 @@ fn expiry_thread(server: Arc<Server>) {
             collected = Instant::now();
         }
         server.keyspace.census_step(CENSUS_ENTRIES_PER_TICK);
-        server.tiering.tick(&server);
+        server
+            .tiering
+            .tick(&server.keyspace, &server.config.get(), &server.persistence);
         if server.persistence.is_loading() {
             continue;
         }

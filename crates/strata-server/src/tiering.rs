@@ -25,7 +25,8 @@ use strata_engine::reader::ColdReader;
 use strata_engine::tier::{ColdValue, Tier};
 
 use crate::config::{Config, MaxmemoryPolicy};
-use crate::server::Server;
+use crate::persistence::Persistence;
+use strata_engine::Keyspace;
 
 pub const ERR_OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 pub const ERR_OOM_DISK: &str = "OOM command not allowed when used disk > 'maxdisk'.";
@@ -50,12 +51,8 @@ const RATE_WINDOW_MS: u128 = 2000;
 /// running checkpoint or compaction ([`strata_engine::background`]). The
 /// log's spare buffers,
 /// kept only for reuse, do count: RAM they hold is RAM values cannot use.
-pub fn not_counted_for_evict(server: &Server) -> u64 {
-    server
-        .keyspace
-        .log()
-        .map_or(0, |log| log.pending_bytes() as u64)
-        + strata_engine::background::bytes()
+pub fn not_counted_for_evict(keyspace: &Keyspace) -> u64 {
+    keyspace.log().map_or(0, |log| log.pending_bytes() as u64) + strata_engine::background::bytes()
 }
 
 /// Counter values at one instant, for rates.
@@ -149,7 +146,7 @@ impl Tiering {
     /// reply instead of running it, if any.
     pub fn admit(
         &self,
-        server: &Server,
+        keyspace: &Keyspace,
         config: &Config,
         denyoom: bool,
         now_ms: u64,
@@ -158,7 +155,7 @@ impl Tiering {
             self.oom_rejections.fetch_add(1, Relaxed);
             return Some(ERR_OOM_DISK);
         }
-        if self.enforce_budget(server, config, now_ms) {
+        if self.enforce_budget(keyspace, config, now_ms) {
             return None;
         }
         if denyoom {
@@ -171,7 +168,7 @@ impl Tiering {
     /// Evicts under the policy while RAM use is over `maxmemory`. False
     /// when RAM is over the budget and nothing is left to evict (writes
     /// are then refused); true otherwise.
-    fn enforce_budget(&self, server: &Server, config: &Config, now_ms: u64) -> bool {
+    fn enforce_budget(&self, keyspace: &Keyspace, config: &Config, now_ms: u64) -> bool {
         if config.maxmemory == 0 {
             return true;
         }
@@ -179,24 +176,24 @@ impl Tiering {
         if used <= config.maxmemory {
             return true;
         }
-        let mut used = used.saturating_sub(not_counted_for_evict(server));
+        let mut used = used.saturating_sub(not_counted_for_evict(keyspace));
         if used <= config.maxmemory {
             return true;
         }
         // The log's spare buffers are only kept for reuse: they go before
         // any data does.
-        if let Some(log) = server.keyspace.log()
+        if let Some(log) = keyspace.log()
             && log.buffer_bytes() > log.pending_bytes() as u64 + SPARE_BYTES_WORTH_FREEING
         {
             log.release_spare_buffers();
-            used = crate::alloc::used_bytes().saturating_sub(not_counted_for_evict(server));
+            used = crate::alloc::used_bytes().saturating_sub(not_counted_for_evict(keyspace));
             if used <= config.maxmemory {
                 return true;
             }
         }
         if let Some(policy) = config.maxmemory_policy.eviction() {
             let evict = || {
-                server.keyspace.evict(
+                keyspace.evict(
                     policy,
                     used - config.maxmemory,
                     config.maxmemory_samples,
@@ -207,7 +204,7 @@ impl Tiering {
             let mut done = evict();
             if done.values + done.keys + done.images_written == 0
                 && done.unwritten > 0
-                && let Some(log) = server.keyspace.log()
+                && let Some(log) = keyspace.log()
             {
                 // The values that could leave were written by commands
                 // still in this batch: write the log now, then they can.
@@ -222,7 +219,7 @@ impl Tiering {
             // can leave in a moment; the log's pending-bytes limit bounds
             // how far RAM runs over meanwhile.
             if done.values + done.keys + done.images_written + done.unwritten > 0
-                || crate::alloc::used_bytes().saturating_sub(not_counted_for_evict(server))
+                || crate::alloc::used_bytes().saturating_sub(not_counted_for_evict(keyspace))
                     <= config.maxmemory
             {
                 return true;
@@ -234,11 +231,10 @@ impl Tiering {
     /// The cron's part: disk use, whether commits locate values, the RAM
     /// budget when no command enforces it (after loading, after CONFIG SET
     /// maxmemory, while clients are idle), rates.
-    pub fn tick(&self, server: &Server) {
-        let config = server.config.get();
-        if config.maxmemory > 0 && !server.persistence.is_loading() {
+    pub fn tick(&self, keyspace: &Keyspace, config: &Config, persistence: &Persistence) {
+        if config.maxmemory > 0 && !persistence.is_loading() {
             let counted =
-                || crate::alloc::used_bytes().saturating_sub(not_counted_for_evict(server));
+                || crate::alloc::used_bytes().saturating_sub(not_counted_for_evict(keyspace));
             for _ in 0..CRON_EVICTION_ROUNDS_MAX {
                 let before = counted();
                 if before <= config.maxmemory {
@@ -247,28 +243,27 @@ impl Tiering {
                 // Stop at the first round that frees nothing (nothing left
                 // to evict, or images still being written): each round
                 // visits every shard, and the next tick tries again.
-                let evictable = self.enforce_budget(server, &config, crate::server::now_ms());
+                let evictable = self.enforce_budget(keyspace, config, crate::server::now_ms());
                 if !evictable || counted() >= before {
                     break;
                 }
             }
         }
-        let log = server.keyspace.log();
-        let disk = log.map_or(0, |log| log.disk_bytes())
-            + server.persistence.last_checkpoint_bytes.load(Relaxed);
+        let log = keyspace.log();
+        let disk =
+            log.map_or(0, |log| log.disk_bytes()) + persistence.last_checkpoint_bytes.load(Relaxed);
         self.disk_used.store(disk, Relaxed);
         let tiered = log.is_some()
             && config.maxmemory > 0
             && config.maxmemory_policy == MaxmemoryPolicy::Tiered;
-        server.keyspace.tier().set_tracking(tiered);
+        keyspace.tier().set_tracking(tiered);
         if let Some(log) = log {
             let written = log.written_pos();
-            server
-                .keyspace
+            keyspace
                 .tier()
                 .set_head_segment(strata_engine::tier::loc_segment(written));
         }
-        let stats = &server.keyspace.tier().stats;
+        let stats = &keyspace.tier().stats;
         let sample = Sample {
             at: Instant::now(),
             disk_reads: stats.disk_reads.load(Relaxed),

@@ -486,9 +486,10 @@ pub fn dispatch(
         reject(server, &mut reply, &message);
         return Dispatched::Ran(None);
     }
-    if let Some(error) = server
-        .tiering
-        .admit(server, config, spec.has_flag("denyoom"), now_ms)
+    if let Some(error) =
+        server
+            .tiering
+            .admit(&server.keyspace, config, spec.has_flag("denyoom"), now_ms)
     {
         bump(&stats.commands[id].rejected, 1);
         reject(server, &mut reply, error);
