@@ -307,8 +307,14 @@ pub fn hvals(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     list(ctx, args, false, true)
 }
 
-pub fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let increment = parse_i64(&args[3])?;
+/// HINCRBY and HINCRBYFLOAT: stores what `compute` makes of the field's
+/// current value (None when missing), keeping the field's deadline, and
+/// returns it.
+fn increment(
+    ctx: &mut Ctx,
+    args: &[Bytes],
+    compute: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>, CmdError>,
+) -> Result<Vec<u8>, CmdError> {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
     let hash = shard.get_hash(db, key, now)?;
@@ -316,50 +322,44 @@ pub fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .as_ref()
         .and_then(|e| e.value().hash())
         .and_then(|h| h.field(&args[2], now));
-    let current = match field {
-        None => 0,
-        Some(field) => strata_engine::value::parse_canonical_i64(field.value)
-            .ok_or(CmdError::from("ERR hash value is not an integer"))?,
-    };
-    let deadline = field.and_then(|f| f.deadline);
-    let result = current
-        .checked_add(increment)
-        .ok_or(CmdError::from(ERR_OVERFLOW))?;
-    let text = result.to_string();
+    let text = compute(field.map(|f| f.value))?;
     let change = FieldChange::Put(Field {
         name: &args[2],
-        value: text.as_bytes(),
-        deadline,
+        value: &text,
+        deadline: field.and_then(|f| f.deadline),
     });
     let changed = change_found(hash, db, &[change], now)?;
     settle(shard, db, key, changed, &[change], now);
     ctx.dirty(1);
+    Ok(text)
+}
+
+pub fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let by = parse_i64(&args[3])?;
+    let mut result = 0;
+    increment(ctx, args, |current| {
+        let current = match current {
+            None => 0,
+            Some(text) => strata_engine::value::parse_canonical_i64(text)
+                .ok_or(CmdError::from("ERR hash value is not an integer"))?,
+        };
+        result = current
+            .checked_add(by)
+            .ok_or(CmdError::from(ERR_OVERFLOW))?;
+        Ok(result.to_string().into_bytes())
+    })?;
     ctx.out.int(result);
     Ok(())
 }
 
 pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
-    let shard = ctx.keys.shard(key);
-    let hash = shard.get_hash(db, key, now)?;
-    let field = hash
-        .as_ref()
-        .and_then(|e| e.value().hash())
-        .and_then(|h| h.field(&args[2], now));
-    let text = long_double::add(field.map(|f| f.value), &args[3]).map_err(|error| match error {
-        AddError::CurrentNotFloat => CmdError::from("ERR hash value is not a float"),
-        AddError::IncrementNotFloat => CmdError::from(super::ERR_NOT_FLOAT),
-        AddError::NotFinite => CmdError::from("ERR increment would produce NaN or Infinity"),
+    let text = increment(ctx, args, |current| {
+        long_double::add(current, &args[3]).map_err(|error| match error {
+            AddError::CurrentNotFloat => CmdError::from("ERR hash value is not a float"),
+            AddError::IncrementNotFloat => CmdError::from(super::ERR_NOT_FLOAT),
+            AddError::NotFinite => CmdError::from("ERR increment would produce NaN or Infinity"),
+        })
     })?;
-    let deadline = field.and_then(|f| f.deadline);
-    let change = FieldChange::Put(Field {
-        name: &args[2],
-        value: &text,
-        deadline,
-    });
-    let changed = change_found(hash, db, &[change], now)?;
-    settle(shard, db, key, changed, &[change], now);
-    ctx.dirty(1);
     ctx.out.bulk(&text);
     Ok(())
 }
