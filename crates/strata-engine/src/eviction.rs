@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use crate::entry::{FETCHED, PROMOTE_WINDOW_S, SEEN, TRANSIENT, VOLATILE, log_image};
 use crate::key::{KeyRef, SHARD_COUNT};
 use crate::keyspace::Keyspace;
+use crate::location::ColdLocation;
 use crate::random::random_u64;
 use crate::shard::{Shard, forget_deadline, log_del, unlink};
 use crate::tier::{self, NO_LOC};
@@ -70,8 +71,11 @@ pub(crate) const FRESH_WINDOWS_PASSED_MAX: usize = 8;
 /// Tiering and eviction.
 impl Keyspace {
     /// The location of `key`'s value when it is only on disk.
-    pub fn cold_loc(&self, db: usize, key: KeyRef, now_ms: u64) -> Option<u64> {
-        self.lock(key).peek(db, key, now_ms)?.cold_loc()
+    pub fn cold_loc(&self, db: usize, key: KeyRef, now_ms: u64) -> Option<ColdLocation> {
+        self.lock(key)
+            .peek(db, key, now_ms)?
+            .cold_loc()
+            .map(ColdLocation)
     }
 
     /// Puts a value read from `loc` back into `key`'s entry if it is still
@@ -82,10 +86,11 @@ impl Keyspace {
         &self,
         db: usize,
         key: KeyRef,
-        loc: u64,
+        loc: ColdLocation,
         value: &tier::ColdValue,
         now_ms: u64,
     ) -> Installed {
+        let ColdLocation(loc) = loc;
         let mut shard = self.lock(key);
         let Some(entry) = shard.peek(db, key, now_ms) else {
             return Installed::Stale;
@@ -117,7 +122,8 @@ impl Keyspace {
 
     /// Takes a value lent by [`Keyspace::install`] out of RAM again, if
     /// nothing changed it since.
-    pub fn release_transient(&self, db: usize, key: KeyRef, loc: u64, now_ms: u64) {
+    pub fn release_transient(&self, db: usize, key: KeyRef, loc: ColdLocation, now_ms: u64) {
+        let ColdLocation(loc) = loc;
         let mut shard = self.lock(key);
         if let Some(entry) = shard.peek(db, key, now_ms)
             && entry.has(TRANSIENT)

@@ -396,6 +396,15 @@ impl Keyspace {
         guard.relocate(db_count, db, key, loc, payload)
     }
 
+    /// Tells tiering how far the log has been written (the cron calls it),
+    /// so values whose images are written may leave RAM.
+    pub fn note_log_written(&self) {
+        if let Some(log) = self.log() {
+            self.tier
+                .set_head_segment(crate::location::loc_segment(log.written_pos()));
+        }
+    }
+
     /// Recounts the RAM of shards in turn, continuing where the last call
     /// stopped, until about `entries_max` entries were visited (at least
     /// one shard). Called a few times a second, a full pass takes

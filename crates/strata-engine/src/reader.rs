@@ -18,6 +18,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc;
 
+use crate::location::ColdLocation;
 use crate::tier::{ColdValue, ReadPlan, Tier};
 
 /// What is done with a read's result.
@@ -106,7 +107,8 @@ impl ColdReader {
     /// Queues a read of the value of `key` at `loc`; `done` gets the
     /// result on a reader thread. Submit every read a command needs
     /// before waiting for any, so they are in flight together.
-    pub fn submit(&self, loc: u64, key: Vec<u8>, done: Done) {
+    pub fn submit(&self, loc: ColdLocation, key: Vec<u8>, done: Done) {
+        let ColdLocation(loc) = loc;
         self.queued.fetch_add(1, Relaxed);
         if let Err(failed) = self.jobs.send(Job { loc, key, done }) {
             self.queued.fetch_sub(1, Relaxed);

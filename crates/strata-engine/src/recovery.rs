@@ -1240,7 +1240,7 @@ mod tests {
             set(&ks, 0, format!("key:{i}").as_bytes(), &value(i), None);
         }
         evict_everything(&ks);
-        let locs: Vec<u64> = (0..COUNT)
+        let locs: Vec<crate::location::ColdLocation> = (0..COUNT)
             .map(|i| {
                 let key = format!("key:{i}");
                 ks.cold_loc(0, ks.key(key.as_bytes()), NOW_MS)

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use strata_engine::eviction::Installed;
+use strata_engine::location::ColdLocation;
 use strata_engine::log::FsyncPolicy;
 use strata_resp::{Limits, ProtocolError, ReplyWriter, RequestParser};
 use tokio::net::TcpStream;
@@ -115,7 +116,7 @@ const LOOKAHEAD_COMMANDS_MAX: usize = 32;
 struct Parked {
     args: Vec<Bytes>,
     db: usize,
-    cold: Vec<(Vec<u8>, u64)>,
+    cold: Vec<(Vec<u8>, ColdLocation)>,
 }
 
 /// Removes a client from the client list when its connection task ends,
@@ -506,7 +507,7 @@ impl Connection {
     /// Parks `args` until its cold values are read, with the rest of the
     /// pipeline already received parsed ahead (so their cold values are
     /// read together with this command's).
-    fn park(&mut self, args: Vec<Bytes>, cold: Vec<(Vec<u8>, u64)>) {
+    fn park(&mut self, args: Vec<Bytes>, cold: Vec<(Vec<u8>, ColdLocation)>) {
         let limits = self.parser_limits();
         self.parked = Some(Parked {
             args,
@@ -524,13 +525,13 @@ impl Connection {
 
     /// The keys of `args` whose values the command reads and which are on
     /// disk only, with their locations (None: nothing to read first).
-    fn cold_values(&self, args: &[Bytes], now: u64) -> Option<Vec<(Vec<u8>, u64)>> {
+    fn cold_values(&self, args: &[Bytes], now: u64) -> Option<Vec<(Vec<u8>, ColdLocation)>> {
         let keyspace = &self.server.keyspace;
         if keyspace.tier().cold_keys() == 0 || !self.session.authenticated {
             return None;
         }
         let db = self.session.db;
-        let mut cold: Vec<(Vec<u8>, u64)> = Vec::new();
+        let mut cold: Vec<(Vec<u8>, ColdLocation)> = Vec::new();
         for key in self.server.commands.value_keys(args) {
             if let Some(loc) = keyspace.cold_loc(db, keyspace.key(key), now)
                 && !cold.iter().any(|(k, _)| k == key)

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
 use parking_lot::Mutex;
+use strata_engine::location::ColdLocation;
 use strata_engine::reader::ColdReader;
 use strata_engine::tier::{ColdValue, Tier};
 
@@ -87,7 +88,7 @@ impl ReaderPool {
     /// Queues a read of the value of `key` at `loc`; await the result
     /// with [`ReaderPool::result`]. Submit every read a command needs
     /// before awaiting any, so they are in flight together.
-    pub fn submit(&self, loc: u64, key: Vec<u8>) -> PendingRead {
+    pub fn submit(&self, loc: ColdLocation, key: Vec<u8>) -> PendingRead {
         let (reply, receive) = tokio::sync::oneshot::channel();
         self.reader.submit(
             loc,
@@ -257,12 +258,7 @@ impl Tiering {
             && config.maxmemory > 0
             && config.maxmemory_policy == MaxmemoryPolicy::Tiered;
         keyspace.tier().set_tracking(tiered);
-        if let Some(log) = log {
-            let written = log.written_pos();
-            keyspace
-                .tier()
-                .set_head_segment(strata_engine::tier::loc_segment(written));
-        }
+        keyspace.note_log_written();
         let stats = &keyspace.tier().stats;
         let sample = Sample {
             at: Instant::now(),
