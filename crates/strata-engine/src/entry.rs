@@ -48,7 +48,7 @@ pub(crate) fn clock_of(now_ms: u64) -> u32 {
 /// the allocator's size classes absorb most small growth in place.
 ///
 /// A hash past the packed limits lives beside the header as a
-/// [`HashValue`] table ((`Body::Table`)), changed field by field in place;
+/// [`HashValue`] table (`Body::Table`), changed field by field in place;
 /// the enum costs no space (the table variant fits the niche of the
 /// inline one, so the header stays 32 bytes).
 #[derive(Debug)]
@@ -100,11 +100,12 @@ pub(crate) fn pack(deadline: u64, key: &[u8], value: &[u8]) -> Box<[u8]> {
     data.into_boxed_slice()
 }
 
-/// The bytes a value is stored as, and whether it is int-encoded.
-pub(crate) fn value_bytes(value: &Value, digits: &mut itoa::Buffer) -> (Vec<u8>, bool) {
+/// The bytes a value is stored as (an integer's digits are written into
+/// `digits`): borrowed, so that storing a value copies it once.
+fn value_bytes<'v>(value: &'v Value, digits: &'v mut itoa::Buffer) -> &'v [u8] {
     match value {
-        Value::Int(n) => (digits.format(*n).as_bytes().to_vec(), true),
-        Value::Str(bytes) | Value::Hash(bytes) => (bytes.to_vec(), false),
+        Value::Int(n) => digits.format(*n).as_bytes(),
+        Value::Str(bytes) | Value::Hash(bytes) => bytes,
     }
 }
 
@@ -122,8 +123,7 @@ fn body_for(deadline: u64, key: &[u8], value: &Value, limits: Limits) -> Body {
         return Body::Inline(pack(deadline, key, image));
     }
     let mut digits = itoa::Buffer::new();
-    let (bytes, _) = value_bytes(value, &mut digits);
-    Body::Inline(pack(deadline, key, &bytes))
+    Body::Inline(pack(deadline, key, value_bytes(value, &mut digits)))
 }
 
 fn fits_packed(hash: HashRef, limits: Limits) -> bool {
@@ -550,10 +550,13 @@ impl EntryMut<'_> {
         let len = hash.len();
         let next_deadline = hash.as_ref().next_deadline();
         if let Some(owned) = owned {
-            let head = pack(entry.deadline(), entry.key(), &[]);
+            let (deadline, key) = (entry.deadline(), entry.key());
             entry.data = match owned.packed_image() {
-                Some(image) => Body::Inline(pack(entry.deadline(), entry.key(), &image)),
-                None => Body::Table(Box::new(TableBody { head, hash: owned })),
+                Some(image) => Body::Inline(pack(deadline, key, &image)),
+                None => Body::Table(Box::new(TableBody {
+                    head: pack(deadline, key, &[]),
+                    hash: owned,
+                })),
             };
         }
         if !expired.is_empty() {

@@ -466,6 +466,11 @@ fn hrandfield_draws_from_the_whole_hash() {
             distinct.as_array().iter().map(Reply::as_text).collect();
         assert_eq!(distinct.len(), 7);
     }
+    // A negative count past what any output limit would pass is refused.
+    assert_eq!(
+        raw.cmd(&["HRANDFIELD", "small", "-16777217"]),
+        e("ERR value is out of range")
+    );
     let mut con = server.client();
     redis::cmd("HELLO")
         .arg(3)

@@ -540,11 +540,6 @@ impl HashValue {
         HashRef::Value(self)
     }
 
-    /// Whether this hash is in the packed encoding.
-    pub fn is_packed(&self) -> bool {
-        matches!(self.repr, Repr::Packed { .. })
-    }
-
     /// Fields stored, expired ones included until removed.
     pub fn len(&self) -> usize {
         match &self.repr {
@@ -565,11 +560,6 @@ impl HashValue {
         self.len() == 0
     }
 
-    /// OBJECT ENCODING's name.
-    pub fn encoding_name(&self) -> &'static str {
-        self.as_ref().encoding_name()
-    }
-
     /// Every stored field, expired ones included, in storage order.
     fn fields(&self) -> Box<dyn Iterator<Item = Field<'_>> + '_> {
         match &self.repr {
@@ -578,59 +568,11 @@ impl HashValue {
         }
     }
 
-    /// The live fields and their values (packed: insertion order).
-    pub fn iter(&self, now_ms: u64) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
-        self.as_ref().iter(now_ms)
-    }
-
     fn find(&self, name: &[u8]) -> Option<Field<'_>> {
         match &self.repr {
             Repr::Packed { bytes, .. } => packed_find(bytes, name),
             Repr::Table(table) => table.get(name),
         }
-    }
-
-    /// The value of a live field.
-    pub fn get(&self, name: &[u8], now_ms: u64) -> Option<&[u8]> {
-        self.as_ref().get(name, now_ms)
-    }
-
-    /// A live field's deadline: `Some(None)` for a field without one.
-    pub fn deadline(&self, name: &[u8], now_ms: u64) -> Option<Option<u64>> {
-        self.as_ref().deadline(name, now_ms)
-    }
-
-    /// Sets `name` to `value` (clearing any deadline it had, as HSET does);
-    /// true when the field is new (an expired one counts as new).
-    pub fn insert(&mut self, name: &[u8], value: &[u8], limits: Limits, now_ms: u64) -> bool {
-        let new = self.get(name, now_ms).is_none();
-        self.put(
-            Field {
-                name,
-                value,
-                deadline: None,
-            },
-            limits,
-        );
-        new
-    }
-
-    /// Gives a field a deadline (`None`: persist); false when there is no
-    /// such live field.
-    pub fn set_deadline(&mut self, name: &[u8], deadline: Option<u64>, now_ms: u64) -> bool {
-        let Some(found) = self.find(name).filter(|f| f.is_live(now_ms)) else {
-            return false;
-        };
-        let value = found.value.to_vec();
-        self.put(
-            Field {
-                name,
-                value: &value,
-                deadline,
-            },
-            Limits::NEVER_CONVERT,
-        );
-        true
     }
 
     /// Stores `field` as it is (value and deadline), replacing a field of
@@ -743,13 +685,6 @@ impl HashValue {
             Repr::Table(_) => None,
         }
     }
-
-    /// A hash from its image, in the encoding `limits` call for. Checks
-    /// the image (every field well formed, no field twice).
-    pub fn decode_image(image: &[u8], limits: Limits) -> Result<HashValue, BadImage> {
-        check_image(image)?;
-        Ok(HashRef::Packed(Packed::from_image(image)).to_value(limits))
-    }
 }
 
 /// Checks that `image` is a well-formed hash image with no field twice.
@@ -847,6 +782,71 @@ pub(crate) fn change_packed_in_place(
         bytes.splice(start..fields_at, prefix[..prefix_len].iter().copied());
     }
     Some(count)
+}
+
+/// The hash as a plain map, for the tests' models: production code goes
+/// through [`HashRef`] and [`FieldChange`]s.
+#[cfg(test)]
+impl HashValue {
+    /// OBJECT ENCODING's name.
+    pub fn encoding_name(&self) -> &'static str {
+        self.as_ref().encoding_name()
+    }
+
+    /// The live fields and their values (packed: insertion order).
+    pub fn iter(&self, now_ms: u64) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.as_ref().iter(now_ms)
+    }
+
+    /// The value of a live field.
+    pub fn get(&self, name: &[u8], now_ms: u64) -> Option<&[u8]> {
+        self.as_ref().get(name, now_ms)
+    }
+
+    /// A live field's deadline: `Some(None)` for a field without one.
+    pub fn deadline(&self, name: &[u8], now_ms: u64) -> Option<Option<u64>> {
+        self.as_ref().deadline(name, now_ms)
+    }
+
+    /// Sets `name` to `value` (clearing any deadline it had, as HSET does);
+    /// true when the field is new (an expired one counts as new).
+    pub fn insert(&mut self, name: &[u8], value: &[u8], limits: Limits, now_ms: u64) -> bool {
+        let new = self.get(name, now_ms).is_none();
+        self.put(
+            Field {
+                name,
+                value,
+                deadline: None,
+            },
+            limits,
+        );
+        new
+    }
+
+    /// Gives a field a deadline (`None`: persist); false when there is no
+    /// such live field.
+    pub fn set_deadline(&mut self, name: &[u8], deadline: Option<u64>, now_ms: u64) -> bool {
+        let Some(found) = self.find(name).filter(|f| f.is_live(now_ms)) else {
+            return false;
+        };
+        let value = found.value.to_vec();
+        self.put(
+            Field {
+                name,
+                value: &value,
+                deadline,
+            },
+            Limits::NEVER_CONVERT,
+        );
+        true
+    }
+
+    /// A hash from its image, in the encoding `limits` call for. Checks
+    /// the image (every field well formed, no field twice).
+    pub fn decode_image(image: &[u8], limits: Limits) -> Result<HashValue, BadImage> {
+        check_image(image)?;
+        Ok(HashRef::Packed(Packed::from_image(image)).to_value(limits))
+    }
 }
 
 #[cfg(test)]

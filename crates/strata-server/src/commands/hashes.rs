@@ -132,20 +132,6 @@ fn settle(
     }
 }
 
-/// [`change_found`] and [`settle`] for a command that has not looked the
-/// key up yet.
-fn apply(
-    shard: &mut Shard,
-    db: usize,
-    key: KeyRef,
-    changes: &[FieldChange],
-    now: u64,
-) -> CmdResult {
-    let changed = change_found(shard.get_hash(db, key, now)?, db, changes, now)?;
-    settle(shard, db, key, changed, changes, now);
-    Ok(())
-}
-
 /// A plain field (no deadline) to store.
 fn put<'a>(name: &'a [u8], value: &'a [u8]) -> FieldChange<'a> {
     FieldChange::Put(Field {
@@ -201,12 +187,15 @@ pub fn hmset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn hsetnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    let exists = shard
-        .get_hash(db, key, now)?
-        .and_then(|e| e.value().hash().map(|h| h.get(&args[2], now).is_some()))
-        .unwrap_or(false);
+    let hash = shard.get_hash(db, key, now)?;
+    let exists = hash
+        .as_ref()
+        .and_then(|e| e.value().hash())
+        .is_some_and(|h| h.get(&args[2], now).is_some());
     if !exists {
-        apply(shard, db, key, &[put(&args[2], &args[3])], now)?;
+        let change = [put(&args[2], &args[3])];
+        let changed = change_found(hash, db, &change, now)?;
+        settle(shard, db, key, changed, &change, now);
         ctx.dirty(1);
     }
     ctx.out.int(!exists as i64);

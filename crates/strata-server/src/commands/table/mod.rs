@@ -90,6 +90,7 @@ const fn container(
     }
 }
 
+/// A subcommand (its group is its container's).
 #[allow(clippy::too_many_arguments)]
 const fn sub(
     name: &'static str,
@@ -101,19 +102,9 @@ const fn sub(
     summary: &'static str,
     handler: Handler,
 ) -> Spec {
-    Spec {
-        name,
-        arity,
-        flags,
-        keys,
-        acl,
-        group: "",
-        since,
-        summary,
-        complexity: "O(1)",
-        handler: Some(handler),
-        subcommands: &[],
-    }
+    cmd(
+        name, arity, flags, keys, acl, "", since, summary, "O(1)", handler,
+    )
 }
 
 const R_FAST: &[&str] = &["readonly", "fast"];
