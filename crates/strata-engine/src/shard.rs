@@ -541,7 +541,9 @@ impl Shard {
     /// read the disk under the lock. Returns the keys removed.
     fn expire_fields_due(&mut self, now_ms: u64, budget: usize) -> usize {
         let mut removed = 0;
-        let mut cold = Vec::new();
+        // Items to queue again: cold hashes a second later, hashes whose
+        // deadlines moved at their new earliest one.
+        let mut again = Vec::new();
         for _ in 0..budget {
             let Some(first) = self.fields_due.first() else {
                 break;
@@ -562,22 +564,27 @@ impl Shard {
                 continue;
             }
             if entry.is_cold() {
-                cold.push((deadline, db as u16, key_bytes.clone()));
+                again.push((deadline.max(now_ms) + 1000, db as u16, key_bytes.clone()));
                 continue;
             }
             let Ok(Some(entry)) = self.get_loaded(db, key, now_ms, false) else {
                 continue;
             };
+            let hash = entry.value().hash().expect("a hash");
+            if hash.fields().all(|f| f.is_live(now_ms)) {
+                // Nothing expired (a deadline was moved or removed since):
+                // no change, so the value keeps its image on disk.
+                if let Some(next) = hash.next_deadline() {
+                    again.push((next, db as u16, key_bytes.clone()));
+                }
+                continue;
+            }
             if entry.change_hash(db, &[], now_ms).len == 0 {
                 self.remove(db, key, now_ms);
                 removed += 1;
             }
         }
-        // Cold hashes are looked at again a second later.
-        for (deadline, db, key) in cold {
-            self.fields_due
-                .insert((deadline.max(now_ms) + 1000, db, key));
-        }
+        self.fields_due.extend(again);
         removed
     }
 }
