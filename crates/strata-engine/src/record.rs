@@ -75,7 +75,7 @@ pub enum Kind {
     /// each name as a varint length and its bytes.
     HashDel = 9,
     /// Checkpoint file: first record. `aux`: LSN from which the log must be
-    /// replayed; key: [`CheckpointMeta`] bytes.
+    /// replayed; key: [`crate::checkpoint::CheckpointMeta`] bytes.
     CheckpointBegin = 16,
     /// Checkpoint file: the SET records that follow, up to the next marker,
     /// are shard `db`'s contents, which include every record of that shard
