@@ -350,7 +350,10 @@ pub fn client_kill(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let mut killed = 0;
     for client in ctx.server.clients.snapshot() {
-        let matches = id.is_none_or(|id| client.id == id)
+        // A client killed earlier stays registered until its task has
+        // closed; it is gone for every purpose but that, so not counted.
+        let matches = !client.is_killed()
+            && id.is_none_or(|id| client.id == id)
             && addr.as_ref().is_none_or(|a| client.addr.to_string() == *a)
             && laddr
                 .as_ref()
