@@ -324,16 +324,24 @@ mod tests {
     fn a_multi_key_command_is_one_group_and_db_changes_are_published() {
         let (ks, dir) = with_log();
         let subscription = ks.subscribe(16);
-        {
-            let (a, b) = (ks.key(b"a"), ks.key(b"b"));
-            let mut set = ks.lock_many([a, b]);
-            set.shard(a.shard())
-                .set(0, a, Value::from_bytes(b"1"), None, false, NOW_MS);
-            set.shard(b.shard())
-                .set(1, b, Value::from_bytes(b"2"), None, false, NOW_MS);
-        }
-        ks.swap_db(0, 1);
+        let (a, b) = (ks.key(b"a"), ks.key(b"b"));
+        let mut set = ks.lock_many([a, b]);
+        set.shard(a.shard())
+            .set(0, a, Value::from_bytes(b"1"), None, false, NOW_MS);
+        set.shard(b.shard())
+            .set(1, b, Value::from_bytes(b"2"), None, false, NOW_MS);
+        let commit = set.commit();
+        let swap_commit = ks.swap_db(0, 1);
         let groups = receive(&subscription, 2 + 1);
+        // The committer gets back what subscribers get: the group's LSN
+        // and its changes.
+        assert_eq!(commit.lsn, Some(groups[0].seq));
+        assert_eq!(swap_commit.lsn, Some(groups[1].seq));
+        let changed: Vec<_> = commit.changed.iter().collect();
+        assert_eq!(
+            changed,
+            vec![(Kind::Set, 0, &b"a"[..]), (Kind::Set, 1, &b"b"[..])]
+        );
         assert_eq!(groups[0].changes.len(), 2, "{groups:?}");
         assert_eq!(
             (groups[0].changes[1].db, &groups[0].changes[1].key[..]),

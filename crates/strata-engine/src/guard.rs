@@ -6,6 +6,7 @@ use std::ops::{Deref, DerefMut};
 
 use parking_lot::MutexGuard;
 
+use crate::commit::Commit;
 use crate::key::SHARD_BITS;
 use crate::log::{self, Sink};
 use crate::shard::Shard;
@@ -42,11 +43,11 @@ impl Drop for ShardGuard<'_> {
 
 impl ShardGuard<'_> {
     /// Commits the changes made through this guard (if this closes the
-    /// thread's outermost group); returns the LSN of their last record.
-    fn close(&mut self) -> Option<u64> {
+    /// thread's outermost group).
+    fn close(&mut self) -> Commit {
         let sink = std::mem::replace(&mut self.sink, Sink::closed());
-        if !sink.is_open() {
-            return None;
+        if !sink.open {
+            return Commit::default();
         }
         if sink.log.is_some() && self.guard.tier.tracking() {
             let shard = &mut *self.guard;
@@ -56,8 +57,9 @@ impl ShardGuard<'_> {
         }
     }
 
-    /// Commits and unlocks; returns the LSN of the last record logged.
-    pub fn commit(mut self) -> Option<u64> {
+    /// Commits and unlocks; returns the LSN of the last record logged and
+    /// the keys changed.
+    pub fn commit(mut self) -> Commit {
         self.close()
     }
 }
@@ -77,15 +79,16 @@ impl Drop for ShardSet<'_> {
 }
 
 impl ShardSet<'_> {
-    /// Commits and unlocks; returns the LSN of the last record logged.
-    pub fn commit(mut self) -> Option<u64> {
+    /// Commits and unlocks; returns the LSN of the last record logged and
+    /// the keys changed.
+    pub fn commit(mut self) -> Commit {
         self.close()
     }
 
-    fn close(&mut self) -> Option<u64> {
+    fn close(&mut self) -> Commit {
         let sink = std::mem::replace(&mut self.sink, Sink::closed());
-        if !sink.is_open() {
-            return None;
+        if !sink.open {
+            return Commit::default();
         }
         let tracking = self.guards.first().is_some_and(|g| g.tier.tracking());
         if sink.log.is_none() || !tracking {
@@ -184,18 +187,19 @@ impl<'a> Locked<'a> {
 
     /// Commits and unlocks early, for a command that has read what it
     /// needs and has long work left that touches no key (LCS); returns
-    /// the LSN of what was logged (a lazily expired key's DEL, say).
-    pub fn release(&mut self) -> Option<u64> {
+    /// what was committed (a lazily expired key's DEL, say).
+    pub fn release(&mut self) -> Commit {
         match std::mem::replace(&mut self.held, Held::Nothing) {
-            Held::Nothing => None,
+            Held::Nothing => Commit::default(),
             Held::One(guard) => guard.commit(),
             Held::Many(set) => set.commit(),
         }
     }
 
     /// Commits what the command changed and unlocks; returns the LSN of
-    /// the last record logged (what the command's reply waits for).
-    pub fn commit(mut self) -> Option<u64> {
+    /// the last record logged (what the command's reply waits for) and
+    /// the keys changed.
+    pub fn commit(mut self) -> Commit {
         self.release()
     }
 }

@@ -43,6 +43,7 @@
 //! is fixed per data directory (kept in checkpoints) so a key's shard
 //! survives restarts.
 
+use crate::commit::Commit;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, OnceLock};
 
@@ -192,29 +193,29 @@ impl Keyspace {
         self.log.get()
     }
 
-    /// Opens this thread's log group when changes are logged.
+    /// Opens this thread's group for a command's changes: their records
+    /// go to the log and the change feed when either takes them, and the
+    /// keys changed come back from the commit ([`crate::commit::Commit`]).
     pub(crate) fn open_group(&self) -> Sink<'_> {
         let sink = Sink {
             log: self.change_log().map(|log| &**log),
             feed: Some(&self.feed).filter(|feed| feed.is_active()),
+            open: true,
         };
-        if sink.is_open() {
-            log::group_open();
-        }
+        log::group_open(&sink, true);
         sink
     }
 
-    /// Opens this thread's log group for value images that let values
-    /// leave RAM (eviction, compaction): into the log or the cache store,
-    /// never to the change feed (no data changes).
+    /// Opens this thread's group for value images that let values leave
+    /// RAM (eviction, compaction): into the log or the cache store, never
+    /// to the change feed, not listed as changes (no data changes).
     pub(crate) fn open_tier_group(&self) -> Sink<'_> {
         let sink = Sink {
             log: self.log.get().map(|log| &**log),
             feed: None,
+            open: true,
         };
-        if sink.is_open() {
-            log::group_open();
-        }
+        log::group_open(&sink, false);
         sink
     }
 
@@ -464,10 +465,9 @@ impl Keyspace {
         self.shards.iter().map(|s| s.lock().expired_keys).sum()
     }
 
-    /// Empties one database. The caller drops the result outside the lock.
     /// Empties database `db`; returns its contents (to drop outside the
-    /// locks) and the LSN of the change when it was logged.
-    pub fn flush_db(&self, db: usize) -> (Flushed, Option<u64>) {
+    /// locks) and what was committed.
+    pub fn flush_db(&self, db: usize) -> (Flushed, Commit) {
         let mut all = self.lock_all();
         log_db_change(Kind::FlushDb, db, 0);
         let flushed = Flushed(all.guards.iter_mut().map(|s| s.take_table(db)).collect());
@@ -475,7 +475,7 @@ impl Keyspace {
     }
 
     /// Empties every database; as [`Keyspace::flush_db`].
-    pub fn flush_all(&self) -> (Flushed, Option<u64>) {
+    pub fn flush_all(&self) -> (Flushed, Commit) {
         let mut all = self.lock_all();
         log_db_change(Kind::FlushAll, 0, 0);
         let mut removed = Vec::new();
@@ -487,9 +487,8 @@ impl Keyspace {
         (Flushed(removed), all.commit())
     }
 
-    /// Swaps two databases atomically; returns the LSN of the change when
-    /// it was logged.
-    pub fn swap_db(&self, a: usize, b: usize) -> Option<u64> {
+    /// Swaps two databases atomically; returns what was committed.
+    pub fn swap_db(&self, a: usize, b: usize) -> Commit {
         let mut all = self.lock_all();
         log_db_change(Kind::SwapDb, a, b as u64);
         for shard in all.guards.iter_mut() {
@@ -610,8 +609,8 @@ mod tests {
             .set(db, k, Value::from_bytes(value), expire_at_ms, false, now_ms);
     }
 
-    /// A command's lock set: its keys' shards, once; the LSN of what it
-    /// changed comes back from the commit; and (debug builds) a key it did
+    /// A command's lock set: its keys' shards, once; the LSN and the keys
+    /// of what it changed come back from the commit; and (debug builds) a key it did
     /// not declare is refused even when it shares a locked shard.
     #[test]
     fn a_command_runs_under_the_locks_of_its_declared_keys() {
@@ -625,8 +624,19 @@ mod tests {
         locked
             .shard(c)
             .set(0, c, Value::from_bytes(b"2"), None, false, 0);
-        // No log attached: nothing to wait for.
-        assert_eq!(locked.commit(), None);
+        // No log attached: nothing to wait for; the keys changed, in the
+        // order they were changed, all the same.
+        let commit = locked.commit();
+        assert_eq!(commit.lsn, None);
+        let changed: Vec<_> = commit.changed.iter().collect();
+        assert_eq!(
+            changed,
+            vec![(Kind::Set, 0, &b"{t}a"[..]), (Kind::Set, 0, &b"other"[..])]
+        );
+        // Reading changes nothing.
+        let mut locked = ks.lock_keys(&[a]);
+        assert!(locked.shard(a).contains(0, a, 0));
+        assert!(locked.commit().changed.is_empty());
         let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut locked = ks.lock_keys(&[a]);
             locked.shard(b).contains(0, b, 0)

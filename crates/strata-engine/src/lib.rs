@@ -11,7 +11,7 @@
 //!   (one lock's tables, the records of its changes, hits and census),
 //!   `guard` (locked shards that commit their log group on drop, and
 //!   [`keyspace::Locked`], the lock set a command runs under, whose commit
-//!   returns the LSN).
+//!   returns the LSN and the keys changed: [`commit::Commit`]).
 //! - [`eviction`]: cold values read in and let go; what leaves RAM under
 //!   each policy.
 //! - [`location`]: where a record lies in the log (one `u64`).
@@ -40,7 +40,8 @@
 //!   segment live counts, the cache store.
 //!
 //! Modules depend on each other in one direction only (no import circles):
-//! leaves (`record`, `location`, `key`, `value`, `random`, `feed`) below
+//! leaves (`record`, `location`, `key`, `value`, `random`, `feed`,
+//! `commit`) below
 //! `log` and `tier`, below `entry`, `table` and `shard`, below `guard` and
 //! `keyspace`, below `eviction`, `compaction`, `checkpoint` and `recovery`.
 //!
@@ -52,6 +53,7 @@
 
 pub mod background;
 pub mod checkpoint;
+pub mod commit;
 pub mod compaction;
 pub mod dir_lock;
 mod entry;

@@ -48,6 +48,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::commit::{Changed, Commit};
 use crate::feed::Feed;
 use crate::record::{self, Draft, FLAG_GROUP_CONTINUES};
 
@@ -834,13 +835,23 @@ pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
 
 struct GroupBuffer {
     depth: u32,
+    /// Whether records are encoded into `bytes` (a log or feed takes them).
+    encode: bool,
+    /// Whether changes are listed in `changed` (data changes, not value
+    /// images).
+    collect: bool,
     bytes: Vec<u8>,
+    changed: Changed,
 }
 
 thread_local! {
-    static GROUP: RefCell<GroupBuffer> = const {
-        RefCell::new(GroupBuffer { depth: 0, bytes: Vec::new() })
-    };
+    static GROUP: RefCell<GroupBuffer> = RefCell::new(GroupBuffer {
+        depth: 0,
+        encode: false,
+        collect: false,
+        bytes: Vec::new(),
+        changed: Changed::default(),
+    });
     /// Set on threads that call [`Log::flush_now`] themselves before
     /// waiting for the log, so their commits do not wake the writer.
     static FLUSHES_ITSELF: Cell<bool> = const { Cell::new(false) };
@@ -852,13 +863,16 @@ pub fn set_flushes_itself() {
     FLUSHES_ITSELF.set(true);
 }
 
-/// Starts collecting this thread's records into one group (a lock guard
-/// does this when the log is on).
-pub(crate) fn group_open() {
+/// Starts collecting this thread's changes into one group (a lock guard
+/// does this): their records when `sink` takes them, and the list of keys
+/// changed when `collect` (data changes, as opposed to value images).
+pub(crate) fn group_open(sink: &Sink, collect: bool) {
     GROUP.with(|group| {
         let mut group = group.borrow_mut();
         debug_assert_eq!(group.depth, 0, "lock guards do not nest");
         group.depth += 1;
+        group.encode = sink.log.is_some() || sink.feed.is_some();
+        group.collect = collect;
     });
 }
 
@@ -876,44 +890,44 @@ pub struct Committed {
 
 /// Where a group of records goes when its lock guard drops: the log
 /// (or the cache store, for value images), the change feed, both, or
-/// neither (then no group is opened and nothing is encoded).
+/// neither (then nothing is encoded, and only the keys changed are
+/// listed).
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Sink<'a> {
     pub log: Option<&'a Log>,
     pub feed: Option<&'a Feed>,
+    /// Whether a group was opened for this sink and not yet closed.
+    pub open: bool,
 }
 
 impl Sink<'_> {
-    pub fn is_open(&self) -> bool {
-        self.log.is_some() || self.feed.is_some()
-    }
-
     /// A sink that takes nothing (a guard whose group was committed).
     pub fn closed() -> Self {
-        Sink {
-            log: None,
-            feed: None,
-        }
+        Sink::default()
     }
 }
 
 /// Commits the group opened by [`group_open`] to `sink`. Must run before
 /// the shard locks covering the group are released. `placed`, when given,
 /// is called with each record and its location in the log. Returns the
-/// LSN of the group's last record when this closed the outermost group
-/// and it went to the log.
-pub(crate) fn group_close(sink: Sink, placed: Option<&mut Placed>) -> Option<u64> {
+/// LSN of the group's last record when it went to the log, and the keys
+/// it changed (empty unless this closed the outermost group).
+pub(crate) fn group_close(sink: Sink, placed: Option<&mut Placed>) -> Commit {
     GROUP.with(|group| {
         let mut group = group.borrow_mut();
         group.depth -= 1;
-        if group.depth != 0 || group.bytes.is_empty() {
-            return None;
+        if group.depth != 0 {
+            return Commit::default();
         }
-        let mut last_lsn = None;
+        let changed = std::mem::take(&mut group.changed);
+        if group.bytes.is_empty() {
+            return Commit { lsn: None, changed };
+        }
+        let mut lsn = None;
         match sink.log {
             Some(log) => {
                 let committed = log.commit(&mut group.bytes, sink.feed);
-                last_lsn = Some(committed.last_lsn);
+                lsn = Some(committed.last_lsn);
                 if let Some(placed) = placed {
                     let mut at = 0;
                     while at < group.bytes.len() {
@@ -935,17 +949,24 @@ pub(crate) fn group_close(sink: Sink, placed: Option<&mut Placed>) -> Option<u64
         if group.bytes.capacity() > GROUP_BUFFER_RETAINED_BYTES_MAX {
             group.bytes = Vec::new();
         }
-        last_lsn
+        Commit { lsn, changed }
     })
 }
 
-/// Adds a record to this thread's open group; does nothing when no group
-/// is open (log off, or recovery applying records).
+/// Adds a record to this thread's open group (encoded if a log or feed
+/// takes it; its key listed if the group lists changes); does nothing when
+/// no group is open (recovery applying records).
 pub(crate) fn append(draft: &Draft) {
     GROUP.with(|group| {
         let mut group = group.borrow_mut();
-        if group.depth > 0 {
+        if group.depth == 0 {
+            return;
+        }
+        if group.encode {
             record::encode(&mut group.bytes, draft);
+        }
+        if group.collect {
+            group.changed.push(draft.kind, draft.db, draft.key);
         }
     });
 }

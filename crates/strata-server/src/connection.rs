@@ -486,7 +486,7 @@ impl Connection {
         );
         match dispatched {
             Dispatched::Ran(committed) => {
-                if let Some(lsn) = committed {
+                if let Some(lsn) = committed.lsn {
                     self.awaiting_lsn = self.awaiting_lsn.max(lsn);
                 }
                 true

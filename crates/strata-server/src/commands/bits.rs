@@ -63,7 +63,6 @@ pub fn setbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             false
         }
     };
-    ctx.dirty(1);
     ctx.out.int(old as i64);
     Ok(())
 }
@@ -228,7 +227,6 @@ pub fn bitop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     } else {
         target_shard.set(db, target, Value::owned(result), None, false, now);
     }
-    ctx.dirty(1);
     ctx.out.int(length as i64);
     Ok(())
 }
@@ -431,7 +429,7 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
         .fold((usize::MAX, 0), |(lo, hi), (a, b)| (lo.min(a), hi.max(b)));
     let lo = lo.min(hi);
     let shard = ctx.keys.shard(key);
-    let (existed, old_len, mut bytes) = match shard.get_string(db, key, now)? {
+    let (old_len, mut bytes) = match shard.get_string(db, key, now)? {
         Some(entry) => {
             let value = entry.value().as_bytes();
             let mut window = vec![0u8; hi - lo];
@@ -439,9 +437,9 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
                 let end = hi.min(value.len());
                 window[..end - lo].copy_from_slice(&value[lo..end]);
             }
-            (true, value.len(), window)
+            (value.len(), window)
         }
-        None => (false, 0, vec![0u8; hi - lo]),
+        None => (0, vec![0u8; hi - lo]),
     };
     let shift = lo as u64 * 8;
     // The value's length once the performed writes are in.
@@ -479,22 +477,19 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
             }
         }
     }
-    if writes && (changed || existed) {
-        if changed {
-            // Only the changed window is written and logged.
-            let patch = &bytes[..new_len.clamp(lo, hi) - lo];
-            match shard.get_string(db, key, now)? {
-                Some(entry) => {
-                    entry.write_at(db, lo, patch);
-                }
-                None => {
-                    let mut value = vec![0u8; lo];
-                    value.extend_from_slice(patch);
-                    shard.set(db, key, Value::owned(value), None, false, now);
-                }
+    if writes && changed {
+        // Only the changed window is written and logged.
+        let patch = &bytes[..new_len.clamp(lo, hi) - lo];
+        match shard.get_string(db, key, now)? {
+            Some(entry) => {
+                entry.write_at(db, lo, patch);
+            }
+            None => {
+                let mut value = vec![0u8; lo];
+                value.extend_from_slice(patch);
+                shard.set(db, key, Value::owned(value), None, false, now);
             }
         }
-        ctx.dirty(1);
     }
     Ok(())
 }

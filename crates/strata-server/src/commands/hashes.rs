@@ -168,7 +168,6 @@ fn set_fields(ctx: &mut Ctx, args: &[Bytes]) -> Result<usize, CmdError> {
     let changes: Vec<FieldChange> = args[2..].chunks(2).map(|p| put(&p[0], &p[1])).collect();
     let changed = change_found(hash, db, &changes, now)?;
     settle(shard, db, key, changed, &changes, now);
-    ctx.dirty(1);
     Ok(added)
 }
 
@@ -196,7 +195,6 @@ pub fn hsetnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         let change = [put(&args[2], &args[3])];
         let changed = change_found(hash, db, &change, now)?;
         settle(shard, db, key, changed, &change, now);
-        ctx.dirty(1);
     }
     ctx.out.int(!exists as i64);
     Ok(())
@@ -237,7 +235,6 @@ pub fn hdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if !removed.is_empty() {
         let changed = change_found(hash, db, &removed, now)?;
         settle(shard, db, key, changed, &removed, now);
-        ctx.dirty(1);
     }
     ctx.out.int(removed.len() as i64);
     Ok(())
@@ -319,7 +316,6 @@ fn increment(
     });
     let changed = change_found(hash, db, &[change], now)?;
     settle(shard, db, key, changed, &[change], now);
-    ctx.dirty(1);
     Ok(text)
 }
 
@@ -589,7 +585,6 @@ fn change_deadlines(
     if !changes.is_empty() {
         let changed = change_found(hash, db, &changes, now)?;
         settle(shard, db, key, changed, &changes, now);
-        ctx.dirty(changes.len() as u64);
     }
     ctx.out.array(codes.len());
     for code in codes {
@@ -708,7 +703,6 @@ fn get_and_change(
     if !changes.is_empty() {
         let changed = change_found(hash, db, &changes, now)?;
         settle(shard, db, key, changed, &changes, now);
-        ctx.dirty(changes.len() as u64);
     }
     Ok(())
 }
@@ -835,7 +829,6 @@ pub fn hsetex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .collect();
     let changed = change_found(hash, db, &changes, now)?;
     settle(shard, db, key, changed, &changes, now);
-    ctx.dirty(changes.len() as u64);
     ctx.out.int(1);
     Ok(())
 }

@@ -30,7 +30,6 @@ fn remove_keys(ctx: &mut Ctx, keys: &[Bytes]) -> usize {
             }
         }
     }
-    ctx.dirty(removed.len() as u64);
     removed.len()
 }
 
@@ -126,7 +125,6 @@ fn rename_generic(ctx: &mut Ctx, args: &[Bytes], only_if_absent: bool) -> Result
     ctx.keys
         .shard(target)
         .set(db, target, entry.value().to_value(), expire, false, now);
-    ctx.dirty(1);
     Ok(true)
 }
 
@@ -173,7 +171,6 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Ok(());
     }
     target_shard.set(target_db, target, value, expire, false, now);
-    ctx.dirty(1);
     ctx.out.int(1);
     Ok(())
 }
@@ -194,7 +191,6 @@ pub fn move_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let entry = shard.take(source_db, key, now)?.expect("checked above");
     let expire = entry.expire_at_ms();
     shard.set(target_db, key, entry.value().to_value(), expire, false, now);
-    ctx.dirty(1);
     ctx.out.int(1);
     Ok(())
 }
@@ -361,7 +357,6 @@ fn expire_generic(ctx: &mut Ctx, args: &[Bytes], unit: TimeUnit, absolute: bool)
     } else {
         shard.set_expire(db, key, Some(deadline as u64), now);
     }
-    ctx.dirty(1);
     ctx.out.int(1);
     Ok(())
 }
@@ -432,9 +427,6 @@ pub fn persist(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .is_some();
     if had_deadline {
         shard.set_expire(db, key, None, now);
-    }
-    if had_deadline {
-        ctx.dirty(1);
     }
     ctx.out.int(had_deadline as i64);
     Ok(())

@@ -32,6 +32,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use smallvec::SmallVec;
+use strata_engine::commit::Commit;
 use strata_engine::keyspace::Locked;
 use strata_engine::{KeyRef, Keyspace};
 use strata_resp::ReplyWriter;
@@ -296,9 +297,10 @@ pub struct Ctx<'a> {
     /// before the handler runs and committed after it: a handler reaches
     /// a key through `ctx.keys.shard(key)` and never locks anything.
     pub keys: Locked<'a>,
-    /// The LSN of changes a command without keys committed itself
-    /// (FLUSHALL, SWAPDB), which its reply waits for like any other.
-    pub committed: Option<u64>,
+    /// What a command committed itself before dispatch commits its keys
+    /// (FLUSHALL and SWAPDB lock every shard; LCS unlocks early): its
+    /// reply waits for that LSN like for any other.
+    pub committed: Commit,
     /// The declared keys' hashes, by argument address and length, so that
     /// [`Ctx::key`] does not hash a key dispatch has hashed already.
     pub declared: SmallVec<[(usize, usize, u64); DECLARED_KEYS_INLINE]>,
@@ -329,14 +331,9 @@ impl<'a> Ctx<'a> {
         self.session.db
     }
 
-    /// Counts changes to the dataset (rdb_changes_since_last_save).
-    pub fn dirty(&self, changes: u64) {
-        bump(&self.stats.changes, changes);
-    }
-
-    /// Notes the LSN of a change a keyless command committed itself.
-    pub fn committed(&mut self, lsn: Option<u64>) {
-        self.committed = self.committed.max(lsn);
+    /// Notes what a command committed itself (see [`Ctx::committed`]).
+    pub fn committed(&mut self, commit: Commit) {
+        self.committed.absorb(commit);
     }
 }
 
@@ -371,10 +368,11 @@ fn declared_keys<'k>(
 }
 
 /// What [`dispatch`] did with a command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Dispatched {
-    /// It ran; its reply waits for this LSN, if it logged anything.
-    Ran(Option<u64>),
+    /// It ran; its reply waits for the commit's LSN, if it logged
+    /// anything.
+    Ran(Commit),
     /// A value it reads went cold since the connection checked: nothing
     /// ran and nothing was replied; read the value first and run it again.
     Cold,
@@ -409,7 +407,7 @@ pub fn dispatch(
             message.push_str(&format!("'{}' ", lossy(arg, 128)));
         }
         reject(server, &mut reply, &message);
-        return Dispatched::Ran(None);
+        return Dispatched::Ran(Commit::default());
     };
     // A container with arguments resolves to its subcommand first, then
     // arity is checked once on what was resolved (Redis' order).
@@ -426,7 +424,7 @@ pub fn dispatch(
             Some(sub) => id = sub,
             None if id == table.debug_id => {
                 reject(server, &mut reply, &debug_error());
-                return Dispatched::Ran(None);
+                return Dispatched::Ran(Commit::default());
             }
             None if id == table.cluster_id
                 && cluster::DISABLED_SUBCOMMANDS
@@ -434,7 +432,7 @@ pub fn dispatch(
                     .any(|name| args[1].eq_ignore_ascii_case(name.as_bytes())) =>
             {
                 reject(server, &mut reply, cluster::ERR_CLUSTER_DISABLED);
-                return Dispatched::Ran(None);
+                return Dispatched::Ran(Commit::default());
             }
             None => {
                 let message = format!(
@@ -443,7 +441,7 @@ pub fn dispatch(
                     table.specs[id].name.to_ascii_uppercase()
                 );
                 reject(server, &mut reply, &message);
-                return Dispatched::Ran(None);
+                return Dispatched::Ran(Commit::default());
             }
         }
     }
@@ -459,17 +457,17 @@ pub fn dispatch(
             )
         };
         reject(server, &mut reply, &message);
-        return Dispatched::Ran(None);
+        return Dispatched::Ran(Commit::default());
     }
     if !session.authenticated && !spec.has_flag("no_auth") && !config.requirepass.is_empty() {
         bump(&stats.commands[id].rejected, 1);
         reject(server, &mut reply, ERR_NOAUTH);
-        return Dispatched::Ran(None);
+        return Dispatched::Ran(Commit::default());
     }
     if server.persistence.is_loading() && !spec.has_flag("loading") {
         bump(&stats.commands[id].rejected, 1);
         reject(server, &mut reply, ERR_LOADING);
-        return Dispatched::Ran(None);
+        return Dispatched::Ran(Commit::default());
     }
     let denied_on_disk_error = spec.has_flag("write") || id == server.commands.ping_id;
     if denied_on_disk_error
@@ -484,7 +482,7 @@ pub fn dispatch(
             crate::persistence::strerror(&error)
         );
         reject(server, &mut reply, &message);
-        return Dispatched::Ran(None);
+        return Dispatched::Ran(Commit::default());
     }
     if let Some(error) =
         server
@@ -493,7 +491,7 @@ pub fn dispatch(
     {
         bump(&stats.commands[id].rejected, 1);
         reject(server, &mut reply, error);
-        return Dispatched::Ran(None);
+        return Dispatched::Ran(Commit::default());
     }
     session
         .client
@@ -516,7 +514,7 @@ pub fn dispatch(
         stats,
         now_ms,
         keys: server.keyspace.lock_keys(&keys),
-        committed: None,
+        committed: Commit::default(),
         declared,
     };
     if defer_cold && !ctx.declared.is_empty() && server.keyspace.tier().cold_keys() > 0 {
@@ -537,7 +535,11 @@ pub fn dispatch(
     }
     let result = handler(&mut ctx, args);
     let keys = std::mem::replace(&mut ctx.keys, server.keyspace.lock_nothing());
-    let committed = keys.commit().max(ctx.committed);
+    let mut committed = std::mem::take(&mut ctx.committed);
+    committed.absorb(keys.commit());
+    // Every change record counts as one change to the dataset
+    // (rdb_changes_since_last_save): no handler keeps count itself.
+    bump(&stats.changes, committed.changed.len() as u64);
     let counters = &stats.commands[id];
     bump(&counters.calls, 1);
     bump(&counters.usec, started.elapsed().as_micros() as u64);

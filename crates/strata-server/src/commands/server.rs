@@ -127,7 +127,6 @@ pub fn flushdb(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (flushed, lsn) = ctx.keyspace().flush_db(ctx.db());
     ctx.committed(lsn);
     dispose(flushed, asynchronous);
-    ctx.dirty(1);
     ctx.out.ok();
     Ok(())
 }
@@ -137,7 +136,6 @@ pub fn flushall(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (flushed, lsn) = ctx.keyspace().flush_all();
     ctx.committed(lsn);
     dispose(flushed, asynchronous);
-    ctx.dirty(1);
     ctx.out.ok();
     Ok(())
 }
@@ -161,7 +159,6 @@ pub fn swapdb(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let lsn = ctx.keyspace().swap_db(a as usize, b as usize);
     ctx.committed(lsn);
-    ctx.dirty(1);
     ctx.out.ok();
     Ok(())
 }

@@ -135,7 +135,6 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         Expiry::KeepTtl => shard.set(db, key, value, None, true, now),
         Expiry::Unchanged | Expiry::Persist => shard.set(db, key, value, None, false, now),
     }
-    ctx.dirty(1);
     if !get {
         ctx.out.ok();
     }
@@ -149,7 +148,6 @@ pub fn setnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if created {
         shard.set(db, key, Value::from_bytes(&args[2]), None, false, now);
     }
-    ctx.dirty(created as u64);
     ctx.out.int(created as i64);
     Ok(())
 }
@@ -164,7 +162,6 @@ fn setex_generic(ctx: &mut Ctx, args: &[Bytes], unit: &str, command: &str) -> Cm
             shard.remove(db, key, now);
         }
     }
-    ctx.dirty(1);
     ctx.out.ok();
     Ok(())
 }
@@ -185,7 +182,6 @@ pub fn getset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         None => ctx.out.null_bulk(),
     }
     shard.set(db, key, Value::from_bytes(&args[2]), None, false, now);
-    ctx.dirty(1);
     Ok(())
 }
 
@@ -195,7 +191,6 @@ pub fn getdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     match &removed {
         Some(entry) => {
             write_value(&mut ctx.out, entry.value());
-            ctx.dirty(1);
         }
         None => ctx.out.null_bulk(),
     }
@@ -229,14 +224,14 @@ pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     };
     write_value(&mut ctx.out, entry.value());
     let had_deadline = entry.expire_at_ms().is_some();
-    let changed = match expiry {
+    // The change, if any, is counted and logged by the commit.
+    let _ = match expiry {
         Expiry::Past => shard.remove(db, key, now).is_some(),
         Expiry::At(at) => shard.set_expire(db, key, Some(at), now),
         Expiry::Persist if had_deadline => shard.set_expire(db, key, None, now),
         _ => false,
     };
     ctx.stats.hit(true);
-    ctx.dirty(changed as u64);
     Ok(())
 }
 
@@ -283,7 +278,6 @@ fn mset_generic(ctx: &mut Ctx, args: &[Bytes], only_if_none_exist: bool) -> Resu
             .shard(*key)
             .set(db, *key, Value::from_bytes(&pair[1]), None, false, now);
     }
-    ctx.dirty(refs.len() as u64);
     Ok(true)
 }
 
@@ -316,7 +310,6 @@ pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             args[2].len()
         }
     };
-    ctx.dirty(1);
     ctx.out.int(length as i64);
     Ok(())
 }
@@ -353,7 +346,6 @@ fn incr_generic(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
             delta
         }
     };
-    ctx.dirty(1);
     ctx.out.int(result);
     Ok(())
 }
@@ -401,7 +393,6 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         Some(entry) => entry.set_value(db, value),
         None => shard.set(db, key, value, None, false, now),
     }
-    ctx.dirty(1);
     ctx.out.bulk(&text);
     Ok(())
 }
@@ -471,7 +462,6 @@ pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             offset + patch.len()
         }
     };
-    ctx.dirty(1);
     ctx.out.int(length as i64);
     Ok(())
 }
