@@ -50,7 +50,7 @@ pub struct Evicted {
 
 /// Outcome of putting a value read from disk back into its entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Installed {
+pub(crate) enum Installed {
     /// Kept in RAM: it is being read often.
     Promoted,
     /// In RAM for the coming command; [`Keyspace::release_transient`]
@@ -71,7 +71,7 @@ pub(crate) const FRESH_WINDOWS_PASSED_MAX: usize = 8;
 /// Tiering and eviction.
 impl Keyspace {
     /// The location of `key`'s value when it is only on disk.
-    pub fn cold_loc(&self, db: usize, key: KeyRef, now_ms: u64) -> Option<ColdLocation> {
+    pub(crate) fn cold_loc(&self, db: usize, key: KeyRef, now_ms: u64) -> Option<ColdLocation> {
         self.lock(key)
             .peek(db, key, now_ms)?
             .cold_loc()
@@ -82,7 +82,7 @@ impl Keyspace {
     /// cold there. A value read twice within [`PROMOTE_WINDOW_S`] stays;
     /// otherwise it is only lent to the coming command, so a scan does not
     /// push the hot set out.
-    pub fn install(
+    pub(crate) fn install(
         &self,
         db: usize,
         key: KeyRef,
@@ -122,7 +122,7 @@ impl Keyspace {
 
     /// Takes a value lent by [`Keyspace::install`] out of RAM again, if
     /// nothing changed it since.
-    pub fn release_transient(&self, db: usize, key: KeyRef, loc: ColdLocation, now_ms: u64) {
+    pub(crate) fn release_transient(&self, db: usize, key: KeyRef, loc: ColdLocation, now_ms: u64) {
         let ColdLocation(loc) = loc;
         let mut shard = self.lock(key);
         if let Some(entry) = shard.peek(db, key, now_ms)

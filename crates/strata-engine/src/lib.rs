@@ -36,6 +36,8 @@
 //! - `random` (private): seeds and a fast per-thread generator.
 //! - [`reader`]: the cold-value reader (io_uring, or pread threads), off
 //!   every shard lock, results to a callback.
+//! - [`fetch`]: a command's cold values brought into RAM before it locks
+//!   (read through the reader, installed, lent to it, released after).
 //! - [`tier`]: reading cold values (io_uring plans, direct reads), per
 //!   segment live counts, the cache store.
 //!
@@ -59,6 +61,7 @@ pub mod dir_lock;
 mod entry;
 pub mod eviction;
 pub mod feed;
+pub mod fetch;
 pub mod glob;
 mod guard;
 pub mod hash;

@@ -19,10 +19,8 @@ pub fn loc_offset(loc: u64) -> u64 {
     loc & u32::MAX as u64
 }
 
-/// Where a cold value's image lies, opaque outside the engine: an embedder
-/// gets it from [`Keyspace::cold_loc`](crate::Keyspace::cold_loc), hands
-/// it to [`ColdReader::submit`](crate::reader::ColdReader::submit) and
-/// back to [`Keyspace::install`](crate::Keyspace::install), and never
-/// reads a record offset itself.
+/// Where a cold value's image lies. Only the engine sees one: an embedder
+/// brings cold values in through [`crate::fetch::ColdFetch`] and never
+/// handles a record offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ColdLocation(pub(crate) u64);

@@ -106,8 +106,9 @@ impl ColdReader {
 
     /// Queues a read of the value of `key` at `loc`; `done` gets the
     /// result on a reader thread. Submit every read a command needs
-    /// before waiting for any, so they are in flight together.
-    pub fn submit(&self, loc: ColdLocation, key: Vec<u8>, done: Done) {
+    /// before waiting for any, so they are in flight together (as
+    /// [`crate::fetch::ColdFetch::submit`] does).
+    pub(crate) fn submit(&self, loc: ColdLocation, key: Vec<u8>, done: Done) {
         let ColdLocation(loc) = loc;
         self.queued.fetch_add(1, Relaxed);
         if let Err(failed) = self.jobs.send(Job { loc, key, done }) {

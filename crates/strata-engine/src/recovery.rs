@@ -1274,6 +1274,41 @@ mod tests {
                 }
             }
         }
+        // The whole round as a command's caller makes it: want, read,
+        // install (lent to the command), release (cold again).
+        let (reader, _) = crate::reader::ColdReader::start(ks.tier().clone(), 2, true).unwrap();
+        let mut fetch = crate::fetch::ColdFetch::new(0);
+        for i in 0..COUNT {
+            assert!(fetch.want(&ks, format!("key:{i}").as_bytes(), NOW_MS));
+        }
+        assert!(!fetch.want(&ks, b"key:0", NOW_MS), "wanted once");
+        assert!(!fetch.want(&ks, b"missing", NOW_MS), "not cold: not wanted");
+        let (sender, receiver) = std::sync::mpsc::channel();
+        fetch.submit(&reader, |index| {
+            let sender = sender.clone();
+            Box::new(move |result| sender.send((index, result)).unwrap())
+        });
+        let mut results: Vec<Option<crate::fetch::ReadResult>> = (0..COUNT).map(|_| None).collect();
+        for _ in 0..COUNT {
+            let (index, result) = receiver
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .expect("a read completes");
+            results[index] = Some(result);
+        }
+        let results = results.into_iter().map(Option::unwrap).collect();
+        let (lent, failed) = fetch.install(&ks, results, NOW_MS);
+        assert!(failed.is_empty());
+        let in_ram = |ks: &Keyspace| {
+            (0..COUNT)
+                .filter(|i| {
+                    let key = format!("key:{i}");
+                    ks.cold_loc(0, ks.key(key.as_bytes()), NOW_MS).is_none()
+                })
+                .count()
+        };
+        assert_eq!(in_ram(&ks), COUNT, "installed");
+        lent.release(&ks, NOW_MS);
+        assert_eq!(in_ram(&ks), 0, "lent, then released");
         close(&ks);
     }
 

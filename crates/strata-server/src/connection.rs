@@ -27,8 +27,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use strata_engine::eviction::Installed;
-use strata_engine::location::ColdLocation;
+use strata_engine::fetch::{ColdFetch, FailedRead};
 use strata_engine::log::FsyncPolicy;
 use strata_resp::{Limits, ProtocolError, ReplyWriter, RequestParser};
 use tokio::net::TcpStream;
@@ -40,7 +39,6 @@ use crate::config::{Config, OutputLimit};
 use crate::server::{Admitted, Server, now_ms};
 use crate::session::Session;
 use crate::stats::{ThreadStats, bump};
-use crate::tiering::ReaderPool;
 use crate::{log_notice, log_verbose, log_warning};
 
 /// Pending output at which a connection without a configured hard limit
@@ -112,11 +110,10 @@ struct Connection {
 /// pipeline's reads are in flight together rather than one by one.
 const LOOKAHEAD_COMMANDS_MAX: usize = 32;
 
-/// A command whose keys have values on disk only, and their locations.
+/// A command whose keys have values on disk only, and those values.
 struct Parked {
     args: Vec<Bytes>,
-    db: usize,
-    cold: Vec<(Vec<u8>, ColdLocation)>,
+    cold: ColdFetch,
 }
 
 /// Removes a client from the client list when its connection task ends,
@@ -507,13 +504,9 @@ impl Connection {
     /// Parks `args` until its cold values are read, with the rest of the
     /// pipeline already received parsed ahead (so their cold values are
     /// read together with this command's).
-    fn park(&mut self, args: Vec<Bytes>, cold: Vec<(Vec<u8>, ColdLocation)>) {
+    fn park(&mut self, args: Vec<Bytes>, cold: ColdFetch) {
         let limits = self.parser_limits();
-        self.parked = Some(Parked {
-            args,
-            db: self.session.db,
-            cold,
-        });
+        self.parked = Some(Parked { args, cold });
         while self.backlog.len() < LOOKAHEAD_COMMANDS_MAX && self.deferred_error.is_none() {
             match self.parser.next(&mut self.input, &limits) {
                 Ok(Some(args)) => self.backlog.push_back(args),
@@ -523,71 +516,46 @@ impl Connection {
         }
     }
 
-    /// The keys of `args` whose values the command reads and which are on
-    /// disk only, with their locations (None: nothing to read first).
-    fn cold_values(&self, args: &[Bytes], now: u64) -> Option<Vec<(Vec<u8>, ColdLocation)>> {
-        let keyspace = &self.server.keyspace;
-        if keyspace.tier().cold_keys() == 0 || !self.session.authenticated {
+    /// The values `args` reads that are on disk only (None: nothing to
+    /// read first).
+    fn cold_values(&self, args: &[Bytes], now: u64) -> Option<ColdFetch> {
+        if self.server.keyspace.tier().cold_keys() == 0 || !self.session.authenticated {
             return None;
         }
-        let db = self.session.db;
-        let mut cold: Vec<(Vec<u8>, ColdLocation)> = Vec::new();
-        for key in self.server.commands.value_keys(args) {
-            if let Some(loc) = keyspace.cold_loc(db, keyspace.key(key), now)
-                && !cold.iter().any(|(k, _)| k == key)
-            {
-                cold.push((key.to_vec(), loc));
-            }
-        }
+        let mut cold = ColdFetch::new(self.session.db);
+        self.want_values(&mut cold, args, now);
         (!cold.is_empty()).then_some(cold)
+    }
+
+    /// Adds the values `args` reads to `cold` (those on disk only).
+    fn want_values(&self, cold: &mut ColdFetch, args: &[Bytes], now: u64) {
+        for key in self.server.commands.value_keys(args) {
+            cold.want(&self.server.keyspace, key, now);
+        }
     }
 
     /// Reads a parked command's cold values (all in flight together, this
     /// thread free meanwhile), puts them in their entries, runs the
     /// command, and takes out again what was only lent to it.
     async fn run_parked(&mut self, parked: Parked) {
-        let Parked { args, db, mut cold } = parked;
+        let Parked { args, mut cold } = parked;
         let own = cold.len();
         let now = now_ms();
         // The commands parsed ahead read their cold values in the same go
         // (with the database selected now; a SELECT among them only means
         // a later command reads its value itself).
-        for ahead in &self.backlog {
-            for (key, loc) in self.cold_values(ahead, now).unwrap_or_default() {
-                if !cold.iter().any(|(k, _)| *k == key) {
-                    cold.push((key, loc));
-                }
+        if self.server.keyspace.tier().cold_keys() > 0 {
+            for ahead in &self.backlog {
+                self.want_values(&mut cold, ahead, now);
             }
         }
-        let readers = &self.server.tiering.readers;
-        let pending: Vec<_> = cold
-            .iter()
-            .map(|(key, loc)| readers.submit(*loc, key.clone()))
-            .collect();
-        let mut results = Vec::with_capacity(pending.len());
-        for read in pending {
-            results.push(ReaderPool::result(read).await);
-        }
-        let now = now_ms();
         let server = self.server.clone();
-        let keyspace = &server.keyspace;
-        let mut lent = Vec::new();
-        let mut failure = None;
-        for (position, ((key, loc), result)) in cold.iter().zip(results).enumerate() {
-            match result {
-                Ok(value) => {
-                    let installed = keyspace.install(db, keyspace.key(key), *loc, &value, now);
-                    if installed == Installed::Transient {
-                        lent.push((key, *loc));
-                    }
-                }
-                // A command parsed ahead meets its own failure when it
-                // runs (its value is still cold and is read again).
-                Err(why) if position < own => failure = Some((key, why)),
-                Err(_) => {}
-            }
-        }
-        match failure {
+        let results = server.tiering.readers.read(&cold).await;
+        let now = now_ms();
+        let (lent, failed) = cold.install(&server.keyspace, results, now);
+        // A command parsed ahead meets its own failure when it runs (its
+        // value is still cold and is read again).
+        match failed.into_iter().find(|failed| failed.index < own) {
             None => {
                 // Just read: run it even if its value left RAM again
                 // meanwhile (then read under the lock), so that a command
@@ -595,22 +563,20 @@ impl Connection {
                 self.run_command(&args, now, false);
                 self.run_backlog(now);
             }
-            Some((key, why)) => {
+            Some(FailedRead { key, why, .. }) => {
                 log_warning!(
                     "Could not read the value of key '{}' from disk: {why}",
-                    String::from_utf8_lossy(key)
+                    String::from_utf8_lossy(&key)
                 );
                 let text = format!(
                     "ERR could not read the value of '{}' from disk: {why}",
-                    crate::commands::lossy(key, 128)
+                    crate::commands::lossy(&key, 128)
                 );
                 self.server.stats.record_error(&text);
                 ReplyWriter::new(&mut self.output, self.session.protocol).error(&text);
             }
         }
-        for (key, loc) in lent {
-            keyspace.release_transient(db, keyspace.key(key), loc, now);
-        }
+        lent.release(&server.keyspace, now);
     }
 
     /// Runs the commands parsed ahead while the values read for them are

@@ -8,11 +8,12 @@
 //!   `maxdisk` budget rejects `denyoom` commands the same way once the
 //!   data directory holds that much: every write lands on disk.
 //! - **Cold reads.** A connection about to run a command whose keys have
-//!   cold values hands the reads to [`ReaderPool`] — the engine's
-//!   [`ColdReader`] (io_uring, or `tiering-io-threads` threads doing
-//!   `pread`s) with its results awaited as futures — so its network
-//!   thread keeps serving other connections. No shard lock is held while
-//!   reading.
+//!   cold values lists them in the engine's [`ColdFetch`] and reads them
+//!   through [`ReaderPool`] — the engine's [`ColdReader`] (io_uring, or
+//!   `tiering-io-threads` threads doing `pread`s) with its results
+//!   awaited as futures — so its network thread keeps serving other
+//!   connections; the fetch then installs them. No shard lock is held
+//!   while reading.
 //! - **Rates** for INFO tiering, sampled by the cron.
 
 use std::collections::VecDeque;
@@ -21,9 +22,9 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
 use parking_lot::Mutex;
-use strata_engine::location::ColdLocation;
+use strata_engine::fetch::{ColdFetch, ReadResult};
 use strata_engine::reader::ColdReader;
-use strata_engine::tier::{ColdValue, Tier};
+use strata_engine::tier::Tier;
 
 use crate::config::{Config, MaxmemoryPolicy};
 use crate::persistence::Persistence;
@@ -65,9 +66,6 @@ struct Sample {
     evictions: u64,
 }
 
-/// A read in flight.
-pub struct PendingRead(tokio::sync::oneshot::Receiver<Result<ColdValue, String>>);
-
 /// The engine's cold reader ([`ColdReader`]), its results awaited by
 /// connections on their tokio thread.
 pub struct ReaderPool {
@@ -85,25 +83,25 @@ impl ReaderPool {
         Ok(ReaderPool { reader, engine })
     }
 
-    /// Queues a read of the value of `key` at `loc`; await the result
-    /// with [`ReaderPool::result`]. Submit every read a command needs
-    /// before awaiting any, so they are in flight together.
-    pub fn submit(&self, loc: ColdLocation, key: Vec<u8>) -> PendingRead {
-        let (reply, receive) = tokio::sync::oneshot::channel();
-        self.reader.submit(
-            loc,
-            key,
+    /// Reads every value `fetch` wants, all in flight together, this
+    /// task free meanwhile; the results in the order wanted.
+    pub async fn read(&self, fetch: &ColdFetch) -> Vec<ReadResult> {
+        let mut pending = Vec::with_capacity(fetch.len());
+        fetch.submit(&self.reader, |_| {
+            let (reply, receive) = tokio::sync::oneshot::channel();
+            pending.push(receive);
             Box::new(move |value| {
                 let _ = reply.send(value);
-            }),
-        );
-        PendingRead(receive)
-    }
-
-    pub async fn result(read: PendingRead) -> Result<ColdValue, String> {
-        read.0
-            .await
-            .unwrap_or_else(|_| Err("reader thread stopped".into()))
+            })
+        });
+        let mut results = Vec::with_capacity(pending.len());
+        for read in pending {
+            results.push(
+                read.await
+                    .unwrap_or_else(|_| Err("reader thread stopped".into())),
+            );
+        }
+        results
     }
 
     /// Reads waiting for a reader thread.
