@@ -278,12 +278,12 @@ impl Entry {
     }
 
     /// Where the log holds the current value's image, if it does.
-    pub fn loc(&self) -> Option<u64> {
+    pub(crate) fn loc(&self) -> Option<u64> {
         (self.loc != NO_LOC).then_some(self.loc)
     }
 
     /// The location of the value when it is only on disk.
-    pub fn cold_loc(&self) -> Option<u64> {
+    pub(crate) fn cold_loc(&self) -> Option<u64> {
         self.is_cold().then_some(self.loc)
     }
 

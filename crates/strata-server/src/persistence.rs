@@ -27,7 +27,8 @@ use strata_engine::recovery::{self, Plan, Progress};
 use strata_engine::tier;
 use tokio::sync::watch;
 
-use crate::server::{Server, now_ms};
+use crate::server::{Handles, now_ms};
+use crate::stats::ThreadStats;
 use crate::{log_notice, log_warning};
 
 /// How often the checkpoint thread looks at its triggers.
@@ -63,6 +64,9 @@ pub struct Persistence {
     /// A background checkpoint was asked for (BGSAVE/BGREWRITEAOF).
     requested: Mutex<Option<Trigger>>,
     wake: Condvar,
+    /// The network threads' counters, whose changes to the dataset save
+    /// points count.
+    thread_stats: Vec<Arc<ThreadStats>>,
 }
 
 /// Why a checkpoint runs.
@@ -77,7 +81,7 @@ pub enum Trigger {
 }
 
 impl Persistence {
-    pub fn new(started_s: u64) -> Self {
+    pub fn new(started_s: u64, thread_stats: Vec<Arc<ThreadStats>>) -> Self {
         Persistence {
             loading: AtomicBool::new(true),
             loading_started_s: AtomicU64::new(started_s),
@@ -101,7 +105,17 @@ impl Persistence {
             changes_at_last_save: AtomicU64::new(0),
             requested: Mutex::new(None),
             wake: Condvar::new(),
+            thread_stats,
         }
+    }
+
+    /// Changes to the dataset since start (rdb_changes_since_last_save
+    /// counts from the last checkpoint).
+    pub fn total_changes(&self) -> u64 {
+        self.thread_stats
+            .iter()
+            .map(|t| t.changes.load(Relaxed))
+            .sum()
     }
 
     pub fn is_loading(&self) -> bool {
@@ -151,11 +165,11 @@ pub fn strerror(error: &str) -> &str {
 
 /// Loads the data directory on a background thread, then attaches the log
 /// and announces readiness. A recovery error stops the process.
-pub fn spawn_loader(server: Arc<Server>, plan: Plan, ready_lines: Vec<String>) {
+pub fn spawn_loader(handles: Handles, plan: Plan, ready_lines: Vec<String>) {
     let spawned = std::thread::Builder::new()
         .name("strata-load".into())
         .spawn(move || {
-            if let Err(error) = load(&server, &plan) {
+            if let Err(error) = load(&handles, &plan) {
                 log_warning!("{error}");
                 log_warning!("Fatal error loading the data directory; exiting.");
                 std::process::exit(1);
@@ -170,10 +184,10 @@ pub fn spawn_loader(server: Arc<Server>, plan: Plan, ready_lines: Vec<String>) {
     }
 }
 
-fn load(server: &Arc<Server>, plan: &Plan) -> Result<(), String> {
+fn load(handles: &Handles, plan: &Plan) -> Result<(), String> {
     let started = Instant::now();
-    let persistence = &server.persistence;
-    let config = server.config.get();
+    let persistence = &*handles.persistence;
+    let config = handles.config.get();
     let tiered =
         config.maxmemory > 0 && config.maxmemory_policy == crate::config::MaxmemoryPolicy::Tiered;
     let options = recovery::LoadOptions {
@@ -209,7 +223,7 @@ fn load(server: &Arc<Server>, plan: &Plan) -> Result<(), String> {
     };
     let plan = skipped.as_ref().unwrap_or(plan);
     drop(config);
-    let loaded = recovery::load(plan, &server.keyspace, now_ms(), options, |progress| {
+    let loaded = recovery::load(plan, &handles.keyspace, now_ms(), options, |progress| {
         *persistence.loading_progress.lock() = progress;
         if progress.bytes_total > 0 && started.elapsed() >= recovery::PROGRESS_INTERVAL {
             log_notice!(
@@ -229,10 +243,10 @@ fn load(server: &Arc<Server>, plan: &Plan) -> Result<(), String> {
     persistence
         .keys_loaded
         .store(loaded.checkpoint_keys, Relaxed);
-    let config = server.config.get();
+    let config = handles.config.get();
     // The cache store is never replayed: what no loaded key needs goes,
     // unless a checkpoint that was not loaded may name it.
-    let cache_segments = recovery::prune_cache_store(plan, &server.keyspace, skipped.is_some())
+    let cache_segments = recovery::prune_cache_store(plan, &handles.keyspace, skipped.is_some())
         .map_err(|e| e.to_string())?;
     let watcher = persistence.durable.clone();
     // Several threads publish progress; taking the maximum keeps the
@@ -258,7 +272,7 @@ fn load(server: &Arc<Server>, plan: &Plan) -> Result<(), String> {
             progress,
         )
         .map_err(|e| format!("Can't start the log in {}: {e}", config.dir.display()))?;
-        server.keyspace.attach_log(log);
+        handles.keyspace.attach_log(log);
     } else {
         persistence
             .base_lsn
@@ -269,7 +283,7 @@ fn load(server: &Arc<Server>, plan: &Plan) -> Result<(), String> {
             .last()
             .map_or(tier::CACHE_SEGMENT_BASE, |s| s.seq + 1);
         // What is on disk already may be named by the checkpoint on disk.
-        server.keyspace.tier().set_named_below(next_segment);
+        handles.keyspace.tier().set_named_below(next_segment);
         let store = Log::start(
             &tier::cache_dir(&config.dir),
             config.log_segment_bytes,
@@ -287,12 +301,12 @@ fn load(server: &Arc<Server>, plan: &Plan) -> Result<(), String> {
                 config.dir.display()
             )
         })?;
-        server.keyspace.attach_cache_store(store);
+        handles.keyspace.attach_cache_store(store);
     }
     // Writes from the first one on get locations when tiering is on.
-    server
+    handles
         .tiering
-        .tick(&server.keyspace, &server.config.get(), &server.persistence);
+        .tick(&handles.keyspace, &handles.config.get(), persistence);
     let checkpoint_bytes = plan
         .checkpoints
         .iter()
@@ -313,22 +327,22 @@ fn load(server: &Arc<Server>, plan: &Plan) -> Result<(), String> {
 }
 
 /// Writes a checkpoint now, on this thread. Errors if one is running.
-pub fn checkpoint(server: &Server, trigger: Trigger) -> Result<CheckpointInfo, String> {
-    let persistence = &server.persistence;
+pub fn checkpoint(handles: &Handles, trigger: Trigger) -> Result<CheckpointInfo, String> {
+    let persistence = &*handles.persistence;
     let Some(_running) = persistence.running.try_lock() else {
         return Err("in progress".into());
     };
-    let config = server.config.get();
+    let config = handles.config.get();
     let started = Instant::now();
     persistence.checkpoint_started_ms.store(now_ms(), Relaxed);
     persistence.last_attempt_s.store(now_ms() / 1000, Relaxed);
-    let changes = server.total_changes();
+    let changes = persistence.total_changes();
     let rate = match trigger {
         Trigger::Save | Trigger::Shutdown => 0,
         _ => config.checkpoint_rate_bytes,
     };
     let idle_lsn = persistence.base_lsn.load(Relaxed);
-    let result = checkpoint::run_cycle(&server.keyspace, &config.dir, idle_lsn, rate, now_ms());
+    let result = checkpoint::run_cycle(&handles.keyspace, &config.dir, idle_lsn, rate, now_ms());
     persistence.checkpoint_started_ms.store(0, Relaxed);
     persistence
         .last_duration_ms
@@ -374,35 +388,35 @@ pub fn checkpoint(server: &Server, trigger: Trigger) -> Result<CheckpointInfo, S
 
 /// The checkpoint thread: runs requested and triggered checkpoints, and
 /// hands CONFIG SET appendfsync to the log.
-pub fn spawn_checkpointer(server: Arc<Server>) -> std::io::Result<()> {
+pub fn spawn_checkpointer(handles: Handles) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("strata-checkpoint".into())
         .spawn(move || {
             loop {
                 let requested = {
-                    let mut requested = server.persistence.requested.lock();
+                    let mut requested = handles.persistence.requested.lock();
                     if requested.is_none() {
-                        server
+                        handles
                             .persistence
                             .wake
                             .wait_for(&mut requested, TRIGGER_CHECK_INTERVAL);
                     }
                     requested.take()
                 };
-                if server.persistence.is_loading() {
+                if handles.persistence.is_loading() {
                     continue;
                 }
-                let config = server.config.get();
-                if let Some(log) = server.keyspace.change_log()
+                let config = handles.config.get();
+                if let Some(log) = handles.keyspace.change_log()
                     && log.fsync_policy() != config.appendfsync
                 {
                     log.set_fsync_policy(config.appendfsync);
                 }
-                let trigger = requested.or_else(|| due_trigger(&server));
+                let trigger = requested.or_else(|| due_trigger(&handles));
                 if let Some(trigger) = trigger {
-                    let _ = checkpoint(&server, trigger);
-                } else if cache_store_due(&server) {
-                    compact_cache_store(&server);
+                    let _ = checkpoint(&handles, trigger);
+                } else if cache_store_due(&handles) {
+                    compact_cache_store(&handles);
                 }
             }
         })
@@ -412,12 +426,12 @@ pub fn spawn_checkpointer(server: Arc<Server>) -> std::io::Result<()> {
 /// Whether the cache store (`appendonly no`) has grown enough dead bytes
 /// to compact: the `auto-aof-rewrite-*` rule, applied to the store's dead
 /// bytes over its live ones.
-fn cache_store_due(server: &Server) -> bool {
-    if server.keyspace.change_log().is_some() || server.keyspace.log().is_none() {
+fn cache_store_due(handles: &Handles) -> bool {
+    if handles.keyspace.change_log().is_some() || handles.keyspace.log().is_none() {
         return false;
     }
-    let config = server.config.get();
-    let (total, live) = server.keyspace.log_live_bytes();
+    let config = handles.config.get();
+    let (total, live) = handles.keyspace.log_live_bytes();
     let dead = total.saturating_sub(live);
     config.auto_rewrite_percentage > 0
         && dead >= config.auto_rewrite_min_bytes
@@ -426,27 +440,27 @@ fn cache_store_due(server: &Server) -> bool {
 
 /// Compacts the cache store on this (the checkpoint) thread, one run at a
 /// time with checkpoints, at `checkpoint-max-rate`.
-fn compact_cache_store(server: &Server) {
-    let Some(_running) = server.persistence.running.try_lock() else {
+fn compact_cache_store(handles: &Handles) {
+    let Some(_running) = handles.persistence.running.try_lock() else {
         return;
     };
-    let rate = server.config.get().checkpoint_rate_bytes;
-    if let Err(e) = checkpoint::compact_cache_store(&server.keyspace, rate) {
+    let rate = handles.config.get().checkpoint_rate_bytes;
+    if let Err(e) = checkpoint::compact_cache_store(&handles.keyspace, rate) {
         log_warning!("Compacting the cache store failed: {e}");
     }
 }
 
 /// A save point or log growth that calls for a checkpoint now.
-fn due_trigger(server: &Server) -> Option<Trigger> {
-    let persistence = &server.persistence;
-    let config = server.config.get();
+fn due_trigger(handles: &Handles) -> Option<Trigger> {
+    let persistence = &*handles.persistence;
+    let config = handles.config.get();
     let now_s = now_ms() / 1000;
     let failed_recently = !persistence.last_save_ok.load(Relaxed)
         && now_s.saturating_sub(persistence.last_attempt_s.load(Relaxed)) < RETRY_DELAY_S;
     if failed_recently {
         return None;
     }
-    let changes = server
+    let changes = persistence
         .total_changes()
         .saturating_sub(persistence.changes_at_last_save.load(Relaxed));
     let since_save_s = now_s.saturating_sub(persistence.last_save_s.load(Relaxed));
@@ -457,11 +471,11 @@ fn due_trigger(server: &Server) -> Option<Trigger> {
     {
         return Some(Trigger::SavePoint);
     }
-    server.keyspace.change_log()?;
+    handles.keyspace.change_log()?;
     // The whole log counts, including what was written while the last
     // checkpoint ran, except records that hold cold values (tiering):
     // disk use stays near checkpoint + cold values + percentage of both.
-    let (log_total, log_live) = server.keyspace.log_live_bytes();
+    let (log_total, log_live) = handles.keyspace.log_live_bytes();
     let log_bytes = log_total.saturating_sub(log_live);
     let base = persistence.last_checkpoint_bytes.load(Relaxed) + log_live;
     let percentage = config.auto_rewrite_percentage;

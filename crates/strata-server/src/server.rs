@@ -49,10 +49,10 @@ const EXPIRE_BUDGET_PER_SHARD: usize = 64;
 const CENSUS_ENTRIES_PER_TICK: usize = 65_536;
 
 pub struct Server {
-    pub config: SharedConfig,
-    pub keyspace: Keyspace,
-    pub persistence: Persistence,
-    pub tiering: Tiering,
+    pub config: Arc<SharedConfig>,
+    pub keyspace: Arc<Keyspace>,
+    pub persistence: Arc<Persistence>,
+    pub tiering: Arc<Tiering>,
     pub commands: CommandTable,
     pub clients: ClientRegistry,
     pub stats: GlobalStats,
@@ -66,6 +66,17 @@ pub struct Server {
     /// How the coming shutdown saves ([`ShutdownSave`] as u8).
     shutdown_save: AtomicU8,
     shutdown_signal: Notify,
+}
+
+/// The data side of the server without its connections: what background
+/// threads (loading, checkpoints, the cron) take instead of the whole
+/// [`Server`]. Cheap to clone.
+#[derive(Clone)]
+pub struct Handles {
+    pub keyspace: Arc<Keyspace>,
+    pub config: Arc<SharedConfig>,
+    pub persistence: Arc<Persistence>,
+    pub tiering: Arc<Tiering>,
 }
 
 pub fn now_ms() -> u64 {
@@ -115,10 +126,17 @@ impl Server {
     /// Changes to the dataset since start (rdb_changes_since_last_save
     /// counts from the last checkpoint).
     pub fn total_changes(&self) -> u64 {
-        self.thread_stats
-            .iter()
-            .map(|t| t.changes.load(Relaxed))
-            .sum()
+        self.persistence.total_changes()
+    }
+
+    /// The data side of the server, for a background thread.
+    pub fn handles(&self) -> Handles {
+        Handles {
+            keyspace: self.keyspace.clone(),
+            config: self.config.clone(),
+            persistence: self.persistence.clone(),
+            tiering: self.tiering.clone(),
+        }
     }
 }
 
@@ -209,14 +227,14 @@ pub fn run(mut config: Config) -> Result<(), String> {
     )
     .map_err(|e| format!("Can't start the tiering reader threads: {e}"))?;
     let commands = CommandTable::new();
-    let thread_stats = (0..threads)
+    let thread_stats: Vec<_> = (0..threads)
         .map(|_| Arc::new(ThreadStats::new(commands.len())))
         .collect();
     let server = Arc::new(Server {
-        keyspace,
-        persistence: Persistence::new(now_ms() / 1000),
-        tiering,
-        config: SharedConfig::new(config),
+        keyspace: Arc::new(keyspace),
+        persistence: Arc::new(Persistence::new(now_ms() / 1000, thread_stats.clone())),
+        tiering: Arc::new(tiering),
+        config: Arc::new(SharedConfig::new(config)),
         commands,
         clients: ClientRegistry::default(),
         stats: GlobalStats::default(),
@@ -253,13 +271,13 @@ pub fn run(mut config: Config) -> Result<(), String> {
         workers.push(sender);
     }
     {
-        let server = server.clone();
+        let handles = server.handles();
         std::thread::Builder::new()
             .name("strata-expire".into())
-            .spawn(move || expiry_thread(server))
+            .spawn(move || expiry_thread(handles))
             .map_err(|e| format!("Can't start expiry thread: {e}"))?;
     }
-    persistence::spawn_checkpointer(server.clone())
+    persistence::spawn_checkpointer(server.handles())
         .map_err(|e| format!("Can't start the checkpoint thread: {e}"))?;
     let ready_lines = listeners
         .iter()
@@ -283,7 +301,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
         let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
             .map_err(|e| e.to_string())?;
-        persistence::spawn_loader(server.clone(), plan, ready_lines);
+        persistence::spawn_loader(server.handles(), plan, ready_lines);
         let mut next_worker = 0usize;
         let (accepted_tx, mut accepted_rx) =
             mpsc::channel::<(std::net::TcpStream, SocketAddr)>(1024);
@@ -453,7 +471,7 @@ fn finish(server: &Server) {
         // A background checkpoint may be running; wait for it to finish
         // rather than skip the final one.
         loop {
-            match persistence::checkpoint(server, Trigger::Shutdown) {
+            match persistence::checkpoint(&server.handles(), Trigger::Shutdown) {
                 Err(e) if e == "in progress" => std::thread::sleep(Duration::from_millis(20)),
                 Err(e) => {
                     log_warning!(
@@ -471,7 +489,7 @@ fn finish(server: &Server) {
     }
 }
 
-fn expiry_thread(server: Arc<Server>) {
+fn expiry_thread(server: Handles) {
     let mut collected = Instant::now();
     loop {
         let hz = server.config.get().hz.max(1);

@@ -625,7 +625,7 @@ pub fn command_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 }
 
 pub fn save(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
-    match persistence::checkpoint(ctx.server, Trigger::Save) {
+    match persistence::checkpoint(&ctx.server.handles(), Trigger::Save) {
         Ok(_) => {
             ctx.out.ok();
             Ok(())
