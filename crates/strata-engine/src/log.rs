@@ -845,13 +845,15 @@ struct GroupBuffer {
 }
 
 thread_local! {
-    static GROUP: RefCell<GroupBuffer> = RefCell::new(GroupBuffer {
-        depth: 0,
-        encode: false,
-        collect: false,
-        bytes: Vec::new(),
-        changed: Changed::default(),
-    });
+    static GROUP: RefCell<GroupBuffer> = const {
+        RefCell::new(GroupBuffer {
+            depth: 0,
+            encode: false,
+            collect: false,
+            bytes: Vec::new(),
+            changed: Changed::new(),
+        })
+    };
     /// Set on threads that call [`Log::flush_now`] themselves before
     /// waiting for the log, so their commits do not wake the writer.
     static FLUSHES_ITSELF: Cell<bool> = const { Cell::new(false) };

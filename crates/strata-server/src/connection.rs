@@ -483,7 +483,7 @@ impl Connection {
         );
         match dispatched {
             Dispatched::Ran(committed) => {
-                if let Some(lsn) = committed.lsn {
+                if let Some(lsn) = committed {
                     self.awaiting_lsn = self.awaiting_lsn.max(lsn);
                 }
                 true

@@ -149,6 +149,44 @@ pub struct CommandTable {
     pub debug_id: usize,
     /// CLUSTER answers Redis' standalone error for the subcommands it lacks.
     pub cluster_id: usize,
+    /// Per command index: the flags dispatch checks on every command, as
+    /// bits ([`Gates`]), so it compares no flag names.
+    gates: Vec<Gates>,
+}
+
+/// The flags dispatch checks on every command.
+#[derive(Clone, Copy, Default)]
+pub struct Gates(u8);
+
+impl Gates {
+    pub const NO_AUTH: u8 = 1;
+    pub const LOADING: u8 = 2;
+    /// `write`, or PING (refused like a write while the log cannot be
+    /// written, as in Redis, so health checks notice).
+    pub const REFUSED_ON_DISK_ERROR: u8 = 4;
+    pub const DENYOOM: u8 = 8;
+
+    fn of(spec: &Spec, is_ping: bool) -> Gates {
+        let mut bits = 0;
+        for (flag, bit) in [
+            ("no_auth", Self::NO_AUTH),
+            ("loading", Self::LOADING),
+            ("write", Self::REFUSED_ON_DISK_ERROR),
+            ("denyoom", Self::DENYOOM),
+        ] {
+            if spec.has_flag(flag) {
+                bits |= bit;
+            }
+        }
+        if is_ping {
+            bits |= Self::REFUSED_ON_DISK_ERROR;
+        }
+        Gates(bits)
+    }
+
+    pub fn has(self, bit: u8) -> bool {
+        self.0 & bit != 0
+    }
 }
 
 type NameMap = HashMap<Vec<u8>, usize, foldhash::fast::RandomState>;
@@ -166,6 +204,7 @@ impl CommandTable {
             ping_id: usize::MAX,
             debug_id: usize::MAX,
             cluster_id: usize::MAX,
+            gates: Vec::new(),
         };
         for spec in table::FAMILIES.iter().flat_map(|family| family.iter()) {
             let parent = table.specs.len();
@@ -189,7 +228,15 @@ impl CommandTable {
         table.ping_id = table.lookup(b"ping").expect("PING is in the table");
         table.debug_id = table.lookup(b"debug").expect("DEBUG is in the table");
         table.cluster_id = table.lookup(b"cluster").expect("CLUSTER is in the table");
+        table.gates = (0..table.specs.len())
+            .map(|id| Gates::of(table.specs[id], id == table.ping_id))
+            .collect();
         table
+    }
+
+    /// The flags dispatch checks, of command `id`.
+    pub fn gates(&self, id: usize) -> Gates {
+        self.gates[id]
     }
 
     pub fn len(&self) -> usize {
@@ -301,9 +348,9 @@ pub struct Ctx<'a> {
     /// (FLUSHALL and SWAPDB lock every shard; LCS unlocks early): its
     /// reply waits for that LSN like for any other.
     pub committed: Commit,
-    /// The declared keys' hashes, by argument address and length, so that
-    /// [`Ctx::key`] does not hash a key dispatch has hashed already.
-    pub declared: SmallVec<[(usize, usize, u64); DECLARED_KEYS_INLINE]>,
+    /// The declared keys, hashed once by dispatch: [`Ctx::key`] finds an
+    /// argument among them by address and length rather than hash it again.
+    pub declared: SmallVec<[KeyRef<'a>; DECLARED_KEYS_INLINE]>,
 }
 
 /// Declared keys kept without allocating (most commands have one).
@@ -315,14 +362,12 @@ impl<'a> Ctx<'a> {
     }
 
     pub fn key<'k>(&self, bytes: &'k [u8]) -> KeyRef<'k> {
-        let place = (bytes.as_ptr() as usize, bytes.len());
-        match self
-            .declared
-            .iter()
-            .find(|&&(at, len, _)| (at, len) == place)
-        {
+        match self.declared.iter().find(|k| std::ptr::eq(k.bytes, bytes)) {
             // The same argument (same address and length: same bytes).
-            Some(&(_, _, hash)) => KeyRef { bytes, hash },
+            Some(declared) => KeyRef {
+                bytes,
+                hash: declared.hash,
+            },
             None => self.server.keyspace.key(bytes),
         }
     }
@@ -368,11 +413,10 @@ fn declared_keys<'k>(
 }
 
 /// What [`dispatch`] did with a command.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dispatched {
-    /// It ran; its reply waits for the commit's LSN, if it logged
-    /// anything.
-    Ran(Commit),
+    /// It ran; its reply waits for this LSN, if it logged anything.
+    Ran(Option<u64>),
     /// A value it reads went cold since the connection checked: nothing
     /// ran and nothing was replied; read the value first and run it again.
     Cold,
@@ -407,7 +451,7 @@ pub fn dispatch(
             message.push_str(&format!("'{}' ", lossy(arg, 128)));
         }
         reject(server, &mut reply, &message);
-        return Dispatched::Ran(Commit::default());
+        return Dispatched::Ran(None);
     };
     // A container with arguments resolves to its subcommand first, then
     // arity is checked once on what was resolved (Redis' order).
@@ -424,7 +468,7 @@ pub fn dispatch(
             Some(sub) => id = sub,
             None if id == table.debug_id => {
                 reject(server, &mut reply, &debug_error());
-                return Dispatched::Ran(Commit::default());
+                return Dispatched::Ran(None);
             }
             None if id == table.cluster_id
                 && cluster::DISABLED_SUBCOMMANDS
@@ -432,7 +476,7 @@ pub fn dispatch(
                     .any(|name| args[1].eq_ignore_ascii_case(name.as_bytes())) =>
             {
                 reject(server, &mut reply, cluster::ERR_CLUSTER_DISABLED);
-                return Dispatched::Ran(Commit::default());
+                return Dispatched::Ran(None);
             }
             None => {
                 let message = format!(
@@ -441,11 +485,12 @@ pub fn dispatch(
                     table.specs[id].name.to_ascii_uppercase()
                 );
                 reject(server, &mut reply, &message);
-                return Dispatched::Ran(Commit::default());
+                return Dispatched::Ran(None);
             }
         }
     }
     let spec = table.specs[id];
+    let gates = table.gates(id);
     if !spec.arity_ok(args.len()) {
         bump(&stats.commands[id].rejected, 1);
         let message = if table.full_names[id].starts_with("debug|") {
@@ -457,20 +502,19 @@ pub fn dispatch(
             )
         };
         reject(server, &mut reply, &message);
-        return Dispatched::Ran(Commit::default());
+        return Dispatched::Ran(None);
     }
-    if !session.authenticated && !spec.has_flag("no_auth") && !config.requirepass.is_empty() {
+    if !session.authenticated && !gates.has(Gates::NO_AUTH) && !config.requirepass.is_empty() {
         bump(&stats.commands[id].rejected, 1);
         reject(server, &mut reply, ERR_NOAUTH);
-        return Dispatched::Ran(Commit::default());
+        return Dispatched::Ran(None);
     }
-    if server.persistence.is_loading() && !spec.has_flag("loading") {
+    if server.persistence.is_loading() && !gates.has(Gates::LOADING) {
         bump(&stats.commands[id].rejected, 1);
         reject(server, &mut reply, ERR_LOADING);
-        return Dispatched::Ran(Commit::default());
+        return Dispatched::Ran(None);
     }
-    let denied_on_disk_error = spec.has_flag("write") || id == server.commands.ping_id;
-    if denied_on_disk_error
+    if gates.has(Gates::REFUSED_ON_DISK_ERROR)
         && let Some(error) = server
             .keyspace
             .change_log()
@@ -482,16 +526,16 @@ pub fn dispatch(
             crate::persistence::strerror(&error)
         );
         reject(server, &mut reply, &message);
-        return Dispatched::Ran(Commit::default());
+        return Dispatched::Ran(None);
     }
     if let Some(error) =
         server
             .tiering
-            .admit(&server.keyspace, config, spec.has_flag("denyoom"), now_ms)
+            .admit(&server.keyspace, config, gates.has(Gates::DENYOOM), now_ms)
     {
         bump(&stats.commands[id].rejected, 1);
         reject(server, &mut reply, error);
-        return Dispatched::Ran(Commit::default());
+        return Dispatched::Ran(None);
     }
     session
         .client
@@ -501,11 +545,7 @@ pub fn dispatch(
         .handler
         .expect("a container without arguments fails its arity check");
     let started = Instant::now();
-    let keys = declared_keys(spec, args, &server.keyspace);
-    let declared = keys
-        .iter()
-        .map(|k| (k.bytes.as_ptr() as usize, k.bytes.len(), k.hash))
-        .collect();
+    let declared = declared_keys(spec, args, &server.keyspace);
     let mut ctx = Ctx {
         server,
         session,
@@ -513,7 +553,7 @@ pub fn dispatch(
         config,
         stats,
         now_ms,
-        keys: server.keyspace.lock_keys(&keys),
+        keys: server.keyspace.lock_keys(&declared),
         committed: Commit::default(),
         declared,
     };
@@ -535,11 +575,17 @@ pub fn dispatch(
     }
     let result = handler(&mut ctx, args);
     let keys = std::mem::replace(&mut ctx.keys, server.keyspace.lock_nothing());
-    let mut committed = std::mem::take(&mut ctx.committed);
-    committed.absorb(keys.commit());
+    let mut committed = keys.commit();
+    if !ctx.committed.is_empty() {
+        let mut first = std::mem::take(&mut ctx.committed);
+        first.absorb(committed);
+        committed = first;
+    }
     // Every change record counts as one change to the dataset
     // (rdb_changes_since_last_save): no handler keeps count itself.
-    bump(&stats.changes, committed.changed.len() as u64);
+    if !committed.changed.is_empty() {
+        bump(&stats.changes, committed.changed.len() as u64);
+    }
     let counters = &stats.commands[id];
     bump(&counters.calls, 1);
     bump(&counters.usec, started.elapsed().as_micros() as u64);
@@ -548,7 +594,7 @@ pub fn dispatch(
         server.stats.record_error(&text);
         ctx.out.error(&text);
     }
-    Dispatched::Ran(committed)
+    Dispatched::Ran(committed.lsn)
 }
 
 fn reject(server: &Server, reply: &mut ReplyWriter, text: &str) {
