@@ -61,9 +61,6 @@ impl std::error::Error for ProtocolError {}
 struct Multibulk {
     /// Number of arguments announced by the `*<n>` header.
     arg_count: usize,
-    /// Byte ranges (start, end) of the arguments located so far, relative to
-    /// the start of the buffer.
-    args: Vec<(usize, usize)>,
     /// Offset of the next unparsed byte.
     pos: usize,
 }
@@ -71,7 +68,18 @@ struct Multibulk {
 #[derive(Debug, Default)]
 pub struct RequestParser {
     multibulk: Option<Multibulk>,
+    /// Byte ranges (start, end) of the current request's arguments located
+    /// so far, relative to the start of the buffer; kept between requests
+    /// (up to [`ARGS_RETAINED_MAX`]) so that parsing a request allocates
+    /// nothing once the caller recycles argument vectors.
+    ranges: Vec<(usize, usize)>,
+    /// An argument vector handed back by the caller ([`RequestParser::recycle`])
+    /// for the next request to fill.
+    spare: Vec<Bytes>,
 }
+
+/// Argument ranges whose room the parser keeps between requests.
+const ARGS_RETAINED_MAX: usize = 16;
 
 /// Upper bound for the argument vector preallocated from an untrusted `*<n>`.
 const ARGS_PREALLOC_MAX: usize = 1024;
@@ -125,9 +133,10 @@ impl RequestParser {
                     continue;
                 }
                 let count = count as usize;
+                self.ranges.clear();
+                self.ranges.reserve(count.min(ARGS_PREALLOC_MAX));
                 self.multibulk = Some(Multibulk {
                     arg_count: count,
-                    args: Vec::with_capacity(count.min(ARGS_PREALLOC_MAX)),
                     pos: header_len,
                 });
             }
@@ -144,7 +153,7 @@ impl RequestParser {
             .multibulk
             .as_mut()
             .expect("called inside a multibulk request");
-        while mb.args.len() < mb.arg_count {
+        while self.ranges.len() < mb.arg_count {
             let Some(&marker) = buf.get(mb.pos) else {
                 return Ok(None);
             };
@@ -173,17 +182,30 @@ impl RequestParser {
             if buf.len() < end.saturating_add(2) {
                 return Ok(None);
             }
-            mb.args.push((start, end));
+            self.ranges.push((start, end));
             mb.pos = end + 2;
         }
         let mb = self.multibulk.take().expect("checked above");
         let frame = buf.split_to(mb.pos).freeze();
-        Ok(Some(
-            mb.args
-                .into_iter()
-                .map(|(start, end)| frame.slice(start..end))
-                .collect(),
-        ))
+        let mut args = std::mem::take(&mut self.spare);
+        args.extend(
+            self.ranges
+                .iter()
+                .map(|&(start, end)| frame.slice(start..end)),
+        );
+        if self.ranges.capacity() > ARGS_RETAINED_MAX {
+            self.ranges = Vec::new();
+        }
+        Ok(Some(args))
+    }
+
+    /// Takes back a request's argument vector once the caller is done with
+    /// it, so the next request reuses its room instead of allocating.
+    pub fn recycle(&mut self, mut args: Vec<Bytes>) {
+        if args.capacity() <= ARGS_RETAINED_MAX {
+            args.clear();
+            self.spare = args;
+        }
     }
 
     /// Bytes the parser holds for the request in progress (where its
@@ -191,8 +213,8 @@ impl RequestParser {
     /// must count, since a request of many tiny arguments costs more here
     /// than in the buffer.
     pub fn buffered_bytes(&self) -> usize {
-        self.multibulk.as_ref().map_or(0, |mb| {
-            mb.args.capacity() * std::mem::size_of::<(usize, usize)>()
+        self.multibulk.as_ref().map_or(0, |_| {
+            self.ranges.capacity() * std::mem::size_of::<(usize, usize)>()
         })
     }
 
@@ -386,6 +408,29 @@ fn hex(c: u8) -> Option<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_recycled_argument_vector_comes_back_empty_and_refilled() {
+        let mut parser = RequestParser::new();
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(
+            b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n",
+        );
+        let limits = Limits::default();
+        let first = parser.next(&mut buf, &limits).unwrap().unwrap();
+        assert_eq!(first.len(), 3);
+        let room = first.as_ptr();
+        parser.recycle(first);
+        let second = parser.next(&mut buf, &limits).unwrap().unwrap();
+        assert_eq!(
+            second,
+            vec![Bytes::from_static(b"GET"), Bytes::from_static(b"k")]
+        );
+        assert_eq!(second.as_ptr(), room, "the recycled vector was reused");
+        // A vector too big to keep is dropped, not retained.
+        parser.recycle(Vec::with_capacity(ARGS_RETAINED_MAX + 1));
+        assert_eq!(parser.spare.capacity(), 0);
+    }
 
     fn parse_all(input: &[u8]) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
         let mut parser = RequestParser::new();

@@ -445,6 +445,7 @@ impl Connection {
                 self.park(args, cold);
                 break;
             }
+            self.parser.recycle(args);
             if client.is_killed() {
                 break;
             }
