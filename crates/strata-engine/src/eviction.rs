@@ -121,17 +121,24 @@ impl Keyspace {
     }
 
     /// Takes a value lent by [`Keyspace::install`] out of RAM again, if
-    /// nothing changed it since.
+    /// nothing changed it since. Until then eviction leaves it alone, so
+    /// the command it was read for finds it in RAM.
     pub(crate) fn release_transient(&self, db: usize, key: KeyRef, loc: ColdLocation, now_ms: u64) {
         let ColdLocation(loc) = loc;
         let mut shard = self.lock(key);
         if let Some(entry) = shard.peek(db, key, now_ms)
             && entry.has(TRANSIENT)
-            && entry.loc == loc
             && !entry.is_cold()
         {
-            entry.drop_value();
-            self.tier.stats.cold_keys.fetch_add(1, Relaxed);
+            if entry.loc == loc {
+                entry.drop_value();
+                self.tier.stats.cold_keys.fetch_add(1, Relaxed);
+            } else {
+                // Its record moved meanwhile (compaction): it stays, as
+                // any value in RAM, no longer lent (eviction skips lent
+                // values).
+                entry.set_flag(TRANSIENT, false);
+            }
         }
     }
 
@@ -318,10 +325,14 @@ impl Shard {
                         continue;
                     }
                     if entry.has(TRANSIENT) {
-                        u64::MAX
-                    } else {
-                        entry.idle_s(now_ms)
+                        // Lent to a command about to run (its connection
+                        // read it for that command, off the locks): taking
+                        // it now would make that command read the disk
+                        // under its lock. It leaves RAM right after the
+                        // command (`release_transient`).
+                        continue;
                     }
+                    entry.idle_s(now_ms)
                 }
                 EvictionPolicy::Keys {
                     volatile_only,

@@ -1307,6 +1307,17 @@ mod tests {
                 .count()
         };
         assert_eq!(in_ram(&ks), COUNT, "installed");
+        // Lent values are the command's until it ran: eviction leaves them.
+        for _ in 0..10 {
+            ks.evict(
+                crate::eviction::EvictionPolicy::Values,
+                u64::MAX,
+                16,
+                1 << 20,
+                NOW_MS,
+            );
+        }
+        assert_eq!(in_ram(&ks), COUNT, "eviction took a lent value");
         lent.release(&ks, NOW_MS);
         assert_eq!(in_ram(&ks), 0, "lent, then released");
         close(&ks);
