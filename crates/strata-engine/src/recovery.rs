@@ -1209,19 +1209,24 @@ mod tests {
             .collect()
     }
 
+    /// One eviction call asking for every value to leave RAM.
+    fn evict_round(ks: &Keyspace) {
+        ks.evict(
+            crate::eviction::EvictionPolicy::Values,
+            u64::MAX,
+            16,
+            1 << 20,
+            NOW_MS,
+        );
+    }
+
     fn evict_everything(ks: &Keyspace) {
         ks.log().unwrap().flush_now();
         for _ in 0..1000 {
             if ks.tier().cold_keys() as usize == ks.total_keys() as usize {
                 return;
             }
-            ks.evict(
-                crate::eviction::EvictionPolicy::Values,
-                u64::MAX,
-                16,
-                1 << 20,
-                NOW_MS,
-            );
+            evict_round(ks);
         }
         panic!("values stayed in RAM");
     }
@@ -1309,13 +1314,7 @@ mod tests {
         assert_eq!(in_ram(&ks), COUNT, "installed");
         // Lent values are the command's until it ran: eviction leaves them.
         for _ in 0..10 {
-            ks.evict(
-                crate::eviction::EvictionPolicy::Values,
-                u64::MAX,
-                16,
-                1 << 20,
-                NOW_MS,
-            );
+            evict_round(&ks);
         }
         assert_eq!(in_ram(&ks), COUNT, "eviction took a lent value");
         lent.release(&ks, NOW_MS);
