@@ -4,13 +4,15 @@
 //! - [`workload`]: key patterns (S, R, G, P), value sizes, operation cycle;
 //! - [`run`]: threads and pipelined clients, closed or open loop
 //!   (`--rate`, latency from the intended send time), HdrHistogram latencies
-//!   and a per-second series;
+//!   and a per-second series; [`pacer`]: the open loop's precise waits
+//!   (timerfd, not tokio's millisecond timer);
 //! - [`report`]: memtier's `ALL STATS` table, the latency distribution and
 //!   JSON; [`plot`]: an SVG of throughput over time and latency percentiles.
 //!
 //! The binary is thin; tests and other tools use [`run_benchmark`].
 
 pub mod config;
+pub mod pacer;
 pub mod plot;
 pub mod report;
 pub mod run;

@@ -7,7 +7,10 @@
 //! Open loop (`--rate`): requests are due at fixed intervals whatever the
 //! server does, and latency is measured from each request's *intended* send
 //! time, so a server that stalls shows the stall in the percentiles instead
-//! of silently slowing the generator down (no coordinated omission).
+//! of silently slowing the generator down (no coordinated omission). The
+//! clients' schedules are interleaved (client `i` of `n` starts `i/n` of an
+//! interval late), and each waits for its due time on a precise timer
+//! ([`crate::pacer`]), so the generator's own lag stays in microseconds.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
@@ -23,6 +26,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::config::{Config, KeyPattern};
+use crate::pacer::Pacer;
 use crate::workload::{Budget, KeyGen, Op, Rng, Shared, Values, client_seed, op_cycle};
 
 /// Largest latency recorded (1 hour), in microseconds.
@@ -323,6 +327,10 @@ struct Client {
     deadline: Option<Instant>,
     /// Open loop: time between this client's requests.
     interval: Option<Duration>,
+    /// Open loop: when this client's first request is due after the start,
+    /// so that the clients' schedules interleave evenly instead of every
+    /// client sending at the same instant (and queueing behind the others).
+    phase: Duration,
     key_text: Vec<u8>,
 }
 
@@ -366,6 +374,9 @@ impl Client {
         let interval = config
             .rate
             .map(|rate| Duration::from_secs_f64(clients as f64 / rate));
+        let phase = interval.map_or(Duration::ZERO, |interval| {
+            interval.mul_f64(index as f64 / clients as f64)
+        });
         Client {
             config: config.clone(),
             names: names.to_vec(),
@@ -381,6 +392,7 @@ impl Client {
             collector,
             deadline,
             interval,
+            phase,
             key_text: Vec::new(),
         }
     }
@@ -501,8 +513,10 @@ impl Client {
         let mut input = BytesMut::with_capacity(64 * 1024);
         // (operation slot, time the latency is measured from, request bytes)
         let mut in_flight: VecDeque<(usize, Instant, usize)> = VecDeque::with_capacity(pipeline);
-        let mut next_due = Instant::now();
+        let mut next_due = Instant::now() + self.phase;
         let mut done_sending = false;
+        // Open loop: a precise wait for each due time (see `pacer`).
+        let mut pacer = self.interval.map(|_| Pacer::new());
         loop {
             let now = Instant::now();
             if self.deadline.is_some_and(|d| now >= d) {
@@ -536,25 +550,27 @@ impl Client {
                 if done_sending {
                     return Ok(());
                 }
-                tokio::time::sleep_until(next_due.into()).await;
+                match &mut pacer {
+                    Some(pacer) => pacer.until(next_due).await,
+                    None => tokio::time::sleep_until(next_due.into()).await,
+                }
                 continue;
             }
             let can_send_more =
                 self.interval.is_some() && !done_sending && in_flight.len() < pipeline;
-            let read = if can_send_more {
-                tokio::select! {
+            let read = match (&mut pacer, can_send_more) {
+                (Some(pacer), true) => tokio::select! {
                     read = within(IO_TIMEOUT, "waiting for replies", stream.read_buf(&mut input)) => Some(read),
-                    _ = tokio::time::sleep_until(next_due.into()) => None,
-                }
-            } else {
-                Some(
+                    _ = pacer.until(next_due) => None,
+                },
+                _ => Some(
                     within(
                         IO_TIMEOUT,
                         "waiting for replies",
                         stream.read_buf(&mut input),
                     )
                     .await,
-                )
+                ),
             };
             match read {
                 None => continue,

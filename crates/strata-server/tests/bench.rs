@@ -5,17 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{RedisServer, Reply, TestServer, b, i};
-use strata_bench::run::RunResult;
-
-fn bench(port: u16, args: &[&str]) -> RunResult {
-    let port = port.to_string();
-    let mut all = vec!["-s", "127.0.0.1", "-p", &port, "--hide-histogram"];
-    all.extend_from_slice(args);
-    let config = strata_bench::config::parse(&all).unwrap();
-    let mut results = strata_bench::run_benchmark(config, false).unwrap();
-    results.pop().unwrap()
-}
+use common::{RedisServer, Reply, TestServer, b, bench, i};
 
 /// Prefills keys 0..=999, then reads 0..=1999 exactly once: exactly 1000
 /// hits and 1000 misses, on any correct server.

@@ -686,3 +686,14 @@ impl Drop for RedisServer {
         reap(&mut self.child);
     }
 }
+
+/// Runs strata-bench (as a library) against `port` with `args`; the last
+/// run's result.
+pub fn bench(port: u16, args: &[&str]) -> strata_bench::run::RunResult {
+    let port = port.to_string();
+    let mut all = vec!["-s", "127.0.0.1", "-p", &port, "--hide-histogram"];
+    all.extend_from_slice(args);
+    let config = strata_bench::config::parse(&all).unwrap();
+    let mut results = strata_bench::run_benchmark(config, false).unwrap();
+    results.pop().unwrap()
+}
