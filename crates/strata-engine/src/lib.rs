@@ -27,7 +27,8 @@
 //!   change hashes through field changes that the log records field by
 //!   field.
 //! - [`record`]: the log record format (`docs/storage.md`).
-//! - [`log`]: segment files, group commit, fsync policies.
+//! - [`log`]: segment files, group commit, fsync policies; `segment_file`
+//!   (private): one segment appended with `O_DIRECT` (aligned, padded).
 //! - [`checkpoint`]: fork-free checkpoints, shard by shard.
 //! - [`recovery`]: checkpoint + log replay, torn-tail handling, `verify`.
 //! - [`dir_lock`]: one process per data directory (invariant 7).
@@ -73,6 +74,7 @@ mod random;
 pub mod reader;
 pub mod record;
 pub mod recovery;
+mod segment_file;
 mod shard;
 mod table;
 pub mod tier;

@@ -39,8 +39,7 @@
 //! stay refused until a restart recovers from what the disk really holds.
 
 use std::cell::{Cell, RefCell};
-use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
@@ -51,6 +50,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::commit::{Changed, Commit};
 use crate::feed::Feed;
 use crate::record::{self, Draft, FLAG_GROUP_CONTINUES};
+use crate::segment_file::SegmentFile;
 
 /// Pending (not yet written) bytes above which [`Log::backlogged`] asks
 /// connections to wait before running more commands.
@@ -158,8 +158,7 @@ struct Output {
 /// The segment file the writer appends to.
 struct OpenSegment {
     seq: u64,
-    file: Arc<File>,
-    size: u64,
+    file: SegmentFile,
 }
 
 /// Bytes handed over to the writer for one segment.
@@ -211,6 +210,9 @@ pub struct Log {
     /// kept here rather than summed under the state mutex.
     buffer_capacity: AtomicUsize,
     fsync: AtomicU8,
+    /// Whether segments opened from now on are written with `O_DIRECT`
+    /// (`segment_file`); on by default.
+    direct_io: AtomicBool,
     has_error: AtomicBool,
     error: Mutex<Option<String>>,
     fsync_failed: AtomicBool,
@@ -263,6 +265,7 @@ impl Log {
             buffer_capacity: AtomicUsize::new(0),
             synced_lsn: AtomicU64::new(last),
             fsync: AtomicU8::new(fsync as u8),
+            direct_io: AtomicBool::new(true),
             has_error: AtomicBool::new(false),
             error: Mutex::new(None),
             fsync_failed: AtomicBool::new(false),
@@ -295,6 +298,21 @@ impl Log {
 
     pub fn fsync_policy(&self) -> FsyncPolicy {
         FsyncPolicy::from_u8(self.fsync.load(Ordering::Relaxed))
+    }
+
+    /// Writes segments opened from now on with `O_DIRECT` (where the file
+    /// system allows it) or through the page cache (`log-direct-io`).
+    pub fn set_direct_io(&self, direct: bool) {
+        self.direct_io.store(direct, Ordering::Relaxed);
+    }
+
+    /// Whether the segment being written bypasses the page cache.
+    pub fn writes_direct(&self) -> bool {
+        self.output
+            .lock()
+            .file
+            .as_ref()
+            .is_some_and(|open| open.file.is_direct())
     }
 
     pub fn set_fsync_policy(&self, policy: FsyncPolicy) {
@@ -556,7 +574,7 @@ impl Log {
         let mut output = self.output.lock();
         self.drain(&mut output);
         if let Some(open) = &output.file {
-            self.sync(&open.file, self.written_lsn());
+            self.sync(open.file.file(), self.written_lsn());
         }
         !self.has_error.load(Ordering::Relaxed) && !self.fsync_failed.load(Ordering::Relaxed)
     }
@@ -614,7 +632,7 @@ impl Log {
         if let Some(last) = written_to {
             self.written_lsn.store(last, Ordering::Release);
             let open = output.file.as_ref().expect("written to an open segment");
-            *self.to_sync.lock() = Some((open.file.clone(), last));
+            *self.to_sync.lock() = Some((open.file.file().clone(), last));
         }
         // `always` syncs in the same round, so every client whose record
         // was in it shares this one fsync; `everysec` leaves it to the sync
@@ -622,7 +640,7 @@ impl Log {
         if (self.fsync_policy() == FsyncPolicy::Always || shutdown)
             && let Some(open) = &output.file
         {
-            self.sync(&open.file, self.written_lsn());
+            self.sync(open.file.file(), self.written_lsn());
         }
         (self.progress)(self.written_lsn(), self.synced_lsn());
         let mut state = self.state.lock();
@@ -707,7 +725,9 @@ impl Log {
                 let empty = self.state.lock().chunks.is_empty();
                 if empty || output.failing {
                     if let Some(open) = &output.file {
-                        self.sync(&open.file, self.written_lsn());
+                        // A clean stop leaves no padding behind.
+                        let _ = open.file.finish();
+                        self.sync(open.file.file(), self.written_lsn());
                     }
                     return;
                 }
@@ -748,52 +768,61 @@ impl Log {
         }
     }
 
-    /// Writes one chunk to its segment, opening (and first syncing the
-    /// previous segment) when it starts a new one. On failure the segment
-    /// is truncated back to its last complete group.
+    /// Writes one chunk to its segment, opening (and first cutting to its
+    /// records and syncing the previous segment) when it starts a new one.
+    /// On failure the segment is cut back to its last complete group.
     fn write_chunk(&self, file: &mut Option<OpenSegment>, chunk: &Chunk) -> std::io::Result<()> {
         if file.as_ref().is_none_or(|open| open.seq != chunk.segment) {
             if let Some(previous) = file.take() {
-                self.sync(&previous.file, self.written_lsn());
+                // Only the newest segment may end in padding or a torn tail.
+                if let Err(error) = previous.file.finish() {
+                    *file = Some(previous);
+                    return Err(error);
+                }
+                self.sync(previous.file.file(), self.written_lsn());
             }
             let path = segment_path(&self.dir, chunk.segment);
-            let opened = OpenOptions::new().create(true).append(true).open(&path)?;
-            let size = opened.metadata()?.len();
+            // A segment recovery left (cut to its records) is continued.
+            let len = std::fs::metadata(&path).map_or(0, |m| m.len());
+            let opened = SegmentFile::open(
+                &path,
+                len,
+                self.segment_bytes_max,
+                self.direct_io.load(Ordering::Relaxed),
+            )?;
             sync_dir(&self.dir)?;
             let mut segments = self.segments.lock();
             if segments.last().is_none_or(|s| s.seq != chunk.segment) {
                 segments.push(SegmentInfo {
                     seq: chunk.segment,
                     lsns: None,
-                    bytes: size,
+                    bytes: len,
                 });
             }
             drop(segments);
             *file = Some(OpenSegment {
                 seq: chunk.segment,
-                file: Arc::new(opened),
-                size,
+                file: opened,
             });
         }
         let open = file.as_mut().expect("opened above");
-        if let Err(error) = (&*open.file).write_all(&chunk.bytes) {
+        let before = open.file.len();
+        if let Err(error) = open.file.append(&chunk.bytes) {
             // Cut off whatever part of the chunk made it, so the segment
             // ends on a record boundary and the retry starts clean.
-            let _ = open.file.set_len(open.size);
+            let _ = open.file.file().set_len(before);
             return Err(error);
         }
-        open.size += chunk.bytes.len() as u64;
-        self.written_pos.store(
-            crate::location::loc(chunk.segment, open.size),
-            Ordering::Release,
-        );
+        let size = open.file.len();
+        self.written_pos
+            .store(crate::location::loc(chunk.segment, size), Ordering::Release);
         self.stats
             .bytes_written
             .fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed);
         self.stats.writes.fetch_add(1, Ordering::Relaxed);
         let mut segments = self.segments.lock();
         let info = segments.last_mut().expect("pushed on open");
-        info.bytes = open.size;
+        info.bytes = size;
         info.lsns = Some(match info.lsns {
             Some((first, _)) => (first, chunk.last_lsn),
             None => (chunk.first_lsn, chunk.last_lsn),

@@ -14,7 +14,9 @@
 //!    the file ends inside a record, or only zero bytes follow a bad
 //!    header, or the last record's body fails its CRC — is a *torn tail*:
 //!    the segment is truncated to the end of the last complete group, and
-//!    what was dropped is logged. Any other damage is *corruption*: start-up
+//!    what was dropped is logged. Only zero bytes where the next record
+//!    would start, after a complete group, are the padding of direct
+//!    writes: the segment is cut there without a message. Any other damage is *corruption*: start-up
 //!    stops with the file and offset, and `strata-check` can inspect it.
 //!
 //! [`verify`] runs the same walk without a keyspace, for `strata-check`.
@@ -170,6 +172,9 @@ struct Walked {
     records: u64,
     /// Why the bytes after `valid_len` were dropped, when they were.
     torn: Option<Invalid>,
+    /// The newest segment ends in zero bytes where the next record would
+    /// start: the padding of direct writes (`segment_file`), not damage.
+    padded: bool,
 }
 
 /// Walks the records of one segment's bytes, handing each complete group
@@ -186,6 +191,7 @@ fn walk(
     let mut group_start = 0usize;
     let mut lsns = None;
     let mut records = 0u64;
+    let mut padded = false;
     let corrupt = |offset: usize, why: &str| {
         RecoveryError(format!(
             "Corrupt log {} at offset {offset}: {why}. Start-up stopped; inspect it with \
@@ -228,8 +234,21 @@ fn walk(
                     Err(other)
                 }
             },
+            // Only zeros where a record would start, after a complete
+            // group: the end of what was written (direct writes pad the
+            // last block with zeros).
+            Err(Invalid::ShortHeader | Invalid::BadHeader)
+                if newest && group.is_empty() && rest.iter().all(|&b| b == 0) =>
+            {
+                padded = true;
+                break None;
+            }
             Err(Invalid::ShortHeader) if newest => break Some(Invalid::ShortHeader),
-            Err(Invalid::BadHeader) if newest && rest.iter().all(|&b| b == 0) => {
+            // Zeros from here to the end of the block: the end of what
+            // was written, whatever follows — a multi-block direct write
+            // interrupted by a crash can land a later block and not this
+            // one, and nothing in it was acknowledged.
+            Err(Invalid::BadHeader) if newest && zeros_to_block_end(data, at) => {
                 break Some(Invalid::BadHeader);
             }
             Err(other) => Err(other),
@@ -263,7 +282,7 @@ fn walk(
     };
     let valid_len = if torn.is_some() && !group.is_empty() {
         group_start
-    } else if torn.is_some() {
+    } else if torn.is_some() || padded {
         at
     } else {
         data.len()
@@ -285,7 +304,16 @@ fn walk(
         lsns,
         records,
         torn,
+        padded,
     })
+}
+
+/// Whether `data` holds only zero bytes from `at` to the next multiple of
+/// the direct-write block size (or its end).
+fn zeros_to_block_end(data: &[u8], at: usize) -> bool {
+    const BLOCK_BYTES: usize = 4096;
+    let end = ((at / BLOCK_BYTES) + 1) * BLOCK_BYTES;
+    data[at..end.min(data.len())].iter().all(|&b| b == 0)
 }
 
 /// How [`load`] runs.
@@ -497,6 +525,14 @@ pub fn load(
         if last_report.elapsed() >= PROGRESS_INTERVAL {
             progress(state);
             last_report = Instant::now();
+        }
+        if walked.padded && options.truncate_torn_tail {
+            // Cut silently: appending continues after the records.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_len(walked.valid_len).and_then(|_| f.sync_all()))
+                .map_err(|e| io_error(&path, e))?;
         }
         if let Some(why) = walked.torn
             && options.truncate_torn_tail
@@ -889,14 +925,23 @@ mod tests {
 
     /// A keyspace recovered from `dir`, with its log attached.
     fn open(dir: &Path, segment_bytes: u64) -> Result<Keyspace, RecoveryError> {
+        open_reporting(dir, segment_bytes).map(|(ks, _)| ks)
+    }
+
+    /// As [`open`], with the lines describing torn tails cut off.
+    fn open_reporting(
+        dir: &Path,
+        segment_bytes: u64,
+    ) -> Result<(Keyspace, Vec<String>), RecoveryError> {
         let plan = plan(dir)?;
         let ks = match plan.seed {
             Some(seed) => Keyspace::with_seed(4, seed, plan.sharding),
             None => Keyspace::new(4),
         };
         let loaded = load(&plan, &ks, NOW_MS, LoadOptions::default(), |_| {})?;
+        let truncated = loaded.truncated.clone();
         ks.attach_log(start_log(dir, loaded, segment_bytes));
-        Ok(ks)
+        Ok((ks, truncated))
     }
 
     fn close(ks: &Keyspace) {
@@ -1165,6 +1210,40 @@ mod tests {
                 "truncated"
             );
             std::fs::remove_dir_all(&copy).unwrap();
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Direct writes leave the newest segment padded with zeros to a block
+    /// boundary: that is its clean end. A crash in a multi-block write can
+    /// land a later block and not the one before it: zeros to the block's
+    /// end, then bytes; that is a torn tail, not corruption.
+    #[test]
+    fn zero_padding_is_a_clean_end_and_a_hole_before_a_block_is_a_torn_tail() {
+        let dir = temp_dir("padding");
+        let ks = open(&dir, 1 << 20).unwrap();
+        for n in 0..5 {
+            set(&ks, 0, format!("k{n}").as_bytes(), b"value", None);
+        }
+        let expected = dump(&ks);
+        close(&ks);
+        let segment = segment_path(&log_dir(&dir), 1);
+        let records = std::fs::read(&segment).unwrap();
+        assert!(records.len() < 4096);
+        for tail in [&[][..], &[5u8; 300][..]] {
+            let mut bytes = records.clone();
+            bytes.resize(4096, 0);
+            bytes.extend_from_slice(tail);
+            std::fs::write(&segment, &bytes).unwrap();
+            let (recovered, truncated) = open_reporting(&dir, 1 << 20).unwrap();
+            assert_eq!(dump(&recovered), expected);
+            assert_eq!(truncated.is_empty(), tail.is_empty(), "{truncated:?}");
+            close(&recovered);
+            assert_eq!(
+                std::fs::read(&segment).unwrap(),
+                records,
+                "cut to the records"
+            );
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

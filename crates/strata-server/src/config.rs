@@ -77,6 +77,8 @@ pub struct Config {
     pub tiering_io_threads: usize,
     /// Read cold values through io_uring (falls back to threads).
     pub tiering_io_uring: bool,
+    /// Write log segments with O_DIRECT where the file system allows it.
+    pub log_direct_io: bool,
     /// When a hash converts from packed to table (fields; bytes of a
     /// field or value).
     pub hash_max_listpack_entries: u64,
@@ -211,6 +213,7 @@ impl Default for Config {
             maxdisk: 0,
             tiering_io_threads: 32,
             tiering_io_uring: true,
+            log_direct_io: true,
         }
     }
 }
@@ -661,6 +664,15 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| yes_no(c.tiering_io_uring),
         set: |c, a| {
             c.tiering_io_uring = parse_yes_no(a)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "log-direct-io",
+        mutable: true,
+        get: |c| yes_no(c.log_direct_io),
+        set: |c, a| {
+            c.log_direct_io = parse_yes_no(a)?;
             Ok(())
         },
     },

@@ -272,6 +272,8 @@ fn load(handles: &Handles, plan: &Plan) -> Result<(), String> {
             progress,
         )
         .map_err(|e| format!("Can't start the log in {}: {e}", config.dir.display()))?;
+        // Before it is attached: no segment is opened before this.
+        log.set_direct_io(config.log_direct_io);
         handles.keyspace.attach_log(log);
     } else {
         persistence
@@ -301,6 +303,7 @@ fn load(handles: &Handles, plan: &Plan) -> Result<(), String> {
                 config.dir.display()
             )
         })?;
+        store.set_direct_io(config.log_direct_io);
         handles.keyspace.attach_cache_store(store);
     }
     // Writes from the first one on get locations when tiering is on.
@@ -411,6 +414,10 @@ pub fn spawn_checkpointer(handles: Handles) -> std::io::Result<()> {
                     && log.fsync_policy() != config.appendfsync
                 {
                     log.set_fsync_policy(config.appendfsync);
+                }
+                if let Some(log) = handles.keyspace.log() {
+                    // Takes effect from the next segment on.
+                    log.set_direct_io(config.log_direct_io);
                 }
                 let trigger = requested.or_else(|| due_trigger(&handles));
                 if let Some(trigger) = trigger {

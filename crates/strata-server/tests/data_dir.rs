@@ -103,7 +103,7 @@ fn strata_check_exit_status_tells_clean_torn_tail_and_damage_apart() {
         .collect();
     segments.sort();
     let segment = segments.pop().unwrap();
-    let original = std::fs::read(&segment).unwrap();
+    let original = common::log_records(&segment);
     // A torn tail: the last record cut short.
     std::fs::write(&segment, &original[..original.len() - 5]).unwrap();
     let (status, report) = check(&dir, &[]);
@@ -253,7 +253,7 @@ fn strata_check_fix_asks_before_truncating() {
         .map(|e| e.unwrap().path())
         .max()
         .unwrap();
-    let mut bytes = std::fs::read(&segment).unwrap();
+    let mut bytes = common::log_records(&segment);
     bytes.extend_from_slice(&[9; 21]);
     std::fs::write(&segment, &bytes).unwrap();
     let (status, report) = answer(&dir, "n\n");

@@ -281,7 +281,7 @@ fn torn_tail_is_cut_with_a_log_line_and_strata_check_sees_it() {
     }
     let dir = server.kill9();
     let segment = segments(&dir).pop().expect("a segment");
-    let length = std::fs::metadata(&segment).unwrap().len();
+    let length = common::log_records(&segment).len() as u64;
     // Cut the last record (k19) in the middle, as a crash mid-write would.
     let file = std::fs::OpenOptions::new()
         .write(true)
@@ -314,7 +314,7 @@ fn strata_check_fix_truncates_a_torn_tail() {
     assert_eq!(raw.cmd(&["SET", "a", "1"]), ok());
     let dir = server.kill9();
     let segment = segments(&dir).pop().unwrap();
-    let mut bytes = std::fs::read(&segment).unwrap();
+    let mut bytes = common::log_records(&segment);
     bytes.extend_from_slice(&[7; 13]);
     std::fs::write(&segment, &bytes).unwrap();
     let (status, report) = check(&dir, &["--fix", "--yes"]);
@@ -338,7 +338,7 @@ fn corruption_mid_log_stops_startup_naming_file_and_offset() {
     }
     let dir = server.kill9();
     let segment = segments(&dir).pop().unwrap();
-    let mut bytes = std::fs::read(&segment).unwrap();
+    let mut bytes = common::log_records(&segment);
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x01;
     std::fs::write(&segment, &bytes).unwrap();

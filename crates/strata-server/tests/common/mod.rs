@@ -697,3 +697,14 @@ pub fn bench(port: u16, args: &[&str]) -> strata_bench::run::RunResult {
     let mut results = strata_bench::run_benchmark(config, false).unwrap();
     results.pop().unwrap()
 }
+
+/// The records of a log segment: its bytes without the zero padding that
+/// direct writes leave after the last record (test records never end in a
+/// zero byte).
+pub fn log_records(segment: &std::path::Path) -> Vec<u8> {
+    let mut bytes = std::fs::read(segment).unwrap();
+    while bytes.last() == Some(&0) {
+        bytes.pop();
+    }
+    bytes
+}
