@@ -11,6 +11,10 @@
 #   aof-off         10 000-byte SETs, pipeline 25, no persistence
 #   aof-everysec    the same, log/AOF with appendfsync everysec
 #   aof-always      the same, appendfsync always
+#   log-p1          100-byte values, SET:GET 1:1, pipeline 1, log/AOF with
+#                   appendfsync everysec (what the log costs a reply)
+# STRATA_ARGS adds arguments to strata-server's command line (e.g.
+# STRATA_ARGS="--log-direct-io no" to compare the log's two write paths).
 # All with 50 connections (2 threads × 25) over a 1 M-key (strings) or
 # 100 k-key (10 KB) space, random keys, TEST_TIME seconds per run.
 #
@@ -56,6 +60,11 @@ load_args() {
         local pipeline=${1#strings-p}
         LOAD=(-d 100 --ratio=1:1 --pipeline="$pipeline" --key-maximum=1000000)
         ;;
+    log-p1)
+        SERVER_REDIS=(--save "" --appendonly yes --appendfsync everysec)
+        SERVER_STRATA=(--save "" --appendonly yes --appendfsync everysec)
+        LOAD=(-d 100 --ratio=1:1 --pipeline=1 --key-maximum=1000000)
+        ;;
     aof-off)
         SERVER_REDIS=(--save "" --appendonly no)
         SERVER_STRATA=(--save "" --appendonly no)
@@ -96,7 +105,8 @@ for load in $LOADS; do
             # Alternate which server goes first, round by round.
             if [ $((round % 2)) = 0 ]; then kind=$([ "$kind" = redis ] && echo strata || echo redis); fi
             name=${kind}_$round
-            if [ "$kind" = redis ]; then start "$name" redis "${SERVER_REDIS[@]}"; else start "$name" strata "${SERVER_STRATA[@]}"; fi
+            # shellcheck disable=SC2086 # STRATA_ARGS is split on purpose
+            if [ "$kind" = redis ]; then start "$name" redis "${SERVER_REDIS[@]}"; else start "$name" strata "${SERVER_STRATA[@]}" ${STRATA_ARGS:-}; fi
             read -r ops p99 < <(memtier_run "$(port_of "$name")")
             stop "$name"
             rm -rf "${WORK:?}/$name"

@@ -188,7 +188,8 @@ fn small_changes_to_big_values_grow_the_data_directory_by_kilobytes() {
     model.remove("field:2");
     assert_eq!(raw.cmd(&["HINCRBY", "big", "counter", "7"]), i(7));
     model.insert("counter".into(), "7".into());
-    let grown = dir_bytes(&server.dir) - before;
+    // Padding of direct writes cut at a segment switch can even shrink it.
+    let grown = dir_bytes(&server.dir).saturating_sub(before);
     assert!(
         grown < 16 << 10,
         "43 small changes to a 200 000-field hash and a 64 MB string grew the directory by {grown} bytes"
