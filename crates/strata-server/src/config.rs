@@ -286,6 +286,21 @@ fn parse_memory_arg(args: &[String], min: u64, max: u64) -> Result<u64, String> 
     Ok(value)
 }
 
+/// A directive whose value is `yes` or `no`, kept in a `bool` field.
+macro_rules! yes_no_directive {
+    ($name:literal, $mutable:expr, $field:ident) => {
+        Directive {
+            name: $name,
+            mutable: $mutable,
+            get: |c| yes_no(c.$field),
+            set: |c, a| {
+                c.$field = parse_yes_no(a)?;
+                Ok(())
+            },
+        }
+    };
+}
+
 /// Redis' upper bound of most memory settings (LLONG_MAX).
 const MEMORY_ARG_MAX: u64 = i64::MAX as u64;
 
@@ -433,15 +448,7 @@ pub static DIRECTIVES: &[Directive] = &[
             Ok(())
         },
     },
-    Directive {
-        name: "protected-mode",
-        mutable: true,
-        get: |c| yes_no(c.protected_mode),
-        set: |c, a| {
-            c.protected_mode = parse_yes_no(a)?;
-            Ok(())
-        },
-    },
+    yes_no_directive!("protected-mode", true, protected_mode),
     Directive {
         name: "loglevel",
         mutable: true,
@@ -498,15 +505,7 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     // Persistence (docs/storage.md). Turning the log on or off needs a
     // restart: the log must cover every change since the last checkpoint.
-    Directive {
-        name: "appendonly",
-        mutable: false,
-        get: |c| yes_no(c.appendonly),
-        set: |c, a| {
-            c.appendonly = parse_yes_no(a)?;
-            Ok(())
-        },
-    },
+    yes_no_directive!("appendonly", false, appendonly),
     Directive {
         name: "appendfsync",
         mutable: true,
@@ -658,24 +657,8 @@ pub static DIRECTIVES: &[Directive] = &[
             Ok(())
         },
     },
-    Directive {
-        name: "tiering-io-uring",
-        mutable: false,
-        get: |c| yes_no(c.tiering_io_uring),
-        set: |c, a| {
-            c.tiering_io_uring = parse_yes_no(a)?;
-            Ok(())
-        },
-    },
-    Directive {
-        name: "log-direct-io",
-        mutable: true,
-        get: |c| yes_no(c.log_direct_io),
-        set: |c, a| {
-            c.log_direct_io = parse_yes_no(a)?;
-            Ok(())
-        },
-    },
+    yes_no_directive!("tiering-io-uring", false, tiering_io_uring),
+    yes_no_directive!("log-direct-io", true, log_direct_io),
     Directive {
         name: "tiering-io-threads",
         mutable: false,
