@@ -186,7 +186,18 @@ impl SegmentFile {
     pub(crate) fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         match &mut self.direct {
             Some(direct) if bytes.len() >= DIRECT_BYTES_MIN => {
-                direct.append(self.len, bytes)?;
+                if let Err(error) = direct.append(self.len, bytes) {
+                    // A write of many passes may have failed after moving
+                    // a later block to the front: stage the block at the
+                    // segment's end again, from the file.
+                    let partial = (self.len % BLOCK_BYTES as u64) as usize;
+                    let start = direct.staging.start;
+                    let _ = self.file.read_exact_at(
+                        &mut direct.staging.buffer[start..start + partial],
+                        self.len - partial as u64,
+                    );
+                    return Err(error);
+                }
             }
             _ => {
                 self.file.write_all_at(bytes, self.len)?;
