@@ -1,0 +1,645 @@
+//! Recovery's tests: checkpoints and log replay on real files, torn
+//! tails and corruption, tiering's cold values, the cold reader and
+//! [`crate::fetch::ColdFetch`] as an embedder uses them.
+
+use super::*;
+use crate::checkpoint;
+use crate::log::{FsyncPolicy, Log, LogStart};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+const NOW_MS: u64 = 1_000_000;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "strata-recovery-{name}-{}-{}",
+        std::process::id(),
+        crate::keyspace::random_u64()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// (db, key) → (value, deadline).
+type Contents = BTreeMap<(usize, Vec<u8>), (Vec<u8>, Option<u64>)>;
+
+/// Every key of a keyspace with its value and deadline.
+fn dump(ks: &Keyspace) -> Contents {
+    let mut out = BTreeMap::new();
+    for db in 0..ks.db_count() {
+        for key in ks.keys(db, b"*", NOW_MS) {
+            let k = ks.key(&key);
+            let mut shard = ks.lock(k);
+            let entry = shard.peek(db, k, NOW_MS).unwrap();
+            let value = entry.value().as_bytes().to_vec();
+            out.insert((db, key.clone()), (value, entry.expire_at_ms()));
+        }
+    }
+    out
+}
+
+fn start_log(dir: &Path, loaded: Loaded, segment_bytes: u64) -> Arc<Log> {
+    Log::start(
+        &log_dir(dir),
+        segment_bytes,
+        FsyncPolicy::No,
+        LogStart {
+            next_lsn: loaded.next_lsn,
+            next_segment: loaded.next_segment,
+            segments: loaded.segments,
+        },
+        Box::new(|_, _| {}),
+    )
+    .unwrap()
+}
+
+/// A keyspace recovered from `dir`, with its log attached.
+fn open(dir: &Path, segment_bytes: u64) -> Result<Keyspace, RecoveryError> {
+    open_reporting(dir, segment_bytes).map(|(ks, _)| ks)
+}
+
+/// As [`open`], with the lines describing torn tails cut off.
+fn open_reporting(
+    dir: &Path,
+    segment_bytes: u64,
+) -> Result<(Keyspace, Vec<String>), RecoveryError> {
+    let plan = plan(dir)?;
+    let ks = match plan.seed {
+        Some(seed) => Keyspace::with_seed(4, seed, plan.sharding),
+        None => Keyspace::new(4),
+    };
+    let loaded = load(&plan, &ks, NOW_MS, LoadOptions::default(), |_| {})?;
+    let truncated = loaded.truncated.clone();
+    ks.attach_log(start_log(dir, loaded, segment_bytes));
+    Ok((ks, truncated))
+}
+
+fn close(ks: &Keyspace) {
+    ks.log().unwrap().shutdown();
+}
+
+fn set(ks: &Keyspace, db: usize, key: &[u8], value: &[u8], deadline: Option<u64>) {
+    let k = ks.key(key);
+    ks.lock(k)
+        .set(db, k, Value::from_bytes(value), deadline, false, NOW_MS);
+}
+
+/// A mix of every kind of change, including multi-key groups.
+fn workload(ks: &Keyspace, round: usize) {
+    for i in 0..50 {
+        let key = format!("k{i}");
+        set(
+            ks,
+            i % 3,
+            key.as_bytes(),
+            format!("v{round}-{i}").as_bytes(),
+            None,
+        );
+    }
+    set(ks, 0, b"ttl", b"t", Some(NOW_MS + 60_000));
+    set(ks, 0, b"int", b"12345", None);
+    {
+        let k = ks.key(b"k1");
+        let mut shard = ks.lock(k);
+        if let Some(entry) = shard.get(1, k, NOW_MS).unwrap() {
+            let end = entry.value().len();
+            entry.write_at(1, end, b"+appended");
+        }
+    }
+    {
+        // Changes of part of a value (SETRANGE records): past the end
+        // of a value, and (below) on a key with a deadline.
+        let k = ks.key(b"k4");
+        let mut shard = ks.lock(k);
+        if let Some(entry) = shard.get(1, k, NOW_MS).unwrap() {
+            let end = entry.value().len();
+            entry.write_at(1, end + 3, b"@");
+        }
+    }
+    let k = ks.key(b"ttl");
+    if let Some(entry) = ks.lock(k).get(0, k, NOW_MS).unwrap() {
+        entry.write_at(0, 0, b"T");
+    }
+    {
+        let (a, b) = (ks.key(b"k3"), ks.key(b"moved"));
+        let mut shards = ks.lock_many([a, b]);
+        if let Some(entry) = shards.shard(a.shard()).remove(0, a, NOW_MS) {
+            let value = entry.value().as_bytes().to_vec();
+            shards
+                .shard(b.shard())
+                .set(2, b, Value::owned(value), None, false, NOW_MS);
+        }
+    }
+    let k = ks.key(b"k4");
+    ks.lock(k).set_expire(1, k, Some(NOW_MS + 5_000), NOW_MS);
+    let k = ks.key(b"k5");
+    ks.lock(k).remove(2, k, NOW_MS);
+    if round % 2 == 1 {
+        ks.swap_db(0, 3);
+    }
+    if round == 2 {
+        drop(ks.flush_db(1));
+    }
+}
+
+#[test]
+fn replay_rebuilds_every_change() {
+    let dir = temp_dir("replay");
+    let ks = open(&dir, 4096).unwrap();
+    for round in 0..4 {
+        workload(&ks, round);
+    }
+    let expected = dump(&ks);
+    assert!(expected.len() > 40, "{}", expected.len());
+    close(&ks);
+    let segments = plan(&dir).unwrap().segments;
+    assert!(segments.len() >= 3, "small segments roll: {segments:?}");
+    let recovered = open(&dir, 4096).unwrap();
+    assert_eq!(dump(&recovered), expected);
+    close(&recovered);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn checkpoint_taken_during_writes_plus_log_is_exact() {
+    let dir = temp_dir("checkpoint");
+    let ks = Arc::new(open(&dir, 64 << 10).unwrap());
+    workload(&ks, 0);
+    let writer = {
+        let ks = ks.clone();
+        std::thread::spawn(move || {
+            for round in 1..40 {
+                workload(&ks, round);
+            }
+        })
+    };
+    let info = checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
+    let files = checkpoint::list(&dir).unwrap();
+    assert_eq!(files.len(), checkpoint::RANGE_COUNT, "one file per range");
+    let on_disk: u64 = files
+        .iter()
+        .map(|(_, _, path)| std::fs::metadata(path).unwrap().len())
+        .sum();
+    assert_eq!(on_disk, info.bytes, "direct-I/O padding cut off");
+    writer.join().unwrap();
+    let expected = dump(&ks);
+    close(&ks);
+    let recovered = open(&dir, 64 << 10).unwrap();
+    assert_eq!(dump(&recovered), expected);
+    close(&recovered);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_cycle_cut_short_leaves_a_valid_mix_of_ranges() {
+    let dir = temp_dir("partial");
+    let ks = open(&dir, 16 << 10).unwrap();
+    for round in 0..3 {
+        workload(&ks, round);
+    }
+    checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
+    for round in 3..6 {
+        workload(&ks, round);
+    }
+    // A second cycle that a crash stops after five ranges.
+    let log = ks.log().unwrap().clone();
+    let mut throttle = checkpoint::Throttle::new(0);
+    for range in 0..5 {
+        checkpoint::write_range(&ks, &dir, range, &|| log.next_lsn(), &mut throttle, NOW_MS)
+            .unwrap();
+    }
+    for round in 6..8 {
+        workload(&ks, round);
+    }
+    let expected = dump(&ks);
+    close(&ks);
+    assert_eq!(
+        checkpoint::list(&dir).unwrap().len(),
+        checkpoint::RANGE_COUNT
+    );
+    let recovered = open(&dir, 16 << 10).unwrap();
+    assert_eq!(dump(&recovered), expected);
+    close(&recovered);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_missing_range_file_after_the_log_was_cut_stops_recovery() {
+    let dir = temp_dir("missing");
+    let ks = open(&dir, 16 << 10).unwrap();
+    workload(&ks, 0);
+    checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
+    workload(&ks, 1);
+    close(&ks);
+    let (_, _, third) = checkpoint::list(&dir).unwrap().remove(3);
+    std::fs::remove_file(third).unwrap();
+    match open(&dir, 16 << 10) {
+        Ok(_) => panic!("recovered without a range of the checkpoint"),
+        Err(e) => assert!(e.to_string().contains("checkpoint needs it from"), "{e}"),
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_missing_range_file_with_no_log_left_stops_recovery() {
+    let dir = temp_dir("missing-empty");
+    let ks = open(&dir, 16 << 10).unwrap();
+    workload(&ks, 0);
+    checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
+    close(&ks);
+    let (_, _, fifth) = checkpoint::list(&dir).unwrap().remove(5);
+    std::fs::remove_file(fifth).unwrap();
+    match open(&dir, 16 << 10) {
+        Ok(_) => panic!("recovered without a range of the checkpoint"),
+        Err(e) => assert!(e.to_string().contains("range files"), "{e}"),
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_log_cut_without_its_checkpoint_stops_recovery() {
+    let dir = temp_dir("no-checkpoint");
+    let ks = open(&dir, 16 << 10).unwrap();
+    workload(&ks, 0);
+    checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
+    workload(&ks, 1);
+    close(&ks);
+    for (_, _, path) in checkpoint::list(&dir).unwrap() {
+        std::fs::remove_file(path).unwrap();
+    }
+    match open(&dir, 16 << 10) {
+        Ok(_) => panic!("recovered a log cut without its checkpoint"),
+        Err(e) => assert!(e.to_string().contains("needs it from 1"), "{e}"),
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_damaged_checkpoint_file_stops_recovery_naming_it() {
+    let dir = temp_dir("bad-checkpoint");
+    let ks = open(&dir, 16 << 10).unwrap();
+    workload(&ks, 0);
+    checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
+    close(&ks);
+    let (_, _, path) = checkpoint::list(&dir).unwrap().remove(7);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    std::fs::write(&path, &bytes).unwrap();
+    let error = match open(&dir, 16 << 10) {
+        Ok(_) => panic!("recovered from a damaged checkpoint"),
+        Err(e) => e.to_string(),
+    };
+    assert!(error.contains(&path.display().to_string()), "{error}");
+    assert!(error.contains("Bad checkpoint"), "{error}");
+    assert!(verify(&dir).is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn torn_tail_at_every_byte_recovers_a_prefix() {
+    let dir = temp_dir("torn");
+    let ks = open(&dir, 1 << 20).unwrap();
+    set(&ks, 0, b"first", b"1", None);
+    let before_last = dump(&ks);
+    // The last command is a group: both keys or neither.
+    {
+        let (a, b) = (ks.key(b"a"), ks.key(b"b"));
+        let mut shards = ks.lock_many([a, b]);
+        shards
+            .shard(a.shard())
+            .set(0, a, Value::from_bytes(b"x"), None, false, NOW_MS);
+        shards
+            .shard(b.shard())
+            .set(0, b, Value::from_bytes(b"y"), None, false, NOW_MS);
+    }
+    let after_last = dump(&ks);
+    close(&ks);
+    let segment = segment_path(&log_dir(&dir), 1);
+    let full = std::fs::read(&segment).unwrap();
+    let group_len = 2 * (record::HEADER_BYTES + 2);
+    let start = full.len() - group_len;
+    for cut in start..=full.len() {
+        let copy = temp_dir("torn-copy");
+        std::fs::create_dir_all(log_dir(&copy)).unwrap();
+        std::fs::write(segment_path(&log_dir(&copy), 1), &full[..cut]).unwrap();
+        let recovered = open(&copy, 1 << 20).unwrap();
+        let expected = if cut == full.len() {
+            &after_last
+        } else {
+            &before_last
+        };
+        assert_eq!(&dump(&recovered), expected, "cut at {cut}");
+        close(&recovered);
+        let kept = std::fs::metadata(segment_path(&log_dir(&copy), 1))
+            .unwrap()
+            .len();
+        assert_eq!(
+            kept as usize,
+            if cut == full.len() { cut } else { start },
+            "truncated"
+        );
+        std::fs::remove_dir_all(&copy).unwrap();
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Direct writes leave the newest segment padded with zeros to a block
+/// boundary: that is its clean end. A crash in a multi-block write can
+/// land a later block and not the one before it: zeros to the block's
+/// end, then bytes; that is a torn tail, not corruption.
+#[test]
+fn zero_padding_is_a_clean_end_and_a_hole_before_a_block_is_a_torn_tail() {
+    let dir = temp_dir("padding");
+    let ks = open(&dir, 1 << 20).unwrap();
+    for n in 0..5 {
+        set(&ks, 0, format!("k{n}").as_bytes(), b"value", None);
+    }
+    let expected = dump(&ks);
+    close(&ks);
+    let segment = segment_path(&log_dir(&dir), 1);
+    let records = std::fs::read(&segment).unwrap();
+    assert!(records.len() < 4096);
+    for tail in [&[][..], &[5u8; 300][..]] {
+        let mut bytes = records.clone();
+        bytes.resize(4096, 0);
+        bytes.extend_from_slice(tail);
+        std::fs::write(&segment, &bytes).unwrap();
+        let (recovered, truncated) = open_reporting(&dir, 1 << 20).unwrap();
+        assert_eq!(dump(&recovered), expected);
+        assert_eq!(truncated.is_empty(), tail.is_empty(), "{truncated:?}");
+        close(&recovered);
+        assert_eq!(
+            std::fs::read(&segment).unwrap(),
+            records,
+            "cut to the records"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn flipped_byte_mid_log_stops_recovery_with_file_and_offset() {
+    let dir = temp_dir("flip");
+    let ks = open(&dir, 1 << 20).unwrap();
+    for i in 0..10 {
+        set(&ks, 0, format!("key{i}").as_bytes(), b"value", None);
+    }
+    close(&ks);
+    let segment = segment_path(&log_dir(&dir), 1);
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let record_len = record::HEADER_BYTES + 4 + 5;
+    let offset = 3 * record_len + record::HEADER_BYTES + 1;
+    bytes[offset] ^= 0x40;
+    std::fs::write(&segment, &bytes).unwrap();
+    let error = match open(&dir, 1 << 20) {
+        Ok(_) => panic!("recovered from a corrupt log"),
+        Err(e) => e.to_string(),
+    };
+    assert!(error.contains(&segment.display().to_string()), "{error}");
+    assert!(
+        error.contains(&format!("offset {}", 3 * record_len)),
+        "{error}"
+    );
+    assert!(verify(&dir).is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every value of db 0, read into RAM where it is on disk.
+fn read_all(ks: &Keyspace, count: usize) -> Vec<Vec<u8>> {
+    (0..count)
+        .map(|i| {
+            let key = format!("key:{i}");
+            let k = ks.key(key.as_bytes());
+            let mut shard = ks.lock(k);
+            let entry = shard.get(0, k, NOW_MS).unwrap().expect("key exists");
+            entry.value().as_bytes().to_vec()
+        })
+        .collect()
+}
+
+/// One eviction call asking for every value to leave RAM.
+fn evict_round(ks: &Keyspace) {
+    ks.evict(
+        crate::eviction::EvictionPolicy::Values,
+        u64::MAX,
+        16,
+        1 << 20,
+        NOW_MS,
+    );
+}
+
+fn evict_everything(ks: &Keyspace) {
+    ks.log().unwrap().flush_now();
+    for _ in 0..1000 {
+        if ks.tier().cold_keys() as usize == ks.total_keys() as usize {
+            return;
+        }
+        evict_round(ks);
+    }
+    panic!("values stayed in RAM");
+}
+
+/// The engine's reader, as an embedder would use it: values evicted to
+/// the log come back through io_uring and through pread threads, and
+/// a location that holds another key's record is an error, not a panic.
+#[test]
+fn the_cold_reader_reads_values_back_with_either_engine() {
+    const COUNT: usize = 64;
+    let dir = temp_dir("reader");
+    let value = |i: usize| format!("value {i} ").repeat(30).into_bytes();
+    let ks = open(&dir, 16 * 1024).unwrap();
+    ks.tier().set_tracking(true);
+    for i in 0..COUNT {
+        set(&ks, 0, format!("key:{i}").as_bytes(), &value(i), None);
+    }
+    evict_everything(&ks);
+    let locs: Vec<crate::location::ColdLocation> = (0..COUNT)
+        .map(|i| {
+            let key = format!("key:{i}");
+            ks.cold_loc(0, ks.key(key.as_bytes()), NOW_MS)
+                .expect("cold")
+        })
+        .collect();
+    for use_uring in [true, false] {
+        let (reader, _) =
+            crate::reader::ColdReader::start(ks.tier().clone(), 2, use_uring).unwrap();
+        let (sender, results) = std::sync::mpsc::channel();
+        for (i, &loc) in locs.iter().enumerate() {
+            let sender = sender.clone();
+            let key = format!("key:{i}").into_bytes();
+            reader.submit(loc, key, Box::new(move |r| sender.send((i, r)).unwrap()));
+        }
+        // The record at key:1's location is not key:0's.
+        let sender_bad = sender.clone();
+        reader.submit(
+            locs[1],
+            b"key:0".to_vec(),
+            Box::new(move |r| sender_bad.send((usize::MAX, r)).unwrap()),
+        );
+        for _ in 0..=COUNT {
+            let (i, result) = results
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .expect("a read completes");
+            if i == usize::MAX {
+                assert!(result.is_err(), "{} read the wrong key", reader.engine());
+            } else {
+                assert_eq!(result.unwrap().bytes, value(i), "{}", reader.engine());
+            }
+        }
+    }
+    // The whole round as a command's caller makes it: want, read,
+    // install (lent to the command), release (cold again).
+    let (reader, _) = crate::reader::ColdReader::start(ks.tier().clone(), 2, true).unwrap();
+    let mut fetch = crate::fetch::ColdFetch::new(0);
+    for i in 0..COUNT {
+        assert!(fetch.want(&ks, format!("key:{i}").as_bytes(), NOW_MS));
+    }
+    assert!(!fetch.want(&ks, b"key:0", NOW_MS), "wanted once");
+    assert!(!fetch.want(&ks, b"missing", NOW_MS), "not cold: not wanted");
+    let (sender, receiver) = std::sync::mpsc::channel();
+    fetch.submit(&reader, |index| {
+        let sender = sender.clone();
+        Box::new(move |result| sender.send((index, result)).unwrap())
+    });
+    let mut results: Vec<Option<crate::fetch::ReadResult>> = (0..COUNT).map(|_| None).collect();
+    for _ in 0..COUNT {
+        let (index, result) = receiver
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("a read completes");
+        results[index] = Some(result);
+    }
+    let results = results.into_iter().map(Option::unwrap).collect();
+    let (lent, failed) = fetch.install(&ks, results, NOW_MS);
+    assert!(failed.is_empty());
+    let in_ram = |ks: &Keyspace| {
+        (0..COUNT)
+            .filter(|i| {
+                let key = format!("key:{i}");
+                ks.cold_loc(0, ks.key(key.as_bytes()), NOW_MS).is_none()
+            })
+            .count()
+    };
+    assert_eq!(in_ram(&ks), COUNT, "installed");
+    // Lent values are the command's until it ran: eviction leaves them.
+    for _ in 0..10 {
+        evict_round(&ks);
+    }
+    assert_eq!(in_ram(&ks), COUNT, "eviction took a lent value");
+    lent.release(&ks, NOW_MS);
+    assert_eq!(in_ram(&ks), 0, "lent, then released");
+    close(&ks);
+}
+
+#[test]
+fn cold_values_survive_checkpoints_restarts_and_compaction() {
+    const COUNT: usize = 400;
+    let dir = temp_dir("tiering");
+    let value = |i: usize, round: usize| format!("{i}:{round}:").repeat(20).into_bytes();
+    let ks = open(&dir, 16 * 1024).unwrap();
+    ks.tier().set_tracking(true);
+    for i in 0..COUNT {
+        set(&ks, 0, format!("key:{i}").as_bytes(), &value(i, 0), None);
+    }
+    evict_everything(&ks);
+    // Read back under the lock (the fallback path), then out again.
+    let expected: Vec<Vec<u8>> = (0..COUNT).map(|i| value(i, 0)).collect();
+    assert_eq!(read_all(&ks, COUNT), expected);
+    evict_everything(&ks);
+    let log = ks.log().unwrap().clone();
+    checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
+    let kept: Vec<u64> = log.segments().iter().map(|s| s.seq).collect();
+    for seq in ks.located_segments().keys() {
+        assert!(
+            kept.contains(seq),
+            "segment {seq} holds cold values: {kept:?}"
+        );
+    }
+    close(&ks);
+    drop(ks);
+
+    // The checkpoint holds locations: loading reads no value.
+    let ks = open(&dir, 16 * 1024).unwrap();
+    ks.tier().set_tracking(true);
+    assert_eq!(ks.tier().cold_keys() as usize, COUNT);
+    assert_eq!(
+        ks.tier()
+            .stats
+            .disk_reads
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    assert_eq!(read_all(&ks, COUNT), expected);
+
+    // Overwrite most values: their old segments become mostly garbage;
+    // compaction moves the rest, and the next cycle deletes them.
+    for i in (0..COUNT).filter(|i| i % 5 != 0) {
+        set(&ks, 0, format!("key:{i}").as_bytes(), &value(i, 1), None);
+    }
+    evict_everything(&ks);
+    let old: Vec<u64> = ks.located_segments().keys().copied().collect();
+    checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
+    let moved = ks
+        .tier()
+        .stats
+        .compaction_moves
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(moved > 0, "compaction moved nothing");
+    evict_everything(&ks);
+    checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
+    let remaining: Vec<u64> = ks.log().unwrap().segments().iter().map(|s| s.seq).collect();
+    assert!(
+        old.iter().any(|seq| !remaining.contains(seq)),
+        "no compacted segment was deleted: {old:?} vs {remaining:?}"
+    );
+    let expected: Vec<Vec<u8>> = (0..COUNT)
+        .map(|i| value(i, if i % 5 == 0 { 0 } else { 1 }))
+        .collect();
+    assert_eq!(read_all(&ks, COUNT), expected);
+    close(&ks);
+    drop(ks);
+    let ks = open(&dir, 16 * 1024).unwrap();
+    assert_eq!(read_all(&ks, COUNT), expected);
+    close(&ks);
+    let verified = verify(&dir).unwrap();
+    assert!(verified.torn.is_none());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A SET record of a value type this build does not know stops the
+/// load with an error naming it, rather than loading the bytes as
+/// something else.
+#[test]
+fn an_unknown_value_type_stops_the_load() {
+    let dir = temp_dir("unknown-type");
+    let ks = open(&dir, 1 << 20).unwrap();
+    set(&ks, 0, b"known", b"v", None);
+    let lsn = ks.log().unwrap().next_lsn();
+    close(&ks);
+    drop(ks);
+    let segment = *list_segments(&log_dir(&dir)).unwrap().last().unwrap();
+    let mut record = Vec::new();
+    record::encode(
+        &mut record,
+        &record::Draft {
+            kind: Kind::Set,
+            db: 0,
+            aux: 0,
+            flags: 0,
+            value_type: 7,
+            key: b"strange",
+            payload: b"bytes",
+        },
+    );
+    record::seal(&mut record, lsn, 0);
+    let path = crate::log::segment_path(&log_dir(&dir), segment);
+    let mut file = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    std::io::Write::write_all(&mut file, &record).unwrap();
+    let error = open(&dir, 1 << 20).err().expect("the load fails");
+    assert!(
+        error.0.contains("value type 7 is not supported"),
+        "{}",
+        error.0
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
