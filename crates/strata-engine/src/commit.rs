@@ -109,18 +109,6 @@ impl Changed {
             Some((kind, db, key))
         })
     }
-
-    /// Whether `key` of `db` was changed (FLUSHDB of `db`, FLUSHALL and
-    /// any SWAPDB count).
-    pub fn touches(&self, db: u16, key: &[u8]) -> bool {
-        self.iter()
-            .any(|(kind, changed_db, changed_key)| match kind {
-                Kind::FlushAll => true,
-                Kind::FlushDb => changed_db == db,
-                Kind::SwapDb => true,
-                _ => changed_db == db && changed_key == key,
-            })
-    }
 }
 
 #[cfg(test)]
@@ -128,7 +116,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn changes_come_back_in_order_and_tell_what_they_touch() {
+    fn changes_come_back_in_order_and_commits_merge() {
         let mut changed = Changed::default();
         changed.push(Kind::Set, 0, b"a");
         changed.push(Kind::Del, 3, b"");
@@ -150,11 +138,8 @@ mod tests {
                 ),
             ]
         );
-        assert!(changed.touches(0, b"a"));
-        assert!(!changed.touches(1, b"a"));
         let mut flushed = Changed::default();
         flushed.push(Kind::FlushDb, 2, b"");
-        assert!(flushed.touches(2, b"anything") && !flushed.touches(0, b"x"));
         let mut commit = Commit {
             lsn: Some(4),
             changed,

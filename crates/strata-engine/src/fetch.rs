@@ -63,11 +63,6 @@ impl ColdFetch {
         self.wanted.is_empty()
     }
 
-    /// The key of the `index`th wanted value.
-    pub fn key(&self, index: usize) -> &[u8] {
-        &self.wanted[index].0
-    }
-
     /// Submits every read to `reader`; `done(index)` makes the callback
     /// that receives the `index`th result (on a reader thread).
     pub fn submit(&self, reader: &ColdReader, mut done: impl FnMut(usize) -> Done) {

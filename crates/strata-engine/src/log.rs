@@ -306,15 +306,6 @@ impl Log {
         self.direct_io.store(direct, Ordering::Relaxed);
     }
 
-    /// Whether the segment being written bypasses the page cache.
-    pub fn writes_direct(&self) -> bool {
-        self.output
-            .lock()
-            .file
-            .as_ref()
-            .is_some_and(|open| open.file.is_direct())
-    }
-
     pub fn set_fsync_policy(&self, policy: FsyncPolicy) {
         self.fsync.store(policy as u8, Ordering::Relaxed);
         self.wake.notify_one();
