@@ -12,11 +12,13 @@ ensure_redis_tools() {
 }
 
 # bench_setup NAME: Redis tools, release binaries ($STRATA, $BENCH) and a
-# work directory ($WORK) removed with every server on exit.
+# work directory ($WORK) removed with every server on exit. STRATA_BIN
+# runs another strata-server build instead (to compare two builds with
+# the same script, e.g. one from `git worktree add /tmp/old REV`).
 bench_setup() {
     ensure_redis_tools
     cargo build --release --bin strata-server --bin strata-bench >&2
-    STRATA=target/release/strata-server
+    STRATA=${STRATA_BIN:-target/release/strata-server}
     BENCH=target/release/strata-bench
     WORK=$(mktemp -d "${WORK_PARENT:-/tmp}/strata-$1.XXXXXX")
     trap cleanup EXIT

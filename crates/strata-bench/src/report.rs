@@ -190,6 +190,7 @@ pub fn run_json(config: &Config, run: usize, result: &RunResult) -> Value {
             "second": s.second,
             "ops/sec": s.ops,
             "avg_latency_ms": s.avg_latency_ms,
+            "max_latency_ms": s.max_latency_ms,
             "KB/sec": s.bytes as f64 / 1024.0,
         })).collect::<Vec<_>>(),
     })

@@ -95,6 +95,8 @@ pub struct Second {
     pub second: u64,
     pub ops: u64,
     pub avg_latency_ms: f64,
+    /// The slowest reply that arrived in this second.
+    pub max_latency_ms: f64,
     pub bytes: u64,
 }
 
@@ -122,6 +124,8 @@ impl RunResult {
 struct Live {
     ops: AtomicU64,
     latency_us: AtomicU64,
+    /// Slowest reply since the main thread last took it.
+    max_latency_us: AtomicU64,
     bytes: AtomicU64,
 }
 
@@ -197,6 +201,11 @@ pub fn run(config: &Arc<Config>, run: usize) -> Result<RunResult, String> {
         let ops: u64 = live.iter().map(|l| l.ops.load(Relaxed)).sum();
         let latency: u64 = live.iter().map(|l| l.latency_us.load(Relaxed)).sum();
         let bytes: u64 = live.iter().map(|l| l.bytes.load(Relaxed)).sum();
+        let max_us = live
+            .iter()
+            .map(|l| l.max_latency_us.swap(0, Relaxed))
+            .max()
+            .unwrap_or(0);
         let second = series.len() as u64 + 1;
         let delta_ops = ops - last_ops;
         let avg_latency_ms = if delta_ops == 0 {
@@ -208,6 +217,7 @@ pub fn run(config: &Arc<Config>, run: usize) -> Result<RunResult, String> {
             second,
             ops: delta_ops,
             avg_latency_ms,
+            max_latency_ms: max_us as f64 / 1000.0,
             bytes: bytes - last_bytes,
         });
         if config.progress {
@@ -583,7 +593,7 @@ impl Client {
             }
             let now = Instant::now();
             let mut collector = self.collector.borrow_mut();
-            let (mut ops, mut latency_us, mut bytes) = (0u64, 0u64, 0u64);
+            let (mut ops, mut latency_us, mut bytes, mut max_us) = (0u64, 0u64, 0u64, 0u64);
             while let Some((len, kind)) = scan_reply(&input).map_err(|e| e.to_string())? {
                 let Some((slot, measured_from, request_len)) = in_flight.pop_front() else {
                     return Err("reply without a request".into());
@@ -607,11 +617,15 @@ impl Client {
                 }
                 ops += 1;
                 latency_us += micros;
+                max_us = max_us.max(micros);
                 bytes += (len + request_len) as u64;
                 input.advance(len);
             }
             self.live.ops.fetch_add(ops, Relaxed);
             self.live.latency_us.fetch_add(latency_us, Relaxed);
+            if max_us > self.live.max_latency_us.load(Relaxed) {
+                self.live.max_latency_us.fetch_max(max_us, Relaxed);
+            }
             self.live.bytes.fetch_add(bytes, Relaxed);
         }
     }
