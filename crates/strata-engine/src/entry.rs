@@ -470,11 +470,20 @@ impl EntryMut<'_> {
             unreachable!("write_at on a hash: commands check the type first");
         };
         if end > data.len() {
-            // Growing reallocates once (often in place); the value is not
-            // copied aside and back.
-            let mut grown = std::mem::take(data).into_vec();
-            grown.resize(end, 0);
-            *data = grown.into_boxed_slice();
+            if end > 2 * data.len() {
+                // Growing far: zeroed memory from the allocator (fresh
+                // pages are zero already, nothing is written to them
+                // until used), then the old bytes copied in.
+                let mut grown = vec![0u8; end].into_boxed_slice();
+                grown[..data.len()].copy_from_slice(data);
+                *data = grown;
+            } else {
+                // Growing a little reallocates once (often in place); the
+                // value is not copied aside and back.
+                let mut grown = std::mem::take(data).into_vec();
+                grown.resize(end, 0);
+                *data = grown.into_boxed_slice();
+            }
         }
         data[start + offset..end].copy_from_slice(bytes);
         let len = data.len() - start;

@@ -349,6 +349,27 @@ impl Shard {
         self.lookup(db, key, now_ms).is_some()
     }
 
+    /// Creates `key` (absent) as a string of `offset` zero bytes followed
+    /// by `bytes` (SETRANGE, SETBIT, BITFIELD on a new key), logged as an
+    /// empty SET and one SETRANGE record: a write far into a new key costs
+    /// its arguments in the log, not the zeros (a SETRANGE at 512 MB used
+    /// to log, copy and CRC a 512 MB image while holding the shard).
+    /// Returns the value's length.
+    pub fn create_at(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        offset: usize,
+        bytes: &[u8],
+        now_ms: u64,
+    ) -> usize {
+        self.set(db, key, Value::owned(Vec::new()), None, false, now_ms);
+        match self.get_string(db, key, now_ms) {
+            Ok(Some(entry)) => entry.write_at(db, offset, bytes),
+            _ => unreachable!("a string value was just set in RAM"),
+        }
+    }
+
     /// Sets `key` to `value`. `expire_at_ms` is the new deadline (`None`:
     /// persist) unless `keep_ttl` keeps an existing key's deadline.
     pub fn set(
@@ -617,6 +638,14 @@ impl Shard {
 /// Recovery and checkpoints work on whole shards, without logging.
 impl Shard {
     /// Live and expired-but-unreclaimed entries of `db`.
+    /// `key`'s entry in `db`, expired or not, without side effects.
+    pub(crate) fn find(&self, db: usize, key: KeyRef) -> Option<&Entry> {
+        self.tables[db]
+            .entries
+            .find(key.slot_hash(), |e| e.key() == key.bytes)
+            .map(|e| &**e)
+    }
+
     pub(crate) fn entries(&self, db: usize) -> impl Iterator<Item = &Entry> {
         self.tables[db].entries.iter().map(|e| &**e)
     }

@@ -724,6 +724,59 @@ fn save_points_and_auto_rewrite_set_at_runtime_take_effect() {
 }
 
 #[test]
+fn writing_far_into_a_new_key_logs_the_write_not_the_zeros() {
+    const OFFSET: usize = 256 << 20;
+    let server = TestServer::start_with(&["--save", ""]);
+    let mut raw = server.raw();
+    let log_bytes = |raw: &mut Raw| -> u64 {
+        info_field(&info(raw, "persistence"), "aof_current_size")
+            .parse()
+            .unwrap()
+    };
+    let before = log_bytes(&mut raw);
+    // SETRANGE, SETBIT and BITFIELD on keys that do not exist yet: the
+    // values are 256 MB of zeros and a few bytes.
+    assert_eq!(
+        raw.cmd(&["SETRANGE", "r", &OFFSET.to_string(), "end"]),
+        i(OFFSET as i64 + 3)
+    );
+    let bit = (OFFSET as u64) * 8 + 7;
+    assert_eq!(raw.cmd(&["SETBIT", "b", &bit.to_string(), "1"]), i(0));
+    assert_eq!(
+        raw.cmd(&["BITFIELD", "f", "SET", "u8", &bit.to_string(), "255"]),
+        Reply::Array(vec![i(0)])
+    );
+    let grown = log_bytes(&mut raw) - before;
+    assert!(
+        grown < 4 << 10,
+        "three writes 256 MB into new keys wrote {grown} bytes of log"
+    );
+    let dir = server.kill9();
+    let server = TestServer::spawn(dir, &[], None, READY);
+    let mut raw = server.raw();
+    for key in ["r", "b", "f"] {
+        let len = raw.cmd(&["STRLEN", key]);
+        assert!(
+            matches!(len, Reply::Int(n) if n > OFFSET as i64),
+            "{key}: {len:?}"
+        );
+    }
+    let tail = |raw: &mut Raw, key: &str, from: usize| {
+        raw.cmd(&["GETRANGE", key, &(from - 2).to_string(), "-1"])
+    };
+    assert_eq!(
+        tail(&mut raw, "r", OFFSET),
+        Reply::Bulk(b"\0\0end".to_vec())
+    );
+    assert_eq!(tail(&mut raw, "b", OFFSET), Reply::Bulk(vec![0, 0, 1]));
+    // The u8 starts at the last bit of byte OFFSET: 0x01, then 0xfe.
+    assert_eq!(
+        tail(&mut raw, "f", OFFSET + 1),
+        Reply::Bulk(vec![0, 1, 0xfe])
+    );
+}
+
+#[test]
 fn changing_part_of_a_big_value_logs_the_change_not_the_value() {
     const SIZE: usize = 64 << 20;
     // No automatic checkpoint may cut the log while its growth is measured

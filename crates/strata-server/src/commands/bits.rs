@@ -55,11 +55,7 @@ pub fn setbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             current & mask != 0
         }
         None => {
-            let mut bytes = vec![0u8; byte + 1];
-            if on {
-                bytes[byte] |= mask;
-            }
-            shard.set(db, key, Value::owned(bytes), None, false, now);
+            shard.create_at(db, key, byte, &[if on { mask } else { 0 }], now);
             false
         }
     };
@@ -485,9 +481,7 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
                 entry.write_at(db, lo, patch);
             }
             None => {
-                let mut value = vec![0u8; lo];
-                value.extend_from_slice(patch);
-                shard.set(db, key, Value::owned(value), None, false, now);
+                shard.create_at(db, key, lo, patch, now);
             }
         }
     }

@@ -455,12 +455,7 @@ pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let length = match entry {
         Some(entry) => entry.write_at(db, offset, patch),
-        None => {
-            let mut bytes = vec![0u8; offset + patch.len()];
-            bytes[offset..].copy_from_slice(patch);
-            shard.set(db, key, Value::owned(bytes), None, false, now);
-            offset + patch.len()
-        }
+        None => shard.create_at(db, key, offset, patch, now),
     };
     ctx.out.int(length as i64);
     Ok(())
