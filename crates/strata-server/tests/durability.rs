@@ -723,16 +723,18 @@ fn save_points_and_auto_rewrite_set_at_runtime_take_effect() {
     );
 }
 
+/// The log's size on disk, as INFO persistence reports it.
+fn log_bytes(raw: &mut Raw) -> u64 {
+    info_field(&info(raw, "persistence"), "aof_current_size")
+        .parse()
+        .unwrap()
+}
+
 #[test]
 fn writing_far_into_a_new_key_logs_the_write_not_the_zeros() {
     const OFFSET: usize = 256 << 20;
     let server = TestServer::start_with(&["--save", ""]);
     let mut raw = server.raw();
-    let log_bytes = |raw: &mut Raw| -> u64 {
-        info_field(&info(raw, "persistence"), "aof_current_size")
-            .parse()
-            .unwrap()
-    };
     let before = log_bytes(&mut raw);
     // SETRANGE, SETBIT and BITFIELD on keys that do not exist yet: the
     // values are 256 MB of zeros and a few bytes.
@@ -785,11 +787,6 @@ fn changing_part_of_a_big_value_logs_the_change_not_the_value() {
     let mut raw = server.raw();
     let mut model = vec![b'a'; SIZE];
     assert_eq!(raw.cmd_bytes(&[b"SET", b"big", &model]), ok());
-    let log_bytes = |raw: &mut Raw| -> u64 {
-        info_field(&info(raw, "persistence"), "aof_current_size")
-            .parse()
-            .unwrap()
-    };
     let before = log_bytes(&mut raw);
     for n in 0..20u64 {
         let bit = n * 3_000_017 % (SIZE as u64 * 8);
