@@ -350,6 +350,7 @@ fn write_range_file(
                         // Copied after this lock is released (below).
                         big.push(BigValue {
                             db,
+                            entry: std::ptr::from_ref(entry) as usize,
                             key: entry.key().to_vec(),
                             aux,
                             flags,
@@ -443,6 +444,9 @@ const PIECE_BYTES: usize = 1 << 20;
 /// A big string value seen under its shard's lock, copied after it.
 struct BigValue {
     db: usize,
+    /// The entry's address: the value is followed by identity, into
+    /// whichever database a SWAPDB moved it to.
+    entry: usize,
     key: Vec<u8>,
     aux: u64,
     flags: u8,
@@ -460,9 +464,12 @@ struct BigValue {
 /// records replace or remove the whole value), so each byte ends as the
 /// last change left it. If the key is gone, or no longer a string in RAM,
 /// the rest of the image stays zero: what happened to it has a record at
-/// or after `covered` that replay applies. Values with a location in the
-/// log are not copied this way (they could leave RAM between two pieces
-/// without any record saying so).
+/// or after `covered` that replay applies. The value is followed by its
+/// entry, not its database: after a SWAPDB the same entry is found in the
+/// other database (copying whatever that database now holds under the key
+/// would be wrong: the replayed SWAPDB moves images, not values). Values
+/// with a location in the log are not copied this way (they could leave
+/// RAM between two pieces without any record saying so).
 fn copy_big_value(
     keyspace: &Keyspace,
     index: usize,
@@ -476,7 +483,12 @@ fn copy_big_value(
     while at < value.len {
         let end = (at + PIECE_BYTES).min(value.len);
         let shard = keyspace.lock_unlogged(index);
-        let Some(entry) = shard.find(value.db, key) else {
+        let same = |db: usize| {
+            shard
+                .find(db, key)
+                .filter(|entry| std::ptr::from_ref(*entry) as usize == value.entry)
+        };
+        let Some(entry) = same(value.db).or_else(|| (0..keyspace.db_count()).find_map(same)) else {
             break;
         };
         if entry.is_hash() || entry.is_cold() {

@@ -549,7 +549,9 @@ impl Log {
         // whole segments or trash, never a cut segment.
         sync_dir(&self.dir)?;
         for &seq in &deleted {
-            remove_gradually(&trash_path(&segment_path(&self.dir, seq)))?;
+            // Best effort: a renamed segment is gone for recovery already,
+            // and trash a failed removal leaves is removed at next start.
+            let _ = remove_gradually(&trash_path(&segment_path(&self.dir, seq)));
         }
         if let Some(error) = failed {
             return Err(error);

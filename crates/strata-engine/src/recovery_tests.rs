@@ -198,6 +198,10 @@ fn big_values_copied_piece_by_piece_while_they_change_recover_exactly() {
     let big = vec![b'a'; 6 << 20];
     set(&ks, 0, b"big", &big, None);
     set(&ks, 0, b"grows", &big[..5 << 20], None);
+    // The same key in another database, swapped back and forth: a piece
+    // copied after a SWAPDB must come from the same value, not from
+    // whatever the first database now holds under that key.
+    set(&ks, 1, b"big", &vec![b'b'; 6 << 20], None);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writer = {
         let (ks, stop) = (ks.clone(), stop.clone());
@@ -216,6 +220,9 @@ fn big_values_copied_piece_by_piece_while_they_change_recover_exactly() {
                 if let Some(entry) = ks.lock(k).get(0, k, NOW_MS).unwrap() {
                     let end = entry.value().len();
                     entry.write_at(0, end, b"+tail");
+                }
+                if round % 5 == 0 {
+                    ks.swap_db(0, 1);
                 }
             }
         })

@@ -637,7 +637,6 @@ impl Shard {
 
 /// Recovery and checkpoints work on whole shards, without logging.
 impl Shard {
-    /// Live and expired-but-unreclaimed entries of `db`.
     /// `key`'s entry in `db`, expired or not, without side effects.
     pub(crate) fn find(&self, db: usize, key: KeyRef) -> Option<&Entry> {
         self.tables[db]
@@ -646,6 +645,7 @@ impl Shard {
             .map(|e| &**e)
     }
 
+    /// Live and expired-but-unreclaimed entries of `db`.
     pub(crate) fn entries(&self, db: usize) -> impl Iterator<Item = &Entry> {
         self.tables[db].entries.iter().map(|e| &**e)
     }
