@@ -221,7 +221,7 @@ fn big_values_copied_piece_by_piece_while_they_change_recover_exactly() {
                     let end = entry.value().len();
                     entry.write_at(0, end, b"+tail");
                 }
-                if round % 5 == 0 {
+                if round.is_multiple_of(5) {
                     ks.swap_db(0, 1);
                 }
             }
