@@ -2,7 +2,8 @@
 # Tiering (issue 5): Strata with a RAM budget holding a dataset several
 # times larger, against the same Strata holding everything in RAM, same
 # load, alternating rounds. Also: the disk's own 4 KiB random-read IOPS
-# (fio) next to Strata's cold reads/s, and RAM per key whose value is cold.
+# (fio) next to Strata's cold reads/s. RAM per key whose value is cold:
+# bench/ram-per-key.sh.
 #
 # Load: strata-bench, 50 connections (2 threads x 25), pipeline 16, SET:GET
 # 1:1 and 1:4, Gaussian keys (each client its own random sequence) with a
@@ -19,7 +20,7 @@ ROUNDS=${ROUNDS:-3}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-20}
 BUDGET_MB=${BUDGET_MB:-256}
 SIZES=${SIZES:-"1000 100"}
-SECTIONS=${SECTIONS:-"load fio memory"}
+SECTIONS=${SECTIONS:-"load fio"}
 TARGETS=${TARGETS:-"85 50"}
 # Keys per value size: 1000 B values make a dataset 5x the budget; with
 # 100 B values the keys' own index (RAM, always) caps the ratio lower.
@@ -144,41 +145,4 @@ if [[ " $SECTIONS " == *" fio "* ]]; then
     echo
     echo "fio: \`--rw=randread --bs=4k --direct=1 --ioengine=psync --numjobs=<depth>\` (one blocking pread per job, as Strata's reader threads)."
     [ -n "$COLD_READS_50" ] && echo "Strata's cold reads/s in the 50 % runs above: $COLD_READS_50"
-fi
-
-if [[ " $SECTIONS " == *" memory "* ]]; then
-    echo
-    echo "## RAM per key whose value is on disk"
-    echo
-    echo "| keys | used_memory of the index | bytes per key | of which the key | the rest |"
-    echo "|---|---|---|---|---|"
-    for keys in 1000000 1500000; do
-        start mem strata --maxmemory 1gb --save ""
-        port=$(port_of mem)
-        base=$(info_field "$port" memory used_memory)
-        fill "$port" "$keys" 100
-        # Shrink the budget below the data: every value leaves, keys stay.
-        redis-cli -p "$port" config set maxmemory $(( keys * 80 + 8 * 1024 * 1024 )) >/dev/null
-        for _ in $(seq 40); do
-            redis-benchmark -p "$port" -t ping_mbulk -n 20000 -q >/dev/null 2>&1
-            [ "$(info_field "$port" tiering keys_value_in_ram)" -lt $((keys / 200)) ] && break
-        done
-        used=$(info_field "$port" memory used_memory)
-        buffers=$(info_field "$port" memory mem_not_counted_for_evict)
-        in_ram=$(info_field "$port" tiering keys_value_in_ram)
-        # Keys are memtier-1 .. memtier-N.
-        key_bytes=$(python3 -c "n=$keys; print(round(sum(len('memtier-%d' % i) for i in range(1, n + 1)) / n, 1))")
-        python3 - "$keys" "$used" "$buffers" "$base" "$in_ram" "$key_bytes" <<'PY'
-import sys
-keys, used, buffers, base, in_ram = map(int, sys.argv[1:6])
-key_bytes = float(sys.argv[6])
-index = used - buffers - base - in_ram * 112  # values still in RAM: ~112 B each
-per_key = index / keys
-print(f"| {keys} | {index / 1048576:.1f} MB | {per_key:.1f} | {key_bytes} | {per_key - key_bytes:.1f} |")
-PY
-        stop mem
-        rm -rf "$WORK/mem"
-    done
-    echo
-    echo "used_memory (allocator) minus the log's buffers and the empty server's, after moving every value out (\`config set maxmemory\` below the data); values left in RAM (under 0.5 %) subtracted."
 fi

@@ -343,18 +343,18 @@ fn write_range_file(
                     }
                     let mut flags = if entry.is_int() { FLAG_INT } else { 0 };
                     let aux = entry.expire_at_ms().unwrap_or(0);
-                    if !entry.is_hash()
+                    if let Some(identity) = entry.big_string_identity()
                         && entry.loc().is_none()
-                        && entry.value_len_in_ram() > PIECEWISE_VALUE_BYTES
+                        && entry.value().len() > PIECEWISE_VALUE_BYTES
                     {
                         // Copied after this lock is released (below).
                         big.push(BigValue {
                             db,
-                            entry: std::ptr::from_ref(entry) as usize,
+                            identity,
                             key: entry.key().to_vec(),
                             aux,
                             flags,
-                            len: entry.value_len_in_ram(),
+                            len: entry.value().len(),
                         });
                         keys += 1;
                         continue;
@@ -437,16 +437,17 @@ fn write_range_file(
 
 /// String values above this size are copied into a checkpoint piece by
 /// piece, the shard locked for one piece at a time ([`copy_big_value`]).
-const PIECEWISE_VALUE_BYTES: usize = 4 << 20;
+/// They live beside their entries, whose address follows them.
+const PIECEWISE_VALUE_BYTES: usize = crate::entry::BIG_STRING_BYTES;
 /// Bytes copied per lock hold of [`copy_big_value`].
 const PIECE_BYTES: usize = 1 << 20;
 
 /// A big string value seen under its shard's lock, copied after it.
 struct BigValue {
     db: usize,
-    /// The entry's address: the value is followed by identity, into
-    /// whichever database a SWAPDB moved it to.
-    entry: usize,
+    /// The value's identity (`Entry::big_string_identity`): it is
+    /// followed by that, into whichever database a SWAPDB moved it to.
+    identity: usize,
     key: Vec<u8>,
     aux: u64,
     flags: u8,
@@ -486,7 +487,7 @@ fn copy_big_value(
         let same = |db: usize| {
             shard
                 .find(db, key)
-                .filter(|entry| std::ptr::from_ref(*entry) as usize == value.entry)
+                .filter(|entry| entry.big_string_identity() == Some(value.identity))
         };
         let Some(entry) = same(value.db).or_else(|| (0..keyspace.db_count()).find_map(same)) else {
             break;

@@ -1,19 +1,60 @@
 //! One key and its value in RAM ([`Entry`]), its flags and LRU clock, and
 //! the handle through which commands change a value ([`EntryMut`]).
+//!
+//! ## One allocation per key
+//!
+//! RAM per key is what tiering sells (DESIGN.md: a key whose value is on
+//! disk should cost little more than its own bytes), and a lookup should
+//! touch one cache line behind the table. So an entry is a single pointer
+//! (a [`ThinBuf`]) in its table slot, and its one allocation holds, in
+//! order:
+//!
+//! | bytes | field | |
+//! |---|---|---|
+//! | 4 | length | the allocation's own (`ThinBuf`) |
+//! | 4 | clock and flags | LRU clock (seconds mod 2^24, Redis' width) in the low 24 bits; INT, VOLATILE, COLD, SEEN, TRANSIENT, FETCHED above |
+//! | 1 | shape | the type (string, hash), BOXED, HAS_LOC |
+//! | 8 | location | only with HAS_LOC: where the log holds the value's image ([`NO_LOC`] for none) |
+//! | 8 | deadline | only with VOLATILE: Unix ms |
+//! | 1 or 5 | key length | one byte below 255, else 255 and a `u32` |
+//! | n | key | |
+//! | rest | value | a string's bytes or a small hash's packed image; nothing while cold; with OUT or BOXED, 8 bytes: the address of the value's own allocation |
+//!
+//! A key of 14 bytes whose value is on disk is thus 32 bytes of
+//! allocation plus its table slot. The location field is reserved when an
+//! entry is made while the tier tracks locations, so giving the entry its
+//! location at commit does not reallocate; without tiering entries have
+//! none and pay nothing for it.
+//!
+//! A string can also live in an allocation of its own (OUT: a
+//! [`ThinBuf`] of its bytes) when that costs less RAM once the allocator
+//! rounds both up to its size classes: a 1000-byte value with a 14-byte
+//! key and a location is 1 032 bytes inline, which mimalloc serves from
+//! its 1 280-byte class, but 40 + 1 024 split. The server tells the
+//! engine its allocator's size classes ([`set_size_class`]).
+//!
+//! Values that are large or structured live beside the entry ([`Big`]): a
+//! hash past the packed limits (a live table changed field by field) and
+//! a string of more than [`BIG_STRING_BYTES`]. A big value keeps its
+//! address while its entry is moved, renamed between databases by SWAPDB
+//! or grown, which is how a checkpoint copying it piece by piece follows
+//! it ([`Entry::big_string_identity`]).
 
 use std::ops::Deref;
+use std::sync::OnceLock;
 
 use crate::hash::{self, FieldChange, HashRef, HashValue, Limits, Packed};
 use crate::log;
 use crate::record::{Draft, FLAG_INT, Kind, VALUE_HASH};
+use crate::thin::ThinBuf;
 use crate::tier::{LiveCounts, NO_LOC};
 use crate::value::{Value, ValueRef};
 
-/// Flags, in the top byte of `Entry::clock_and_flags`.
+/// Flags, in the top byte of the clock-and-flags word.
 pub(crate) const INT: u32 = 1 << 24;
-/// `data` starts with the 8-byte deadline.
+/// The header holds the 8-byte deadline.
 pub(crate) const VOLATILE: u32 = 1 << 25;
-/// The value is only on disk, at `loc`.
+/// The value is only on disk, at the entry's location.
 pub(crate) const COLD: u32 = 1 << 26;
 /// Read from disk once recently without being kept: a second read within
 /// [`PROMOTE_WINDOW_S`] keeps it in RAM.
@@ -22,9 +63,6 @@ pub(crate) const SEEN: u32 = 1 << 27;
 pub(crate) const TRANSIENT: u32 = 1 << 28;
 /// Read from disk for the coming command (which counts it as a disk hit).
 pub(crate) const FETCHED: u32 = 1 << 29;
-/// The value is a hash (`hash` module); otherwise a string. Kept while
-/// the value is cold, so TYPE and WRONGTYPE never read the disk.
-pub(crate) const HASH: u32 = 1 << 30;
 /// The low 24 bits: Unix seconds of the last access, modulo 2^24 (Redis'
 /// LRU clock has the same width; it wraps after 194 days).
 pub(crate) const CLOCK_MASK: u32 = (1 << 24) - 1;
@@ -32,98 +70,147 @@ pub(crate) const CLOCK_MASK: u32 = (1 << 24) - 1;
 /// value read once (a scan) is not.
 pub const PROMOTE_WINDOW_S: u32 = 60;
 
+/// Where the shape byte is, and the bytes before the optional fields.
+const SHAPE_AT: usize = 4;
+const FIXED_BYTES: usize = 5;
+/// The type, in the shape byte's low bits. It stays while the value is
+/// cold, so TYPE and WRONGTYPE never read the disk.
+const TYPE_MASK: u8 = 0b111;
+const TYPE_STRING: u8 = 0;
+const TYPE_HASH: u8 = 1;
+/// The value region is the address of a [`Big`] value.
+const BOXED: u8 = 1 << 3;
+/// The header holds a location field.
+const HAS_LOC: u8 = 1 << 4;
+/// The value region is the address of a [`ThinBuf`] of the string's bytes.
+const OUT: u8 = 1 << 5;
+/// A key length byte meaning "a `u32` length follows".
+const KEY_LEN_LONG: u8 = u8::MAX;
+const ADDRESS_BYTES: usize = size_of::<usize>();
+
+/// Strings longer than this live beside their entry ([`Big::Bytes`]):
+/// growing one does not copy the entry's header and key along, and a
+/// checkpoint can follow it by its address while copying it in pieces.
+pub(crate) const BIG_STRING_BYTES: usize = 4 << 20;
+/// Strings shorter than this always stay inline: the split only pays
+/// where the allocator's classes are coarse.
+const OUT_VALUE_BYTES_MIN: usize = 64;
+
+static SIZE_CLASS: OnceLock<fn(usize) -> usize> = OnceLock::new();
+
+/// Tells the engine how its process's allocator rounds a request of n
+/// bytes up (mimalloc's `mi_good_size`), so that entries choose the
+/// layout that costs the least RAM. Without it, sizes are taken as exact
+/// and values stay inline. Only the first call counts.
+pub fn set_size_class(size_class: fn(usize) -> usize) {
+    let _ = SIZE_CLASS.set(size_class);
+}
+
+/// What the allocator hands out for a request of `bytes`. Unit tests use
+/// classes like mimalloc's (four per power of two), so that both layouts
+/// are exercised.
+fn size_class(bytes: usize) -> usize {
+    if cfg!(test) {
+        let bytes = bytes.max(8);
+        if bytes <= 64 {
+            return bytes.next_multiple_of(8);
+        }
+        let step = (bytes.next_power_of_two() / 8).max(8);
+        return bytes.next_multiple_of(step);
+    }
+    SIZE_CLASS.get().map_or(bytes, |class| class(bytes))
+}
+
+/// Bytes of an entry's allocation before its value: length prefix, word,
+/// shape, optional location and deadline, key length and key.
+fn head_bytes(loc_field: bool, deadline: u64, key_len: usize) -> usize {
+    4 + FIXED_BYTES
+        + if loc_field { 8 } else { 0 }
+        + if deadline != 0 { 8 } else { 0 }
+        + if key_len < KEY_LEN_LONG as usize {
+            1
+        } else {
+            5
+        }
+        + key_len
+}
+
+/// Whether a string of `value_len` bytes after a head of `head` bytes
+/// costs less RAM in an allocation of its own.
+fn prefer_out(head: usize, value_len: usize) -> bool {
+    value_len >= OUT_VALUE_BYTES_MIN
+        && size_class(head + ADDRESS_BYTES) + size_class(4 + value_len)
+            < size_class(head + value_len)
+}
+
 pub(crate) fn clock_of(now_ms: u64) -> u32 {
     (now_ms / 1000) as u32 & CLOCK_MASK
 }
 
-/// One key and its value.
-///
-/// Memory layout, chosen for RAM per key (DESIGN.md: RAM is the scarce
-/// resource): the table holds a pointer to this 32-byte header, and the
-/// header owns one allocation holding the deadline (only for keys that
-/// have one), the key's bytes and, while the value is in RAM, the value's
-/// bytes: a string's bytes, or a small hash's packed image. A cold entry
-/// (value on disk) costs the table slot, this header and its key: see
-/// README "Sizing". Growing a value (APPEND, SETRANGE, SETBIT) reallocates;
-/// the allocator's size classes absorb most small growth in place.
-///
-/// A hash past the packed limits lives beside the header as a
-/// [`HashValue`] table (`Body::Table`), changed field by field in place;
-/// the enum costs no space (the table variant fits the niche of the
-/// inline one, so the header stays 32 bytes).
-#[derive(Debug)]
+/// One key and its value (see the module documentation for the layout).
 pub struct Entry {
-    pub(crate) data: Body,
-    pub(crate) key_len: u32,
-    /// LRU clock (low 24 bits) and flags (top byte).
-    pub(crate) clock_and_flags: u32,
-    /// Where the log holds an image of the current value (`tier::loc`), or
-    /// [`NO_LOC`].
-    pub(crate) loc: u64,
+    buf: ThinBuf,
 }
 
-/// Where an entry's bytes are.
-#[derive(Debug)]
-pub(crate) enum Body {
-    /// [deadline: u64 LE, when VOLATILE] key bytes, then the value's bytes
-    /// unless COLD (a string, or a packed hash's image).
-    Inline(Box<[u8]>),
-    /// A hash in the table encoding; `head` holds deadline and key.
-    Table(Box<TableBody>),
+/// A value that lives beside its entry.
+enum Big {
+    /// A hash in the table encoding, changed field by field in place.
+    Hash(HashValue),
+    /// A string of more than [`BIG_STRING_BYTES`].
+    Bytes(Vec<u8>),
 }
 
-#[derive(Debug)]
-pub(crate) struct TableBody {
-    head: Box<[u8]>,
-    hash: HashValue,
-}
-
-impl Body {
-    /// Deadline, key and (inline) value bytes.
-    fn head(&self) -> &[u8] {
-        match self {
-            Body::Inline(data) => data,
-            Body::Table(table) => &table.head,
-        }
+impl Big {
+    fn memory_bytes(&self) -> usize {
+        size_of::<Big>()
+            + match self {
+                Big::Hash(hash) => hash.memory_bytes(),
+                Big::Bytes(bytes) => bytes.capacity(),
+            }
     }
 }
 
-/// Deadline (when not 0), key and value bytes in one allocation.
-pub(crate) fn pack(deadline: u64, key: &[u8], value: &[u8]) -> Box<[u8]> {
-    let prefix = if deadline != 0 { 8 } else { 0 };
-    let mut data = Vec::with_capacity(prefix + key.len() + value.len());
-    if deadline != 0 {
-        data.extend_from_slice(&deadline.to_le_bytes());
-    }
-    data.extend_from_slice(key);
-    data.extend_from_slice(value);
-    data.into_boxed_slice()
+/// What an entry's value region is made of when it is (re)built.
+enum Body<'v> {
+    Inline(&'v [u8]),
+    Out(ThinBuf),
+    Big(Box<Big>),
+    Cold,
 }
 
-/// The bytes a value is stored as (an integer's digits are written into
-/// `digits`): borrowed, so that storing a value copies it once.
-fn value_bytes<'v>(value: &'v Value, digits: &'v mut itoa::Buffer) -> &'v [u8] {
+/// The body for `value` after a head of `head` bytes: inline bytes, an
+/// allocation of its own ([`prefer_out`]), or a [`Big`] value for a hash
+/// past the packed `limits` or a long string; calls `build` with it (an
+/// inline body borrows from `value` or from a local).
+fn with_body<R>(value: Value, limits: Limits, head: usize, build: impl FnOnce(Body) -> R) -> R {
     match value {
-        Value::Int(n) => digits.format(*n).as_bytes(),
-        Value::Str(bytes) | Value::Hash(bytes) => bytes,
+        Value::Hash(image) => {
+            let packed = HashRef::Packed(Packed::from_image(&image));
+            if fits_packed(packed, limits) {
+                build(Body::Inline(&image))
+            } else {
+                build(Body::Big(Box::new(Big::Hash(packed.to_value(limits)))))
+            }
+        }
+        Value::Str(bytes) if bytes.len() > BIG_STRING_BYTES => {
+            build(Body::Big(Box::new(Big::Bytes(bytes.into_owned()))))
+        }
+        Value::Str(bytes) if prefer_out(head, bytes.len()) => {
+            build(Body::Out(ThinBuf::from_parts(&[&bytes])))
+        }
+        Value::Str(bytes) => build(Body::Inline(&bytes)),
+        Value::Int(n) => {
+            let mut digits = itoa::Buffer::new();
+            build(Body::Inline(digits.format(n).as_bytes()))
+        }
     }
 }
 
-/// The body for `value` of `key`: inline bytes, or a table for a hash past
-/// the packed `limits`.
-fn body_for(deadline: u64, key: &[u8], value: &Value, limits: Limits) -> Body {
-    if let Value::Hash(image) = value {
-        let packed = HashRef::Packed(Packed::from_image(image));
-        if !fits_packed(packed, limits) {
-            return Body::Table(Box::new(TableBody {
-                head: pack(deadline, key, &[]),
-                hash: packed.to_value(limits),
-            }));
-        }
-        return Body::Inline(pack(deadline, key, image));
+fn type_of(value: &Value) -> u8 {
+    match value {
+        Value::Hash(_) => TYPE_HASH,
+        Value::Int(_) | Value::Str(_) => TYPE_STRING,
     }
-    let mut digits = itoa::Buffer::new();
-    Body::Inline(pack(deadline, key, value_bytes(value, &mut digits)))
 }
 
 fn fits_packed(hash: HashRef, limits: Limits) -> bool {
@@ -133,36 +220,94 @@ fn fits_packed(hash: HashRef, limits: Limits) -> bool {
             .all(|f| f.name.len().max(f.value.len()) <= limits.max_packed_value)
 }
 
+/// The allocation of an entry: `word` (clock and flags; VOLATILE is set
+/// from `deadline`), the type, a location field when `loc` is given, the
+/// deadline when not 0, the key, and `body`.
+fn build(
+    word: u32,
+    type_code: u8,
+    loc: Option<u64>,
+    deadline: u64,
+    key: &[u8],
+    body: Body,
+) -> ThinBuf {
+    debug_assert_eq!(type_code & !TYPE_MASK, 0);
+    let word = if deadline != 0 {
+        word | VOLATILE
+    } else {
+        word & !VOLATILE
+    };
+    let mut shape = type_code;
+    let loc_bytes = loc.map(u64::to_le_bytes);
+    if loc_bytes.is_some() {
+        shape |= HAS_LOC;
+    }
+    let address;
+    let value: &[u8] = match body {
+        Body::Inline(bytes) => bytes,
+        Body::Cold => &[],
+        Body::Out(buf) => {
+            shape |= OUT;
+            address = buf.into_address().to_le_bytes();
+            &address
+        }
+        Body::Big(big) => {
+            shape |= BOXED;
+            address = Box::into_raw(big).expose_provenance().to_le_bytes();
+            &address
+        }
+    };
+    let deadline_bytes = deadline.to_le_bytes();
+    let mut key_len = [0u8; 5];
+    let key_len = if key.len() < KEY_LEN_LONG as usize {
+        key_len[0] = key.len() as u8;
+        &key_len[..1]
+    } else {
+        let long = u32::try_from(key.len()).expect("keys are limited by proto-max-bulk-len");
+        key_len[0] = KEY_LEN_LONG;
+        key_len[1..].copy_from_slice(&long.to_le_bytes());
+        &key_len[..]
+    };
+    ThinBuf::from_parts(&[
+        &word.to_le_bytes(),
+        &[shape],
+        loc_bytes.as_ref().map_or(&[][..], |b| &b[..]),
+        if deadline != 0 {
+            &deadline_bytes[..]
+        } else {
+            &[]
+        },
+        key_len,
+        key,
+        value,
+    ])
+}
+
 impl Entry {
     /// A new entry; a hash value is an image the caller has checked.
+    /// `loc_field` reserves the location field (the tier tracks
+    /// locations, so the commit will give it one).
     pub(crate) fn new(
         key: &[u8],
         value: Value,
         deadline: u64,
         limits: Limits,
         now_ms: u64,
-    ) -> Box<Entry> {
-        assert!(
-            key.len() < u32::MAX as usize,
-            "keys are limited by proto-max-bulk-len"
-        );
-        let mut flags = if matches!(value, Value::Int(_)) {
-            INT
-        } else {
-            0
-        };
-        if deadline != 0 {
-            flags |= VOLATILE;
-        }
-        if matches!(value, Value::Hash(_)) {
-            flags |= HASH;
-        }
-        Box::new(Entry {
-            data: body_for(deadline, key, &value, limits),
-            key_len: key.len() as u32,
-            clock_and_flags: clock_of(now_ms) | flags,
-            loc: NO_LOC,
-        })
+        loc_field: bool,
+    ) -> Entry {
+        let word = clock_of(now_ms)
+            | if matches!(value, Value::Int(_)) {
+                INT
+            } else {
+                0
+            };
+        let type_code = type_of(&value);
+        let loc = loc_field.then_some(NO_LOC);
+        let head = head_bytes(loc_field, deadline, key.len());
+        let buf = with_body(value, limits, head, |body| {
+            build(word, type_code, loc, deadline, key, body)
+        });
+        Entry { buf }
     }
 
     /// An entry whose value is only on disk, at `loc` (recovery).
@@ -172,50 +317,166 @@ impl Entry {
         (int, hash): (bool, bool),
         loc: u64,
         now_ms: u64,
-    ) -> Box<Entry> {
-        let mut flags = COLD | if int { INT } else { 0 } | if hash { HASH } else { 0 };
-        if deadline != 0 {
-            flags |= VOLATILE;
+    ) -> Entry {
+        let word = clock_of(now_ms) | COLD | if int { INT } else { 0 };
+        let type_code = if hash { TYPE_HASH } else { TYPE_STRING };
+        Entry {
+            buf: build(word, type_code, Some(loc), deadline, key, Body::Cold),
         }
-        Box::new(Entry {
-            data: Body::Inline(pack(deadline, key, &[])),
-            key_len: key.len() as u32,
-            clock_and_flags: clock_of(now_ms) | flags,
-            loc,
-        })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self.buf.as_slice()
+    }
+
+    fn word(&self) -> u32 {
+        u32::from_le_bytes(self.bytes()[..4].try_into().expect("4 bytes"))
+    }
+
+    fn set_word(&mut self, word: u32) {
+        self.buf.as_mut_slice()[..4].copy_from_slice(&word.to_le_bytes());
+    }
+
+    fn shape(&self) -> u8 {
+        self.bytes()[SHAPE_AT]
+    }
+
+    fn set_shape(&mut self, shape: u8) {
+        self.buf.as_mut_slice()[SHAPE_AT] = shape;
+    }
+
+    fn deadline_at(&self) -> usize {
+        FIXED_BYTES + if self.shape() & HAS_LOC != 0 { 8 } else { 0 }
+    }
+
+    /// Where the key starts and its length.
+    fn key_span(&self) -> (usize, usize) {
+        let at = self.deadline_at() + if self.has(VOLATILE) { 8 } else { 0 };
+        let bytes = self.bytes();
+        match bytes[at] {
+            KEY_LEN_LONG => {
+                let len = u32::from_le_bytes(bytes[at + 1..at + 5].try_into().expect("4 bytes"));
+                (at + 5, len as usize)
+            }
+            short => (at + 1, short as usize),
+        }
+    }
+
+    /// Where the value region starts.
+    fn value_at(&self) -> usize {
+        let (at, len) = self.key_span();
+        at + len
+    }
+
+    /// The address in the value region, when the shape has `bit` (OUT or
+    /// BOXED).
+    fn address(&self, bit: u8) -> Option<usize> {
+        if self.shape() & bit == 0 {
+            return None;
+        }
+        let at = self.value_at();
+        let bytes = &self.bytes()[at..at + ADDRESS_BYTES];
+        Some(usize::from_le_bytes(bytes.try_into().expect("an address")))
+    }
+
+    /// The address of the big value, when the value lives beside.
+    fn big_address(&self) -> Option<usize> {
+        self.address(BOXED)
+    }
+
+    /// A string's bytes in their own allocation (OUT).
+    fn out_bytes(&self) -> Option<&[u8]> {
+        let address = self.address(OUT)?;
+        // SAFETY: an OUT entry's value region holds the address of a
+        // ThinBuf it owns (made by `build` or `put_out`, reclaimed only by
+        // `take_out`), unchanged while self is borrowed.
+        Some(unsafe { ThinBuf::slice_at(address) })
+    }
+
+    /// Takes ownership of an OUT value's buffer (the entry must be rebuilt
+    /// or given it back with [`Entry::put_out`]).
+    fn take_out(&mut self) -> Option<ThinBuf> {
+        let address = self.address(OUT)?;
+        self.set_shape(self.shape() & !OUT);
+        // SAFETY: the address came from ThinBuf::into_address in `build`
+        // or `put_out`; clearing OUT makes this the only owner.
+        Some(unsafe { ThinBuf::from_address(address) })
+    }
+
+    /// Gives an entry whose OUT buffer was taken its (changed) buffer back.
+    fn put_out(&mut self, buf: ThinBuf) {
+        debug_assert_eq!(self.shape() & (OUT | BOXED), 0);
+        let at = self.value_at();
+        let address = buf.into_address().to_le_bytes();
+        self.buf.as_mut_slice()[at..at + ADDRESS_BYTES].copy_from_slice(&address);
+        self.set_shape(self.shape() | OUT);
+    }
+
+    fn big(&self) -> Option<&Big> {
+        let address = self.big_address()?;
+        // SAFETY: a BOXED entry's value region holds the exposed address
+        // of a Box<Big> it owns (made by `build`, freed only by
+        // `take_big`), so it is live for as long as this borrow of self.
+        Some(unsafe { &*std::ptr::with_exposed_provenance::<Big>(address) })
+    }
+
+    fn big_mut(&mut self) -> Option<&mut Big> {
+        let address = self.big_address()?;
+        // SAFETY: as in `big`, and self is borrowed exclusively.
+        Some(unsafe { &mut *std::ptr::with_exposed_provenance_mut::<Big>(address) })
+    }
+
+    /// Takes ownership of the big value (the entry must be rebuilt next:
+    /// its value region is left meaningless).
+    fn take_big(&mut self) -> Option<Box<Big>> {
+        let address = self.big_address()?;
+        self.set_shape(self.shape() & !BOXED);
+        // SAFETY: the address came from Box::into_raw in `build`, and
+        // clearing BOXED above makes this the only owner from now on.
+        Some(unsafe { Box::from_raw(std::ptr::with_exposed_provenance_mut::<Big>(address)) })
+    }
+
+    /// Rebuilds the allocation around a new body, keeping clock, flags
+    /// (`word`), type, location field, deadline and key.
+    fn rebuild(&mut self, word: u32, type_code: u8, body: Body) {
+        let old_big = self.take_big();
+        let old_out = self.take_out();
+        let loc = (self.shape() & HAS_LOC != 0).then(|| self.loc_raw());
+        self.buf = build(word, type_code, loc, self.deadline(), self.key(), body);
+        drop((old_big, old_out));
+    }
+
+    /// The head bytes a value built for this entry would follow.
+    fn head(&self) -> usize {
+        4 + self.value_at()
     }
 
     pub(crate) fn has(&self, flag: u32) -> bool {
-        self.clock_and_flags & flag != 0
+        self.word() & flag != 0
     }
 
     pub(crate) fn set_flag(&mut self, flag: u32, on: bool) {
-        if on {
-            self.clock_and_flags |= flag;
-        } else {
-            self.clock_and_flags &= !flag;
-        }
+        let word = self.word();
+        self.set_word(if on { word | flag } else { word & !flag });
     }
 
     pub(crate) fn touch(&mut self, now_ms: u64) {
-        self.clock_and_flags = (self.clock_and_flags & !CLOCK_MASK) | clock_of(now_ms);
-    }
-
-    pub(crate) fn prefix_len(&self) -> usize {
-        if self.has(VOLATILE) { 8 } else { 0 }
+        let word = self.word();
+        self.set_word((word & !CLOCK_MASK) | clock_of(now_ms));
     }
 
     pub(crate) fn deadline(&self) -> u64 {
         if self.has(VOLATILE) {
-            u64::from_le_bytes(self.data.head()[..8].try_into().expect("8 bytes"))
+            let at = self.deadline_at();
+            u64::from_le_bytes(self.bytes()[at..at + 8].try_into().expect("8 bytes"))
         } else {
             0
         }
     }
 
     pub fn key(&self) -> &[u8] {
-        let at = self.prefix_len();
-        &self.data.head()[at..at + self.key_len as usize]
+        let (at, len) = self.key_span();
+        &self.bytes()[at..at + len]
     }
 
     /// The value; only for an entry in RAM, which every [`Shard::get`](crate::Shard::get)
@@ -225,9 +486,20 @@ impl Entry {
             !self.is_cold(),
             "value of a cold entry read without loading"
         );
-        match &self.data {
-            Body::Inline(data) => {
-                let bytes = &data[self.prefix_len() + self.key_len as usize..];
+        match self.big() {
+            Some(Big::Hash(hash)) => ValueRef::Hash(hash.as_ref()),
+            Some(Big::Bytes(bytes)) => ValueRef::Str {
+                bytes,
+                int: self.has(INT),
+            },
+            None => {
+                if let Some(bytes) = self.out_bytes() {
+                    return ValueRef::Str {
+                        bytes,
+                        int: self.has(INT),
+                    };
+                }
+                let bytes = self.inline_value();
                 if self.is_hash() {
                     ValueRef::Hash(HashRef::Packed(Packed::from_image(bytes)))
                 } else {
@@ -237,7 +509,6 @@ impl Entry {
                     }
                 }
             }
-            Body::Table(table) => ValueRef::Hash(table.hash.as_ref()),
         }
     }
 
@@ -256,19 +527,28 @@ impl Entry {
     }
 
     fn inline_value(&self) -> &[u8] {
-        &self.data.head()[self.prefix_len() + self.key_len as usize..]
+        &self.bytes()[self.value_at()..]
     }
 
-    /// Bytes of the deadline and key.
+    /// Bytes of the entry's allocation that are not an inline value
+    /// (header and key; a big value's address).
     pub(crate) fn head_len(&self) -> usize {
-        self.prefix_len() + self.key_len as usize
+        let inline_value = if self.shape() & (BOXED | OUT) != 0 {
+            0
+        } else {
+            self.inline_value().len()
+        };
+        size_of::<u32>() + self.buf.len() - inline_value
     }
 
     /// Bytes of the value held in RAM (0 when cold).
     pub(crate) fn value_len_in_ram(&self) -> usize {
-        match &self.data {
-            Body::Inline(_) => self.inline_value().len(),
-            Body::Table(table) => table.hash.memory_bytes() + size_of::<TableBody>(),
+        if let Some(big) = self.big() {
+            return big.memory_bytes();
+        }
+        match self.out_bytes() {
+            Some(bytes) => size_of::<u32>() + bytes.len(),
+            None => self.inline_value().len(),
         }
     }
 
@@ -277,14 +557,37 @@ impl Entry {
         self.has(COLD)
     }
 
+    /// The location field: where the log holds the current value's
+    /// image, or [`NO_LOC`].
+    pub(crate) fn loc_raw(&self) -> u64 {
+        if self.shape() & HAS_LOC == 0 {
+            return NO_LOC;
+        }
+        let bytes = &self.bytes()[FIXED_BYTES..FIXED_BYTES + 8];
+        u64::from_le_bytes(bytes.try_into().expect("8 bytes"))
+    }
+
+    /// Sets the location (adding the field if the entry has none).
+    pub(crate) fn set_loc(&mut self, loc: u64) {
+        if self.shape() & HAS_LOC != 0 {
+            self.buf.as_mut_slice()[FIXED_BYTES..FIXED_BYTES + 8]
+                .copy_from_slice(&loc.to_le_bytes());
+        } else if loc != NO_LOC {
+            self.buf
+                .replace_range(FIXED_BYTES..FIXED_BYTES, &loc.to_le_bytes());
+            self.set_shape(self.shape() | HAS_LOC);
+        }
+    }
+
     /// Where the log holds the current value's image, if it does.
     pub(crate) fn loc(&self) -> Option<u64> {
-        (self.loc != NO_LOC).then_some(self.loc)
+        let loc = self.loc_raw();
+        (loc != NO_LOC).then_some(loc)
     }
 
     /// The location of the value when it is only on disk.
     pub(crate) fn cold_loc(&self) -> Option<u64> {
-        self.is_cold().then_some(self.loc)
+        self.is_cold().then(|| self.loc_raw())
     }
 
     /// The Redis type name (TYPE), known without the value.
@@ -294,7 +597,7 @@ impl Entry {
 
     /// Whether the value is a hash (known without the value).
     pub fn is_hash(&self) -> bool {
-        self.has(HASH)
+        self.shape() & TYPE_MASK == TYPE_HASH
     }
 
     /// The record `value_type` of this entry's images.
@@ -306,29 +609,44 @@ impl Entry {
         }
     }
 
+    /// While a string bigger than [`BIG_STRING_BYTES`] lives beside this
+    /// entry, its address: the same across SWAPDB and growth, different
+    /// once the value is replaced or the key deleted (checkpoints copy
+    /// such a value in pieces and follow it by this).
+    pub(crate) fn big_string_identity(&self) -> Option<usize> {
+        match self.big() {
+            Some(Big::Bytes(_)) => self.big_address(),
+            _ => None,
+        }
+    }
+
     /// Replaces the value (keeping key, deadline), leaving it in RAM.
     /// The caller has already forgotten the old location.
     pub(crate) fn replace_value(&mut self, value: Value, limits: Limits) {
-        let key_len = self.key_len as usize;
-        let prefix = self.prefix_len();
-        let cold = self.is_cold();
-        if let (Value::Int(n), Body::Inline(data)) = (&value, &mut self.data)
-            && !cold
+        if let Value::Int(n) = value
+            && !self.is_cold()
+            && self.shape() & (BOXED | OUT) == 0
         {
             // INCR and friends: rewrite the digits in place when they fit.
             let mut digits = itoa::Buffer::new();
-            let text = digits.format(*n).as_bytes();
-            if data.len() - prefix - key_len == text.len() {
-                data[prefix + key_len..].copy_from_slice(text);
+            let text = digits.format(n).as_bytes();
+            let at = self.value_at();
+            if self.buf.len() - at == text.len() {
+                self.buf.as_mut_slice()[at..].copy_from_slice(text);
                 self.set_flag(INT, true);
-                self.set_flag(HASH, false);
+                self.set_shape(self.shape() & !TYPE_MASK | TYPE_STRING);
                 return;
             }
         }
-        self.data = body_for(self.deadline(), self.key(), &value, limits);
-        self.set_flag(INT, matches!(value, Value::Int(_)));
-        self.set_flag(HASH, matches!(value, Value::Hash(_)));
-        self.set_flag(COLD | SEEN | TRANSIENT, false);
+        let mut word = self.word() & !(COLD | SEEN | TRANSIENT | INT);
+        if matches!(value, Value::Int(_)) {
+            word |= INT;
+        }
+        let type_code = type_of(&value);
+        let head = self.head();
+        with_body(value, limits, head, |body| {
+            self.rebuild(word, type_code, body)
+        });
     }
 
     /// Puts a value read from disk back in RAM (its location stays). A
@@ -340,56 +658,52 @@ impl Entry {
         int: bool,
         limits: Limits,
     ) -> Result<(), String> {
-        if self.is_hash() {
+        let value = if self.is_hash() {
             hash::check_image(bytes).map_err(|_| "the stored hash image is damaged".to_string())?;
-            self.data = body_for(
-                self.deadline(),
-                self.key(),
-                &Value::Hash(bytes.into()),
-                limits,
-            );
+            Value::Hash(bytes.into())
         } else {
-            self.data = Body::Inline(pack(self.deadline(), self.key(), bytes));
+            Value::Str(bytes.into())
+        };
+        let mut word = self.word() & !(COLD | INT);
+        if int {
+            word |= INT;
         }
-        self.set_flag(INT, int);
-        self.set_flag(COLD, false);
+        let type_code = self.shape() & TYPE_MASK;
+        let head = self.head();
+        with_body(value, limits, head, |body| {
+            self.rebuild(word, type_code, body)
+        });
         Ok(())
     }
 
-    /// Drops the value's bytes; it stays readable at `loc`. Returns the
-    /// bytes freed.
+    /// Drops the value's bytes; it stays readable at its location. Returns
+    /// the bytes freed.
     pub(crate) fn drop_value(&mut self) -> usize {
-        debug_assert!(self.loc != NO_LOC && !self.is_cold());
+        debug_assert!(self.loc_raw() != NO_LOC && !self.is_cold());
         let before = self.value_len_in_ram();
-        self.data = Body::Inline(pack(self.deadline(), self.key(), &[]));
-        self.set_flag(COLD, true);
-        self.set_flag(TRANSIENT, false);
+        let word = (self.word() | COLD) & !TRANSIENT;
+        self.rebuild(word, self.shape() & TYPE_MASK, Body::Cold);
         before
     }
 
-    /// Sets the deadline (0: none), moving the key bytes when the entry
-    /// gains or loses one.
+    /// Sets the deadline (0: none), adding or removing its field when the
+    /// entry gains or loses one.
     pub(crate) fn set_deadline_raw(&mut self, deadline: u64) {
-        let head = match &mut self.data {
-            Body::Inline(data) => data,
-            Body::Table(table) => &mut table.head,
-        };
-        let volatile = self.clock_and_flags & VOLATILE != 0;
-        if volatile && deadline != 0 {
-            head[..8].copy_from_slice(&deadline.to_le_bytes());
-            return;
+        let at = self.deadline_at();
+        match (self.has(VOLATILE), deadline != 0) {
+            (true, true) => {
+                self.buf.as_mut_slice()[at..at + 8].copy_from_slice(&deadline.to_le_bytes());
+            }
+            (false, false) => {}
+            (true, false) => {
+                self.buf.replace_range(at..at + 8, &[]);
+                self.set_flag(VOLATILE, false);
+            }
+            (false, true) => {
+                self.buf.replace_range(at..at, &deadline.to_le_bytes());
+                self.set_flag(VOLATILE, true);
+            }
         }
-        if !volatile && deadline == 0 {
-            return;
-        }
-        let rest = head[if volatile { 8 } else { 0 }..].to_vec();
-        let mut data = Vec::with_capacity(rest.len() + 8);
-        if deadline != 0 {
-            data.extend_from_slice(&deadline.to_le_bytes());
-        }
-        data.extend_from_slice(&rest);
-        *head = data.into_boxed_slice();
-        self.set_flag(VOLATILE, deadline != 0);
     }
 
     pub fn is_int(&self) -> bool {
@@ -402,7 +716,7 @@ impl Entry {
     }
 
     pub fn idle_s(&self, now_ms: u64) -> u64 {
-        (clock_of(now_ms).wrapping_sub(self.clock_and_flags & CLOCK_MASK) & CLOCK_MASK) as u64
+        (clock_of(now_ms).wrapping_sub(self.word() & CLOCK_MASK) & CLOCK_MASK) as u64
     }
 
     pub(crate) fn is_expired(&self, now_ms: u64) -> bool {
@@ -410,13 +724,29 @@ impl Entry {
         deadline != 0 && deadline <= now_ms
     }
 
-    /// Bytes this entry costs in RAM (MEMORY USAGE): header, table slot
-    /// and the allocation (which holds the value only while it is in RAM).
+    /// Bytes this entry costs in RAM (MEMORY USAGE): its table slot, its
+    /// allocation (which holds the value only while it is in RAM) and a
+    /// big value beside it.
     pub fn memory_bytes(&self) -> usize {
-        std::mem::size_of::<Entry>()
-            + std::mem::size_of::<Box<Entry>>()
-            + self.head_len()
-            + self.value_len_in_ram()
+        size_of::<Entry>() + self.head_len() + self.value_len_in_ram()
+    }
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        drop((self.take_big(), self.take_out()));
+    }
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("key", &String::from_utf8_lossy(self.key()))
+            .field("type", &self.type_name())
+            .field("word", &format_args!("{:#010x}", self.word()))
+            .field("loc", &self.loc())
+            .field("deadline", &self.deadline())
+            .finish()
     }
 }
 
@@ -464,30 +794,40 @@ impl EntryMut<'_> {
     pub fn write_at(self, db: usize, offset: usize, bytes: &[u8]) -> usize {
         forget_loc(self.live, self.entry);
         let entry = self.entry;
-        let start = entry.prefix_len() + entry.key_len as usize;
-        let end = start + offset + bytes.len();
-        let Body::Inline(data) = &mut entry.data else {
-            unreachable!("write_at on a hash: commands check the type first");
-        };
-        if end > data.len() {
-            if end > 2 * data.len() {
-                // Growing far: zeroed memory from the allocator (fresh
-                // pages are zero already, nothing is written to them
-                // until used), then the old bytes copied in.
-                let mut grown = vec![0u8; end].into_boxed_slice();
-                grown[..data.len()].copy_from_slice(data);
-                *data = grown;
-            } else {
-                // Growing a little reallocates once (often in place); the
-                // value is not copied aside and back.
-                let mut grown = std::mem::take(data).into_vec();
-                grown.resize(end, 0);
-                *data = grown.into_boxed_slice();
-            }
+        assert!(
+            !entry.is_hash(),
+            "write_at on a hash: commands check the type first"
+        );
+        let end = offset + bytes.len();
+        if entry.shape() & BOXED == 0 && end > BIG_STRING_BYTES {
+            // Growing past the entry's limit: the value moves beside.
+            let word = entry.word();
+            let value = match entry.take_out() {
+                Some(out) => out.as_slice().to_vec(),
+                None => entry.inline_value().to_vec(),
+            };
+            entry.rebuild(word, TYPE_STRING, Body::Big(Box::new(Big::Bytes(value))));
         }
-        data[start + offset..end].copy_from_slice(bytes);
-        let len = data.len() - start;
-        entry.set_flag(INT | HASH | SEEN | TRANSIENT, false);
+        let len = if let Some(big) = entry.big_mut() {
+            let Big::Bytes(value) = big else {
+                unreachable!("checked above")
+            };
+            if end > value.len() {
+                grow(value, end);
+            }
+            value[offset..end].copy_from_slice(bytes);
+            value.len()
+        } else if let Some(mut out) = entry.take_out() {
+            write_into(&mut out, 0, offset, bytes);
+            let len = out.len();
+            entry.put_out(out);
+            len
+        } else {
+            let start = entry.value_at();
+            write_into(&mut entry.buf, start, offset, bytes);
+            entry.buf.len() - start
+        };
+        entry.set_flag(INT | SEEN | TRANSIENT, false);
         log::append(&Draft {
             kind: Kind::SetRange,
             db: db as u16,
@@ -498,6 +838,36 @@ impl EntryMut<'_> {
             payload: bytes,
         });
         len
+    }
+}
+
+/// Writes `bytes` at `offset` of the value that starts at `start` of
+/// `buf`, zero-padding the value first if it is shorter.
+fn write_into(buf: &mut ThinBuf, start: usize, offset: usize, bytes: &[u8]) {
+    let end = start + offset + bytes.len();
+    if end > buf.len() {
+        if end > 2 * buf.len() {
+            // Growing far: zeroed memory from the allocator (fresh pages
+            // are zero already, nothing is written to them until used),
+            // the old bytes copied in.
+            buf.grow_zeroed(end);
+        } else {
+            // Growing a little reallocates once (often in place).
+            buf.resize(end);
+        }
+    }
+    buf.as_mut_slice()[start + offset..end].copy_from_slice(bytes);
+}
+
+/// Grows a big string to `len` zero-padded bytes: far growth takes zeroed
+/// pages from the allocator instead of writing zeros.
+fn grow(value: &mut Vec<u8>, len: usize) {
+    if len > 2 * value.len() {
+        let mut grown = vec![0u8; len];
+        grown[..value.len()].copy_from_slice(value);
+        *value = grown;
+    } else {
+        value.resize(len, 0);
     }
 }
 
@@ -527,25 +897,23 @@ impl EntryMut<'_> {
         let entry = self.entry;
         entry.set_flag(SEEN | TRANSIENT, false);
         // A small hash changed in place in its entry's allocation, as
-        // Redis edits a listpack: no copy of the hash, no new allocation.
-        let start = entry.head_len();
-        if let Body::Inline(data) = &mut entry.data {
-            let mut bytes = std::mem::take(data).into_vec();
-            let done = hash::change_packed_in_place(&mut bytes, start, changes, limits);
-            *data = bytes.into_boxed_slice();
-            if let Some(len) = done {
+        // Redis edits a listpack: no copy of the hash.
+        if entry.shape() & (BOXED | OUT) == 0 {
+            let start = entry.value_at();
+            if let Some(len) = hash::change_packed_in_place(&mut entry.buf, start, changes, limits)
+            {
                 log_field_changes(db, entry.key(), changes);
                 return HashChanged { len };
             }
         }
-        let mut owned = match &entry.data {
-            Body::Table(_) => None,
-            Body::Inline(_) => Some(entry.value().hash().expect("a hash").to_value(limits)),
+        let mut owned = match entry.big() {
+            Some(_) => None,
+            None => Some(entry.value().hash().expect("a hash").to_value(limits)),
         };
-        let hash = match (&mut entry.data, &mut owned) {
-            (_, Some(owned)) => owned,
-            (Body::Table(table), None) => &mut table.hash,
-            (Body::Inline(_), None) => unreachable!("copied above"),
+        let hash = match (&mut owned, entry.big_mut()) {
+            (Some(owned), _) => owned,
+            (None, Some(Big::Hash(hash))) => hash,
+            (None, _) => unreachable!("a hash beside its entry"),
         };
         let expired = hash.remove_expired(now_ms);
         for change in changes {
@@ -559,14 +927,11 @@ impl EntryMut<'_> {
         let len = hash.len();
         let next_deadline = hash.as_ref().next_deadline();
         if let Some(owned) = owned {
-            let (deadline, key) = (entry.deadline(), entry.key());
-            entry.data = match owned.packed_image() {
-                Some(image) => Body::Inline(pack(deadline, key, &image)),
-                None => Body::Table(Box::new(TableBody {
-                    head: pack(deadline, key, &[]),
-                    hash: owned,
-                })),
-            };
+            let word = entry.word();
+            match owned.packed_image() {
+                Some(image) => entry.rebuild(word, TYPE_HASH, Body::Inline(&image)),
+                None => entry.rebuild(word, TYPE_HASH, Body::Big(Box::new(Big::Hash(owned)))),
+            }
         }
         if !expired.is_empty() {
             let removals: Vec<FieldChange> = expired
@@ -613,8 +978,8 @@ fn log_field_changes(db: usize, key: &[u8], changes: &[FieldChange]) {
 
 /// The value is about to change: its image at `loc` is no longer current.
 pub(crate) fn forget_loc(live: &mut LiveCounts, entry: &mut Entry) {
-    live.remove(entry.loc);
-    entry.loc = NO_LOC;
+    live.remove(entry.loc_raw());
+    entry.set_loc(NO_LOC);
 }
 
 /// Logs the full current image of `entry` (a SET record).
@@ -629,4 +994,234 @@ pub(crate) fn log_image(db: usize, entry: &Entry) {
         key: entry.key(),
         payload: entry.image(&mut scratch),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::Field;
+    use crate::tier::LiveCounts;
+
+    const NOW_MS: u64 = 1_700_000_000_000;
+    const KEY: &[u8] = b"memtier-123456";
+
+    fn limits() -> Limits {
+        Limits {
+            max_packed_entries: 2,
+            max_packed_value: 8,
+        }
+    }
+
+    fn hash_image(fields: &[(&[u8], &[u8])]) -> Vec<u8> {
+        let mut hash = HashValue::new();
+        for (name, value) in fields {
+            hash.put(
+                Field {
+                    name,
+                    value,
+                    deadline: None,
+                },
+                Limits::default(),
+            );
+        }
+        let mut image = Vec::new();
+        hash.encode_image(&mut image);
+        image
+    }
+
+    /// Changes `entry` as a command would, with throwaway shard state.
+    fn change(entry: &mut Entry, change: impl FnOnce(EntryMut)) {
+        let mut live = LiveCounts::default();
+        let mut fields_due = FieldsDue::new();
+        change(EntryMut {
+            entry,
+            live: &mut live,
+            limits: limits(),
+            fields_due: &mut fields_due,
+        });
+    }
+
+    #[test]
+    fn sizes_per_key() {
+        assert_eq!(size_of::<Entry>(), 8, "one pointer per table slot");
+        // A 14-byte key whose value is on disk: one 32-byte allocation.
+        let cold = Entry::new_cold(KEY, 0, (false, false), 42, NOW_MS);
+        assert_eq!(cold.memory_bytes(), 8 + 32);
+        assert_eq!(cold.loc_raw(), 42);
+        // A 100-byte value in RAM without tiering: header 10 bytes.
+        let hot = Entry::new(
+            KEY,
+            Value::from_bytes(&[b'v'; 100]),
+            0,
+            limits(),
+            NOW_MS,
+            false,
+        );
+        assert_eq!(hot.head_len(), 10 + KEY.len());
+        assert_eq!(hot.value_len_in_ram(), 100);
+    }
+
+    #[test]
+    fn fields_survive_each_change() {
+        let mut entry = Entry::new(KEY, Value::Int(12), 0, limits(), NOW_MS, false);
+        assert_eq!(entry.value().as_int(), Some(12));
+        assert_eq!(entry.loc(), None);
+        entry.set_deadline_raw(NOW_MS + 5000);
+        entry.set_loc(7 << 32 | 96);
+        assert_eq!((entry.key(), entry.deadline()), (KEY, NOW_MS + 5000));
+        assert_eq!(entry.loc(), Some(7 << 32 | 96));
+        // INCR's in-place path, then a longer integer that rebuilds.
+        entry.replace_value(Value::Int(13), limits());
+        entry.replace_value(Value::Int(-130), limits());
+        assert_eq!(entry.value().as_int(), Some(-130));
+        assert_eq!(entry.deadline(), NOW_MS + 5000);
+        assert_eq!(entry.loc(), Some(7 << 32 | 96));
+        let freed = entry.drop_value();
+        assert_eq!(freed, 4);
+        assert!(entry.is_cold() && entry.is_int());
+        assert_eq!(entry.cold_loc(), Some(7 << 32 | 96));
+        entry.install(b"-130", true, limits()).expect("a string");
+        assert_eq!(entry.value().as_int(), Some(-130));
+        entry.set_deadline_raw(0);
+        assert_eq!((entry.key(), entry.deadline()), (KEY, 0));
+        entry.touch(NOW_MS + 3000);
+        assert_eq!(entry.idle_s(NOW_MS + 4000), 1);
+        assert!(!entry.has(VOLATILE));
+    }
+
+    #[test]
+    fn long_keys_and_hashes_beside_the_entry() {
+        let key = vec![b'k'; 300];
+        let small = hash_image(&[(b"a", b"1")]);
+        let mut entry = Entry::new(&key, Value::Hash(small.into()), 0, limits(), NOW_MS, true);
+        assert_eq!(entry.key(), &key[..]);
+        assert_eq!(entry.value().encoding_name(), "listpack");
+        // Past the packed limits the hash moves beside the entry.
+        change(&mut entry, |e| {
+            let put = |name| {
+                FieldChange::Put(Field {
+                    name,
+                    value: b"v",
+                    deadline: None,
+                })
+            };
+            e.change_hash(0, &[put(b"b"), put(b"c")], NOW_MS);
+        });
+        assert_eq!(entry.value().encoding_name(), "hashtable");
+        assert_eq!(entry.value().hash().map(|h| h.len()), Some(3));
+        entry.set_deadline_raw(NOW_MS + 1);
+        entry.set_loc(5);
+        assert_eq!(entry.value().hash().map(|h| h.len()), Some(3));
+        // A big hash replaced by a string is freed (Miri checks leaks).
+        entry.replace_value(Value::from_bytes(b"text"), limits());
+        assert_eq!(entry.value().as_bytes(), b"text");
+        assert!(!entry.is_hash());
+        let big = hash_image(&[(b"a", b"1"), (b"b", b"2"), (b"c", b"3")]);
+        entry.replace_value(Value::Hash(big.as_slice().into()), limits());
+        assert_eq!(entry.value().encoding_name(), "hashtable");
+        entry.drop_value();
+        entry.install(&big, false, limits()).expect("a hash");
+        assert_eq!(entry.value().hash().map(|h| h.len()), Some(3));
+        assert_eq!(entry.key(), &key[..]);
+    }
+
+    #[test]
+    fn writes_grow_in_place() {
+        let mut entry = Entry::new(KEY, Value::from_bytes(b"abc"), 0, limits(), NOW_MS, false);
+        change(&mut entry, |e| assert_eq!(e.write_at(0, 5, b"xy"), 7));
+        assert_eq!(entry.value().as_bytes(), b"abc\0\0xy");
+        change(&mut entry, |e| assert_eq!(e.write_at(0, 1, b"Z"), 7));
+        assert_eq!(entry.value().as_bytes(), b"aZc\0\0xy");
+        assert_eq!(entry.big_string_identity(), None);
+    }
+
+    // Megabytes: too slow under Miri.
+    #[cfg(not(miri))]
+    #[test]
+    fn big_strings_live_beside_and_keep_their_identity() {
+        let mut entry = Entry::new(KEY, Value::from_bytes(b"abc"), 0, limits(), NOW_MS, false);
+        change(&mut entry, |e| {
+            e.write_at(0, BIG_STRING_BYTES, b"!");
+        });
+        let identity = entry.big_string_identity().expect("beside");
+        assert_eq!(entry.value().len(), BIG_STRING_BYTES + 1);
+        assert_eq!(&entry.value().as_bytes()[..4], b"abc\0");
+        change(&mut entry, |e| {
+            e.write_at(0, 3 * BIG_STRING_BYTES, b"?");
+        });
+        entry.set_deadline_raw(NOW_MS + 1);
+        assert_eq!(entry.big_string_identity(), Some(identity));
+        assert_eq!(entry.value().len(), 3 * BIG_STRING_BYTES + 1);
+        entry.replace_value(Value::from_bytes(b"small"), limits());
+        assert_eq!(entry.big_string_identity(), None);
+        let big = Value::owned(vec![7u8; BIG_STRING_BYTES + 1]);
+        let entry = Entry::new(KEY, big, 0, limits(), NOW_MS, true);
+        assert!(entry.big_string_identity().is_some());
+        assert!(entry.value().as_bytes().iter().all(|&b| b == 7));
+    }
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+    use crate::hash::Limits;
+
+    const NOW_MS: u64 = 1_700_000_000_000;
+    const KEY: &[u8] = b"memtier-123456";
+
+    #[test]
+    fn a_value_moves_out_where_the_size_classes_favour_it() {
+        // 1000 bytes after a 32-byte head would take the 1 280-byte class:
+        // split, 40 + 1 024.
+        let value = vec![b'x'; 1000];
+        let mut entry = Entry::new(
+            KEY,
+            Value::from_bytes(&value),
+            0,
+            Limits::default(),
+            NOW_MS,
+            true,
+        );
+        assert!(entry.out_bytes().is_some());
+        assert_eq!(entry.value().as_bytes(), &value[..]);
+        // 100 bytes without a location field fit the 128-byte class inline.
+        let small = Entry::new(
+            KEY,
+            Value::from_bytes(&[b'y'; 100]),
+            0,
+            Limits::default(),
+            NOW_MS,
+            false,
+        );
+        assert!(small.out_bytes().is_none());
+        // Every change keeps the bytes whichever the layout.
+        entry.set_deadline_raw(NOW_MS + 10);
+        entry.set_loc(99);
+        assert_eq!(entry.value().as_bytes(), &value[..]);
+        let mut live = crate::tier::LiveCounts::default();
+        live.add(99);
+        let mut fields_due = FieldsDue::new();
+        let handle = EntryMut {
+            entry: &mut entry,
+            live: &mut live,
+            limits: Limits::default(),
+            fields_due: &mut fields_due,
+        };
+        assert_eq!(handle.write_at(0, 1500, b"end"), 1503);
+        assert!(entry.out_bytes().is_some());
+        assert_eq!(&entry.value().as_bytes()[..1000], &value[..]);
+        assert_eq!(&entry.value().as_bytes()[1500..], b"end");
+        entry.set_loc(98);
+        assert_eq!(entry.drop_value(), 4 + 1503);
+        assert_eq!(entry.memory_bytes(), 8 + 4 + 5 + 8 + 8 + 1 + KEY.len());
+        entry
+            .install(&value, false, Limits::default())
+            .expect("a string");
+        assert_eq!(entry.value().as_bytes(), &value[..]);
+        entry.replace_value(Value::Int(5), Limits::default());
+        assert_eq!(entry.value().as_int(), Some(5));
+        entry.replace_value(Value::from_bytes(&value), Limits::default());
+        assert_eq!(entry.deadline(), NOW_MS + 10);
+        assert_eq!(entry.value().as_bytes(), &value[..]);
+    }
 }

@@ -130,7 +130,7 @@ impl Keyspace {
             && entry.has(TRANSIENT)
             && !entry.is_cold()
         {
-            if entry.loc == loc {
+            if entry.loc_raw() == loc {
                 entry.drop_value();
                 self.tier.stats.cold_keys.fetch_add(1, Relaxed);
             } else {
@@ -320,7 +320,7 @@ impl Shard {
                     if entry.is_cold() {
                         continue;
                     }
-                    if entry.loc != NO_LOC && entry.loc >= written_pos {
+                    if entry.loc_raw() != NO_LOC && entry.loc_raw() >= written_pos {
                         done.unwritten += 1;
                         continue;
                     }
@@ -371,7 +371,7 @@ impl Shard {
                     // and already evicted by the first draw.
                     return;
                 }
-                if entry.loc == NO_LOC {
+                if entry.loc_raw() == NO_LOC {
                     // Dirty: its image goes to the log now; the commit
                     // locates it, and a later step can drop it.
                     log_image(db, entry);

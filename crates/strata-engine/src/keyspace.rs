@@ -57,7 +57,7 @@ use crate::shard::log_db_change;
 use crate::tier::Tier;
 
 pub use crate::entry::HashChanged;
-pub use crate::entry::{Entry, EntryMut, PROMOTE_WINDOW_S};
+pub use crate::entry::{Entry, EntryMut, PROMOTE_WINDOW_S, set_size_class};
 use crate::guard::Held;
 pub use crate::guard::Locked;
 pub use crate::guard::{ShardGuard, ShardSet};

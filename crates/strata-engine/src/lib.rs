@@ -35,6 +35,8 @@
 //! - [`feed`]: every committed group of changes, in order, to subscribers.
 //! - [`background`]: memory held by background buffers, outside the budget.
 //! - `random` (private): seeds and a fast per-thread generator.
+//! - `thin` (private): the one-pointer byte buffer every entry is (its
+//!   header, key and value in one allocation; see `entry`).
 //! - [`reader`]: the cold-value reader (io_uring, or pread threads), off
 //!   every shard lock, results to a callback.
 //! - [`fetch`]: a command's cold values brought into RAM before it locks
@@ -77,6 +79,7 @@ pub mod recovery;
 mod segment_file;
 mod shard;
 mod table;
+mod thin;
 pub mod tier;
 pub mod value;
 

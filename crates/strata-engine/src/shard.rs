@@ -46,7 +46,7 @@ pub(crate) fn unlink(live: &mut LiveCounts, tier: &Tier, entry: &mut Entry) {
     if entry.is_cold() {
         tier.stats.cold_keys.fetch_sub(1, Relaxed);
     }
-    live.remove(entry.loc);
+    live.remove(entry.loc_raw());
 }
 
 /// Logs that `key` no longer exists in `db`.
@@ -227,7 +227,7 @@ impl Shard {
         db: usize,
         key: KeyRef,
         now_ms: u64,
-    ) -> Result<Option<Box<Entry>>, GetError> {
+    ) -> Result<Option<Entry>, GetError> {
         if self.lookup(db, key, now_ms).is_some_and(|e| e.is_hash()) {
             return Err(GetError::WrongType);
         }
@@ -297,7 +297,7 @@ impl Shard {
             tier.stats.sync_reads.fetch_add(1, Relaxed);
             let limits = self.hash_limits.get();
             match tier
-                .read_value(entry.loc, entry.key())
+                .read_value(entry.loc_raw(), entry.key())
                 .and_then(|cold| entry.install(&cold.bytes, cold.int, limits))
             {
                 Ok(()) => {
@@ -424,8 +424,14 @@ impl Shard {
                 if deadline != 0 {
                     table.expiring.insert(deadline, key.bytes.into());
                 }
-                let inserted =
-                    vacant.insert(Entry::new(key.bytes, value, deadline, limits, now_ms));
+                let inserted = vacant.insert(Entry::new(
+                    key.bytes,
+                    value,
+                    deadline,
+                    limits,
+                    now_ms,
+                    self.tier.tracking(),
+                ));
                 log_image(db, inserted.get());
             }
         }
@@ -434,7 +440,7 @@ impl Shard {
     /// Removes `key`; an expired key counts as absent. The removed entry's
     /// value may be on disk only ([`Entry::is_cold`]); use
     /// [`Shard::take`] to have it in RAM.
-    pub fn remove(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<Box<Entry>> {
+    pub fn remove(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<Entry> {
         let table = &mut self.tables[db];
         let found = table
             .entries
@@ -467,12 +473,12 @@ impl Shard {
         if let Some(entry) = self.tables[db].entries.find_mut(hash, |e| e.key() == key)
             && !entry.is_cold()
         {
-            self.live.remove(entry.loc);
+            self.live.remove(entry.loc_raw());
             if image {
-                entry.loc = loc;
+                entry.set_loc(loc);
                 self.live.add(loc);
             } else {
-                entry.loc = tier::NO_LOC;
+                entry.set_loc(tier::NO_LOC);
             }
         }
     }
@@ -484,7 +490,7 @@ impl Shard {
         db: usize,
         key: KeyRef,
         now_ms: u64,
-    ) -> Result<Option<Box<Entry>>, ColdReadError> {
+    ) -> Result<Option<Entry>, ColdReadError> {
         if self.get_loaded(db, key, now_ms, false)?.is_none() {
             return Ok(None);
         }
@@ -614,7 +620,7 @@ impl Shard {
     /// Counts this shard's RAM (see [`MemoryCensus`]); returns the entries
     /// visited.
     pub(crate) fn count_memory(&mut self) -> usize {
-        let slot = std::mem::size_of::<Box<Entry>>() + 1;
+        let slot = std::mem::size_of::<Entry>() + 1;
         let expiry_item = std::mem::size_of::<(u64, Box<[u8]>)>();
         let mut census = MemoryCensus::default();
         let mut visited = 0;
@@ -623,9 +629,9 @@ impl Shard {
             for entry in table.entries.iter() {
                 let value = entry.value_len_in_ram();
                 census.value_bytes += value as u64;
-                census.index_bytes += (std::mem::size_of::<Entry>() + entry.head_len()) as u64;
+                census.index_bytes += entry.head_len() as u64;
                 if entry.has(VOLATILE) {
-                    census.index_bytes += (expiry_item + entry.key_len as usize) as u64;
+                    census.index_bytes += (expiry_item + entry.key().len()) as u64;
                 }
             }
             visited += table.entries.len();
@@ -642,12 +648,11 @@ impl Shard {
         self.tables[db]
             .entries
             .find(key.slot_hash(), |e| e.key() == key.bytes)
-            .map(|e| &**e)
     }
 
     /// Live and expired-but-unreclaimed entries of `db`.
     pub(crate) fn entries(&self, db: usize) -> impl Iterator<Item = &Entry> {
-        self.tables[db].entries.iter().map(|e| &**e)
+        self.tables[db].entries.iter()
     }
 
     /// Applies a replayed FLUSHDB, FLUSHALL or SWAPDB to this shard.
@@ -694,7 +699,7 @@ impl Shard {
             self.fields_due.retain(|(_, of, _)| *of as usize != db);
         }
         for entry in table.entries.iter() {
-            self.live.remove(entry.loc);
+            self.live.remove(entry.loc_raw());
             if entry.is_cold() {
                 self.tier.stats.cold_keys.fetch_sub(1, Relaxed);
             }
@@ -729,7 +734,7 @@ impl Shard {
             else {
                 continue;
             };
-            if entry.loc != loc {
+            if entry.loc_raw() != loc {
                 continue;
             }
             if entry.is_cold() {
@@ -801,7 +806,7 @@ impl Shard {
             return Ok(());
         };
         if entry.is_cold() {
-            let cold = tier.read_value(entry.loc, entry.key())?;
+            let cold = tier.read_value(entry.loc_raw(), entry.key())?;
             entry.install(&cold.bytes, cold.int, limits)?;
             tier.stats.cold_keys.fetch_sub(1, Relaxed);
         }
@@ -896,8 +901,8 @@ impl Shard {
             .find_mut(hash, |e| e.key() == key.bytes)
             && !entry.is_cold()
         {
-            self.live.remove(entry.loc);
-            entry.loc = loc;
+            self.live.remove(entry.loc_raw());
+            entry.set_loc(loc);
             self.live.add(loc);
         }
     }

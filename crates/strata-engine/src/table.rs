@@ -12,7 +12,7 @@ use crate::key::{KeyHasher, slot_hash};
 
 #[derive(Default)]
 pub(crate) struct Table {
-    pub(crate) entries: HashTable<Box<Entry>>,
+    pub(crate) entries: HashTable<Entry>,
     pub(crate) expiring: ExpiryIndex,
 }
 

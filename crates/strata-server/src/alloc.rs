@@ -110,6 +110,12 @@ pub fn collect() {
     });
 }
 
+/// The usable size the allocator hands out for a request of `bytes`.
+pub fn size_class(bytes: usize) -> usize {
+    // SAFETY: a pure function of its argument.
+    unsafe { libmimalloc_sys::mi_good_size(bytes) }
+}
+
 /// Bytes currently allocated (usable size), as `used_memory`.
 pub fn used_bytes() -> u64 {
     USED_BYTES.load(Ordering::Relaxed).max(0) as u64

@@ -721,12 +721,12 @@ pub enum FieldChange<'a> {
 /// Returns the fields now stored, or `None`, leaving `bytes` untouched,
 /// when the general path must run.
 pub(crate) fn change_packed_in_place(
-    bytes: &mut Vec<u8>,
+    bytes: &mut impl EditBytes,
     start: usize,
     changes: &[FieldChange],
     limits: Limits,
 ) -> Option<usize> {
-    let (mut count, count_len) = read_varint(&bytes[start..]).ok()?;
+    let (mut count, count_len) = read_varint(&bytes.as_bytes()[start..]).ok()?;
     let fields_at = start + count_len;
     let puts = changes
         .iter()
@@ -740,35 +740,38 @@ pub(crate) fn change_packed_in_place(
     });
     if !fits
         || count + puts > limits.max_packed_entries
-        || packed_scan(&bytes[fields_at..], |flags, _| flags & HAS_DEADLINE != 0).is_some()
+        || packed_scan(&bytes.as_bytes()[fields_at..], |flags, _| {
+            flags & HAS_DEADLINE != 0
+        })
+        .is_some()
     {
         return None;
     }
     let mut encoded = Vec::new();
     for change in changes {
         match *change {
-            FieldChange::Put(field) => match packed_position(&bytes[fields_at..], field.name) {
-                Some((at, len)) => {
-                    encoded.clear();
-                    field.encode(&mut encoded);
-                    let at = fields_at + at;
-                    if encoded.len() == len {
-                        bytes[at..at + len].copy_from_slice(&encoded);
-                    } else {
-                        bytes.splice(at..at + len, encoded.iter().copied());
+            FieldChange::Put(field) => {
+                encoded.clear();
+                field.encode(&mut encoded);
+                match packed_position(&bytes.as_bytes()[fields_at..], field.name) {
+                    Some((at, len)) => {
+                        let at = fields_at + at;
+                        if encoded.len() == len {
+                            bytes.as_bytes_mut()[at..at + len].copy_from_slice(&encoded);
+                        } else {
+                            bytes.replace_range(at..at + len, &encoded);
+                        }
+                    }
+                    None => {
+                        let end = bytes.as_bytes().len();
+                        bytes.replace_range(end..end, &encoded);
+                        count += 1;
                     }
                 }
-                None => {
-                    // Grow to the exact size once: the entry's allocation
-                    // is a boxed slice, which keeps no spare capacity.
-                    bytes.reserve_exact(field.encoded_len());
-                    field.encode(bytes);
-                    count += 1;
-                }
-            },
+            }
             FieldChange::Remove(name) => {
-                if let Some((at, len)) = packed_position(&bytes[fields_at..], name) {
-                    bytes.drain(fields_at + at..fields_at + at + len);
+                if let Some((at, len)) = packed_position(&bytes.as_bytes()[fields_at..], name) {
+                    bytes.replace_range(fields_at + at..fields_at + at + len, &[]);
                     count -= 1;
                 }
             }
@@ -777,11 +780,48 @@ pub(crate) fn change_packed_in_place(
     let mut prefix = [0u8; 10];
     let prefix_len = put_varint(&mut prefix, count);
     if prefix_len == count_len {
-        bytes[start..fields_at].copy_from_slice(&prefix[..prefix_len]);
+        bytes.as_bytes_mut()[start..fields_at].copy_from_slice(&prefix[..prefix_len]);
     } else {
-        bytes.splice(start..fields_at, prefix[..prefix_len].iter().copied());
+        bytes.replace_range(start..fields_at, &prefix[..prefix_len]);
     }
     Some(count)
+}
+
+/// A byte buffer a packed image can be edited in, in place: an entry's
+/// allocation, or a `Vec` (tests).
+pub(crate) trait EditBytes {
+    fn as_bytes(&self) -> &[u8];
+    fn as_bytes_mut(&mut self) -> &mut [u8];
+    /// Replaces `range` with `with` (as `Vec::splice`).
+    fn replace_range(&mut self, range: std::ops::Range<usize>, with: &[u8]);
+}
+
+impl EditBytes for Vec<u8> {
+    fn as_bytes(&self) -> &[u8] {
+        self
+    }
+
+    fn as_bytes_mut(&mut self) -> &mut [u8] {
+        self
+    }
+
+    fn replace_range(&mut self, range: std::ops::Range<usize>, with: &[u8]) {
+        self.splice(range, with.iter().copied());
+    }
+}
+
+impl EditBytes for crate::thin::ThinBuf {
+    fn as_bytes(&self) -> &[u8] {
+        self.as_slice()
+    }
+
+    fn as_bytes_mut(&mut self) -> &mut [u8] {
+        self.as_mut_slice()
+    }
+
+    fn replace_range(&mut self, range: std::ops::Range<usize>, with: &[u8]) {
+        crate::thin::ThinBuf::replace_range(self, range, with);
+    }
 }
 
 /// The hash as a plain map, for the tests' models: production code goes
