@@ -434,13 +434,11 @@ impl Connection {
                     return Err(Closed::Protocol(error));
                 }
             };
-            if let Some(cold) = self.cold_values(&args, now) {
-                self.park(args, cold);
-                break;
-            }
+            // Dispatch finds out under its locks whether a value the
+            // command reads is on disk, and then does not run it: asking
+            // first would cost every command a second lock and lookup.
             if !self.run_command(&args, now, true) {
-                // A value went cold between the check and the locks: read
-                // it off the locks, like any other.
+                // Read its cold values off the locks, then run it.
                 let cold = self.cold_values(&args, now).unwrap_or_default();
                 self.park(args, cold);
                 break;
@@ -589,8 +587,7 @@ impl Connection {
             let stop = self.session.close_after_reply
                 || self.session.client.is_killed()
                 || self.server.paused_until_ms() > now
-                || self.output.len() >= pause_bytes
-                || self.cold_values(&args, now).is_some();
+                || self.output.len() >= pause_bytes;
             if stop {
                 self.backlog.push_front(args);
                 return;
