@@ -69,6 +69,7 @@ impl ColdFetch {
         for (index, (key, loc)) in self.wanted.iter().enumerate() {
             reader.submit(*loc, key.clone(), done(index));
         }
+        reader.flush();
     }
 
     /// Puts the values read (`results`, in the order wanted) into their

@@ -551,6 +551,11 @@ fn the_cold_reader_reads_values_back_with_either_engine() {
     for i in 0..COUNT {
         set(&ks, 0, format!("key:{i}").as_bytes(), &value(i), None);
     }
+    // Records longer than a first read: read again, whole.
+    let long = |i: usize| format!("long value {i} ").repeat(2000).into_bytes();
+    for i in 0..3 {
+        set(&ks, 0, format!("long:{i}").as_bytes(), &long(i), None);
+    }
     evict_everything(&ks);
     let locs: Vec<crate::location::ColdLocation> = (0..COUNT)
         .map(|i| {
@@ -586,6 +591,46 @@ fn the_cold_reader_reads_values_back_with_either_engine() {
             }
         }
     }
+    // A thread's own ring: reads leave with one system call, and their
+    // results come back on that thread when it reaps its eventfd.
+    let (reader, _) = crate::reader::ColdReader::start(ks.tier().clone(), 2, true).unwrap();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let eventfd = reader.start_thread_ring().expect("io_uring works here");
+            let (sender, results) = std::sync::mpsc::channel();
+            let mut wanted: Vec<(Vec<u8>, Vec<u8>)> = (0..COUNT)
+                .map(|i| (format!("key:{i}").into_bytes(), value(i)))
+                .collect();
+            wanted.extend((0..3).map(|i| (format!("long:{i}").into_bytes(), long(i))));
+            for (index, (key, _)) in wanted.iter().enumerate() {
+                let loc = ks.cold_loc(0, ks.key(key), NOW_MS).expect("cold");
+                let sender = sender.clone();
+                let done = Box::new(move |r| sender.send((index, r)).unwrap());
+                reader.submit(loc, key.clone(), done);
+            }
+            reader.flush();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            let mut received = 0;
+            while received < wanted.len() {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "reads did not complete"
+                );
+                let mut poll = libc::pollfd {
+                    fd: eventfd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd.
+                unsafe { libc::poll(&mut poll, 1, 100) };
+                crate::reader::reap_thread_ring();
+                for (index, result) in results.try_iter() {
+                    assert_eq!(result.expect("read").bytes, wanted[index].1, "{index}");
+                    received += 1;
+                }
+            }
+        });
+    });
     // The whole round as a command's caller makes it: want, read,
     // install (lent to the command), release (cold again).
     let (reader, _) = crate::reader::ColdReader::start(ks.tier().clone(), 2, true).unwrap();

@@ -290,6 +290,38 @@ impl Tier {
         })
     }
 
+    /// When the first read of `plan` (which returned `got`) holds only
+    /// the start of a longer record: the plan of one read of the whole
+    /// record, which asynchronous readers submit instead of letting
+    /// [`Tier::finish_read`] block for the rest. A damaged header is left
+    /// for `finish_read` to report.
+    pub fn rest_of_record(&self, plan: &ReadPlan, got: &[u8]) -> Option<ReadPlan> {
+        let header = record::parse_header(got.get(plan.skip..)?).ok()?;
+        if header.total_len <= got.len() - plan.skip {
+            return None;
+        }
+        let record_at = plan.offset + plan.skip as u64;
+        let (offset, skip, len) = if plan.direct {
+            let start = record_at & !(DIRECT_ALIGN as u64 - 1);
+            let skip = (record_at - start) as usize;
+            (
+                start,
+                skip,
+                (skip + header.total_len).next_multiple_of(DIRECT_ALIGN),
+            )
+        } else {
+            (record_at, 0, header.total_len)
+        };
+        Some(ReadPlan {
+            file: plan.file.clone(),
+            direct: plan.direct,
+            loc: plan.loc,
+            offset,
+            skip,
+            len,
+        })
+    }
+
     /// Completes a planned read given the bytes it returned: reads the
     /// rest of a longer record (blocking), checks both CRCs and the key,
     /// and counts the read (errors are counted by the caller, in

@@ -437,6 +437,7 @@ fn network_thread(
     // for it (see connection.rs), so commits here need not wake the writer.
     strata_engine::log::set_flushes_itself();
     runtime.block_on(async move {
+        server.tiering.readers.serve_thread_ring();
         tokio::spawn(async {
             let mut every = tokio::time::interval(crate::alloc::COLLECT_INTERVAL);
             loop {

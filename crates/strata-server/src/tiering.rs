@@ -9,11 +9,11 @@
 //!   data directory holds that much: every write lands on disk.
 //! - **Cold reads.** A connection about to run a command whose keys have
 //!   cold values lists them in the engine's [`ColdFetch`] and reads them
-//!   through [`ReaderPool`] — the engine's [`ColdReader`] (io_uring, or
-//!   `tiering-io-threads` threads doing `pread`s) with its results
-//!   awaited as futures — so its network thread keeps serving other
-//!   connections; the fetch then installs them. No shard lock is held
-//!   while reading.
+//!   through [`ReaderPool`] — the engine's [`ColdReader`]: each network
+//!   thread's own io_uring, or `tiering-io-threads` threads doing
+//!   `pread`s where io_uring is unavailable — with its results awaited as
+//!   futures, so its network thread keeps serving other connections; the
+//!   fetch then installs them. No shard lock is held while reading.
 //! - **Rates** for INFO tiering, sampled by the cron.
 
 use std::collections::VecDeque;
@@ -104,7 +104,49 @@ impl ReaderPool {
         results
     }
 
-    /// Reads waiting for a reader thread.
+    /// Gives the calling network thread its own io_uring for the cold
+    /// reads its connections make, and serves its completions on the
+    /// thread's runtime (no other thread involved). Where io_uring is not
+    /// used, reads keep going to the reader threads.
+    pub fn serve_thread_ring(&self) {
+        let fd = match self.reader.start_thread_ring() {
+            Ok(fd) => fd,
+            Err(e) => {
+                if self.engine == "io_uring" {
+                    crate::log_warning!(
+                        "No io_uring of its own for a network thread ({e}); its cold reads go to the reader thread"
+                    );
+                }
+                return;
+            }
+        };
+        // SAFETY: the eventfd belongs to this thread's ring, which lives
+        // until the thread ends, after its runtime and this task are gone.
+        let registered = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+        };
+        let watched = match registered {
+            Ok(watched) => watched,
+            Err(e) => {
+                // Reads submitted here would never be reaped: stop.
+                crate::log_warning!("Can't watch a network thread's io_uring: {e}");
+                std::process::exit(1);
+            }
+        };
+        tokio::spawn(async move {
+            loop {
+                let Ok(mut ready) = watched.readable().await else {
+                    return;
+                };
+                // Cleared before reaping, so a completion that lands while
+                // reaping signals again.
+                ready.clear_ready();
+                strata_engine::reader::reap_thread_ring();
+            }
+        });
+    }
+
+    /// Reads waiting for a place in a ring or for a reader thread.
     pub fn queued(&self) -> u64 {
         self.reader.queued()
     }
