@@ -12,7 +12,7 @@
 //! | bytes | field | |
 //! |---|---|---|
 //! | 4 | length | the allocation's own (`ThinBuf`) |
-//! | 4 | clock and flags | LRU clock (seconds mod 2^24, Redis' width) in the low 24 bits; INT, VOLATILE, COLD, SEEN, TRANSIENT, FETCHED above |
+//! | 4 | clock and flags | LRU clock (seconds mod 2^24, Redis' width) in the low 24 bits; INT, VOLATILE, SEEN, TRANSIENT, FETCHED above (COLD is the pointer's tag bit) |
 //! | 1 | shape | the type (string, hash), BOXED, HAS_LOC |
 //! | 8 | location | only with HAS_LOC: where the log holds the value's image ([`NO_LOC`] for none) |
 //! | 8 | deadline | only with VOLATILE: Unix ms |
@@ -54,7 +54,9 @@ use crate::value::{Value, ValueRef};
 pub(crate) const INT: u32 = 1 << 24;
 /// The header holds the 8-byte deadline.
 pub(crate) const VOLATILE: u32 = 1 << 25;
-/// The value is only on disk, at the entry's location.
+/// The value is only on disk, at the entry's location. Kept in the
+/// pointer's tag bit ([`ThinBuf::tag`]), not in the word: eviction and
+/// every "is it cold?" look at it without a cache miss.
 pub(crate) const COLD: u32 = 1 << 26;
 /// Read from disk once recently without being kept: a second read within
 /// [`PROMOTE_WINDOW_S`] keeps it in RAM.
@@ -268,7 +270,9 @@ fn build(
         key_len[1..].copy_from_slice(&long.to_le_bytes());
         &key_len[..]
     };
-    ThinBuf::from_parts(&[
+    let cold = word & COLD != 0;
+    let word = word & !COLD;
+    let mut buf = ThinBuf::from_parts(&[
         &word.to_le_bytes(),
         &[shape],
         loc_bytes.as_ref().map_or(&[][..], |b| &b[..]),
@@ -280,7 +284,9 @@ fn build(
         key_len,
         key,
         value,
-    ])
+    ]);
+    buf.set_tag(cold);
+    buf
 }
 
 impl Entry {
@@ -452,11 +458,16 @@ impl Entry {
     }
 
     pub(crate) fn has(&self, flag: u32) -> bool {
-        self.word() & flag != 0
+        let cold = if self.buf.tag() { COLD } else { 0 };
+        (self.word() | cold) & flag != 0
     }
 
     pub(crate) fn set_flag(&mut self, flag: u32, on: bool) {
+        if flag & COLD != 0 {
+            self.buf.set_tag(on);
+        }
         let word = self.word();
+        let flag = flag & !COLD;
         self.set_word(if on { word | flag } else { word & !flag });
     }
 
@@ -552,9 +563,10 @@ impl Entry {
         }
     }
 
-    /// Whether the value is only on disk.
+    /// Whether the value is only on disk (the pointer's tag: known
+    /// without touching the entry's memory).
     pub fn is_cold(&self) -> bool {
-        self.has(COLD)
+        self.buf.tag()
     }
 
     /// The location field: where the log holds the current value's

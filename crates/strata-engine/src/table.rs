@@ -4,6 +4,7 @@
 //! deletions leave them sparse (hashbrown never shrinks by itself).
 
 use std::collections::BTreeSet;
+use std::sync::atomic::AtomicUsize;
 
 use hashbrown::HashTable;
 
@@ -14,6 +15,10 @@ use crate::key::{KeyHasher, slot_hash};
 pub(crate) struct Table {
     pub(crate) entries: HashTable<Entry>,
     pub(crate) expiring: ExpiryIndex,
+    /// Where eviction's next sample starts: it sweeps the buckets in
+    /// order (neighbouring slots share cache lines) instead of probing at
+    /// random. Atomic only so that the shared empty table can be a static.
+    pub(crate) sweep: AtomicUsize,
 }
 
 /// Non-empty tables of at most this many slots are not shrunk.
@@ -100,6 +105,7 @@ static EMPTY_TABLE: Table = Table {
         deadlines: BTreeSet::new(),
         deadline_sum_ms: 0,
     },
+    sweep: AtomicUsize::new(0),
 };
 
 impl Tables {

@@ -38,9 +38,14 @@ unsafe impl Send for ThinBuf {}
 // SAFETY: shared access only reads the bytes.
 unsafe impl Sync for ThinBuf {}
 
+/// Allocations are 2-aligned, so the pointer's low bit is free for the
+/// owner's one-bit tag ([`ThinBuf::set_tag`]).
+const ALIGN: usize = 2;
+const TAG: usize = 1;
+
 fn layout(len: usize) -> Layout {
     assert!(len <= THIN_LEN_MAX, "a {len}-byte buffer is too long");
-    Layout::from_size_align(LEN_BYTES + len, 1).expect("the length was checked")
+    Layout::from_size_align(LEN_BYTES + len, ALIGN).expect("the length was checked")
 }
 
 impl ThinBuf {
@@ -75,7 +80,7 @@ impl ThinBuf {
             // the allocation; raw copies, because the bytes are not yet
             // initialised (no slice may be made over them).
             unsafe {
-                std::ptr::copy_nonoverlapping(part.as_ptr(), buf.ptr.as_ptr().add(at), part.len());
+                std::ptr::copy_nonoverlapping(part.as_ptr(), buf.base().add(at), part.len());
             }
             at += part.len();
         }
@@ -87,11 +92,33 @@ impl ThinBuf {
         ThinBuf::allocate(len, true)
     }
 
+    /// The allocation's start (the pointer without its tag).
+    fn base(&self) -> *mut u8 {
+        self.ptr.as_ptr().map_addr(|address| address & !TAG)
+    }
+
+    /// The owner's one bit, kept in the pointer itself: readable without
+    /// touching the allocation (an entry keeps "value on disk" there, so
+    /// eviction passes over cold entries without a cache miss each).
+    pub(crate) fn tag(&self) -> bool {
+        self.ptr.as_ptr().addr() & TAG != 0
+    }
+
+    pub(crate) fn set_tag(&mut self, on: bool) {
+        let tagged = self
+            .ptr
+            .as_ptr()
+            .map_addr(|address| (address & !TAG) | if on { TAG } else { 0 });
+        // SAFETY: an allocation's address is non-zero with its low bit
+        // clear, so the tagged address is non-zero too.
+        self.ptr = unsafe { NonNull::new_unchecked(tagged) };
+    }
+
     fn set_len(&mut self, len: usize) {
         let prefix = (len as u32).to_le_bytes();
         // SAFETY: every allocation starts with LEN_BYTES bytes of prefix.
         unsafe {
-            std::ptr::copy_nonoverlapping(prefix.as_ptr(), self.ptr.as_ptr(), LEN_BYTES);
+            std::ptr::copy_nonoverlapping(prefix.as_ptr(), self.base(), LEN_BYTES);
         }
     }
 
@@ -99,7 +126,7 @@ impl ThinBuf {
         let mut prefix = [0u8; LEN_BYTES];
         // SAFETY: every allocation starts with LEN_BYTES bytes of prefix.
         unsafe {
-            std::ptr::copy_nonoverlapping(self.ptr.as_ptr(), prefix.as_mut_ptr(), LEN_BYTES);
+            std::ptr::copy_nonoverlapping(self.base(), prefix.as_mut_ptr(), LEN_BYTES);
         }
         u32::from_le_bytes(prefix) as usize
     }
@@ -108,12 +135,12 @@ impl ThinBuf {
         // SAFETY: the allocation holds the prefix then `len` initialised
         // bytes (every constructor and resize writes all of them), owned
         // by self for the borrow's lifetime.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(LEN_BYTES), self.len()) }
+        unsafe { std::slice::from_raw_parts(self.base().add(LEN_BYTES), self.len()) }
     }
 
     pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as in as_slice, borrowed exclusively.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(LEN_BYTES), self.len()) }
+        unsafe { std::slice::from_raw_parts_mut(self.base().add(LEN_BYTES), self.len()) }
     }
 
     /// Changes the length to `new_len`, keeping the first bytes; new bytes
@@ -127,19 +154,17 @@ impl ThinBuf {
         // SAFETY: ptr was allocated with layout(old_len) by this global
         // allocator; the new size is non-zero and fits isize (checked by
         // layout()).
-        let raw = unsafe { alloc::realloc(self.ptr.as_ptr(), layout(old_len), new_layout.size()) };
+        let raw = unsafe { alloc::realloc(self.base(), layout(old_len), new_layout.size()) };
         let Some(ptr) = NonNull::new(raw) else {
             alloc::handle_alloc_error(new_layout)
         };
+        let tag = self.tag();
         self.ptr = ptr;
+        self.set_tag(tag);
         if new_len > old_len {
             // SAFETY: the grown allocation holds LEN_BYTES + new_len bytes.
             unsafe {
-                std::ptr::write_bytes(
-                    self.ptr.as_ptr().add(LEN_BYTES + old_len),
-                    0,
-                    new_len - old_len,
-                );
+                std::ptr::write_bytes(self.base().add(LEN_BYTES + old_len), 0, new_len - old_len);
             }
         }
         self.set_len(new_len);
@@ -152,6 +177,7 @@ impl ThinBuf {
         debug_assert!(new_len >= self.len());
         let mut grown = ThinBuf::zeroed(new_len);
         grown.as_mut_slice()[..self.len()].copy_from_slice(self.as_slice());
+        grown.set_tag(self.tag());
         *self = grown;
     }
 
@@ -182,6 +208,7 @@ impl ThinBuf {
     /// Gives up the buffer for its address; [`ThinBuf::from_address`]
     /// takes it back (exactly once, or it leaks).
     pub(crate) fn into_address(self) -> usize {
+        debug_assert!(!self.tag(), "a tagged buffer has no plain address");
         let ptr = self.ptr;
         std::mem::forget(self);
         ptr.as_ptr().expose_provenance()
@@ -219,7 +246,7 @@ impl Drop for ThinBuf {
     fn drop(&mut self) {
         // SAFETY: allocated by this global allocator with layout(len),
         // and never used again.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), layout(self.len())) }
+        unsafe { alloc::dealloc(self.base(), layout(self.len())) }
     }
 }
 
@@ -270,6 +297,22 @@ mod tests {
         assert_eq!(&buf.as_slice()[..3], b"xyz");
         assert!(buf.as_slice()[3..].iter().all(|&b| b == 0));
         assert_eq!(ThinBuf::zeroed(16).as_slice(), &[0u8; 16]);
+    }
+
+    #[test]
+    fn the_tag_survives_growth_and_leaves_the_bytes_alone() {
+        let mut buf = ThinBuf::from_parts(&[b"tagged"]);
+        assert!(!buf.tag());
+        buf.set_tag(true);
+        assert!(buf.tag());
+        assert_eq!(buf.as_slice(), b"tagged");
+        buf.resize(5000);
+        assert!(buf.tag());
+        assert_eq!(&buf.as_slice()[..6], b"tagged");
+        buf.replace_range(0..1, b"T");
+        buf.set_tag(false);
+        assert!(!buf.tag());
+        assert_eq!(&buf.as_slice()[..6], b"Tagged");
     }
 
     #[test]
