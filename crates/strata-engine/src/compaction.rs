@@ -32,30 +32,43 @@ pub fn compact(
         // Moved records would not take their new location.
         return Ok(());
     }
-    let segments = log.segments();
-    let Some((_head, closed)) = segments.split_last() else {
-        return Ok(());
-    };
     let located = keyspace.located_segments();
-    for segment in closed {
-        let Some(&count) = located.get(&segment.seq) else {
-            continue;
-        };
-        let Some((first, last)) = segment.lsns else {
-            continue;
-        };
-        let records = last - first + 1;
-        if count as f64 >= records as f64 * COMPACT_LIVE_RATIO {
+    for seq in dying_segments(keyspace, log) {
+        if !located.contains_key(&seq) {
+            // Nobody's value is there: nothing to move.
             continue;
         }
         let tier = keyspace.tier();
-        if let Err(e) = compact_segment(keyspace, log.dir(), segment.seq, throttle) {
+        if let Err(e) = compact_segment(keyspace, log.dir(), seq, throttle) {
             // The values stay where they are; reads check every record.
             tier.stats.compaction_errors.fetch_add(1, Ordering::Relaxed);
-            *tier.compaction_error.write() = Some(format!("segment {}: {e}", segment.seq));
+            *tier.compaction_error.write() = Some(format!("segment {seq}: {e}"));
         }
     }
     Ok(())
+}
+
+/// The closed segments of `log` in which fewer than
+/// [`COMPACT_LIVE_RATIO`] of the records are still some entry's value
+/// (none included): what compaction empties, and whose values in RAM a
+/// checkpoint copies rather than names (`Shard::unlocate_in`), so the
+/// next cycle can delete them.
+pub fn dying_segments(keyspace: &Keyspace, log: &Log) -> std::collections::BTreeSet<u64> {
+    let segments = log.segments();
+    let Some((_head, closed)) = segments.split_last() else {
+        return Default::default();
+    };
+    let located = keyspace.located_segments();
+    closed
+        .iter()
+        .filter(|segment| {
+            let count = located.get(&segment.seq).copied().unwrap_or(0);
+            segment.lsns.is_some_and(|(first, last)| {
+                (count as f64) < (last - first + 1) as f64 * COMPACT_LIVE_RATIO
+            })
+        })
+        .map(|segment| segment.seq)
+        .collect()
 }
 
 fn compact_segment(

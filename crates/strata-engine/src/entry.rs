@@ -537,6 +537,15 @@ impl Entry {
         }
     }
 
+    /// Bytes of the value's image (a SET record's payload), without
+    /// encoding it.
+    pub(crate) fn image_len(&self) -> usize {
+        match self.value() {
+            ValueRef::Str { bytes, .. } => bytes.len(),
+            ValueRef::Hash(hash) => hash.image_bytes(),
+        }
+    }
+
     fn inline_value(&self) -> &[u8] {
         &self.bytes()[self.value_at()..]
     }

@@ -101,7 +101,11 @@ impl Keyspace {
         if entry.cold_loc() != Some(loc) {
             return Installed::Stale;
         }
-        let promote = entry.has(SEEN) && entry.idle_s(now_ms) <= PROMOTE_WINDOW_S as u64;
+        // Without a RAM budget every value read stays; under one, a value
+        // read twice within the window does (a scan does not push the hot
+        // set out).
+        let promote = !self.tier.tracking()
+            || (entry.has(SEEN) && entry.idle_s(now_ms) <= PROMOTE_WINDOW_S as u64);
         if entry
             .install(&value.bytes, value.int, self.hash_limits.get())
             .is_err()

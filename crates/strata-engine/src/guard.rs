@@ -49,7 +49,7 @@ impl ShardGuard<'_> {
         if !sink.open {
             return Commit::default();
         }
-        if sink.log.is_some() && self.guard.tier.tracking() {
+        if sink.log.is_some() && self.guard.tier.places() {
             let shard = &mut *self.guard;
             log::group_close(sink, Some(&mut |record, loc| shard.place(record, loc)))
         } else {
@@ -90,16 +90,16 @@ impl ShardSet<'_> {
         if !sink.open {
             return Commit::default();
         }
-        let tracking = self.guards.first().is_some_and(|g| g.tier.tracking());
-        if sink.log.is_none() || !tracking {
+        let places = self.guards.first().is_some_and(|g| g.tier.places());
+        if sink.log.is_none() || !places {
             return log::group_close(sink, None);
         }
         let (indices, guards) = (&self.indices, &mut self.guards);
         log::group_close(
             sink,
             Some(&mut |record, loc| {
-                if let Some((_, key, _)) = tier::placed(record) {
-                    let hash = guards[0].hasher.hash(key);
+                if let Some(placed) = tier::placed(record) {
+                    let hash = guards[0].hasher.hash(placed.key);
                     let shard = (hash >> (64 - SHARD_BITS)) as usize;
                     if let Ok(position) = indices.binary_search(&shard) {
                         guards[position].place(record, loc);

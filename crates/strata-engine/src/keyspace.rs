@@ -166,6 +166,8 @@ impl Keyspace {
     /// recovery has replayed the existing log.
     pub fn attach_log(&self, log: Arc<Log>) {
         self.tier.set_log_dir(log.dir());
+        // Checkpoints name big values by their location in the log.
+        self.tier.set_locating_big(true);
         assert!(self.log.set(log).is_ok(), "log attached twice");
     }
 
@@ -451,6 +453,36 @@ impl Keyspace {
     }
 
     /// Entries located in each log segment, over all shards.
+    /// Values in RAM located in one of `dying` are appended again (see
+    /// `Shard::relocate_in`), one shard at a time, each shard's images one
+    /// group (not a change to the data: no feed, no change count);
+    /// `throttle` is told the bytes appended.
+    pub(crate) fn relocate_in(
+        &self,
+        dying: &std::collections::BTreeSet<u64>,
+        throttle: &mut dyn FnMut(u64),
+    ) {
+        if dying.is_empty() {
+            return;
+        }
+        for index in 0..SHARD_COUNT {
+            let mut guard = ShardGuard {
+                guard: self.shards[index].lock(),
+                sink: self.open_tier_group(),
+                index,
+            };
+            let bytes = guard.relocate_in(dying);
+            drop(guard);
+            if bytes > 0 {
+                self.tier
+                    .stats
+                    .compaction_moves
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                throttle(bytes);
+            }
+        }
+    }
+
     pub fn located_segments(&self) -> std::collections::BTreeMap<u64, u64> {
         let mut total = std::collections::BTreeMap::new();
         for shard in self.shards.iter() {

@@ -328,6 +328,9 @@ pub struct LoadOptions {
     /// Give replayed values the location of their record (tiering on), so
     /// they can leave RAM without being written again.
     pub locate: bool,
+    /// Give replayed big values (`tier::LOCATE_BIG_BYTES`) the location of
+    /// their record (the log stays on), so checkpoints name them by it.
+    pub locate_big: bool,
     /// (RAM in use, budget): while loading passes the budget, located
     /// values leave RAM.
     pub memory_limit: Option<(fn() -> u64, u64)>,
@@ -339,6 +342,7 @@ impl Default for LoadOptions {
             truncate_torn_tail: true,
             delay_per_key: Duration::ZERO,
             locate: false,
+            locate_big: false,
             memory_limit: None,
         }
     }
@@ -361,7 +365,11 @@ pub fn load(
     let log_dir = log_dir(&plan.dir);
     keyspace.tier().set_log_dir(&log_dir);
     keyspace.tier().set_cache_dir(&tier::cache_dir(&plan.dir));
-    let locate = options.locate;
+    let locate = |record: &Record| {
+        record.kind == Kind::Set
+            && (options.locate
+                || (options.locate_big && record.payload.len() >= tier::LOCATE_BIG_BYTES))
+    };
     // A pass that frees nothing (only values without a location left in
     // RAM) ends the attempts; the server evicts them by writing them once
     // it runs.
@@ -496,7 +504,7 @@ pub fn load(
             for (offset, record) in group {
                 if apply(keyspace, &covered, record, now_ms)? {
                     loaded.records_replayed += 1;
-                    if locate && record.kind == Kind::Set {
+                    if locate(record) {
                         let key = keyspace.key(record.key);
                         keyspace.lock_unlogged(key.shard()).locate(
                             record.db as usize,

@@ -424,13 +424,9 @@ impl Shard {
                 if deadline != 0 {
                     table.expiring.insert(deadline, key.bytes.into());
                 }
+                let loc_field = self.tier.locates(value.image_len());
                 let inserted = vacant.insert(Entry::new(
-                    key.bytes,
-                    value,
-                    deadline,
-                    limits,
-                    now_ms,
-                    self.tier.tracking(),
+                    key.bytes, value, deadline, limits, now_ms, loc_field,
                 ));
                 log_image(db, inserted.get());
             }
@@ -463,9 +459,21 @@ impl Shard {
     /// the entry loses it. Records are placed in log order, so the entry
     /// ends with the location of its current image or none.
     pub(crate) fn place(&mut self, record: &[u8], loc: u64) {
-        let Some((db, key, image)) = tier::placed(record) else {
+        let Some(tier::Placed {
+            db,
+            key,
+            image,
+            payload_len,
+        }) = tier::placed(record)
+        else {
             return;
         };
+        // Only values that get a location at all (every one under tiering,
+        // big ones with the log on); a change to part of a value makes any
+        // entry's image stale whatever its size.
+        if image && !self.tier.locates(payload_len) {
+            return;
+        }
         let hash = slot_hash(self.hasher.hash(key));
         // A cold entry must never point at a record that may not be
         // written yet (compaction puts values back in RAM before moving
@@ -710,6 +718,30 @@ impl Shard {
 
 /// Locations of values on disk: compaction, loading, checkpoints.
 impl Shard {
+    /// Checkpoints: appends again the image of every value in RAM whose
+    /// image lies in one of `dying` (segments mostly garbage), from RAM,
+    /// so that the commit gives it a location at the head and those
+    /// segments can go. A value on disk stays (compaction moves it).
+    /// Returns the bytes appended.
+    pub(crate) fn relocate_in(&mut self, dying: &std::collections::BTreeSet<u64>) -> u64 {
+        if dying.is_empty() || self.live.iter().all(|(seq, _)| !dying.contains(&seq)) {
+            return 0;
+        }
+        let mut bytes = 0;
+        for (db, table) in self.tables.iter().enumerate() {
+            for entry in table.entries.iter() {
+                if !entry.is_cold()
+                    && let Some(loc) = entry.loc()
+                    && dying.contains(&tier::loc_segment(loc))
+                {
+                    log_image(db, entry);
+                    bytes += entry.image_len() as u64;
+                }
+            }
+        }
+        bytes
+    }
+
     /// Compaction: if the entry of `key` (in `db`, or in another database
     /// after SWAPDB) still has its value at `loc`, appends that value again
     /// (`payload`: the record's value, for an entry whose value is on disk

@@ -29,14 +29,14 @@
 //!
 //! [`Shard::get`]: crate::keyspace::Shard::get
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 pub use crate::location::{NO_LOC, loc, loc_offset, loc_segment};
 use crate::log::segment_path;
@@ -124,8 +124,13 @@ pub struct Tier {
     files: RwLock<HashMap<u64, Segment>>,
     /// Segments from this one on may still be written (buffered reads).
     head_segment: AtomicU64,
-    /// Whether commits give entries the location of their image.
+    /// Whether commits give entries the location of their image (a RAM
+    /// budget under `tiered`: every value).
     tracking: AtomicBool,
+    /// Whether big values get their location (the log of changes is on).
+    locating_big: AtomicBool,
+    /// The segments that were mostly dead at the last checkpoint cycle.
+    dying: Mutex<BTreeSet<u64>>,
     /// Cache-store segments below this one may be named by a checkpoint
     /// on disk, even where no entry is located in them any more (a value
     /// overwritten since): only a checkpoint cycle, which replaces the
@@ -144,6 +149,8 @@ impl Default for Tier {
             files: RwLock::new(HashMap::new()),
             head_segment: AtomicU64::new(0),
             tracking: AtomicBool::new(false),
+            locating_big: AtomicBool::new(false),
+            dying: Mutex::new(BTreeSet::new()),
             named_below: AtomicU64::new(0),
             stats: TierStats::default(),
             compaction_error: RwLock::new(None),
@@ -174,6 +181,33 @@ impl Tier {
 
     pub fn tracking(&self) -> bool {
         self.tracking.load(Ordering::Relaxed)
+    }
+
+    /// With the log of changes on: big values get their locations too
+    /// ([`LOCATE_BIG_BYTES`]).
+    pub fn set_locating_big(&self, on: bool) {
+        self.locating_big.store(on, Ordering::Relaxed);
+    }
+
+    /// Notes the segments mostly dead now (`compaction::dying_segments`)
+    /// and returns those that were so at the last call too.
+    pub fn still_dying(&self, now: BTreeSet<u64>) -> BTreeSet<u64> {
+        let mut dying = self.dying.lock();
+        let still = dying.intersection(&now).copied().collect();
+        *dying = now;
+        still
+    }
+
+    /// Whether commits give any record's location to its entry.
+    pub fn places(&self) -> bool {
+        self.tracking() || self.locating_big.load(Ordering::Relaxed)
+    }
+
+    /// Whether a value whose image is `image_len` bytes long gets its
+    /// location (all of them while tiering tracks locations).
+    pub fn locates(&self, image_len: usize) -> bool {
+        self.tracking()
+            || (image_len >= LOCATE_BIG_BYTES && self.locating_big.load(Ordering::Relaxed))
     }
 
     /// Turns location tracking on or off (on: RAM budget under `tiered`).
@@ -463,13 +497,35 @@ impl LiveCounts {
 /// ([`crate::Shard`]) gives an image's location to its entry. Reads the
 /// record's kind, database and key without checking CRCs (the bytes were
 /// just encoded by this process).
-pub(crate) fn placed(record: &[u8]) -> Option<(usize, &[u8], bool)> {
+pub(crate) fn placed(record: &[u8]) -> Option<Placed<'_>> {
     let image = match Kind::from_u8(record[34]) {
         Some(Kind::Set) => true,
         Some(Kind::SetRange | Kind::HashPut | Kind::HashDel) => false,
         _ => return None,
     };
+    let total_len = u32::from_le_bytes(record[8..12].try_into().expect("4 bytes")) as usize;
     let key_len = u32::from_le_bytes(record[12..16].try_into().expect("4 bytes")) as usize;
     let db = u16::from_le_bytes([record[32], record[33]]) as usize;
-    Some((db, &record[HEADER_BYTES..HEADER_BYTES + key_len], image))
+    Some(Placed {
+        db,
+        key: &record[HEADER_BYTES..HEADER_BYTES + key_len],
+        image,
+        payload_len: total_len - HEADER_BYTES - key_len,
+    })
 }
+
+/// What [`placed`] reads of a committed record.
+pub(crate) struct Placed<'r> {
+    pub(crate) db: usize,
+    pub(crate) key: &'r [u8],
+    /// A SET: the value's whole image.
+    pub(crate) image: bool,
+    pub(crate) payload_len: usize,
+}
+
+/// Values whose image is at least this long are given their location
+/// whenever the log is on, tiering or not: a checkpoint then names them
+/// by it instead of copying them (docs/storage.md, "Big values are
+/// named, not copied"). Smaller ones are copied: their location would
+/// cost an 8-byte field in RAM for little saved.
+pub const LOCATE_BIG_BYTES: usize = 4096;

@@ -38,6 +38,14 @@ impl<'a> Value<'a> {
     pub fn owned(bytes: Vec<u8>) -> Value<'static> {
         Value::Str(Cow::Owned(bytes))
     }
+
+    /// Bytes of this value's image (a SET record's payload).
+    pub fn image_len(&self) -> usize {
+        match self {
+            Value::Int(n) => itoa::Buffer::new().format(*n).len(),
+            Value::Str(bytes) | Value::Hash(bytes) => bytes.len(),
+        }
+    }
 }
 
 /// How a stored string is encoded (OBJECT ENCODING).

@@ -196,6 +196,7 @@ fn load(handles: &Handles, plan: &Plan) -> Result<(), String> {
         // Replayed values can leave RAM without a write: their record
         // stays (with the log on; without it, the log is not kept).
         locate: tiered && config.appendonly,
+        locate_big: config.appendonly,
         memory_limit: tiered.then_some((crate::alloc::used_bytes as fn() -> u64, config.maxmemory)),
     };
     // `appendonly no` with `save ""` is a pure cache: as Redis without an
