@@ -198,12 +198,41 @@ pub fn run_cycle(
         // entry uses any more goes (nothing can be placed in it now).
         _ => delete_unlocated_segments(keyspace, &crate::tier::cache_dir(dir), &keep)?,
     }
-    if let Some(log) = changes {
-        // Segments kept for a few cold values: move those values to the
-        // head so the next cycle can delete the segments.
-        crate::compaction::compact(keyspace, log, &mut |bytes| throttle.wrote(bytes))?;
-    }
+    // Segments kept for a few cold values are compacted between cycles
+    // ([`compact_log_step`]), not here: a cycle that also read whole
+    // segments ran long, and everything waiting for it waited longer.
     Ok(info)
+}
+
+/// Whether the log of changes has a dying segment some value on disk is
+/// still located in (`compaction::dying_segments`): what
+/// [`compact_log_step`] moves out.
+pub fn log_compaction_due(keyspace: &Keyspace) -> bool {
+    let Some(log) = keyspace.change_log() else {
+        return false;
+    };
+    if !keyspace.tier().tracking() {
+        return false;
+    }
+    let located = keyspace.located_segments();
+    crate::compaction::dying_segments(keyspace, log)
+        .iter()
+        .any(|seq| located.contains_key(seq))
+}
+
+/// Compacts the log of changes between checkpoint cycles: moves the
+/// values still located in the oldest dying segment to the head (read at
+/// most `bytes_per_s`, 0: unbounded), so the next cycle can delete it.
+/// One segment per call, so that a checkpoint that falls due meanwhile
+/// waits for one segment at most.
+pub fn compact_log_step(keyspace: &Keyspace, bytes_per_s: u64) -> std::io::Result<()> {
+    let mut throttle = Throttle::new(bytes_per_s);
+    match keyspace.change_log() {
+        Some(log) => {
+            crate::compaction::compact_oldest(keyspace, log, &mut |bytes| throttle.wrote(bytes))
+        }
+        None => Ok(()),
+    }
 }
 
 /// Compacts the cache store (`appendonly no`), without a checkpoint:

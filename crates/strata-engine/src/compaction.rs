@@ -48,6 +48,32 @@ pub fn compact(
     Ok(())
 }
 
+/// [`compact`], limited to the oldest dying segment that some value is
+/// still located in (compaction between checkpoint cycles takes one
+/// segment at a time).
+pub fn compact_oldest(
+    keyspace: &Keyspace,
+    log: &Log,
+    throttle: &mut dyn FnMut(u64),
+) -> std::io::Result<()> {
+    if !keyspace.tier().tracking() {
+        return Ok(());
+    }
+    let located = keyspace.located_segments();
+    let Some(seq) = dying_segments(keyspace, log)
+        .into_iter()
+        .find(|seq| located.contains_key(seq))
+    else {
+        return Ok(());
+    };
+    let tier = keyspace.tier();
+    if let Err(e) = compact_segment(keyspace, log.dir(), seq, throttle) {
+        tier.stats.compaction_errors.fetch_add(1, Ordering::Relaxed);
+        *tier.compaction_error.write() = Some(format!("segment {seq}: {e}"));
+    }
+    Ok(())
+}
+
 /// The closed segments of `log` in which fewer than
 /// [`COMPACT_LIVE_RATIO`] of the records are still some entry's value
 /// (none included): what compaction empties, and whose values in RAM a

@@ -425,6 +425,8 @@ pub fn spawn_checkpointer(handles: Handles) -> std::io::Result<()> {
                     let _ = checkpoint(&handles, trigger);
                 } else if cache_store_due(&handles) {
                     compact_cache_store(&handles);
+                } else if checkpoint::log_compaction_due(&handles.keyspace) {
+                    compact_log_step(&handles);
                 }
             }
         })
@@ -455,6 +457,19 @@ fn compact_cache_store(handles: &Handles) {
     let rate = handles.config.get().checkpoint_rate_bytes;
     if let Err(e) = checkpoint::compact_cache_store(&handles.keyspace, rate) {
         log_warning!("Compacting the cache store failed: {e}");
+    }
+}
+
+/// Moves the values on disk out of one mostly dead log segment (tiering),
+/// on this (the checkpoint) thread between cycles, at
+/// `checkpoint-max-rate`.
+fn compact_log_step(handles: &Handles) {
+    let Some(_running) = handles.persistence.running.try_lock() else {
+        return;
+    };
+    let rate = handles.config.get().checkpoint_rate_bytes;
+    if let Err(e) = checkpoint::compact_log_step(&handles.keyspace, rate) {
+        log_warning!("Compacting the log failed: {e}");
     }
 }
 
