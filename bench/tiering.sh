@@ -11,6 +11,11 @@
 # value in RAM. The table reports the hit ratio measured by INFO tiering
 # over each run, not the intended one.
 #
+# Section "latency": the same tiered server at ~85 % RAM hits (1000 B,
+# SET:GET 1:4), first closed loop at pipeline 1 to find its maximum, then
+# open loop (strata-bench --rate) at half of it: latency percentiles and
+# the slowest reply, measured from each request's intended send time.
+#
 # Usage: bench/tiering.sh
 #        ROUNDS=5 SECONDS_PER_RUN=30 BUDGET_MB=512 bench/tiering.sh
 #        SIZES="1000" SECTIONS="load" TARGETS="85" bench/tiering.sh
@@ -20,7 +25,7 @@ ROUNDS=${ROUNDS:-3}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-20}
 BUDGET_MB=${BUDGET_MB:-256}
 SIZES=${SIZES:-"1000 100"}
-SECTIONS=${SECTIONS:-"load fio"}
+SECTIONS=${SECTIONS:-"load latency fio"}
 TARGETS=${TARGETS:-"85 50"}
 # Keys per value size: 1000 B values make a dataset 5x the budget; with
 # 100 B values the keys' own index (RAM, always) caps the ratio lower.
@@ -121,6 +126,45 @@ if [[ " $SECTIONS " == *" load "* ]]; then
         stop ram
         rm -rf "$WORK/tiered" "$WORK/ram"
     done
+fi
+
+if [[ " $SECTIONS " == *" latency "* ]]; then
+    keys=$KEYS_1000
+    sd=$(awk -v k="$keys" -v f="$SD_1000_85" 'BEGIN { printf "%d", k * f }')
+    start lat strata --maxmemory "${BUDGET_MB}mb" --save ""
+    port=$(port_of lat)
+    fill "$port" "$keys" 1000
+    common=(-t 2 -c 25 --pipeline 1 --ratio 1:4 --key-pattern G:G --key-stddev "$sd"
+        --key-minimum 1 --key-maximum "$keys" -d 1000 --test-time "$SECONDS_PER_RUN"
+        --distinct-client-seed --randomize)
+    echo
+    echo "## Latency at a fixed rate: 1000 B, SET:GET 1:4, ~85 % RAM hits, 50 connections"
+    echo
+    echo "| round | closed-loop max ops/s | open-loop rate | achieved ops/s | RAM hits | p50 ms | p99 ms | p99.9 ms | max ms |"
+    echo "|---|---|---|---|---|---|---|---|---|"
+    for round in $(seq "$ROUNDS"); do
+        max=$(sb_ops "$port" "${common[@]}")
+        rate=$((max / 2))
+        ram0=$(info_field "$port" tiering ram_hits)
+        disk0=$(info_field "$port" tiering disk_hits)
+        ops=$(sb_ops "$port" "${common[@]}" --rate "$rate")
+        ram1=$(info_field "$port" tiering ram_hits)
+        disk1=$(info_field "$port" tiering disk_hits)
+        python3 - "$WORK/sb.json" "$round" "$max" "$rate" "$ops" "$ram0" "$ram1" "$disk0" "$disk1" <<'PY'
+import json, sys
+run = json.load(open(sys.argv[1]))["runs"][-1]
+p = run["ALL STATS"]["Totals"]["Percentile Latencies"]
+worst = max((s.get("max_latency_ms", 0) for s in run.get("Time series", [])), default=0)
+r, mx, rate, ops, ram0, ram1, disk0, disk1 = sys.argv[2:]
+ram, disk = float(ram1) - float(ram0), float(disk1) - float(disk0)
+hit = ram / (ram + disk) if ram + disk else 1.0
+print(f"| {r} | {mx} | {rate} | {ops} | {hit:.3f} | {p['p50.00']} | {p['p99.00']} | {p['p99.90']} | {worst} |")
+PY
+    done
+    stop lat
+    rm -rf "$WORK/lat"
+    echo
+    echo "Commands: \`strata-server --maxmemory ${BUDGET_MB}mb --save \"\"\`; \`strata-bench ${common[*]}\` (closed loop), then the same with \`--rate <max / 2>\`."
 fi
 
 if [[ " $SECTIONS " == *" fio "* ]]; then
