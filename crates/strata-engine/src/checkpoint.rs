@@ -214,10 +214,7 @@ pub fn log_compaction_due(keyspace: &Keyspace) -> bool {
     if !keyspace.tier().tracking() {
         return false;
     }
-    let located = keyspace.located_segments();
-    crate::compaction::dying_segments(keyspace, log)
-        .iter()
-        .any(|seq| located.contains_key(seq))
+    !crate::compaction::segments_to_compact_now(keyspace, log).is_empty()
 }
 
 /// Compacts the log of changes between checkpoint cycles: moves the

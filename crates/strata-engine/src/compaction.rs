@@ -28,22 +28,8 @@ pub fn compact(
     log: &Log,
     throttle: &mut dyn FnMut(u64),
 ) -> std::io::Result<()> {
-    if !keyspace.tier().tracking() {
-        // Moved records would not take their new location.
-        return Ok(());
-    }
-    let located = keyspace.located_segments();
-    for seq in dying_segments(keyspace, log) {
-        if !located.contains_key(&seq) {
-            // Nobody's value is there: nothing to move.
-            continue;
-        }
-        let tier = keyspace.tier();
-        if let Err(e) = compact_segment(keyspace, log.dir(), seq, throttle) {
-            // The values stay where they are; reads check every record.
-            tier.stats.compaction_errors.fetch_add(1, Ordering::Relaxed);
-            *tier.compaction_error.write() = Some(format!("segment {seq}: {e}"));
-        }
+    for seq in segments_to_compact(keyspace, log) {
+        compact_one(keyspace, log, seq, throttle);
     }
     Ok(())
 }
@@ -56,22 +42,48 @@ pub fn compact_oldest(
     log: &Log,
     throttle: &mut dyn FnMut(u64),
 ) -> std::io::Result<()> {
+    if let Some(&seq) = segments_to_compact_now(keyspace, log).first() {
+        compact_one(keyspace, log, seq, throttle);
+    }
+    Ok(())
+}
+
+/// What compaction between cycles takes: the dying segments that some
+/// value on disk is still located in and that were dying already when
+/// the last cycle began. A segment gets a cycle to die by itself: taking
+/// each as soon as it was dying moved values that were about to be
+/// overwritten anyway, and compacted without pause (tiered, 1000 B,
+/// SET:GET 1:1 at ~85 % hits: 0.62x of all-in-RAM instead of 0.75x).
+pub fn segments_to_compact_now(keyspace: &Keyspace, log: &Log) -> Vec<u64> {
+    let since_last_cycle = keyspace.tier().dying_at_last_cycle();
+    segments_to_compact(keyspace, log)
+        .into_iter()
+        .filter(|seq| since_last_cycle.contains(seq))
+        .collect()
+}
+
+/// The dying segments some value is still located in, oldest first; none
+/// while locations are not tracked (moved records would not take their
+/// new location).
+fn segments_to_compact(keyspace: &Keyspace, log: &Log) -> Vec<u64> {
     if !keyspace.tier().tracking() {
-        return Ok(());
+        return Vec::new();
     }
     let located = keyspace.located_segments();
-    let Some(seq) = dying_segments(keyspace, log)
+    dying_segments(keyspace, log)
         .into_iter()
-        .find(|seq| located.contains_key(seq))
-    else {
-        return Ok(());
-    };
-    let tier = keyspace.tier();
+        .filter(|seq| located.contains_key(seq))
+        .collect()
+}
+
+/// Compacts one segment; a failure is counted and kept for INFO (the
+/// values stay where they are; reads check every record).
+fn compact_one(keyspace: &Keyspace, log: &Log, seq: u64, throttle: &mut dyn FnMut(u64)) {
     if let Err(e) = compact_segment(keyspace, log.dir(), seq, throttle) {
+        let tier = keyspace.tier();
         tier.stats.compaction_errors.fetch_add(1, Ordering::Relaxed);
         *tier.compaction_error.write() = Some(format!("segment {seq}: {e}"));
     }
-    Ok(())
 }
 
 /// The closed segments of `log` in which fewer than

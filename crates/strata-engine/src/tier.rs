@@ -189,6 +189,11 @@ impl Tier {
         self.locating_big.store(on, Ordering::Relaxed);
     }
 
+    /// The segments that were mostly dead when the last cycle began.
+    pub fn dying_at_last_cycle(&self) -> BTreeSet<u64> {
+        self.dying.lock().clone()
+    }
+
     /// Notes the segments mostly dead now (`compaction::dying_segments`)
     /// and returns those that were so at the last call too.
     pub fn still_dying(&self, now: BTreeSet<u64>) -> BTreeSet<u64> {

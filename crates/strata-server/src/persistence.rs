@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
+use strata_engine::Keyspace;
 use strata_engine::checkpoint::{self, CheckpointInfo};
 use strata_engine::log::{FsyncPolicy, Log, LogStart};
 use strata_engine::recovery::{self, Plan, Progress};
@@ -424,9 +425,14 @@ pub fn spawn_checkpointer(handles: Handles) -> std::io::Result<()> {
                 if let Some(trigger) = trigger {
                     let _ = checkpoint(&handles, trigger);
                 } else if cache_store_due(&handles) {
-                    compact_cache_store(&handles);
+                    compact_between_cycles(
+                        &handles,
+                        "the cache store",
+                        checkpoint::compact_cache_store,
+                    );
                 } else if checkpoint::log_compaction_due(&handles.keyspace) {
-                    compact_log_step(&handles);
+                    // One dying segment per step (cold values moved out).
+                    compact_between_cycles(&handles, "the log", checkpoint::compact_log_step);
                 }
             }
         })
@@ -448,28 +454,20 @@ fn cache_store_due(handles: &Handles) -> bool {
         && dead.saturating_mul(100) >= live.saturating_mul(config.auto_rewrite_percentage)
 }
 
-/// Compacts the cache store on this (the checkpoint) thread, one run at a
-/// time with checkpoints, at `checkpoint-max-rate`.
-fn compact_cache_store(handles: &Handles) {
+/// Runs `compact` (the cache store's compaction, or a step of the log's)
+/// on this (the checkpoint) thread, one run at a time with checkpoints,
+/// at `checkpoint-max-rate`.
+fn compact_between_cycles(
+    handles: &Handles,
+    what: &str,
+    compact: fn(&Keyspace, u64) -> std::io::Result<()>,
+) {
     let Some(_running) = handles.persistence.running.try_lock() else {
         return;
     };
     let rate = handles.config.get().checkpoint_rate_bytes;
-    if let Err(e) = checkpoint::compact_cache_store(&handles.keyspace, rate) {
-        log_warning!("Compacting the cache store failed: {e}");
-    }
-}
-
-/// Moves the values on disk out of one mostly dead log segment (tiering),
-/// on this (the checkpoint) thread between cycles, at
-/// `checkpoint-max-rate`.
-fn compact_log_step(handles: &Handles) {
-    let Some(_running) = handles.persistence.running.try_lock() else {
-        return;
-    };
-    let rate = handles.config.get().checkpoint_rate_bytes;
-    if let Err(e) = checkpoint::compact_log_step(&handles.keyspace, rate) {
-        log_warning!("Compacting the log failed: {e}");
+    if let Err(e) = compact(&handles.keyspace, rate) {
+        log_warning!("Compacting {what} failed: {e}");
     }
 }
 

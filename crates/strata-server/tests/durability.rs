@@ -201,6 +201,71 @@ fn kill9_under_everysec_loses_no_acknowledged_write() {
     no_acknowledged_write_lost("everysec");
 }
 
+/// Two writer threads, each overwriting its own `keys` keys
+/// (`{prefix}{writer}:{k}`) with `value(round)` again and again until
+/// finished, so the last acknowledged value of every key is known.
+struct Overwriters {
+    stop: Arc<AtomicBool>,
+    writes: Arc<AtomicU64>,
+    threads: Vec<std::thread::JoinHandle<HashMap<String, String>>>,
+}
+
+impl Overwriters {
+    fn start(port: u16, prefix: &'static str, keys: usize, value: fn(u64) -> String) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let writes = Arc::new(AtomicU64::new(0));
+        let threads = (0..2)
+            .map(|writer| {
+                let (stop, writes) = (stop.clone(), writes.clone());
+                std::thread::spawn(move || {
+                    let mut latest = HashMap::new();
+                    let mut raw = Raw::connect(port);
+                    let mut round = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        round += 1;
+                        for k in 0..keys {
+                            let key = format!("{prefix}{writer}:{k}");
+                            let value = value(round);
+                            assert_eq!(raw.cmd(&["SET", &key, &value]), ok());
+                            latest.insert(key, value);
+                        }
+                        writes.fetch_add(keys as u64, Ordering::Relaxed);
+                    }
+                    latest
+                })
+            })
+            .collect();
+        Overwriters {
+            stop,
+            writes,
+            threads,
+        }
+    }
+
+    /// Stops the writers; the last value each key was acknowledged with.
+    fn finish(self) -> Vec<HashMap<String, String>> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.threads
+            .into_iter()
+            .map(|w| w.join().unwrap())
+            .collect()
+    }
+}
+
+/// Starts BGSAVEs until `checkpoints` have started and the writers have
+/// made `writes` writes.
+fn bgsave_during(raw: &mut Raw, writers: &Overwriters, checkpoints: usize, writes: u64) {
+    let mut started = 0;
+    let deadline = Instant::now() + TIMEOUT;
+    while started < checkpoints || writers.writes.load(Ordering::Relaxed) < writes {
+        assert!(Instant::now() < deadline, "{started} BGSAVEs started");
+        if raw.cmd(&["BGSAVE"]) == Reply::simple("Background saving started") {
+            started += 1;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn checkpoints_under_load_are_consistent_and_compact_the_log() {
     let server = TestServer::start_with(&[
@@ -211,52 +276,20 @@ fn checkpoints_under_load_are_consistent_and_compact_the_log() {
         "--auto-aof-rewrite-percentage",
         "100",
     ]);
-    let stop = Arc::new(AtomicBool::new(false));
     // Each writer overwrites its own 200 keys again and again, so the final
     // acknowledged value of every key is known.
-    let writes = Arc::new(AtomicU64::new(0));
-    let writers: Vec<_> = (0..2)
-        .map(|writer| {
-            let port = server.port;
-            let stop = stop.clone();
-            let writes = writes.clone();
-            std::thread::spawn(move || {
-                let mut latest = HashMap::new();
-                let mut raw = Raw::connect(port);
-                let mut round = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    round += 1;
-                    for k in 0..200 {
-                        let key = format!("c{writer}:{k}");
-                        let value = format!("{round}-{}", "x".repeat(100));
-                        assert_eq!(raw.cmd(&["SET", &key, &value]), ok());
-                        latest.insert(key, value);
-                    }
-                    writes.fetch_add(200, Ordering::Relaxed);
-                }
-                latest
-            })
-        })
-        .collect();
+    let writers = Overwriters::start(server.port, "c", 200, |round| {
+        format!("{round}-{}", "x".repeat(100))
+    });
     let mut raw = server.raw();
     // Three checkpoints while the writers run, and at least 20 000 writes
     // (2.6 MB of records, four times what the compacted log may hold).
-    let mut started = 0;
-    let deadline = Instant::now() + TIMEOUT;
-    while started < 3 || writes.load(Ordering::Relaxed) < 20_000 {
-        assert!(Instant::now() < deadline, "{started} BGSAVEs started");
-        if raw.cmd(&["BGSAVE"]) == Reply::simple("Background saving started") {
-            started += 1;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    bgsave_during(&mut raw, &writers, 3, 20_000);
     let persistence = info(&mut raw, "persistence");
     let log_bytes: u64 = info_field(&persistence, "aof_current_size")
         .parse()
         .unwrap();
-    stop.store(true, Ordering::Relaxed);
-    let latest: Vec<HashMap<String, String>> =
-        writers.into_iter().map(|w| w.join().unwrap()).collect();
+    let latest = writers.finish();
     let live_bytes = 400 * 130;
     assert!(
         log_bytes < 2 * live_bytes + 2 * (256 << 10),
@@ -741,45 +774,13 @@ fn big_values_are_named_by_checkpoints_and_their_segments_still_go() {
     for k in 0..20 {
         assert_eq!(raw.cmd(&["SET", &format!("still:{k}"), &still(k)]), ok());
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let writes = Arc::new(AtomicU64::new(0));
-    let writers: Vec<_> = (0..2)
-        .map(|writer| {
-            let port = server.port;
-            let stop = stop.clone();
-            let writes = writes.clone();
-            std::thread::spawn(move || {
-                let mut latest = HashMap::new();
-                let mut raw = Raw::connect(port);
-                let mut round = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    round += 1;
-                    for k in 0..40 {
-                        let key = format!("big{writer}:{k}");
-                        let value = format!("{round}-{}", "x".repeat(8000));
-                        assert_eq!(raw.cmd(&["SET", &key, &value]), ok());
-                        latest.insert(key, value);
-                    }
-                    writes.fetch_add(40, Ordering::Relaxed);
-                }
-                latest
-            })
-        })
-        .collect();
+    let writers = Overwriters::start(server.port, "big", 40, |round| {
+        format!("{round}-{}", "x".repeat(8000))
+    });
     // Checkpoints while 5 000 values of 8 KB (40 MB) are written over 100
     // keys (800 KB live).
-    let mut started = 0;
-    let deadline = Instant::now() + TIMEOUT;
-    while started < 3 || writes.load(Ordering::Relaxed) < 5_000 {
-        assert!(Instant::now() < deadline, "{started} BGSAVEs started");
-        if raw.cmd(&["BGSAVE"]) == Reply::simple("Background saving started") {
-            started += 1;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    stop.store(true, Ordering::Relaxed);
-    let latest: Vec<HashMap<String, String>> =
-        writers.into_iter().map(|w| w.join().unwrap()).collect();
+    bgsave_during(&mut raw, &writers, 3, 5_000);
+    let latest = writers.finish();
     // Two more cycles with nothing written: the first copies what is left
     // in dying segments, the second deletes them.
     for _ in 0..2 {
