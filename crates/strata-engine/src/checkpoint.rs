@@ -586,7 +586,7 @@ fn copy_big_value(
         let Some(entry) = same(value.db).or_else(|| (0..keyspace.db_count()).find_map(same)) else {
             break;
         };
-        if entry.is_hash() || entry.is_cold() {
+        if entry.value_type() != crate::value::ValueType::String || entry.is_cold() {
             break;
         }
         let bytes = entry.value().as_bytes();

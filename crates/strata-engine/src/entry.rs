@@ -48,7 +48,7 @@ use crate::log;
 use crate::record::{Draft, FLAG_INT, Kind, VALUE_HASH};
 use crate::thin::ThinBuf;
 use crate::tier::{LiveCounts, NO_LOC};
-use crate::value::{Value, ValueRef};
+use crate::value::{Value, ValueRef, ValueType};
 
 /// Flags, in the top byte of the clock-and-flags word.
 pub(crate) const INT: u32 = 1 << 24;
@@ -215,6 +215,14 @@ fn type_of(value: &Value) -> u8 {
     }
 }
 
+/// The shape byte's type bits of `value_type`.
+fn type_code(value_type: ValueType) -> u8 {
+    match value_type {
+        ValueType::String => TYPE_STRING,
+        ValueType::Hash => TYPE_HASH,
+    }
+}
+
 fn fits_packed(hash: HashRef, limits: Limits) -> bool {
     hash.len() <= limits.max_packed_entries
         && hash
@@ -320,14 +328,21 @@ impl Entry {
     pub(crate) fn new_cold(
         key: &[u8],
         deadline: u64,
-        (int, hash): (bool, bool),
+        int: bool,
+        value_type: ValueType,
         loc: u64,
         now_ms: u64,
     ) -> Entry {
         let word = clock_of(now_ms) | COLD | if int { INT } else { 0 };
-        let type_code = if hash { TYPE_HASH } else { TYPE_STRING };
         Entry {
-            buf: build(word, type_code, Some(loc), deadline, key, Body::Cold),
+            buf: build(
+                word,
+                type_code(value_type),
+                Some(loc),
+                deadline,
+                key,
+                Body::Cold,
+            ),
         }
     }
 
@@ -611,23 +626,27 @@ impl Entry {
         self.is_cold().then(|| self.loc_raw())
     }
 
+    /// The value's type, known without the value.
+    pub fn value_type(&self) -> ValueType {
+        match self.shape() & TYPE_MASK {
+            TYPE_HASH => ValueType::Hash,
+            _ => ValueType::String,
+        }
+    }
+
     /// The Redis type name (TYPE), known without the value.
     pub fn type_name(&self) -> &'static str {
-        if self.is_hash() { "hash" } else { "string" }
+        self.value_type().name()
     }
 
     /// Whether the value is a hash (known without the value).
     pub fn is_hash(&self) -> bool {
-        self.shape() & TYPE_MASK == TYPE_HASH
+        self.value_type() == ValueType::Hash
     }
 
     /// The record `value_type` of this entry's images.
     pub(crate) fn value_type_code(&self) -> u8 {
-        if self.is_hash() {
-            crate::record::VALUE_HASH
-        } else {
-            crate::record::VALUE_STRING
-        }
+        self.value_type().record_code()
     }
 
     /// While a string bigger than [`BIG_STRING_BYTES`] lives beside this
@@ -815,9 +834,10 @@ impl EntryMut<'_> {
     pub fn write_at(self, db: usize, offset: usize, bytes: &[u8]) -> usize {
         forget_loc(self.live, self.entry);
         let entry = self.entry;
-        assert!(
-            !entry.is_hash(),
-            "write_at on a hash: commands check the type first"
+        assert_eq!(
+            entry.value_type(),
+            ValueType::String,
+            "write_at on another type: commands check the type first"
         );
         let end = offset + bytes.len();
         if entry.shape() & BOXED == 0 && end > BIG_STRING_BYTES {
@@ -1066,7 +1086,7 @@ mod tests {
     fn sizes_per_key() {
         assert_eq!(size_of::<Entry>(), 8, "one pointer per table slot");
         // A 14-byte key whose value is on disk: one 32-byte allocation.
-        let cold = Entry::new_cold(KEY, 0, (false, false), 42, NOW_MS);
+        let cold = Entry::new_cold(KEY, 0, false, ValueType::String, 42, NOW_MS);
         assert_eq!(cold.memory_bytes(), 8 + 32);
         assert_eq!(cold.loc_raw(), 42);
         // A 100-byte value in RAM without tiering: header 10 bytes.

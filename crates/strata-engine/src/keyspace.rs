@@ -888,8 +888,14 @@ mod cold_read_tests {
         let ks = Keyspace::new(1);
         let k = ks.key(b"cold");
         let loc = crate::location::loc(99, 0);
-        ks.lock_unlogged(k.shard())
-            .insert_cold(0, k, 0, (false, false), loc, 1000);
+        ks.lock_unlogged(k.shard()).insert_cold(
+            0,
+            k,
+            0,
+            (crate::value::ValueType::String, false),
+            loc,
+            1000,
+        );
         let error = match ks.lock(k).get(0, k, 1000) {
             Err(error) => error,
             Ok(found) => panic!("read succeeded: {}", found.is_some()),

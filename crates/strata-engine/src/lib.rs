@@ -84,4 +84,4 @@ pub mod tier;
 pub mod value;
 
 pub use keyspace::{DbStats, Entry, EntryMut, KeyRef, Keyspace, MemoryCensus, Shard, ShardGuard};
-pub use value::{Value, ValueRef};
+pub use value::{Value, ValueRef, ValueType};

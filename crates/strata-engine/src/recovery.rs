@@ -29,7 +29,7 @@ use crate::keyspace::{KeyRef, Keyspace, SHARD_COUNT, Shard, Sharding};
 use crate::log::{SegmentInfo, segment_path, segment_seq};
 use crate::record::{self, FLAG_INT, FLAG_LOCATED, Invalid, Kind, Record};
 use crate::tier;
-use crate::value::Value;
+use crate::value::{Value, ValueType};
 
 /// How often [`load`] reports progress.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(2);
@@ -418,15 +418,19 @@ pub fn load(
                     ));
                 }
                 let deadline = record.aux;
+                let value_type =
+                    ValueType::from_record_code(record.value_type).ok_or_else(|| {
+                        format!(
+                            "value type {} is not supported by this build",
+                            record.value_type
+                        )
+                    })?;
                 if deadline == 0 || deadline > now_ms {
                     keyspace.lock_unlogged(shard).insert_cold(
                         record.db as usize,
                         key,
                         deadline,
-                        (
-                            record.flags & FLAG_INT != 0,
-                            record.value_type == record::VALUE_HASH,
-                        ),
+                        (value_type, record.flags & FLAG_INT != 0),
                         loc,
                         now_ms,
                     );
@@ -693,22 +697,25 @@ fn apply_set(shard: &mut Shard, hash: KeyRef, record: &Record, now_ms: u64) -> R
         shard.remove(db, hash, now_ms);
         return Ok(());
     }
-    let value = if record.value_type == record::VALUE_HASH {
-        crate::hash::check_image(record.payload)
-            .map_err(|_| "a hash image that does not decode".to_string())?;
-        Value::Hash(record.payload.into())
-    } else if record.value_type != record::VALUE_STRING {
-        return Err(format!(
-            "value type {} is not supported by this build",
-            record.value_type
-        ));
-    } else if record.flags & FLAG_INT != 0 {
-        match crate::value::parse_canonical_i64(record.payload) {
-            Some(n) => Value::Int(n),
-            None => Value::Str(record.payload.into()),
+    let value = match ValueType::from_record_code(record.value_type) {
+        Some(ValueType::Hash) => {
+            crate::hash::check_image(record.payload)
+                .map_err(|_| "a hash image that does not decode".to_string())?;
+            Value::Hash(record.payload.into())
         }
-    } else {
-        Value::Str(record.payload.into())
+        Some(ValueType::String) if record.flags & FLAG_INT != 0 => {
+            match crate::value::parse_canonical_i64(record.payload) {
+                Some(n) => Value::Int(n),
+                None => Value::Str(record.payload.into()),
+            }
+        }
+        Some(ValueType::String) => Value::Str(record.payload.into()),
+        None => {
+            return Err(format!(
+                "value type {} is not supported by this build",
+                record.value_type
+            ));
+        }
     };
     shard.set(db, hash, value, deadline, false, now_ms);
     Ok(())

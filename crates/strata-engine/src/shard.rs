@@ -12,7 +12,7 @@ use crate::log;
 use crate::record::{Draft, Kind};
 use crate::table::{ExpiryIndex, Table, Tables};
 use crate::tier::{self, LiveCounts, Tier};
-use crate::value::Value;
+use crate::value::{Value, ValueType};
 
 /// The live entry for `key` in `table`, removing (and logging) it first if
 /// it has expired.
@@ -207,7 +207,7 @@ impl Shard {
         key: KeyRef,
         now_ms: u64,
     ) -> Result<Option<EntryMut<'_>>, GetError> {
-        self.get_typed(db, key, now_ms, true, Some(false))
+        self.get_typed(db, key, now_ms, true, Some(ValueType::String))
     }
 
     /// [`Shard::get`] for a hash command: a key holding another type is
@@ -218,7 +218,7 @@ impl Shard {
         key: KeyRef,
         now_ms: u64,
     ) -> Result<Option<EntryMut<'_>>, GetError> {
-        self.get_typed(db, key, now_ms, true, Some(true))
+        self.get_typed(db, key, now_ms, true, Some(ValueType::Hash))
     }
 
     /// [`Shard::take`] for a string command (GETDEL).
@@ -228,7 +228,10 @@ impl Shard {
         key: KeyRef,
         now_ms: u64,
     ) -> Result<Option<Entry>, GetError> {
-        if self.lookup(db, key, now_ms).is_some_and(|e| e.is_hash()) {
+        if self
+            .lookup(db, key, now_ms)
+            .is_some_and(|e| e.value_type() != ValueType::String)
+        {
             return Err(GetError::WrongType);
         }
         Ok(self.take(db, key, now_ms)?)
@@ -258,8 +261,8 @@ impl Shard {
         }
     }
 
-    /// The entry for `key` with its value in RAM; when `hash` is given,
-    /// an entry of the other type is [`GetError::WrongType`], decided
+    /// The entry for `key` with its value in RAM; when `want` is given,
+    /// an entry of another type is [`GetError::WrongType`], decided
     /// before any disk read.
     fn get_typed(
         &mut self,
@@ -267,7 +270,7 @@ impl Shard {
         key: KeyRef,
         now_ms: u64,
         touch: bool,
-        hash: Option<bool>,
+        want: Option<ValueType>,
     ) -> Result<Option<EntryMut<'_>>, GetError> {
         let tier = self.tier.clone();
         let Some(entry) = lookup(
@@ -281,7 +284,7 @@ impl Shard {
         ) else {
             return Ok(None);
         };
-        if hash.is_some_and(|hash| entry.is_hash() != hash) {
+        if want.is_some_and(|want| entry.value_type() != want) {
             return Err(GetError::WrongType);
         }
         if touch {
@@ -785,13 +788,13 @@ impl Shard {
     }
 
     /// Recovery: `key` of `db` exists with its value on disk at `loc`;
-    /// `value_kind` is (int-encoded, hash).
+    /// `kind`: the value's type, and whether a string is int-encoded.
     pub(crate) fn insert_cold(
         &mut self,
         db: usize,
         key: KeyRef,
         deadline: u64,
-        value_kind: (bool, bool),
+        (value_type, int): (ValueType, bool),
         loc: u64,
         now_ms: u64,
     ) {
@@ -803,7 +806,7 @@ impl Shard {
         }
         table.entries.insert_unique(
             key.slot_hash(),
-            Entry::new_cold(key.bytes, deadline, value_kind, loc, now_ms),
+            Entry::new_cold(key.bytes, deadline, int, value_type, loc, now_ms),
             |e| slot_hash(hasher.hash(e.key())),
         );
         self.live.add(loc);
@@ -846,9 +849,10 @@ impl Shard {
             .get_loaded(db, key, now_ms, false)
             .map_err(|e| e.to_string())?
         {
-            if changed.is_hash() {
+            if changed.value_type() != ValueType::String {
                 return Err(format!(
-                    "a SETRANGE record for the hash '{}'",
+                    "a SETRANGE record for the {} '{}'",
+                    changed.type_name(),
                     String::from_utf8_lossy(key.bytes)
                 ));
             }
@@ -913,7 +917,8 @@ impl Shard {
             None => false,
             Some(entry) if !entry.is_hash() => {
                 return Err(format!(
-                    "a field record for the string '{}'",
+                    "a field record for the {} '{}'",
+                    entry.type_name(),
                     String::from_utf8_lossy(key.bytes)
                 ));
             }

@@ -48,6 +48,42 @@ impl<'a> Value<'a> {
     }
 }
 
+/// The type of a value, as TYPE names it: known from the entry without
+/// the value (so TYPE and WRONGTYPE never read the disk), and written in
+/// SET and checkpoint records as `record::VALUE_*`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueType {
+    String,
+    Hash,
+}
+
+impl ValueType {
+    /// The name TYPE replies.
+    pub fn name(self) -> &'static str {
+        match self {
+            ValueType::String => "string",
+            ValueType::Hash => "hash",
+        }
+    }
+
+    /// The record `value_type` byte of this type's images.
+    pub fn record_code(self) -> u8 {
+        match self {
+            ValueType::String => crate::record::VALUE_STRING,
+            ValueType::Hash => crate::record::VALUE_HASH,
+        }
+    }
+
+    /// The type of a record's `value_type` byte, if this build knows it.
+    pub fn from_record_code(code: u8) -> Option<ValueType> {
+        match code {
+            crate::record::VALUE_STRING => Some(ValueType::String),
+            crate::record::VALUE_HASH => Some(ValueType::Hash),
+            _ => None,
+        }
+    }
+}
+
 /// How a stored string is encoded (OBJECT ENCODING).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Encoding {
@@ -119,9 +155,17 @@ impl<'a> ValueRef<'a> {
         }
     }
 
+    /// The value's type.
+    pub fn value_type(&self) -> ValueType {
+        match self {
+            ValueRef::Str { .. } => ValueType::String,
+            ValueRef::Hash(_) => ValueType::Hash,
+        }
+    }
+
     /// The Redis type name, as TYPE replies it.
     pub fn type_name(&self) -> &'static str {
-        if self.is_hash() { "hash" } else { "string" }
+        self.value_type().name()
     }
 
     /// A string's encoding (a hash has none of these).

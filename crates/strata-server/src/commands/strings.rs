@@ -2,8 +2,8 @@
 
 use crate::long_double::{self, AddError};
 use bytes::Bytes;
-use strata_engine::Value;
 use strata_engine::value::parse_canonical_i64;
+use strata_engine::{Value, ValueType};
 
 use super::{
     CmdError, CmdResult, Ctx, ERR_NOT_FLOAT, ERR_NOT_INTEGER, ERR_OVERFLOW, ERR_STRING_TOO_LONG,
@@ -243,7 +243,7 @@ pub fn mget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     for key in &refs {
         // As Redis: a key of another type reads as missing here.
         match ctx.keys.shard(*key).get(db, *key, now)? {
-            Some(entry) if !entry.is_hash() => {
+            Some(entry) if entry.value_type() == ValueType::String => {
                 write_value(&mut ctx.out, entry.value());
                 hits += 1;
             }
