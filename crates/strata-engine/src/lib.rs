@@ -21,6 +21,8 @@
 //!   when sparse.
 //! - [`value`]: values going in ([`Value`]) and coming out ([`ValueRef`]):
 //!   strings (with Redis' integer encoding) and hashes (as their image).
+//! - [`list`]: the list type (packed nodes in a deque, the image codec);
+//!   not yet wired to the keyspace.
 //! - [`glob`]: Redis' glob-style pattern matcher for KEYS, SCAN and CONFIG.
 //! - [`hash`]: the hash type (a packed image kept inline in the entry, or
 //!   an arena table beside it; field deadlines; the image codec); commands
@@ -35,6 +37,7 @@
 //! - [`feed`]: every committed group of changes, in order, to subscribers.
 //! - [`background`]: memory held by background buffers, outside the budget.
 //! - `random` (private): seeds and a fast per-thread generator.
+//! - `varint` (private): the LEB128 lengths of packed images.
 //! - `thin` (private): the one-pointer byte buffer every entry is (its
 //!   header, key and value in one allocation; see `entry`).
 //! - [`reader`]: the cold-value reader (io_uring, or pread threads), off
@@ -70,6 +73,7 @@ mod guard;
 pub mod hash;
 mod key;
 pub mod keyspace;
+pub mod list;
 pub mod location;
 pub mod log;
 mod random;
@@ -82,6 +86,7 @@ mod table;
 mod thin;
 pub mod tier;
 pub mod value;
+mod varint;
 
 pub use keyspace::{DbStats, Entry, EntryMut, KeyRef, Keyspace, MemoryCensus, Shard, ShardGuard};
 pub use value::{Value, ValueRef, ValueType};

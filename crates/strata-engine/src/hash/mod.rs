@@ -28,6 +28,8 @@
 
 mod table;
 
+use crate::varint::{put_varint, varint_len, write_varint};
+
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -199,51 +201,13 @@ pub fn decode_names(payload: &[u8]) -> Result<Vec<&[u8]>, BadImage> {
     Ok(names)
 }
 
-/// Writes `n` as a varint into `out`; returns the bytes used.
-fn put_varint(out: &mut [u8; 10], mut n: usize) -> usize {
-    let mut used = 0;
-    while n >= 0x80 {
-        out[used] = n as u8 | 0x80;
-        n >>= 7;
-        used += 1;
-    }
-    out[used] = n as u8;
-    used + 1
-}
-
-fn varint_len(n: usize) -> usize {
-    (usize::BITS - (n | 1).leading_zeros()).div_ceil(7) as usize
-}
-
-fn write_varint(out: &mut Vec<u8>, mut n: usize) {
-    while n >= 0x80 {
-        out.push(n as u8 | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
-}
-
 /// A varint length and that many bytes, at `*at`; advances `*at`.
 fn read_bytes<'a>(bytes: &'a [u8], at: &mut usize) -> Result<&'a [u8], BadImage> {
-    let (len, used) = read_varint(bytes.get(*at..).ok_or(BadImage)?)?;
-    let start = *at + used;
-    let end = start.checked_add(len).ok_or(BadImage)?;
-    let found = bytes.get(start..end).ok_or(BadImage)?;
-    *at = end;
-    Ok(found)
+    crate::varint::read_bytes(bytes, at).ok_or(BadImage)
 }
 
 fn read_varint(bytes: &[u8]) -> Result<(usize, usize), BadImage> {
-    let mut n: usize = 0;
-    for (i, &b) in bytes.iter().enumerate().take(10) {
-        n |= ((b & 0x7f) as usize)
-            .checked_shl(7 * i as u32)
-            .ok_or(BadImage)?;
-        if b & 0x80 == 0 {
-            return Ok((n, i + 1));
-        }
-    }
-    Err(BadImage)
+    crate::varint::read_varint(bytes).ok_or(BadImage)
 }
 
 /// Fields one after another in the stored layout (a packed hash's bytes).

@@ -1,0 +1,636 @@
+//! List values (Redis lists): byte strings in order, pushed and popped at
+//! both ends, and the image codec that turns a list into one record
+//! payload and back.
+//!
+//! A list is a deque of *nodes*, each a packed run of elements (a varint
+//! length and the bytes, one after another, as a Redis listpack holds
+//! them), bounded by `list-max-listpack-size` ([`Limits`]): pushing or
+//! popping at either end touches one node, and an index skips whole nodes
+//! by their counts (Redis' quicklist). A list of one node is what Redis 7.2
+//! calls a `listpack`; more are a `quicklist`.
+//!
+//! The image (a SET record's payload, a checkpoint's) is a varint count
+//! followed by every element in that same layout, whatever the nodes, so
+//! an image becomes a list of any node size and back.
+//!
+//! Not wired to the keyspace yet: the list commands (issue "Lists, sets,
+//! sorted sets…") build on this type; its model test below pins its
+//! behaviour to a plain `VecDeque` of byte strings.
+
+use std::collections::VecDeque;
+
+use crate::varint::{read_bytes, read_varint, varint_len, write_varint};
+
+/// How big one node may grow (`list-max-listpack-size`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub node_entries_max: usize,
+    pub node_bytes_max: usize,
+}
+
+impl Limits {
+    /// Redis' `list-max-listpack-size`: a positive value caps a node's
+    /// elements; -1 to -5 cap its bytes at 4, 8, 16, 32 or 64 KiB (values
+    /// below -5 count as -5).
+    pub fn from_listpack_size(size: i64) -> Limits {
+        if size > 0 {
+            Limits {
+                node_entries_max: size as usize,
+                node_bytes_max: usize::MAX,
+            }
+        } else {
+            let step = size.unsigned_abs().clamp(1, 5) as u32;
+            Limits {
+                node_entries_max: usize::MAX,
+                node_bytes_max: 4096 << (step - 1),
+            }
+        }
+    }
+}
+
+impl Default for Limits {
+    /// Redis 7's default, -2: 8 KiB per node.
+    fn default() -> Self {
+        Limits::from_listpack_size(-2)
+    }
+}
+
+/// A damaged or foreign list image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadImage;
+
+/// Which end of a list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    Head,
+    Tail,
+}
+
+/// Elements back to back: a varint length and the bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Node {
+    bytes: Vec<u8>,
+    count: usize,
+}
+
+impl Node {
+    fn iter(&self) -> impl DoubleEndedIterator<Item = &[u8]> + '_ {
+        // A node is small (one listpack): collecting offsets keeps
+        // iteration from the tail simple.
+        let mut spans = Vec::with_capacity(self.count);
+        let mut at = 0;
+        while at < self.bytes.len() {
+            let element = read_bytes(&self.bytes, &mut at).expect("nodes are well formed");
+            spans.push((at - element.len(), at));
+        }
+        spans
+            .into_iter()
+            .map(|(start, end)| &self.bytes[start..end])
+    }
+
+    /// Byte range (encoded: length prefix included) of element `index`.
+    fn span(&self, index: usize) -> std::ops::Range<usize> {
+        debug_assert!(index < self.count);
+        let mut at = 0;
+        for _ in 0..index {
+            read_bytes(&self.bytes, &mut at).expect("nodes are well formed");
+        }
+        let start = at;
+        read_bytes(&self.bytes, &mut at).expect("nodes are well formed");
+        start..at
+    }
+
+    fn fits(&self, element_len: usize, limits: Limits) -> bool {
+        self.count < limits.node_entries_max
+            && self.bytes.len() + varint_len(element_len) + element_len <= limits.node_bytes_max
+    }
+
+    fn with(elements: &[&[u8]]) -> Node {
+        let mut node = Node::default();
+        for element in elements {
+            encode(element, &mut node.bytes);
+            node.count += 1;
+        }
+        node
+    }
+}
+
+fn encode(element: &[u8], out: &mut Vec<u8>) {
+    write_varint(out, element.len());
+    out.extend_from_slice(element);
+}
+
+/// A list value (see the module documentation).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListValue {
+    nodes: VecDeque<Node>,
+    len: usize,
+}
+
+impl ListValue {
+    pub fn new() -> ListValue {
+        ListValue::default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// OBJECT ENCODING's name (Redis 7.2's: one node is a listpack).
+    pub fn encoding_name(&self) -> &'static str {
+        if self.nodes.len() <= 1 {
+            "listpack"
+        } else {
+            "quicklist"
+        }
+    }
+
+    /// Bytes of RAM the list holds (node buffers and the deque).
+    pub fn memory_bytes(&self) -> usize {
+        self.nodes.capacity() * size_of::<Node>()
+            + self.nodes.iter().map(|n| n.bytes.capacity()).sum::<usize>()
+    }
+
+    /// Every element, head first.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &[u8]> + '_ {
+        self.nodes.iter().flat_map(Node::iter)
+    }
+
+    /// Adds `element` at `end`.
+    pub fn push(&mut self, end: End, element: &[u8], limits: Limits) {
+        let fits = match end {
+            End::Head => self.nodes.front(),
+            End::Tail => self.nodes.back(),
+        }
+        .is_some_and(|node| node.fits(element.len(), limits));
+        if !fits {
+            match end {
+                End::Head => self.nodes.push_front(Node::default()),
+                End::Tail => self.nodes.push_back(Node::default()),
+            }
+        }
+        let node = match end {
+            End::Head => self.nodes.front_mut(),
+            End::Tail => self.nodes.back_mut(),
+        }
+        .expect("a node at that end");
+        match end {
+            End::Tail => encode(element, &mut node.bytes),
+            End::Head => {
+                let mut encoded = Vec::with_capacity(varint_len(element.len()) + element.len());
+                encode(element, &mut encoded);
+                node.bytes.splice(0..0, encoded);
+            }
+        }
+        node.count += 1;
+        self.len += 1;
+    }
+
+    /// Removes and returns the element at `end`.
+    pub fn pop(&mut self, end: End) -> Option<Vec<u8>> {
+        let node = match end {
+            End::Head => self.nodes.front_mut(),
+            End::Tail => self.nodes.back_mut(),
+        }?;
+        let span = match end {
+            End::Head => node.span(0),
+            End::Tail => node.span(node.count - 1),
+        };
+        let mut at = span.start;
+        let element = read_bytes(&node.bytes, &mut at)
+            .expect("nodes are well formed")
+            .to_vec();
+        node.bytes.drain(span);
+        node.count -= 1;
+        if node.count == 0 {
+            match end {
+                End::Head => self.nodes.pop_front(),
+                End::Tail => self.nodes.pop_back(),
+            };
+        }
+        self.len -= 1;
+        Some(element)
+    }
+
+    /// The node holding element `index` and the element's index in it.
+    fn find(&self, mut index: usize) -> Option<(usize, usize)> {
+        if index >= self.len {
+            return None;
+        }
+        for (position, node) in self.nodes.iter().enumerate() {
+            if index < node.count {
+                return Some((position, index));
+            }
+            index -= node.count;
+        }
+        unreachable!("index below len is in some node")
+    }
+
+    /// Element `index` (from the head).
+    pub fn get(&self, index: usize) -> Option<&[u8]> {
+        let (node, within) = self.find(index)?;
+        self.nodes[node].iter().nth(within)
+    }
+
+    /// Elements `start..=stop` (indices from the head, `stop` below the
+    /// length), head first, skipping whole nodes before `start`.
+    pub fn range(&self, start: usize, stop: usize) -> impl Iterator<Item = &[u8]> + '_ {
+        let (first, within) = self.find(start).unwrap_or((self.nodes.len(), 0));
+        self.nodes
+            .iter()
+            .skip(first)
+            .flat_map(Node::iter)
+            .skip(within)
+            .take((stop + 1).saturating_sub(start))
+    }
+
+    /// Replaces element `index`; false when out of range.
+    pub fn set(&mut self, index: usize, element: &[u8], limits: Limits) -> bool {
+        let Some((position, within)) = self.find(index) else {
+            return false;
+        };
+        let node = &mut self.nodes[position];
+        let span = node.span(within);
+        let mut encoded = Vec::new();
+        encode(element, &mut encoded);
+        node.bytes.splice(span, encoded);
+        self.split_if_over(position, limits);
+        true
+    }
+
+    /// Inserts `element` before or after the first `pivot` from the head;
+    /// the new length, or `None` when there is no such pivot.
+    pub fn insert(
+        &mut self,
+        pivot: &[u8],
+        after: bool,
+        element: &[u8],
+        limits: Limits,
+    ) -> Option<usize> {
+        let index = self.iter().position(|e| e == pivot)?;
+        let at = index + usize::from(after);
+        self.insert_at(at, element, limits);
+        Some(self.len)
+    }
+
+    /// Inserts `element` so that it becomes element `at`.
+    fn insert_at(&mut self, at: usize, element: &[u8], limits: Limits) {
+        if at == self.len {
+            return self.push(End::Tail, element, limits);
+        }
+        let (position, within) = self.find(at).expect("at is below len");
+        let node = &mut self.nodes[position];
+        let offset = node.span(within).start;
+        let mut encoded = Vec::new();
+        encode(element, &mut encoded);
+        node.bytes.splice(offset..offset, encoded);
+        node.count += 1;
+        self.len += 1;
+        self.split_if_over(position, limits);
+    }
+
+    /// A node grown past the limits by a change inside it is cut in two.
+    fn split_if_over(&mut self, position: usize, limits: Limits) {
+        let node = &self.nodes[position];
+        if node.count <= 1
+            || (node.count <= limits.node_entries_max && node.bytes.len() <= limits.node_bytes_max)
+        {
+            return;
+        }
+        let half = node.count / 2;
+        let cut = node.span(half).start;
+        let tail = Node {
+            bytes: node.bytes[cut..].to_vec(),
+            count: node.count - half,
+        };
+        let node = &mut self.nodes[position];
+        node.bytes.truncate(cut);
+        node.count = half;
+        self.nodes.insert(position + 1, tail);
+    }
+
+    /// LREM: removes up to `count` elements equal to `element` from the
+    /// head (`count` > 0), from the tail (< 0), or all of them (0).
+    /// Returns how many went.
+    pub fn remove(&mut self, count: i64, element: &[u8]) -> usize {
+        let wanted = if count == 0 {
+            usize::MAX
+        } else {
+            count.unsigned_abs().try_into().unwrap_or(usize::MAX)
+        };
+        let mut matches: Vec<usize> = self
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| *e == element)
+            .map(|(i, _)| i)
+            .collect();
+        if count < 0 {
+            matches.reverse();
+        }
+        matches.truncate(wanted);
+        matches.sort_unstable();
+        let removed = matches.len();
+        if removed > 0 {
+            let mut doomed = matches.into_iter().peekable();
+            self.retain_indices(|index| {
+                if doomed.peek() == Some(&index) {
+                    doomed.next();
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+        removed
+    }
+
+    /// LTRIM: keeps elements `start..=stop` (indices from the head; an
+    /// empty range when `start > stop` or `start >= len`).
+    pub fn trim(&mut self, start: usize, stop: usize) {
+        if start > stop || start >= self.len {
+            *self = ListValue::new();
+            return;
+        }
+        let stop = stop.min(self.len - 1);
+        self.retain_indices(|index| (start..=stop).contains(&index));
+    }
+
+    /// Keeps the elements whose index `keep` accepts, rebuilding only
+    /// the nodes that lose some.
+    fn retain_indices(&mut self, mut keep: impl FnMut(usize) -> bool) {
+        let mut index = 0;
+        let nodes = std::mem::take(&mut self.nodes);
+        for node in nodes {
+            let kept: Vec<bool> = (index..index + node.count).map(&mut keep).collect();
+            index += node.count;
+            if kept.iter().all(|&k| k) {
+                self.nodes.push_back(node);
+                continue;
+            }
+            let remaining: Vec<&[u8]> = node
+                .iter()
+                .zip(&kept)
+                .filter(|(_, k)| **k)
+                .map(|(e, _)| e)
+                .collect();
+            if !remaining.is_empty() {
+                self.nodes.push_back(Node::with(&remaining));
+            }
+        }
+        self.len = self.nodes.iter().map(|n| n.count).sum();
+    }
+
+    /// LPOS: the indices of elements equal to `element`, searching from
+    /// the head for `rank` > 0 (skipping the first `rank - 1` matches) or
+    /// from the tail for `rank` < 0, at most `count` of them (0: all),
+    /// looking at no more than `maxlen` elements (0: all).
+    pub fn positions(&self, element: &[u8], rank: i64, count: usize, maxlen: usize) -> Vec<usize> {
+        debug_assert!(rank != 0, "RANK 0 is refused by the command");
+        let skip = (rank.unsigned_abs() - 1) as usize;
+        let take = if count == 0 { usize::MAX } else { count };
+        let look = if maxlen == 0 { usize::MAX } else { maxlen };
+        let matching = |(i, e): (usize, &[u8])| (e == element).then_some(i);
+        if rank > 0 {
+            self.iter()
+                .enumerate()
+                .take(look)
+                .filter_map(matching)
+                .skip(skip)
+                .take(take)
+                .collect()
+        } else {
+            let last = self.len.wrapping_sub(1);
+            self.iter()
+                .rev()
+                .enumerate()
+                .take(look)
+                .map(|(i, e)| (last - i, e))
+                .filter_map(matching)
+                .skip(skip)
+                .take(take)
+                .collect()
+        }
+    }
+
+    /// The image: a varint count, then every element.
+    pub fn encode_image(&self, out: &mut Vec<u8>) {
+        write_varint(out, self.len);
+        for node in &self.nodes {
+            out.extend_from_slice(&node.bytes);
+        }
+    }
+
+    /// The list an image holds, in nodes of at most `limits`.
+    pub fn decode_image(image: &[u8], limits: Limits) -> Result<ListValue, BadImage> {
+        let (count, mut at) = read_varint(image).ok_or(BadImage)?;
+        let mut list = ListValue::new();
+        for _ in 0..count {
+            let element = read_bytes(image, &mut at).ok_or(BadImage)?;
+            list.push(End::Tail, element, limits);
+        }
+        if at != image.len() {
+            return Err(BadImage);
+        }
+        Ok(list)
+    }
+}
+
+/// Checks that `image` is a well-formed list image.
+pub fn check_image(image: &[u8]) -> Result<(), BadImage> {
+    let (count, mut at) = read_varint(image).ok_or(BadImage)?;
+    for _ in 0..count {
+        read_bytes(image, &mut at).ok_or(BadImage)?;
+    }
+    if at != image.len() {
+        return Err(BadImage);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Nodes of at most three elements, so that every operation crosses
+    /// node boundaries.
+    const SMALL: Limits = Limits {
+        node_entries_max: 3,
+        node_bytes_max: usize::MAX,
+    };
+
+    fn list_of(elements: &[&str], limits: Limits) -> ListValue {
+        let mut list = ListValue::new();
+        for e in elements {
+            list.push(End::Tail, e.as_bytes(), limits);
+        }
+        list
+    }
+
+    fn contents(list: &ListValue) -> Vec<String> {
+        list.iter()
+            .map(|e| String::from_utf8_lossy(e).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn limits_follow_redis_listpack_size() {
+        assert_eq!(Limits::default().node_bytes_max, 8192);
+        assert_eq!(Limits::from_listpack_size(-1).node_bytes_max, 4096);
+        assert_eq!(Limits::from_listpack_size(-5).node_bytes_max, 65536);
+        assert_eq!(Limits::from_listpack_size(-9).node_bytes_max, 65536);
+        assert_eq!(Limits::from_listpack_size(0).node_bytes_max, 4096);
+        assert_eq!(Limits::from_listpack_size(128).node_entries_max, 128);
+    }
+
+    #[test]
+    fn lrem_lpos_and_ltrim_semantics() {
+        let mut list = list_of(&["a", "b", "a", "c", "a", "b"], SMALL);
+        assert_eq!(list.positions(b"a", 1, 0, 0), vec![0, 2, 4]);
+        assert_eq!(list.positions(b"a", 2, 1, 0), vec![2]);
+        assert_eq!(list.positions(b"a", -1, 2, 0), vec![4, 2]);
+        assert_eq!(list.positions(b"a", 1, 0, 3), vec![0, 2]);
+        assert_eq!(list.remove(-2, b"a"), 2);
+        assert_eq!(contents(&list), ["a", "b", "c", "b"]);
+        assert_eq!(list.remove(0, b"b"), 2);
+        assert_eq!(contents(&list), ["a", "c"]);
+        let mut list = list_of(&["0", "1", "2", "3", "4", "5", "6"], SMALL);
+        list.trim(2, 4);
+        assert_eq!(contents(&list), ["2", "3", "4"]);
+        list.trim(5, 9);
+        assert!(list.is_empty());
+        assert_eq!(list.insert(b"x", true, b"y", SMALL), None);
+    }
+
+    #[test]
+    fn a_big_element_gets_a_node_of_its_own() {
+        let limits = Limits::from_listpack_size(-1);
+        let mut list = list_of(&["small"], limits);
+        let big = vec![b'x'; 10_000];
+        list.push(End::Tail, &big, limits);
+        list.push(End::Head, &big, limits);
+        assert_eq!(list.len(), 3);
+        assert_eq!(list.get(1), Some(&b"small"[..]));
+        assert_eq!(list.get(2).map(<[u8]>::len), Some(10_000));
+        assert_eq!(list.encoding_name(), "quicklist");
+    }
+
+    #[test]
+    fn images_round_trip_across_node_sizes() {
+        let list = list_of(&["a", "", "ccc", "dddd", "e"], SMALL);
+        let mut image = Vec::new();
+        list.encode_image(&mut image);
+        check_image(&image).unwrap();
+        let back = ListValue::decode_image(&image, Limits::default()).unwrap();
+        assert_eq!(contents(&back), contents(&list));
+        assert_eq!(back.encoding_name(), "listpack");
+        assert_eq!(check_image(&image[..image.len() - 1]), Err(BadImage));
+        let mut trailing = image.clone();
+        trailing.push(0);
+        assert_eq!(check_image(&trailing), Err(BadImage));
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Push(bool, Vec<u8>),
+        Pop(bool),
+        Set(usize, Vec<u8>),
+        Insert(Vec<u8>, bool, Vec<u8>),
+        Remove(i64, Vec<u8>),
+        Trim(usize, usize),
+    }
+
+    fn element() -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(prop::sample::select(vec![b'a', b'b', b'c']), 0..3)
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (any::<bool>(), element()).prop_map(|(h, e)| Op::Push(h, e)),
+            2 => any::<bool>().prop_map(Op::Pop),
+            1 => (0..12usize, element()).prop_map(|(i, e)| Op::Set(i, e)),
+            1 => (element(), any::<bool>(), element()).prop_map(|(p, a, e)| Op::Insert(p, a, e)),
+            1 => (-3..3i64, element()).prop_map(|(c, e)| Op::Remove(c, e)),
+            1 => (0..12usize, 0..12usize).prop_map(|(s, t)| Op::Trim(s, t)),
+        ]
+    }
+
+    proptest! {
+        /// Every operation, checked against a plain deque after each step,
+        /// with nodes small enough that each one crosses node boundaries;
+        /// the image round-trips at every step.
+        #[test]
+        fn behaves_like_a_deque(ops in prop::collection::vec(op(), 1..60)) {
+            let mut list = ListValue::new();
+            let mut model: VecDeque<Vec<u8>> = VecDeque::new();
+            for op in ops {
+                match op {
+                    Op::Push(head, e) => {
+                        list.push(if head { End::Head } else { End::Tail }, &e, SMALL);
+                        if head { model.push_front(e) } else { model.push_back(e) }
+                    }
+                    Op::Pop(head) => {
+                        let got = list.pop(if head { End::Head } else { End::Tail });
+                        let want = if head { model.pop_front() } else { model.pop_back() };
+                        prop_assert_eq!(got, want);
+                    }
+                    Op::Set(i, e) => {
+                        let done = list.set(i, &e, SMALL);
+                        prop_assert_eq!(done, i < model.len());
+                        if done { model[i] = e; }
+                    }
+                    Op::Insert(pivot, after, e) => {
+                        let got = list.insert(&pivot, after, &e, SMALL);
+                        let want = model.iter().position(|x| *x == pivot).map(|i| {
+                            model.insert(i + usize::from(after), e.clone());
+                            model.len()
+                        });
+                        prop_assert_eq!(got, want);
+                    }
+                    Op::Remove(count, e) => {
+                        let mut indices: Vec<usize> =
+                            (0..model.len()).filter(|&i| model[i] == e).collect();
+                        if count < 0 { indices.reverse(); }
+                        if count != 0 { indices.truncate(count.unsigned_abs() as usize); }
+                        indices.sort_unstable();
+                        for &i in indices.iter().rev() { model.remove(i); }
+                        prop_assert_eq!(list.remove(count, &e), indices.len());
+                    }
+                    Op::Trim(start, stop) => {
+                        list.trim(start, stop);
+                        let kept: VecDeque<Vec<u8>> = model
+                            .iter()
+                            .enumerate()
+                            .filter(|(i, _)| start <= stop && (start..=stop).contains(i))
+                            .map(|(_, e)| e.clone())
+                            .collect();
+                        model = kept;
+                    }
+                }
+                prop_assert_eq!(list.len(), model.len());
+                let got: Vec<&[u8]> = list.iter().collect();
+                let want: Vec<&[u8]> = model.iter().map(Vec::as_slice).collect();
+                prop_assert_eq!(&got, &want);
+                let back: Vec<&[u8]> = list.iter().rev().collect();
+                let want_back: Vec<&[u8]> = model.iter().rev().map(Vec::as_slice).collect();
+                prop_assert_eq!(back, want_back);
+                for (i, e) in model.iter().enumerate() {
+                    prop_assert_eq!(list.get(i), Some(e.as_slice()));
+                }
+                if !model.is_empty() {
+                    let (s, t) = (model.len() / 3, model.len() - 1);
+                    let got: Vec<&[u8]> = list.range(s, t).collect();
+                    prop_assert_eq!(got, want[s..=t].to_vec());
+                }
+                let mut image = Vec::new();
+                list.encode_image(&mut image);
+                let decoded = ListValue::decode_image(&image, SMALL).unwrap();
+                prop_assert!(decoded.iter().eq(list.iter()));
+            }
+        }
+    }
+}
