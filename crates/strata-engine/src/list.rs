@@ -13,9 +13,11 @@
 //! followed by every element in that same layout, whatever the nodes, so
 //! an image becomes a list of any node size and back.
 //!
-//! Not wired to the keyspace yet: the list commands (issue "Lists, sets,
-//! sorted sets…") build on this type; its model test below pins its
-//! behaviour to a plain `VecDeque` of byte strings.
+//! Commands change a list through a [`ListOp`], which is also what the
+//! log records (a LIST_OP record): replaying the same operation on the
+//! same list gives the same list, so the bytes logged grow with the
+//! command's arguments, never with the list. The model test below pins
+//! the list's behaviour to a plain `VecDeque` of byte strings.
 
 use std::collections::VecDeque;
 
@@ -416,6 +418,11 @@ impl ListValue {
         }
     }
 
+    /// Bytes of the image, without encoding it.
+    pub fn image_len(&self) -> usize {
+        varint_len(self.len) + self.nodes.iter().map(|n| n.bytes.len()).sum::<usize>()
+    }
+
     /// The image: a varint count, then every element.
     pub fn encode_image(&self, out: &mut Vec<u8>) {
         write_varint(out, self.len);
@@ -436,6 +443,197 @@ impl ListValue {
             return Err(BadImage);
         }
         Ok(list)
+    }
+}
+
+/// A change to a list, as a command makes it and the log records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListOp<'a> {
+    /// Elements pushed one after another at an end (LPUSH pushes its
+    /// arguments to the head in order, so the last one ends first).
+    Push(End, Vec<&'a [u8]>),
+    /// Up to this many elements popped at an end.
+    Pop(End, usize),
+    /// Element `index` (from the head) replaced.
+    Set(usize, &'a [u8]),
+    /// `element` inserted before or after the first `pivot`.
+    Insert {
+        pivot: &'a [u8],
+        after: bool,
+        element: &'a [u8],
+    },
+    /// LREM's `count` elements equal to `element` removed.
+    Remove { count: i64, element: &'a [u8] },
+    /// Elements `start..=stop` kept (indices from the head).
+    Trim(usize, usize),
+}
+
+/// What a [`ListOp`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// Push, Insert: the new length (Insert: `None` without the pivot).
+    Len(Option<usize>),
+    /// Pop: the elements, in pop order.
+    Popped(Vec<Vec<u8>>),
+    /// Set: whether the index was in range.
+    Set(bool),
+    /// Remove: how many went.
+    Removed(usize),
+    Trimmed,
+}
+
+const OP_PUSH: u8 = 1;
+const OP_POP: u8 = 2;
+const OP_SET: u8 = 3;
+const OP_INSERT: u8 = 4;
+const OP_REMOVE: u8 = 5;
+const OP_TRIM: u8 = 6;
+
+fn end_code(end: End) -> u8 {
+    match end {
+        End::Head => 0,
+        End::Tail => 1,
+    }
+}
+
+impl<'a> ListOp<'a> {
+    /// Applies the change to `list`.
+    pub fn apply(&self, list: &mut ListValue, limits: Limits) -> Applied {
+        match self {
+            ListOp::Push(end, elements) => {
+                for element in elements {
+                    list.push(*end, element, limits);
+                }
+                Applied::Len(Some(list.len()))
+            }
+            ListOp::Pop(end, count) => {
+                let popped = (0..*count).map_while(|_| list.pop(*end)).collect();
+                Applied::Popped(popped)
+            }
+            ListOp::Set(index, element) => Applied::Set(list.set(*index, element, limits)),
+            ListOp::Insert {
+                pivot,
+                after,
+                element,
+            } => Applied::Len(list.insert(pivot, *after, element, limits)),
+            ListOp::Remove { count, element } => Applied::Removed(list.remove(*count, element)),
+            ListOp::Trim(start, stop) => {
+                list.trim(*start, *stop);
+                Applied::Trimmed
+            }
+        }
+    }
+
+    /// The record payload: an operation byte, then its arguments
+    /// (varints, elements as a varint length and the bytes).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            ListOp::Push(end, elements) => {
+                out.extend_from_slice(&[OP_PUSH, end_code(*end)]);
+                write_varint(out, elements.len());
+                for element in elements {
+                    encode(element, out);
+                }
+            }
+            ListOp::Pop(end, count) => {
+                out.extend_from_slice(&[OP_POP, end_code(*end)]);
+                write_varint(out, *count);
+            }
+            ListOp::Set(index, element) => {
+                out.push(OP_SET);
+                write_varint(out, *index);
+                encode(element, out);
+            }
+            ListOp::Insert {
+                pivot,
+                after,
+                element,
+            } => {
+                out.extend_from_slice(&[OP_INSERT, u8::from(*after)]);
+                encode(pivot, out);
+                encode(element, out);
+            }
+            ListOp::Remove { count, element } => {
+                out.push(OP_REMOVE);
+                out.extend_from_slice(&count.to_le_bytes());
+                encode(element, out);
+            }
+            ListOp::Trim(start, stop) => {
+                out.push(OP_TRIM);
+                write_varint(out, *start);
+                write_varint(out, *stop);
+            }
+        }
+    }
+
+    /// The operation a record payload holds.
+    pub fn decode(payload: &'a [u8]) -> Result<ListOp<'a>, BadImage> {
+        let (&op, rest) = payload.split_first().ok_or(BadImage)?;
+        let mut at = 0;
+        let varint = |at: &mut usize| -> Result<usize, BadImage> {
+            let (n, used) = read_varint(rest.get(*at..).ok_or(BadImage)?).ok_or(BadImage)?;
+            *at += used;
+            Ok(n)
+        };
+        let end = |code: Option<&u8>| match code {
+            Some(0) => Ok(End::Head),
+            Some(1) => Ok(End::Tail),
+            _ => Err(BadImage),
+        };
+        let decoded = match op {
+            OP_PUSH => {
+                let end = end(rest.first())?;
+                at = 1;
+                let count = varint(&mut at)?;
+                let mut elements = Vec::with_capacity(count.min(rest.len()));
+                for _ in 0..count {
+                    elements.push(read_bytes(rest, &mut at).ok_or(BadImage)?);
+                }
+                ListOp::Push(end, elements)
+            }
+            OP_POP => {
+                let end = end(rest.first())?;
+                at = 1;
+                ListOp::Pop(end, varint(&mut at)?)
+            }
+            OP_SET => {
+                let index = varint(&mut at)?;
+                ListOp::Set(index, read_bytes(rest, &mut at).ok_or(BadImage)?)
+            }
+            OP_INSERT => {
+                let after = match rest.first() {
+                    Some(0) => false,
+                    Some(1) => true,
+                    _ => return Err(BadImage),
+                };
+                at = 1;
+                let pivot = read_bytes(rest, &mut at).ok_or(BadImage)?;
+                let element = read_bytes(rest, &mut at).ok_or(BadImage)?;
+                ListOp::Insert {
+                    pivot,
+                    after,
+                    element,
+                }
+            }
+            OP_REMOVE => {
+                let count =
+                    i64::from_le_bytes(rest.get(..8).ok_or(BadImage)?.try_into().expect("8 bytes"));
+                at = 8;
+                ListOp::Remove {
+                    count,
+                    element: read_bytes(rest, &mut at).ok_or(BadImage)?,
+                }
+            }
+            OP_TRIM => {
+                let start = varint(&mut at)?;
+                ListOp::Trim(start, varint(&mut at)?)
+            }
+            _ => return Err(BadImage),
+        };
+        if at != rest.len() {
+            return Err(BadImage);
+        }
+        Ok(decoded)
     }
 }
 
@@ -532,6 +730,37 @@ mod tests {
         let mut trailing = image.clone();
         trailing.push(0);
         assert_eq!(check_image(&trailing), Err(BadImage));
+    }
+
+    #[test]
+    fn operations_round_trip_through_their_records() {
+        let ops = [
+            ListOp::Push(End::Head, vec![&b"a"[..], b"", b"ccc"]),
+            ListOp::Pop(End::Tail, 3),
+            ListOp::Set(7, b"x"),
+            ListOp::Insert {
+                pivot: b"p",
+                after: true,
+                element: b"e",
+            },
+            ListOp::Remove {
+                count: -2,
+                element: b"r",
+            },
+            ListOp::Trim(1, 300),
+        ];
+        for op in ops {
+            let mut payload = Vec::new();
+            op.encode(&mut payload);
+            assert_eq!(ListOp::decode(&payload), Ok(op.clone()));
+            assert_eq!(
+                ListOp::decode(&payload[..payload.len() - 1]),
+                Err(BadImage),
+                "{op:?}"
+            );
+        }
+        assert_eq!(ListOp::decode(&[9]), Err(BadImage));
+        assert_eq!(ListOp::decode(&[]), Err(BadImage));
     }
 
     #[derive(Clone, Debug)]
