@@ -44,8 +44,9 @@ use std::ops::Deref;
 use std::sync::OnceLock;
 
 use crate::hash::{self, FieldChange, HashRef, HashValue, Limits, Packed};
+use crate::list::{self, Applied, ListOp, ListValue};
 use crate::log;
-use crate::record::{Draft, FLAG_INT, Kind, VALUE_HASH};
+use crate::record::{Draft, FLAG_INT, Kind, VALUE_HASH, VALUE_LIST};
 use crate::thin::ThinBuf;
 use crate::tier::{LiveCounts, NO_LOC};
 use crate::value::{Value, ValueRef, ValueType};
@@ -80,6 +81,7 @@ const FIXED_BYTES: usize = 5;
 const TYPE_MASK: u8 = 0b111;
 const TYPE_STRING: u8 = 0;
 const TYPE_HASH: u8 = 1;
+const TYPE_LIST: u8 = 2;
 /// The value region is the address of a [`Big`] value.
 const BOXED: u8 = 1 << 3;
 /// The header holds a location field.
@@ -160,6 +162,8 @@ enum Big {
     Hash(HashValue),
     /// A string of more than [`BIG_STRING_BYTES`].
     Bytes(Vec<u8>),
+    /// A list (always beside the entry: its nodes are what it edits).
+    List(ListValue),
 }
 
 impl Big {
@@ -168,6 +172,7 @@ impl Big {
             + match self {
                 Big::Hash(hash) => hash.memory_bytes(),
                 Big::Bytes(bytes) => bytes.capacity(),
+                Big::List(list) => list.memory_bytes(),
             }
     }
 }
@@ -194,6 +199,11 @@ fn with_body<R>(value: Value, limits: Limits, head: usize, build: impl FnOnce(Bo
                 build(Body::Big(Box::new(Big::Hash(packed.to_value(limits)))))
             }
         }
+        Value::List(image) => {
+            let list = ListValue::decode_image(&image, list::Limits::default())
+                .expect("list images are checked before they are stored");
+            build(Body::Big(Box::new(Big::List(list))))
+        }
         Value::Str(bytes) if bytes.len() > BIG_STRING_BYTES => {
             build(Body::Big(Box::new(Big::Bytes(bytes.into_owned()))))
         }
@@ -211,6 +221,7 @@ fn with_body<R>(value: Value, limits: Limits, head: usize, build: impl FnOnce(Bo
 fn type_of(value: &Value) -> u8 {
     match value {
         Value::Hash(_) => TYPE_HASH,
+        Value::List(_) => TYPE_LIST,
         Value::Int(_) | Value::Str(_) => TYPE_STRING,
     }
 }
@@ -220,6 +231,7 @@ fn type_code(value_type: ValueType) -> u8 {
     match value_type {
         ValueType::String => TYPE_STRING,
         ValueType::Hash => TYPE_HASH,
+        ValueType::List => TYPE_LIST,
     }
 }
 
@@ -514,6 +526,7 @@ impl Entry {
         );
         match self.big() {
             Some(Big::Hash(hash)) => ValueRef::Hash(hash.as_ref()),
+            Some(Big::List(list)) => ValueRef::List(list),
             Some(Big::Bytes(bytes)) => ValueRef::Str {
                 bytes,
                 int: self.has(INT),
@@ -549,6 +562,11 @@ impl Entry {
                 hash.encode_image(scratch);
                 scratch
             }
+            ValueRef::List(list) => {
+                scratch.clear();
+                list.encode_image(scratch);
+                scratch
+            }
         }
     }
 
@@ -558,6 +576,7 @@ impl Entry {
         match self.value() {
             ValueRef::Str { bytes, .. } => bytes.len(),
             ValueRef::Hash(hash) => hash.image_bytes(),
+            ValueRef::List(list) => list.image_len(),
         }
     }
 
@@ -630,6 +649,7 @@ impl Entry {
     pub fn value_type(&self) -> ValueType {
         match self.shape() & TYPE_MASK {
             TYPE_HASH => ValueType::Hash,
+            TYPE_LIST => ValueType::List,
             _ => ValueType::String,
         }
     }
@@ -698,11 +718,18 @@ impl Entry {
         int: bool,
         limits: Limits,
     ) -> Result<(), String> {
-        let value = if self.is_hash() {
-            hash::check_image(bytes).map_err(|_| "the stored hash image is damaged".to_string())?;
-            Value::Hash(bytes.into())
-        } else {
-            Value::Str(bytes.into())
+        let value = match self.value_type() {
+            ValueType::Hash => {
+                hash::check_image(bytes)
+                    .map_err(|_| "the stored hash image is damaged".to_string())?;
+                Value::Hash(bytes.into())
+            }
+            ValueType::List => {
+                list::check_image(bytes)
+                    .map_err(|_| "the stored list image is damaged".to_string())?;
+                Value::List(bytes.into())
+            }
+            ValueType::String => Value::Str(bytes.into()),
         };
         let mut word = self.word() & !(COLD | INT);
         if int {
@@ -987,6 +1014,34 @@ impl EntryMut<'_> {
                 .insert((deadline, db as u16, entry.key().into()));
         }
         HashChanged { len }
+    }
+}
+
+impl EntryMut<'_> {
+    /// Applies `op` to this list (an entry of database `db` whose value is
+    /// a list) and logs the operation (a LIST_OP record), so the bytes
+    /// logged grow with the command's arguments, not with the list. A
+    /// list left empty stays an (empty) entry: the caller deletes the key.
+    pub fn change_list(self, db: usize, op: &ListOp) -> Applied {
+        forget_loc(self.live, self.entry);
+        let entry = self.entry;
+        entry.set_flag(SEEN | TRANSIENT, false);
+        let Some(Big::List(list)) = entry.big_mut() else {
+            unreachable!("change_list on another type: commands check the type first");
+        };
+        let applied = op.apply(list, list::Limits::default());
+        let mut payload = Vec::new();
+        op.encode(&mut payload);
+        log::append(&Draft {
+            kind: Kind::ListOp,
+            db: db as u16,
+            aux: 0,
+            flags: 0,
+            value_type: VALUE_LIST,
+            key: entry.key(),
+            payload: &payload,
+        });
+        applied
     }
 }
 

@@ -74,6 +74,11 @@ pub enum Kind {
     /// Fields of a hash were removed: the payload is a varint count, then
     /// each name as a varint length and its bytes.
     HashDel = 9,
+    /// A list changed: the payload is the operation (`list::ListOp`:
+    /// push, pop, set, insert, remove or trim), replayed on the list; a
+    /// missing key becomes a list of the elements a push adds. The key's
+    /// deadline is unchanged.
+    ListOp = 10,
     /// Checkpoint file: first record. `aux`: LSN from which the log must be
     /// replayed; key: [`crate::checkpoint::CheckpointMeta`] bytes.
     CheckpointBegin = 16,
@@ -101,6 +106,7 @@ impl Kind {
             7 => Kind::SetRange,
             8 => Kind::HashPut,
             9 => Kind::HashDel,
+            10 => Kind::ListOp,
             16 => Kind::CheckpointBegin,
             17 => Kind::CheckpointShard,
             18 => Kind::CheckpointEnd,
@@ -128,6 +134,8 @@ pub struct Draft<'a> {
 pub const VALUE_STRING: u8 = 0;
 /// `value_type` of a hash value: the payload is its image (`hash` module).
 pub const VALUE_HASH: u8 = 1;
+/// `value_type` of a list value: the payload is its image (`list` module).
+pub const VALUE_LIST: u8 = 2;
 
 /// Appends `draft` to `out` with LSN 0 and no header CRC yet; returns the
 /// record's length. The body CRC is computed here, outside any log lock.

@@ -703,6 +703,11 @@ fn apply_set(shard: &mut Shard, hash: KeyRef, record: &Record, now_ms: u64) -> R
                 .map_err(|_| "a hash image that does not decode".to_string())?;
             Value::Hash(record.payload.into())
         }
+        Some(ValueType::List) => {
+            crate::list::check_image(record.payload)
+                .map_err(|_| "a list image that does not decode".to_string())?;
+            Value::List(record.payload.into())
+        }
         Some(ValueType::String) if record.flags & FLAG_INT != 0 => {
             match crate::value::parse_canonical_i64(record.payload) {
                 Some(n) => Value::Int(n),
@@ -774,6 +779,15 @@ fn apply(
                 record.payload,
                 now_ms,
             )?;
+        }
+        Kind::ListOp => {
+            let key = keyspace.key(record.key);
+            if record.lsn < covered[key.shard()] {
+                return Ok(false);
+            }
+            keyspace
+                .lock_unlogged(key.shard())
+                .replay_list(db, key, record.payload, now_ms)?;
         }
         Kind::FlushDb | Kind::FlushAll | Kind::SwapDb => {
             if record.kind == Kind::SwapDb {

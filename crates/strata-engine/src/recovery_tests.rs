@@ -795,3 +795,100 @@ fn an_unknown_value_type_stops_the_load() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Lists: every kind of list change is a LIST_OP record that replays to
+/// the same list, after a restart from the log alone, and after a
+/// checkpoint (image) plus more log; an emptied list is gone after
+/// replay too; a cold list comes back from disk whole.
+#[test]
+fn list_changes_replay_to_the_same_lists() {
+    use crate::list::{Applied, End, ListOp};
+    let dir = temp_dir("lists");
+    let ks = open(&dir, 1 << 20).unwrap();
+    let contents = |ks: &Keyspace, key: &[u8]| -> Option<Vec<Vec<u8>>> {
+        let k = ks.key(key);
+        let mut shard = ks.lock(k);
+        let entry = shard.get_list(0, k, NOW_MS).unwrap()?;
+        Some(entry.value().list()?.iter().map(<[u8]>::to_vec).collect())
+    };
+    let change = |ks: &Keyspace, key: &[u8], op: ListOp| -> Applied {
+        let k = ks.key(key);
+        let mut shard = ks.lock(k);
+        let entry = shard.get_list(0, k, NOW_MS).unwrap().expect("a list");
+        let applied = entry.change_list(0, &op);
+        if shard
+            .peek(0, k, NOW_MS)
+            .is_some_and(|e| e.value().list().is_some_and(|l| l.is_empty()))
+        {
+            shard.remove(0, k, NOW_MS);
+        }
+        applied
+    };
+    let create = |ks: &Keyspace, key: &[u8], elements: &[&[u8]]| {
+        let mut list = crate::list::ListValue::new();
+        ListOp::Push(End::Tail, elements.to_vec()).apply(&mut list, Default::default());
+        let mut image = Vec::new();
+        list.encode_image(&mut image);
+        let k = ks.key(key);
+        ks.lock(k)
+            .set(0, k, Value::List(image.into()), None, false, NOW_MS);
+    };
+    create(&ks, b"queue", &[b"a", b"b", b"c"]);
+    change(&ks, b"queue", ListOp::Push(End::Head, vec![b"z", b"y"]));
+    assert_eq!(
+        change(&ks, b"queue", ListOp::Pop(End::Tail, 1)),
+        Applied::Popped(vec![b"c".to_vec()])
+    );
+    change(&ks, b"queue", ListOp::Set(1, b"Z"));
+    change(
+        &ks,
+        b"queue",
+        ListOp::Insert {
+            pivot: b"a",
+            after: true,
+            element: b"A",
+        },
+    );
+    change(
+        &ks,
+        b"queue",
+        ListOp::Remove {
+            count: 0,
+            element: b"y",
+        },
+    );
+    create(&ks, b"gone", &[b"x"]);
+    change(&ks, b"gone", ListOp::Pop(End::Head, 5));
+    let expected: Vec<Vec<u8>> = [&b"Z"[..], b"a", b"A", b"b"]
+        .iter()
+        .map(|e| e.to_vec())
+        .collect();
+    assert_eq!(contents(&ks, b"queue"), Some(expected.clone()));
+    assert_eq!(contents(&ks, b"gone"), None);
+    close(&ks);
+    drop(ks);
+
+    // From the log alone.
+    let ks = open(&dir, 1 << 20).unwrap();
+    assert_eq!(contents(&ks, b"queue"), Some(expected.clone()));
+    assert_eq!(contents(&ks, b"gone"), None);
+    // A checkpoint (the list's image), then more changes in the log.
+    checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
+    change(&ks, b"queue", ListOp::Trim(1, 2));
+    close(&ks);
+    drop(ks);
+    let ks = open(&dir, 1 << 20).unwrap();
+    let trimmed = expected[1..=2].to_vec();
+    assert_eq!(contents(&ks, b"queue"), Some(trimmed.clone()));
+
+    // Cold: the list leaves RAM and comes back from its image.
+    ks.tier().set_tracking(true);
+    change(&ks, b"queue", ListOp::Push(End::Tail, vec![b"tail"]));
+    evict_everything(&ks);
+    let k = ks.key(b"queue");
+    assert!(ks.lock(k).peek(0, k, NOW_MS).unwrap().is_cold());
+    let mut with_tail = trimmed;
+    with_tail.push(b"tail".to_vec());
+    assert_eq!(contents(&ks, b"queue"), Some(with_tail));
+    close(&ks);
+}

@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use crate::entry::{Entry, EntryMut, FETCHED, FieldsDue, VOLATILE, forget_loc, log_image};
 use crate::hash::{self, FieldChange, SharedLimits};
 use crate::key::{KeyHasher, KeyRef, slot_hash};
+use crate::list::{ListOp, ListValue};
 use crate::log;
 use crate::record::{Draft, Kind};
 use crate::table::{ExpiryIndex, Table, Tables};
@@ -219,6 +220,17 @@ impl Shard {
         now_ms: u64,
     ) -> Result<Option<EntryMut<'_>>, GetError> {
         self.get_typed(db, key, now_ms, true, Some(ValueType::Hash))
+    }
+
+    /// [`Shard::get`] for a list command: a key holding another type is
+    /// [`GetError::WrongType`].
+    pub fn get_list(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        now_ms: u64,
+    ) -> Result<Option<EntryMut<'_>>, GetError> {
+        self.get_typed(db, key, now_ms, true, Some(ValueType::List))
     }
 
     /// [`Shard::take`] for a string command (GETDEL).
@@ -923,6 +935,61 @@ impl Shard {
                 ));
             }
             Some(entry) => entry.change_hash(db, &changes, now_ms).len == 0,
+        };
+        if emptied {
+            self.remove(db, key, now_ms);
+        }
+        Ok(())
+    }
+
+    /// Recovery: applies a replayed LIST_OP record. A missing key becomes
+    /// a list of the elements a push adds (a key that has expired by now
+    /// stays gone); a list read from disk first when cold; a list left
+    /// empty is removed, as the command that emptied it did.
+    pub(crate) fn replay_list(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        payload: &[u8],
+        now_ms: u64,
+    ) -> Result<(), String> {
+        let op = ListOp::decode(payload).map_err(|_| {
+            format!(
+                "a damaged list record for '{}'",
+                String::from_utf8_lossy(key.bytes)
+            )
+        })?;
+        let existed = self.tables[db]
+            .entries
+            .find(key.slot_hash(), |e| e.key() == key.bytes)
+            .is_some();
+        if !existed {
+            if let ListOp::Push(..) = &op {
+                let mut list = ListValue::new();
+                op.apply(&mut list, crate::list::Limits::default());
+                let mut image = Vec::new();
+                list.encode_image(&mut image);
+                self.set(db, key, Value::List(image.into()), None, false, now_ms);
+            }
+            return Ok(());
+        }
+        let emptied = match self
+            .get_loaded(db, key, now_ms, false)
+            .map_err(|e| e.to_string())?
+        {
+            None => false,
+            Some(entry) if entry.value_type() != ValueType::List => {
+                return Err(format!(
+                    "a list record for the {} '{}'",
+                    entry.type_name(),
+                    String::from_utf8_lossy(key.bytes)
+                ));
+            }
+            Some(entry) => {
+                entry.change_list(db, &op);
+                self.find(db, key)
+                    .is_some_and(|e| e.value().list().is_some_and(ListValue::is_empty))
+            }
         };
         if emptied {
             self.remove(db, key, now_ms);

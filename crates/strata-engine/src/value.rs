@@ -10,6 +10,7 @@
 use std::borrow::Cow;
 
 use crate::hash::HashRef;
+use crate::list::ListValue;
 
 /// Strings up to this length report encoding `embstr`, as in Redis.
 const EMBSTR_LEN_BYTES_MAX: usize = 44;
@@ -23,6 +24,9 @@ pub enum Value<'a> {
     /// A hash, as its image (`hash` module), which the caller has built
     /// or checked ([`crate::hash::check_image`]).
     Hash(Cow<'a, [u8]>),
+    /// A list, as its image (`list` module), which the caller has built
+    /// or checked ([`crate::list::check_image`]).
+    List(Cow<'a, [u8]>),
 }
 
 impl<'a> Value<'a> {
@@ -43,7 +47,7 @@ impl<'a> Value<'a> {
     pub fn image_len(&self) -> usize {
         match self {
             Value::Int(n) => itoa::Buffer::new().format(*n).len(),
-            Value::Str(bytes) | Value::Hash(bytes) => bytes.len(),
+            Value::Str(bytes) | Value::Hash(bytes) | Value::List(bytes) => bytes.len(),
         }
     }
 }
@@ -55,6 +59,7 @@ impl<'a> Value<'a> {
 pub enum ValueType {
     String,
     Hash,
+    List,
 }
 
 impl ValueType {
@@ -63,6 +68,7 @@ impl ValueType {
         match self {
             ValueType::String => "string",
             ValueType::Hash => "hash",
+            ValueType::List => "list",
         }
     }
 
@@ -71,6 +77,7 @@ impl ValueType {
         match self {
             ValueType::String => crate::record::VALUE_STRING,
             ValueType::Hash => crate::record::VALUE_HASH,
+            ValueType::List => crate::record::VALUE_LIST,
         }
     }
 
@@ -79,6 +86,7 @@ impl ValueType {
         match code {
             crate::record::VALUE_STRING => Some(ValueType::String),
             crate::record::VALUE_HASH => Some(ValueType::Hash),
+            crate::record::VALUE_LIST => Some(ValueType::List),
             _ => None,
         }
     }
@@ -101,6 +109,7 @@ pub enum ValueRef<'a> {
         int: bool,
     },
     Hash(HashRef<'a>),
+    List(&'a ListValue),
 }
 
 impl std::fmt::Debug for ValueRef<'_> {
@@ -112,6 +121,7 @@ impl std::fmt::Debug for ValueRef<'_> {
                 .field("int", int)
                 .finish(),
             ValueRef::Hash(hash) => write!(f, "Hash({} fields)", hash.len()),
+            ValueRef::List(list) => write!(f, "List({} elements)", list.len()),
         }
     }
 }
@@ -126,16 +136,24 @@ impl<'a> ValueRef<'a> {
     pub fn hash(&self) -> Option<HashRef<'a>> {
         match self {
             ValueRef::Hash(hash) => Some(*hash),
-            ValueRef::Str { .. } => None,
+            _ => None,
         }
     }
 
-    /// The string's bytes; empty for a hash (string commands have
+    /// The list, when this is one.
+    pub fn list(&self) -> Option<&'a ListValue> {
+        match self {
+            ValueRef::List(list) => Some(list),
+            _ => None,
+        }
+    }
+
+    /// The string's bytes; empty for another type (string commands have
     /// answered WRONGTYPE before they read a value).
     pub fn as_bytes(&self) -> &'a [u8] {
         match self {
             ValueRef::Str { bytes, .. } => bytes,
-            ValueRef::Hash(_) => &[],
+            ValueRef::Hash(_) | ValueRef::List(_) => &[],
         }
     }
 
@@ -160,6 +178,7 @@ impl<'a> ValueRef<'a> {
         match self {
             ValueRef::Str { .. } => ValueType::String,
             ValueRef::Hash(_) => ValueType::Hash,
+            ValueRef::List(_) => ValueType::List,
         }
     }
 
@@ -179,8 +198,10 @@ impl<'a> ValueRef<'a> {
 
     /// The encoding's name, as OBJECT ENCODING replies it.
     pub fn encoding_name(&self) -> &'static str {
-        if let ValueRef::Hash(hash) = self {
-            return hash.encoding_name();
+        match self {
+            ValueRef::Hash(hash) => return hash.encoding_name(),
+            ValueRef::List(list) => return list.encoding_name(),
+            ValueRef::Str { .. } => {}
         }
         match self.encoding() {
             Encoding::Int => "int",
@@ -196,6 +217,11 @@ impl<'a> ValueRef<'a> {
                 let mut image = Vec::new();
                 hash.encode_image(&mut image);
                 Value::Hash(Cow::Owned(image))
+            }
+            ValueRef::List(list) => {
+                let mut image = Vec::with_capacity(list.image_len());
+                list.encode_image(&mut image);
+                Value::List(Cow::Owned(image))
             }
             ValueRef::Str { bytes, .. } => match self.as_int() {
                 Some(n) => Value::Int(n),
