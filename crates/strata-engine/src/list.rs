@@ -7,7 +7,8 @@
 //! them), bounded by `list-max-listpack-size` ([`Limits`]): pushing or
 //! popping at either end touches one node, and an index skips whole nodes
 //! by their counts (Redis' quicklist). A list of one node is what Redis 7.2
-//! calls a `listpack`; more are a `quicklist`.
+//! calls a `listpack`; more are a `quicklist` (OBJECT ENCODING says
+//! `quicklist` for both, as Redis 7.0 does).
 //!
 //! The image (a SET record's payload, a checkpoint's) is a varint count
 //! followed by every element in that same layout, whatever the nodes, so
@@ -142,13 +143,11 @@ impl ListValue {
         self.len == 0
     }
 
-    /// OBJECT ENCODING's name (Redis 7.2's: one node is a listpack).
+    /// OBJECT ENCODING's name: `quicklist`, whatever the nodes, as Redis
+    /// 7.0 (the reference) answers for every list; 7.2 calls a list of
+    /// one node `listpack`.
     pub fn encoding_name(&self) -> &'static str {
-        if self.nodes.len() <= 1 {
-            "listpack"
-        } else {
-            "quicklist"
-        }
+        "quicklist"
     }
 
     /// Bytes of RAM the list holds (node buffers and the deque).
@@ -725,7 +724,7 @@ mod tests {
         check_image(&image).unwrap();
         let back = ListValue::decode_image(&image, Limits::default()).unwrap();
         assert_eq!(contents(&back), contents(&list));
-        assert_eq!(back.encoding_name(), "listpack");
+        assert_eq!(back.encoding_name(), "quicklist");
         assert_eq!(check_image(&image[..image.len() - 1]), Err(BadImage));
         let mut trailing = image.clone();
         trailing.push(0);

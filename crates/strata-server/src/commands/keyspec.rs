@@ -17,9 +17,9 @@
 use bytes::Bytes;
 
 /// Where a spec's keys begin.
-// `Keyword` and `Keynum` serve the commands of the coming families (EVAL,
-// ZUNIONSTORE, XREAD, SORT … STORE); no string or key command needs them,
-// so outside the tests they are not constructed yet.
+// `Keyword` serves the commands of the coming families (XREAD, SORT …
+// STORE); no command needs it yet, so outside the tests it is not
+// constructed.
 #[derive(Clone, Copy, Debug)]
 #[cfg_attr(not(test), allow(dead_code))]
 pub enum BeginSearch {
@@ -99,6 +99,21 @@ pub const fn range(
     }
 }
 
+/// A spec whose key count is the argument at `index` (LMPOP's
+/// `numkeys`), the keys following it.
+pub const fn keynum(flags: &'static [&'static str], index: i32) -> KeySpec {
+    KeySpec {
+        notes: "",
+        flags,
+        begin: BeginSearch::Index(index),
+        find: FindKeys::Keynum {
+            keynum_index: 0,
+            first_key: 1,
+            step: 1,
+        },
+    }
+}
+
 /// [`range`] with Redis' note about the flags.
 pub const fn noted(notes: &'static str, spec: KeySpec) -> KeySpec {
     KeySpec { notes, ..spec }
@@ -162,7 +177,13 @@ impl KeySpec {
                     .filter(|&n| n >= 0)
                     .ok_or(BadArguments)?;
                 let first = start + first_key as i64;
-                (first, first + count * step as i64 - 1, step as i64)
+                // A huge count (a client's number) cannot overflow: it
+                // names more keys than there are arguments.
+                let last = count
+                    .checked_mul(step as i64)
+                    .and_then(|span| (first - 1).checked_add(span))
+                    .ok_or(BadArguments)?;
+                (first, last, step as i64)
             }
         };
         if last >= argc || step <= 0 {
@@ -269,6 +290,15 @@ mod tests {
 
     #[test]
     fn ranges_keywords_and_counts() {
+        // LMPOP's numkeys: the keys follow it; a count past the arguments
+        // (or past any integer) names no keys.
+        let lmpop = keynum(&["RW"], 1);
+        assert_eq!(lmpop.positions(&args("lmpop 2 a b LEFT")), Ok(vec![2, 3]));
+        assert_eq!(lmpop.positions(&args("lmpop 5 a LEFT")), Err(BadArguments));
+        assert_eq!(
+            lmpop.positions(&args("lmpop 9223372036854775807 a")),
+            Err(BadArguments)
+        );
         assert_eq!(range(RO, 1, 0, 1).positions(&args("GET k")), Ok(vec![1]));
         assert_eq!(
             range(RO, 1, -1, 2).positions(&args("MSET a 1 b 2")),

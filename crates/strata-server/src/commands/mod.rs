@@ -22,6 +22,7 @@ pub mod connection;
 pub mod hashes;
 pub mod keys;
 pub mod keyspec;
+pub mod lists;
 pub mod server;
 pub mod strings;
 pub mod table;

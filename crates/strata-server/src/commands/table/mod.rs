@@ -10,12 +10,13 @@ mod bitmaps;
 mod connection;
 mod hashes;
 mod keys;
+mod lists;
 mod server;
 mod strings;
 
-use super::keyspec::{KeySpec, noted, range};
+use super::keyspec::{KeySpec, keynum, noted, range};
 use super::{
-    Handler, Spec, bits, cluster as cl, connection as conn, hashes as hs, keys as ks,
+    Handler, Spec, bits, cluster as cl, connection as conn, hashes as hs, keys as ks, lists as ls,
     server as srv, strings as st,
 };
 
@@ -135,6 +136,10 @@ const WRITE_BITMAP_SLOW: &[&str] = &["write", "bitmap", "slow"];
 const READ_HASH_FAST: &[&str] = &["read", "hash", "fast"];
 const READ_HASH_SLOW: &[&str] = &["read", "hash", "slow"];
 const WRITE_HASH_FAST: &[&str] = &["write", "hash", "fast"];
+const READ_LIST_FAST: &[&str] = &["read", "list", "fast"];
+const READ_LIST_SLOW: &[&str] = &["read", "list", "slow"];
+const WRITE_LIST_FAST: &[&str] = &["write", "list", "fast"];
+const WRITE_LIST_SLOW: &[&str] = &["write", "list", "slow"];
 const READ_KEYSPACE_FAST: &[&str] = &["keyspace", "read", "fast"];
 const READ_KEYSPACE_SLOW: &[&str] = &["keyspace", "read", "slow"];
 const WRITE_KEYSPACE_FAST: &[&str] = &["keyspace", "write", "fast"];
@@ -502,6 +507,7 @@ pub static FAMILIES: &[&[Spec]] = &[
     connection::COMMANDS,
     server::COMMANDS,
     hashes::COMMANDS,
+    lists::COMMANDS,
     keys::COMMANDS,
     strings::COMMANDS,
     bitmaps::COMMANDS,

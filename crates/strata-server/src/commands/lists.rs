@@ -1,0 +1,488 @@
+//! List commands: LPUSH, RPUSH, LPUSHX, RPUSHX, LPOP, RPOP, LLEN, LRANGE,
+//! LINDEX, LSET, LINSERT, LREM, LTRIM, LPOS, LMOVE, RPOPLPUSH, LMPOP.
+//!
+//! Reads borrow the stored list ([`ListValue`]) under the shard lock and
+//! reply from it. Writes describe their effect as a [`ListOp`] that the
+//! engine applies and logs as it is (a LIST_OP record), so the bytes
+//! logged grow with the arguments, not with the list. A command that
+//! leaves a list empty deletes its key in the same lock hold, as Redis
+//! does; a push onto a missing key creates the list.
+
+use bytes::Bytes;
+use strata_engine::Value;
+use strata_engine::keyspace::{KeyRef, Shard};
+use strata_engine::list::{Applied, End, ListOp, ListValue};
+use strata_resp::ReplyWriter;
+
+use super::{CmdError, CmdResult, Ctx, ERR_NO_SUCH_KEY, ERR_SYNTAX, is, parse_i64};
+
+const ERR_INDEX_RANGE: &str = "ERR index out of range";
+const ERR_MUST_BE_POSITIVE: &str = "ERR value is out of range, must be positive";
+const ERR_RANK_ZERO: &str = "ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list";
+const ERR_COUNT_NEGATIVE: &str = "ERR COUNT can't be negative";
+const ERR_MAXLEN_NEGATIVE: &str = "ERR MAXLEN can't be negative";
+const ERR_NUMKEYS: &str = "ERR numkeys should be greater than 0";
+const ERR_COUNT_POSITIVE: &str = "ERR count should be greater than 0";
+
+/// LEFT or RIGHT.
+fn parse_end(arg: &[u8]) -> Result<End, CmdError> {
+    if is(arg, "left") {
+        Ok(End::Head)
+    } else if is(arg, "right") {
+        Ok(End::Tail)
+    } else {
+        Err(ERR_SYNTAX.into())
+    }
+}
+
+/// A count that must not be negative (LPOP's, RPOP's).
+fn parse_positive(arg: &[u8]) -> Result<usize, CmdError> {
+    let n = parse_i64(arg).map_err(|_| CmdError::from(ERR_MUST_BE_POSITIVE))?;
+    usize::try_from(n).map_err(|_| ERR_MUST_BE_POSITIVE.into())
+}
+
+/// Redis' index normalization for LRANGE and LTRIM: the inclusive range
+/// `start..=stop` of a list of `len` elements, or `None` when empty.
+fn span(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    let start = if start < 0 {
+        (start + len).max(0)
+    } else {
+        start
+    };
+    let stop = if stop < 0 {
+        stop + len
+    } else {
+        stop.min(len - 1)
+    };
+    (start <= stop && start < len).then_some((start as usize, stop as usize))
+}
+
+/// A list with `elements` pushed at `end`, as a new key's value.
+fn new_list(end: End, elements: Vec<&[u8]>) -> Value<'static> {
+    let mut list = ListValue::new();
+    ListOp::Push(end, elements).apply(&mut list, Default::default());
+    let mut image = Vec::with_capacity(list.image_len());
+    list.encode_image(&mut image);
+    Value::List(image.into())
+}
+
+/// Applies `op` to the list at `key` (which must exist) and deletes the
+/// key if that left it empty.
+fn change(
+    shard: &mut Shard,
+    db: usize,
+    key: KeyRef,
+    op: &ListOp,
+    now: u64,
+) -> Result<Applied, CmdError> {
+    let entry = shard.get_list(db, key, now)?.ok_or(ERR_NO_SUCH_KEY)?;
+    let applied = entry.change_list(db, op);
+    let emptied = shard
+        .peek(db, key, now)
+        .is_some_and(|e| e.value().list().is_some_and(ListValue::is_empty));
+    if emptied {
+        shard.remove(db, key, now);
+    }
+    Ok(applied)
+}
+
+/// Runs `reply` on the list at `key` (`None` when missing) under its
+/// shard lock; WRONGTYPE for another type.
+fn read_list(
+    ctx: &mut Ctx,
+    key: &[u8],
+    reply: impl FnOnce(&mut ReplyWriter, Option<&ListValue>),
+) -> CmdResult {
+    let (db, key, now) = (ctx.db(), ctx.key(key), ctx.now_ms);
+    let shard = ctx.keys.shard(key);
+    let entry = shard.get_list(db, key, now)?;
+    reply(&mut ctx.out, entry.as_ref().and_then(|e| e.value().list()));
+    Ok(())
+}
+
+/// Pushes `elements` at `end` of the list at `key`; creates the list
+/// unless `existing_only` (LPUSHX, RPUSHX). Returns the new length (0
+/// for a missing key left alone).
+fn push_to(
+    shard: &mut Shard,
+    db: usize,
+    key: KeyRef,
+    end: End,
+    elements: Vec<&[u8]>,
+    existing_only: bool,
+    now: u64,
+) -> Result<usize, CmdError> {
+    if shard.get_list(db, key, now)?.is_some() {
+        return match change(shard, db, key, &ListOp::Push(end, elements), now)? {
+            Applied::Len(Some(len)) => Ok(len),
+            other => unreachable!("a push reports its length: {other:?}"),
+        };
+    }
+    if existing_only {
+        return Ok(0);
+    }
+    let len = elements.len();
+    shard.set(db, key, new_list(end, elements), None, false, now);
+    Ok(len)
+}
+
+fn push(ctx: &mut Ctx, args: &[Bytes], end: End, existing_only: bool) -> CmdResult {
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let elements = args[2..].iter().map(|a| &a[..]).collect();
+    let len = push_to(
+        ctx.keys.shard(key),
+        db,
+        key,
+        end,
+        elements,
+        existing_only,
+        now,
+    )?;
+    ctx.out.int(len as i64);
+    Ok(())
+}
+
+pub fn lpush(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    push(ctx, args, End::Head, false)
+}
+
+pub fn rpush(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    push(ctx, args, End::Tail, false)
+}
+
+pub fn lpushx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    push(ctx, args, End::Head, true)
+}
+
+pub fn rpushx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    push(ctx, args, End::Tail, true)
+}
+
+/// Pops up to `count` elements at `end` of the list at `key`: `None`
+/// when there is no such key.
+fn pop_from(
+    shard: &mut Shard,
+    db: usize,
+    key: KeyRef,
+    end: End,
+    count: usize,
+    now: u64,
+) -> Result<Option<Vec<Vec<u8>>>, CmdError> {
+    if shard.get_list(db, key, now)?.is_none() {
+        return Ok(None);
+    }
+    match change(shard, db, key, &ListOp::Pop(end, count), now)? {
+        Applied::Popped(popped) => Ok(Some(popped)),
+        other => unreachable!("a pop reports its elements: {other:?}"),
+    }
+}
+
+fn pop(ctx: &mut Ctx, args: &[Bytes], end: End) -> CmdResult {
+    if args.len() > 3 {
+        return Err(format!(
+            "ERR wrong number of arguments for '{}' command",
+            String::from_utf8_lossy(&args[0]).to_ascii_lowercase()
+        )
+        .into());
+    }
+    let count = args.get(2).map(|a| parse_positive(a)).transpose()?;
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let shard = ctx.keys.shard(key);
+    if count == Some(0) {
+        // Redis answers an empty array for an existing list, and checks
+        // the key's type first.
+        return match shard.get_list(db, key, now)? {
+            Some(_) => {
+                ctx.out.array(0);
+                Ok(())
+            }
+            None => {
+                ctx.out.null_array();
+                Ok(())
+            }
+        };
+    }
+    let popped = pop_from(shard, db, key, end, count.unwrap_or(1), now)?;
+    match (popped, count) {
+        (None, Some(_)) => ctx.out.null_array(),
+        (None, None) => ctx.out.null_bulk(),
+        (Some(elements), Some(_)) => {
+            ctx.out.array(elements.len());
+            for element in &elements {
+                ctx.out.bulk(element);
+            }
+        }
+        (Some(elements), None) => ctx.out.bulk(&elements[0]),
+    }
+    Ok(())
+}
+
+pub fn lpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    pop(ctx, args, End::Head)
+}
+
+pub fn rpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    pop(ctx, args, End::Tail)
+}
+
+pub fn llen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    read_list(ctx, &args[1], |out, list| {
+        out.int(list.map_or(0, ListValue::len) as i64)
+    })
+}
+
+pub fn lrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (start, stop) = (parse_i64(&args[2])?, parse_i64(&args[3])?);
+    read_list(ctx, &args[1], |out, list| {
+        let Some(list) = list else {
+            return out.array(0);
+        };
+        match span(start, stop, list.len()) {
+            Some((start, stop)) => {
+                out.array(stop - start + 1);
+                for element in list.range(start, stop) {
+                    out.bulk(element);
+                }
+            }
+            None => out.array(0),
+        }
+    })
+}
+
+/// A Redis index (negative from the tail) into a list of `len`.
+fn index_of(index: i64, len: usize) -> Option<usize> {
+    let index = if index < 0 { index + len as i64 } else { index };
+    (0..len as i64).contains(&index).then_some(index as usize)
+}
+
+pub fn lindex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let index = parse_i64(&args[2])?;
+    read_list(ctx, &args[1], |out, list| {
+        match list.and_then(|l| index_of(index, l.len()).and_then(|i| l.get(i))) {
+            Some(element) => out.bulk(element),
+            None => out.null_bulk(),
+        }
+    })
+}
+
+pub fn lset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let index = parse_i64(&args[2])?;
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let shard = ctx.keys.shard(key);
+    let len = shard
+        .get_list(db, key, now)?
+        .ok_or(ERR_NO_SUCH_KEY)?
+        .value()
+        .list()
+        .map_or(0, ListValue::len);
+    let index = index_of(index, len).ok_or(ERR_INDEX_RANGE)?;
+    change(shard, db, key, &ListOp::Set(index, &args[3]), now)?;
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn linsert(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let after = if is(&args[2], "after") {
+        true
+    } else if is(&args[2], "before") {
+        false
+    } else {
+        return Err(ERR_SYNTAX.into());
+    };
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let shard = ctx.keys.shard(key);
+    let Some(entry) = shard.get_list(db, key, now)? else {
+        ctx.out.int(0);
+        return Ok(());
+    };
+    // A missing pivot changes nothing, and so logs nothing.
+    let has_pivot = entry
+        .value()
+        .list()
+        .is_some_and(|l| l.iter().any(|e| e == &args[3][..]));
+    if !has_pivot {
+        ctx.out.int(-1);
+        return Ok(());
+    }
+    let op = ListOp::Insert {
+        pivot: &args[3],
+        after,
+        element: &args[4],
+    };
+    match entry.change_list(db, &op) {
+        Applied::Len(Some(len)) => ctx.out.int(len as i64),
+        other => unreachable!("the pivot was there: {other:?}"),
+    }
+    Ok(())
+}
+
+pub fn lrem(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let count = parse_i64(&args[2])?;
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let shard = ctx.keys.shard(key);
+    let Some(entry) = shard.get_list(db, key, now)? else {
+        ctx.out.int(0);
+        return Ok(());
+    };
+    let element = &args[3][..];
+    if !entry
+        .value()
+        .list()
+        .is_some_and(|l| l.iter().any(|e| e == element))
+    {
+        ctx.out.int(0);
+        return Ok(());
+    }
+    match change(shard, db, key, &ListOp::Remove { count, element }, now)? {
+        Applied::Removed(removed) => ctx.out.int(removed as i64),
+        other => unreachable!("a removal counts: {other:?}"),
+    }
+    Ok(())
+}
+
+pub fn ltrim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (start, stop) = (parse_i64(&args[2])?, parse_i64(&args[3])?);
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let shard = ctx.keys.shard(key);
+    if let Some(entry) = shard.get_list(db, key, now)? {
+        let len = entry.value().list().map_or(0, ListValue::len);
+        match span(start, stop, len) {
+            Some((0, stop)) if stop + 1 == len => {}
+            Some((start, stop)) => {
+                change(shard, db, key, &ListOp::Trim(start, stop), now)?;
+            }
+            None => {
+                shard.remove(db, key, now);
+            }
+        }
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn lpos(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (mut rank, mut count, mut maxlen) = (1i64, None, 0usize);
+    for option in args[3..].chunks(2) {
+        let [name, value] = option else {
+            return Err(ERR_SYNTAX.into());
+        };
+        if is(name, "rank") {
+            rank = parse_i64(value)?;
+            if rank == 0 {
+                return Err(ERR_RANK_ZERO.into());
+            }
+        } else if is(name, "count") {
+            let n = parse_i64(value)?;
+            count = Some(usize::try_from(n).map_err(|_| ERR_COUNT_NEGATIVE)?);
+        } else if is(name, "maxlen") {
+            let n = parse_i64(value)?;
+            maxlen = usize::try_from(n).map_err(|_| ERR_MAXLEN_NEGATIVE)?;
+        } else {
+            return Err(ERR_SYNTAX.into());
+        }
+    }
+    let element = &args[2][..];
+    read_list(ctx, &args[1], |out, list| {
+        let found = list.map_or_else(Vec::new, |l| {
+            l.positions(element, rank, count.unwrap_or(1), maxlen)
+        });
+        match count {
+            Some(_) => {
+                out.array(found.len());
+                for index in found {
+                    out.int(index as i64);
+                }
+            }
+            None => match found.first() {
+                Some(&index) => out.int(index as i64),
+                None => out.null_bulk(),
+            },
+        }
+    })
+}
+
+/// Pops at `from` of `source` and pushes at `to` of `destination`
+/// (LMOVE, RPOPLPUSH): the element moved, or `None` when `source` is
+/// missing. The destination's type is checked before anything moves.
+fn move_element(ctx: &mut Ctx, args: &[Bytes], from: End, to: End) -> CmdResult {
+    let (db, now) = (ctx.db(), ctx.now_ms);
+    let (source, destination) = (ctx.key(&args[1]), ctx.key(&args[2]));
+    if ctx.keys.shard(source).get_list(db, source, now)?.is_none() {
+        ctx.out.null_bulk();
+        return Ok(());
+    }
+    ctx.keys.shard(destination).get_list(db, destination, now)?;
+    let shard = ctx.keys.shard(source);
+    let entry = shard.get_list(db, source, now)?.expect("checked above");
+    let Applied::Popped(mut popped) = entry.change_list(db, &ListOp::Pop(from, 1)) else {
+        unreachable!("a pop reports its elements");
+    };
+    let element = popped.pop().expect("a list is never empty");
+    push_to(
+        ctx.keys.shard(destination),
+        db,
+        destination,
+        to,
+        vec![&element],
+        false,
+        now,
+    )?;
+    // Only now: moving the last element of a list onto itself keeps it.
+    let shard = ctx.keys.shard(source);
+    if shard
+        .peek(db, source, now)
+        .is_some_and(|e| e.value().list().is_some_and(ListValue::is_empty))
+    {
+        shard.remove(db, source, now);
+    }
+    ctx.out.bulk(&element);
+    Ok(())
+}
+
+pub fn lmove(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (from, to) = (parse_end(&args[3])?, parse_end(&args[4])?);
+    move_element(ctx, args, from, to)
+}
+
+pub fn rpoplpush(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    move_element(ctx, args, End::Tail, End::Head)
+}
+
+pub fn lmpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let numkeys = parse_i64(&args[1]).map_err(|_| CmdError::from(ERR_NUMKEYS))?;
+    if numkeys <= 0 {
+        return Err(ERR_NUMKEYS.into());
+    }
+    let numkeys = numkeys as usize;
+    let Some(rest) = args.get(2 + numkeys..).filter(|rest| !rest.is_empty()) else {
+        return Err(ERR_SYNTAX.into());
+    };
+    let end = parse_end(&rest[0])?;
+    let count = match &rest[1..] {
+        [] => 1,
+        [name, value] if is(name, "count") => {
+            let n = parse_i64(value)?;
+            if n <= 0 {
+                return Err(ERR_COUNT_POSITIVE.into());
+            }
+            n as usize
+        }
+        _ => return Err(ERR_SYNTAX.into()),
+    };
+    let (db, now) = (ctx.db(), ctx.now_ms);
+    for name in &args[2..2 + numkeys] {
+        let key = ctx.key(name);
+        if let Some(popped) = pop_from(ctx.keys.shard(key), db, key, end, count, now)? {
+            ctx.out.array(2);
+            ctx.out.bulk(name);
+            ctx.out.array(popped.len());
+            for element in &popped {
+                ctx.out.bulk(element);
+            }
+            return Ok(());
+        }
+    }
+    ctx.out.null_array();
+    Ok(())
+}
