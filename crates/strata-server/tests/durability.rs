@@ -784,14 +784,7 @@ fn big_values_are_named_by_checkpoints_and_their_segments_still_go() {
     // Two more cycles with nothing written: the first copies what is left
     // in dying segments, the second deletes them.
     for _ in 0..2 {
-        let before = info_field(&info(&mut raw, "persistence"), "rdb_saves");
-        assert_eq!(
-            raw.cmd(&["BGSAVE"]),
-            Reply::simple("Background saving started")
-        );
-        wait_until("the checkpoint", || {
-            info_field(&info(&mut raw, "persistence"), "rdb_saves") != before
-        });
+        checkpoint_now(&mut raw);
     }
     let live_bytes: u64 = 100 * 8_020;
     let tiering = info(&mut raw, "tiering");
@@ -828,6 +821,22 @@ fn big_values_are_named_by_checkpoints_and_their_segments_still_go() {
         assert_eq!(raw.cmd(&["GET", &format!("still:{k}")]), b(&still(k)));
     }
     assert_eq!(raw.cmd(&["DBSIZE"]), i(100));
+}
+
+/// Runs a whole checkpoint cycle (BGSAVE, retried while one the log's
+/// growth started is still running) and waits for it to end.
+fn checkpoint_now(raw: &mut Raw) {
+    let field = |raw: &mut Raw, name: &str| info_field(&info(raw, "persistence"), name);
+    wait_until("no checkpoint running", || {
+        field(raw, "rdb_bgsave_in_progress") == "0"
+    });
+    let before = field(raw, "rdb_saves");
+    wait_until("BGSAVE accepted", || {
+        raw.cmd(&["BGSAVE"]) == Reply::simple("Background saving started")
+    });
+    wait_until("the checkpoint", || {
+        field(raw, "rdb_saves") != before && field(raw, "rdb_bgsave_in_progress") == "0"
+    });
 }
 
 /// The log's size on disk, as INFO persistence reports it.
