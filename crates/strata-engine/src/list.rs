@@ -3,8 +3,9 @@
 //! payload and back.
 //!
 //! A list is a deque of *nodes*, each a packed run of elements (a varint
-//! length and the bytes, one after another, as a Redis listpack holds
-//! them), bounded by `list-max-listpack-size` ([`Limits`]): pushing or
+//! length, the bytes and a back-length, one after another, as a Redis
+//! listpack holds them, so either end is reached without a walk), bounded
+//! by `list-max-listpack-size` ([`Limits`]): pushing or
 //! popping at either end touches one node, and an index skips whole nodes
 //! by their counts (Redis' quicklist). A list of one node is what Redis 7.2
 //! calls a `listpack`; more are a `quicklist` (OBJECT ENCODING says
@@ -69,52 +70,122 @@ pub enum End {
     Tail,
 }
 
-/// Elements back to back: a varint length and the bytes.
+/// Elements back to back, each an *entry*: the element as an image
+/// encodes it (a varint length and the bytes), then that encoding's
+/// length written backwards (a varint read from its last byte), so the
+/// last element is found from the node's end without a walk, as Redis'
+/// listpack back-lengths allow: popping at the tail is O(1).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct Node {
     bytes: Vec<u8>,
     count: usize,
+    /// Bytes these elements take in an image (without back-lengths).
+    image_bytes: usize,
+}
+
+/// Appends the entry of `element` to `out`.
+fn encode_entry(element: &[u8], out: &mut Vec<u8>) {
+    let start = out.len();
+    encode(element, out);
+    let mut n = out.len() - start;
+    let mut groups = [0u8; 10];
+    let mut used = 0;
+    loop {
+        groups[used] = (n & 0x7f) as u8;
+        n >>= 7;
+        used += 1;
+        if n == 0 {
+            break;
+        }
+    }
+    // Most significant group first, unflagged; the others flagged, so a
+    // reader from the end knows when to stop.
+    for i in (0..used).rev() {
+        out.push(groups[i] | if i + 1 == used { 0 } else { 0x80 });
+    }
+}
+
+/// The element of the entry at `*at`; advances `*at` past the entry.
+fn read_entry<'a>(bytes: &'a [u8], at: &mut usize) -> &'a [u8] {
+    let start = *at;
+    let element = read_bytes(bytes, at).expect("nodes are well formed");
+    *at += varint_len(*at - start);
+    element
+}
+
+/// Where the entry that ends at `end` starts.
+fn entry_start_before(bytes: &[u8], end: usize) -> usize {
+    let (mut n, mut shift, mut at) = (0usize, 0, end);
+    loop {
+        at -= 1;
+        let byte = bytes[at];
+        n |= ((byte & 0x7f) as usize) << shift;
+        shift += 7;
+        if byte & 0x80 == 0 {
+            break;
+        }
+    }
+    at - n
+}
+
+/// Bytes `element` takes in an image.
+fn image_bytes_of(element: &[u8]) -> usize {
+    varint_len(element.len()) + element.len()
 }
 
 impl Node {
     fn iter(&self) -> impl DoubleEndedIterator<Item = &[u8]> + '_ {
         // A node is small (one listpack): collecting offsets keeps
         // iteration from the tail simple.
-        let mut spans = Vec::with_capacity(self.count);
+        let mut elements = Vec::with_capacity(self.count);
         let mut at = 0;
         while at < self.bytes.len() {
-            let element = read_bytes(&self.bytes, &mut at).expect("nodes are well formed");
-            spans.push((at - element.len(), at));
+            elements.push(read_entry(&self.bytes, &mut at));
         }
-        spans
-            .into_iter()
-            .map(|(start, end)| &self.bytes[start..end])
+        elements.into_iter()
     }
 
-    /// Byte range (encoded: length prefix included) of element `index`.
+    /// Byte range of the entry of element `index`.
     fn span(&self, index: usize) -> std::ops::Range<usize> {
         debug_assert!(index < self.count);
+        if index + 1 == self.count {
+            let end = self.bytes.len();
+            return entry_start_before(&self.bytes, end)..end;
+        }
         let mut at = 0;
         for _ in 0..index {
-            read_bytes(&self.bytes, &mut at).expect("nodes are well formed");
+            read_entry(&self.bytes, &mut at);
         }
         let start = at;
-        read_bytes(&self.bytes, &mut at).expect("nodes are well formed");
+        read_entry(&self.bytes, &mut at);
         start..at
+    }
+
+    /// The element of the entry at `span`.
+    fn element(&self, span: &std::ops::Range<usize>) -> &[u8] {
+        let mut at = span.start;
+        read_entry(&self.bytes, &mut at)
     }
 
     fn fits(&self, element_len: usize, limits: Limits) -> bool {
         self.count < limits.node_entries_max
-            && self.bytes.len() + varint_len(element_len) + element_len <= limits.node_bytes_max
+            && self.bytes.len() + 2 * varint_len(element_len + 10) + element_len
+                <= limits.node_bytes_max
     }
 
     fn with(elements: &[&[u8]]) -> Node {
         let mut node = Node::default();
         for element in elements {
-            encode(element, &mut node.bytes);
+            encode_entry(element, &mut node.bytes);
             node.count += 1;
+            node.image_bytes += image_bytes_of(element);
         }
         node
+    }
+
+    /// Recounts `image_bytes` after a change inside the node.
+    fn recount(&mut self) {
+        self.image_bytes = self.iter().map(image_bytes_of).sum();
     }
 }
 
@@ -180,14 +251,16 @@ impl ListValue {
         }
         .expect("a node at that end");
         match end {
-            End::Tail => encode(element, &mut node.bytes),
+            End::Tail => encode_entry(element, &mut node.bytes),
             End::Head => {
-                let mut encoded = Vec::with_capacity(varint_len(element.len()) + element.len());
-                encode(element, &mut encoded);
+                let mut encoded =
+                    Vec::with_capacity(2 * varint_len(element.len() + 10) + element.len());
+                encode_entry(element, &mut encoded);
                 node.bytes.splice(0..0, encoded);
             }
         }
         node.count += 1;
+        node.image_bytes += image_bytes_of(element);
         self.len += 1;
     }
 
@@ -201,12 +274,10 @@ impl ListValue {
             End::Head => node.span(0),
             End::Tail => node.span(node.count - 1),
         };
-        let mut at = span.start;
-        let element = read_bytes(&node.bytes, &mut at)
-            .expect("nodes are well formed")
-            .to_vec();
+        let element = node.element(&span).to_vec();
         node.bytes.drain(span);
         node.count -= 1;
+        node.image_bytes -= image_bytes_of(&element);
         if node.count == 0 {
             match end {
                 End::Head => self.nodes.pop_front(),
@@ -256,8 +327,10 @@ impl ListValue {
         };
         let node = &mut self.nodes[position];
         let span = node.span(within);
+        node.image_bytes -= image_bytes_of(node.element(&span));
+        node.image_bytes += image_bytes_of(element);
         let mut encoded = Vec::new();
-        encode(element, &mut encoded);
+        encode_entry(element, &mut encoded);
         node.bytes.splice(span, encoded);
         self.split_if_over(position, limits);
         true
@@ -287,9 +360,10 @@ impl ListValue {
         let node = &mut self.nodes[position];
         let offset = node.span(within).start;
         let mut encoded = Vec::new();
-        encode(element, &mut encoded);
+        encode_entry(element, &mut encoded);
         node.bytes.splice(offset..offset, encoded);
         node.count += 1;
+        node.image_bytes += image_bytes_of(element);
         self.len += 1;
         self.split_if_over(position, limits);
     }
@@ -304,13 +378,16 @@ impl ListValue {
         }
         let half = node.count / 2;
         let cut = node.span(half).start;
-        let tail = Node {
+        let mut tail = Node {
             bytes: node.bytes[cut..].to_vec(),
             count: node.count - half,
+            image_bytes: 0,
         };
+        tail.recount();
         let node = &mut self.nodes[position];
         node.bytes.truncate(cut);
         node.count = half;
+        node.recount();
         self.nodes.insert(position + 1, tail);
     }
 
@@ -419,14 +496,15 @@ impl ListValue {
 
     /// Bytes of the image, without encoding it.
     pub fn image_len(&self) -> usize {
-        varint_len(self.len) + self.nodes.iter().map(|n| n.bytes.len()).sum::<usize>()
+        varint_len(self.len) + self.nodes.iter().map(|n| n.image_bytes).sum::<usize>()
     }
 
     /// The image: a varint count, then every element.
     pub fn encode_image(&self, out: &mut Vec<u8>) {
         write_varint(out, self.len);
-        for node in &self.nodes {
-            out.extend_from_slice(&node.bytes);
+        out.reserve(self.image_len());
+        for element in self.iter() {
+            encode(element, out);
         }
     }
 
@@ -772,8 +850,13 @@ mod tests {
         Trim(usize, usize),
     }
 
+    /// Mostly short elements (so that values repeat), some long enough
+    /// for two-byte lengths and back-lengths.
     fn element() -> impl Strategy<Value = Vec<u8>> {
-        prop::collection::vec(prop::sample::select(vec![b'a', b'b', b'c']), 0..3)
+        prop_oneof![
+            8 => prop::collection::vec(prop::sample::select(vec![b'a', b'b', b'c']), 0..3),
+            1 => (120usize..300).prop_map(|n| vec![b'L'; n]),
+        ]
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -856,6 +939,7 @@ mod tests {
                 }
                 let mut image = Vec::new();
                 list.encode_image(&mut image);
+                prop_assert_eq!(list.image_len(), image.len());
                 let decoded = ListValue::decode_image(&image, SMALL).unwrap();
                 prop_assert!(decoded.iter().eq(list.iter()));
             }
