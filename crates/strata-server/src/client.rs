@@ -36,14 +36,45 @@ pub struct ClientInfo {
     pub names: Mutex<Names>,
     pub no_evict: AtomicBool,
     pub no_touch: AtomicBool,
+    /// Whether the client waits in a blocking command (CLIENT LIST's `b`).
+    pub blocked: AtomicBool,
+    /// CLIENT UNBLOCK's request: 0 none, [`UNBLOCK_TIMEOUT`] or
+    /// [`UNBLOCK_ERROR`].
+    unblock: AtomicU8,
+    unblock_signal: Notify,
     killed: AtomicBool,
     kill_signal: Notify,
 }
+
+/// CLIENT UNBLOCK … TIMEOUT: answer as if the timeout had passed.
+pub const UNBLOCK_TIMEOUT: u8 = 1;
+/// CLIENT UNBLOCK … ERROR: answer `-UNBLOCKED`.
+pub const UNBLOCK_ERROR: u8 = 2;
 
 impl ClientInfo {
     pub fn kill(&self) {
         self.killed.store(true, Relaxed);
         self.kill_signal.notify_one();
+    }
+
+    /// Asks a blocked client to stop waiting (CLIENT UNBLOCK); false when
+    /// it is not blocked.
+    pub fn unblock(&self, how: u8) -> bool {
+        if !self.blocked.load(Relaxed) {
+            return false;
+        }
+        self.unblock.store(how, Relaxed);
+        self.unblock_signal.notify_one();
+        true
+    }
+
+    /// The pending CLIENT UNBLOCK request, cleared (0 for none).
+    pub fn take_unblock(&self) -> u8 {
+        self.unblock.swap(0, Relaxed)
+    }
+
+    pub async fn unblocked(&self) {
+        self.unblock_signal.notified().await
     }
 
     pub fn is_killed(&self) -> bool {
@@ -85,6 +116,9 @@ impl ClientRegistry {
             names: Mutex::new(Names::default()),
             no_evict: AtomicBool::new(false),
             no_touch: AtomicBool::new(false),
+            blocked: AtomicBool::new(false),
+            unblock: AtomicU8::new(0),
+            unblock_signal: Notify::new(),
             killed: AtomicBool::new(false),
             kill_signal: Notify::new(),
         });

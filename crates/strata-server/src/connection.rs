@@ -37,7 +37,7 @@ use crate::client::ClientInfo;
 use crate::commands::{Dispatched, dispatch};
 use crate::config::{Config, OutputLimit};
 use crate::server::{Admitted, Server, now_ms};
-use crate::session::Session;
+use crate::session::{Block, Session, TimeoutReply};
 use crate::stats::{ThreadStats, bump};
 use crate::{log_notice, log_verbose, log_warning};
 
@@ -104,6 +104,8 @@ struct Connection {
     /// A protocol error met while parsing ahead: reported once the
     /// commands before it have run.
     deferred_error: Option<ProtocolError>,
+    /// A blocking command that found nothing and waits (`crate::blocking`).
+    blocked: Option<(Vec<Bytes>, Block)>,
 }
 
 /// Commands parsed ahead of one that must read cold values, so that a
@@ -166,6 +168,7 @@ pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, admitted: Admit
         parked: None,
         backlog: std::collections::VecDeque::new(),
         deferred_error: None,
+        blocked: None,
     };
     let reason = connection.run(&client).await;
     match &reason {
@@ -242,6 +245,12 @@ impl Connection {
             }
             if let Some(parked) = self.parked.take() {
                 self.run_parked(parked).await;
+                continue;
+            }
+            if let Some((args, block)) = self.blocked.take() {
+                if let Err(closed) = self.run_blocked(client, args, block).await {
+                    return closed;
+                }
                 continue;
             }
             if self.server.paused_until_ms() > now {
@@ -443,6 +452,10 @@ impl Connection {
                 self.park(args, cold);
                 break;
             }
+            if let Some(block) = self.session.block.take() {
+                self.blocked = Some((args, block));
+                break;
+            }
             self.parser.recycle(args);
             if client.is_killed() {
                 break;
@@ -576,6 +589,70 @@ impl Connection {
             }
         }
         lent.release(&server.keyspace, now);
+    }
+
+    /// Waits in a blocking command (see `crate::blocking`): sends the
+    /// replies before it, takes a place in its keys' queues, and runs it
+    /// again whenever woken until it replies, times out or is unblocked.
+    /// Meanwhile what the client sends is buffered (within its limit), not
+    /// run; a hangup or a kill ends the wait.
+    async fn run_blocked(
+        &mut self,
+        client: &ClientInfo,
+        args: Vec<Bytes>,
+        block: Block,
+    ) -> Result<(), Closed> {
+        self.settle(client).await?;
+        self.flush().map_err(Closed::Io)?;
+        let server = self.server.clone();
+        let ticket = server.blocking.register(self.session.db, &block.keys);
+        client.blocked.store(true, Relaxed);
+        client.take_unblock();
+        let deadline = block
+            .deadline_ms
+            .map(|at| Instant::now() + Duration::from_millis(at.saturating_sub(now_ms())));
+        let result = loop {
+            // Run again first: the feed is subscribed now, so a change
+            // after this run wakes the ticket.
+            self.session.block_retry = true;
+            self.run_command(&args, now_ms(), false);
+            self.session.block_retry = false;
+            if self.session.block.take().is_none() {
+                break Ok(());
+            }
+            let mut timed_out = false;
+            tokio::select! {
+                _ = ticket.waiter().woken() => {}
+                _ = sleep_until_opt(deadline) => timed_out = true,
+                _ = client.unblocked() => {}
+                _ = client.killed() => break Err(Closed::Killed),
+                readable = self.stream.readable() => {
+                    if let Err(closed) = readable.map_err(Closed::Io).and_then(|_| self.read()) {
+                        break Err(closed);
+                    }
+                }
+            }
+            let mut reply = ReplyWriter::new(&mut self.output, self.session.protocol);
+            match client.take_unblock() {
+                crate::client::UNBLOCK_ERROR => {
+                    reply.error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
+                    break Ok(());
+                }
+                crate::client::UNBLOCK_TIMEOUT => timed_out = true,
+                _ => {}
+            }
+            if timed_out {
+                match block.timeout_reply {
+                    TimeoutReply::NullArray => reply.null_array(),
+                    TimeoutReply::NullBulk => reply.null_bulk(),
+                }
+                break Ok(());
+            }
+        };
+        client.blocked.store(false, Relaxed);
+        drop(ticket);
+        self.parser.recycle(args);
+        result
     }
 
     /// Runs the commands parsed ahead while the values read for them are

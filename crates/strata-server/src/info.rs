@@ -134,7 +134,7 @@ fn clients_section(server: &Server, out: &mut String) {
     field!(out, "maxclients", config.maxclients);
     field!(out, "client_recent_max_input_buffer", max_input);
     field!(out, "client_recent_max_output_buffer", max_output);
-    field!(out, "blocked_clients", 0);
+    field!(out, "blocked_clients", server.blocking.blocked_clients());
     field!(out, "tracking_clients", 0);
     field!(out, "clients_in_timeout_table", 0);
 }

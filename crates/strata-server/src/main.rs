@@ -10,6 +10,7 @@
 //! - [`alloc`], [`log`]: the counting allocator and the Redis-style log.
 
 mod alloc;
+mod blocking;
 mod client;
 mod commands;
 mod config;

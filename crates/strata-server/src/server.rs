@@ -28,6 +28,7 @@ use strata_engine::Keyspace;
 use strata_engine::recovery;
 use tokio::sync::{Notify, mpsc};
 
+use crate::blocking::Blocking;
 use crate::client::ClientRegistry;
 use crate::commands::CommandTable;
 use crate::config::{Config, SharedConfig};
@@ -53,6 +54,8 @@ pub struct Server {
     pub keyspace: Arc<Keyspace>,
     pub persistence: Arc<Persistence>,
     pub tiering: Arc<Tiering>,
+    /// Clients blocked on keys and the thread that wakes them.
+    pub blocking: Arc<Blocking>,
     pub commands: CommandTable,
     pub clients: ClientRegistry,
     pub stats: GlobalStats,
@@ -230,8 +233,12 @@ pub fn run(mut config: Config) -> Result<(), String> {
     let thread_stats: Vec<_> = (0..threads)
         .map(|_| Arc::new(ThreadStats::new(commands.len())))
         .collect();
+    let keyspace = Arc::new(keyspace);
+    let blocking = Blocking::start(keyspace.clone())
+        .map_err(|e| format!("Can't start the unblocking thread: {e}"))?;
     let server = Arc::new(Server {
-        keyspace: Arc::new(keyspace),
+        keyspace,
+        blocking,
         persistence: Arc::new(Persistence::new(now_ms() / 1000, thread_stats.clone())),
         tiering: Arc::new(tiering),
         config: Arc::new(SharedConfig::new(config)),

@@ -16,6 +16,29 @@ pub struct Session {
     pub authenticated: bool,
     /// Set by QUIT and protocol errors: flush the replies, then close.
     pub close_after_reply: bool,
+    /// Set by a blocking command that found nothing (it replied nothing):
+    /// the connection waits on these keys and runs it again.
+    pub block: Option<Block>,
+    /// Set while a blocked command runs again: a key that now holds
+    /// another type is skipped rather than an error (Redis 7.0 keeps such
+    /// a client blocked).
+    pub block_retry: bool,
+}
+
+/// What a blocking command waits for (see `crate::blocking`).
+pub struct Block {
+    pub keys: Vec<bytes::Bytes>,
+    /// When to give up (Unix ms); `None` waits for ever.
+    pub deadline_ms: Option<u64>,
+    /// The reply on timeout: BLPOP's kind answers a null array, BLMOVE's
+    /// a null bulk string.
+    pub timeout_reply: TimeoutReply,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeoutReply {
+    NullArray,
+    NullBulk,
 }
 
 impl Session {
@@ -26,6 +49,8 @@ impl Session {
             protocol: Protocol::Resp2,
             authenticated: false,
             close_after_reply: false,
+            block: None,
+            block_retry: false,
         }
     }
 

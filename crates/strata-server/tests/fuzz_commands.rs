@@ -27,7 +27,9 @@ impl Rng {
 /// Commands (and `container|subcommand`s) that would end the test rather
 /// than exercise a handler: stopping or pausing the server (DEBUG SLEEP 100
 /// holds the connection's thread for 100 s, as it holds Redis), closing
-/// the connection, or turning its replies off.
+/// the connection, or turning its replies off; and the blocking commands,
+/// which wait as long as they are told to on keys nobody fills here
+/// (`blocking.rs` covers their arguments and errors).
 /// Everything else in COMMAND LIST is fuzzed, CLIENT and CONFIG
 /// subcommands included.
 const EXCLUDED: &[&str] = &[
@@ -36,6 +38,14 @@ const EXCLUDED: &[&str] = &[
     "debug|sleep",
     "client|pause",
     "client|reply",
+    "blpop",
+    "brpop",
+    "blmove",
+    "brpoplpush",
+    "blmpop",
+    "bzpopmin",
+    "bzpopmax",
+    "bzmpop",
 ];
 
 const ARGS: &[&str] = &[

@@ -202,6 +202,9 @@ fn describe(ctx: &Ctx, client: &ClientInfo) -> String {
     let qbuf = client.query_buffer_bytes.load(Relaxed);
     let omem = client.output_buffer_bytes.load(Relaxed);
     let mut flags = String::new();
+    if client.blocked.load(Relaxed) {
+        flags.push('b');
+    }
     if client.no_evict.load(Relaxed) {
         flags.push('e');
     }
@@ -411,6 +414,28 @@ pub fn client_no_evict(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
+/// CLIENT UNBLOCK client-id [TIMEOUT | ERROR]: 1 when that client was
+/// blocked and now stops waiting, 0 otherwise.
+pub fn client_unblock(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let id = parse_i64(&args[2])?;
+    let how = match args.get(3..) {
+        Some([]) | None => crate::client::UNBLOCK_TIMEOUT,
+        Some([reason]) if is(reason, "timeout") => crate::client::UNBLOCK_TIMEOUT,
+        Some([reason]) if is(reason, "error") => crate::client::UNBLOCK_ERROR,
+        Some([_]) => return Err("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR".into()),
+        Some(_) => return Err(ERR_SYNTAX.into()),
+    };
+    let unblocked = ctx
+        .server
+        .clients
+        .snapshot()
+        .iter()
+        .find(|c| c.id as i64 == id)
+        .is_some_and(|c| c.unblock(how));
+    ctx.out.int(unblocked as i64);
+    Ok(())
+}
+
 pub fn client_no_touch(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     ctx.session
         .client
@@ -452,6 +477,8 @@ pub fn client_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
             "    Kill connections (ID, ADDR, LADDR, USER, SKIPME, MAXAGE, TYPE).",
             "SETINFO <LIB-NAME|LIB-VER> <value>",
             "    Set client library name or version.",
+            "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+            "    Unblock the specified blocked client.",
             "NO-EVICT (ON|OFF)",
             "    Accepted; client eviction does not apply.",
             "NO-TOUCH (ON|OFF)",

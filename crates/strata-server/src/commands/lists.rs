@@ -1,5 +1,6 @@
 //! List commands: LPUSH, RPUSH, LPUSHX, RPUSHX, LPOP, RPOP, LLEN, LRANGE,
-//! LINDEX, LSET, LINSERT, LREM, LTRIM, LPOS, LMOVE, RPOPLPUSH, LMPOP.
+//! LINDEX, LSET, LINSERT, LREM, LTRIM, LPOS, LMOVE, RPOPLPUSH, LMPOP, and
+//! the blocking BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP.
 //!
 //! Reads borrow the stored list ([`ListValue`]) under the shard lock and
 //! reply from it. Writes describe their effect as a [`ListOp`] that the
@@ -7,6 +8,10 @@
 //! logged grow with the arguments, not with the list. A command that
 //! leaves a list empty deletes its key in the same lock hold, as Redis
 //! does; a push onto a missing key creates the list.
+//!
+//! A blocking command that finds nothing replies nothing and blocks
+//! ([`Ctx::block`]); its connection runs it again when a key changes
+//! (`crate::blocking`), so the blocking forms are the plain ones plus that.
 
 use bytes::Bytes;
 use strata_engine::Value;
@@ -14,7 +19,8 @@ use strata_engine::keyspace::{KeyRef, Shard};
 use strata_engine::list::{Applied, End, ListOp, ListValue};
 use strata_resp::ReplyWriter;
 
-use super::{CmdError, CmdResult, Ctx, ERR_NO_SUCH_KEY, ERR_SYNTAX, is, parse_i64};
+use super::{CmdError, CmdResult, Ctx, ERR_NO_SUCH_KEY, ERR_SYNTAX, is, parse_i64, parse_timeout};
+use crate::session::TimeoutReply;
 
 const ERR_INDEX_RANGE: &str = "ERR index out of range";
 const ERR_MUST_BE_POSITIVE: &str = "ERR value is out of range, must be positive";
@@ -403,14 +409,14 @@ pub fn lpos(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 /// Pops at `from` of `source` and pushes at `to` of `destination`
-/// (LMOVE, RPOPLPUSH): the element moved, or `None` when `source` is
-/// missing. The destination's type is checked before anything moves.
-fn move_element(ctx: &mut Ctx, args: &[Bytes], from: End, to: End) -> CmdResult {
+/// (LMOVE, RPOPLPUSH, and the blocking forms), replying with the element
+/// moved; false (nothing replied) when `source` is missing. The
+/// destination's type is checked before anything moves.
+fn move_element(ctx: &mut Ctx, args: &[Bytes], from: End, to: End) -> Result<bool, CmdError> {
     let (db, now) = (ctx.db(), ctx.now_ms);
     let (source, destination) = (ctx.key(&args[1]), ctx.key(&args[2]));
-    if ctx.keys.shard(source).get_list(db, source, now)?.is_none() {
-        ctx.out.null_bulk();
-        return Ok(());
+    if source_list(ctx, source)?.is_none() {
+        return Ok(false);
     }
     ctx.keys.shard(destination).get_list(db, destination, now)?;
     let shard = ctx.keys.shard(source);
@@ -437,25 +443,113 @@ fn move_element(ctx: &mut Ctx, args: &[Bytes], from: End, to: End) -> CmdResult 
         shard.remove(db, source, now);
     }
     ctx.out.bulk(&element);
-    Ok(())
+    Ok(true)
+}
+
+/// Whether the list at `key` exists (WRONGTYPE for another type, except
+/// while a blocked command runs again: then it counts as missing).
+fn source_list(ctx: &mut Ctx, key: KeyRef) -> Result<Option<()>, CmdError> {
+    let (db, now, retry) = (ctx.db(), ctx.now_ms, ctx.session.block_retry);
+    match ctx.keys.shard(key).get_list(db, key, now) {
+        Ok(found) => Ok(found.map(|_| ())),
+        Err(_) if retry => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 pub fn lmove(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (from, to) = (parse_end(&args[3])?, parse_end(&args[4])?);
-    move_element(ctx, args, from, to)
+    if !move_element(ctx, args, from, to)? {
+        ctx.out.null_bulk();
+    }
+    Ok(())
 }
 
 pub fn rpoplpush(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    move_element(ctx, args, End::Tail, End::Head)
+    if !move_element(ctx, args, End::Tail, End::Head)? {
+        ctx.out.null_bulk();
+    }
+    Ok(())
 }
 
-pub fn lmpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let numkeys = parse_i64(&args[1]).map_err(|_| CmdError::from(ERR_NUMKEYS))?;
+/// BLMOVE source destination LEFT|RIGHT LEFT|RIGHT timeout.
+pub fn blmove(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (from, to) = (parse_end(&args[3])?, parse_end(&args[4])?);
+    let deadline = parse_timeout(&args[5], ctx.now_ms)?;
+    if !move_element(ctx, args, from, to)? {
+        ctx.block(&args[1..2], deadline, TimeoutReply::NullBulk);
+    }
+    Ok(())
+}
+
+/// BRPOPLPUSH source destination timeout.
+pub fn brpoplpush(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let deadline = parse_timeout(&args[3], ctx.now_ms)?;
+    if !move_element(ctx, args, End::Tail, End::Head)? {
+        ctx.block(&args[1..2], deadline, TimeoutReply::NullBulk);
+    }
+    Ok(())
+}
+
+/// Pops up to `count` elements at `end` of the first non-empty list of
+/// `names`, replying `[key, elements]` (`[key, element]` with `single`,
+/// BLPOP's shape); false (nothing replied) when every list is missing.
+fn pop_first(
+    ctx: &mut Ctx,
+    names: &[Bytes],
+    end: End,
+    count: usize,
+    single: bool,
+) -> Result<bool, CmdError> {
+    let (db, now) = (ctx.db(), ctx.now_ms);
+    for name in names {
+        let key = ctx.key(name);
+        if source_list(ctx, key)?.is_none() {
+            continue;
+        }
+        let popped =
+            pop_from(ctx.keys.shard(key), db, key, end, count, now)?.expect("the list exists");
+        ctx.out.array(2);
+        ctx.out.bulk(name);
+        if single {
+            ctx.out.bulk(&popped[0]);
+        } else {
+            ctx.out.array(popped.len());
+            for element in &popped {
+                ctx.out.bulk(element);
+            }
+        }
+        return Ok(true);
+    }
+    Ok(false)
+}
+
+/// BLPOP and BRPOP: key [key ...] timeout.
+fn blocking_pop(ctx: &mut Ctx, args: &[Bytes], end: End) -> CmdResult {
+    let (keys, timeout) = args[1..].split_at(args.len() - 2);
+    let deadline = parse_timeout(&timeout[0], ctx.now_ms)?;
+    if !pop_first(ctx, keys, end, 1, true)? {
+        ctx.block(keys, deadline, TimeoutReply::NullArray);
+    }
+    Ok(())
+}
+
+pub fn blpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    blocking_pop(ctx, args, End::Head)
+}
+
+pub fn brpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    blocking_pop(ctx, args, End::Tail)
+}
+
+/// LMPOP's arguments from `args[at..]`: `numkeys key… LEFT|RIGHT [COUNT n]`.
+fn mpop_args(args: &[Bytes], at: usize) -> Result<(&[Bytes], End, usize), CmdError> {
+    let numkeys = parse_i64(&args[at]).map_err(|_| CmdError::from(ERR_NUMKEYS))?;
     if numkeys <= 0 {
         return Err(ERR_NUMKEYS.into());
     }
     let numkeys = numkeys as usize;
-    let Some(rest) = args.get(2 + numkeys..).filter(|rest| !rest.is_empty()) else {
+    let Some(rest) = args.get(at + 1 + numkeys..).filter(|rest| !rest.is_empty()) else {
         return Err(ERR_SYNTAX.into());
     };
     let end = parse_end(&rest[0])?;
@@ -470,19 +564,23 @@ pub fn lmpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
         _ => return Err(ERR_SYNTAX.into()),
     };
-    let (db, now) = (ctx.db(), ctx.now_ms);
-    for name in &args[2..2 + numkeys] {
-        let key = ctx.key(name);
-        if let Some(popped) = pop_from(ctx.keys.shard(key), db, key, end, count, now)? {
-            ctx.out.array(2);
-            ctx.out.bulk(name);
-            ctx.out.array(popped.len());
-            for element in &popped {
-                ctx.out.bulk(element);
-            }
-            return Ok(());
-        }
+    Ok((&args[at + 1..at + 1 + numkeys], end, count))
+}
+
+pub fn lmpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (keys, end, count) = mpop_args(args, 1)?;
+    if !pop_first(ctx, keys, end, count, false)? {
+        ctx.out.null_array();
     }
-    ctx.out.null_array();
+    Ok(())
+}
+
+/// BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count].
+pub fn blmpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let deadline = parse_timeout(&args[1], ctx.now_ms)?;
+    let (keys, end, count) = mpop_args(args, 2)?;
+    if !pop_first(ctx, keys, end, count, false)? {
+        ctx.block(keys, deadline, TimeoutReply::NullArray);
+    }
     Ok(())
 }

@@ -40,7 +40,7 @@ use strata_resp::ReplyWriter;
 
 use crate::config::Config;
 use crate::server::Server;
-use crate::session::Session;
+use crate::session::{Block, Session, TimeoutReply};
 use crate::stats::{ThreadStats, bump};
 
 /// An error reply: the full text after `-`, starting with its code.
@@ -689,4 +689,47 @@ pub fn is(arg: &[u8], option: &str) -> bool {
 /// Writes a stored string value as a bulk reply.
 pub fn write_value(out: &mut ReplyWriter, value: strata_engine::ValueRef) {
     out.bulk(value.as_bytes());
+}
+
+/// A blocking command's timeout (seconds, fractions allowed, as Redis'
+/// `getTimeoutFromObjectOrReply`) as a deadline in Unix ms from `now_ms`;
+/// `None` (timeout 0) waits for ever.
+pub fn parse_timeout(arg: &[u8], now_ms: u64) -> Result<Option<u64>, CmdError> {
+    const ERR_NOT_FLOAT: &str = "ERR timeout is not a float or out of range";
+    let text = std::str::from_utf8(arg).map_err(|_| CmdError::from(ERR_NOT_FLOAT))?;
+    let seconds: f64 = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        // strtold reads hexadecimal too.
+        Some(hex) => u128::from_str_radix(hex, 16).map(|n| n as f64).ok(),
+        None if text.starts_with(|c: char| c.is_ascii_whitespace()) => None,
+        None => text.parse().ok(),
+    }
+    .filter(|s: &f64| !s.is_nan())
+    .ok_or(CmdError::from(ERR_NOT_FLOAT))?;
+    let ms = (seconds * 1000.0).ceil();
+    // Redis converts to a 64-bit integer without a range check, and x86
+    // gives the most negative one for anything out of range.
+    if ms < 0.0 || ms >= i64::MAX as f64 {
+        return Err("ERR timeout is negative".into());
+    }
+    let ms = ms as u64;
+    if ms == 0 {
+        return Ok(None);
+    }
+    if ms > i64::MAX as u64 - now_ms {
+        return Err("ERR timeout is out of range".into());
+    }
+    Ok(Some(now_ms + ms))
+}
+
+impl Ctx<'_> {
+    /// Blocks the client on `keys` (a blocking command that found nothing
+    /// and replied nothing): the connection runs the command again when
+    /// one of them changes, until `deadline_ms`.
+    pub fn block(&mut self, keys: &[Bytes], deadline_ms: Option<u64>, timeout_reply: TimeoutReply) {
+        self.session.block = Some(Block {
+            keys: keys.to_vec(),
+            deadline_ms,
+            timeout_reply,
+        });
+    }
 }

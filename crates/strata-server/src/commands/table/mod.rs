@@ -114,6 +114,9 @@ const W_OOM: &[&str] = &["write", "denyoom"];
 const W_OOM_FAST: &[&str] = &["write", "denyoom", "fast"];
 const W: &[&str] = &["write"];
 const W_FAST: &[&str] = &["write", "fast"];
+const W_BLOCKING: &[&str] = &["write", "blocking"];
+const W_NOSCRIPT_BLOCKING: &[&str] = &["write", "noscript", "blocking"];
+const W_OOM_NOSCRIPT_BLOCKING: &[&str] = &["write", "denyoom", "noscript", "blocking"];
 const ADMIN: &[&str] = &["admin", "noscript", "loading", "stale"];
 const CONN: &[&str] = &["noscript", "loading", "stale"];
 const LOADING_STALE: &[&str] = &["loading", "stale"];
@@ -140,6 +143,7 @@ const READ_LIST_FAST: &[&str] = &["read", "list", "fast"];
 const READ_LIST_SLOW: &[&str] = &["read", "list", "slow"];
 const WRITE_LIST_FAST: &[&str] = &["write", "list", "fast"];
 const WRITE_LIST_SLOW: &[&str] = &["write", "list", "slow"];
+const WRITE_LIST_BLOCKING: &[&str] = &["write", "list", "slow", "blocking"];
 const READ_KEYSPACE_FAST: &[&str] = &["keyspace", "read", "fast"];
 const READ_KEYSPACE_SLOW: &[&str] = &["keyspace", "read", "slow"];
 const WRITE_KEYSPACE_FAST: &[&str] = &["keyspace", "write", "fast"];
@@ -231,6 +235,16 @@ const CLIENT_SUBCOMMANDS: &[Spec] = &[
         "7.0.0",
         "Sets the client eviction mode of the connection.",
         conn::client_no_evict,
+    ),
+    sub(
+        "unblock",
+        -3,
+        ADMIN,
+        NO_KEYS,
+        DANGEROUS_CONNECTION,
+        "5.0.0",
+        "Unblock a client blocked in a blocking command from a different connection",
+        conn::client_unblock,
     ),
     sub(
         "no-touch",

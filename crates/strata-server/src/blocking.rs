@@ -1,0 +1,262 @@
+//! Clients blocked on keys (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP,
+//! BZPOPMIN, BZPOPMAX, BZMPOP) and what wakes them.
+//!
+//! A blocking command that finds nothing to pop asks to block
+//! ([`crate::session::Block`]); its connection registers a [`Ticket`] here,
+//! one place in the queue of each key it waits on, and runs the command
+//! again whenever woken, until it pops something, times out, is unblocked
+//! (CLIENT UNBLOCK), killed or disconnected. Running the same command again
+//! keeps all of its semantics in one place (the handler): which key wins,
+//! WRONGTYPE on a destination, the reply's shape.
+//!
+//! **What wakes a waiter.** Every committed change reaches the change feed
+//! (`strata_engine::feed`), from whichever thread made it; one thread here
+//! reads the feed while anyone waits and wakes the *first* waiter of each
+//! changed key (database-wide changes, FLUSHDB, FLUSHALL, SWAPDB, wake the
+//! first of every key). So the feed is subscribed only while someone waits
+//! (subscribing costs every commit), and a ticket subscribes it before its
+//! command runs again, so no change after that run is missed.
+//!
+//! **FIFO among waiters.** Only the head of a key's queue is woken. A waiter
+//! keeps its place while it finds nothing (another client popped first, or
+//! the key holds another type, where Redis 7.0 keeps it blocked too) and
+//! leaves the queues only when it is done; leaving wakes the new heads of
+//! its keys, so a push of several elements serves several waiters in the
+//! order they blocked, and a wake a waiter absorbed without using it is
+//! passed on. Wake-ups may be spurious (the command then finds nothing and
+//! waits again); none is lost.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+use strata_engine::Keyspace;
+use strata_engine::feed::Subscription;
+use tokio::sync::Notify;
+
+/// Groups of changes the waking thread's feed queue holds before it lags
+/// (then every waiter is woken once and the feed subscribed again).
+const FEED_CAPACITY: usize = 65_536;
+/// How often the waking thread looks whether anyone still waits.
+const IDLE_CHECK: Duration = Duration::from_millis(100);
+
+/// One blocked connection's wake-up signal.
+#[derive(Default)]
+pub struct Waiter {
+    notify: Notify,
+}
+
+impl Waiter {
+    pub async fn woken(&self) {
+        self.notify.notified().await
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// Waiters by database and key (see [`queue_key`]), first come first.
+    queues: HashMap<Vec<u8>, VecDeque<Arc<Waiter>>>,
+    waiters: usize,
+    /// Whether a feed subscription exists (handed over or held by the
+    /// waking thread).
+    subscribed: bool,
+    /// A new subscription for the waking thread to take.
+    handover: Option<Subscription>,
+}
+
+pub struct Blocking {
+    keyspace: Arc<Keyspace>,
+    state: Mutex<State>,
+    subscribed: Condvar,
+}
+
+/// The queue name of `key` in database `db`.
+fn queue_key(db: usize, key: &[u8]) -> Vec<u8> {
+    let mut name = Vec::with_capacity(2 + key.len());
+    name.extend_from_slice(&(db as u16).to_le_bytes());
+    name.extend_from_slice(key);
+    name
+}
+
+impl Blocking {
+    /// The registry and its waking thread.
+    pub fn start(keyspace: Arc<Keyspace>) -> std::io::Result<Arc<Blocking>> {
+        let blocking = Arc::new(Blocking {
+            keyspace,
+            state: Mutex::new(State::default()),
+            subscribed: Condvar::new(),
+        });
+        let waking = blocking.clone();
+        std::thread::Builder::new()
+            .name("strata-unblock".into())
+            .spawn(move || waking.wake_loop())?;
+        Ok(blocking)
+    }
+
+    /// Clients blocked now (INFO's `blocked_clients`).
+    pub fn blocked_clients(&self) -> usize {
+        self.state.lock().waiters
+    }
+
+    /// Puts a new waiter at the end of the queue of each of `keys` in
+    /// database `db`, the feed subscribed before this returns.
+    pub fn register(self: &Arc<Self>, db: usize, keys: &[bytes::Bytes]) -> Ticket {
+        let waiter = Arc::new(Waiter::default());
+        let mut names: Vec<Vec<u8>> = keys.iter().map(|k| queue_key(db, k)).collect();
+        names.sort();
+        names.dedup();
+        let mut state = self.state.lock();
+        for name in &names {
+            state
+                .queues
+                .entry(name.clone())
+                .or_default()
+                .push_back(waiter.clone());
+        }
+        state.waiters += 1;
+        if !state.subscribed {
+            state.handover = Some(self.keyspace.subscribe(FEED_CAPACITY));
+            state.subscribed = true;
+            self.subscribed.notify_one();
+        }
+        Ticket {
+            blocking: self.clone(),
+            waiter,
+            names,
+        }
+    }
+
+    fn wake_loop(&self) {
+        loop {
+            let subscription = {
+                let mut state = self.state.lock();
+                loop {
+                    if let Some(subscription) = state.handover.take() {
+                        break subscription;
+                    }
+                    self.subscribed.wait(&mut state);
+                }
+            };
+            loop {
+                match subscription.recv_timeout(IDLE_CHECK) {
+                    Ok(Some(group)) => {
+                        let state = self.state.lock();
+                        for change in &group.changes {
+                            if change.key.is_empty() {
+                                wake_all(&state);
+                            } else if let Some(queue) = state
+                                .queues
+                                .get(&queue_key(change.db as usize, &change.key))
+                            {
+                                wake_head(queue);
+                            }
+                        }
+                    }
+                    Ok(None) => {
+                        let mut state = self.state.lock();
+                        if state.waiters == 0 {
+                            state.subscribed = false;
+                            break;
+                        }
+                    }
+                    Err(_lagged) => {
+                        // Changes were missed: every waiter looks again.
+                        let mut state = self.state.lock();
+                        wake_all(&state);
+                        if state.waiters == 0 {
+                            state.subscribed = false;
+                        } else {
+                            state.handover = Some(self.keyspace.subscribe(FEED_CAPACITY));
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn wake_head(queue: &VecDeque<Arc<Waiter>>) {
+    if let Some(head) = queue.front() {
+        head.notify.notify_one();
+    }
+}
+
+fn wake_all(state: &State) {
+    for queue in state.queues.values() {
+        wake_head(queue);
+    }
+}
+
+/// A blocked connection's places in its keys' queues; dropping it leaves
+/// them and wakes the new heads.
+pub struct Ticket {
+    blocking: Arc<Blocking>,
+    waiter: Arc<Waiter>,
+    names: Vec<Vec<u8>>,
+}
+
+impl Ticket {
+    pub fn waiter(&self) -> &Waiter {
+        &self.waiter
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut state = self.blocking.state.lock();
+        for name in &self.names {
+            let Some(queue) = state.queues.get_mut(name) else {
+                continue;
+            };
+            queue.retain(|w| !Arc::ptr_eq(w, &self.waiter));
+            if queue.is_empty() {
+                state.queues.remove(name);
+            } else {
+                wake_head(queue);
+            }
+        }
+        state.waiters -= 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strata_engine::Value;
+
+    fn wait(waiter: &Waiter, within: Duration) -> bool {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async { tokio::time::timeout(within, waiter.woken()).await.is_ok() })
+    }
+
+    fn set(keyspace: &Keyspace, key: &[u8]) {
+        let key = keyspace.key(key);
+        let mut set = keyspace.lock_many([key]);
+        set.shard(key.shard())
+            .set(0, key, Value::from_bytes(b"v"), None, false, 1);
+        set.commit();
+    }
+
+    #[test]
+    fn only_the_head_of_a_key_is_woken_and_leaving_passes_the_turn() {
+        let keyspace = Arc::new(Keyspace::new(1));
+        let blocking = Blocking::start(keyspace.clone()).unwrap();
+        let first = blocking.register(0, &[bytes::Bytes::from_static(b"k")]);
+        let second = blocking.register(0, &[bytes::Bytes::from_static(b"k")]);
+        assert_eq!(blocking.blocked_clients(), 2);
+        set(&keyspace, b"other");
+        assert!(!wait(first.waiter(), Duration::from_millis(300)));
+        set(&keyspace, b"k");
+        assert!(wait(first.waiter(), Duration::from_secs(10)));
+        assert!(!wait(second.waiter(), Duration::from_millis(300)));
+        drop(first);
+        assert!(wait(second.waiter(), Duration::from_secs(10)));
+        drop(second);
+        assert_eq!(blocking.blocked_clients(), 0);
+    }
+}
