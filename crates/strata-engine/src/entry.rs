@@ -44,12 +44,15 @@ use std::ops::Deref;
 use std::sync::OnceLock;
 
 use crate::hash::{self, FieldChange, HashRef, HashValue, Limits, Packed};
-use crate::list::{self, Applied, ListOp, ListValue};
+use crate::list::{Applied, ListOp, ListValue};
 use crate::log;
 use crate::record::{Draft, FLAG_INT, Kind, VALUE_HASH, VALUE_LIST};
+use crate::record::{VALUE_SET, VALUE_ZSET};
+use crate::set::{SetOp, SetValue};
 use crate::thin::ThinBuf;
 use crate::tier::{LiveCounts, NO_LOC};
 use crate::value::{Value, ValueRef, ValueType};
+use crate::zset::{ZSetOp, ZSetValue};
 
 /// Flags, in the top byte of the clock-and-flags word.
 pub(crate) const INT: u32 = 1 << 24;
@@ -82,6 +85,8 @@ const TYPE_MASK: u8 = 0b111;
 const TYPE_STRING: u8 = 0;
 const TYPE_HASH: u8 = 1;
 const TYPE_LIST: u8 = 2;
+const TYPE_SET: u8 = 3;
+const TYPE_ZSET: u8 = 4;
 /// The value region is the address of a [`Big`] value.
 const BOXED: u8 = 1 << 3;
 /// The header holds a location field.
@@ -164,6 +169,10 @@ enum Big {
     Bytes(Vec<u8>),
     /// A list (always beside the entry: its nodes are what it edits).
     List(ListValue),
+    /// A set, in any of its encodings.
+    Set(SetValue),
+    /// A sorted set, in either of its encodings.
+    ZSet(ZSetValue),
 }
 
 impl Big {
@@ -173,6 +182,8 @@ impl Big {
                 Big::Hash(hash) => hash.memory_bytes(),
                 Big::Bytes(bytes) => bytes.capacity(),
                 Big::List(list) => list.memory_bytes(),
+                Big::Set(set) => set.memory_bytes(),
+                Big::ZSet(zset) => zset.memory_bytes(),
             }
     }
 }
@@ -200,9 +211,19 @@ fn with_body<R>(value: Value, limits: Limits, head: usize, build: impl FnOnce(Bo
             }
         }
         Value::List(image) => {
-            let list = ListValue::decode_image(&image, list::Limits::default())
+            let list = ListValue::decode_image(&image, crate::limits::list())
                 .expect("list images are checked before they are stored");
             build(Body::Big(Box::new(Big::List(list))))
+        }
+        Value::Set(image) => {
+            let set = SetValue::decode_image(&image, &crate::limits::get())
+                .expect("set images are checked before they are stored");
+            build(Body::Big(Box::new(Big::Set(set))))
+        }
+        Value::ZSet(image) => {
+            let zset = ZSetValue::decode_image(&image, &crate::limits::get())
+                .expect("sorted set images are checked before they are stored");
+            build(Body::Big(Box::new(Big::ZSet(zset))))
         }
         Value::Str(bytes) if bytes.len() > BIG_STRING_BYTES => {
             build(Body::Big(Box::new(Big::Bytes(bytes.into_owned()))))
@@ -222,6 +243,8 @@ fn type_of(value: &Value) -> u8 {
     match value {
         Value::Hash(_) => TYPE_HASH,
         Value::List(_) => TYPE_LIST,
+        Value::Set(_) => TYPE_SET,
+        Value::ZSet(_) => TYPE_ZSET,
         Value::Int(_) | Value::Str(_) => TYPE_STRING,
     }
 }
@@ -232,6 +255,8 @@ fn type_code(value_type: ValueType) -> u8 {
         ValueType::String => TYPE_STRING,
         ValueType::Hash => TYPE_HASH,
         ValueType::List => TYPE_LIST,
+        ValueType::Set => TYPE_SET,
+        ValueType::ZSet => TYPE_ZSET,
     }
 }
 
@@ -527,6 +552,8 @@ impl Entry {
         match self.big() {
             Some(Big::Hash(hash)) => ValueRef::Hash(hash.as_ref()),
             Some(Big::List(list)) => ValueRef::List(list),
+            Some(Big::Set(set)) => ValueRef::Set(set),
+            Some(Big::ZSet(zset)) => ValueRef::ZSet(zset),
             Some(Big::Bytes(bytes)) => ValueRef::Str {
                 bytes,
                 int: self.has(INT),
@@ -567,6 +594,16 @@ impl Entry {
                 list.encode_image(scratch);
                 scratch
             }
+            ValueRef::Set(set) => {
+                scratch.clear();
+                set.encode_image(scratch);
+                scratch
+            }
+            ValueRef::ZSet(zset) => {
+                scratch.clear();
+                zset.encode_image(scratch);
+                scratch
+            }
         }
     }
 
@@ -577,6 +614,8 @@ impl Entry {
             ValueRef::Str { bytes, .. } => bytes.len(),
             ValueRef::Hash(hash) => hash.image_bytes(),
             ValueRef::List(list) => list.image_len(),
+            ValueRef::Set(set) => set.image_len(),
+            ValueRef::ZSet(zset) => zset.image_len(),
         }
     }
 
@@ -650,6 +689,8 @@ impl Entry {
         match self.shape() & TYPE_MASK {
             TYPE_HASH => ValueType::Hash,
             TYPE_LIST => ValueType::List,
+            TYPE_SET => ValueType::Set,
+            TYPE_ZSET => ValueType::ZSet,
             _ => ValueType::String,
         }
     }
@@ -718,18 +759,10 @@ impl Entry {
         int: bool,
         limits: Limits,
     ) -> Result<(), String> {
-        let value = match self.value_type() {
-            ValueType::Hash => {
-                hash::check_image(bytes)
-                    .map_err(|_| "the stored hash image is damaged".to_string())?;
-                Value::Hash(bytes.into())
-            }
-            ValueType::List => {
-                list::check_image(bytes)
-                    .map_err(|_| "the stored list image is damaged".to_string())?;
-                Value::List(bytes.into())
-            }
-            ValueType::String => Value::Str(bytes.into()),
+        let value = match self.value_type().checked_image(bytes) {
+            Some(checked) => checked
+                .map_err(|_| format!("the stored {} image is damaged", self.value_type().name()))?,
+            None => Value::Str(bytes.into()),
         };
         let mut word = self.word() & !(COLD | INT);
         if int {
@@ -1029,20 +1062,57 @@ impl EntryMut<'_> {
         let Some(Big::List(list)) = entry.big_mut() else {
             unreachable!("change_list on another type: commands check the type first");
         };
-        let applied = op.apply(list, list::Limits::default());
+        let applied = op.apply(list, crate::limits::list());
         let mut payload = Vec::new();
         op.encode(&mut payload);
-        log::append(&Draft {
-            kind: Kind::ListOp,
-            db: db as u16,
-            aux: 0,
-            flags: 0,
-            value_type: VALUE_LIST,
-            key: entry.key(),
-            payload: &payload,
-        });
+        log_op(db, entry.key(), Kind::ListOp, VALUE_LIST, &payload);
         applied
     }
+
+    /// Applies `op` to this set (as [`EntryMut::change_list`] does to a
+    /// list; a SET_OP record); returns the members added or removed.
+    pub fn change_set(self, db: usize, op: &SetOp) -> usize {
+        forget_loc(self.live, self.entry);
+        let entry = self.entry;
+        entry.set_flag(SEEN | TRANSIENT, false);
+        let Some(Big::Set(set)) = entry.big_mut() else {
+            unreachable!("change_set on another type: commands check the type first");
+        };
+        let changed = op.apply(set, &crate::limits::get());
+        let mut payload = Vec::new();
+        op.encode(&mut payload);
+        log_op(db, entry.key(), Kind::SetOp, VALUE_SET, &payload);
+        changed
+    }
+
+    /// Applies `op` to this sorted set (a ZSET_OP record); returns the
+    /// members added (a put) or removed.
+    pub fn change_zset(self, db: usize, op: &ZSetOp) -> usize {
+        forget_loc(self.live, self.entry);
+        let entry = self.entry;
+        entry.set_flag(SEEN | TRANSIENT, false);
+        let Some(Big::ZSet(zset)) = entry.big_mut() else {
+            unreachable!("change_zset on another type: commands check the type first");
+        };
+        let changed = op.apply(zset, &crate::limits::get());
+        let mut payload = Vec::new();
+        op.encode(&mut payload);
+        log_op(db, entry.key(), Kind::ZSetOp, VALUE_ZSET, &payload);
+        changed
+    }
+}
+
+/// Logs one collection operation record for `key`.
+fn log_op(db: usize, key: &[u8], kind: Kind, value_type: u8, payload: &[u8]) {
+    log::append(&Draft {
+        kind,
+        db: db as u16,
+        aux: 0,
+        flags: 0,
+        value_type,
+        key,
+        payload,
+    });
 }
 
 /// Logs `changes` to the hash at `key`: runs of puts as one HASH_PUT

@@ -22,6 +22,9 @@
 //! - [`value`]: values going in ([`Value`]) and coming out ([`ValueRef`]):
 //!   strings (with Redis' integer encoding) and hashes (as their image).
 //! - [`list`]: the list type (packed nodes in a deque, the image codec);
+//! - [`set`], [`zset`]: sets and sorted sets in Redis' encodings, their
+//!   image codecs and the operations the log records; [`limits`]: when
+//!   collections change encoding;
 //!   not yet wired to the keyspace.
 //! - [`glob`]: Redis' glob-style pattern matcher for KEYS, SCAN and CONFIG.
 //! - [`hash`]: the hash type (a packed image kept inline in the entry, or
@@ -73,6 +76,7 @@ mod guard;
 pub mod hash;
 mod key;
 pub mod keyspace;
+pub mod limits;
 pub mod list;
 pub mod location;
 pub mod log;
@@ -81,12 +85,14 @@ pub mod reader;
 pub mod record;
 pub mod recovery;
 mod segment_file;
+pub mod set;
 mod shard;
 mod table;
 mod thin;
 pub mod tier;
 pub mod value;
 mod varint;
+pub mod zset;
 
 pub use keyspace::{DbStats, Entry, EntryMut, KeyRef, Keyspace, MemoryCensus, Shard, ShardGuard};
 pub use value::{Value, ValueRef, ValueType};

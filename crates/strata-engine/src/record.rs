@@ -79,6 +79,13 @@ pub enum Kind {
     /// missing key becomes a list of the elements a push adds. The key's
     /// deadline is unchanged.
     ListOp = 10,
+    /// A set changed: the payload is the operation (`set::SetOp`: add or
+    /// remove members); a missing key becomes a set of the members added.
+    SetOp = 11,
+    /// A sorted set changed: the payload is the operation (`zset::ZSetOp`:
+    /// put members with their final scores, or remove members); a missing
+    /// key becomes a sorted set of the members put.
+    ZSetOp = 12,
     /// Checkpoint file: first record. `aux`: LSN from which the log must be
     /// replayed; key: [`crate::checkpoint::CheckpointMeta`] bytes.
     CheckpointBegin = 16,
@@ -107,6 +114,8 @@ impl Kind {
             8 => Kind::HashPut,
             9 => Kind::HashDel,
             10 => Kind::ListOp,
+            11 => Kind::SetOp,
+            12 => Kind::ZSetOp,
             16 => Kind::CheckpointBegin,
             17 => Kind::CheckpointShard,
             18 => Kind::CheckpointEnd,
@@ -136,6 +145,11 @@ pub const VALUE_STRING: u8 = 0;
 pub const VALUE_HASH: u8 = 1;
 /// `value_type` of a list value: the payload is its image (`list` module).
 pub const VALUE_LIST: u8 = 2;
+/// `value_type` of a set value: the payload is its image (`set` module).
+pub const VALUE_SET: u8 = 3;
+/// `value_type` of a sorted set value: the payload is its image (`zset`
+/// module).
+pub const VALUE_ZSET: u8 = 4;
 
 /// Appends `draft` to `out` with LSN 0 and no header CRC yet; returns the
 /// record's length. The body CRC is computed here, outside any log lock.

@@ -698,16 +698,11 @@ fn apply_set(shard: &mut Shard, hash: KeyRef, record: &Record, now_ms: u64) -> R
         return Ok(());
     }
     let value = match ValueType::from_record_code(record.value_type) {
-        Some(ValueType::Hash) => {
-            crate::hash::check_image(record.payload)
-                .map_err(|_| "a hash image that does not decode".to_string())?;
-            Value::Hash(record.payload.into())
-        }
-        Some(ValueType::List) => {
-            crate::list::check_image(record.payload)
-                .map_err(|_| "a list image that does not decode".to_string())?;
-            Value::List(record.payload.into())
-        }
+        Some(
+            collection @ (ValueType::Hash | ValueType::List | ValueType::Set | ValueType::ZSet),
+        ) => collection
+            .checked_image(record.payload)
+            .expect("a collection type")?,
         Some(ValueType::String) if record.flags & FLAG_INT != 0 => {
             match crate::value::parse_canonical_i64(record.payload) {
                 Some(n) => Value::Int(n),
@@ -780,14 +775,17 @@ fn apply(
                 now_ms,
             )?;
         }
-        Kind::ListOp => {
+        Kind::ListOp | Kind::SetOp | Kind::ZSetOp => {
             let key = keyspace.key(record.key);
             if record.lsn < covered[key.shard()] {
                 return Ok(false);
             }
-            keyspace
-                .lock_unlogged(key.shard())
-                .replay_list(db, key, record.payload, now_ms)?;
+            let mut shard = keyspace.lock_unlogged(key.shard());
+            match record.kind {
+                Kind::ListOp => shard.replay_list(db, key, record.payload, now_ms)?,
+                Kind::SetOp => shard.replay_set(db, key, record.payload, now_ms)?,
+                _ => shard.replay_zset(db, key, record.payload, now_ms)?,
+            }
         }
         Kind::FlushDb | Kind::FlushAll | Kind::SwapDb => {
             if record.kind == Kind::SwapDb {

@@ -892,3 +892,144 @@ fn list_changes_replay_to_the_same_lists() {
     assert_eq!(contents(&ks, b"queue"), Some(with_tail));
     close(&ks);
 }
+
+#[test]
+fn set_and_sorted_set_changes_replay_to_the_same_values() {
+    use crate::set::SetOp;
+    use crate::zset::ZSetOp;
+    let dir = temp_dir("sets");
+    let ks = open(&dir, 1 << 20).unwrap();
+    let members = |ks: &Keyspace, key: &[u8]| -> Option<Vec<Vec<u8>>> {
+        let k = ks.key(key);
+        let mut shard = ks.lock(k);
+        let entry = shard.get_set(0, k, NOW_MS).unwrap()?;
+        let mut members = entry.value().set()?.members();
+        members.sort();
+        Some(members)
+    };
+    let entries = |ks: &Keyspace, key: &[u8]| -> Option<Vec<(f64, Vec<u8>)>> {
+        let k = ks.key(key);
+        let mut shard = ks.lock(k);
+        let entry = shard.get_zset(0, k, NOW_MS).unwrap()?;
+        let zset = entry.value().zset()?;
+        Some(
+            zset.range(0, usize::MAX)
+                .into_iter()
+                .map(|(s, m)| (s, m.to_vec()))
+                .collect(),
+        )
+    };
+    let set_change = |ks: &Keyspace, key: &[u8], op: SetOp| {
+        let k = ks.key(key);
+        let mut shard = ks.lock(k);
+        if shard.get_set(0, k, NOW_MS).unwrap().is_none() {
+            let image = crate::set::image_of([].into_iter());
+            shard.set(0, k, Value::Set(image.into()), None, false, NOW_MS);
+        }
+        shard
+            .get_set(0, k, NOW_MS)
+            .unwrap()
+            .unwrap()
+            .change_set(0, &op);
+        if shard
+            .peek(0, k, NOW_MS)
+            .is_some_and(|e| e.value().is_empty_collection())
+        {
+            shard.remove(0, k, NOW_MS);
+        }
+    };
+    let zset_change = |ks: &Keyspace, key: &[u8], op: ZSetOp| {
+        let k = ks.key(key);
+        let mut shard = ks.lock(k);
+        if shard.get_zset(0, k, NOW_MS).unwrap().is_none() {
+            let image = crate::zset::image_of([]);
+            shard.set(0, k, Value::ZSet(image.into()), None, false, NOW_MS);
+        }
+        shard
+            .get_zset(0, k, NOW_MS)
+            .unwrap()
+            .unwrap()
+            .change_zset(0, &op);
+        if shard
+            .peek(0, k, NOW_MS)
+            .is_some_and(|e| e.value().is_empty_collection())
+        {
+            shard.remove(0, k, NOW_MS);
+        }
+    };
+    // Past the listpack limits too, so both encodings replay.
+    let many: Vec<Vec<u8>> = (0..300).map(|i| format!("m{i}").into_bytes()).collect();
+    set_change(&ks, b"s", SetOp::Add(vec![b"1", b"2", b"x"]));
+    set_change(&ks, b"s", SetOp::Remove(vec![b"2", b"absent"]));
+    set_change(
+        &ks,
+        b"big",
+        SetOp::Add(many.iter().map(|m| &m[..]).collect()),
+    );
+    set_change(
+        &ks,
+        b"big",
+        SetOp::Remove(many[..100].iter().map(|m| &m[..]).collect()),
+    );
+    set_change(&ks, b"gone", SetOp::Add(vec![b"a"]));
+    set_change(&ks, b"gone", SetOp::Remove(vec![b"a"]));
+    zset_change(
+        &ks,
+        b"z",
+        ZSetOp::Put(vec![(1.5, b"a"), (-2.0, b"b"), (1.5, b"c")]),
+    );
+    zset_change(&ks, b"z", ZSetOp::Put(vec![(7.0, b"a")]));
+    zset_change(&ks, b"z", ZSetOp::Remove(vec![b"c"]));
+    let puts: Vec<(f64, &[u8])> = many
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (i as f64, &m[..]))
+        .collect();
+    zset_change(&ks, b"zbig", ZSetOp::Put(puts));
+    let expect_s = members(&ks, b"s");
+    let expect_big = members(&ks, b"big");
+    let expect_z = entries(&ks, b"z");
+    let expect_zbig = entries(&ks, b"zbig");
+    assert_eq!(expect_s, Some(vec![b"1".to_vec(), b"x".to_vec()]));
+    assert_eq!(expect_big.as_ref().map(Vec::len), Some(200));
+    assert_eq!(
+        expect_z,
+        Some(vec![(-2.0, b"b".to_vec()), (7.0, b"a".to_vec())])
+    );
+    close(&ks);
+    drop(ks);
+
+    // From the log alone.
+    let ks = open(&dir, 1 << 20).unwrap();
+    assert_eq!(members(&ks, b"s"), expect_s);
+    assert_eq!(members(&ks, b"big"), expect_big);
+    assert_eq!(members(&ks, b"gone"), None);
+    assert_eq!(entries(&ks, b"z"), expect_z);
+    assert_eq!(entries(&ks, b"zbig"), expect_zbig);
+    // A checkpoint, more log, then cold.
+    checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
+    zset_change(&ks, b"z", ZSetOp::Put(vec![(0.0, b"new")]));
+    set_change(&ks, b"s", SetOp::Add(vec![b"later"]));
+    close(&ks);
+    drop(ks);
+    let ks = open(&dir, 1 << 20).unwrap();
+    let z_now = Some(vec![
+        (-2.0, b"b".to_vec()),
+        (0.0, b"new".to_vec()),
+        (7.0, b"a".to_vec()),
+    ]);
+    assert_eq!(entries(&ks, b"z"), z_now);
+    ks.tier().set_tracking(true);
+    zset_change(&ks, b"z", ZSetOp::Remove(vec![b"b"]));
+    evict_everything(&ks);
+    let k = ks.key(b"z");
+    assert!(ks.lock(k).peek(0, k, NOW_MS).unwrap().is_cold());
+    assert_eq!(
+        entries(&ks, b"z"),
+        Some(vec![(0.0, b"new".to_vec()), (7.0, b"a".to_vec())])
+    );
+    assert_eq!(members(&ks, b"big"), expect_big);
+    let s_now = Some(vec![b"1".to_vec(), b"later".to_vec(), b"x".to_vec()]);
+    assert_eq!(members(&ks, b"s"), s_now);
+    close(&ks);
+}

@@ -11,9 +11,11 @@ use crate::key::{KeyHasher, KeyRef, slot_hash};
 use crate::list::{ListOp, ListValue};
 use crate::log;
 use crate::record::{Draft, Kind};
+use crate::set::SetOp;
 use crate::table::{ExpiryIndex, Table, Tables};
 use crate::tier::{self, LiveCounts, Tier};
 use crate::value::{Value, ValueType};
+use crate::zset::ZSetOp;
 
 /// The live entry for `key` in `table`, removing (and logging) it first if
 /// it has expired.
@@ -220,6 +222,28 @@ impl Shard {
         now_ms: u64,
     ) -> Result<Option<EntryMut<'_>>, GetError> {
         self.get_typed(db, key, now_ms, true, Some(ValueType::Hash))
+    }
+
+    /// [`Shard::get`] for a set command: a key holding another type is
+    /// [`GetError::WrongType`].
+    pub fn get_set(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        now_ms: u64,
+    ) -> Result<Option<EntryMut<'_>>, GetError> {
+        self.get_typed(db, key, now_ms, true, Some(ValueType::Set))
+    }
+
+    /// [`Shard::get`] for a sorted set command: a key holding another type
+    /// is [`GetError::WrongType`].
+    pub fn get_zset(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        now_ms: u64,
+    ) -> Result<Option<EntryMut<'_>>, GetError> {
+        self.get_typed(db, key, now_ms, true, Some(ValueType::ZSet))
     }
 
     /// [`Shard::get`] for a list command: a key holding another type is
@@ -942,10 +966,7 @@ impl Shard {
         Ok(())
     }
 
-    /// Recovery: applies a replayed LIST_OP record. A missing key becomes
-    /// a list of the elements a push adds (a key that has expired by now
-    /// stays gone); a list read from disk first when cold; a list left
-    /// empty is removed, as the command that emptied it did.
+    /// Recovery: applies a replayed LIST_OP record (see [`Shard::replay_op`]).
     pub(crate) fn replay_list(
         &mut self,
         db: usize,
@@ -953,44 +974,115 @@ impl Shard {
         payload: &[u8],
         now_ms: u64,
     ) -> Result<(), String> {
-        let op = ListOp::decode(payload).map_err(|_| {
-            format!(
-                "a damaged list record for '{}'",
-                String::from_utf8_lossy(key.bytes)
-            )
-        })?;
+        let op = ListOp::decode(payload).map_err(|_| damaged("list", key))?;
+        let created = match &op {
+            ListOp::Push(..) => {
+                let mut list = ListValue::new();
+                op.apply(&mut list, crate::limits::list());
+                let mut image = Vec::new();
+                list.encode_image(&mut image);
+                Some(Value::List(image.into()))
+            }
+            _ => None,
+        };
+        self.replay_op(db, key, ValueType::List, created, now_ms, |entry| {
+            entry.change_list(db, &op);
+        })
+    }
+
+    /// Recovery: applies a replayed SET_OP record.
+    pub(crate) fn replay_set(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        payload: &[u8],
+        now_ms: u64,
+    ) -> Result<(), String> {
+        let op = SetOp::decode(payload).map_err(|_| damaged("set", key))?;
+        let created = match &op {
+            SetOp::Add(members) => {
+                let mut distinct = members.clone();
+                distinct.sort_unstable();
+                distinct.dedup();
+                Some(Value::Set(
+                    crate::set::image_of(distinct.into_iter()).into(),
+                ))
+            }
+            SetOp::Remove(_) => None,
+        };
+        self.replay_op(db, key, ValueType::Set, created, now_ms, |entry| {
+            entry.change_set(db, &op);
+        })
+    }
+
+    /// Recovery: applies a replayed ZSET_OP record.
+    pub(crate) fn replay_zset(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        payload: &[u8],
+        now_ms: u64,
+    ) -> Result<(), String> {
+        let op = ZSetOp::decode(payload).map_err(|_| damaged("sorted set", key))?;
+        let created = match &op {
+            ZSetOp::Put(entries) => {
+                // A later entry for the same member wins, as applying does.
+                let mut last: std::collections::HashMap<&[u8], f64> = Default::default();
+                for (score, member) in entries {
+                    last.insert(member, *score);
+                }
+                let image = crate::zset::image_of(last.into_iter().map(|(m, s)| (s, m)));
+                Some(Value::ZSet(image.into()))
+            }
+            ZSetOp::Remove(_) => None,
+        };
+        self.replay_op(db, key, ValueType::ZSet, created, now_ms, |entry| {
+            entry.change_zset(db, &op);
+        })
+    }
+
+    /// Recovery: applies a replayed collection operation to `key`. A
+    /// missing key becomes `created` (the collection an add or push makes;
+    /// a key that has expired by now stays gone); a value read from disk
+    /// first when cold; a collection left empty is removed, as the command
+    /// that emptied it did; a key of another type is an error.
+    fn replay_op(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        value_type: ValueType,
+        created: Option<Value>,
+        now_ms: u64,
+        change: impl FnOnce(EntryMut),
+    ) -> Result<(), String> {
         let existed = self.tables[db]
             .entries
             .find(key.slot_hash(), |e| e.key() == key.bytes)
             .is_some();
         if !existed {
-            if let ListOp::Push(..) = &op {
-                let mut list = ListValue::new();
-                op.apply(&mut list, crate::list::Limits::default());
-                let mut image = Vec::new();
-                list.encode_image(&mut image);
-                self.set(db, key, Value::List(image.into()), None, false, now_ms);
+            if let Some(value) = created {
+                self.set(db, key, value, None, false, now_ms);
             }
             return Ok(());
         }
-        let emptied = match self
+        match self
             .get_loaded(db, key, now_ms, false)
             .map_err(|e| e.to_string())?
         {
-            None => false,
-            Some(entry) if entry.value_type() != ValueType::List => {
+            None => return Ok(()),
+            Some(entry) if entry.value_type() != value_type => {
                 return Err(format!(
-                    "a list record for the {} '{}'",
+                    "a {} record for the {} '{}'",
+                    value_type.name(),
                     entry.type_name(),
                     String::from_utf8_lossy(key.bytes)
                 ));
             }
-            Some(entry) => {
-                entry.change_list(db, &op);
-                self.find(db, key)
-                    .is_some_and(|e| e.value().list().is_some_and(ListValue::is_empty))
-            }
-        };
+            Some(entry) => change(entry),
+        }
+        let emptied = self
+            .find(db, key)
+            .is_some_and(|e| e.value().is_empty_collection());
         if emptied {
             self.remove(db, key, now_ms);
         }
@@ -1010,4 +1102,12 @@ impl Shard {
             self.live.add(loc);
         }
     }
+}
+
+/// The error for a record that does not decode.
+fn damaged(what: &str, key: KeyRef) -> String {
+    format!(
+        "a damaged {what} record for '{}'",
+        String::from_utf8_lossy(key.bytes)
+    )
 }

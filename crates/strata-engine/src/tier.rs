@@ -505,7 +505,14 @@ impl LiveCounts {
 pub(crate) fn placed(record: &[u8]) -> Option<Placed<'_>> {
     let image = match Kind::from_u8(record[34]) {
         Some(Kind::Set) => true,
-        Some(Kind::SetRange | Kind::HashPut | Kind::HashDel | Kind::ListOp) => false,
+        Some(
+            Kind::SetRange
+            | Kind::HashPut
+            | Kind::HashDel
+            | Kind::ListOp
+            | Kind::SetOp
+            | Kind::ZSetOp,
+        ) => false,
         _ => return None,
     };
     let total_len = u32::from_le_bytes(record[8..12].try_into().expect("4 bytes")) as usize;

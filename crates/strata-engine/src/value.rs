@@ -11,6 +11,8 @@ use std::borrow::Cow;
 
 use crate::hash::HashRef;
 use crate::list::ListValue;
+use crate::set::SetValue;
+use crate::zset::ZSetValue;
 
 /// Strings up to this length report encoding `embstr`, as in Redis.
 const EMBSTR_LEN_BYTES_MAX: usize = 44;
@@ -27,6 +29,10 @@ pub enum Value<'a> {
     /// A list, as its image (`list` module), which the caller has built
     /// or checked ([`crate::list::check_image`]).
     List(Cow<'a, [u8]>),
+    /// A set, as its image (`set` module), built or checked.
+    Set(Cow<'a, [u8]>),
+    /// A sorted set, as its image (`zset` module), built or checked.
+    ZSet(Cow<'a, [u8]>),
 }
 
 impl<'a> Value<'a> {
@@ -47,7 +53,11 @@ impl<'a> Value<'a> {
     pub fn image_len(&self) -> usize {
         match self {
             Value::Int(n) => itoa::Buffer::new().format(*n).len(),
-            Value::Str(bytes) | Value::Hash(bytes) | Value::List(bytes) => bytes.len(),
+            Value::Str(bytes)
+            | Value::Hash(bytes)
+            | Value::List(bytes)
+            | Value::Set(bytes)
+            | Value::ZSet(bytes) => bytes.len(),
         }
     }
 }
@@ -60,6 +70,8 @@ pub enum ValueType {
     String,
     Hash,
     List,
+    Set,
+    ZSet,
 }
 
 impl ValueType {
@@ -69,6 +81,8 @@ impl ValueType {
             ValueType::String => "string",
             ValueType::Hash => "hash",
             ValueType::List => "list",
+            ValueType::Set => "set",
+            ValueType::ZSet => "zset",
         }
     }
 
@@ -78,6 +92,8 @@ impl ValueType {
             ValueType::String => crate::record::VALUE_STRING,
             ValueType::Hash => crate::record::VALUE_HASH,
             ValueType::List => crate::record::VALUE_LIST,
+            ValueType::Set => crate::record::VALUE_SET,
+            ValueType::ZSet => crate::record::VALUE_ZSET,
         }
     }
 
@@ -87,8 +103,36 @@ impl ValueType {
             crate::record::VALUE_STRING => Some(ValueType::String),
             crate::record::VALUE_HASH => Some(ValueType::Hash),
             crate::record::VALUE_LIST => Some(ValueType::List),
+            crate::record::VALUE_SET => Some(ValueType::Set),
+            crate::record::VALUE_ZSET => Some(ValueType::ZSet),
             _ => None,
         }
+    }
+}
+
+impl ValueType {
+    /// The value of this collection type whose image is `image`, checked
+    /// (a damaged image is an error naming the type); `None` for strings,
+    /// whose images are their bytes.
+    pub fn checked_image(self, image: &[u8]) -> Option<Result<Value<'_>, String>> {
+        let ok = match self {
+            ValueType::String => return None,
+            ValueType::Hash => crate::hash::check_image(image).is_ok(),
+            ValueType::List => crate::list::check_image(image).is_ok(),
+            ValueType::Set => crate::set::check_image(image).is_ok(),
+            ValueType::ZSet => crate::zset::check_image(image).is_ok(),
+        };
+        if !ok {
+            return Some(Err(format!("a {} image that does not decode", self.name())));
+        }
+        let image = Cow::Borrowed(image);
+        Some(Ok(match self {
+            ValueType::Hash => Value::Hash(image),
+            ValueType::List => Value::List(image),
+            ValueType::Set => Value::Set(image),
+            ValueType::ZSet => Value::ZSet(image),
+            ValueType::String => unreachable!("returned above"),
+        }))
     }
 }
 
@@ -110,6 +154,8 @@ pub enum ValueRef<'a> {
     },
     Hash(HashRef<'a>),
     List(&'a ListValue),
+    Set(&'a SetValue),
+    ZSet(&'a ZSetValue),
 }
 
 impl std::fmt::Debug for ValueRef<'_> {
@@ -122,6 +168,8 @@ impl std::fmt::Debug for ValueRef<'_> {
                 .finish(),
             ValueRef::Hash(hash) => write!(f, "Hash({} fields)", hash.len()),
             ValueRef::List(list) => write!(f, "List({} elements)", list.len()),
+            ValueRef::Set(set) => write!(f, "Set({} members)", set.len()),
+            ValueRef::ZSet(zset) => write!(f, "ZSet({} members)", zset.len()),
         }
     }
 }
@@ -148,12 +196,39 @@ impl<'a> ValueRef<'a> {
         }
     }
 
+    /// The set, when this is one.
+    pub fn set(&self) -> Option<&'a SetValue> {
+        match self {
+            ValueRef::Set(set) => Some(set),
+            _ => None,
+        }
+    }
+
+    /// The sorted set, when this is one.
+    pub fn zset(&self) -> Option<&'a ZSetValue> {
+        match self {
+            ValueRef::ZSet(zset) => Some(zset),
+            _ => None,
+        }
+    }
+
+    /// Whether this is a list, set or sorted set with nothing in it (which
+    /// a command deletes before it returns).
+    pub fn is_empty_collection(&self) -> bool {
+        match self {
+            ValueRef::List(list) => list.is_empty(),
+            ValueRef::Set(set) => set.is_empty(),
+            ValueRef::ZSet(zset) => zset.is_empty(),
+            _ => false,
+        }
+    }
+
     /// The string's bytes; empty for another type (string commands have
     /// answered WRONGTYPE before they read a value).
     pub fn as_bytes(&self) -> &'a [u8] {
         match self {
             ValueRef::Str { bytes, .. } => bytes,
-            ValueRef::Hash(_) | ValueRef::List(_) => &[],
+            _ => &[],
         }
     }
 
@@ -179,6 +254,8 @@ impl<'a> ValueRef<'a> {
             ValueRef::Str { .. } => ValueType::String,
             ValueRef::Hash(_) => ValueType::Hash,
             ValueRef::List(_) => ValueType::List,
+            ValueRef::Set(_) => ValueType::Set,
+            ValueRef::ZSet(_) => ValueType::ZSet,
         }
     }
 
@@ -201,6 +278,8 @@ impl<'a> ValueRef<'a> {
         match self {
             ValueRef::Hash(hash) => return hash.encoding_name(),
             ValueRef::List(list) => return list.encoding_name(),
+            ValueRef::Set(set) => return set.encoding_name(),
+            ValueRef::ZSet(zset) => return zset.encoding_name(),
             ValueRef::Str { .. } => {}
         }
         match self.encoding() {
@@ -222,6 +301,16 @@ impl<'a> ValueRef<'a> {
                 let mut image = Vec::with_capacity(list.image_len());
                 list.encode_image(&mut image);
                 Value::List(Cow::Owned(image))
+            }
+            ValueRef::Set(set) => {
+                let mut image = Vec::with_capacity(set.image_len());
+                set.encode_image(&mut image);
+                Value::Set(Cow::Owned(image))
+            }
+            ValueRef::ZSet(zset) => {
+                let mut image = Vec::with_capacity(zset.image_len());
+                zset.encode_image(&mut image);
+                Value::ZSet(Cow::Owned(image))
             }
             ValueRef::Str { bytes, .. } => match self.as_int() {
                 Some(n) => Value::Int(n),
