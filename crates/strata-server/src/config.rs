@@ -83,6 +83,11 @@ pub struct Config {
     /// field or value).
     pub hash_max_listpack_entries: u64,
     pub hash_max_listpack_value: u64,
+    /// When lists, sets and sorted sets change encoding (redis.conf's
+    /// names); `list-compress-depth` is accepted and reported, but nodes
+    /// are not compressed.
+    pub collection_limits: strata_engine::limits::CollectionLimits,
+    pub list_compress_depth: u64,
 }
 
 impl Config {
@@ -210,6 +215,8 @@ impl Default for Config {
             maxmemory_samples: 5,
             hash_max_listpack_entries: 128,
             hash_max_listpack_value: 64,
+            collection_limits: Default::default(),
+            list_compress_depth: 0,
             maxdisk: 0,
             tiering_io_threads: 32,
             tiering_io_uring: true,
@@ -245,6 +252,18 @@ fn parse_int(args: &[String], min: u64, max: u64) -> Result<u64, String> {
         ));
     }
     Ok(value as u64)
+}
+
+fn parse_signed(args: &[String], min: i64, max: i64) -> Result<i64, String> {
+    let value: i64 = one(args)?
+        .parse()
+        .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+    if value < min || value > max {
+        return Err(format!(
+            "argument must be between {min} and {max} inclusive"
+        ));
+    }
+    Ok(value)
 }
 
 fn parse_yes_no(args: &[String]) -> Result<bool, String> {
@@ -647,6 +666,98 @@ pub static DIRECTIVES: &[Directive] = &[
         mutable: true,
         get: |c| c.hash_max_listpack_value.to_string(),
         set: set_hash_value,
+    },
+    Directive {
+        name: "list-max-listpack-size",
+        mutable: true,
+        get: |c| c.collection_limits.list_listpack_size.to_string(),
+        set: |c, a| {
+            c.collection_limits.list_listpack_size =
+                parse_signed(a, i32::MIN as i64, i32::MAX as i64)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "list-max-ziplist-size",
+        mutable: true,
+        get: |c| c.collection_limits.list_listpack_size.to_string(),
+        set: |c, a| {
+            c.collection_limits.list_listpack_size =
+                parse_signed(a, i32::MIN as i64, i32::MAX as i64)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "list-compress-depth",
+        mutable: true,
+        get: |c| c.list_compress_depth.to_string(),
+        set: |c, a| {
+            c.list_compress_depth = parse_int(a, 0, i32::MAX as u64)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "set-max-intset-entries",
+        mutable: true,
+        get: |c| c.collection_limits.set_intset_entries.to_string(),
+        set: |c, a| {
+            c.collection_limits.set_intset_entries = parse_int(a, 0, i64::MAX as u64)? as usize;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "set-max-listpack-entries",
+        mutable: true,
+        get: |c| c.collection_limits.set_listpack_entries.to_string(),
+        set: |c, a| {
+            c.collection_limits.set_listpack_entries = parse_int(a, 0, i64::MAX as u64)? as usize;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "set-max-listpack-value",
+        mutable: true,
+        get: |c| c.collection_limits.set_listpack_value.to_string(),
+        set: |c, a| {
+            c.collection_limits.set_listpack_value = parse_int(a, 0, i64::MAX as u64)? as usize;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "zset-max-listpack-entries",
+        mutable: true,
+        get: |c| c.collection_limits.zset_listpack_entries.to_string(),
+        set: |c, a| {
+            c.collection_limits.zset_listpack_entries = parse_int(a, 0, i64::MAX as u64)? as usize;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "zset-max-ziplist-entries",
+        mutable: true,
+        get: |c| c.collection_limits.zset_listpack_entries.to_string(),
+        set: |c, a| {
+            c.collection_limits.zset_listpack_entries = parse_int(a, 0, i64::MAX as u64)? as usize;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "zset-max-listpack-value",
+        mutable: true,
+        get: |c| c.collection_limits.zset_listpack_value.to_string(),
+        set: |c, a| {
+            c.collection_limits.zset_listpack_value = parse_int(a, 0, i64::MAX as u64)? as usize;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "zset-max-ziplist-value",
+        mutable: true,
+        get: |c| c.collection_limits.zset_listpack_value.to_string(),
+        set: |c, a| {
+            c.collection_limits.zset_listpack_value = parse_int(a, 0, i64::MAX as u64)? as usize;
+            Ok(())
+        },
     },
     Directive {
         name: "maxdisk",

@@ -219,6 +219,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         None => Keyspace::new(config.databases),
     };
     keyspace.hash_limits().set(config.hash_limits());
+    strata_engine::limits::set(config.collection_limits);
     let (listeners, port) = bind_all(&config)?;
     // `port 0` asks for any free port; CONFIG GET and INFO show the real one.
     config.port = port;

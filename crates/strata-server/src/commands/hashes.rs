@@ -24,18 +24,15 @@ use strata_resp::{Protocol, ReplyWriter};
 
 use crate::long_double::{self, AddError};
 
-use super::{CmdError, CmdResult, Ctx, ERR_OVERFLOW, ERR_SYNTAX, ScanArgs, is, parse_i64};
+use super::{
+    CmdError, CmdResult, Ctx, ERR_OVERFLOW, ERR_SYNTAX, ScanArgs, ScanSlice, is, parse_i64,
+};
 
 /// Largest absolute field deadline, in Unix ms (Redis: 2^48 - 1 >> 2).
 const FIELD_DEADLINE_MS_MAX: i64 = 0xFFFF_FFFF_FFFF >> 2;
 /// Replies of HRANDFIELD with a negative count: beyond this many the
 /// reply could not be sent anyway (it would pass every output limit).
 const RANDOM_FIELDS_MAX: u64 = 1 << 24;
-/// HSCAN on a table visits every field per call and returns those in a
-/// slice of hash values; slices hold at least 1/this of the hash, so a
-/// full iteration costs a bounded number of passes whatever COUNT says
-/// (COUNT is a hint in Redis too).
-const SCAN_PASSES_MAX: usize = 64;
 
 /// A hash may not grow past what one log record can hold.
 const ERR_HASH_TOO_BIG: &str = "ERR hash value exceeds the maximum size of 3 GB";
@@ -453,18 +450,12 @@ pub fn hscan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         };
         let keep = |f: &Field| f.is_live(now) && scan.matches(f.name);
         let (next, found): (u64, Vec<Field>) = if hash.encoding_name() == "hashtable" {
-            let len = hash.len().max(1) as u128;
-            let slice = count.max(hash.len() / SCAN_PASSES_MAX + 1) as u128;
-            let width = ((1u128 << 64) * slice / len).max(1);
-            let end = (cursor as u128 + width).min(1u128 << 64);
+            let slice = ScanSlice::new(cursor, count, hash.len());
             let found = hash
                 .fields()
-                .filter(|f| {
-                    let at = scan_position(f.name) as u128;
-                    at >= cursor as u128 && at < end && keep(f)
-                })
+                .filter(|f| slice.contains(scan_position(f.name)) && keep(f))
                 .collect();
-            (if end >= 1u128 << 64 { 0 } else { end as u64 }, found)
+            (slice.next_cursor(), found)
         } else {
             (0, hash.fields().filter(keep).collect())
         };

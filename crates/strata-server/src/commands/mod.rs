@@ -24,6 +24,7 @@ pub mod keys;
 pub mod keyspec;
 pub mod lists;
 pub mod server;
+pub mod sets;
 pub mod strings;
 pub mod table;
 
@@ -678,6 +679,48 @@ impl<'a> ScanArgs<'a> {
     pub fn matches(&self, name: &[u8]) -> bool {
         self.pattern
             .is_none_or(|p| strata_engine::glob::matches(p, name, false))
+    }
+}
+
+/// One call's share of a SCAN-family iteration over a hash table
+/// encoding (HSCAN, SSCAN, ZSCAN). The cursor is a position in the order
+/// of a fixed hash of the names (independent of the table's layout, so a
+/// collection growing, shrinking or reloaded between calls loses nothing:
+/// every name present for the whole iteration is returned at least once);
+/// a call returns the names whose position falls in the next slice. A
+/// slice holds at least 1/[`SCAN_PASSES_MAX`] of the collection, so a full
+/// iteration costs a bounded number of passes whatever COUNT says (COUNT
+/// is a hint in Redis too).
+pub struct ScanSlice {
+    start: u128,
+    end: u128,
+}
+
+/// See [`ScanSlice`].
+pub const SCAN_PASSES_MAX: usize = 64;
+
+impl ScanSlice {
+    pub fn new(cursor: u64, count: usize, len: usize) -> ScanSlice {
+        let slice = count.max(len / SCAN_PASSES_MAX + 1) as u128;
+        let width = ((1u128 << 64) * slice / len.max(1) as u128).max(1);
+        ScanSlice {
+            start: cursor as u128,
+            end: (cursor as u128 + width).min(1u128 << 64),
+        }
+    }
+
+    /// Whether the name at `position` belongs to this call.
+    pub fn contains(&self, position: u64) -> bool {
+        (self.start..self.end).contains(&(position as u128))
+    }
+
+    /// The cursor to return (0: the iteration is complete).
+    pub fn next_cursor(&self) -> u64 {
+        if self.end >= 1u128 << 64 {
+            0
+        } else {
+            self.end as u64
+        }
     }
 }
 

@@ -61,8 +61,9 @@ pub fn config_set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
     }
     ctx.server.config.set_many(&pairs).map_err(CmdError::from)?;
-    let limits = ctx.server.config.get().hash_limits();
-    ctx.keyspace().hash_limits().set(limits);
+    let config = ctx.server.config.get();
+    ctx.keyspace().hash_limits().set(config.hash_limits());
+    strata_engine::limits::set(config.collection_limits);
     ctx.out.ok();
     Ok(())
 }

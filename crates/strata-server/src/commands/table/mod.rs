@@ -12,12 +12,13 @@ mod hashes;
 mod keys;
 mod lists;
 mod server;
+mod sets;
 mod strings;
 
 use super::keyspec::{KeySpec, keynum, noted, range};
 use super::{
     Handler, Spec, bits, cluster as cl, connection as conn, hashes as hs, keys as ks, lists as ls,
-    server as srv, strings as st,
+    server as srv, sets as se, strings as st,
 };
 
 const NO_KEYS: &[KeySpec] = &[];
@@ -522,6 +523,7 @@ pub static FAMILIES: &[&[Spec]] = &[
     server::COMMANDS,
     hashes::COMMANDS,
     lists::COMMANDS,
+    sets::COMMANDS,
     keys::COMMANDS,
     strings::COMMANDS,
     bitmaps::COMMANDS,
@@ -557,8 +559,10 @@ pub fn tips(full_name: &str) -> &'static [&'static str] {
             "response_policy:all_succeeded",
         ],
         "msetnx" => &["request_policy:multi_shard", "response_policy:agg_min"],
-        "hgetall" | "hkeys" | "hvals" => &["nondeterministic_output_order"],
-        "hrandfield" | "hscan" => &["nondeterministic_output"],
+        "hgetall" | "hkeys" | "hvals" | "smembers" | "sinter" | "sunion" | "sdiff" => {
+            &["nondeterministic_output_order"]
+        }
+        "hrandfield" | "hscan" | "spop" | "srandmember" | "sscan" => &["nondeterministic_output"],
         _ => &[],
     }
 }
