@@ -151,6 +151,15 @@ impl<'a> ReplyWriter<'a> {
         }
     }
 
+    /// A double the caller has formatted (a bulk string in RESP2), for
+    /// replies whose text must be exactly Redis' (`%.17g` scores).
+    pub fn double_text(&mut self, text: &[u8]) {
+        match self.protocol {
+            Protocol::Resp2 => self.bulk(text),
+            Protocol::Resp3 => self.line(b',', text),
+        }
+    }
+
     pub fn boolean(&mut self, value: bool) {
         match self.protocol {
             Protocol::Resp2 => self.int(value as i64),

@@ -27,6 +27,7 @@ pub mod server;
 pub mod sets;
 pub mod strings;
 pub mod table;
+pub mod zsets;
 
 use std::borrow::Cow;
 use std::collections::HashMap;

@@ -14,11 +14,12 @@ mod lists;
 mod server;
 mod sets;
 mod strings;
+mod zsets;
 
 use super::keyspec::{KeySpec, keynum, noted, range};
 use super::{
     Handler, Spec, bits, cluster as cl, connection as conn, hashes as hs, keys as ks, lists as ls,
-    server as srv, sets as se, strings as st,
+    server as srv, sets as se, strings as st, zsets as zs,
 };
 
 const NO_KEYS: &[KeySpec] = &[];
@@ -524,6 +525,7 @@ pub static FAMILIES: &[&[Spec]] = &[
     hashes::COMMANDS,
     lists::COMMANDS,
     sets::COMMANDS,
+    zsets::COMMANDS,
     keys::COMMANDS,
     strings::COMMANDS,
     bitmaps::COMMANDS,
@@ -562,7 +564,9 @@ pub fn tips(full_name: &str) -> &'static [&'static str] {
         "hgetall" | "hkeys" | "hvals" | "smembers" | "sinter" | "sunion" | "sdiff" => {
             &["nondeterministic_output_order"]
         }
-        "hrandfield" | "hscan" | "spop" | "srandmember" | "sscan" => &["nondeterministic_output"],
+        "hrandfield" | "hscan" | "spop" | "srandmember" | "sscan" | "zrandmember" | "zscan" => {
+            &["nondeterministic_output"]
+        }
         _ => &[],
     }
 }
