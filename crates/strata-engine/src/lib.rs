@@ -74,6 +74,7 @@ pub mod fetch;
 pub mod glob;
 mod guard;
 pub mod hash;
+pub mod hll;
 mod key;
 pub mod keyspace;
 pub mod limits;

@@ -88,6 +88,8 @@ pub struct Config {
     /// are not compressed.
     pub collection_limits: strata_engine::limits::CollectionLimits,
     pub list_compress_depth: u64,
+    /// Bytes past which a HyperLogLog leaves the sparse encoding.
+    pub hll_sparse_max_bytes: u64,
 }
 
 impl Config {
@@ -217,6 +219,7 @@ impl Default for Config {
             hash_max_listpack_value: 64,
             collection_limits: Default::default(),
             list_compress_depth: 0,
+            hll_sparse_max_bytes: 3000,
             maxdisk: 0,
             tiering_io_threads: 32,
             tiering_io_uring: true,
@@ -756,6 +759,15 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| c.collection_limits.zset_listpack_value.to_string(),
         set: |c, a| {
             c.collection_limits.zset_listpack_value = parse_int(a, 0, i64::MAX as u64)? as usize;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "hll-sparse-max-bytes",
+        mutable: true,
+        get: |c| c.hll_sparse_max_bytes.to_string(),
+        set: |c, a| {
+            c.hll_sparse_max_bytes = parse_int(a, 0, i64::MAX as u64)?;
             Ok(())
         },
     },

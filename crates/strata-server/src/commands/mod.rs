@@ -20,6 +20,7 @@ pub mod bits;
 pub mod cluster;
 pub mod connection;
 pub mod hashes;
+pub mod hyperloglog;
 pub mod keys;
 pub mod keyspec;
 pub mod lists;

@@ -9,6 +9,7 @@
 mod bitmaps;
 mod connection;
 mod hashes;
+mod hyperloglog;
 mod keys;
 mod lists;
 mod server;
@@ -18,8 +19,8 @@ mod zsets;
 
 use super::keyspec::{KeySpec, keynum, noted, range};
 use super::{
-    Handler, Spec, bits, cluster as cl, connection as conn, hashes as hs, keys as ks, lists as ls,
-    server as srv, sets as se, strings as st, zsets as zs,
+    Handler, Spec, bits, cluster as cl, connection as conn, hashes as hs, hyperloglog as hll,
+    keys as ks, lists as ls, server as srv, sets as se, strings as st, zsets as zs,
 };
 
 const NO_KEYS: &[KeySpec] = &[];
@@ -526,6 +527,7 @@ pub static FAMILIES: &[&[Spec]] = &[
     lists::COMMANDS,
     sets::COMMANDS,
     zsets::COMMANDS,
+    hyperloglog::COMMANDS,
     keys::COMMANDS,
     strings::COMMANDS,
     bitmaps::COMMANDS,
