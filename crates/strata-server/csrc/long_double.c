@@ -81,3 +81,25 @@ long strata_long_double_add(const char *current, size_t current_len, int has_cur
     }
     return len;
 }
+
+/* `value` as Redis' addReplyHumanLongDouble prints it (GEOPOS): widened to
+ * long double, "%.17Lf", trailing zeros and point removed. */
+long strata_human_double(double value, char *out, size_t out_cap)
+{
+    long double wide = value;
+    int len = snprintf(out, out_cap, "%.17Lf", wide);
+    if (len < 0 || (size_t)len + 1 > out_cap)
+        return -1;
+    if (strchr(out, '.') != NULL) {
+        while (out[len - 1] == '0')
+            len--;
+        if (out[len - 1] == '.')
+            len--;
+        out[len] = '\0';
+    }
+    if (len == 2 && out[0] == '-' && out[1] == '0') {
+        out[0] = '0';
+        len = 1;
+    }
+    return len;
+}

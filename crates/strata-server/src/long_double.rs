@@ -30,6 +30,17 @@ unsafe extern "C" {
         out: *mut u8,
         out_cap: usize,
     ) -> i64;
+    fn strata_human_double(value: f64, out: *mut u8, out_cap: usize) -> i64;
+}
+
+/// `value` as Redis prints a coordinate (GEOPOS, WITHCOORD): widened to
+/// long double and printed `%.17Lf` without trailing zeros.
+pub fn human(value: f64) -> Vec<u8> {
+    let mut out = vec![0u8; TEXT_MAX];
+    // SAFETY: the C side writes at most `out.len()` bytes (NUL included).
+    let len = unsafe { strata_human_double(value, out.as_mut_ptr(), out.len()) };
+    out.truncate(len.max(0) as usize);
+    out
 }
 
 /// `current + increment` as Redis' INCRBYFLOAT prints it; a missing

@@ -15,6 +15,7 @@ mod client;
 mod commands;
 mod config;
 mod connection;
+mod geohash;
 mod info;
 mod log;
 mod long_double;

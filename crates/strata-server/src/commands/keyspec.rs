@@ -17,11 +17,7 @@
 use bytes::Bytes;
 
 /// Where a spec's keys begin.
-// `Keyword` serves the commands of the coming families (XREAD, SORT …
-// STORE); no command needs it yet, so outside the tests it is not
-// constructed.
 #[derive(Clone, Copy, Debug)]
-#[cfg_attr(not(test), allow(dead_code))]
 pub enum BeginSearch {
     /// At this argument index.
     Index(i32),
@@ -110,6 +106,30 @@ pub const fn keynum(flags: &'static [&'static str], index: i32) -> KeySpec {
             keynum_index: 0,
             first_key: 1,
             step: 1,
+        },
+    }
+}
+
+/// A spec whose keys follow `keyword` (searched from argument
+/// `start_from`) and run to `last_key` every `step` (GEORADIUS' STORE).
+pub const fn keyword_range(
+    flags: &'static [&'static str],
+    keyword: &'static str,
+    start_from: i32,
+    last_key: i32,
+    step: i32,
+) -> KeySpec {
+    KeySpec {
+        notes: "",
+        flags,
+        begin: BeginSearch::Keyword {
+            keyword,
+            start_from,
+        },
+        find: FindKeys::Range {
+            last_key,
+            step,
+            limit: 0,
         },
     }
 }

@@ -19,6 +19,7 @@
 pub mod bits;
 pub mod cluster;
 pub mod connection;
+pub mod geo;
 pub mod hashes;
 pub mod hyperloglog;
 pub mod keys;

@@ -8,6 +8,7 @@
 
 mod bitmaps;
 mod connection;
+mod geo;
 mod hashes;
 mod hyperloglog;
 mod keys;
@@ -17,10 +18,11 @@ mod sets;
 mod strings;
 mod zsets;
 
-use super::keyspec::{KeySpec, keynum, noted, range};
+use super::keyspec::{KeySpec, keynum, keyword_range, noted, range};
 use super::{
-    Handler, Spec, bits, cluster as cl, connection as conn, hashes as hs, hyperloglog as hll,
-    keys as ks, lists as ls, server as srv, sets as se, strings as st, zsets as zs,
+    Handler, Spec, bits, cluster as cl, connection as conn, geo as gs, hashes as hs,
+    hyperloglog as hll, keys as ks, lists as ls, server as srv, sets as se, strings as st,
+    zsets as zs,
 };
 
 const NO_KEYS: &[KeySpec] = &[];
@@ -528,6 +530,7 @@ pub static FAMILIES: &[&[Spec]] = &[
     sets::COMMANDS,
     zsets::COMMANDS,
     hyperloglog::COMMANDS,
+    geo::COMMANDS,
     keys::COMMANDS,
     strings::COMMANDS,
     bitmaps::COMMANDS,
