@@ -27,6 +27,9 @@ pub enum BeginSearch {
         keyword: &'static str,
         start_from: i32,
     },
+    /// Keys the arguments do not locate (SORT's BY/GET patterns, its STORE
+    /// anywhere in the arguments): the command finds them itself.
+    Unknown,
 }
 
 /// Which arguments from the start are keys.
@@ -48,6 +51,8 @@ pub enum FindKeys {
         first_key: i32,
         step: i32,
     },
+    /// See [`BeginSearch::Unknown`].
+    Unknown,
 }
 
 /// One key specification of a command.
@@ -134,6 +139,17 @@ pub const fn keyword_range(
     }
 }
 
+/// A spec whose keys the arguments do not locate (see
+/// [`BeginSearch::Unknown`]), with Redis' note.
+pub const fn unknown(notes: &'static str, flags: &'static [&'static str]) -> KeySpec {
+    KeySpec {
+        notes,
+        flags,
+        begin: BeginSearch::Unknown,
+        find: FindKeys::Unknown,
+    }
+}
+
 /// [`range`] with Redis' note about the flags.
 pub const fn noted(notes: &'static str, spec: KeySpec) -> KeySpec {
     KeySpec { notes, ..spec }
@@ -165,11 +181,13 @@ impl KeySpec {
                     None => return Ok(Vec::new()),
                 }
             }
+            BeginSearch::Unknown => return Ok(Vec::new()),
         };
         if start >= argc {
             return Ok(Vec::new());
         }
         let (first, last, step) = match self.find {
+            FindKeys::Unknown => return Ok(Vec::new()),
             FindKeys::Range {
                 last_key,
                 step,

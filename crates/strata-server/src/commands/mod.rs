@@ -27,6 +27,7 @@ pub mod keyspec;
 pub mod lists;
 pub mod server;
 pub mod sets;
+pub mod sort;
 pub mod strings;
 pub mod table;
 pub mod zsets;

@@ -359,11 +359,22 @@ fn write_key_spec(ctx: &mut Ctx, key_spec: &KeySpec) {
             ctx.out.bulk(b"startfrom");
             ctx.out.int(start_from as i64);
         }
+        BeginSearch::Unknown => {
+            ctx.out.bulk(b"unknown");
+            ctx.out.bulk(b"spec");
+            ctx.out.map(0);
+        }
     }
     ctx.out.bulk(b"find_keys");
     ctx.out.map(2);
     ctx.out.bulk(b"type");
     let fields: [(&[u8], i32); 3] = match key_spec.find {
+        FindKeys::Unknown => {
+            ctx.out.bulk(b"unknown");
+            ctx.out.bulk(b"spec");
+            ctx.out.map(0);
+            return;
+        }
         FindKeys::Range {
             last_key,
             step,

@@ -43,7 +43,7 @@ const ERR_MUST_BE_POSITIVE: &str = "ERR value is out of range, must be positive"
 const RANDOM_MEMBERS_MAX: u64 = 1 << 24;
 
 /// C's `strtod` over all of `text`: `None` unless every byte is used.
-fn strtod_whole(text: &[u8]) -> Option<(f64, bool)> {
+pub fn strtod_whole(text: &[u8]) -> Option<(f64, bool)> {
     let c = CString::new(text).ok()?;
     let mut end: *mut libc::c_char = std::ptr::null_mut();
     // SAFETY: `c` is a valid NUL-terminated string that outlives the call,

@@ -15,14 +15,15 @@ mod keys;
 mod lists;
 mod server;
 mod sets;
+mod sort;
 mod strings;
 mod zsets;
 
-use super::keyspec::{KeySpec, keynum, keyword_range, noted, range};
+use super::keyspec::{KeySpec, keynum, keyword_range, noted, range, unknown};
 use super::{
     Handler, Spec, bits, cluster as cl, connection as conn, geo as gs, hashes as hs,
-    hyperloglog as hll, keys as ks, lists as ls, server as srv, sets as se, strings as st,
-    zsets as zs,
+    hyperloglog as hll, keys as ks, lists as ls, server as srv, sets as se, sort as so,
+    strings as st, zsets as zs,
 };
 
 const NO_KEYS: &[KeySpec] = &[];
@@ -531,6 +532,7 @@ pub static FAMILIES: &[&[Spec]] = &[
     zsets::COMMANDS,
     hyperloglog::COMMANDS,
     geo::COMMANDS,
+    sort::COMMANDS,
     keys::COMMANDS,
     strings::COMMANDS,
     bitmaps::COMMANDS,
