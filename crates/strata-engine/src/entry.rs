@@ -176,6 +176,17 @@ enum Big {
 }
 
 impl Big {
+    /// Elements of a collection (0 for a string).
+    fn elements(&self) -> usize {
+        match self {
+            Big::Hash(hash) => hash.len(),
+            Big::Bytes(_) => 0,
+            Big::List(list) => list.len(),
+            Big::Set(set) => set.len(),
+            Big::ZSet(zset) => zset.len(),
+        }
+    }
+
     fn memory_bytes(&self) -> usize {
         size_of::<Big>()
             + match self {
@@ -834,7 +845,13 @@ impl Entry {
 
 impl Drop for Entry {
     fn drop(&mut self) {
-        drop((self.take_big(), self.take_out()));
+        let big = self.take_big();
+        drop(self.take_out());
+        if let Some(big) = big
+            && big.elements() > crate::lazyfree::ELEMENTS_MIN
+        {
+            crate::lazyfree::free_later(big);
+        }
     }
 }
 

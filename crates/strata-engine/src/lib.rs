@@ -77,6 +77,7 @@ pub mod hash;
 pub mod hll;
 mod key;
 pub mod keyspace;
+pub mod lazyfree;
 pub mod limits;
 pub mod list;
 pub mod location;

@@ -244,6 +244,12 @@ fn memory_section(server: &Server, out: &mut String) {
         format!("{:.2}", rss as f64 / used.max(1) as f64)
     );
     field!(out, "mem_allocator", "mimalloc");
+    field!(
+        out,
+        "lazyfree_pending_objects",
+        strata_engine::lazyfree::pending()
+    );
+    field!(out, "lazyfreed_objects", strata_engine::lazyfree::freed());
     for (name, _, bytes) in breakdown(server, used, rss).fields() {
         field!(out, name, bytes);
     }

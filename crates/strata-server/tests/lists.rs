@@ -493,3 +493,24 @@ fn kill9_after_list_load_loses_no_acknowledged_change() {
         );
     }
 }
+
+#[test]
+fn deleting_a_big_collection_frees_it_in_the_background() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let freed = |con: &mut redis::Connection| info_u64(con, "memory", "lazyfreed_objects");
+    for chunk in 0..20 {
+        let elements: Vec<String> = (0..5000).map(|i| format!("{chunk}:{i}")).collect();
+        let _: () = con.rpush("big", elements).unwrap();
+    }
+    let _: () = con.rpush("small", &["a", "b"]).unwrap();
+    let _: () = con.sadd("bigset", (0..1000).collect::<Vec<i32>>()).unwrap();
+    let before = freed(&mut con);
+    let _: () = con.del("small").unwrap();
+    let _: () = con.del("big").unwrap();
+    let _: () = redis::cmd("UNLINK").arg("bigset").query(&mut con).unwrap();
+    wait_until("the background frees", || freed(&mut con) == before + 2);
+    assert_eq!(info_u64(&mut con, "memory", "lazyfree_pending_objects"), 0);
+    let exists: usize = con.exists(&["big", "small", "bigset"]).unwrap();
+    assert_eq!(exists, 0);
+}
