@@ -163,8 +163,9 @@ pub struct Entry {
 
 /// A value that lives beside its entry.
 enum Big {
-    /// A hash in the table encoding, changed field by field in place.
-    Hash(HashValue),
+    /// A hash in the table encoding, changed field by field in place
+    /// (boxed: its header would make every `Big` larger).
+    Hash(Box<HashValue>),
     /// A string of more than [`BIG_STRING_BYTES`].
     Bytes(Vec<u8>),
     /// A list (always beside the entry: its nodes are what it edits).
@@ -218,7 +219,9 @@ fn with_body<R>(value: Value, limits: Limits, head: usize, build: impl FnOnce(Bo
             if fits_packed(packed, limits) {
                 build(Body::Inline(&image))
             } else {
-                build(Body::Big(Box::new(Big::Hash(packed.to_value(limits)))))
+                build(Body::Big(Box::new(Big::Hash(Box::new(
+                    packed.to_value(limits),
+                )))))
             }
         }
         Value::List(image) => {
@@ -561,7 +564,7 @@ impl Entry {
             "value of a cold entry read without loading"
         );
         match self.big() {
-            Some(Big::Hash(hash)) => ValueRef::Hash(hash.as_ref()),
+            Some(Big::Hash(hash)) => ValueRef::Hash(HashValue::as_ref(hash)),
             Some(Big::List(list)) => ValueRef::List(list),
             Some(Big::Set(set)) => ValueRef::Set(set),
             Some(Big::ZSet(zset)) => ValueRef::ZSet(zset),
@@ -1030,7 +1033,7 @@ impl EntryMut<'_> {
         };
         let hash = match (&mut owned, entry.big_mut()) {
             (Some(owned), _) => owned,
-            (None, Some(Big::Hash(hash))) => hash,
+            (None, Some(Big::Hash(hash))) => &mut **hash,
             (None, _) => unreachable!("a hash beside its entry"),
         };
         let expired = hash.remove_expired(now_ms);
@@ -1048,7 +1051,11 @@ impl EntryMut<'_> {
             let word = entry.word();
             match owned.packed_image() {
                 Some(image) => entry.rebuild(word, TYPE_HASH, Body::Inline(&image)),
-                None => entry.rebuild(word, TYPE_HASH, Body::Big(Box::new(Big::Hash(owned)))),
+                None => entry.rebuild(
+                    word,
+                    TYPE_HASH,
+                    Body::Big(Box::new(Big::Hash(Box::new(owned)))),
+                ),
             }
         }
         if !expired.is_empty() {

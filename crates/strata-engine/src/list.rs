@@ -133,16 +133,43 @@ fn image_bytes_of(element: &[u8]) -> usize {
     varint_len(element.len()) + element.len()
 }
 
-impl Node {
-    fn iter(&self) -> impl DoubleEndedIterator<Item = &[u8]> + '_ {
-        // A node is small (one listpack): collecting offsets keeps
-        // iteration from the tail simple.
-        let mut elements = Vec::with_capacity(self.count);
-        let mut at = 0;
-        while at < self.bytes.len() {
-            elements.push(read_entry(&self.bytes, &mut at));
+/// A node's elements from either end, read in place (back-lengths find
+/// the previous entry), without allocating.
+struct NodeIter<'a> {
+    bytes: &'a [u8],
+    /// Where the next entry from the front starts.
+    front: usize,
+    /// Where the next entry from the back ends.
+    back: usize,
+}
+
+impl<'a> Iterator for NodeIter<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        (self.front < self.back).then(|| read_entry(self.bytes, &mut self.front))
+    }
+}
+
+impl DoubleEndedIterator for NodeIter<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.front >= self.back {
+            return None;
         }
-        elements.into_iter()
+        let start = entry_start_before(self.bytes, self.back);
+        self.back = start;
+        let mut at = start;
+        Some(read_entry(self.bytes, &mut at))
+    }
+}
+
+impl Node {
+    fn iter(&self) -> NodeIter<'_> {
+        NodeIter {
+            bytes: &self.bytes,
+            front: 0,
+            back: self.bytes.len(),
+        }
     }
 
     /// Byte range of the entry of element `index`.
@@ -519,7 +546,17 @@ impl ListValue {
         if at != image.len() {
             return Err(BadImage);
         }
+        list.shrink();
         Ok(list)
+    }
+
+    /// Gives back the spare capacity of the node deque and the nodes (a
+    /// list built whole: most lists are small and stay so).
+    fn shrink(&mut self) {
+        self.nodes.shrink_to_fit();
+        for node in &mut self.nodes {
+            node.bytes.shrink_to_fit();
+        }
     }
 }
 

@@ -38,8 +38,12 @@ pub struct BadImage;
 /// A set's members in one of Redis' encodings.
 pub enum SetValue {
     Ints(Vec<i64>),
-    Packed { bytes: Vec<u8>, count: usize },
-    Table(IndexSet<Box<[u8]>, RandomState>),
+    Packed {
+        bytes: Vec<u8>,
+        count: usize,
+    },
+    /// Boxed: the table's header is larger than the other encodings.
+    Table(Box<IndexSet<Box<[u8]>, RandomState>>),
 }
 
 /// A member as the set compares it: an integer set holds numbers.
@@ -68,8 +72,11 @@ fn packed_find(bytes: &[u8], member: &[u8]) -> Option<std::ops::Range<usize>> {
     None
 }
 
-fn new_table(capacity: usize) -> IndexSet<Box<[u8]>, RandomState> {
-    IndexSet::with_capacity_and_hasher(capacity, RandomState::default())
+fn new_table(capacity: usize) -> Box<IndexSet<Box<[u8]>, RandomState>> {
+    Box::new(IndexSet::with_capacity_and_hasher(
+        capacity,
+        RandomState::default(),
+    ))
 }
 
 impl Default for SetValue {
@@ -269,6 +276,11 @@ impl SetValue {
         }
         if at != image.len() {
             return Err(BadImage);
+        }
+        match &mut set {
+            SetValue::Ints(ints) => ints.shrink_to_fit(),
+            SetValue::Packed { bytes, .. } => bytes.shrink_to_fit(),
+            SetValue::Table(table) => table.shrink_to_fit(),
         }
         Ok(set)
     }

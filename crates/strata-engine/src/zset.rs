@@ -73,11 +73,45 @@ fn write_packed(out: &mut Vec<u8>, score: f64, member: &[u8]) {
     out.extend_from_slice(member);
 }
 
+/// A score as a `listpack` entry holds it: an integral score of at most
+/// 2^53 in magnitude as a zigzag varint shifted left once (low bit 0), as
+/// Redis' listpack stores integral scores as integers; any other score as
+/// the byte 1 and its 8 bytes.
+fn write_mem(out: &mut Vec<u8>, score: f64, member: &[u8]) {
+    const EXACT: f64 = (1u64 << 53) as f64;
+    if score.fract() == 0.0 && score.abs() <= EXACT && !(score == 0.0 && score.is_sign_negative()) {
+        let n = score as i64;
+        let zigzag = ((n << 1) ^ (n >> 63)) as u64;
+        write_varint(out, (zigzag as usize) << 1);
+    } else {
+        out.push(1);
+        out.extend_from_slice(&score.to_le_bytes());
+    }
+    write_varint(out, member.len());
+    out.extend_from_slice(member);
+}
+
+/// Reads the `listpack` entry at `*at` (see [`write_mem`]).
+fn read_mem<'a>(bytes: &'a [u8], at: &mut usize) -> Option<(f64, &'a [u8])> {
+    let score = if bytes.get(*at)? & 1 == 1 {
+        let score = f64::from_le_bytes(bytes.get(*at + 1..*at + 9)?.try_into().ok()?);
+        *at += 9;
+        score
+    } else {
+        let (shifted, used) = read_varint(&bytes[*at..])?;
+        *at += used;
+        let zigzag = (shifted >> 1) as u64;
+        ((zigzag >> 1) as i64 ^ -((zigzag & 1) as i64)) as f64
+    };
+    let member = read_bytes(bytes, at)?;
+    Some((score, member))
+}
+
 fn packed_iter(bytes: &[u8]) -> impl Iterator<Item = (f64, &[u8])> + '_ {
     let mut at = 0;
     std::iter::from_fn(move || {
         (at < bytes.len())
-            .then(|| read_packed(bytes, &mut at).expect("packed entries are well formed"))
+            .then(|| read_mem(bytes, &mut at).expect("packed entries are well formed"))
     })
 }
 
@@ -295,14 +329,14 @@ impl ZSetValue {
                 let mut at = 0;
                 while at < bytes.len() {
                     let mut next = at;
-                    let (s, m) = read_packed(bytes, &mut next).expect("well formed");
+                    let (s, m) = read_mem(bytes, &mut next).expect("well formed");
                     if cmp_entry((s, m), (score, member)) == Ordering::Greater {
                         break;
                     }
                     at = next;
                 }
                 let mut entry = Vec::with_capacity(9 + member.len());
-                write_packed(&mut entry, score, member);
+                write_mem(&mut entry, score, member);
                 bytes.splice(at..at, entry);
                 *count += 1;
             }
@@ -321,7 +355,7 @@ impl ZSetValue {
                 let mut at = 0;
                 while at < bytes.len() {
                     let start = at;
-                    let (_, m) = read_packed(bytes, &mut at).expect("well formed");
+                    let (_, m) = read_mem(bytes, &mut at).expect("well formed");
                     if m == member {
                         bytes.drain(start..at);
                         *count -= 1;
@@ -368,6 +402,9 @@ impl ZSetValue {
         }
         if at != image.len() {
             return Err(BadImage);
+        }
+        if let ZSetValue::Packed { bytes, .. } = &mut zset {
+            bytes.shrink_to_fit();
         }
         Ok(zset)
     }
