@@ -334,3 +334,60 @@ fn sscan_returns_every_member_and_random_picks_reach_every_member() {
     let exists: bool = con.exists("big").unwrap();
     assert!(!exists);
 }
+
+#[test]
+fn key_commands_work_on_sets_and_sorted_sets() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let _: () = con.sadd("s", &["a", "b"]).unwrap();
+    let _: () = con.zadd_multiple("z", &[(1, "x"), (2, "y")]).unwrap();
+    for (key, kind) in [("s", "set"), ("z", "zset")] {
+        let got: String = redis::cmd("TYPE").arg(key).query(&mut con).unwrap();
+        assert_eq!(got, kind);
+        let copy = format!("{key}-copy");
+        let _: () = redis::cmd("COPY")
+            .arg(key)
+            .arg(&copy)
+            .query(&mut con)
+            .unwrap();
+        let moved = format!("{key}-moved");
+        let _: () = con.rename(&copy, &moved).unwrap();
+        let _: () = redis::cmd("MOVE")
+            .arg(&moved)
+            .arg(1)
+            .query(&mut con)
+            .unwrap();
+        let usage: i64 = redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(key)
+            .query(&mut con)
+            .unwrap();
+        assert!(usage > 0);
+        let _: () = con.expire(key, 100).unwrap();
+        let ttl: i64 = con.ttl(key).unwrap();
+        assert!(ttl > 90);
+        let (_, found): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(0)
+            .arg("TYPE")
+            .arg(kind)
+            .arg("COUNT")
+            .arg(1000)
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(found, [key]);
+    }
+    let _: () = redis::cmd("SELECT").arg(1).query(&mut con).unwrap();
+    assert_eq!(
+        members(&mut con, "s-moved"),
+        BTreeSet::from(["a".into(), "b".into()])
+    );
+    let got: Vec<(String, f64)> = con.zrange_withscores("z-moved", 0, -1).unwrap();
+    assert_eq!(got, [("x".into(), 1.0), ("y".into(), 2.0)]);
+    // WRONGTYPE both ways.
+    let wrong: redis::RedisResult<i64> = con.sadd("z-moved", "a");
+    assert!(wrong.unwrap_err().to_string().contains("WRONGTYPE"));
+    let wrong: redis::RedisResult<i64> = con.zadd("s-moved", "a", 1);
+    assert!(wrong.unwrap_err().to_string().contains("WRONGTYPE"));
+    let wrong: redis::RedisResult<String> = con.get("s-moved");
+    assert!(wrong.unwrap_err().to_string().contains("WRONGTYPE"));
+}
