@@ -556,7 +556,7 @@ fn mpop_args(args: &[Bytes], at: usize) -> Result<(&[Bytes], End, usize), CmdErr
     let count = match &rest[1..] {
         [] => 1,
         [name, value] if is(name, "count") => {
-            let n = parse_i64(value)?;
+            let n = parse_i64(value).map_err(|_| CmdError::from(ERR_COUNT_POSITIVE))?;
             if n <= 0 {
                 return Err(ERR_COUNT_POSITIVE.into());
             }

@@ -581,6 +581,29 @@ fn keys_to_report(ctx: &Ctx, args: &[Bytes]) -> Result<Vec<(usize, KeyFlags)>, C
         return Err("ERR The command has no key arguments".into());
     }
     let full_name = &ctx.server.commands.full_names[id];
+    let mut keys = keys;
+    if full_name == "sort" {
+        // SORT's STORE can be anywhere: found as Redis' sortGetKeys finds
+        // it (LIMIT, GET and BY skipped with their arguments; the last
+        // STORE wins).
+        const STORE_FLAGS: &KeySpec = &keyspec::unknown("", &["OW", "update"]);
+        let command = &args[2..];
+        let mut store = None;
+        let mut i = 2;
+        while i < command.len() {
+            if is(&command[i], "limit") {
+                i += 2;
+            } else if is(&command[i], "get") || is(&command[i], "by") {
+                i += 1;
+            } else if is(&command[i], "store") && i + 1 < command.len() {
+                store = Some(i + 1);
+            }
+            i += 1;
+        }
+        if let Some(at) = store {
+            keys.push((at, STORE_FLAGS));
+        }
+    }
     Ok(keys
         .into_iter()
         .map(|(at, key_spec)| {

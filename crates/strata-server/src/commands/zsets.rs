@@ -803,9 +803,10 @@ fn mpop_args(args: &[Bytes], at: usize) -> Result<(&[Bytes], bool, usize), CmdEr
     let count = match &rest[1..] {
         [] => 1,
         [name, value] if is(name, "count") => {
-            let n = parse_i64(value)?;
+            const ERR_COUNT: &str = "ERR count should be greater than 0";
+            let n = parse_i64(value).map_err(|_| CmdError::from(ERR_COUNT))?;
             if n <= 0 {
-                return Err("ERR count should be greater than 0".into());
+                return Err(ERR_COUNT.into());
             }
             n as usize
         }
