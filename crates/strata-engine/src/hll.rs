@@ -13,12 +13,12 @@
 //! of up to 64 zero registers, `01xxxxxx yyyyyyyy` a run of up to 16 384
 //! zeros, `1vvvvvxx` a run of up to 4 registers of value 1–32.
 //!
-//! A change decodes the registers, changes them and encodes them again:
-//! sparse while every register is ≤ 32 and the sparse form fits
-//! `hll-sparse-max-bytes`, dense otherwise (Redis converts at the same
-//! points). The cached cardinality is written stale on every change and
-//! not refreshed by PFCOUNT (Redis refreshes it in place); Redis recomputes
-//! a stale cache, so the bytes stay valid for it.
+//! A change decodes the registers ([`Hll`]), changes them and encodes
+//! them again: sparse while every register is ≤ 32 and the sparse form
+//! fits `hll-sparse-max-bytes`, dense otherwise, and dense for good once
+//! dense (Redis converts at the same points). The cached cardinality is
+//! kept as Redis keeps it: a change sets its stale bit, PFCOUNT writes a
+//! fresh one.
 
 pub const REGISTERS: usize = 1 << 14;
 const P: u32 = 14;
