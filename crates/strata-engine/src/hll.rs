@@ -170,7 +170,7 @@ impl Registers {
                     left -= n;
                 }
             }
-            if out.len() > HEADER + sparse_max {
+            if out.len() - HEADER > sparse_max {
                 return None;
             }
             i += run;
