@@ -236,6 +236,14 @@ impl Connection {
                 }
                 continue;
             }
+            // A blocked command waits before anything after it runs (it
+            // may have blocked in a pipeline run after a cold read).
+            if let Some((args, block)) = self.blocked.take() {
+                if let Err(closed) = self.run_blocked(client, args, block).await {
+                    return closed;
+                }
+                continue;
+            }
             if let Err(closed) = self.execute_buffered(client, now) {
                 // Try to deliver the error reply before closing.
                 if self.settle(client).await.is_ok() {
@@ -247,10 +255,7 @@ impl Connection {
                 self.run_parked(parked).await;
                 continue;
             }
-            if let Some((args, block)) = self.blocked.take() {
-                if let Err(closed) = self.run_blocked(client, args, block).await {
-                    return closed;
-                }
+            if self.blocked.is_some() {
                 continue;
             }
             if self.server.paused_until_ms() > now {
@@ -573,7 +578,10 @@ impl Connection {
                 // meanwhile (then read under the lock), so that a command
                 // always makes progress.
                 self.run_command(&args, now, false);
-                self.run_backlog(now);
+                match self.session.block.take() {
+                    Some(block) => self.blocked = Some((args, block)),
+                    None => self.run_backlog(now),
+                }
             }
             Some(FailedRead { key, why, .. }) => {
                 log_warning!(
@@ -671,6 +679,12 @@ impl Connection {
             }
             if !self.run_command(&args, now, true) {
                 self.backlog.push_front(args);
+                return;
+            }
+            if let Some(block) = self.session.block.take() {
+                // A blocking command found nothing: the main loop waits
+                // for it before anything after it runs.
+                self.blocked = Some((args, block));
                 return;
             }
         }

@@ -279,3 +279,35 @@ fn a_served_pop_is_durable() {
     let mut con = server.client();
     assert_eq!(con.lrange::<_, Vec<String>>("q", 0, -1).unwrap(), ["c"]);
 }
+
+#[test]
+fn a_blocking_command_after_a_cold_read_in_a_pipeline_keeps_reply_order() {
+    let server = TestServer::start_with(&["--maxmemory", "4mb"]);
+    let mut con = server.client();
+    fill(&mut con, 3000, 1, 4000);
+    let cold = (0..3000u64)
+        .find(|&i| {
+            let residency: String = redis::cmd("OBJECT")
+                .arg("RESIDENCY")
+                .arg(key(i))
+                .query(&mut con)
+                .unwrap();
+            residency == "disk"
+        })
+        .expect("a value on disk");
+    // The GET parks the pipeline until its value is read; the BLPOP after
+    // it then blocks, and the PING waits behind it.
+    let mut raw = server.raw();
+    let wire = [
+        Raw::encode(&[b"GET", key(cold).as_bytes()]),
+        Raw::encode(&[b"BLPOP", b"q", b"0"]),
+        Raw::encode(&[b"PING"]),
+    ]
+    .concat();
+    raw.send_raw(&wire);
+    assert_eq!(raw.read(), Reply::Bulk(value(cold, 1, 4000)));
+    wait_until("the client to block", || blocked(&mut con) == 1);
+    let _: () = con.rpush("q", "x").unwrap();
+    assert_eq!(raw.read(), pair("q", "x"));
+    assert_eq!(raw.read(), Reply::Simple("PONG".into()));
+}
