@@ -322,6 +322,16 @@ pub fn image_of<'m>(members: impl ExactSizeIterator<Item = &'m [u8]>) -> Vec<u8>
     image
 }
 
+/// The image of a new set of `members` (duplicates allowed) and how many
+/// distinct members it holds: what an add to a missing key creates.
+pub fn image_of_added(members: &[&[u8]]) -> (Vec<u8>, usize) {
+    let mut distinct = members.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let count = distinct.len();
+    (image_of(distinct.into_iter()), count)
+}
+
 /// A set change as commands make it and the log records it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SetOp<'a> {

@@ -1000,14 +1000,7 @@ impl Shard {
     ) -> Result<(), String> {
         let op = SetOp::decode(payload).map_err(|_| damaged("set", key))?;
         let created = match &op {
-            SetOp::Add(members) => {
-                let mut distinct = members.clone();
-                distinct.sort_unstable();
-                distinct.dedup();
-                Some(Value::Set(
-                    crate::set::image_of(distinct.into_iter()).into(),
-                ))
-            }
+            SetOp::Add(members) => Some(Value::Set(crate::set::image_of_added(members).0.into())),
             SetOp::Remove(_) => None,
         };
         self.replay_op(db, key, ValueType::Set, created, now_ms, |entry| {
@@ -1025,15 +1018,7 @@ impl Shard {
     ) -> Result<(), String> {
         let op = ZSetOp::decode(payload).map_err(|_| damaged("sorted set", key))?;
         let created = match &op {
-            ZSetOp::Put(entries) => {
-                // A later entry for the same member wins, as applying does.
-                let mut last: std::collections::HashMap<&[u8], f64> = Default::default();
-                for (score, member) in entries {
-                    last.insert(member, *score);
-                }
-                let image = crate::zset::image_of(last.into_iter().map(|(m, s)| (s, m)));
-                Some(Value::ZSet(image.into()))
-            }
+            ZSetOp::Put(entries) => Some(Value::ZSet(crate::zset::image_of_put(entries).0.into())),
             ZSetOp::Remove(_) => None,
         };
         self.replay_op(db, key, ValueType::ZSet, created, now_ms, |entry| {

@@ -439,6 +439,18 @@ pub fn image_of<'m>(entries: impl IntoIterator<Item = (f64, &'m [u8])>) -> Vec<u
     image
 }
 
+/// The image of a new sorted set of `entries` (a later entry for the same
+/// member wins, as applying them in order does) and how many distinct
+/// members it holds: what a put to a missing key creates.
+pub fn image_of_put(entries: &[(f64, &[u8])]) -> (Vec<u8>, usize) {
+    let mut last: std::collections::HashMap<&[u8], f64> = Default::default();
+    for (score, member) in entries {
+        last.insert(member, *score);
+    }
+    let count = last.len();
+    (image_of(last.into_iter().map(|(m, s)| (s, m))), count)
+}
+
 /// A sorted set change as commands make it and the log records it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ZSetOp<'a> {

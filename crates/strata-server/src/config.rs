@@ -323,6 +323,22 @@ macro_rules! yes_no_directive {
     };
 }
 
+/// A collection encoding threshold (`strata_engine::limits`): a count or
+/// size from 0 to LLONG_MAX.
+macro_rules! collection_limit {
+    ($name:literal, $field:ident) => {
+        Directive {
+            name: $name,
+            mutable: true,
+            get: |c| c.collection_limits.$field.to_string(),
+            set: |c, a| {
+                c.collection_limits.$field = parse_int(a, 0, i64::MAX as u64)? as usize;
+                Ok(())
+            },
+        }
+    };
+}
+
 /// Redis' upper bound of most memory settings (LLONG_MAX).
 const MEMORY_ARG_MAX: u64 = i64::MAX as u64;
 
@@ -674,21 +690,13 @@ pub static DIRECTIVES: &[Directive] = &[
         name: "list-max-listpack-size",
         mutable: true,
         get: |c| c.collection_limits.list_listpack_size.to_string(),
-        set: |c, a| {
-            c.collection_limits.list_listpack_size =
-                parse_signed(a, i32::MIN as i64, i32::MAX as i64)?;
-            Ok(())
-        },
+        set: set_list_listpack_size,
     },
     Directive {
         name: "list-max-ziplist-size",
         mutable: true,
         get: |c| c.collection_limits.list_listpack_size.to_string(),
-        set: |c, a| {
-            c.collection_limits.list_listpack_size =
-                parse_signed(a, i32::MIN as i64, i32::MAX as i64)?;
-            Ok(())
-        },
+        set: set_list_listpack_size,
     },
     Directive {
         name: "list-compress-depth",
@@ -699,69 +707,13 @@ pub static DIRECTIVES: &[Directive] = &[
             Ok(())
         },
     },
-    Directive {
-        name: "set-max-intset-entries",
-        mutable: true,
-        get: |c| c.collection_limits.set_intset_entries.to_string(),
-        set: |c, a| {
-            c.collection_limits.set_intset_entries = parse_int(a, 0, i64::MAX as u64)? as usize;
-            Ok(())
-        },
-    },
-    Directive {
-        name: "set-max-listpack-entries",
-        mutable: true,
-        get: |c| c.collection_limits.set_listpack_entries.to_string(),
-        set: |c, a| {
-            c.collection_limits.set_listpack_entries = parse_int(a, 0, i64::MAX as u64)? as usize;
-            Ok(())
-        },
-    },
-    Directive {
-        name: "set-max-listpack-value",
-        mutable: true,
-        get: |c| c.collection_limits.set_listpack_value.to_string(),
-        set: |c, a| {
-            c.collection_limits.set_listpack_value = parse_int(a, 0, i64::MAX as u64)? as usize;
-            Ok(())
-        },
-    },
-    Directive {
-        name: "zset-max-listpack-entries",
-        mutable: true,
-        get: |c| c.collection_limits.zset_listpack_entries.to_string(),
-        set: |c, a| {
-            c.collection_limits.zset_listpack_entries = parse_int(a, 0, i64::MAX as u64)? as usize;
-            Ok(())
-        },
-    },
-    Directive {
-        name: "zset-max-ziplist-entries",
-        mutable: true,
-        get: |c| c.collection_limits.zset_listpack_entries.to_string(),
-        set: |c, a| {
-            c.collection_limits.zset_listpack_entries = parse_int(a, 0, i64::MAX as u64)? as usize;
-            Ok(())
-        },
-    },
-    Directive {
-        name: "zset-max-listpack-value",
-        mutable: true,
-        get: |c| c.collection_limits.zset_listpack_value.to_string(),
-        set: |c, a| {
-            c.collection_limits.zset_listpack_value = parse_int(a, 0, i64::MAX as u64)? as usize;
-            Ok(())
-        },
-    },
-    Directive {
-        name: "zset-max-ziplist-value",
-        mutable: true,
-        get: |c| c.collection_limits.zset_listpack_value.to_string(),
-        set: |c, a| {
-            c.collection_limits.zset_listpack_value = parse_int(a, 0, i64::MAX as u64)? as usize;
-            Ok(())
-        },
-    },
+    collection_limit!("set-max-intset-entries", set_intset_entries),
+    collection_limit!("set-max-listpack-entries", set_listpack_entries),
+    collection_limit!("set-max-listpack-value", set_listpack_value),
+    collection_limit!("zset-max-listpack-entries", zset_listpack_entries),
+    collection_limit!("zset-max-ziplist-entries", zset_listpack_entries),
+    collection_limit!("zset-max-listpack-value", zset_listpack_value),
+    collection_limit!("zset-max-ziplist-value", zset_listpack_value),
     Directive {
         name: "hll-sparse-max-bytes",
         mutable: true,
@@ -801,6 +753,11 @@ pub static DIRECTIVES: &[Directive] = &[
         },
     },
 ];
+
+fn set_list_listpack_size(c: &mut Config, a: &[String]) -> Result<(), String> {
+    c.collection_limits.list_listpack_size = parse_signed(a, i32::MIN as i64, i32::MAX as i64)?;
+    Ok(())
+}
 
 fn set_hash_entries(c: &mut Config, a: &[String]) -> Result<(), String> {
     c.hash_max_listpack_entries = parse_int(a, 0, i64::MAX as u64)?;

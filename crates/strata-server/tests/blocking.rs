@@ -286,14 +286,7 @@ fn a_blocking_command_after_a_cold_read_in_a_pipeline_keeps_reply_order() {
     let mut con = server.client();
     fill(&mut con, 3000, 1, 4000);
     let cold = (0..3000u64)
-        .find(|&i| {
-            let residency: String = redis::cmd("OBJECT")
-                .arg("RESIDENCY")
-                .arg(key(i))
-                .query(&mut con)
-                .unwrap();
-            residency == "disk"
-        })
+        .find(|&i| on_disk(&mut con, &key(i)))
         .expect("a value on disk");
     // The GET parks the pipeline until its value is read; the BLPOP after
     // it then blocks, and the PING waits behind it.

@@ -346,16 +346,7 @@ fn cold_lists_read_back_and_type_needs_no_disk_read() {
         }
         pipe.query::<()>(&mut con).unwrap();
     }
-    let cold: Vec<u64> = (0..KEYS)
-        .filter(|&k| {
-            let residency: String = redis::cmd("OBJECT")
-                .arg("RESIDENCY")
-                .arg(key(k))
-                .query(&mut con)
-                .unwrap();
-            residency == "disk"
-        })
-        .collect();
+    let cold: Vec<u64> = (0..KEYS).filter(|&k| on_disk(&mut con, &key(k))).collect();
     assert!(cold.len() > KEYS as usize / 3, "{} cold lists", cold.len());
     let reads = info_u64(&mut con, "tiering", "disk_reads");
     for &k in &cold[..50] {

@@ -259,16 +259,7 @@ fn cold_sets_read_back_exactly() {
         }
         pipe.query::<()>(&mut con).unwrap();
     }
-    let cold: Vec<u64> = (0..KEYS)
-        .filter(|&k| {
-            let residency: String = redis::cmd("OBJECT")
-                .arg("RESIDENCY")
-                .arg(key(k))
-                .query(&mut con)
-                .unwrap();
-            residency == "disk"
-        })
-        .collect();
+    let cold: Vec<u64> = (0..KEYS).filter(|&k| on_disk(&mut con, &key(k))).collect();
     assert!(cold.len() > KEYS as usize / 3, "{} cold sets", cold.len());
     let kind: String = redis::cmd("TYPE")
         .arg(key(cold[0]))
@@ -390,4 +381,22 @@ fn key_commands_work_on_sets_and_sorted_sets() {
     assert!(wrong.unwrap_err().to_string().contains("WRONGTYPE"));
     let wrong: redis::RedisResult<String> = con.get("s-moved");
     assert!(wrong.unwrap_err().to_string().contains("WRONGTYPE"));
+}
+
+#[test]
+fn random_member_counts_beyond_any_reply_are_refused() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    raw.cmd(&["SADD", "s", "a"]);
+    raw.cmd(&["ZADD", "z", "1", "a"]);
+    // 2^24 repeats are allowed; more could not be sent under any limit.
+    for command in ["SRANDMEMBER", "ZRANDMEMBER"] {
+        let key = if command == "SRANDMEMBER" { "s" } else { "z" };
+        assert_eq!(
+            raw.cmd(&[command, key, "-16777217"]),
+            e("ERR value is out of range")
+        );
+    }
+    assert_eq!(raw.cmd(&["SCARD", "s"]), i(1));
+    assert_eq!(raw.cmd(&["ZCARD", "z"]), i(1));
 }

@@ -266,16 +266,7 @@ fn cold_sorted_sets_read_back_exactly() {
         }
         pipe.query::<()>(&mut con).unwrap();
     }
-    let cold: Vec<u64> = (0..KEYS)
-        .filter(|&k| {
-            let residency: String = redis::cmd("OBJECT")
-                .arg("RESIDENCY")
-                .arg(key(k))
-                .query(&mut con)
-                .unwrap();
-            residency == "disk"
-        })
-        .collect();
+    let cold: Vec<u64> = (0..KEYS).filter(|&k| on_disk(&mut con, &key(k))).collect();
     assert!(
         cold.len() > KEYS as usize / 3,
         "{} cold sorted sets",

@@ -13,7 +13,6 @@
 //! shape), so without ASC/DESC the order of results may differ.
 
 use bytes::Bytes;
-use strata_engine::Value;
 use strata_engine::zset::ZSetValue;
 use strata_resp::ReplyWriter;
 
@@ -391,11 +390,7 @@ fn georadius_generic(ctx: &mut Ctx, args: &[Bytes], kind: Kind) -> CmdResult {
     parse_options(args, options_at, kind, &mut search)?;
     if !exists {
         match &search.store {
-            Some(destination) => {
-                let destination = ctx.key(destination);
-                ctx.keys.shard(destination).remove(db, destination, now);
-                ctx.out.int(0);
-            }
+            Some(destination) => return zsets::store(ctx, destination, &[]),
             None => ctx.out.array(0),
         }
         return Ok(());
@@ -439,16 +434,7 @@ fn georadius_generic(ctx: &mut Ctx, args: &[Bytes], kind: Kind) -> CmdResult {
                 (score, f.member)
             })
             .collect();
-        let destination = ctx.key(&destination);
-        let shard = ctx.keys.shard(destination);
-        if entries.is_empty() {
-            shard.remove(db, destination, now);
-        } else {
-            let image = strata_engine::zset::image_of(entries.iter().map(|(s, m)| (*s, &m[..])));
-            shard.set(db, destination, Value::ZSet(image.into()), None, false, now);
-        }
-        ctx.out.int(entries.len() as i64);
-        return Ok(());
+        return zsets::store(ctx, &destination, &entries);
     }
     let options =
         search.with_dist as usize + search.with_hash as usize + search.with_coord as usize;

@@ -19,7 +19,9 @@ use strata_engine::keyspace::{KeyRef, Shard};
 use strata_engine::list::{Applied, End, ListOp, ListValue};
 use strata_resp::ReplyWriter;
 
-use super::{CmdError, CmdResult, Ctx, ERR_NO_SUCH_KEY, ERR_SYNTAX, is, parse_i64, parse_timeout};
+use super::{
+    CmdError, CmdResult, Ctx, ERR_NO_SUCH_KEY, ERR_SYNTAX, is, mpop_args, parse_i64, parse_timeout,
+};
 use crate::session::TimeoutReply;
 
 const ERR_INDEX_RANGE: &str = "ERR index out of range";
@@ -27,18 +29,20 @@ const ERR_MUST_BE_POSITIVE: &str = "ERR value is out of range, must be positive"
 const ERR_RANK_ZERO: &str = "ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list";
 const ERR_COUNT_NEGATIVE: &str = "ERR COUNT can't be negative";
 const ERR_MAXLEN_NEGATIVE: &str = "ERR MAXLEN can't be negative";
-const ERR_NUMKEYS: &str = "ERR numkeys should be greater than 0";
-const ERR_COUNT_POSITIVE: &str = "ERR count should be greater than 0";
 
 /// LEFT or RIGHT.
-fn parse_end(arg: &[u8]) -> Result<End, CmdError> {
+fn end_word(arg: &[u8]) -> Option<End> {
     if is(arg, "left") {
-        Ok(End::Head)
+        Some(End::Head)
     } else if is(arg, "right") {
-        Ok(End::Tail)
+        Some(End::Tail)
     } else {
-        Err(ERR_SYNTAX.into())
+        None
     }
+}
+
+fn parse_end(arg: &[u8]) -> Result<End, CmdError> {
+    end_word(arg).ok_or(ERR_SYNTAX.into())
 }
 
 /// A count that must not be negative (LPOP's, RPOP's).
@@ -65,7 +69,7 @@ fn span(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {
 }
 
 /// A list with `elements` pushed at `end`, as a new key's value.
-fn new_list(end: End, elements: Vec<&[u8]>) -> Value<'static> {
+pub(super) fn new_list(end: End, elements: Vec<&[u8]>) -> Value<'static> {
     let mut list = ListValue::new();
     ListOp::Push(end, elements).apply(&mut list, Default::default());
     let mut image = Vec::with_capacity(list.image_len());
@@ -542,33 +546,8 @@ pub fn brpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     blocking_pop(ctx, args, End::Tail)
 }
 
-/// LMPOP's arguments from `args[at..]`: `numkeys key… LEFT|RIGHT [COUNT n]`.
-fn mpop_args(args: &[Bytes], at: usize) -> Result<(&[Bytes], End, usize), CmdError> {
-    let numkeys = parse_i64(&args[at]).map_err(|_| CmdError::from(ERR_NUMKEYS))?;
-    if numkeys <= 0 {
-        return Err(ERR_NUMKEYS.into());
-    }
-    let numkeys = numkeys as usize;
-    let Some(rest) = args.get(at + 1 + numkeys..).filter(|rest| !rest.is_empty()) else {
-        return Err(ERR_SYNTAX.into());
-    };
-    let end = parse_end(&rest[0])?;
-    let count = match &rest[1..] {
-        [] => 1,
-        [name, value] if is(name, "count") => {
-            let n = parse_i64(value).map_err(|_| CmdError::from(ERR_COUNT_POSITIVE))?;
-            if n <= 0 {
-                return Err(ERR_COUNT_POSITIVE.into());
-            }
-            n as usize
-        }
-        _ => return Err(ERR_SYNTAX.into()),
-    };
-    Ok((&args[at + 1..at + 1 + numkeys], end, count))
-}
-
 pub fn lmpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let (keys, end, count) = mpop_args(args, 1)?;
+    let (keys, end, count) = mpop_args(args, 1, end_word)?;
     if !pop_first(ctx, keys, end, count, false)? {
         ctx.out.null_array();
     }
@@ -578,7 +557,7 @@ pub fn lmpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count].
 pub fn blmpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let deadline = parse_timeout(&args[1], ctx.now_ms)?;
-    let (keys, end, count) = mpop_args(args, 2)?;
+    let (keys, end, count) = mpop_args(args, 2, end_word)?;
     if !pop_first(ctx, keys, end, count, false)? {
         ctx.block(keys, deadline, TimeoutReply::NullArray);
     }

@@ -768,6 +768,39 @@ pub fn parse_timeout(arg: &[u8], now_ms: u64) -> Result<Option<u64>, CmdError> {
     Ok(Some(now_ms + ms))
 }
 
+/// The arguments of LMPOP and ZMPOP (and their blocking forms) from
+/// `args[at..]`: `numkeys key… <side> [COUNT count]`, where `side` parses
+/// the LEFT/RIGHT or MIN/MAX word; with Redis' errors.
+pub fn mpop_args<T>(
+    args: &[Bytes],
+    at: usize,
+    side: impl Fn(&[u8]) -> Option<T>,
+) -> Result<(&[Bytes], T, usize), CmdError> {
+    const ERR_NUMKEYS: &str = "ERR numkeys should be greater than 0";
+    const ERR_COUNT: &str = "ERR count should be greater than 0";
+    let numkeys = parse_i64(&args[at]).map_err(|_| CmdError::from(ERR_NUMKEYS))?;
+    if numkeys <= 0 {
+        return Err(ERR_NUMKEYS.into());
+    }
+    let numkeys = numkeys as usize;
+    let Some(rest) = args.get(at + 1 + numkeys..).filter(|rest| !rest.is_empty()) else {
+        return Err(ERR_SYNTAX.into());
+    };
+    let side = side(&rest[0]).ok_or(CmdError::from(ERR_SYNTAX))?;
+    let count = match &rest[1..] {
+        [] => 1,
+        [name, value] if is(name, "count") => {
+            let n = parse_i64(value).map_err(|_| CmdError::from(ERR_COUNT))?;
+            if n <= 0 {
+                return Err(ERR_COUNT.into());
+            }
+            n as usize
+        }
+        _ => return Err(ERR_SYNTAX.into()),
+    };
+    Ok((&args[at + 1..at + 1 + numkeys], side, count))
+}
+
 impl Ctx<'_> {
     /// Blocks the client on `keys` (a blocking command that found nothing
     /// and replied nothing): the connection runs the command again when

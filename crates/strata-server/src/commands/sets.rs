@@ -17,7 +17,7 @@ use std::collections::HashSet;
 use bytes::Bytes;
 use strata_engine::Value;
 use strata_engine::keyspace::{KeyRef, Shard, random_u64};
-use strata_engine::set::{SetOp, SetValue, image_of, scan_position};
+use strata_engine::set::{SetOp, SetValue, image_of, image_of_added, scan_position};
 
 use super::{CmdError, CmdResult, Ctx, ERR_SYNTAX, ScanArgs, ScanSlice, is, parse_i64};
 
@@ -61,14 +61,6 @@ fn change(
     Ok(changed)
 }
 
-/// A new set value of `members` (duplicates allowed).
-fn new_set<'m>(members: impl IntoIterator<Item = &'m [u8]>) -> Value<'static> {
-    let mut distinct: Vec<&[u8]> = members.into_iter().collect();
-    distinct.sort_unstable();
-    distinct.dedup();
-    Value::Set(image_of(distinct.into_iter()).into())
-}
-
 fn write_members(ctx: &mut Ctx, members: &[Vec<u8>]) {
     ctx.out.set(members.len());
     for member in members {
@@ -83,11 +75,8 @@ pub fn sadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let added = match shard.get_set(db, key, now)? {
         Some(entry) => entry.change_set(db, &SetOp::Add(members)),
         None => {
-            let mut distinct = members;
-            distinct.sort_unstable();
-            distinct.dedup();
-            let count = distinct.len();
-            shard.set(db, key, new_set(distinct), None, false, now);
+            let (image, count) = image_of_added(&members);
+            shard.set(db, key, Value::Set(image.into()), None, false, now);
             count
         }
     };
@@ -282,7 +271,10 @@ pub fn smove(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         Some(entry) => {
             entry.change_set(db, &SetOp::Add(vec![member]));
         }
-        None => shard.set(db, destination, new_set([member]), None, false, now),
+        None => {
+            let image = image_of_added(&[member]).0;
+            shard.set(db, destination, Value::Set(image.into()), None, false, now);
+        }
     }
     ctx.out.int(1);
     Ok(())

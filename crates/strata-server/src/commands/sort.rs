@@ -13,9 +13,9 @@
 //! threaded); each value read is a committed one.
 
 use bytes::Bytes;
-use strata_engine::Value;
-use strata_engine::list::{End, ListOp, ListValue};
+use strata_engine::list::End;
 
+use super::lists::new_list;
 use super::zsets::strtod_whole;
 use super::{CmdError, CmdResult, Ctx, ERR_SYNTAX, ERR_WRONGTYPE, is, parse_i64};
 
@@ -230,12 +230,8 @@ fn sort_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult {
             if rows.is_empty() {
                 guard.remove(db, key, now);
             } else {
-                let mut list = ListValue::new();
                 let elements = rows.iter().map(|r| r.as_deref().unwrap_or(b"")).collect();
-                ListOp::Push(End::Tail, elements).apply(&mut list, Default::default());
-                let mut image = Vec::with_capacity(list.image_len());
-                list.encode_image(&mut image);
-                guard.set(db, key, Value::List(image.into()), None, false, now);
+                guard.set(db, key, new_list(End::Tail, elements), None, false, now);
             }
             ctx.committed(guard.commit());
             ctx.out.int(rows.len() as i64);

@@ -21,13 +21,13 @@ use bytes::Bytes;
 use strata_engine::Value;
 use strata_engine::keyspace::{KeyRef, Shard, random_u64};
 use strata_engine::set::scan_position;
-use strata_engine::zset::{ZSetOp, ZSetValue, image_of};
+use strata_engine::zset::{ZSetOp, ZSetValue, image_of, image_of_put};
 use strata_resp::{Protocol, ReplyWriter};
 
 use super::sets::numkeys_and_limit;
 use super::{
     CmdError, CmdResult, Ctx, ERR_NOT_FLOAT, ERR_SYNTAX, ERR_WRONGTYPE, ScanArgs, ScanSlice, is,
-    parse_i64, parse_timeout,
+    mpop_args, parse_i64, parse_timeout,
 };
 use crate::session::TimeoutReply;
 
@@ -290,12 +290,7 @@ fn change(
         }
         None => match op {
             ZSetOp::Put(entries) if !entries.is_empty() => {
-                let mut last: HashMap<&[u8], f64> = HashMap::new();
-                for (score, member) in entries {
-                    last.insert(member, *score);
-                }
-                let added = last.len();
-                let image = image_of(last.into_iter().map(|(m, s)| (s, m)));
+                let (image, added) = image_of_put(entries);
                 shard.set(db, key, Value::ZSet(image.into()), None, false, now);
                 Ok(added)
             }
@@ -306,7 +301,7 @@ fn change(
 
 /// Replaces `destination` with a sorted set of `entries` (deletes it when
 /// there are none); replies the cardinality.
-fn store(ctx: &mut Ctx, destination: &[u8], entries: &[(f64, Vec<u8>)]) -> CmdResult {
+pub(super) fn store(ctx: &mut Ctx, destination: &[u8], entries: &[(f64, Vec<u8>)]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(destination), ctx.now_ms);
     let shard = ctx.keys.shard(key);
     if entries.is_empty() {
@@ -782,37 +777,15 @@ pub fn bzpopmax(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     bzpop(ctx, args, true)
 }
 
-/// ZMPOP's arguments from `args[at..]`: `numkeys key… MIN|MAX [COUNT n]`.
-fn mpop_args(args: &[Bytes], at: usize) -> Result<(&[Bytes], bool, usize), CmdError> {
-    const ERR_NUMKEYS: &str = "ERR numkeys should be greater than 0";
-    let numkeys = parse_i64(&args[at]).map_err(|_| CmdError::from(ERR_NUMKEYS))?;
-    if numkeys <= 0 {
-        return Err(ERR_NUMKEYS.into());
-    }
-    let numkeys = numkeys as usize;
-    let Some(rest) = args.get(at + 1 + numkeys..).filter(|r| !r.is_empty()) else {
-        return Err(ERR_SYNTAX.into());
-    };
-    let max = if is(&rest[0], "min") {
-        false
-    } else if is(&rest[0], "max") {
-        true
+/// MIN (false) or MAX (true).
+fn side_word(arg: &[u8]) -> Option<bool> {
+    if is(arg, "min") {
+        Some(false)
+    } else if is(arg, "max") {
+        Some(true)
     } else {
-        return Err(ERR_SYNTAX.into());
-    };
-    let count = match &rest[1..] {
-        [] => 1,
-        [name, value] if is(name, "count") => {
-            const ERR_COUNT: &str = "ERR count should be greater than 0";
-            let n = parse_i64(value).map_err(|_| CmdError::from(ERR_COUNT))?;
-            if n <= 0 {
-                return Err(ERR_COUNT.into());
-            }
-            n as usize
-        }
-        _ => return Err(ERR_SYNTAX.into()),
-    };
-    Ok((&args[at + 1..at + 1 + numkeys], max, count))
+        None
+    }
 }
 
 /// Pops from the first non-empty sorted set of `keys`, replying
@@ -831,7 +804,7 @@ fn mpop_first(ctx: &mut Ctx, keys: &[Bytes], max: bool, count: usize) -> Result<
 }
 
 pub fn zmpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let (keys, max, count) = mpop_args(args, 1)?;
+    let (keys, max, count) = mpop_args(args, 1, side_word)?;
     if !mpop_first(ctx, keys, max, count)? {
         ctx.out.null_array();
     }
@@ -841,7 +814,7 @@ pub fn zmpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count].
 pub fn bzmpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let deadline = parse_timeout(&args[1], ctx.now_ms)?;
-    let (keys, max, count) = mpop_args(args, 2)?;
+    let (keys, max, count) = mpop_args(args, 2, side_word)?;
     if !mpop_first(ctx, keys, max, count)? {
         ctx.block(keys, deadline, TimeoutReply::NullArray);
     }
@@ -873,6 +846,35 @@ fn aggregate(how: Aggregate, into: &mut f64, value: f64) {
         Aggregate::Min => *into = into.min(value),
         Aggregate::Max => *into = into.max(value),
     }
+}
+
+/// `score` times `weight`, NaN (0 × inf) counting as 0, as in Redis.
+fn weighted(score: f64, weight: f64) -> f64 {
+    let value = score * weight;
+    if value.is_nan() { 0.0 } else { value }
+}
+
+/// The members in every input, with their weighted scores aggregated;
+/// the smallest input is walked and the others looked up.
+fn intersect(inputs: &[Entries], weights: &[f64], how: Aggregate) -> Entries {
+    let mut order: Vec<usize> = (0..inputs.len()).collect();
+    order.sort_by_key(|&i| inputs[i].len());
+    let lookups: Vec<HashMap<&[u8], f64>> = inputs
+        .iter()
+        .map(|input| input.iter().map(|(s, m)| (&m[..], *s)).collect())
+        .collect();
+    let first = order[0];
+    inputs[first]
+        .iter()
+        .filter_map(|(score, member)| {
+            let mut value = weighted(*score, weights[first]);
+            for &other in &order[1..] {
+                let score = lookups[other].get(&member[..])?;
+                aggregate(how, &mut value, weighted(*score, weights[other]));
+            }
+            Some((value, member.clone()))
+        })
+        .collect()
 }
 
 /// The entries of a sorted set or (scores 1) a set at `name`; `None` when
@@ -946,10 +948,6 @@ fn algebra(
         }
         i += 1;
     }
-    let weighted = |score: f64, weight: f64| {
-        let value = score * weight;
-        if value.is_nan() { 0.0 } else { value }
-    };
     let mut result: Entries = match op {
         Algebra::Union => {
             let mut acc: HashMap<Vec<u8>, f64> = HashMap::new();
@@ -966,26 +964,7 @@ fn algebra(
             }
             acc.into_iter().map(|(m, s)| (s, m)).collect()
         }
-        Algebra::Inter => {
-            let mut order: Vec<usize> = (0..inputs.len()).collect();
-            order.sort_by_key(|&i| inputs[i].len());
-            let lookups: Vec<HashMap<&[u8], f64>> = inputs
-                .iter()
-                .map(|input| input.iter().map(|(s, m)| (&m[..], *s)).collect())
-                .collect();
-            let first = order[0];
-            inputs[first]
-                .iter()
-                .filter_map(|(score, member)| {
-                    let mut value = weighted(*score, weights[first]);
-                    for &other in &order[1..] {
-                        let score = lookups[other].get(&member[..])?;
-                        aggregate(how, &mut value, weighted(*score, weights[other]));
-                    }
-                    Some((value, member.clone()))
-                })
-                .collect()
-        }
+        Algebra::Inter => intersect(&inputs, &weights, how),
         Algebra::Diff => {
             let others: Vec<std::collections::HashSet<&[u8]>> = inputs[1..]
                 .iter()
@@ -1050,26 +1029,10 @@ pub fn zintercard(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (names, limit) = numkeys_and_limit(args)?;
     let mut inputs = Vec::with_capacity(names.len());
     for name in names {
-        inputs.push(input_entries(ctx, name)?);
+        inputs.push(input_entries(ctx, name)?.unwrap_or_default());
     }
-    let count = if inputs.iter().any(Option::is_none) {
-        0
-    } else {
-        let mut inputs: Vec<Entries> = inputs.into_iter().flatten().collect();
-        inputs.sort_by_key(Vec::len);
-        let lookups: Vec<std::collections::HashSet<&[u8]>> = inputs[1..]
-            .iter()
-            .map(|input| input.iter().map(|(_, m)| &m[..]).collect())
-            .collect();
-        let found = inputs[0]
-            .iter()
-            .filter(|(_, m)| lookups.iter().all(|l| l.contains(&m[..])));
-        if limit > 0 {
-            found.take(limit).count()
-        } else {
-            found.count()
-        }
-    };
+    let found = intersect(&inputs, &vec![1.0; inputs.len()], Aggregate::Sum).len();
+    let count = if limit > 0 { found.min(limit) } else { found };
     ctx.out.int(count as i64);
     Ok(())
 }

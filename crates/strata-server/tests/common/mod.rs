@@ -332,6 +332,16 @@ pub fn mget_check(con: &mut redis::Connection, ids: &[u64], expected: impl Fn(u6
     }
 }
 
+/// Whether the value of `key` is on disk only (OBJECT RESIDENCY).
+pub fn on_disk(con: &mut redis::Connection, key: &str) -> bool {
+    let residency: String = redis::cmd("OBJECT")
+        .arg("RESIDENCY")
+        .arg(key)
+        .query(con)
+        .unwrap();
+    residency == "disk"
+}
+
 pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + TIMEOUT;
     while !done() {
