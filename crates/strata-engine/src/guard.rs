@@ -110,7 +110,7 @@ impl ShardSet<'_> {
     }
 }
 
-impl ShardSet<'_> {
+impl<'a> ShardSet<'a> {
     /// The locked shard with index `shard`; it must be one of those asked for.
     pub fn shard(&mut self, shard: usize) -> &mut Shard {
         let position = self
@@ -118,6 +118,37 @@ impl ShardSet<'_> {
             .binary_search(&shard)
             .expect("shard was locked");
         &mut self.guards[position]
+    }
+
+    /// Whether shard `shard` is among those held.
+    pub fn holds(&self, shard: usize) -> bool {
+        self.indices.binary_search(&shard).is_ok()
+    }
+
+    /// Whether every shard is held (FLUSHALL's lock set).
+    pub fn holds_all(&self) -> bool {
+        self.indices.len() == crate::key::SHARD_COUNT
+    }
+
+    /// Adds shard `shard` to the set (see [`Locked::shard_or_escalate`]):
+    /// blocking when it comes after every shard held (the global lock
+    /// order is kept, so this cannot deadlock), trying once otherwise.
+    /// False when the shard is busy and out of order.
+    pub(crate) fn escalate(&mut self, keyspace: &'a crate::Keyspace, shard: usize) -> bool {
+        let Err(position) = self.indices.binary_search(&shard) else {
+            return true;
+        };
+        let guard = if position == self.indices.len() {
+            keyspace.shards[shard].lock()
+        } else {
+            match keyspace.shards[shard].try_lock() {
+                Some(guard) => guard,
+                None => return false,
+            }
+        };
+        self.indices.insert(position, shard);
+        self.guards.insert(position, guard);
+        true
     }
 }
 
@@ -130,6 +161,10 @@ impl ShardSet<'_> {
 pub struct Locked<'a> {
     keyspace: &'a crate::Keyspace,
     held: Held<'a>,
+    /// Held for a whole transaction or script ([`Keyspace::lock_pinned`]):
+    /// [`Locked::release`] commits nothing early, and keys beyond the
+    /// declared ones may be reached ([`Locked::shard_or_escalate`]).
+    pinned: bool,
     /// Hashes of the declared keys (debug builds check every access
     /// against them: a handler sees exactly the keys it declared).
     #[cfg(debug_assertions)]
@@ -153,6 +188,7 @@ impl<'a> Locked<'a> {
         Locked {
             keyspace,
             held,
+            pinned: false,
             #[cfg(debug_assertions)]
             declared: declared.iter().map(|k| k.hash).collect(),
         }
@@ -164,7 +200,7 @@ impl<'a> Locked<'a> {
     pub fn shard(&mut self, key: crate::KeyRef) -> &mut Shard {
         #[cfg(debug_assertions)]
         debug_assert!(
-            self.declared.is_empty() || self.declared.contains(&key.hash),
+            self.pinned || self.declared.is_empty() || self.declared.contains(&key.hash),
             "'{}' is not among the command's declared keys",
             String::from_utf8_lossy(key.bytes)
         );
@@ -189,6 +225,9 @@ impl<'a> Locked<'a> {
     /// needs and has long work left that touches no key (LCS); returns
     /// what was committed (a lazily expired key's DEL, say).
     pub fn release(&mut self) -> Commit {
+        if self.pinned {
+            return Commit::default();
+        }
         match std::mem::replace(&mut self.held, Held::Nothing) {
             Held::Nothing => Commit::default(),
             Held::One(guard) => guard.commit(),
@@ -200,6 +239,41 @@ impl<'a> Locked<'a> {
     /// the last record logged (what the command's reply waits for) and
     /// the keys changed.
     pub fn commit(mut self) -> Commit {
+        self.pinned = false;
         self.release()
+    }
+
+    pub(crate) fn pin(&mut self) {
+        self.pinned = true;
+    }
+
+    /// Whether this lock set is held for a whole transaction or script.
+    pub fn is_pinned(&self) -> bool {
+        self.pinned
+    }
+
+    /// Every shard, when this lock set holds them all (a transaction with
+    /// a database-wide command): database-wide operations run on it
+    /// rather than lock shards themselves.
+    pub fn all(&mut self) -> Option<&mut ShardSet<'a>> {
+        match &mut self.held {
+            Held::Many(set) if set.holds_all() => Some(set),
+            _ => None,
+        }
+    }
+
+    /// The shard of `key`, which a pinned lock set (a script) may not hold
+    /// yet: it is added if that cannot deadlock — taken in lock order, or
+    /// free now. `None` when it is busy and out of order; the caller
+    /// decides (a script that has not written runs again with every
+    /// shard locked).
+    pub fn shard_or_escalate(&mut self, key: crate::KeyRef) -> Option<&mut Shard> {
+        let keyspace = self.keyspace;
+        if let Held::Many(set) = &mut self.held
+            && !set.escalate(keyspace, key.shard())
+        {
+            return None;
+        }
+        Some(self.shard(key))
     }
 }

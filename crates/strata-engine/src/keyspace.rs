@@ -275,6 +275,20 @@ impl Keyspace {
         Locked::new(self, held, keys)
     }
 
+    /// Locks a transaction's or script's shards for its whole run, as one
+    /// log group (see [`Locked::is_pinned`]): those of `keys`, or every
+    /// shard with `all` (a database-wide command among its commands).
+    pub fn lock_pinned<'k>(&self, keys: &[KeyRef<'k>], all: bool) -> Locked<'_> {
+        let set = if all {
+            self.lock_all()
+        } else {
+            self.lock_many(keys.iter().copied())
+        };
+        let mut locked = Locked::new(self, Held::Many(set), keys);
+        locked.pin();
+        locked
+    }
+
     /// Locks the shards of all `keys`, in ascending order (deadlock-free).
     pub fn lock_many<'k>(&self, keys: impl IntoIterator<Item = KeyRef<'k>>) -> ShardSet<'_> {
         let mut indices: Vec<usize> = keys.into_iter().map(|k| k.shard()).collect();
@@ -312,7 +326,29 @@ impl Keyspace {
     }
 
     pub fn dbsize(&self, db: usize) -> usize {
-        self.shards.iter().map(|s| s.lock().len(db)).sum()
+        self.dbsize_in(None, db)
+    }
+
+    /// Runs `f` on shard `index`: through `held` when the caller holds
+    /// every shard (a transaction or script with a database-wide command,
+    /// see [`Locked::all`]), locking the shard otherwise.
+    fn visit<R>(
+        &self,
+        held: &mut Option<&mut ShardSet<'_>>,
+        index: usize,
+        f: impl FnOnce(&mut Shard) -> R,
+    ) -> R {
+        match held {
+            Some(set) => f(set.shard(index)),
+            None => f(&mut self.shards[index].lock()),
+        }
+    }
+
+    /// [`Keyspace::dbsize`], on shards the caller may hold (see `visit`).
+    pub fn dbsize_in(&self, mut held: Option<&mut ShardSet<'_>>, db: usize) -> usize {
+        (0..SHARD_COUNT)
+            .map(|i| self.visit(&mut held, i, |shard| shard.len(db)))
+            .sum()
     }
 
     /// (keys, keys with an expiry) for every database.
@@ -500,33 +536,72 @@ impl Keyspace {
     /// Empties database `db`; returns its contents (to drop outside the
     /// locks) and what was committed.
     pub fn flush_db(&self, db: usize) -> (Flushed, Commit) {
-        let mut all = self.lock_all();
-        log_db_change(Kind::FlushDb, db, 0);
-        let flushed = Flushed(all.guards.iter_mut().map(|s| s.take_table(db)).collect());
-        (flushed, all.commit())
+        self.flush_db_in(None, db)
+    }
+
+    /// [`Keyspace::flush_db`] under every shard: `held` when the caller
+    /// holds them (then the change joins its group and the commit
+    /// returned is empty), locked here otherwise.
+    pub fn flush_db_in(&self, held: Option<&mut ShardSet<'_>>, db: usize) -> (Flushed, Commit) {
+        self.with_all(held, |all| {
+            log_db_change(Kind::FlushDb, db, 0);
+            Flushed(all.guards.iter_mut().map(|s| s.take_table(db)).collect())
+        })
     }
 
     /// Empties every database; as [`Keyspace::flush_db`].
     pub fn flush_all(&self) -> (Flushed, Commit) {
-        let mut all = self.lock_all();
-        log_db_change(Kind::FlushAll, 0, 0);
-        let mut removed = Vec::new();
-        for shard in all.guards.iter_mut() {
-            for db in 0..shard.tables.len() {
-                removed.push(shard.take_table(db));
+        self.flush_all_in(None)
+    }
+
+    /// [`Keyspace::flush_all`]; `held` as for [`Keyspace::flush_db_in`].
+    pub fn flush_all_in(&self, held: Option<&mut ShardSet<'_>>) -> (Flushed, Commit) {
+        self.with_all(held, |all| {
+            log_db_change(Kind::FlushAll, 0, 0);
+            let mut removed = Vec::new();
+            for shard in all.guards.iter_mut() {
+                for db in 0..shard.tables.len() {
+                    removed.push(shard.take_table(db));
+                }
             }
-        }
-        (Flushed(removed), all.commit())
+            Flushed(removed)
+        })
     }
 
     /// Swaps two databases atomically; returns what was committed.
     pub fn swap_db(&self, a: usize, b: usize) -> Commit {
-        let mut all = self.lock_all();
-        log_db_change(Kind::SwapDb, a, b as u64);
-        for shard in all.guards.iter_mut() {
-            shard.swap_dbs(a, b);
+        self.swap_db_in(None, a, b)
+    }
+
+    /// [`Keyspace::swap_db`]; `held` as for [`Keyspace::flush_db_in`].
+    pub fn swap_db_in(&self, held: Option<&mut ShardSet<'_>>, a: usize, b: usize) -> Commit {
+        self.with_all(held, |all| {
+            log_db_change(Kind::SwapDb, a, b as u64);
+            for shard in all.guards.iter_mut() {
+                shard.swap_dbs(a, b);
+            }
+        })
+        .1
+    }
+
+    /// Runs `f` with every shard locked: `held`, or locked here and
+    /// committed after it.
+    fn with_all<R>(
+        &self,
+        held: Option<&mut ShardSet<'_>>,
+        f: impl FnOnce(&mut ShardSet<'_>) -> R,
+    ) -> (R, Commit) {
+        match held {
+            Some(all) => {
+                debug_assert!(all.holds_all());
+                (f(all), Commit::default())
+            }
+            None => {
+                let mut all = self.lock_all();
+                let result = f(&mut all);
+                (result, all.commit())
+            }
         }
-        all.commit()
     }
 
     /// Active expiry: removes due keys, at most `budget_per_shard` per shard.
@@ -538,17 +613,29 @@ impl Keyspace {
 
     /// Every live key of `db` matching `pattern` (KEYS).
     pub fn keys(&self, db: usize, pattern: &[u8], now_ms: u64) -> Vec<Vec<u8>> {
+        self.keys_in(None, db, pattern, now_ms)
+    }
+
+    /// [`Keyspace::keys`], on shards the caller may hold (see `visit`).
+    pub fn keys_in(
+        &self,
+        mut held: Option<&mut ShardSet<'_>>,
+        db: usize,
+        pattern: &[u8],
+        now_ms: u64,
+    ) -> Vec<Vec<u8>> {
         let match_all = pattern == b"*";
         let mut out = Vec::new();
-        for shard in self.shards.iter() {
-            let shard = shard.lock();
-            for entry in shard.tables[db].entries.iter() {
-                if !entry.is_expired(now_ms)
-                    && (match_all || glob::matches(pattern, entry.key(), false))
-                {
-                    out.push(entry.key().to_vec());
+        for index in 0..SHARD_COUNT {
+            self.visit(&mut held, index, |shard| {
+                for entry in shard.tables[db].entries.iter() {
+                    if !entry.is_expired(now_ms)
+                        && (match_all || glob::matches(pattern, entry.key(), false))
+                    {
+                        out.push(entry.key().to_vec());
+                    }
                 }
-            }
+            });
         }
         out
     }
@@ -557,6 +644,19 @@ impl Keyspace {
     /// the live keys that `keep` accepts among those visited.
     pub fn scan(
         &self,
+        db: usize,
+        cursor: u64,
+        count: usize,
+        now_ms: u64,
+        keep: impl FnMut(&Entry) -> bool,
+    ) -> (u64, Vec<Vec<u8>>) {
+        self.scan_in(None, db, cursor, count, now_ms, keep)
+    }
+
+    /// [`Keyspace::scan`], on shards the caller may hold (see `visit`).
+    pub fn scan_in(
+        &self,
+        mut held: Option<&mut ShardSet<'_>>,
         db: usize,
         cursor: u64,
         count: usize,
@@ -571,24 +671,25 @@ impl Keyspace {
         loop {
             let shard_index = (position >> (64 - SHARD_BITS)) as usize;
             let shard_end = (shard_index as u128 + 1) * SHARD_HASH_WIDTH;
-            let shard = self.shards[shard_index].lock();
-            let table = &shard.tables[db];
-            let live = table.entries.len();
-            let wanted = (count - out.len().min(count - 1)) as u128;
-            let width = if live == 0 {
-                shard_end - position
-            } else {
-                (SHARD_HASH_WIDTH * wanted / live as u128).clamp(1, shard_end - position)
-            };
-            let end = position + width;
-            for entry in table.entries.iter() {
-                let hash = shard.hasher.hash(entry.key()) as u128;
-                if hash >= position && hash < end && !entry.is_expired(now_ms) && keep(entry) {
-                    out.push(entry.key().to_vec());
+            let end = self.visit(&mut held, shard_index, |shard| {
+                let table = &shard.tables[db];
+                let live = table.entries.len();
+                let wanted = (count - out.len().min(count - 1)) as u128;
+                let width = if live == 0 {
+                    shard_end - position
+                } else {
+                    (SHARD_HASH_WIDTH * wanted / live as u128).clamp(1, shard_end - position)
+                };
+                let end = position + width;
+                for entry in table.entries.iter() {
+                    let hash = shard.hasher.hash(entry.key()) as u128;
+                    if hash >= position && hash < end && !entry.is_expired(now_ms) && keep(entry) {
+                        out.push(entry.key().to_vec());
+                    }
                 }
-            }
-            examined += live + 1;
-            drop(shard);
+                examined += live + 1;
+                end
+            });
             position = end;
             if position > u64::MAX as u128 {
                 return (0, out);
@@ -601,21 +702,34 @@ impl Keyspace {
 
     /// A random live key of `db`, or `None` if it has none.
     pub fn random_key(&self, db: usize, now_ms: u64) -> Option<Vec<u8>> {
+        self.random_key_in(None, db, now_ms)
+    }
+
+    /// [`Keyspace::random_key`], on shards the caller may hold.
+    pub fn random_key_in(
+        &self,
+        mut held: Option<&mut ShardSet<'_>>,
+        db: usize,
+        now_ms: u64,
+    ) -> Option<Vec<u8>> {
         const ATTEMPTS_MAX: usize = 100;
         for _ in 0..ATTEMPTS_MAX {
             let start = (random_u64() as usize) % SHARD_COUNT;
             for step in 0..SHARD_COUNT {
-                let shard = self.shards[(start + step) % SHARD_COUNT].lock();
-                let table = &shard.tables[db];
-                if table.entries.is_empty() {
-                    continue;
+                let picked = self.visit(&mut held, (start + step) % SHARD_COUNT, |shard| {
+                    let table = &shard.tables[db];
+                    if table.entries.is_empty() {
+                        return None;
+                    }
+                    let pick = (random_u64() as usize) % table.entries.len();
+                    let entry = table.entries.iter().nth(pick).expect("index below len");
+                    Some((!entry.is_expired(now_ms)).then(|| entry.key().to_vec()))
+                });
+                match picked {
+                    None => continue,
+                    Some(Some(key)) => return Some(key),
+                    Some(None) => break,
                 }
-                let pick = (random_u64() as usize) % table.entries.len();
-                let entry = table.entries.iter().nth(pick).expect("index below len");
-                if !entry.is_expired(now_ms) {
-                    return Some(entry.key().to_vec());
-                }
-                break;
             }
         }
         None

@@ -384,6 +384,13 @@ impl Shard {
         )
     }
 
+    /// Whether `key` exists in `db` and has not expired, without removing
+    /// it if it has (WATCH tells a key that expired apart from one that
+    /// was deleted).
+    pub fn is_live(&self, db: usize, key: KeyRef, now_ms: u64) -> Option<bool> {
+        self.find(db, key).map(|entry| !entry.is_expired(now_ms))
+    }
+
     pub fn contains(&mut self, db: usize, key: KeyRef, now_ms: u64) -> bool {
         self.lookup(db, key, now_ms).is_some()
     }

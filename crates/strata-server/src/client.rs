@@ -36,6 +36,8 @@ pub struct ClientInfo {
     pub names: Mutex<Names>,
     pub no_evict: AtomicBool,
     pub no_touch: AtomicBool,
+    /// Commands queued since MULTI; -1 outside MULTI (CLIENT LIST's `multi`).
+    pub multi: std::sync::atomic::AtomicI64,
     /// Whether the client waits in a blocking command (CLIENT LIST's `b`).
     pub blocked: AtomicBool,
     /// CLIENT UNBLOCK's request: 0 none, [`UNBLOCK_TIMEOUT`] or
@@ -117,6 +119,7 @@ impl ClientRegistry {
             no_evict: AtomicBool::new(false),
             no_touch: AtomicBool::new(false),
             blocked: AtomicBool::new(false),
+            multi: std::sync::atomic::AtomicI64::new(-1),
             unblock: AtomicU8::new(0),
             unblock_signal: Notify::new(),
             killed: AtomicBool::new(false),

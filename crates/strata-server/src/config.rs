@@ -46,6 +46,8 @@ pub struct Config {
     pub proto_max_bulk_len: u64,
     pub threads: usize,
     pub hz: u64,
+    /// Accepted for compatibility (Strata has no replicas yet).
+    pub repl_ping_replica_period_s: u64,
     /// Log every change (`appendonly`); off makes Strata a pure cache
     /// (checkpoints by SAVE or save points still work).
     pub appendonly: bool,
@@ -203,6 +205,7 @@ impl Default for Config {
                 .map(|n| n.get())
                 .unwrap_or(1),
             hz: 10,
+            repl_ping_replica_period_s: 10,
             appendonly: true,
             appendfsync: FsyncPolicy::EverySec,
             save_points: vec![(3600, 1), (300, 100), (60, 10_000)],
@@ -749,6 +752,15 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| c.hz.to_string(),
         set: |c, a| {
             c.hz = parse_int(a, 1, 500)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "repl-ping-replica-period",
+        mutable: true,
+        get: |c| c.repl_ping_replica_period_s.to_string(),
+        set: |c, a| {
+            c.repl_ping_replica_period_s = parse_int(a, 1, i32::MAX as u64)?;
             Ok(())
         },
     },

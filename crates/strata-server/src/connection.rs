@@ -549,6 +549,12 @@ impl Connection {
         for key in self.server.commands.value_keys(args) {
             cold.want(&self.server.keyspace, key, now);
         }
+        // EXEC reads what its queued commands read.
+        if args[0].eq_ignore_ascii_case(b"exec") {
+            for key in crate::commands::transactions::value_keys(&self.server, &self.session) {
+                cold.want(&self.server.keyspace, &key, now);
+            }
+        }
     }
 
     /// Reads a parked command's cold values (all in flight together, this

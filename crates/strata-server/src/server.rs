@@ -65,6 +65,8 @@ pub struct Server {
     pub executable: String,
     port: AtomicU16,
     paused_until_ms: AtomicU64,
+    /// DEBUG SET-ACTIVE-EXPIRE: whether the cron reclaims expired keys.
+    pub active_expire: Arc<AtomicBool>,
     shutdown_requested: AtomicBool,
     /// How the coming shutdown saves ([`ShutdownSave`] as u8).
     shutdown_save: AtomicU8,
@@ -80,6 +82,7 @@ pub struct Handles {
     pub config: Arc<SharedConfig>,
     pub persistence: Arc<Persistence>,
     pub tiering: Arc<Tiering>,
+    pub active_expire: Arc<AtomicBool>,
 }
 
 pub fn now_ms() -> u64 {
@@ -139,6 +142,7 @@ impl Server {
             config: self.config.clone(),
             persistence: self.persistence.clone(),
             tiering: self.tiering.clone(),
+            active_expire: self.active_expire.clone(),
         }
     }
 }
@@ -254,6 +258,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
             .unwrap_or_default(),
         port: AtomicU16::new(port),
         paused_until_ms: AtomicU64::new(0),
+        active_expire: Arc::new(AtomicBool::new(true)),
         shutdown_requested: AtomicBool::new(false),
         shutdown_save: AtomicU8::new(ShutdownSave::Default as u8),
         shutdown_signal: Notify::new(),
@@ -511,7 +516,7 @@ fn expiry_thread(server: Handles) {
         server
             .tiering
             .tick(&server.keyspace, &server.config.get(), &server.persistence);
-        if server.persistence.is_loading() {
+        if server.persistence.is_loading() || !server.active_expire.load(Relaxed) {
             continue;
         }
         server

@@ -23,6 +23,10 @@ pub struct Session {
     /// another type is skipped rather than an error (Redis 7.0 keeps such
     /// a client blocked).
     pub block_retry: bool,
+    /// Commands queued since MULTI (`commands::transactions`).
+    pub multi: Option<crate::commands::transactions::Multi>,
+    /// Keys WATCHed, and what has changed since.
+    pub watch: Option<crate::commands::transactions::Watching>,
 }
 
 /// What a blocking command waits for (see `crate::blocking`).
@@ -51,6 +55,8 @@ impl Session {
             close_after_reply: false,
             block: None,
             block_retry: false,
+            multi: None,
+            watch: None,
         }
     }
 

@@ -32,6 +32,7 @@ pub fn quit(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 }
 
 pub fn reset(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    super::transactions::end(ctx.session);
     ctx.session.select(0);
     ctx.session.set_protocol(Protocol::Resp2);
     // Back to the state of a new connection (Redis' RESET).
@@ -202,6 +203,10 @@ fn describe(ctx: &Ctx, client: &ClientInfo) -> String {
     let qbuf = client.query_buffer_bytes.load(Relaxed);
     let omem = client.output_buffer_bytes.load(Relaxed);
     let mut flags = String::new();
+    let multi = client.multi.load(Relaxed);
+    if multi >= 0 {
+        flags.push('x');
+    }
     if client.blocked.load(Relaxed) {
         flags.push('b');
     }
@@ -215,7 +220,7 @@ fn describe(ctx: &Ctx, client: &ClientInfo) -> String {
         flags.push('N');
     }
     format!(
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi=-1 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
         client.id,
         client.addr,
         client.laddr,
@@ -225,6 +230,7 @@ fn describe(ctx: &Ctx, client: &ClientInfo) -> String {
         idle_s,
         flags,
         client.db.load(Relaxed),
+        multi,
         qbuf,
         omem,
         qbuf + omem,

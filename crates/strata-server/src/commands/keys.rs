@@ -67,7 +67,8 @@ pub fn type_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 pub fn keys(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let keys = ctx.keyspace().keys(ctx.db(), &args[1], ctx.now_ms);
+    let (keyspace, db, now) = (ctx.keyspace(), ctx.db(), ctx.now_ms);
+    let keys = keyspace.keys_in(ctx.keys.all(), db, &args[1], now);
     ctx.out.array(keys.len());
     for key in &keys {
         ctx.out.bulk(key);
@@ -77,14 +78,14 @@ pub fn keys(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 pub fn scan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let scan = ScanArgs::parse(args, 1, true, false)?;
-    let (next, keys) =
-        ctx.keyspace()
-            .scan(ctx.db(), scan.cursor, scan.count, ctx.now_ms, |entry| {
-                scan.matches(entry.key())
-                    && scan
-                        .type_filter
-                        .is_none_or(|t| t.eq_ignore_ascii_case(entry.type_name().as_bytes()))
-            });
+    let (keyspace, db, now) = (ctx.keyspace(), ctx.db(), ctx.now_ms);
+    let held = ctx.keys.all();
+    let (next, keys) = keyspace.scan_in(held, db, scan.cursor, scan.count, now, |entry| {
+        scan.matches(entry.key())
+            && scan
+                .type_filter
+                .is_none_or(|t| t.eq_ignore_ascii_case(entry.type_name().as_bytes()))
+    });
     ctx.out.array(2);
     ctx.out.bulk(next.to_string().as_bytes());
     ctx.out.array(keys.len());
@@ -95,7 +96,8 @@ pub fn scan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 pub fn randomkey(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
-    match ctx.keyspace().random_key(ctx.db(), ctx.now_ms) {
+    let (keyspace, db, now) = (ctx.keyspace(), ctx.db(), ctx.now_ms);
+    match keyspace.random_key_in(ctx.keys.all(), db, now) {
         Some(key) => ctx.out.bulk(&key),
         None => ctx.out.null_bulk(),
     }

@@ -30,6 +30,7 @@ pub mod sets;
 pub mod sort;
 pub mod strings;
 pub mod table;
+pub mod transactions;
 pub mod zsets;
 
 use std::borrow::Cow;
@@ -155,6 +156,8 @@ pub struct CommandTable {
     pub debug_id: usize,
     /// CLUSTER answers Redis' standalone error for the subcommands it lacks.
     pub cluster_id: usize,
+    /// EXEC runs the queued transaction rather than a handler.
+    pub exec_id: usize,
     /// Per command index: the flags dispatch checks on every command, as
     /// bits ([`Gates`]), so it compares no flag names.
     gates: Vec<Gates>,
@@ -171,6 +174,7 @@ impl Gates {
     /// written, as in Redis, so health checks notice).
     pub const REFUSED_ON_DISK_ERROR: u8 = 4;
     pub const DENYOOM: u8 = 8;
+    pub const NO_MULTI: u8 = 16;
 
     fn of(spec: &Spec, is_ping: bool) -> Gates {
         let mut bits = 0;
@@ -179,6 +183,7 @@ impl Gates {
             ("loading", Self::LOADING),
             ("write", Self::REFUSED_ON_DISK_ERROR),
             ("denyoom", Self::DENYOOM),
+            ("no_multi", Self::NO_MULTI),
         ] {
             if spec.has_flag(flag) {
                 bits |= bit;
@@ -210,6 +215,7 @@ impl CommandTable {
             ping_id: usize::MAX,
             debug_id: usize::MAX,
             cluster_id: usize::MAX,
+            exec_id: usize::MAX,
             gates: Vec::new(),
         };
         for spec in table::FAMILIES.iter().flat_map(|family| family.iter()) {
@@ -234,6 +240,7 @@ impl CommandTable {
         table.ping_id = table.lookup(b"ping").expect("PING is in the table");
         table.debug_id = table.lookup(b"debug").expect("DEBUG is in the table");
         table.cluster_id = table.lookup(b"cluster").expect("CLUSTER is in the table");
+        table.exec_id = table.lookup(b"exec").expect("EXEC is in the table");
         table.gates = (0..table.specs.len())
             .map(|id| Gates::of(table.specs[id], id == table.ping_id))
             .collect();
@@ -338,9 +345,11 @@ fn with_lowercase<R>(name: &[u8], f: impl FnOnce(&[u8]) -> Option<R>) -> Option<
     f(lower)
 }
 
-/// What a handler works with.
-pub struct Ctx<'a> {
-    pub server: &'a Server,
+/// What a handler works with. `'s` is the server's lifetime (what a
+/// transaction's locks borrow, kept across its commands); `'a` one
+/// command's.
+pub struct Ctx<'a, 's> {
+    pub server: &'s Server,
     pub session: &'a mut Session,
     pub out: ReplyWriter<'a>,
     pub config: &'a Config,
@@ -349,7 +358,7 @@ pub struct Ctx<'a> {
     /// The shards of the command's declared keys, locked by dispatch
     /// before the handler runs and committed after it: a handler reaches
     /// a key through `ctx.keys.shard(key)` and never locks anything.
-    pub keys: Locked<'a>,
+    pub keys: Locked<'s>,
     /// What a command committed itself before dispatch commits its keys
     /// (FLUSHALL and SWAPDB lock every shard; LCS unlocks early): its
     /// reply waits for that LSN like for any other.
@@ -362,8 +371,8 @@ pub struct Ctx<'a> {
 /// Declared keys kept without allocating (most commands have one).
 const DECLARED_KEYS_INLINE: usize = 4;
 
-impl<'a> Ctx<'a> {
-    pub fn keyspace(&self) -> &'a Keyspace {
+impl<'a, 's> Ctx<'a, 's> {
+    pub fn keyspace(&self) -> &'s Keyspace {
         &self.server.keyspace
     }
 
@@ -391,7 +400,7 @@ impl<'a> Ctx<'a> {
 /// The keys a command declares through its key specs, as the engine
 /// locks them. The common single-key shape (one key at argument 1) is
 /// read without going through the specs.
-fn declared_keys<'k>(
+pub(crate) fn declared_keys<'k>(
     spec: &Spec,
     args: &'k [Bytes],
     keyspace: &Keyspace,
@@ -431,6 +440,8 @@ pub enum Dispatched {
 /// Runs one command and writes its reply to `out`. With `defer_cold`, a
 /// command whose value went cold after the connection looked is not run
 /// under its locks (which would read the disk there): [`Dispatched::Cold`].
+/// Inside MULTI, a command is checked and queued instead
+/// ([`transactions`]).
 #[allow(clippy::too_many_arguments)]
 pub fn dispatch(
     server: &Server,
@@ -442,9 +453,96 @@ pub fn dispatch(
     args: &[Bytes],
     defer_cold: bool,
 ) -> Dispatched {
+    if session.watch.is_some() {
+        transactions::check_feed(session);
+    }
+    let Some(id) = admit(server, session, out, config, stats, now_ms, args) else {
+        // A command refused while queuing fails the whole transaction.
+        if let Some(multi) = &mut session.multi {
+            multi.dirty = true;
+        }
+        return Dispatched::Ran(None);
+    };
+    if session.multi.is_some() && !transactions::runs_at_once(server, id) {
+        transactions::queue(server, session, out, config, id, args);
+        return Dispatched::Ran(None);
+    }
+    if id == server.commands.exec_id {
+        return transactions::run_exec(server, session, out, config, stats, now_ms, defer_cold);
+    }
+    let spec = server.commands.specs[id];
+    let declared = declared_keys(spec, args, &server.keyspace);
+    let mut keys = server.keyspace.lock_keys(&declared);
+    if defer_cold
+        && !declared.is_empty()
+        && server.keyspace.tier().cold_keys() > 0
+        && went_cold(server, session.db, now_ms, args, &declared, &mut keys)
+    {
+        return Dispatched::Cold;
+    }
+    let (keys, mut committed) = call(
+        server, session, out, config, stats, now_ms, id, args, keys, declared,
+    );
+    committed.absorb(keys.commit());
+    count_changes(stats, &committed);
+    Dispatched::Ran(committed.lsn)
+}
+
+/// Counts what a command (or transaction) committed as changes to the
+/// dataset (rdb_changes_since_last_save): no handler keeps count itself.
+pub(crate) fn count_changes(stats: &ThreadStats, committed: &Commit) {
+    if !committed.changed.is_empty() {
+        bump(&stats.changes, committed.changed.len() as u64);
+    }
+}
+
+/// Whether a value one of `args`' keys reads went cold (see [`dispatch`]);
+/// unlocks `keys` (committing what was logged meanwhile, a lazily expired
+/// key, which is no reply's).
+pub(crate) fn went_cold<'s>(
+    server: &'s Server,
+    db: usize,
+    now_ms: u64,
+    args: &[Bytes],
+    declared: &[KeyRef],
+    keys: &mut Locked<'s>,
+) -> bool {
+    let cold = server.commands.value_keys(args).into_iter().any(|bytes| {
+        let key = declared
+            .iter()
+            .find(|k| std::ptr::eq(k.bytes, bytes))
+            .map_or_else(
+                || server.keyspace.key(bytes),
+                |k| KeyRef {
+                    bytes,
+                    hash: k.hash,
+                },
+            );
+        keys.shard(key)
+            .peek(db, key, now_ms)
+            .is_some_and(|entry| entry.is_cold())
+    });
+    if cold {
+        let keys = std::mem::replace(keys, server.keyspace.lock_nothing());
+        keys.commit();
+    }
+    cold
+}
+
+/// Checks a command before it runs (existence, arity, authentication,
+/// loading, a failed log, memory) and answers the error if it may not;
+/// returns its table index if it may.
+fn admit(
+    server: &Server,
+    session: &mut Session,
+    out: &mut bytes::BytesMut,
+    config: &Config,
+    stats: &ThreadStats,
+    now_ms: u64,
+    args: &[Bytes],
+) -> Option<usize> {
     let table = &server.commands;
-    let protocol = session.protocol;
-    let mut reply = ReplyWriter::new(out, protocol);
+    let mut reply = ReplyWriter::new(out, session.protocol);
     let Some(mut id) = table.lookup(&args[0]) else {
         let mut message = format!(
             "ERR unknown command '{}', with args beginning with: ",
@@ -457,7 +555,7 @@ pub fn dispatch(
             message.push_str(&format!("'{}' ", lossy(arg, 128)));
         }
         reject(server, &mut reply, &message);
-        return Dispatched::Ran(None);
+        return None;
     };
     // A container with arguments resolves to its subcommand first, then
     // arity is checked once on what was resolved (Redis' order).
@@ -474,7 +572,7 @@ pub fn dispatch(
             Some(sub) => id = sub,
             None if id == table.debug_id => {
                 reject(server, &mut reply, &debug_error());
-                return Dispatched::Ran(None);
+                return None;
             }
             None if id == table.cluster_id
                 && cluster::DISABLED_SUBCOMMANDS
@@ -482,7 +580,7 @@ pub fn dispatch(
                     .any(|name| args[1].eq_ignore_ascii_case(name.as_bytes())) =>
             {
                 reject(server, &mut reply, cluster::ERR_CLUSTER_DISABLED);
-                return Dispatched::Ran(None);
+                return None;
             }
             None => {
                 let message = format!(
@@ -491,14 +589,18 @@ pub fn dispatch(
                     table.specs[id].name.to_ascii_uppercase()
                 );
                 reject(server, &mut reply, &message);
-                return Dispatched::Ran(None);
+                return None;
             }
         }
     }
     let spec = table.specs[id];
     let gates = table.gates(id);
-    if !spec.arity_ok(args.len()) {
+    let refuse = |reply: &mut ReplyWriter, message: &str| {
         bump(&stats.commands[id].rejected, 1);
+        reject(server, reply, message);
+        None
+    };
+    if !spec.arity_ok(args.len()) {
         let message = if table.full_names[id].starts_with("debug|") {
             debug_error()
         } else {
@@ -507,18 +609,13 @@ pub fn dispatch(
                 table.full_names[id]
             )
         };
-        reject(server, &mut reply, &message);
-        return Dispatched::Ran(None);
+        return refuse(&mut reply, &message);
     }
     if !session.authenticated && !gates.has(Gates::NO_AUTH) && !config.requirepass.is_empty() {
-        bump(&stats.commands[id].rejected, 1);
-        reject(server, &mut reply, ERR_NOAUTH);
-        return Dispatched::Ran(None);
+        return refuse(&mut reply, ERR_NOAUTH);
     }
     if server.persistence.is_loading() && !gates.has(Gates::LOADING) {
-        bump(&stats.commands[id].rejected, 1);
-        reject(server, &mut reply, ERR_LOADING);
-        return Dispatched::Ran(None);
+        return refuse(&mut reply, ERR_LOADING);
     }
     if gates.has(Gates::REFUSED_ON_DISK_ERROR)
         && let Some(error) = server
@@ -526,23 +623,41 @@ pub fn dispatch(
             .change_log()
             .and_then(|log| log.write_error())
     {
-        bump(&stats.commands[id].rejected, 1);
         let message = format!(
             "MISCONF Errors writing to the AOF file: {}",
             crate::persistence::strerror(&error)
         );
-        reject(server, &mut reply, &message);
-        return Dispatched::Ran(None);
+        return refuse(&mut reply, &message);
     }
     if let Some(error) =
         server
             .tiering
             .admit(&server.keyspace, config, gates.has(Gates::DENYOOM), now_ms)
     {
-        bump(&stats.commands[id].rejected, 1);
-        reject(server, &mut reply, error);
-        return Dispatched::Ran(None);
+        return refuse(&mut reply, error);
     }
+    if session.multi.is_some() && gates.has(Gates::NO_MULTI) {
+        return refuse(&mut reply, "ERR Command not allowed inside a transaction");
+    }
+    Some(id)
+}
+
+/// Runs command `id`'s handler with `keys` (already locked) and counts it;
+/// hands the locks back with what the handler committed itself.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn call<'a, 's>(
+    server: &'s Server,
+    session: &'a mut Session,
+    out: &'a mut bytes::BytesMut,
+    config: &'a Config,
+    stats: &'a ThreadStats,
+    now_ms: u64,
+    id: usize,
+    args: &[Bytes],
+    keys: Locked<'s>,
+    declared: SmallVec<[KeyRef<'a>; DECLARED_KEYS_INLINE]>,
+) -> (Locked<'s>, Commit) {
+    let spec = server.commands.specs[id];
     session
         .client
         .last_command
@@ -551,47 +666,19 @@ pub fn dispatch(
         .handler
         .expect("a container without arguments fails its arity check");
     let started = Instant::now();
-    let declared = declared_keys(spec, args, &server.keyspace);
+    let protocol = session.protocol;
     let mut ctx = Ctx {
         server,
         session,
-        out: reply,
+        out: ReplyWriter::new(out, protocol),
         config,
         stats,
         now_ms,
-        keys: server.keyspace.lock_keys(&declared),
+        keys,
         committed: Commit::default(),
         declared,
     };
-    if defer_cold && !ctx.declared.is_empty() && server.keyspace.tier().cold_keys() > 0 {
-        let db = ctx.session.db;
-        let went_cold = table.value_keys(args).into_iter().any(|bytes| {
-            let key = ctx.key(bytes);
-            ctx.keys
-                .shard(key)
-                .peek(db, key, now_ms)
-                .is_some_and(|entry| entry.is_cold())
-        });
-        if went_cold {
-            // Unlocks; what it logged (a lazily expired key) is no reply's.
-            let keys = std::mem::replace(&mut ctx.keys, server.keyspace.lock_nothing());
-            keys.commit();
-            return Dispatched::Cold;
-        }
-    }
     let result = handler(&mut ctx, args);
-    let keys = std::mem::replace(&mut ctx.keys, server.keyspace.lock_nothing());
-    let mut committed = keys.commit();
-    if !ctx.committed.is_empty() {
-        let mut first = std::mem::take(&mut ctx.committed);
-        first.absorb(committed);
-        committed = first;
-    }
-    // Every change record counts as one change to the dataset
-    // (rdb_changes_since_last_save): no handler keeps count itself.
-    if !committed.changed.is_empty() {
-        bump(&stats.changes, committed.changed.len() as u64);
-    }
     let counters = &stats.commands[id];
     bump(&counters.calls, 1);
     bump(&counters.usec, started.elapsed().as_micros() as u64);
@@ -600,10 +687,11 @@ pub fn dispatch(
         server.stats.record_error(&text);
         ctx.out.error(&text);
     }
-    Dispatched::Ran(committed.lsn)
+    let keys = std::mem::replace(&mut ctx.keys, server.keyspace.lock_nothing());
+    (keys, ctx.committed)
 }
 
-fn reject(server: &Server, reply: &mut ReplyWriter, text: &str) {
+pub(crate) fn reject(server: &Server, reply: &mut ReplyWriter, text: &str) {
     server.stats.record_error(text);
     reply.error(text);
 }
@@ -801,7 +889,7 @@ pub fn mpop_args<T>(
     Ok((&args[at + 1..at + 1 + numkeys], side, count))
 }
 
-impl Ctx<'_> {
+impl Ctx<'_, '_> {
     /// Blocks the client on `keys` (a blocking command that found nothing
     /// and replied nothing): the connection runs the command again when
     /// one of them changes, until `deadline_ms`.

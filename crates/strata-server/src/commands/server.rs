@@ -95,7 +95,9 @@ pub fn config_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 }
 
 pub fn dbsize(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
-    ctx.out.int(ctx.keyspace().dbsize(ctx.db()) as i64);
+    let (keyspace, db) = (ctx.keyspace(), ctx.db());
+    let size = keyspace.dbsize_in(ctx.keys.all(), db);
+    ctx.out.int(size as i64);
     Ok(())
 }
 
@@ -125,7 +127,8 @@ fn dispose(flushed: strata_engine::keyspace::Flushed, asynchronous: bool) {
 
 pub fn flushdb(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let asynchronous = parse_flush_mode(args)?;
-    let (flushed, lsn) = ctx.keyspace().flush_db(ctx.db());
+    let (keyspace, db) = (ctx.keyspace(), ctx.db());
+    let (flushed, lsn) = keyspace.flush_db_in(ctx.keys.all(), db);
     ctx.committed(lsn);
     dispose(flushed, asynchronous);
     ctx.out.ok();
@@ -134,7 +137,8 @@ pub fn flushdb(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 pub fn flushall(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let asynchronous = parse_flush_mode(args)?;
-    let (flushed, lsn) = ctx.keyspace().flush_all();
+    let keyspace = ctx.keyspace();
+    let (flushed, lsn) = keyspace.flush_all_in(ctx.keys.all());
     ctx.committed(lsn);
     dispose(flushed, asynchronous);
     ctx.out.ok();
@@ -158,7 +162,8 @@ pub fn swapdb(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if !(0..count).contains(&a) || !(0..count).contains(&b) {
         return Err("ERR DB index is out of range".into());
     }
-    let lsn = ctx.keyspace().swap_db(a as usize, b as usize);
+    let keyspace = ctx.keyspace();
+    let lsn = keyspace.swap_db_in(ctx.keys.all(), a as usize, b as usize);
     ctx.committed(lsn);
     ctx.out.ok();
     Ok(())
@@ -219,11 +224,22 @@ pub fn debug_sleep(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
+/// DEBUG SET-ACTIVE-EXPIRE 0|1: whether the cron reclaims expired keys
+/// (tests use 0 to see lazy expiry alone).
+pub fn debug_set_active_expire(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let on = parse_i64(&args[2])? != 0;
+    ctx.server.active_expire.store(on, Relaxed);
+    ctx.out.ok();
+    Ok(())
+}
+
 pub fn debug_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     help_lines(
         ctx,
         "DEBUG",
         &[
+            "SET-ACTIVE-EXPIRE <0|1>",
+            "    Setting it to 0 disables expiring keys in the background.",
             "SLEEP <seconds>",
             "    Stop the server for <seconds>. Decimals allowed.",
         ],

@@ -96,8 +96,14 @@ fn lookup(ctx: &mut Ctx, pattern: &[u8], element: &[u8]) -> Result<Option<Vec<u8
     name.extend_from_slice(&key_pattern[star + 1..]);
     let keyspace = ctx.keyspace();
     let key = keyspace.key(&name);
-    let mut guard = keyspace.lock(key);
-    let value = match guard.get(ctx.db(), key, ctx.now_ms)? {
+    let (db, now) = (ctx.db(), ctx.now_ms);
+    let mut guard = None;
+    // In a transaction or script every shard is already held.
+    let shard = match ctx.keys.all() {
+        Some(all) => all.shard(key.shard()),
+        None => &mut **guard.insert(keyspace.lock(key)),
+    };
+    let value = match shard.get(db, key, now)? {
         Some(entry) => {
             let value = entry.value();
             match (field, value.hash()) {
@@ -110,7 +116,9 @@ fn lookup(ctx: &mut Ctx, pattern: &[u8], element: &[u8]) -> Result<Option<Vec<u8
         }
         None => None,
     };
-    ctx.committed(guard.commit());
+    if let Some(guard) = guard {
+        ctx.committed(guard.commit());
+    }
     Ok(value)
 }
 
@@ -226,14 +234,20 @@ fn sort_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult {
         Some(destination) => {
             let keyspace = ctx.keyspace();
             let key = keyspace.key(&destination);
-            let mut guard = keyspace.lock(key);
+            let mut guard = None;
+            let shard = match ctx.keys.all() {
+                Some(all) => all.shard(key.shard()),
+                None => &mut **guard.insert(keyspace.lock(key)),
+            };
             if rows.is_empty() {
-                guard.remove(db, key, now);
+                shard.remove(db, key, now);
             } else {
                 let elements = rows.iter().map(|r| r.as_deref().unwrap_or(b"")).collect();
-                guard.set(db, key, new_list(End::Tail, elements), None, false, now);
+                shard.set(db, key, new_list(End::Tail, elements), None, false, now);
             }
-            ctx.committed(guard.commit());
+            if let Some(guard) = guard {
+                ctx.committed(guard.commit());
+            }
             ctx.out.int(rows.len() as i64);
         }
     }

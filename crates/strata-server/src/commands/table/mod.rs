@@ -17,13 +17,14 @@ mod server;
 mod sets;
 mod sort;
 mod strings;
+mod transactions;
 mod zsets;
 
 use super::keyspec::{KeySpec, keynum, keyword_range, noted, range, unknown};
 use super::{
     Handler, Spec, bits, cluster as cl, connection as conn, geo as gs, hashes as hs,
     hyperloglog as hll, keys as ks, lists as ls, server as srv, sets as se, sort as so,
-    strings as st, zsets as zs,
+    strings as st, transactions as tx, zsets as zs,
 };
 
 const NO_KEYS: &[KeySpec] = &[];
@@ -438,6 +439,16 @@ const DEBUG_SUBCOMMANDS: &[Spec] = &[
         srv::debug_sleep,
     ),
     sub(
+        "set-active-expire",
+        3,
+        ADMIN,
+        NO_KEYS,
+        DANGEROUS,
+        "1.0.0",
+        "Turns the active expire cycle off (0) or on (1) (tests).",
+        srv::debug_set_active_expire,
+    ),
+    sub(
         "help",
         2,
         ADMIN,
@@ -536,6 +547,7 @@ pub static FAMILIES: &[&[Spec]] = &[
     keys::COMMANDS,
     strings::COMMANDS,
     bitmaps::COMMANDS,
+    transactions::COMMANDS,
 ];
 
 /// Redis' command tips (COMMAND INFO's eighth element), by full name.

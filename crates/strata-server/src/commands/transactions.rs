@@ -1,0 +1,480 @@
+//! Transactions: MULTI, EXEC, DISCARD, WATCH, UNWATCH.
+//!
+//! After MULTI a connection's commands are checked as usual (existence,
+//! arity, authentication, memory, a failed log) and queued: each answers
+//! `+QUEUED`, or its error, which fails the transaction (EXEC answers
+//! EXECABORT). EXEC runs the queue atomically across shards and threads
+//! without stopping the world: it locks the shards of every key its
+//! commands declare (and of the keys WATCHed) in ascending order, as one
+//! pinned lock set ([`strata_engine::keyspace::Locked::is_pinned`]), runs
+//! the commands one after another under it, and commits everything they
+//! changed as one log group. Other clients wait only for those shards;
+//! nobody observes part of a transaction, and after a crash the log has
+//! all of it or none. A transaction with a database-wide command
+//! (FLUSHALL, KEYS, SCAN, SORT with patterns, …) locks every shard.
+//! Introspection commands that read the whole server on their own
+//! (INFO, DEBUG, MEMORY) run right after the locks are released, their
+//! replies in their place.
+//!
+//! Values on disk are read before locking: the connection reads the cold
+//! values of every queued command, then runs EXEC ([`value_keys`]).
+//!
+//! WATCH subscribes the connection to the change feed
+//! (`strata_engine::feed`) and notes whether each key exists. EXEC, holding
+//! the watched keys' shards, drains the feed: any change to a watched key
+//! since WATCH (a write, a deletion, an expiry, eviction, FLUSHDB/FLUSHALL
+//! or SWAPDB of a key that existed), or a watched key that expired
+//! meanwhile, makes EXEC answer a null array and run nothing. A value
+//! merely going cold is not a change. A subscriber that falls behind by
+//! more than [`WATCH_FEED_GROUPS_MAX`] groups counts as broken (EXEC
+//! fails; the client retries, as after any conflict): the feed never
+//! grows without bound.
+
+use bytes::{Bytes, BytesMut};
+use smallvec::SmallVec;
+use strata_engine::KeyRef;
+use strata_engine::feed::Subscription;
+use strata_engine::keyspace::Locked;
+use strata_engine::record::Kind;
+use strata_resp::ReplyWriter;
+
+use super::{CmdResult, Ctx, Dispatched, call, count_changes, declared_keys, reject};
+use crate::config::Config;
+use crate::server::Server;
+use crate::session::{Session, TimeoutReply};
+use crate::stats::{ThreadStats, bump};
+
+/// Groups of changes a WATCHing connection may have unread before its
+/// watch counts as broken (see the module docs).
+pub const WATCH_FEED_GROUPS_MAX: usize = 1 << 16;
+/// Bytes counted per queued argument beyond its own length.
+const QUEUED_ARG_OVERHEAD_BYTES: usize = 32;
+
+const ERR_EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
+
+/// A transaction being queued.
+#[derive(Default)]
+pub struct Multi {
+    pub queued: Vec<Queued>,
+    /// A command was refused while queuing: EXEC answers EXECABORT.
+    pub dirty: bool,
+    /// Memory the queue holds, limited by `client-query-buffer-limit`.
+    bytes: usize,
+}
+
+pub struct Queued {
+    id: usize,
+    pub args: Vec<Bytes>,
+}
+
+/// The keys a connection WATCHes.
+#[derive(Default)]
+pub struct Watching {
+    /// Every change committed since the first WATCH (None once broken).
+    subscription: Option<Subscription>,
+    keys: Vec<Watched>,
+    broken: bool,
+}
+
+struct Watched {
+    db: usize,
+    key: Bytes,
+    /// The key existed and had not expired when WATCHed.
+    live: bool,
+    /// The key had expired, unreclaimed, when WATCHed: its removal is no
+    /// change (Redis' rule for stale keys).
+    stale: bool,
+    /// A SWAPDB moved another database's key here: broken if one exists.
+    swapped: bool,
+}
+
+/// The commands that run at once inside MULTI rather than queue.
+pub fn runs_at_once(server: &Server, id: usize) -> bool {
+    matches!(
+        server.commands.full_names[id].as_str(),
+        "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+    )
+}
+
+/// Queues command `id` of a transaction and answers `+QUEUED`.
+pub fn queue(
+    server: &Server,
+    session: &mut Session,
+    out: &mut BytesMut,
+    config: &Config,
+    id: usize,
+    args: &[Bytes],
+) {
+    let mut reply = ReplyWriter::new(out, session.protocol);
+    let multi = session.multi.as_mut().expect("queued inside MULTI");
+    let bytes: usize = args
+        .iter()
+        .map(|arg| arg.len() + QUEUED_ARG_OVERHEAD_BYTES)
+        .sum();
+    if (multi.bytes + bytes) as u64 > config.query_buffer_limit_bytes {
+        multi.dirty = true;
+        reject(
+            server,
+            &mut reply,
+            "ERR transaction too large: its queued commands exceed client-query-buffer-limit",
+        );
+        return;
+    }
+    multi.bytes += bytes;
+    multi.queued.push(Queued {
+        id,
+        args: args.to_vec(),
+    });
+    session.client.multi.store(
+        multi.queued.len() as i64,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    reply.simple("QUEUED");
+}
+
+/// The commands that read or change a whole database: in a transaction
+/// they make EXEC lock every shard, and run on those
+/// ([`strata_engine::keyspace::Locked::all`]).
+fn is_database_wide(name: &str) -> bool {
+    matches!(
+        name,
+        "flushdb"
+            | "flushall"
+            | "swapdb"
+            | "keys"
+            | "scan"
+            | "randomkey"
+            | "dbsize"
+            | "sort"
+            | "sort_ro"
+    )
+}
+
+/// Introspection commands that lock shards on their own: a transaction
+/// runs them right after its locks are released (see the module docs).
+pub fn runs_unlocked(name: &str) -> bool {
+    name == "info"
+        || name.starts_with("debug")
+        || (name.starts_with("memory|") && name != "memory|usage")
+}
+
+/// The keys whose values a queued transaction reads, for the connection
+/// to read from disk before EXEC locks anything.
+pub fn value_keys(server: &Server, session: &Session) -> Vec<Bytes> {
+    let Some(multi) = &session.multi else {
+        return Vec::new();
+    };
+    multi
+        .queued
+        .iter()
+        .flat_map(|queued| {
+            server
+                .commands
+                .value_keys(&queued.args)
+                .into_iter()
+                .map(Bytes::copy_from_slice)
+        })
+        .collect()
+}
+
+pub fn multi(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    if ctx.session.multi.is_some() {
+        return Err("ERR MULTI calls can not be nested".into());
+    }
+    ctx.session.multi = Some(Multi::default());
+    ctx.session
+        .client
+        .multi
+        .store(0, std::sync::atomic::Ordering::Relaxed);
+    ctx.out.ok();
+    Ok(())
+}
+
+/// Leaves MULTI and forgets the watched keys (EXEC, DISCARD, RESET).
+pub fn end(session: &mut Session) {
+    session.multi = None;
+    session.watch = None;
+    session
+        .client
+        .multi
+        .store(-1, std::sync::atomic::Ordering::Relaxed);
+}
+
+pub fn discard(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    if ctx.session.multi.is_none() {
+        return Err("ERR DISCARD without MULTI".into());
+    }
+    end(ctx.session);
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn watch(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    if ctx.session.multi.is_some() {
+        return Err("ERR WATCH inside MULTI is not allowed".into());
+    }
+    let db = ctx.db();
+    let keyspace = ctx.keyspace();
+    let watching = ctx.session.watch.get_or_insert_with(|| Watching {
+        // Subscribed before any key is looked at: whatever changes after
+        // the look is in the feed.
+        subscription: Some(keyspace.subscribe(WATCH_FEED_GROUPS_MAX)),
+        ..Watching::default()
+    });
+    for arg in &args[1..] {
+        if watching
+            .keys
+            .iter()
+            .any(|w| w.db == db && w.key[..] == arg[..])
+        {
+            continue;
+        }
+        let key = keyspace.key(arg);
+        let state = ctx.keys.shard(key).is_live(db, key, ctx.now_ms);
+        watching.keys.push(Watched {
+            db,
+            key: arg.clone(),
+            live: state == Some(true),
+            stale: state == Some(false),
+            swapped: false,
+        });
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn unwatch(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    ctx.session.watch = None;
+    ctx.out.ok();
+    Ok(())
+}
+
+/// Reads what the feed reported since the connection last looked and
+/// marks its watch broken if a watched key changed. Called at EXEC with
+/// the watched keys' shards locked (so nothing about them is missing) and
+/// before other commands (so an idle watcher's queue stays short).
+pub fn check_feed(session: &mut Session) {
+    let Some(watching) = &mut session.watch else {
+        return;
+    };
+    let Some(subscription) = &watching.subscription else {
+        return;
+    };
+    loop {
+        let group = match subscription.try_recv() {
+            Ok(Some(group)) => group,
+            Ok(None) => return,
+            Err(_lagged) => {
+                watching.broken = true;
+                break;
+            }
+        };
+        for change in &group.changes {
+            let db = change.db as usize;
+            for watched in &mut watching.keys {
+                let touched = match change.kind {
+                    Kind::FlushAll => watched.live,
+                    Kind::FlushDb => watched.db == db && watched.live,
+                    Kind::SwapDb => {
+                        let other = change.aux as usize;
+                        if watched.db == db || watched.db == other {
+                            watched.swapped = true;
+                            watched.live
+                        } else {
+                            false
+                        }
+                    }
+                    _ if watched.db != db || watched.key[..] != change.key[..] => false,
+                    Kind::Del if watched.stale => {
+                        // An expired key reclaimed: no change.
+                        watched.stale = false;
+                        false
+                    }
+                    _ => true,
+                };
+                watching.broken |= touched;
+            }
+        }
+        if watching.broken {
+            break;
+        }
+    }
+    // Broken for good: stop receiving.
+    watching.subscription = None;
+}
+
+/// Whether the watched keys changed since WATCH: what the feed reported,
+/// or a key that expired meanwhile. `keys` holds their shards.
+fn watch_broken(server: &Server, session: &mut Session, keys: &mut Locked, now_ms: u64) -> bool {
+    check_feed(session);
+    let Some(watching) = &session.watch else {
+        return false;
+    };
+    watching.broken
+        || watching.keys.iter().any(|watched| {
+            let key = server.keyspace.key(&watched.key);
+            let live = keys.shard(key).is_live(watched.db, key, now_ms) == Some(true);
+            (watched.live && !live) || (watched.swapped && live)
+        })
+}
+
+/// EXEC's table entry: dispatch runs [`run_exec`] instead (it needs the
+/// connection's output rather than one reply).
+pub fn exec(_ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    Err("ERR EXEC without MULTI".into())
+}
+
+/// EXEC: runs the queued transaction (see the module docs).
+pub fn run_exec(
+    server: &Server,
+    session: &mut Session,
+    out: &mut BytesMut,
+    config: &Config,
+    stats: &ThreadStats,
+    now_ms: u64,
+    defer_cold: bool,
+) -> Dispatched {
+    let exec_id = server.commands.exec_id;
+    let started = std::time::Instant::now();
+    let Some(multi) = session.multi.take() else {
+        bump(&stats.commands[exec_id].failed, 1);
+        reject(
+            server,
+            &mut ReplyWriter::new(out, session.protocol),
+            "ERR EXEC without MULTI",
+        );
+        return Dispatched::Ran(None);
+    };
+    if multi.dirty {
+        end(session);
+        bump(&stats.commands[exec_id].failed, 1);
+        reject(
+            server,
+            &mut ReplyWriter::new(out, session.protocol),
+            ERR_EXECABORT,
+        );
+        return Dispatched::Ran(None);
+    }
+    let names = &server.commands.full_names;
+    let all = multi
+        .queued
+        .iter()
+        .any(|queued| is_database_wide(&names[queued.id]));
+    let watched: Vec<KeyRef> = session
+        .watch
+        .as_ref()
+        .map(|w| w.keys.iter().map(|k| server.keyspace.key(&k.key)).collect())
+        .unwrap_or_default();
+    let mut lock_set: Vec<KeyRef> = watched;
+    for queued in &multi.queued {
+        lock_set.extend(declared_keys(
+            server.commands.specs[queued.id],
+            &queued.args,
+            &server.keyspace,
+        ));
+    }
+    let mut keys = server.keyspace.lock_pinned(&lock_set, all);
+    drop(lock_set);
+    if defer_cold && server.keyspace.tier().cold_keys() > 0 {
+        let db = session.db;
+        let cold = multi.queued.iter().any(|queued| {
+            server
+                .commands
+                .value_keys(&queued.args)
+                .into_iter()
+                .any(|bytes| {
+                    let key = server.keyspace.key(bytes);
+                    keys.shard(key)
+                        .peek(db, key, now_ms)
+                        .is_some_and(|entry| entry.is_cold())
+                })
+        });
+        if cold {
+            keys.commit();
+            session.multi = Some(multi);
+            return Dispatched::Cold;
+        }
+    }
+    if watch_broken(server, session, &mut keys, now_ms) {
+        let committed = keys.commit();
+        end(session);
+        bump(&stats.commands[exec_id].calls, 1);
+        ReplyWriter::new(out, session.protocol).null_array();
+        return Dispatched::Ran(committed.lsn);
+    }
+    session.watch = None;
+    ReplyWriter::new(out, session.protocol).array(multi.queued.len());
+    // Replies go straight to `out` except where a command runs after the
+    // locks: there the reply is spliced in afterwards.
+    let mut later: Vec<(usize, &Queued)> = Vec::new();
+    let has_later = multi.queued.iter().any(|q| runs_unlocked(&names[q.id]));
+    let mut body = BytesMut::new();
+    let mut committed = strata_engine::commit::Commit::default();
+    for queued in &multi.queued {
+        let buffer: &mut BytesMut = if has_later { &mut body } else { &mut *out };
+        if runs_unlocked(&names[queued.id]) {
+            later.push((buffer.len(), queued));
+            continue;
+        }
+        let declared: SmallVec<[KeyRef; 4]> = declared_keys(
+            server.commands.specs[queued.id],
+            &queued.args,
+            &server.keyspace,
+        );
+        let (back, by_handler) = call(
+            server,
+            session,
+            buffer,
+            config,
+            stats,
+            now_ms,
+            queued.id,
+            &queued.args,
+            keys,
+            declared,
+        );
+        keys = back;
+        committed.absorb(by_handler);
+        answer_blocked(session, buffer);
+    }
+    committed.absorb(keys.commit());
+    for (at, queued) in later.iter().rev() {
+        let mut reply = BytesMut::new();
+        let (back, by_handler) = call(
+            server,
+            session,
+            &mut reply,
+            config,
+            stats,
+            now_ms,
+            queued.id,
+            &queued.args,
+            server.keyspace.lock_nothing(),
+            SmallVec::new(),
+        );
+        committed.absorb(by_handler);
+        committed.absorb(back.commit());
+        let rest = body.split_off(*at);
+        body.extend_from_slice(&reply);
+        body.extend_from_slice(&rest);
+    }
+    out.extend_from_slice(&body);
+    end(session);
+    let counters = &stats.commands[exec_id];
+    bump(&counters.calls, 1);
+    bump(&counters.usec, started.elapsed().as_micros() as u64);
+    count_changes(stats, &committed);
+    Dispatched::Ran(committed.lsn)
+}
+
+/// A blocking command inside a transaction or script does not wait: it
+/// answers as if its timeout had passed.
+pub fn answer_blocked(session: &mut Session, out: &mut BytesMut) {
+    if let Some(block) = session.block.take() {
+        let mut reply = ReplyWriter::new(out, session.protocol);
+        match block.timeout_reply {
+            TimeoutReply::NullArray => reply.null_array(),
+            TimeoutReply::NullBulk => reply.null_bulk(),
+        }
+    }
+}
