@@ -36,6 +36,10 @@ pub struct ClientInfo {
     pub names: Mutex<Names>,
     pub no_evict: AtomicBool,
     pub no_touch: AtomicBool,
+    /// Subscriptions (CLIENT LIST's `sub`, `psub`, `ssub`).
+    pub subscribed_channels: AtomicUsize,
+    pub subscribed_patterns: AtomicUsize,
+    pub subscribed_shard: AtomicUsize,
     /// Commands queued since MULTI; -1 outside MULTI (CLIENT LIST's `multi`).
     pub multi: std::sync::atomic::AtomicI64,
     /// Whether the client waits in a blocking command (CLIENT LIST's `b`).
@@ -120,6 +124,9 @@ impl ClientRegistry {
             no_touch: AtomicBool::new(false),
             blocked: AtomicBool::new(false),
             multi: std::sync::atomic::AtomicI64::new(-1),
+            subscribed_channels: AtomicUsize::new(0),
+            subscribed_patterns: AtomicUsize::new(0),
+            subscribed_shard: AtomicUsize::new(0),
             unblock: AtomicU8::new(0),
             unblock_signal: Notify::new(),
             killed: AtomicBool::new(false),

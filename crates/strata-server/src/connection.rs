@@ -129,6 +129,7 @@ struct Registered {
 
 impl Drop for Registered {
     fn drop(&mut self) {
+        self.server.pubsub.forget(self.id);
         self.server.clients.unregister(self.id);
     }
 }
@@ -205,7 +206,18 @@ impl Connection {
     }
 
     fn output_limit(&self) -> OutputLimit {
-        self.config.output_limit_normal
+        if self.session.subscriptions > 0 {
+            self.config.output_limit_pubsub
+        } else {
+            self.config.output_limit_normal
+        }
+    }
+
+    /// Moves published messages waiting for this subscriber to the output.
+    fn take_messages(&mut self) {
+        if let Some(mailbox) = &self.session.mailbox {
+            mailbox.drain_into(&mut self.output);
+        }
     }
 
     /// Pending output above which no further command is executed.
@@ -265,8 +277,12 @@ impl Connection {
             if let Err(closed) = self.settle(client).await {
                 return closed;
             }
+            self.take_messages();
             if let Err(e) = self.flush() {
                 return Closed::Io(e);
+            }
+            if let Some(mailbox) = &self.session.mailbox {
+                mailbox.output_bytes.store(self.output.len(), Relaxed);
             }
             if let Err(closed) = self.check_output_limits() {
                 return closed;
@@ -370,7 +386,15 @@ impl Connection {
             .into_iter()
             .flatten()
             .min();
+        let mailbox = self.session.mailbox.clone();
+        let message = async {
+            match &mailbox {
+                Some(mailbox) => mailbox.ready().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
+            _ = message => Ok(()),
             readable = self.stream.readable(), if want_read => {
                 readable.map_err(Closed::Io)?;
                 self.read()
@@ -488,6 +512,7 @@ impl Connection {
     /// Runs one command (see [`dispatch`]); false when a value it reads
     /// went cold first and it did not run (`defer_cold`).
     fn run_command(&mut self, args: &[Bytes], now: u64, defer_cold: bool) -> bool {
+        let reply_at = self.output.len();
         let dispatched = dispatch(
             &self.server,
             &mut self.session,
@@ -498,6 +523,15 @@ impl Connection {
             args,
             defer_cold,
         );
+        let session = &mut self.session;
+        if (session.replies_off || session.skip_reply) && !std::mem::take(&mut session.replied_push)
+        {
+            // CLIENT REPLY OFF or SKIP: the reply is not sent.
+            self.output.truncate(reply_at);
+        }
+        if dispatched != Dispatched::Cold {
+            session.skip_reply = std::mem::take(&mut session.skip_next_reply);
+        }
         match dispatched {
             Dispatched::Ran(committed) => {
                 if let Some(lsn) = committed {

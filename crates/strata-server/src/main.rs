@@ -20,6 +20,7 @@ mod info;
 mod log;
 mod long_double;
 mod persistence;
+mod pubsub;
 mod server;
 mod session;
 mod stats;

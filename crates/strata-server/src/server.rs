@@ -67,6 +67,8 @@ pub struct Server {
     paused_until_ms: AtomicU64,
     /// DEBUG SET-ACTIVE-EXPIRE: whether the cron reclaims expired keys.
     pub active_expire: Arc<AtomicBool>,
+    /// Channels and their subscribers.
+    pub pubsub: crate::pubsub::PubSub,
     shutdown_requested: AtomicBool,
     /// How the coming shutdown saves ([`ShutdownSave`] as u8).
     shutdown_save: AtomicU8,
@@ -259,6 +261,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         port: AtomicU16::new(port),
         paused_until_ms: AtomicU64::new(0),
         active_expire: Arc::new(AtomicBool::new(true)),
+        pubsub: crate::pubsub::PubSub::default(),
         shutdown_requested: AtomicBool::new(false),
         shutdown_save: AtomicU8::new(ShutdownSave::Default as u8),
         shutdown_signal: Notify::new(),

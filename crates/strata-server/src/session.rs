@@ -25,6 +25,19 @@ pub struct Session {
     pub block_retry: bool,
     /// Commands queued since MULTI (`commands::transactions`).
     pub multi: Option<crate::commands::transactions::Multi>,
+    /// CLIENT REPLY OFF: no command's reply is sent.
+    pub replies_off: bool,
+    /// The running command's reply is dropped (CLIENT REPLY SKIP, and the
+    /// command after it).
+    pub skip_reply: bool,
+    pub skip_next_reply: bool,
+    /// The running command answered with RESP3 pushes (subscription
+    /// confirmations), which CLIENT REPLY OFF does not silence.
+    pub replied_push: bool,
+    /// Channels, patterns and shard channels subscribed to, together.
+    pub subscriptions: usize,
+    /// Where published messages wait for this connection (`crate::pubsub`).
+    pub mailbox: Option<Arc<crate::pubsub::Mailbox>>,
     /// Keys WATCHed, and what has changed since.
     pub watch: Option<crate::commands::transactions::Watching>,
 }
@@ -57,6 +70,12 @@ impl Session {
             block_retry: false,
             multi: None,
             watch: None,
+            replies_off: false,
+            skip_reply: false,
+            skip_next_reply: false,
+            replied_push: false,
+            subscriptions: 0,
+            mailbox: None,
         }
     }
 

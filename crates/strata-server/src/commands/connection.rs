@@ -12,6 +12,13 @@ use super::{
 use crate::client::ClientInfo;
 
 pub fn ping(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    if ctx.session.subscriptions > 0 && ctx.session.protocol == Protocol::Resp2 {
+        // A subscribed RESP2 client gets PING's answer shaped as a message.
+        ctx.out.array(2);
+        ctx.out.bulk(b"pong");
+        ctx.out.bulk(args.get(1).map_or(&b""[..], |m| &m[..]));
+        return Ok(());
+    }
     match args {
         [_] => ctx.out.simple("PONG"),
         [_, message] => ctx.out.bulk(message),
@@ -33,6 +40,7 @@ pub fn quit(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 
 pub fn reset(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     super::transactions::end(ctx.session);
+    super::pubsub::unsubscribe_all(ctx);
     ctx.session.select(0);
     ctx.session.set_protocol(Protocol::Resp2);
     // Back to the state of a new connection (Redis' RESET).
@@ -207,6 +215,14 @@ fn describe(ctx: &Ctx, client: &ClientInfo) -> String {
     if multi >= 0 {
         flags.push('x');
     }
+    let (sub, psub, ssub) = (
+        client.subscribed_channels.load(Relaxed),
+        client.subscribed_patterns.load(Relaxed),
+        client.subscribed_shard.load(Relaxed),
+    );
+    if sub + psub + ssub > 0 {
+        flags.push('P');
+    }
     if client.blocked.load(Relaxed) {
         flags.push('b');
     }
@@ -220,7 +236,7 @@ fn describe(ctx: &Ctx, client: &ClientInfo) -> String {
         flags.push('N');
     }
     format!(
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
         client.id,
         client.addr,
         client.laddr,
@@ -230,6 +246,9 @@ fn describe(ctx: &Ctx, client: &ClientInfo) -> String {
         idle_s,
         flags,
         client.db.load(Relaxed),
+        sub,
+        psub,
+        ssub,
         multi,
         qbuf,
         omem,
@@ -409,6 +428,25 @@ fn on_off(arg: &[u8]) -> Result<bool, CmdError> {
     } else {
         Err(ERR_SYNTAX.into())
     }
+}
+
+/// CLIENT REPLY ON|OFF|SKIP: the connection drops the replies of the
+/// commands this turns off (published messages still arrive).
+pub fn client_reply(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let session = &mut *ctx.session;
+    if is(&args[2], "ON") {
+        session.replies_off = false;
+        session.skip_reply = false;
+        ctx.out.ok();
+    } else if is(&args[2], "OFF") {
+        session.replies_off = true;
+    } else if is(&args[2], "SKIP") {
+        session.skip_reply = true;
+        session.skip_next_reply = true;
+    } else {
+        return Err(super::ERR_SYNTAX.into());
+    }
+    Ok(())
 }
 
 pub fn client_no_evict(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {

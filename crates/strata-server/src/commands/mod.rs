@@ -25,6 +25,7 @@ pub mod hyperloglog;
 pub mod keys;
 pub mod keyspec;
 pub mod lists;
+pub mod pubsub;
 pub mod server;
 pub mod sets;
 pub mod sort;
@@ -635,6 +636,16 @@ fn admit(
             .admit(&server.keyspace, config, gates.has(Gates::DENYOOM), now_ms)
     {
         return refuse(&mut reply, error);
+    }
+    if session.subscriptions > 0
+        && session.protocol == strata_resp::Protocol::Resp2
+        && !pubsub::allowed_when_subscribed(&table.full_names[id])
+    {
+        let message = format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            table.full_names[id]
+        );
+        return refuse(&mut reply, &message);
     }
     if session.multi.is_some() && gates.has(Gates::NO_MULTI) {
         return refuse(&mut reply, "ERR Command not allowed inside a transaction");

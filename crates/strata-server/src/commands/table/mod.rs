@@ -13,6 +13,7 @@ mod hashes;
 mod hyperloglog;
 mod keys;
 mod lists;
+mod pubsub;
 mod server;
 mod sets;
 mod sort;
@@ -23,8 +24,8 @@ mod zsets;
 use super::keyspec::{KeySpec, keynum, keyword_range, noted, range, unknown};
 use super::{
     Handler, Spec, bits, cluster as cl, connection as conn, geo as gs, hashes as hs,
-    hyperloglog as hll, keys as ks, lists as ls, server as srv, sets as se, sort as so,
-    strings as st, transactions as tx, zsets as zs,
+    hyperloglog as hll, keys as ks, lists as ls, pubsub as ps, server as srv, sets as se,
+    sort as so, strings as st, transactions as tx, zsets as zs,
 };
 
 const NO_KEYS: &[KeySpec] = &[];
@@ -163,6 +164,16 @@ const READ_SLOW: &[&str] = &["read", "slow"];
 const DANGEROUS_CONNECTION: &[&str] = &["admin", "slow", "dangerous", "connection"];
 
 const CLIENT_SUBCOMMANDS: &[Spec] = &[
+    sub(
+        "reply",
+        3,
+        CONN,
+        NO_KEYS,
+        CONNECTION_SLOW,
+        "3.2.0",
+        "Instruct the server whether to reply to commands",
+        conn::client_reply,
+    ),
     sub(
         "id",
         2,
@@ -548,6 +559,7 @@ pub static FAMILIES: &[&[Spec]] = &[
     strings::COMMANDS,
     bitmaps::COMMANDS,
     transactions::COMMANDS,
+    pubsub::COMMANDS,
 ];
 
 /// Redis' command tips (COMMAND INFO's eighth element), by full name.

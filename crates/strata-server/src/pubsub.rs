@@ -1,0 +1,341 @@
+//! Pub/sub: who listens to what, and delivery.
+//!
+//! [`PubSub`] maps channels, patterns and shard channels to the
+//! subscribed clients' [`Mailbox`]es, and each client to what it listens
+//! to (so a disconnect unsubscribes everything). PUBLISH encodes a message
+//! once per protocol (a RESP2 array or a RESP3 push), hands a reference to
+//! every matching mailbox and wakes its connection, which writes it on its
+//! own thread: fan-out to many subscribers uses every core, and the
+//! publisher never waits for a subscriber.
+//!
+//! A mailbox is bounded by `client-output-buffer-limit pubsub`, counted
+//! with the connection's unsent output: over the hard limit, or over the
+//! soft limit for longer than its seconds, the subscriber is disconnected
+//! (as Redis does) and its messages dropped, so a slow subscriber never
+//! grows server memory without bound.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use parking_lot::{Mutex, RwLock};
+use strata_resp::{Protocol, ReplyWriter};
+use tokio::sync::Notify;
+
+use crate::client::ClientInfo;
+use crate::config::OutputLimit;
+
+/// The three namespaces a client can subscribe in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Channel,
+    Pattern,
+    Shard,
+}
+
+impl Kind {
+    /// The reply words for (un)subscribing and for a message.
+    pub fn words(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Kind::Channel => ("subscribe", "unsubscribe", "message"),
+            Kind::Pattern => ("psubscribe", "punsubscribe", "pmessage"),
+            Kind::Shard => ("ssubscribe", "sunsubscribe", "smessage"),
+        }
+    }
+}
+
+/// Messages waiting for one subscriber's connection.
+pub struct Mailbox {
+    client: Arc<ClientInfo>,
+    state: Mutex<MailboxState>,
+    /// Unsent bytes of the connection's own output, which count toward
+    /// the same limit.
+    pub output_bytes: AtomicUsize,
+    ready: Notify,
+}
+
+#[derive(Default)]
+struct MailboxState {
+    messages: VecDeque<Bytes>,
+    bytes: usize,
+    soft_since: Option<Instant>,
+}
+
+impl Mailbox {
+    pub fn new(client: Arc<ClientInfo>) -> Arc<Mailbox> {
+        Arc::new(Mailbox {
+            client,
+            state: Mutex::new(MailboxState::default()),
+            output_bytes: AtomicUsize::new(0),
+            ready: Notify::new(),
+        })
+    }
+
+    /// Queues `message` unless that takes the subscriber over its limit,
+    /// which disconnects it instead.
+    fn deliver(&self, message: Bytes, limit: OutputLimit) {
+        let mut state = self.state.lock();
+        if self.client.is_killed() {
+            return;
+        }
+        let pending = (state.bytes + message.len() + self.output_bytes.load(Relaxed)) as u64;
+        let over_hard = limit.hard_bytes > 0 && pending > limit.hard_bytes;
+        let over_soft = limit.soft_bytes > 0 && pending > limit.soft_bytes;
+        let soft_expired = over_soft
+            && state
+                .soft_since
+                .get_or_insert_with(Instant::now)
+                .elapsed()
+                .as_secs()
+                >= limit.soft_seconds;
+        if !over_soft {
+            state.soft_since = None;
+        }
+        if over_hard || soft_expired {
+            state.messages.clear();
+            state.bytes = 0;
+            drop(state);
+            crate::log_notice!(
+                "Client id={} addr={} closed for overcoming of output buffer limits.",
+                self.client.id,
+                self.client.addr
+            );
+            self.client.kill();
+            return;
+        }
+        state.bytes += message.len();
+        state.messages.push_back(message);
+        drop(state);
+        self.ready.notify_one();
+    }
+
+    /// The protocol the subscriber speaks now (HELLO may change it).
+    fn protocol(&self) -> Protocol {
+        match self.client.resp.load(Relaxed) {
+            3 => Protocol::Resp3,
+            _ => Protocol::Resp2,
+        }
+    }
+
+    /// Moves every waiting message to `out`.
+    pub fn drain_into(&self, out: &mut BytesMut) {
+        let mut state = self.state.lock();
+        for message in state.messages.drain(..) {
+            out.extend_from_slice(&message);
+        }
+        state.bytes = 0;
+    }
+
+    /// Waits until a message arrives.
+    pub async fn ready(&self) {
+        self.ready.notified().await
+    }
+}
+
+type Subscribers = HashMap<u64, Arc<Mailbox>, foldhash::fast::RandomState>;
+
+#[derive(Default)]
+struct State {
+    channels: HashMap<Bytes, Subscribers>,
+    patterns: HashMap<Bytes, Subscribers>,
+    shard_channels: HashMap<Bytes, Subscribers>,
+    /// Per client: its channels, patterns and shard channels, in
+    /// subscription order.
+    clients: HashMap<u64, [Vec<Bytes>; 3]>,
+}
+
+impl State {
+    fn table(&mut self, kind: Kind) -> &mut HashMap<Bytes, Subscribers> {
+        match kind {
+            Kind::Channel => &mut self.channels,
+            Kind::Pattern => &mut self.patterns,
+            Kind::Shard => &mut self.shard_channels,
+        }
+    }
+}
+
+/// The registry (see the module docs).
+#[derive(Default)]
+pub struct PubSub {
+    state: RwLock<State>,
+}
+
+/// A client's subscription counts (CLIENT LIST's sub, psub, ssub).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub channels: usize,
+    pub patterns: usize,
+    pub shard: usize,
+}
+
+impl PubSub {
+    /// Subscribes `mailbox`'s client to `name`; returns its counts after.
+    pub fn subscribe(&self, kind: Kind, name: &Bytes, mailbox: &Arc<Mailbox>) -> Counts {
+        let id = mailbox.client.id;
+        let mut state = self.state.write();
+        let subscribers = state.table(kind).entry(name.clone()).or_default();
+        if subscribers.insert(id, mailbox.clone()).is_none() {
+            state.clients.entry(id).or_default()[kind as usize].push(name.clone());
+        }
+        Self::counts_of(&state, id)
+    }
+
+    /// Unsubscribes client `id` from `name`; returns its counts after.
+    pub fn unsubscribe(&self, kind: Kind, name: &[u8], id: u64) -> Counts {
+        let mut state = self.state.write();
+        let table = state.table(kind);
+        if let Some(subscribers) = table.get_mut(name)
+            && subscribers.remove(&id).is_some()
+        {
+            if subscribers.is_empty() {
+                table.remove(name);
+            }
+            if let Some(names) = state.clients.get_mut(&id) {
+                names[kind as usize].retain(|n| &n[..] != name);
+                if names.iter().all(Vec::is_empty) {
+                    state.clients.remove(&id);
+                }
+            }
+        }
+        Self::counts_of(&state, id)
+    }
+
+    /// What client `id` is subscribed to in `kind`, in order.
+    pub fn names_of(&self, kind: Kind, id: u64) -> Vec<Bytes> {
+        let state = self.state.read();
+        state
+            .clients
+            .get(&id)
+            .map(|names| names[kind as usize].clone())
+            .unwrap_or_default()
+    }
+
+    pub fn counts(&self, id: u64) -> Counts {
+        Self::counts_of(&self.state.read(), id)
+    }
+
+    fn counts_of(state: &State, id: u64) -> Counts {
+        state
+            .clients
+            .get(&id)
+            .map_or(Counts::default(), |names| Counts {
+                channels: names[0].len(),
+                patterns: names[1].len(),
+                shard: names[2].len(),
+            })
+    }
+
+    /// Unsubscribes a client from everything (it disconnected).
+    pub fn forget(&self, id: u64) {
+        for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {
+            for name in self.names_of(kind, id) {
+                self.unsubscribe(kind, &name, id);
+            }
+        }
+    }
+
+    /// Delivers `payload` on `channel` (PUBLISH, or SPUBLISH with
+    /// `shard`); returns how many clients received it.
+    pub fn publish(
+        &self,
+        channel: &[u8],
+        payload: &[u8],
+        shard: bool,
+        limit: OutputLimit,
+    ) -> usize {
+        let state = self.state.read();
+        let mut messages = Encoded::default();
+        let mut received = 0;
+        let table = if shard {
+            &state.shard_channels
+        } else {
+            &state.channels
+        };
+        let word = if shard { "smessage" } else { "message" };
+        if let Some(subscribers) = table.get(channel) {
+            for mailbox in subscribers.values() {
+                let message =
+                    messages.get(mailbox.protocol(), &[word.as_bytes(), channel, payload]);
+                mailbox.deliver(message, limit);
+                received += 1;
+            }
+        }
+        if !shard {
+            for (pattern, subscribers) in &state.patterns {
+                if !strata_engine::glob::matches(pattern, channel, false) {
+                    continue;
+                }
+                let mut per_pattern = Encoded::default();
+                for mailbox in subscribers.values() {
+                    let message = per_pattern.get(
+                        mailbox.protocol(),
+                        &[b"pmessage", pattern, channel, payload],
+                    );
+                    mailbox.deliver(message, limit);
+                    received += 1;
+                }
+            }
+        }
+        received
+    }
+
+    /// Active channels (PUBSUB CHANNELS / SHARDCHANNELS), matching
+    /// `pattern` if given.
+    pub fn channels(&self, shard: bool, pattern: Option<&[u8]>) -> Vec<Bytes> {
+        let state = self.state.read();
+        let table = if shard {
+            &state.shard_channels
+        } else {
+            &state.channels
+        };
+        table
+            .keys()
+            .filter(|name| pattern.is_none_or(|p| strata_engine::glob::matches(p, name, false)))
+            .cloned()
+            .collect()
+    }
+
+    /// Subscribers of `channel` (PUBSUB NUMSUB / SHARDNUMSUB).
+    pub fn subscribers(&self, shard: bool, channel: &[u8]) -> usize {
+        let state = self.state.read();
+        let table = if shard {
+            &state.shard_channels
+        } else {
+            &state.channels
+        };
+        table.get(channel).map_or(0, HashMap::len)
+    }
+
+    /// Patterns subscribed to by at least one client (PUBSUB NUMPAT).
+    pub fn pattern_count(&self) -> usize {
+        self.state.read().patterns.len()
+    }
+}
+
+/// A message encoded at most once per protocol.
+#[derive(Default)]
+struct Encoded {
+    resp2: Option<Bytes>,
+    resp3: Option<Bytes>,
+}
+
+impl Encoded {
+    fn get(&mut self, protocol: Protocol, parts: &[&[u8]]) -> Bytes {
+        let slot = match protocol {
+            Protocol::Resp2 => &mut self.resp2,
+            _ => &mut self.resp3,
+        };
+        slot.get_or_insert_with(|| {
+            let mut out = BytesMut::new();
+            let mut writer = ReplyWriter::new(&mut out, protocol);
+            writer.push(parts.len());
+            for part in parts {
+                writer.bulk(part);
+            }
+            out.freeze()
+        })
+        .clone()
+    }
+}
