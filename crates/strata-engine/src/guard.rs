@@ -247,6 +247,19 @@ impl<'a> Locked<'a> {
         self.pinned = true;
     }
 
+    /// Makes this pinned set hold every shard (a script running a
+    /// database-wide command), as [`Locked::shard_or_escalate`] does for
+    /// one; false if a busy shard is out of order (those taken stay).
+    pub fn escalate_all(&mut self) -> bool {
+        let keyspace = self.keyspace;
+        match &mut self.held {
+            Held::Many(set) => {
+                (0..crate::key::SHARD_COUNT).all(|index| set.escalate(keyspace, index))
+            }
+            _ => false,
+        }
+    }
+
     /// Whether this lock set is held for a whole transaction or script.
     pub fn is_pinned(&self) -> bool {
         self.pinned

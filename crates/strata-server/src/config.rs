@@ -46,6 +46,9 @@ pub struct Config {
     pub proto_max_bulk_len: u64,
     pub threads: usize,
     pub hz: u64,
+    /// `busy-reply-threshold` (alias `lua-time-limit`): how long a script
+    /// runs before other clients get -BUSY.
+    pub busy_reply_threshold_ms: u64,
     /// Accepted for compatibility (Strata has no replicas yet).
     pub repl_ping_replica_period_s: u64,
     /// Log every change (`appendonly`); off makes Strata a pure cache
@@ -206,6 +209,7 @@ impl Default for Config {
                 .unwrap_or(1),
             hz: 10,
             repl_ping_replica_period_s: 10,
+            busy_reply_threshold_ms: 5000,
             appendonly: true,
             appendfsync: FsyncPolicy::EverySec,
             save_points: vec![(3600, 1), (300, 100), (60, 10_000)],
@@ -756,6 +760,18 @@ pub static DIRECTIVES: &[Directive] = &[
         },
     },
     Directive {
+        name: "busy-reply-threshold",
+        mutable: true,
+        get: |c| c.busy_reply_threshold_ms.to_string(),
+        set: set_busy_reply_threshold,
+    },
+    Directive {
+        name: "lua-time-limit",
+        mutable: true,
+        get: |c| c.busy_reply_threshold_ms.to_string(),
+        set: set_busy_reply_threshold,
+    },
+    Directive {
         name: "repl-ping-replica-period",
         mutable: true,
         get: |c| c.repl_ping_replica_period_s.to_string(),
@@ -765,6 +781,11 @@ pub static DIRECTIVES: &[Directive] = &[
         },
     },
 ];
+
+fn set_busy_reply_threshold(c: &mut Config, a: &[String]) -> Result<(), String> {
+    c.busy_reply_threshold_ms = parse_int(a, 0, i64::MAX as u64)?;
+    Ok(())
+}
 
 fn set_list_listpack_size(c: &mut Config, a: &[String]) -> Result<(), String> {
     c.collection_limits.list_listpack_size = parse_signed(a, i32::MIN as i64, i32::MAX as i64)?;

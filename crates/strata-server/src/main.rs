@@ -21,6 +21,7 @@ mod log;
 mod long_double;
 mod persistence;
 mod pubsub;
+mod scripting;
 mod server;
 mod session;
 mod stats;

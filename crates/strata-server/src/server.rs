@@ -69,6 +69,8 @@ pub struct Server {
     pub active_expire: Arc<AtomicBool>,
     /// Channels and their subscribers.
     pub pubsub: crate::pubsub::PubSub,
+    /// Lua scripts: the cache and the ones running.
+    pub scripts: Arc<crate::scripting::Scripts>,
     shutdown_requested: AtomicBool,
     /// How the coming shutdown saves ([`ShutdownSave`] as u8).
     shutdown_save: AtomicU8,
@@ -262,6 +264,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         paused_until_ms: AtomicU64::new(0),
         active_expire: Arc::new(AtomicBool::new(true)),
         pubsub: crate::pubsub::PubSub::default(),
+        scripts: Arc::default(),
         shutdown_requested: AtomicBool::new(false),
         shutdown_save: AtomicU8::new(ShutdownSave::Default as u8),
         shutdown_signal: Notify::new(),

@@ -38,6 +38,9 @@ pub struct Session {
     pub subscriptions: usize,
     /// Where published messages wait for this connection (`crate::pubsub`).
     pub mailbox: Option<Arc<crate::pubsub::Mailbox>>,
+    /// Set while EXEC runs its commands (a script there shares the
+    /// transaction's locks).
+    pub in_exec: bool,
     /// Keys WATCHed, and what has changed since.
     pub watch: Option<crate::commands::transactions::Watching>,
 }
@@ -70,6 +73,7 @@ impl Session {
             block_retry: false,
             multi: None,
             watch: None,
+            in_exec: false,
             replies_off: false,
             skip_reply: false,
             skip_next_reply: false,

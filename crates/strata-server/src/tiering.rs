@@ -206,6 +206,16 @@ impl Tiering {
         None
     }
 
+    /// Whether a write would be refused now, without evicting anything
+    /// (a script's `redis.call` holds shard locks and must not evict).
+    pub fn refuses_writes(&self, keyspace: &Keyspace, config: &Config) -> Option<&'static str> {
+        if config.maxdisk > 0 && self.disk_used.load(Relaxed) >= config.maxdisk {
+            return Some(ERR_OOM_DISK);
+        }
+        let used = crate::alloc::used_bytes().saturating_sub(not_counted_for_evict(keyspace));
+        (config.maxmemory > 0 && used > config.maxmemory).then_some(ERR_OOM)
+    }
+
     /// Evicts under the policy while RAM use is over `maxmemory`. False
     /// when RAM is over the budget and nothing is left to evict (writes
     /// are then refused); true otherwise.

@@ -26,6 +26,7 @@ pub mod keys;
 pub mod keyspec;
 pub mod lists;
 pub mod pubsub;
+pub mod scripting;
 pub mod server;
 pub mod sets;
 pub mod sort;
@@ -176,6 +177,10 @@ impl Gates {
     pub const REFUSED_ON_DISK_ERROR: u8 = 4;
     pub const DENYOOM: u8 = 8;
     pub const NO_MULTI: u8 = 16;
+    /// Runs while a script is busy (SCRIPT KILL, …).
+    pub const ALLOW_BUSY: u8 = 32;
+    /// Holds its locks for a whole script (EVAL and its kin).
+    pub const PINNED: u8 = 64;
 
     fn of(spec: &Spec, is_ping: bool) -> Gates {
         let mut bits = 0;
@@ -185,6 +190,7 @@ impl Gates {
             ("write", Self::REFUSED_ON_DISK_ERROR),
             ("denyoom", Self::DENYOOM),
             ("no_multi", Self::NO_MULTI),
+            ("allow_busy", Self::ALLOW_BUSY),
         ] {
             if spec.has_flag(flag) {
                 bits |= bit;
@@ -192,6 +198,9 @@ impl Gates {
         }
         if is_ping {
             bits |= Self::REFUSED_ON_DISK_ERROR;
+        }
+        if spec.group == "scripting" && spec.handler.is_some() && !spec.name.starts_with("script") {
+            bits |= Self::PINNED;
         }
         Gates(bits)
     }
@@ -473,7 +482,11 @@ pub fn dispatch(
     }
     let spec = server.commands.specs[id];
     let declared = declared_keys(spec, args, &server.keyspace);
-    let mut keys = server.keyspace.lock_keys(&declared);
+    let mut keys = if server.commands.gates(id).has(Gates::PINNED) {
+        server.keyspace.lock_pinned(&declared, false)
+    } else {
+        server.keyspace.lock_keys(&declared)
+    };
     if defer_cold
         && !declared.is_empty()
         && server.keyspace.tier().cold_keys() > 0
@@ -636,6 +649,18 @@ fn admit(
             .admit(&server.keyspace, config, gates.has(Gates::DENYOOM), now_ms)
     {
         return refuse(&mut reply, error);
+    }
+    if server
+        .scripts
+        .busy
+        .load(std::sync::atomic::Ordering::Relaxed)
+        > 0
+        && !gates.has(Gates::ALLOW_BUSY)
+    {
+        return refuse(
+            &mut reply,
+            "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
+        );
     }
     if session.subscriptions > 0
         && session.protocol == strata_resp::Protocol::Resp2

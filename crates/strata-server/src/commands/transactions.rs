@@ -135,7 +135,7 @@ pub fn queue(
 /// The commands that read or change a whole database: in a transaction
 /// they make EXEC lock every shard, and run on those
 /// ([`strata_engine::keyspace::Locked::all`]).
-fn is_database_wide(name: &str) -> bool {
+pub fn is_database_wide(name: &str) -> bool {
     matches!(
         name,
         "flushdb"
@@ -410,6 +410,7 @@ pub fn run_exec(
     let has_later = multi.queued.iter().any(|q| runs_unlocked(&names[q.id]));
     let mut body = BytesMut::new();
     let mut committed = strata_engine::commit::Commit::default();
+    session.in_exec = true;
     for queued in &multi.queued {
         let buffer: &mut BytesMut = if has_later { &mut body } else { &mut *out };
         if runs_unlocked(&names[queued.id]) {
@@ -437,6 +438,7 @@ pub fn run_exec(
         committed.absorb(by_handler);
         answer_blocked(session, buffer);
     }
+    session.in_exec = false;
     committed.absorb(keys.commit());
     for (at, queued) in later.iter().rev() {
         let mut reply = BytesMut::new();

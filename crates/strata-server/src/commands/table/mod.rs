@@ -14,6 +14,7 @@ mod hyperloglog;
 mod keys;
 mod lists;
 mod pubsub;
+mod scripting;
 mod server;
 mod sets;
 mod sort;
@@ -24,8 +25,8 @@ mod zsets;
 use super::keyspec::{KeySpec, keynum, keyword_range, noted, range, unknown};
 use super::{
     Handler, Spec, bits, cluster as cl, connection as conn, geo as gs, hashes as hs,
-    hyperloglog as hll, keys as ks, lists as ls, pubsub as ps, server as srv, sets as se,
-    sort as so, strings as st, transactions as tx, zsets as zs,
+    hyperloglog as hll, keys as ks, lists as ls, pubsub as ps, scripting as sc, server as srv,
+    sets as se, sort as so, strings as st, transactions as tx, zsets as zs,
 };
 
 const NO_KEYS: &[KeySpec] = &[];
@@ -560,6 +561,7 @@ pub static FAMILIES: &[&[Spec]] = &[
     bitmaps::COMMANDS,
     transactions::COMMANDS,
     pubsub::COMMANDS,
+    scripting::COMMANDS,
 ];
 
 /// Redis' command tips (COMMAND INFO's eighth element), by full name.

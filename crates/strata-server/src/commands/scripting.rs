@@ -1,0 +1,407 @@
+//! EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT: running Lua scripts
+//! atomically under one pinned lock set (see `crate::scripting` for the
+//! VM, the sandbox, the conversions and the lock rules).
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use mlua::{Lua, Value, Variadic};
+use strata_engine::KeyRef;
+use strata_resp::Protocol;
+
+use super::connection::help_lines;
+use super::transactions::{answer_blocked, is_database_wide, runs_unlocked};
+use super::{CmdError, CmdResult, Ctx, call, declared_keys, is, parse_i64};
+use crate::scripting::{
+    Kill, Running, lua_arg, lua_error_text, parse_shebang, protocol_of, reply_to_lua, with_vm,
+    write_lua, write_script_error,
+};
+
+/// How long a script that has written waits for the shard of a key it did
+/// not declare before the call fails (see `crate::scripting`).
+const UNDECLARED_LOCK_WAIT: Duration = Duration::from_secs(1);
+/// The error that unwinds a script to be run again with every shard.
+const RESTARTING: &str = "ERR strata: the script runs again with every shard locked";
+
+/// What one run of a script ended with.
+enum Ran {
+    /// The script's result, or its error table.
+    Done(Result<(bool, Value), String>),
+    /// It met a busy shard before writing anything: run it again with
+    /// every shard locked.
+    Restart,
+}
+
+/// `redis.call` / `redis.pcall` for one run.
+struct Runner<'c, 'a, 's> {
+    ctx: &'c mut Ctx<'a, 's>,
+    read_only: bool,
+    /// `#!lua flags=allow-oom`: writes are not refused when memory is full.
+    allow_oom: bool,
+    /// Inside EXEC: the transaction may have written, so never restart.
+    in_transaction: bool,
+    restart: bool,
+    /// `redis.setresp`.
+    resp: u8,
+    running: Arc<Running>,
+}
+
+fn error_table(lua: &Lua, text: &str) -> mlua::Result<Value> {
+    let table = lua.create_table()?;
+    table.set("err", text)?;
+    Ok(Value::Table(table))
+}
+
+impl Runner<'_, '_, '_> {
+    fn written(&self) -> bool {
+        self.running.written.load(Relaxed)
+    }
+
+    /// Makes `key`'s shard part of the lock set (see the module docs).
+    fn lock_key(&mut self, key: KeyRef) -> Result<(), &'static str> {
+        let started = Instant::now();
+        loop {
+            if self.ctx.keys.shard_or_escalate(key).is_some() {
+                return Ok(());
+            }
+            if !self.written() && !self.in_transaction {
+                self.restart = true;
+                return Err(RESTARTING);
+            }
+            if started.elapsed() > UNDECLARED_LOCK_WAIT {
+                return Err(
+                    "ERR a key the script did not declare stayed locked by other clients; the script's earlier writes stand",
+                );
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
+    fn lock_all(&mut self) -> Result<(), &'static str> {
+        let started = Instant::now();
+        loop {
+            if self.ctx.keys.escalate_all() {
+                return Ok(());
+            }
+            if !self.written() && !self.in_transaction {
+                self.restart = true;
+                return Err(RESTARTING);
+            }
+            if started.elapsed() > UNDECLARED_LOCK_WAIT {
+                return Err("ERR the whole keyspace stayed locked by other clients");
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
+    fn call(&mut self, lua: &Lua, args: Variadic<Value>) -> mlua::Result<Value> {
+        if self.restart {
+            return error_table(lua, RESTARTING);
+        }
+        if args.is_empty() {
+            return error_table(
+                lua,
+                "ERR Please specify at least one argument for this redis lib call",
+            );
+        }
+        let Some(args) = args.iter().map(lua_arg).collect::<Option<Vec<Bytes>>>() else {
+            return error_table(
+                lua,
+                "ERR Lua redis lib command arguments must be strings or integers",
+            );
+        };
+        let server = self.ctx.server;
+        let table = &server.commands;
+        let Some(mut id) = table.lookup(&args[0]) else {
+            return error_table(lua, "ERR Unknown Redis command called from script");
+        };
+        if !table.specs[id].subcommands.is_empty() && args.len() >= 2 {
+            match table.lookup_subcommand(id, &args[1]) {
+                Some(sub) => id = sub,
+                None => return error_table(lua, "ERR Unknown Redis command called from script"),
+            }
+        }
+        let spec = table.specs[id];
+        let name = table.full_names[id].as_str();
+        let arity = spec.arity;
+        if (arity >= 0 && args.len() != arity as usize)
+            || args.len() < arity.unsigned_abs() as usize
+        {
+            return error_table(
+                lua,
+                "ERR Wrong number of args calling Redis command from script",
+            );
+        }
+        if spec.has_flag("noscript") {
+            return error_table(lua, "ERR This Redis command is not allowed from script");
+        }
+        if runs_unlocked(name) {
+            return error_table(
+                lua,
+                "ERR This Redis command is not allowed from script on Strata: it reads the whole server",
+            );
+        }
+        if spec.has_flag("denyoom")
+            && !self.allow_oom
+            && let Some(error) = server
+                .tiering
+                .refuses_writes(&server.keyspace, self.ctx.config)
+        {
+            return error_table(lua, error);
+        }
+        let writes = spec.has_flag("write");
+        if writes && self.read_only {
+            return error_table(
+                lua,
+                "ERR Write commands are not allowed from read-only scripts.",
+            );
+        }
+        let mut reply = BytesMut::new();
+        let declared = declared_keys(spec, &args, &server.keyspace);
+        let locked = if is_database_wide(name) {
+            self.lock_all()
+        } else {
+            declared.iter().try_for_each(|key| self.lock_key(*key))
+        };
+        if let Err(text) = locked {
+            return error_table(lua, text);
+        }
+        if writes || spec.has_flag("pubsub") {
+            self.running.written.store(true, Relaxed);
+        }
+        let ctx = &mut *self.ctx;
+        let client_protocol = ctx.session.protocol;
+        ctx.session.protocol = protocol_of(self.resp);
+        let keys = std::mem::replace(&mut ctx.keys, server.keyspace.lock_nothing());
+        let (back, by_handler) = call(
+            server,
+            &mut *ctx.session,
+            &mut reply,
+            ctx.config,
+            ctx.stats,
+            ctx.now_ms,
+            id,
+            &args,
+            keys,
+            declared,
+        );
+        ctx.keys = back;
+        ctx.committed(by_handler);
+        answer_blocked(ctx.session, &mut reply);
+        ctx.session.protocol = client_protocol;
+        reply_to_lua(lua, &reply, 0).map(|(value, _)| value)
+    }
+}
+
+/// Runs the script once under `ctx.keys`.
+fn run_once(
+    ctx: &mut Ctx,
+    sha: &str,
+    body: &str,
+    keys: &[Bytes],
+    argv: &[Bytes],
+    (read_only, allow_oom): (bool, bool),
+    running: &Arc<Running>,
+) -> (Ran, u8) {
+    let scripts = ctx.server.scripts.clone();
+    let busy_after_ms = ctx.config.busy_reply_threshold_ms;
+    let in_transaction = ctx.session.in_exec;
+    with_vm(&scripts, |vm| {
+        let function = match vm.function(sha, body) {
+            Ok(function) => function,
+            Err(text) => return (Ran::Done(Err(text)), 2),
+        };
+        let set_args = || -> mlua::Result<()> {
+            let globals = vm.lua.globals();
+            let to_table = |items: &[Bytes]| -> mlua::Result<mlua::Table> {
+                let table = vm.lua.create_table_with_capacity(items.len(), 0)?;
+                for (n, item) in items.iter().enumerate() {
+                    table.raw_set(n + 1, vm.lua.create_string(item)?)?;
+                }
+                Ok(table)
+            };
+            globals.raw_set("KEYS", to_table(keys)?)?;
+            globals.raw_set("ARGV", to_table(argv)?)
+        };
+        if let Err(error) = set_args() {
+            return (Ran::Done(Err(format!("ERR {}", lua_error_text(&error)))), 2);
+        }
+        vm.watch(scripts.clone(), running.clone(), busy_after_ms);
+        let runner = RefCell::new(Runner {
+            ctx,
+            read_only,
+            allow_oom,
+            in_transaction,
+            restart: false,
+            resp: 2,
+            running: running.clone(),
+        });
+        let result = vm.lua.scope(|scope| {
+            let redis_call = scope.create_function_mut(|lua, args: Variadic<Value>| {
+                runner.borrow_mut().call(lua, args)
+            })?;
+            let setresp = scope.create_function_mut(|_, version: i64| {
+                if version != 2 && version != 3 {
+                    return Err(mlua::Error::RuntimeError(
+                        "RESP version must be 2 or 3.".into(),
+                    ));
+                }
+                runner.borrow_mut().resp = version as u8;
+                Ok(())
+            })?;
+            vm.private.raw_set("call", redis_call)?;
+            vm.private.raw_set("setresp", setresp)?;
+            let outcome: (bool, Value) = vm.trampoline.call(function)?;
+            Ok(outcome)
+        });
+        vm.lua.remove_hook();
+        let runner = runner.into_inner();
+        if runner.restart {
+            return (Ran::Restart, runner.resp);
+        }
+        let result = result.map_err(|error| format!("ERR {}", lua_error_text(&error)));
+        (Ran::Done(result), runner.resp)
+    })
+}
+
+fn eval_generic(ctx: &mut Ctx, args: &[Bytes], by_sha: bool, read_only: bool) -> CmdResult {
+    let numkeys = parse_i64(&args[2])?;
+    if numkeys < 0 {
+        return Err("ERR Number of keys can't be negative".into());
+    }
+    if numkeys as usize > args.len() - 3 {
+        return Err("ERR Number of keys can't be greater than number of args".into());
+    }
+    let scripts = ctx.server.scripts.clone();
+    let (sha, body) = if by_sha {
+        scripts.get(&args[1]).ok_or(CmdError::from(
+            "NOSCRIPT No matching script. Please use EVAL.",
+        ))?
+    } else {
+        let sha = scripts.store(&args[1]);
+        let body = scripts.get(sha.as_bytes()).expect("just stored").1;
+        (sha, body)
+    };
+    let (flags, _) = parse_shebang(&body).map_err(CmdError::from)?;
+    let read_only = read_only || flags.no_writes;
+    let numkeys = numkeys as usize;
+    let (keys, argv) = args[3..].split_at(numkeys);
+    let client_id = ctx.session.client.id;
+    // SELECT inside a script does not change the caller's database.
+    let caller_db = ctx.session.db;
+    let running = scripts.begin(client_id);
+    let (ran, resp) = loop {
+        let modes = (read_only, flags.allow_oom);
+        match run_once(ctx, &sha, &body, keys, argv, modes, &running) {
+            (Ran::Restart, _) => {
+                // Nothing written: take every shard and start over.
+                let keyspace = ctx.keyspace();
+                let held = std::mem::replace(&mut ctx.keys, keyspace.lock_nothing());
+                ctx.committed(held.commit());
+                ctx.keys = keyspace.lock_pinned(&[], true);
+            }
+            (Ran::Done(result), resp) => break (result, resp),
+        }
+    };
+    scripts.end(client_id);
+    ctx.session.select(caller_db);
+    match ran {
+        Err(text) => Err(text.into()),
+        Ok((true, value)) => {
+            let resp3 = resp == 3 && ctx.session.protocol == Protocol::Resp3;
+            write_lua(&mut ctx.out, &value, resp3, 0);
+            Ok(())
+        }
+        Ok((false, Value::Table(error))) => {
+            let text = write_script_error(&mut ctx.out, &error, &sha);
+            ctx.server.stats.record_error(&text);
+            Ok(())
+        }
+        Ok((false, other)) => Err(format!("ERR {other:?}").into()),
+    }
+}
+
+pub fn eval(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    eval_generic(ctx, args, false, false)
+}
+
+pub fn evalsha(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    eval_generic(ctx, args, true, false)
+}
+
+pub fn eval_ro(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    eval_generic(ctx, args, false, true)
+}
+
+pub fn evalsha_ro(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    eval_generic(ctx, args, true, true)
+}
+
+pub fn script_load(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let scripts = ctx.server.scripts.clone();
+    let sha = crate::scripting::sha1_hex(&args[2]);
+    let body = String::from_utf8_lossy(&args[2]).into_owned();
+    parse_shebang(&body).map_err(CmdError::from)?;
+    // Compiled here so a syntax error is reported now, as Redis does.
+    with_vm(&scripts, |vm| vm.function(&sha, &body)).map_err(CmdError::from)?;
+    scripts.store(&args[2]);
+    ctx.out.bulk(sha.as_bytes());
+    Ok(())
+}
+
+pub fn script_exists(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    ctx.out.array(args.len() - 2);
+    for sha in &args[2..] {
+        let known = ctx.server.scripts.exists(sha);
+        ctx.out.int(known as i64);
+    }
+    Ok(())
+}
+
+pub fn script_flush(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    match args.get(2) {
+        None => {}
+        Some(mode) if is(mode, "ASYNC") || is(mode, "SYNC") => {}
+        Some(_) => {
+            return Err("ERR SCRIPT FLUSH only support SYNC|ASYNC option".into());
+        }
+    }
+    if args.len() > 3 {
+        return Err("ERR SCRIPT FLUSH only support SYNC|ASYNC option".into());
+    }
+    ctx.server.scripts.flush();
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn script_kill(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    match ctx.server.scripts.kill() {
+        Kill::Killed => {
+            ctx.out.ok();
+            Ok(())
+        }
+        Kill::NotBusy => Err("NOTBUSY No scripts in execution right now.".into()),
+        Kill::Unkillable => Err("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.".into()),
+    }
+}
+
+pub fn script_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    help_lines(
+        ctx,
+        "SCRIPT",
+        &[
+            "EXISTS <sha1> [<sha1> ...]",
+            "    Return information about the existence of the scripts in the script cache.",
+            "FLUSH [ASYNC|SYNC]",
+            "    Flush the Lua scripts cache. Very dangerous on replicas.",
+            "KILL",
+            "    Kill the currently executing Lua script.",
+            "LOAD <script>",
+            "    Load a script into the scripts cache without executing it.",
+        ],
+    );
+    Ok(())
+}

@@ -1,0 +1,780 @@
+//! Lua scripting: the script cache, one Lua 5.1 VM per worker thread, the
+//! sandbox, the libraries scripts use, and the RESP ↔ Lua conversions.
+//!
+//! Scripts are kept server-wide by SHA1 ([`Scripts`]); each worker thread
+//! compiles a script into its own VM the first time it runs it there (a
+//! VM is not shared between threads, so scripts on different threads run
+//! in parallel). SCRIPT FLUSH bumps a generation that makes every VM start
+//! afresh.
+//!
+//! Atomicity is the transaction's (`commands::transactions`): a script
+//! runs under one pinned lock set — the shards of its declared KEYS —
+//! committed as one log group. Keys it did not declare are allowed, as
+//! Redis allows them on a single node: their shard joins the set if that
+//! cannot deadlock (in lock order, or free now); if it is busy and out of
+//! order and the script has written nothing yet, the script is run again
+//! from the start with every shard locked; if it has written, the call
+//! waits for the shard a bounded time and then fails like any command
+//! error (the writes before stand, as in Redis). Database-wide commands
+//! lock every shard the same way.
+//!
+//! The sandbox follows Redis: no `io`, `os`, `loadfile`, `dofile`,
+//! `require`, `module`; globals cannot be created or read when absent;
+//! `cjson` and `bit` are provided (by Rust code here); `cmsgpack` and
+//! `struct` are not. A script that runs longer than `busy-reply-threshold`
+//! makes other clients' commands answer `-BUSY` until it ends or SCRIPT
+//! KILL stops it (only while it has written nothing).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::time::Instant;
+
+use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
+use parking_lot::{Mutex, RwLock};
+use strata_resp::{Protocol, ReplyWriter};
+
+/// Deepest table nesting converted to or from a reply.
+const NESTING_MAX: usize = 64;
+/// Lua instructions between two checks of the time limit and SCRIPT KILL.
+const HOOK_INSTRUCTIONS: u32 = 100_000;
+
+/// The scripts the server knows, by SHA1, and the scripts running now.
+#[derive(Default)]
+pub struct Scripts {
+    bodies: RwLock<HashMap<String, Arc<str>>>,
+    /// Bumped by SCRIPT FLUSH: every thread's VM starts afresh.
+    generation: AtomicU64,
+    running: Mutex<HashMap<u64, Arc<Running>>>,
+    /// Scripts past `busy-reply-threshold`: other commands answer BUSY.
+    pub busy: AtomicUsize,
+}
+
+/// One script being run (for BUSY and SCRIPT KILL).
+pub struct Running {
+    started: Instant,
+    pub written: AtomicBool,
+    kill: AtomicBool,
+    busy: AtomicBool,
+}
+
+/// What SCRIPT KILL found.
+pub enum Kill {
+    Killed,
+    NotBusy,
+    Unkillable,
+}
+
+impl Scripts {
+    /// Remembers `body`; returns its SHA1 in lower-case hex.
+    pub fn store(&self, body: &[u8]) -> String {
+        let sha = sha1_hex(body);
+        let mut bodies = self.bodies.write();
+        if !bodies.contains_key(&sha) {
+            bodies.insert(sha.clone(), Arc::from(String::from_utf8_lossy(body)));
+        }
+        sha
+    }
+
+    pub fn get(&self, sha: &[u8]) -> Option<(String, Arc<str>)> {
+        let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
+        let body = self.bodies.read().get(&sha).cloned()?;
+        Some((sha, body))
+    }
+
+    pub fn exists(&self, sha: &[u8]) -> bool {
+        self.get(sha).is_some()
+    }
+
+    pub fn flush(&self) {
+        self.bodies.write().clear();
+        self.generation.fetch_add(1, Relaxed);
+    }
+
+    pub fn begin(&self, client_id: u64) -> Arc<Running> {
+        let running = Arc::new(Running {
+            started: Instant::now(),
+            written: AtomicBool::new(false),
+            kill: AtomicBool::new(false),
+            busy: AtomicBool::new(false),
+        });
+        self.running.lock().insert(client_id, running.clone());
+        running
+    }
+
+    pub fn end(&self, client_id: u64) {
+        if let Some(running) = self.running.lock().remove(&client_id)
+            && running.busy.load(Relaxed)
+        {
+            self.busy.fetch_sub(1, Relaxed);
+        }
+    }
+
+    /// SCRIPT KILL: stops every busy script that has not written.
+    pub fn kill(&self) -> Kill {
+        let running = self.running.lock();
+        let busy: Vec<_> = running.values().filter(|r| r.busy.load(Relaxed)).collect();
+        if busy.is_empty() {
+            return Kill::NotBusy;
+        }
+        if busy.iter().any(|r| r.written.load(Relaxed)) {
+            return Kill::Unkillable;
+        }
+        for script in busy {
+            script.kill.store(true, Relaxed);
+        }
+        Kill::Killed
+    }
+}
+
+impl Running {
+    /// Called from the VM's hook: notes that the script passed the time
+    /// limit; errs if SCRIPT KILL asked it to stop.
+    fn check(&self, scripts: &Scripts, busy_after_ms: u64) -> mlua::Result<()> {
+        if !self.busy.load(Relaxed) && self.started.elapsed().as_millis() as u64 >= busy_after_ms {
+            self.busy.store(true, Relaxed);
+            scripts.busy.fetch_add(1, Relaxed);
+            crate::log_warning!(
+                "Slow script detected: still in execution after {} milliseconds. You can try killing the script using the SCRIPT KILL command.",
+                self.started.elapsed().as_millis()
+            );
+        }
+        if self.kill.load(Relaxed) {
+            return Err(mlua::Error::RuntimeError(
+                "ERR Script killed by user with SCRIPT KILL...".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+pub fn sha1_hex(data: &[u8]) -> String {
+    sha1_smol::Sha1::from(data).digest().to_string()
+}
+
+/// The flags a script declares in its shebang line (`#!lua flags=…`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ScriptFlags {
+    pub no_writes: bool,
+    pub allow_oom: bool,
+}
+
+/// Parses a shebang line; returns the flags and the body with the line
+/// blanked (so line numbers stay right).
+pub fn parse_shebang(body: &str) -> Result<(ScriptFlags, String), String> {
+    let Some(rest) = body.strip_prefix("#!") else {
+        return Ok((ScriptFlags::default(), body.to_owned()));
+    };
+    let line_end = rest.find('\n').unwrap_or(rest.len());
+    let line = &rest[..line_end];
+    let mut words = line.split(' ').filter(|w| !w.is_empty());
+    if words.next() != Some("lua") {
+        return Err("ERR Unexpected engine in script shebang".into());
+    }
+    let mut flags = ScriptFlags::default();
+    for word in words {
+        let Some(list) = word.strip_prefix("flags=") else {
+            return Err(format!("ERR Unknown lua shebang option: {word}"));
+        };
+        for flag in list.split(',').filter(|f| !f.is_empty()) {
+            match flag {
+                "no-writes" => flags.no_writes = true,
+                "allow-oom" => flags.allow_oom = true,
+                "allow-stale" | "no-cluster" | "allow-cross-slot-keys" => {}
+                other => return Err(format!("ERR Unexpected flag in script shebang: {other}")),
+            }
+        }
+    }
+    let rest_of_body = &rest[line_end..];
+    Ok((flags, format!("--{line}{rest_of_body}")))
+}
+
+/// One worker thread's Lua state.
+pub struct Vm {
+    pub lua: Lua,
+    generation: u64,
+    functions: HashMap<String, Function>,
+    /// Where the running script's `redis.call` implementation is put.
+    pub private: Table,
+    /// Runs a script function, turning any error into an error table.
+    pub trampoline: Function,
+}
+
+thread_local! {
+    static VM: std::cell::RefCell<Option<Vm>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's VM, made afresh after SCRIPT FLUSH.
+pub fn with_vm<R>(scripts: &Scripts, f: impl FnOnce(&mut Vm) -> R) -> R {
+    VM.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let generation = scripts.generation.load(Relaxed);
+        if slot.as_ref().is_none_or(|vm| vm.generation != generation) {
+            *slot = Some(Vm::new(generation).expect("a new Lua state"));
+        }
+        f(slot.as_mut().expect("made above"))
+    })
+}
+
+const PRELUDE: &str = r#"
+local private = ...
+local raw_error = error
+local getinfo = debug.getinfo
+redis = {}
+redis.call = function(...)
+    local reply = private.call(...)
+    if type(reply) == 'table' and reply.err ~= nil then
+        raw_error(reply)
+    end
+    return reply
+end
+redis.pcall = function(...)
+    return private.call(...)
+end
+redis.error_reply = function(text)
+    if type(text) ~= 'string' then raw_error('wrong number or type of arguments', 2) end
+    if string.sub(text, 1, 1) == '-' then text = string.sub(text, 2) end
+    return {err = text}
+end
+redis.status_reply = function(text)
+    if type(text) ~= 'string' then raw_error('wrong number or type of arguments', 2) end
+    return {ok = text}
+end
+redis.sha1hex = function(text) return private.sha1hex(text) end
+redis.log = function(level, ...) return private.log(level, ...) end
+redis.setresp = function(version) return private.setresp(version) end
+redis.set_repl = function(mode) end
+redis.replicate_commands = function() return true end
+redis.breakpoint = function() return false end
+redis.debug = function(...) end
+redis.LOG_DEBUG = 0
+redis.LOG_VERBOSE = 1
+redis.LOG_NOTICE = 2
+redis.LOG_WARNING = 3
+redis.REPL_NONE = 0
+redis.REPL_SLAVE = 1
+redis.REPL_REPLICA = 1
+redis.REPL_AOF = 2
+redis.REPL_ALL = 3
+redis.REDIS_VERSION = '7.0.15'
+redis.REDIS_VERSION_NUM = 0x07000f
+local handler = function(err)
+    if type(err) ~= 'table' then
+        err = {err = 'ERR ' .. tostring(err)}
+    end
+    if err.source == nil then
+        for level = 2, 32 do
+            local info = getinfo(level, 'Sl')
+            if info == nil then break end
+            if info.source == '@user_script' then
+                err.source = info.source
+                err.line = info.currentline
+                break
+            end
+        end
+        if err.source == nil then
+            -- Raised from a tail call: the script's frame is gone.
+            err.source = '@user_script'
+            err.line = '?'
+        end
+    end
+    return err
+end
+local trampoline = function(f)
+    return xpcall(f, handler)
+end
+loadfile = nil
+debug = nil
+dofile = nil
+require = nil
+module = nil
+io = nil
+os = nil
+package = nil
+print = nil
+setmetatable(_G, {
+    __newindex = function(t, name, value)
+        raw_error("Script attempted to create global variable '" .. tostring(name) .. "'", 2)
+    end,
+    __index = function(t, name)
+        raw_error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+    end,
+})
+return trampoline
+"#;
+
+impl Vm {
+    fn new(generation: u64) -> mlua::Result<Vm> {
+        // SAFETY: `debug` is the only library mlua deems unsafe; the prelude
+        // keeps `debug.getinfo` for error locations and removes the rest of
+        // it from the scripts' reach, as it removes `io` and `os`.
+        let lua = unsafe {
+            Lua::unsafe_new_with(
+                StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG,
+                LuaOptions::default(),
+            )
+        };
+        let private = lua.create_table()?;
+        private.set(
+            "sha1hex",
+            lua.create_function(|_, text: mlua::LuaString| Ok(sha1_hex(&text.as_bytes())))?,
+        )?;
+        private.set(
+            "log",
+            lua.create_function(|_, (level, text): (i64, mlua::LuaString)| {
+                let text = String::from_utf8_lossy(&text.as_bytes()).into_owned();
+                match level {
+                    3 => crate::log_warning!("{text}"),
+                    2 => crate::log_notice!("{text}"),
+                    _ => crate::log_verbose!("{text}"),
+                }
+                Ok(())
+            })?,
+        )?;
+        let globals = lua.globals();
+        globals.set("cjson", cjson(&lua)?)?;
+        globals.set("bit", bit(&lua)?)?;
+        let trampoline: Function = lua
+            .load(PRELUDE)
+            .set_name("=prelude")
+            .call(private.clone())?;
+        Ok(Vm {
+            lua,
+            generation,
+            functions: HashMap::new(),
+            private,
+            trampoline,
+        })
+    }
+
+    /// The compiled function of script `sha`.
+    pub fn function(&mut self, sha: &str, body: &str) -> Result<Function, String> {
+        if let Some(function) = self.functions.get(sha) {
+            return Ok(function.clone());
+        }
+        let (_, body) = parse_shebang(body)?;
+        let function = self
+            .lua
+            .load(body.as_str())
+            .set_name("@user_script")
+            .into_function()
+            .map_err(|e| {
+                format!(
+                    "ERR Error compiling script (new function): {}",
+                    lua_error_text(&e)
+                )
+            })?;
+        self.functions.insert(sha.to_owned(), function.clone());
+        Ok(function)
+    }
+
+    /// Installs the time-limit hook for one run.
+    pub fn watch(&self, scripts: Arc<Scripts>, running: Arc<Running>, busy_after_ms: u64) {
+        self.lua
+            .set_hook(
+                mlua::HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
+                move |_, _| {
+                    running.check(&scripts, busy_after_ms)?;
+                    Ok(mlua::VmState::Continue)
+                },
+            )
+            .expect("hooks are supported by Lua 5.1");
+    }
+}
+
+/// The text of a Lua error, without mlua's traceback.
+pub fn lua_error_text(error: &mlua::Error) -> String {
+    match error {
+        mlua::Error::RuntimeError(text) | mlua::Error::SyntaxError { message: text, .. } => {
+            text.clone()
+        }
+        mlua::Error::CallbackError { cause, .. } => lua_error_text(cause),
+        other => other.to_string(),
+    }
+}
+
+/// Converts a Lua argument of `redis.call` to a command argument.
+pub fn lua_arg(value: &Value) -> Option<bytes::Bytes> {
+    match value {
+        Value::String(s) => Some(bytes::Bytes::copy_from_slice(&s.as_bytes())),
+        Value::Integer(n) => Some(bytes::Bytes::from(n.to_string())),
+        Value::Number(n) => Some(bytes::Bytes::from(format_lua_number(*n))),
+        _ => None,
+    }
+}
+
+/// A number as Lua's `tostring` writes it (`%.14g`).
+pub fn format_lua_number(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        return format!("{}", n as i64);
+    }
+    let text = format!("{n:.14e}");
+    // Shortest of %.14g: let Rust's round-trip formatting decide when
+    // simpler.
+    let short = format!("{n}");
+    if short.len() <= 16 { short } else { text }
+}
+
+/// Parses one RESP reply from `data` into a Lua value (Redis' RESP → Lua
+/// conversion); returns it and the bytes consumed.
+pub fn reply_to_lua(lua: &Lua, data: &[u8], depth: usize) -> mlua::Result<(Value, usize)> {
+    let line_end =
+        memchr_crlf(data).ok_or_else(|| mlua::Error::RuntimeError("short reply".into()))?;
+    let line = &data[1..line_end];
+    let text = || String::from_utf8_lossy(line).into_owned();
+    let number = || text().parse::<i64>().unwrap_or(0);
+    let after = line_end + 2;
+    if depth > NESTING_MAX {
+        return Err(mlua::Error::RuntimeError("reached lua stack limit".into()));
+    }
+    let table_with = |name: &str, value: Value| -> mlua::Result<Value> {
+        let table = lua.create_table()?;
+        table.set(name, value)?;
+        Ok(Value::Table(table))
+    };
+    Ok(match data[0] {
+        b'+' => (
+            table_with("ok", Value::String(lua.create_string(line)?))?,
+            after,
+        ),
+        b'-' => (
+            table_with("err", Value::String(lua.create_string(line)?))?,
+            after,
+        ),
+        b':' => (Value::Integer(number()), after),
+        b'$' | b'=' => {
+            let len = number();
+            if len < 0 {
+                return Ok((Value::Boolean(false), after));
+            }
+            let body = &data[after..after + len as usize];
+            let value = if data[0] == b'=' {
+                // Verbatim: "txt:" then the text.
+                let table = lua.create_table()?;
+                let inner = lua.create_table()?;
+                inner.set("string", lua.create_string(&body[4.min(body.len())..])?)?;
+                inner.set("format", lua.create_string(&body[..3.min(body.len())])?)?;
+                table.set("verbatim_string", inner)?;
+                Value::Table(table)
+            } else {
+                Value::String(lua.create_string(body)?)
+            };
+            (value, after + len as usize + 2)
+        }
+        b'*' | b'~' | b'>' => {
+            let len = number();
+            if len < 0 {
+                return Ok((Value::Boolean(false), after));
+            }
+            let table = lua.create_table()?;
+            let mut at = after;
+            for n in 1..=len {
+                let (value, used) = reply_to_lua(lua, &data[at..], depth + 1)?;
+                at += used;
+                if data[0] == b'~' {
+                    table.set(value, true)?;
+                } else {
+                    table.raw_set(n, value)?;
+                }
+            }
+            if data[0] == b'~' {
+                (table_with("set", Value::Table(table))?, at)
+            } else {
+                (Value::Table(table), at)
+            }
+        }
+        b'%' => {
+            let len = number();
+            let table = lua.create_table()?;
+            let mut at = after;
+            for _ in 0..len {
+                let (key, used) = reply_to_lua(lua, &data[at..], depth + 1)?;
+                at += used;
+                let (value, used) = reply_to_lua(lua, &data[at..], depth + 1)?;
+                at += used;
+                table.set(key, value)?;
+            }
+            (table_with("map", Value::Table(table))?, at)
+        }
+        b'_' => (Value::Nil, after),
+        b'#' => (Value::Boolean(line == b"t"), after),
+        b',' => {
+            let value: f64 = match line {
+                b"inf" => f64::INFINITY,
+                b"-inf" => f64::NEG_INFINITY,
+                _ => text().parse().unwrap_or(f64::NAN),
+            };
+            (table_with("double", Value::Number(value))?, after)
+        }
+        b'(' => (
+            table_with("big_number", Value::String(lua.create_string(line)?))?,
+            after,
+        ),
+        _ => return Err(mlua::Error::RuntimeError("unknown reply type".into())),
+    })
+}
+
+fn memchr_crlf(data: &[u8]) -> Option<usize> {
+    data.windows(2).position(|w| w == b"\r\n")
+}
+
+/// Writes a script's result (Redis' Lua → RESP conversion). `resp3`: the
+/// script chose RESP3 with `redis.setresp(3)` and the client speaks it.
+pub fn write_lua(out: &mut ReplyWriter, value: &Value, resp3: bool, depth: usize) {
+    match value {
+        Value::Nil => out.null_bulk(),
+        Value::Boolean(false) if !resp3 => out.null_bulk(),
+        Value::Boolean(true) if !resp3 => out.int(1),
+        Value::Boolean(b) => out.boolean(*b),
+        Value::Integer(n) => out.int(*n),
+        Value::Number(n) => out.int(*n as i64),
+        Value::String(s) => out.bulk(&s.as_bytes()),
+        Value::Table(table) if depth < NESTING_MAX => write_table(out, table, resp3, depth),
+        Value::Table(_) => out.error("ERR reached lua stack limit"),
+        _ => out.null_bulk(),
+    }
+}
+
+fn write_table(out: &mut ReplyWriter, table: &Table, resp3: bool, depth: usize) {
+    if let Ok(Value::String(err)) = table.raw_get::<Value>("err") {
+        let text = String::from_utf8_lossy(&err.as_bytes()).into_owned();
+        out.error(&text);
+        return;
+    }
+    if let Ok(Value::String(ok)) = table.raw_get::<Value>("ok") {
+        out.simple(&String::from_utf8_lossy(&ok.as_bytes()));
+        return;
+    }
+    if resp3 {
+        if let Ok(Value::Number(n)) = table.raw_get::<Value>("double") {
+            out.double(n);
+            return;
+        }
+        if let Ok(Value::Integer(n)) = table.raw_get::<Value>("double") {
+            out.double(n as f64);
+            return;
+        }
+        if let Ok(Value::Table(map)) = table.raw_get::<Value>("map") {
+            let pairs: Vec<(Value, Value)> = map.pairs::<Value, Value>().flatten().collect();
+            out.map(pairs.len());
+            for (key, value) in &pairs {
+                write_lua(out, key, resp3, depth + 1);
+                write_lua(out, value, resp3, depth + 1);
+            }
+            return;
+        }
+        if let Ok(Value::Table(set)) = table.raw_get::<Value>("set") {
+            let members: Vec<Value> = set
+                .pairs::<Value, Value>()
+                .flatten()
+                .map(|(k, _)| k)
+                .collect();
+            out.set(members.len());
+            for member in &members {
+                write_lua(out, member, resp3, depth + 1);
+            }
+            return;
+        }
+    }
+    let mut items = Vec::new();
+    for n in 1.. {
+        match table.raw_get::<Value>(n) {
+            Ok(Value::Nil) | Err(_) => break,
+            Ok(value) => items.push(value),
+        }
+    }
+    out.array(items.len());
+    for item in &items {
+        write_lua(out, item, resp3, depth + 1);
+    }
+}
+
+/// `cjson.encode` / `cjson.decode`, through serde_json.
+fn cjson(lua: &Lua) -> mlua::Result<Table> {
+    let module = lua.create_table()?;
+    module.set(
+        "encode",
+        lua.create_function(|_, value: Value| {
+            let json = lua_to_json(&value, 0).map_err(mlua::Error::RuntimeError)?;
+            Ok(json.to_string())
+        })?,
+    )?;
+    module.set(
+        "decode",
+        lua.create_function(|lua, text: mlua::LuaString| {
+            let json: serde_json::Value =
+                serde_json::from_slice(&text.as_bytes()).map_err(|e| {
+                    mlua::Error::RuntimeError(format!(
+                        "Expected value but found invalid token: {e}"
+                    ))
+                })?;
+            json_to_lua(lua, &json)
+        })?,
+    )?;
+    module.set(
+        "null",
+        Value::LightUserData(mlua::LightUserData(std::ptr::null_mut())),
+    )?;
+    Ok(module)
+}
+
+fn lua_to_json(value: &Value, depth: usize) -> Result<serde_json::Value, String> {
+    if depth > 1000 {
+        return Err("Cannot serialise, excessive nesting (1001)".into());
+    }
+    Ok(match value {
+        Value::Nil | Value::LightUserData(_) => serde_json::Value::Null,
+        Value::Boolean(b) => serde_json::Value::Bool(*b),
+        Value::Integer(n) => serde_json::Value::from(*n),
+        Value::Number(n) if n.fract() == 0.0 && n.abs() < 1e15 => {
+            serde_json::Value::from(*n as i64)
+        }
+        Value::Number(n) => serde_json::Number::from_f64(*n)
+            .map(serde_json::Value::Number)
+            .ok_or("Cannot serialise number: must not be NaN or Inf")?,
+        Value::String(s) => {
+            serde_json::Value::String(String::from_utf8_lossy(&s.as_bytes()).into_owned())
+        }
+        Value::Table(table) => {
+            let len = table.raw_len();
+            let count = table.pairs::<Value, Value>().count();
+            if len > 0 && count == len {
+                let mut items = Vec::with_capacity(len);
+                for n in 1..=len {
+                    items.push(lua_to_json(
+                        &table.raw_get::<Value>(n).map_err(|e| e.to_string())?,
+                        depth + 1,
+                    )?);
+                }
+                serde_json::Value::Array(items)
+            } else if count == 0 {
+                serde_json::Value::Object(serde_json::Map::new())
+            } else {
+                let mut object = serde_json::Map::new();
+                for pair in table.pairs::<Value, Value>() {
+                    let (key, value) = pair.map_err(|e| e.to_string())?;
+                    let key = match key {
+                        Value::String(s) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),
+                        Value::Integer(n) => n.to_string(),
+                        Value::Number(n) => format_lua_number(n),
+                        _ => {
+                            return Err(
+                                "Cannot serialise table: table key must be a number or string"
+                                    .into(),
+                            );
+                        }
+                    };
+                    object.insert(key, lua_to_json(&value, depth + 1)?);
+                }
+                serde_json::Value::Object(object)
+            }
+        }
+        other => {
+            return Err(format!(
+                "Cannot serialise {}: type not supported",
+                other.type_name()
+            ));
+        }
+    })
+}
+
+fn json_to_lua(lua: &Lua, json: &serde_json::Value) -> mlua::Result<Value> {
+    Ok(match json {
+        serde_json::Value::Null => Value::LightUserData(mlua::LightUserData(std::ptr::null_mut())),
+        serde_json::Value::Bool(b) => Value::Boolean(*b),
+        serde_json::Value::Number(n) => Value::Number(n.as_f64().unwrap_or(0.0)),
+        serde_json::Value::String(s) => Value::String(lua.create_string(s)?),
+        serde_json::Value::Array(items) => {
+            let table = lua.create_table()?;
+            for (n, item) in items.iter().enumerate() {
+                table.raw_set(n + 1, json_to_lua(lua, item)?)?;
+            }
+            Value::Table(table)
+        }
+        serde_json::Value::Object(map) => {
+            let table = lua.create_table()?;
+            for (key, value) in map {
+                table.raw_set(key.as_str(), json_to_lua(lua, value)?)?;
+            }
+            Value::Table(table)
+        }
+    })
+}
+
+/// LuaBitOp's `bit` library: 32-bit operations on numbers.
+fn bit(lua: &Lua) -> mlua::Result<Table> {
+    fn to32(n: f64) -> i32 {
+        (n as i64) as i32
+    }
+    let module = lua.create_table()?;
+    module.set("tobit", lua.create_function(|_, n: f64| Ok(to32(n)))?)?;
+    module.set("bnot", lua.create_function(|_, n: f64| Ok(!to32(n)))?)?;
+    let fold = |lua: &Lua, op: fn(i32, i32) -> i32| {
+        lua.create_function(move |_, args: mlua::Variadic<f64>| {
+            Ok(args.iter().map(|n| to32(*n)).reduce(op).unwrap_or(0))
+        })
+    };
+    module.set("band", fold(lua, |a, b| a & b)?)?;
+    module.set("bor", fold(lua, |a, b| a | b)?)?;
+    module.set("bxor", fold(lua, |a, b| a ^ b)?)?;
+    module.set(
+        "lshift",
+        lua.create_function(|_, (n, s): (f64, f64)| {
+            Ok(((to32(n) as u32) << (to32(s) & 31)) as i32)
+        })?,
+    )?;
+    module.set(
+        "rshift",
+        lua.create_function(|_, (n, s): (f64, f64)| {
+            Ok(((to32(n) as u32) >> (to32(s) & 31)) as i32)
+        })?,
+    )?;
+    module.set(
+        "arshift",
+        lua.create_function(|_, (n, s): (f64, f64)| Ok(to32(n) >> (to32(s) & 31)))?,
+    )?;
+    module.set(
+        "tohex",
+        lua.create_function(|_, (n, width): (f64, Option<f64>)| {
+            let width = width.map_or(8, to32);
+            let digits = width.unsigned_abs().min(8) as usize;
+            let value = to32(n) as u32;
+            let text = format!("{value:08x}");
+            let text = &text[8 - digits..];
+            Ok(if width < 0 {
+                text.to_ascii_uppercase()
+            } else {
+                text.to_owned()
+            })
+        })?,
+    )?;
+    Ok(module)
+}
+
+/// Writes a script error as Redis 7 does: the message, then where.
+pub fn write_script_error(out: &mut ReplyWriter, error: &Table, sha: &str) -> String {
+    let text = |name: &str| -> Option<String> {
+        match error.raw_get::<Value>(name) {
+            Ok(Value::String(s)) => Some(String::from_utf8_lossy(&s.as_bytes()).into_owned()),
+            Ok(Value::Integer(n)) => Some(n.to_string()),
+            Ok(Value::Number(n)) => Some(format_lua_number(n)),
+            _ => None,
+        }
+    };
+    let message = text("err").unwrap_or_else(|| "ERR unknown error".into());
+    let message = match (text("source"), text("line")) {
+        (Some(source), Some(line)) => format!("{message} script: {sha}, on {source}:{line}."),
+        _ => message,
+    };
+    out.error(&message);
+    message
+}
+
+/// The protocol a script's `redis.call` replies are converted from.
+pub fn protocol_of(version: u8) -> Protocol {
+    if version == 3 {
+        Protocol::Resp3
+    } else {
+        Protocol::Resp2
+    }
+}

@@ -1,0 +1,306 @@
+//! Lua scripts against the real server: conversions and errors as Redis
+//! answers them, EVALSHA and the script cache, read-only scripts, the
+//! sandbox, cjson and bit, atomic transfers between keys on different
+//! shards from several threads while an observer checks the invariant,
+//! keys a script did not declare, a looping script answered with -BUSY
+//! and SCRIPT KILL, and a large script cut by `kill -9` coming back whole
+//! or not at all.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use common::*;
+use redis::Commands;
+
+#[test]
+fn conversions_errors_and_the_script_cache() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    assert_eq!(raw.cmd(&["EVAL", "return 1", "0"]), i(1));
+    assert_eq!(
+        raw.cmd(&["EVAL", "return {1, 'two', {3}, false, 'not reached'}", "0"]),
+        Reply::Array(vec![
+            i(1),
+            b("two"),
+            Reply::Array(vec![i(3)]),
+            Reply::NullBulk,
+            b("not reached")
+        ])
+    );
+    assert_eq!(raw.cmd(&["EVAL", "return 3.99", "0"]), i(3));
+    assert_eq!(
+        raw.cmd(&["EVAL", "return {ok='FINE'}", "0"]),
+        Reply::simple("FINE")
+    );
+    assert_eq!(
+        raw.cmd(&["EVAL", "return redis.error_reply('MY fault')", "0"]),
+        e("MY fault")
+    );
+    assert_eq!(
+        raw.cmd(&[
+            "EVAL",
+            "redis.call('SET', KEYS[1], ARGV[1]); return redis.call('GET', KEYS[1])",
+            "1",
+            "k",
+            "v"
+        ]),
+        b("v")
+    );
+    // Replies become Lua values: status and error tables, false for nil.
+    assert_eq!(
+        raw.cmd(&[
+            "EVAL",
+            "return {redis.call('PING')['ok'], redis.call('GET', 'none') == false}",
+            "0"
+        ]),
+        Reply::Array(vec![b("PONG"), i(1)])
+    );
+    assert_eq!(
+        raw.cmd(&["EVAL", "return redis.pcall('INCR', KEYS[1])", "1", "k"]),
+        e("ERR value is not an integer or out of range")
+    );
+    let failed = raw
+        .cmd(&["EVAL", "redis.call('INCR', KEYS[1])", "1", "k"])
+        .as_text();
+    assert!(
+        failed.starts_with("ERR value is not an integer or out of range script: ")
+            && failed.ends_with(", on @user_script:1."),
+        "{failed}"
+    );
+    assert!(
+        raw.cmd(&["EVAL", "return redis.call('NOSUCH')", "0"])
+            .as_text()
+            .starts_with("ERR Unknown Redis command called from script")
+    );
+    assert_eq!(
+        raw.cmd(&["EVAL", "return 1", "2", "a"]),
+        e("ERR Number of keys can't be greater than number of args")
+    );
+    assert_eq!(
+        raw.cmd(&["EVAL", "return 1", "-1"]),
+        e("ERR Number of keys can't be negative")
+    );
+    // The sandbox.
+    for (script, needle) in [
+        ("x = 1", "Script attempted to create global variable 'x'"),
+        (
+            "return undefined_thing",
+            "Script attempted to access nonexistent global variable 'undefined_thing'",
+        ),
+        ("return os.time()", "nonexistent global variable 'os'"),
+        (
+            "return io.open('/etc/passwd')",
+            "nonexistent global variable 'io'",
+        ),
+        (
+            "return loadfile('/etc/passwd')",
+            "nonexistent global variable 'loadfile'",
+        ),
+    ] {
+        let reply = raw.cmd(&["EVAL", script, "0"]).as_text();
+        assert!(reply.contains(needle), "{script}: {reply}");
+    }
+    // Libraries.
+    assert_eq!(
+        raw.cmd(&[
+            "EVAL",
+            "return cjson.encode(cjson.decode(ARGV[1]))",
+            "0",
+            "[1,\"a\",{\"k\":true}]"
+        ]),
+        b("[1,\"a\",{\"k\":true}]")
+    );
+    assert_eq!(raw.cmd(&["EVAL", "return bit.bxor(5, 3)", "0"]), i(6));
+    assert_eq!(
+        raw.cmd(&["EVAL", "return bit.tohex(255, 4)", "0"]),
+        b("00ff")
+    );
+    assert_eq!(
+        raw.cmd(&["EVAL", "return redis.sha1hex('')", "0"]),
+        b("da39a3ee5e6b4b0d3255bfef95601890afd80709")
+    );
+    // The cache.
+    let sha = raw
+        .cmd(&["SCRIPT", "LOAD", "return ARGV[1] .. '!'"])
+        .as_text();
+    assert_eq!(raw.cmd(&["EVALSHA", &sha, "0", "hi"]), b("hi!"));
+    assert_eq!(
+        raw.cmd(&["EVALSHA", &sha.to_uppercase(), "0", "yo"]),
+        b("yo!")
+    );
+    assert_eq!(
+        raw.cmd(&["SCRIPT", "EXISTS", &sha, "0000"]),
+        Reply::Array(vec![i(1), i(0)])
+    );
+    assert!(
+        raw.cmd(&["SCRIPT", "LOAD", "return ("])
+            .as_text()
+            .starts_with("ERR Error compiling script")
+    );
+    assert_eq!(raw.cmd(&["SCRIPT", "FLUSH"]), ok());
+    assert_eq!(
+        raw.cmd(&["EVALSHA", &sha, "0"]),
+        e("NOSCRIPT No matching script. Please use EVAL.")
+    );
+    // Read-only scripts.
+    assert!(
+        raw.cmd(&[
+            "EVAL_RO",
+            "return redis.call('SET', KEYS[1], 'x')",
+            "1",
+            "k"
+        ])
+        .as_text()
+        .starts_with("ERR Write commands are not allowed from read-only scripts.")
+    );
+    assert!(
+        raw.cmd(&[
+            "EVAL",
+            "#!lua flags=no-writes\nreturn redis.call('SET', KEYS[1], 'x')",
+            "1",
+            "k"
+        ])
+        .as_text()
+        .starts_with("ERR Write commands are not allowed from read-only scripts.")
+    );
+    assert_eq!(
+        raw.cmd(&["EVAL_RO", "return redis.call('GET', KEYS[1])", "1", "k"]),
+        b("v")
+    );
+    // SELECT inside a script does not change the caller's database.
+    assert_eq!(
+        raw.cmd(&["EVAL", "redis.call('SELECT', 9); return 1", "0"]),
+        i(1)
+    );
+    assert_eq!(raw.cmd(&["GET", "k"]), b("v"));
+}
+
+/// Transfers between keys on different shards from several threads, in
+/// scripts; an observer reading both keys at once never sees money
+/// created or lost. Undeclared keys work too.
+#[test]
+fn scripts_are_atomic_across_shards_and_threads() {
+    const THREADS: usize = 4;
+    const PER_THREAD: usize = 300;
+    const TRANSFER: &str = "local from = tonumber(redis.call('GET', KEYS[1])) \
+        redis.call('SET', KEYS[1], from - ARGV[1]) \
+        redis.call('INCRBY', KEYS[2], ARGV[1]) \
+        redis.call('INCR', 'undeclared:count') \
+        return from";
+    let server = TestServer::start();
+    let mut con = server.client();
+    let _: () = con.mset(&[("acct:x", 10_000), ("acct:y", 10_000)]).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let observer = {
+        let mut con = server.client();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut reads = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let (x, y): (i64, i64) = con.mget(&["acct:x", "acct:y"]).unwrap();
+                assert_eq!(x + y, 20_000, "a transfer was seen half done");
+                reads += 1;
+            }
+            reads
+        })
+    };
+    let script = redis::Script::new(TRANSFER);
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let mut con = server.client();
+            let script = script.clone();
+            std::thread::spawn(move || {
+                for n in 0..PER_THREAD {
+                    let (from, to) = if (n + t) % 2 == 0 {
+                        ("acct:x", "acct:y")
+                    } else {
+                        ("acct:y", "acct:x")
+                    };
+                    let _: i64 = script.key(from).key(to).arg(3).invoke(&mut con).unwrap();
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    assert!(observer.join().unwrap() > 0);
+    let count: usize = con.get("undeclared:count").unwrap();
+    assert_eq!(count, THREADS * PER_THREAD);
+    let (x, y): (i64, i64) = con.mget(&["acct:x", "acct:y"]).unwrap();
+    assert_eq!(x + y, 20_000);
+}
+
+#[test]
+fn a_looping_script_makes_others_busy_until_killed() {
+    let server = TestServer::start();
+    let mut con = server.raw();
+    assert_eq!(
+        con.cmd(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
+        ok()
+    );
+    let mut looping = server.raw();
+    looping.send(&["EVAL", "local i = 0 while true do i = i + 1 end", "0"]);
+    wait_until("the script to be reported busy", || {
+        std::thread::sleep(Duration::from_millis(20));
+        matches!(con.cmd(&["GET", "k"]), Reply::Error(ref text) if text.starts_with("BUSY "))
+    });
+    assert_eq!(con.cmd(&["SCRIPT", "KILL"]), ok());
+    let reply = looping.read().as_text();
+    assert!(
+        reply.contains("Script killed by user with SCRIPT KILL"),
+        "{reply}"
+    );
+    assert_eq!(con.cmd(&["GET", "k"]), Reply::NullBulk);
+    assert_eq!(
+        con.cmd(&["SCRIPT", "KILL"]),
+        e("NOTBUSY No scripts in execution right now.")
+    );
+    // A script that has written cannot be killed.
+    looping.send(&[
+        "EVAL",
+        "redis.call('SET', KEYS[1], 1) while true do end",
+        "1",
+        "w",
+    ]);
+    wait_until("the writing script to be reported busy", || {
+        std::thread::sleep(Duration::from_millis(20));
+        matches!(con.cmd(&["PING"]), Reply::Error(ref text) if text.starts_with("BUSY "))
+    });
+    assert!(
+        con.cmd(&["SCRIPT", "KILL"])
+            .as_text()
+            .starts_with("UNKILLABLE")
+    );
+    // The server is killed with it (the test server's drop).
+}
+
+/// A script writing many large values cut by `kill -9` is whole or absent
+/// after the restart.
+#[test]
+fn a_script_cut_by_kill_9_is_whole_or_absent() {
+    const KEYS: usize = 400;
+    for round in 0..3 {
+        let server = TestServer::start();
+        let mut raw = server.raw();
+        raw.send(&[
+            "EVAL",
+            "for n = 1, tonumber(ARGV[1]) do redis.call('SET', 's' .. n, string.rep('v', 20000)) end return 1",
+            "0",
+            &KEYS.to_string(),
+        ]);
+        std::thread::sleep(Duration::from_millis(round * 5));
+        let dir = server.kill9();
+        let server = TestServer::spawn(dir, &[], None, READY);
+        let mut con = server.client();
+        let present: usize = redis::cmd("DBSIZE").query(&mut con).unwrap();
+        assert!(
+            present == 0 || present == KEYS,
+            "round {round}: {present} keys"
+        );
+    }
+}
