@@ -403,16 +403,33 @@ pub fn lua_arg(value: &Value) -> Option<bytes::Bytes> {
     }
 }
 
-/// A number as Lua's `tostring` writes it (`%.14g`).
+/// A number as Lua 5.1's `tostring` writes it: C's `%.14g`.
 pub fn format_lua_number(n: f64) -> String {
-    if n.fract() == 0.0 && n.abs() < 1e15 {
-        return format!("{}", n as i64);
+    if n.is_nan() {
+        return "nan".into();
     }
-    let text = format!("{n:.14e}");
-    // Shortest of %.14g: let Rust's round-trip formatting decide when
-    // simpler.
-    let short = format!("{n}");
-    if short.len() <= 16 { short } else { text }
+    if n.is_infinite() {
+        return if n > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    if n == 0.0 {
+        return if n.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    let strip = |text: &str| -> String {
+        match text.contains('.') {
+            true => text.trim_end_matches('0').trim_end_matches('.').to_owned(),
+            false => text.to_owned(),
+        }
+    };
+    // 14 significant digits, rounded; the exponent decides the style.
+    let scientific = format!("{n:.13e}");
+    let (mantissa, exponent) = scientific.split_once('e').expect("{:e} writes an exponent");
+    let exponent: i32 = exponent.parse().expect("a decimal exponent");
+    if !(-4..14).contains(&exponent) {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", strip(mantissa), exponent.abs())
+    } else {
+        strip(&format!("{n:.*}", (13 - exponent) as usize))
+    }
 }
 
 /// Parses one RESP reply from `data` into a Lua value (Redis' RESP → Lua
@@ -776,5 +793,29 @@ pub fn protocol_of(version: u8) -> Protocol {
         Protocol::Resp3
     } else {
         Protocol::Resp2
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_lua_number;
+
+    #[test]
+    fn numbers_are_written_as_lua_5_1_does() {
+        for (n, text) in [
+            (0.1 + 0.2, "0.3"),
+            (123.0, "123"),
+            (-12.5, "-12.5"),
+            (1e14, "1e+14"),
+            (99_999_999_999_999.0, "99999999999999"),
+            (1e20, "1e+20"),
+            (0.0001, "0.0001"),
+            (0.00001234, "1.234e-05"),
+            (1.0 / 3.0, "0.33333333333333"),
+            (-0.0, "-0"),
+            (f64::INFINITY, "inf"),
+        ] {
+            assert_eq!(format_lua_number(n), text, "{n}");
+        }
     }
 }

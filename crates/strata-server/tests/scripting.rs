@@ -31,6 +31,16 @@ fn conversions_errors_and_the_script_cache() {
         ])
     );
     assert_eq!(raw.cmd(&["EVAL", "return 3.99", "0"]), i(3));
+    // Number arguments of redis.call are written as Lua's tostring does.
+    assert_eq!(
+        raw.cmd(&[
+            "EVAL",
+            "redis.call('SET', KEYS[1], 0.1 + 0.2) return redis.call('GET', KEYS[1])",
+            "1",
+            "n"
+        ]),
+        b("0.3")
+    );
     assert_eq!(
         raw.cmd(&["EVAL", "return {ok='FINE'}", "0"]),
         Reply::simple("FINE")

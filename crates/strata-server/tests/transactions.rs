@@ -88,6 +88,37 @@ fn an_error_while_queuing_discards_the_transaction() {
 }
 
 #[test]
+fn a_queue_over_the_query_buffer_limit_fails_the_transaction() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    assert_eq!(
+        raw.cmd(&["CONFIG", "SET", "client-query-buffer-limit", "1mb"]),
+        ok()
+    );
+    assert_eq!(raw.cmd(&["MULTI"]), ok());
+    let value = "v".repeat(200_000);
+    let mut queued_count = 0;
+    loop {
+        match raw.cmd(&["SET", "big", &value]) {
+            Reply::Simple(text) if text == "QUEUED" => queued_count += 1,
+            Reply::Error(text) => {
+                assert!(text.contains("client-query-buffer-limit"), "{text}");
+                break;
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(queued_count < 10, "the queue was never refused");
+    }
+    assert_eq!(queued_count, 5, "1 MB holds five 200 KB commands");
+    assert_eq!(
+        raw.cmd(&["EXEC"]),
+        e("EXECABORT Transaction discarded because of previous errors.")
+    );
+    assert_eq!(raw.cmd(&["EXISTS", "big"]), i(0), "nothing ran");
+    assert_eq!(raw.cmd(&["PING"]), Reply::simple("PONG"));
+}
+
+#[test]
 fn database_wide_commands_and_blocking_commands_inside_exec() {
     let server = TestServer::start();
     let mut raw = server.raw();

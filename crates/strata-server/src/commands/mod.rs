@@ -125,7 +125,7 @@ pub struct Spec {
 }
 
 impl Spec {
-    fn arity_ok(&self, argc: usize) -> bool {
+    pub fn arity_ok(&self, argc: usize) -> bool {
         let arity = self.arity;
         (arity >= 0 && argc == arity as usize) || (arity < 0 && argc >= (-arity) as usize)
     }
@@ -199,7 +199,7 @@ impl Gates {
         if is_ping {
             bits |= Self::REFUSED_ON_DISK_ERROR;
         }
-        if spec.group == "scripting" && spec.handler.is_some() && !spec.name.starts_with("script") {
+        if matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro") {
             bits |= Self::PINNED;
         }
         Gates(bits)
@@ -490,8 +490,10 @@ pub fn dispatch(
     if defer_cold
         && !declared.is_empty()
         && server.keyspace.tier().cold_keys() > 0
-        && went_cold(server, session.db, now_ms, args, &declared, &mut keys)
+        && reads_cold(server, session.db, now_ms, args, &declared, &mut keys)
     {
+        // Unlocks; what it logged (a lazily expired key) is no reply's.
+        keys.commit();
         return Dispatched::Cold;
     }
     let (keys, mut committed) = call(
@@ -510,18 +512,17 @@ pub(crate) fn count_changes(stats: &ThreadStats, committed: &Commit) {
     }
 }
 
-/// Whether a value one of `args`' keys reads went cold (see [`dispatch`]);
-/// unlocks `keys` (committing what was logged meanwhile, a lazily expired
-/// key, which is no reply's).
-pub(crate) fn went_cold<'s>(
-    server: &'s Server,
+/// Whether a value one of `args`' keys reads is on disk only (see
+/// [`dispatch`]); `declared` spares hashing the keys again.
+pub(crate) fn reads_cold(
+    server: &Server,
     db: usize,
     now_ms: u64,
     args: &[Bytes],
     declared: &[KeyRef],
-    keys: &mut Locked<'s>,
+    keys: &mut Locked,
 ) -> bool {
-    let cold = server.commands.value_keys(args).into_iter().any(|bytes| {
+    server.commands.value_keys(args).into_iter().any(|bytes| {
         let key = declared
             .iter()
             .find(|k| std::ptr::eq(k.bytes, bytes))
@@ -535,12 +536,7 @@ pub(crate) fn went_cold<'s>(
         keys.shard(key)
             .peek(db, key, now_ms)
             .is_some_and(|entry| entry.is_cold())
-    });
-    if cold {
-        let keys = std::mem::replace(keys, server.keyspace.lock_nothing());
-        keys.commit();
-    }
-    cold
+    })
 }
 
 /// Checks a command before it runs (existence, arity, authentication,

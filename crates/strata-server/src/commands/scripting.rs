@@ -60,11 +60,16 @@ impl Runner<'_, '_, '_> {
         self.running.written.load(Relaxed)
     }
 
-    /// Makes `key`'s shard part of the lock set (see the module docs).
-    fn lock_key(&mut self, key: KeyRef) -> Result<(), &'static str> {
+    /// Makes `key`'s shard (with `None`, every shard) part of the lock
+    /// set, by the rules in `crate::scripting`'s module docs.
+    fn lock(&mut self, key: Option<KeyRef>) -> Result<(), &'static str> {
         let started = Instant::now();
         loop {
-            if self.ctx.keys.shard_or_escalate(key).is_some() {
+            let taken = match key {
+                Some(key) => self.ctx.keys.shard_or_escalate(key).is_some(),
+                None => self.ctx.keys.escalate_all(),
+            };
+            if taken {
                 return Ok(());
             }
             if !self.written() && !self.in_transaction {
@@ -75,23 +80,6 @@ impl Runner<'_, '_, '_> {
                 return Err(
                     "ERR a key the script did not declare stayed locked by other clients; the script's earlier writes stand",
                 );
-            }
-            std::thread::sleep(Duration::from_micros(50));
-        }
-    }
-
-    fn lock_all(&mut self) -> Result<(), &'static str> {
-        let started = Instant::now();
-        loop {
-            if self.ctx.keys.escalate_all() {
-                return Ok(());
-            }
-            if !self.written() && !self.in_transaction {
-                self.restart = true;
-                return Err(RESTARTING);
-            }
-            if started.elapsed() > UNDECLARED_LOCK_WAIT {
-                return Err("ERR the whole keyspace stayed locked by other clients");
             }
             std::thread::sleep(Duration::from_micros(50));
         }
@@ -126,10 +114,7 @@ impl Runner<'_, '_, '_> {
         }
         let spec = table.specs[id];
         let name = table.full_names[id].as_str();
-        let arity = spec.arity;
-        if (arity >= 0 && args.len() != arity as usize)
-            || args.len() < arity.unsigned_abs() as usize
-        {
+        if !spec.arity_ok(args.len()) {
             return error_table(
                 lua,
                 "ERR Wrong number of args calling Redis command from script",
@@ -162,9 +147,9 @@ impl Runner<'_, '_, '_> {
         let mut reply = BytesMut::new();
         let declared = declared_keys(spec, &args, &server.keyspace);
         let locked = if is_database_wide(name) {
-            self.lock_all()
+            self.lock(None)
         } else {
-            declared.iter().try_for_each(|key| self.lock_key(*key))
+            declared.iter().try_for_each(|key| self.lock(Some(*key)))
         };
         if let Err(text) = locked {
             return error_table(lua, text);

@@ -38,7 +38,7 @@ use strata_engine::keyspace::Locked;
 use strata_engine::record::Kind;
 use strata_resp::ReplyWriter;
 
-use super::{CmdResult, Ctx, Dispatched, call, count_changes, declared_keys, reject};
+use super::{CmdResult, Ctx, Dispatched, call, count_changes, declared_keys, reads_cold, reject};
 use crate::config::Config;
 use crate::server::Server;
 use crate::session::{Session, TimeoutReply};
@@ -377,18 +377,10 @@ pub fn run_exec(
     drop(lock_set);
     if defer_cold && server.keyspace.tier().cold_keys() > 0 {
         let db = session.db;
-        let cold = multi.queued.iter().any(|queued| {
-            server
-                .commands
-                .value_keys(&queued.args)
-                .into_iter()
-                .any(|bytes| {
-                    let key = server.keyspace.key(bytes);
-                    keys.shard(key)
-                        .peek(db, key, now_ms)
-                        .is_some_and(|entry| entry.is_cold())
-                })
-        });
+        let cold = multi
+            .queued
+            .iter()
+            .any(|queued| reads_cold(server, db, now_ms, &queued.args, &[], &mut keys));
         if cold {
             keys.commit();
             session.multi = Some(multi);
