@@ -185,7 +185,8 @@ impl Keyspace {
                     .map(|i| (start + i) % SHARD_COUNT)
                     .collect();
                 indices.sort_unstable();
-                let mut set = self.lock_indices_for_tier(indices);
+                let deletes = matches!(policy, EvictionPolicy::Keys { .. });
+                let mut set = self.lock_indices_for_eviction(indices, deletes);
                 pool.clear();
                 for position in 0..set.guards.len() {
                     let before = pool.len();
@@ -407,7 +408,9 @@ impl Shard {
                 let (mut entry, _) = entry.remove();
                 forget_deadline(&mut table.expiring, &entry);
                 unlink(&mut self.live, &self.tier, &mut entry);
-                log_del(db, entry.key());
+                // Eviction runs in the background, never inside a command.
+                let cause = crate::record::FLAG_EVICTED | crate::record::FLAG_BACKGROUND;
+                crate::log::with_cause(cause, || log_del(db, entry.key()));
                 done.bytes += entry.memory_bytes() as u64;
                 done.keys += 1;
             }

@@ -39,6 +39,25 @@ pub struct Change {
     /// The record's `aux`: a deadline for SET and EXPIRE, the other
     /// database for SWAPDB.
     pub aux: u64,
+    /// Why the data changed.
+    pub cause: Cause,
+    /// Made by background work (active expiry, eviction), not inside a
+    /// command.
+    pub background: bool,
+}
+
+/// Why a change happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// A command (or a script, or a transaction) made it.
+    Command,
+    /// A deadline passed: the key (DEL) or some of a hash's fields
+    /// (HASH_DEL) expired.
+    Expired,
+    /// A deleting eviction policy removed the key.
+    Evicted,
+    /// The SET created its key.
+    Created,
 }
 
 /// The changes of one committed group.
@@ -166,6 +185,16 @@ fn decode(group: &[u8]) -> Vec<Change> {
             db: found.db,
             key: found.key.to_vec(),
             aux: found.aux,
+            cause: if found.flags & record::FLAG_EXPIRED != 0 {
+                Cause::Expired
+            } else if found.flags & record::FLAG_EVICTED != 0 {
+                Cause::Evicted
+            } else if found.flags & record::FLAG_NEW != 0 {
+                Cause::Created
+            } else {
+                Cause::Command
+            },
+            background: found.flags & record::FLAG_BACKGROUND != 0,
         });
         at += len;
     }

@@ -235,6 +235,19 @@ impl<'a> Locked<'a> {
         }
     }
 
+    /// Calls `f` with each change made under these locks and not yet
+    /// committed (kind, database, key), in order, after the first `skip`: what [`Locked::commit`]
+    /// is about to commit, seen while the locks still order it against
+    /// other clients (client-side caching invalidates here).
+    pub fn pending_changes(&self, skip: usize, f: impl FnMut(crate::record::Kind, u16, &[u8])) {
+        crate::log::with_pending_changes(skip, f);
+    }
+
+    /// How many changes [`Locked::pending_changes`] would see now.
+    pub fn pending_count(&self) -> usize {
+        crate::log::pending_count()
+    }
+
     /// Commits what the command changed and unlocks; returns the LSN of
     /// the last record logged (what the command's reply waits for) and
     /// the keys changed.

@@ -302,16 +302,26 @@ impl Keyspace {
         }
     }
 
-    /// Locks the shards `indices` (ascending).
-    /// Locks shards for eviction: what it appends (images of values about
-    /// to leave RAM) goes to the log or the cache store.
-    pub(crate) fn lock_indices_for_tier(&self, indices: Vec<usize>) -> ShardSet<'_> {
+    /// Locks the shards `indices` (ascending) for eviction. Moving values
+    /// to disk (`data_changes` false) appends images of values about to
+    /// leave RAM, to the log or the cache store; deleting keys (a
+    /// key-evicting policy) changes data, which the log and the change
+    /// feed must see like any command's deletions.
+    pub(crate) fn lock_indices_for_eviction(
+        &self,
+        indices: Vec<usize>,
+        data_changes: bool,
+    ) -> ShardSet<'_> {
         debug_assert!(indices.is_sorted());
         let guards = indices.iter().map(|&i| self.shards[i].lock()).collect();
         ShardSet {
             indices,
             guards,
-            sink: self.open_tier_group(),
+            sink: if data_changes {
+                self.open_group()
+            } else {
+                self.open_tier_group()
+            },
         }
     }
 
@@ -607,7 +617,12 @@ impl Keyspace {
     /// Active expiry: removes due keys, at most `budget_per_shard` per shard.
     pub fn active_expire_cycle(&self, now_ms: u64, budget_per_shard: usize) -> usize {
         (0..SHARD_COUNT)
-            .map(|i| self.lock_index(i).expire_due(now_ms, budget_per_shard))
+            .map(|i| {
+                let mut shard = self.lock_index(i);
+                crate::log::with_cause(crate::record::FLAG_BACKGROUND, || {
+                    shard.expire_due(now_ms, budget_per_shard)
+                })
+            })
             .sum()
     }
 

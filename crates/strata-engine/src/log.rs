@@ -966,6 +966,8 @@ struct GroupBuffer {
     collect: bool,
     bytes: Vec<u8>,
     changed: Changed,
+    /// Flags added to every record appended meanwhile ([`with_cause`]).
+    cause: u8,
 }
 
 thread_local! {
@@ -976,6 +978,7 @@ thread_local! {
             collect: false,
             bytes: Vec::new(),
             changed: Changed::new(),
+            cause: 0,
         })
     };
     /// Set on threads that call [`Log::flush_now`] themselves before
@@ -1079,6 +1082,37 @@ pub(crate) fn group_close(sink: Sink, placed: Option<&mut Placed>) -> Commit {
     })
 }
 
+/// Calls `f` with each change of this thread's open group so far, after
+/// the first `skip`.
+pub(crate) fn with_pending_changes(skip: usize, mut f: impl FnMut(record::Kind, u16, &[u8])) {
+    GROUP.with(|group| {
+        for (kind, db, key) in group.borrow().changed.iter().skip(skip) {
+            f(kind, db, key);
+        }
+    });
+}
+
+/// How many changes this thread's open group holds.
+pub(crate) fn pending_count() -> usize {
+    GROUP.with(|group| group.borrow().changed.len())
+}
+
+/// Runs `f` with `cause` ([`record::FLAG_EXPIRED`],
+/// [`record::FLAG_EVICTED`], [`record::FLAG_NEW`],
+/// [`record::FLAG_BACKGROUND`]) added to the flags of every record it
+/// appends: why the data changed, for the change feed.
+pub(crate) fn with_cause<R>(cause: u8, f: impl FnOnce() -> R) -> R {
+    let before = GROUP.with(|group| {
+        let mut group = group.borrow_mut();
+        let before = group.cause;
+        group.cause |= cause;
+        before
+    });
+    let result = f();
+    GROUP.with(|group| group.borrow_mut().cause = before);
+    result
+}
+
 /// Adds a record to this thread's open group (encoded if a log or feed
 /// takes it; its key listed if the group lists changes); does nothing when
 /// no group is open (recovery applying records).
@@ -1089,7 +1123,12 @@ pub(crate) fn append(draft: &Draft) {
             return;
         }
         if group.encode {
-            record::encode(&mut group.bytes, draft);
+            if group.cause == 0 {
+                record::encode(&mut group.bytes, draft);
+            } else {
+                let flags = draft.flags | group.cause;
+                record::encode(&mut group.bytes, &Draft { flags, ..*draft });
+            }
         }
         if group.collect {
             group.changed.push(draft.kind, draft.db, draft.key);

@@ -15,7 +15,9 @@
 //!                         SWAPDB: the second database; checkpoint: an LSN
 //! 32     2    db
 //! 34     1    kind        see [`Kind`]
-//! 35     1    flags       [`FLAG_GROUP_CONTINUES`], [`FLAG_INT`]
+//! 35     1    flags       [`FLAG_GROUP_CONTINUES`], [`FLAG_INT`], [`FLAG_LOCATED`],
+//!                         [`FLAG_EXPIRED`], [`FLAG_EVICTED`], [`FLAG_NEW`],
+//!                         [`FLAG_BACKGROUND`]
 //! 36     1    value_type  0: string, 1: hash (SET, HASH_* and checkpoint records)
 //! 37     3    zero
 //! 40          key bytes, then payload bytes (total_len - 40 - key_len)
@@ -41,6 +43,20 @@ pub const FLAG_INT: u8 = 2;
 /// (`tier::loc`) of the same value's record in the log, so the value
 /// loads into RAM already able to leave it without being written again.
 pub const FLAG_LOCATED: u8 = 4;
+/// A DEL or HASH_DEL made because a deadline passed (the key's, or its
+/// fields'), not by a command. Replayed like any other; the change feed
+/// reports it as an expiry (keyspace notifications `expired`, `hexpired`).
+pub const FLAG_EXPIRED: u8 = 8;
+/// A DEL made by a deleting eviction policy (`allkeys-lru` …): replayed
+/// like any other; the change feed reports it as an eviction.
+pub const FLAG_EVICTED: u8 = 16;
+/// A SET that created its key (it did not exist): replayed like any
+/// other; the change feed reports it as a new key (notification `new`).
+pub const FLAG_NEW: u8 = 32;
+/// Made by the server's own background work (active expiry, eviction),
+/// not while a command held the lock: the change feed says so (client
+/// tracking invalidates those keys from the feed, the others at once).
+pub const FLAG_BACKGROUND: u8 = 64;
 /// Largest record accepted when reading: two maximal bulk strings (key and
 /// value, 512 MB each) plus the header, as `total_len` is 32-bit.
 pub const RECORD_BYTES_MAX: usize = u32::MAX as usize;

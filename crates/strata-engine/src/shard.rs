@@ -10,7 +10,7 @@ use crate::hash::{self, FieldChange, SharedLimits};
 use crate::key::{KeyHasher, KeyRef, slot_hash};
 use crate::list::{ListOp, ListValue};
 use crate::log;
-use crate::record::{Draft, Kind};
+use crate::record::{Draft, FLAG_EXPIRED, FLAG_NEW, Kind};
 use crate::set::SetOp;
 use crate::table::{ExpiryIndex, Table, Tables};
 use crate::tier::{self, LiveCounts, Tier};
@@ -39,7 +39,7 @@ pub(crate) fn lookup<'t>(
     let (mut expired, _) = found.remove();
     forget_deadline(&mut table.expiring, &expired);
     unlink(live, tier, &mut expired);
-    log_del(db, expired.key());
+    log::with_cause(FLAG_EXPIRED, || log_del(db, expired.key()));
     *expired_keys += 1;
     None
 }
@@ -474,7 +474,7 @@ impl Shard {
                 let inserted = vacant.insert(Entry::new(
                     key.bytes, value, deadline, limits, now_ms, loc_field,
                 ));
-                log_image(db, inserted.get());
+                log::with_cause(FLAG_NEW, || log_image(db, inserted.get()));
             }
         }
     }
@@ -491,11 +491,12 @@ impl Shard {
         let (mut entry, _) = found.remove();
         forget_deadline(&mut table.expiring, &entry);
         unlink(&mut self.live, &self.tier, &mut entry);
-        log_del(db, entry.key());
         if entry.is_expired(now_ms) {
+            log::with_cause(FLAG_EXPIRED, || log_del(db, entry.key()));
             self.expired_keys += 1;
             return None;
         }
+        log_del(db, entry.key());
         Some(entry)
     }
 
@@ -606,7 +607,7 @@ impl Shard {
                 if let Ok(found) = table.entries.find_entry(hash, |e| e.key() == &*key) {
                     let (mut entry, _) = found.remove();
                     unlink(&mut self.live, &self.tier, &mut entry);
-                    log_del(db, &key);
+                    log::with_cause(FLAG_EXPIRED, || log_del(db, &key));
                     removed += 1;
                 }
             }
@@ -660,7 +661,10 @@ impl Shard {
                 }
                 continue;
             }
-            if entry.change_hash(db, &[], now_ms).len == 0 {
+            let left = log::with_cause(FLAG_EXPIRED, || entry.change_hash(db, &[], now_ms).len);
+            if left == 0 {
+                // The hash's last fields expired: the key is deleted (a
+                // plain DEL after the expired fields' HASH_DEL).
                 self.remove(db, key, now_ms);
                 removed += 1;
             }
