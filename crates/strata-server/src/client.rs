@@ -144,6 +144,10 @@ impl ClientRegistry {
         self.clients.lock().len()
     }
 
+    pub fn contains(&self, id: u64) -> bool {
+        self.clients.lock().contains_key(&id)
+    }
+
     /// All clients, ordered by id.
     pub fn snapshot(&self) -> Vec<Arc<ClientInfo>> {
         self.clients.lock().values().cloned().collect()

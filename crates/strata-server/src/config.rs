@@ -51,6 +51,10 @@ pub struct Config {
     pub busy_reply_threshold_ms: u64,
     /// Accepted for compatibility (Strata has no replicas yet).
     pub repl_ping_replica_period_s: u64,
+    /// `notify-keyspace-events` as flags (`notify` module).
+    pub notify_keyspace_events: u32,
+    /// Keys remembered for client-side caching at most (0: no limit).
+    pub tracking_table_max_keys: u64,
     /// Log every change (`appendonly`); off makes Strata a pure cache
     /// (checkpoints by SAVE or save points still work).
     pub appendonly: bool,
@@ -210,6 +214,8 @@ impl Default for Config {
             hz: 10,
             repl_ping_replica_period_s: 10,
             busy_reply_threshold_ms: 5000,
+            notify_keyspace_events: 0,
+            tracking_table_max_keys: 1_000_000,
             appendonly: true,
             appendfsync: FsyncPolicy::EverySec,
             save_points: vec![(3600, 1), (300, 100), (60, 10_000)],
@@ -770,6 +776,25 @@ pub static DIRECTIVES: &[Directive] = &[
         mutable: true,
         get: |c| c.busy_reply_threshold_ms.to_string(),
         set: set_busy_reply_threshold,
+    },
+    Directive {
+        name: "notify-keyspace-events",
+        mutable: true,
+        get: |c| crate::notify::flags_to_string(c.notify_keyspace_events),
+        set: |c, a| {
+            c.notify_keyspace_events = crate::notify::parse_flags(one(a)?)
+                .ok_or("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "tracking-table-max-keys",
+        mutable: true,
+        get: |c| c.tracking_table_max_keys.to_string(),
+        set: |c, a| {
+            c.tracking_table_max_keys = parse_int(a, 0, i64::MAX as u64)?;
+            Ok(())
+        },
     },
     Directive {
         name: "repl-ping-replica-period",

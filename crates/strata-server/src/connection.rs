@@ -90,6 +90,11 @@ struct Connection {
     config_generation: u64,
     /// Since when the pending output has been above the soft limit.
     soft_limit_since: Option<Instant>,
+    /// The output held more than [`READ_BUFFER_RETAINED_BYTES_MAX`] since
+    /// it was last replaced: once sent, its allocation is given back.
+    output_grew: bool,
+    /// The same for the input buffer.
+    input_grew: bool,
     last_active: Instant,
     /// Highest LSN committed by this connection's commands whose replies
     /// are in `output`.
@@ -130,6 +135,7 @@ struct Registered {
 impl Drop for Registered {
     fn drop(&mut self) {
         self.server.pubsub.forget(self.id);
+        self.server.tracking.disable(&self.server.keyspace, self.id);
         self.server.clients.unregister(self.id);
     }
 }
@@ -163,6 +169,8 @@ pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, admitted: Admit
         config,
         config_generation,
         soft_limit_since: None,
+        output_grew: false,
+        input_grew: false,
         last_active: Instant::now(),
         awaiting_lsn: 0,
         durable: None,
@@ -426,6 +434,7 @@ impl Connection {
                 bump(&self.stats.reads_processed, 1);
                 self.last_active = Instant::now();
                 self.session.client.last_active_ms.store(now_ms(), Relaxed);
+                self.input_grew |= self.input.capacity() > READ_BUFFER_RETAINED_BYTES_MAX;
                 let buffered = self.input.len() + self.parser.buffered_bytes();
                 if buffered as u64 > self.config.query_buffer_limit_bytes {
                     return Err(Closed::QueryBufferLimit);
@@ -503,8 +512,13 @@ impl Connection {
                 }
             }
         }
-        if self.input.is_empty() && self.input.capacity() > READ_BUFFER_RETAINED_BYTES_MAX {
+        // As for the output (see `flush`): capacity() of a buffer whose
+        // front was consumed understates what it holds.
+        if self.input.is_empty()
+            && (self.input_grew || self.input.capacity() > READ_BUFFER_RETAINED_BYTES_MAX)
+        {
             self.input = BytesMut::with_capacity(READ_CHUNK_BYTES);
+            self.input_grew = false;
         }
         Ok(())
     }
@@ -732,6 +746,7 @@ impl Connection {
 
     /// Writes as much pending output as the socket takes without blocking.
     fn flush(&mut self) -> std::io::Result<()> {
+        self.output_grew |= self.output.len() > READ_BUFFER_RETAINED_BYTES_MAX;
         while !self.output.is_empty() {
             match self.stream.try_write(&self.output) {
                 Ok(n) => {
@@ -743,8 +758,14 @@ impl Connection {
                 Err(e) => return Err(e),
             }
         }
-        if self.output.is_empty() && self.output.capacity() > READ_BUFFER_RETAINED_BYTES_MAX {
+        // Sent bytes are split off the front, so an emptied buffer's
+        // capacity() understates the allocation it keeps: a burst of
+        // replies (a long pipeline) would hold its megabytes for ever.
+        if self.output.is_empty()
+            && (self.output_grew || self.output.capacity() > READ_BUFFER_RETAINED_BYTES_MAX)
+        {
             self.output = BytesMut::with_capacity(READ_CHUNK_BYTES);
+            self.output_grew = false;
         }
         Ok(())
     }

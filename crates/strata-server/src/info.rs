@@ -135,7 +135,7 @@ fn clients_section(server: &Server, out: &mut String) {
     field!(out, "client_recent_max_input_buffer", max_input);
     field!(out, "client_recent_max_output_buffer", max_output);
     field!(out, "blocked_clients", server.blocking.blocked_clients());
-    field!(out, "tracking_clients", 0);
+    field!(out, "tracking_clients", server.tracking.counts().clients);
     field!(out, "clients_in_timeout_table", 0);
 }
 
@@ -539,8 +539,21 @@ fn stats_section(server: &Server, out: &mut String) {
         "keyspace_misses",
         sum(|t| t.keyspace_misses.load(Relaxed))
     );
-    field!(out, "pubsub_channels", 0);
-    field!(out, "pubsub_patterns", 0);
+    field!(
+        out,
+        "pubsub_channels",
+        server.pubsub.channels(false, None).len()
+    );
+    field!(out, "pubsub_patterns", server.pubsub.pattern_count());
+    field!(
+        out,
+        "pubsubshard_channels",
+        server.pubsub.channels(true, None).len()
+    );
+    let tracking = server.tracking.counts();
+    field!(out, "tracking_total_keys", tracking.keys);
+    field!(out, "tracking_total_items", tracking.items);
+    field!(out, "tracking_total_prefixes", tracking.prefixes);
     field!(
         out,
         "total_error_replies",

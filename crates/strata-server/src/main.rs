@@ -15,10 +15,12 @@ mod client;
 mod commands;
 mod config;
 mod connection;
+mod feed_slot;
 mod geohash;
 mod info;
 mod log;
 mod long_double;
+mod notify;
 mod persistence;
 mod pubsub;
 mod scripting;
@@ -26,6 +28,7 @@ mod server;
 mod session;
 mod stats;
 mod tiering;
+mod tracking;
 
 #[global_allocator]
 static GLOBAL: alloc::CountingAlloc = alloc::CountingAlloc;

@@ -75,7 +75,7 @@ impl Mailbox {
 
     /// Queues `message` unless that takes the subscriber over its limit,
     /// which disconnects it instead.
-    fn deliver(&self, message: Bytes, limit: OutputLimit) {
+    pub(crate) fn deliver(&self, message: Bytes, limit: OutputLimit) {
         let mut state = self.state.lock();
         if self.client.is_killed() {
             return;
@@ -112,7 +112,7 @@ impl Mailbox {
     }
 
     /// The protocol the subscriber speaks now (HELLO may change it).
-    fn protocol(&self) -> Protocol {
+    pub(crate) fn protocol(&self) -> Protocol {
         match self.client.resp.load(Relaxed) {
             3 => Protocol::Resp3,
             _ => Protocol::Resp2,
@@ -224,6 +224,24 @@ impl PubSub {
                 channels: names[0].len(),
                 patterns: names[1].len(),
                 shard: names[2].len(),
+            })
+    }
+
+    /// The mailbox of client `id` if it subscribes to anything.
+    pub fn mailbox_of(&self, id: u64) -> Option<Arc<Mailbox>> {
+        let state = self.state.read();
+        let names = state.clients.get(&id)?;
+        [Kind::Channel, Kind::Pattern, Kind::Shard]
+            .into_iter()
+            .zip(names.iter())
+            .find_map(|(kind, names)| {
+                let name = names.first()?;
+                let table = match kind {
+                    Kind::Channel => &state.channels,
+                    Kind::Pattern => &state.patterns,
+                    Kind::Shard => &state.shard_channels,
+                };
+                table.get(name)?.get(&id).cloned()
             })
     }
 

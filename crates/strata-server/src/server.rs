@@ -68,7 +68,11 @@ pub struct Server {
     /// DEBUG SET-ACTIVE-EXPIRE: whether the cron reclaims expired keys.
     pub active_expire: Arc<AtomicBool>,
     /// Channels and their subscribers.
-    pub pubsub: crate::pubsub::PubSub,
+    pub pubsub: Arc<crate::pubsub::PubSub>,
+    /// The change feed while keyspace notifications need it.
+    pub notify_feed: Arc<crate::feed_slot::FeedSlot>,
+    /// Clients tracking keys (client-side caching).
+    pub tracking: Arc<crate::tracking::Tracking>,
     /// Lua scripts: the cache and the ones running.
     pub scripts: Arc<crate::scripting::Scripts>,
     shutdown_requested: AtomicBool,
@@ -263,7 +267,9 @@ pub fn run(mut config: Config) -> Result<(), String> {
         port: AtomicU16::new(port),
         paused_until_ms: AtomicU64::new(0),
         active_expire: Arc::new(AtomicBool::new(true)),
-        pubsub: crate::pubsub::PubSub::default(),
+        pubsub: Arc::default(),
+        tracking: Arc::default(),
+        notify_feed: Arc::default(),
         scripts: Arc::default(),
         shutdown_requested: AtomicBool::new(false),
         shutdown_save: AtomicU8::new(ShutdownSave::Default as u8),
@@ -296,6 +302,20 @@ pub fn run(mut config: Config) -> Result<(), String> {
             .spawn(move || expiry_thread(handles))
             .map_err(|e| format!("Can't start expiry thread: {e}"))?;
     }
+    crate::notify::spawn_feed_events(
+        server.keyspace.clone(),
+        server.config.clone(),
+        server.pubsub.clone(),
+        server.notify_feed.clone(),
+    )
+    .map_err(|e| format!("Can't start the notification thread: {e}"))?;
+    crate::tracking::spawn_feed_invalidations(
+        server.keyspace.clone(),
+        server.config.clone(),
+        server.pubsub.clone(),
+        server.tracking.clone(),
+    )
+    .map_err(|e| format!("Can't start the tracking thread: {e}"))?;
     persistence::spawn_checkpointer(server.handles())
         .map_err(|e| format!("Can't start the checkpoint thread: {e}"))?;
     let ready_lines = listeners

@@ -43,6 +43,18 @@ pub struct Session {
     pub in_exec: bool,
     /// Keys WATCHed, and what has changed since.
     pub watch: Option<crate::commands::transactions::Watching>,
+    /// CLIENT TRACKING's options while on (`crate::tracking`).
+    pub tracking: Option<crate::tracking::Options>,
+    /// CLIENT CACHING YES/NO was given for the next command.
+    pub caching: bool,
+    /// Keys changed by the running command, transaction or script, for
+    /// BCAST tracking clients (`commands::tracking`).
+    pub bcast_pending: Vec<bytes::Bytes>,
+    /// Set while a script's `redis.call` runs a command.
+    pub in_script: bool,
+    /// The running script called a read-only command (its declared keys
+    /// are then tracked, as Redis does).
+    pub script_read: bool,
 }
 
 /// What a blocking command waits for (see `crate::blocking`).
@@ -80,6 +92,11 @@ impl Session {
             replied_push: false,
             subscriptions: 0,
             mailbox: None,
+            tracking: None,
+            caching: false,
+            in_script: false,
+            bcast_pending: Vec::new(),
+            script_read: false,
         }
     }
 

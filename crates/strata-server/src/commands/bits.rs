@@ -2,6 +2,7 @@
 //! BITFIELD_RO. Bits are numbered from the most significant bit of byte 0,
 //! as in Redis.
 
+use crate::notify;
 use bytes::Bytes;
 use strata_engine::Value;
 
@@ -59,6 +60,7 @@ pub fn setbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             false
         }
     };
+    ctx.notify(notify::STRING, "setbit", &args[1]);
     ctx.out.int(old as i64);
     Ok(())
 }
@@ -219,9 +221,12 @@ pub fn bitop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let target_shard = ctx.keys.shard(target);
     if result.is_empty() {
-        target_shard.remove(db, target, now);
+        if target_shard.remove(db, target, now).is_some() {
+            ctx.notify(notify::GENERIC, "del", &args[2]);
+        }
     } else {
         target_shard.set(db, target, Value::owned(result), None, false, now);
+        ctx.notify(notify::STRING, "set", &args[2]);
     }
     ctx.out.int(length as i64);
     Ok(())
@@ -484,6 +489,7 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
                 shard.create_at(db, key, lo, patch, now);
             }
         }
+        ctx.notify(notify::STRING, "setbit", key.bytes);
     }
     Ok(())
 }

@@ -40,6 +40,7 @@ pub fn quit(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 
 pub fn reset(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     super::transactions::end(ctx.session);
+    super::tracking::tracking_off(ctx);
     super::pubsub::unsubscribe_all(ctx);
     ctx.session.select(0);
     ctx.session.set_protocol(Protocol::Resp2);
@@ -527,6 +528,17 @@ pub fn client_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
             "    Accepted; client eviction does not apply.",
             "NO-TOUCH (ON|OFF)",
             "    Accepted; commands still update key access times.",
+            "REPLY (ON|OFF|SKIP)",
+            "    Control the replies sent to the current connection.",
+            "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+            "         [OPTIN] [OPTOUT] [NOLOOP]",
+            "    Control server assisted client side caching.",
+            "CACHING (YES|NO)",
+            "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+            "GETREDIR",
+            "    Return the client ID we are redirecting to when tracking is enabled.",
+            "TRACKINGINFO",
+            "    Report tracking status for the current connection.",
         ],
     );
     Ok(())

@@ -192,6 +192,14 @@ struct Search {
 }
 
 /// Which command is searching.
+/// The keyspace notification of a search that stores its result.
+fn store_event(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Search | Kind::SearchStore => "geosearchstore",
+        _ => "georadiusstore",
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Radius { read_only: bool },
@@ -390,7 +398,7 @@ fn georadius_generic(ctx: &mut Ctx, args: &[Bytes], kind: Kind) -> CmdResult {
     parse_options(args, options_at, kind, &mut search)?;
     if !exists {
         match &search.store {
-            Some(destination) => return zsets::store(ctx, destination, &[]),
+            Some(destination) => return zsets::store(ctx, destination, &[], store_event(kind)),
             None => ctx.out.array(0),
         }
         return Ok(());
@@ -434,7 +442,7 @@ fn georadius_generic(ctx: &mut Ctx, args: &[Bytes], kind: Kind) -> CmdResult {
                 (score, f.member)
             })
             .collect();
-        return zsets::store(ctx, &destination, &entries);
+        return zsets::store(ctx, &destination, &entries, store_event(kind));
     }
     let options =
         search.with_dist as usize + search.with_hash as usize + search.with_coord as usize;

@@ -16,6 +16,7 @@
 //! active expiry cycle (and logs the removal), deleting the key with its
 //! last field.
 
+use crate::notify;
 use bytes::Bytes;
 use strata_engine::Value;
 use strata_engine::hash::{Field, HashRef, HashValue, IMAGE_BYTES_MAX, Limits};
@@ -129,6 +130,23 @@ fn settle(
     }
 }
 
+/// The keyspace notifications of `changes` to the hash at `key`:
+/// `put_event` for fields stored, `hdel` for fields removed, `del` when
+/// the hash is gone after.
+fn notify_changes(ctx: &mut Ctx, key: &[u8], changes: &[FieldChange], put_event: &str) {
+    let puts = changes.iter().any(|c| matches!(c, FieldChange::Put(_)));
+    let removes = changes.iter().any(|c| matches!(c, FieldChange::Remove(_)));
+    match (puts, removes) {
+        (true, true) => {
+            ctx.notify(notify::HASH, put_event, key);
+            ctx.notify_write(notify::HASH, "hdel", key);
+        }
+        (true, false) => ctx.notify_write(notify::HASH, put_event, key),
+        (false, true) => ctx.notify_write(notify::HASH, "hdel", key),
+        (false, false) => {}
+    }
+}
+
 /// A plain field (no deadline) to store.
 fn put<'a>(name: &'a [u8], value: &'a [u8]) -> FieldChange<'a> {
     FieldChange::Put(Field {
@@ -165,6 +183,7 @@ fn set_fields(ctx: &mut Ctx, args: &[Bytes]) -> Result<usize, CmdError> {
     let changes: Vec<FieldChange> = args[2..].chunks(2).map(|p| put(&p[0], &p[1])).collect();
     let changed = change_found(hash, db, &changes, now)?;
     settle(shard, db, key, changed, &changes, now);
+    notify_changes(ctx, &args[1], &changes, "hset");
     Ok(added)
 }
 
@@ -192,6 +211,7 @@ pub fn hsetnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         let change = [put(&args[2], &args[3])];
         let changed = change_found(hash, db, &change, now)?;
         settle(shard, db, key, changed, &change, now);
+        notify_changes(ctx, &args[1], &change, "hset");
     }
     ctx.out.int(!exists as i64);
     Ok(())
@@ -232,6 +252,7 @@ pub fn hdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if !removed.is_empty() {
         let changed = change_found(hash, db, &removed, now)?;
         settle(shard, db, key, changed, &removed, now);
+        notify_changes(ctx, &args[1], &removed, "hdel");
     }
     ctx.out.int(removed.len() as i64);
     Ok(())
@@ -313,6 +334,8 @@ fn increment(
     });
     let changed = change_found(hash, db, &[change], now)?;
     settle(shard, db, key, changed, &[change], now);
+    let event = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+    notify_changes(ctx, &args[1], &[change], &event);
     Ok(text)
 }
 
@@ -534,12 +557,13 @@ fn field_deadline(
 /// the reply code; the changes are applied in one step.
 fn change_deadlines(
     ctx: &mut Ctx,
-    key: &[u8],
+    name: &[u8],
+    put_event: &str,
     fields: &[Bytes],
     missing_key_code: i64,
     mut decide: impl FnMut(Field, u64) -> (Option<Option<u64>>, i64),
 ) -> CmdResult {
-    let (db, key, now) = (ctx.db(), ctx.key(key), ctx.now_ms);
+    let (db, key, now) = (ctx.db(), ctx.key(name), ctx.now_ms);
     let shard = ctx.keys.shard(key);
     let hash = shard.get_hash(db, key, now)?;
     let current = hash.as_ref().and_then(|e| e.value().hash());
@@ -576,6 +600,7 @@ fn change_deadlines(
     if !changes.is_empty() {
         let changed = change_found(hash, db, &changes, now)?;
         settle(shard, db, key, changed, &changes, now);
+        notify_changes(ctx, name, &changes, put_event);
     }
     ctx.out.array(codes.len());
     for code in codes {
@@ -600,7 +625,7 @@ pub fn hexpire_generic(ctx: &mut Ctx, args: &[Bytes], seconds: bool, relative: b
         fields_at,
         "ERR Parameter `numFields` should be greater than 0",
     )?;
-    change_deadlines(ctx, &args[1], fields, -2, |field, now| {
+    change_deadlines(ctx, &args[1], "hexpire", fields, -2, |field, now| {
         let met = match (condition, field.deadline) {
             (Some("NX"), Some(_)) => false,
             (Some("XX" | "GT"), None) => false,
@@ -622,10 +647,17 @@ pub fn hexpire_generic(ctx: &mut Ctx, args: &[Bytes], seconds: bool, relative: b
 /// deadline, 1 deadline removed.
 pub fn hpersist(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let fields = fields_block(args, 2, ERR_NUMFIELDS_POSITIVE)?;
-    change_deadlines(ctx, &args[1], fields, -2, |field, _| match field.deadline {
-        Some(_) => (Some(None), 1),
-        None => (None, -1),
-    })
+    change_deadlines(
+        ctx,
+        &args[1],
+        "hpersist",
+        fields,
+        -2,
+        |field, _| match field.deadline {
+            Some(_) => (Some(None), 1),
+            None => (None, -1),
+        },
+    )
 }
 
 /// HTTL, HPTTL, HEXPIRETIME, HPEXPIRETIME: per field -2 no such field,
@@ -654,12 +686,12 @@ pub fn httl_generic(ctx: &mut Ctx, args: &[Bytes], seconds: bool, remaining: boo
 /// `change` to each field found: HGETDEL and HGETEX.
 fn get_and_change(
     ctx: &mut Ctx,
-    key: &[u8],
+    name: &[u8],
     fields: &[Bytes],
     change: Option<Option<u64>>,
     delete: bool,
 ) -> CmdResult {
-    let (db, key, now) = (ctx.db(), ctx.key(key), ctx.now_ms);
+    let (db, key, now) = (ctx.db(), ctx.key(name), ctx.now_ms);
     let shard = ctx.keys.shard(key);
     let hash = shard.get_hash(db, key, now)?;
     let current = hash.as_ref().and_then(|e| e.value().hash());
@@ -694,6 +726,11 @@ fn get_and_change(
     if !changes.is_empty() {
         let changed = change_found(hash, db, &changes, now)?;
         settle(shard, db, key, changed, &changes, now);
+        let event = match change {
+            Some(None) => "hpersist",
+            _ => "hexpire",
+        };
+        notify_changes(ctx, name, &changes, event);
     }
     Ok(())
 }
@@ -820,6 +857,10 @@ pub fn hsetex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .collect();
     let changed = change_found(hash, db, &changes, now)?;
     settle(shard, db, key, changed, &changes, now);
+    notify_changes(ctx, &args[1], &changes, "hset");
+    if matches!(ttl, Ttl::At(at) if at > now) {
+        ctx.notify(notify::HASH, "hexpire", &args[1]);
+    }
     ctx.out.int(1);
     Ok(())
 }

@@ -9,6 +9,7 @@
 //! stale, and PFCOUNT of one key writes the cardinality it computed back
 //! into the value (so the bytes are Redis' after the same commands).
 
+use crate::notify;
 use bytes::Bytes;
 use strata_engine::Value;
 use strata_engine::hll::{self, BadHll, Hll, REGISTERS, Registers};
@@ -56,6 +57,7 @@ pub fn pfadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if changed {
         hll.invalidate();
         save(ctx, &args[1], &hll);
+        ctx.notify(notify::STRING, "pfadd", &args[1]);
     }
     ctx.out.int(changed as i64);
     Ok(())
@@ -102,6 +104,7 @@ pub fn pfmerge(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
     }
     save(ctx, &args[1], &merged);
+    ctx.notify(notify::STRING, "pfadd", &args[1]);
     ctx.out.ok();
     Ok(())
 }

@@ -7,6 +7,7 @@ use super::connection::{help_lines, parse_db};
 use super::{
     CmdError, CmdResult, Ctx, ERR_NO_SUCH_KEY, ERR_SYNTAX, ScanArgs, is, lossy, parse_i64,
 };
+use crate::notify;
 
 pub fn del(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let removed = remove_keys(ctx, &args[1..]);
@@ -23,11 +24,10 @@ fn remove_keys(ctx: &mut Ctx, keys: &[Bytes]) -> usize {
     let (db, now) = (ctx.db(), ctx.now_ms);
     let refs: Vec<_> = keys.iter().map(|k| ctx.key(k)).collect();
     let mut removed = Vec::new();
-    {
-        for key in &refs {
-            if let Some(entry) = ctx.keys.shard(*key).remove(db, *key, now) {
-                removed.push(entry);
-            }
+    for (key, name) in refs.iter().zip(keys) {
+        if let Some(entry) = ctx.keys.shard(*key).remove(db, *key, now) {
+            removed.push(entry);
+            ctx.notify(notify::GENERIC, "del", name);
         }
     }
     removed.len()
@@ -127,6 +127,8 @@ fn rename_generic(ctx: &mut Ctx, args: &[Bytes], only_if_absent: bool) -> Result
     ctx.keys
         .shard(target)
         .set(db, target, entry.value().to_value(), expire, false, now);
+    ctx.notify(notify::GENERIC, "rename_from", &args[1]);
+    ctx.notify(notify::GENERIC, "rename_to", &args[2]);
     Ok(true)
 }
 
@@ -173,6 +175,7 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Ok(());
     }
     target_shard.set(target_db, target, value, expire, false, now);
+    ctx.notify_in(target_db, notify::GENERIC, "copy_to", &args[2]);
     ctx.out.int(1);
     Ok(())
 }
@@ -193,6 +196,8 @@ pub fn move_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let entry = shard.take(source_db, key, now)?.expect("checked above");
     let expire = entry.expire_at_ms();
     shard.set(target_db, key, entry.value().to_value(), expire, false, now);
+    ctx.notify_in(source_db, notify::GENERIC, "move_from", &args[1]);
+    ctx.notify_in(target_db, notify::GENERIC, "move_to", &args[1]);
     ctx.out.int(1);
     Ok(())
 }
@@ -354,11 +359,14 @@ fn expire_generic(ctx: &mut Ctx, args: &[Bytes], unit: TimeUnit, absolute: bool)
         ctx.out.int(0);
         return Ok(());
     }
-    if deadline <= now as i64 {
+    let event = if deadline <= now as i64 {
         shard.remove(db, key, now);
+        "del"
     } else {
         shard.set_expire(db, key, Some(deadline as u64), now);
-    }
+        "expire"
+    };
+    ctx.notify(notify::GENERIC, event, &args[1]);
     ctx.out.int(1);
     Ok(())
 }
@@ -429,6 +437,7 @@ pub fn persist(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .is_some();
     if had_deadline {
         shard.set_expire(db, key, None, now);
+        ctx.notify(notify::GENERIC, "persist", &args[1]);
     }
     ctx.out.int(had_deadline as i64);
     Ok(())

@@ -22,7 +22,23 @@ use strata_resp::ReplyWriter;
 use super::{
     CmdError, CmdResult, Ctx, ERR_NO_SUCH_KEY, ERR_SYNTAX, is, mpop_args, parse_i64, parse_timeout,
 };
+use crate::notify;
 use crate::session::TimeoutReply;
+
+/// The event of a push or pop at `end`.
+fn push_event(end: End) -> &'static str {
+    match end {
+        End::Head => "lpush",
+        End::Tail => "rpush",
+    }
+}
+
+fn pop_event(end: End) -> &'static str {
+    match end {
+        End::Head => "lpop",
+        End::Tail => "rpop",
+    }
+}
 
 const ERR_INDEX_RANGE: &str = "ERR index out of range";
 const ERR_MUST_BE_POSITIVE: &str = "ERR value is out of range, must be positive";
@@ -149,6 +165,9 @@ fn push(ctx: &mut Ctx, args: &[Bytes], end: End, existing_only: bool) -> CmdResu
         existing_only,
         now,
     )?;
+    if len > 0 {
+        ctx.notify(notify::LIST, push_event(end), &args[1]);
+    }
     ctx.out.int(len as i64);
     Ok(())
 }
@@ -214,6 +233,9 @@ fn pop(ctx: &mut Ctx, args: &[Bytes], end: End) -> CmdResult {
         };
     }
     let popped = pop_from(shard, db, key, end, count.unwrap_or(1), now)?;
+    if popped.is_some() {
+        ctx.notify_write(notify::LIST, pop_event(end), &args[1]);
+    }
     match (popped, count) {
         (None, Some(_)) => ctx.out.null_array(),
         (None, None) => ctx.out.null_bulk(),
@@ -288,6 +310,7 @@ pub fn lset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .map_or(0, ListValue::len);
     let index = index_of(index, len).ok_or(ERR_INDEX_RANGE)?;
     change(shard, db, key, &ListOp::Set(index, &args[3]), now)?;
+    ctx.notify(notify::LIST, "lset", &args[1]);
     ctx.out.ok();
     Ok(())
 }
@@ -324,6 +347,7 @@ pub fn linsert(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         Applied::Len(Some(len)) => ctx.out.int(len as i64),
         other => unreachable!("the pivot was there: {other:?}"),
     }
+    ctx.notify(notify::LIST, "linsert", &args[1]);
     Ok(())
 }
 
@@ -348,6 +372,7 @@ pub fn lrem(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         Applied::Removed(removed) => ctx.out.int(removed as i64),
         other => unreachable!("a removal counts: {other:?}"),
     }
+    ctx.notify_write(notify::LIST, "lrem", &args[1]);
     Ok(())
 }
 
@@ -366,6 +391,7 @@ pub fn ltrim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 shard.remove(db, key, now);
             }
         }
+        ctx.notify_write(notify::LIST, "ltrim", &args[1]);
     }
     ctx.out.ok();
     Ok(())
@@ -447,6 +473,8 @@ fn move_element(ctx: &mut Ctx, args: &[Bytes], from: End, to: End) -> Result<boo
         shard.remove(db, source, now);
     }
     ctx.out.bulk(&element);
+    ctx.notify(notify::LIST, push_event(to), &args[2]);
+    ctx.notify_write(notify::LIST, pop_event(from), &args[1]);
     Ok(true)
 }
 
@@ -513,6 +541,7 @@ fn pop_first(
         }
         let popped =
             pop_from(ctx.keys.shard(key), db, key, end, count, now)?.expect("the list exists");
+        ctx.notify_write(notify::LIST, pop_event(end), name);
         ctx.out.array(2);
         ctx.out.bulk(name);
         if single {

@@ -32,6 +32,7 @@ pub mod sets;
 pub mod sort;
 pub mod strings;
 pub mod table;
+pub mod tracking;
 pub mod transactions;
 pub mod zsets;
 
@@ -397,6 +398,37 @@ impl<'a, 's> Ctx<'a, 's> {
         }
     }
 
+    /// Publishes keyspace notification `event` of `class` (`notify`
+    /// module) on `key` of the current database, if configured.
+    pub fn notify(&self, class: u32, event: &str, key: &[u8]) {
+        self.notify_in(self.session.db, class, event, key);
+    }
+
+    /// [`Ctx::notify`] for a change to a collection, followed by `del`
+    /// when the change left it empty (and so deleted it), as Redis does.
+    pub fn notify_write(&mut self, class: u32, event: &str, key: &[u8]) {
+        let flags = self.config.notify_keyspace_events;
+        if !crate::notify::wanted(flags, class | crate::notify::GENERIC) {
+            return;
+        }
+        self.notify(class, event, key);
+        if crate::notify::wanted(flags, crate::notify::GENERIC) {
+            let (db, now, key_ref) = (self.db(), self.now_ms, self.key(key));
+            if self.keys.shard(key_ref).peek(db, key_ref, now).is_none() {
+                self.notify(crate::notify::GENERIC, "del", key);
+            }
+        }
+    }
+
+    /// [`Ctx::notify`] for a key of database `db`.
+    pub fn notify_in(&self, db: usize, class: u32, event: &str, key: &[u8]) {
+        let flags = self.config.notify_keyspace_events;
+        if crate::notify::wanted(flags, class) {
+            let limit = self.config.output_limit_pubsub;
+            crate::notify::publish(&self.server.pubsub, limit, flags, event, db, key);
+        }
+    }
+
     pub fn db(&self) -> usize {
         self.session.db
     }
@@ -454,6 +486,27 @@ pub enum Dispatched {
 /// ([`transactions`]).
 #[allow(clippy::too_many_arguments)]
 pub fn dispatch(
+    server: &Server,
+    session: &mut Session,
+    out: &mut bytes::BytesMut,
+    config: &Config,
+    stats: &ThreadStats,
+    now_ms: u64,
+    args: &[Bytes],
+    defer_cold: bool,
+) -> Dispatched {
+    let dispatched = dispatch_one(
+        server, session, out, config, stats, now_ms, args, defer_cold,
+    );
+    if !session.bcast_pending.is_empty() {
+        tracking::broadcast_pending(server, session, config);
+    }
+    dispatched
+}
+
+/// [`dispatch`] but for what BCAST tracking clients are told after.
+#[allow(clippy::too_many_arguments)]
+fn dispatch_one(
     server: &Server,
     session: &mut Session,
     out: &mut bytes::BytesMut,
@@ -710,7 +763,18 @@ pub(crate) fn call<'a, 's>(
         committed: Commit::default(),
         declared,
     };
+    // Changes before this command's (earlier ones of a transaction).
+    let changes_before = server
+        .tracking
+        .is_active()
+        .then(|| ctx.keys.pending_count());
     let result = handler(&mut ctx, args);
+    if let Some(before) = changes_before {
+        tracking::invalidate_changes(&mut ctx, before);
+    }
+    if ctx.session.tracking.is_some() {
+        tracking::remember_read(&mut ctx, spec);
+    }
     let counters = &stats.commands[id];
     bump(&counters.calls, 1);
     bump(&counters.usec, started.elapsed().as_micros() as u64);

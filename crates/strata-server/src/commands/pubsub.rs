@@ -37,7 +37,9 @@ fn count(kind: Kind, counts: Counts) -> usize {
 }
 
 fn confirm(ctx: &mut Ctx, word: &str, name: Option<&[u8]>, count: usize) {
-    ctx.session.replied_push = ctx.session.protocol == strata_resp::Protocol::Resp3;
+    // As Redis 7.0: (un)subscribe confirmations are pushes, which CLIENT
+    // REPLY OFF and SKIP do not silence, in RESP2 as in RESP3.
+    ctx.session.replied_push = true;
     ctx.out.push(3);
     ctx.out.bulk(word.as_bytes());
     match name {

@@ -161,6 +161,7 @@ impl Runner<'_, '_, '_> {
         let client_protocol = ctx.session.protocol;
         ctx.session.protocol = protocol_of(self.resp);
         let keys = std::mem::replace(&mut ctx.keys, server.keyspace.lock_nothing());
+        ctx.session.in_script = true;
         let (back, by_handler) = call(
             server,
             &mut *ctx.session,
@@ -173,6 +174,7 @@ impl Runner<'_, '_, '_> {
             keys,
             declared,
         );
+        ctx.session.in_script = false;
         ctx.keys = back;
         ctx.committed(by_handler);
         answer_blocked(ctx.session, &mut reply);

@@ -64,6 +64,8 @@ pub fn config_set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let config = ctx.server.config.get();
     ctx.keyspace().hash_limits().set(config.hash_limits());
     strata_engine::limits::set(config.collection_limits);
+    let feed_needed = crate::notify::needs_feed(config.notify_keyspace_events);
+    ctx.server.notify_feed.want(ctx.keyspace(), feed_needed);
     ctx.out.ok();
     Ok(())
 }

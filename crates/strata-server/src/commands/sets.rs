@@ -12,6 +12,7 @@
 //! The STORE forms replace the destination with one SET record of the
 //! result's image.
 
+use crate::notify;
 use std::collections::HashSet;
 
 use bytes::Bytes;
@@ -80,6 +81,9 @@ pub fn sadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             count
         }
     };
+    if added > 0 {
+        ctx.notify(notify::SET, "sadd", &args[1]);
+    }
     ctx.out.int(added as i64);
     Ok(())
 }
@@ -93,6 +97,9 @@ pub fn srem(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     } else {
         0
     };
+    if removed > 0 {
+        ctx.notify_write(notify::SET, "srem", &args[1]);
+    }
     ctx.out.int(removed as i64);
     Ok(())
 }
@@ -183,6 +190,7 @@ pub fn spop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if !picked.is_empty() {
         let members = picked.iter().map(|m| &m[..]).collect();
         change(shard, db, key, &SetOp::Remove(members), now)?;
+        ctx.notify_write(notify::SET, "spop", &args[1]);
     }
     match count {
         None => match picked.first() {
@@ -276,6 +284,8 @@ pub fn smove(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             shard.set(db, destination, Value::Set(image.into()), None, false, now);
         }
     }
+    ctx.notify_write(notify::SET, "srem", &args[1]);
+    ctx.notify(notify::SET, "sadd", &args[2]);
     ctx.out.int(1);
     Ok(())
 }
@@ -360,14 +370,17 @@ fn algebra(
 
 /// Replaces `destination` with a set of `members` (deletes it when there
 /// are none); replies the cardinality.
-fn store(ctx: &mut Ctx, destination: &[u8], members: &[Vec<u8>]) -> CmdResult {
+fn store(ctx: &mut Ctx, destination: &[u8], members: &[Vec<u8>], event: &str) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(destination), ctx.now_ms);
     let shard = ctx.keys.shard(key);
     if members.is_empty() {
-        shard.remove(db, key, now);
+        if shard.remove(db, key, now).is_some() {
+            ctx.notify(notify::GENERIC, "del", destination);
+        }
     } else {
         let image = image_of(members.iter().map(|m| &m[..]));
         shard.set(db, key, Value::Set(image.into()), None, false, now);
+        ctx.notify(notify::SET, event, destination);
     }
     ctx.out.int(members.len() as i64);
     Ok(())
@@ -381,7 +394,12 @@ fn read_algebra(ctx: &mut Ctx, args: &[Bytes], op: Algebra) -> CmdResult {
 
 fn store_algebra(ctx: &mut Ctx, args: &[Bytes], op: Algebra) -> CmdResult {
     let members = algebra(ctx, &args[2..], op, 0)?;
-    store(ctx, &args[1], &members)
+    let event = match op {
+        Algebra::Inter => "sinterstore",
+        Algebra::Union => "sunionstore",
+        Algebra::Diff => "sdiffstore",
+    };
+    store(ctx, &args[1], &members, event)
 }
 
 pub fn sinter(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {

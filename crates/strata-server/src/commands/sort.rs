@@ -12,6 +12,7 @@
 //! one by one, not as one snapshot with the source (Redis is single
 //! threaded); each value read is a committed one.
 
+use crate::notify;
 use bytes::Bytes;
 use strata_engine::list::End;
 
@@ -239,14 +240,18 @@ fn sort_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult {
                 Some(all) => all.shard(key.shard()),
                 None => &mut **guard.insert(keyspace.lock(key)),
             };
-            if rows.is_empty() {
-                shard.remove(db, key, now);
+            let event = if rows.is_empty() {
+                shard.remove(db, key, now).map(|_| (notify::GENERIC, "del"))
             } else {
                 let elements = rows.iter().map(|r| r.as_deref().unwrap_or(b"")).collect();
                 shard.set(db, key, new_list(End::Tail, elements), None, false, now);
-            }
+                Some((notify::LIST, "sortstore"))
+            };
             if let Some(guard) = guard {
                 ctx.committed(guard.commit());
+            }
+            if let Some((class, event)) = event {
+                ctx.notify(class, event, &destination);
             }
             ctx.out.int(rows.len() as i64);
         }

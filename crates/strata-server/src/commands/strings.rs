@@ -1,6 +1,7 @@
 //! String commands.
 
 use crate::long_double::{self, AddError};
+use crate::notify;
 use bytes::Bytes;
 use strata_engine::value::parse_canonical_i64;
 use strata_engine::{Value, ValueType};
@@ -138,7 +139,18 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if !get {
         ctx.out.ok();
     }
+    notify_set(ctx, &args[1], expiry);
     Ok(())
+}
+
+/// The events of a string set with `expiry` (SET, SETEX, PSETEX).
+fn notify_set(ctx: &Ctx, key: &[u8], expiry: Expiry) {
+    ctx.notify(notify::STRING, "set", key);
+    match expiry {
+        Expiry::At(_) => ctx.notify(notify::GENERIC, "expire", key),
+        Expiry::Past => ctx.notify(notify::GENERIC, "del", key),
+        _ => {}
+    }
 }
 
 pub fn setnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
@@ -147,6 +159,7 @@ pub fn setnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let created = !shard.contains(db, key, now);
     if created {
         shard.set(db, key, Value::from_bytes(&args[2]), None, false, now);
+        ctx.notify(notify::STRING, "set", &args[1]);
     }
     ctx.out.int(created as i64);
     Ok(())
@@ -163,6 +176,7 @@ fn setex_generic(ctx: &mut Ctx, args: &[Bytes], unit: &str, command: &str) -> Cm
         }
     }
     ctx.out.ok();
+    notify_set(ctx, &args[1], expiry);
     Ok(())
 }
 
@@ -182,6 +196,7 @@ pub fn getset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         None => ctx.out.null_bulk(),
     }
     shard.set(db, key, Value::from_bytes(&args[2]), None, false, now);
+    ctx.notify(notify::STRING, "set", &args[1]);
     Ok(())
 }
 
@@ -191,6 +206,7 @@ pub fn getdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     match &removed {
         Some(entry) => {
             write_value(&mut ctx.out, entry.value());
+            ctx.notify(notify::GENERIC, "del", &args[1]);
         }
         None => ctx.out.null_bulk(),
     }
@@ -225,12 +241,17 @@ pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     write_value(&mut ctx.out, entry.value());
     let had_deadline = entry.expire_at_ms().is_some();
     // The change, if any, is counted and logged by the commit.
-    let _ = match expiry {
-        Expiry::Past => shard.remove(db, key, now).is_some(),
-        Expiry::At(at) => shard.set_expire(db, key, Some(at), now),
-        Expiry::Persist if had_deadline => shard.set_expire(db, key, None, now),
-        _ => false,
+    let event = match expiry {
+        Expiry::Past => shard.remove(db, key, now).map(|_| "del"),
+        Expiry::At(at) => shard.set_expire(db, key, Some(at), now).then_some("expire"),
+        Expiry::Persist if had_deadline => {
+            shard.set_expire(db, key, None, now).then_some("persist")
+        }
+        _ => None,
     };
+    if let Some(event) = event {
+        ctx.notify(notify::GENERIC, event, &args[1]);
+    }
     ctx.stats.hit(true);
     Ok(())
 }
@@ -278,6 +299,9 @@ fn mset_generic(ctx: &mut Ctx, args: &[Bytes], only_if_none_exist: bool) -> Resu
             .shard(*key)
             .set(db, *key, Value::from_bytes(&pair[1]), None, false, now);
     }
+    for pair in args[1..].chunks(2) {
+        ctx.notify(notify::STRING, "set", &pair[0]);
+    }
     Ok(true)
 }
 
@@ -310,6 +334,7 @@ pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             args[2].len()
         }
     };
+    ctx.notify(notify::STRING, "append", &args[1]);
     ctx.out.int(length as i64);
     Ok(())
 }
@@ -346,6 +371,7 @@ fn incr_generic(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
             delta
         }
     };
+    ctx.notify(notify::STRING, "incrby", key.bytes);
     ctx.out.int(result);
     Ok(())
 }
@@ -393,6 +419,7 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         Some(entry) => entry.set_value(db, value),
         None => shard.set(db, key, value, None, false, now),
     }
+    ctx.notify(notify::STRING, "incrbyfloat", &args[1]);
     ctx.out.bulk(&text);
     Ok(())
 }
@@ -457,6 +484,7 @@ pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         Some(entry) => entry.write_at(db, offset, patch),
         None => shard.create_at(db, key, offset, patch, now),
     };
+    ctx.notify(notify::STRING, "setrange", &args[1]);
     ctx.out.int(length as i64);
     Ok(())
 }

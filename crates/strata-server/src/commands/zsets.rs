@@ -14,6 +14,7 @@
 //! scores (a ZSET_OP record); ZPOPMIN and the range removals log the
 //! members they removed.
 
+use crate::notify;
 use std::collections::HashMap;
 use std::ffi::CString;
 
@@ -301,14 +302,24 @@ fn change(
 
 /// Replaces `destination` with a sorted set of `entries` (deletes it when
 /// there are none); replies the cardinality.
-pub(super) fn store(ctx: &mut Ctx, destination: &[u8], entries: &[(f64, Vec<u8>)]) -> CmdResult {
+/// `event` is the keyspace notification of a non-empty result (`del`
+/// is that of an empty one that deleted the destination).
+pub(super) fn store(
+    ctx: &mut Ctx,
+    destination: &[u8],
+    entries: &[(f64, Vec<u8>)],
+    event: &str,
+) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(destination), ctx.now_ms);
     let shard = ctx.keys.shard(key);
     if entries.is_empty() {
-        shard.remove(db, key, now);
+        if shard.remove(db, key, now).is_some() {
+            ctx.notify(notify::GENERIC, "del", destination);
+        }
     } else {
         let image = image_of(entries.iter().map(|(s, m)| (*s, &m[..])));
         shard.set(db, key, Value::ZSet(image.into()), None, false, now);
+        ctx.notify(notify::ZSET, event, destination);
     }
     ctx.out.int(entries.len() as i64);
     Ok(())
@@ -395,6 +406,9 @@ pub fn zadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if !puts.is_empty() {
         change(shard, db, key, &ZSetOp::Put(puts), now)?;
     }
+    if added + updated > 0 {
+        ctx.notify(notify::ZSET, if incr { "zincr" } else { "zadd" }, &args[1]);
+    }
     if incr {
         match incr_result {
             Some(score) => write_score(&mut ctx.out, score),
@@ -420,6 +434,7 @@ pub fn zincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Err(ERR_NAN.into());
     }
     change(shard, db, key, &ZSetOp::Put(vec![(new, member)]), now)?;
+    ctx.notify(notify::ZSET, "zincr", &args[1]);
     write_score(&mut ctx.out, new);
     Ok(())
 }
@@ -428,6 +443,9 @@ pub fn zrem(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let members = args[2..].iter().map(|a| &a[..]).collect();
     let removed = change(ctx.keys.shard(key), db, key, &ZSetOp::Remove(members), now)?;
+    if removed > 0 {
+        ctx.notify_write(notify::ZSET, "zrem", &args[1]);
+    }
     ctx.out.int(removed as i64);
     Ok(())
 }
@@ -633,7 +651,7 @@ pub fn zrangestore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             .collect(),
         None => Vec::new(),
     };
-    store(ctx, &args[1], &entries)
+    store(ctx, &args[1], &entries, "zrangestore")
 }
 
 /// ZRANK and ZREVRANK key member [WITHSCORE].
@@ -702,6 +720,7 @@ fn pop_from(
     };
     let members = popped.iter().map(|(_, m)| &m[..]).collect();
     change(shard, db, key, &ZSetOp::Remove(members), now)?;
+    ctx.notify_write(notify::ZSET, if max { "zpopmax" } else { "zpopmin" }, name);
     Ok(Some(popped))
 }
 
@@ -990,7 +1009,12 @@ fn algebra_reply(ctx: &mut Ctx, args: &[Bytes], op: Algebra) -> CmdResult {
 
 fn algebra_store(ctx: &mut Ctx, args: &[Bytes], op: Algebra) -> CmdResult {
     let (result, _) = algebra(ctx, args, op, true)?;
-    store(ctx, &args[1], &result)
+    let event = match op {
+        Algebra::Union => "zunionstore",
+        Algebra::Inter => "zinterstore",
+        Algebra::Diff => "zdiffstore",
+    };
+    store(ctx, &args[1], &result, event)
 }
 
 pub fn zunion(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
@@ -1118,6 +1142,8 @@ fn remove_range(ctx: &mut Ctx, args: &[Bytes], by: RangeBy) -> CmdResult {
     if !members.is_empty() {
         let op = ZSetOp::Remove(members.iter().map(|m| &m[..]).collect());
         change(shard, db, key, &op, now)?;
+        let event = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+        ctx.notify_write(notify::ZSET, &event, &args[1]);
     }
     ctx.out.int(members.len() as i64);
     Ok(())

@@ -1,0 +1,237 @@
+//! Client-side caching (CLIENT TRACKING) against the real server: RESP3
+//! invalidation pushes for keys read, once per read; the RESP2 redirect
+//! through `__redis__:invalidate`; BCAST with prefixes and NOLOOP;
+//! OPTIN with CLIENT CACHING; FLUSHALL's null invalidation; keys expiring
+//! in the background; the options' errors; and a reader that never misses
+//! an invalidation while writers on other server threads race it.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn invalidate(keys: &[&str]) -> Reply {
+    Reply::Push(vec![
+        b("invalidate"),
+        Reply::Array(keys.iter().map(|k| b(k)).collect()),
+    ])
+}
+
+fn resp3(server: &TestServer) -> Raw {
+    let mut con = server.raw();
+    assert!(matches!(con.cmd(&["HELLO", "3"]), Reply::Map(_)));
+    con
+}
+
+#[test]
+fn resp3_pushes_one_invalidation_per_read() {
+    let server = TestServer::start();
+    let mut reader = resp3(&server);
+    let mut writer = server.raw();
+    assert_eq!(reader.cmd(&["CLIENT", "TRACKING", "ON"]), ok());
+    assert_eq!(reader.cmd(&["CLIENT", "GETREDIR"]), i(0));
+    assert_eq!(writer.cmd(&["SET", "k", "1"]), ok());
+    assert_eq!(reader.cmd(&["GET", "k"]), b("1"));
+    assert_eq!(writer.cmd(&["SET", "k", "2"]), ok());
+    assert_eq!(writer.cmd(&["SET", "k", "3"]), ok());
+    // One message: the first write ended the registration.
+    assert_eq!(reader.read(), invalidate(&["k"]));
+    assert_eq!(reader.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    // A key never read is not tracked; a read key is, again.
+    assert_eq!(reader.cmd(&["GET", "k"]), b("3"));
+    assert_eq!(writer.cmd(&["SET", "other", "x"]), ok());
+    assert_eq!(writer.cmd(&["DEL", "k"]), i(1));
+    assert_eq!(reader.read(), invalidate(&["k"]));
+    // FLUSHALL: a null invalidation, drop everything.
+    assert_eq!(writer.cmd(&["FLUSHALL"]), ok());
+    assert_eq!(
+        reader.read(),
+        Reply::Push(vec![b("invalidate"), Reply::Null])
+    );
+    let info = reader.cmd(&["CLIENT", "TRACKINGINFO"]);
+    let Reply::Map(fields) = info else {
+        panic!("{info:?}");
+    };
+    assert_eq!(fields[0], (b("flags"), Reply::Set(vec![b("on")])));
+    assert_eq!(fields[1], (b("redirect"), i(0)));
+    assert_eq!(reader.cmd(&["CLIENT", "TRACKING", "OFF"]), ok());
+    assert_eq!(reader.cmd(&["CLIENT", "GETREDIR"]), i(-1));
+}
+
+#[test]
+fn resp2_redirect_bcast_noloop_and_optin() {
+    let server = TestServer::start();
+    let mut target = server.raw();
+    let target_id = target.cmd(&["CLIENT", "ID"]).as_int().to_string();
+    assert_eq!(
+        target.cmd(&["SUBSCRIBE", "__redis__:invalidate"]),
+        Reply::Array(vec![b("subscribe"), b("__redis__:invalidate"), i(1)])
+    );
+    let message = |keys: &[&str]| {
+        Reply::Array(vec![
+            b("message"),
+            b("__redis__:invalidate"),
+            Reply::Array(keys.iter().map(|k| b(k)).collect()),
+        ])
+    };
+    let mut con = server.raw();
+    let mut other = server.raw();
+    // Default mode, redirected.
+    assert_eq!(
+        con.cmd(&["CLIENT", "TRACKING", "ON", "REDIRECT", &target_id]),
+        ok()
+    );
+    assert_eq!(
+        con.cmd(&["MGET", "a", "b"]),
+        Reply::Array(vec![Reply::NullBulk, Reply::NullBulk])
+    );
+    assert_eq!(other.cmd(&["SET", "b", "1"]), ok());
+    assert_eq!(target.read(), message(&["b"]));
+    // BCAST with prefixes: one message per prefix with its keys.
+    assert_eq!(con.cmd(&["CLIENT", "TRACKING", "OFF"]), ok());
+    assert_eq!(
+        con.cmd(&[
+            "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "user:", "REDIRECT", &target_id,
+            "NOLOOP"
+        ]),
+        ok()
+    );
+    assert_eq!(
+        other.cmd(&["MSET", "user:1", "a", "user:2", "b", "order:1", "c"]),
+        ok()
+    );
+    let mut keys = target.read().as_array()[2].as_array().to_vec();
+    keys.sort_by_key(Reply::as_text);
+    assert_eq!(keys, vec![b("user:1"), b("user:2")]);
+    // NOLOOP: its own writes are not reported.
+    assert_eq!(con.cmd(&["SET", "user:3", "x"]), ok());
+    assert_eq!(other.cmd(&["SET", "user:4", "x"]), ok());
+    assert_eq!(target.read(), message(&["user:4"]));
+    // OPTIN: only the command after CLIENT CACHING YES is tracked.
+    let mut optin = resp3(&server);
+    assert_eq!(optin.cmd(&["CLIENT", "TRACKING", "ON", "OPTIN"]), ok());
+    assert_eq!(optin.cmd(&["GET", "x"]), Reply::Null);
+    assert_eq!(optin.cmd(&["CLIENT", "CACHING", "YES"]), ok());
+    assert_eq!(optin.cmd(&["GET", "y"]), Reply::Null);
+    assert_eq!(other.cmd(&["MSET", "x", "1", "y", "1"]), ok());
+    assert_eq!(optin.read(), invalidate(&["y"]));
+    assert_eq!(optin.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    // Redis' errors.
+    for (args, error) in [
+        (
+            &["CLIENT", "TRACKING", "ON", "PREFIX", "p"][..],
+            "ERR PREFIX option requires BCAST mode to be enabled",
+        ),
+        (
+            &["CLIENT", "TRACKING", "ON", "OPTIN", "OPTOUT"][..],
+            "ERR You can't specify both OPTIN mode and OPTOUT mode",
+        ),
+        (
+            &["CLIENT", "TRACKING", "ON", "REDIRECT", "999999"][..],
+            "ERR The client ID you want redirect to does not exist",
+        ),
+        (
+            &["CLIENT", "CACHING", "YES"][..],
+            "ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled",
+        ),
+    ] {
+        assert_eq!(other.cmd(args), e(error), "{args:?}");
+    }
+    assert_eq!(
+        con.cmd(&["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "use"]),
+        e(
+            "ERR Prefix 'use' overlaps with an existing prefix 'user:'. Prefixes for a single client must not overlap."
+        )
+    );
+}
+
+#[test]
+fn background_expiry_invalidates() {
+    let server = TestServer::start();
+    let mut reader = resp3(&server);
+    assert_eq!(reader.cmd(&["CLIENT", "TRACKING", "ON"]), ok());
+    assert_eq!(reader.cmd(&["SET", "soon", "v", "PX", "100"]), ok());
+    // Read, then left to expire in the background: the change feed's
+    // thread sends the invalidation.
+    assert_eq!(reader.cmd(&["GET", "soon"]), b("v"));
+    assert_eq!(reader.read(), invalidate(&["soon"]));
+}
+
+/// Readers cache a counter and drop it on invalidation while writers on
+/// other connections (other server threads) increment it: after the
+/// writers stop, every reader's cached value must be the final one or
+/// absent. A missed invalidation leaves a stale value behind.
+#[test]
+fn no_reader_is_left_with_a_stale_value() {
+    const READERS: usize = 3;
+    const WRITES: usize = 300;
+    let server = TestServer::start_with(&["--threads", "2"]);
+    let port = server.port;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let finals: Vec<Option<String>> = std::thread::scope(|scope| {
+        let readers: Vec<_> = (0..READERS)
+            .map(|_| {
+                let done = &done;
+                scope.spawn(move || {
+                    let mut con = Raw::connect(port);
+                    assert!(matches!(con.cmd(&["HELLO", "3"]), Reply::Map(_)));
+                    assert_eq!(con.cmd(&["CLIENT", "TRACKING", "ON"]), ok());
+                    let mut cached: Option<String> = None;
+                    let deadline = Instant::now() + Duration::from_secs(30);
+                    let mut quiet_rounds = 0;
+                    while quiet_rounds < 3 && Instant::now() < deadline {
+                        if cached.is_none() {
+                            con.send(&["GET", "counter"]);
+                        } else {
+                            con.send(&["PING"]);
+                        }
+                        // Pushes may come before the reply.
+                        loop {
+                            match con.read() {
+                                Reply::Push(parts) => {
+                                    assert_eq!(parts[0], b("invalidate"));
+                                    cached = None;
+                                }
+                                Reply::Simple(_) => break,
+                                Reply::Bulk(value) => {
+                                    cached = Some(String::from_utf8(value).unwrap());
+                                    break;
+                                }
+                                Reply::Null => break,
+                                other => panic!("{other:?}"),
+                            }
+                        }
+                        if done.load(std::sync::atomic::Ordering::SeqCst) {
+                            quiet_rounds += 1;
+                            std::thread::sleep(Duration::from_millis(50));
+                        }
+                    }
+                    cached
+                })
+            })
+            .collect();
+        let writers: Vec<_> = (0..2)
+            .map(|_| {
+                scope.spawn(move || {
+                    let mut con = Raw::connect(port);
+                    for _ in 0..WRITES {
+                        assert!(matches!(con.cmd(&["INCR", "counter"]), Reply::Int(_)));
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        readers.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    let expected = (2 * WRITES).to_string();
+    for cached in finals {
+        assert!(
+            cached.is_none() || cached.as_deref() == Some(&expected),
+            "a reader kept {cached:?}, the value is {expected}"
+        );
+    }
+}
