@@ -80,7 +80,23 @@ fn expired_keys_leave_no_tables_or_pages_behind() {
     let (used, _) = memory(&mut raw);
     assert!(used > baseline.0 + 10 * MB, "the keys are counted: {used}");
     // The table slots alone of 200 000 keys take over 2 MB: only shrunk
-    // tables get under 1 MB above the start.
-    assert_comes_back(&mut raw, baseline, MB, 64 * MB);
+    // tables get the index (slots, key heads, expiry items) under 1 MB.
+    let index = |raw: &mut Raw| -> u64 {
+        let info = raw.cmd(&["INFO", "memory"]).as_text();
+        info_field(&info, "mem_keys_index").parse().unwrap()
+    };
+    let deadline = Instant::now() + TIMEOUT;
+    while index(&mut raw) > MB {
+        assert!(
+            Instant::now() < deadline,
+            "the index stays at {}",
+            index(&mut raw)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // used_memory also counts what threads and buffers keep between
+    // bursts: up to 1.7 MB measured on the shared test machine (the
+    // values, 20 bytes and a head each, were over 10 MB).
+    assert_comes_back(&mut raw, baseline, 3 * MB, 64 * MB);
     assert_eq!(raw.cmd(&["DBSIZE"]), i(0));
 }
