@@ -235,3 +235,33 @@ fn no_reader_is_left_with_a_stale_value() {
         );
     }
 }
+
+/// Past `tracking-table-max-keys`, a remembered key is dropped with an
+/// invalidation (the client must not keep what is no longer tracked).
+#[test]
+fn the_table_limit_drops_keys_with_an_invalidation() {
+    let server = TestServer::start();
+    let mut reader = resp3(&server);
+    assert_eq!(
+        reader.cmd(&["CONFIG", "SET", "tracking-table-max-keys", "1"]),
+        ok()
+    );
+    assert_eq!(reader.cmd(&["CLIENT", "TRACKING", "ON"]), ok());
+    assert_eq!(reader.cmd(&["GET", "a"]), Reply::Null);
+    // The second key takes the table over its limit: one key leaves it.
+    reader.send(&["GET", "b"]);
+    let (mut pushes, mut replies) = (Vec::new(), Vec::new());
+    while replies.is_empty() || pushes.is_empty() {
+        match reader.read() {
+            Reply::Push(parts) => pushes.push(parts),
+            other => replies.push(other),
+        }
+    }
+    assert_eq!(replies, vec![Reply::Null]);
+    assert!(
+        pushes[0] == invalidate(&["a"]).as_array() || pushes[0] == invalidate(&["b"]).as_array(),
+        "{pushes:?}"
+    );
+    let info = reader.cmd(&["INFO", "stats"]).as_text();
+    assert_eq!(info_field(&info, "tracking_total_keys"), "1");
+}

@@ -317,6 +317,7 @@ pub fn hvals(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 fn increment(
     ctx: &mut Ctx,
     args: &[Bytes],
+    event: &str,
     compute: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>, CmdError>,
 ) -> Result<Vec<u8>, CmdError> {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
@@ -334,15 +335,14 @@ fn increment(
     });
     let changed = change_found(hash, db, &[change], now)?;
     settle(shard, db, key, changed, &[change], now);
-    let event = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
-    notify_changes(ctx, &args[1], &[change], &event);
+    notify_changes(ctx, &args[1], &[change], event);
     Ok(text)
 }
 
 pub fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let by = parse_i64(&args[3])?;
     let mut result = 0;
-    increment(ctx, args, |current| {
+    increment(ctx, args, "hincrby", |current| {
         let current = match current {
             None => 0,
             Some(text) => strata_engine::value::parse_canonical_i64(text)
@@ -358,7 +358,7 @@ pub fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let text = increment(ctx, args, |current| {
+    let text = increment(ctx, args, "hincrbyfloat", |current| {
         long_double::add(current, &args[3]).map_err(|error| match error {
             AddError::CurrentNotFloat => CmdError::from("ERR hash value is not a float"),
             AddError::IncrementNotFloat => CmdError::from(super::ERR_NOT_FLOAT),

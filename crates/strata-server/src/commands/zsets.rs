@@ -1121,7 +1121,8 @@ pub fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 /// Removes what `by` selects (ZREMRANGEBYRANK/SCORE/LEX); replies how many.
-fn remove_range(ctx: &mut Ctx, args: &[Bytes], by: RangeBy) -> CmdResult {
+/// `event` is the keyspace notification of a removal.
+fn remove_range(ctx: &mut Ctx, args: &[Bytes], by: RangeBy, event: &str) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
     let members: Vec<Vec<u8>> = match shard.get_zset(db, key, now)? {
@@ -1142,8 +1143,7 @@ fn remove_range(ctx: &mut Ctx, args: &[Bytes], by: RangeBy) -> CmdResult {
     if !members.is_empty() {
         let op = ZSetOp::Remove(members.iter().map(|m| &m[..]).collect());
         change(shard, db, key, &op, now)?;
-        let event = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
-        ctx.notify_write(notify::ZSET, &event, &args[1]);
+        ctx.notify_write(notify::ZSET, event, &args[1]);
     }
     ctx.out.int(members.len() as i64);
     Ok(())
@@ -1151,17 +1151,17 @@ fn remove_range(ctx: &mut Ctx, args: &[Bytes], by: RangeBy) -> CmdResult {
 
 pub fn zremrangebyrank(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let by = RangeBy::Rank(parse_i64(&args[2])?, parse_i64(&args[3])?);
-    remove_range(ctx, args, by)
+    remove_range(ctx, args, by, "zremrangebyrank")
 }
 
 pub fn zremrangebyscore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let by = RangeBy::Score(parse_score_bound(&args[2])?, parse_score_bound(&args[3])?);
-    remove_range(ctx, args, by)
+    remove_range(ctx, args, by, "zremrangebyscore")
 }
 
 pub fn zremrangebylex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let by = RangeBy::Lex(parse_lex_bound(&args[2])?, parse_lex_bound(&args[3])?);
-    remove_range(ctx, args, by)
+    remove_range(ctx, args, by, "zremrangebylex")
 }
 
 /// ZSCAN key cursor [MATCH pattern] [COUNT count]: a listpack whole with
