@@ -29,7 +29,9 @@
 //!                  version u32, first shard u32, shards in file u32,
 //!                  sharding u32 (version 4: 1 by slot, 0 by hash)
 //! CheckpointShard  db: shard index, aux: L_i          ┐ once per shard of
-//! Set …            the shard's live keys, lsn: L_i    ┘ the range, in order
+//! Meta …           shard 0 only: server state beside  │ the range, in order
+//!                  the keyspace (`Kind::Meta`)        │
+//! Set …            the shard's live keys, lsn: L_i    ┘
 //! CheckpointEnd    aux: next LSN when done, key: key count u64
 //! ```
 //!
@@ -441,6 +443,18 @@ fn write_range_file(
             replay_from.get_or_insert(covered);
             let shard_marker = marker(Kind::CheckpointShard, index as u16, covered, &[]);
             sealed(&mut buf, shard_marker, covered);
+            for (name, image) in &shard.meta {
+                let draft = Draft {
+                    kind: Kind::Meta,
+                    db: 0,
+                    aux: 0,
+                    flags: 0,
+                    value_type: 0,
+                    key: name,
+                    payload: image,
+                };
+                sealed(&mut buf, draft, covered);
+            }
             for db in 0..keyspace.db_count() {
                 for entry in shard.entries(db) {
                     if entry.expire_at_ms().is_some_and(|at| at <= now_ms) {
@@ -944,6 +958,9 @@ impl CheckpointReader {
                         return Err(fail(format!("shard {} out of order", record.db)));
                     }
                     covered.push(record.aux);
+                }
+                Kind::Meta if covered.len() == 1 && meta.first_shard == 0 => {
+                    visit(0, &record).map_err(fail)?;
                 }
                 Kind::Set | Kind::CheckpointCold if !covered.is_empty() => {
                     let shard = meta.first_shard as usize + covered.len() - 1;

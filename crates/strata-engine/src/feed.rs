@@ -180,6 +180,11 @@ fn decode(group: &[u8]) -> Vec<Change> {
         let len = record::encoded_len(&group[at..]);
         // Records were encoded and sealed by this process a moment ago.
         let found = record::decode(&group[at..at + len]).expect("a sealed record decodes");
+        if found.kind == Kind::Meta {
+            // Server state beside the keyspace, not a key's change.
+            at += len;
+            continue;
+        }
         changes.push(Change {
             kind: found.kind,
             db: found.db,

@@ -594,6 +594,43 @@ impl Keyspace {
         .1
     }
 
+    /// The image of metadata item `name` (server state kept beside the
+    /// keyspace, such as the function libraries), if set.
+    pub fn meta(&self, name: &[u8]) -> Option<Vec<u8>> {
+        self.lock_unlogged(0).meta.get(name).cloned()
+    }
+
+    /// Replaces metadata item `name` with the image `f` makes of the
+    /// current one, durably: one [`Kind::Meta`] record, committed with
+    /// every shard locked (`held` as for [`Keyspace::flush_db_in`]), so
+    /// updates are totally ordered and a checkpoint's copy of shard 0
+    /// holds exactly those below its LSN. `f` runs under those locks (the
+    /// caller updates its own view of the item there); when it fails,
+    /// nothing changes. An empty image removes the item.
+    pub fn update_meta_in<R, E>(
+        &self,
+        held: Option<&mut ShardSet<'_>>,
+        name: &[u8],
+        f: impl FnOnce(Option<&[u8]>) -> Result<(Vec<u8>, R), E>,
+    ) -> Result<(R, Commit), E> {
+        let (result, commit) = self.with_all(held, |all| {
+            let shard = &mut all.guards[0];
+            let (image, result) = f(shard.meta.get(name).map(Vec::as_slice))?;
+            crate::log::append(&crate::record::Draft {
+                kind: Kind::Meta,
+                db: 0,
+                aux: 0,
+                flags: 0,
+                value_type: 0,
+                key: name,
+                payload: &image,
+            });
+            shard.set_meta(name, &image);
+            Ok(result)
+        });
+        result.map(|r| (r, commit))
+    }
+
     /// Runs `f` with every shard locked: `held`, or locked here and
     /// committed after it.
     fn with_all<R>(

@@ -49,7 +49,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::commit::{Changed, Commit};
 use crate::feed::Feed;
-use crate::record::{self, Draft, FLAG_GROUP_CONTINUES};
+use crate::record::{self, Draft, FLAG_GROUP_CONTINUES, Kind};
 use crate::segment_file::SegmentFile;
 
 /// Pending (not yet written) bytes above which [`Log::backlogged`] asks
@@ -1130,7 +1130,8 @@ pub(crate) fn append(draft: &Draft) {
                 record::encode(&mut group.bytes, &Draft { flags, ..*draft });
             }
         }
-        if group.collect {
+        // Metadata (`Kind::Meta`) is no key's change.
+        if group.collect && draft.kind != Kind::Meta {
             group.changed.push(draft.kind, draft.db, draft.key);
         }
     });

@@ -102,6 +102,13 @@ pub enum Kind {
     /// put members with their final scores, or remove members); a missing
     /// key becomes a sorted set of the members put.
     ZSetOp = 12,
+    /// Server state kept beside the keyspace (today the function
+    /// libraries, `FUNCTION LOAD`): key: the item's name; payload: its
+    /// whole image, which replaces the previous one (empty: removed). It
+    /// belongs to shard 0: committed with every shard locked, copied into
+    /// shard 0's part of a checkpoint and replayed from shard 0's LSN. Not
+    /// a change of any key (the change feed leaves it out).
+    Meta = 13,
     /// Checkpoint file: first record. `aux`: LSN from which the log must be
     /// replayed; key: [`crate::checkpoint::CheckpointMeta`] bytes.
     CheckpointBegin = 16,
@@ -132,6 +139,7 @@ impl Kind {
             10 => Kind::ListOp,
             11 => Kind::SetOp,
             12 => Kind::ZSetOp,
+            13 => Kind::Meta,
             16 => Kind::CheckpointBegin,
             17 => Kind::CheckpointShard,
             18 => Kind::CheckpointEnd,

@@ -402,6 +402,12 @@ pub fn load(
     for path in &plan.checkpoints {
         let reader = CheckpointReader::open(path)?;
         let summary = reader.read_all(|shard, record| {
+            if record.kind == Kind::Meta {
+                keyspace
+                    .lock_unlogged(0)
+                    .set_meta(record.key, record.payload);
+                return Ok(());
+            }
             check_db(keyspace, record.db)?;
             let key = keyspace.key(record.key);
             if key.shard() != shard {
@@ -800,6 +806,14 @@ fn apply(
                     );
                 }
             }
+        }
+        Kind::Meta => {
+            if record.lsn < covered[0] {
+                return Ok(false);
+            }
+            keyspace
+                .lock_unlogged(0)
+                .set_meta(record.key, record.payload);
         }
         other => return Err(format!("{other:?} record inside the log")),
     }

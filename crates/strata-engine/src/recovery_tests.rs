@@ -1033,3 +1033,50 @@ fn set_and_sorted_set_changes_replay_to_the_same_values() {
     assert_eq!(members(&ks, b"s"), s_now);
     close(&ks);
 }
+
+/// Sets metadata item `name` to `image` as a command would.
+fn put_meta(ks: &Keyspace, name: &[u8], image: &[u8]) {
+    let (_, commit) = ks
+        .update_meta_in(None, name, |_| Ok::<_, ()>((image.to_vec(), ())))
+        .unwrap();
+    assert!(commit.changed.is_empty(), "metadata is no key's change");
+    assert!(commit.lsn.is_some(), "logged");
+}
+
+#[test]
+fn metadata_survives_replay_checkpoints_and_a_cut_log() {
+    let dir = temp_dir("meta");
+    let ks = open(&dir, 4096).unwrap();
+    put_meta(&ks, b"functions", b"first");
+    put_meta(&ks, b"other", b"x");
+    workload(&ks, 0);
+    put_meta(&ks, b"functions", b"second");
+    put_meta(&ks, b"other", b"");
+    close(&ks);
+    let ks = open(&dir, 4096).unwrap();
+    assert_eq!(ks.meta(b"functions").as_deref(), Some(&b"second"[..]));
+    assert_eq!(ks.meta(b"other"), None, "an empty image removes the item");
+    // The checkpoint holds the image; the log after it changes it again.
+    checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
+    put_meta(&ks, b"functions", b"third");
+    workload(&ks, 1);
+    let expected = dump(&ks);
+    close(&ks);
+    let ks = open(&dir, 4096).unwrap();
+    assert_eq!(ks.meta(b"functions").as_deref(), Some(&b"third"[..]));
+    assert_eq!(dump(&ks), expected);
+    // A second cycle cuts the log below the third image: the checkpoint
+    // alone must carry it.
+    checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
+    checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
+    close(&ks);
+    let ks = open(&dir, 4096).unwrap();
+    assert_eq!(ks.meta(b"functions").as_deref(), Some(&b"third"[..]));
+    // FLUSHALL empties the databases, not the metadata.
+    ks.flush_all();
+    close(&ks);
+    let ks = open(&dir, 4096).unwrap();
+    assert_eq!(ks.meta(b"functions").as_deref(), Some(&b"third"[..]));
+    close(&ks);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

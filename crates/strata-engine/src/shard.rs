@@ -147,6 +147,9 @@ pub struct Shard {
     pub(crate) hash_limits: Arc<SharedLimits>,
     /// Hashes with field deadlines, for active expiry.
     pub(crate) fields_due: FieldsDue,
+    /// Shard 0 only: server state kept beside the keyspace, by name
+    /// ([`Kind::Meta`] records; [`Keyspace::update_meta_in`](crate::Keyspace::update_meta_in)).
+    pub(crate) meta: std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
 /// Where a part of the keyspace's RAM goes, as counted by walking it
@@ -181,6 +184,17 @@ impl Shard {
             ram_hits: 0,
             disk_hits: 0,
             census: MemoryCensus::default(),
+            meta: std::collections::BTreeMap::new(),
+        }
+    }
+
+    /// Sets (an empty image: removes) the metadata item `name`: shard 0
+    /// only, by recovery and [`Keyspace::update_meta_in`](crate::Keyspace::update_meta_in).
+    pub(crate) fn set_meta(&mut self, name: &[u8], image: &[u8]) {
+        if image.is_empty() {
+            self.meta.remove(name);
+        } else {
+            self.meta.insert(name.to_vec(), image.to_vec());
         }
     }
 

@@ -242,6 +242,7 @@ fn load(handles: &Handles, plan: &Plan) -> Result<(), String> {
     for line in &loaded.truncated {
         log_warning!("{line}");
     }
+    crate::commands::functions::load_at_start(&handles.functions, &handles.keyspace)?;
     persistence
         .keys_loaded
         .store(loaded.checkpoint_keys, Relaxed);

@@ -28,7 +28,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 use parking_lot::{Mutex, RwLock};
@@ -50,20 +50,32 @@ pub struct Scripts {
     pub busy: AtomicUsize,
 }
 
-/// One script being run (for BUSY and SCRIPT KILL).
+/// One script being run (for BUSY, SCRIPT KILL, FUNCTION KILL and
+/// FUNCTION STATS).
 pub struct Running {
     started: Instant,
     pub written: AtomicBool,
     kill: AtomicBool,
     busy: AtomicBool,
+    /// A function's name and the FCALL that runs it (`None`: EVAL).
+    function: Option<(String, Vec<bytes::Bytes>)>,
 }
 
-/// What SCRIPT KILL found.
+/// What SCRIPT KILL / FUNCTION KILL found.
 pub enum Kill {
     Killed,
     NotBusy,
     Unkillable,
+    /// The busy one is of the other kind (a function for SCRIPT KILL, a
+    /// script for FUNCTION KILL): the BUSY error naming the right command.
+    OtherKind(&'static str),
 }
+
+/// The BUSY errors: which command may stop what is running.
+pub const BUSY_SCRIPT: &str =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+pub const BUSY_FUNCTION: &str =
+    "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
 
 impl Scripts {
     /// Remembers `body`; returns its SHA1 in lower-case hex.
@@ -91,12 +103,19 @@ impl Scripts {
         self.generation.fetch_add(1, Relaxed);
     }
 
-    pub fn begin(&self, client_id: u64) -> Arc<Running> {
+    /// Notes that client `client_id` runs a script (`function`: a
+    /// function's name and its FCALL).
+    pub fn begin(
+        &self,
+        client_id: u64,
+        function: Option<(String, Vec<bytes::Bytes>)>,
+    ) -> Arc<Running> {
         let running = Arc::new(Running {
             started: Instant::now(),
             written: AtomicBool::new(false),
             kill: AtomicBool::new(false),
             busy: AtomicBool::new(false),
+            function,
         });
         self.running.lock().insert(client_id, running.clone());
         running
@@ -110,8 +129,9 @@ impl Scripts {
         }
     }
 
-    /// SCRIPT KILL: stops every busy script that has not written.
-    pub fn kill(&self) -> Kill {
+    /// SCRIPT KILL (`functions` false) or FUNCTION KILL: stops every busy
+    /// script (function) that has not written.
+    pub fn kill(&self, functions: bool) -> Kill {
         let running = self.running.lock();
         let busy: Vec<_> = running.values().filter(|r| r.busy.load(Relaxed)).collect();
         if busy.is_empty() {
@@ -120,10 +140,49 @@ impl Scripts {
         if busy.iter().any(|r| r.written.load(Relaxed)) {
             return Kill::Unkillable;
         }
+        if let Some(other) = busy.iter().find(|r| r.function.is_some() != functions) {
+            return Kill::OtherKind(match other.function {
+                Some(_) => BUSY_FUNCTION,
+                None => BUSY_SCRIPT,
+            });
+        }
         for script in busy {
             script.kill.store(true, Relaxed);
         }
         Kill::Killed
+    }
+}
+
+impl Scripts {
+    /// The BUSY error other clients get while a script runs too long.
+    pub fn busy_error(&self) -> &'static str {
+        let running = self.running.lock();
+        match running
+            .values()
+            .any(|r| r.busy.load(Relaxed) && r.function.is_some())
+        {
+            true => BUSY_FUNCTION,
+            false => BUSY_SCRIPT,
+        }
+    }
+
+    /// FUNCTION STATS' running script: the function's name, its FCALL
+    /// and how long it has run, in ms. `Err` when the busy one is a
+    /// script (EVAL), which FUNCTION STATS answers with BUSY.
+    #[allow(clippy::type_complexity)]
+    pub fn running_function(&self) -> Result<Option<(String, Vec<bytes::Bytes>, u64)>, ()> {
+        let running = self.running.lock();
+        let mut found = None;
+        for script in running.values().filter(|r| r.busy.load(Relaxed)) {
+            match &script.function {
+                None => return Err(()),
+                Some((name, command)) => {
+                    let ms = script.started.elapsed().as_millis() as u64;
+                    found = Some((name.clone(), command.clone(), ms));
+                }
+            }
+        }
+        Ok(found)
     }
 }
 
@@ -198,6 +257,10 @@ pub struct Vm {
     pub private: Table,
     /// Runs a script function, turning any error into an error table.
     pub trampoline: Function,
+    /// The generation of the libraries loaded into this VM.
+    library_generation: u64,
+    /// Their functions, by lower-case name.
+    callbacks: HashMap<String, Function>,
 }
 
 thread_local! {
@@ -266,7 +329,7 @@ local handler = function(err)
         for level = 2, 32 do
             local info = getinfo(level, 'Sl')
             if info == nil then break end
-            if info.source == '@user_script' then
+            if info.source == '@user_script' or info.source == '@user_function' then
                 err.source = info.source
                 err.line = info.currentline
                 break
@@ -274,7 +337,7 @@ local handler = function(err)
         end
         if err.source == nil then
             -- Raised from a tail call: the script's frame is gone.
-            err.source = '@user_script'
+            err.source = private.source
             err.line = '?'
         end
     end
@@ -283,6 +346,12 @@ end
 local trampoline = function(f)
     return xpcall(f, handler)
 end
+-- A function's call (FCALL): its KEYS and ARGV are arguments.
+local unpack = unpack
+private.trampoline_args = function(f, keys, argv)
+    return xpcall(function() return f(keys, argv) end, handler)
+end
+private.source = '@user_script'
 loadfile = nil
 debug = nil
 dofile = nil
@@ -303,7 +372,157 @@ setmetatable(_G, {
 return trampoline
 "#;
 
+/// Functions' side of a VM (run after [`PRELUDE`], with its `private`
+/// table and the scripts' `redis` table): the environment libraries load
+/// and run in, and `redis.register_function`.
+///
+/// As in Redis, a library's top level sees only a load-time `redis` (with
+/// `register_function`, `log` and the version constants) and no other
+/// global, and its functions see the globals scripts see, with a
+/// read-only `redis` that has no `register_function`. Neither can create
+/// globals. One environment serves every library: the `loading` flag
+/// decides which view a lookup gets.
+const FUNCTIONS_PRELUDE: &str = r#"
+local private, redis_api = ...
+local raw_error, rawget, setmetatable, type, pairs, tostring = error, rawget, setmetatable, type, pairs, tostring
+local lower, find, select = string.lower, string.find, select
+local globals = _G
+local loading = nil
+local function readonly() raw_error('Attempt to modify a readonly table', 2) end
+local function missing(name)
+    raw_error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 3)
+end
+local flag_names = {}
+for _, name in pairs(private.flag_names) do flag_names[name] = true end
+local function register(...)
+    if loading == nil then
+        raw_error('redis.register_function can only be called on FUNCTION LOAD command', 2)
+    end
+    local count = select('#', ...)
+    if count < 1 or count > 2 then
+        raw_error('wrong number of arguments to redis.register_function', 2)
+    end
+    local name, callback, description, flags = nil, nil, nil, {}
+    if count == 1 then
+        local named = ...
+        if type(named) ~= 'table' then
+            raw_error('calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).', 2)
+        end
+        for key, value in pairs(named) do
+            if type(key) ~= 'string' then
+                raw_error('named argument key given to redis.register_function is not a string', 2)
+            end
+            key = lower(key)
+            if key == 'function_name' then
+                if type(value) ~= 'string' and type(value) ~= 'number' then
+                    raw_error('function_name argument given to redis.register_function must be a string', 2)
+                end
+                name = tostring(value)
+            elseif key == 'description' then
+                if type(value) ~= 'string' and type(value) ~= 'number' then
+                    raw_error('description argument given to redis.register_function must be a string', 2)
+                end
+                description = tostring(value)
+            elseif key == 'callback' then
+                if type(value) ~= 'function' then
+                    raw_error('callback argument given to redis.register_function must be a function', 2)
+                end
+                callback = value
+            elseif key == 'flags' then
+                if type(value) ~= 'table' then
+                    raw_error('flags argument to redis.register_function must be a table representing function flags', 2)
+                end
+                local n = 1
+                while value[n] ~= nil do
+                    local flag = value[n]
+                    if (type(flag) ~= 'string' and type(flag) ~= 'number') or not flag_names[lower(flag)] then
+                        raw_error('unknown flag given', 2)
+                    end
+                    flags[#flags + 1] = lower(flag)
+                    n = n + 1
+                end
+            else
+                raw_error('unknown argument given to redis.register_function', 2)
+            end
+        end
+        if name == nil then raw_error('redis.register_function must get a function name argument', 2) end
+        if callback == nil then raw_error('redis.register_function must get a callback argument', 2) end
+    else
+        name, callback = ...
+        if type(name) ~= 'string' and type(name) ~= 'number' then
+            raw_error('first argument to redis.register_function must be a string', 2)
+        end
+        name = tostring(name)
+        if type(callback) ~= 'function' then
+            raw_error('second argument to redis.register_function must be a function', 2)
+        end
+    end
+    if #name == 0 or find(name, '[^%w_]') then
+        raw_error('Library names can only contain letters, numbers, or underscores(_) and must be at least one character long', 2)
+    end
+    if loading.seen[lower(name)] then
+        raw_error('Function already exists in the library', 2)
+    end
+    loading.seen[lower(name)] = true
+    loading.list[#loading.list + 1] = {name = name, callback = callback, description = description, flags = flags}
+end
+local load_api = {
+    register_function = register,
+    log = redis_api.log,
+    LOG_DEBUG = redis_api.LOG_DEBUG,
+    LOG_VERBOSE = redis_api.LOG_VERBOSE,
+    LOG_NOTICE = redis_api.LOG_NOTICE,
+    LOG_WARNING = redis_api.LOG_WARNING,
+    REDIS_VERSION = redis_api.REDIS_VERSION,
+    REDIS_VERSION_NUM = redis_api.REDIS_VERSION_NUM,
+}
+local load_redis = setmetatable({}, {
+    __index = function(_, name)
+        local value = load_api[name]
+        if value == nil then missing(name) end
+        return value
+    end,
+    __newindex = readonly,
+})
+local run_redis = setmetatable({}, {__index = redis_api, __newindex = readonly})
+local env = setmetatable({}, {
+    __index = function(_, name)
+        if name == 'redis' then
+            if loading ~= nil then return load_redis end
+            return run_redis
+        end
+        if loading ~= nil or name == 'KEYS' or name == 'ARGV' then missing(name) end
+        local value = rawget(globals, name)
+        if value == nil then missing(name) end
+        return value
+    end,
+    __newindex = readonly,
+})
+private.functions_env = env
+private.begin_load = function() loading = {seen = {}, list = {}} end
+private.finish_load = function()
+    local list = loading and loading.list or {}
+    loading = nil
+    return list
+end
+"#;
+
+/// A function a library registered while it loaded.
+pub struct Registered {
+    pub info: crate::functions::FunctionInfo,
+    pub callback: Function,
+}
+
+/// How long FUNCTION LOAD may run a library's top level (Redis: 500 ms).
+pub const LOAD_TIMEOUT: Duration = Duration::from_millis(500);
+
 impl Vm {
+    /// A VM of no thread, for work outside commands (loading libraries at
+    /// start-up).
+    pub fn scratch() -> mlua::Result<Vm> {
+        Vm::new(0)
+    }
+
     fn new(generation: u64) -> mlua::Result<Vm> {
         // SAFETY: `debug` is the only library mlua deems unsafe; the prelude
         // keeps `debug.getinfo` for error locations and removes the rest of
@@ -334,17 +553,124 @@ impl Vm {
         let globals = lua.globals();
         globals.set("cjson", cjson(&lua)?)?;
         globals.set("bit", bit(&lua)?)?;
+        private.set("flag_names", crate::functions::FLAG_NAMES)?;
         let trampoline: Function = lua
             .load(PRELUDE)
             .set_name("=prelude")
             .call(private.clone())?;
+        let redis_api: Table = globals.raw_get("redis")?;
+        lua.load(FUNCTIONS_PRELUDE)
+            .set_name("=functions")
+            .call::<()>((private.clone(), redis_api))?;
         Ok(Vm {
             lua,
             generation,
             functions: HashMap::new(),
             private,
             trampoline,
+            library_generation: 0,
+            callbacks: HashMap::new(),
         })
+    }
+
+    /// Runs a library's top level (`body`: its code after the shebang
+    /// line) and returns the functions it registered; errors as FUNCTION
+    /// LOAD words them. `timeout`: FUNCTION LOAD's limit (none when
+    /// loading what was already accepted once).
+    pub fn load_library(
+        &self,
+        body: &str,
+        timeout: Option<Duration>,
+    ) -> Result<Vec<Registered>, String> {
+        let env: Table = self
+            .private
+            .raw_get("functions_env")
+            .map_err(|e| e.to_string())?;
+        let chunk = self
+            .lua
+            .load(body)
+            .set_name("@user_function")
+            .set_environment(env)
+            .into_function()
+            .map_err(|e| format!("ERR Error compiling function: {}", lua_error_text(&e)))?;
+        let begin: Function = self
+            .private
+            .raw_get("begin_load")
+            .map_err(|e| e.to_string())?;
+        let finish: Function = self
+            .private
+            .raw_get("finish_load")
+            .map_err(|e| e.to_string())?;
+        begin.call::<()>(()).map_err(|e| e.to_string())?;
+        if let Some(limit) = timeout {
+            let started = Instant::now();
+            self.lua
+                .set_hook(
+                    mlua::HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
+                    move |_, _| match started.elapsed() > limit {
+                        true => Err(mlua::Error::RuntimeError("FUNCTION LOAD timeout".into())),
+                        false => Ok(mlua::VmState::Continue),
+                    },
+                )
+                .expect("hooks are supported by Lua 5.1");
+        }
+        let ran = chunk.call::<()>(());
+        self.lua.remove_hook();
+        let list: Table = finish.call(()).map_err(|e| e.to_string())?;
+        if let Err(error) = ran {
+            return Err(format!(
+                "ERR Error registering functions: {}",
+                lua_error_text(&error)
+            ));
+        }
+        let mut registered = Vec::new();
+        for entry in list.sequence_values::<Table>() {
+            let entry = entry.map_err(|e| e.to_string())?;
+            let flags: Vec<String> = entry.get("flags").map_err(|e| e.to_string())?;
+            let flags = crate::functions::FLAG_NAMES
+                .iter()
+                .enumerate()
+                .filter(|(_, name)| flags.iter().any(|f| f == *name))
+                .fold(0u8, |bits, (n, _)| bits | 1 << n);
+            registered.push(Registered {
+                info: crate::functions::FunctionInfo {
+                    name: entry.get("name").map_err(|e| e.to_string())?,
+                    description: entry.get("description").map_err(|e| e.to_string())?,
+                    flags,
+                },
+                callback: entry.get("callback").map_err(|e| e.to_string())?,
+            });
+        }
+        Ok(registered)
+    }
+
+    /// The callback of function `name` of `libraries`, loading every
+    /// library into this VM first when they changed since it last did.
+    pub fn library_function(
+        &mut self,
+        libraries: &crate::functions::Libraries,
+        name: &str,
+    ) -> Option<Function> {
+        if self.library_generation != libraries.generation {
+            self.callbacks.clear();
+            for library in libraries.libraries.values() {
+                let loaded = crate::functions::parse_metadata(&library.code)
+                    .and_then(|meta| self.load_library(meta.body, None));
+                match loaded {
+                    Ok(registered) => {
+                        for function in registered {
+                            self.callbacks
+                                .insert(function.info.name.to_ascii_lowercase(), function.callback);
+                        }
+                    }
+                    Err(error) => {
+                        crate::log_warning!("Library {} did not load: {error}", library.name)
+                    }
+                }
+            }
+            self.library_generation = libraries.generation;
+        }
+        self.callbacks.get(&name.to_ascii_lowercase()).cloned()
     }
 
     /// The compiled function of script `sha`.

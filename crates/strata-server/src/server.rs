@@ -75,6 +75,8 @@ pub struct Server {
     pub tracking: Arc<crate::tracking::Tracking>,
     /// Lua scripts: the cache and the ones running.
     pub scripts: Arc<crate::scripting::Scripts>,
+    /// Function libraries (FUNCTION LOAD, FCALL).
+    pub functions: Arc<crate::functions::Functions>,
     shutdown_requested: AtomicBool,
     /// How the coming shutdown saves ([`ShutdownSave`] as u8).
     shutdown_save: AtomicU8,
@@ -91,6 +93,7 @@ pub struct Handles {
     pub persistence: Arc<Persistence>,
     pub tiering: Arc<Tiering>,
     pub active_expire: Arc<AtomicBool>,
+    pub functions: Arc<crate::functions::Functions>,
 }
 
 pub fn now_ms() -> u64 {
@@ -151,6 +154,7 @@ impl Server {
             persistence: self.persistence.clone(),
             tiering: self.tiering.clone(),
             active_expire: self.active_expire.clone(),
+            functions: self.functions.clone(),
         }
     }
 }
@@ -271,6 +275,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         tracking: Arc::default(),
         notify_feed: Arc::default(),
         scripts: Arc::default(),
+        functions: Arc::default(),
         shutdown_requested: AtomicBool::new(false),
         shutdown_save: AtomicU8::new(ShutdownSave::Default as u8),
         shutdown_signal: Notify::new(),

@@ -19,6 +19,7 @@
 pub mod bits;
 pub mod cluster;
 pub mod connection;
+pub mod functions;
 pub mod geo;
 pub mod hashes;
 pub mod hyperloglog;
@@ -706,10 +707,7 @@ fn admit(
         > 0
         && !gates.has(Gates::ALLOW_BUSY)
     {
-        return refuse(
-            &mut reply,
-            "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
-        );
+        return refuse(&mut reply, server.scripts.busy_error());
     }
     if session.subscriptions > 0
         && session.protocol == strata_resp::Protocol::Resp2

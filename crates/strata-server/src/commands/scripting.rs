@@ -15,6 +15,7 @@ use strata_resp::Protocol;
 use super::connection::help_lines;
 use super::transactions::{answer_blocked, is_database_wide, runs_unlocked};
 use super::{CmdError, CmdResult, Ctx, call, declared_keys, is, parse_i64};
+use crate::functions::Libraries;
 use crate::scripting::{
     Kill, Running, lua_arg, lua_error_text, parse_shebang, protocol_of, reply_to_lua, with_vm,
     write_lua, write_script_error,
@@ -183,11 +184,32 @@ impl Runner<'_, '_, '_> {
     }
 }
 
+/// What a run executes.
+#[derive(Clone, Copy)]
+pub enum Target<'t> {
+    /// EVAL / EVALSHA: a script of the cache.
+    Script { sha: &'t str, body: &'t str },
+    /// FCALL: a function of the libraries (`crate::functions`).
+    Function {
+        libraries: &'t Libraries,
+        name: &'t str,
+    },
+}
+
+impl Target<'_> {
+    /// The name errors give as `script: <name>`.
+    fn name(&self) -> &str {
+        match self {
+            Target::Script { sha, .. } => sha,
+            Target::Function { name, .. } => name,
+        }
+    }
+}
+
 /// Runs the script once under `ctx.keys`.
 fn run_once(
     ctx: &mut Ctx,
-    sha: &str,
-    body: &str,
+    target: Target,
     keys: &[Bytes],
     argv: &[Bytes],
     (read_only, allow_oom): (bool, bool),
@@ -197,25 +219,41 @@ fn run_once(
     let busy_after_ms = ctx.config.busy_reply_threshold_ms;
     let in_transaction = ctx.session.in_exec;
     with_vm(&scripts, |vm| {
-        let function = match vm.function(sha, body) {
+        let function = match target {
+            Target::Script { sha, body } => vm.function(sha, body),
+            Target::Function { libraries, name } => vm
+                .library_function(libraries, name)
+                .ok_or_else(|| "ERR Function not found".to_owned()),
+        };
+        let function = match function {
             Ok(function) => function,
             Err(text) => return (Ran::Done(Err(text)), 2),
         };
-        let set_args = || -> mlua::Result<()> {
-            let globals = vm.lua.globals();
-            let to_table = |items: &[Bytes]| -> mlua::Result<mlua::Table> {
-                let table = vm.lua.create_table_with_capacity(items.len(), 0)?;
-                for (n, item) in items.iter().enumerate() {
-                    table.raw_set(n + 1, vm.lua.create_string(item)?)?;
-                }
-                Ok(table)
-            };
-            globals.raw_set("KEYS", to_table(keys)?)?;
-            globals.raw_set("ARGV", to_table(argv)?)
+        let to_table = |items: &[Bytes]| -> mlua::Result<mlua::Table> {
+            let table = vm.lua.create_table_with_capacity(items.len(), 0)?;
+            for (n, item) in items.iter().enumerate() {
+                table.raw_set(n + 1, vm.lua.create_string(item)?)?;
+            }
+            Ok(table)
         };
-        if let Err(error) = set_args() {
-            return (Ran::Done(Err(format!("ERR {}", lua_error_text(&error)))), 2);
-        }
+        // A script's KEYS and ARGV are globals; a function's, arguments.
+        let set_args = || -> mlua::Result<Option<(mlua::Table, mlua::Table)>> {
+            if matches!(target, Target::Function { .. }) {
+                vm.private.raw_set("source", "@user_function")?;
+                return Ok(Some((to_table(keys)?, to_table(argv)?)));
+            }
+            vm.private.raw_set("source", "@user_script")?;
+            let globals = vm.lua.globals();
+            globals.raw_set("KEYS", to_table(keys)?)?;
+            globals.raw_set("ARGV", to_table(argv)?)?;
+            Ok(None)
+        };
+        let arguments = match set_args() {
+            Ok(arguments) => arguments,
+            Err(error) => {
+                return (Ran::Done(Err(format!("ERR {}", lua_error_text(&error)))), 2);
+            }
+        };
         vm.watch(scripts.clone(), running.clone(), busy_after_ms);
         let runner = RefCell::new(Runner {
             ctx,
@@ -241,7 +279,13 @@ fn run_once(
             })?;
             vm.private.raw_set("call", redis_call)?;
             vm.private.raw_set("setresp", setresp)?;
-            let outcome: (bool, Value) = vm.trampoline.call(function)?;
+            let outcome: (bool, Value) = match arguments {
+                None => vm.trampoline.call(function)?,
+                Some((keys, argv)) => {
+                    let trampoline: mlua::Function = vm.private.raw_get("trampoline_args")?;
+                    trampoline.call((function, keys, argv))?
+                }
+            };
             Ok(outcome)
         });
         vm.lua.remove_hook();
@@ -254,14 +298,23 @@ fn run_once(
     })
 }
 
-fn eval_generic(ctx: &mut Ctx, args: &[Bytes], by_sha: bool, read_only: bool) -> CmdResult {
-    let numkeys = parse_i64(&args[2])?;
+/// The KEYS and ARGV of EVAL's or FCALL's arguments (the count at 2).
+pub fn split_keys<'a>(
+    args: &'a [Bytes],
+    bad_count: &'static str,
+) -> Result<(&'a [Bytes], &'a [Bytes]), CmdError> {
+    let numkeys = parse_i64(&args[2]).map_err(|_| CmdError::from(bad_count))?;
+    if numkeys > (args.len() - 3) as i64 {
+        return Err("ERR Number of keys can't be greater than number of args".into());
+    }
     if numkeys < 0 {
         return Err("ERR Number of keys can't be negative".into());
     }
-    if numkeys as usize > args.len() - 3 {
-        return Err("ERR Number of keys can't be greater than number of args".into());
-    }
+    Ok(args[3..].split_at(numkeys as usize))
+}
+
+fn eval_generic(ctx: &mut Ctx, args: &[Bytes], by_sha: bool, read_only: bool) -> CmdResult {
+    let (keys, argv) = split_keys(args, "ERR value is not an integer or out of range")?;
     let scripts = ctx.server.scripts.clone();
     let (sha, body) = if by_sha {
         scripts.get(&args[1]).ok_or(CmdError::from(
@@ -273,16 +326,32 @@ fn eval_generic(ctx: &mut Ctx, args: &[Bytes], by_sha: bool, read_only: bool) ->
         (sha, body)
     };
     let (flags, _) = parse_shebang(&body).map_err(CmdError::from)?;
-    let read_only = read_only || flags.no_writes;
-    let numkeys = numkeys as usize;
-    let (keys, argv) = args[3..].split_at(numkeys);
+    let target = Target::Script {
+        sha: &sha,
+        body: &body,
+    };
+    let modes = (read_only || flags.no_writes, flags.allow_oom);
+    run_script(ctx, target, keys, argv, modes, None)
+}
+
+/// Runs a script or function atomically and writes its reply. `modes`:
+/// (read-only, allow-oom); `function`: a function's name and its FCALL
+/// (for FUNCTION STATS).
+pub fn run_script(
+    ctx: &mut Ctx,
+    target: Target,
+    keys: &[Bytes],
+    argv: &[Bytes],
+    modes: (bool, bool),
+    function: Option<(String, Vec<Bytes>)>,
+) -> CmdResult {
+    let scripts = ctx.server.scripts.clone();
     let client_id = ctx.session.client.id;
     // SELECT inside a script does not change the caller's database.
     let caller_db = ctx.session.db;
-    let running = scripts.begin(client_id);
+    let running = scripts.begin(client_id, function);
     let (ran, resp) = loop {
-        let modes = (read_only, flags.allow_oom);
-        match run_once(ctx, &sha, &body, keys, argv, modes, &running) {
+        match run_once(ctx, target, keys, argv, modes, &running) {
             (Ran::Restart, _) => {
                 // Nothing written: take every shard and start over.
                 let keyspace = ctx.keyspace();
@@ -303,7 +372,7 @@ fn eval_generic(ctx: &mut Ctx, args: &[Bytes], by_sha: bool, read_only: bool) ->
             Ok(())
         }
         Ok((false, Value::Table(error))) => {
-            let text = write_script_error(&mut ctx.out, &error, &sha);
+            let text = write_script_error(&mut ctx.out, &error, target.name());
             ctx.server.stats.record_error(&text);
             Ok(())
         }
@@ -365,7 +434,13 @@ pub fn script_flush(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 pub fn script_kill(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
-    match ctx.server.scripts.kill() {
+    kill(ctx, false)
+}
+
+/// SCRIPT KILL, or FUNCTION KILL (`functions`).
+pub fn kill(ctx: &mut Ctx, functions: bool) -> CmdResult {
+    match ctx.server.scripts.kill(functions) {
+        Kill::OtherKind(busy) => Err(busy.into()),
         Kill::Killed => {
             ctx.out.ok();
             Ok(())

@@ -147,6 +147,10 @@ pub fn is_database_wide(name: &str) -> bool {
             | "dbsize"
             | "sort"
             | "sort_ro"
+            | "function|load"
+            | "function|delete"
+            | "function|flush"
+            | "function|restore"
     )
 }
 

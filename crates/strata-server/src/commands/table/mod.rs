@@ -8,6 +8,7 @@
 
 mod bitmaps;
 mod connection;
+mod functions;
 mod geo;
 mod hashes;
 mod hyperloglog;
@@ -24,9 +25,9 @@ mod zsets;
 
 use super::keyspec::{KeySpec, keynum, keyword_range, noted, range, unknown};
 use super::{
-    Handler, Spec, bits, cluster as cl, connection as conn, geo as gs, hashes as hs,
-    hyperloglog as hll, keys as ks, lists as ls, pubsub as ps, scripting as sc, server as srv,
-    sets as se, sort as so, strings as st, transactions as tx, zsets as zs,
+    Handler, Spec, bits, cluster as cl, connection as conn, functions as fc, geo as gs,
+    hashes as hs, hyperloglog as hll, keys as ks, lists as ls, pubsub as ps, scripting as sc,
+    server as srv, sets as se, sort as so, strings as st, transactions as tx, zsets as zs,
 };
 
 const NO_KEYS: &[KeySpec] = &[];
@@ -602,6 +603,7 @@ pub static FAMILIES: &[&[Spec]] = &[
     transactions::COMMANDS,
     pubsub::COMMANDS,
     scripting::COMMANDS,
+    functions::COMMANDS,
 ];
 
 /// Redis' command tips (COMMAND INFO's eighth element), by full name.
@@ -610,13 +612,15 @@ pub fn tips(full_name: &str) -> &'static [&'static str] {
         "client|list" | "client|info" | "object|encoding" | "object|idletime" | "object|freq"
         | "object|refcount" | "lastsave" | "time" | "ttl" | "pttl" => &["nondeterministic_output"],
         "config|set" => &["request_policy:all_nodes", "response_policy:all_succeeded"],
-        "command|info" | "command|docs" | "command|list" | "command" => {
+        "command|info" | "command|docs" | "command|list" | "command" | "function|list" => {
             &["nondeterministic_output_order"]
         }
-        "ping" | "flushdb" | "flushall" => {
+        "ping" | "flushdb" | "flushall" | "function|delete" | "function|flush"
+        | "function|load" | "function|restore" => {
             &["request_policy:all_shards", "response_policy:all_succeeded"]
         }
-        "info" => &[
+        "function|kill" => &["request_policy:all_shards", "response_policy:one_succeeded"],
+        "info" | "function|stats" => &[
             "nondeterministic_output",
             "request_policy:all_shards",
             "response_policy:special",

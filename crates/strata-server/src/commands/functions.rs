@@ -1,0 +1,389 @@
+//! FUNCTION and FCALL: Lua function libraries (see `crate::functions` for
+//! the registry and how libraries are stored, `crate::scripting` for the
+//! VM). A function runs exactly as an EVAL script does
+//! (`commands::scripting::run_script`): atomically, under one lock set,
+//! committed as one log group.
+
+use bytes::Bytes;
+
+use super::connection::help_lines;
+use super::scripting::{Target, kill, run_script, split_keys};
+use super::{CmdError, CmdResult, Ctx, is};
+use crate::functions::{
+    ENGINE, FLAG_ALLOW_OOM, FLAG_NAMES, FLAG_NO_WRITES, Libraries, Library, META_NAME,
+    codes_of_payload, parse_metadata, valid_name,
+};
+use crate::scripting::{LOAD_TIMEOUT, Vm, with_vm};
+
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Loads `code` into `vm` to learn what it registers; errors as FUNCTION
+/// LOAD words them.
+pub fn compile(
+    vm: &Vm,
+    code: &str,
+    timeout: Option<std::time::Duration>,
+) -> Result<Library, String> {
+    let meta = parse_metadata(code)?;
+    check_header(&meta.engine, &meta.name)?;
+    let registered = vm.load_library(meta.body, timeout)?;
+    if registered.is_empty() {
+        return Err("ERR No functions registered".into());
+    }
+    Ok(Library {
+        name: meta.name,
+        code: code.into(),
+        functions: registered.into_iter().map(|r| r.info).collect(),
+    })
+}
+
+fn check_header(engine: &str, name: &str) -> Result<(), String> {
+    if !valid_name(name) {
+        return Err("ERR Library names can only contain letters, numbers, or underscores(_) and must be at least one character long".into());
+    }
+    if !engine.eq_ignore_ascii_case(ENGINE) {
+        return Err(format!("ERR Engine '{engine}' not found"));
+    }
+    Ok(())
+}
+
+/// Changes the libraries through `f` and commits their new image (see
+/// `crate::functions`): all of it, or nothing when `f` fails.
+fn update(ctx: &mut Ctx, f: impl FnOnce(&mut Libraries) -> Result<(), String>) -> CmdResult {
+    let functions = ctx.server.functions.clone();
+    let keyspace = ctx.keyspace();
+    let (_, commit) = keyspace
+        .update_meta_in(ctx.keys.all(), META_NAME, |_| {
+            let mut next = (*functions.snapshot()).clone();
+            f(&mut next)?;
+            let image = match next.libraries.is_empty() {
+                true => Vec::new(),
+                false => next.dump(),
+            };
+            functions.install(next);
+            Ok::<_, String>((image, ()))
+        })
+        .map_err(CmdError::from)?;
+    ctx.committed(commit);
+    Ok(())
+}
+
+pub fn function_load(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let mut replace = false;
+    let mut at = 2;
+    while at < args.len() - 1 {
+        if !is(&args[at], "REPLACE") {
+            return Err(format!("ERR Unknown option given: {}", lossy(&args[at])).into());
+        }
+        replace = true;
+        at += 1;
+    }
+    let code = lossy(&args[at]);
+    let meta = parse_metadata(&code)?;
+    check_header(&meta.engine, &meta.name)?;
+    let exists = ctx
+        .server
+        .functions
+        .snapshot()
+        .libraries
+        .contains_key(&meta.name.to_ascii_lowercase());
+    if exists && !replace {
+        return Err(format!("ERR Library '{}' already exists", meta.name).into());
+    }
+    let scripts = ctx.server.scripts.clone();
+    let library = with_vm(&scripts, |vm| compile(vm, &code, Some(LOAD_TIMEOUT)))?;
+    let name = library.name.clone();
+    update(ctx, |libraries| libraries.add(library, replace, true))?;
+    ctx.out.bulk(name.as_bytes());
+    Ok(())
+}
+
+pub fn function_delete(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let name = lossy(&args[2]);
+    update(ctx, |libraries| match libraries.remove(&name) {
+        true => Ok(()),
+        false => Err("ERR Library not found".into()),
+    })?;
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn function_flush(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    if args.len() > 3 {
+        return Err(syntax_error("flush"));
+    }
+    if let Some(mode) = args.get(2)
+        && !is(mode, "SYNC")
+        && !is(mode, "ASYNC")
+    {
+        return Err("ERR FUNCTION FLUSH only supports SYNC|ASYNC option".into());
+    }
+    update(ctx, |libraries| {
+        *libraries = Libraries::default();
+        Ok(())
+    })?;
+    ctx.out.ok();
+    Ok(())
+}
+
+fn syntax_error(subcommand: &str) -> CmdError {
+    format!(
+        "ERR unknown subcommand or wrong number of arguments for '{subcommand}'. Try FUNCTION HELP."
+    )
+    .into()
+}
+
+pub fn function_dump(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    let payload = ctx.server.functions.snapshot().dump();
+    ctx.out.bulk(&payload);
+    Ok(())
+}
+
+pub fn function_restore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    if args.len() > 4 {
+        return Err(syntax_error("restore"));
+    }
+    #[derive(PartialEq)]
+    enum Policy {
+        Append,
+        Replace,
+        Flush,
+    }
+    let policy = match args.get(3) {
+        None => Policy::Append,
+        Some(word) if is(word, "APPEND") => Policy::Append,
+        Some(word) if is(word, "REPLACE") => Policy::Replace,
+        Some(word) if is(word, "FLUSH") => Policy::Flush,
+        Some(_) => {
+            return Err(
+                "ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE."
+                    .into(),
+            );
+        }
+    };
+    let codes = codes_of_payload(&args[2])?;
+    let scripts = ctx.server.scripts.clone();
+    let mut restored = Libraries::default();
+    for code in &codes {
+        let library = with_vm(&scripts, |vm| compile(vm, code, None))?;
+        restored.add(library, false, true)?;
+    }
+    update(ctx, |libraries| {
+        if policy == Policy::Flush {
+            *libraries = restored;
+            return Ok(());
+        }
+        for library in restored.libraries.into_values() {
+            libraries.add(library, policy == Policy::Replace, false)?;
+        }
+        Ok(())
+    })?;
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn function_list(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let mut with_code = false;
+    let mut pattern: Option<&[u8]> = None;
+    let mut at = 2;
+    while at < args.len() {
+        let arg = &args[at];
+        if !with_code && is(arg, "WITHCODE") {
+            with_code = true;
+        } else if pattern.is_none() && is(arg, "LIBRARYNAME") {
+            at += 1;
+            pattern = Some(
+                args.get(at)
+                    .ok_or(CmdError::from("ERR library name argument was not given"))?,
+            );
+        } else {
+            return Err(format!("ERR Unknown argument {}", lossy(arg)).into());
+        }
+        at += 1;
+    }
+    let snapshot = ctx.server.functions.snapshot();
+    let listed: Vec<&Library> = snapshot
+        .libraries
+        .values()
+        .filter(|library| {
+            pattern.is_none_or(|p| strata_engine::glob::matches(p, library.name.as_bytes(), true))
+        })
+        .collect();
+    let out = &mut ctx.out;
+    out.array(listed.len());
+    for library in listed {
+        out.map(if with_code { 4 } else { 3 });
+        out.bulk(b"library_name");
+        out.bulk(library.name.as_bytes());
+        out.bulk(b"engine");
+        out.bulk(ENGINE.as_bytes());
+        out.bulk(b"functions");
+        out.array(library.functions.len());
+        for function in &library.functions {
+            out.map(3);
+            out.bulk(b"name");
+            out.bulk(function.name.as_bytes());
+            out.bulk(b"description");
+            match &function.description {
+                Some(text) => out.bulk(text.as_bytes()),
+                None => out.null_bulk(),
+            }
+            out.bulk(b"flags");
+            let flags: Vec<&str> = FLAG_NAMES
+                .iter()
+                .enumerate()
+                .filter(|(n, _)| function.flags & (1 << n) != 0)
+                .map(|(_, name)| *name)
+                .collect();
+            out.set(flags.len());
+            for flag in flags {
+                out.simple(flag);
+            }
+        }
+        if with_code {
+            out.bulk(b"library_code");
+            out.bulk(library.code.as_bytes());
+        }
+    }
+    Ok(())
+}
+
+pub fn function_stats(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    let running = ctx
+        .server
+        .scripts
+        .running_function()
+        .map_err(|()| CmdError::from(crate::scripting::BUSY_SCRIPT))?;
+    let snapshot = ctx.server.functions.snapshot();
+    let out = &mut ctx.out;
+    out.map(2);
+    out.bulk(b"running_script");
+    match running {
+        None => out.null_bulk(),
+        Some((name, command, ms)) => {
+            out.map(3);
+            out.bulk(b"name");
+            out.bulk(name.as_bytes());
+            out.bulk(b"command");
+            out.array(command.len());
+            for arg in &command {
+                out.bulk(arg);
+            }
+            out.bulk(b"duration_ms");
+            out.int(ms as i64);
+        }
+    }
+    out.bulk(b"engines");
+    out.map(1);
+    out.bulk(ENGINE.as_bytes());
+    out.map(2);
+    out.bulk(b"libraries_count");
+    out.int(snapshot.libraries.len() as i64);
+    out.bulk(b"functions_count");
+    out.int(snapshot.function_count() as i64);
+    Ok(())
+}
+
+pub fn function_kill(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    kill(ctx, true)
+}
+
+pub fn function_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    help_lines(
+        ctx,
+        "FUNCTION",
+        &[
+            "LOAD [REPLACE] <FUNCTION CODE>",
+            "    Create a new library with the given library name and code.",
+            "DELETE <LIBRARY NAME>",
+            "    Delete the given library.",
+            "LIST [LIBRARYNAME PATTERN] [WITHCODE]",
+            "    Return general information on all the libraries:",
+            "    * Library name",
+            "    * The engine used to run the Library",
+            "    * Library description",
+            "    * Functions list",
+            "    * Library code (if WITHCODE is given)",
+            "    It also possible to get only function that matches a pattern using LIBRARYNAME argument.",
+            "STATS",
+            "    Return information about the current function running:",
+            "    * Function name",
+            "    * Command used to run the function",
+            "    * Duration in MS that the function is running",
+            "    If no function is running, return nil",
+            "    In addition, returns a list of available engines.",
+            "KILL",
+            "    Kill the current running function.",
+            "FLUSH [ASYNC|SYNC]",
+            "    Delete all the libraries.",
+            "    When called without the optional mode argument, the behavior is determined by the",
+            "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+            "    * ASYNC: Asynchronously flush the libraries.",
+            "    * SYNC: Synchronously flush the libraries.",
+            "DUMP",
+            "    Return a serialized payload representing the current libraries, can be restored using FUNCTION RESTORE command",
+            "RESTORE <PAYLOAD> [FLUSH|APPEND|REPLACE]",
+            "    Restore the libraries represented by the given payload, it is possible to give a restore policy to",
+            "    control how to handle existing libraries (default APPEND):",
+            "    * FLUSH: delete all existing libraries.",
+            "    * APPEND: appends the restored libraries to the existing libraries. On collision, abort.",
+            "    * REPLACE: appends the restored libraries to the existing libraries, On collision, replace the old",
+            "      libraries with the new libraries (notice that even on this option there is a chance of failure",
+            "      in case of functions name collision with another library).",
+        ],
+    );
+    Ok(())
+}
+
+fn fcall_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult {
+    let libraries = ctx.server.functions.snapshot();
+    let name = lossy(&args[1]);
+    let (_, info) = libraries
+        .function(&name)
+        .ok_or(CmdError::from("ERR Function not found"))?;
+    let (keys, argv) = split_keys(args, "ERR Bad number of keys provided")?;
+    let no_writes = info.flags & FLAG_NO_WRITES != 0;
+    if read_only && !no_writes {
+        return Err("ERR Can not execute a script with write flag using *_ro command.".into());
+    }
+    let modes = (read_only || no_writes, info.flags & FLAG_ALLOW_OOM != 0);
+    let target = Target::Function {
+        libraries: &libraries,
+        name: &info.name,
+    };
+    let running = Some((info.name.clone(), args.to_vec()));
+    run_script(ctx, target, keys, argv, modes, running)
+}
+
+pub fn fcall(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    fcall_generic(ctx, args, false)
+}
+
+pub fn fcall_ro(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    fcall_generic(ctx, args, true)
+}
+
+/// Loads the libraries recovery restored (the keyspace's metadata item)
+/// into the registry; a library that no longer loads stops start-up.
+pub fn load_at_start(
+    functions: &crate::functions::Functions,
+    keyspace: &strata_engine::Keyspace,
+) -> Result<(), String> {
+    let Some(image) = keyspace.meta(META_NAME) else {
+        return Ok(());
+    };
+    let codes = codes_of_payload(&image).map_err(|e| format!("Stored function libraries: {e}"))?;
+    let vm = Vm::scratch().map_err(|e| e.to_string())?;
+    let mut libraries = Libraries::default();
+    for code in &codes {
+        let library = compile(&vm, code, None)
+            .and_then(|library| libraries.add(library, false, true))
+            .map_err(|e| format!("Stored function library failed to load: {e}"));
+        library?;
+    }
+    crate::log_notice!("Loaded {} function libraries", libraries.libraries.len());
+    functions.install(libraries);
+    Ok(())
+}
