@@ -250,6 +250,20 @@ fn memory_section(server: &Server, out: &mut String) {
         strata_engine::lazyfree::pending()
     );
     field!(out, "lazyfreed_objects", strata_engine::lazyfree::freed());
+    let (scripts, script_bytes) = server.scripts.cached();
+    let libraries = server.functions.snapshot();
+    let library_bytes: usize = libraries.libraries.values().map(|l| l.code.len()).sum();
+    field!(out, "used_memory_scripts_eval", script_bytes);
+    field!(out, "number_of_cached_scripts", scripts);
+    field!(out, "number_of_functions", libraries.function_count());
+    field!(out, "number_of_libraries", libraries.libraries.len());
+    field!(out, "used_memory_functions", library_bytes);
+    field!(out, "used_memory_scripts", script_bytes + library_bytes);
+    field!(
+        out,
+        "used_memory_scripts_human",
+        human((script_bytes + library_bytes) as u64)
+    );
     for (name, _, bytes) in breakdown(server, used, rss).fields() {
         field!(out, name, bytes);
     }

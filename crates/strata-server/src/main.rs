@@ -21,6 +21,7 @@ mod geohash;
 mod info;
 mod log;
 mod long_double;
+mod lua_libs;
 mod notify;
 mod persistence;
 mod pubsub;

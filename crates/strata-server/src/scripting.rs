@@ -19,9 +19,10 @@
 //! lock every shard the same way.
 //!
 //! The sandbox follows Redis: no `io`, `os`, `loadfile`, `dofile`,
-//! `require`, `module`; globals cannot be created or read when absent;
-//! `cjson` and `bit` are provided (by Rust code here); `cmsgpack` and
-//! `struct` are not. A script that runs longer than `busy-reply-threshold`
+//! `require`, `module`; scripts run in an environment through which no
+//! global can be written or read when absent, and the library tables
+//! (`redis`, `cjson`, `cmsgpack`, `struct`, `bit`, `string`, `math`,
+//! `table`) are read-only (`crate::lua_libs` has the Rust-made ones). A script that runs longer than `busy-reply-threshold`
 //! makes other clients' commands answer `-BUSY` until it ends or SCRIPT
 //! KILL stops it (only while it has written nothing).
 
@@ -48,6 +49,9 @@ pub struct Scripts {
     running: Mutex<HashMap<u64, Arc<Running>>>,
     /// Scripts past `busy-reply-threshold`: other commands answer BUSY.
     pub busy: AtomicUsize,
+    /// The server is shutting down: running scripts stop (see
+    /// [`Running::check`]).
+    pub stopping: AtomicBool,
 }
 
 /// One script being run (for BUSY, SCRIPT KILL, FUNCTION KILL and
@@ -92,6 +96,12 @@ impl Scripts {
         let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
         let body = self.bodies.read().get(&sha).cloned()?;
         Some((sha, body))
+    }
+
+    /// Scripts cached and the bytes of their bodies (INFO memory).
+    pub fn cached(&self) -> (usize, usize) {
+        let bodies = self.bodies.read();
+        (bodies.len(), bodies.values().map(|b| b.len()).sum())
     }
 
     pub fn exists(&self, sha: &[u8]) -> bool {
@@ -203,6 +213,21 @@ impl Running {
                 "ERR Script killed by user with SCRIPT KILL...".into(),
             ));
         }
+        if scripts.stopping.load(Relaxed) {
+            // A busy script holds its network thread and its shards, which
+            // shutdown needs. One that wrote nothing is stopped; one that
+            // wrote cannot be (it is atomic): the process exits at once,
+            // its writes uncommitted, as SHUTDOWN NOSAVE on Redis does.
+            if self.written.load(Relaxed) {
+                crate::log_warning!(
+                    "Shutting down with a script running that has written: exiting without its writes"
+                );
+                std::process::exit(1);
+            }
+            return Err(mlua::Error::RuntimeError(
+                "ERR Script killed: the server is shutting down".into(),
+            ));
+        }
         Ok(())
     }
 }
@@ -214,6 +239,8 @@ pub fn sha1_hex(data: &[u8]) -> String {
 /// The flags a script declares in its shebang line (`#!lua flags=…`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ScriptFlags {
+    /// The script has a shebang line (Redis 7's flag semantics apply).
+    pub declared: bool,
     pub no_writes: bool,
     pub allow_oom: bool,
 }
@@ -230,7 +257,10 @@ pub fn parse_shebang(body: &str) -> Result<(ScriptFlags, String), String> {
     if words.next() != Some("lua") {
         return Err("ERR Unexpected engine in script shebang".into());
     }
-    let mut flags = ScriptFlags::default();
+    let mut flags = ScriptFlags {
+        declared: true,
+        ..ScriptFlags::default()
+    };
     for word in words {
         let Some(list) = word.strip_prefix("flags=") else {
             return Err(format!("ERR Unknown lua shebang option: {word}"));
@@ -303,7 +333,10 @@ redis.status_reply = function(text)
     if type(text) ~= 'string' then raw_error('wrong number or type of arguments', 2) end
     return {ok = text}
 end
-redis.sha1hex = function(text) return private.sha1hex(text) end
+redis.sha1hex = function(...)
+    if select('#', ...) ~= 1 then raw_error('wrong number of arguments', 2) end
+    return private.sha1hex(...)
+end
 redis.log = function(level, ...) return private.log(level, ...) end
 redis.setresp = function(version) return private.setresp(version) end
 redis.set_repl = function(mode) end
@@ -361,10 +394,64 @@ io = nil
 os = nil
 package = nil
 print = nil
-setmetatable(_G, {
-    __newindex = function(t, name, value)
-        raw_error("Script attempted to create global variable '" .. tostring(name) .. "'", 2)
-    end,
+-- Scripts run in `env`, an empty table in front of the globals: reading
+-- a missing global fails, and nothing can be written through it, nor
+-- through the library tables it shows (read-only proxies), as Redis 7's
+-- read-only tables behave.
+local real = _G
+local rawget, type, tostring = rawget, type, tostring
+local raw_setmetatable, raw_getfenv, raw_loadstring = setmetatable, getfenv, loadstring
+local protected = raw_setmetatable({}, {__mode = 'k'})
+local function readonly() raw_error('Attempt to modify a readonly table', 2) end
+local function protect(t)
+    local proxy = raw_setmetatable({}, {__index = t, __newindex = readonly, __metatable = false})
+    protected[proxy] = true
+    return proxy
+end
+local shown = {}
+for _, name in ipairs({'redis', 'cjson', 'bit', 'cmsgpack', 'struct', 'string', 'math', 'table'}) do
+    shown[name] = protect(real[name])
+end
+local env = {}
+private.lookup = function(name, level)
+    local value = shown[name]
+    if value ~= nil then return value end
+    if name == '_G' then return env end
+    value = rawget(real, name)
+    if value == nil then
+        raw_error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", level + 1)
+    end
+    return value
+end
+local lookup = private.lookup
+raw_setmetatable(env, {
+    __index = function(_, name) return lookup(name, 2) end,
+    __newindex = readonly,
+    __metatable = protect({}),
+})
+protected[env] = true
+private.env = env
+private.readonly = readonly
+private.protect = protect
+private.mark_protected = function(t) protected[t] = true end
+real.setmetatable = function(t, mt)
+    if protected[t] then raw_error('Attempt to modify a readonly table', 2) end
+    return raw_setmetatable(t, mt)
+end
+real.getfenv = function(f)
+    local found = raw_getfenv(type(f) == 'number' and f + 1 or f or 2)
+    if found == real then return env end
+    return found
+end
+-- Only source text: precompiled chunks are refused, as Redis refuses them.
+real.loadstring = function(text, name)
+    if type(text) == 'string' and text:byte(1) == 27 then return nil end
+    local chunk, err = raw_loadstring(text, name)
+    if chunk then setfenv(chunk, env) end
+    return chunk, err
+end
+raw_setmetatable(real, {
+    __newindex = readonly,
     __index = function(t, name)
         raw_error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
     end,
@@ -384,11 +471,10 @@ return trampoline
 /// decides which view a lookup gets.
 const FUNCTIONS_PRELUDE: &str = r#"
 local private, redis_api = ...
-local raw_error, rawget, setmetatable, type, pairs, tostring = error, rawget, setmetatable, type, pairs, tostring
+local raw_error, setmetatable, type, pairs, tostring = error, setmetatable, type, pairs, tostring
 local lower, find, select = string.lower, string.find, select
-local globals = _G
 local loading = nil
-local function readonly() raw_error('Attempt to modify a readonly table', 2) end
+local readonly, lookup = private.readonly, private.lookup
 local function missing(name)
     raw_error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 3)
 end
@@ -483,21 +569,24 @@ local load_redis = setmetatable({}, {
         return value
     end,
     __newindex = readonly,
+    __metatable = false,
 })
-local run_redis = setmetatable({}, {__index = redis_api, __newindex = readonly})
-local env = setmetatable({}, {
+local env = {}
+setmetatable(env, {
     __index = function(_, name)
-        if name == 'redis' then
-            if loading ~= nil then return load_redis end
-            return run_redis
+        if loading ~= nil then
+            if name == 'redis' then return load_redis end
+            missing(name)
         end
-        if loading ~= nil or name == 'KEYS' or name == 'ARGV' then missing(name) end
-        local value = rawget(globals, name)
-        if value == nil then missing(name) end
-        return value
+        if name == 'KEYS' or name == 'ARGV' then missing(name) end
+        if name == '_G' then return env end
+        return lookup(name, 2)
     end,
     __newindex = readonly,
+    __metatable = private.protect({}),
 })
+private.mark_protected(env)
+private.mark_protected(load_redis)
 private.functions_env = env
 private.begin_load = function() loading = {seen = {}, list = {}} end
 private.finish_load = function()
@@ -551,8 +640,10 @@ impl Vm {
             })?,
         )?;
         let globals = lua.globals();
-        globals.set("cjson", cjson(&lua)?)?;
-        globals.set("bit", bit(&lua)?)?;
+        globals.set("cjson", crate::lua_libs::cjson(&lua)?)?;
+        globals.set("bit", crate::lua_libs::bit(&lua)?)?;
+        globals.set("cmsgpack", crate::lua_libs::cmsgpack(&lua)?)?;
+        globals.set("struct", crate::lua_libs::structs(&lua)?)?;
         private.set("flag_names", crate::functions::FLAG_NAMES)?;
         let trampoline: Function = lua
             .load(PRELUDE)
@@ -679,10 +770,12 @@ impl Vm {
             return Ok(function.clone());
         }
         let (_, body) = parse_shebang(body)?;
+        let env: Table = self.private.raw_get("env").map_err(|e| e.to_string())?;
         let function = self
             .lua
             .load(body.as_str())
             .set_name("@user_script")
+            .set_environment(env)
             .into_function()
             .map_err(|e| {
                 format!(
@@ -731,6 +824,11 @@ pub fn lua_arg(value: &Value) -> Option<bytes::Bytes> {
 
 /// A number as Lua 5.1's `tostring` writes it: C's `%.14g`.
 pub fn format_lua_number(n: f64) -> String {
+    format_g(n, 14)
+}
+
+/// A number as C's `%.<digits>g` writes it (`digits` ≥ 1).
+pub fn format_g(n: f64, digits: usize) -> String {
     if n.is_nan() {
         return "nan".into();
     }
@@ -746,15 +844,15 @@ pub fn format_lua_number(n: f64) -> String {
             false => text.to_owned(),
         }
     };
-    // 14 significant digits, rounded; the exponent decides the style.
-    let scientific = format!("{n:.13e}");
+    // `digits` significant digits, rounded; the exponent decides the style.
+    let scientific = format!("{n:.*e}", digits - 1);
     let (mantissa, exponent) = scientific.split_once('e').expect("{:e} writes an exponent");
     let exponent: i32 = exponent.parse().expect("a decimal exponent");
-    if !(-4..14).contains(&exponent) {
+    if !(-4..digits as i32).contains(&exponent) {
         let sign = if exponent < 0 { '-' } else { '+' };
         format!("{}e{sign}{:02}", strip(mantissa), exponent.abs())
     } else {
-        strip(&format!("{n:.*}", (13 - exponent) as usize))
+        strip(&format!("{n:.*}", (digits as i32 - 1 - exponent) as usize))
     }
 }
 
@@ -862,7 +960,9 @@ fn memchr_crlf(data: &[u8]) -> Option<usize> {
 }
 
 /// Writes a script's result (Redis' Lua → RESP conversion). `resp3`: the
-/// script chose RESP3 with `redis.setresp(3)` and the client speaks it.
+/// script chose RESP3 with `redis.setresp(3)` (booleans are then
+/// booleans); doubles, maps and sets are written as the client's protocol
+/// has them (a RESP2 client gets a bulk string and flat arrays).
 pub fn write_lua(out: &mut ReplyWriter, value: &Value, resp3: bool, depth: usize) {
     match value {
         Value::Nil => out.null_bulk(),
@@ -888,7 +988,7 @@ fn write_table(out: &mut ReplyWriter, table: &Table, resp3: bool, depth: usize) 
         out.simple(&String::from_utf8_lossy(&ok.as_bytes()));
         return;
     }
-    if resp3 {
+    {
         if let Ok(Value::Number(n)) = table.raw_get::<Value>("double") {
             out.double(n);
             return;
@@ -930,168 +1030,6 @@ fn write_table(out: &mut ReplyWriter, table: &Table, resp3: bool, depth: usize) 
     for item in &items {
         write_lua(out, item, resp3, depth + 1);
     }
-}
-
-/// `cjson.encode` / `cjson.decode`, through serde_json.
-fn cjson(lua: &Lua) -> mlua::Result<Table> {
-    let module = lua.create_table()?;
-    module.set(
-        "encode",
-        lua.create_function(|_, value: Value| {
-            let json = lua_to_json(&value, 0).map_err(mlua::Error::RuntimeError)?;
-            Ok(json.to_string())
-        })?,
-    )?;
-    module.set(
-        "decode",
-        lua.create_function(|lua, text: mlua::LuaString| {
-            let json: serde_json::Value =
-                serde_json::from_slice(&text.as_bytes()).map_err(|e| {
-                    mlua::Error::RuntimeError(format!(
-                        "Expected value but found invalid token: {e}"
-                    ))
-                })?;
-            json_to_lua(lua, &json)
-        })?,
-    )?;
-    module.set(
-        "null",
-        Value::LightUserData(mlua::LightUserData(std::ptr::null_mut())),
-    )?;
-    Ok(module)
-}
-
-fn lua_to_json(value: &Value, depth: usize) -> Result<serde_json::Value, String> {
-    if depth > 1000 {
-        return Err("Cannot serialise, excessive nesting (1001)".into());
-    }
-    Ok(match value {
-        Value::Nil | Value::LightUserData(_) => serde_json::Value::Null,
-        Value::Boolean(b) => serde_json::Value::Bool(*b),
-        Value::Integer(n) => serde_json::Value::from(*n),
-        Value::Number(n) if n.fract() == 0.0 && n.abs() < 1e15 => {
-            serde_json::Value::from(*n as i64)
-        }
-        Value::Number(n) => serde_json::Number::from_f64(*n)
-            .map(serde_json::Value::Number)
-            .ok_or("Cannot serialise number: must not be NaN or Inf")?,
-        Value::String(s) => {
-            serde_json::Value::String(String::from_utf8_lossy(&s.as_bytes()).into_owned())
-        }
-        Value::Table(table) => {
-            let len = table.raw_len();
-            let count = table.pairs::<Value, Value>().count();
-            if len > 0 && count == len {
-                let mut items = Vec::with_capacity(len);
-                for n in 1..=len {
-                    items.push(lua_to_json(
-                        &table.raw_get::<Value>(n).map_err(|e| e.to_string())?,
-                        depth + 1,
-                    )?);
-                }
-                serde_json::Value::Array(items)
-            } else if count == 0 {
-                serde_json::Value::Object(serde_json::Map::new())
-            } else {
-                let mut object = serde_json::Map::new();
-                for pair in table.pairs::<Value, Value>() {
-                    let (key, value) = pair.map_err(|e| e.to_string())?;
-                    let key = match key {
-                        Value::String(s) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),
-                        Value::Integer(n) => n.to_string(),
-                        Value::Number(n) => format_lua_number(n),
-                        _ => {
-                            return Err(
-                                "Cannot serialise table: table key must be a number or string"
-                                    .into(),
-                            );
-                        }
-                    };
-                    object.insert(key, lua_to_json(&value, depth + 1)?);
-                }
-                serde_json::Value::Object(object)
-            }
-        }
-        other => {
-            return Err(format!(
-                "Cannot serialise {}: type not supported",
-                other.type_name()
-            ));
-        }
-    })
-}
-
-fn json_to_lua(lua: &Lua, json: &serde_json::Value) -> mlua::Result<Value> {
-    Ok(match json {
-        serde_json::Value::Null => Value::LightUserData(mlua::LightUserData(std::ptr::null_mut())),
-        serde_json::Value::Bool(b) => Value::Boolean(*b),
-        serde_json::Value::Number(n) => Value::Number(n.as_f64().unwrap_or(0.0)),
-        serde_json::Value::String(s) => Value::String(lua.create_string(s)?),
-        serde_json::Value::Array(items) => {
-            let table = lua.create_table()?;
-            for (n, item) in items.iter().enumerate() {
-                table.raw_set(n + 1, json_to_lua(lua, item)?)?;
-            }
-            Value::Table(table)
-        }
-        serde_json::Value::Object(map) => {
-            let table = lua.create_table()?;
-            for (key, value) in map {
-                table.raw_set(key.as_str(), json_to_lua(lua, value)?)?;
-            }
-            Value::Table(table)
-        }
-    })
-}
-
-/// LuaBitOp's `bit` library: 32-bit operations on numbers.
-fn bit(lua: &Lua) -> mlua::Result<Table> {
-    fn to32(n: f64) -> i32 {
-        (n as i64) as i32
-    }
-    let module = lua.create_table()?;
-    module.set("tobit", lua.create_function(|_, n: f64| Ok(to32(n)))?)?;
-    module.set("bnot", lua.create_function(|_, n: f64| Ok(!to32(n)))?)?;
-    let fold = |lua: &Lua, op: fn(i32, i32) -> i32| {
-        lua.create_function(move |_, args: mlua::Variadic<f64>| {
-            Ok(args.iter().map(|n| to32(*n)).reduce(op).unwrap_or(0))
-        })
-    };
-    module.set("band", fold(lua, |a, b| a & b)?)?;
-    module.set("bor", fold(lua, |a, b| a | b)?)?;
-    module.set("bxor", fold(lua, |a, b| a ^ b)?)?;
-    module.set(
-        "lshift",
-        lua.create_function(|_, (n, s): (f64, f64)| {
-            Ok(((to32(n) as u32) << (to32(s) & 31)) as i32)
-        })?,
-    )?;
-    module.set(
-        "rshift",
-        lua.create_function(|_, (n, s): (f64, f64)| {
-            Ok(((to32(n) as u32) >> (to32(s) & 31)) as i32)
-        })?,
-    )?;
-    module.set(
-        "arshift",
-        lua.create_function(|_, (n, s): (f64, f64)| Ok(to32(n) >> (to32(s) & 31)))?,
-    )?;
-    module.set(
-        "tohex",
-        lua.create_function(|_, (n, width): (f64, Option<f64>)| {
-            let width = width.map_or(8, to32);
-            let digits = width.unsigned_abs().min(8) as usize;
-            let value = to32(n) as u32;
-            let text = format!("{value:08x}");
-            let text = &text[8 - digits..];
-            Ok(if width < 0 {
-                text.to_ascii_uppercase()
-            } else {
-                text.to_owned()
-            })
-        })?,
-    )?;
-    Ok(module)
 }
 
 /// Writes a script error as Redis 7 does: the message, then where.

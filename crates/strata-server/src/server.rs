@@ -137,6 +137,7 @@ impl Server {
     pub fn request_shutdown(&self, save: ShutdownSave) {
         self.shutdown_save.store(save as u8, Relaxed);
         self.shutdown_requested.store(true, Relaxed);
+        self.scripts.stopping.store(true, Relaxed);
         self.shutdown_signal.notify_one();
     }
 

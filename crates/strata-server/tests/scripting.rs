@@ -95,7 +95,14 @@ fn conversions_errors_and_the_script_cache() {
     );
     // The sandbox.
     for (script, needle) in [
-        ("x = 1", "Script attempted to create global variable 'x'"),
+        ("x = 1", "Attempt to modify a readonly table"),
+        ("redis.call = nil", "Attempt to modify a readonly table"),
+        ("cjson.encode = nil", "Attempt to modify a readonly table"),
+        ("setmetatable(_G, {})", "Attempt to modify a readonly table"),
+        (
+            "getmetatable(_G).__index = {}",
+            "Attempt to modify a readonly table",
+        ),
         (
             "return undefined_thing",
             "Script attempted to access nonexistent global variable 'undefined_thing'",
@@ -313,4 +320,77 @@ fn a_script_cut_by_kill_9_is_whole_or_absent() {
             "round {round}: {present} keys"
         );
     }
+}
+
+/// SIGTERM while a script loops: the script, which wrote nothing, is
+/// stopped, and the server saves and exits cleanly instead of waiting
+/// for it forever.
+#[test]
+fn sigterm_stops_a_looping_script_and_exits_cleanly() {
+    let server = TestServer::start();
+    let mut con = server.raw();
+    assert_eq!(
+        con.cmd(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
+        ok()
+    );
+    let mut looping = server.raw();
+    looping.send(&["EVAL", "while true do end", "0"]);
+    wait_until("the script to be reported busy", || {
+        std::thread::sleep(Duration::from_millis(20));
+        matches!(con.cmd(&["PING"]), Reply::Error(ref text) if text.starts_with("BUSY "))
+    });
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(server.pid() as i32, libc::SIGTERM) };
+    server.exited();
+}
+
+/// The libraries scripts use (cjson, cmsgpack, struct, bit) give the same
+/// bytes as redis-server's: each script runs on both and the replies are
+/// compared.
+#[test]
+fn lua_libraries_match_redis() {
+    let Some(redis_server) = RedisServer::start_unless_missing("the Lua library comparison") else {
+        return;
+    };
+    let server = TestServer::start();
+    let mut strata = server.raw();
+    let mut redis = Raw::connect(redis_server.port);
+    let hex = "local h = '' for i = 1, #s do h = h .. string.format('%02x', string.byte(s, i)) end return h";
+    let scripts: Vec<String> = [
+        "local s = cmsgpack.pack(0.1, -1099511627776, 1.5, 2^40, -33, 300, 70000, 'x', true, false, nil)",
+        "local s = cmsgpack.pack({1, 2, 3}, {a = 1}, {}, string.rep('y', 40), string.rep('z', 300))",
+        "local a = {x = nil, y = 5} local b = {x = a} a.x = b local s = cmsgpack.pack(a)",
+        "local s = struct.pack('>i4<hBbl!4d', 1, -2, 255, -1, 1234567890123, 2.5)",
+        "local s = struct.pack('s c3 x f', 'abc', 'defg', 1.25)",
+        "local s = cjson.encode({1, 2, 'three', {a = {b = 'c/d'}}, 1.5, 0.1, 1e20})",
+        "local s = cjson.encode({['k\\n'] = 'v\\t\\1', [5] = false})",
+    ]
+    .iter()
+    .map(|body| format!("{body} {hex}"))
+    .collect();
+    let mut all: Vec<&str> = scripts.iter().map(String::as_str).collect();
+    all.extend([
+        "return {cmsgpack.unpack(cmsgpack.pack(1, 'two', {3, 4}))}",
+        "local t = cmsgpack.unpack(cmsgpack.pack({a = 1, b = {c = 'd'}})) return {t.a, t.b.c}",
+        "return {cmsgpack.unpack_one(cmsgpack.pack(7, 8), 0)}",
+        "return {cmsgpack.unpack_limit(cmsgpack.pack(7, 8, 9), 2, 1)}",
+        "return {struct.unpack('>i4<hBbl', struct.pack('>i4<hBbl', 1, -2, 255, -1, 1234567890123))}",
+        "return {struct.unpack('i2 c0 s', struct.pack('i2 c0 s', 3, 'abc', 'tail'))}",
+        "return struct.size('>i4!8dbc10')",
+        "return {bit.band(0xff, 0x0f), bit.bor(1, 2, 4), bit.lshift(1, 31), bit.tohex(-1, -4), bit.rol(1, 33), bit.bswap(0x12345678)}",
+        "return cjson.decode('[1, 2.5, \"x\", {\"a\": [true, false]}]')[4].a[1]",
+        "return pcall(cjson.encode, {[1] = 1, [20] = 2})",
+        "return pcall(cmsgpack.unpack, '\\218\\0')",
+    ]);
+    let mut differences = Vec::new();
+    for script in all {
+        let ours = strata.cmd(&["EVAL", script, "0"]);
+        let theirs = redis.cmd(&["EVAL", script, "0"]);
+        if ours != theirs {
+            differences.push(format!(
+                "{script}\n  redis:  {theirs:?}\n  strata: {ours:?}"
+            ));
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
 }

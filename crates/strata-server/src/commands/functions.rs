@@ -7,7 +7,7 @@
 use bytes::Bytes;
 
 use super::connection::help_lines;
-use super::scripting::{Target, kill, run_script, split_keys};
+use super::scripting::{Target, kill, refuse_if_oom, run_script, split_keys};
 use super::{CmdError, CmdResult, Ctx, is};
 use crate::functions::{
     ENGINE, FLAG_ALLOW_OOM, FLAG_NAMES, FLAG_NO_WRITES, Libraries, Library, META_NAME,
@@ -348,7 +348,9 @@ fn fcall_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult {
     if read_only && !no_writes {
         return Err("ERR Can not execute a script with write flag using *_ro command.".into());
     }
-    let modes = (read_only || no_writes, info.flags & FLAG_ALLOW_OOM != 0);
+    let allow_oom = info.flags & FLAG_ALLOW_OOM != 0;
+    refuse_if_oom(ctx, no_writes || allow_oom)?;
+    let modes = (read_only || no_writes, allow_oom);
     let target = Target::Function {
         libraries: &libraries,
         name: &info.name,

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use mlua::{Lua, Value, Variadic};
 use strata_engine::KeyRef;
-use strata_resp::Protocol;
 
 use super::connection::help_lines;
 use super::transactions::{answer_blocked, is_database_wide, runs_unlocked};
@@ -130,6 +129,13 @@ impl Runner<'_, '_, '_> {
                 "ERR This Redis command is not allowed from script on Strata: it reads the whole server",
             );
         }
+        let writes = spec.has_flag("write");
+        if writes && self.read_only {
+            return error_table(
+                lua,
+                "ERR Write commands are not allowed from read-only scripts.",
+            );
+        }
         if spec.has_flag("denyoom")
             && !self.allow_oom
             && let Some(error) = server
@@ -137,13 +143,6 @@ impl Runner<'_, '_, '_> {
                 .refuses_writes(&server.keyspace, self.ctx.config)
         {
             return error_table(lua, error);
-        }
-        let writes = spec.has_flag("write");
-        if writes && self.read_only {
-            return error_table(
-                lua,
-                "ERR Write commands are not allowed from read-only scripts.",
-            );
         }
         let mut reply = BytesMut::new();
         let declared = declared_keys(spec, &args, &server.keyspace);
@@ -326,12 +325,30 @@ fn eval_generic(ctx: &mut Ctx, args: &[Bytes], by_sha: bool, read_only: bool) ->
         (sha, body)
     };
     let (flags, _) = parse_shebang(&body).map_err(CmdError::from)?;
+    // A script that declares its flags and may write is refused at once
+    // when memory is full, whatever it would do (Redis 7).
+    if flags.declared {
+        if read_only && !flags.no_writes {
+            return Err("ERR Can not execute a script with write flag using *_ro command.".into());
+        }
+        refuse_if_oom(ctx, flags.no_writes || flags.allow_oom)?;
+    }
     let target = Target::Script {
         sha: &sha,
         body: &body,
     };
     let modes = (read_only || flags.no_writes, flags.allow_oom);
     run_script(ctx, target, keys, argv, modes, None)
+}
+
+/// Refuses a script or function that may write, not being `exempt`
+/// (`no-writes`, `allow-oom`), while memory is over `maxmemory`.
+pub fn refuse_if_oom(ctx: &Ctx, exempt: bool) -> CmdResult {
+    let server = ctx.server;
+    match server.tiering.refuses_writes(&server.keyspace, ctx.config) {
+        Some(error) if !exempt => Err(error.into()),
+        _ => Ok(()),
+    }
 }
 
 /// Runs a script or function atomically and writes its reply. `modes`:
@@ -367,8 +384,7 @@ pub fn run_script(
     match ran {
         Err(text) => Err(text.into()),
         Ok((true, value)) => {
-            let resp3 = resp == 3 && ctx.session.protocol == Protocol::Resp3;
-            write_lua(&mut ctx.out, &value, resp3, 0);
+            write_lua(&mut ctx.out, &value, resp == 3, 0);
             Ok(())
         }
         Ok((false, Value::Table(error))) => {
