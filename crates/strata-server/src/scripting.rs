@@ -40,12 +40,19 @@ const NESTING_MAX: usize = 64;
 /// Lua instructions between two checks of the time limit and SCRIPT KILL.
 const HOOK_INSTRUCTIONS: u32 = 100_000;
 
+/// A cached script: its SHA1 (lower case) and body.
+type Cached = (Arc<str>, Arc<str>);
+
 /// The scripts the server knows, by SHA1, and the scripts running now.
 #[derive(Default)]
 pub struct Scripts {
-    bodies: RwLock<HashMap<String, Arc<str>>>,
+    /// By lower-case SHA1: the SHA1 and the body (shared, so a lookup
+    /// allocates nothing).
+    bodies: RwLock<HashMap<String, Cached>>,
     /// Bumped by SCRIPT FLUSH: every thread's VM starts afresh.
     generation: AtomicU64,
+    /// Scripts past `busy-reply-threshold`, by client id (a script joins
+    /// when it becomes busy: the common, short run touches no lock here).
     running: Mutex<HashMap<u64, Arc<Running>>>,
     /// Scripts past `busy-reply-threshold`: other commands answer BUSY.
     pub busy: AtomicUsize,
@@ -57,6 +64,7 @@ pub struct Scripts {
 /// One script being run (for BUSY, SCRIPT KILL, FUNCTION KILL and
 /// FUNCTION STATS).
 pub struct Running {
+    client_id: u64,
     started: Instant,
     pub written: AtomicBool,
     kill: AtomicBool,
@@ -87,21 +95,29 @@ impl Scripts {
         let sha = sha1_hex(body);
         let mut bodies = self.bodies.write();
         if !bodies.contains_key(&sha) {
-            bodies.insert(sha.clone(), Arc::from(String::from_utf8_lossy(body)));
+            let entry = (
+                Arc::from(sha.as_str()),
+                Arc::from(String::from_utf8_lossy(body)),
+            );
+            bodies.insert(sha.clone(), entry);
         }
         sha
     }
 
-    pub fn get(&self, sha: &[u8]) -> Option<(String, Arc<str>)> {
-        let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
-        let body = self.bodies.read().get(&sha).cloned()?;
-        Some((sha, body))
+    /// The SHA1 (lower case) and body of script `sha`, in any case.
+    pub fn get(&self, sha: &[u8]) -> Option<(Arc<str>, Arc<str>)> {
+        let bodies = self.bodies.read();
+        let found = match std::str::from_utf8(sha) {
+            Ok(text) if !text.bytes().any(|b| b.is_ascii_uppercase()) => bodies.get(text),
+            _ => bodies.get(&String::from_utf8_lossy(sha).to_ascii_lowercase()),
+        };
+        found.cloned()
     }
 
     /// Scripts cached and the bytes of their bodies (INFO memory).
     pub fn cached(&self) -> (usize, usize) {
         let bodies = self.bodies.read();
-        (bodies.len(), bodies.values().map(|b| b.len()).sum())
+        (bodies.len(), bodies.values().map(|(_, b)| b.len()).sum())
     }
 
     pub fn exists(&self, sha: &[u8]) -> bool {
@@ -120,21 +136,20 @@ impl Scripts {
         client_id: u64,
         function: Option<(String, Vec<bytes::Bytes>)>,
     ) -> Arc<Running> {
-        let running = Arc::new(Running {
+        Arc::new(Running {
+            client_id,
             started: Instant::now(),
             written: AtomicBool::new(false),
             kill: AtomicBool::new(false),
             busy: AtomicBool::new(false),
             function,
-        });
-        self.running.lock().insert(client_id, running.clone());
-        running
+        })
     }
 
-    pub fn end(&self, client_id: u64) {
-        if let Some(running) = self.running.lock().remove(&client_id)
-            && running.busy.load(Relaxed)
-        {
+    /// Notes that `running` ended.
+    pub fn end(&self, running: &Running) {
+        if running.busy.load(Relaxed) {
+            self.running.lock().remove(&running.client_id);
             self.busy.fetch_sub(1, Relaxed);
         }
     }
@@ -199,9 +214,10 @@ impl Scripts {
 impl Running {
     /// Called from the VM's hook: notes that the script passed the time
     /// limit; errs if SCRIPT KILL asked it to stop.
-    fn check(&self, scripts: &Scripts, busy_after_ms: u64) -> mlua::Result<()> {
+    fn check(self: &Arc<Self>, scripts: &Scripts, busy_after_ms: u64) -> mlua::Result<()> {
         if !self.busy.load(Relaxed) && self.started.elapsed().as_millis() as u64 >= busy_after_ms {
             self.busy.store(true, Relaxed);
+            scripts.running.lock().insert(self.client_id, self.clone());
             scripts.busy.fetch_add(1, Relaxed);
             crate::log_warning!(
                 "Slow script detected: still in execution after {} milliseconds. You can try killing the script using the SCRIPT KILL command.",
@@ -293,8 +309,12 @@ pub struct Vm {
     callbacks: HashMap<String, Function>,
 }
 
+/// A run the hook checks: the cache, the run and `busy-reply-threshold`.
+type Watched = (Arc<Scripts>, Arc<Running>, u64);
+
 thread_local! {
     static VM: std::cell::RefCell<Option<Vm>> = const { std::cell::RefCell::new(None) };
+    static WATCHED: std::cell::RefCell<Option<Watched>> = const { std::cell::RefCell::new(None) };
 }
 
 /// Runs `f` with this thread's VM, made afresh after SCRIPT FLUSH.
@@ -653,7 +673,7 @@ impl Vm {
         lua.load(FUNCTIONS_PRELUDE)
             .set_name("=functions")
             .call::<()>((private.clone(), redis_api))?;
-        Ok(Vm {
+        let vm = Vm {
             lua,
             generation,
             functions: HashMap::new(),
@@ -661,7 +681,9 @@ impl Vm {
             trampoline,
             library_generation: 0,
             callbacks: HashMap::new(),
-        })
+        };
+        vm.install_hook();
+        Ok(vm)
     }
 
     /// Runs a library's top level (`body`: its code after the shebang
@@ -706,7 +728,9 @@ impl Vm {
                 .expect("hooks are supported by Lua 5.1");
         }
         let ran = chunk.call::<()>(());
-        self.lua.remove_hook();
+        if timeout.is_some() {
+            self.install_hook();
+        }
         let list: Table = finish.call(()).map_err(|e| e.to_string())?;
         if let Err(error) = ran {
             return Err(format!(
@@ -787,13 +811,29 @@ impl Vm {
         Ok(function)
     }
 
-    /// Installs the time-limit hook for one run.
+    /// Makes the time-limit hook watch one run (until [`Vm::unwatch`]).
+    /// The hook itself stays installed: setting one per run cost an
+    /// allocation on every EVAL.
     pub fn watch(&self, scripts: Arc<Scripts>, running: Arc<Running>, busy_after_ms: u64) {
+        WATCHED.with(|watched| *watched.borrow_mut() = Some((scripts, running, busy_after_ms)));
+    }
+
+    pub fn unwatch(&self) {
+        WATCHED.with(|watched| *watched.borrow_mut() = None);
+    }
+
+    /// Installs the hook that checks the watched run.
+    fn install_hook(&self) {
         self.lua
             .set_hook(
                 mlua::HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
-                move |_, _| {
-                    running.check(&scripts, busy_after_ms)?;
+                |_, _| {
+                    WATCHED.with(|watched| match &*watched.borrow() {
+                        Some((scripts, running, busy_after_ms)) => {
+                            running.check(scripts, *busy_after_ms)
+                        }
+                        None => Ok(()),
+                    })?;
                     Ok(mlua::VmState::Continue)
                 },
             )

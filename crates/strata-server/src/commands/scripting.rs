@@ -287,7 +287,7 @@ fn run_once(
             };
             Ok(outcome)
         });
-        vm.lua.remove_hook();
+        vm.unwatch();
         let runner = runner.into_inner();
         if runner.restart {
             return (Ran::Restart, runner.resp);
@@ -321,8 +321,7 @@ fn eval_generic(ctx: &mut Ctx, args: &[Bytes], by_sha: bool, read_only: bool) ->
         ))?
     } else {
         let sha = scripts.store(&args[1]);
-        let body = scripts.get(sha.as_bytes()).expect("just stored").1;
-        (sha, body)
+        scripts.get(sha.as_bytes()).expect("just stored")
     };
     let (flags, _) = parse_shebang(&body).map_err(CmdError::from)?;
     // A script that declares its flags and may write is refused at once
@@ -379,7 +378,7 @@ pub fn run_script(
             (Ran::Done(result), resp) => break (result, resp),
         }
     };
-    scripts.end(client_id);
+    scripts.end(&running);
     ctx.session.select(caller_db);
     match ran {
         Err(text) => Err(text.into()),
