@@ -1,14 +1,21 @@
 //! Real client libraries, used unchanged, against the real server:
-//! redis-py's transactional `pipeline()`, `transaction()` with WATCH,
-//! `Lock` (EVALSHA), `register_script`, pub/sub and keyspace
-//! notifications (`tests/clients/redis_py_smoke.py`). CI installs
-//! Debian's python3-redis; elsewhere the test is skipped, saying so, when
-//! no Python with redis-py is found.
+//! - redis-py's transactional `pipeline()`, `transaction()` with WATCH,
+//!   `Lock` (EVALSHA), `register_script`, pub/sub and keyspace
+//!   notifications (`tests/clients/redis_py_smoke.py`); CI installs
+//!   Debian's python3-redis and the test fails under CI without it;
+//! - go-redis (`TxPipelined`, `Watch`, `Script`, `FCall`, pub/sub;
+//!   `tests/clients/go-redis`), ioredis (`multi()`, `watch()`,
+//!   `defineCommand`, `fcall`, pub/sub; `tests/clients/ioredis`) and Jedis
+//!   (`multi()`, `watch()`, EVALSHA, `fcall`, pub/sub, WATCH transfers
+//!   from threads; `tests/clients/jedis`), each built from its registry
+//!   (the Go module proxy, npm, Maven Central) with the machine's Go, Node
+//!   or Maven. Without that toolchain the test is skipped, saying so.
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use common::*;
 
@@ -50,4 +57,170 @@ fn redis_py_pipelines_locks_scripts_and_pubsub() {
     assert!(last.starts_with("ok "), "{output}");
     let checks: u32 = last[3..].trim().parse().unwrap();
     assert!(checks >= 18, "only {checks} checks ran:\n{output}");
+}
+
+/// How long a client's build may take (the first one downloads it).
+const BUILD_LIMIT: Duration = Duration::from_secs(600);
+/// How long a smoke run may take.
+const RUN_LIMIT: Duration = Duration::from_secs(120);
+
+/// Runs `command` to its end, at most `limit`; its exit code and output
+/// (through a file, so a chatty build cannot fill a pipe and stall).
+fn run_within(command: &mut Command, limit: Duration) -> (i32, String) {
+    let dir = temp_dir();
+    let log = dir.join("output.log");
+    let file = std::fs::File::create(&log).unwrap();
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{command:?} did not finish in {limit:?}:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let output = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    (status.code().unwrap_or(-1), output)
+}
+
+/// Whether `program` runs (`args` being a harmless version query).
+fn have(program: &str, args: &[&str]) -> bool {
+    Command::new(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// `tests/clients/<name>` in the repository.
+fn client_dir(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/clients")
+        .join(name)
+        .canonicalize()
+        .unwrap()
+}
+
+/// Copies the files `names` of `from` into a fresh directory (builds
+/// happen there, never in the source tree).
+fn copy_to_temp(from: &Path, names: &[&str]) -> PathBuf {
+    let dir = temp_dir();
+    for name in names {
+        let target = dir.join(name);
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::copy(from.join(name), target).unwrap();
+    }
+    dir
+}
+
+/// Runs a built smoke client against a fresh server and checks that it
+/// ended with `ok <n>` for at least `min_checks` checks.
+fn run_smoke(what: &str, command: &mut Command, min_checks: u32) {
+    let server = TestServer::start_with(&["--threads", "2"]);
+    let (code, output) = run_within(command.arg(server.port.to_string()), RUN_LIMIT);
+    assert_eq!(code, 0, "{what} smoke test failed:\n{output}");
+    let last = output
+        .lines()
+        .rfind(|line| line.starts_with("ok "))
+        .unwrap_or_default();
+    let checks: u32 = last.get(3..).unwrap_or("0").trim().parse().unwrap_or(0);
+    assert!(
+        checks >= min_checks,
+        "only {checks} {what} checks ran:\n{output}"
+    );
+}
+
+#[test]
+fn go_redis_tx_pipelined_watch_scripts_and_functions() {
+    if !have("go", &["version"]) {
+        eprintln!("skipped: no Go toolchain for the go-redis smoke test");
+        return;
+    }
+    let source = client_dir("go-redis");
+    let bin = temp_dir().join("go-redis-smoke");
+    let (code, output) = run_within(
+        Command::new("go")
+            .args(["build", "-mod=readonly", "-o"])
+            .arg(&bin)
+            .arg(".")
+            .current_dir(&source),
+        BUILD_LIMIT,
+    );
+    assert_eq!(code, 0, "go build failed:\n{output}");
+    run_smoke("go-redis", &mut Command::new(&bin), 13);
+    let _ = std::fs::remove_dir_all(bin.parent().unwrap());
+}
+
+#[test]
+fn ioredis_multi_watch_define_command_and_functions() {
+    if !have("node", &["--version"]) || !have("npm", &["--version"]) {
+        eprintln!("skipped: no Node.js with npm for the ioredis smoke test");
+        return;
+    }
+    let dir = copy_to_temp(
+        &client_dir("ioredis"),
+        &["package.json", "package-lock.json", "smoke.js"],
+    );
+    let (code, output) = run_within(
+        Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&dir),
+        BUILD_LIMIT,
+    );
+    assert_eq!(code, 0, "npm ci failed:\n{output}");
+    run_smoke(
+        "ioredis",
+        Command::new("node").arg(dir.join("smoke.js")),
+        14,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn jedis_multi_watch_scripts_and_functions() {
+    if !have("mvn", &["-v"]) || !have("java", &["-version"]) {
+        eprintln!("skipped: no Java with Maven for the Jedis smoke test");
+        return;
+    }
+    let dir = copy_to_temp(
+        &client_dir("jedis"),
+        &["pom.xml", "src/main/java/Smoke.java"],
+    );
+    let classpath_file = dir.join("classpath.txt");
+    let (code, output) = run_within(
+        Command::new("mvn")
+            .args(["-q", "-B", "compile", "dependency:build-classpath"])
+            .arg(format!("-Dmdep.outputFile={}", classpath_file.display()))
+            .current_dir(&dir),
+        BUILD_LIMIT,
+    );
+    assert_eq!(code, 0, "mvn failed:\n{output}");
+    let classpath = std::fs::read_to_string(&classpath_file).unwrap();
+    run_smoke(
+        "Jedis",
+        Command::new("java")
+            .arg("-cp")
+            .arg(format!(
+                "{}:{}",
+                dir.join("target/classes").display(),
+                classpath.trim()
+            ))
+            .arg("Smoke"),
+        14,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
