@@ -96,6 +96,14 @@ fn conversions_errors_and_the_script_cache() {
     // The sandbox.
     for (script, needle) in [
         ("x = 1", "Attempt to modify a readonly table"),
+        (
+            "return redis.call('cluster', 'reset', 'hard')",
+            "This Redis command is not allowed from script",
+        ),
+        (
+            "return redis.call('cluster', 'info')",
+            "This instance has cluster support disabled",
+        ),
         ("redis.call = nil", "Attempt to modify a readonly table"),
         ("cjson.encode = nil", "Attempt to modify a readonly table"),
         ("setmetatable(_G, {})", "Attempt to modify a readonly table"),

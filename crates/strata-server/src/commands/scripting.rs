@@ -109,6 +109,17 @@ impl Runner<'_, '_, '_> {
         if !table.specs[id].subcommands.is_empty() && args.len() >= 2 {
             match table.lookup_subcommand(id, &args[1]) {
                 Some(sub) => id = sub,
+                // Redis' only script-forbidden CLUSTER subcommand.
+                None if id == table.cluster_id && args[1].eq_ignore_ascii_case(b"reset") => {
+                    return error_table(lua, "ERR This Redis command is not allowed from script");
+                }
+                None if id == table.cluster_id
+                    && super::cluster::DISABLED_SUBCOMMANDS
+                        .iter()
+                        .any(|name| args[1].eq_ignore_ascii_case(name.as_bytes())) =>
+                {
+                    return error_table(lua, super::cluster::ERR_CLUSTER_DISABLED);
+                }
                 None => return error_table(lua, "ERR Unknown Redis command called from script"),
             }
         }
