@@ -59,12 +59,17 @@ pub struct Scripts {
     /// The server is shutting down: running scripts stop (see
     /// [`Running::check`]).
     pub stopping: AtomicBool,
+    /// Bit `n`: network thread `n` runs a busy script (threads past 64
+    /// are not tracked). The accept loop sends new clients elsewhere.
+    pub busy_threads: AtomicU64,
 }
 
 /// One script being run (for BUSY, SCRIPT KILL, FUNCTION KILL and
 /// FUNCTION STATS).
 pub struct Running {
     client_id: u64,
+    /// The network thread it runs on (`thread_index`).
+    thread: usize,
     started: Instant,
     pub written: AtomicBool,
     kill: AtomicBool,
@@ -138,6 +143,7 @@ impl Scripts {
     ) -> Arc<Running> {
         Arc::new(Running {
             client_id,
+            thread: THREAD_INDEX.with(std::cell::Cell::get),
             started: Instant::now(),
             written: AtomicBool::new(false),
             kill: AtomicBool::new(false),
@@ -151,6 +157,9 @@ impl Scripts {
         if running.busy.load(Relaxed) {
             self.running.lock().remove(&running.client_id);
             self.busy.fetch_sub(1, Relaxed);
+            if running.thread < 64 {
+                self.busy_threads.fetch_and(!(1 << running.thread), Relaxed);
+            }
         }
     }
 
@@ -219,6 +228,9 @@ impl Running {
             self.busy.store(true, Relaxed);
             scripts.running.lock().insert(self.client_id, self.clone());
             scripts.busy.fetch_add(1, Relaxed);
+            if self.thread < 64 {
+                scripts.busy_threads.fetch_or(1 << self.thread, Relaxed);
+            }
             crate::log_warning!(
                 "Slow script detected: still in execution after {} milliseconds. You can try killing the script using the SCRIPT KILL command.",
                 self.started.elapsed().as_millis()
@@ -312,7 +324,13 @@ pub struct Vm {
 /// A run the hook checks: the cache, the run and `busy-reply-threshold`.
 type Watched = (Arc<Scripts>, Arc<Running>, u64);
 
+/// Notes which network thread this is (for [`Scripts::busy_threads`]).
+pub fn set_thread_index(index: usize) {
+    THREAD_INDEX.with(|cell| cell.set(index));
+}
+
 thread_local! {
+    static THREAD_INDEX: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
     static VM: std::cell::RefCell<Option<Vm>> = const { std::cell::RefCell::new(None) };
     static WATCHED: std::cell::RefCell<Option<Watched>> = const { std::cell::RefCell::new(None) };
 }

@@ -297,7 +297,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         let stats = server.thread_stats[index].clone();
         std::thread::Builder::new()
             .name(format!("strata-net-{index}"))
-            .spawn(move || network_thread(server, stats, receiver))
+            .spawn(move || network_thread(server, stats, receiver, index))
             .map_err(|e| format!("Can't start network thread: {e}"))?;
         workers.push(sender);
     }
@@ -385,10 +385,17 @@ pub fn run(mut config: Config) -> Result<(), String> {
             tokio::select! {
                 Some((stream, peer)) = accepted_rx.recv() => {
                     if let Some(admitted) = admit(&server, stream, peer) {
-                        if let Err(unsent) = workers[next_worker % workers.len()].send(admitted) {
+                        // A thread running a busy script serves nobody until it
+                        // ends: new clients (an operator's SCRIPT KILL) go elsewhere.
+                        let busy = server.scripts.busy_threads.load(Relaxed);
+                        let free = (0..workers.len())
+                            .map(|n| (next_worker + n) % workers.len())
+                            .find(|&index| index >= 64 || busy & (1 << index) == 0);
+                        let index = free.unwrap_or(next_worker % workers.len());
+                        if let Err(unsent) = workers[index].send(admitted) {
                             server.clients.unregister(unsent.0.client.id);
                         }
-                        next_worker += 1;
+                        next_worker = index + 1;
                     }
                 }
                 _ = sample.tick() => server.stats.sample_ops(now_ms(), server.total_commands()),
@@ -405,6 +412,10 @@ pub fn run(mut config: Config) -> Result<(), String> {
         }
         Ok::<(), String>(())
     })?;
+    // A script still running holds its thread and shards: it stops now
+    // (see `scripting::Running::check`), so the final checkpoint can lock
+    // every shard.
+    server.scripts.stopping.store(true, Relaxed);
     finish(&server);
     log_warning!("Strata is now ready to exit, bye bye...");
     Ok(())
@@ -467,7 +478,9 @@ fn network_thread(
     server: Arc<Server>,
     stats: Arc<ThreadStats>,
     mut receiver: mpsc::UnboundedReceiver<Admitted>,
+    index: usize,
 ) {
+    crate::scripting::set_thread_index(index);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -342,7 +342,13 @@ fn sigterm_stops_a_looping_script_and_exits_cleanly() {
         ok()
     );
     let mut looping = server.raw();
-    looping.send(&["EVAL", "while true do end", "0"]);
+    // It holds its key's shard, which the final checkpoint needs.
+    looping.send(&[
+        "EVAL",
+        "redis.call('GET', KEYS[1]) while true do end",
+        "1",
+        "k",
+    ]);
     wait_until("the script to be reported busy", || {
         std::thread::sleep(Duration::from_millis(20));
         matches!(con.cmd(&["PING"]), Reply::Error(ref text) if text.starts_with("BUSY "))
@@ -350,6 +356,40 @@ fn sigterm_stops_a_looping_script_and_exits_cleanly() {
     // SAFETY: signalling our own child process.
     unsafe { libc::kill(server.pid() as i32, libc::SIGTERM) };
     server.exited();
+}
+
+/// While a script keeps its network thread busy, clients that connect are
+/// given to the other threads: each is answered (-BUSY, and SCRIPT KILL
+/// works) instead of waiting behind the script.
+#[test]
+fn new_clients_avoid_the_thread_of_a_busy_script() {
+    use std::io::{Read, Write};
+    let server = TestServer::start_with(&["--threads", "2"]);
+    let mut con = server.raw();
+    assert_eq!(
+        con.cmd(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
+        ok()
+    );
+    let mut looping = server.raw();
+    looping.send(&["EVAL", "while true do end", "0"]);
+    wait_until("the script to be reported busy", || {
+        std::thread::sleep(Duration::from_millis(20));
+        matches!(con.cmd(&["PING"]), Reply::Error(ref text) if text.starts_with("BUSY "))
+    });
+    for n in 0..4 {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(3)))
+            .unwrap();
+        stream.write_all(b"*1\r\n$4\r\nPING\r\n").unwrap();
+        let mut reply = [0u8; 128];
+        let read = stream.read(&mut reply).unwrap_or(0);
+        let text = String::from_utf8_lossy(&reply[..read]);
+        assert!(text.starts_with("-BUSY "), "client {n} got {text:?}");
+    }
+    let mut operator = server.raw();
+    assert_eq!(operator.cmd(&["SCRIPT", "KILL"]), ok());
+    assert!(looping.read().as_text().contains("Script killed"));
 }
 
 /// The libraries scripts use (cjson, cmsgpack, struct, bit) give the same
