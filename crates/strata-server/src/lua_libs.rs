@@ -411,7 +411,9 @@ pub fn cmsgpack(lua: &Lua) -> mlua::Result<Table> {
         lua.create_function(
             |lua, (data, limit, offset): (mlua::LuaString, f64, Option<f64>)| {
                 let offset = offset.unwrap_or(0.0) as i64;
-                msgpack_unpack(lua, &data.as_bytes(), Some(limit as i64), offset)
+                // A limit and offset of 0 unpack everything, as `unpack`.
+                let limit = (limit != 0.0 || offset != 0).then_some(limit as i64);
+                msgpack_unpack(lua, &data.as_bytes(), limit, offset)
             },
         )?,
     )?;

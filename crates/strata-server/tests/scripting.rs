@@ -422,6 +422,8 @@ fn lua_libraries_match_redis() {
         "local t = cmsgpack.unpack(cmsgpack.pack({a = 1, b = {c = 'd'}})) return {t.a, t.b.c}",
         "return {cmsgpack.unpack_one(cmsgpack.pack(7, 8), 0)}",
         "return {cmsgpack.unpack_limit(cmsgpack.pack(7, 8, 9), 2, 1)}",
+        "return {cmsgpack.unpack_limit(cmsgpack.pack(7, 8, 9), 0, 0)}",
+        "return {cmsgpack.unpack_limit(cmsgpack.pack(7, 8, 9), 0, 1)}",
         "return {struct.unpack('>i4<hBbl', struct.pack('>i4<hBbl', 1, -2, 255, -1, 1234567890123))}",
         "return {struct.unpack('i2 c0 s', struct.pack('i2 c0 s', 3, 'abc', 'tail'))}",
         "return struct.size('>i4!8dbc10')",
