@@ -1,6 +1,7 @@
 //! EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT: running Lua scripts
 //! atomically under one pinned lock set (see `crate::scripting` for the
-//! VM, the sandbox, the conversions and the lock rules).
+//! VM, the sandbox, the conversions and the lock rules). [`run_script`]
+//! is also how FCALL runs a function (`commands::functions`).
 
 use std::cell::RefCell;
 use std::sync::Arc;
