@@ -444,16 +444,7 @@ fn write_range_file(
             let shard_marker = marker(Kind::CheckpointShard, index as u16, covered, &[]);
             sealed(&mut buf, shard_marker, covered);
             for (name, image) in &shard.meta {
-                let draft = Draft {
-                    kind: Kind::Meta,
-                    db: 0,
-                    aux: 0,
-                    flags: 0,
-                    value_type: 0,
-                    key: name,
-                    payload: image,
-                };
-                sealed(&mut buf, draft, covered);
+                sealed(&mut buf, Draft::meta(name, image), covered);
             }
             for db in 0..keyspace.db_count() {
                 for entry in shard.entries(db) {

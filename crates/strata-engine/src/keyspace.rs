@@ -616,15 +616,7 @@ impl Keyspace {
         let (result, commit) = self.with_all(held, |all| {
             let shard = &mut all.guards[0];
             let (image, result) = f(shard.meta.get(name).map(Vec::as_slice))?;
-            crate::log::append(&crate::record::Draft {
-                kind: Kind::Meta,
-                db: 0,
-                aux: 0,
-                flags: 0,
-                value_type: 0,
-                key: name,
-                payload: &image,
-            });
+            crate::log::append(&crate::record::Draft::meta(name, &image));
             shard.set_meta(name, &image);
             Ok(result)
         });

@@ -163,6 +163,21 @@ pub struct Draft<'a> {
     pub payload: &'a [u8],
 }
 
+impl<'a> Draft<'a> {
+    /// A [`Kind::Meta`] record: metadata item `name` is now `image`.
+    pub fn meta(name: &'a [u8], image: &'a [u8]) -> Draft<'a> {
+        Draft {
+            kind: Kind::Meta,
+            db: 0,
+            aux: 0,
+            flags: 0,
+            value_type: 0,
+            key: name,
+            payload: image,
+        }
+    }
+}
+
 /// `value_type` of a string value.
 pub const VALUE_STRING: u8 = 0;
 /// `value_type` of a hash value: the payload is its image (`hash` module).

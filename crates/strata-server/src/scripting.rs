@@ -315,6 +315,8 @@ pub struct Vm {
     pub private: Table,
     /// Runs a script function, turning any error into an error table.
     pub trampoline: Function,
+    /// The same for a library function, given KEYS and ARGV.
+    pub trampoline_args: Function,
     /// The generation of the libraries loaded into this VM.
     library_generation: u64,
     /// Their functions, by lower-case name.
@@ -415,14 +417,14 @@ local handler = function(err)
     return err
 end
 local trampoline = function(f)
+    private.source = '@user_script'
     return xpcall(f, handler)
 end
 -- A function's call (FCALL): its KEYS and ARGV are arguments.
-local unpack = unpack
 private.trampoline_args = function(f, keys, argv)
+    private.source = '@user_function'
     return xpcall(function() return f(keys, argv) end, handler)
 end
-private.source = '@user_script'
 loadfile = nil
 debug = nil
 dofile = nil
@@ -691,12 +693,14 @@ impl Vm {
         lua.load(FUNCTIONS_PRELUDE)
             .set_name("=functions")
             .call::<()>((private.clone(), redis_api))?;
+        let trampoline_args = private.raw_get("trampoline_args")?;
         let vm = Vm {
             lua,
             generation,
             functions: HashMap::new(),
             private,
             trampoline,
+            trampoline_args,
             library_generation: 0,
             callbacks: HashMap::new(),
         };

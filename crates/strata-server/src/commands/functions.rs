@@ -8,14 +8,15 @@ use bytes::Bytes;
 
 use super::connection::help_lines;
 use super::scripting::{Target, kill, refuse_if_oom, run_script, split_keys};
-use super::{CmdError, CmdResult, Ctx, is};
+use super::{CmdError, CmdResult, Ctx, is, lossy};
 use crate::functions::{
-    ENGINE, FLAG_ALLOW_OOM, FLAG_NAMES, FLAG_NO_WRITES, Libraries, Library, META_NAME,
+    ENGINE, FLAG_ALLOW_OOM, FLAG_NAMES, FLAG_NO_WRITES, Libraries, Library, META_NAME, Metadata,
     codes_of_payload, parse_metadata, valid_name,
 };
 use crate::scripting::{LOAD_TIMEOUT, Vm, with_vm};
 
-fn lossy(bytes: &[u8]) -> String {
+/// Text of a whole argument (library code, names), not cut short.
+fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
@@ -26,8 +27,23 @@ pub fn compile(
     code: &str,
     timeout: Option<std::time::Duration>,
 ) -> Result<Library, String> {
+    compile_parsed(vm, code, checked_metadata(code)?, timeout)
+}
+
+/// Parses and checks `code`'s shebang line.
+fn checked_metadata(code: &str) -> Result<Metadata<'_>, String> {
     let meta = parse_metadata(code)?;
     check_header(&meta.engine, &meta.name)?;
+    Ok(meta)
+}
+
+/// [`compile`] for code whose shebang line `meta` is already checked.
+fn compile_parsed(
+    vm: &Vm,
+    code: &str,
+    meta: Metadata,
+    timeout: Option<std::time::Duration>,
+) -> Result<Library, String> {
     let registered = vm.load_library(meta.body, timeout)?;
     if registered.is_empty() {
         return Err("ERR No functions registered".into());
@@ -75,14 +91,13 @@ pub fn function_load(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut at = 2;
     while at < args.len() - 1 {
         if !is(&args[at], "REPLACE") {
-            return Err(format!("ERR Unknown option given: {}", lossy(&args[at])).into());
+            return Err(format!("ERR Unknown option given: {}", lossy(&args[at], 128)).into());
         }
         replace = true;
         at += 1;
     }
-    let code = lossy(&args[at]);
-    let meta = parse_metadata(&code)?;
-    check_header(&meta.engine, &meta.name)?;
+    let code = text(&args[at]);
+    let meta = checked_metadata(&code)?;
     let exists = ctx
         .server
         .functions
@@ -93,7 +108,9 @@ pub fn function_load(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Err(format!("ERR Library '{}' already exists", meta.name).into());
     }
     let scripts = ctx.server.scripts.clone();
-    let library = with_vm(&scripts, |vm| compile(vm, &code, Some(LOAD_TIMEOUT)))?;
+    let library = with_vm(&scripts, |vm| {
+        compile_parsed(vm, &code, meta, Some(LOAD_TIMEOUT))
+    })?;
     let name = library.name.clone();
     update(ctx, |libraries| libraries.add(library, replace, true))?;
     ctx.out.bulk(name.as_bytes());
@@ -101,7 +118,7 @@ pub fn function_load(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 pub fn function_delete(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let name = lossy(&args[2]);
+    let name = text(&args[2]);
     update(ctx, |libraries| match libraries.remove(&name) {
         true => Ok(()),
         false => Err("ERR Library not found".into()),
@@ -199,7 +216,7 @@ pub fn function_list(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                     .ok_or(CmdError::from("ERR library name argument was not given"))?,
             );
         } else {
-            return Err(format!("ERR Unknown argument {}", lossy(arg)).into());
+            return Err(format!("ERR Unknown argument {}", lossy(arg, 128)).into());
         }
         at += 1;
     }
@@ -339,7 +356,7 @@ pub fn function_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 
 fn fcall_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult {
     let libraries = ctx.server.functions.snapshot();
-    let name = lossy(&args[1]);
+    let name = text(&args[1]);
     let (_, info) = libraries
         .function(&name)
         .ok_or(CmdError::from("ERR Function not found"))?;
@@ -388,4 +405,51 @@ pub fn load_at_start(
     crate::log_notice!("Loaded {} function libraries", libraries.libraries.len());
     functions.install(libraries);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::functions::Functions;
+
+    fn keyspace_with(image: &[u8]) -> strata_engine::Keyspace {
+        let keyspace = strata_engine::Keyspace::new(16);
+        keyspace
+            .update_meta_in(None, META_NAME, |_| Ok::<_, ()>((image.to_vec(), ())))
+            .unwrap();
+        keyspace
+    }
+
+    #[test]
+    fn stored_libraries_load_at_start_and_damage_stops_it() {
+        let mut good = Libraries::default();
+        let vm = Vm::scratch().unwrap();
+        let code = "#!lua name=lib\nredis.register_function('f', function() return 1 end)";
+        good.add(compile(&vm, code, None).unwrap(), false, true)
+            .unwrap();
+        let functions = Functions::default();
+        load_at_start(&functions, &keyspace_with(&good.dump())).unwrap();
+        assert!(functions.snapshot().function("F").is_some());
+
+        let error = load_at_start(&functions, &keyspace_with(b"junk")).unwrap_err();
+        assert!(error.contains("checksum"), "{error}");
+        let mut silent = Libraries::default();
+        silent
+            .add(
+                Library {
+                    name: "quiet".into(),
+                    code: "#!lua name=quiet\nreturn 1".into(),
+                    functions: Vec::new(),
+                },
+                false,
+                true,
+            )
+            .unwrap();
+        let error = load_at_start(&functions, &keyspace_with(&silent.dump())).unwrap_err();
+        assert!(error.contains("No functions registered"), "{error}");
+        assert!(
+            functions.snapshot().function("f").is_some(),
+            "a failed load keeps what was installed"
+        );
+    }
 }

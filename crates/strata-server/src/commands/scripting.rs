@@ -250,10 +250,8 @@ fn run_once(
         // A script's KEYS and ARGV are globals; a function's, arguments.
         let set_args = || -> mlua::Result<Option<(mlua::Table, mlua::Table)>> {
             if matches!(target, Target::Function { .. }) {
-                vm.private.raw_set("source", "@user_function")?;
                 return Ok(Some((to_table(keys)?, to_table(argv)?)));
             }
-            vm.private.raw_set("source", "@user_script")?;
             let globals = vm.lua.globals();
             globals.raw_set("KEYS", to_table(keys)?)?;
             globals.raw_set("ARGV", to_table(argv)?)?;
@@ -292,10 +290,7 @@ fn run_once(
             vm.private.raw_set("setresp", setresp)?;
             let outcome: (bool, Value) = match arguments {
                 None => vm.trampoline.call(function)?,
-                Some((keys, argv)) => {
-                    let trampoline: mlua::Function = vm.private.raw_get("trampoline_args")?;
-                    trampoline.call((function, keys, argv))?
-                }
+                Some((keys, argv)) => vm.trampoline_args.call((function, keys, argv))?,
             };
             Ok(outcome)
         });
@@ -325,7 +320,7 @@ pub fn split_keys<'a>(
 }
 
 fn eval_generic(ctx: &mut Ctx, args: &[Bytes], by_sha: bool, read_only: bool) -> CmdResult {
-    let (keys, argv) = split_keys(args, "ERR value is not an integer or out of range")?;
+    let (keys, argv) = split_keys(args, super::ERR_NOT_INTEGER)?;
     let scripts = ctx.server.scripts.clone();
     let (sha, body) = if by_sha {
         scripts.get(&args[1]).ok_or(CmdError::from(
