@@ -321,6 +321,9 @@ pub struct Vm {
     library_generation: u64,
     /// Their functions, by lower-case name.
     callbacks: HashMap<String, Function>,
+    /// `private.call` and `private.setresp` are in place: they are made
+    /// once per VM by `commands::scripting`, which owns what they run.
+    pub runner_installed: bool,
 }
 
 /// A run the hook checks: the cache, the run and `busy-reply-threshold`.
@@ -703,6 +706,7 @@ impl Vm {
             trampoline_args,
             library_generation: 0,
             callbacks: HashMap::new(),
+            runner_installed: false,
         };
         vm.install_hook();
         Ok(vm)

@@ -3,7 +3,7 @@
 //! VM, the sandbox, the conversions and the lock rules). [`run_script`]
 //! is also how FCALL runs a function (`commands::functions`).
 
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -54,6 +54,68 @@ fn error_table(lua: &Lua, text: &str) -> mlua::Result<Value> {
     let table = lua.create_table()?;
     table.set("err", text)?;
     Ok(Value::Table(table))
+}
+
+thread_local! {
+    /// The [`Runner`] of the run in progress on this thread (null between
+    /// runs), for the VM's `private.call` and `private.setresp`. They are
+    /// made once per VM rather than per run: a scoped pair of callbacks
+    /// cost about a tenth of an EVALSHA.
+    static RUNNER: Cell<*mut ()> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+/// Runs `f` (the script) with `runner` as this thread's current run.
+fn with_runner<R>(runner: &mut Runner, f: impl FnOnce() -> R) -> R {
+    struct Reset(*mut ());
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            RUNNER.with(|cell| cell.set(self.0));
+        }
+    }
+    let previous = RUNNER.with(|cell| cell.replace((runner as *mut Runner).cast()));
+    let _reset = Reset(previous);
+    f()
+}
+
+/// Calls `f` with the current run's [`Runner`], or answers `None` when no
+/// script runs on this thread (a library's top level called a saved
+/// `redis.call` while loading).
+fn current_runner<R>(f: impl FnOnce(&mut Runner) -> R) -> Option<R> {
+    let pointer = RUNNER.with(Cell::get);
+    if pointer.is_null() {
+        return None;
+    }
+    // SAFETY: the pointer is set by `with_runner` from a `&mut Runner`
+    // that outlives the call and that nothing else touches while the
+    // script runs; it is reset before `with_runner` returns, even on a
+    // panic. Commands a script calls cannot start another script
+    // (EVAL, FCALL and SCRIPT are `noscript`), and `redis.call` and
+    // `redis.setresp` never run inside each other, so this is the only
+    // reference in use.
+    let runner = unsafe { &mut *pointer.cast::<Runner<'static, 'static, 'static>>() };
+    Some(f(runner))
+}
+
+const NOT_IN_A_RUN: &str = "ERR redis.call is only available while a script runs";
+
+/// Puts `redis.call`'s and `redis.setresp`'s implementations into the
+/// VM's private table.
+fn install_runner(lua: &Lua, private: &mlua::Table) -> mlua::Result<()> {
+    let call = lua.create_function(|lua, args: Variadic<Value>| {
+        current_runner(|runner| runner.call(lua, args))
+            .unwrap_or_else(|| error_table(lua, NOT_IN_A_RUN))
+    })?;
+    let setresp = lua.create_function(|_, version: i64| {
+        if version != 2 && version != 3 {
+            return Err(mlua::Error::RuntimeError(
+                "RESP version must be 2 or 3.".into(),
+            ));
+        }
+        current_runner(|runner| runner.resp = version as u8)
+            .ok_or_else(|| mlua::Error::RuntimeError(NOT_IN_A_RUN.into()))
+    })?;
+    private.raw_set("call", call)?;
+    private.raw_set("setresp", setresp)
 }
 
 impl Runner<'_, '_, '_> {
@@ -263,8 +325,14 @@ fn run_once(
                 return (Ran::Done(Err(format!("ERR {}", lua_error_text(&error)))), 2);
             }
         };
+        if !vm.runner_installed {
+            if let Err(error) = install_runner(&vm.lua, &vm.private) {
+                return (Ran::Done(Err(format!("ERR {}", lua_error_text(&error)))), 2);
+            }
+            vm.runner_installed = true;
+        }
         vm.watch(scripts.clone(), running.clone(), busy_after_ms);
-        let runner = RefCell::new(Runner {
+        let mut runner = Runner {
             ctx,
             read_only,
             allow_oom,
@@ -272,30 +340,14 @@ fn run_once(
             restart: false,
             resp: 2,
             running: running.clone(),
-        });
-        let result = vm.lua.scope(|scope| {
-            let redis_call = scope.create_function_mut(|lua, args: Variadic<Value>| {
-                runner.borrow_mut().call(lua, args)
-            })?;
-            let setresp = scope.create_function_mut(|_, version: i64| {
-                if version != 2 && version != 3 {
-                    return Err(mlua::Error::RuntimeError(
-                        "RESP version must be 2 or 3.".into(),
-                    ));
-                }
-                runner.borrow_mut().resp = version as u8;
-                Ok(())
-            })?;
-            vm.private.raw_set("call", redis_call)?;
-            vm.private.raw_set("setresp", setresp)?;
-            let outcome: (bool, Value) = match arguments {
-                None => vm.trampoline.call(function)?,
-                Some((keys, argv)) => vm.trampoline_args.call((function, keys, argv))?,
-            };
-            Ok(outcome)
+        };
+        let result = with_runner(&mut runner, || -> mlua::Result<(bool, Value)> {
+            match arguments {
+                None => vm.trampoline.call(function),
+                Some((keys, argv)) => vm.trampoline_args.call((function, keys, argv)),
+            }
         });
         vm.unwatch();
-        let runner = runner.into_inner();
         if runner.restart {
             return (Ran::Restart, runner.resp);
         }
