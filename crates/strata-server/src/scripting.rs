@@ -26,6 +26,7 @@
 //! makes other clients' commands answer `-BUSY` until it ends or SCRIPT
 //! KILL stops it (only while it has written nothing).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -48,7 +49,7 @@ type Cached = (Arc<str>, Arc<str>);
 pub struct Scripts {
     /// By lower-case SHA1: the SHA1 and the body (shared, so a lookup
     /// allocates nothing).
-    bodies: RwLock<HashMap<String, Cached>>,
+    bodies: RwLock<foldhash::HashMap<String, Cached>>,
     /// Bumped by SCRIPT FLUSH: every thread's VM starts afresh.
     generation: AtomicU64,
     /// Scripts past `busy-reply-threshold`, by client id (a script joins
@@ -275,9 +276,9 @@ pub struct ScriptFlags {
 
 /// Parses a shebang line; returns the flags and the body with the line
 /// blanked (so line numbers stay right).
-pub fn parse_shebang(body: &str) -> Result<(ScriptFlags, String), String> {
+pub fn parse_shebang(body: &str) -> Result<(ScriptFlags, Cow<'_, str>), String> {
     let Some(rest) = body.strip_prefix("#!") else {
-        return Ok((ScriptFlags::default(), body.to_owned()));
+        return Ok((ScriptFlags::default(), Cow::Borrowed(body)));
     };
     let line_end = rest.find('\n').unwrap_or(rest.len());
     let line = &rest[..line_end];
@@ -303,14 +304,14 @@ pub fn parse_shebang(body: &str) -> Result<(ScriptFlags, String), String> {
         }
     }
     let rest_of_body = &rest[line_end..];
-    Ok((flags, format!("--{line}{rest_of_body}")))
+    Ok((flags, Cow::Owned(format!("--{line}{rest_of_body}"))))
 }
 
 /// One worker thread's Lua state.
 pub struct Vm {
     pub lua: Lua,
     generation: u64,
-    functions: HashMap<String, Function>,
+    functions: foldhash::HashMap<String, Function>,
     /// Where the running script's `redis.call` implementation is put.
     pub private: Table,
     /// Runs a script function, turning any error into an error table.
@@ -700,7 +701,7 @@ impl Vm {
         let vm = Vm {
             lua,
             generation,
-            functions: HashMap::new(),
+            functions: foldhash::HashMap::default(),
             private,
             trampoline,
             trampoline_args,
@@ -823,7 +824,7 @@ impl Vm {
         let env: Table = self.private.raw_get("env").map_err(|e| e.to_string())?;
         let function = self
             .lua
-            .load(body.as_str())
+            .load(&*body)
             .set_name("@user_script")
             .set_environment(env)
             .into_function()
