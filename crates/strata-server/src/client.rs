@@ -87,6 +87,14 @@ impl ClientInfo {
         self.killed.load(Relaxed)
     }
 
+    /// Wakes the connection from its wait for a request without killing
+    /// it, so that it takes what `crate::busy` kept for it. Only for a
+    /// connection that is in that wait (its `idle` slot says so): the
+    /// signal is the kill signal, which every other wait takes as a kill.
+    pub fn nudge(&self) {
+        self.kill_signal.notify_one();
+    }
+
     pub async fn killed(&self) {
         self.kill_signal.notified().await
     }

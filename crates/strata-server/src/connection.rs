@@ -22,6 +22,7 @@
 //! request order, so earlier replies wait too. When the log's pending
 //! bytes pass their limit, connections wait before running more commands.
 
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -111,6 +112,9 @@ struct Connection {
     deferred_error: Option<ProtocolError>,
     /// A blocking command that found nothing and waits (`crate::blocking`).
     blocked: Option<(Vec<Bytes>, Block)>,
+    /// Where `crate::busy` serves this connection while a script on its
+    /// thread is busy.
+    busy_slot: Arc<crate::busy::Slot>,
 }
 
 /// Commands parsed ahead of one that must read cold values, so that a
@@ -134,6 +138,7 @@ struct Registered {
 
 impl Drop for Registered {
     fn drop(&mut self) {
+        crate::busy::unregister(self.id);
         self.server.pubsub.forget(self.id);
         self.server.tracking.disable(&self.server.keyspace, self.id);
         self.server.clients.unregister(self.id);
@@ -152,6 +157,7 @@ pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, admitted: Admit
     else {
         return;
     };
+    let busy_slot = crate::busy::register(client.clone(), stream.as_raw_fd());
     let config_generation = server.config.generation();
     let config = server.config.get();
     let mut session = Session::new(client.clone());
@@ -178,6 +184,7 @@ pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, admitted: Admit
         backlog: std::collections::VecDeque::new(),
         deferred_error: None,
         blocked: None,
+        busy_slot,
     };
     let reason = connection.run(&client).await;
     match &reason {
@@ -401,21 +408,52 @@ impl Connection {
                 None => std::future::pending().await,
             }
         };
-        tokio::select! {
-            _ = message => Ok(()),
-            readable = self.stream.readable(), if want_read => {
-                readable.map_err(Closed::Io)?;
-                self.read()
-            }
-            writable = self.stream.writable(), if want_write => writable.map_err(Closed::Io),
-            _ = client.killed() => Err(Closed::Killed),
+        // While it waits with nothing buffered, a busy script on this
+        // thread may answer its requests (`crate::busy`).
+        let idle = want_read && !want_write && self.servable_while_busy();
+        self.busy_slot.set_idle(idle);
+        let woken = tokio::select! {
+            _ = message => Ok(false),
+            readable = self.stream.readable(), if want_read => readable.map(|_| true).map_err(Closed::Io),
+            writable = self.stream.writable(), if want_write => writable.map(|_| false).map_err(Closed::Io),
+            // Also `crate::busy`'s nudge, which is not a kill.
+            _ = client.killed() => match client.is_killed() {
+                true => Err(Closed::Killed),
+                false => Ok(false),
+            },
             _ = sleep_until_opt(wake_at) => {
                 if idle_deadline.is_some_and(|d| Instant::now() >= d) && self.output.is_empty() {
                     return Err(Closed::IdleTimeout);
                 }
-                Ok(())
+                Ok(false)
             }
+        };
+        if idle {
+            self.busy_slot.set_idle(false);
+            self.busy_slot.take(&mut self.input, &mut self.output);
         }
+        match woken? {
+            true => self.read(),
+            false => Ok(()),
+        }
+    }
+
+    /// Whether nothing is buffered for this connection and its session is
+    /// plain, so that `crate::busy` may answer its next requests.
+    fn servable_while_busy(&self) -> bool {
+        let session = &self.session;
+        self.input.is_empty()
+            && !self.parser.in_request()
+            && self.parked.is_none()
+            && self.backlog.is_empty()
+            && self.blocked.is_none()
+            && self.deferred_error.is_none()
+            && session.authenticated
+            && session.multi.is_none()
+            && session.subscriptions == 0
+            && !session.replies_off
+            && !session.skip_next_reply
+            && !session.close_after_reply
     }
 
     fn read(&mut self) -> Result<(), Closed> {

@@ -11,6 +11,7 @@
 
 mod alloc;
 mod blocking;
+mod busy;
 mod client;
 mod commands;
 mod config;

@@ -89,6 +89,20 @@ pub enum Kill {
     OtherKind(&'static str),
 }
 
+impl Kill {
+    /// SCRIPT KILL's / FUNCTION KILL's reply: `+OK` or the error.
+    pub fn reply(self) -> Result<(), &'static str> {
+        match self {
+            Kill::Killed => Ok(()),
+            Kill::OtherKind(busy) => Err(busy),
+            Kill::NotBusy => Err("NOTBUSY No scripts in execution right now."),
+            Kill::Unkillable => Err(
+                "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.",
+            ),
+        }
+    }
+}
+
 /// The BUSY errors: which command may stop what is running.
 pub const BUSY_SCRIPT: &str =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
@@ -161,6 +175,7 @@ impl Scripts {
             if running.thread < 64 {
                 self.busy_threads.fetch_and(!(1 << running.thread), Relaxed);
             }
+            crate::busy::release();
         }
     }
 
@@ -236,6 +251,11 @@ impl Running {
                 "Slow script detected: still in execution after {} milliseconds. You can try killing the script using the SCRIPT KILL command.",
                 self.started.elapsed().as_millis()
             );
+        }
+        if self.busy.load(Relaxed) {
+            // This thread's other clients are answered from here meanwhile
+            // (a SCRIPT KILL among them is seen just below).
+            crate::busy::serve_idle();
         }
         if self.kill.load(Relaxed) {
             return Err(mlua::Error::RuntimeError(

@@ -481,6 +481,7 @@ fn network_thread(
     index: usize,
 ) {
     crate::scripting::set_thread_index(index);
+    crate::busy::start_thread(server.clone());
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -392,6 +392,54 @@ fn new_clients_avoid_the_thread_of_a_busy_script() {
     assert!(looping.read().as_text().contains("Script killed"));
 }
 
+/// The clients already connected to the thread that runs a busy script
+/// are answered too (here one network thread holds them all): `-BUSY`
+/// for each request of a pipeline, also one that arrives in pieces;
+/// SCRIPT KILL from one of them stops the script; MULTI, which must run
+/// on its connection, waits for the script's end and is then answered in
+/// order. Before `crate::busy`, all of them waited until the script ended.
+#[test]
+fn clients_on_the_busy_scripts_thread_are_answered() {
+    let server = TestServer::start_with(&["--threads", "1"]);
+    let mut con = server.raw();
+    let mut transaction = server.raw();
+    let mut pipelined = server.raw();
+    assert_eq!(
+        con.cmd(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
+        ok()
+    );
+    assert_eq!(transaction.cmd(&["SET", "k", "v"]), ok());
+    assert_eq!(pipelined.cmd(&["PING"]), Reply::simple("PONG"));
+    let mut looping = server.raw();
+    looping.send(&["EVAL", "while true do end", "0"]);
+    wait_until("the script to be reported busy", || {
+        std::thread::sleep(Duration::from_millis(20));
+        matches!(con.cmd(&["PING"]), Reply::Error(ref text) if text.starts_with("BUSY "))
+    });
+    pipelined.send_raw(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*1\r\n$4\r\nPI");
+    std::thread::sleep(Duration::from_millis(30));
+    pipelined.send_raw(b"NG\r\n");
+    for _ in 0..2 {
+        assert!(matches!(pipelined.read(), Reply::Error(ref text) if text.starts_with("BUSY ")));
+    }
+    transaction.send(&["MULTI"]);
+    transaction.send(&["GET", "k"]);
+    let patience = Some(Duration::from_millis(200));
+    transaction.stream.set_read_timeout(patience).unwrap();
+    assert_eq!(transaction.try_read(), None, "MULTI waits for the script");
+    transaction.stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+    assert_eq!(con.cmd(&["SCRIPT", "KILL"]), ok());
+    assert!(looping.read().as_text().contains("Script killed"));
+    assert_eq!(transaction.read(), ok());
+    assert_eq!(transaction.read(), Reply::simple("QUEUED"));
+    assert_eq!(transaction.cmd(&["EXEC"]), Reply::Array(vec![b("v")]));
+    assert_eq!(pipelined.cmd(&["GET", "k"]), b("v"));
+    assert_eq!(
+        con.cmd(&["SCRIPT", "KILL"]),
+        e("NOTBUSY No scripts in execution right now.")
+    );
+}
+
 /// The libraries scripts use (cjson, cmsgpack, struct, bit) give the same
 /// bytes as redis-server's: each script runs on both and the replies are
 /// compared.

@@ -17,8 +17,8 @@ use super::transactions::{answer_blocked, is_database_wide, runs_unlocked};
 use super::{CmdError, CmdResult, Ctx, call, declared_keys, is, parse_i64};
 use crate::functions::Libraries;
 use crate::scripting::{
-    Kill, Running, lua_arg, lua_error_text, parse_shebang, protocol_of, reply_to_lua, with_vm,
-    write_lua, write_script_error,
+    Running, lua_arg, lua_error_text, parse_shebang, protocol_of, reply_to_lua, with_vm, write_lua,
+    write_script_error,
 };
 
 /// How long a script that has written waits for the shard of a key it did
@@ -513,15 +513,9 @@ pub fn script_kill(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 
 /// SCRIPT KILL, or FUNCTION KILL (`functions`).
 pub fn kill(ctx: &mut Ctx, functions: bool) -> CmdResult {
-    match ctx.server.scripts.kill(functions) {
-        Kill::OtherKind(busy) => Err(busy.into()),
-        Kill::Killed => {
-            ctx.out.ok();
-            Ok(())
-        }
-        Kill::NotBusy => Err("NOTBUSY No scripts in execution right now.".into()),
-        Kill::Unkillable => Err("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.".into()),
-    }
+    ctx.server.scripts.kill(functions).reply()?;
+    ctx.out.ok();
+    Ok(())
 }
 
 pub fn script_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {

@@ -1,0 +1,325 @@
+//! Answering a network thread's idle connections while a script on that
+//! same thread is busy.
+//!
+//! A script runs on its connection's network thread and holds it until it
+//! ends (see `crate::scripting`): that thread's runtime polls none of its
+//! other connections meanwhile. Clients on other threads get `-BUSY` from
+//! the dispatcher once the script passes `busy-reply-threshold`, and new
+//! connections are given to other threads; this module serves the clients
+//! that were already on the busy thread, as Redis serves every client
+//! from inside a busy script:
+//!
+//! - each connection of a network thread has a [`Slot`] in the thread's
+//!   registry, with its socket's descriptor and an `idle` flag that the
+//!   connection sets while it waits for a request with nothing buffered
+//!   in either direction and a plain session (not in MULTI, not
+//!   subscribed, authenticated, replies on);
+//! - while the script is busy, its time-limit hook calls [`serve_idle`]
+//!   every [`PASS_INTERVAL`]: it polls the idle connections' sockets,
+//!   reads what they sent and answers each request: SCRIPT KILL and
+//!   FUNCTION KILL act as they do anywhere, any other command that Redis
+//!   refuses during a busy script gets the `-BUSY` error;
+//! - the first request it cannot answer here (an `allow_busy` command
+//!   that needs the session, such as MULTI or AUTH; an unknown command; a
+//!   protocol error) stops the serving of that connection: it and what
+//!   follows wait in the slot, with any reply the socket did not take;
+//! - when the script ends, [`release`] wakes those connections, which take
+//!   the waiting bytes before reading their socket again, so nothing is
+//!   lost and order is kept.
+//!
+//! Everything here runs on the network thread that owns the connections
+//! (the registry is thread-local); the slot's fields are atomics and a
+//! mutex only because connection futures must be `Send`.
+
+use std::cell::RefCell;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use parking_lot::Mutex;
+use strata_resp::{Limits, RequestParser};
+
+use crate::client::ClientInfo;
+use crate::commands::Gates;
+use crate::server::Server;
+
+/// How often a busy script's hook serves the idle connections.
+pub const PASS_INTERVAL: Duration = Duration::from_millis(5);
+/// Bytes read from one connection per pass.
+const READ_PER_PASS: usize = 64 * 1024;
+/// A connection with more than this waiting (one huge request) is left
+/// alone until the script ends.
+const STASH_MAX: usize = 1024 * 1024;
+
+/// One connection of a network thread, as the busy-script serving sees it.
+pub struct Slot {
+    fd: RawFd,
+    client: Arc<ClientInfo>,
+    /// The connection waits for a request and may be served from here.
+    idle: AtomicBool,
+    /// Serving it stopped at a request it must run itself.
+    stopped: AtomicBool,
+    /// `stash` holds something.
+    stashed: AtomicBool,
+    /// Bytes and replies it must take before going on.
+    stash: Mutex<Stash>,
+}
+
+#[derive(Default)]
+struct Stash {
+    /// Requests read from its socket and not answered.
+    input: Vec<u8>,
+    /// Replies its socket did not take.
+    output: Vec<u8>,
+}
+
+struct ThreadConnections {
+    server: Arc<Server>,
+    slots: foldhash::HashMap<u64, Arc<Slot>>,
+    last_pass: Option<Instant>,
+}
+
+thread_local! {
+    static THREAD: RefCell<Option<ThreadConnections>> = const { RefCell::new(None) };
+}
+
+/// Makes the calling network thread's registry.
+pub fn start_thread(server: Arc<Server>) {
+    THREAD.with(|thread| {
+        *thread.borrow_mut() = Some(ThreadConnections {
+            server,
+            slots: foldhash::HashMap::default(),
+            last_pass: None,
+        });
+    });
+}
+
+/// Registers a connection of this thread (`fd`: its socket).
+pub fn register(client: Arc<ClientInfo>, fd: RawFd) -> Arc<Slot> {
+    let slot = Arc::new(Slot {
+        fd,
+        client,
+        idle: AtomicBool::new(false),
+        stopped: AtomicBool::new(false),
+        stashed: AtomicBool::new(false),
+        stash: Mutex::new(Stash::default()),
+    });
+    THREAD.with(|thread| {
+        if let Some(thread) = thread.borrow_mut().as_mut() {
+            thread.slots.insert(slot.client.id, slot.clone());
+        }
+    });
+    slot
+}
+
+/// Forgets a connection (it closed).
+pub fn unregister(client_id: u64) {
+    // `try_with`: a runtime torn down with the thread drops its tasks
+    // after the thread's locals may be gone.
+    let _ = THREAD.try_with(|thread| {
+        if let Some(thread) = thread.borrow_mut().as_mut() {
+            thread.slots.remove(&client_id);
+        }
+    });
+}
+
+impl Slot {
+    /// Notes whether the connection now waits for a request with nothing
+    /// buffered and a plain session (see the module docs).
+    pub fn set_idle(&self, idle: bool) {
+        self.idle.store(idle, Relaxed);
+    }
+
+    /// Moves what was read and not answered into `input`, and the replies
+    /// the socket did not take into `output`, while the script was busy.
+    /// Called by the connection before it reads its socket.
+    pub fn take(&self, input: &mut BytesMut, output: &mut BytesMut) {
+        if !self.stashed.load(Relaxed) {
+            return;
+        }
+        let mut stash = self.stash.lock();
+        output.extend_from_slice(&stash.output);
+        input.extend_from_slice(&stash.input);
+        *stash = Stash::default();
+        self.stashed.store(false, Relaxed);
+        self.stopped.store(false, Relaxed);
+    }
+}
+
+/// Serves this thread's idle connections (see the module docs); does
+/// nothing more often than every [`PASS_INTERVAL`], nor off a network
+/// thread.
+pub fn serve_idle() {
+    let work = THREAD.with(|thread| {
+        let mut thread = thread.borrow_mut();
+        let thread = thread.as_mut()?;
+        let now = Instant::now();
+        if thread
+            .last_pass
+            .is_some_and(|last| now.duration_since(last) < PASS_INTERVAL)
+        {
+            return None;
+        }
+        thread.last_pass = Some(now);
+        let idle: Vec<Arc<Slot>> = thread
+            .slots
+            .values()
+            .filter(|slot| slot.idle.load(Relaxed) && !slot.stopped.load(Relaxed))
+            .cloned()
+            .collect();
+        Some((thread.server.clone(), idle))
+    });
+    let Some((server, idle)) = work else { return };
+    if idle.is_empty() {
+        return;
+    }
+    let mut polled: Vec<libc::pollfd> = idle
+        .iter()
+        .map(|slot| libc::pollfd {
+            fd: slot.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `polled` is a valid array of `polled.len()` pollfds.
+    let ready = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, 0) };
+    if ready <= 0 {
+        return;
+    }
+    for (slot, polled) in idle.iter().zip(&polled) {
+        if polled.revents & libc::POLLIN != 0 {
+            serve_one(&server, slot);
+        }
+    }
+}
+
+/// Reads what `slot`'s client sent and answers it (see the module docs).
+fn serve_one(server: &Server, slot: &Slot) {
+    let mut stash = slot.stash.lock();
+    let mut chunk = vec![0u8; READ_PER_PASS];
+    // SAFETY: `chunk` is writable for its length; the descriptor is the
+    // connection's socket, open while its slot is registered.
+    let read = unsafe {
+        libc::recv(
+            slot.fd,
+            chunk.as_mut_ptr().cast(),
+            chunk.len(),
+            libc::MSG_DONTWAIT,
+        )
+    };
+    // End of stream or an error: left for the connection to find.
+    if read <= 0 {
+        return;
+    }
+    stash.input.extend_from_slice(&chunk[..read as usize]);
+    let mut replies = Vec::new();
+    let waiting = answer(server, &stash.input, &mut replies);
+    let answered = stash.input.len() - waiting.len;
+    stash.input.drain(..answered);
+    let stop = waiting.stop || stash.input.len() > STASH_MAX;
+    stash.output.extend_from_slice(&replies);
+    send_stashed(slot.fd, &mut stash.output);
+    if stop || !stash.output.is_empty() {
+        slot.stopped.store(true, Relaxed);
+    }
+    let stashed = !stash.input.is_empty() || !stash.output.is_empty();
+    slot.stashed.store(stashed, Relaxed);
+}
+
+/// What [`answer`] left unanswered: the tail of the input it was given.
+struct Waiting {
+    len: usize,
+    /// The tail starts with a request that must wait for the script's end
+    /// (as opposed to an incomplete one).
+    stop: bool,
+}
+
+/// Answers the complete requests at the head of `input` into `replies`,
+/// stopping at the first one the connection must run itself.
+fn answer(server: &Server, input: &[u8], replies: &mut Vec<u8>) -> Waiting {
+    let mut buffer = BytesMut::from(input);
+    let mut parser = RequestParser::new();
+    let limits = Limits::default();
+    loop {
+        let len = buffer.len();
+        let args = match parser.next(&mut buffer, &limits) {
+            Ok(Some(args)) => args,
+            Ok(None) => return Waiting { len, stop: false },
+            Err(_) => return Waiting { len, stop: true },
+        };
+        match reply_while_busy(server, &args) {
+            Some(Ok(())) => replies.extend_from_slice(b"+OK\r\n"),
+            Some(Err(error)) => {
+                replies.push(b'-');
+                replies.extend_from_slice(error.as_bytes());
+                replies.extend_from_slice(b"\r\n");
+            }
+            None => return Waiting { len, stop: true },
+        }
+    }
+}
+
+/// The reply to `args` during a busy script: `+OK` or an error (SCRIPT
+/// KILL and FUNCTION KILL having done their work), or `None` when the
+/// connection must run it after the script.
+fn reply_while_busy(server: &Server, args: &[Bytes]) -> Option<Result<(), &'static str>> {
+    let table = &server.commands;
+    let id = table.lookup(&args[0])?;
+    let is = |name: &str, sub: &str| {
+        args.len() == 2
+            && args[0].eq_ignore_ascii_case(name.as_bytes())
+            && args[1].eq_ignore_ascii_case(sub.as_bytes())
+    };
+    for (name, functions) in [("script", false), ("function", true)] {
+        if is(name, "kill") {
+            return Some(server.scripts.kill(functions).reply());
+        }
+    }
+    let id = match args.get(1) {
+        Some(sub) if !table.specs[id].subcommands.is_empty() => table.lookup_subcommand(id, sub)?,
+        _ => id,
+    };
+    if table.gates(id).has(Gates::ALLOW_BUSY) || !table.specs[id].arity_ok(args.len()) {
+        return None;
+    }
+    Some(Err(server.scripts.busy_error()))
+}
+
+/// Sends what the socket takes of `output` without waiting.
+fn send_stashed(fd: RawFd, output: &mut Vec<u8>) {
+    while !output.is_empty() {
+        // SAFETY: `output` is readable for its length; `fd` is open (see
+        // `serve_one`).
+        let sent = unsafe {
+            libc::send(
+                fd,
+                output.as_ptr().cast(),
+                output.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if sent <= 0 {
+            return;
+        }
+        output.drain(..sent as usize);
+    }
+}
+
+/// The busy script of this thread ended: the connections that have
+/// requests or replies waiting are woken to take them.
+pub fn release() {
+    let _ = THREAD.try_with(|thread| {
+        let mut thread = thread.borrow_mut();
+        let Some(thread) = thread.as_mut() else {
+            return;
+        };
+        thread.last_pass = None;
+        for slot in thread.slots.values() {
+            if slot.stashed.load(Relaxed) {
+                slot.client.nudge();
+            }
+        }
+    });
+}
