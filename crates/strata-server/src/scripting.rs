@@ -239,6 +239,11 @@ impl Scripts {
 impl Running {
     /// Called from the VM's hook: notes that the script passed the time
     /// limit; errs if SCRIPT KILL asked it to stop.
+    /// SCRIPT KILL or a shutdown is stopping this run.
+    fn stopping(&self, scripts: &Scripts) -> bool {
+        self.kill.load(Relaxed) || scripts.stopping.load(Relaxed)
+    }
+
     fn check(self: &Arc<Self>, scripts: &Scripts, busy_after_ms: u64) -> mlua::Result<()> {
         if !self.busy.load(Relaxed) && self.started.elapsed().as_millis() as u64 >= busy_after_ms {
             self.busy.store(true, Relaxed);
@@ -440,15 +445,26 @@ local handler = function(err)
     end
     return err
 end
+local raw_xpcall = xpcall
 local trampoline = function(f)
     private.source = '@user_script'
-    return xpcall(f, handler)
+    return raw_xpcall(f, handler)
 end
 -- A function's call (FCALL): its KEYS and ARGV are arguments.
 private.trampoline_args = function(f, keys, argv)
     private.source = '@user_function'
-    return xpcall(function() return f(keys, argv) end, handler)
+    return raw_xpcall(function() return f(keys, argv) end, handler)
 end
+-- A script stopped by SCRIPT KILL or shutdown must not go on by catching
+-- the error that stops it: the scripts' pcall and xpcall raise it again
+-- (Redis gets there by raising it at every line).
+local raw_pcall = pcall
+local function unless_stopped(ok, ...)
+    if not ok and private.stopping() then raw_error((...), 0) end
+    return ok, ...
+end
+pcall = function(...) return unless_stopped(raw_pcall(...)) end
+xpcall = function(...) return unless_stopped(raw_xpcall(...)) end
 loadfile = nil
 debug = nil
 dofile = nil
@@ -690,6 +706,17 @@ impl Vm {
         private.set(
             "sha1hex",
             lua.create_function(|_, text: mlua::LuaString| Ok(sha1_hex(&text.as_bytes())))?,
+        )?;
+        private.set(
+            "stopping",
+            lua.create_function(|_, ()| {
+                Ok(WATCHED.with(|watched| {
+                    watched
+                        .borrow()
+                        .as_ref()
+                        .is_some_and(|(scripts, running, _)| running.stopping(scripts))
+                }))
+            })?,
         )?;
         private.set(
             "log",

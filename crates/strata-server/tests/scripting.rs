@@ -440,6 +440,37 @@ fn clients_on_the_busy_scripts_thread_are_answered() {
     );
 }
 
+/// SCRIPT KILL stops a script that catches errors with pcall or xpcall
+/// around its loop: the stop is raised again past them (Redis raises it
+/// at every line). Without that, the script went on forever.
+#[test]
+fn pcall_does_not_catch_script_kill() {
+    let server = TestServer::start();
+    let mut con = server.raw();
+    assert_eq!(
+        con.cmd(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
+        ok()
+    );
+    for catcher in ["pcall(f)", "xpcall(f, function(e) return e end)"] {
+        let mut looping = server.raw();
+        let body = format!(
+            "local f = function() while 1 do redis.call('ping') end end while 1 do {catcher} end"
+        );
+        looping.send(&["EVAL", &body, "0"]);
+        wait_until("the script to be reported busy", || {
+            std::thread::sleep(Duration::from_millis(20));
+            matches!(con.cmd(&["PING"]), Reply::Error(ref text) if text.starts_with("BUSY "))
+        });
+        assert_eq!(con.cmd(&["SCRIPT", "KILL"]), ok());
+        let reply = looping.read().as_text();
+        assert!(reply.contains("killed by user"), "{catcher}: {reply}");
+        assert_eq!(con.cmd(&["PING"]), Reply::simple("PONG"));
+    }
+    // Outside a stop, pcall still catches.
+    let caught = con.cmd(&["EVAL", "return tostring(pcall(error, 'x'))", "0"]);
+    assert_eq!(caught, b("false"));
+}
+
 /// The libraries scripts use (cjson, cmsgpack, struct, bit) give the same
 /// bytes as redis-server's: each script runs on both and the replies are
 /// compared.
