@@ -88,6 +88,15 @@ pub struct Config {
     pub tiering_io_uring: bool,
     /// Write log segments with O_DIRECT where the file system allows it.
     pub log_direct_io: bool,
+    /// Detach from the terminal at start (`daemonize yes`).
+    pub daemonize: bool,
+    /// Where the process id is written at start and removed at exit.
+    pub pidfile: String,
+    /// The listening sockets' accept queue.
+    pub tcp_backlog: u32,
+    /// Values of the Redis directives Strata accepts without using them
+    /// (`crate::config_accepted`), by name; unset ones show their default.
+    pub accepted: std::collections::BTreeMap<&'static str, String>,
     /// When a hash converts from packed to table (fields; bytes of a
     /// field or value).
     pub hash_max_listpack_entries: u64,
@@ -237,6 +246,10 @@ impl Default for Config {
             tiering_io_threads: 32,
             tiering_io_uring: true,
             log_direct_io: true,
+            daemonize: false,
+            pidfile: String::new(),
+            tcp_backlog: 511,
+            accepted: Default::default(),
         }
     }
 }
@@ -557,6 +570,26 @@ pub static DIRECTIVES: &[Directive] = &[
     // Persistence (docs/storage.md). Turning the log on or off needs a
     // restart: the log must cover every change since the last checkpoint.
     yes_no_directive!("appendonly", false, appendonly),
+    // Process set-up, as redis-server does it.
+    yes_no_directive!("daemonize", false, daemonize),
+    Directive {
+        name: "pidfile",
+        mutable: false,
+        get: |c| c.pidfile.clone(),
+        set: |c, a| {
+            c.pidfile = one(a)?.to_owned();
+            Ok(())
+        },
+    },
+    Directive {
+        name: "tcp-backlog",
+        mutable: false,
+        get: |c| c.tcp_backlog.to_string(),
+        set: |c, a| {
+            c.tcp_backlog = parse_int(a, 0, i32::MAX as u64)? as u32;
+            Ok(())
+        },
+    },
     Directive {
         name: "appendfsync",
         mutable: true,
@@ -836,9 +869,44 @@ pub fn directive(name: &str) -> Option<&'static Directive> {
 impl Config {
     /// Applies one option, as read from a file or the command line.
     pub fn apply(&mut self, name: &str, args: &[String]) -> Result<(), String> {
-        let directive = directive(name)
-            .ok_or_else(|| "Bad directive or wrong number of arguments".to_string())?;
-        (directive.set)(self, args)
+        if let Some(directive) = directive(name) {
+            return (directive.set)(self, args);
+        }
+        if let Some(accepted) = crate::config_accepted::find(name) {
+            return self.set_accepted(accepted, args);
+        }
+        Err(match name.to_ascii_lowercase().as_str() {
+            "user" => "ACL users are not supported yet: refusing to start without them",
+            "rename-command" => {
+                "rename-command is not supported yet: refusing to start with the command available"
+            }
+            "loadmodule" => "modules are not supported",
+            _ => "Bad directive or wrong number of arguments",
+        }
+        .into())
+    }
+
+    /// Sets a directive Strata accepts without using it (see
+    /// `crate::config_accepted`).
+    fn set_accepted(
+        &mut self,
+        accepted: &'static crate::config_accepted::Accepted,
+        args: &[String],
+    ) -> Result<(), String> {
+        let value = accepted.parse(args)?;
+        if let Some(why) = crate::config_accepted::refused(accepted.name, &value) {
+            return Err(why.into());
+        }
+        self.accepted.insert(accepted.name, value);
+        Ok(())
+    }
+
+    /// The value of an accepted directive: as set, else Redis' default.
+    pub fn accepted_value(&self, accepted: &crate::config_accepted::Accepted) -> String {
+        self.accepted
+            .get(accepted.name)
+            .cloned()
+            .unwrap_or_else(|| accepted.default.to_owned())
     }
 
     /// Builds the configuration from `strata-server [file] [--name value ...]`,
@@ -915,6 +983,32 @@ impl Config {
     }
 }
 
+/// `strata-server --help`: usage, then every option of [`DIRECTIVES`] and
+/// `crate::config_accepted` with its default, from the tables themselves.
+pub fn help() -> String {
+    let defaults = Config::default();
+    let mut text = String::from(
+        "Usage: strata-server [/path/to/strata.conf] [--option value ...]\n\
+         Options take redis.conf's names and syntax, in the file or as --name value,\n\
+         e.g.: strata-server --port 7777 --dir ./data\n\n\
+         Options (default; 'runtime' if CONFIG SET may change it):\n",
+    );
+    for directive in DIRECTIVES {
+        let value = (directive.get)(&defaults);
+        let runtime = if directive.mutable { ", runtime" } else { "" };
+        text.push_str(&format!("  --{:<34} {value:?}{runtime}\n", directive.name));
+    }
+    text.push_str("\nAccepted from redis.conf without effect in Strata (start-up logs why):\n");
+    for accepted in crate::config_accepted::ACCEPTED {
+        let runtime = if accepted.mutable { ", runtime" } else { "" };
+        text.push_str(&format!(
+            "  --{:<34} {:?}{runtime}\n",
+            accepted.name, accepted.default
+        ));
+    }
+    text
+}
+
 /// The live configuration shared by all threads.
 pub struct SharedConfig {
     current: RwLock<Arc<Config>>,
@@ -942,10 +1036,22 @@ impl SharedConfig {
         let mut current = self.current.write();
         let mut updated = (**current).clone();
         for (name, value) in pairs {
+            let failed = |e: String| {
+                format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {e}")
+            };
             let Some(directive) = directive(name) else {
-                return Err(format!(
-                    "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
-                ));
+                let Some(accepted) = crate::config_accepted::find(name) else {
+                    return Err(format!(
+                        "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+                    ));
+                };
+                if !accepted.mutable {
+                    return Err(failed("can't set immutable config".into()));
+                }
+                updated
+                    .set_accepted(accepted, std::slice::from_ref(value))
+                    .map_err(failed)?;
+                continue;
             };
             if !directive.mutable {
                 return Err(format!(

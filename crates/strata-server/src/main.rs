@@ -15,6 +15,7 @@ mod busy;
 mod client;
 mod commands;
 mod config;
+mod config_accepted;
 mod connection;
 mod feed_slot;
 mod functions;
@@ -48,8 +49,7 @@ fn main() {
         return;
     }
     if matches!(args.first().map(String::as_str), Some("-h" | "--help")) {
-        println!("Usage: strata-server [/path/to/strata.conf] [--option value ...]");
-        println!("Options use redis.conf names, e.g.: strata-server --port 7777 --dir ./data");
+        print!("{}", config::help());
         return;
     }
     let config = match config::Config::from_args(&args) {
@@ -59,6 +59,16 @@ fn main() {
             std::process::exit(1);
         }
     };
+    if config.daemonize {
+        // Before any thread exists, as redis-server does: the parent exits,
+        // the child runs on in a new session with its standard streams on
+        // /dev/null (so logs go to `logfile`), in the same directory.
+        // SAFETY: no other thread exists yet; daemon(3) forks and setsid()s.
+        if unsafe { libc::daemon(1, 0) } != 0 {
+            eprintln!("Can't daemonize: {}", std::io::Error::last_os_error());
+            std::process::exit(1);
+        }
+    }
     // Entries choose their layout by what the allocator really hands out.
     strata_engine::keyspace::set_size_class(alloc::size_class);
     // As Redis' `disable-thp yes`: transparent huge pages make the

@@ -177,7 +177,7 @@ fn bind_all(config: &Config) -> Result<(Vec<StdListener>, u16), String> {
             Err(_) => return Err(format!("Invalid bind address '{host}'")),
         };
         let addr = SocketAddr::new(ip, port);
-        match bind_one(addr) {
+        match bind_one(addr, config.tcp_backlog) {
             Ok(listener) => {
                 port = listener.local_addr().map(|a| a.port()).unwrap_or(port);
                 listeners.push(listener);
@@ -196,7 +196,7 @@ fn bind_all(config: &Config) -> Result<(Vec<StdListener>, u16), String> {
     Ok((listeners, port))
 }
 
-fn bind_one(addr: SocketAddr) -> std::io::Result<StdListener> {
+fn bind_one(addr: SocketAddr, backlog: u32) -> std::io::Result<StdListener> {
     let socket = socket2::Socket::new(
         socket2::Domain::for_address(addr),
         socket2::Type::STREAM,
@@ -207,7 +207,7 @@ fn bind_one(addr: SocketAddr) -> std::io::Result<StdListener> {
         socket.set_only_v6(true)?;
     }
     socket.bind(&addr.into())?;
-    socket.listen(511)?;
+    socket.listen(backlog.min(i32::MAX as u32) as i32)?;
     socket.set_nonblocking(true)?;
     Ok(socket.into())
 }
@@ -289,6 +289,17 @@ pub fn run(mut config: Config) -> Result<(), String> {
         port,
         threads
     );
+
+    {
+        let config = server.config.get();
+        for (name, value) in &config.accepted {
+            log_warning!(
+                "'{name} {value}' is accepted for redis.conf compatibility and has no effect: {}",
+                crate::config_accepted::note(name)
+            );
+        }
+    }
+    let _pidfile = PidFile::write(&server.config.get().pidfile);
 
     let mut workers = Vec::new();
     for index in 0..threads {
@@ -514,6 +525,33 @@ fn network_thread(
 
 /// Final checkpoint (as [`ShutdownSave`] says; never while still
 /// loading), then the log writes and syncs what it holds.
+/// `pidfile`: written at start, removed when the server exits normally.
+struct PidFile(Option<std::path::PathBuf>);
+
+impl PidFile {
+    fn write(path: &str) -> PidFile {
+        if path.is_empty() {
+            return PidFile(None);
+        }
+        match std::fs::write(path, format!("{}\n", std::process::id())) {
+            Ok(()) => PidFile(Some(path.into())),
+            Err(e) => {
+                // As redis-server: the server runs on without it.
+                log_warning!("Failed to write PID file '{path}': {e}");
+                PidFile(None)
+            }
+        }
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        if let Some(path) = &self.0 {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
 fn finish(server: &Server) {
     if server.persistence.is_loading() {
         return;

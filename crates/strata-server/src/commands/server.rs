@@ -26,12 +26,19 @@ pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn config_get(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let config = ctx.server.config.get();
     let mut pairs: Vec<(&str, String)> = Vec::new();
-    for directive in DIRECTIVES {
-        let wanted = args[2..]
+    let wanted = |name: &str| {
+        args[2..]
             .iter()
-            .any(|pattern| strata_engine::glob::matches(pattern, directive.name.as_bytes(), true));
-        if wanted {
+            .any(|pattern| strata_engine::glob::matches(pattern, name.as_bytes(), true))
+    };
+    for directive in DIRECTIVES {
+        if wanted(directive.name) {
             pairs.push((directive.name, (directive.get)(&config)));
+        }
+    }
+    for accepted in crate::config_accepted::ACCEPTED {
+        if wanted(accepted.name) {
+            pairs.push((accepted.name, config.accepted_value(accepted)));
         }
     }
     ctx.out.map(pairs.len());

@@ -54,7 +54,8 @@ impl TestServer {
         Self::start_with(&[])
     }
 
-    /// Starts a server with extra `--name value` arguments.
+    /// Starts a server with extra `--name value` arguments (the first may
+    /// be a config file).
     pub fn start_with(args: &[&str]) -> TestServer {
         Self::spawn(temp_dir(), args, None, READY)
     }
@@ -120,6 +121,14 @@ impl TestServer {
         file_size_limit: Option<u64>,
     ) -> (Child, mpsc::Receiver<String>) {
         let mut command = Command::new(env!("CARGO_BIN_EXE_strata-server"));
+        // A config file, as redis-server takes it, comes first.
+        let args = match args.first() {
+            Some(file) if !file.starts_with("--") => {
+                command.arg(file);
+                &args[1..]
+            }
+            _ => args,
+        };
         command
             .args(["--port", "0", "--bind", "127.0.0.1", "--dir"])
             .arg(dir.join("data"))

@@ -1,0 +1,210 @@
+//! Starting from a Redis operator's redis.conf: the directives Strata
+//! accepts without using them (`config_accepted.rs`), `pidfile`,
+//! `daemonize` and `tcp-backlog`.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Debian's `redis-server` package installs this file.
+const DEBIAN_REDIS_CONF: &str = "/etc/redis/redis.conf";
+
+/// Debian's stock redis.conf starts Strata with only the overrides the
+/// issue names (port, dir, daemonize, logfile) and the pidfile (the
+/// stock one is the system's); every directive Strata has no use for is
+/// logged once, CONFIG GET shows the file's values, and CONFIG SET
+/// answers as Redis does.
+#[test]
+fn debian_redis_conf_starts_strata() {
+    if !Path::new(DEBIAN_REDIS_CONF).exists() {
+        eprintln!("skipped: {DEBIAN_REDIS_CONF} is missing (Debian's redis-server package)");
+        return;
+    }
+    let dir = temp_dir();
+    let pidfile = dir.join("strata.pid");
+    let pidfile_arg = pidfile.display().to_string();
+    let server = TestServer::spawn(
+        dir.clone(),
+        &[
+            DEBIAN_REDIS_CONF,
+            "--daemonize",
+            "no",
+            "--logfile",
+            "",
+            "--pidfile",
+            &pidfile_arg,
+        ],
+        None,
+        READY,
+    );
+    let warning = server.wait_for_log("'rdbcompression yes' is accepted");
+    assert!(warning.contains("no RDB file"), "{warning}");
+    server.wait_for_log("'repl-diskless-sync-delay 5' is accepted");
+    let mut con = server.raw();
+    assert_eq!(con.cmd(&["SET", "k", "v"]), ok());
+    assert_eq!(
+        con.cmd(&["CONFIG", "GET", "dbfilename"]),
+        Reply::Array(vec![b("dbfilename"), b("dump.rdb")])
+    );
+    assert_eq!(
+        con.cmd(&["CONFIG", "GET", "hash-max-listpack-entries"]),
+        Reply::Array(vec![b("hash-max-listpack-entries"), b("512")])
+    );
+    assert_eq!(
+        con.cmd(&["CONFIG", "GET", "tcp-backlog"]),
+        Reply::Array(vec![b("tcp-backlog"), b("511")])
+    );
+    // Not in the file: Redis' default.
+    assert_eq!(
+        con.cmd(&["CONFIG", "GET", "lfu-log-factor"]),
+        Reply::Array(vec![b("lfu-log-factor"), b("10")])
+    );
+    assert_eq!(con.cmd(&["CONFIG", "SET", "rdbcompression", "no"]), ok());
+    assert_eq!(
+        con.cmd(&["CONFIG", "GET", "rdbcompression"]),
+        Reply::Array(vec![b("rdbcompression"), b("no")])
+    );
+    assert_eq!(
+        con.cmd(&["CONFIG", "SET", "daemonize", "yes"]),
+        e(
+            "ERR CONFIG SET failed (possibly related to argument 'daemonize') - can't set immutable config"
+        )
+    );
+    assert_eq!(
+        con.cmd(&[
+            "CONFIG",
+            "SET",
+            "dbfilename",
+            "x.rdb",
+            "rdbcompression",
+            "maybe"
+        ]),
+        e(
+            "ERR CONFIG SET failed (possibly related to argument 'rdbcompression') - argument must be 'yes' or 'no'"
+        )
+    );
+    // All or nothing: the good half of that CONFIG SET did not apply.
+    assert_eq!(
+        con.cmd(&["CONFIG", "GET", "dbfilename"]),
+        Reply::Array(vec![b("dbfilename"), b("dump.rdb")])
+    );
+    // The pidfile holds the server's pid while it runs.
+    let written = std::fs::read_to_string(&pidfile).unwrap();
+    assert_eq!(written.trim(), server.pid().to_string());
+    con.send(&["SHUTDOWN"]);
+    let _ = con.try_read();
+    let _ = server.exited();
+    assert!(!pidfile.exists(), "the pidfile is removed at exit");
+}
+
+/// Values that ask for what Strata cannot do stop start-up with the
+/// reason, instead of running without it; other bad values get Redis'
+/// error; aliases set the directive they stand for.
+#[test]
+fn unsafe_or_bad_values_stop_start_up() {
+    for (args, expected) in [
+        (["--tls-port", "6380"], "TLS is not supported yet"),
+        (
+            ["--replicaof", "10.0.0.1 6379"],
+            "replication is not supported",
+        ),
+        (
+            ["--cluster-enabled", "yes"],
+            "cluster mode is not supported",
+        ),
+        (
+            ["--aclfile", "/etc/redis/users.acl"],
+            "ACL files are not supported yet",
+        ),
+        (
+            ["--rdbcompression", "maybe"],
+            "argument must be 'yes' or 'no'",
+        ),
+        (
+            ["--repl-diskless-load", "never"],
+            "argument(s) must be one of the following: disabled, on-empty-db, swapdb",
+        ),
+        (
+            ["--active-expire-effort", "11"],
+            "argument must be between 1 and 10 inclusive",
+        ),
+    ] {
+        let dir = temp_dir();
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_strata-server"));
+        command
+            .args(["--port", "0", "--bind", "127.0.0.1", "--dir"])
+            .arg(dir.join("data"))
+            .args(args);
+        let (code, output) = run_bounded(&mut command);
+        assert_ne!(code, 0, "{args:?} started");
+        assert!(output.contains(expected), "{args:?}: {output}");
+    }
+    let server = TestServer::start_with(&["--slave-read-only", "no", "--maxmemory-clients", "10%"]);
+    let mut con = server.raw();
+    assert_eq!(
+        con.cmd(&["CONFIG", "GET", "replica-read-only"]),
+        Reply::Array(vec![b("replica-read-only"), b("no")])
+    );
+    assert_eq!(
+        con.cmd(&["CONFIG", "GET", "maxmemory-clients"]),
+        Reply::Array(vec![b("maxmemory-clients"), b("10%")])
+    );
+}
+
+/// `daemonize yes`: the started process returns at once and the server
+/// runs on detached, its pid in the pidfile and its log in `logfile`.
+#[test]
+fn daemonize_detaches_and_writes_the_pidfile() {
+    let dir = temp_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    let pidfile = dir.join("strata.pid");
+    let logfile = dir.join("strata.log");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_strata-server"));
+    command
+        .args([
+            "--port",
+            "0",
+            "--bind",
+            "127.0.0.1",
+            "--threads",
+            "1",
+            "--daemonize",
+            "yes",
+        ])
+        .arg("--dir")
+        .arg(dir.join("data"))
+        .arg("--pidfile")
+        .arg(&pidfile)
+        .arg("--logfile")
+        .arg(&logfile);
+    let (code, _) = run_bounded(&mut command);
+    assert_eq!(code, 0, "the launching process exits at once");
+    let deadline = Instant::now() + TIMEOUT;
+    let port = loop {
+        let log = std::fs::read_to_string(&logfile).unwrap_or_default();
+        if let Some(rest) = log.split(READY).nth(1) {
+            let address = rest.split_whitespace().next().unwrap();
+            break address.rsplit(':').next().unwrap().parse::<u16>().unwrap();
+        }
+        assert!(Instant::now() < deadline, "no readiness in {log}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mut con = Raw::connect(port);
+    assert_eq!(con.cmd(&["SET", "k", "v"]), ok());
+    let info = con.cmd(&["INFO", "server"]).as_text();
+    assert!(info.contains(&format!("process_id:{pid}")), "{info}");
+    con.send(&["SHUTDOWN", "NOSAVE"]);
+    let _ = con.try_read();
+    wait_until("the daemon to exit and remove its pidfile", || {
+        std::thread::sleep(Duration::from_millis(20));
+        !pidfile.exists()
+    });
+}
