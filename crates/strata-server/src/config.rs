@@ -88,6 +88,11 @@ pub struct Config {
     pub tiering_io_uring: bool,
     /// Write log segments with O_DIRECT where the file system allows it.
     pub log_direct_io: bool,
+    /// Commands slower than this many microseconds go to the slow log
+    /// (0: all; negative: none).
+    pub slowlog_log_slower_than: i64,
+    /// Entries the slow log keeps.
+    pub slowlog_max_len: u64,
     /// Detach from the terminal at start (`daemonize yes`).
     pub daemonize: bool,
     /// Where the process id is written at start and removed at exit.
@@ -246,6 +251,8 @@ impl Default for Config {
             tiering_io_threads: 32,
             tiering_io_uring: true,
             log_direct_io: true,
+            slowlog_log_slower_than: 10_000,
+            slowlog_max_len: 128,
             daemonize: false,
             pidfile: String::new(),
             tcp_backlog: 511,
@@ -570,6 +577,25 @@ pub static DIRECTIVES: &[Directive] = &[
     // Persistence (docs/storage.md). Turning the log on or off needs a
     // restart: the log must cover every change since the last checkpoint.
     yes_no_directive!("appendonly", false, appendonly),
+    // The slow log (SLOWLOG).
+    Directive {
+        name: "slowlog-log-slower-than",
+        mutable: true,
+        get: |c| c.slowlog_log_slower_than.to_string(),
+        set: |c, a| {
+            c.slowlog_log_slower_than = parse_signed(a, -1, i64::MAX)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "slowlog-max-len",
+        mutable: true,
+        get: |c| c.slowlog_max_len.to_string(),
+        set: |c, a| {
+            c.slowlog_max_len = parse_int(a, 0, i64::MAX as u64)?;
+            Ok(())
+        },
+    },
     // Process set-up, as redis-server does it.
     yes_no_directive!("daemonize", false, daemonize),
     Directive {

@@ -466,7 +466,6 @@ pub static ACCEPTED: &[Accepted] = &[
         Kind::Int(1, i64::MAX),
         "1000",
     ),
-    accepted("slowlog-max-len", None, true, Kind::Int(0, i64::MAX), "128"),
     accepted("acllog-max-len", None, true, Kind::Int(0, i64::MAX), "128"),
     accepted(
         "cluster-node-timeout",
@@ -474,13 +473,6 @@ pub static ACCEPTED: &[Accepted] = &[
         true,
         Kind::Int(0, i64::MAX),
         "15000",
-    ),
-    accepted(
-        "slowlog-log-slower-than",
-        None,
-        true,
-        Kind::Int(-1, i64::MAX),
-        "10000",
     ),
     accepted(
         "latency-monitor-threshold",
@@ -701,7 +693,7 @@ pub fn note(name: &str) -> &'static str {
         "TLS is not built yet"
     } else if starts(&["lazyfree"]) {
         "Strata frees deleted values on the thread that deletes them"
-    } else if starts(&["slowlog", "latency", "acl"]) {
+    } else if starts(&["latency", "acl"]) {
         "not built yet"
     } else if starts(&[
         "active-defrag",

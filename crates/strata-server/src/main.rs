@@ -31,6 +31,7 @@ mod rdb;
 mod scripting;
 mod server;
 mod session;
+mod slowlog;
 mod stats;
 mod tiering;
 mod tracking;

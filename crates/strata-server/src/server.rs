@@ -77,6 +77,8 @@ pub struct Server {
     pub scripts: Arc<crate::scripting::Scripts>,
     /// Function libraries (FUNCTION LOAD, FCALL).
     pub functions: Arc<crate::functions::Functions>,
+    /// SLOWLOG's entries.
+    pub slowlog: crate::slowlog::SlowLog,
     shutdown_requested: AtomicBool,
     /// How the coming shutdown saves ([`ShutdownSave`] as u8).
     shutdown_save: AtomicU8,
@@ -277,6 +279,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         notify_feed: Arc::default(),
         scripts: Arc::default(),
         functions: Arc::default(),
+        slowlog: Default::default(),
         shutdown_requested: AtomicBool::new(false),
         shutdown_save: AtomicU8::new(ShutdownSave::Default as u8),
         shutdown_signal: Notify::new(),

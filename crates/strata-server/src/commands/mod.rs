@@ -30,6 +30,7 @@ pub mod pubsub;
 pub mod scripting;
 pub mod server;
 pub mod sets;
+pub mod slowlog;
 pub mod sort;
 pub mod strings;
 pub mod table;
@@ -773,9 +774,24 @@ pub(crate) fn call<'a, 's>(
     if ctx.session.tracking.is_some() {
         tracking::remember_read(&mut ctx, spec);
     }
+    let micros = started.elapsed().as_micros() as u64;
     let counters = &stats.commands[id];
     bump(&counters.calls, 1);
-    bump(&counters.usec, started.elapsed().as_micros() as u64);
+    bump(&counters.usec, micros);
+    let threshold = config.slowlog_log_slower_than;
+    if threshold >= 0
+        && micros >= threshold as u64
+        && !ctx.session.in_script
+        && !spec.has_flag("skip_slowlog")
+    {
+        let client = &ctx.session.client;
+        let who = (client.addr.to_string(), client.names.lock().name.clone());
+        // The live length: this command may be the CONFIG SET changing it.
+        let max_len = server.config.get().slowlog_max_len as usize;
+        server
+            .slowlog
+            .record(args, micros, now_ms / 1000, who, max_len);
+    }
     if let Err(CmdError(text)) = result {
         bump(&counters.failed, 1);
         server.stats.record_error(&text);

@@ -73,6 +73,7 @@ pub fn config_set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     strata_engine::limits::set(config.collection_limits);
     let feed_needed = crate::notify::needs_feed(config.notify_keyspace_events);
     ctx.server.notify_feed.want(ctx.keyspace(), feed_needed);
+    ctx.server.slowlog.trim(config.slowlog_max_len as usize);
     ctx.out.ok();
     Ok(())
 }

@@ -27,6 +27,17 @@ pub(super) const COMMANDS: &[Spec] = &[
         srv::info,
     ),
     container(
+        "slowlog",
+        -2,
+        &[],
+        SLOW,
+        "server",
+        "2.2.12",
+        "A container for slow log commands",
+        None,
+        SLOWLOG_SUBCOMMANDS,
+    ),
+    container(
         "config",
         -2,
         &[],
@@ -198,3 +209,48 @@ pub(super) const COMMANDS: &[Spec] = &[
         CLUSTER_SUBCOMMANDS,
     ),
 ];
+
+const SLOWLOG_SUBCOMMANDS: &[Spec] = &[
+    sub(
+        "get",
+        -2,
+        ADMIN_LOADING_STALE,
+        NO_KEYS,
+        DANGEROUS,
+        "2.2.12",
+        "Get the slow log's entries",
+        sl::slowlog_get,
+    ),
+    sub(
+        "len",
+        2,
+        ADMIN_LOADING_STALE,
+        NO_KEYS,
+        DANGEROUS,
+        "2.2.12",
+        "Get the slow log's length",
+        sl::slowlog_len,
+    ),
+    sub(
+        "reset",
+        2,
+        ADMIN_LOADING_STALE,
+        NO_KEYS,
+        DANGEROUS,
+        "2.2.12",
+        "Clear all entries from the slow log",
+        sl::slowlog_reset,
+    ),
+    sub(
+        "help",
+        2,
+        LOADING_STALE,
+        NO_KEYS,
+        SLOW,
+        "6.2.0",
+        "Show helpful text about the different subcommands",
+        sl::slowlog_help,
+    ),
+];
+
+const ADMIN_LOADING_STALE: &[&str] = &["admin", "loading", "stale"];
