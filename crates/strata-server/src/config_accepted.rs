@@ -676,7 +676,9 @@ pub fn refused(name: &str, value: &str) -> Option<&'static str> {
 /// Why `name` has no effect in Strata (start-up's warning line).
 pub fn note(name: &str) -> &'static str {
     let starts = |prefixes: &[&str]| prefixes.iter().any(|p| name.starts_with(p));
-    if starts(&["rdb", "dbfilename", "stop-writes-on-bgsave-error"]) {
+    if name == "enable-debug-command" {
+        "DEBUG is always available in Strata (the gate is not built yet)"
+    } else if starts(&["rdb", "dbfilename", "stop-writes-on-bgsave-error"]) {
         "Strata writes no RDB file: checkpoints and its log replace it (docs/storage.md)"
     } else if starts(&[
         "aof",

@@ -55,6 +55,9 @@ pub struct Session {
     /// The running script called a read-only command (its declared keys
     /// are then tracked, as Redis does).
     pub script_read: bool,
+    /// How long the command that just ran held the server without
+    /// running (DEBUG SLEEP's pause), added to its measured duration.
+    pub slept_us: u64,
 }
 
 /// What a blocking command waits for (see `crate::blocking`).
@@ -97,6 +100,7 @@ impl Session {
             in_script: false,
             bcast_pending: Vec::new(),
             script_read: false,
+            slept_us: 0,
         }
     }
 

@@ -774,7 +774,7 @@ pub(crate) fn call<'a, 's>(
     if ctx.session.tracking.is_some() {
         tracking::remember_read(&mut ctx, spec);
     }
-    let micros = started.elapsed().as_micros() as u64;
+    let micros = started.elapsed().as_micros() as u64 + std::mem::take(&mut ctx.session.slept_us);
     let counters = &stats.commands[id];
     bump(&counters.calls, 1);
     bump(&counters.usec, micros);

@@ -230,6 +230,8 @@ pub fn debug_sleep(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     // the duration: every connection checks the pause before each command.
     ctx.server
         .pause_until(ctx.now_ms + (seconds * 1000.0) as u64);
+    // Its time is the server's, as Redis' DEBUG SLEEP's is (SLOWLOG).
+    ctx.session.slept_us = (seconds * 1_000_000.0) as u64;
     ctx.out.ok();
     Ok(())
 }
