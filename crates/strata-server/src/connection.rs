@@ -139,6 +139,7 @@ struct Registered {
 impl Drop for Registered {
     fn drop(&mut self) {
         crate::busy::unregister(self.id);
+        self.server.monitors.remove(self.id);
         self.server.pubsub.forget(self.id);
         self.server.tracking.disable(&self.server.keyspace, self.id);
         self.server.clients.unregister(self.id);

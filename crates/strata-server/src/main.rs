@@ -24,6 +24,7 @@ mod info;
 mod log;
 mod long_double;
 mod lua_libs;
+mod monitor;
 mod notify;
 mod persistence;
 mod pubsub;

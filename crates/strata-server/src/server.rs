@@ -79,6 +79,8 @@ pub struct Server {
     pub functions: Arc<crate::functions::Functions>,
     /// SLOWLOG's entries.
     pub slowlog: crate::slowlog::SlowLog,
+    /// MONITOR's clients.
+    pub monitors: crate::monitor::Monitors,
     shutdown_requested: AtomicBool,
     /// How the coming shutdown saves ([`ShutdownSave`] as u8).
     shutdown_save: AtomicU8,
@@ -280,6 +282,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         scripts: Arc::default(),
         functions: Arc::default(),
         slowlog: Default::default(),
+        monitors: Default::default(),
         shutdown_requested: AtomicBool::new(false),
         shutdown_save: AtomicU8::new(ShutdownSave::Default as u8),
         shutdown_signal: Notify::new(),

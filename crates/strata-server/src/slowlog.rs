@@ -127,7 +127,7 @@ fn kept_args(args: &[Bytes]) -> Vec<Bytes> {
 
 /// From which argument a command's secrets start: AUTH's password (and
 /// user), HELLO's after its AUTH keyword.
-fn redacted_from(args: &[Bytes]) -> Option<usize> {
+pub fn redacted_from(args: &[Bytes]) -> Option<usize> {
     let name = args.first()?;
     if name.eq_ignore_ascii_case(b"auth") {
         return Some(1);

@@ -89,3 +89,116 @@ fn slowlog_records_slow_commands_newest_first() {
         )
     );
 }
+
+/// MONITOR shows every command other clients run, in Redis' line format
+/// and order (a script's commands after its EVAL, a transaction's when
+/// EXEC runs them, then EXEC), hides admin commands and secrets, and
+/// stops at RESET.
+#[test]
+fn monitor_shows_commands_as_redis_does() {
+    let server = TestServer::start();
+    let mut monitor = server.raw();
+    assert_eq!(monitor.cmd(&["MONITOR"]), ok());
+    let mut con = server.raw();
+    assert_eq!(con.cmd(&["SET", "k", "a \"b\"\n"]), ok());
+    assert_eq!(
+        con.cmd(&["EVAL", "return redis.call('get', KEYS[1])", "1", "k"]),
+        b("a \"b\"\n")
+    );
+    assert_eq!(con.cmd(&["MULTI"]), ok());
+    assert_eq!(con.cmd(&["INCR", "n"]), Reply::simple("QUEUED"));
+    assert_eq!(con.cmd(&["EXEC"]), Reply::Array(vec![Reply::Int(1)]));
+    assert!(con.cmd(&["CONFIG", "GET", "port"]).as_array().len() == 2);
+    assert!(matches!(con.cmd(&["AUTH", "secret"]), Reply::Error(_)));
+    assert_eq!(con.cmd(&["SELECT", "3"]), ok());
+    assert_eq!(con.cmd(&["PING"]), Reply::simple("PONG"));
+    let port = con.stream.local_addr().unwrap().port();
+    let me = format!("127.0.0.1:{port}");
+    let expected = [
+        format!("[0 {me}] \"SET\" \"k\" \"a \\\"b\\\"\\n\""),
+        format!("[0 {me}] \"EVAL\" \"return redis.call('get', KEYS[1])\" \"1\" \"k\""),
+        "[0 lua] \"get\" \"k\"".to_string(),
+        format!("[0 {me}] \"MULTI\""),
+        format!("[0 {me}] \"INCR\" \"n\""),
+        format!("[0 {me}] \"EXEC\""),
+        format!("[0 {me}] \"AUTH\" \"(redacted)\""),
+        format!("[3 {me}] \"SELECT\" \"3\""),
+        format!("[3 {me}] \"PING\""),
+    ];
+    for want in &expected {
+        let Reply::Simple(line) = monitor.read() else {
+            panic!("not a monitor line")
+        };
+        let (time, rest) = line.split_once(' ').unwrap();
+        let (seconds, micros) = time.split_once('.').unwrap();
+        assert!(
+            seconds.parse::<u64>().is_ok() && micros.len() == 6,
+            "{line}"
+        );
+        assert_eq!(rest, want);
+    }
+    let list = con.cmd(&["CLIENT", "LIST"]).as_text();
+    assert!(list.contains("flags=O"), "{list}");
+    // RESET ends it: the monitor's next reply is its own.
+    assert_eq!(monitor.cmd(&["RESET"]), Reply::simple("RESET"));
+    assert_eq!(con.cmd(&["SET", "after", "1"]), ok());
+    assert_eq!(monitor.cmd(&["PING"]), Reply::simple("PONG"));
+}
+
+/// A monitor that does not read is disconnected at its output limit;
+/// the server and the other clients go on.
+#[test]
+fn a_monitor_that_does_not_read_is_disconnected() {
+    let server = TestServer::start();
+    let mut con = server.raw();
+    assert_eq!(
+        con.cmd(&[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "pubsub 256kb 0 0"
+        ]),
+        ok()
+    );
+    let mut monitor = server.raw();
+    assert_eq!(monitor.cmd(&["MONITOR"]), ok());
+    let value = "v".repeat(100_000);
+    wait_until("the monitor to be disconnected", || {
+        for _ in 0..20 {
+            assert_eq!(con.cmd(&["SET", "k", &value]), ok());
+        }
+        !con.cmd(&["CLIENT", "LIST"]).as_text().contains("flags=O")
+    });
+    assert_eq!(con.cmd(&["GET", "k"]), b(&value));
+}
+
+/// CLIENT KILL TYPE: pubsub and normal clients apart, types Strata has
+/// no client of match nobody, an unknown type is Redis' error.
+#[test]
+fn client_kill_by_type() {
+    let server = TestServer::start();
+    let mut con = server.raw();
+    let mut subscriber = server.raw();
+    subscriber.send(&["SUBSCRIBE", "news"]);
+    assert_eq!(subscriber.read().as_array().len(), 3);
+    let _idle = server.raw();
+    assert_eq!(
+        con.cmd(&["CLIENT", "KILL", "TYPE", "master"]),
+        Reply::Int(0)
+    );
+    assert_eq!(
+        con.cmd(&["CLIENT", "KILL", "TYPE", "wrong_type"]),
+        e("ERR Unknown client type 'wrong_type'")
+    );
+    assert_eq!(
+        con.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]),
+        Reply::Int(1)
+    );
+    assert!(subscriber.try_read().is_none(), "the subscriber was closed");
+    // The idle normal client, not this one (SKIPME yes).
+    assert_eq!(
+        con.cmd(&["CLIENT", "KILL", "TYPE", "normal"]),
+        Reply::Int(1)
+    );
+    assert_eq!(con.cmd(&["PING"]), Reply::simple("PONG"));
+}

@@ -39,6 +39,7 @@ pub fn quit(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 }
 
 pub fn reset(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    ctx.server.monitors.remove(ctx.session.client.id);
     super::transactions::end(ctx.session);
     super::tracking::tracking_off(ctx);
     super::pubsub::unsubscribe_all(ctx);
@@ -233,6 +234,9 @@ fn describe(ctx: &Ctx, client: &ClientInfo) -> String {
     if client.no_touch.load(Relaxed) {
         flags.push('T');
     }
+    if ctx.server.monitors.is_monitor(client.id) {
+        flags.push('O');
+    }
     if flags.is_empty() {
         flags.push('N');
     }
@@ -337,6 +341,8 @@ pub fn client_kill(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut laddr = None;
     let mut skip_me = true;
     let mut max_age_s = None;
+    // TYPE: `Some(subscribed?)`, or `Some(None)` for a type nobody has.
+    let mut kind: Option<Option<bool>> = None;
     let mut i = 2;
     while i + 1 < args.len() {
         let value = &args[i + 1];
@@ -361,10 +367,15 @@ pub fn client_kill(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         } else if is(&args[i], "MAXAGE") {
             max_age_s = Some(parse_i64(value)?.max(0) as u64);
         } else if is(&args[i], "TYPE") {
-            if !is(value, "normal") {
-                ctx.out.int(0);
-                return Ok(());
-            }
+            // Strata has no replicas or masters: those types match nobody.
+            kind = Some(match () {
+                _ if is(value, "normal") => Some(false),
+                _ if is(value, "pubsub") => Some(true),
+                _ if is(value, "master") || is(value, "replica") || is(value, "slave") => None,
+                _ => {
+                    return Err(format!("ERR Unknown client type '{}'", lossy(value, 128)).into());
+                }
+            });
         } else if is(&args[i], "USER") {
             if value.as_ref() != b"default" {
                 return Err(format!("ERR No such user '{}'", lossy(value, 128)).into());
@@ -388,6 +399,14 @@ pub fn client_kill(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 .as_ref()
                 .is_none_or(|a| client.laddr.to_string() == *a)
             && max_age_s.is_none_or(|age| client.created.elapsed().as_secs() >= age)
+            && kind.is_none_or(|kind| {
+                kind == Some(
+                    client.subscribed_channels.load(Relaxed)
+                        + client.subscribed_patterns.load(Relaxed)
+                        + client.subscribed_shard.load(Relaxed)
+                        > 0,
+                )
+            })
             && !(skip_me && client.id == me);
         if matches {
             client.kill();

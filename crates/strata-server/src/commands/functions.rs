@@ -355,6 +355,7 @@ pub fn function_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 }
 
 fn fcall_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult {
+    super::introspection::feed_script_call(ctx, args);
     let libraries = ctx.server.functions.snapshot();
     let name = text(&args[1]);
     let (_, info) = libraries

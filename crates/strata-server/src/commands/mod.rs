@@ -23,6 +23,7 @@ pub mod functions;
 pub mod geo;
 pub mod hashes;
 pub mod hyperloglog;
+pub mod introspection;
 pub mod keys;
 pub mod keyspec;
 pub mod lists;
@@ -30,7 +31,6 @@ pub mod pubsub;
 pub mod scripting;
 pub mod server;
 pub mod sets;
-pub mod slowlog;
 pub mod sort;
 pub mod strings;
 pub mod table;
@@ -533,7 +533,14 @@ fn dispatch_one(
         return Dispatched::Ran(None);
     }
     if id == server.commands.exec_id {
-        return transactions::run_exec(server, session, out, config, stats, now_ms, defer_cold);
+        let ran = transactions::run_exec(server, session, out, config, stats, now_ms, defer_cold);
+        // After the commands it ran, as Redis shows it (not when it
+        // waits for cold values: it runs again then).
+        if server.monitors.active() && !matches!(ran, Dispatched::Cold) {
+            let addr = session.client.addr;
+            server.monitors.feed(session.db, Some(&addr), args, config);
+        }
+        return ran;
     }
     let spec = server.commands.specs[id];
     let declared = declared_keys(spec, args, &server.keyspace);
@@ -778,6 +785,10 @@ pub(crate) fn call<'a, 's>(
     let counters = &stats.commands[id];
     bump(&counters.calls, 1);
     bump(&counters.usec, micros);
+    if server.monitors.active() && !spec.has_flag("skip_monitor") && !spec.has_flag("admin") {
+        let from = (!ctx.session.in_script).then_some(&ctx.session.client.addr);
+        server.monitors.feed(ctx.session.db, from, args, config);
+    }
     let threshold = config.slowlog_log_slower_than;
     if threshold >= 0
         && micros >= threshold as u64

@@ -372,6 +372,7 @@ pub fn split_keys<'a>(
 }
 
 fn eval_generic(ctx: &mut Ctx, args: &[Bytes], by_sha: bool, read_only: bool) -> CmdResult {
+    super::introspection::feed_script_call(ctx, args);
     let (keys, argv) = split_keys(args, super::ERR_NOT_INTEGER)?;
     let scripts = ctx.server.scripts.clone();
     let (sha, body) = if by_sha {

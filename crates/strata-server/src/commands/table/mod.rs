@@ -26,9 +26,9 @@ mod zsets;
 use super::keyspec::{KeySpec, keynum, keyword_range, noted, range, unknown};
 use super::{
     Handler, Spec, bits, cluster as cl, connection as conn, functions as fc, geo as gs,
-    hashes as hs, hyperloglog as hll, keys as ks, lists as ls, pubsub as ps, scripting as sc,
-    server as srv, sets as se, slowlog as sl, sort as so, strings as st, transactions as tx,
-    zsets as zs,
+    hashes as hs, hyperloglog as hll, introspection as intro, keys as ks, lists as ls,
+    pubsub as ps, scripting as sc, server as srv, sets as se, sort as so, strings as st,
+    transactions as tx, zsets as zs,
 };
 
 const NO_KEYS: &[KeySpec] = &[];

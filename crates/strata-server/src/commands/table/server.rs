@@ -26,6 +26,18 @@ pub(super) const COMMANDS: &[Spec] = &[
         "O(1)",
         srv::info,
     ),
+    cmd(
+        "monitor",
+        1,
+        &["admin", "noscript", "loading", "stale"],
+        NO_KEYS,
+        DANGEROUS,
+        "server",
+        "1.0.0",
+        "Listen for all requests received by the server in real time",
+        "",
+        intro::monitor,
+    ),
     container(
         "slowlog",
         -2,
@@ -219,7 +231,7 @@ const SLOWLOG_SUBCOMMANDS: &[Spec] = &[
         DANGEROUS,
         "2.2.12",
         "Get the slow log's entries",
-        sl::slowlog_get,
+        intro::slowlog_get,
     ),
     sub(
         "len",
@@ -229,7 +241,7 @@ const SLOWLOG_SUBCOMMANDS: &[Spec] = &[
         DANGEROUS,
         "2.2.12",
         "Get the slow log's length",
-        sl::slowlog_len,
+        intro::slowlog_len,
     ),
     sub(
         "reset",
@@ -239,7 +251,7 @@ const SLOWLOG_SUBCOMMANDS: &[Spec] = &[
         DANGEROUS,
         "2.2.12",
         "Clear all entries from the slow log",
-        sl::slowlog_reset,
+        intro::slowlog_reset,
     ),
     sub(
         "help",
@@ -249,7 +261,7 @@ const SLOWLOG_SUBCOMMANDS: &[Spec] = &[
         SLOW,
         "6.2.0",
         "Show helpful text about the different subcommands",
-        sl::slowlog_help,
+        intro::slowlog_help,
     ),
 ];
 

@@ -1,10 +1,40 @@
-//! SLOWLOG GET / LEN / RESET / HELP: reading the slow log
-//! (`crate::slowlog`, which says what is logged).
+//! Watching the server run: SLOWLOG GET / LEN / RESET / HELP (the slow
+//! log, `crate::slowlog`, which says what is logged) and MONITOR
+//! (`crate::monitor`).
 
 use bytes::Bytes;
 
 use super::connection::help_lines;
 use super::{CmdResult, Ctx, parse_i64};
+use crate::pubsub::Mailbox;
+
+/// MONITOR: from now on this client receives a line for every command
+/// the server runs, until RESET or it closes. A second MONITOR is
+/// ignored without a reply, as in Redis.
+pub fn monitor(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    let client = ctx.session.client.clone();
+    let mailbox = ctx
+        .session
+        .mailbox
+        .get_or_insert_with(|| Mailbox::new(client.clone()))
+        .clone();
+    if ctx.server.monitors.add(client.id, mailbox) {
+        ctx.out.ok();
+    }
+    Ok(())
+}
+
+/// Feeds EVAL, EVALSHA or FCALL to the monitors before it runs, so the
+/// commands its script calls come after it (they are `skip_monitor`).
+pub fn feed_script_call(ctx: &Ctx, args: &[Bytes]) {
+    let server = ctx.server;
+    if server.monitors.active() {
+        let client = &ctx.session.client;
+        server
+            .monitors
+            .feed(ctx.session.db, Some(&client.addr), args, ctx.config);
+    }
+}
 
 /// SLOWLOG GET [count]: the newest `count` entries (10 by default, all
 /// with -1), each `[id, unix time, microseconds, args, addr, name]`.
