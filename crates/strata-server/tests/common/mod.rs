@@ -184,6 +184,12 @@ impl TestServer {
         self.dir.clone()
     }
 
+    /// The log lines printed before the server was ready (those
+    /// `wait_for_log` has not taken).
+    pub fn startup_log(&self) -> Vec<String> {
+        self.early_lines.lock().unwrap().iter().cloned().collect()
+    }
+
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
