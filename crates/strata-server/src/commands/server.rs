@@ -78,6 +78,16 @@ pub fn config_set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
+/// CONFIG REWRITE: the running configuration back into the config file
+/// (`config::rewritten` says how).
+pub fn config_rewrite(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    let config = ctx.server.config.get();
+    crate::config::rewrite_file(&config).map_err(|e| CmdError::from(format!("ERR {e}")))?;
+    crate::log_notice!("CONFIG REWRITE executed with success.");
+    ctx.out.ok();
+    Ok(())
+}
+
 pub fn config_resetstat(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     ctx.server.stats.reset(&ctx.server.thread_stats);
     ctx.server
@@ -99,6 +109,8 @@ pub fn config_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
             "    Set the configuration <directive> to <value>.",
             "RESETSTAT",
             "    Reset statistics reported by the INFO command.",
+            "REWRITE",
+            "    Rewrite the configuration file.",
         ],
     );
     Ok(())

@@ -361,6 +361,16 @@ const CONFIG_SUBCOMMANDS: &[Spec] = &[
         srv::config_resetstat,
     ),
     sub(
+        "rewrite",
+        2,
+        ADMIN,
+        NO_KEYS,
+        DANGEROUS,
+        "2.8.0",
+        "Persists the effective configuration to file.",
+        srv::config_rewrite,
+    ),
+    sub(
         "help",
         2,
         LOADING_STALE,
