@@ -254,8 +254,24 @@ impl Connection {
             self.refresh_config();
             let paused_until = self.server.paused_until_ms();
             let now = now_ms();
-            if paused_until > now {
-                tokio::time::sleep(Duration::from_millis(paused_until - now)).await;
+            // DEBUG SLEEP or CLIENT PAUSE ALL; or CLIENT PAUSE WRITE with a
+            // command that may write next (held at the backlog's front).
+            let until = match self.server.writes_paused_until(now) {
+                Some(until) if self.write_waits(now) => until.max(paused_until),
+                _ => paused_until,
+            };
+            if until > now {
+                // A client with a command waiting counts as blocked
+                // (INFO's blocked_clients), as Redis counts it.
+                let waiting = !self.backlog.is_empty() || !self.input.is_empty();
+                let _counted =
+                    waiting.then(|| crate::server::Counted::new(&self.server.paused_clients));
+                let unpaused = self.server.unpaused.notified();
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(until - now)) => {}
+                    _ = unpaused => {}
+                    _ = client.killed() => {}
+                }
                 continue;
             }
             if self.log_backlogged() {
@@ -286,8 +302,9 @@ impl Connection {
             if self.blocked.is_some() {
                 continue;
             }
-            if self.server.paused_until_ms() > now {
+            if self.server.debug_paused_until_ms() > now {
                 // DEBUG SLEEP: its reply (and everything after) waits.
+                // (CLIENT PAUSE answers at once; only what follows waits.)
                 continue;
             }
             if let Err(closed) = self.settle(client).await {
@@ -314,6 +331,29 @@ impl Connection {
             if let Err(closed) = self.wait(client).await {
                 return closed;
             }
+        }
+    }
+
+    /// The next command is one CLIENT PAUSE WRITE holds.
+    fn write_waits(&self, now: u64) -> bool {
+        self.backlog
+            .front()
+            .is_some_and(|args| self.held_by_write_pause(args, now))
+    }
+
+    /// Whether CLIENT PAUSE WRITE holds `args` now: a command that may
+    /// write, or EXEC of a transaction that queued one (commands inside
+    /// MULTI are only queued, so they go on).
+    fn held_by_write_pause(&self, args: &[Bytes], now: u64) -> bool {
+        if self.server.writes_paused_until(now).is_none() {
+            return false;
+        }
+        let table = &self.server.commands;
+        match &self.session.multi {
+            Some(multi) => {
+                table.lookup(&args[0]) == Some(table.exec_id) && multi.may_write(&self.server)
+            }
+            None => table.held_by_write_pause(&self.server, args),
         }
     }
 
@@ -520,6 +560,11 @@ impl Connection {
                     return Err(Closed::Protocol(error));
                 }
             };
+            if self.held_by_write_pause(&args, now) {
+                // CLIENT PAUSE WRITE: it waits (see `run`), and all after it.
+                self.backlog.push_front(args);
+                break;
+            }
             // Dispatch finds out under its locks whether a value the
             // command reads is on disk, and then does not run it: asking
             // first would cost every command a second lock and lookup.
@@ -765,6 +810,7 @@ impl Connection {
             let stop = self.session.close_after_reply
                 || self.session.client.is_killed()
                 || self.server.paused_until_ms() > now
+                || self.held_by_write_pause(&args, now)
                 || self.output.len() >= pause_bytes;
             if stop {
                 self.backlog.push_front(args);

@@ -134,7 +134,11 @@ fn clients_section(server: &Server, out: &mut String) {
     field!(out, "maxclients", config.maxclients);
     field!(out, "client_recent_max_input_buffer", max_input);
     field!(out, "client_recent_max_output_buffer", max_output);
-    field!(out, "blocked_clients", server.blocking.blocked_clients());
+    field!(
+        out,
+        "blocked_clients",
+        server.blocking.blocked_clients() + server.paused_clients.load(Relaxed)
+    );
     field!(out, "tracking_clients", server.tracking.counts().clients);
     field!(out, "clients_in_timeout_table", 0);
 }

@@ -21,7 +21,9 @@
 
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU8, AtomicU16, AtomicU64, AtomicUsize, Ordering::Relaxed,
+};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use strata_engine::Keyspace;
@@ -65,6 +67,14 @@ pub struct Server {
     pub executable: String,
     port: AtomicU16,
     paused_until_ms: AtomicU64,
+    /// CLIENT PAUSE: until when (ms), and whether only writes wait.
+    client_pause_until_ms: AtomicU64,
+    client_pause_writes_only: AtomicBool,
+    /// Wakes the connections that wait for a pause when CLIENT UNPAUSE
+    /// ends it early.
+    pub unpaused: Notify,
+    /// Connections whose next command waits for a pause.
+    pub paused_clients: AtomicUsize,
     /// DEBUG SET-ACTIVE-EXPIRE: whether the cron reclaims expired keys.
     pub active_expire: Arc<AtomicBool>,
     /// Channels and their subscribers.
@@ -133,8 +143,42 @@ impl Server {
         self.paused_until_ms.fetch_max(until_ms, Relaxed);
     }
 
-    pub fn paused_until_ms(&self) -> u64 {
+    /// Until when DEBUG SLEEP holds the server.
+    pub fn debug_paused_until_ms(&self) -> u64 {
         self.paused_until_ms.load(Relaxed)
+    }
+
+    /// Until when every command waits: DEBUG SLEEP, or CLIENT PAUSE ALL.
+    pub fn paused_until_ms(&self) -> u64 {
+        let debug = self.paused_until_ms.load(Relaxed);
+        match self.client_pause_writes_only.load(Relaxed) {
+            true => debug,
+            false => debug.max(self.client_pause_until_ms.load(Relaxed)),
+        }
+    }
+
+    /// CLIENT PAUSE: commands wait until `until_ms`, only those that may
+    /// write with `writes_only`. A pause during a pause lasts as long as
+    /// the longer and covers all commands if either does (Redis 7).
+    pub fn client_pause(&self, until_ms: u64, writes_only: bool, now_ms: u64) {
+        let active = self.client_pause_until_ms.load(Relaxed) > now_ms;
+        let writes_only = writes_only && (!active || self.client_pause_writes_only.load(Relaxed));
+        self.client_pause_writes_only.store(writes_only, Relaxed);
+        self.client_pause_until_ms.fetch_max(until_ms, Relaxed);
+    }
+
+    /// CLIENT UNPAUSE.
+    pub fn client_unpause(&self) {
+        self.client_pause_until_ms.store(0, Relaxed);
+        self.client_pause_writes_only.store(false, Relaxed);
+        self.unpaused.notify_waiters();
+    }
+
+    /// Until when commands that may write wait (CLIENT PAUSE WRITE), if
+    /// such a pause is on.
+    pub fn writes_paused_until(&self, now_ms: u64) -> Option<u64> {
+        let until = self.client_pause_until_ms.load(Relaxed);
+        (until > now_ms && self.client_pause_writes_only.load(Relaxed)).then_some(until)
     }
 
     /// Asks the server to exit, saving a final checkpoint as `save` says.
@@ -275,6 +319,10 @@ pub fn run(mut config: Config) -> Result<(), String> {
             .unwrap_or_default(),
         port: AtomicU16::new(port),
         paused_until_ms: AtomicU64::new(0),
+        client_pause_until_ms: AtomicU64::new(0),
+        client_pause_writes_only: AtomicBool::new(false),
+        unpaused: Notify::new(),
+        paused_clients: AtomicUsize::new(0),
         active_expire: Arc::new(AtomicBool::new(true)),
         pubsub: Arc::default(),
         tracking: Arc::default(),
@@ -531,6 +579,22 @@ fn network_thread(
 
 /// Final checkpoint (as [`ShutdownSave`] says; never while still
 /// loading), then the log writes and syncs what it holds.
+/// One more in a counter for as long as it lives.
+pub struct Counted<'a>(&'a AtomicUsize);
+
+impl<'a> Counted<'a> {
+    pub fn new(counter: &'a AtomicUsize) -> Counted<'a> {
+        counter.fetch_add(1, Relaxed);
+        Counted(counter)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
 /// `pidfile`: written at start, removed when the server exits normally.
 struct PidFile(Option<std::path::PathBuf>);
 

@@ -202,3 +202,64 @@ fn client_kill_by_type() {
     );
     assert_eq!(con.cmd(&["PING"]), Reply::simple("PONG"));
 }
+
+/// CLIENT PAUSE WRITE holds the commands that may write (EXEC, EVAL and
+/// PUBLISH included) and lets reads through; CLIENT UNPAUSE releases them
+/// at once, in order; CLIENT PAUSE ALL holds everything for its time.
+#[test]
+fn client_pause_holds_writes_until_unpaused() {
+    use std::time::{Duration, Instant};
+    let server = TestServer::start();
+    let mut admin = server.raw();
+    let mut writer = server.raw();
+    assert_eq!(admin.cmd(&["SET", "k", "before"]), ok());
+    assert_eq!(admin.cmd(&["CLIENT", "PAUSE", "20000", "WRITE"]), ok());
+    // Reads run at once, from anyone, and so do scripts that declare no
+    // writes and commands with a wrong argument count (their error).
+    assert_eq!(writer.cmd(&["GET", "k"]), b("before"));
+    assert_eq!(
+        writer.cmd(&[
+            "EVAL",
+            "#!lua flags=no-writes\nreturn redis.call('GET', 'k')",
+            "0"
+        ]),
+        b("before")
+    );
+    assert_eq!(
+        writer.cmd(&["SET", "k"]),
+        e("ERR wrong number of arguments for 'set' command")
+    );
+    writer.send(&["SET", "k", "during"]);
+    writer.send(&["GET", "k"]);
+    writer.send(&["EVAL", "return redis.call('INCR', 'n')", "0"]);
+    let patience = Some(Duration::from_millis(300));
+    writer.stream.set_read_timeout(patience).unwrap();
+    assert_eq!(writer.try_read(), None, "the SET waits");
+    writer.stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+    assert_eq!(admin.cmd(&["GET", "k"]), b("before"));
+    let released = Instant::now();
+    assert_eq!(admin.cmd(&["CLIENT", "UNPAUSE"]), ok());
+    assert_eq!(writer.read(), ok());
+    assert_eq!(writer.read(), b("during"));
+    assert_eq!(writer.read(), Reply::Int(1));
+    assert!(released.elapsed() < Duration::from_secs(5));
+    // ALL: even a PING waits for the pause's end.
+    assert_eq!(admin.cmd(&["CLIENT", "PAUSE", "300", "ALL"]), ok());
+    let started = Instant::now();
+    assert_eq!(writer.cmd(&["PING"]), Reply::simple("PONG"));
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "{:?}",
+        started.elapsed()
+    );
+    for (args, error) in [
+        (
+            ["CLIENT", "PAUSE", "x", "ALL"],
+            "ERR timeout is not an integer or out of range",
+        ),
+        (["CLIENT", "PAUSE", "-1", "ALL"], "ERR timeout is negative"),
+        (["CLIENT", "PAUSE", "10", "MAYBE"], "ERR syntax error"),
+    ] {
+        assert_eq!(admin.cmd(&args), e(error));
+    }
+}

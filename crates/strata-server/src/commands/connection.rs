@@ -417,6 +417,37 @@ pub fn client_kill(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
+/// CLIENT PAUSE timeout [WRITE|ALL]: for `timeout` ms, every client's
+/// commands (ALL, the default) or those that may write (WRITE) wait, the
+/// caller's included; they run in order when the pause ends.
+pub fn client_pause(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let timeout = parse_i64(&args[2])
+        .map_err(|_| CmdError::from("ERR timeout is not an integer or out of range"))?;
+    if timeout < 0 {
+        return Err("ERR timeout is negative".into());
+    }
+    let writes_only = match args.get(3) {
+        None => false,
+        Some(mode) if is(mode, "WRITE") => true,
+        Some(mode) if is(mode, "ALL") => false,
+        Some(_) => return Err(ERR_SYNTAX.into()),
+    };
+    if args.len() > 4 {
+        return Err(ERR_SYNTAX.into());
+    }
+    let until = ctx.now_ms.saturating_add(timeout as u64);
+    ctx.server.client_pause(until, writes_only, ctx.now_ms);
+    ctx.out.ok();
+    Ok(())
+}
+
+/// CLIENT UNPAUSE: ends a CLIENT PAUSE at once.
+pub fn client_unpause(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    ctx.server.client_unpause();
+    ctx.out.ok();
+    Ok(())
+}
+
 pub fn client_setinfo(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let value = &args[3];
     if value.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {

@@ -377,6 +377,15 @@ fn fcall_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult {
     run_script(ctx, target, keys, argv, modes, running)
 }
 
+/// Whether FCALL's function `name` declares `no-writes` (CLIENT PAUSE
+/// WRITE lets it run).
+pub fn declares_no_writes(server: &crate::server::Server, name: &[u8]) -> bool {
+    let libraries = server.functions.snapshot();
+    libraries
+        .function(&text(name))
+        .is_some_and(|(_, info)| info.flags & FLAG_NO_WRITES != 0)
+}
+
 pub fn fcall(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     fcall_generic(ctx, args, false)
 }

@@ -204,7 +204,9 @@ impl Runner<'_, '_, '_> {
             );
         }
         let writes = spec.has_flag("write");
-        if writes && self.read_only {
+        // PUBLISH and the like count as writes for a read-only script
+        // (Redis 7: `may_replicate`).
+        if (writes || spec.has_flag("may_replicate")) && self.read_only {
             return error_table(
                 lua,
                 "ERR Write commands are not allowed from read-only scripts.",
@@ -398,6 +400,19 @@ fn eval_generic(ctx: &mut Ctx, args: &[Bytes], by_sha: bool, read_only: bool) ->
     };
     let modes = (read_only || flags.no_writes, flags.allow_oom);
     run_script(ctx, target, keys, argv, modes, None)
+}
+
+/// Whether EVAL's script (`by_sha`: EVALSHA's cached one) declares
+/// `no-writes` in its shebang (CLIENT PAUSE WRITE lets it run).
+pub fn declares_no_writes(server: &crate::server::Server, script: &[u8], by_sha: bool) -> bool {
+    let body = match by_sha {
+        true => match server.scripts.get(script) {
+            Some((_, body)) => body,
+            None => return false,
+        },
+        false => String::from_utf8_lossy(script).into(),
+    };
+    parse_shebang(&body).is_ok_and(|(flags, _)| flags.declared && flags.no_writes)
 }
 
 /// Refuses a script or function that may write, not being `exempt`

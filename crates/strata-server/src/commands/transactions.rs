@@ -62,6 +62,16 @@ pub struct Multi {
     bytes: usize,
 }
 
+impl Multi {
+    /// Whether a queued command writes or may (EXEC then waits for a
+    /// CLIENT PAUSE WRITE).
+    pub fn may_write(&self, server: &Server) -> bool {
+        self.queued
+            .iter()
+            .any(|queued| server.commands.held_by_write_pause(server, &queued.args))
+    }
+}
+
 pub struct Queued {
     id: usize,
     pub args: Vec<Bytes>,
