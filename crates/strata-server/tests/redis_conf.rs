@@ -12,6 +12,17 @@ use common::*;
 /// Debian's `redis-server` package installs this file.
 const DEBIAN_REDIS_CONF: &str = "/etc/redis/redis.conf";
 
+/// Asserts CONFIG GET's value of each `(name, value)`.
+fn assert_config(con: &mut Raw, expected: &[(&str, &str)]) {
+    for (name, value) in expected {
+        assert_eq!(
+            con.cmd(&["CONFIG", "GET", name]),
+            Reply::Array(vec![b(name), b(value)]),
+            "{name}"
+        );
+    }
+}
+
 /// Debian's stock redis.conf starts Strata with only the overrides the
 /// issue names (port, dir, daemonize, logfile) and the pidfile (the
 /// stock one is the system's); every directive Strata has no use for is
@@ -217,20 +228,17 @@ fn the_shipped_strata_conf_starts_with_its_documented_defaults() {
     let conf = concat!(env!("CARGO_MANIFEST_DIR"), "/../../strata.conf");
     let server = TestServer::start_with(&[conf]);
     let mut con = server.raw();
-    for (name, value) in [
-        ("slowlog-max-len", "128"),
-        ("appendfsync", "everysec"),
-        ("maxmemory-policy", "tiered"),
-        ("busy-reply-threshold", "5000"),
-        ("tcp-backlog", "511"),
-        ("save", "3600 1 300 100 60 10000"),
-    ] {
-        assert_eq!(
-            con.cmd(&["CONFIG", "GET", name]),
-            Reply::Array(vec![b(name), b(value)]),
-            "{name}"
-        );
-    }
+    assert_config(
+        &mut con,
+        &[
+            ("slowlog-max-len", "128"),
+            ("appendfsync", "everysec"),
+            ("maxmemory-policy", "tiered"),
+            ("busy-reply-threshold", "5000"),
+            ("tcp-backlog", "511"),
+            ("save", "3600 1 300 100 60 10000"),
+        ],
+    );
     let log = server.startup_log();
     assert!(log.iter().any(|line| line.contains("starting")), "{log:?}");
     assert!(
@@ -307,18 +315,15 @@ fn config_rewrite_round_trip() {
     // The rewritten file starts a server with those values.
     let again = TestServer::start_with(&[&conf_arg]);
     let mut con = again.raw();
-    for (name, value) in [
-        ("hz", "20"),
-        ("save", "60 5"),
-        ("rdbcompression", "no"),
-        ("slowlog-max-len", "64"),
-    ] {
-        assert_eq!(
-            con.cmd(&["CONFIG", "GET", name]),
-            Reply::Array(vec![b(name), b(value)]),
-            "{name}"
-        );
-    }
+    assert_config(
+        &mut con,
+        &[
+            ("hz", "20"),
+            ("save", "60 5"),
+            ("rdbcompression", "no"),
+            ("slowlog-max-len", "64"),
+        ],
+    );
     let without_file = TestServer::start();
     assert_eq!(
         without_file.raw().cmd(&["CONFIG", "REWRITE"]),
