@@ -642,7 +642,15 @@ pub fn tips(full_name: &str) -> &'static [&'static str] {
     match full_name {
         "client|list" | "client|info" | "object|encoding" | "object|idletime" | "object|freq"
         | "object|refcount" | "lastsave" | "time" | "ttl" | "pttl" => &["nondeterministic_output"],
-        "config|set" => &["request_policy:all_nodes", "response_policy:all_succeeded"],
+        "config|set" | "slowlog|reset" => {
+            &["request_policy:all_nodes", "response_policy:all_succeeded"]
+        }
+        "slowlog|get" => &["request_policy:all_nodes", "nondeterministic_output"],
+        "slowlog|len" => &[
+            "request_policy:all_nodes",
+            "response_policy:agg_sum",
+            "nondeterministic_output",
+        ],
         "command|info" | "command|docs" | "command|list" | "command" | "function|list" => {
             &["nondeterministic_output_order"]
         }
