@@ -99,6 +99,8 @@ pub struct Config {
     pub pidfile: String,
     /// The listening sockets' accept queue.
     pub tcp_backlog: u32,
+    /// `rename-command old new` lines, in order (`new` empty: disabled).
+    pub rename_commands: Vec<(String, String)>,
     /// Values of the Redis directives Strata accepts without using them
     /// (`crate::config_accepted`), by name; unset ones show their default.
     pub accepted: std::collections::BTreeMap<&'static str, String>,
@@ -257,6 +259,7 @@ impl Default for Config {
             pidfile: String::new(),
             tcp_backlog: 511,
             accepted: Default::default(),
+            rename_commands: Vec::new(),
         }
     }
 }
@@ -901,11 +904,15 @@ impl Config {
         if let Some(accepted) = crate::config_accepted::find(name) {
             return self.set_accepted(accepted, args);
         }
+        if name.eq_ignore_ascii_case("rename-command") {
+            let [old, new] = args else {
+                return Err("wrong number of arguments".into());
+            };
+            self.rename_commands.push((old.clone(), new.clone()));
+            return Ok(());
+        }
         Err(match name.to_ascii_lowercase().as_str() {
             "user" => "ACL users are not supported yet: refusing to start without them",
-            "rename-command" => {
-                "rename-command is not supported yet: refusing to start with the command available"
-            }
             "loadmodule" => "modules are not supported",
             _ => "Bad directive or wrong number of arguments",
         }

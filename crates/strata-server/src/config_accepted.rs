@@ -17,6 +17,8 @@
 //!   unsafe to ignore (a TLS port, a replica of another server, an ACL
 //!   file, a unix socket, cluster mode) stops start-up with the reason
 //!   ([`refused`]) rather than run without it.
+//!
+//! `include` and `rename-command` lines are `crate::config`'s own.
 
 use crate::config::parse_memory;
 

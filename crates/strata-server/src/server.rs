@@ -295,7 +295,10 @@ pub fn run(mut config: Config) -> Result<(), String> {
         config.tiering_io_uring,
     )
     .map_err(|e| format!("Can't start the tiering reader threads: {e}"))?;
-    let commands = CommandTable::new();
+    let mut commands = CommandTable::new();
+    for (old, new) in &config.rename_commands {
+        commands.rename(old, new)?;
+    }
     let thread_stats: Vec<_> = (0..threads)
         .map(|_| Arc::new(ThreadStats::new(commands.len())))
         .collect();

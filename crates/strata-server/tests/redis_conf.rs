@@ -330,3 +330,47 @@ fn config_rewrite_round_trip() {
         e("ERR The server is running without a config file")
     );
 }
+
+/// `rename-command`: the command answers to its new name only (an empty
+/// name disables it), from clients and scripts; renaming a command that
+/// does not exist stops start-up.
+#[test]
+fn rename_command_renames_and_disables() {
+    let server = TestServer::start_with(&[
+        "--rename-command",
+        "FLUSHALL",
+        "",
+        "--rename-command",
+        "config",
+        "cfg-7f3a",
+    ]);
+    let mut con = server.raw();
+    assert_eq!(con.cmd(&["SET", "k", "v"]), ok());
+    assert!(
+        matches!(con.cmd(&["FLUSHALL"]), Reply::Error(ref text) if text.starts_with("ERR unknown command 'FLUSHALL'"))
+    );
+    assert!(
+        matches!(con.cmd(&["CONFIG", "GET", "hz"]), Reply::Error(ref text) if text.starts_with("ERR unknown command 'CONFIG'"))
+    );
+    assert_eq!(
+        con.cmd(&["cfg-7f3a", "GET", "hz"]),
+        Reply::Array(vec![b("hz"), b("10")])
+    );
+    assert_eq!(
+        con.cmd(&["EVAL", "return redis.pcall('FLUSHALL')", "0"]),
+        e("ERR Unknown Redis command called from script")
+    );
+    assert_eq!(con.cmd(&["GET", "k"]), b("v"));
+    let dir = temp_dir();
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_strata-server"));
+    command
+        .args(["--port", "0", "--bind", "127.0.0.1", "--dir"])
+        .arg(dir.join("data"))
+        .args(["--rename-command", "nosuchcommand", "x"]);
+    let (code, output) = run_bounded(&mut command);
+    assert_ne!(code, 0);
+    assert!(
+        output.contains("No such command 'nosuchcommand' in rename-command"),
+        "{output}"
+    );
+}

@@ -323,6 +323,27 @@ impl CommandTable {
             .collect()
     }
 
+    /// `rename-command old new`: the command answers to `new` only (to
+    /// nothing when `new` is empty), for clients and scripts alike.
+    pub fn rename(&mut self, old: &str, new: &str) -> Result<(), String> {
+        let old_key = old.to_ascii_lowercase().into_bytes();
+        let Some(id) = self.top_level.remove(&old_key) else {
+            return Err(format!("No such command '{old}' in rename-command"));
+        };
+        if new.is_empty() {
+            return Ok(());
+        }
+        let new_key = new.to_ascii_lowercase().into_bytes();
+        if self.top_level.contains_key(&new_key) {
+            self.top_level.insert(old_key, id);
+            return Err(format!(
+                "Target command name '{new}' already exists in rename-command"
+            ));
+        }
+        self.top_level.insert(new_key, id);
+        Ok(())
+    }
+
     pub fn lookup(&self, name: &[u8]) -> Option<usize> {
         with_lowercase(name, |lower| self.top_level.get(lower).copied())
     }
