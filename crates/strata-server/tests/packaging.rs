@@ -1,0 +1,106 @@
+//! The files that run Strata as a service and in a container:
+//! `packaging/strata.service` passes `systemd-analyze verify` and its
+//! command line starts the server; the `Dockerfile` builds and its image
+//! answers, where a Docker engine runs (skipped otherwise, saying so).
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
+fn available(program: &str, args: &[&str]) -> bool {
+    Command::new(program)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+#[test]
+fn the_systemd_unit_verifies_and_its_command_line_starts_the_server() {
+    let unit = std::fs::read_to_string(Path::new(ROOT).join("packaging/strata.service")).unwrap();
+    let exec = unit
+        .lines()
+        .find_map(|line| line.strip_prefix("ExecStart="))
+        .expect("an ExecStart line");
+    let words: Vec<&str> = exec.split_whitespace().collect();
+    assert_eq!(words[0], "/usr/local/bin/strata-server");
+    assert_eq!(words[1], "/etc/strata/strata.conf");
+    // The unit's arguments, with the binary, config and directory moved
+    // to this build and a temporary directory.
+    let dir = temp_dir();
+    let conf = format!("{ROOT}/strata.conf");
+    let mut args: Vec<String> = vec![conf.clone()];
+    let mut rest = words[2..].iter();
+    while let Some(word) = rest.next() {
+        args.push(word.to_string());
+        if *word == "--dir" {
+            rest.next();
+            args.push(dir.join("data").display().to_string());
+        }
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = TestServer::spawn(dir.clone(), &args, None, READY);
+    assert_eq!(server.raw().cmd(&["PING"]), Reply::simple("PONG"));
+    if !available("systemd-analyze", &["--version"]) {
+        eprintln!("skipped the unit check: systemd-analyze is not installed");
+        return;
+    }
+    let checked = temp_dir();
+    std::fs::create_dir_all(&checked).unwrap();
+    let copy = checked.join("strata.service");
+    let binary = env!("CARGO_BIN_EXE_strata-server");
+    std::fs::write(&copy, unit.replace("/usr/local/bin/strata-server", binary)).unwrap();
+    let (code, output) = run_bounded(Command::new("systemd-analyze").arg("verify").arg(&copy));
+    assert_eq!(code, 0, "systemd-analyze verify: {output}");
+}
+
+#[test]
+fn the_docker_image_builds_and_answers() {
+    if !available("docker", &["info"]) {
+        eprintln!("skipped: no Docker engine answers here (`docker info` fails)");
+        return;
+    }
+    let tag = format!("strata-test-{}", std::process::id());
+    // A build compiles the workspace: minutes, not TIMEOUT's seconds. Its
+    // output goes to a file (a pipe nobody reads would stall it).
+    let log_dir = temp_dir();
+    std::fs::create_dir_all(&log_dir).unwrap();
+    let log_path = log_dir.join("docker-build.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut build = Command::new("docker")
+        .args(["build", "-t", &tag, ROOT])
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1800);
+    let status = loop {
+        if let Some(status) = build.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = build.kill();
+            panic!("docker build did not finish in 30 minutes");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let output = std::fs::read_to_string(&log_path).unwrap_or_default();
+    assert!(status.success(), "docker build: {output}");
+    let (code, output) = run_bounded(Command::new("docker").args([
+        "run",
+        "--rm",
+        "--entrypoint",
+        "strata-server",
+        &tag,
+        "--version",
+    ]));
+    let _ = Command::new("docker").args(["rmi", "-f", &tag]).status();
+    assert_eq!(code, 0, "{output}");
+    assert!(output.contains("Strata server"), "{output}");
+}
