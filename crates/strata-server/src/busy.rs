@@ -266,21 +266,12 @@ fn answer(server: &Server, input: &[u8], replies: &mut Vec<u8>) -> Waiting {
 /// connection must run it after the script.
 fn reply_while_busy(server: &Server, args: &[Bytes]) -> Option<Result<(), &'static str>> {
     let table = &server.commands;
-    let id = table.lookup(&args[0])?;
-    let is = |name: &str, sub: &str| {
-        args.len() == 2
-            && args[0].eq_ignore_ascii_case(name.as_bytes())
-            && args[1].eq_ignore_ascii_case(sub.as_bytes())
-    };
-    for (name, functions) in [("script", false), ("function", true)] {
-        if is(name, "kill") {
+    let id = table.resolve(args)?;
+    for (name, functions) in [("script|kill", false), ("function|kill", true)] {
+        if table.full_names[id] == name && args.len() == 2 {
             return Some(server.scripts.kill(functions).reply());
         }
     }
-    let id = match args.get(1) {
-        Some(sub) if !table.specs[id].subcommands.is_empty() => table.lookup_subcommand(id, sub)?,
-        _ => id,
-    };
     if table.gates(id).has(Gates::ALLOW_BUSY) || !table.specs[id].arity_ok(args.len()) {
         return None;
     }

@@ -348,39 +348,39 @@ impl CommandTable {
         with_lowercase(name, |lower| self.top_level.get(lower).copied())
     }
 
-    /// Whether `args`, outside MULTI, is a command CLIENT PAUSE WRITE
-    /// holds: one that writes or may (`write`, `may_replicate`: EVAL,
-    /// PUBLISH, PFCOUNT …). Unknown commands are not held (they fail at
-    /// once); EXEC is the connection's to decide (`Multi::may_write`).
-    pub fn waits_for_write_pause(&self, args: &[Bytes]) -> bool {
-        let Some(mut id) = args.first().and_then(|name| self.lookup(name)) else {
-            return false;
-        };
-        if !self.specs[id].subcommands.is_empty()
-            && let Some(sub) = args.get(1).and_then(|sub| self.lookup_subcommand(id, sub))
-        {
-            id = sub;
+    /// The command `args` names: its subcommand's id for a container
+    /// given a known subcommand, else the command's; `None` for an
+    /// unknown command or subcommand.
+    pub fn resolve(&self, args: &[Bytes]) -> Option<usize> {
+        let id = self.lookup(args.first()?)?;
+        match args.get(1) {
+            Some(sub) if !self.specs[id].subcommands.is_empty() => self.lookup_subcommand(id, sub),
+            _ => Some(id),
         }
-        let spec = self.specs[id];
-        // A wrong argument count is answered at once, as in Redis.
-        spec.arity_ok(args.len()) && (spec.has_flag("write") || spec.has_flag("may_replicate"))
     }
 
-    /// [`CommandTable::waits_for_write_pause`], except for scripts and
-    /// functions that declare `no-writes` (Redis 7 lets them run).
+    /// Whether `args`, outside MULTI, is a command CLIENT PAUSE WRITE
+    /// holds: one that writes or may (`write`, `may_replicate`: EVAL,
+    /// PUBLISH, PFCOUNT …), except scripts and functions that declare
+    /// `no-writes` (Redis 7 lets them run). Unknown commands and wrong
+    /// argument counts are not held (they fail at once, as in Redis);
+    /// EXEC is the connection's to decide (`Multi::may_write`).
     pub fn held_by_write_pause(&self, server: &Server, args: &[Bytes]) -> bool {
-        if !self.waits_for_write_pause(args) {
+        let Some(id) = self.resolve(args) else {
+            return false;
+        };
+        let spec = self.specs[id];
+        if !spec.arity_ok(args.len()) || !(spec.has_flag("write") || spec.has_flag("may_replicate"))
+        {
             return false;
         }
-        let Some(target) = args.get(1) else {
-            return true;
-        };
+        // EVAL, EVALSHA and FCALL have at least 3 arguments here (arity).
         let name = &args[0];
         if is(name, "EVAL") || is(name, "EVALSHA") {
-            return !scripting::declares_no_writes(server, target, is(name, "EVALSHA"));
+            return !scripting::declares_no_writes(server, &args[1], is(name, "EVALSHA"));
         }
         if is(name, "FCALL") {
-            return !functions::declares_no_writes(server, target);
+            return !functions::declares_no_writes(server, &args[1]);
         }
         true
     }
