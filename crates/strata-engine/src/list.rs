@@ -221,6 +221,16 @@ fn encode(element: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(element);
 }
 
+/// The image of a list of `elements`, head first, for a new key's value.
+pub fn image_of<'e>(elements: impl ExactSizeIterator<Item = &'e [u8]>) -> Vec<u8> {
+    let mut image = Vec::new();
+    write_varint(&mut image, elements.len());
+    for element in elements {
+        encode(element, &mut image);
+    }
+    image
+}
+
 /// A list value (see the module documentation).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ListValue {

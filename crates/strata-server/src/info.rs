@@ -568,6 +568,8 @@ fn stats_section(server: &Server, out: &mut String) {
         "pubsubshard_channels",
         server.pubsub.channels(true, None).len()
     );
+    // MIGRATE opens a connection per call and keeps none.
+    field!(out, "migrate_cached_sockets", 0);
     let tracking = server.tracking.counts();
     field!(out, "tracking_total_keys", tracking.keys);
     field!(out, "tracking_total_items", tracking.items);

@@ -651,6 +651,17 @@ impl HashValue {
     }
 }
 
+/// The image of a hash of `fields` (distinct names), for a new key's
+/// value.
+pub fn image_of(fields: &[Field]) -> Vec<u8> {
+    let mut image = Vec::new();
+    write_varint(&mut image, fields.len());
+    for field in fields {
+        field.encode(&mut image);
+    }
+    image
+}
+
 /// Checks that `image` is a well-formed hash image with no field twice.
 pub fn check_image(image: &[u8]) -> Result<(), BadImage> {
     let (count, mut at) = read_varint(image)?;
