@@ -43,6 +43,7 @@
 use std::ops::Deref;
 use std::sync::OnceLock;
 
+use crate::access;
 use crate::hash::{self, FieldChange, HashRef, HashValue, Limits, Packed};
 use crate::list::{Applied, ListOp, ListValue};
 use crate::log;
@@ -69,9 +70,10 @@ pub(crate) const SEEN: u32 = 1 << 27;
 pub(crate) const TRANSIENT: u32 = 1 << 28;
 /// Read from disk for the coming command (which counts it as a disk hit).
 pub(crate) const FETCHED: u32 = 1 << 29;
-/// The low 24 bits: Unix seconds of the last access, modulo 2^24 (Redis'
-/// LRU clock has the same width; it wraps after 194 days).
-pub(crate) const CLOCK_MASK: u32 = (1 << 24) - 1;
+/// The low 24 bits: the access field, as [`crate::access`] lays it out
+/// (LRU: Unix seconds of the last access, modulo 2^24; LFU: minute and
+/// counter), the width of Redis' `lru` field.
+pub(crate) const CLOCK_MASK: u32 = crate::access::FIELD_MASK;
 /// A cold value read twice within this many seconds is promoted to RAM; a
 /// value read once (a scan) is not.
 pub const PROMOTE_WINDOW_S: u32 = 60;
@@ -150,10 +152,6 @@ fn prefer_out(head: usize, value_len: usize) -> bool {
     value_len >= OUT_VALUE_BYTES_MIN
         && size_class(head + ADDRESS_BYTES) + size_class(4 + value_len)
             < size_class(head + value_len)
-}
-
-pub(crate) fn clock_of(now_ms: u64) -> u32 {
-    (now_ms / 1000) as u32 & CLOCK_MASK
 }
 
 /// One key and its value (see the module documentation for the layout).
@@ -360,7 +358,7 @@ impl Entry {
         now_ms: u64,
         loc_field: bool,
     ) -> Entry {
-        let word = clock_of(now_ms)
+        let word = access::created(now_ms)
             | if matches!(value, Value::Int(_)) {
                 INT
             } else {
@@ -384,7 +382,7 @@ impl Entry {
         loc: u64,
         now_ms: u64,
     ) -> Entry {
-        let word = clock_of(now_ms) | COLD | if int { INT } else { 0 };
+        let word = access::created(now_ms) | COLD | if int { INT } else { 0 };
         Entry {
             buf: build(
                 word,
@@ -539,7 +537,7 @@ impl Entry {
 
     pub(crate) fn touch(&mut self, now_ms: u64) {
         let word = self.word();
-        self.set_word((word & !CLOCK_MASK) | clock_of(now_ms));
+        self.set_word((word & !CLOCK_MASK) | access::accessed(word & CLOCK_MASK, now_ms));
     }
 
     pub(crate) fn deadline(&self) -> u64 {
@@ -829,8 +827,36 @@ impl Entry {
         (deadline != 0).then_some(deadline)
     }
 
+    /// Sets the last access to `idle_s` seconds before `now_ms` (RESTORE
+    /// IDLETIME), so eviction ranks the key as the source server did.
+    /// Under LFU, which keeps no idle time, nothing changes (as in Redis).
+    pub fn set_idle_s(&mut self, idle_s: u64, now_ms: u64) {
+        if !access::is_lfu() {
+            let word = self.word();
+            self.set_word((word & !CLOCK_MASK) | access::lru_field(idle_s, now_ms));
+        }
+    }
+
+    /// Sets the LFU counter (RESTORE FREQ); nothing under LRU, as in Redis.
+    pub fn set_frequency(&mut self, counter: u8, now_ms: u64) {
+        if access::is_lfu() {
+            let word = self.word();
+            self.set_word((word & !CLOCK_MASK) | access::lfu_field(counter, now_ms));
+        }
+    }
+
+    /// The LFU counter as of `now_ms` (OBJECT FREQ under an LFU policy).
+    pub fn frequency(&self, now_ms: u64) -> u8 {
+        access::frequency(self.word() & CLOCK_MASK, now_ms)
+    }
+
+    /// The raw access field (DEBUG OBJECT's `lru`).
+    pub fn access_field(&self) -> u32 {
+        self.word() & CLOCK_MASK
+    }
+
     pub fn idle_s(&self, now_ms: u64) -> u64 {
-        (clock_of(now_ms).wrapping_sub(self.word() & CLOCK_MASK) & CLOCK_MASK) as u64
+        access::idle_s(self.word() & CLOCK_MASK, now_ms)
     }
 
     pub(crate) fn is_expired(&self, now_ms: u64) -> bool {

@@ -24,9 +24,11 @@ pub enum EvictionPolicy {
 /// How a key-deleting policy ranks its sample.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyRank {
-    /// Least recently used first (`lru`; also `lfu`, approximated by
-    /// recency: see docs/tiering.md).
+    /// Least recently used first (`lru`).
     Idle,
+    /// Least frequently used first (`lfu`: the decayed access counter,
+    /// see [`crate::access`]).
+    Rare,
     Random,
     /// Nearest deadline first (`volatile-ttl`).
     Ttl,
@@ -358,6 +360,7 @@ impl Shard {
                     }
                     match rank {
                         KeyRank::Idle => entry.idle_s(now_ms),
+                        KeyRank::Rare => u8::MAX as u64 - entry.frequency(now_ms) as u64,
                         KeyRank::Random => random_u64(),
                         KeyRank::Ttl => u64::MAX - entry.deadline(),
                     }

@@ -62,6 +62,7 @@
 //! group before it unlocks. Per-key log order is therefore apply order
 //! (DESIGN.md invariant 2), and no command can change data unlogged.
 
+pub mod access;
 pub mod background;
 pub mod checkpoint;
 pub mod commit;

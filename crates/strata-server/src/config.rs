@@ -78,6 +78,10 @@ pub struct Config {
     /// RAM budget in bytes (0: none). docs/tiering.md.
     pub maxmemory: u64,
     pub maxmemory_policy: MaxmemoryPolicy,
+    /// `lfu-log-factor` and `lfu-decay-time`: how the LFU policies count
+    /// accesses (`strata_engine::access`).
+    pub lfu_log_factor: u32,
+    pub lfu_decay_time: u32,
     /// Entries sampled per eviction step.
     pub maxmemory_samples: usize,
     /// Disk budget for the data directory in bytes (0: none).
@@ -95,6 +99,9 @@ pub struct Config {
     pub slowlog_max_len: u64,
     /// Detach from the terminal at start (`daemonize yes`).
     pub daemonize: bool,
+    /// Who may run DEBUG (`enable-debug-command`): `no` (Redis 7's
+    /// default), `yes`, or `local` (loopback clients).
+    pub enable_debug_command: Gate,
     /// Where the process id is written at start and removed at exit.
     pub pidfile: String,
     /// The listening sockets' accept queue.
@@ -170,6 +177,14 @@ impl MaxmemoryPolicy {
             .map(|(p, _)| *p)
     }
 
+    /// Whether keys count accesses rather than time them (`*-lfu`).
+    pub fn is_lfu(self) -> bool {
+        matches!(
+            self,
+            MaxmemoryPolicy::AllKeysLfu | MaxmemoryPolicy::VolatileLfu
+        )
+    }
+
     /// What eviction does under this policy (None: nothing, noeviction).
     pub fn eviction(self) -> Option<strata_engine::eviction::EvictionPolicy> {
         use strata_engine::eviction::{EvictionPolicy, KeyRank};
@@ -182,13 +197,51 @@ impl MaxmemoryPolicy {
         match self {
             MaxmemoryPolicy::Tiered => Some(EvictionPolicy::Values),
             MaxmemoryPolicy::NoEviction => None,
-            MaxmemoryPolicy::AllKeysLru | MaxmemoryPolicy::AllKeysLfu => keys(false, KeyRank::Idle),
+            MaxmemoryPolicy::AllKeysLru => keys(false, KeyRank::Idle),
+            MaxmemoryPolicy::AllKeysLfu => keys(false, KeyRank::Rare),
             MaxmemoryPolicy::AllKeysRandom => keys(false, KeyRank::Random),
-            MaxmemoryPolicy::VolatileLru | MaxmemoryPolicy::VolatileLfu => {
-                keys(true, KeyRank::Idle)
-            }
+            MaxmemoryPolicy::VolatileLru => keys(true, KeyRank::Idle),
+            MaxmemoryPolicy::VolatileLfu => keys(true, KeyRank::Rare),
             MaxmemoryPolicy::VolatileRandom => keys(true, KeyRank::Random),
             MaxmemoryPolicy::VolatileTtl => keys(true, KeyRank::Ttl),
+        }
+    }
+}
+
+/// Who may run a protected command (`enable-debug-command`), as Redis 7
+/// decides it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gate {
+    No,
+    Yes,
+    /// Clients on a loopback address.
+    Local,
+}
+
+impl Gate {
+    pub fn name(self) -> &'static str {
+        match self {
+            Gate::No => "no",
+            Gate::Yes => "yes",
+            Gate::Local => "local",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Gate> {
+        match text.to_ascii_lowercase().as_str() {
+            "no" => Some(Gate::No),
+            "yes" => Some(Gate::Yes),
+            "local" => Some(Gate::Local),
+            _ => None,
+        }
+    }
+
+    /// Whether a client connected from `peer` may pass.
+    pub fn allows(self, peer: std::net::SocketAddr) -> bool {
+        match self {
+            Gate::No => false,
+            Gate::Yes => true,
+            Gate::Local => peer.ip().is_loopback(),
         }
     }
 }
@@ -243,6 +296,9 @@ impl Default for Config {
             config_file: None,
             maxmemory: 0,
             maxmemory_policy: MaxmemoryPolicy::Tiered,
+            enable_debug_command: Gate::No,
+            lfu_log_factor: 10,
+            lfu_decay_time: 1,
             maxmemory_samples: 5,
             hash_max_listpack_entries: 128,
             hash_max_listpack_value: 64,
@@ -602,6 +658,17 @@ pub static DIRECTIVES: &[Directive] = &[
     // Process set-up, as redis-server does it.
     yes_no_directive!("daemonize", false, daemonize),
     Directive {
+        name: "enable-debug-command",
+        mutable: false,
+        get: |c| c.enable_debug_command.name().into(),
+        set: |c, a| {
+            c.enable_debug_command = Gate::parse(one(a)?).ok_or_else(|| {
+                "argument(s) must be one of the following: no, yes, local".to_string()
+            })?;
+            Ok(())
+        },
+    },
+    Directive {
         name: "pidfile",
         mutable: false,
         get: |c| c.pidfile.clone(),
@@ -723,6 +790,24 @@ pub static DIRECTIVES: &[Directive] = &[
                  noeviction, tiered"
                     .to_string()
             })?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "lfu-log-factor",
+        mutable: true,
+        get: |c| c.lfu_log_factor.to_string(),
+        set: |c, a| {
+            c.lfu_log_factor = parse_int(a, 0, i32::MAX as u64)? as u32;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "lfu-decay-time",
+        mutable: true,
+        get: |c| c.lfu_decay_time.to_string(),
+        set: |c, a| {
+            c.lfu_decay_time = parse_int(a, 0, i32::MAX as u64)? as u32;
             Ok(())
         },
     },
@@ -932,6 +1017,18 @@ impl Config {
         }
         self.accepted.insert(accepted.name, value);
         Ok(())
+    }
+
+    /// Hands the engine the settings it reads on every command: hash and
+    /// collection encodings, and how keys record access (LRU or LFU).
+    pub fn apply_to_engine(&self, keyspace: &strata_engine::Keyspace) {
+        keyspace.hash_limits().set(self.hash_limits());
+        strata_engine::limits::set(self.collection_limits);
+        strata_engine::access::set_lfu(
+            self.maxmemory_policy.is_lfu(),
+            self.lfu_log_factor,
+            self.lfu_decay_time,
+        );
     }
 
     /// The value of an accepted directive: as set, else Redis' default.

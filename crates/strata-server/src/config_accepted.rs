@@ -261,13 +261,6 @@ pub static ACCEPTED: &[Accepted] = &[
         "no",
     ),
     accepted(
-        "enable-debug-command",
-        None,
-        false,
-        Kind::Enum(&["no", "yes", "local"]),
-        "no",
-    ),
-    accepted(
         "enable-module-command",
         None,
         false,
@@ -338,20 +331,6 @@ pub static ACCEPTED: &[Accepted] = &[
         true,
         Kind::Int(0, 1000),
         "100",
-    ),
-    accepted(
-        "lfu-log-factor",
-        None,
-        true,
-        Kind::Int(0, i32::MAX as i64),
-        "10",
-    ),
-    accepted(
-        "lfu-decay-time",
-        None,
-        true,
-        Kind::Int(0, i32::MAX as i64),
-        "1",
     ),
     accepted(
         "replica-priority",
@@ -678,9 +657,7 @@ pub fn refused(name: &str, value: &str) -> Option<&'static str> {
 /// Why `name` has no effect in Strata (start-up's warning line).
 pub fn note(name: &str) -> &'static str {
     let starts = |prefixes: &[&str]| prefixes.iter().any(|p| name.starts_with(p));
-    if name == "enable-debug-command" {
-        "DEBUG is always available in Strata (the gate is not built yet)"
-    } else if starts(&["rdb", "dbfilename", "stop-writes-on-bgsave-error"]) {
+    if starts(&["rdb", "dbfilename", "stop-writes-on-bgsave-error"]) {
         "Strata writes no RDB file: checkpoints and its log replace it (docs/storage.md)"
     } else if starts(&[
         "aof",
@@ -712,8 +689,6 @@ pub fn note(name: &str) -> &'static str {
         "Strata's allocator, tables and threads work differently (THP is always off for Strata)"
     } else if starts(&["stream-node"]) {
         "streams are not built yet"
-    } else if starts(&["lfu-"]) {
-        "Strata's LFU counter has its own decay"
     } else {
         "Strata has no use for it"
     }

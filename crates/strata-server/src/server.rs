@@ -283,8 +283,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         Some(seed) => Keyspace::with_seed(config.databases, seed, plan.sharding),
         None => Keyspace::new(config.databases),
     };
-    keyspace.hash_limits().set(config.hash_limits());
-    strata_engine::limits::set(config.collection_limits);
+    config.apply_to_engine(&keyspace);
     let (listeners, port) = bind_all(&config)?;
     // `port 0` asks for any free port; CONFIG GET and INFO show the real one.
     config.port = port;

@@ -263,3 +263,64 @@ fn client_pause_holds_writes_until_unpaused() {
         assert_eq!(admin.cmd(&args), e(error));
     }
 }
+
+/// DEBUG is refused unless `enable-debug-command` allows it (`no` by
+/// default, as in Redis 7), before its subcommand is looked at; `local`
+/// lets loopback clients in.
+#[test]
+fn debug_is_behind_enable_debug_command() {
+    const REFUSED: &str = "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
+    let closed = TestServer::start_with(&["--enable-debug-command", "no"]);
+    let mut raw = closed.raw();
+    assert_eq!(raw.cmd(&["DEBUG", "SLEEP", "0"]), e(REFUSED));
+    assert_eq!(raw.cmd(&["DEBUG", "NOSUCH"]), e(REFUSED));
+    assert_eq!(
+        raw.cmd(&["DEBUG"]),
+        e("ERR wrong number of arguments for 'debug' command")
+    );
+    assert_eq!(
+        raw.cmd(&["CONFIG", "SET", "enable-debug-command", "yes"]),
+        e(
+            "ERR CONFIG SET failed (possibly related to argument 'enable-debug-command') - can't set immutable config"
+        )
+    );
+    assert_eq!(
+        raw.cmd(&["CONFIG", "GET", "enable-debug-command"])
+            .as_array(),
+        &[b("enable-debug-command"), b("no")]
+    );
+    let local = TestServer::start_with(&["--enable-debug-command", "local"]);
+    assert_eq!(local.raw().cmd(&["DEBUG", "SLEEP", "0"]), ok());
+    let open = TestServer::start_with(&["--enable-debug-command", "yes"]);
+    assert_eq!(open.raw().cmd(&["DEBUG", "SLEEP", "0"]), ok());
+}
+
+/// DEBUG OBJECT: Redis' one-line summary, with the serialized length
+/// DUMP's payload implies.
+#[test]
+fn debug_object_describes_the_value() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    assert_eq!(raw.cmd(&["SET", "k", "hello"]), ok());
+    let line = raw.cmd(&["DEBUG", "OBJECT", "k"]).as_text();
+    assert!(line.starts_with("Value at:0x"), "{line}");
+    for field in [
+        "refcount:1",
+        "encoding:embstr",
+        "serializedlength:6",
+        "lru_seconds_idle:0",
+    ] {
+        assert!(line.contains(field), "{field} in {line}");
+    }
+    assert_eq!(raw.cmd(&["RPUSH", "l", "a"]), i(1));
+    assert!(
+        raw.cmd(&["DEBUG", "OBJECT", "l"])
+            .as_text()
+            .contains("encoding:quicklist")
+    );
+    assert_eq!(
+        raw.cmd(&["DEBUG", "OBJECT", "missing"]),
+        e("ERR no such key")
+    );
+    assert_eq!(raw.cmd(&["DEBUG", "CHANGE-REPL-ID"]), ok());
+}

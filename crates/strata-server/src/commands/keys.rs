@@ -225,10 +225,16 @@ pub fn object_idletime(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .peek(ctx.session.db, key, now)
         .map(|e| e.idle_s(now));
     match idle {
-        Some(seconds) => ctx.out.int(seconds as i64),
-        None => ctx.out.null_bulk(),
+        Some(_) if strata_engine::access::is_lfu() => Err("ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.".into()),
+        Some(seconds) => {
+            ctx.out.int(seconds as i64);
+            Ok(())
+        }
+        None => {
+            ctx.out.null_bulk();
+            Ok(())
+        }
     }
-    Ok(())
 }
 
 /// OBJECT RESIDENCY (Strata): "ram" when the key's value is in RAM,
@@ -248,18 +254,22 @@ pub fn object_residency(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
+/// OBJECT FREQ: the key's decayed LFU counter, under an LFU policy
+/// (`strata_engine::access`); what `redis-cli --hotkeys` reads.
 pub fn object_freq(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let key = ctx.key(&args[2]);
-    if ctx
+    let now = ctx.now_ms;
+    let frequency = ctx
         .keys
         .shard(key)
-        .peek(ctx.session.db, key, ctx.now_ms)
-        .is_none()
-    {
-        ctx.out.null_bulk();
-        return Ok(());
+        .peek(ctx.session.db, key, now)
+        .map(|e| e.frequency(now));
+    match frequency {
+        None => ctx.out.null_bulk(),
+        Some(_) if !strata_engine::access::is_lfu() => return Err("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.".into()),
+        Some(counter) => ctx.out.int(counter as i64),
     }
-    Err("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.".into())
+    Ok(())
 }
 
 pub fn object_refcount(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {

@@ -19,6 +19,8 @@
 pub mod bits;
 pub mod cluster;
 pub mod connection;
+pub mod debug;
+pub mod dump;
 pub mod functions;
 pub mod geo;
 pub mod hashes;
@@ -95,6 +97,7 @@ pub type CmdResult = Result<(), CmdError>;
 pub type Handler = fn(&mut Ctx, &[Bytes]) -> CmdResult;
 
 pub const ERR_SYNTAX: &str = "ERR syntax error";
+pub const ERR_DEBUG_NOT_ALLOWED: &str = "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
 pub const ERR_WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 pub const ERR_NOT_INTEGER: &str = "ERR value is not an integer or out of range";
 pub const ERR_NOT_FLOAT: &str = "ERR value is not a valid float";
@@ -687,6 +690,15 @@ fn admit(
         reject(server, &mut reply, &message);
         return None;
     };
+    // DEBUG is protected (`enable-debug-command`): refused before its
+    // subcommand is looked at, as Redis refuses it.
+    if id == table.debug_id
+        && args.len() >= 2
+        && !config.enable_debug_command.allows(session.client.addr)
+    {
+        reject(server, &mut reply, ERR_DEBUG_NOT_ALLOWED);
+        return None;
+    }
     // A container with arguments resolves to its subcommand first, then
     // arity is checked once on what was resolved (Redis' order).
     // DEBUG is one command in Redis, not a container: an unknown
@@ -832,7 +844,15 @@ pub(crate) fn call<'a, 's>(
         .tracking
         .is_active()
         .then(|| ctx.keys.pending_count());
-    let result = handler(&mut ctx, args);
+    // CLIENT NO-TOUCH: the command leaves access times alone (TOUCH
+    // itself still touches, as in Redis).
+    let no_touch = ctx
+        .session
+        .client
+        .no_touch
+        .load(std::sync::atomic::Ordering::Relaxed)
+        && spec.name != "touch";
+    let result = strata_engine::access::with_no_touch(no_touch, || handler(&mut ctx, args));
     if let Some(before) = changes_before {
         tracking::invalidate_changes(&mut ctx, before);
     }

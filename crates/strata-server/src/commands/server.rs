@@ -1,5 +1,5 @@
 //! Server commands: INFO, CONFIG, DBSIZE, FLUSHDB, FLUSHALL, TIME, SWAPDB,
-//! SHUTDOWN, SAVE, BGSAVE, BGREWRITEAOF, LASTSAVE, DEBUG, MEMORY and
+//! SHUTDOWN, SAVE, BGSAVE, BGREWRITEAOF, LASTSAVE, MEMORY and
 //! COMMAND (generated from the table).
 
 use std::sync::atomic::Ordering::Relaxed;
@@ -69,8 +69,7 @@ pub fn config_set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     ctx.server.config.set_many(&pairs).map_err(CmdError::from)?;
     let config = ctx.server.config.get();
-    ctx.keyspace().hash_limits().set(config.hash_limits());
-    strata_engine::limits::set(config.collection_limits);
+    config.apply_to_engine(ctx.keyspace());
     let feed_needed = crate::notify::needs_feed(config.notify_keyspace_events);
     ctx.server.notify_feed.want(ctx.keyspace(), feed_needed);
     ctx.server.slowlog.trim(config.slowlog_max_len as usize);
@@ -222,52 +221,6 @@ pub fn shutdown(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     ctx.server.request_shutdown(save);
     // Like Redis, the client gets no reply: the connection just closes.
     ctx.session.close_after_reply = true;
-    Ok(())
-}
-
-pub fn debug_sleep(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    // Redis reads the time with strtod: the longest numeric prefix counts,
-    // anything else (or a negative time) sleeps 0 seconds.
-    let text = &args[2];
-    let seconds = (0..=text.len())
-        .rev()
-        .find_map(|end| {
-            std::str::from_utf8(&text[..end])
-                .ok()
-                .and_then(|t| t.trim_start().parse::<f64>().ok())
-        })
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .unwrap_or(0.0);
-    // Like Redis' DEBUG SLEEP, the whole server stops executing commands for
-    // the duration: every connection checks the pause before each command.
-    ctx.server
-        .pause_until(ctx.now_ms + (seconds * 1000.0) as u64);
-    // Its time is the server's, as Redis' DEBUG SLEEP's is (SLOWLOG).
-    ctx.session.slept_us = (seconds * 1_000_000.0) as u64;
-    ctx.out.ok();
-    Ok(())
-}
-
-/// DEBUG SET-ACTIVE-EXPIRE 0|1: whether the cron reclaims expired keys
-/// (tests use 0 to see lazy expiry alone).
-pub fn debug_set_active_expire(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let on = parse_i64(&args[2])? != 0;
-    ctx.server.active_expire.store(on, Relaxed);
-    ctx.out.ok();
-    Ok(())
-}
-
-pub fn debug_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
-    help_lines(
-        ctx,
-        "DEBUG",
-        &[
-            "SET-ACTIVE-EXPIRE <0|1>",
-            "    Setting it to 0 disables expiring keys in the background.",
-            "SLEEP <seconds>",
-            "    Stop the server for <seconds>. Decimals allowed.",
-        ],
-    );
     Ok(())
 }
 

@@ -133,6 +133,9 @@ impl TestServer {
             .args(["--port", "0", "--bind", "127.0.0.1", "--dir"])
             .arg(dir.join("data"))
             .args(["--threads", "2"])
+            // Tests call DEBUG from 127.0.0.1; Strata's default, like
+            // Redis', is `no`.
+            .args(["--enable-debug-command", "local"])
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());

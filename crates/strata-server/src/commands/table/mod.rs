@@ -25,8 +25,8 @@ mod zsets;
 
 use super::keyspec::{KeySpec, keynum, keyword_range, noted, range, unknown};
 use super::{
-    Handler, Spec, bits, cluster as cl, connection as conn, functions as fc, geo as gs,
-    hashes as hs, hyperloglog as hll, introspection as intro, keys as ks, lists as ls,
+    Handler, Spec, bits, cluster as cl, connection as conn, debug as dbg, dump, functions as fc,
+    geo as gs, hashes as hs, hyperloglog as hll, introspection as intro, keys as ks, lists as ls,
     pubsub as ps, scripting as sc, server as srv, sets as se, sort as so, strings as st,
     transactions as tx, zsets as zs,
 };
@@ -513,6 +513,26 @@ const MEMORY_SUBCOMMANDS: &[Spec] = &[
 
 const DEBUG_SUBCOMMANDS: &[Spec] = &[
     sub(
+        "object",
+        3,
+        ADMIN,
+        NO_KEYS,
+        DANGEROUS,
+        "1.0.0",
+        "Shows low level information about a key's value.",
+        dbg::debug_object,
+    ),
+    sub(
+        "change-repl-id",
+        2,
+        ADMIN,
+        NO_KEYS,
+        DANGEROUS,
+        "1.0.0",
+        "Accepted for Redis' tests (Strata has no replication).",
+        dbg::debug_change_repl_id,
+    ),
+    sub(
         "sleep",
         3,
         ADMIN,
@@ -520,7 +540,7 @@ const DEBUG_SUBCOMMANDS: &[Spec] = &[
         DANGEROUS,
         "1.0.0",
         "Pauses the whole server for the given seconds (tests).",
-        srv::debug_sleep,
+        dbg::debug_sleep,
     ),
     sub(
         "set-active-expire",
@@ -530,7 +550,7 @@ const DEBUG_SUBCOMMANDS: &[Spec] = &[
         DANGEROUS,
         "1.0.0",
         "Turns the active expire cycle off (0) or on (1) (tests).",
-        srv::debug_set_active_expire,
+        dbg::debug_set_active_expire,
     ),
     sub(
         "help",
@@ -540,7 +560,7 @@ const DEBUG_SUBCOMMANDS: &[Spec] = &[
         DANGEROUS,
         "1.0.0",
         "Returns helpful text about the different subcommands.",
-        srv::debug_help,
+        dbg::debug_help,
     ),
 ];
 
@@ -641,7 +661,9 @@ pub static FAMILIES: &[&[Spec]] = &[
 pub fn tips(full_name: &str) -> &'static [&'static str] {
     match full_name {
         "client|list" | "client|info" | "object|encoding" | "object|idletime" | "object|freq"
-        | "object|refcount" | "lastsave" | "time" | "ttl" | "pttl" => &["nondeterministic_output"],
+        | "object|refcount" | "lastsave" | "time" | "ttl" | "pttl" | "dump" | "migrate" => {
+            &["nondeterministic_output"]
+        }
         "config|set" | "slowlog|reset" => {
             &["request_policy:all_nodes", "response_policy:all_succeeded"]
         }

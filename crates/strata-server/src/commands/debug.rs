@@ -1,0 +1,89 @@
+//! DEBUG, behind `enable-debug-command` (checked by dispatch before the
+//! subcommand, as Redis does): the subcommands Redis' tests and operators
+//! use that mean something in Strata.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use bytes::Bytes;
+
+use super::connection::help_lines;
+use super::{CmdResult, Ctx, ERR_NO_SUCH_KEY, parse_i64};
+
+/// DEBUG OBJECT key: Redis' one-line summary of a key's value (its
+/// address, encoding, serialized length and access field).
+pub fn debug_object(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (db, now) = (ctx.db(), ctx.now_ms);
+    let key = ctx.key(&args[2]);
+    let Some(entry) = ctx.keys.shard(key).peek_loaded(db, key, now)? else {
+        return Err(ERR_NO_SUCH_KEY.into());
+    };
+    let value = entry.value();
+    // Redis counts the value's serialization without its type byte.
+    let serialized = crate::rdb::object::dump(value, now).len() - 1 - crate::rdb::FOOTER_BYTES;
+    let line = format!(
+        "Value at:{:p} refcount:1 encoding:{} serializedlength:{serialized} lru:{} lru_seconds_idle:{}",
+        &*entry,
+        value.encoding_name(),
+        entry.access_field(),
+        entry.idle_s(now),
+    );
+    ctx.out.simple(&line);
+    Ok(())
+}
+
+/// DEBUG CHANGE-REPL-ID: Redis' tests call it between replication
+/// scenarios; Strata has no replication, so there is nothing to change.
+pub fn debug_change_repl_id(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn debug_sleep(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    // Redis reads the time with strtod: the longest numeric prefix counts,
+    // anything else (or a negative time) sleeps 0 seconds.
+    let text = &args[2];
+    let seconds = (0..=text.len())
+        .rev()
+        .find_map(|end| {
+            std::str::from_utf8(&text[..end])
+                .ok()
+                .and_then(|t| t.trim_start().parse::<f64>().ok())
+        })
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .unwrap_or(0.0);
+    // Like Redis' DEBUG SLEEP, the whole server stops executing commands for
+    // the duration: every connection checks the pause before each command.
+    ctx.server
+        .pause_until(ctx.now_ms + (seconds * 1000.0) as u64);
+    // Its time is the server's, as Redis' DEBUG SLEEP's is (SLOWLOG).
+    ctx.session.slept_us = (seconds * 1_000_000.0) as u64;
+    ctx.out.ok();
+    Ok(())
+}
+
+/// DEBUG SET-ACTIVE-EXPIRE 0|1: whether the cron reclaims expired keys
+/// (tests use 0 to see lazy expiry alone).
+pub fn debug_set_active_expire(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let on = parse_i64(&args[2])? != 0;
+    ctx.server.active_expire.store(on, Relaxed);
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn debug_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    help_lines(
+        ctx,
+        "DEBUG",
+        &[
+            "CHANGE-REPL-ID",
+            "    Accepted for Redis' tests; Strata has no replication ID to change.",
+            "OBJECT <key>",
+            "    Show low level info about the key and associated value.",
+            "SET-ACTIVE-EXPIRE <0|1>",
+            "    Setting it to 0 disables expiring keys in the background.",
+            "SLEEP <seconds>",
+            "    Stop the server for <seconds>. Decimals allowed.",
+        ],
+    );
+    Ok(())
+}
