@@ -78,6 +78,7 @@ pub mod hash;
 pub mod hll;
 mod key;
 pub mod keyspace;
+pub mod latency;
 pub mod lazyfree;
 pub mod limits;
 pub mod list;

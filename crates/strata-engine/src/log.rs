@@ -876,9 +876,11 @@ impl Log {
         match file.sync_data() {
             Ok(()) => {
                 self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+                let took = started.elapsed();
                 self.stats
                     .last_fsync_us
-                    .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                    .store(took.as_micros() as u64, Ordering::Relaxed);
+                crate::latency::sample("log-fsync", took);
                 self.synced_lsn.fetch_max(target, Ordering::AcqRel);
             }
             Err(error) => {

@@ -99,6 +99,14 @@ pub struct Config {
     pub slowlog_max_len: u64,
     /// Detach from the terminal at start (`daemonize yes`).
     pub daemonize: bool,
+    /// `latency-monitor-threshold`: events at least this many ms long go
+    /// to the latency monitor (LATENCY); 0: off.
+    pub latency_monitor_threshold: u64,
+    /// `latency-tracking`: per-command latency histograms (LATENCY
+    /// HISTOGRAM, INFO latencystats, metrics).
+    pub latency_tracking: bool,
+    /// `latency-tracking-info-percentiles`: INFO latencystats' percentiles.
+    pub latency_tracking_info_percentiles: Vec<f64>,
     /// Who may run DEBUG (`enable-debug-command`): `no` (Redis 7's
     /// default), `yes`, or `local` (loopback clients).
     pub enable_debug_command: Gate,
@@ -208,6 +216,12 @@ impl MaxmemoryPolicy {
     }
 }
 
+/// A percentile as Redis prints it: `50`, `99.9` (no trailing zeros).
+pub fn format_percentile(p: f64) -> String {
+    let text = format!("{p:.6}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
 /// Who may run a protected command (`enable-debug-command`), as Redis 7
 /// decides it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -297,6 +311,9 @@ impl Default for Config {
             maxmemory: 0,
             maxmemory_policy: MaxmemoryPolicy::Tiered,
             enable_debug_command: Gate::No,
+            latency_monitor_threshold: 0,
+            latency_tracking: true,
+            latency_tracking_info_percentiles: vec![50.0, 99.0, 99.9],
             lfu_log_factor: 10,
             lfu_decay_time: 1,
             maxmemory_samples: 5,
@@ -652,6 +669,40 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| c.slowlog_max_len.to_string(),
         set: |c, a| {
             c.slowlog_max_len = parse_int(a, 0, i64::MAX as u64)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "latency-monitor-threshold",
+        mutable: true,
+        get: |c| c.latency_monitor_threshold.to_string(),
+        set: |c, a| {
+            c.latency_monitor_threshold = parse_int(a, 0, i64::MAX as u64)?;
+            Ok(())
+        },
+    },
+    yes_no_directive!("latency-tracking", true, latency_tracking),
+    Directive {
+        name: "latency-tracking-info-percentiles",
+        mutable: true,
+        get: |c| {
+            c.latency_tracking_info_percentiles
+                .iter()
+                .map(|p| format_percentile(*p))
+                .collect::<Vec<_>>()
+                .join(" ")
+        },
+        set: |c, a| {
+            let mut percentiles = Vec::new();
+            for word in a.iter().flat_map(|w| w.split_whitespace()) {
+                let p: f64 = word
+                    .parse()
+                    .ok()
+                    .filter(|p: &f64| (0.0..=100.0).contains(p))
+                    .ok_or("latency-tracking-info-percentiles should be a list of percentiles between 0 and 100")?;
+                percentiles.push(p);
+            }
+            c.latency_tracking_info_percentiles = percentiles;
             Ok(())
         },
     },
@@ -1029,6 +1080,7 @@ impl Config {
             self.lfu_log_factor,
             self.lfu_decay_time,
         );
+        strata_engine::latency::set_threshold_ms(self.latency_monitor_threshold);
     }
 
     /// The value of an accepted directive: as set, else Redis' default.

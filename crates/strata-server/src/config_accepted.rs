@@ -169,7 +169,6 @@ pub static ACCEPTED: &[Accepted] = &[
         "yes",
     ),
     accepted("replica-announced", None, true, Kind::Bool, "yes"),
-    accepted("latency-tracking", None, true, Kind::Bool, "yes"),
     accepted("aof-disable-auto-gc", None, true, Kind::Bool, "no"),
     accepted(
         "replica-ignore-disk-write-errors",
@@ -456,13 +455,6 @@ pub static ACCEPTED: &[Accepted] = &[
         "15000",
     ),
     accepted(
-        "latency-monitor-threshold",
-        None,
-        true,
-        Kind::Int(0, i64::MAX),
-        "0",
-    ),
-    accepted(
         "stream-node-max-entries",
         None,
         true,
@@ -552,13 +544,6 @@ pub static ACCEPTED: &[Accepted] = &[
     accepted("tls-ciphersuites", None, true, Kind::Text, ""),
     accepted("oom-score-adj-values", None, true, Kind::Text, "0 200 800"),
     accepted("replicaof", Some("slaveof"), false, Kind::Text, ""),
-    accepted(
-        "latency-tracking-info-percentiles",
-        None,
-        true,
-        Kind::Text,
-        "50 99 99.9",
-    ),
 ];
 
 /// The entry of `name` (or of its alias), in any case.
@@ -673,8 +658,8 @@ pub fn note(name: &str) -> &'static str {
     } else if starts(&["tls"]) {
         "TLS is not built yet"
     } else if starts(&["lazyfree"]) {
-        "Strata frees deleted values on the thread that deletes them"
-    } else if starts(&["latency", "acl"]) {
+        "Strata always frees big deleted values in the background (INFO lazyfree_*)"
+    } else if starts(&["acl"]) {
         "not built yet"
     } else if starts(&[
         "active-defrag",

@@ -705,7 +705,9 @@ impl Connection {
             }
         }
         let server = self.server.clone();
+        let reading = Instant::now();
         let results = server.tiering.readers.read(&cold).await;
+        strata_engine::latency::sample("cold-read", reading.elapsed());
         let now = now_ms();
         let (lent, failed) = cold.install(&server.keyspace, results, now);
         // A command parsed ahead meets its own failure when it runs (its

@@ -23,6 +23,7 @@ const ALL_SECTIONS: &[&str] = &[
     "cpu",
     "commandstats",
     "errorstats",
+    "latencystats",
     "keyspace",
 ];
 
@@ -31,7 +32,7 @@ pub fn render(server: &Server, requested: &[String], now_ms: u64) -> String {
         ALL_SECTIONS
             .iter()
             .copied()
-            .filter(|s| *s != "commandstats")
+            .filter(|s| *s != "commandstats" && *s != "latencystats")
             .collect()
     } else if requested.iter().any(|s| s == "all" || s == "everything") {
         ALL_SECTIONS.to_vec()
@@ -53,6 +54,7 @@ pub fn render(server: &Server, requested: &[String], now_ms: u64) -> String {
             match *section {
                 "commandstats" => "Commandstats".to_owned(),
                 "errorstats" => "Errorstats".to_owned(),
+                "latencystats" => "Latencystats".to_owned(),
                 "cpu" => "CPU".to_owned(),
                 _ => t,
             }
@@ -69,6 +71,7 @@ pub fn render(server: &Server, requested: &[String], now_ms: u64) -> String {
             "cpu" => cpu_section(&mut out),
             "commandstats" => commandstats_section(server, &mut out),
             "errorstats" => errorstats_section(server, &mut out),
+            "latencystats" => latencystats_section(server, &mut out),
             "keyspace" => keyspace_section(server, &mut out, now_ms),
             _ => {}
         }
@@ -652,6 +655,45 @@ fn commandstats_section(server: &Server, out: &mut String) {
         let _ = write!(
             out,
             "cmdstat_{name}:calls={calls},usec={usec},usec_per_call={per_call:.2},rejected_calls={rejected},failed_calls={failed}\r\n"
+        );
+    }
+}
+
+/// Command `id`'s latency histogram summed over the network threads.
+pub fn command_histogram(server: &Server, id: usize) -> crate::histogram::Counts {
+    let mut counts = [0; crate::histogram::BUCKETS];
+    for thread in &server.thread_stats {
+        if let Some(histogram) = thread.commands[id].histogram.get() {
+            histogram.add_to(&mut counts);
+        }
+    }
+    counts
+}
+
+/// Per command called since the last reset, the latency percentiles of
+/// `latency-tracking-info-percentiles`, in µs (Redis' format).
+fn latencystats_section(server: &Server, out: &mut String) {
+    let percentiles = server
+        .config
+        .get()
+        .latency_tracking_info_percentiles
+        .clone();
+    for (id, name) in server.commands.full_names.iter().enumerate() {
+        let counts = command_histogram(server, id);
+        if crate::histogram::total(&counts) == 0 {
+            continue;
+        }
+        let values: Vec<String> = percentiles
+            .iter()
+            .map(|p| {
+                let micros = crate::histogram::percentile_ns(&counts, *p) as f64 / 1000.0;
+                format!("p{}={micros:.3}", crate::config::format_percentile(*p))
+            })
+            .collect();
+        let _ = write!(
+            out,
+            "latency_percentiles_usec_{name}:{}\r\n",
+            values.join(",")
         );
     }
 }

@@ -20,6 +20,7 @@ mod connection;
 mod feed_slot;
 mod functions;
 mod geohash;
+mod histogram;
 mod info;
 mod log;
 mod long_double;

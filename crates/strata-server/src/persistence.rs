@@ -353,6 +353,7 @@ pub fn checkpoint(handles: &Handles, trigger: Trigger) -> Result<CheckpointInfo,
     persistence
         .last_duration_ms
         .store(started.elapsed().as_millis() as u64, Relaxed);
+    strata_engine::latency::sample("checkpoint", started.elapsed());
     let rewrite = matches!(trigger, Trigger::Rewrite | Trigger::LogGrowth);
     match &result {
         Ok(info) => {
@@ -467,9 +468,11 @@ fn compact_between_cycles(
         return;
     };
     let rate = handles.config.get().checkpoint_rate_bytes;
+    let started = Instant::now();
     if let Err(e) = compact(&handles.keyspace, rate) {
         log_warning!("Compacting {what} failed: {e}");
     }
+    strata_engine::latency::sample("compaction", started.elapsed());
 }
 
 /// A save point or log growth that calls for a checkpoint now.

@@ -675,9 +675,11 @@ fn expiry_thread(server: Handles) {
         if server.persistence.is_loading() || !server.active_expire.load(Relaxed) {
             continue;
         }
+        let cycle = Instant::now();
         server
             .keyspace
             .active_expire_cycle(now_ms(), EXPIRE_BUDGET_PER_SHARD);
+        strata_engine::latency::sample("expire-cycle", cycle.elapsed());
     }
 }
 

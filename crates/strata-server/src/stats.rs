@@ -16,6 +16,8 @@ pub struct CommandCounters {
     pub usec: AtomicU64,
     pub rejected: AtomicU64,
     pub failed: AtomicU64,
+    /// Call durations (`latency-tracking`), made on the first call.
+    pub histogram: std::sync::OnceLock<Box<crate::histogram::Histogram>>,
 }
 
 pub struct ThreadStats {
@@ -68,6 +70,9 @@ impl ThreadStats {
         for c in self.commands.iter() {
             for counter in [&c.calls, &c.usec, &c.rejected, &c.failed] {
                 counter.store(0, Relaxed);
+            }
+            if let Some(histogram) = c.histogram.get() {
+                histogram.reset();
             }
         }
         for counter in [

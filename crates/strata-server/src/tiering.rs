@@ -252,7 +252,9 @@ impl Tiering {
                     now_ms,
                 )
             };
+            let cycle = std::time::Instant::now();
             let mut done = evict();
+            strata_engine::latency::sample("eviction-cycle", cycle.elapsed());
             if done.values + done.keys + done.images_written == 0
                 && done.unwritten > 0
                 && let Some(log) = keyspace.log()

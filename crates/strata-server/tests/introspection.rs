@@ -181,7 +181,9 @@ fn client_kill_by_type() {
     let mut subscriber = server.raw();
     subscriber.send(&["SUBSCRIBE", "news"]);
     assert_eq!(subscriber.read().as_array().len(), 3);
-    let _idle = server.raw();
+    // A round trip, so the server has registered it before the kills.
+    let mut idle = server.raw();
+    assert_eq!(idle.cmd(&["PING"]), Reply::simple("PONG"));
     assert_eq!(
         con.cmd(&["CLIENT", "KILL", "TYPE", "master"]),
         Reply::Int(0)
@@ -323,4 +325,87 @@ fn debug_object_describes_the_value() {
         e("ERR no such key")
     );
     assert_eq!(raw.cmd(&["DEBUG", "CHANGE-REPL-ID"]), ok());
+}
+
+/// LATENCY: events over `latency-monitor-threshold` (LATEST, HISTORY,
+/// GRAPH, DOCTOR, RESET), and per-command histograms (LATENCY HISTOGRAM,
+/// INFO latencystats) cleared by CONFIG RESETSTAT.
+#[test]
+fn latency_monitor_and_histograms() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    assert!(
+        raw.cmd(&["LATENCY", "DOCTOR"])
+            .as_text()
+            .contains("monitor is off")
+    );
+    assert_eq!(raw.cmd(&["DEBUG", "SLEEP", "0.06"]), ok());
+    assert_eq!(
+        raw.cmd(&["LATENCY", "LATEST"]),
+        Reply::Array(vec![]),
+        "off by default"
+    );
+    assert_eq!(
+        raw.cmd(&["CONFIG", "SET", "latency-monitor-threshold", "50"]),
+        ok()
+    );
+    assert_eq!(
+        raw.cmd(&["DEBUG", "SLEEP", "0.01"]),
+        ok(),
+        "under the threshold"
+    );
+    assert_eq!(raw.cmd(&["LATENCY", "LATEST"]), Reply::Array(vec![]));
+    assert_eq!(raw.cmd(&["DEBUG", "SLEEP", "0.08"]), ok());
+    let latest = raw.cmd(&["LATENCY", "LATEST"]);
+    let latest = latest.as_array();
+    assert_eq!(latest.len(), 1, "{latest:?}");
+    let event = latest[0].as_array();
+    assert_eq!(event[0], b("command"));
+    assert!((80..200).contains(&event[2].as_int()), "{event:?}");
+    assert_eq!(event[2], event[3], "the worst so far");
+    let history = raw.cmd(&["LATENCY", "HISTORY", "command"]);
+    assert_eq!(history.as_array().len(), 1);
+    assert_eq!(history.as_array()[0].as_array()[0], event[1]);
+    let graph = raw.cmd(&["LATENCY", "GRAPH", "command"]).as_text();
+    assert!(graph.starts_with("command - high "), "{graph}");
+    assert_eq!(
+        raw.cmd(&["LATENCY", "GRAPH", "nosuch"]),
+        e("ERR No samples available for event 'nosuch'")
+    );
+    let doctor = raw.cmd(&["LATENCY", "DOCTOR"]).as_text();
+    assert!(doctor.contains("command: 1 latency spikes"), "{doctor}");
+    assert_eq!(raw.cmd(&["LATENCY", "RESET", "nosuch"]), i(0));
+    assert_eq!(raw.cmd(&["LATENCY", "RESET"]), i(1));
+    assert_eq!(raw.cmd(&["LATENCY", "LATEST"]), Reply::Array(vec![]));
+
+    assert_eq!(raw.cmd(&["CONFIG", "RESETSTAT"]), ok());
+    for _ in 0..3 {
+        assert_eq!(raw.cmd(&["SET", "k", "v"]), ok());
+    }
+    let histograms = raw.cmd(&["LATENCY", "HISTOGRAM", "set", "get", "nosuch"]);
+    let histograms = histograms.as_array();
+    assert_eq!(histograms.len(), 2, "only SET was called: {histograms:?}");
+    assert_eq!(histograms[0], b("set"));
+    let fields = histograms[1].as_array();
+    assert_eq!(&fields[..2], &[b("calls"), i(3)]);
+    assert_eq!(fields[2], b("histogram_usec"));
+    let buckets = fields[3].as_array();
+    // Cumulative counts at growing µs edges, ending at every call.
+    assert_eq!(buckets.last(), Some(&i(3)));
+    let info = raw.cmd(&["INFO", "latencystats"]).as_text();
+    let line = info_field(&info, "latency_percentiles_usec_set");
+    assert!(
+        line.starts_with("p50=") && line.contains(",p99=") && line.contains(",p99.9="),
+        "{line}"
+    );
+    assert!(
+        !raw.cmd(&["INFO"]).as_text().contains("latencystats"),
+        "not a default section"
+    );
+    assert_eq!(
+        raw.cmd(&["CONFIG", "SET", "latency-tracking-info-percentiles", "90"]),
+        ok()
+    );
+    let info = raw.cmd(&["INFO", "latencystats"]).as_text();
+    assert!(info_field(&info, "latency_percentiles_usec_set").starts_with("p90="));
 }

@@ -28,6 +28,7 @@ pub mod hyperloglog;
 pub mod introspection;
 pub mod keys;
 pub mod keyspec;
+pub mod latency;
 pub mod lists;
 pub mod pubsub;
 pub mod scripting;
@@ -42,7 +43,7 @@ pub mod zsets;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use smallvec::SmallVec;
@@ -859,10 +860,25 @@ pub(crate) fn call<'a, 's>(
     if ctx.session.tracking.is_some() {
         tracking::remember_read(&mut ctx, spec);
     }
-    let micros = started.elapsed().as_micros() as u64 + std::mem::take(&mut ctx.session.slept_us);
+    let took = started.elapsed() + Duration::from_micros(std::mem::take(&mut ctx.session.slept_us));
+    let micros = took.as_micros() as u64;
     let counters = &stats.commands[id];
     bump(&counters.calls, 1);
     bump(&counters.usec, micros);
+    if config.latency_tracking {
+        counters
+            .histogram
+            .get_or_init(Default::default)
+            .record(took.as_nanos() as u64);
+    }
+    if strata_engine::latency::is_on() {
+        let event = if spec.has_flag("fast") {
+            "fast-command"
+        } else {
+            "command"
+        };
+        strata_engine::latency::sample(event, took);
+    }
     if server.monitors.active() && !spec.has_flag("skip_monitor") && !spec.has_flag("admin") {
         let from = (!ctx.session.in_script).then_some(&ctx.session.client.addr);
         server.monitors.feed(ctx.session.db, from, args, config);

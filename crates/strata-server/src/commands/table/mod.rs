@@ -26,9 +26,9 @@ mod zsets;
 use super::keyspec::{KeySpec, keynum, keyword_range, noted, range, unknown};
 use super::{
     Handler, Spec, bits, cluster as cl, connection as conn, debug as dbg, dump, functions as fc,
-    geo as gs, hashes as hs, hyperloglog as hll, introspection as intro, keys as ks, lists as ls,
-    pubsub as ps, scripting as sc, server as srv, sets as se, sort as so, strings as st,
-    transactions as tx, zsets as zs,
+    geo as gs, hashes as hs, hyperloglog as hll, introspection as intro, keys as ks,
+    latency as lat, lists as ls, pubsub as ps, scripting as sc, server as srv, sets as se,
+    sort as so, strings as st, transactions as tx, zsets as zs,
 };
 
 const NO_KEYS: &[KeySpec] = &[];
@@ -668,6 +668,13 @@ pub fn tips(full_name: &str) -> &'static [&'static str] {
             &["request_policy:all_nodes", "response_policy:all_succeeded"]
         }
         "slowlog|get" => &["request_policy:all_nodes", "nondeterministic_output"],
+        "latency|latest" | "latency|history" | "latency|graph" | "latency|doctor"
+        | "latency|histogram" => &[
+            "nondeterministic_output",
+            "request_policy:all_nodes",
+            "response_policy:special",
+        ],
+        "latency|reset" => &["request_policy:all_nodes", "response_policy:all_succeeded"],
         "slowlog|len" => &[
             "request_policy:all_nodes",
             "response_policy:agg_sum",
