@@ -99,6 +99,9 @@ pub struct Config {
     pub slowlog_max_len: u64,
     /// Detach from the terminal at start (`daemonize yes`).
     pub daemonize: bool,
+    /// `metrics-port`: Prometheus metrics over HTTP on the `bind`
+    /// addresses (`metrics.rs`); 0: off.
+    pub metrics_port: u16,
     /// `latency-monitor-threshold`: events at least this many ms long go
     /// to the latency monitor (LATENCY); 0: off.
     pub latency_monitor_threshold: u64,
@@ -312,6 +315,7 @@ impl Default for Config {
             maxmemory_policy: MaxmemoryPolicy::Tiered,
             enable_debug_command: Gate::No,
             latency_monitor_threshold: 0,
+            metrics_port: 0,
             latency_tracking: true,
             latency_tracking_info_percentiles: vec![50.0, 99.0, 99.9],
             lfu_log_factor: 10,
@@ -669,6 +673,15 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| c.slowlog_max_len.to_string(),
         set: |c, a| {
             c.slowlog_max_len = parse_int(a, 0, i64::MAX as u64)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "metrics-port",
+        mutable: false,
+        get: |c| c.metrics_port.to_string(),
+        set: |c, a| {
+            c.metrics_port = parse_int(a, 0, 65535)? as u16;
             Ok(())
         },
     },

@@ -25,6 +25,7 @@ mod info;
 mod log;
 mod long_double;
 mod lua_libs;
+mod metrics;
 mod monitor;
 mod notify;
 mod persistence;

@@ -211,9 +211,8 @@ impl Server {
 /// Binds every `bind` address. A `-` prefix marks an optional address
 /// (skipped if unavailable, as Redis' default `-::1`). Port 0 picks a free
 /// port for the first address and reuses it for the others.
-fn bind_all(config: &Config) -> Result<(Vec<StdListener>, u16), String> {
+fn bind_all(config: &Config, mut port: u16) -> Result<(Vec<StdListener>, u16), String> {
     let mut listeners = Vec::new();
-    let mut port = config.port;
     for address in &config.bind {
         let (optional, host) = match address.strip_prefix('-') {
             Some(host) => (true, host),
@@ -284,7 +283,15 @@ pub fn run(mut config: Config) -> Result<(), String> {
         None => Keyspace::new(config.databases),
     };
     config.apply_to_engine(&keyspace);
-    let (listeners, port) = bind_all(&config)?;
+    let (listeners, port) = bind_all(&config, config.port)?;
+    let metrics_listeners = match config.metrics_port {
+        0 => Vec::new(),
+        metrics_port => {
+            bind_all(&config, metrics_port)
+                .map_err(|e| format!("metrics-port {metrics_port}: {e}"))?
+                .0
+        }
+    };
     // `port 0` asks for any free port; CONFIG GET and INFO show the real one.
     config.port = port;
     let threads = config.threads;
@@ -414,6 +421,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
             .map_err(|e| e.to_string())?;
         persistence::spawn_loader(server.handles(), plan, ready_lines);
+        crate::metrics::spawn(server.clone(), metrics_listeners);
         let mut next_worker = 0usize;
         let (accepted_tx, mut accepted_rx) =
             mpsc::channel::<(std::net::TcpStream, SocketAddr)>(1024);

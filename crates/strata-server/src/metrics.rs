@@ -1,0 +1,376 @@
+//! Prometheus metrics on `metrics-port` (off by default): `GET /metrics`
+//! answers the text exposition format (version 0.0.4), so no exporter is
+//! needed.
+//!
+//! What is exported:
+//! - every numeric field of INFO (all sections but the per-command ones)
+//!   as `strata_<field>`: the server, clients, memory, persistence (log,
+//!   checkpoint, compaction), tiering and stats figures. Fields Redis
+//!   defines as running totals (`total_*`, `expired_keys`, `keyspace_hits`
+//!   …) are counters named `…_total`; the rest are gauges;
+//! - per database: `strata_db_keys`, `strata_db_keys_expiring`,
+//!   `strata_db_avg_ttl_seconds` with a `db` label;
+//! - per command: `strata_commands_total`, `strata_commands_rejected_total`,
+//!   `strata_commands_failed_total`, and `strata_command_duration_seconds`,
+//!   a histogram (buckets at 2^k µs) from the latency histograms;
+//! - per error code: `strata_errors_total`.
+//!
+//! The endpoint is a deliberately small HTTP/1.1 server: one request per
+//! connection, the request head limited to [`REQUEST_BYTES_MAX`] and
+//! [`REQUEST_TIMEOUT`], then `Connection: close`.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::histogram::{self, BUCKETS};
+use crate::server::{Server, now_ms};
+use crate::{log_notice, log_warning};
+
+const REQUEST_BYTES_MAX: usize = 8 * 1024;
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Histogram bucket edges: 1024·2^k ns for k in 0..=25 (about 1 µs to
+/// 34 s), edges of the latency histograms, so the counts are exact.
+const HISTOGRAM_EDGES: u32 = 26;
+
+/// INFO fields that count since start (or CONFIG RESETSTAT): exported as
+/// counters.
+const COUNTERS: &[&str] = &[
+    "expired_keys",
+    "evicted_keys",
+    "keyspace_hits",
+    "keyspace_misses",
+    "rejected_connections",
+    "lazyfreed_objects",
+    "rdb_saves",
+    "aof_rewrites",
+    "strata_log_writes",
+    "strata_log_bytes_written",
+    "strata_log_fsyncs",
+    "strata_log_write_errors",
+    "ram_hits",
+    "disk_hits",
+    "disk_reads",
+    "disk_read_bytes",
+    "sync_reads",
+    "read_errors",
+    "promotions",
+    "evictions",
+    "eviction_writes",
+    "oom_rejections",
+    "compaction_records_moved",
+    "compaction_bytes_read",
+    "compaction_errors",
+];
+
+/// Serves `/metrics` on `listeners` until the process exits.
+pub fn spawn(server: Arc<Server>, listeners: Vec<std::net::TcpListener>) {
+    for listener in listeners {
+        let local = listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let listener = match listener
+            .set_nonblocking(true)
+            .and_then(|()| TcpListener::from_std(listener))
+        {
+            Ok(listener) => listener,
+            Err(e) => {
+                log_warning!("Metrics listener on {local}: {e}");
+                continue;
+            }
+        };
+        log_notice!("Serving metrics on http://{local}/metrics");
+        let server = server.clone();
+        tokio::spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok((stream, _)) => {
+                        let server = server.clone();
+                        tokio::spawn(async move {
+                            let _ =
+                                tokio::time::timeout(REQUEST_TIMEOUT, answer(server, stream)).await;
+                        });
+                    }
+                    Err(e) => {
+                        log_warning!("Accepting a metrics connection: {e}");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// Reads one request head and answers it.
+async fn answer(server: Arc<Server>, mut stream: TcpStream) -> std::io::Result<()> {
+    let mut head = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        if head.len() > REQUEST_BYTES_MAX {
+            return respond(
+                &mut stream,
+                "431 Request Header Fields Too Large",
+                "text/plain",
+                b"",
+            )
+            .await;
+        }
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        head.extend_from_slice(&chunk[..n]);
+    }
+    let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
+    let mut words = line.split(|&b| b == b' ');
+    let (method, path) = (
+        words.next().unwrap_or_default(),
+        words.next().unwrap_or_default(),
+    );
+    let path = path.split(|&b| b == b'?').next().unwrap_or_default();
+    match (method, path) {
+        (b"GET", b"/metrics") => {
+            let body = tokio::task::spawn_blocking(move || render(&server))
+                .await
+                .unwrap_or_default();
+            respond(
+                &mut stream,
+                "200 OK",
+                "text/plain; version=0.0.4; charset=utf-8",
+                body.as_bytes(),
+            )
+            .await
+        }
+        (b"GET", _) => {
+            respond(
+                &mut stream,
+                "404 Not Found",
+                "text/plain",
+                b"see /metrics\n",
+            )
+            .await
+        }
+        _ => respond(&mut stream, "405 Method Not Allowed", "text/plain", b"").await,
+    }
+}
+
+async fn respond(
+    stream: &mut TcpStream,
+    status: &str,
+    kind: &str,
+    body: &[u8],
+) -> std::io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body).await?;
+    stream.shutdown().await
+}
+
+/// A metric name made of INFO field `field` (Strata's own fields already
+/// start with `strata_`).
+fn metric_name(field: &str) -> String {
+    let field = field.strip_prefix("strata_").unwrap_or(field);
+    let clean: String = field
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("strata_{clean}")
+}
+
+/// The whole exposition.
+pub fn render(server: &Server) -> String {
+    let mut out = String::new();
+    let sections: Vec<String> = [
+        "server",
+        "clients",
+        "memory",
+        "persistence",
+        "tiering",
+        "stats",
+        "replication",
+        "cpu",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let info = crate::info::render(server, &sections, now_ms());
+    let mut seen = std::collections::HashSet::new();
+    for line in info.lines() {
+        let Some((field, value)) = line.split_once(':') else {
+            continue;
+        };
+        let Ok(number) = value.trim().parse::<f64>() else {
+            continue;
+        };
+        if !seen.insert(field.to_owned()) {
+            continue;
+        }
+        let counter = field.starts_with("total_") || COUNTERS.contains(&field);
+        let mut name = metric_name(field);
+        if counter && !name.ends_with("_total") {
+            name.push_str("_total");
+        }
+        let kind = if counter { "counter" } else { "gauge" };
+        let _ = write!(
+            out,
+            "# HELP {name} INFO field {field}.\n# TYPE {name} {kind}\n{name} {number}\n"
+        );
+    }
+    let _ = write!(
+        out,
+        "# HELP strata_info The server's versions and run id.\n# TYPE strata_info gauge\n\
+         strata_info{{redis_version=\"{}\",strata_version=\"{}\",run_id=\"{}\"}} 1\n",
+        crate::server::REDIS_VERSION,
+        env!("CARGO_PKG_VERSION"),
+        server.run_id
+    );
+    databases(server, &mut out);
+    commands(server, &mut out);
+    errors(server, &mut out);
+    out
+}
+
+fn databases(server: &Server, out: &mut String) {
+    let stats = server.keyspace.db_stats(now_ms());
+    for (name, help, value) in [
+        ("strata_db_keys", "Keys in the database.", 0),
+        (
+            "strata_db_keys_expiring",
+            "Keys with a TTL in the database.",
+            1,
+        ),
+        (
+            "strata_db_avg_ttl_seconds",
+            "Average TTL of the keys with one.",
+            2,
+        ),
+    ] {
+        let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n");
+        for (db, stats) in stats.iter().enumerate().filter(|(_, s)| s.keys > 0) {
+            let figure = match value {
+                0 => stats.keys as f64,
+                1 => stats.expires as f64,
+                _ => stats.avg_ttl_ms as f64 / 1000.0,
+            };
+            let _ = writeln!(out, "{name}{{db=\"db{db}\"}} {figure}");
+        }
+    }
+}
+
+fn commands(server: &Server, out: &mut String) {
+    let names = &server.commands.full_names;
+    let sum = |id: usize, f: fn(&crate::stats::CommandCounters) -> u64| -> u64 {
+        server.thread_stats.iter().map(|t| f(&t.commands[id])).sum()
+    };
+    let called: Vec<usize> = (0..names.len())
+        .filter(|&id| {
+            sum(id, |c| c.calls.load(Relaxed)) + sum(id, |c| c.rejected.load(Relaxed)) > 0
+        })
+        .collect();
+    for (name, help, field) in [
+        ("strata_commands_total", "Calls per command.", 0),
+        (
+            "strata_commands_rejected_total",
+            "Calls refused before running (arity, OOM, ACL…).",
+            1,
+        ),
+        (
+            "strata_commands_failed_total",
+            "Calls that ran and replied an error.",
+            2,
+        ),
+    ] {
+        let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} counter\n");
+        for &id in &called {
+            let value = match field {
+                0 => sum(id, |c| c.calls.load(Relaxed)),
+                1 => sum(id, |c| c.rejected.load(Relaxed)),
+                _ => sum(id, |c| c.failed.load(Relaxed)),
+            };
+            let _ = writeln!(out, "{name}{{cmd=\"{}\"}} {value}", names[id]);
+        }
+    }
+    let name = "strata_command_duration_seconds";
+    let _ = write!(
+        out,
+        "# HELP {name} Time commands took to run (latency-tracking).\n# TYPE {name} histogram\n"
+    );
+    for &id in &called {
+        let counts = crate::info::command_histogram(server, id);
+        let total = histogram::total(&counts);
+        if total == 0 {
+            continue;
+        }
+        let command = &names[id];
+        let (mut cumulative, mut next) = (0u64, 0usize);
+        for k in 0..HISTOGRAM_EDGES {
+            let edge_ns = 1024u64 << k;
+            while next < BUCKETS && histogram::upper_ns(next) < edge_ns {
+                cumulative += counts[next];
+                next += 1;
+            }
+            let le = edge_ns as f64 / 1e9;
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{cmd=\"{command}\",le=\"{le}\"}} {cumulative}"
+            );
+        }
+        let seconds = sum(id, |c| c.usec.load(Relaxed)) as f64 / 1e6;
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{cmd=\"{command}\",le=\"+Inf\"}} {total}"
+        );
+        let _ = writeln!(out, "{name}_sum{{cmd=\"{command}\"}} {seconds}");
+        let _ = writeln!(out, "{name}_count{{cmd=\"{command}\"}} {total}");
+    }
+}
+
+fn errors(server: &Server, out: &mut String) {
+    let name = "strata_errors_total";
+    let _ = write!(
+        out,
+        "# HELP {name} Error replies per error code.\n# TYPE {name} counter\n"
+    );
+    for (code, count) in server.stats.errors_by_code.lock().iter() {
+        let _ = writeln!(out, "{name}{{code=\"{}\"}} {count}", escape_label(code));
+    }
+}
+
+/// A label value with `\`, `"` and newlines escaped, as the format wants.
+fn escape_label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_labels_are_valid() {
+        assert_eq!(metric_name("used_memory"), "strata_used_memory");
+        assert_eq!(
+            metric_name("mem_fragmentation_ratio"),
+            "strata_mem_fragmentation_ratio"
+        );
+        assert_eq!(metric_name("a-b.c"), "strata_a_b_c");
+        assert_eq!(metric_name("strata_log_fsyncs"), "strata_log_fsyncs");
+        assert_eq!(escape_label("x\"y\\z\n"), "x\\\"y\\\\z\\n");
+    }
+}

@@ -1,0 +1,180 @@
+//! The Prometheus endpoint (`metrics-port`): scraped over HTTP, checked
+//! against the text exposition format, and its figures against INFO and
+//! the commands run.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+use common::*;
+
+/// `GET path` on `port`: (status line, body).
+fn http_get(port: u16, path: &str) -> (String, String) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("metrics port answers");
+    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("a head and a body");
+    (head.lines().next().unwrap().to_owned(), body.to_owned())
+}
+
+/// Samples by `name{labels}`, checking the exposition format on the way:
+/// every sample's family has one TYPE line before it, names are valid and
+/// values are numbers.
+fn parse(body: &str) -> HashMap<String, f64> {
+    let mut types: HashMap<String, String> = HashMap::new();
+    let mut samples = HashMap::new();
+    let valid_name = |name: &str| {
+        !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+    };
+    for line in body.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            assert!(valid_name(name), "{line}");
+            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+            assert!(
+                types.insert(name.to_owned(), kind.to_owned()).is_none(),
+                "TYPE twice: {line}"
+            );
+            continue;
+        }
+        if line.starts_with("# HELP ") {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line}"));
+        let name = series.split('{').next().unwrap();
+        assert!(valid_name(name), "{line}");
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| {
+                name.strip_suffix(suffix)
+                    .filter(|f| types.get(*f).is_some_and(|k| k == "histogram"))
+            })
+            .unwrap_or(name);
+        assert!(types.contains_key(family), "no TYPE before {line}");
+        let value: f64 = match value {
+            "+Inf" => f64::INFINITY,
+            v => v.parse().unwrap_or_else(|_| panic!("{line}")),
+        };
+        assert!(
+            samples.insert(series.to_owned(), value).is_none(),
+            "twice: {line}"
+        );
+    }
+    samples
+}
+
+#[test]
+fn metrics_endpoint_exports_info_commands_and_histograms() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = TestServer::start_with(&["--metrics-port", &port.to_string()]);
+    server.wait_for_log("Serving metrics on http://127.0.0.1:");
+    let mut raw = server.raw();
+    for n in 0..25 {
+        assert_eq!(raw.cmd(&["SET", &format!("k{n}"), "v"]), ok());
+    }
+    assert_eq!(raw.cmd(&["EXPIRE", "k0", "100"]), i(1));
+    assert!(matches!(raw.cmd(&["INCR", "k1"]), Reply::Error(_)));
+
+    let (status, body) = http_get(port, "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    let samples = parse(&body);
+    let get = |series: &str| {
+        *samples
+            .get(series)
+            .unwrap_or_else(|| panic!("{series} missing"))
+    };
+    assert_eq!(get("strata_commands_total{cmd=\"set\"}"), 25.0);
+    assert_eq!(get("strata_commands_failed_total{cmd=\"incr\"}"), 1.0);
+    assert_eq!(get("strata_errors_total{code=\"ERR\"}"), 1.0);
+    assert_eq!(get("strata_db_keys{db=\"db0\"}"), 25.0);
+    assert_eq!(get("strata_db_keys_expiring{db=\"db0\"}"), 1.0);
+    assert!(get("strata_total_commands_processed_total") >= 27.0);
+    assert!(get("strata_used_memory") > 0.0);
+    // The log's, the checkpoint's and the tiering figures are there too.
+    for series in [
+        "strata_log_writes_total",
+        "strata_log_fsyncs_total",
+        "strata_checkpoint_lsn",
+        "strata_keys_value_on_disk",
+        "strata_disk_log_bytes",
+        "strata_compaction_records_moved_total",
+    ] {
+        get(series);
+    }
+    assert_eq!(
+        samples
+            .keys()
+            .filter(|s| s.starts_with("strata_info{"))
+            .count(),
+        1
+    );
+    // SET's histogram: cumulative buckets ending at its count.
+    let mut buckets: Vec<(f64, f64)> = samples
+        .iter()
+        .filter_map(|(series, value)| {
+            let le = series
+                .strip_prefix("strata_command_duration_seconds_bucket{cmd=\"set\",le=\"")?
+                .strip_suffix("\"}")?;
+            Some((
+                if le == "+Inf" {
+                    f64::INFINITY
+                } else {
+                    le.parse().unwrap()
+                },
+                *value,
+            ))
+        })
+        .collect();
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    assert!(buckets.len() > 10);
+    assert!(buckets.windows(2).all(|w| w[0].1 <= w[1].1), "{buckets:?}");
+    assert_eq!(buckets.last().unwrap().1, 25.0);
+    assert_eq!(
+        get("strata_command_duration_seconds_count{cmd=\"set\"}"),
+        25.0
+    );
+
+    assert_eq!(http_get(port, "/").0, "HTTP/1.1 404 Not Found");
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+    stream.write_all(b"POST /metrics HTTP/1.1\r\n\r\n").unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 405"), "{reply}");
+    // An endless request head is cut off, and the server carries on.
+    let mut flood = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    flood.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let _ = flood.write_all(&vec![b'x'; 64 * 1024]);
+    let mut reply = Vec::new();
+    let _ = flood.read_to_end(&mut reply);
+    assert!(reply.starts_with(b"HTTP/1.1 431") || reply.is_empty());
+    assert_eq!(raw.cmd(&["PING"]), Reply::simple("PONG"));
+}
+
+#[test]
+fn metrics_are_off_by_default() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    assert_eq!(
+        raw.cmd(&["CONFIG", "GET", "metrics-port"]).as_array(),
+        &[b("metrics-port"), b("0")]
+    );
+    assert!(
+        !server
+            .startup_log()
+            .iter()
+            .any(|l| l.contains("Serving metrics"))
+    );
+}
