@@ -99,6 +99,8 @@ pub struct Config {
     pub slowlog_max_len: u64,
     /// Detach from the terminal at start (`daemonize yes`).
     pub daemonize: bool,
+    /// The TLS listener's settings (`tls.rs`).
+    pub tls: crate::tls::TlsSettings,
     /// `metrics-port`: Prometheus metrics over HTTP on the `bind`
     /// addresses (`metrics.rs`); 0: off.
     pub metrics_port: u16,
@@ -316,6 +318,7 @@ impl Default for Config {
             enable_debug_command: Gate::No,
             latency_monitor_threshold: 0,
             metrics_port: 0,
+            tls: crate::tls::TlsSettings::default(),
             latency_tracking: true,
             latency_tracking_info_percentiles: vec![50.0, 99.0, 99.9],
             lfu_log_factor: 10,
@@ -673,6 +676,126 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| c.slowlog_max_len.to_string(),
         set: |c, a| {
             c.slowlog_max_len = parse_int(a, 0, i64::MAX as u64)?;
+            Ok(())
+        },
+    },
+    // TLS (tls.rs): read at start; a restart applies changes.
+    Directive {
+        name: "tls-port",
+        mutable: false,
+        get: |c| c.tls.port.to_string(),
+        set: |c, a| {
+            c.tls.port = parse_int(a, 0, 65535)? as u16;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "tls-cert-file",
+        mutable: false,
+        get: |c| c.tls.cert_file.clone(),
+        set: |c, a| {
+            c.tls.cert_file = one(a)?.to_owned();
+            Ok(())
+        },
+    },
+    Directive {
+        name: "tls-key-file",
+        mutable: false,
+        get: |c| c.tls.key_file.clone(),
+        set: |c, a| {
+            c.tls.key_file = one(a)?.to_owned();
+            Ok(())
+        },
+    },
+    Directive {
+        name: "tls-key-file-pass",
+        mutable: false,
+        get: |c| c.tls.key_file_pass.clone(),
+        set: |c, a| {
+            c.tls.key_file_pass = one(a)?.to_owned();
+            Ok(())
+        },
+    },
+    Directive {
+        name: "tls-ca-cert-file",
+        mutable: false,
+        get: |c| c.tls.ca_cert_file.clone(),
+        set: |c, a| {
+            c.tls.ca_cert_file = one(a)?.to_owned();
+            Ok(())
+        },
+    },
+    Directive {
+        name: "tls-ca-cert-dir",
+        mutable: false,
+        get: |c| c.tls.ca_cert_dir.clone(),
+        set: |c, a| {
+            c.tls.ca_cert_dir = one(a)?.to_owned();
+            Ok(())
+        },
+    },
+    Directive {
+        name: "tls-protocols",
+        mutable: false,
+        get: |c| c.tls.protocols.clone(),
+        set: |c, a| {
+            c.tls.protocols = one(a)?.to_owned();
+            Ok(())
+        },
+    },
+    Directive {
+        name: "tls-ciphers",
+        mutable: false,
+        get: |c| c.tls.ciphers.clone(),
+        set: |c, a| {
+            c.tls.ciphers = one(a)?.to_owned();
+            Ok(())
+        },
+    },
+    Directive {
+        name: "tls-ciphersuites",
+        mutable: false,
+        get: |c| c.tls.ciphersuites.clone(),
+        set: |c, a| {
+            c.tls.ciphersuites = one(a)?.to_owned();
+            Ok(())
+        },
+    },
+    Directive {
+        name: "tls-auth-clients",
+        mutable: false,
+        get: |c| c.tls.auth_clients.name().into(),
+        set: |c, a| {
+            c.tls.auth_clients = crate::tls::ClientAuth::parse(one(a)?).ok_or_else(|| {
+                "argument(s) must be one of the following: no, yes, optional".to_string()
+            })?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "tls-prefer-server-ciphers",
+        mutable: false,
+        get: |c| yes_no(c.tls.prefer_server_ciphers),
+        set: |c, a| {
+            c.tls.prefer_server_ciphers = parse_yes_no(a)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "tls-session-caching",
+        mutable: false,
+        get: |c| yes_no(c.tls.session_caching),
+        set: |c, a| {
+            c.tls.session_caching = parse_yes_no(a)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "tls-session-cache-size",
+        mutable: false,
+        get: |c| c.tls.session_cache_size.to_string(),
+        set: |c, a| {
+            c.tls.session_cache_size = parse_int(a, 0, i32::MAX as u64)? as usize;
             Ok(())
         },
     },

@@ -504,14 +504,6 @@ pub static ACCEPTED: &[Accepted] = &[
         Kind::Int(1024, i32::MAX as i64),
         "2097152",
     ),
-    accepted("tls-port", None, true, Kind::Int(0, 65535), "0"),
-    accepted(
-        "tls-session-cache-size",
-        None,
-        true,
-        Kind::Int(0, i32::MAX as i64),
-        "20480",
-    ),
     accepted(
         "tls-session-cache-timeout",
         None,
@@ -521,27 +513,10 @@ pub static ACCEPTED: &[Accepted] = &[
     ),
     accepted("tls-cluster", None, true, Kind::Bool, "no"),
     accepted("tls-replication", None, true, Kind::Bool, "no"),
-    accepted(
-        "tls-auth-clients",
-        None,
-        true,
-        Kind::Enum(&["no", "yes", "optional"]),
-        "yes",
-    ),
-    accepted("tls-prefer-server-ciphers", None, true, Kind::Bool, "no"),
-    accepted("tls-session-caching", None, true, Kind::Bool, "yes"),
-    accepted("tls-cert-file", None, true, Kind::Text, ""),
-    accepted("tls-key-file", None, true, Kind::Text, ""),
-    accepted("tls-key-file-pass", None, true, Kind::Text, ""),
     accepted("tls-client-cert-file", None, true, Kind::Text, ""),
     accepted("tls-client-key-file", None, true, Kind::Text, ""),
     accepted("tls-client-key-file-pass", None, true, Kind::Text, ""),
     accepted("tls-dh-params-file", None, true, Kind::Text, ""),
-    accepted("tls-ca-cert-file", None, true, Kind::Text, ""),
-    accepted("tls-ca-cert-dir", None, true, Kind::Text, ""),
-    accepted("tls-protocols", None, true, Kind::Text, ""),
-    accepted("tls-ciphers", None, true, Kind::Text, ""),
-    accepted("tls-ciphersuites", None, true, Kind::Text, ""),
     accepted("oom-score-adj-values", None, true, Kind::Text, "0 200 800"),
     accepted("replicaof", Some("slaveof"), false, Kind::Text, ""),
 ];
@@ -622,7 +597,6 @@ impl Accepted {
 /// the operator with a server that silently lacks what was asked for.
 pub fn refused(name: &str, value: &str) -> Option<&'static str> {
     match (name, value) {
-        ("tls-port", port) if port != "0" => Some("TLS is not supported yet: tls-port must be 0"),
         ("cluster-enabled", "yes") => {
             Some("cluster mode is not supported: cluster-enabled must be no")
         }
@@ -655,8 +629,12 @@ pub fn note(name: &str) -> &'static str {
         "replication is not built"
     } else if starts(&["cluster"]) {
         "cluster mode is not built"
-    } else if starts(&["tls"]) {
-        "TLS is not built yet"
+    } else if starts(&["tls-cluster", "tls-replication", "tls-client"]) {
+        "TLS between servers: there is no replication or cluster"
+    } else if name == "tls-dh-params-file" {
+        "Strata's TLS (rustls) uses only ECDHE key exchange, which needs no DH parameters"
+    } else if name == "tls-session-cache-timeout" {
+        "resumable TLS sessions are kept in a cache of tls-session-cache-size, without a timeout of their own"
     } else if starts(&["lazyfree"]) {
         "Strata always frees big deleted values in the background (INFO lazyfree_*)"
     } else if starts(&["acl"]) {

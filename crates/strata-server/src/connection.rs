@@ -115,6 +115,33 @@ struct Connection {
     /// Where `crate::busy` serves this connection while a script on its
     /// thread is busy.
     busy_slot: Arc<crate::busy::Slot>,
+    /// The TLS session of a connection on `tls-port` (`crate::tls`): the
+    /// socket carries its records, `input` and `output` the plain text.
+    tls: Option<Box<rustls::ServerConnection>>,
+}
+
+/// TLS records the session may hold unsent before it takes no more plain
+/// text: the rest of the output waits in `output`, under its limits.
+const TLS_PENDING_BYTES_MAX: usize = 64 * 1024;
+
+/// The socket as `std::io` sees it, for rustls: never blocks, says
+/// `WouldBlock` instead.
+struct NonBlocking<'a>(&'a TcpStream);
+
+impl std::io::Read for NonBlocking<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.try_read(buf)
+    }
+}
+
+impl std::io::Write for NonBlocking<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.try_write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Commands parsed ahead of one that must read cold values, so that a
@@ -147,7 +174,22 @@ impl Drop for Registered {
 }
 
 pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, admitted: Admitted) {
-    let Admitted { stream, client } = admitted;
+    let Admitted {
+        stream,
+        client,
+        tls,
+    } = admitted;
+    let tls = match tls.map(rustls::ServerConnection::new) {
+        None => None,
+        Some(Ok(mut session)) => {
+            session.set_buffer_limit(Some(TLS_PENDING_BYTES_MAX));
+            Some(Box::new(session))
+        }
+        Some(Err(e)) => {
+            log_warning!("TLS session for {}: {e}", client.addr);
+            return;
+        }
+    };
     let _registered = Registered {
         server: server.clone(),
         id: client.id,
@@ -158,7 +200,16 @@ pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, admitted: Admit
     else {
         return;
     };
-    let busy_slot = crate::busy::register(client.clone(), stream.as_raw_fd());
+    // A busy script's thread answers idle plain connections itself
+    // (`crate::busy`); a TLS one's bytes only its session can write.
+    let busy_slot = crate::busy::register(
+        client.clone(),
+        if tls.is_some() {
+            -1
+        } else {
+            stream.as_raw_fd()
+        },
+    );
     let config_generation = server.config.generation();
     let config = server.config.get();
     let mut session = Session::new(client.clone());
@@ -186,6 +237,7 @@ pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, admitted: Admit
         deferred_error: None,
         blocked: None,
         busy_slot,
+        tls,
     };
     let reason = connection.run(&client).await;
     match &reason {
@@ -320,7 +372,7 @@ impl Connection {
             if let Err(closed) = self.check_output_limits() {
                 return closed;
             }
-            if self.session.close_after_reply && self.output.is_empty() {
+            if self.session.close_after_reply && !self.output_pending() {
                 return Closed::ClientQuit;
             }
             if client.is_killed() {
@@ -426,7 +478,7 @@ impl Connection {
     async fn wait(&mut self, client: &ClientInfo) -> Result<(), Closed> {
         let want_read =
             self.output.len() < self.output_pause_bytes() && !self.session.close_after_reply;
-        let want_write = !self.output.is_empty();
+        let want_write = self.output_pending();
         let idle_deadline = match self.config.timeout_s {
             0 => None,
             seconds => Some(self.last_active + Duration::from_secs(seconds)),
@@ -481,9 +533,15 @@ impl Connection {
 
     /// Whether nothing is buffered for this connection and its session is
     /// plain, so that `crate::busy` may answer its next requests.
+    /// Output not yet on the socket: replies, or a TLS session's records.
+    fn output_pending(&self) -> bool {
+        !self.output.is_empty() || self.tls.as_ref().is_some_and(|t| t.wants_write())
+    }
+
     fn servable_while_busy(&self) -> bool {
         let session = &self.session;
-        self.input.is_empty()
+        self.tls.is_none()
+            && self.input.is_empty()
             && !self.parser.in_request()
             && self.parked.is_none()
             && self.backlog.is_empty()
@@ -506,7 +564,11 @@ impl Connection {
         if self.input.capacity() - self.input.len() < wanted {
             self.input.reserve(wanted);
         }
-        match self.stream.try_read_buf(&mut self.input) {
+        let received = match self.tls.as_mut() {
+            Some(tls) => read_tls(tls, &self.stream, &mut self.input),
+            None => self.stream.try_read_buf(&mut self.input),
+        };
+        match received {
             Ok(0) => Err(Closed::Hangup),
             Ok(n) => {
                 bump(&self.stats.net_input_bytes, n as u64);
@@ -834,7 +896,10 @@ impl Connection {
     /// Writes as much pending output as the socket takes without blocking.
     fn flush(&mut self) -> std::io::Result<()> {
         self.output_grew |= self.output.len() > READ_BUFFER_RETAINED_BYTES_MAX;
-        while !self.output.is_empty() {
+        if let Some(tls) = self.tls.as_mut() {
+            write_tls(tls, &self.stream, &mut self.output, &self.stats)?;
+        }
+        while self.tls.is_none() && !self.output.is_empty() {
             match self.stream.try_write(&self.output) {
                 Ok(n) => {
                     bump(&self.stats.net_output_bytes, n as u64);
@@ -879,5 +944,83 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
     match deadline {
         Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
         None => std::future::pending().await,
+    }
+}
+
+/// Reads what the socket has through the TLS session into `input`:
+/// the plain text's length, or 0 when the peer closed. Handshake and
+/// alert records the session answers go out with the next flush.
+fn read_tls(
+    tls: &mut rustls::ServerConnection,
+    stream: &TcpStream,
+    input: &mut BytesMut,
+) -> std::io::Result<usize> {
+    use std::io::Read;
+    let mut closed = false;
+    loop {
+        match tls.read_tls(&mut NonBlocking(stream)) {
+            Ok(0) => {
+                closed = true;
+                break;
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(e),
+        }
+        if let Err(e) = tls.process_new_packets() {
+            // The alert telling the peer why is queued; send it if we can.
+            let _ = tls.write_tls(&mut NonBlocking(stream));
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, e));
+        }
+        if !tls.wants_read() {
+            break;
+        }
+    }
+    let before = input.len();
+    let mut chunk = [0u8; READ_CHUNK_BYTES];
+    loop {
+        match tls.reader().read(&mut chunk) {
+            Ok(0) => {
+                closed = true;
+                break;
+            }
+            Ok(n) => input.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(e),
+        }
+    }
+    let plain = input.len() - before;
+    if plain == 0 && !closed {
+        // Records that held no data yet (a handshake): not a hangup.
+        return Err(std::io::ErrorKind::WouldBlock.into());
+    }
+    Ok(plain)
+}
+
+/// Moves plain `output` into the TLS session (up to its buffer limit) and
+/// its records onto the socket, as far as the socket takes them.
+fn write_tls(
+    tls: &mut rustls::ServerConnection,
+    stream: &TcpStream,
+    output: &mut BytesMut,
+    stats: &ThreadStats,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    loop {
+        if !output.is_empty() {
+            let taken = tls.writer().write(output)?;
+            let _ = output.split_to(taken);
+        }
+        if !tls.wants_write() {
+            return Ok(());
+        }
+        match tls.write_tls(&mut NonBlocking(stream)) {
+            Ok(n) => {
+                bump(&stats.net_output_bytes, n as u64);
+                bump(&stats.writes_processed, 1);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) => return Err(e),
+        }
     }
 }

@@ -37,6 +37,7 @@ mod session;
 mod slowlog;
 mod stats;
 mod tiering;
+mod tls;
 mod tracking;
 
 #[global_allocator]

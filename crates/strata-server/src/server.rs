@@ -284,6 +284,15 @@ pub fn run(mut config: Config) -> Result<(), String> {
     };
     config.apply_to_engine(&keyspace);
     let (listeners, port) = bind_all(&config, config.port)?;
+    let tls = match config.tls.port {
+        0 => None,
+        tls_port => {
+            let tls_config = crate::tls::server_config(&config.tls)?;
+            let (tls_listeners, _) =
+                bind_all(&config, tls_port).map_err(|e| format!("tls-port {tls_port}: {e}"))?;
+            Some((tls_config, tls_listeners))
+        }
+    };
     let metrics_listeners = match config.metrics_port {
         0 => Vec::new(),
         metrics_port => {
@@ -423,23 +432,33 @@ pub fn run(mut config: Config) -> Result<(), String> {
         persistence::spawn_loader(server.handles(), plan, ready_lines);
         crate::metrics::spawn(server.clone(), metrics_listeners);
         let mut next_worker = 0usize;
-        let (accepted_tx, mut accepted_rx) =
-            mpsc::channel::<(std::net::TcpStream, SocketAddr)>(1024);
-        for listener in listeners {
+        let (accepted_tx, mut accepted_rx) = mpsc::channel::<(
+            std::net::TcpStream,
+            SocketAddr,
+            Option<Arc<rustls::ServerConfig>>,
+        )>(1024);
+        let plain = listeners.into_iter().map(|l| (l, None));
+        let secure = tls.into_iter().flat_map(|(config, listeners)| {
+            listeners
+                .into_iter()
+                .map(move |l| (l, Some(config.clone())))
+        });
+        for (listener, tls) in plain.chain(secure) {
             let local = listener
                 .local_addr()
                 .map(|a| a.to_string())
                 .unwrap_or_default();
             let listener =
                 tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
-            log_notice!("Listening on tcp {local} (loading the dataset)");
+            let kind = if tls.is_some() { "tls" } else { "tcp" };
+            log_notice!("Listening on {kind} {local} (loading the dataset)");
             let accepted_tx = accepted_tx.clone();
             tokio::spawn(async move {
                 loop {
                     match listener.accept().await {
                         Ok((stream, peer)) => match stream.into_std() {
                             Ok(stream) => {
-                                if accepted_tx.send((stream, peer)).await.is_err() {
+                                if accepted_tx.send((stream, peer, tls.clone())).await.is_err() {
                                     return;
                                 }
                             }
@@ -458,8 +477,8 @@ pub fn run(mut config: Config) -> Result<(), String> {
         let mut sample = tokio::time::interval(Duration::from_millis(100));
         loop {
             tokio::select! {
-                Some((stream, peer)) = accepted_rx.recv() => {
-                    if let Some(admitted) = admit(&server, stream, peer) {
+                Some((stream, peer, tls)) = accepted_rx.recv() => {
+                    if let Some(admitted) = admit(&server, stream, peer, tls) {
                         // A thread running a busy script serves nobody until it
                         // ends: new clients (an operator's SCRIPT KILL) go elsewhere.
                         let busy = server.scripts.busy_threads.load(Relaxed);
@@ -515,12 +534,19 @@ pub enum ShutdownSave {
 pub struct Admitted {
     pub stream: std::net::TcpStream,
     pub client: Arc<crate::client::ClientInfo>,
+    /// For a connection on `tls-port`: the TLS configuration to serve it.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// Applies connection-level admission rules and registers the client, so
 /// client ids follow accept order and `maxclients` counts every accepted
 /// connection. Returns the connection to serve.
-fn admit(server: &Server, stream: std::net::TcpStream, peer: SocketAddr) -> Option<Admitted> {
+fn admit(
+    server: &Server,
+    stream: std::net::TcpStream,
+    peer: SocketAddr,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> Option<Admitted> {
     use std::io::Write;
     let config = server.config.get();
     server.stats.connections_received.fetch_add(1, Relaxed);
@@ -546,7 +572,11 @@ fn admit(server: &Server, stream: std::net::TcpStream, peer: SocketAddr) -> Opti
     let local = stream.local_addr().ok()?;
     let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let client = server.clients.register(peer, local, fd, now_ms());
-    Some(Admitted { stream, client })
+    Some(Admitted {
+        stream,
+        client,
+        tls,
+    })
 }
 
 fn network_thread(
