@@ -78,5 +78,5 @@ sb_ops() {
     local port=$1
     shift
     "$BENCH" -s 127.0.0.1 -p "$port" --hide-histogram --json-out-file "$WORK/sb.json" "$@" >/dev/null 2>&1
-    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(round(d["runs"][-1]["ALL STATS"]["Totals"]["Ops/sec"]))' "$WORK/sb.json"
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(round(d["strata"]["runs"][-1]["ALL STATS"]["Totals"]["Ops/sec"]))' "$WORK/sb.json"
 }

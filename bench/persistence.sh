@@ -177,7 +177,7 @@ if [[ " $SCENARIOS " == *" 4 "* ]]; then
         cow=$(redis-cli -p "$port" info persistence | tr -d '\r' | awk -F: '$1 == "rdb_last_cow_size" { print $2 }')
         python3 - "$WORK/c4.json" "$WORK/rss.txt" "$WORK/saving.txt" "$kind" "${cow:-0}" <<'PY'
 import json, statistics, sys
-series = json.load(open(sys.argv[1]))["runs"][-1]["Time series"]
+series = json.load(open(sys.argv[1]))["strata"]["runs"][-1]["Time series"]
 rss = [tuple(map(float, l.split())) for l in open(sys.argv[2]) if l.strip()]
 saving = [float(l) for l in open(sys.argv[3]) if l.strip()]
 kind = sys.argv[4]
@@ -288,7 +288,7 @@ if [[ " $SCENARIOS " == *" 6 "* ]]; then
     echo
     python3 - "$WORK/o6.json" "$WORK/du.txt" "$live" "$rewrites" <<'PY'
 import json, statistics, sys
-series = json.load(open(sys.argv[1]))["runs"][-1]["Time series"]
+series = json.load(open(sys.argv[1]))["strata"]["runs"][-1]["Time series"]
 disk = [int(l) for l in open(sys.argv[2]) if l.strip()]
 live = int(sys.argv[3])
 ops = [s["ops/sec"] for s in series][1:-1]

@@ -92,7 +92,7 @@ redis-cli -p "$port" info memory | tr -d '\r' |
 } >"$WORK/table.md"
 python3 - "$WORK/soak.json" "$WORK/info.tsv" "$INTERVAL" "$BUDGET_MB" "$OUT_DIR/soak.tsv" "$OUT_DIR/soak.svg" >>"$WORK/table.md" <<'PY'
 import json, sys
-runs = json.load(open(sys.argv[1]))["runs"]
+runs = json.load(open(sys.argv[1]))["strata"]["runs"]
 info = [line.split("\t") for line in open(sys.argv[2]).read().splitlines()]
 interval, budget = float(sys.argv[3]), float(sys.argv[4])
 rows = []

@@ -67,7 +67,7 @@ measure() {
     reads1=$(info_field "$port" tiering disk_reads)
     python3 - "$WORK/sb.json" "$ops" "$ram0" "$ram1" "$disk0" "$disk1" "$reads0" "$reads1" "$SECONDS_PER_RUN" <<'PY'
 import json, sys
-d = json.load(open(sys.argv[1]))["runs"][-1]["ALL STATS"]["Totals"]["Percentile Latencies"]
+d = json.load(open(sys.argv[1]))["strata"]["runs"][-1]["ALL STATS"]["Totals"]["Percentile Latencies"]
 ops, ram0, ram1, disk0, disk1, r0, r1, secs = map(float, sys.argv[2:])
 ram, disk = ram1 - ram0, disk1 - disk0
 hit = ram / (ram + disk) if ram + disk else 1.0
@@ -152,7 +152,7 @@ if [[ " $SECTIONS " == *" latency "* ]]; then
         disk1=$(info_field "$port" tiering disk_hits)
         python3 - "$WORK/sb.json" "$round" "$max" "$rate" "$ops" "$ram0" "$ram1" "$disk0" "$disk1" <<'PY'
 import json, sys
-run = json.load(open(sys.argv[1]))["runs"][-1]
+run = json.load(open(sys.argv[1]))["strata"]["runs"][-1]
 p = run["ALL STATS"]["Totals"]["Percentile Latencies"]
 worst = max((s.get("max_latency_ms", 0) for s in run.get("Time series", [])), default=0)
 r, mx, rate, ops, ram0, ram1, disk0, disk1 = sys.argv[2:]

@@ -52,7 +52,7 @@ pub fn run_benchmark(config: Config, print: bool) -> Result<Vec<RunResult>, Stri
         None if print => print!("{text}"),
         None => {}
     }
-    let document = report::document(&config, &documents);
+    let document = report::document(&config, results.last(), &documents);
     if let Some(path) = &config.json_out_file {
         std::fs::write(
             path,

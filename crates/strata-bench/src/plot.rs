@@ -15,10 +15,14 @@ pub struct Series {
 
 /// Extracts every run of a JSON result document.
 pub fn series_from_json(label: &str, document: &Value) -> Result<Vec<Series>, String> {
+    // Every run is under "strata" (files before memtier's layout had it
+    // at the top).
     let runs = document
-        .get("runs")
+        .get("strata")
+        .and_then(|strata| strata.get("runs"))
+        .or_else(|| document.get("runs"))
         .and_then(Value::as_array)
-        .ok_or("not a strata-bench JSON file: no \"runs\"")?;
+        .ok_or("not a strata-bench JSON file: no \"strata\".\"runs\"")?;
     let mut out = Vec::new();
     for run in runs {
         let number = run.get("run").and_then(Value::as_u64).unwrap_or(1);

@@ -1,6 +1,13 @@
 //! Results as memtier prints them (the `ALL STATS` table and the latency
-//! distribution) and as JSON (the same figures, the full latency
-//! distribution and the per-second series), which `report` can plot.
+//! distribution) and as JSON, which `report` can plot.
+//!
+//! The JSON document has memtier_benchmark 2.x's layout, so tools that
+//! read memtier's files read strata-bench's: `configuration` (memtier's
+//! keys), `run information`, and `ALL STATS` (`Runtime`, then `Sets` /
+//! `Gets` / `Waits` or the custom commands, then `Totals`, with memtier's
+//! fields) for the last run. What memtier does not have stays under
+//! `strata`: its own configuration fields, and every run with the full
+//! latency distribution and the per-second series (`runs`).
 
 use std::fmt::Write;
 
@@ -196,29 +203,238 @@ pub fn run_json(config: &Config, run: usize, result: &RunResult) -> Value {
     })
 }
 
-/// The whole JSON document: configuration and every run.
-pub fn document(config: &Config, runs: &[Value]) -> Value {
-    json!({
-        "configuration": {
-            "server": config.server,
-            "port": config.port,
-            "protocol": if config.resp3 { "resp3" } else { "resp2" },
-            "threads": config.threads,
-            "clients": config.clients,
-            "requests": match config.requests {
-                crate::config::Requests::PerClient(n) => json!(n),
-                crate::config::Requests::AllKeys => json!("allkeys"),
+/// The whole JSON document (see the module documentation): memtier's
+/// layout for `last`, and every run under `strata`.
+pub fn document(config: &Config, last: Option<&RunResult>, runs: &[Value]) -> Value {
+    let mut document = serde_json::Map::new();
+    document.insert("configuration".into(), memtier_configuration(config));
+    let mut information = serde_json::Map::new();
+    information.insert("Threads".into(), json!(config.threads));
+    information.insert("Connections per thread".into(), json!(config.clients));
+    match (config.requests, config.test_time) {
+        (_, Some(time)) => information.insert("Seconds".into(), json!(time.as_secs())),
+        (crate::config::Requests::PerClient(n), None) => {
+            information.insert("Requests per client".into(), json!(n))
+        }
+        (crate::config::Requests::AllKeys, None) => information.insert(
+            "Requests per client".into(),
+            json!(
+                (config.key_max - config.key_min + 1)
+                    / (config.threads * config.clients).max(1) as u64
+            ),
+        ),
+    };
+    information.insert("Format version".into(), json!(2));
+    document.insert("run information".into(), Value::Object(information));
+    if let Some(result) = last {
+        document.insert("ALL STATS".into(), memtier_stats(config, result));
+    }
+    document.insert(
+        "strata".into(),
+        json!({
+            "configuration": {
+                "protocol": if config.resp3 { "resp3" } else { "resp2" },
+                "requests": match config.requests {
+                    crate::config::Requests::PerClient(n) => json!(n),
+                    crate::config::Requests::AllKeys => json!("allkeys"),
+                },
+                "data_size": format!("{:?}", config.data_size),
+                "rate": config.rate,
+                "commands": config.commands.iter().map(|c| c.args.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect::<Vec<_>>().join(" ")).collect::<Vec<_>>(),
             },
-            "test_time": config.test_time.map(|t| t.as_secs()),
-            "ratio": format!("{}:{}", config.ratio_sets, config.ratio_gets),
-            "pipeline": config.pipeline,
-            "data_size": format!("{:?}", config.data_size),
-            "key_pattern": format!("{:?}:{:?}", config.set_pattern, config.get_pattern),
-            "key_minimum": config.key_min,
-            "key_maximum": config.key_max,
-            "rate": config.rate,
-            "commands": config.commands.iter().map(|c| c.args.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect::<Vec<_>>().join(" ")).collect::<Vec<_>>(),
-        },
-        "runs": runs,
+            "runs": runs,
+        }),
+    );
+    Value::Object(document)
+}
+
+fn pattern_letter(pattern: crate::config::KeyPattern) -> char {
+    match pattern {
+        crate::config::KeyPattern::Sequential => 'S',
+        crate::config::KeyPattern::Random => 'R',
+        crate::config::KeyPattern::Gaussian => 'G',
+        crate::config::KeyPattern::Parallel => 'P',
+    }
+}
+
+/// memtier's `configuration` object, key for key.
+fn memtier_configuration(config: &Config) -> Value {
+    let (data_size, range, pattern) = match config.data_size {
+        crate::config::DataSize::Fixed(size) => (size, (0, 0), "R"),
+        crate::config::DataSize::Range {
+            min,
+            max,
+            spread_over_keys,
+        } => (0, (min, max), if spread_over_keys { "S" } else { "R" }),
+    };
+    let expiry = config.expiry_range.unwrap_or((0, 0));
+    let text = |p: &Option<std::path::PathBuf>| {
+        p.as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    };
+    let fields: Vec<(&str, Value)> = vec![
+        ("server", json!(config.server)),
+        ("port", json!(config.port)),
+        ("uri", json!("")),
+        ("unix socket", json!("")),
+        ("address family", json!("Unspecified")),
+        (
+            "protocol",
+            json!(if config.resp3 { "resp3" } else { "redis" }),
+        ),
+        ("out_file", json!(text(&config.out_file))),
+        ("client_stats", json!("")),
+        ("run_count", json!(config.run_count)),
+        ("debug", json!(0)),
+        (
+            "requests",
+            json!(match config.requests {
+                crate::config::Requests::PerClient(n) => n,
+                crate::config::Requests::AllKeys => 0,
+            }),
+        ),
+        ("rate_limit", json!(0)),
+        ("clients", json!(config.clients)),
+        ("threads", json!(config.threads)),
+        (
+            "test_time",
+            json!(config.test_time.map_or(0, |t| t.as_secs())),
+        ),
+        (
+            "ratio",
+            json!(format!("{}:{}", config.ratio_sets, config.ratio_gets)),
+        ),
+        ("pipeline", json!(config.pipeline)),
+        ("data_size", json!(data_size)),
+        ("data_offset", json!(0)),
+        (
+            "random_data",
+            json!(if config.random_data { "true" } else { "false" }),
+        ),
+        ("data_size_range", json!(format!("{}:{}", range.0, range.1))),
+        ("data_size_list", json!("")),
+        ("data_size_pattern", json!(pattern)),
+        ("expiry_range", json!(format!("{}:{}", expiry.0, expiry.1))),
+        ("data_import", json!("")),
+        ("data_verify", json!("false")),
+        ("verify_only", json!("false")),
+        ("generate_keys", json!("false")),
+        ("key_prefix", json!(config.key_prefix)),
+        ("key_minimum", json!(config.key_min)),
+        ("key_maximum", json!(config.key_max)),
+        (
+            "key_pattern",
+            json!(format!(
+                "{}:{}",
+                pattern_letter(config.set_pattern),
+                pattern_letter(config.get_pattern)
+            )),
+        ),
+        ("key_stddev", json!(config.key_stddev)),
+        ("key_median", json!(config.key_median)),
+        ("key_zipf_exp", json!(0.0)),
+        ("reconnect_interval", json!(0)),
+        ("connection_timeout", json!(0)),
+        ("thread_conn_start_min_jitter_micros", json!(0)),
+        ("thread_conn_start_max_jitter_micros", json!(0)),
+        ("multi_key_get", json!(0)),
+        (
+            "authenticate",
+            json!(if config.auth.is_some() {
+                "(hidden)"
+            } else {
+                ""
+            }),
+        ),
+        ("select-db", json!(config.select_db.unwrap_or(0))),
+        ("no-expiry", json!("false")),
+        ("wait-ratio", json!("0:0")),
+        ("num-slaves", json!("0:0")),
+        ("wait-timeout", json!("0-0")),
+        ("print-all-runs", json!("false")),
+        ("json-out-file", json!(text(&config.json_out_file))),
+    ];
+    Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+}
+
+/// memtier's `ALL STATS` object of one run.
+fn memtier_stats(config: &Config, result: &RunResult) -> Value {
+    let mut stats = serde_json::Map::new();
+    let duration_ms = result.duration.as_millis() as u64;
+    stats.insert(
+        "Runtime".into(),
+        json!({
+            "Start time": result.started_unix_ms,
+            "Finish time": result.started_unix_ms + duration_ms,
+            "Total duration": duration_ms,
+            "Time unit": "MILLISECONDS",
+            "Interrupted": "false",
+        }),
+    );
+    let totals = result.totals();
+    let waits = OpResult::empty("Waits");
+    let mut ops: Vec<&OpResult> = result.ops.iter().collect();
+    if config.commands.is_empty() {
+        ops.push(&waits);
+    }
+    for op in ops {
+        stats.insert(op.name.clone(), memtier_op(op, result, config, false));
+    }
+    stats.insert("Totals".into(), memtier_op(&totals, result, config, true));
+    Value::Object(stats)
+}
+
+/// One operation type's figures, with memtier's names, units (ms, KB/s)
+/// and number formats.
+fn memtier_op(op: &OpResult, result: &RunResult, config: &Config, with_series: bool) -> Value {
+    let has = op.ops > 0;
+    let average = if has { op.latency.mean() / 1000.0 } else { 0.0 };
+    let mut percentiles = serde_json::Map::new();
+    for p in &config.print_percentiles {
+        let value = if has {
+            ms(op.latency.value_at_quantile(p / 100.0))
+        } else {
+            0.0
+        };
+        percentiles.insert(format!("p{p:.3}"), json!(value));
+    }
+    // The per-second series is kept over all operation types: memtier's
+    // per-type series are left empty.
+    let mut series = serde_json::Map::new();
+    if with_series {
+        for second in &result.series {
+            series.insert(
+                second.second.to_string(),
+                json!({
+                    "Bytes RX": 0,
+                    "Bytes TX": 0,
+                    "Count": second.ops,
+                    "Average Latency": second.avg_latency_ms,
+                    "Max Latency": second.max_latency_ms,
+                    "Strata bytes": second.bytes,
+                }),
+            );
+        }
+    }
+    let kb = |bytes: u64| per_sec(bytes, result) / 1024.0;
+    json!({
+        "Count": op.ops,
+        "Ops/sec": per_sec(op.ops, result),
+        "Hits/sec": per_sec(op.hits, result),
+        "Misses/sec": per_sec(op.misses, result),
+        "Connection Errors/sec": 0.0,
+        "Connection Errors": 0,
+        "Latency": average,
+        "Average Latency": average,
+        "Accumulated Latency": if has { (op.latency.mean() * op.ops as f64 / 1000.0) as u64 } else { 0 },
+        "Min Latency": if has { ms(op.latency.min()) } else { 0.0 },
+        "Max Latency": if has { ms(op.latency.max()) } else { 0.0 },
+        "KB/sec": kb(op.bytes),
+        "KB/sec RX/TX": kb(op.bytes),
+        "KB/sec RX": kb(op.bytes_rx),
+        "KB/sec TX": kb(op.bytes_tx),
+        "Time-Serie": series,
+        "Percentile Latencies": percentiles,
     })
 }

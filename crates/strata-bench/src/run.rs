@@ -60,12 +60,20 @@ pub struct OpResult {
     pub hits: u64,
     pub misses: u64,
     pub errors: u64,
+    /// Bytes of requests and replies; and each apart.
     pub bytes: u64,
+    pub bytes_tx: u64,
+    pub bytes_rx: u64,
     /// Latency in microseconds.
     pub latency: Histogram<u64>,
 }
 
 impl OpResult {
+    /// An operation type that did not run (memtier's `Waits`).
+    pub fn empty(name: &str) -> OpResult {
+        OpResult::new(name)
+    }
+
     fn new(name: &str) -> OpResult {
         OpResult {
             name: name.to_owned(),
@@ -74,6 +82,8 @@ impl OpResult {
             misses: 0,
             errors: 0,
             bytes: 0,
+            bytes_tx: 0,
+            bytes_rx: 0,
             latency: Histogram::new_with_bounds(1, LATENCY_US_MAX, 3)
                 .expect("valid histogram bounds"),
         }
@@ -85,6 +95,8 @@ impl OpResult {
         self.misses += other.misses;
         self.errors += other.errors;
         self.bytes += other.bytes;
+        self.bytes_tx += other.bytes_tx;
+        self.bytes_rx += other.bytes_rx;
         self.latency.add(&other.latency).expect("same bounds");
     }
 }
@@ -102,6 +114,8 @@ pub struct Second {
 
 #[derive(Clone, Debug)]
 pub struct RunResult {
+    /// Unix milliseconds when the run started.
+    pub started_unix_ms: u64,
     pub duration: Duration,
     pub ops: Vec<OpResult>,
     /// Error replies by their first word (`ERR`, `OOM`, `MISCONF`, …).
@@ -164,6 +178,9 @@ pub fn run(config: &Arc<Config>, run: usize) -> Result<RunResult, String> {
         .collect();
     let finished = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
+    let started_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
     let deadline = config.test_time.map(|t| started + t);
     let mut handles = Vec::new();
     for thread in 0..config.threads {
@@ -261,6 +278,7 @@ pub fn run(config: &Arc<Config>, run: usize) -> Result<RunResult, String> {
         }
     }
     Ok(RunResult {
+        started_unix_ms,
         duration,
         ops,
         errors,
@@ -602,6 +620,8 @@ impl Client {
                 let stats = &mut collector.0[slot];
                 stats.ops += 1;
                 stats.bytes += (len + request_len) as u64;
+                stats.bytes_rx += len as u64;
+                stats.bytes_tx += request_len as u64;
                 stats.latency.saturating_record(micros.max(1));
                 let is_get = self.config.commands.is_empty() && slot == 1;
                 match kind {

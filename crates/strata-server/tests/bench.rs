@@ -236,3 +236,154 @@ fn expiry_range_and_out_file() {
         "{report}"
     );
 }
+
+/// The JSON file has memtier_benchmark 2.x's layout (its keys, from its
+/// source: `config_print_to_json`, `run information`, `result_print_to_json`,
+/// `Runtime`), so tools that read memtier's files read strata-bench's;
+/// Strata's own fields are under `strata`.
+#[test]
+fn json_out_file_has_memtiers_layout() {
+    let server = TestServer::start();
+    let path = server.dir.join("result.json");
+    let path_text = path.display().to_string();
+    let result = bench(
+        server.port,
+        &[
+            "-t",
+            "2",
+            "-c",
+            "3",
+            "-n",
+            "100",
+            "--ratio=1:1",
+            "--json-out-file",
+            &path_text,
+        ],
+    );
+    let document: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let keys = |value: &serde_json::Value| -> Vec<String> {
+        value
+            .as_object()
+            .expect("an object")
+            .keys()
+            .cloned()
+            .collect()
+    };
+    let mut top = keys(&document);
+    top.sort();
+    assert_eq!(
+        top,
+        ["ALL STATS", "configuration", "run information", "strata"]
+    );
+    let configuration = &document["configuration"];
+    for key in [
+        "server",
+        "port",
+        "uri",
+        "unix socket",
+        "address family",
+        "protocol",
+        "out_file",
+        "client_stats",
+        "run_count",
+        "debug",
+        "requests",
+        "rate_limit",
+        "clients",
+        "threads",
+        "test_time",
+        "ratio",
+        "pipeline",
+        "data_size",
+        "data_offset",
+        "random_data",
+        "data_size_range",
+        "data_size_list",
+        "data_size_pattern",
+        "expiry_range",
+        "data_import",
+        "data_verify",
+        "verify_only",
+        "generate_keys",
+        "key_prefix",
+        "key_minimum",
+        "key_maximum",
+        "key_pattern",
+        "key_stddev",
+        "key_median",
+        "key_zipf_exp",
+        "reconnect_interval",
+        "connection_timeout",
+        "multi_key_get",
+        "authenticate",
+        "select-db",
+        "no-expiry",
+        "wait-ratio",
+        "num-slaves",
+        "wait-timeout",
+        "print-all-runs",
+    ] {
+        assert!(configuration.get(key).is_some(), "configuration.{key}");
+    }
+    assert_eq!(configuration["threads"], 2);
+    assert_eq!(configuration["ratio"], "1:1");
+    assert_eq!(configuration["key_pattern"], "R:R");
+    let information = &document["run information"];
+    assert_eq!(information["Threads"], 2);
+    assert_eq!(information["Connections per thread"], 3);
+    assert_eq!(information["Requests per client"], 100);
+    assert_eq!(information["Format version"], 2);
+    let stats = &document["ALL STATS"];
+    let mut names = keys(stats);
+    names.sort();
+    assert_eq!(names, ["Gets", "Runtime", "Sets", "Totals", "Waits"]);
+    let runtime = &stats["Runtime"];
+    assert_eq!(runtime["Time unit"], "MILLISECONDS");
+    assert!(runtime["Finish time"].as_u64() >= runtime["Start time"].as_u64());
+    for op in ["Sets", "Gets", "Waits", "Totals"] {
+        for field in [
+            "Count",
+            "Ops/sec",
+            "Hits/sec",
+            "Misses/sec",
+            "Connection Errors/sec",
+            "Connection Errors",
+            "Latency",
+            "Average Latency",
+            "Accumulated Latency",
+            "Min Latency",
+            "Max Latency",
+            "KB/sec",
+            "KB/sec RX/TX",
+            "KB/sec RX",
+            "KB/sec TX",
+            "Time-Serie",
+            "Percentile Latencies",
+        ] {
+            assert!(stats[op].get(field).is_some(), "{op}.{field}");
+        }
+    }
+    let totals = &stats["Totals"];
+    assert_eq!(totals["Count"], 600);
+    assert_eq!(totals["Count"].as_u64(), Some(result.totals().ops));
+    assert_eq!(stats["Waits"]["Count"], 0);
+    let sets = stats["Sets"]["Count"].as_u64().unwrap();
+    let gets = stats["Gets"]["Count"].as_u64().unwrap();
+    assert_eq!(sets + gets, 600);
+    assert!(totals["Ops/sec"].as_f64().unwrap() > 0.0);
+    let rx = totals["KB/sec RX"].as_f64().unwrap();
+    let tx = totals["KB/sec TX"].as_f64().unwrap();
+    assert!(rx > 0.0 && tx > 0.0);
+    assert!((totals["KB/sec"].as_f64().unwrap() - (rx + tx)).abs() < 1e-6 * (rx + tx) + 1e-9);
+    for p in ["p50.000", "p99.000", "p99.900"] {
+        assert!(
+            totals["Percentile Latencies"][p].as_f64().unwrap() > 0.0,
+            "{p}"
+        );
+    }
+    // Strata's full runs, which `strata-bench report` plots.
+    assert_eq!(document["strata"]["runs"].as_array().unwrap().len(), 1);
+    let series = strata_bench::plot::series_from_json("x", &document).unwrap();
+    assert_eq!(series.len(), 1);
+}
