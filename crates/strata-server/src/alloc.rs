@@ -138,3 +138,29 @@ pub fn rss_bytes() -> u64 {
         .map(|pages| pages * page)
         .unwrap_or(0)
 }
+
+/// Returns freed pages to the OS now (MEMORY PURGE): a forced collection
+/// of this thread's heap and the shared arenas.
+pub fn purge() {
+    // SAFETY: as in `collect`; `force` also purges what is still within
+    // the allocator's purge delay.
+    unsafe { libmimalloc_sys::mi_collect(true) }
+}
+
+/// mimalloc's statistics report (MEMORY MALLOC-STATS), as text.
+pub fn stats_report() -> String {
+    unsafe extern "C" fn append(message: *const std::ffi::c_char, arg: *mut std::ffi::c_void) {
+        // SAFETY: `arg` is the `String` passed below, alive for the call;
+        // `message` is a NUL-terminated string from mimalloc.
+        unsafe {
+            let out = &mut *(arg as *mut String);
+            out.push_str(&std::ffi::CStr::from_ptr(message).to_string_lossy());
+        }
+    }
+    let mut out = String::new();
+    // SAFETY: the callback only appends to `out`, which outlives the call.
+    unsafe {
+        libmimalloc_sys::mi_stats_print_out(Some(append), (&mut out as *mut String).cast());
+    }
+    out
+}

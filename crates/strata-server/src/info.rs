@@ -271,8 +271,70 @@ fn memory_section(server: &Server, out: &mut String) {
         "used_memory_scripts_human",
         human((script_bytes + library_bytes) as u64)
     );
+    let figures = MemoryFigures::measure(server);
+    field!(out, "used_memory_startup", figures.startup);
+    field!(out, "used_memory_dataset", figures.dataset);
+    field!(
+        out,
+        "used_memory_dataset_perc",
+        format!("{:.2}%", figures.dataset_percentage())
+    );
+    field!(out, "used_memory_overhead", figures.overhead());
     for (name, _, bytes) in breakdown(server, used, rss).fields() {
         field!(out, name, bytes);
+    }
+}
+
+/// The figures INFO memory and MEMORY STATS / DOCTOR share.
+pub struct MemoryFigures {
+    pub used: u64,
+    pub peak: u64,
+    pub rss: u64,
+    pub startup: u64,
+    /// Keys and the values in RAM (the engine's census).
+    pub dataset: u64,
+    pub keys: u64,
+    pub client_buffers: u64,
+    pub log_buffers: u64,
+    pub script_bytes: u64,
+    pub library_bytes: u64,
+    pub values_on_disk: u64,
+}
+
+impl MemoryFigures {
+    pub fn measure(server: &Server) -> MemoryFigures {
+        let used = alloc::used_bytes();
+        let rss = alloc::rss_bytes();
+        let parts = breakdown(server, used, rss);
+        let libraries = server.functions.snapshot();
+        MemoryFigures {
+            used,
+            peak: alloc::peak_bytes(),
+            rss,
+            startup: server.startup_memory.min(used),
+            dataset: parts.index + parts.values,
+            keys: server.keyspace.total_keys(),
+            client_buffers: parts.client_buffers,
+            log_buffers: parts.log_buffers,
+            script_bytes: server.scripts.cached().1 as u64,
+            library_bytes: libraries
+                .libraries
+                .values()
+                .map(|l| l.code.len() as u64)
+                .sum(),
+            values_on_disk: server.keyspace.tier().cold_keys(),
+        }
+    }
+
+    /// What is not the dataset: buffers, caches, tables' spare room, the
+    /// process' own structures.
+    pub fn overhead(&self) -> u64 {
+        self.used.saturating_sub(self.dataset)
+    }
+
+    pub fn dataset_percentage(&self) -> f64 {
+        let net = self.used.saturating_sub(self.startup).max(1);
+        self.dataset as f64 * 100.0 / net as f64
     }
 }
 

@@ -91,6 +91,9 @@ pub struct Server {
     pub slowlog: crate::slowlog::SlowLog,
     /// MONITOR's clients.
     pub monitors: crate::monitor::Monitors,
+    /// `used_memory` once the server was set up, before any data
+    /// (INFO `used_memory_startup`, MEMORY STATS `startup.allocated`).
+    pub startup_memory: u64,
     shutdown_requested: AtomicBool,
     /// How the coming shutdown saves ([`ShutdownSave`] as u8).
     shutdown_save: AtomicU8,
@@ -349,6 +352,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         functions: Arc::default(),
         slowlog: Default::default(),
         monitors: Default::default(),
+        startup_memory: crate::alloc::used_bytes(),
         shutdown_requested: AtomicBool::new(false),
         shutdown_save: AtomicU8::new(ShutdownSave::Default as u8),
         shutdown_signal: Notify::new(),

@@ -100,3 +100,84 @@ fn expired_keys_leave_no_tables_or_pages_behind() {
     assert_comes_back(&mut raw, baseline, 3 * MB, 64 * MB);
     assert_eq!(raw.cmd(&["DBSIZE"]), i(0));
 }
+
+/// MEMORY STATS / DOCTOR / MALLOC-STATS / PURGE, and INFO memory's
+/// dataset and overhead figures, agree with the data stored.
+#[test]
+fn memory_stats_doctor_and_purge() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    assert!(
+        raw.cmd(&["MEMORY", "DOCTOR"])
+            .as_text()
+            .contains("very little data")
+    );
+    // 2 000 keys of 4 KB: about 8 MB of dataset.
+    let value = "v".repeat(4096);
+    for n in 0..2000 {
+        raw.send(&["SET", &format!("key:{n}"), &value]);
+    }
+    for _ in 0..2000 {
+        assert_eq!(raw.read(), ok());
+    }
+    // The dataset figure comes from the engine's RAM census, which the
+    // cron advances a slice per tick.
+    let mut stats = Vec::new();
+    wait_until("the census to count the keys", || {
+        stats = raw.cmd(&["MEMORY", "STATS"]).as_array().to_vec();
+        let at = stats.iter().position(|r| *r == b("dataset.bytes")).unwrap();
+        stats[at + 1].as_int() > 8_000_000
+    });
+    let field = |name: &str| -> &Reply {
+        let at = stats
+            .iter()
+            .position(|r| *r == b(name))
+            .unwrap_or_else(|| panic!("{name} missing"));
+        &stats[at + 1]
+    };
+    assert_eq!(field("keys.count"), &i(2000));
+    let dataset = field("dataset.bytes").as_int();
+    assert!(
+        (8_000_000..20_000_000).contains(&dataset),
+        "dataset {dataset}"
+    );
+    let total = field("total.allocated").as_int();
+    assert!(total >= dataset && field("peak.allocated").as_int() >= total);
+    assert!(field("startup.allocated").as_int() < total);
+    let per_key = field("keys.bytes-per-key").as_int();
+    assert!((4096..8192).contains(&per_key), "{per_key} bytes per key");
+    for name in [
+        "overhead.total",
+        "aof.buffer",
+        "clients.normal",
+        "lua.caches",
+        "dataset.percentage",
+        "fragmentation",
+    ] {
+        field(name);
+    }
+    let info = raw.cmd(&["INFO", "memory"]).as_text();
+    let info_dataset: i64 = info_field(&info, "used_memory_dataset").parse().unwrap();
+    assert!(
+        (info_dataset - dataset).abs() < 1_000_000,
+        "{info_dataset} vs {dataset}"
+    );
+    assert!(
+        info_field(&info, "used_memory_overhead")
+            .parse::<u64>()
+            .is_ok()
+    );
+    assert!(
+        info_field(&info, "used_memory_startup")
+            .parse::<u64>()
+            .is_ok()
+    );
+    let doctor = raw.cmd(&["MEMORY", "DOCTOR"]).as_text();
+    assert!(!doctor.contains("very little data"), "{doctor}");
+    assert!(
+        raw.cmd(&["MEMORY", "MALLOC-STATS"])
+            .as_text()
+            .contains("pages")
+    );
+    assert_eq!(raw.cmd(&["MEMORY", "PURGE"]), ok());
+}

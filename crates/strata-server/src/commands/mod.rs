@@ -30,6 +30,7 @@ pub mod keys;
 pub mod keyspec;
 pub mod latency;
 pub mod lists;
+pub mod memory;
 pub mod pubsub;
 pub mod scripting;
 pub mod server;

@@ -224,39 +224,6 @@ pub fn shutdown(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-pub fn memory_usage(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    match args.len() {
-        3 => {}
-        5 if is(&args[3], "SAMPLES") => {
-            parse_i64(&args[4])?;
-        }
-        _ => return Err(ERR_SYNTAX.into()),
-    }
-    let (db, key, now) = (ctx.db(), ctx.key(&args[2]), ctx.now_ms);
-    let usage = ctx
-        .keys
-        .shard(key)
-        .peek(db, key, now)
-        .map(|e| e.memory_bytes());
-    match usage {
-        Some(bytes) => ctx.out.int(bytes as i64),
-        None => ctx.out.null_bulk(),
-    }
-    Ok(())
-}
-
-pub fn memory_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
-    help_lines(
-        ctx,
-        "MEMORY",
-        &[
-            "USAGE <key> [SAMPLES <count>]",
-            "    Return memory in bytes used by <key> and its value.",
-        ],
-    );
-    Ok(())
-}
-
 /// Command flags in the order Redis lists them.
 const COMMAND_FLAG_ORDER: &[&str] = &[
     "write",

@@ -27,8 +27,8 @@ use super::keyspec::{KeySpec, keynum, keyword_range, noted, range, unknown};
 use super::{
     Handler, Spec, bits, cluster as cl, connection as conn, debug as dbg, dump, functions as fc,
     geo as gs, hashes as hs, hyperloglog as hll, introspection as intro, keys as ks,
-    latency as lat, lists as ls, pubsub as ps, scripting as sc, server as srv, sets as se,
-    sort as so, strings as st, transactions as tx, zsets as zs,
+    latency as lat, lists as ls, memory as mem, pubsub as ps, scripting as sc, server as srv,
+    sets as se, sort as so, strings as st, transactions as tx, zsets as zs,
 };
 
 const NO_KEYS: &[KeySpec] = &[];
@@ -490,6 +490,46 @@ const CLUSTER_SUBCOMMANDS: &[Spec] = &[
 
 const MEMORY_SUBCOMMANDS: &[Spec] = &[
     sub(
+        "stats",
+        2,
+        &[],
+        NO_KEYS,
+        SLOW,
+        "4.0.0",
+        "Returns details about memory usage.",
+        mem::memory_stats,
+    ),
+    sub(
+        "doctor",
+        2,
+        &[],
+        NO_KEYS,
+        SLOW,
+        "4.0.0",
+        "Outputs a memory problems report.",
+        mem::memory_doctor,
+    ),
+    sub(
+        "malloc-stats",
+        2,
+        &[],
+        NO_KEYS,
+        SLOW,
+        "4.0.0",
+        "Returns the allocator statistics.",
+        mem::memory_malloc_stats,
+    ),
+    sub(
+        "purge",
+        2,
+        &[],
+        NO_KEYS,
+        SLOW,
+        "4.0.0",
+        "Asks the allocator to release memory.",
+        mem::memory_purge,
+    ),
+    sub(
         "usage",
         -3,
         R,
@@ -497,7 +537,7 @@ const MEMORY_SUBCOMMANDS: &[Spec] = &[
         READ_SLOW,
         "4.0.0",
         "Estimates the memory usage of a key.",
-        srv::memory_usage,
+        mem::memory_usage,
     ),
     sub(
         "help",
@@ -507,7 +547,7 @@ const MEMORY_SUBCOMMANDS: &[Spec] = &[
         &["slow"],
         "4.0.0",
         "Returns helpful text about the different subcommands.",
-        srv::memory_help,
+        mem::memory_help,
     ),
 ];
 
@@ -694,6 +734,12 @@ pub fn tips(full_name: &str) -> &'static [&'static str] {
             "response_policy:special",
         ],
         "dbsize" => &["request_policy:all_shards", "response_policy:agg_sum"],
+        "memory|stats" | "memory|doctor" | "memory|malloc-stats" => &[
+            "nondeterministic_output",
+            "request_policy:all_shards",
+            "response_policy:special",
+        ],
+        "memory|purge" => &["request_policy:all_shards", "response_policy:all_succeeded"],
         "del" | "unlink" | "exists" | "touch" => {
             &["request_policy:multi_shard", "response_policy:agg_sum"]
         }
