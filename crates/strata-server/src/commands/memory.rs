@@ -54,7 +54,7 @@ pub fn memory_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 pub fn memory_stats(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     let f = MemoryFigures::measure(ctx.server);
     let net = f.used.saturating_sub(f.startup);
-    let per_key = if f.keys == 0 { 0 } else { net / f.keys };
+    let per_key = net.checked_div(f.keys).unwrap_or(0);
     let rss_overhead = f.rss.saturating_sub(f.used);
     let ints: [(&str, u64); 14] = [
         ("peak.allocated", f.peak),
