@@ -110,6 +110,21 @@ pub struct Keyspace {
     pub(crate) hash_limits: Arc<SharedLimits>,
 }
 
+/// Until when (Unix ms) clients are paused (CLIENT PAUSE): meanwhile
+/// expired keys read as absent but are not deleted, by lookups or the
+/// active cycle, so a paused server's dataset (and its log) does not
+/// change, as Redis does it. Process-wide, like the pause; 0: none.
+static EXPIRY_PAUSED_UNTIL_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Pauses the deletion of expired keys until `until_ms` (0: resumes now).
+pub fn pause_expiry_until(until_ms: u64) {
+    EXPIRY_PAUSED_UNTIL_MS.store(until_ms, Relaxed);
+}
+
+pub(crate) fn expiry_paused(now_ms: u64) -> bool {
+    EXPIRY_PAUSED_UNTIL_MS.load(Relaxed) > now_ms
+}
+
 impl Keyspace {
     /// A new data directory's keyspace: a fresh random hash seed, shards
     /// by cluster slot.
@@ -645,6 +660,9 @@ impl Keyspace {
 
     /// Active expiry: removes due keys, at most `budget_per_shard` per shard.
     pub fn active_expire_cycle(&self, now_ms: u64, budget_per_shard: usize) -> usize {
+        if expiry_paused(now_ms) {
+            return 0;
+        }
         (0..SHARD_COUNT)
             .map(|i| {
                 let mut shard = self.lock_index(i);

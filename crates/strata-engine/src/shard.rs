@@ -36,6 +36,10 @@ pub(crate) fn lookup<'t>(
     if !found.get().is_expired(now_ms) {
         return Some(found.into_mut());
     }
+    if crate::keyspace::expiry_paused(now_ms) {
+        // Logically expired, deleted once the pause ends.
+        return None;
+    }
     let (mut expired, _) = found.remove();
     forget_deadline(&mut table.expiring, &expired);
     unlink(live, tier, &mut expired);

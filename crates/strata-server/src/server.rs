@@ -167,13 +167,18 @@ impl Server {
         let active = self.client_pause_until_ms.load(Relaxed) > now_ms;
         let writes_only = writes_only && (!active || self.client_pause_writes_only.load(Relaxed));
         self.client_pause_writes_only.store(writes_only, Relaxed);
-        self.client_pause_until_ms.fetch_max(until_ms, Relaxed);
+        let until = self
+            .client_pause_until_ms
+            .fetch_max(until_ms, Relaxed)
+            .max(until_ms);
+        strata_engine::keyspace::pause_expiry_until(until);
     }
 
     /// CLIENT UNPAUSE.
     pub fn client_unpause(&self) {
         self.client_pause_until_ms.store(0, Relaxed);
         self.client_pause_writes_only.store(false, Relaxed);
+        strata_engine::keyspace::pause_expiry_until(0);
         self.unpaused.notify_waiters();
     }
 

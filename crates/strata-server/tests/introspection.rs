@@ -409,3 +409,37 @@ fn latency_monitor_and_histograms() {
     let info = raw.cmd(&["INFO", "latencystats"]).as_text();
     assert!(info_field(&info, "latency_percentiles_usec_set").starts_with("p90="));
 }
+
+/// During CLIENT PAUSE, keys past their deadline read as absent but are
+/// not deleted (by reads or the active cycle): `expired_keys` stays; after
+/// UNPAUSE the next read deletes them.
+#[test]
+fn expiry_waits_for_the_end_of_a_client_pause() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let expired = |raw: &mut Raw| -> u64 {
+        info_field(&raw.cmd(&["INFO", "stats"]).as_text(), "expired_keys")
+            .parse()
+            .unwrap()
+    };
+    let before = expired(&mut raw);
+    assert_eq!(raw.cmd(&["MULTI"]), ok());
+    assert_eq!(
+        raw.cmd(&["SET", "k", "v", "PX", "20"]),
+        Reply::simple("QUEUED")
+    );
+    assert_eq!(
+        raw.cmd(&["CLIENT", "PAUSE", "50000", "WRITE"]),
+        Reply::simple("QUEUED")
+    );
+    assert_eq!(raw.cmd(&["EXEC"]).as_array().len(), 2);
+    wait_until("the key to read as expired", || {
+        raw.cmd(&["GET", "k"]) == Reply::NullBulk
+    });
+    // Several cron cycles: the active cycle deletes nothing either.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(expired(&mut raw), before);
+    assert_eq!(raw.cmd(&["CLIENT", "UNPAUSE"]), ok());
+    assert_eq!(raw.cmd(&["GET", "k"]), Reply::NullBulk);
+    assert_eq!(expired(&mut raw), before + 1);
+}
