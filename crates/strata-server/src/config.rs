@@ -112,6 +112,8 @@ pub struct Config {
     pub latency_tracking: bool,
     /// `latency-tracking-info-percentiles`: INFO latencystats' percentiles.
     pub latency_tracking_info_percentiles: Vec<f64>,
+    /// `supervised`: `no`, `upstart`, `systemd` or `auto` (`supervise.rs`).
+    pub supervised: String,
     /// Who may run DEBUG (`enable-debug-command`): `no` (Redis 7's
     /// default), `yes`, or `local` (loopback clients).
     pub enable_debug_command: Gate,
@@ -316,6 +318,7 @@ impl Default for Config {
             maxmemory: 0,
             maxmemory_policy: MaxmemoryPolicy::Tiered,
             enable_debug_command: Gate::No,
+            supervised: "no".into(),
             latency_monitor_threshold: 0,
             metrics_port: 0,
             tls: crate::tls::TlsSettings::default(),
@@ -844,6 +847,21 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     // Process set-up, as redis-server does it.
     yes_no_directive!("daemonize", false, daemonize),
+    Directive {
+        name: "supervised",
+        mutable: false,
+        get: |c| c.supervised.clone(),
+        set: |c, a| {
+            let value = one(a)?.to_ascii_lowercase();
+            if !["no", "upstart", "systemd", "auto"].contains(&value.as_str()) {
+                return Err(
+                    "argument(s) must be one of the following: upstart, systemd, auto, no".into(),
+                );
+            }
+            c.supervised = value;
+            Ok(())
+        },
+    },
     Directive {
         name: "enable-debug-command",
         mutable: false,

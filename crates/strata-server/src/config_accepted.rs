@@ -209,13 +209,6 @@ pub static ACCEPTED: &[Accepted] = &[
     accepted("bind-source-addr", None, true, Kind::Text, ""),
     accepted("masterauth", None, true, Kind::Text, ""),
     accepted(
-        "supervised",
-        None,
-        false,
-        Kind::Enum(&["upstart", "systemd", "auto", "no"]),
-        "no",
-    ),
-    accepted(
         "syslog-facility",
         None,
         false,

@@ -36,6 +36,7 @@ mod server;
 mod session;
 mod slowlog;
 mod stats;
+mod supervise;
 mod tiering;
 mod tls;
 mod tracking;

@@ -166,7 +166,12 @@ pub fn strerror(error: &str) -> &str {
 
 /// Loads the data directory on a background thread, then attaches the log
 /// and announces readiness. A recovery error stops the process.
-pub fn spawn_loader(handles: Handles, plan: Plan, ready_lines: Vec<String>) {
+pub fn spawn_loader(
+    handles: Handles,
+    plan: Plan,
+    ready_lines: Vec<String>,
+    notifier: Option<std::sync::Arc<crate::supervise::Notifier>>,
+) {
     let spawned = std::thread::Builder::new()
         .name("strata-load".into())
         .spawn(move || {
@@ -177,6 +182,9 @@ pub fn spawn_loader(handles: Handles, plan: Plan, ready_lines: Vec<String>) {
             }
             for line in ready_lines {
                 log_notice!("{line}");
+            }
+            if let Some(notifier) = notifier {
+                notifier.send("READY=1\nSTATUS=Ready to accept connections");
             }
         });
     if let Err(e) = spawned {

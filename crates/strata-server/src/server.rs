@@ -438,7 +438,12 @@ pub fn run(mut config: Config) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
         let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
             .map_err(|e| e.to_string())?;
-        persistence::spawn_loader(server.handles(), plan, ready_lines);
+        let notifier =
+            crate::supervise::Notifier::from_setting(&server.config.get().supervised).map(Arc::new);
+        if let Some(notifier) = &notifier {
+            notifier.send("STATUS=Loading the dataset");
+        }
+        persistence::spawn_loader(server.handles(), plan, ready_lines, notifier.clone());
         crate::metrics::spawn(server.clone(), metrics_listeners);
         let mut next_worker = 0usize;
         let (accepted_tx, mut accepted_rx) = mpsc::channel::<(
@@ -512,6 +517,9 @@ pub fn run(mut config: Config) -> Result<(), String> {
                 }
                 _ = server.shutdown_signal.notified() => break,
             }
+        }
+        if let Some(notifier) = &notifier {
+            notifier.send("STOPPING=1\nSTATUS=Saving and shutting down");
         }
         Ok::<(), String>(())
     })?;

@@ -104,3 +104,52 @@ fn the_docker_image_builds_and_answers() {
     assert_eq!(code, 0, "{output}");
     assert!(output.contains("Strata server"), "{output}");
 }
+
+/// `supervised systemd`: readiness and stopping go to $NOTIFY_SOCKET in
+/// sd_notify's protocol (what a `Type=notify` unit waits for).
+#[test]
+fn supervised_systemd_notifies_readiness_and_stopping() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = temp_dir();
+    let socket_path = dir.join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).unwrap();
+    socket.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata-server"))
+        .args([
+            "--port",
+            "0",
+            "--bind",
+            "127.0.0.1",
+            "--supervised",
+            "systemd",
+            "--dir",
+        ])
+        .arg(dir.join("data"))
+        .env("NOTIFY_SOCKET", &socket_path)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 1024];
+    while !received.iter().any(|m: &String| m.contains("READY=1")) {
+        let n = socket
+            .recv(&mut buffer)
+            .expect("a notification before the timeout");
+        received.push(String::from_utf8_lossy(&buffer[..n]).into_owned());
+    }
+    assert!(received[0].starts_with("STATUS=Loading"), "{received:?}");
+    assert!(
+        received
+            .last()
+            .unwrap()
+            .contains("STATUS=Ready to accept connections")
+    );
+    // SAFETY: signalling the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let n = socket
+        .recv(&mut buffer)
+        .expect("STOPPING before the timeout");
+    assert!(String::from_utf8_lossy(&buffer[..n]).starts_with("STOPPING=1"));
+    let status = wait_bounded(&mut child);
+    assert!(status.success(), "{status}");
+}
