@@ -96,7 +96,9 @@ pub fn start_thread(server: Arc<Server>) {
     });
 }
 
-/// Registers a connection of this thread (`fd`: its socket).
+/// Registers a connection of this thread (`fd`: its socket; -1 for a TLS
+/// connection, which never reports itself idle: only its session can
+/// read and write its bytes).
 pub fn register(client: Arc<ClientInfo>, fd: RawFd) -> Arc<Slot> {
     let slot = Arc::new(Slot {
         fd,

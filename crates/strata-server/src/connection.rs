@@ -531,13 +531,13 @@ impl Connection {
         }
     }
 
-    /// Whether nothing is buffered for this connection and its session is
-    /// plain, so that `crate::busy` may answer its next requests.
     /// Output not yet on the socket: replies, or a TLS session's records.
     fn output_pending(&self) -> bool {
         !self.output.is_empty() || self.tls.as_ref().is_some_and(|t| t.wants_write())
     }
 
+    /// Whether nothing is buffered for this connection and its session is
+    /// plain (not TLS), so that `crate::busy` may answer its next requests.
     fn servable_while_busy(&self) -> bool {
         let session = &self.session;
         self.tls.is_none()
