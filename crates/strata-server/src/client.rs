@@ -22,8 +22,12 @@ pub struct Names {
 
 pub struct ClientInfo {
     pub id: u64,
+    /// The peer and local TCP addresses; for a unix-socket client,
+    /// placeholders, its socket's path being in `unix_socket`.
     pub addr: SocketAddr,
     pub laddr: SocketAddr,
+    /// The path of the unix socket the client came through.
+    pub unix_socket: Option<Arc<str>>,
     pub fd: i32,
     pub created: Instant,
     pub last_active_ms: AtomicU64,
@@ -100,6 +104,39 @@ impl ClientInfo {
     }
 }
 
+impl ClientInfo {
+    /// The peer as CLIENT LIST, CLIENT KILL ADDR and SLOWLOG show it:
+    /// `ip:port`, or `path:0` for a unix socket (as Redis).
+    pub fn addr_text(&self) -> String {
+        match &self.unix_socket {
+            Some(path) => format!("{path}:0"),
+            None => self.addr.to_string(),
+        }
+    }
+
+    /// The local end: `ip:port`, or the unix socket's path.
+    pub fn laddr_text(&self) -> String {
+        match &self.unix_socket {
+            Some(path) => path.to_string(),
+            None => self.laddr.to_string(),
+        }
+    }
+
+    /// How MONITOR names the client: `ip:port`, or `unix:path` (Redis').
+    pub fn monitor_source(&self) -> String {
+        match &self.unix_socket {
+            Some(path) => format!("unix:{path}"),
+            None => self.addr.to_string(),
+        }
+    }
+
+    /// Whether the client is on this machine (loopback or unix socket):
+    /// protected mode and `enable-debug-command local` let it in.
+    pub fn is_local(&self) -> bool {
+        self.unix_socket.is_some() || self.addr.ip().is_loopback()
+    }
+}
+
 #[derive(Default)]
 pub struct ClientRegistry {
     next_id: AtomicU64,
@@ -111,6 +148,7 @@ impl ClientRegistry {
         &self,
         addr: SocketAddr,
         laddr: SocketAddr,
+        unix_socket: Option<Arc<str>>,
         fd: i32,
         now_ms: u64,
     ) -> Arc<ClientInfo> {
@@ -119,6 +157,7 @@ impl ClientRegistry {
             id,
             addr,
             laddr,
+            unix_socket,
             fd,
             created: Instant::now(),
             last_active_ms: AtomicU64::new(now_ms),

@@ -112,6 +112,10 @@ pub struct Config {
     pub latency_tracking: bool,
     /// `latency-tracking-info-percentiles`: INFO latencystats' percentiles.
     pub latency_tracking_info_percentiles: Vec<f64>,
+    /// `unixsocket`: also listen on this unix socket ("": no);
+    /// `unixsocketperm`: its file's mode (0: as the umask makes it).
+    pub unixsocket: String,
+    pub unixsocketperm: u32,
     /// `supervised`: `no`, `upstart`, `systemd` or `auto` (`supervise.rs`).
     pub supervised: String,
     /// Who may run DEBUG (`enable-debug-command`): `no` (Redis 7's
@@ -257,12 +261,13 @@ impl Gate {
         }
     }
 
-    /// Whether a client connected from `peer` may pass.
-    pub fn allows(self, peer: std::net::SocketAddr) -> bool {
+    /// Whether a client may pass (`local`: on a loopback address or the
+    /// unix socket).
+    pub fn allows(self, local: bool) -> bool {
         match self {
             Gate::No => false,
             Gate::Yes => true,
-            Gate::Local => peer.ip().is_loopback(),
+            Gate::Local => local,
         }
     }
 }
@@ -319,6 +324,8 @@ impl Default for Config {
             maxmemory_policy: MaxmemoryPolicy::Tiered,
             enable_debug_command: Gate::No,
             supervised: "no".into(),
+            unixsocket: String::new(),
+            unixsocketperm: 0,
             latency_monitor_threshold: 0,
             metrics_port: 0,
             tls: crate::tls::TlsSettings::default(),
@@ -847,6 +854,28 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     // Process set-up, as redis-server does it.
     yes_no_directive!("daemonize", false, daemonize),
+    Directive {
+        name: "unixsocket",
+        mutable: false,
+        get: |c| c.unixsocket.clone(),
+        set: |c, a| {
+            c.unixsocket = one(a)?.to_owned();
+            Ok(())
+        },
+    },
+    Directive {
+        name: "unixsocketperm",
+        mutable: false,
+        get: |c| format!("{:o}", c.unixsocketperm),
+        set: |c, a| {
+            let text = one(a)?;
+            c.unixsocketperm = u32::from_str_radix(text, 8)
+                .ok()
+                .filter(|mode| *mode <= 0o777)
+                .ok_or("argument must be between 0 and 777 inclusive")?;
+            Ok(())
+        },
+    },
     Directive {
         name: "supervised",
         mutable: false,

@@ -32,8 +32,6 @@ pub enum Kind {
     Memory(i64, i64),
     /// A memory value or a percentage (`maxmemory-clients`).
     MemoryOrPercent,
-    /// An octal number up to 0777 (`unixsocketperm`).
-    Octal,
     /// One of these words.
     Enum(&'static [&'static str]),
     /// Any text (several words are kept as given).
@@ -178,7 +176,6 @@ pub static ACCEPTED: &[Accepted] = &[
         "no",
     ),
     accepted("aclfile", None, false, Kind::Text, ""),
-    accepted("unixsocket", None, false, Kind::Text, ""),
     accepted(
         "replica-announce-ip",
         Some("slave-announce-ip"),
@@ -424,7 +421,6 @@ pub static ACCEPTED: &[Accepted] = &[
         Kind::Int(0, i32::MAX as i64),
         "0",
     ),
-    accepted("unixsocketperm", None, false, Kind::Octal, "0"),
     accepted(
         "socket-mark-id",
         None,
@@ -567,10 +563,6 @@ impl Accepted {
                     .map(|n| n.to_string())
                     .ok_or_else(|| "argument must be a memory or percent value".to_string()),
             },
-            Kind::Octal => match u32::from_str_radix(value, 8) {
-                Ok(mode) if mode <= 0o777 => Ok(format!("{mode:o}")),
-                _ => Err("argument must be between 0 and 777 inclusive".into()),
-            },
             Kind::Enum(words) => {
                 let lower = value.to_ascii_lowercase();
                 match words.iter().find(|w| **w == lower) {
@@ -598,9 +590,6 @@ pub fn refused(name: &str, value: &str) -> Option<&'static str> {
         }
         ("aclfile", file) if !file.is_empty() => {
             Some("ACL files are not supported yet: refusing to start without the users it defines")
-        }
-        ("unixsocket", path) if !path.is_empty() => {
-            Some("unix sockets are not supported yet: listen on TCP")
         }
         _ => None,
     }

@@ -22,7 +22,6 @@
 //! request order, so earlier replies wait too. When the log's pending
 //! bytes pass their limit, connections wait before running more commands.
 
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -31,7 +30,6 @@ use bytes::{Bytes, BytesMut};
 use strata_engine::fetch::{ColdFetch, FailedRead};
 use strata_engine::log::FsyncPolicy;
 use strata_resp::{Limits, ProtocolError, ReplyWriter, RequestParser};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::client::ClientInfo;
@@ -82,7 +80,7 @@ impl std::fmt::Display for Closed {
 struct Connection {
     server: Arc<Server>,
     stats: Arc<ThreadStats>,
-    stream: TcpStream,
+    stream: crate::socket::Stream,
     session: Session,
     parser: RequestParser,
     input: BytesMut,
@@ -126,7 +124,7 @@ const TLS_PENDING_BYTES_MAX: usize = 64 * 1024;
 
 /// The socket as `std::io` sees it, for rustls: never blocks, says
 /// `WouldBlock` instead.
-struct NonBlocking<'a>(&'a TcpStream);
+struct NonBlocking<'a>(&'a crate::socket::Stream);
 
 impl std::io::Read for NonBlocking<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
@@ -194,10 +192,7 @@ pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, admitted: Admit
         server: server.clone(),
         id: client.id,
     };
-    let Ok(stream) = stream
-        .set_nonblocking(true)
-        .and_then(|_| TcpStream::from_std(stream))
-    else {
+    let Ok(stream) = stream.into_tokio() else {
         return;
     };
     // A busy script's thread answers idle plain connections itself
@@ -952,7 +947,7 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
 /// alert records the session answers go out with the next flush.
 fn read_tls(
     tls: &mut rustls::ServerConnection,
-    stream: &TcpStream,
+    stream: &crate::socket::Stream,
     input: &mut BytesMut,
 ) -> std::io::Result<usize> {
     use std::io::Read;
@@ -1001,7 +996,7 @@ fn read_tls(
 /// its records onto the socket, as far as the socket takes them.
 fn write_tls(
     tls: &mut rustls::ServerConnection,
-    stream: &TcpStream,
+    stream: &crate::socket::Stream,
     output: &mut BytesMut,
     stats: &ThreadStats,
 ) -> std::io::Result<()> {

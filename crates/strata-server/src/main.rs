@@ -35,6 +35,7 @@ mod scripting;
 mod server;
 mod session;
 mod slowlog;
+mod socket;
 mod stats;
 mod supervise;
 mod tiering;

@@ -64,13 +64,7 @@ impl Monitors {
     }
 
     /// Sends one command's line to every monitor.
-    pub fn feed(
-        &self,
-        db: usize,
-        from: Option<&std::net::SocketAddr>,
-        args: &[Bytes],
-        config: &Config,
-    ) {
+    pub fn feed(&self, db: usize, from: Option<&str>, args: &[Bytes], config: &Config) {
         let line = Bytes::from(line(now_micros(), db, from, args));
         let limit = limit(config);
         for mailbox in self.mailboxes.read().values() {
@@ -97,10 +91,10 @@ fn now_micros() -> u128 {
 
 /// One command's line (`from`: the client's address, `None` for a
 /// script's command).
-fn line(micros: u128, db: usize, from: Option<&std::net::SocketAddr>, args: &[Bytes]) -> Vec<u8> {
+fn line(micros: u128, db: usize, from: Option<&str>, args: &[Bytes]) -> Vec<u8> {
     let mut out = format!("+{}.{:06} [{db} ", micros / 1_000_000, micros % 1_000_000).into_bytes();
     match from {
-        Some(addr) => out.extend_from_slice(addr.to_string().as_bytes()),
+        Some(addr) => out.extend_from_slice(addr.as_bytes()),
         None => out.extend_from_slice(b"lua"),
     }
     out.push(b']');
@@ -141,12 +135,12 @@ mod tests {
 
     #[test]
     fn lines_as_redis_writes_them() {
-        let addr: std::net::SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        let addr = "127.0.0.1:5000";
         let args: Vec<Bytes> = ["set", "k\"\\", "a\nb\x01\x7f é"]
             .iter()
             .map(|s| Bytes::from(s.to_string()))
             .collect();
-        let text = String::from_utf8(line(1_700_000_000_000_042, 3, Some(&addr), &args)).unwrap();
+        let text = String::from_utf8(line(1_700_000_000_000_042, 3, Some(addr), &args)).unwrap();
         assert_eq!(
             text,
             "+1700000000.000042 [3 127.0.0.1:5000] \"set\" \"k\\\"\\\\\" \"a\\nb\\x01\\x7f \\xc3\\xa9\"\r\n"

@@ -301,6 +301,11 @@ pub fn run(mut config: Config) -> Result<(), String> {
             Some((tls_config, tls_listeners))
         }
     };
+    let unix_listener = match config.unixsocket.as_str() {
+        "" => None,
+        path => Some(bind_unix(path, config.unixsocketperm)?),
+    };
+    let config_unixsocket = config.unixsocket.clone();
     let metrics_listeners = match config.metrics_port {
         0 => Vec::new(),
         metrics_port => {
@@ -447,10 +452,43 @@ pub fn run(mut config: Config) -> Result<(), String> {
         crate::metrics::spawn(server.clone(), metrics_listeners);
         let mut next_worker = 0usize;
         let (accepted_tx, mut accepted_rx) = mpsc::channel::<(
-            std::net::TcpStream,
+            crate::socket::Accepted,
             SocketAddr,
             Option<Arc<rustls::ServerConfig>>,
         )>(1024);
+        if let Some(listener) = unix_listener {
+            let listener =
+                tokio::net::UnixListener::from_std(listener).map_err(|e| e.to_string())?;
+            log_notice!(
+                "Listening on unix socket {}",
+                server.config.get().unixsocket
+            );
+            let accepted_tx = accepted_tx.clone();
+            tokio::spawn(async move {
+                loop {
+                    match listener.accept().await {
+                        Ok((stream, _)) => match stream.into_std() {
+                            Ok(stream) => {
+                                let unspecified = SocketAddr::from(([0, 0, 0, 0], 0));
+                                let accepted = crate::socket::Accepted::Unix(stream);
+                                if accepted_tx
+                                    .send((accepted, unspecified, None))
+                                    .await
+                                    .is_err()
+                                {
+                                    return;
+                                }
+                            }
+                            Err(e) => log_warning!("Accepting unix socket connection: {e}"),
+                        },
+                        Err(e) => {
+                            log_warning!("Accepting unix socket connection: {e}");
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                    }
+                }
+            });
+        }
         let plain = listeners.into_iter().map(|l| (l, None));
         let secure = tls.into_iter().flat_map(|(config, listeners)| {
             listeners
@@ -472,7 +510,12 @@ pub fn run(mut config: Config) -> Result<(), String> {
                     match listener.accept().await {
                         Ok((stream, peer)) => match stream.into_std() {
                             Ok(stream) => {
-                                if accepted_tx.send((stream, peer, tls.clone())).await.is_err() {
+                                let accepted = crate::socket::Accepted::Tcp(stream);
+                                if accepted_tx
+                                    .send((accepted, peer, tls.clone()))
+                                    .await
+                                    .is_err()
+                                {
                                     return;
                                 }
                             }
@@ -528,6 +571,9 @@ pub fn run(mut config: Config) -> Result<(), String> {
     // every shard.
     server.scripts.stopping.store(true, Relaxed);
     finish(&server);
+    if !config_unixsocket.is_empty() {
+        let _ = std::fs::remove_file(&config_unixsocket);
+    }
     log_warning!("Strata is now ready to exit, bye bye...");
     Ok(())
 }
@@ -549,7 +595,7 @@ pub enum ShutdownSave {
 /// An accepted connection, registered as a client, on its way to a network
 /// thread.
 pub struct Admitted {
-    pub stream: std::net::TcpStream,
+    pub stream: crate::socket::Accepted,
     pub client: Arc<crate::client::ClientInfo>,
     /// For a connection on `tls-port`: the TLS configuration to serve it.
     pub tls: Option<Arc<rustls::ServerConfig>>,
@@ -560,40 +606,62 @@ pub struct Admitted {
 /// connection. Returns the connection to serve.
 fn admit(
     server: &Server,
-    stream: std::net::TcpStream,
+    stream: crate::socket::Accepted,
     peer: SocketAddr,
     tls: Option<Arc<rustls::ServerConfig>>,
 ) -> Option<Admitted> {
-    use std::io::Write;
     let config = server.config.get();
     server.stats.connections_received.fetch_add(1, Relaxed);
     let mut stream = stream;
     if server.clients.count() as u64 >= config.maxclients {
         server.stats.rejected_connections.fetch_add(1, Relaxed);
-        let _ = stream.set_nonblocking(false);
-        let _ = stream.write_all(b"-ERR max number of clients reached\r\n");
+        stream.refuse(b"-ERR max number of clients reached\r\n");
         return None;
     }
-    if config.protected_mode && config.requirepass.is_empty() && !is_local(peer.ip()) {
-        server.stats.rejected_connections.fetch_add(1, Relaxed);
-        let _ = stream.set_nonblocking(false);
-        let _ = stream.write_all(ERR_DENIED.as_bytes());
-        return None;
-    }
-    let _ = stream.set_nodelay(true);
-    if config.tcp_keepalive_s > 0 {
-        let keepalive =
-            socket2::TcpKeepalive::new().with_time(Duration::from_secs(config.tcp_keepalive_s));
-        let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive);
-    }
-    let local = stream.local_addr().ok()?;
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-    let client = server.clients.register(peer, local, fd, now_ms());
+    let (local, unix_socket) = match &stream {
+        crate::socket::Accepted::Tcp(tcp) => {
+            if config.protected_mode && config.requirepass.is_empty() && !is_local(peer.ip()) {
+                server.stats.rejected_connections.fetch_add(1, Relaxed);
+                stream.refuse(ERR_DENIED.as_bytes());
+                return None;
+            }
+            let _ = tcp.set_nodelay(true);
+            if config.tcp_keepalive_s > 0 {
+                let keepalive = socket2::TcpKeepalive::new()
+                    .with_time(Duration::from_secs(config.tcp_keepalive_s));
+                let _ = socket2::SockRef::from(tcp).set_tcp_keepalive(&keepalive);
+            }
+            (tcp.local_addr().ok()?, None)
+        }
+        // A unix socket is local: protected mode lets it in, as in Redis.
+        crate::socket::Accepted::Unix(_) => (peer, Some(Arc::from(config.unixsocket.as_str()))),
+    };
+    let fd = stream.as_raw_fd();
+    let client = server
+        .clients
+        .register(peer, local, unix_socket, fd, now_ms());
     Some(Admitted {
         stream,
         client,
         tls,
     })
+}
+
+/// The unix socket at `path` (`unixsocket`), its file made anew (a stale
+/// one is removed, as Redis does) with `unixsocketperm`'s mode when set.
+fn bind_unix(path: &str, mode: u32) -> Result<std::os::unix::net::UnixListener, String> {
+    let _ = std::fs::remove_file(path);
+    let listener = std::os::unix::net::UnixListener::bind(path)
+        .map_err(|e| format!("Failed opening Unix socket: {path}: {e}"))?;
+    if mode != 0 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| format!("Failed setting the mode of Unix socket {path}: {e}"))?;
+    }
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("Unix socket {path}: {e}"))?;
+    Ok(listener)
 }
 
 fn network_thread(

@@ -117,7 +117,10 @@ fn debian_redis_conf_starts_strata() {
 #[test]
 fn unsafe_or_bad_values_stop_start_up() {
     for (args, expected) in [
-        (["--tls-port", "6380"], "tls-port needs tls-cert-file and tls-key-file"),
+        (
+            ["--tls-port", "6380"],
+            "tls-port needs tls-cert-file and tls-key-file",
+        ),
         (
             ["--replicaof", "10.0.0.1 6379"],
             "replication is not supported",

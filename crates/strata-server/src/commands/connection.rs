@@ -243,8 +243,8 @@ fn describe(ctx: &Ctx, client: &ClientInfo) -> String {
     format!(
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
         client.id,
-        client.addr,
-        client.laddr,
+        client.addr_text(),
+        client.laddr_text(),
         client.fd,
         names.name,
         client.created.elapsed().as_secs(),
@@ -328,7 +328,7 @@ pub fn client_kill(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             .clients
             .snapshot()
             .into_iter()
-            .find(|c| c.addr.to_string() == addr);
+            .find(|c| c.addr_text() == addr);
         let Some(target) = target else {
             return Err("ERR No such client".into());
         };
@@ -394,10 +394,8 @@ pub fn client_kill(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         // closed; it is gone for every purpose but that, so not counted.
         let matches = !client.is_killed()
             && id.is_none_or(|id| client.id == id)
-            && addr.as_ref().is_none_or(|a| client.addr.to_string() == *a)
-            && laddr
-                .as_ref()
-                .is_none_or(|a| client.laddr.to_string() == *a)
+            && addr.as_ref().is_none_or(|a| client.addr_text() == *a)
+            && laddr.as_ref().is_none_or(|a| client.laddr_text() == *a)
             && max_age_s.is_none_or(|age| client.created.elapsed().as_secs() >= age)
             && kind.is_none_or(|kind| {
                 kind == Some(

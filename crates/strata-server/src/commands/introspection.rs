@@ -29,10 +29,10 @@ pub fn monitor(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 pub fn feed_script_call(ctx: &Ctx, args: &[Bytes]) {
     let server = ctx.server;
     if server.monitors.active() {
-        let client = &ctx.session.client;
+        let from = ctx.session.client.monitor_source();
         server
             .monitors
-            .feed(ctx.session.db, Some(&client.addr), args, ctx.config);
+            .feed(ctx.session.db, Some(&from), args, ctx.config);
     }
 }
 

@@ -600,8 +600,8 @@ fn dispatch_one(
         // After the commands it ran, as Redis shows it (not when it
         // waits for cold values: it runs again then).
         if server.monitors.active() && !matches!(ran, Dispatched::Cold) {
-            let addr = session.client.addr;
-            server.monitors.feed(session.db, Some(&addr), args, config);
+            let from = session.client.monitor_source();
+            server.monitors.feed(session.db, Some(&from), args, config);
         }
         return ran;
     }
@@ -696,7 +696,9 @@ fn admit(
     // subcommand is looked at, as Redis refuses it.
     if id == table.debug_id
         && args.len() >= 2
-        && !config.enable_debug_command.allows(session.client.addr)
+        && !config
+            .enable_debug_command
+            .allows(session.client.is_local())
     {
         reject(server, &mut reply, ERR_DEBUG_NOT_ALLOWED);
         return None;
@@ -881,8 +883,10 @@ pub(crate) fn call<'a, 's>(
         strata_engine::latency::sample(event, took);
     }
     if server.monitors.active() && !spec.has_flag("skip_monitor") && !spec.has_flag("admin") {
-        let from = (!ctx.session.in_script).then_some(&ctx.session.client.addr);
-        server.monitors.feed(ctx.session.db, from, args, config);
+        let from = (!ctx.session.in_script).then(|| ctx.session.client.monitor_source());
+        server
+            .monitors
+            .feed(ctx.session.db, from.as_deref(), args, config);
     }
     let threshold = config.slowlog_log_slower_than;
     if threshold >= 0
@@ -891,7 +895,7 @@ pub(crate) fn call<'a, 's>(
         && !spec.has_flag("skip_slowlog")
     {
         let client = &ctx.session.client;
-        let who = (client.addr.to_string(), client.names.lock().name.clone());
+        let who = (client.addr_text(), client.names.lock().name.clone());
         // The live length: this command may be the CONFIG SET changing it.
         let max_len = server.config.get().slowlog_max_len as usize;
         server
