@@ -12,7 +12,7 @@ use crate::server::{REDIS_VERSION, Server};
 
 /// Every section, in Redis' order. `INFO` without arguments (or `default`)
 /// shows all but commandstats, as Redis does.
-const ALL_SECTIONS: &[&str] = &[
+pub const ALL_SECTIONS: &[&str] = &[
     "server",
     "clients",
     "memory",

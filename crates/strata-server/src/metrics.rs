@@ -194,19 +194,18 @@ fn metric_name(field: &str) -> String {
 /// The whole exposition.
 pub fn render(server: &Server) -> String {
     let mut out = String::new();
-    let sections: Vec<String> = [
-        "server",
-        "clients",
-        "memory",
-        "persistence",
-        "tiering",
-        "stats",
-        "replication",
-        "cpu",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    // INFO's sections but the per-command and per-database ones, which
+    // get labelled metrics below.
+    let sections: Vec<String> = crate::info::ALL_SECTIONS
+        .iter()
+        .filter(|s| {
+            !matches!(
+                **s,
+                "commandstats" | "errorstats" | "latencystats" | "keyspace"
+            )
+        })
+        .map(|s| s.to_string())
+        .collect();
     let info = crate::info::render(server, &sections, now_ms());
     let mut seen = std::collections::HashSet::new();
     for line in info.lines() {
@@ -244,29 +243,27 @@ pub fn render(server: &Server) -> String {
     out
 }
 
+type DbFigure = fn(&strata_engine::DbStats) -> f64;
+
 fn databases(server: &Server, out: &mut String) {
     let stats = server.keyspace.db_stats(now_ms());
-    for (name, help, value) in [
-        ("strata_db_keys", "Keys in the database.", 0),
+    let figures: [(&str, &str, DbFigure); 3] = [
+        ("strata_db_keys", "Keys in the database.", |s| s.keys as f64),
         (
             "strata_db_keys_expiring",
             "Keys with a TTL in the database.",
-            1,
+            |s| s.expires as f64,
         ),
         (
             "strata_db_avg_ttl_seconds",
             "Average TTL of the keys with one.",
-            2,
+            |s| s.avg_ttl_ms as f64 / 1000.0,
         ),
-    ] {
+    ];
+    for (name, help, figure) in figures {
         let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n");
         for (db, stats) in stats.iter().enumerate().filter(|(_, s)| s.keys > 0) {
-            let figure = match value {
-                0 => stats.keys as f64,
-                1 => stats.expires as f64,
-                _ => stats.avg_ttl_ms as f64 / 1000.0,
-            };
-            let _ = writeln!(out, "{name}{{db=\"db{db}\"}} {figure}");
+            let _ = writeln!(out, "{name}{{db=\"db{db}\"}} {}", figure(stats));
         }
     }
 }
@@ -281,27 +278,26 @@ fn commands(server: &Server, out: &mut String) {
             sum(id, |c| c.calls.load(Relaxed)) + sum(id, |c| c.rejected.load(Relaxed)) > 0
         })
         .collect();
-    for (name, help, field) in [
-        ("strata_commands_total", "Calls per command.", 0),
+    type Counter = fn(&crate::stats::CommandCounters) -> u64;
+    let counters: [(&str, &str, Counter); 3] = [
+        ("strata_commands_total", "Calls per command.", |c| {
+            c.calls.load(Relaxed)
+        }),
         (
             "strata_commands_rejected_total",
             "Calls refused before running (arity, OOM, ACL…).",
-            1,
+            |c| c.rejected.load(Relaxed),
         ),
         (
             "strata_commands_failed_total",
             "Calls that ran and replied an error.",
-            2,
+            |c| c.failed.load(Relaxed),
         ),
-    ] {
+    ];
+    for (name, help, counter) in counters {
         let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} counter\n");
         for &id in &called {
-            let value = match field {
-                0 => sum(id, |c| c.calls.load(Relaxed)),
-                1 => sum(id, |c| c.rejected.load(Relaxed)),
-                _ => sum(id, |c| c.failed.load(Relaxed)),
-            };
-            let _ = writeln!(out, "{name}{{cmd=\"{}\"}} {value}", names[id]);
+            let _ = writeln!(out, "{name}{{cmd=\"{}\"}} {}", names[id], sum(id, counter));
         }
     }
     let name = "strata_command_duration_seconds";

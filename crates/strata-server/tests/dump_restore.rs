@@ -126,6 +126,18 @@ fn redis_connection(server: &RedisServer) -> redis::Connection {
         .unwrap()
 }
 
+/// Creates every key on `from`, DUMPs each and RESTOREs it into `to`, and
+/// checks the contents match.
+fn move_keys(from: &mut redis::Connection, to: &mut redis::Connection) -> Vec<&'static str> {
+    let keys = create_keys(from);
+    for key in &keys {
+        let payload = dump(from, key);
+        restore(to, key, &payload).unwrap_or_else(|e| panic!("{key}: {e}"));
+        assert_eq!(contents(to, key), contents(from, key), "{key}");
+    }
+    keys
+}
+
 /// Every key Redis dumps restores in Strata with the same contents.
 #[test]
 fn keys_move_from_redis_to_strata() {
@@ -140,37 +152,21 @@ fn keys_move_from_redis_to_strata() {
         .query(&mut redis_con)
         .unwrap();
     let server = TestServer::start();
-    let mut strata = server.client();
-    for key in create_keys(&mut redis_con) {
-        let payload = dump(&mut redis_con, key);
-        restore(&mut strata, key, &payload).unwrap_or_else(|e| panic!("{key}: {e}"));
-        assert_eq!(
-            contents(&mut strata, key),
-            contents(&mut redis_con, key),
-            "{key}"
-        );
-    }
+    move_keys(&mut redis_con, &mut server.client());
 }
 
-/// Every key Strata dumps restores in Redis with the same contents.
+/// Every key Strata dumps restores in Redis with the same contents, and
+/// in Strata again under another name.
 #[test]
 fn keys_move_from_strata_to_redis() {
     let Some(redis_server) = RedisServer::start_unless_missing("RESTORE into Redis") else {
         return;
     };
-    let mut redis_con = redis_connection(&redis_server);
     let server = TestServer::start();
     let mut strata = server.client();
-    for key in create_keys(&mut strata) {
-        let payload = dump(&mut strata, key);
-        restore(&mut redis_con, key, &payload).unwrap_or_else(|e| panic!("{key}: {e}"));
-        assert_eq!(
-            contents(&mut redis_con, key),
-            contents(&mut strata, key),
-            "{key}"
-        );
-        // And back into Strata under another name.
+    for key in move_keys(&mut strata, &mut redis_connection(&redis_server)) {
         let copy = format!("{key}_again");
+        let payload = dump(&mut strata, key);
         restore(&mut strata, &copy, &payload).unwrap();
         assert_eq!(contents(&mut strata, &copy), contents(&mut strata, key));
     }
