@@ -456,46 +456,14 @@ pub fn run(mut config: Config) -> Result<(), String> {
             SocketAddr,
             Option<Arc<rustls::ServerConfig>>,
         )>(1024);
-        if let Some(listener) = unix_listener {
-            let listener =
-                tokio::net::UnixListener::from_std(listener).map_err(|e| e.to_string())?;
-            log_notice!(
-                "Listening on unix socket {}",
-                server.config.get().unixsocket
-            );
-            let accepted_tx = accepted_tx.clone();
-            tokio::spawn(async move {
-                loop {
-                    match listener.accept().await {
-                        Ok((stream, _)) => match stream.into_std() {
-                            Ok(stream) => {
-                                let unspecified = SocketAddr::from(([0, 0, 0, 0], 0));
-                                let accepted = crate::socket::Accepted::Unix(stream);
-                                if accepted_tx
-                                    .send((accepted, unspecified, None))
-                                    .await
-                                    .is_err()
-                                {
-                                    return;
-                                }
-                            }
-                            Err(e) => log_warning!("Accepting unix socket connection: {e}"),
-                        },
-                        Err(e) => {
-                            log_warning!("Accepting unix socket connection: {e}");
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                        }
-                    }
-                }
-            });
-        }
-        let plain = listeners.into_iter().map(|l| (l, None));
+        let mut listening: Vec<(crate::socket::Listener, Option<Arc<rustls::ServerConfig>>)> =
+            Vec::new();
         let secure = tls.into_iter().flat_map(|(config, listeners)| {
             listeners
                 .into_iter()
                 .map(move |l| (l, Some(config.clone())))
         });
-        for (listener, tls) in plain.chain(secure) {
+        for (listener, tls) in listeners.into_iter().map(|l| (l, None)).chain(secure) {
             let local = listener
                 .local_addr()
                 .map(|a| a.to_string())
@@ -504,23 +472,31 @@ pub fn run(mut config: Config) -> Result<(), String> {
                 tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
             let kind = if tls.is_some() { "tls" } else { "tcp" };
             log_notice!("Listening on {kind} {local} (loading the dataset)");
+            listening.push((crate::socket::Listener::Tcp(listener), tls));
+        }
+        if let Some(listener) = unix_listener {
+            let listener =
+                tokio::net::UnixListener::from_std(listener).map_err(|e| e.to_string())?;
+            log_notice!(
+                "Listening on unix socket {}",
+                server.config.get().unixsocket
+            );
+            listening.push((crate::socket::Listener::Unix(listener), None));
+        }
+        for (listener, tls) in listening {
             let accepted_tx = accepted_tx.clone();
             tokio::spawn(async move {
                 loop {
                     match listener.accept().await {
-                        Ok((stream, peer)) => match stream.into_std() {
-                            Ok(stream) => {
-                                let accepted = crate::socket::Accepted::Tcp(stream);
-                                if accepted_tx
-                                    .send((accepted, peer, tls.clone()))
-                                    .await
-                                    .is_err()
-                                {
-                                    return;
-                                }
+                        Ok((accepted, peer)) => {
+                            if accepted_tx
+                                .send((accepted, peer, tls.clone()))
+                                .await
+                                .is_err()
+                            {
+                                return;
                             }
-                            Err(e) => log_warning!("Accepting client connection: {e}"),
-                        },
+                        }
                         Err(e) => {
                             log_warning!("Accepting client connection: {e}");
                             // Out of file descriptors and similar: back off

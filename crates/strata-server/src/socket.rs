@@ -4,7 +4,9 @@
 
 use std::os::fd::{AsRawFd, RawFd};
 
-use tokio::net::{TcpStream, UnixStream};
+use std::net::SocketAddr;
+
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
 /// An accepted socket on its way to a network thread.
 pub enum Accepted {
@@ -93,6 +95,30 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.as_raw_fd(),
             Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+}
+
+/// A listening socket: a TCP port or the unix socket.
+pub enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+impl Listener {
+    /// The next connection and its peer (unspecified for a unix socket,
+    /// whose clients are named by its path).
+    pub async fn accept(&self) -> std::io::Result<(Accepted, SocketAddr)> {
+        match self {
+            Listener::Tcp(listener) => {
+                let (stream, peer) = listener.accept().await?;
+                Ok((Accepted::Tcp(stream.into_std()?), peer))
+            }
+            Listener::Unix(listener) => {
+                let (stream, _) = listener.accept().await?;
+                let unspecified = SocketAddr::from(([0, 0, 0, 0], 0));
+                Ok((Accepted::Unix(stream.into_std()?), unspecified))
+            }
         }
     }
 }
