@@ -121,6 +121,10 @@ struct Connection {
 /// TLS records the session may hold unsent before it takes no more plain
 /// text: the rest of the output waits in `output`, under its limits.
 const TLS_PENDING_BYTES_MAX: usize = 64 * 1024;
+/// TLS bytes one read takes off the socket at most. Records read are all
+/// decrypted at once (rustls), so nothing is left inside the session
+/// that only a socket event could bring out.
+const TLS_READ_PER_CALL_BYTES_MAX: usize = 1 << 20;
 
 /// The socket as `std::io` sees it, for rustls: never blocks, says
 /// `WouldBlock` instead.
@@ -952,13 +956,17 @@ fn read_tls(
 ) -> std::io::Result<usize> {
     use std::io::Read;
     let mut closed = false;
-    loop {
+    // Bytes taken off the socket in this call: past this, the rest waits
+    // for the next call (the socket stays readable), as a plain read
+    // takes one chunk at a time.
+    let mut taken = 0;
+    while taken < TLS_READ_PER_CALL_BYTES_MAX {
         match tls.read_tls(&mut NonBlocking(stream)) {
             Ok(0) => {
                 closed = true;
                 break;
             }
-            Ok(_) => {}
+            Ok(n) => taken += n,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
             Err(e) => return Err(e),
         }
