@@ -689,7 +689,8 @@ pub static DIRECTIVES: &[Directive] = &[
             Ok(())
         },
     },
-    // TLS (tls.rs): read at start; a restart applies changes.
+    // TLS (tls.rs): CONFIG SET of the files and options rebuilds the TLS
+    // configuration for new connections (tls-port needs a restart).
     Directive {
         name: "tls-port",
         mutable: false,
@@ -701,7 +702,7 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     Directive {
         name: "tls-cert-file",
-        mutable: false,
+        mutable: true,
         get: |c| c.tls.cert_file.clone(),
         set: |c, a| {
             c.tls.cert_file = one(a)?.to_owned();
@@ -710,7 +711,7 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     Directive {
         name: "tls-key-file",
-        mutable: false,
+        mutable: true,
         get: |c| c.tls.key_file.clone(),
         set: |c, a| {
             c.tls.key_file = one(a)?.to_owned();
@@ -719,7 +720,7 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     Directive {
         name: "tls-key-file-pass",
-        mutable: false,
+        mutable: true,
         get: |c| c.tls.key_file_pass.clone(),
         set: |c, a| {
             c.tls.key_file_pass = one(a)?.to_owned();
@@ -728,7 +729,7 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     Directive {
         name: "tls-ca-cert-file",
-        mutable: false,
+        mutable: true,
         get: |c| c.tls.ca_cert_file.clone(),
         set: |c, a| {
             c.tls.ca_cert_file = one(a)?.to_owned();
@@ -737,7 +738,7 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     Directive {
         name: "tls-ca-cert-dir",
-        mutable: false,
+        mutable: true,
         get: |c| c.tls.ca_cert_dir.clone(),
         set: |c, a| {
             c.tls.ca_cert_dir = one(a)?.to_owned();
@@ -746,7 +747,7 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     Directive {
         name: "tls-protocols",
-        mutable: false,
+        mutable: true,
         get: |c| c.tls.protocols.clone(),
         set: |c, a| {
             c.tls.protocols = one(a)?.to_owned();
@@ -755,7 +756,7 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     Directive {
         name: "tls-ciphers",
-        mutable: false,
+        mutable: true,
         get: |c| c.tls.ciphers.clone(),
         set: |c, a| {
             c.tls.ciphers = one(a)?.to_owned();
@@ -764,7 +765,7 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     Directive {
         name: "tls-ciphersuites",
-        mutable: false,
+        mutable: true,
         get: |c| c.tls.ciphersuites.clone(),
         set: |c, a| {
             c.tls.ciphersuites = one(a)?.to_owned();
@@ -773,7 +774,7 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     Directive {
         name: "tls-auth-clients",
-        mutable: false,
+        mutable: true,
         get: |c| c.tls.auth_clients.name().into(),
         set: |c, a| {
             c.tls.auth_clients = crate::tls::ClientAuth::parse(one(a)?).ok_or_else(|| {
@@ -784,7 +785,7 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     Directive {
         name: "tls-prefer-server-ciphers",
-        mutable: false,
+        mutable: true,
         get: |c| yes_no(c.tls.prefer_server_ciphers),
         set: |c, a| {
             c.tls.prefer_server_ciphers = parse_yes_no(a)?;
@@ -793,7 +794,7 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     Directive {
         name: "tls-session-caching",
-        mutable: false,
+        mutable: true,
         get: |c| yes_no(c.tls.session_caching),
         set: |c, a| {
             c.tls.session_caching = parse_yes_no(a)?;
@@ -802,7 +803,7 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     Directive {
         name: "tls-session-cache-size",
-        mutable: false,
+        mutable: true,
         get: |c| c.tls.session_cache_size.to_string(),
         set: |c, a| {
             c.tls.session_cache_size = parse_int(a, 0, i32::MAX as u64)? as usize;
@@ -1539,8 +1540,21 @@ impl SharedConfig {
         self.generation.load(Ordering::Acquire)
     }
 
-    /// CONFIG SET: applies every (name, value) pair or none of them.
+    /// CONFIG SET without a check (tests).
+    #[cfg(test)]
     pub fn set_many(&self, pairs: &[(String, String)]) -> Result<(), String> {
+        self.set_many_checked(pairs, |_, _| Ok(()))
+    }
+
+    /// CONFIG SET: applies every (name, value) pair or none of them, with
+    /// `check(old, new)` run on the result before it replaces the running
+    /// configuration: its error leaves everything as it was (TLS files
+    /// that do not load, say).
+    pub fn set_many_checked(
+        &self,
+        pairs: &[(String, String)],
+        check: impl FnOnce(&Config, &Config) -> Result<(), String>,
+    ) -> Result<(), String> {
         let mut current = self.current.write();
         let mut updated = (**current).clone();
         for (name, value) in pairs {
@@ -1570,6 +1584,7 @@ impl SharedConfig {
                 format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {e}")
             })?;
         }
+        check(&current, &updated)?;
         crate::log::set_level(updated.loglevel);
         *current = Arc::new(updated);
         self.generation.fetch_add(1, Ordering::Release);

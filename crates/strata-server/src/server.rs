@@ -91,6 +91,9 @@ pub struct Server {
     pub slowlog: crate::slowlog::SlowLog,
     /// MONITOR's clients.
     pub monitors: crate::monitor::Monitors,
+    /// The TLS configuration new connections on `tls-port` get (CONFIG
+    /// SET of the tls-* settings replaces it).
+    pub tls: parking_lot::RwLock<Option<Arc<rustls::ServerConfig>>>,
     /// `used_memory` once the server was set up, before any data
     /// (INFO `used_memory_startup`, MEMORY STATS `startup.allocated`).
     pub startup_memory: u64,
@@ -292,13 +295,13 @@ pub fn run(mut config: Config) -> Result<(), String> {
     };
     config.apply_to_engine(&keyspace);
     let (listeners, port) = bind_all(&config, config.port)?;
-    let tls = match config.tls.port {
-        0 => None,
+    let (tls_config, tls_listeners) = match config.tls.port {
+        0 => (None, Vec::new()),
         tls_port => {
             let tls_config = crate::tls::server_config(&config.tls)?;
             let (tls_listeners, _) =
                 bind_all(&config, tls_port).map_err(|e| format!("tls-port {tls_port}: {e}"))?;
-            Some((tls_config, tls_listeners))
+            (Some(tls_config), tls_listeners)
         }
     };
     let unix_listener = match config.unixsocket.as_str() {
@@ -362,6 +365,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         functions: Arc::default(),
         slowlog: Default::default(),
         monitors: Default::default(),
+        tls: parking_lot::RwLock::new(tls_config),
         startup_memory: crate::alloc::used_bytes(),
         shutdown_requested: AtomicBool::new(false),
         shutdown_save: AtomicU8::new(ShutdownSave::Default as u8),
@@ -451,26 +455,19 @@ pub fn run(mut config: Config) -> Result<(), String> {
         persistence::spawn_loader(server.handles(), plan, ready_lines, notifier.clone());
         crate::metrics::spawn(server.clone(), metrics_listeners);
         let mut next_worker = 0usize;
-        let (accepted_tx, mut accepted_rx) = mpsc::channel::<(
-            crate::socket::Accepted,
-            SocketAddr,
-            Option<Arc<rustls::ServerConfig>>,
-        )>(1024);
-        let mut listening: Vec<(crate::socket::Listener, Option<Arc<rustls::ServerConfig>>)> =
-            Vec::new();
-        let secure = tls.into_iter().flat_map(|(config, listeners)| {
-            listeners
-                .into_iter()
-                .map(move |l| (l, Some(config.clone())))
-        });
-        for (listener, tls) in listeners.into_iter().map(|l| (l, None)).chain(secure) {
+        // (socket, peer, whether it came in on tls-port)
+        let (accepted_tx, mut accepted_rx) =
+            mpsc::channel::<(crate::socket::Accepted, SocketAddr, bool)>(1024);
+        let mut listening: Vec<(crate::socket::Listener, bool)> = Vec::new();
+        let plain = listeners.into_iter().map(|l| (l, false));
+        for (listener, tls) in plain.chain(tls_listeners.into_iter().map(|l| (l, true))) {
             let local = listener
                 .local_addr()
                 .map(|a| a.to_string())
                 .unwrap_or_default();
             let listener =
                 tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
-            let kind = if tls.is_some() { "tls" } else { "tcp" };
+            let kind = if tls { "tls" } else { "tcp" };
             log_notice!("Listening on {kind} {local} (loading the dataset)");
             listening.push((crate::socket::Listener::Tcp(listener), tls));
         }
@@ -481,7 +478,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
                 "Listening on unix socket {}",
                 server.config.get().unixsocket
             );
-            listening.push((crate::socket::Listener::Unix(listener), None));
+            listening.push((crate::socket::Listener::Unix(listener), false));
         }
         for (listener, tls) in listening {
             let accepted_tx = accepted_tx.clone();
@@ -510,7 +507,8 @@ pub fn run(mut config: Config) -> Result<(), String> {
         let mut sample = tokio::time::interval(Duration::from_millis(100));
         loop {
             tokio::select! {
-                Some((stream, peer, tls)) = accepted_rx.recv() => {
+                Some((stream, peer, on_tls_port)) = accepted_rx.recv() => {
+                    let tls = if on_tls_port { server.tls.read().clone() } else { None };
                     if let Some(admitted) = admit(&server, stream, peer, tls) {
                         // A thread running a busy script serves nobody until it
                         // ends: new clients (an operator's SCRIPT KILL) go elsewhere.

@@ -3,10 +3,11 @@
 //! Settings are Redis' (`tls-cert-file`, `tls-key-file`,
 //! `tls-ca-cert-file`/`-dir`, `tls-auth-clients`, `tls-protocols`,
 //! `tls-ciphers`, `tls-ciphersuites`, `tls-prefer-server-ciphers`,
-//! `tls-session-caching`, `tls-session-cache-size`), read at start: a
-//! problem with them (a missing file, a key that does not match, no CA
-//! while clients must authenticate) stops start-up with the reason, as in
-//! Redis.
+//! `tls-session-caching`, `tls-session-cache-size`). A problem with them
+//! (a missing file, a key that does not match, no CA while clients must
+//! authenticate) stops start-up with the reason, as in Redis; CONFIG SET
+//! builds a new configuration for new connections (`Server::tls`), or
+//! refuses the change and keeps the old one.
 //!
 //! Differences, because rustls is not OpenSSL:
 //! - TLS 1.2 and 1.3 only (`tls-protocols` naming only TLSv1 or TLSv1.1
@@ -17,7 +18,7 @@
 //!   refused;
 //! - an encrypted private key (`tls-key-file-pass`) is refused: decrypt
 //!   it first;
-//! - certificates are not reloaded by CONFIG SET: restart to rotate them.
+//! - `tls-port` cannot change at runtime, and the plain port stays open.
 //!
 //! A connection on the TLS port runs the same loop as a plain one
 //! (`connection.rs`): it feeds the socket's bytes through the

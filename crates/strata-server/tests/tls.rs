@@ -364,3 +364,85 @@ fn start_up_refuses_tls_settings_it_cannot_honour() {
         );
     }
 }
+
+/// CONFIG SET of the certificate files rotates them for new connections;
+/// files that do not load are refused with Redis' error and the running
+/// configuration stays.
+#[test]
+fn certificates_rotate_with_config_set() {
+    let Some(tls) = Tls::start(&[]) else {
+        eprintln!("openssl not installed: TLS test skipped");
+        return;
+    };
+    let subject_of_server = |tls: &Tls| -> Vec<u8> {
+        let mut stream = tls.connect(true);
+        stream.write_all(&Raw::encode(&[b"PING"])).unwrap();
+        assert_eq!(read_reply(&mut stream).unwrap(), Reply::simple("PONG"));
+        stream.conn.peer_certificates().unwrap()[0].to_vec()
+    };
+    let first = subject_of_server(&tls);
+    // A second server certificate from the same CA.
+    let run = |args: &[&str]| {
+        let status = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(&tls.dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "{args:?}");
+    };
+    run(&[
+        "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "next.key", "-out", "next.csr", "-subj",
+        "/CN=next",
+    ]);
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "next.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "next.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+    ]);
+    let mut plain = tls.server.raw();
+    assert_eq!(
+        plain.cmd(&["CONFIG", "SET", "tls-cert-file", "/nonexistent.crt"]),
+        e(
+            "ERR CONFIG SET failed (possibly related to argument 'tls-cert-file') - Unable to update TLS configuration. Check server logs."
+        )
+    );
+    assert_eq!(
+        plain.cmd(&["CONFIG", "GET", "tls-cert-file"]).as_array()[1],
+        b(&tls.file("server.crt")),
+        "the refused value was not kept"
+    );
+    assert_eq!(subject_of_server(&tls), first, "still served");
+    assert_eq!(
+        plain.cmd(&[
+            "CONFIG",
+            "SET",
+            "tls-cert-file",
+            &tls.file("next.crt"),
+            "tls-key-file",
+            &tls.file("next.key"),
+        ]),
+        ok()
+    );
+    let second = subject_of_server(&tls);
+    assert_ne!(second, first, "new connections get the new certificate");
+    assert_eq!(
+        plain.cmd(&["CONFIG", "SET", "tls-port", "1"]),
+        e(
+            "ERR CONFIG SET failed (possibly related to argument 'tls-port') - can't set immutable config"
+        )
+    );
+}

@@ -67,7 +67,36 @@ pub fn config_set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             return Err(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter").into());
         }
     }
-    ctx.server.config.set_many(&pairs).map_err(CmdError::from)?;
+    // New TLS settings take effect for new connections, once they load.
+    let mut new_tls = None;
+    let tls_argument = pairs
+        .iter()
+        .find(|(name, _)| name.starts_with("tls-"))
+        .map(|(name, _)| name.clone());
+    ctx.server
+        .config
+        .set_many_checked(&pairs, |old, new| {
+            if new.tls == old.tls || new.tls.port == 0 {
+                return Ok(());
+            }
+            match crate::tls::server_config(&new.tls) {
+                Ok(tls) => {
+                    new_tls = Some(tls);
+                    Ok(())
+                }
+                Err(e) => {
+                    crate::log_warning!("Failed to update TLS configuration: {e}");
+                    Err(format!(
+                        "ERR CONFIG SET failed (possibly related to argument '{}') - Unable to update TLS configuration. Check server logs.",
+                        tls_argument.as_deref().unwrap_or("tls-cert-file")
+                    ))
+                }
+            }
+        })
+        .map_err(CmdError::from)?;
+    if let Some(tls) = new_tls {
+        *ctx.server.tls.write() = Some(tls);
+    }
     let config = ctx.server.config.get();
     config.apply_to_engine(ctx.keyspace());
     let feed_needed = crate::notify::needs_feed(config.notify_keyspace_events);
