@@ -486,11 +486,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
                 loop {
                     match listener.accept().await {
                         Ok((accepted, peer)) => {
-                            if accepted_tx
-                                .send((accepted, peer, tls.clone()))
-                                .await
-                                .is_err()
-                            {
+                            if accepted_tx.send((accepted, peer, tls)).await.is_err() {
                                 return;
                             }
                         }
