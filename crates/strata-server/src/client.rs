@@ -130,10 +130,13 @@ impl ClientInfo {
         }
     }
 
-    /// Whether the client is on this machine (loopback or unix socket):
-    /// protected mode and `enable-debug-command local` let it in.
+    /// Whether the client is local as Redis judges it (the unix socket,
+    /// 127.0.0.1 or ::1): `enable-debug-command local` lets it in.
     pub fn is_local(&self) -> bool {
-        self.unix_socket.is_some() || self.addr.ip().is_loopback()
+        // As Redis: the unix socket, 127.0.0.1 or ::1 (not all of 127/8).
+        self.unix_socket.is_some()
+            || self.addr.ip() == std::net::Ipv4Addr::LOCALHOST
+            || self.addr.ip() == std::net::Ipv6Addr::LOCALHOST
     }
 }
 

@@ -261,8 +261,8 @@ impl Gate {
         }
     }
 
-    /// Whether a client may pass (`local`: on a loopback address or the
-    /// unix socket).
+    /// Whether a client may pass (`local`: 127.0.0.1, ::1 or the unix
+    /// socket, as Redis judges it).
     pub fn allows(self, local: bool) -> bool {
         match self {
             Gate::No => false,
