@@ -46,6 +46,12 @@ pub fn cluster_keyslot(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
+/// READONLY, READWRITE and ASKING: cluster clients' commands, answered
+/// as a standalone Redis answers them.
+pub fn cluster_only(_ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    Err(ERR_CLUSTER_DISABLED.into())
+}
+
 pub fn cluster_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     help_lines(
         ctx,
