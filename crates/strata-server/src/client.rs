@@ -13,11 +13,24 @@ use std::time::Instant;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-#[derive(Default, Clone)]
+#[derive(Clone)]
 pub struct Names {
     pub name: String,
     pub lib_name: String,
     pub lib_ver: String,
+    /// The ACL user the client authenticated as (CLIENT LIST's `user`).
+    pub user: String,
+}
+
+impl Default for Names {
+    fn default() -> Self {
+        Names {
+            name: String::new(),
+            lib_name: String::new(),
+            lib_ver: String::new(),
+            user: "default".into(),
+        }
+    }
 }
 
 pub struct ClientInfo {

@@ -14,11 +14,11 @@
 //! - CONFIG GET shows it (the value set, else Redis' default) and CONFIG
 //!   SET changes it where Redis allows, answering Redis' errors otherwise;
 //! - a value that asks for something Strata cannot do and that would be
-//!   unsafe to ignore (a TLS port, a replica of another server, an ACL
-//!   file, a unix socket, cluster mode) stops start-up with the reason
+//!   unsafe to ignore (a replica of another server, cluster mode) stops
+//!   start-up with the reason
 //!   ([`refused`]) rather than run without it.
 //!
-//! `include` and `rename-command` lines are `crate::config`'s own.
+//! `include`, `rename-command` and `user` lines are `crate::config`'s own.
 
 use crate::config::parse_memory;
 
@@ -175,7 +175,6 @@ pub static ACCEPTED: &[Accepted] = &[
         Kind::Bool,
         "no",
     ),
-    accepted("aclfile", None, false, Kind::Text, ""),
     accepted(
         "replica-announce-ip",
         Some("slave-announce-ip"),
@@ -227,13 +226,6 @@ pub static ACCEPTED: &[Accepted] = &[
         true,
         Kind::Enum(&["no", "yes", "relative", "absolute"]),
         "no",
-    ),
-    accepted(
-        "acl-pubsub-default",
-        None,
-        true,
-        Kind::Enum(&["allchannels", "resetchannels"]),
-        "resetchannels",
     ),
     accepted(
         "sanitize-dump-payload",
@@ -435,7 +427,6 @@ pub static ACCEPTED: &[Accepted] = &[
         Kind::Int(1, i64::MAX),
         "1000",
     ),
-    accepted("acllog-max-len", None, true, Kind::Int(0, i64::MAX), "128"),
     accepted(
         "cluster-node-timeout",
         None,
@@ -588,9 +579,6 @@ pub fn refused(name: &str, value: &str) -> Option<&'static str> {
         ("replicaof", master) if !master.is_empty() => {
             Some("replication is not supported: Strata cannot be a replica")
         }
-        ("aclfile", file) if !file.is_empty() => {
-            Some("ACL files are not supported yet: refusing to start without the users it defines")
-        }
         _ => None,
     }
 }
@@ -619,8 +607,6 @@ pub fn note(name: &str) -> &'static str {
         "resumable TLS sessions are kept in a cache of tls-session-cache-size, without a timeout of their own"
     } else if starts(&["lazyfree"]) {
         "Strata always frees big deleted values in the background (INFO lazyfree_*)"
-    } else if starts(&["acl"]) {
-        "not built yet"
     } else if starts(&[
         "active-defrag",
         "activedefrag",

@@ -211,10 +211,9 @@ pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, admitted: Admit
     );
     let config_generation = server.config.generation();
     let config = server.config.get();
-    let mut session = Session::new(client.clone());
     // As in Redis: a connection made while the default user has no password
     // is authenticated, and stays so if a password is set later.
-    session.authenticated = config.requirepass.is_empty();
+    let session = Session::new(client.clone(), &server.acl);
     let mut connection = Connection {
         session,
         server: server.clone(),
@@ -706,7 +705,7 @@ impl Connection {
     fn parser_limits(&self) -> Limits {
         Limits {
             bulk_len_bytes_max: self.config.proto_max_bulk_len,
-            auth_required: !self.session.authenticated && !self.config.requirepass.is_empty(),
+            auth_required: !self.session.authenticated && self.server.acl.auth_required(),
             ..Limits::default()
         }
     }

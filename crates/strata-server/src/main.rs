@@ -9,6 +9,7 @@
 //! - [`persistence`]: loading at start, reply durability, checkpoints;
 //! - [`alloc`], [`log`]: the counting allocator and the Redis-style log.
 
+mod acl;
 mod alloc;
 mod blocking;
 mod busy;

@@ -83,6 +83,8 @@ pub struct Server {
     pub notify_feed: Arc<crate::feed_slot::FeedSlot>,
     /// Clients tracking keys (client-side caching).
     pub tracking: Arc<crate::tracking::Tracking>,
+    /// ACL users and the log of denials.
+    pub acl: crate::acl::Acl,
     /// Lua scripts: the cache and the ones running.
     pub scripts: Arc<crate::scripting::Scripts>,
     /// Function libraries (FUNCTION LOAD, FCALL).
@@ -330,6 +332,8 @@ pub fn run(mut config: Config) -> Result<(), String> {
     for (old, new) in &config.rename_commands {
         commands.rename(old, new)?;
     }
+    let acl = crate::acl::Acl::new(&commands);
+    crate::acl::load_at_startup(&acl, &commands, &config)?;
     let thread_stats: Vec<_> = (0..threads)
         .map(|_| Arc::new(ThreadStats::new(commands.len())))
         .collect();
@@ -343,6 +347,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         tiering: Arc::new(tiering),
         config: Arc::new(SharedConfig::new(config)),
         commands,
+        acl,
         clients: ClientRegistry::default(),
         stats: GlobalStats::default(),
         thread_stats,
@@ -590,7 +595,7 @@ fn admit(
     }
     let (local, unix_socket) = match &stream {
         crate::socket::Accepted::Tcp(tcp) => {
-            if config.protected_mode && config.requirepass.is_empty() && !is_local(peer.ip()) {
+            if config.protected_mode && server.acl.default_user().nopass && !is_local(peer.ip()) {
                 server.stats.rejected_connections.fetch_add(1, Relaxed);
                 stream.refuse(ERR_DENIED.as_bytes());
                 return None;

@@ -7,6 +7,8 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use strata_resp::Protocol;
 
+use crate::acl::Acl;
+use crate::acl::user::User;
 use crate::client::ClientInfo;
 
 pub struct Session {
@@ -14,6 +16,10 @@ pub struct Session {
     pub db: usize,
     pub protocol: Protocol,
     pub authenticated: bool,
+    /// The ACL user commands run as (the default user until AUTH), as of
+    /// [`Session::user_generation`] (`crate::acl`).
+    pub user: Arc<User>,
+    pub user_generation: u64,
     /// Set by QUIT and protocol errors: flush the replies, then close.
     pub close_after_reply: bool,
     /// Set by a blocking command that found nothing (it replied nothing):
@@ -77,12 +83,14 @@ pub enum TimeoutReply {
 }
 
 impl Session {
-    pub fn new(client: Arc<ClientInfo>) -> Self {
+    pub fn new(client: Arc<ClientInfo>, acl: &Acl) -> Self {
         Session {
             client,
             db: 0,
             protocol: Protocol::Resp2,
-            authenticated: false,
+            authenticated: !acl.auth_required(),
+            user: acl.default_user(),
+            user_generation: acl.generation(),
             close_after_reply: false,
             block: None,
             block_retry: false,
@@ -107,6 +115,28 @@ impl Session {
     pub fn select(&mut self, db: usize) {
         self.db = db;
         self.client.db.store(db, Relaxed);
+    }
+
+    /// Runs as `user` from now on (AUTH, HELLO AUTH, RESET).
+    pub fn log_in(&mut self, user: Arc<User>, generation: u64) {
+        self.client.names.lock().user = user.name.clone();
+        self.user = user;
+        self.user_generation = generation;
+        self.authenticated = true;
+    }
+
+    /// The user as the ACL has it now: a SETUSER since the last command
+    /// applies to this one. A deleted user's connection is being closed;
+    /// until then it may run nothing.
+    pub fn current_user(&mut self, acl: &Acl) -> &User {
+        let generation = acl.generation();
+        if generation != self.user_generation {
+            self.user = acl
+                .get(&self.user.name)
+                .unwrap_or_else(|| acl.deleted(&self.user.name));
+            self.user_generation = generation;
+        }
+        &self.user
     }
 
     pub fn set_protocol(&mut self, protocol: Protocol) {

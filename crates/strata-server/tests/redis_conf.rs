@@ -131,7 +131,7 @@ fn unsafe_or_bad_values_stop_start_up() {
         ),
         (
             ["--aclfile", "/etc/redis/users.acl"],
-            "ACL files are not supported yet",
+            "Error loading ACLs, opening file '/etc/redis/users.acl'",
         ),
         (
             ["--rdbcompression", "maybe"],

@@ -45,8 +45,11 @@ pub fn reset(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     super::pubsub::unsubscribe_all(ctx);
     ctx.session.select(0);
     ctx.session.set_protocol(Protocol::Resp2);
-    // Back to the state of a new connection (Redis' RESET).
-    ctx.session.authenticated = ctx.config.requirepass.is_empty();
+    // Back to the state of a new connection (Redis' RESET): the default
+    // user, authenticated if it needs no password.
+    let acl = &ctx.server.acl;
+    ctx.session.log_in(acl.default_user(), acl.generation());
+    ctx.session.authenticated = !acl.auth_required();
     ctx.session.client.names.lock().name.clear();
     ctx.session.client.no_evict.store(false, Relaxed);
     ctx.session.client.no_touch.store(false, Relaxed);
@@ -55,19 +58,35 @@ pub fn reset(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-/// Checks a password for the default user (the only user without ACLs).
-fn authenticate(ctx: &mut Ctx, user: &[u8], password: &[u8]) -> CmdResult {
-    if user != b"default" || password != ctx.config.requirepass.as_bytes() {
-        return Err("WRONGPASS invalid username-password pair or user is disabled.".into());
+/// Logs the connection in as `user` if `password` opens it (an enabled
+/// user; any password for a `nopass` one); a failure goes to ACL LOG.
+fn authenticate(ctx: &mut Ctx, command: &[u8], user: &[u8], password: &[u8]) -> CmdResult {
+    let acl = &ctx.server.acl;
+    if let Some(found) = acl.authenticate(user, password) {
+        ctx.session.log_in(found, acl.generation());
+        return Ok(());
     }
-    ctx.session.authenticated = true;
-    Ok(())
+    let context = if ctx.session.multi.is_some() {
+        crate::acl::log::Context::Multi
+    } else {
+        crate::acl::log::Context::Toplevel
+    };
+    crate::acl::record(
+        ctx.server,
+        ctx.session,
+        crate::acl::log::Reason::Auth,
+        context,
+        String::from_utf8_lossy(command).into_owned(),
+        String::from_utf8_lossy(user).into_owned(),
+        ctx.now_ms,
+    );
+    Err("WRONGPASS invalid username-password pair or user is disabled.".into())
 }
 
 pub fn auth(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (user, password): (&[u8], &[u8]) = match args {
         [_, password] => {
-            if ctx.config.requirepass.is_empty() {
+            if ctx.server.acl.default_user().nopass {
                 return Err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?".into());
             }
             (b"default", password)
@@ -75,13 +94,7 @@ pub fn auth(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         [_, user, password] => (user, password),
         _ => return Err(ERR_SYNTAX.into()),
     };
-    if ctx.config.requirepass.is_empty() && user == b"default" {
-        // `AUTH default <anything>` succeeds when the default user has no password.
-        ctx.session.authenticated = true;
-        ctx.out.ok();
-        return Ok(());
-    }
-    authenticate(ctx, user, password)?;
+    authenticate(ctx, &args[0], user, password)?;
     ctx.out.ok();
     Ok(())
 }
@@ -105,17 +118,7 @@ pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut new_name = None;
     while i < args.len() {
         if is(&args[i], "AUTH") && i + 2 < args.len() {
-            let (user, password) = (args[i + 1].clone(), args[i + 2].clone());
-            if ctx.config.requirepass.is_empty() {
-                if user.as_ref() != b"default" {
-                    return Err(
-                        "WRONGPASS invalid username-password pair or user is disabled.".into(),
-                    );
-                }
-                ctx.session.authenticated = true;
-            } else {
-                authenticate(ctx, &user, &password)?;
-            }
+            authenticate(ctx, &args[0], &args[i + 1], &args[i + 2])?;
             i += 3;
         } else if is(&args[i], "SETNAME") && i + 1 < args.len() {
             validate_client_name(&args[i + 1])?;
@@ -129,7 +132,7 @@ pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             .into());
         }
     }
-    if !ctx.session.authenticated && !ctx.config.requirepass.is_empty() {
+    if !ctx.session.authenticated && ctx.server.acl.auth_required() {
         return Err(ERR_HELLO_NOAUTH.into());
     }
     if let Some(name) = new_name {
@@ -199,17 +202,19 @@ pub fn client_getname(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 
 /// One CLIENT LIST line, with Redis' field names and order.
 fn describe(ctx: &Ctx, client: &ClientInfo) -> String {
+    describe_client(ctx.server, client, ctx.now_ms)
+}
+
+/// One CLIENT LIST line (also ACL LOG's `client-info`).
+pub fn describe_client(server: &crate::server::Server, client: &ClientInfo, now_ms: u64) -> String {
     let names = client.names.lock().clone();
     let last = client.last_command.load(Relaxed);
     let command = if last == 0 {
         "NULL".to_owned()
     } else {
-        ctx.server.commands.full_names[last - 1].clone()
+        server.commands.full_names[last - 1].clone()
     };
-    let idle_s = ctx
-        .now_ms
-        .saturating_sub(client.last_active_ms.load(Relaxed))
-        / 1000;
+    let idle_s = now_ms.saturating_sub(client.last_active_ms.load(Relaxed)) / 1000;
     let qbuf = client.query_buffer_bytes.load(Relaxed);
     let omem = client.output_buffer_bytes.load(Relaxed);
     let mut flags = String::new();
@@ -234,14 +239,14 @@ fn describe(ctx: &Ctx, client: &ClientInfo) -> String {
     if client.no_touch.load(Relaxed) {
         flags.push('T');
     }
-    if ctx.server.monitors.is_monitor(client.id) {
+    if server.monitors.is_monitor(client.id) {
         flags.push('O');
     }
     if flags.is_empty() {
         flags.push('N');
     }
     format!(
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
         client.id,
         client.addr_text(),
         client.laddr_text(),
@@ -259,6 +264,7 @@ fn describe(ctx: &Ctx, client: &ClientInfo) -> String {
         omem,
         qbuf + omem,
         command,
+        names.user,
         client.resp.load(Relaxed),
         names.lib_name,
         names.lib_ver
@@ -341,6 +347,7 @@ pub fn client_kill(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut laddr = None;
     let mut skip_me = true;
     let mut max_age_s = None;
+    let mut user: Option<String> = None;
     // TYPE: `Some(subscribed?)`, or `Some(None)` for a type nobody has.
     let mut kind: Option<Option<bool>> = None;
     let mut i = 2;
@@ -377,9 +384,15 @@ pub fn client_kill(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 }
             });
         } else if is(&args[i], "USER") {
-            if value.as_ref() != b"default" {
+            if ctx
+                .server
+                .acl
+                .get(&String::from_utf8_lossy(value))
+                .is_none()
+            {
                 return Err(format!("ERR No such user '{}'", lossy(value, 128)).into());
             }
+            user = Some(String::from_utf8_lossy(value).into_owned());
         } else {
             return Err(ERR_SYNTAX.into());
         }
@@ -397,6 +410,7 @@ pub fn client_kill(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             && addr.as_ref().is_none_or(|a| client.addr_text() == *a)
             && laddr.as_ref().is_none_or(|a| client.laddr_text() == *a)
             && max_age_s.is_none_or(|age| client.created.elapsed().as_secs() >= age)
+            && user.as_ref().is_none_or(|u| client.names.lock().user == *u)
             && kind.is_none_or(|kind| {
                 kind == Some(
                     client.subscribed_channels.load(Relaxed)

@@ -16,6 +16,7 @@
 //! through `ctx.keys.shard(key)`, and committed as one log group after it;
 //! the commit's LSN is what the reply waits for (`docs/server.md`).
 
+pub mod acl;
 pub mod bits;
 pub mod cluster;
 pub mod connection;
@@ -159,6 +160,10 @@ pub struct CommandTable {
     top_level: NameMap,
     /// Per command index: its subcommands by name (empty for most).
     subcommands: Vec<NameMap>,
+    /// Every command and subcommand by its full name as the table names
+    /// it (`config|get`), untouched by `rename-command`: what ACL rules
+    /// name, as in Redis.
+    by_full_name: NameMap,
     /// PING is refused like a write while the log cannot be written, as
     /// in Redis, so health checks notice.
     pub ping_id: usize,
@@ -230,6 +235,7 @@ impl CommandTable {
             full_names: Vec::new(),
             top_level: NameMap::default(),
             subcommands: Vec::new(),
+            by_full_name: NameMap::default(),
             ping_id: usize::MAX,
             debug_id: usize::MAX,
             cluster_id: usize::MAX,
@@ -255,6 +261,9 @@ impl CommandTable {
                 .resize_with(table.specs.len(), NameMap::default);
             table.subcommands[parent] = subs;
         }
+        table.by_full_name = (table.full_names.iter().enumerate())
+            .map(|(id, name)| (name.as_bytes().to_vec(), id))
+            .collect();
         table.ping_id = table.lookup(b"ping").expect("PING is in the table");
         table.debug_id = table.lookup(b"debug").expect("DEBUG is in the table");
         table.cluster_id = table.lookup(b"cluster").expect("CLUSTER is in the table");
@@ -263,6 +272,37 @@ impl CommandTable {
             .map(|id| Gates::of(table.specs[id], id == table.ping_id))
             .collect();
         table
+    }
+
+    /// A command or subcommand by its original full name (`get`,
+    /// `config|get`), whatever `rename-command` did.
+    pub fn original_id(&self, full_name: &[u8]) -> Option<usize> {
+        let lower = full_name.to_ascii_lowercase();
+        self.by_full_name.get(&lower).copied()
+    }
+
+    /// The ids of command `id`'s subcommands (they follow it).
+    pub fn subcommand_ids(&self, id: usize) -> std::ops::Range<usize> {
+        if self.is_subcommand(id) {
+            return id..id;
+        }
+        id + 1..id + 1 + self.specs[id].subcommands.len()
+    }
+
+    /// The top-level command of `id` (itself when it is one).
+    pub fn top_level_of(&self, id: usize) -> usize {
+        (0..=id)
+            .rev()
+            .find(|&at| !self.is_subcommand(at))
+            .expect("the first id is a command")
+    }
+
+    pub fn is_subcommand(&self, id: usize) -> bool {
+        self.full_names[id].contains('|')
+    }
+
+    pub fn has_subcommands(&self, id: usize) -> bool {
+        !self.is_subcommand(id) && !self.specs[id].subcommands.is_empty()
     }
 
     /// The flags dispatch checks, of command `id`.
@@ -717,6 +757,16 @@ fn admit(
         match table.lookup_subcommand(id, &args[1]) {
             Some(sub) => id = sub,
             None if id == table.debug_id => {
+                // DEBUG is one command to ACL rules: a subcommand Strata
+                // lacks is still refused to a user who may not run it.
+                let context = crate::acl::log::Context::Toplevel;
+                if let Err(denied) =
+                    crate::acl::check_command(server, session, id, args, context, now_ms)
+                {
+                    let mut reply = ReplyWriter::new(out, session.protocol);
+                    reject(server, &mut reply, &denied.error(&table.full_names[id]));
+                    return None;
+                }
                 reject(server, &mut reply, &debug_error());
                 return None;
             }
@@ -757,8 +807,17 @@ fn admit(
         };
         return refuse(&mut reply, &message);
     }
-    if !session.authenticated && !gates.has(Gates::NO_AUTH) && !config.requirepass.is_empty() {
+    if !session.authenticated && !gates.has(Gates::NO_AUTH) && server.acl.auth_required() {
         return refuse(&mut reply, ERR_NOAUTH);
+    }
+    let context = if session.multi.is_some() {
+        crate::acl::log::Context::Multi
+    } else {
+        crate::acl::log::Context::Toplevel
+    };
+    if let Err(denied) = crate::acl::check_command(server, session, id, args, context, now_ms) {
+        let mut reply = ReplyWriter::new(out, session.protocol);
+        return refuse(&mut reply, &denied.error(&table.full_names[id]));
     }
     if server.persistence.is_loading() && !gates.has(Gates::LOADING) {
         return refuse(&mut reply, ERR_LOADING);

@@ -197,6 +197,21 @@ impl Runner<'_, '_, '_> {
         if spec.has_flag("noscript") {
             return error_table(lua, "ERR This Redis command is not allowed from script");
         }
+        let now_ms = self.ctx.now_ms;
+        if let Err(denied) = crate::acl::check_command(
+            server,
+            self.ctx.session,
+            id,
+            &args,
+            crate::acl::log::Context::Lua,
+            now_ms,
+        ) {
+            let text = format!(
+                "ERR The user executing the script {}",
+                denied.short_reason()
+            );
+            return error_table(lua, &text);
+        }
         if runs_unlocked(name) {
             return error_table(
                 lua,

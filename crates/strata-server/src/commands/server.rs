@@ -102,6 +102,12 @@ pub fn config_set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let feed_needed = crate::notify::needs_feed(config.notify_keyspace_events);
     ctx.server.notify_feed.want(ctx.keyspace(), feed_needed);
     ctx.server.slowlog.trim(config.slowlog_max_len as usize);
+    ctx.server.acl.log.trim(config.acllog_max_len as usize);
+    if pairs.iter().any(|(name, _)| name == "requirepass") {
+        let acl = &ctx.server.acl;
+        let rules = acl.rules(&ctx.server.commands, config.acl_pubsub_allchannels);
+        acl.set_default_password(&rules, &config.requirepass);
+    }
     ctx.out.ok();
     Ok(())
 }
@@ -110,7 +116,12 @@ pub fn config_set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// (`config::rewritten` says how).
 pub fn config_rewrite(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     let config = ctx.server.config.get();
-    crate::config::rewrite_file(&config).map_err(|e| CmdError::from(format!("ERR {e}")))?;
+    let users = config
+        .aclfile
+        .is_empty()
+        .then(|| crate::acl::file::rewrite_lines(&ctx.server.acl, &ctx.server.commands, &config));
+    crate::config::rewrite_file(&config, users.as_deref())
+        .map_err(|e| CmdError::from(format!("ERR {e}")))?;
     crate::log_notice!("CONFIG REWRITE executed with success.");
     ctx.out.ok();
     Ok(())
@@ -557,53 +568,16 @@ fn command_to_inspect(ctx: &Ctx, command: &[Bytes]) -> Result<(usize, &'static S
     Ok((id, spec))
 }
 
-/// The keys of the command in `args[2..]`, each with its key spec.
-/// A key's flags: its spec's, or those the arguments decide when the spec
-/// has `variable_flags`.
-type KeyFlags = &'static [&'static str];
-
-fn keys_to_report(ctx: &Ctx, args: &[Bytes]) -> Result<Vec<(usize, KeyFlags)>, CmdError> {
+/// The keys of the command in `args[2..]`, each with its flags.
+fn keys_to_report(ctx: &Ctx, args: &[Bytes]) -> Result<Vec<(usize, keyspec::KeyFlags)>, CmdError> {
     let (id, spec) = command_to_inspect(ctx, &args[2..])?;
-    let keys = keyspec::keys_with_specs(spec.keys, &args[2..])
+    let full_name = &ctx.server.commands.full_names[id];
+    let keys = keyspec::keys_and_flags(full_name, spec.keys, &args[2..])
         .map_err(|_| CmdError::from("ERR Invalid arguments specified for command"))?;
     if keys.is_empty() {
         return Err("ERR The command has no key arguments".into());
     }
-    let full_name = &ctx.server.commands.full_names[id];
-    let mut keys = keys;
-    if full_name == "sort" {
-        // SORT's STORE can be anywhere: found as Redis' sortGetKeys finds
-        // it (LIMIT, GET and BY skipped with their arguments; the last
-        // STORE wins).
-        const STORE_FLAGS: &KeySpec = &keyspec::unknown("", &["OW", "update"]);
-        let command = &args[2..];
-        let mut store = None;
-        let mut i = 2;
-        while i < command.len() {
-            if is(&command[i], "limit") {
-                i += 2;
-            } else if is(&command[i], "get") || is(&command[i], "by") {
-                i += 1;
-            } else if is(&command[i], "store") && i + 1 < command.len() {
-                store = Some(i + 1);
-            }
-            i += 1;
-        }
-        if let Some(at) = store {
-            keys.push((at, STORE_FLAGS));
-        }
-    }
-    Ok(keys
-        .into_iter()
-        .map(|(at, key_spec)| {
-            let flags = if key_spec.flags.contains(&"variable_flags") {
-                keyspec::variable_flags(full_name, &args[2..]).unwrap_or(key_spec.flags)
-            } else {
-                key_spec.flags
-            };
-            (at, flags)
-        })
-        .collect())
+    Ok(keys)
 }
 
 pub fn command_getkeys(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {

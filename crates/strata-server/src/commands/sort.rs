@@ -31,7 +31,9 @@ struct Options {
     store: Option<Bytes>,
 }
 
-fn parse(args: &[Bytes], read_only: bool) -> Result<Options, CmdError> {
+/// `reads_every_key`: the user may read any key (BY and GET read keys no
+/// argument names, so Redis refuses them to users who may not).
+fn parse(args: &[Bytes], read_only: bool, reads_every_key: bool) -> Result<Options, CmdError> {
     let mut options = Options {
         by: None,
         dont_sort: false,
@@ -60,9 +62,19 @@ fn parse(args: &[Bytes], read_only: bool) -> Result<Options, CmdError> {
         } else if is(arg, "by") && left >= 1 {
             let pattern = args[i + 1].clone();
             options.dont_sort = !pattern.contains(&b'*');
+            if !options.dont_sort && !reads_every_key {
+                return Err(
+                    "ERR BY option of SORT denied due to insufficient ACL permissions.".into(),
+                );
+            }
             options.by = Some(pattern);
             i += 1;
         } else if is(arg, "get") && left >= 1 {
+            if !reads_every_key {
+                return Err(
+                    "ERR GET option of SORT denied due to insufficient ACL permissions.".into(),
+                );
+            }
             options.gets.push(args[i + 1].clone());
             i += 1;
         } else {
@@ -124,7 +136,12 @@ fn lookup(ctx: &mut Ctx, pattern: &[u8], element: &[u8]) -> Result<Option<Vec<u8
 }
 
 fn sort_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult {
-    let mut options = parse(args, read_only)?;
+    let server = ctx.server;
+    let reads_every_key = ctx.session.user.unrestricted()
+        || server.commands.resolve(args).is_some_and(|id| {
+            (server.acl).reads_every_key(&ctx.session.user, &server.commands, id, args)
+        });
+    let mut options = parse(args, read_only, reads_every_key)?;
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let (mut elements, is_set): (Vec<Vec<u8>>, bool) =
         match ctx.keys.shard(key).get(db, key, now)? {

@@ -419,6 +419,19 @@ pub fn run_exec(
     session.in_exec = true;
     for queued in &multi.queued {
         let buffer: &mut BytesMut = if has_later { &mut body } else { &mut *out };
+        // The rules may have changed since the command was queued.
+        if let Err(denied) = crate::acl::check_command(
+            server,
+            session,
+            queued.id,
+            &queued.args,
+            crate::acl::log::Context::Multi,
+            now_ms,
+        ) {
+            let mut reply = ReplyWriter::new(buffer, session.protocol);
+            reject(server, &mut reply, &denied.exec_error());
+            continue;
+        }
         if runs_unlocked(&names[queued.id]) {
             later.push((buffer.len(), queued));
             continue;

@@ -562,6 +562,51 @@ pub static DIRECTIVES: &[Directive] = &[
             Ok(())
         },
     },
+    // ACL (acl/): the users' file, what new users get for channels, and
+    // how many denials ACL LOG keeps. `user` lines are `Config::users`.
+    Directive {
+        name: "aclfile",
+        mutable: false,
+        get: |c| c.aclfile.clone(),
+        set: |c, a| {
+            c.aclfile = one(a)?.to_owned();
+            Ok(())
+        },
+    },
+    Directive {
+        name: "acl-pubsub-default",
+        mutable: true,
+        get: |c| {
+            if c.acl_pubsub_allchannels {
+                "allchannels"
+            } else {
+                "resetchannels"
+            }
+            .into()
+        },
+        set: |c, a| {
+            c.acl_pubsub_allchannels = match one(a)?.to_ascii_lowercase().as_str() {
+                "allchannels" => true,
+                "resetchannels" => false,
+                _ => {
+                    return Err(
+                        "argument(s) must be one of the following: allchannels, resetchannels"
+                            .into(),
+                    );
+                }
+            };
+            Ok(())
+        },
+    },
+    Directive {
+        name: "acllog-max-len",
+        mutable: true,
+        get: |c| c.acllog_max_len.to_string(),
+        set: |c, a| {
+            c.acllog_max_len = parse_int(a, 0, i64::MAX as u64)?;
+            Ok(())
+        },
+    },
     Directive {
         name: "tcp-backlog",
         mutable: false,

@@ -136,6 +136,12 @@ pub struct Config {
     pub tcp_backlog: u32,
     /// `rename-command old new` lines, in order (`new` empty: disabled).
     pub rename_commands: Vec<(String, String)>,
+    /// `user <name> rules…` lines, in order (`crate::acl`).
+    pub users: Vec<Vec<String>>,
+    pub aclfile: String,
+    /// `acl-pubsub-default allchannels`: new users may use every channel.
+    pub acl_pubsub_allchannels: bool,
+    pub acllog_max_len: u64,
     /// Values of the Redis directives Strata accepts without using them
     /// (`crate::config_accepted`), by name; unset ones show their default.
     pub accepted: std::collections::BTreeMap<&'static str, String>,
@@ -359,6 +365,10 @@ impl Default for Config {
             tcp_backlog: 511,
             accepted: Default::default(),
             rename_commands: Vec::new(),
+            users: Vec::new(),
+            aclfile: String::new(),
+            acl_pubsub_allchannels: false,
+            acllog_max_len: 128,
         }
     }
 }
@@ -379,8 +389,19 @@ impl Config {
             self.rename_commands.push((old.clone(), new.clone()));
             return Ok(());
         }
+        if name.eq_ignore_ascii_case("user") {
+            if args.is_empty() {
+                return Err("wrong number of arguments".into());
+            }
+            if self.users.iter().any(|line| line[0] == args[0]) {
+                return Err(
+                    "Duplicate user found. A user can only be defined once in config files".into(),
+                );
+            }
+            self.users.push(args.to_vec());
+            return Ok(());
+        }
         Err(match name.to_ascii_lowercase().as_str() {
-            "user" => "ACL users are not supported yet: refusing to start without them",
             "loadmodule" => "modules are not supported",
             _ => "Bad directive or wrong number of arguments",
         }

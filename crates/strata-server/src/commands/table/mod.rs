@@ -6,6 +6,7 @@
 //! Arity, flags, key positions, ACL categories, groups and "since" versions
 //! are Redis 7's, so clients that introspect COMMAND see what they expect.
 
+mod acl;
 mod bitmaps;
 mod connection;
 mod functions;
@@ -25,10 +26,10 @@ mod zsets;
 
 use super::keyspec::{KeySpec, keynum, keyword_range, noted, range, unknown};
 use super::{
-    Handler, Spec, bits, cluster as cl, connection as conn, debug as dbg, dump, functions as fc,
-    geo as gs, hashes as hs, hyperloglog as hll, introspection as intro, keys as ks,
-    latency as lat, lists as ls, memory as mem, pubsub as ps, scripting as sc, server as srv,
-    sets as se, sort as so, strings as st, transactions as tx, zsets as zs,
+    Handler, Spec, acl as ac, bits, cluster as cl, connection as conn, debug as dbg, dump,
+    functions as fc, geo as gs, hashes as hs, hyperloglog as hll, introspection as intro,
+    keys as ks, latency as lat, lists as ls, memory as mem, pubsub as ps, scripting as sc,
+    server as srv, sets as se, sort as so, strings as st, transactions as tx, zsets as zs,
 };
 
 const NO_KEYS: &[KeySpec] = &[];
@@ -681,6 +682,7 @@ const COMMAND_SUBCOMMANDS: &[Spec] = &[
 pub static FAMILIES: &[&[Spec]] = &[
     connection::COMMANDS,
     server::COMMANDS,
+    acl::COMMANDS,
     hashes::COMMANDS,
     lists::COMMANDS,
     sets::COMMANDS,
