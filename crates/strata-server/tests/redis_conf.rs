@@ -377,3 +377,32 @@ fn rename_command_renames_and_disables() {
         "{output}"
     );
 }
+
+/// `--help` lists every option with its default, whether CONFIG SET may
+/// change it, and what it does (for accepted ones, why it has no effect).
+#[test]
+fn help_lists_every_option_with_its_meaning() {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_strata-server"));
+    command.arg("--help");
+    let (code, output) = run_bounded(&mut command);
+    assert_eq!(code, 0, "{output}");
+    let lines: Vec<&str> = output.lines().collect();
+    let meaning_of = |option: &str| {
+        let at = lines
+            .iter()
+            .position(|l| l.trim_start().starts_with(&format!("--{option} ")))
+            .unwrap_or_else(|| panic!("--{option} missing: {output}"));
+        lines[at + 1].trim().to_owned()
+    };
+    assert!(meaning_of("requirepass").contains("password of the default user"));
+    assert!(meaning_of("maxmemory-policy").contains("tiered"));
+    assert!(meaning_of("rdbcompression").contains("no RDB file"));
+    assert!(output.contains("user <name> <rules...>"), "{output}");
+    // Every option line is followed by a non-empty meaning line.
+    for (at, line) in lines.iter().enumerate() {
+        if line.trim_start().starts_with("--") {
+            let next = lines.get(at + 1).map_or("", |l| l.trim());
+            assert!(!next.is_empty() && !next.starts_with("--"), "{line}");
+        }
+    }
+}

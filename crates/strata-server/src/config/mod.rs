@@ -22,6 +22,7 @@ use crate::log::Level;
 use strata_engine::log::FsyncPolicy;
 
 mod directives;
+mod meanings;
 mod rewrite;
 
 pub use directives::{DIRECTIVES, directive, parse_memory};
@@ -532,13 +533,19 @@ pub fn help() -> String {
         let value = (directive.get)(&defaults);
         let runtime = if directive.mutable { ", runtime" } else { "" };
         text.push_str(&format!("  --{:<34} {value:?}{runtime}\n", directive.name));
+        text.push_str(&format!("      {}\n", meanings::meaning(directive.name)));
     }
-    text.push_str("\nAccepted from redis.conf without effect in Strata (start-up logs why):\n");
+    text.push_str(
+        "  user <name> <rules...>               (none)\n      an ACL user, as in redis.conf (repeatable)\n",
+    );
+    text.push_str("\nAccepted from redis.conf without effect in Strata:\n");
     for accepted in crate::config_accepted::ACCEPTED {
         let runtime = if accepted.mutable { ", runtime" } else { "" };
         text.push_str(&format!(
-            "  --{:<34} {:?}{runtime}\n",
-            accepted.name, accepted.default
+            "  --{:<34} {:?}{runtime}\n      {}\n",
+            accepted.name,
+            accepted.default,
+            crate::config_accepted::note(accepted.name)
         ));
     }
     text
