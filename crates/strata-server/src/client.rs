@@ -52,6 +52,9 @@ pub struct ClientInfo {
     pub output_buffer_bytes: AtomicUsize,
     pub names: Mutex<Names>,
     pub no_evict: AtomicBool,
+    /// What the client holds in buffers, as last published
+    /// (`crate::client_eviction`; CLIENT LIST's `tot-mem`).
+    pub memory_bytes: AtomicU64,
     pub no_touch: AtomicBool,
     /// Subscriptions (CLIENT LIST's `sub`, `psub`, `ssub`).
     pub subscribed_channels: AtomicUsize,
@@ -184,6 +187,7 @@ impl ClientRegistry {
             output_buffer_bytes: AtomicUsize::new(0),
             names: Mutex::new(Names::default()),
             no_evict: AtomicBool::new(false),
+            memory_bytes: AtomicU64::new(0),
             no_touch: AtomicBool::new(false),
             blocked: AtomicBool::new(false),
             multi: std::sync::atomic::AtomicI64::new(-1),
@@ -199,8 +203,8 @@ impl ClientRegistry {
         client
     }
 
-    pub fn unregister(&self, id: u64) {
-        self.clients.lock().remove(&id);
+    pub fn unregister(&self, id: u64) -> Option<Arc<ClientInfo>> {
+        self.clients.lock().remove(&id)
     }
 
     pub fn count(&self) -> usize {

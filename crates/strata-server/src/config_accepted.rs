@@ -30,8 +30,6 @@ pub enum Kind {
     Int(i64, i64),
     /// A memory value (`1mb`, `64k`, bytes) in the range; shown in bytes.
     Memory(i64, i64),
-    /// A memory value or a percentage (`maxmemory-clients`).
-    MemoryOrPercent,
     /// One of these words.
     Enum(&'static [&'static str]),
     /// Any text (several words are kept as given).
@@ -469,7 +467,6 @@ pub static ACCEPTED: &[Accepted] = &[
         Kind::Memory(0, i64::MAX),
         "4096",
     ),
-    accepted("maxmemory-clients", None, true, Kind::MemoryOrPercent, "0"),
     accepted(
         "repl-backlog-ttl",
         None,
@@ -545,15 +542,6 @@ impl Accepted {
                 }
                 Ok(n.to_string())
             }
-            Kind::MemoryOrPercent => match value.strip_suffix('%') {
-                Some(percent) => match percent.parse::<u64>() {
-                    Ok(p) if p <= 100 => Ok(format!("{p}%")),
-                    _ => Err("argument must be a memory or percent value".into()),
-                },
-                None => parse_memory(value)
-                    .map(|n| n.to_string())
-                    .ok_or_else(|| "argument must be a memory or percent value".to_string()),
-            },
             Kind::Enum(words) => {
                 let lower = value.to_ascii_lowercase();
                 match words.iter().find(|w| **w == lower) {

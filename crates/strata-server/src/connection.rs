@@ -171,7 +171,9 @@ impl Drop for Registered {
         self.server.monitors.remove(self.id);
         self.server.pubsub.forget(self.id);
         self.server.tracking.disable(&self.server.keyspace, self.id);
-        self.server.clients.unregister(self.id);
+        if let Some(client) = self.server.clients.unregister(self.id) {
+            self.server.client_memory.forget(&client);
+        }
     }
 }
 
@@ -302,6 +304,11 @@ impl Connection {
                 return Closed::Killed;
             }
             self.refresh_config();
+            // What was just read counts before it runs: a large argument
+            // is memory the client holds (Redis counts argv so).
+            if self.evicted(client) {
+                return Closed::Killed;
+            }
             let paused_until = self.server.paused_until_ms();
             let now = now_ms();
             // DEBUG SLEEP or CLIENT PAUSE ALL; or CLIENT PAUSE WRITE with a
@@ -378,6 +385,9 @@ impl Connection {
             }
             client.output_buffer_bytes.store(self.output.len(), Relaxed);
             client.query_buffer_bytes.store(self.input.len(), Relaxed);
+            if self.evicted(client) {
+                return Closed::Killed;
+            }
             if let Err(closed) = self.wait(client).await {
                 return closed;
             }
@@ -470,6 +480,29 @@ impl Connection {
             _ = tokio::time::sleep(Duration::from_millis(100)) => Ok(()),
             _ = client.killed() => Err(Closed::Killed),
         }
+    }
+
+    /// Publishes what this client holds and, over `maxmemory-clients`,
+    /// evicts the largest clients; whether this one was among them.
+    fn evicted(&self, client: &ClientInfo) -> bool {
+        let limit = self.config.clients_limit_bytes();
+        if limit == 0 {
+            // Nothing published: no shared counter touched per turn
+            // while there is no limit (a figure from when there was one
+            // is withdrawn once).
+            if client.memory_bytes.load(Relaxed) != 0 {
+                self.server.client_memory.forget(client);
+            }
+            return false;
+        }
+        let queued = self.session.multi.as_ref().map_or(0, |m| m.bytes());
+        let bytes = (self.input.len() + self.output.len() + queued) as u64;
+        let total = self.server.client_memory.publish(client, bytes);
+        if total <= limit {
+            return false;
+        }
+        crate::client_eviction::evict(&self.server, limit);
+        client.is_killed()
     }
 
     /// Waits until the socket can make progress, then reads what it has.

@@ -616,6 +616,11 @@ fn stats_section(server: &Server, out: &mut String) {
         "evicted_keys",
         server.tiering.evicted_keys.load(Relaxed)
     );
+    field!(
+        out,
+        "evicted_clients",
+        server.client_memory.evicted.load(Relaxed)
+    );
     field!(out, "keyspace_hits", sum(|t| t.keyspace_hits.load(Relaxed)));
     field!(
         out,

@@ -14,6 +14,7 @@ mod alloc;
 mod blocking;
 mod busy;
 mod client;
+mod client_eviction;
 mod commands;
 mod config;
 mod config_accepted;

@@ -83,6 +83,8 @@ pub struct Server {
     pub notify_feed: Arc<crate::feed_slot::FeedSlot>,
     /// Clients tracking keys (client-side caching).
     pub tracking: Arc<crate::tracking::Tracking>,
+    /// What clients hold in buffers (`maxmemory-clients`).
+    pub client_memory: crate::client_eviction::ClientMemory,
     /// ACL users and the log of denials.
     pub acl: crate::acl::Acl,
     /// Lua scripts: the cache and the ones running.
@@ -348,6 +350,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         config: Arc::new(SharedConfig::new(config)),
         commands,
         acl,
+        client_memory: Default::default(),
         clients: ClientRegistry::default(),
         stats: GlobalStats::default(),
         thread_stats,

@@ -262,7 +262,7 @@ pub fn describe_client(server: &crate::server::Server, client: &ClientInfo, now_
         multi,
         qbuf,
         omem,
-        qbuf + omem,
+        (qbuf + omem).max(client.memory_bytes.load(Relaxed) as usize),
         command,
         names.user,
         client.resp.load(Relaxed),
@@ -304,6 +304,10 @@ pub fn client_list(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let mut text = String::new();
     for client in ctx.server.clients.snapshot() {
+        // A killed client is gone but for its task's last steps.
+        if client.is_killed() {
+            continue;
+        }
         if wanted_ids
             .as_ref()
             .is_some_and(|ids| !ids.contains(&client.id))

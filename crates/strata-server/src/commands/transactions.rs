@@ -63,6 +63,11 @@ pub struct Multi {
 }
 
 impl Multi {
+    /// Memory the queued commands hold.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
     /// Whether a queued command writes or may (EXEC then waits for a
     /// CLIENT PAUSE WRITE).
     pub fn may_write(&self, server: &Server) -> bool {

@@ -607,6 +607,27 @@ pub static DIRECTIVES: &[Directive] = &[
             Ok(())
         },
     },
+    // Client eviction (`crate::client_eviction`).
+    Directive {
+        name: "maxmemory-clients",
+        mutable: true,
+        get: |c| match c.maxmemory_clients {
+            ClientsLimit::Bytes(bytes) => bytes.to_string(),
+            ClientsLimit::Percent(percent) => format!("{percent}%"),
+        },
+        set: |c, a| {
+            let value = one(a)?;
+            let bad = || "argument must be a memory or percent value".to_string();
+            c.maxmemory_clients = match value.strip_suffix('%') {
+                Some(percent) => match percent.parse::<u64>() {
+                    Ok(p) if p <= 100 => ClientsLimit::Percent(p),
+                    _ => return Err(bad()),
+                },
+                None => ClientsLimit::Bytes(parse_memory(value).ok_or_else(bad)?),
+            };
+            Ok(())
+        },
+    },
     Directive {
         name: "tcp-backlog",
         mutable: false,

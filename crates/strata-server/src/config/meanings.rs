@@ -52,6 +52,9 @@ pub fn meaning(name: &str) -> &'static str {
         "acl-pubsub-default" => "channels new ACL users get: resetchannels or allchannels",
         "acllog-max-len" => "entries ACL LOG keeps",
         "tcp-backlog" => "accept queue of the listening sockets",
+        "maxmemory-clients" => {
+            "all clients' buffers together (bytes or % of maxmemory; 0: no limit); the largest are closed beyond it"
+        }
         "appendfsync" => "when the log is fsynced: always, everysec or no",
         "save" => "checkpoint after <seconds> if <changes> changes (pairs)",
         "auto-aof-rewrite-percentage" => "checkpoint when the log grew by this % (0: off)",

@@ -137,6 +137,8 @@ pub struct Config {
     pub tcp_backlog: u32,
     /// `rename-command old new` lines, in order (`new` empty: disabled).
     pub rename_commands: Vec<(String, String)>,
+    /// `maxmemory-clients`: what all clients' buffers may hold together.
+    pub maxmemory_clients: ClientsLimit,
     /// `user <name> rules…` lines, in order (`crate::acl`).
     pub users: Vec<Vec<String>>,
     pub aclfile: String,
@@ -367,6 +369,7 @@ impl Default for Config {
             accepted: Default::default(),
             rename_commands: Vec::new(),
             users: Vec::new(),
+            maxmemory_clients: ClientsLimit::Bytes(0),
             aclfile: String::new(),
             acl_pubsub_allchannels: false,
             acllog_max_len: 128,
@@ -374,7 +377,22 @@ impl Default for Config {
     }
 }
 
+/// `maxmemory-clients`: bytes, or a percentage of `maxmemory`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientsLimit {
+    Bytes(u64),
+    Percent(u64),
+}
+
 impl Config {
+    /// What all clients' buffers may hold together (0: no limit).
+    pub fn clients_limit_bytes(&self) -> u64 {
+        match self.maxmemory_clients {
+            ClientsLimit::Bytes(bytes) => bytes,
+            ClientsLimit::Percent(percent) => self.maxmemory.saturating_mul(percent) / 100,
+        }
+    }
+
     /// Applies one option, as read from a file or the command line.
     pub fn apply(&mut self, name: &str, args: &[String]) -> Result<(), String> {
         if let Some(directive) = directive(name) {
