@@ -20,6 +20,8 @@ pub struct Session {
     /// [`Session::user_generation`] (`crate::acl`).
     pub user: Arc<User>,
     pub user_generation: u64,
+    /// `user.unrestricted()`, kept so the check per command reads a bool.
+    pub user_unrestricted: bool,
     /// Set by QUIT and protocol errors: flush the replies, then close.
     pub close_after_reply: bool,
     /// Set by a blocking command that found nothing (it replied nothing):
@@ -91,6 +93,7 @@ impl Session {
             authenticated: !acl.auth_required(),
             user: acl.default_user(),
             user_generation: acl.generation(),
+            user_unrestricted: acl.default_user().unrestricted(),
             close_after_reply: false,
             block: None,
             block_retry: false,
@@ -120,6 +123,7 @@ impl Session {
     /// Runs as `user` from now on (AUTH, HELLO AUTH, RESET).
     pub fn log_in(&mut self, user: Arc<User>, generation: u64) {
         self.client.names.lock().user = user.name.clone();
+        self.user_unrestricted = user.unrestricted();
         self.user = user;
         self.user_generation = generation;
         self.authenticated = true;
@@ -128,15 +132,15 @@ impl Session {
     /// The user as the ACL has it now: a SETUSER since the last command
     /// applies to this one. A deleted user's connection is being closed;
     /// until then it may run nothing.
-    pub fn current_user(&mut self, acl: &Acl) -> &User {
+    pub fn refresh_user(&mut self, acl: &Acl) {
         let generation = acl.generation();
         if generation != self.user_generation {
             self.user = acl
                 .get(&self.user.name)
                 .unwrap_or_else(|| acl.deleted(&self.user.name));
+            self.user_unrestricted = self.user.unrestricted();
             self.user_generation = generation;
         }
-        &self.user
     }
 
     pub fn set_protocol(&mut self, protocol: Protocol) {

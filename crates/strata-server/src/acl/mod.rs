@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use bytes::Bytes;
 use parking_lot::RwLock;
 
-use crate::commands::{CommandTable, keyspec};
+use crate::commands::{CommandTable, Gates, keyspec};
 use categories::Categories;
 pub use file::load_at_startup;
 use log::Reason;
@@ -95,6 +95,10 @@ pub struct Acl {
     pub log: log::AclLog,
     /// Ids in the command table (each selector's bitmap covers them).
     commands: usize,
+    /// Per command id, what it needs of its one key when its only key is
+    /// argument 1 (GET, SET, INCR …): found once here rather than from
+    /// the key specs on every check.
+    single_key_need: Vec<Option<SingleKey>>,
 }
 
 impl Acl {
@@ -114,6 +118,9 @@ impl Acl {
             categories,
             log: Default::default(),
             commands: table.len(),
+            single_key_need: (0..table.len())
+                .map(|id| single_key_need(table.specs[id].keys))
+                .collect(),
         }
     }
 
@@ -247,8 +254,9 @@ impl Acl {
             return Ok(());
         }
         let spec = table.specs[id];
+        let no_auth = table.gates(id).has(Gates::NO_AUTH);
         let full_name = table.full_names[id].as_str();
-        let mut keys: Option<Vec<(usize, KeyNeed)>> = None;
+        let mut keys: Option<KeyNeeds> = None;
         let channels = channels_of(full_name, args);
         let mut worst = Denied {
             reason: Reason::Command,
@@ -256,14 +264,24 @@ impl Acl {
         };
         for selector in &user.selectors {
             let denied = (|| {
-                if !spec.has_flag("no_auth") && !selector.allows_command(table, id, args) {
+                if !no_auth && !selector.allows_command(table, id, args) {
                     return Some(Denied {
                         reason: Reason::Command,
                         at: 0,
                     });
                 }
                 if !selector.all_keys && !spec.keys.is_empty() {
-                    let keys = keys.get_or_insert_with(|| key_needs(full_name, spec.keys, args));
+                    let keys = keys.get_or_insert_with(|| match self.single_key_need[id] {
+                        Some(SingleKey::Fixed(need)) if args.len() > 1 => {
+                            smallvec::smallvec![(1, need)]
+                        }
+                        // SET and BITFIELD: the flags depend on the options.
+                        Some(SingleKey::Variable(flags)) if args.len() > 1 => {
+                            let flags = keyspec::variable_flags(full_name, args).unwrap_or(flags);
+                            smallvec::smallvec![(1, need_of(flags))]
+                        }
+                        _ => key_needs(full_name, spec.keys, args),
+                    });
                     if let Some((at, _)) = keys
                         .iter()
                         .find(|(at, need)| !selector.allows_key(&args[*at], *need))
@@ -333,7 +351,8 @@ pub fn check_command(
     context: log::Context,
     now_ms: u64,
 ) -> Result<(), Denied> {
-    if session.current_user(&server.acl).unrestricted() {
+    session.refresh_user(&server.acl);
+    if session.user_unrestricted {
         return Ok(());
     }
     let denied = server
@@ -386,14 +405,57 @@ pub fn record(
     );
 }
 
+/// The keys of a command with what each needs (most have one).
+type KeyNeeds = smallvec::SmallVec<[(usize, KeyNeed); 4]>;
+
+/// What a key needs, from its key flags: `access` reads; `update`,
+/// `insert` and `delete` write.
+fn need_of(flags: &[&str]) -> KeyNeed {
+    let has = |f: &str| flags.contains(&f);
+    KeyNeed {
+        read: has("access"),
+        write: has("update") || has("insert") || has("delete"),
+    }
+}
+
+/// A command whose only key is argument 1: what it needs of it, or its
+/// spec's flags when the arguments decide (`variable_flags`).
+#[derive(Clone, Copy)]
+enum SingleKey {
+    Fixed(KeyNeed),
+    Variable(keyspec::KeyFlags),
+}
+
+/// [`SingleKey`] of a command whose only key is argument 1; `None` for
+/// any other shape.
+fn single_key_need(specs: &'static [keyspec::KeySpec]) -> Option<SingleKey> {
+    use keyspec::{BeginSearch, FindKeys, KeySpec};
+    match specs {
+        [
+            KeySpec {
+                begin: BeginSearch::Index(1),
+                find:
+                    FindKeys::Range {
+                        last_key: 0,
+                        step: 1,
+                        limit: 0,
+                    },
+                flags,
+                ..
+            },
+        ] if !flags.contains(&"not_key") => Some(if flags.contains(&"variable_flags") {
+            SingleKey::Variable(flags)
+        } else {
+            SingleKey::Fixed(need_of(flags))
+        }),
+        _ => None,
+    }
+}
+
 /// What each key of a command needs, from its key flags: `access` reads;
 /// `update`, `insert` and `delete` write; a key with none of them (an
 /// existence test) needs any pattern that matches.
-fn key_needs(
-    full_name: &str,
-    specs: &'static [keyspec::KeySpec],
-    args: &[Bytes],
-) -> Vec<(usize, KeyNeed)> {
+fn key_needs(full_name: &str, specs: &'static [keyspec::KeySpec], args: &[Bytes]) -> KeyNeeds {
     // Arguments the specs cannot read (a bad numkeys) are the command's
     // own error to give, not a denial: no keys then.
     keyspec::keys_and_flags(full_name, specs, args)
@@ -401,14 +463,7 @@ fn key_needs(
         .into_iter()
         // Shard channels are declared as `not_key` specs: not keys.
         .filter(|(_, flags)| !flags.contains(&"not_key"))
-        .map(|(at, flags)| {
-            let has = |f: &str| flags.contains(&f);
-            let need = KeyNeed {
-                read: has("access"),
-                write: has("update") || has("insert") || has("delete"),
-            };
-            (at, need)
-        })
+        .map(|(at, flags)| (at, need_of(flags)))
         .collect()
 }
 

@@ -137,7 +137,7 @@ fn lookup(ctx: &mut Ctx, pattern: &[u8], element: &[u8]) -> Result<Option<Vec<u8
 
 fn sort_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult {
     let server = ctx.server;
-    let reads_every_key = ctx.session.user.unrestricted()
+    let reads_every_key = ctx.session.user_unrestricted
         || server.commands.resolve(args).is_some_and(|id| {
             (server.acl).reads_every_key(&ctx.session.user, &server.commands, id, args)
         });
