@@ -126,11 +126,19 @@ fn kept_args(args: &[Bytes]) -> Vec<Bytes> {
 }
 
 /// From which argument a command's secrets start: AUTH's password (and
-/// user), HELLO's after its AUTH keyword.
+/// user), HELLO's after its AUTH keyword, ACL SETUSER's user and rules
+/// (passwords among them), as Redis redacts them.
 pub fn redacted_from(args: &[Bytes]) -> Option<usize> {
     let name = args.first()?;
     if name.eq_ignore_ascii_case(b"auth") {
         return Some(1);
+    }
+    if name.eq_ignore_ascii_case(b"acl")
+        && args
+            .get(1)
+            .is_some_and(|s| s.eq_ignore_ascii_case(b"setuser"))
+    {
+        return Some(2);
     }
     if name.eq_ignore_ascii_case(b"hello") {
         return args
@@ -170,6 +178,10 @@ mod tests {
         assert_eq!(
             kept_args(&bytes(&["HELLO", "3", "AUTH", "u", "p"])),
             bytes(&["HELLO", "3", "AUTH", "(redacted)", "(redacted)"])
+        );
+        assert_eq!(
+            kept_args(&bytes(&["ACL", "SETUSER", "u", ">secret"])),
+            bytes(&["ACL", "SETUSER", "(redacted)", "(redacted)"])
         );
     }
 
