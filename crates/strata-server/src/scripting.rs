@@ -408,6 +408,11 @@ redis.sha1hex = function(...)
 end
 redis.log = function(level, ...) return private.log(level, ...) end
 redis.setresp = function(version) return private.setresp(version) end
+redis.acl_check_cmd = function(...)
+    local allowed = private.acl_check_cmd(...)
+    if type(allowed) == 'table' then raw_error(allowed) end
+    return allowed
+end
 redis.set_repl = function(mode) end
 redis.replicate_commands = function() return true end
 redis.breakpoint = function() return false end

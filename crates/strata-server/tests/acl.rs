@@ -459,6 +459,33 @@ fn acl_log_records_denials_in_their_context() {
     let lua = entry(&mut admin);
     assert_eq!(field(&lua, "context"), b("lua"));
     assert_eq!(field(&lua, "object"), b("incr"));
+    // redis.acl_check_cmd asks the same question without running it.
+    admin.cmd(&["ACL", "SETUSER", "ant", "+@scripting"]);
+    assert_reply!(
+        r,
+        [
+            "EVAL",
+            "return redis.acl_check_cmd('set', 'obj:1', 'v')",
+            "0"
+        ],
+        i(1)
+    );
+    assert_reply!(
+        r,
+        [
+            "EVAL",
+            "return redis.acl_check_cmd('set', 'other', 'v')",
+            "0"
+        ],
+        Reply::NullBulk
+    );
+    let invalid = r.cmd(&["EVAL", "return redis.acl_check_cmd('nosuch')", "0"]);
+    assert!(
+        invalid
+            .as_text()
+            .starts_with("ERR Invalid command passed to redis.acl_check_cmd()"),
+        "{invalid:?}"
+    );
     // Failed AUTH.
     assert_reply!(r, ["AUTH", "ant", "wrong"], e(WRONGPASS));
     let auth = entry(&mut admin);

@@ -114,11 +114,41 @@ fn install_runner(lua: &Lua, private: &mlua::Table) -> mlua::Result<()> {
         current_runner(|runner| runner.resp = version as u8)
             .ok_or_else(|| mlua::Error::RuntimeError(NOT_IN_A_RUN.into()))
     })?;
+    let acl_check_cmd = lua.create_function(|lua, args: Variadic<Value>| {
+        current_runner(|runner| runner.acl_check_cmd(lua, args))
+            .unwrap_or_else(|| Err(mlua::Error::RuntimeError(NOT_IN_A_RUN.into())))
+    })?;
     private.raw_set("call", call)?;
+    private.raw_set("acl_check_cmd", acl_check_cmd)?;
     private.raw_set("setresp", setresp)
 }
 
 impl Runner<'_, '_, '_> {
+    /// `redis.acl_check_cmd(command, args…)`: whether the user running
+    /// the script may run that command with those arguments.
+    fn acl_check_cmd(&mut self, lua: &Lua, args: Variadic<Value>) -> mlua::Result<Value> {
+        // An error table, raised by the prelude as `redis.call` raises.
+        let raise = |text: &str| error_table(lua, text);
+        if args.is_empty() {
+            return raise("ERR Please specify at least one argument for this redis lib call");
+        }
+        let Some(args) = args.iter().map(lua_arg).collect::<Option<Vec<Bytes>>>() else {
+            return raise("ERR Lua redis lib command arguments must be strings or integers");
+        };
+        let server = self.ctx.server;
+        let Some(id) = server.commands.resolve(&args) else {
+            return raise("ERR Invalid command passed to redis.acl_check_cmd()");
+        };
+        let session = &mut *self.ctx.session;
+        session.refresh_user(&server.acl);
+        let allowed = session.user_unrestricted
+            || server
+                .acl
+                .check(&session.user, &server.commands, id, &args)
+                .is_ok();
+        Ok(Value::Boolean(allowed))
+    }
+
     fn written(&self) -> bool {
         self.running.written.load(Relaxed)
     }
