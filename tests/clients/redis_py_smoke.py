@@ -145,4 +145,27 @@ for t in threads:
 check(int(r.get("x")) + int(r.get("y")) == 2000, "transfers kept the total")
 check(r.get("x") == "600", "every transfer applied")
 
+# ACL users: one made with ACL SETUSER logs in with a username, is held
+# to its key pattern, and is seen as Redis 7 shows users.
+r.execute_command("ACL", "SETUSER", "app", "on", ">s3cret", "~app:*", "+@all", "-@dangerous")
+app = redis.Redis(host="127.0.0.1", port=port, username="app", password="s3cret", decode_responses=True)
+check(app.acl_whoami() == "app", "logged in as app")
+check(app.set("app:1", "v") is True, "app writes its keys")
+try:
+    app.set("other", "v")
+    check(False, "a key outside app:* was written")
+except redis.exceptions.ResponseError as error:
+    check("no permissions" in str(error), "NOPERM " + str(error))
+user = r.acl_getuser("app")
+check(user["enabled"] and user["keys"] == ["~app:*"], "ACL GETUSER " + repr(user))
+check(r.acl_log(count=1)[0]["object"] == "other", "ACL LOG names the key")
+try:
+    redis.Redis(host="127.0.0.1", port=port, username="app", password="wrong").ping()
+    check(False, "a wrong password logged in")
+except (redis.exceptions.AuthenticationError, redis.exceptions.ResponseError) as error:
+    # Older redis-py raise WRONGPASS as a ResponseError.
+    check("invalid username-password" in str(error), "wrong password refused " + str(error))
+app.close()
+r.acl_deluser("app")
+
 print("ok", checks)

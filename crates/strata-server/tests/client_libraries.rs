@@ -33,7 +33,7 @@ fn python_with_redis() -> Option<String> {
 }
 
 #[test]
-fn redis_py_pipelines_locks_scripts_and_pubsub() {
+fn redis_py_pipelines_locks_scripts_pubsub_and_acl_users() {
     let Some(python) = python_with_redis() else {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -56,7 +56,7 @@ fn redis_py_pipelines_locks_scripts_and_pubsub() {
     let last = output.lines().last().unwrap_or_default();
     assert!(last.starts_with("ok "), "{output}");
     let checks: u32 = last[3..].trim().parse().unwrap();
-    assert!(checks >= 18, "only {checks} checks ran:\n{output}");
+    assert!(checks >= 24, "only {checks} checks ran:\n{output}");
 }
 
 /// How long a client's build may take (the first one downloads it).
