@@ -146,19 +146,10 @@ pub fn user_lines(acl: &Acl, table: &CommandTable) -> Vec<String> {
 pub fn rewrite_lines(acl: &Acl, table: &CommandTable, config: &Config) -> Vec<String> {
     let stock = Acl::new(table);
     stock.set_default_password(&stock.rules(table, false), &config.requirepass);
-    let stock_default = stock.default_user().describe(table, &stock.categories);
-    acl.users()
-        .iter()
-        .filter(|user| {
-            user.name != "default" || user.describe(table, &acl.categories) != stock_default
-        })
-        .map(|user| {
-            format!(
-                "user {} {}",
-                user.name,
-                user.describe(table, &acl.categories)
-            )
-        })
+    let stock_default = user_lines(&stock, table).remove(0);
+    user_lines(acl, table)
+        .into_iter()
+        .filter(|line| *line != stock_default)
         .collect()
 }
 
@@ -173,7 +164,14 @@ pub fn save_file(acl: &Acl, table: &CommandTable, path: &str) -> std::io::Result
     );
     let written = std::fs::write(&temp, text.as_bytes())
         .and_then(|()| std::fs::File::open(&temp)?.sync_all())
-        .and_then(|()| std::fs::rename(&temp, path));
+        .and_then(|()| std::fs::rename(&temp, path))
+        .and_then(|()| {
+            // The rename itself survives a crash once the directory is synced.
+            let dir = std::path::Path::new(path)
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty());
+            std::fs::File::open(dir.unwrap_or(std::path::Path::new(".")))?.sync_all()
+        });
     if written.is_err() {
         let _ = std::fs::remove_file(&temp);
     }
