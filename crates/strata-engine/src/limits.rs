@@ -66,7 +66,24 @@ pub fn set(limits: CollectionLimits) {
     ZSET_LISTPACK_VALUE.store(limits.zset_listpack_value, Relaxed);
 }
 
+/// From what size list elements are plain (alone in their node): DEBUG
+/// QUICKLIST-PACKED-THRESHOLD's knob, not a configuration directive.
+static LIST_PLAIN_BYTES_MIN: AtomicUsize = AtomicUsize::new(crate::list::PLAIN_BYTES_MIN_DEFAULT);
+
+/// Sets the plain-element size (0: back to the default, 1 GB).
+pub fn set_list_plain_bytes_min(bytes: usize) {
+    let bytes = if bytes == 0 {
+        crate::list::PLAIN_BYTES_MIN_DEFAULT
+    } else {
+        bytes
+    };
+    LIST_PLAIN_BYTES_MIN.store(bytes, Relaxed);
+}
+
 /// The list node limits in force.
 pub fn list() -> crate::list::Limits {
-    crate::list::Limits::from_listpack_size(LIST_LISTPACK_SIZE.load(Relaxed))
+    crate::list::Limits {
+        plain_bytes_min: LIST_PLAIN_BYTES_MIN.load(Relaxed),
+        ..crate::list::Limits::from_listpack_size(LIST_LISTPACK_SIZE.load(Relaxed))
+    }
 }

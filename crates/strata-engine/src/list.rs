@@ -25,12 +25,19 @@ use std::collections::VecDeque;
 
 use crate::varint::{read_bytes, read_varint, varint_len, write_varint};
 
-/// How big one node may grow (`list-max-listpack-size`).
+/// How big one node may grow (`list-max-listpack-size`), and from what
+/// size an element is *plain*: alone in a node of its own, never packed
+/// with others (Redis 7's quicklist "plain nodes", whose threshold is 1 GB
+/// and which DEBUG QUICKLIST-PACKED-THRESHOLD lowers for tests).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     pub node_entries_max: usize,
     pub node_bytes_max: usize,
+    pub plain_bytes_min: usize,
 }
+
+/// Redis' default packed threshold: elements of 1 GB and more are plain.
+pub const PLAIN_BYTES_MIN_DEFAULT: usize = 1 << 30;
 
 impl Limits {
     /// Redis' `list-max-listpack-size`: a positive value caps a node's
@@ -41,12 +48,14 @@ impl Limits {
             Limits {
                 node_entries_max: size as usize,
                 node_bytes_max: usize::MAX,
+                plain_bytes_min: PLAIN_BYTES_MIN_DEFAULT,
             }
         } else {
             let step = size.unsigned_abs().clamp(1, 5) as u32;
             Limits {
                 node_entries_max: usize::MAX,
                 node_bytes_max: 4096 << (step - 1),
+                plain_bytes_min: PLAIN_BYTES_MIN_DEFAULT,
             }
         }
     }
@@ -198,6 +207,16 @@ impl Node {
         self.count < limits.node_entries_max
             && self.bytes.len() + 2 * varint_len(element_len + 10) + element_len
                 <= limits.node_bytes_max
+            && element_len < limits.plain_bytes_min
+            && !self.holds_plain(limits)
+    }
+
+    /// Whether the node holds an element of the plain size.
+    fn holds_plain(&self, limits: Limits) -> bool {
+        // A plain element makes its node at least that big: most nodes
+        // are answered without a walk.
+        self.bytes.len() >= limits.plain_bytes_min
+            && self.iter().any(|e| e.len() >= limits.plain_bytes_min)
     }
 
     fn with(elements: &[&[u8]]) -> Node {
@@ -405,8 +424,13 @@ impl ListValue {
         self.split_if_over(position, limits);
     }
 
-    /// A node grown past the limits by a change inside it is cut in two.
+    /// A node grown past the limits by a change inside it is cut in two;
+    /// one that came to hold a plain element beside others is cut around
+    /// it.
     fn split_if_over(&mut self, position: usize, limits: Limits) {
+        if self.separate_plain(position, limits) {
+            return;
+        }
         let node = &self.nodes[position];
         if node.count <= 1
             || (node.count <= limits.node_entries_max && node.bytes.len() <= limits.node_bytes_max)
@@ -426,6 +450,38 @@ impl ListValue {
         node.count = half;
         node.recount();
         self.nodes.insert(position + 1, tail);
+    }
+
+    /// Cuts node `position` into runs of packed elements and plain ones
+    /// alone; false when it holds no plain element beside others.
+    fn separate_plain(&mut self, position: usize, limits: Limits) -> bool {
+        let node = &self.nodes[position];
+        if node.count <= 1 || !node.holds_plain(limits) {
+            return false;
+        }
+        let mut pieces: Vec<Node> = Vec::new();
+        let mut run: Vec<&[u8]> = Vec::new();
+        for element in node.iter() {
+            if element.len() >= limits.plain_bytes_min {
+                if !run.is_empty() {
+                    pieces.push(Node::with(&run));
+                    run.clear();
+                }
+                pieces.push(Node::with(&[element]));
+            } else {
+                run.push(element);
+            }
+        }
+        if !run.is_empty() {
+            pieces.push(Node::with(&run));
+        }
+        // Each run was part of a node within the limits less the plain
+        // element: it fits.
+        self.nodes.remove(position);
+        for (offset, piece) in pieces.into_iter().enumerate() {
+            self.nodes.insert(position + offset, piece);
+        }
+        true
     }
 
     /// LREM: removes up to `count` elements equal to `element` from the
@@ -783,6 +839,14 @@ mod tests {
     const SMALL: Limits = Limits {
         node_entries_max: 3,
         node_bytes_max: usize::MAX,
+        plain_bytes_min: PLAIN_BYTES_MIN_DEFAULT,
+    };
+
+    /// [`SMALL`] with elements of 100 bytes and more plain (the long
+    /// elements of [`element`]).
+    const SMALL_WITH_PLAIN: Limits = Limits {
+        plain_bytes_min: 100,
+        ..SMALL
     };
 
     fn list_of(elements: &[&str], limits: Limits) -> ListValue {
@@ -917,79 +981,112 @@ mod tests {
         ]
     }
 
+    /// Runs `ops` on a list with `limits` and on a plain deque, checking
+    /// after each step that they agree (both ways, by index, by range),
+    /// that the image round-trips, and that plain elements sit alone.
+    fn run_model(ops: Vec<Op>, limits: Limits) -> Result<(), TestCaseError> {
+        let mut list = ListValue::new();
+        let mut model: VecDeque<Vec<u8>> = VecDeque::new();
+        for op in ops {
+            match op {
+                Op::Push(head, e) => {
+                    list.push(if head { End::Head } else { End::Tail }, &e, limits);
+                    if head {
+                        model.push_front(e)
+                    } else {
+                        model.push_back(e)
+                    }
+                }
+                Op::Pop(head) => {
+                    let got = list.pop(if head { End::Head } else { End::Tail });
+                    let want = if head {
+                        model.pop_front()
+                    } else {
+                        model.pop_back()
+                    };
+                    prop_assert_eq!(got, want);
+                }
+                Op::Set(i, e) => {
+                    let done = list.set(i, &e, limits);
+                    prop_assert_eq!(done, i < model.len());
+                    if done {
+                        model[i] = e;
+                    }
+                }
+                Op::Insert(pivot, after, e) => {
+                    let got = list.insert(&pivot, after, &e, limits);
+                    let want = model.iter().position(|x| *x == pivot).map(|i| {
+                        model.insert(i + usize::from(after), e.clone());
+                        model.len()
+                    });
+                    prop_assert_eq!(got, want);
+                }
+                Op::Remove(count, e) => {
+                    let mut indices: Vec<usize> =
+                        (0..model.len()).filter(|&i| model[i] == e).collect();
+                    if count < 0 {
+                        indices.reverse();
+                    }
+                    if count != 0 {
+                        indices.truncate(count.unsigned_abs() as usize);
+                    }
+                    indices.sort_unstable();
+                    for &i in indices.iter().rev() {
+                        model.remove(i);
+                    }
+                    prop_assert_eq!(list.remove(count, &e), indices.len());
+                }
+                Op::Trim(start, stop) => {
+                    list.trim(start, stop);
+                    let kept: VecDeque<Vec<u8>> = model
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| start <= stop && (start..=stop).contains(i))
+                        .map(|(_, e)| e.clone())
+                        .collect();
+                    model = kept;
+                }
+            }
+            prop_assert_eq!(list.len(), model.len());
+            let got: Vec<&[u8]> = list.iter().collect();
+            let want: Vec<&[u8]> = model.iter().map(Vec::as_slice).collect();
+            prop_assert_eq!(&got, &want);
+            let back: Vec<&[u8]> = list.iter().rev().collect();
+            let want_back: Vec<&[u8]> = model.iter().rev().map(Vec::as_slice).collect();
+            prop_assert_eq!(back, want_back);
+            for (i, e) in model.iter().enumerate() {
+                prop_assert_eq!(list.get(i), Some(e.as_slice()));
+            }
+            if !model.is_empty() {
+                let (s, t) = (model.len() / 3, model.len() - 1);
+                let got: Vec<&[u8]> = list.range(s, t).collect();
+                prop_assert_eq!(got, want[s..=t].to_vec());
+            }
+            let mut image = Vec::new();
+            list.encode_image(&mut image);
+            prop_assert_eq!(list.image_len(), image.len());
+            let decoded = ListValue::decode_image(&image, limits).unwrap();
+            prop_assert!(decoded.iter().eq(list.iter()));
+            for node in &list.nodes {
+                prop_assert!(node.count == 1 || !node.holds_plain(limits));
+            }
+        }
+        Ok(())
+    }
+
     proptest! {
         /// Every operation, checked against a plain deque after each step,
-        /// with nodes small enough that each one crosses node boundaries;
-        /// the image round-trips at every step.
+        /// with nodes small enough that each one crosses node boundaries.
         #[test]
         fn behaves_like_a_deque(ops in prop::collection::vec(op(), 1..60)) {
-            let mut list = ListValue::new();
-            let mut model: VecDeque<Vec<u8>> = VecDeque::new();
-            for op in ops {
-                match op {
-                    Op::Push(head, e) => {
-                        list.push(if head { End::Head } else { End::Tail }, &e, SMALL);
-                        if head { model.push_front(e) } else { model.push_back(e) }
-                    }
-                    Op::Pop(head) => {
-                        let got = list.pop(if head { End::Head } else { End::Tail });
-                        let want = if head { model.pop_front() } else { model.pop_back() };
-                        prop_assert_eq!(got, want);
-                    }
-                    Op::Set(i, e) => {
-                        let done = list.set(i, &e, SMALL);
-                        prop_assert_eq!(done, i < model.len());
-                        if done { model[i] = e; }
-                    }
-                    Op::Insert(pivot, after, e) => {
-                        let got = list.insert(&pivot, after, &e, SMALL);
-                        let want = model.iter().position(|x| *x == pivot).map(|i| {
-                            model.insert(i + usize::from(after), e.clone());
-                            model.len()
-                        });
-                        prop_assert_eq!(got, want);
-                    }
-                    Op::Remove(count, e) => {
-                        let mut indices: Vec<usize> =
-                            (0..model.len()).filter(|&i| model[i] == e).collect();
-                        if count < 0 { indices.reverse(); }
-                        if count != 0 { indices.truncate(count.unsigned_abs() as usize); }
-                        indices.sort_unstable();
-                        for &i in indices.iter().rev() { model.remove(i); }
-                        prop_assert_eq!(list.remove(count, &e), indices.len());
-                    }
-                    Op::Trim(start, stop) => {
-                        list.trim(start, stop);
-                        let kept: VecDeque<Vec<u8>> = model
-                            .iter()
-                            .enumerate()
-                            .filter(|(i, _)| start <= stop && (start..=stop).contains(i))
-                            .map(|(_, e)| e.clone())
-                            .collect();
-                        model = kept;
-                    }
-                }
-                prop_assert_eq!(list.len(), model.len());
-                let got: Vec<&[u8]> = list.iter().collect();
-                let want: Vec<&[u8]> = model.iter().map(Vec::as_slice).collect();
-                prop_assert_eq!(&got, &want);
-                let back: Vec<&[u8]> = list.iter().rev().collect();
-                let want_back: Vec<&[u8]> = model.iter().rev().map(Vec::as_slice).collect();
-                prop_assert_eq!(back, want_back);
-                for (i, e) in model.iter().enumerate() {
-                    prop_assert_eq!(list.get(i), Some(e.as_slice()));
-                }
-                if !model.is_empty() {
-                    let (s, t) = (model.len() / 3, model.len() - 1);
-                    let got: Vec<&[u8]> = list.range(s, t).collect();
-                    prop_assert_eq!(got, want[s..=t].to_vec());
-                }
-                let mut image = Vec::new();
-                list.encode_image(&mut image);
-                prop_assert_eq!(list.image_len(), image.len());
-                let decoded = ListValue::decode_image(&image, SMALL).unwrap();
-                prop_assert!(decoded.iter().eq(list.iter()));
-            }
+            run_model(ops, SMALL)?;
+        }
+
+        /// The same with the long elements plain (alone in their nodes),
+        /// as DEBUG QUICKLIST-PACKED-THRESHOLD makes them.
+        #[test]
+        fn behaves_like_a_deque_with_plain_elements(ops in prop::collection::vec(op(), 1..60)) {
+            run_model(ops, SMALL_WITH_PLAIN)?;
         }
     }
 }

@@ -505,3 +505,41 @@ fn deleting_a_big_collection_frees_it_in_the_background() {
     let exists: usize = con.exists(&["big", "small", "bigset"]).unwrap();
     assert_eq!(exists, 0);
 }
+
+/// DEBUG QUICKLIST-PACKED-THRESHOLD: with a tiny threshold every element
+/// is stored alone in its node (Redis' plain nodes); pushes, inserts,
+/// LSET, LTRIM and pops give the same lists, which survive a restart.
+#[test]
+fn plain_nodes_behave_like_packed_ones() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    assert_eq!(
+        r.cmd(&["DEBUG", "QUICKLIST-PACKED-THRESHOLD", "5gb"]),
+        Reply::err("ERR argument must be a memory value bigger than 1 and smaller than 4gb")
+    );
+    assert_eq!(r.cmd(&["DEBUG", "QUICKLIST-PACKED-THRESHOLD", "1b"]), ok());
+    let big = |c: char| c.to_string().repeat(500);
+    for c in ['a', 'b', 'c', 'd'] {
+        r.cmd(&["LPUSH", "plain", &big(c)]);
+    }
+    for c in ['e', 'f'] {
+        r.cmd(&["LINSERT", "plain", "AFTER", &big('d'), &big(c)]);
+    }
+    assert_eq!(r.cmd(&["LSET", "plain", "1", "small"]), ok());
+    assert_eq!(r.cmd(&["LTRIM", "plain", "0", "4"]), ok());
+    let expected = [big('d'), "small".into(), big('e'), big('c'), big('b')];
+    let got = r.cmd(&["LRANGE", "plain", "0", "-1"]);
+    assert_eq!(
+        got,
+        Reply::Array(expected.iter().map(|e| b(e)).collect::<Vec<_>>())
+    );
+    assert_eq!(r.cmd(&["DEBUG", "QUICKLIST-PACKED-THRESHOLD", "0"]), ok());
+    assert_eq!(r.cmd(&["RPUSH", "plain", "x", "y"]), Reply::Int(7));
+    let dir = server.kill9();
+    let server = TestServer::spawn(dir, &[], None, READY);
+    let mut r = server.raw();
+    let got = r.cmd(&["LRANGE", "plain", "0", "-1"]);
+    let mut all: Vec<Reply> = expected.iter().map(|e| b(e)).collect();
+    all.extend([b("x"), b("y")]);
+    assert_eq!(got, Reply::Array(all));
+}

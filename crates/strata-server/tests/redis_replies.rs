@@ -1208,6 +1208,7 @@ const NOT_IN_REDIS_7_0: &[&str] = &[
     "debug|set-active-expire",
     "debug|object",
     "debug|change-repl-id",
+    "debug|quicklist-packed-threshold",
     // Known metadata gaps of the new tables (key spec notes, command tips,
     // the PUBSUB container's ACL category), to be filled in: issue 15.
     "pubsub",

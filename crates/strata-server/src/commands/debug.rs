@@ -70,6 +70,29 @@ pub fn debug_set_active_expire(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
+/// DEBUG QUICKLIST-PACKED-THRESHOLD size: list elements of at least
+/// `size` bytes are stored alone in a node of their own (Redis' plain
+/// nodes; 0 restores the default, 1 GB). Tests lower it to exercise them.
+pub fn debug_quicklist_packed_threshold(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    /// Redis' largest threshold: 4 GB less 1 MB.
+    const THRESHOLD_BYTES_MAX: u64 = (1 << 32) - (1 << 20);
+    let text = String::from_utf8_lossy(&args[2]).to_ascii_lowercase();
+    let bytes = match text.strip_suffix('b') {
+        Some(digits) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+            digits.parse().ok()
+        }
+        _ => crate::config::parse_memory(&text),
+    };
+    let Some(bytes) = bytes.filter(|&b| b <= THRESHOLD_BYTES_MAX) else {
+        return Err(
+            "ERR argument must be a memory value bigger than 1 and smaller than 4gb".into(),
+        );
+    };
+    strata_engine::limits::set_list_plain_bytes_min(bytes as usize);
+    ctx.out.ok();
+    Ok(())
+}
+
 pub fn debug_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     help_lines(
         ctx,
@@ -79,6 +102,9 @@ pub fn debug_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
             "    Accepted for Redis' tests; Strata has no replication ID to change.",
             "OBJECT <key>",
             "    Show low level info about the key and associated value.",
+            "QUICKLIST-PACKED-THRESHOLD <size>",
+            "    Sets the threshold for elements to be inserted as plain vs packed nodes",
+            "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
             "SET-ACTIVE-EXPIRE <0|1>",
             "    Setting it to 0 disables expiring keys in the background.",
             "SLEEP <seconds>",

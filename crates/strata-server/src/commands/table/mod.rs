@@ -594,6 +594,16 @@ const DEBUG_SUBCOMMANDS: &[Spec] = &[
         dbg::debug_set_active_expire,
     ),
     sub(
+        "quicklist-packed-threshold",
+        3,
+        ADMIN,
+        NO_KEYS,
+        DANGEROUS,
+        "7.0.0",
+        "Sets the size from which list elements are stored alone in a node (tests).",
+        dbg::debug_quicklist_packed_threshold,
+    ),
+    sub(
         "help",
         2,
         ADMIN,
