@@ -659,6 +659,15 @@ fn stats_section(server: &Server, out: &mut String) {
         "total_writes_processed",
         sum(|t| t.writes_processed.load(Relaxed))
     );
+    use crate::acl::log::Reason;
+    for (name, reason) in [
+        ("acl_access_denied_auth", Reason::Auth),
+        ("acl_access_denied_cmd", Reason::Command),
+        ("acl_access_denied_key", Reason::Key),
+        ("acl_access_denied_channel", Reason::Channel),
+    ] {
+        field!(out, name, server.acl.log.denied(reason));
+    }
 }
 
 fn replication_section(server: &Server, out: &mut String) {

@@ -491,6 +491,22 @@ fn acl_log_records_denials_in_their_context() {
     let auth = entry(&mut admin);
     assert_eq!(field(&auth, "reason"), b("auth"));
     assert_eq!(field(&auth, "object"), b("AUTH"));
+    // INFO counts denials by reason (Redis 7.2's fields).
+    let mut info = server.client();
+    assert_eq!(
+        common::info_u64(&mut info, "stats", "acl_access_denied_auth"),
+        1
+    );
+    assert!(common::info_u64(&mut info, "stats", "acl_access_denied_cmd") >= 5);
+    assert_eq!(
+        common::info_u64(&mut info, "stats", "acl_access_denied_key"),
+        1
+    );
+    assert_reply!(admin, ["CONFIG", "RESETSTAT"], ok());
+    assert_eq!(
+        common::info_u64(&mut info, "stats", "acl_access_denied_cmd"),
+        0
+    );
     // Bounded by acllog-max-len; RESET empties it.
     assert_reply!(admin, ["CONFIG", "SET", "acllog-max-len", "2"], ok());
     assert_eq!(admin.cmd(&["ACL", "LOG"]).as_array().len(), 2);

@@ -4,6 +4,7 @@
 //! entry's count instead of adding one, as Redis groups them.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use parking_lot::Mutex;
 
@@ -63,10 +64,23 @@ pub struct Entry {
 #[derive(Default)]
 pub struct AclLog {
     entries: Mutex<VecDeque<Entry>>,
+    /// Denials by reason, in [`Reason`]'s order (INFO's
+    /// `acl_access_denied_*`, as Redis 7.2 counts them).
+    denied: [AtomicU64; 4],
 }
 
 impl AclLog {
+    /// Denials of `reason` since start or CONFIG RESETSTAT.
+    pub fn denied(&self, reason: Reason) -> u64 {
+        self.denied[reason as usize].load(Relaxed)
+    }
+
+    pub fn reset_counts(&self) {
+        self.denied.iter().for_each(|count| count.store(0, Relaxed));
+    }
+
     pub fn add(&self, entry: Entry, max_len: usize) {
+        self.denied[entry.reason as usize].fetch_add(1, Relaxed);
         let mut entries = self.entries.lock();
         let similar = entries.iter().take(GROUPING_SCAN_MAX).position(|e| {
             e.reason == entry.reason
