@@ -593,6 +593,40 @@ impl Keyspace {
         })
     }
 
+    /// DEBUG RELOAD's load half: every live value in RAM is stored again
+    /// from its image, built as loading a checkpoint builds it (encodings
+    /// chosen afresh), its deadline kept; values on disk only stay there
+    /// (a load would read them back the same way). Each store is an
+    /// ordinary logged write of the same value, one shard at a time, so
+    /// the log stays the whole truth and no group holds more than a
+    /// shard. Returns how many values were rebuilt and what was committed.
+    pub fn rebuild_values(&self, now_ms: u64) -> (usize, Commit) {
+        let mut rebuilt = 0;
+        let mut committed = Commit::default();
+        for index in 0..SHARD_COUNT {
+            let mut shard = self.lock_index(index);
+            for db in 0..self.db_count {
+                let keys: Vec<Vec<u8>> = shard.tables[db]
+                    .entries
+                    .iter()
+                    .filter(|e| !e.is_expired(now_ms) && !e.is_cold())
+                    .map(|e| e.key().to_vec())
+                    .collect();
+                for bytes in keys {
+                    let key = self.key(&bytes);
+                    let Some(entry) = shard.peek(db, key, now_ms) else {
+                        continue;
+                    };
+                    let value = entry.value().to_value();
+                    shard.set(db, key, value, None, true, now_ms);
+                    rebuilt += 1;
+                }
+            }
+            committed.absorb(shard.commit());
+        }
+        (rebuilt, committed)
+    }
+
     /// Swaps two databases atomically; returns what was committed.
     pub fn swap_db(&self, a: usize, b: usize) -> Commit {
         self.swap_db_in(None, a, b)

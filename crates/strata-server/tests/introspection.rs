@@ -443,3 +443,55 @@ fn expiry_waits_for_the_end_of_a_client_pause() {
     assert_eq!(raw.cmd(&["GET", "k"]), Reply::NullBulk);
     assert_eq!(expired(&mut raw), before + 1);
 }
+
+/// DEBUG RELOAD writes a checkpoint and rebuilds every value as loading
+/// does: data and deadlines unchanged, encodings chosen afresh (a set
+/// grown past its compact limit and shrunk back becomes compact again, as
+/// in Redis), WATCHed keys touched; the data survives `kill -9` after it.
+#[test]
+fn debug_reload_rebuilds_values_as_a_load_would() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    let members: Vec<String> = (0..200).map(|i| format!("m{i}")).collect();
+    let mut sadd = vec!["SADD", "set"];
+    sadd.extend(members.iter().map(String::as_str));
+    r.cmd(&sadd);
+    assert_eq!(r.cmd(&["OBJECT", "ENCODING", "set"]), b("hashtable"));
+    let mut srem = vec!["SREM", "set"];
+    srem.extend(members[3..].iter().map(String::as_str));
+    r.cmd(&srem);
+    assert_eq!(r.cmd(&["OBJECT", "ENCODING", "set"]), b("hashtable"));
+    r.cmd(&["SET", "s", "v", "EX", "1000"]);
+    r.cmd(&["RPUSH", "l", "a", "b"]);
+    r.cmd(&["HSET", "h", "f", "1"]);
+    let mut watcher = server.raw();
+    assert_eq!(watcher.cmd(&["WATCH", "l"]), ok());
+    let saves = info_u64(&mut server.client(), "persistence", "rdb_saves");
+    assert_eq!(r.cmd(&["DEBUG", "RELOAD"]), ok());
+    assert_eq!(
+        info_u64(&mut server.client(), "persistence", "rdb_saves"),
+        saves + 1
+    );
+    assert_eq!(r.cmd(&["OBJECT", "ENCODING", "set"]), b("listpack"));
+    assert_eq!(r.cmd(&["SCARD", "set"]), Reply::Int(3));
+    assert_eq!(r.cmd(&["GET", "s"]), b("v"));
+    assert!(r.cmd(&["TTL", "s"]).as_int() > 990);
+    assert_eq!(
+        r.cmd(&["LRANGE", "l", "0", "-1"]),
+        Reply::Array(vec![b("a"), b("b")])
+    );
+    assert_eq!(watcher.cmd(&["MULTI"]), ok());
+    watcher.cmd(&["GET", "l"]);
+    assert_eq!(watcher.cmd(&["EXEC"]), Reply::NullArray);
+    assert_eq!(r.cmd(&["DEBUG", "RELOAD", "NOSAVE"]), ok());
+    assert_eq!(
+        r.cmd(&["DEBUG", "RELOAD", "BOGUS"]),
+        Reply::err("ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.")
+    );
+    let dir = server.kill9();
+    let server = TestServer::spawn(dir, &[], None, READY);
+    let mut r = server.raw();
+    assert_eq!(r.cmd(&["SCARD", "set"]), Reply::Int(3));
+    assert_eq!(r.cmd(&["HGET", "h", "f"]), b("1"));
+    assert!(r.cmd(&["TTL", "s"]).as_int() > 990);
+}

@@ -1209,6 +1209,7 @@ const NOT_IN_REDIS_7_0: &[&str] = &[
     "debug|object",
     "debug|change-repl-id",
     "debug|quicklist-packed-threshold",
+    "debug|reload",
     // Known metadata gaps of the new tables (key spec notes, command tips,
     // the PUBSUB container's ACL category), to be filled in: issue 15.
     "pubsub",

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use bytes::Bytes;
 
 use super::connection::help_lines;
-use super::{CmdResult, Ctx, ERR_NO_SUCH_KEY, parse_i64};
+use super::{CmdResult, Ctx, ERR_NO_SUCH_KEY, is, parse_i64};
 
 /// DEBUG OBJECT key: Redis' one-line summary of a key's value (its
 /// address, encoding, serialized length and access field).
@@ -70,6 +70,37 @@ pub fn debug_set_active_expire(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
+/// DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: writes a checkpoint (unless
+/// NOSAVE), then stores every value in RAM again from its image, as a
+/// load builds it (`Keyspace::rebuild_values`). Redis empties its
+/// dataset and loads the RDB file back; Strata's dataset is already what
+/// its checkpoint and log hold, so rebuilding the values gives what a load
+/// would (encodings chosen afresh, WATCHed keys touched) without emptying
+/// anything. MERGE and NOFLUSH change nothing here: no key goes away.
+pub fn debug_reload(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let mut save = true;
+    for option in &args[2..] {
+        if is(option, "NOSAVE") {
+            save = false;
+        } else if !is(option, "MERGE") && !is(option, "NOFLUSH") {
+            return Err(
+                "ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.".into(),
+            );
+        }
+    }
+    if save
+        && crate::persistence::checkpoint(&ctx.server.handles(), crate::persistence::Trigger::Save)
+            .is_err()
+    {
+        return Err("ERR Error trying to save the DB".into());
+    }
+    let (rebuilt, committed) = ctx.keyspace().rebuild_values(ctx.now_ms);
+    ctx.committed(committed);
+    crate::log_notice!("DB reloaded by DEBUG RELOAD ({rebuilt} values rebuilt)");
+    ctx.out.ok();
+    Ok(())
+}
+
 /// DEBUG QUICKLIST-PACKED-THRESHOLD size: list elements of at least
 /// `size` bytes are stored alone in a node of their own (Redis' plain
 /// nodes; 0 restores the default, 1 GB). Tests lower it to exercise them.
@@ -102,6 +133,9 @@ pub fn debug_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
             "    Accepted for Redis' tests; Strata has no replication ID to change.",
             "OBJECT <key>",
             "    Show low level info about the key and associated value.",
+            "RELOAD [MERGE] [NOFLUSH] [NOSAVE]",
+            "    Save the dataset to disk (a checkpoint), then rebuild every value as",
+            "    loading it would. NOSAVE skips the checkpoint.",
             "QUICKLIST-PACKED-THRESHOLD <size>",
             "    Sets the threshold for elements to be inserted as plain vs packed nodes",
             "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",

@@ -594,6 +594,16 @@ const DEBUG_SUBCOMMANDS: &[Spec] = &[
         dbg::debug_set_active_expire,
     ),
     sub(
+        "reload",
+        -2,
+        ADMIN,
+        NO_KEYS,
+        DANGEROUS,
+        "1.0.0",
+        "Saves a checkpoint and rebuilds every value as loading does (tests).",
+        dbg::debug_reload,
+    ),
+    sub(
         "quicklist-packed-threshold",
         3,
         ADMIN,
