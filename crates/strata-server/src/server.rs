@@ -298,7 +298,15 @@ pub fn run(mut config: Config) -> Result<(), String> {
         None => Keyspace::new(config.databases),
     };
     config.apply_to_engine(&keyspace);
-    let (listeners, port) = bind_all(&config, config.port)?;
+    // `port 0` picks a free port, except beside `tls-port`: there it means
+    // TLS only, as in Redis (a plain port nobody asked for would be a
+    // way around TLS).
+    let tls_only = config.port == 0 && config.tls.port != 0;
+    let (listeners, port) = if tls_only {
+        (Vec::new(), 0)
+    } else {
+        bind_all(&config, config.port)?
+    };
     let (tls_config, tls_listeners) = match config.tls.port {
         0 => (None, Vec::new()),
         tls_port => {
@@ -433,11 +441,11 @@ pub fn run(mut config: Config) -> Result<(), String> {
     .map_err(|e| format!("Can't start the tracking thread: {e}"))?;
     persistence::spawn_checkpointer(server.handles())
         .map_err(|e| format!("Can't start the checkpoint thread: {e}"))?;
-    let ready_lines = listeners
-        .iter()
-        .map(|l| {
+    let ready_lines = (listeners.iter().map(|l| (l, "tcp")))
+        .chain(tls_listeners.iter().map(|l| (l, "tls")))
+        .map(|(l, kind)| {
             let local = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
-            format!("Ready to accept connections tcp on {local}")
+            format!("Ready to accept connections {kind} on {local}")
         })
         .collect();
 

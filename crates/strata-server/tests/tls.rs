@@ -101,15 +101,25 @@ struct Tls {
 }
 
 impl Tls {
-    /// A server with TLS on a free port, `extra` settings added.
+    /// A server with TLS on a free port beside a plain one, `extra`
+    /// settings added.
     fn start(extra: &[&str]) -> Option<Tls> {
+        Self::start_with(extra, true)
+    }
+
+    /// The same; without `plain`, TLS only (`port 0`, as in Redis).
+    fn start_with(extra: &[&str], plain: bool) -> Option<Tls> {
         let dir = temp_dir();
         make_certificates(&dir)?;
         let port = free_port();
         let file = |name: &str| dir.join(name).display().to_string();
         let (cert, key, ca) = (file("server.crt"), file("server.key"), file("ca.crt"));
         let port_text = port.to_string();
+        // A plain port of its own: `port 0` beside `tls-port` is TLS only.
+        let plain_port = if plain { free_port() } else { 0 }.to_string();
         let mut args = vec![
+            "--port",
+            &plain_port,
             "--tls-port",
             &port_text,
             "--tls-cert-file",
@@ -120,7 +130,12 @@ impl Tls {
             &ca,
         ];
         args.extend_from_slice(extra);
-        let server = TestServer::start_with(&args);
+        let server = if plain {
+            TestServer::start_with(&args)
+        } else {
+            let marker = "Ready to accept connections tls on ";
+            TestServer::spawn(temp_dir(), &args, None, marker)
+        };
         server.wait_for_log(&format!("Listening on tls 127.0.0.1:{port}"));
         Some(Tls { dir, server, port })
     }
@@ -444,5 +459,27 @@ fn certificates_rotate_with_config_set() {
         e(
             "ERR CONFIG SET failed (possibly related to argument 'tls-port') - can't set immutable config"
         )
+    );
+}
+
+/// `port 0` beside `tls-port` serves TLS only, as in Redis: no plain
+/// listener is opened at all.
+#[test]
+fn port_zero_beside_tls_port_is_tls_only() {
+    let Some(tls) = Tls::start_with(&[], false) else {
+        eprintln!("openssl not installed: TLS test skipped");
+        return;
+    };
+    let mut stream = tls.connect(true);
+    stream
+        .write_all(&Raw::encode(&[b"INFO", b"server"]))
+        .unwrap();
+    stream.flush().unwrap();
+    let info = read_reply(&mut stream).unwrap().as_text();
+    assert!(info.contains("\r\ntcp_port:0\r\n"), "{info}");
+    let log = tls.server.startup_log();
+    assert!(
+        !log.iter().any(|l| l.contains("Listening on tcp")),
+        "a plain listener was opened: {log:?}"
     );
 }
