@@ -22,6 +22,17 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Which denial Redis reports when no selector allows a command:
+    /// the highest rank (then the later argument).
+    pub fn rank(self) -> u8 {
+        match self {
+            Reason::Command => 1,
+            Reason::Key => 2,
+            Reason::Auth => 3,
+            Reason::Channel => 4,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Reason::Command => "command",

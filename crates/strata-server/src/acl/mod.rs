@@ -253,73 +253,80 @@ impl Acl {
         if user.unrestricted() {
             return Ok(());
         }
-        let spec = table.specs[id];
-        let no_auth = table.gates(id).has(Gates::NO_AUTH);
-        let full_name = table.full_names[id].as_str();
-        let mut keys: Option<KeyNeeds> = None;
-        let channels = channels_of(full_name, args);
+        let mut request = Request {
+            table,
+            id,
+            args,
+            keys: None,
+            channels: channels_of(&table.full_names[id], args),
+        };
         let mut worst = Denied {
             reason: Reason::Command,
             at: 0,
         };
         for selector in &user.selectors {
-            let denied = (|| {
-                if !no_auth && !selector.allows_command(table, id, args) {
-                    return Some(Denied {
-                        reason: Reason::Command,
-                        at: 0,
-                    });
-                }
-                if !selector.all_keys && !spec.keys.is_empty() {
-                    let keys = keys.get_or_insert_with(|| match self.single_key_need[id] {
-                        Some(SingleKey::Fixed(need)) if args.len() > 1 => {
-                            smallvec::smallvec![(1, need)]
-                        }
-                        // SET and BITFIELD: the flags depend on the options.
-                        Some(SingleKey::Variable(flags)) if args.len() > 1 => {
-                            let flags = keyspec::variable_flags(full_name, args).unwrap_or(flags);
-                            smallvec::smallvec![(1, need_of(flags))]
-                        }
-                        _ => key_needs(full_name, spec.keys, args),
-                    });
-                    if let Some((at, _)) = keys
-                        .iter()
-                        .find(|(at, need)| !selector.allows_key(&args[*at], *need))
-                    {
-                        return Some(Denied {
-                            reason: Reason::Key,
-                            at: *at,
-                        });
-                    }
-                }
-                if !selector.all_channels
-                    && let Some((at, _)) = channels
-                        .iter()
-                        .find(|(at, used)| !selector.allows_channel(&args[*at], *used))
-                {
-                    return Some(Denied {
-                        reason: Reason::Channel,
-                        at: *at,
-                    });
-                }
-                None
-            })();
-            let Some(denied) = denied else {
+            let Some(denied) = self.denial(selector, &mut request) else {
                 return Ok(());
             };
-            let rank = |d: &Denied| match d.reason {
-                Reason::Command => 1,
-                Reason::Key => 2,
-                Reason::Auth => 3,
-                Reason::Channel => 4,
-            };
-            if rank(&denied) > rank(&worst)
-                || (rank(&denied) == rank(&worst) && denied.at > worst.at)
-            {
+            if (denied.reason.rank(), denied.at) > (worst.reason.rank(), worst.at) {
                 worst = denied;
             }
         }
         Err(worst)
+    }
+
+    /// What `selector` refuses of the request (its command, then a key,
+    /// then a channel), if anything.
+    fn denial(&self, selector: &selector::Selector, request: &mut Request) -> Option<Denied> {
+        let Request {
+            table, id, args, ..
+        } = *request;
+        let no_auth = table.gates(id).has(Gates::NO_AUTH);
+        if !no_auth && !selector.allows_command(table, id, args) {
+            return Some(Denied {
+                reason: Reason::Command,
+                at: 0,
+            });
+        }
+        let spec = table.specs[id];
+        if !selector.all_keys && !spec.keys.is_empty() {
+            // Found once for all the selectors.
+            let full_name = table.full_names[id].as_str();
+            let keys = request
+                .keys
+                .get_or_insert_with(|| match self.single_key_need[id] {
+                    Some(SingleKey::Fixed(need)) if args.len() > 1 => {
+                        smallvec::smallvec![(1, need)]
+                    }
+                    // SET and BITFIELD: the flags depend on the options.
+                    Some(SingleKey::Variable(flags)) if args.len() > 1 => {
+                        let flags = keyspec::variable_flags(full_name, args).unwrap_or(flags);
+                        smallvec::smallvec![(1, need_of(flags))]
+                    }
+                    _ => key_needs(full_name, spec.keys, args),
+                });
+            if let Some((at, _)) = keys
+                .iter()
+                .find(|(at, need)| !selector.allows_key(&args[*at], *need))
+            {
+                return Some(Denied {
+                    reason: Reason::Key,
+                    at: *at,
+                });
+            }
+        }
+        if !selector.all_channels
+            && let Some((at, _)) = request
+                .channels
+                .iter()
+                .find(|(at, used)| !selector.allows_channel(&args[*at], *used))
+        {
+            return Some(Denied {
+                reason: Reason::Channel,
+                at: *at,
+            });
+        }
+        None
     }
 
     /// Whether some selector of `user` lets command `id` run and reads
@@ -403,6 +410,16 @@ pub fn record(
         },
         max_len,
     );
+}
+
+/// One command being checked, with what its selectors share: its keys
+/// (found at the first selector that needs them) and channels.
+struct Request<'a> {
+    table: &'a CommandTable,
+    id: usize,
+    args: &'a [Bytes],
+    keys: Option<KeyNeeds>,
+    channels: Vec<(usize, ChannelUse)>,
 }
 
 /// The keys of a command with what each needs (most have one).
