@@ -484,6 +484,13 @@ fn debug_reload_rebuilds_values_as_a_load_would() {
     watcher.cmd(&["GET", "l"]);
     assert_eq!(watcher.cmd(&["EXEC"]), Reply::NullArray);
     assert_eq!(r.cmd(&["DEBUG", "RELOAD", "NOSAVE"]), ok());
+    // NOFLUSH alone would load every key on top of itself: refused, as
+    // in Redis; with MERGE it is a reload.
+    assert_eq!(
+        r.cmd(&["DEBUG", "RELOAD", "NOFLUSH", "NOSAVE"]),
+        Reply::err("ERR Error trying to load the RDB dump, check server logs.")
+    );
+    assert_eq!(r.cmd(&["DEBUG", "RELOAD", "NOFLUSH", "MERGE"]), ok());
     assert_eq!(
         r.cmd(&["DEBUG", "RELOAD", "BOGUS"]),
         Reply::err("ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.")

@@ -76,13 +76,19 @@ pub fn debug_set_active_expire(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// dataset and loads the RDB file back; Strata's dataset is already what
 /// its checkpoint and log hold, so rebuilding the values gives what a load
 /// would (encodings chosen afresh, WATCHed keys touched) without emptying
-/// anything. MERGE and NOFLUSH change nothing here: no key goes away.
+/// anything. NOFLUSH without MERGE fails as in Redis when there is data (a
+/// load on top of it would meet every key twice); with MERGE it is a
+/// plain reload.
 pub fn debug_reload(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let mut save = true;
+    let (mut save, mut flush, mut merge) = (true, true, false);
     for option in &args[2..] {
         if is(option, "NOSAVE") {
             save = false;
-        } else if !is(option, "MERGE") && !is(option, "NOFLUSH") {
+        } else if is(option, "NOFLUSH") {
+            flush = false;
+        } else if is(option, "MERGE") {
+            merge = true;
+        } else {
             return Err(
                 "ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.".into(),
             );
@@ -93,6 +99,11 @@ pub fn debug_reload(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             .is_err()
     {
         return Err("ERR Error trying to save the DB".into());
+    }
+    let has_data =
+        ctx.keyspace().total_keys() > 0 || ctx.server.functions.snapshot().function_count() > 0;
+    if !flush && !merge && has_data {
+        return Err("ERR Error trying to load the RDB dump, check server logs.".into());
     }
     let (rebuilt, committed) = ctx.keyspace().rebuild_values(ctx.now_ms);
     ctx.committed(committed);
