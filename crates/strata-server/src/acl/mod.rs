@@ -16,7 +16,8 @@
 //! `requirepass` is the default user's password, as in Redis: setting it
 //! runs `resetpass >password` (or `nopass` when empty) on that user.
 //! Users come from `user` lines of the configuration or from `aclfile`
-//! (not both); ACL SAVE writes the file, CONFIG REWRITE the `user` lines.
+//! (not both); ACL SAVE writes the file, CONFIG REWRITE the `user` lines
+//! (`file.rs`).
 
 pub mod categories;
 pub mod file;
