@@ -86,14 +86,17 @@ pub enum TimeoutReply {
 
 impl Session {
     pub fn new(client: Arc<ClientInfo>, acl: &Acl) -> Self {
+        let default = acl.default_user();
         Session {
             client,
             db: 0,
             protocol: Protocol::Resp2,
-            authenticated: !acl.auth_required(),
-            user: acl.default_user(),
+            // Redis' rule: authenticated when the default user opens
+            // without a password.
+            authenticated: default.enabled && default.nopass,
+            user_unrestricted: default.unrestricted(),
+            user: default,
             user_generation: acl.generation(),
-            user_unrestricted: acl.default_user().unrestricted(),
             close_after_reply: false,
             block: None,
             block_retry: false,

@@ -51,6 +51,15 @@ pub enum Context {
 }
 
 impl Context {
+    /// A client's own command: inside MULTI or not.
+    pub fn of(session: &crate::session::Session) -> Context {
+        if session.multi.is_some() {
+            Context::Multi
+        } else {
+            Context::Toplevel
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Context::Toplevel => "toplevel",

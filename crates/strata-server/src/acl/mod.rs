@@ -387,6 +387,20 @@ pub fn check_command(
     Err(denied)
 }
 
+/// [`check_command`] for a command a client sent (queued in MULTI or
+/// run): the context is the session's, the error the client's reply.
+pub fn check_client_command(
+    server: &crate::server::Server,
+    session: &mut crate::session::Session,
+    id: usize,
+    args: &[Bytes],
+    now_ms: u64,
+) -> Result<(), String> {
+    let context = log::Context::of(session);
+    check_command(server, session, id, args, context, now_ms)
+        .map_err(|denied| denied.error(&server.commands.full_names[id]))
+}
+
 /// Adds an entry to ACL LOG.
 pub fn record(
     server: &crate::server::Server,

@@ -66,11 +66,7 @@ fn authenticate(ctx: &mut Ctx, command: &[u8], user: &[u8], password: &[u8]) -> 
         ctx.session.log_in(found, acl.generation());
         return Ok(());
     }
-    let context = if ctx.session.multi.is_some() {
-        crate::acl::log::Context::Multi
-    } else {
-        crate::acl::log::Context::Toplevel
-    };
+    let context = crate::acl::log::Context::of(ctx.session);
     crate::acl::record(
         ctx.server,
         ctx.session,

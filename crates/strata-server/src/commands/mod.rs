@@ -759,12 +759,11 @@ fn admit(
             None if id == table.debug_id => {
                 // DEBUG is one command to ACL rules: a subcommand Strata
                 // lacks is still refused to a user who may not run it.
-                let context = crate::acl::log::Context::Toplevel;
-                if let Err(denied) =
-                    crate::acl::check_command(server, session, id, args, context, now_ms)
+                if let Err(error) =
+                    crate::acl::check_client_command(server, session, id, args, now_ms)
                 {
                     let mut reply = ReplyWriter::new(out, session.protocol);
-                    reject(server, &mut reply, &denied.error(&table.full_names[id]));
+                    reject(server, &mut reply, &error);
                     return None;
                 }
                 reject(server, &mut reply, &debug_error());
@@ -810,14 +809,9 @@ fn admit(
     if !session.authenticated && !gates.has(Gates::NO_AUTH) && server.acl.auth_required() {
         return refuse(&mut reply, ERR_NOAUTH);
     }
-    let context = if session.multi.is_some() {
-        crate::acl::log::Context::Multi
-    } else {
-        crate::acl::log::Context::Toplevel
-    };
-    if let Err(denied) = crate::acl::check_command(server, session, id, args, context, now_ms) {
+    if let Err(error) = crate::acl::check_client_command(server, session, id, args, now_ms) {
         let mut reply = ReplyWriter::new(out, session.protocol);
-        return refuse(&mut reply, &denied.error(&table.full_names[id]));
+        return refuse(&mut reply, &error);
     }
     if server.persistence.is_loading() && !gates.has(Gates::LOADING) {
         return refuse(&mut reply, ERR_LOADING);
