@@ -95,6 +95,14 @@ struct Connection {
     /// The same for the input buffer.
     input_grew: bool,
     last_active: Instant,
+    /// The timer [`Connection::wait`] sleeps on, kept from one wait to
+    /// the next and moved only when its deadline changes: making a new
+    /// one per wait cost a timer-wheel insertion and removal per request.
+    timer: std::pin::Pin<Box<tokio::time::Sleep>>,
+    /// The deadline `timer` is set to.
+    timer_at: Instant,
+    /// When an idle connection next rereads the configuration.
+    recheck_at: Instant,
     /// Highest LSN committed by this connection's commands whose replies
     /// are in `output`.
     awaiting_lsn: u64,
@@ -216,6 +224,7 @@ pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, admitted: Admit
     // As in Redis: a connection made while the default user has no password
     // is authenticated, and stays so if a password is set later.
     let session = Session::new(client.clone(), &server.acl);
+    let recheck_at = Instant::now() + CONFIG_RECHECK_INTERVAL;
     let mut connection = Connection {
         session,
         server: server.clone(),
@@ -230,6 +239,9 @@ pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, admitted: Admit
         output_grew: false,
         input_grew: false,
         last_active: Instant::now(),
+        timer: Box::pin(tokio::time::sleep_until(recheck_at.into())),
+        timer_at: recheck_at,
+        recheck_at,
         awaiting_lsn: 0,
         durable: None,
         parked: None,
@@ -520,11 +532,15 @@ impl Connection {
         // Without a deadline of its own, an idle connection still looks at
         // the configuration now and then: CONFIG SET timeout must reach
         // clients that are already idle (Redis' clientsCron does the same).
-        let recheck = Instant::now() + CONFIG_RECHECK_INTERVAL;
-        let wake_at = [idle_deadline, soft_deadline, Some(recheck)]
+        let wake_at = [idle_deadline, soft_deadline, Some(self.recheck_at)]
             .into_iter()
             .flatten()
-            .min();
+            .min()
+            .expect("the recheck is always set");
+        if wake_at != self.timer_at {
+            self.timer.as_mut().reset(wake_at.into());
+            self.timer_at = wake_at;
+        }
         let mailbox = self.session.mailbox.clone();
         let message = async {
             match &mailbox {
@@ -545,8 +561,12 @@ impl Connection {
                 true => Err(Closed::Killed),
                 false => Ok(false),
             },
-            _ = sleep_until_opt(wake_at) => {
-                if idle_deadline.is_some_and(|d| Instant::now() >= d) && self.output.is_empty() {
+            _ = &mut self.timer => {
+                let now = Instant::now();
+                if now >= self.recheck_at {
+                    self.recheck_at = now + CONFIG_RECHECK_INTERVAL;
+                }
+                if idle_deadline.is_some_and(|d| now >= d) && self.output.is_empty() {
                     return Err(Closed::IdleTimeout);
                 }
                 Ok(false)
