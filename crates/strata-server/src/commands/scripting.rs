@@ -361,9 +361,7 @@ fn run_once(
             if matches!(target, Target::Function { .. }) {
                 return Ok(Some((to_table(keys)?, to_table(argv)?)));
             }
-            let globals = vm.lua.globals();
-            globals.raw_set("KEYS", to_table(keys)?)?;
-            globals.raw_set("ARGV", to_table(argv)?)?;
+            vm.set_script_args(keys, argv)?;
             Ok(None)
         };
         let arguments = match set_args() {
