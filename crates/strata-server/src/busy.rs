@@ -17,8 +17,11 @@
 //! - while the script is busy, its time-limit hook calls [`serve_idle`]
 //!   every [`PASS_INTERVAL`]: it polls the idle connections' sockets,
 //!   reads what they sent and answers each request: SCRIPT KILL and
-//!   FUNCTION KILL act as they do anywhere, any other command that Redis
-//!   refuses during a busy script gets the `-BUSY` error;
+//!   FUNCTION KILL act as they do anywhere, FUNCTION STATS shows the
+//!   running function, SHUTDOWN stops the script and the server (for a
+//!   client whose user has no ACL rules: no ACL check runs here; others
+//!   wait for the script's end like the next item), any other command
+//!   that Redis refuses during a busy script gets the `-BUSY` error;
 //! - the first request it cannot answer here (an `allow_busy` command
 //!   that needs the session, such as MULTI or AUTH; an unknown command; a
 //!   protocol error) stops the serving of that connection: it and what
@@ -31,6 +34,7 @@
 //! (the registry is thread-local); the slot's fields are atomics and a
 //! mutex only because connection futures must be `Send`.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -39,11 +43,14 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
-use strata_resp::{Limits, RequestParser};
+use strata_resp::{Limits, Protocol, ReplyWriter, RequestParser};
 
 use crate::client::ClientInfo;
 use crate::commands::Gates;
+use crate::commands::functions::write_function_stats;
+use crate::commands::server::shutdown_mode;
 use crate::server::Server;
+use crate::session::Session;
 
 /// How often a busy script's hook serves the idle connections.
 pub const PASS_INTERVAL: Duration = Duration::from_millis(5);
@@ -59,6 +66,12 @@ pub struct Slot {
     client: Arc<ClientInfo>,
     /// The connection waits for a request and may be served from here.
     idle: AtomicBool,
+    /// Its session speaks RESP3 (noted when it becomes idle).
+    resp3: AtomicBool,
+    /// Its user may run every command (noted when it becomes idle): only
+    /// such a client is served SCRIPT KILL, FUNCTION KILL, FUNCTION STATS
+    /// and SHUTDOWN here, where no ACL check runs.
+    unrestricted: AtomicBool,
     /// Serving it stopped at a request it must run itself.
     stopped: AtomicBool,
     /// `stash` holds something.
@@ -104,6 +117,8 @@ pub fn register(client: Arc<ClientInfo>, fd: RawFd) -> Arc<Slot> {
         fd,
         client,
         idle: AtomicBool::new(false),
+        resp3: AtomicBool::new(false),
+        unrestricted: AtomicBool::new(false),
         stopped: AtomicBool::new(false),
         stashed: AtomicBool::new(false),
         stash: Mutex::new(Stash::default()),
@@ -129,9 +144,21 @@ pub fn unregister(client_id: u64) {
 
 impl Slot {
     /// Notes whether the connection now waits for a request with nothing
-    /// buffered and a plain session (see the module docs).
-    pub fn set_idle(&self, idle: bool) {
+    /// buffered and a plain session (see the module docs), `session`.
+    pub fn set_idle(&self, idle: bool, session: &Session) {
+        if idle {
+            self.resp3
+                .store(session.protocol == Protocol::Resp3, Relaxed);
+            self.unrestricted.store(session.user_unrestricted, Relaxed);
+        }
         self.idle.store(idle, Relaxed);
+    }
+
+    fn protocol(&self) -> Protocol {
+        match self.resp3.load(Relaxed) {
+            true => Protocol::Resp3,
+            false => Protocol::Resp2,
+        }
     }
 
     /// Moves what was read and not answered into `input`, and the replies
@@ -216,8 +243,8 @@ fn serve_one(server: &Server, slot: &Slot) {
         return;
     }
     stash.input.extend_from_slice(&chunk[..read as usize]);
-    let mut replies = Vec::new();
-    let waiting = answer(server, &stash.input, &mut replies);
+    let mut replies = BytesMut::new();
+    let waiting = answer(server, slot, &stash.input, &mut replies);
     let answered = stash.input.len() - waiting.len;
     stash.input.drain(..answered);
     let stop = waiting.stop || stash.input.len() > STASH_MAX;
@@ -240,7 +267,7 @@ struct Waiting {
 
 /// Answers the complete requests at the head of `input` into `replies`,
 /// stopping at the first one the connection must run itself.
-fn answer(server: &Server, input: &[u8], replies: &mut Vec<u8>) -> Waiting {
+fn answer(server: &Server, slot: &Slot, input: &[u8], replies: &mut BytesMut) -> Waiting {
     let mut buffer = BytesMut::from(input);
     let mut parser = RequestParser::new();
     let limits = Limits::default();
@@ -251,33 +278,64 @@ fn answer(server: &Server, input: &[u8], replies: &mut Vec<u8>) -> Waiting {
             Ok(None) => return Waiting { len, stop: false },
             Err(_) => return Waiting { len, stop: true },
         };
-        match reply_while_busy(server, &args) {
-            Some(Ok(())) => replies.extend_from_slice(b"+OK\r\n"),
-            Some(Err(error)) => {
-                replies.push(b'-');
-                replies.extend_from_slice(error.as_bytes());
-                replies.extend_from_slice(b"\r\n");
-            }
-            None => return Waiting { len, stop: true },
+        let mut out = ReplyWriter::new(replies, slot.protocol());
+        let unrestricted = slot.unrestricted.load(Relaxed);
+        if !reply_while_busy(server, &args, unrestricted, &mut out) {
+            return Waiting { len, stop: true };
         }
     }
 }
 
-/// The reply to `args` during a busy script: `+OK` or an error (SCRIPT
-/// KILL and FUNCTION KILL having done their work), or `None` when the
-/// connection must run it after the script.
-fn reply_while_busy(server: &Server, args: &[Bytes]) -> Option<Result<(), &'static str>> {
+/// Answers `args` during a busy script into `out`: SCRIPT KILL and
+/// FUNCTION KILL do their work, FUNCTION STATS shows the running
+/// function (a client that cannot see it could never kill it), SHUTDOWN
+/// stops the script and the server (no reply, as anywhere), anything
+/// else Redis refuses gets `-BUSY`. False, with nothing written, when
+/// the connection must run it after the script — also any of the four
+/// from a client whose user has rules (its ACL check runs then).
+fn reply_while_busy(
+    server: &Server,
+    args: &[Bytes],
+    unrestricted: bool,
+    out: &mut ReplyWriter,
+) -> bool {
     let table = &server.commands;
-    let id = table.resolve(args)?;
-    for (name, functions) in [("script|kill", false), ("function|kill", true)] {
-        if table.full_names[id] == name && args.len() == 2 {
-            return Some(server.scripts.kill(functions).reply());
+    let Some(id) = table.resolve(args) else {
+        return false;
+    };
+    let result: Result<(), Cow<str>> = match table.full_names[id].as_str() {
+        "script|kill" | "function|kill" | "function|stats" | "shutdown" if !unrestricted => {
+            return false;
         }
+        name @ ("script|kill" | "function|kill") if args.len() == 2 => {
+            let functions = name == "function|kill";
+            server
+                .scripts
+                .kill(functions)
+                .reply()
+                .map(|()| out.ok())
+                .map_err(Into::into)
+        }
+        "function|stats" if args.len() == 2 => {
+            write_function_stats(server, out).map_err(|error| error.0)
+        }
+        "shutdown" => match shutdown_mode(args) {
+            Ok(save) => {
+                crate::log_warning!("User requested shutdown...");
+                server.request_shutdown(save);
+                Ok(())
+            }
+            Err(error) => Err(error.0),
+        },
+        _ if table.gates(id).has(Gates::ALLOW_BUSY) || !table.specs[id].arity_ok(args.len()) => {
+            return false;
+        }
+        _ => Err(server.scripts.busy_error().into()),
+    };
+    if let Err(text) = result {
+        out.error(&text);
     }
-    if table.gates(id).has(Gates::ALLOW_BUSY) || !table.specs[id].arity_ok(args.len()) {
-        return None;
-    }
-    Some(Err(server.scripts.busy_error()))
+    true
 }
 
 /// Sends what the socket takes of `output` without waiting.

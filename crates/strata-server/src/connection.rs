@@ -551,7 +551,7 @@ impl Connection {
         // While it waits with nothing buffered, a busy script on this
         // thread may answer its requests (`crate::busy`).
         let idle = want_read && !want_write && self.servable_while_busy();
-        self.busy_slot.set_idle(idle);
+        self.busy_slot.set_idle(idle, &self.session);
         let woken = tokio::select! {
             _ = message => Ok(false),
             readable = self.stream.readable(), if want_read => readable.map(|_| true).map_err(Closed::Io),
@@ -573,7 +573,7 @@ impl Connection {
             }
         };
         if idle {
-            self.busy_slot.set_idle(false);
+            self.busy_slot.set_idle(false, &self.session);
             self.busy_slot.take(&mut self.input, &mut self.output);
         }
         match woken? {

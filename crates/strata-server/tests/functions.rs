@@ -376,10 +376,20 @@ fn function_load_inside_multi_and_not_from_scripts() {
     assert_eq!(raw.cmd(&["FCALL_RO", "total", "2", "a", "b"]), i(3));
 }
 
+/// The same with the looping function on its observer's own network
+/// thread (`--threads 1`): there `crate::busy` answers, and FUNCTION STATS
+/// went unanswered, leaving the FUNCTION KILL behind it waiting forever.
 #[test]
 fn a_looping_function_is_stopped_by_function_kill_only() {
-    let server = TestServer::start();
+    looping_function_stopped_by_function_kill(&[]);
+    looping_function_stopped_by_function_kill(&["--threads", "1"]);
+}
+
+fn looping_function_stopped_by_function_kill(args: &[&str]) {
+    let server = TestServer::start_with(args);
     let mut con = server.raw();
+    let mut resp3 = server.raw();
+    assert!(matches!(resp3.cmd(&["HELLO", "3"]), Reply::Map(_)));
     assert_eq!(
         con.cmd(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
         ok()
@@ -405,6 +415,11 @@ fn a_looping_function_is_stopped_by_function_kill_only() {
         running[3],
         Reply::Array(vec![b("FCALL"), b("spin"), b("0")])
     );
+    let Reply::Map(stats) = resp3.cmd(&["FUNCTION", "STATS"]) else {
+        panic!("FUNCTION STATS is a map in RESP3");
+    };
+    assert_eq!(stats[0].0, b("running_script"));
+    assert!(matches!(stats[0].1, Reply::Map(ref running) if running[0].1 == b("spin")));
     assert!(
         con.cmd(&["SCRIPT", "KILL"])
             .as_text()

@@ -523,3 +523,30 @@ fn lua_libraries_match_redis() {
     }
     assert!(differences.is_empty(), "{}", differences.join("\n"));
 }
+
+/// SHUTDOWN NOSAVE is the way out of a busy script that has written, also
+/// for a client on the script's own network thread (`--threads 1`, served
+/// by `crate::busy`): it used to wait there behind the endless script.
+#[test]
+fn shutdown_nosave_from_the_busy_scripts_thread_stops_the_server() {
+    let mut server = TestServer::start_with(&["--threads", "1"]);
+    let mut con = server.raw();
+    assert_eq!(
+        con.cmd(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
+        ok()
+    );
+    let mut looping = server.raw();
+    looping.send(&["EVAL", "redis.call('SET', 'k', 'v') while true do end", "0"]);
+    wait_until("the script to be reported busy", || {
+        std::thread::sleep(Duration::from_millis(20));
+        matches!(con.cmd(&["PING"]), Reply::Error(ref text) if text.starts_with("BUSY "))
+    });
+    assert!(
+        con.cmd(&["SCRIPT", "KILL"])
+            .as_text()
+            .starts_with("UNKILLABLE ")
+    );
+    con.send(&["SHUTDOWN", "NOSAVE"]);
+    // Status 1: it exits at once, without the script's writes.
+    assert_eq!(server.wait_exit().code(), Some(1));
+}

@@ -268,13 +268,20 @@ pub fn function_list(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 pub fn function_stats(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
-    let running = ctx
-        .server
+    write_function_stats(ctx.server, &mut ctx.out)
+}
+
+/// FUNCTION STATS' reply; also how `crate::busy` answers it for a client
+/// on a busy script's own thread.
+pub fn write_function_stats(
+    server: &crate::server::Server,
+    out: &mut strata_resp::ReplyWriter,
+) -> CmdResult {
+    let running = server
         .scripts
         .running_function()
         .map_err(|()| CmdError::from(crate::scripting::BUSY_SCRIPT))?;
-    let snapshot = ctx.server.functions.snapshot();
-    let out = &mut ctx.out;
+    let snapshot = server.functions.snapshot();
     out.map(2);
     out.bulk(b"running_script");
     match running {

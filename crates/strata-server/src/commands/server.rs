@@ -233,6 +233,16 @@ pub fn swapdb(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 pub fn shutdown(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let save = shutdown_mode(args)?;
+    crate::log_warning!("User requested shutdown...");
+    ctx.server.request_shutdown(save);
+    // Like Redis, the client gets no reply: the connection just closes.
+    ctx.session.close_after_reply = true;
+    Ok(())
+}
+
+/// What SHUTDOWN's options ask for, or their error.
+pub fn shutdown_mode(args: &[Bytes]) -> Result<ShutdownSave, CmdError> {
     let mut save = ShutdownSave::Default;
     for option in &args[1..] {
         let chosen = if is(option, "NOSAVE") {
@@ -259,11 +269,7 @@ pub fn shutdown(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             return Err(ERR_SYNTAX.into());
         }
     }
-    crate::log_warning!("User requested shutdown...");
-    ctx.server.request_shutdown(save);
-    // Like Redis, the client gets no reply: the connection just closes.
-    ctx.session.close_after_reply = true;
-    Ok(())
+    Ok(save)
 }
 
 /// Command flags in the order Redis lists them.
