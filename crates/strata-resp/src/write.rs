@@ -143,6 +143,15 @@ impl<'a> ReplyWriter<'a> {
         }
     }
 
+    /// RESP3 attributes (`|`): `len` key/value pairs the caller writes,
+    /// then the reply they describe. Nothing in RESP2, where the caller
+    /// must leave the pairs out too.
+    pub fn attribute(&mut self, len: usize) {
+        if self.protocol == Protocol::Resp3 {
+            self.number_line(b'|', len as i64);
+        }
+    }
+
     pub fn double(&mut self, value: f64) {
         let text = format_double(value);
         match self.protocol {

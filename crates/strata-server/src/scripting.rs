@@ -400,6 +400,7 @@ end
 redis.error_reply = function(text)
     if type(text) ~= 'string' then raw_error('wrong number or type of arguments', 2) end
     if string.sub(text, 1, 1) == '-' then text = string.sub(text, 2) end
+    if text == '' then text = 'ERR' end
     return {err = text}
 end
 redis.status_reply = function(text)
@@ -1120,6 +1121,16 @@ pub fn reply_to_lua(lua: &Lua, data: &[u8], depth: usize) -> mlua::Result<(Value
             table_with("big_number", Value::String(lua.create_string(line)?))?,
             after,
         ),
+        b'|' => {
+            // Attributes are not shown to scripts (as in Redis): skipped,
+            // the reply they describe is the value.
+            let mut at = after;
+            for _ in 0..2 * number() {
+                at += reply_to_lua(lua, &data[at..], depth + 1)?.1;
+            }
+            let (value, used) = reply_to_lua(lua, &data[at..], depth + 1)?;
+            (value, at + used)
+        }
         _ => return Err(mlua::Error::RuntimeError("unknown reply type".into())),
     })
 }
@@ -1166,6 +1177,22 @@ fn write_table(out: &mut ReplyWriter, table: &Table, resp3: bool, depth: usize) 
             out.double(n as f64);
             return;
         }
+        if let Ok(Value::String(digits)) = table.raw_get::<Value>("big_number") {
+            // As Redis: line breaks cannot be in the reply's line.
+            let digits = String::from_utf8_lossy(&digits.as_bytes()).replace(['\r', '\n'], " ");
+            out.big_number(&digits);
+            return;
+        }
+        if let Ok(Value::Table(verbatim)) = table.raw_get::<Value>("verbatim_string")
+            && let Ok(Value::String(format)) = verbatim.raw_get::<Value>("format")
+            && let Ok(Value::String(text)) = verbatim.raw_get::<Value>("string")
+            && format.as_bytes().len() == 3
+            && format.as_bytes().is_ascii()
+        {
+            let format = String::from_utf8_lossy(&format.as_bytes()).into_owned();
+            out.verbatim(&format, &text.as_bytes());
+            return;
+        }
         if let Ok(Value::Table(map)) = table.raw_get::<Value>("map") {
             let pairs: Vec<(Value, Value)> = map.pairs::<Value, Value>().flatten().collect();
             out.map(pairs.len());
@@ -1201,8 +1228,8 @@ fn write_table(out: &mut ReplyWriter, table: &Table, resp3: bool, depth: usize) 
     }
 }
 
-/// Writes a script error as Redis 7 does: the message, then where.
-pub fn write_script_error(out: &mut ReplyWriter, error: &Table, sha: &str) -> String {
+/// A script's error as Redis 7 words it: the message, then where.
+pub fn script_error_text(error: &Table, sha: &str) -> String {
     let text = |name: &str| -> Option<String> {
         match error.raw_get::<Value>(name) {
             Ok(Value::String(s)) => Some(String::from_utf8_lossy(&s.as_bytes()).into_owned()),
@@ -1212,12 +1239,10 @@ pub fn write_script_error(out: &mut ReplyWriter, error: &Table, sha: &str) -> St
         }
     };
     let message = text("err").unwrap_or_else(|| "ERR unknown error".into());
-    let message = match (text("source"), text("line")) {
+    match (text("source"), text("line")) {
         (Some(source), Some(line)) => format!("{message} script: {sha}, on {source}:{line}."),
         _ => message,
-    };
-    out.error(&message);
-    message
+    }
 }
 
 /// The protocol a script's `redis.call` replies are converted from.

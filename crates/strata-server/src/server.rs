@@ -77,6 +77,9 @@ pub struct Server {
     pub paused_clients: AtomicUsize,
     /// DEBUG SET-ACTIVE-EXPIRE: whether the cron reclaims expired keys.
     pub active_expire: Arc<AtomicBool>,
+    /// DEBUG SET-DISABLE-DENY-SCRIPTS: scripts may call `noscript`
+    /// commands (`commands::scripting` keeps the script commands out).
+    pub deny_scripts_disabled: AtomicBool,
     /// Channels and their subscribers.
     pub pubsub: Arc<crate::pubsub::PubSub>,
     /// The change feed while keyspace notifications need it.
@@ -374,6 +377,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         unpaused: Notify::new(),
         paused_clients: AtomicUsize::new(0),
         active_expire: Arc::new(AtomicBool::new(true)),
+        deny_scripts_disabled: AtomicBool::new(false),
         pubsub: Arc::default(),
         tracking: Arc::default(),
         notify_feed: Arc::default(),

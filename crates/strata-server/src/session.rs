@@ -59,6 +59,9 @@ pub struct Session {
     /// BCAST tracking clients (`commands::tracking`).
     pub bcast_pending: Vec<bytes::Bytes>,
     /// Set while a script's `redis.call` runs a command.
+    /// The error the running command returns was already counted in
+    /// the error statistics (a script's error from a command inside it).
+    pub error_counted: bool,
     pub in_script: bool,
     /// The running script called a read-only command (its declared keys
     /// are then tracked, as Redis does).
@@ -111,6 +114,7 @@ impl Session {
             mailbox: None,
             tracking: None,
             caching: false,
+            error_counted: false,
             in_script: false,
             bcast_pending: Vec::new(),
             script_read: false,

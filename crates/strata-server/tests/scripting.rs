@@ -550,3 +550,180 @@ fn shutdown_nosave_from_the_busy_scripts_thread_stops_the_server() {
     // Status 1: it exits at once, without the script's writes.
     assert_eq!(server.wait_exit().code(), Some(1));
 }
+
+/// DEBUG PROTOCOL's replies of each type, in RESP2 and RESP3, and as
+/// scripts see them (under DEBUG SET-DISABLE-DENY-SCRIPTS 1, which lets
+/// scripts call `noscript` commands but never script commands); the
+/// `big_number` and `verbatim_string` tables scripts return.
+#[test]
+fn debug_protocol_and_deny_scripts_switch() {
+    let server = TestServer::start_with(&["--enable-debug-command", "yes"]);
+    let mut con = server.raw();
+    let mut resp3 = server.raw();
+    assert!(matches!(resp3.cmd(&["HELLO", "3"]), Reply::Map(_)));
+    let debug = |con: &mut Raw, name: &str| con.cmd(&["DEBUG", "PROTOCOL", name]);
+    assert_eq!(
+        debug(&mut con, "bignum"),
+        b("1234567999999999999999999999999999999")
+    );
+    assert_eq!(
+        debug(&mut resp3, "bignum"),
+        Reply::BigNumber("1234567999999999999999999999999999999".into())
+    );
+    assert_eq!(debug(&mut con, "double"), b("3.141"));
+    assert_eq!(debug(&mut resp3, "double"), Reply::Double("3.141".into()));
+    assert_eq!(debug(&mut con, "map").as_array().len(), 6);
+    assert!(
+        matches!(debug(&mut resp3, "map"), Reply::Map(ref pairs) if pairs[1].1 == Reply::Bool(true))
+    );
+    assert_eq!(debug(&mut resp3, "set"), Reply::Set(vec![i(0), i(1), i(2)]));
+    assert_eq!(debug(&mut con, "null"), Reply::NullBulk);
+    assert_eq!(debug(&mut resp3, "null"), Reply::Null);
+    assert_eq!(debug(&mut con, "true"), i(1));
+    assert_eq!(debug(&mut resp3, "false"), Reply::Bool(false));
+    assert_eq!(
+        debug(&mut resp3, "verbatim"),
+        Reply::Verbatim("txt".into(), b"This is a verbatim\nstring".to_vec())
+    );
+    assert_eq!(
+        debug(&mut resp3, "attrib"),
+        b("Some real reply following the attribute")
+    );
+    assert_eq!(
+        debug(&mut con, "push"),
+        e("ERR RESP2 is not supported by this command")
+    );
+    assert!(
+        debug(&mut con, "nope")
+            .as_text()
+            .starts_with("ERR Wrong protocol type name.")
+    );
+
+    let from_script = |con: &mut Raw, body: &str| con.cmd(&["EVAL", body, "0"]);
+    let call_debug = "return redis.call('debug', 'protocol', 'bignum')";
+    assert!(
+        from_script(&mut con, call_debug)
+            .as_text()
+            .contains("not allowed from script")
+    );
+    assert_eq!(con.cmd(&["DEBUG", "SET-DISABLE-DENY-SCRIPTS", "1"]), ok());
+    assert_eq!(
+        from_script(&mut con, call_debug),
+        b("1234567999999999999999999999999999999")
+    );
+    assert_eq!(
+        from_script(&mut resp3, &format!("redis.setresp(3) {call_debug}")),
+        Reply::BigNumber("1234567999999999999999999999999999999".into())
+    );
+    assert_eq!(
+        from_script(
+            &mut resp3,
+            "redis.setresp(3) return redis.call('debug', 'protocol', 'attrib')"
+        ),
+        b("Some real reply following the attribute")
+    );
+    assert!(
+        from_script(&mut con, "return redis.call('client', 'list')")
+            .as_text()
+            .contains("id=")
+    );
+    for refused in [
+        "return redis.call('eval', 'return 1', 0)",
+        "return redis.call('debug', 'reload')",
+    ] {
+        assert!(
+            from_script(&mut con, refused)
+                .as_text()
+                .contains("not allowed from script"),
+            "{refused}"
+        );
+    }
+    assert_eq!(con.cmd(&["DEBUG", "SET-DISABLE-DENY-SCRIPTS", "0"]), ok());
+    assert!(
+        from_script(&mut con, "return redis.call('client', 'list')")
+            .as_text()
+            .contains("not allowed from script")
+    );
+
+    assert_eq!(
+        from_script(&mut con, "return {big_number='123\\r\\n123'}"),
+        b("123  123")
+    );
+    assert_eq!(
+        from_script(&mut resp3, "return {big_number='42'}"),
+        Reply::BigNumber("42".into())
+    );
+    assert_eq!(
+        from_script(
+            &mut resp3,
+            "return {verbatim_string={format='txt', string='hi'}}"
+        ),
+        Reply::Verbatim("txt".into(), b"hi".to_vec())
+    );
+
+    // DEBUG OBJECT shows a key past its deadline that nothing reclaimed
+    // yet, as Redis' does; reading it expires it.
+    assert_eq!(con.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), ok());
+    assert_eq!(con.cmd(&["SET", "short", "v", "PX", "1"]), ok());
+    std::thread::sleep(Duration::from_millis(5));
+    assert!(
+        con.cmd(&["DEBUG", "OBJECT", "short"])
+            .as_text()
+            .starts_with("Value at:")
+    );
+    assert_eq!(con.cmd(&["EXISTS", "short"]), i(0));
+}
+
+/// A script's error reply is counted once in INFO errorstats, however it
+/// came about (Redis 7's rules): returned by `redis.error_reply`, or a
+/// command's error raised or returned (counted when the command failed),
+/// or a command refused inside the script (the command's rejected call).
+#[test]
+fn script_errors_are_counted_once() {
+    let server = TestServer::start();
+    let mut con = server.raw();
+    let errorstat = |con: &mut Raw, code: &str| {
+        let info = con.cmd(&["INFO", "errorstats"]).as_text();
+        info_field(&info, &format!("errorstat_{code}"))
+    };
+    let reset = |con: &mut Raw| assert_eq!(con.cmd(&["CONFIG", "RESETSTAT"]), ok());
+    reset(&mut con);
+    assert_eq!(
+        con.cmd(&["EVAL", "return redis.error_reply('MY_CODE custom')", "0"]),
+        e("MY_CODE custom")
+    );
+    assert_eq!(errorstat(&mut con, "MY_CODE"), "count=1");
+    assert_eq!(
+        con.cmd(&["EVAL", "return redis.error_reply('')", "0"]),
+        e("ERR")
+    );
+    assert_eq!(errorstat(&mut con, "ERR"), "count=1");
+    for body in [
+        "return redis.pcall('select', 99)",
+        "return redis.call('select', 99)",
+    ] {
+        reset(&mut con);
+        let reply = con.cmd(&["EVAL", body, "0"]).as_text();
+        assert!(reply.starts_with("ERR DB index is out of range"), "{reply}");
+        assert_eq!(errorstat(&mut con, "ERR"), "count=1", "{body}");
+        let stats = con.cmd(&["INFO", "commandstats"]).as_text();
+        assert!(
+            info_field(&stats, "cmdstat_eval").ends_with("failed_calls=1"),
+            "{stats}"
+        );
+    }
+    reset(&mut con);
+    let reply = con.cmd(&["EVAL_RO", "return redis.call('set', 'x', 'y')", "1", "x"]);
+    assert!(
+        reply
+            .as_text()
+            .starts_with("ERR Write commands are not allowed from read-only scripts.")
+    );
+    assert_eq!(errorstat(&mut con, "ERR"), "count=1");
+    let stats = con.cmd(&["INFO", "commandstats"]).as_text();
+    let set = info_field(&stats, "cmdstat_set");
+    assert!(
+        set.starts_with("calls=0,") && set.contains("rejected_calls=1"),
+        "{set}"
+    );
+}

@@ -7,6 +7,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use bytes::Bytes;
 
 use super::connection::help_lines;
+use strata_resp::Protocol;
+
 use super::{CmdResult, Ctx, ERR_NO_SUCH_KEY, is, parse_i64};
 
 /// DEBUG OBJECT key: Redis' one-line summary of a key's value (its
@@ -14,7 +16,9 @@ use super::{CmdResult, Ctx, ERR_NO_SUCH_KEY, is, parse_i64};
 pub fn debug_object(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, now) = (ctx.db(), ctx.now_ms);
     let key = ctx.key(&args[2]);
-    let Some(entry) = ctx.keys.shard(key).peek_loaded(db, key, now)? else {
+    // As Redis' DEBUG OBJECT, a key past its deadline that nothing has
+    // reclaimed yet is still shown (time 0: no deadline has passed).
+    let Some(entry) = ctx.keys.shard(key).peek_loaded(db, key, 0)? else {
         return Err(ERR_NO_SUCH_KEY.into());
     };
     let value = entry.value();
@@ -135,6 +139,72 @@ pub fn debug_quicklist_packed_threshold(ctx: &mut Ctx, args: &[Bytes]) -> CmdRes
     Ok(())
 }
 
+/// DEBUG PROTOCOL type: a reply of each RESP type, as Redis' tests use
+/// them to check clients' and scripts' parsing (the same values as
+/// Redis').
+pub fn debug_protocol(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let out = &mut ctx.out;
+    let name = String::from_utf8_lossy(&args[2]).to_ascii_lowercase();
+    match name.as_str() {
+        "string" => out.bulk(b"Hello World"),
+        "integer" => out.int(12345),
+        // Redis' value, not PI.
+        "double" => out.double_text(b"3.141"),
+        "bignum" => out.big_number("1234567999999999999999999999999999999"),
+        "null" => out.null_bulk(),
+        "array" | "set" => {
+            match name.as_str() {
+                "array" => out.array(3),
+                _ => out.set(3),
+            }
+            (0..3).for_each(|n| out.int(n));
+        }
+        "map" => {
+            out.map(3);
+            for n in 0..3 {
+                out.int(n);
+                out.boolean(n == 1);
+            }
+        }
+        "attrib" => {
+            if out.protocol() == Protocol::Resp3 {
+                out.attribute(1);
+                out.bulk(b"key-popularity");
+                out.array(2);
+                out.bulk(b"key:123");
+                out.int(90);
+            }
+            out.bulk(b"Some real reply following the attribute");
+        }
+        "push" => {
+            if out.protocol() != Protocol::Resp3 {
+                return Err("ERR RESP2 is not supported by this command".into());
+            }
+            out.push(2);
+            out.bulk(b"server-cpu-usage");
+            out.int(42);
+            out.bulk(b"Some real reply following the push reply");
+        }
+        "true" | "false" => out.boolean(name == "true"),
+        "verbatim" => out.verbatim("txt", b"This is a verbatim\nstring"),
+        _ => {
+            return Err("ERR Wrong protocol type name. Please use one of the following: string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|false".into());
+        }
+    }
+    Ok(())
+}
+
+/// DEBUG SET-DISABLE-DENY-SCRIPTS 0|1: with 1, scripts may call commands
+/// flagged `noscript` (Redis' tests call CLIENT and DEBUG that way) —
+/// except those that run or manage scripts themselves, which a script
+/// can never re-enter.
+pub fn debug_set_disable_deny_scripts(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let disabled = parse_i64(&args[2])? != 0;
+    ctx.server.deny_scripts_disabled.store(disabled, Relaxed);
+    ctx.out.ok();
+    Ok(())
+}
+
 pub fn debug_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     help_lines(
         ctx,
@@ -147,11 +217,17 @@ pub fn debug_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
             "RELOAD [MERGE] [NOFLUSH] [NOSAVE]",
             "    Save the dataset to disk (a checkpoint), then rebuild every value as",
             "    loading it would. NOSAVE skips the checkpoint.",
+            "PROTOCOL <type>",
+            "    Reply with a test value of the specified type. <type> can be: string,",
+            "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
+            "    true, false.",
             "QUICKLIST-PACKED-THRESHOLD <size>",
             "    Sets the threshold for elements to be inserted as plain vs packed nodes",
             "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
             "SET-ACTIVE-EXPIRE <0|1>",
             "    Setting it to 0 disables expiring keys in the background.",
+            "SET-DISABLE-DENY-SCRIPTS <0|1>",
+            "    Setting it to 1 lets scripts call commands flagged noscript (tests).",
             "SLEEP <seconds>",
             "    Stop the server for <seconds>. Decimals allowed.",
         ],

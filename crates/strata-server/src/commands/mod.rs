@@ -957,7 +957,11 @@ pub(crate) fn call<'a, 's>(
     }
     if let Err(CmdError(text)) = result {
         bump(&counters.failed, 1);
-        server.stats.record_error(&text);
+        // A script's error already counted when a command inside it
+        // failed is not counted twice (Redis' rule).
+        if !std::mem::take(&mut ctx.session.error_counted) {
+            server.stats.record_error(&text);
+        }
         ctx.out.error(&text);
     }
     let keys = std::mem::replace(&mut ctx.keys, server.keyspace.lock_nothing());

@@ -17,9 +17,10 @@ use super::transactions::{answer_blocked, is_database_wide, runs_unlocked};
 use super::{CmdError, CmdResult, Ctx, call, declared_keys, is, parse_i64};
 use crate::functions::Libraries;
 use crate::scripting::{
-    Running, lua_arg, lua_error_text, parse_shebang, protocol_of, reply_to_lua, with_vm, write_lua,
-    write_script_error,
+    Running, lua_arg, lua_error_text, parse_shebang, protocol_of, reply_to_lua, script_error_text,
+    with_vm, write_lua,
 };
+use crate::stats::bump;
 
 /// How long a script that has written waits for the shard of a key it did
 /// not declare before the call fails (see `crate::scripting`).
@@ -54,6 +55,19 @@ fn error_table(lua: &Lua, text: &str) -> mlua::Result<Value> {
     let table = lua.create_table()?;
     table.set("err", text)?;
     Ok(Value::Table(table))
+}
+
+/// The field (Redis') that marks an error table whose error the server
+/// has already counted in its error statistics: the script's error
+/// reply made of it is not counted again.
+const COUNTED: &str = "ignore_error_stats_update";
+
+/// Marks `value`, an error table, as counted (see [`COUNTED`]).
+fn mark_counted(value: &Value) -> mlua::Result<()> {
+    if let Value::Table(table) = value {
+        table.raw_set(COUNTED, true)?;
+    }
+    Ok(())
 }
 
 thread_local! {
@@ -224,7 +238,7 @@ impl Runner<'_, '_, '_> {
                 "ERR Wrong number of args calling Redis command from script",
             );
         }
-        if spec.has_flag("noscript") {
+        if spec.has_flag("noscript") && !may_call_noscript(server, name) {
             return error_table(lua, "ERR This Redis command is not allowed from script");
         }
         let now_ms = self.ctx.now_ms;
@@ -242,7 +256,11 @@ impl Runner<'_, '_, '_> {
             );
             return error_table(lua, &text);
         }
-        if runs_unlocked(name) {
+        // DEBUG subcommands that touch no key may run under the script's
+        // locks (reached only with SET-DISABLE-DENY-SCRIPTS: DEBUG is
+        // `noscript`).
+        const UNDER_LOCKS: &[&str] = &["debug|protocol", "debug|sleep", "debug|set-active-expire"];
+        if runs_unlocked(name) && !UNDER_LOCKS.contains(&name) {
             return error_table(
                 lua,
                 "ERR This Redis command is not allowed from script on Strata: it reads the whole server",
@@ -252,8 +270,9 @@ impl Runner<'_, '_, '_> {
         // PUBLISH and the like count as writes for a read-only script
         // (Redis 7: `may_replicate`).
         if (writes || spec.has_flag("may_replicate")) && self.read_only {
-            return error_table(
+            return self.reject(
                 lua,
+                id,
                 "ERR Write commands are not allowed from read-only scripts.",
             );
         }
@@ -263,7 +282,7 @@ impl Runner<'_, '_, '_> {
                 .tiering
                 .refuses_writes(&server.keyspace, self.ctx.config)
         {
-            return error_table(lua, error);
+            return self.reject(lua, id, error);
         }
         let mut reply = BytesMut::new();
         let declared = declared_keys(spec, &args, &server.keyspace);
@@ -300,8 +319,60 @@ impl Runner<'_, '_, '_> {
         ctx.committed(by_handler);
         answer_blocked(ctx.session, &mut reply);
         ctx.session.protocol = client_protocol;
-        reply_to_lua(lua, &reply, 0).map(|(value, _)| value)
+        let (value, _) = reply_to_lua(lua, &reply, 0)?;
+        // `call` counted the command's error.
+        if reply.first() == Some(&b'-') {
+            mark_counted(&value)?;
+        }
+        Ok(value)
     }
+
+    /// Refuses command `id` for the state the server or the script is in
+    /// (memory full, a write from a read-only script): counted as Redis
+    /// counts it (the command's rejected calls, the error), once.
+    fn reject(&mut self, lua: &Lua, id: usize, text: &str) -> mlua::Result<Value> {
+        bump(&self.ctx.stats.commands[id].rejected, 1);
+        self.ctx.server.stats.record_error(text);
+        let table = error_table(lua, text)?;
+        mark_counted(&table)?;
+        Ok(table)
+    }
+}
+
+/// Whether a script may call `noscript` command `name` (its full name):
+/// only under DEBUG SET-DISABLE-DENY-SCRIPTS 1, and never a command that
+/// runs or manages scripts, transactions or subscriptions, which would
+/// re-enter the running script's VM or change its session's mode.
+fn may_call_noscript(server: &crate::server::Server, name: &str) -> bool {
+    const NEVER: &[&str] = &[
+        "eval",
+        "evalsha",
+        "eval_ro",
+        "evalsha_ro",
+        "fcall",
+        "fcall_ro",
+        "script",
+        "function",
+        "multi",
+        "exec",
+        "discard",
+        "watch",
+        "unwatch",
+        "subscribe",
+        "psubscribe",
+        "ssubscribe",
+        "unsubscribe",
+        "punsubscribe",
+        "sunsubscribe",
+        "monitor",
+        "reset",
+        "quit",
+        "hello",
+        "auth",
+        "shutdown",
+    ];
+    let parent = name.split('|').next().unwrap_or(name);
+    server.deny_scripts_disabled.load(Relaxed) && !NEVER.contains(&parent)
 }
 
 /// What a run executes.
@@ -498,16 +569,26 @@ pub fn run_script(
     };
     scripts.end(&running);
     ctx.session.select(caller_db);
+    let counted = |table: &mlua::Table| matches!(table.raw_get(COUNTED), Ok(Value::Boolean(true)));
     match ran {
         Err(text) => Err(text.into()),
+        // An error table returned (`redis.error_reply`, a failed
+        // `redis.pcall`) is the script's error reply.
+        Ok((true, Value::Table(table)))
+            if let Ok(Value::String(text)) = table.raw_get::<Value>("err") =>
+        {
+            ctx.session.error_counted = counted(&table);
+            Err(String::from_utf8_lossy(&text.as_bytes())
+                .into_owned()
+                .into())
+        }
         Ok((true, value)) => {
             write_lua(&mut ctx.out, &value, resp == 3, 0);
             Ok(())
         }
         Ok((false, Value::Table(error))) => {
-            let text = write_script_error(&mut ctx.out, &error, target.name());
-            ctx.server.stats.record_error(&text);
-            Ok(())
+            ctx.session.error_counted = counted(&error);
+            Err(script_error_text(&error, target.name()).into())
         }
         Ok((false, other)) => Err(format!("ERR {other:?}").into()),
     }

@@ -553,6 +553,14 @@ impl Raw {
             "," => Reply::Double(rest.to_owned()),
             "#" => Reply::Bool(rest == "t"),
             "(" => Reply::BigNumber(rest.to_owned()),
+            // Attributes describe the reply after them: skipped, as
+            // clients that do not use them skip them.
+            "|" => {
+                for _ in 0..2 * count() {
+                    self.read();
+                }
+                self.read()
+            }
             "=" => {
                 let data = self.bytes(count() as usize);
                 Reply::Verbatim(
