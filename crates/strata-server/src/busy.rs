@@ -12,8 +12,8 @@
 //! - each connection of a network thread has a [`Slot`] in the thread's
 //!   registry, with its socket's descriptor and an `idle` flag that the
 //!   connection sets while it waits for a request with nothing buffered
-//!   in either direction and a plain session (not in MULTI, not
-//!   subscribed, authenticated, replies on);
+//!   in either direction and a plain session (not subscribed,
+//!   authenticated, replies on);
 //! - while the script is busy, its time-limit hook calls [`serve_idle`]
 //!   every [`PASS_INTERVAL`]: it polls the idle connections' sockets,
 //!   reads what they sent and answers each request: SCRIPT KILL and
@@ -22,6 +22,11 @@
 //!   client whose user has no ACL rules: no ACL check runs here; others
 //!   wait for the script's end like the next item), any other command
 //!   that Redis refuses during a busy script gets the `-BUSY` error;
+//! - a client in MULTI, or that sends MULTI, is answered as Redis
+//!   answers it during a busy script: every command refused with `-BUSY`
+//!   fails its transaction, EXEC is refused with EXECABORT, DISCARD ends
+//!   it; the connection takes the transaction's new state with the stash
+//!   ([`MultiNow`]);
 //! - the first request it cannot answer here (an `allow_busy` command
 //!   that needs the session, such as MULTI or AUTH; an unknown command; a
 //!   protocol error) stops the serving of that connection: it and what
@@ -68,6 +73,8 @@ pub struct Slot {
     idle: AtomicBool,
     /// Its session speaks RESP3 (noted when it becomes idle).
     resp3: AtomicBool,
+    /// Its session is in MULTI (noted when it becomes idle).
+    in_multi: AtomicBool,
     /// Its user may run every command (noted when it becomes idle): only
     /// such a client is served SCRIPT KILL, FUNCTION KILL, FUNCTION STATS
     /// and SHUTDOWN here, where no ACL check runs.
@@ -86,6 +93,23 @@ struct Stash {
     input: Vec<u8>,
     /// Replies its socket did not take.
     output: Vec<u8>,
+    /// What serving did to its transaction (see [`MultiNow`]).
+    multi: MultiNow,
+}
+
+/// A connection's transaction as serving left it, for the connection to
+/// take over: MULTI, a refused command (the transaction fails, as in
+/// Redis) and EXEC or DISCARD are answered here, the queued commands
+/// stay in the session.
+#[derive(Default, Clone, Copy, PartialEq)]
+pub enum MultiNow {
+    /// Untouched: as the session has it.
+    #[default]
+    Unchanged,
+    /// In MULTI; `true`: a command was refused, EXEC will fail.
+    In(bool),
+    /// Ended by EXEC (refused) or DISCARD: the session leaves MULTI.
+    Ended,
 }
 
 struct ThreadConnections {
@@ -118,6 +142,7 @@ pub fn register(client: Arc<ClientInfo>, fd: RawFd) -> Arc<Slot> {
         client,
         idle: AtomicBool::new(false),
         resp3: AtomicBool::new(false),
+        in_multi: AtomicBool::new(false),
         unrestricted: AtomicBool::new(false),
         stopped: AtomicBool::new(false),
         stashed: AtomicBool::new(false),
@@ -150,6 +175,7 @@ impl Slot {
             self.resp3
                 .store(session.protocol == Protocol::Resp3, Relaxed);
             self.unrestricted.store(session.user_unrestricted, Relaxed);
+            self.in_multi.store(session.multi.is_some(), Relaxed);
         }
         self.idle.store(idle, Relaxed);
     }
@@ -162,18 +188,21 @@ impl Slot {
     }
 
     /// Moves what was read and not answered into `input`, and the replies
-    /// the socket did not take into `output`, while the script was busy.
-    /// Called by the connection before it reads its socket.
-    pub fn take(&self, input: &mut BytesMut, output: &mut BytesMut) {
+    /// the socket did not take into `output`, while the script was busy;
+    /// returns what became of the session's transaction meanwhile. Called
+    /// by the connection before it reads its socket.
+    pub fn take(&self, input: &mut BytesMut, output: &mut BytesMut) -> MultiNow {
         if !self.stashed.load(Relaxed) {
-            return;
+            return MultiNow::Unchanged;
         }
         let mut stash = self.stash.lock();
         output.extend_from_slice(&stash.output);
         input.extend_from_slice(&stash.input);
+        let multi = stash.multi;
         *stash = Stash::default();
         self.stashed.store(false, Relaxed);
         self.stopped.store(false, Relaxed);
+        multi
     }
 }
 
@@ -244,7 +273,12 @@ fn serve_one(server: &Server, slot: &Slot) {
     }
     stash.input.extend_from_slice(&chunk[..read as usize]);
     let mut replies = BytesMut::new();
-    let waiting = answer(server, slot, &stash.input, &mut replies);
+    if stash.multi == MultiNow::Unchanged && slot.in_multi.load(Relaxed) {
+        stash.multi = MultiNow::In(false);
+    }
+    let mut multi = stash.multi;
+    let waiting = answer(server, slot, &stash.input, &mut replies, &mut multi);
+    stash.multi = multi;
     let answered = stash.input.len() - waiting.len;
     stash.input.drain(..answered);
     let stop = waiting.stop || stash.input.len() > STASH_MAX;
@@ -253,7 +287,8 @@ fn serve_one(server: &Server, slot: &Slot) {
     if stop || !stash.output.is_empty() {
         slot.stopped.store(true, Relaxed);
     }
-    let stashed = !stash.input.is_empty() || !stash.output.is_empty();
+    let stashed =
+        !stash.input.is_empty() || !stash.output.is_empty() || stash.multi != MultiNow::Unchanged;
     slot.stashed.store(stashed, Relaxed);
 }
 
@@ -267,7 +302,13 @@ struct Waiting {
 
 /// Answers the complete requests at the head of `input` into `replies`,
 /// stopping at the first one the connection must run itself.
-fn answer(server: &Server, slot: &Slot, input: &[u8], replies: &mut BytesMut) -> Waiting {
+fn answer(
+    server: &Server,
+    slot: &Slot,
+    input: &[u8],
+    replies: &mut BytesMut,
+    multi: &mut MultiNow,
+) -> Waiting {
     let mut buffer = BytesMut::from(input);
     let mut parser = RequestParser::new();
     let limits = Limits::default();
@@ -280,32 +321,78 @@ fn answer(server: &Server, slot: &Slot, input: &[u8], replies: &mut BytesMut) ->
         };
         let mut out = ReplyWriter::new(replies, slot.protocol());
         let unrestricted = slot.unrestricted.load(Relaxed);
-        if !reply_while_busy(server, &args, unrestricted, &mut out) {
-            return Waiting { len, stop: true };
+        let served = match multi {
+            MultiNow::In(dirty) => reply_in_multi(server, slot, &args, dirty, &mut out),
+            _ => reply_while_busy(server, slot, &args, unrestricted, &mut out),
+        };
+        match served {
+            Some(now) => *multi = now.unwrap_or(*multi),
+            None => return Waiting { len, stop: true },
         }
     }
+}
+
+/// Answers `args` from a client in MULTI during a busy script, as Redis
+/// does: a command is refused with `-BUSY` and fails the transaction,
+/// EXEC is refused with EXECABORT and ends it, DISCARD ends it. `None`
+/// when the connection must run the command after the script; else what
+/// became of the transaction (`None` inside: unchanged).
+fn reply_in_multi(
+    server: &Server,
+    slot: &Slot,
+    args: &[Bytes],
+    dirty: &mut bool,
+    out: &mut ReplyWriter,
+) -> Option<Option<MultiNow>> {
+    let table = &server.commands;
+    let id = table.resolve(args)?;
+    if !table.specs[id].arity_ok(args.len()) {
+        return None;
+    }
+    match table.full_names[id].as_str() {
+        "exec" => {
+            let busy = server.scripts.busy_error();
+            out.error(&format!(
+                "EXECABORT Transaction discarded because of: {busy}"
+            ));
+        }
+        "discard" => out.ok(),
+        "multi" => {
+            out.error("ERR MULTI calls can not be nested");
+            return Some(None);
+        }
+        _ if table.gates(id).has(Gates::ALLOW_BUSY) => return None,
+        _ => {
+            *dirty = true;
+            out.error(server.scripts.busy_error());
+            return Some(Some(MultiNow::In(true)));
+        }
+    }
+    slot.client.multi.store(-1, Relaxed);
+    Some(Some(MultiNow::Ended))
 }
 
 /// Answers `args` during a busy script into `out`: SCRIPT KILL and
 /// FUNCTION KILL do their work, FUNCTION STATS shows the running
 /// function (a client that cannot see it could never kill it), SHUTDOWN
-/// stops the script and the server (no reply, as anywhere), anything
-/// else Redis refuses gets `-BUSY`. False, with nothing written, when
-/// the connection must run it after the script — also any of the four
-/// from a client whose user has rules (its ACL check runs then).
+/// stops the script and the server (no reply, as anywhere), MULTI begins
+/// a transaction ([`reply_in_multi`] answers what follows), anything else
+/// Redis refuses gets `-BUSY`. `None`, with nothing written, when the
+/// connection must run it after the script — also any of the first four
+/// from a client whose user has rules (its ACL check runs then); else
+/// what became of the transaction.
 fn reply_while_busy(
     server: &Server,
+    slot: &Slot,
     args: &[Bytes],
     unrestricted: bool,
     out: &mut ReplyWriter,
-) -> bool {
+) -> Option<Option<MultiNow>> {
     let table = &server.commands;
-    let Some(id) = table.resolve(args) else {
-        return false;
-    };
+    let id = table.resolve(args)?;
     let result: Result<(), Cow<str>> = match table.full_names[id].as_str() {
         "script|kill" | "function|kill" | "function|stats" | "shutdown" if !unrestricted => {
-            return false;
+            return None;
         }
         name @ ("script|kill" | "function|kill") if args.len() == 2 => {
             let functions = name == "function|kill";
@@ -327,15 +414,20 @@ fn reply_while_busy(
             }
             Err(error) => Err(error.0),
         },
+        "multi" if args.len() == 1 => {
+            slot.client.multi.store(0, Relaxed);
+            out.ok();
+            return Some(Some(MultiNow::In(false)));
+        }
         _ if table.gates(id).has(Gates::ALLOW_BUSY) || !table.specs[id].arity_ok(args.len()) => {
-            return false;
+            return None;
         }
         _ => Err(server.scripts.busy_error().into()),
     };
     if let Err(text) = result {
         out.error(&text);
     }
-    true
+    Some(None)
 }
 
 /// Sends what the socket takes of `output` without waiting.

@@ -574,11 +574,29 @@ impl Connection {
         };
         if idle {
             self.busy_slot.set_idle(false, &self.session);
-            self.busy_slot.take(&mut self.input, &mut self.output);
+            let multi = self.busy_slot.take(&mut self.input, &mut self.output);
+            self.take_multi(multi);
         }
         match woken? {
             true => self.read(),
             false => Ok(()),
+        }
+    }
+
+    /// Takes over what `crate::busy` did to the transaction while a script
+    /// was busy: began it, failed it, or ended it.
+    fn take_multi(&mut self, multi: crate::busy::MultiNow) {
+        use crate::busy::MultiNow;
+        match multi {
+            MultiNow::Unchanged => {}
+            MultiNow::In(dirty) => {
+                let session = &mut self.session;
+                let queue = session.multi.get_or_insert_with(Default::default);
+                queue.dirty |= dirty;
+                let queued = queue.queued.len() as i64;
+                session.client.multi.store(queued, Relaxed);
+            }
+            MultiNow::Ended => crate::commands::transactions::end(&mut self.session),
         }
     }
 
@@ -599,7 +617,6 @@ impl Connection {
             && self.blocked.is_none()
             && self.deferred_error.is_none()
             && session.authenticated
-            && session.multi.is_none()
             && session.subscriptions == 0
             && !session.replies_off
             && !session.skip_next_reply

@@ -422,16 +422,21 @@ fn clients_on_the_busy_scripts_thread_are_answered() {
     for _ in 0..2 {
         assert!(matches!(pipelined.read(), Reply::Error(ref text) if text.starts_with("BUSY ")));
     }
-    transaction.send(&["MULTI"]);
+    // WATCH needs the session: it and what follows wait for the script.
+    // (MULTI is answered during the script, as Redis answers it: see
+    // `transactions_during_a_busy_script`.)
+    transaction.send(&["WATCH", "k"]);
     transaction.send(&["GET", "k"]);
     let patience = Some(Duration::from_millis(200));
     transaction.stream.set_read_timeout(patience).unwrap();
-    assert_eq!(transaction.try_read(), None, "MULTI waits for the script");
+    assert_eq!(transaction.try_read(), None, "WATCH waits for the script");
     transaction.stream.set_read_timeout(Some(TIMEOUT)).unwrap();
     assert_eq!(con.cmd(&["SCRIPT", "KILL"]), ok());
     assert!(looping.read().as_text().contains("Script killed"));
     assert_eq!(transaction.read(), ok());
-    assert_eq!(transaction.read(), Reply::simple("QUEUED"));
+    assert_eq!(transaction.read(), b("v"));
+    assert_eq!(transaction.cmd(&["MULTI"]), ok());
+    assert_eq!(transaction.cmd(&["GET", "k"]), Reply::simple("QUEUED"));
     assert_eq!(transaction.cmd(&["EXEC"]), Reply::Array(vec![b("v")]));
     assert_eq!(pipelined.cmd(&["GET", "k"]), b("v"));
     assert_eq!(
@@ -726,4 +731,56 @@ fn script_errors_are_counted_once() {
         set.starts_with("calls=0,") && set.contains("rejected_calls=1"),
         "{set}"
     );
+}
+
+/// Transactions during a busy script, as Redis answers them, on the
+/// script's own network thread (`--threads 1`, served by `crate::busy`)
+/// and across threads: MULTI is accepted, a command refused with -BUSY
+/// fails the transaction, EXEC during the script answers EXECABORT and
+/// ends it. On the script's thread a client sending MULTI used to wait
+/// behind the endless script, and the SCRIPT KILL after it with it.
+#[test]
+fn transactions_during_a_busy_script() {
+    for args in [&[][..], &["--threads", "1"][..]] {
+        let server = TestServer::start_with(args);
+        let mut con = server.raw();
+        assert_eq!(
+            con.cmd(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
+            ok()
+        );
+        assert_eq!(con.cmd(&["SET", "xx", "1"]), ok());
+        let mut begun_before = server.raw();
+        assert_eq!(begun_before.cmd(&["MULTI"]), ok());
+        assert_eq!(begun_before.cmd(&["INCR", "xx"]), Reply::simple("QUEUED"));
+        let mut begun_during = server.raw();
+        let mut looping = server.raw();
+        looping.send(&["EVAL", "while true do end", "0"]);
+        wait_until("the script to be reported busy", || {
+            std::thread::sleep(Duration::from_millis(20));
+            matches!(con.cmd(&["PING"]), Reply::Error(ref text) if text.starts_with("BUSY "))
+        });
+        assert_eq!(begun_during.cmd(&["MULTI"]), ok(), "{args:?}");
+        assert!(
+            begun_during
+                .cmd(&["INCR", "xx"])
+                .as_text()
+                .starts_with("BUSY ")
+        );
+        let aborted = begun_before.cmd(&["EXEC"]).as_text();
+        assert!(
+            aborted.starts_with("EXECABORT Transaction discarded because of: BUSY "),
+            "{args:?}: {aborted}"
+        );
+        assert_eq!(con.cmd(&["SCRIPT", "KILL"]), ok());
+        assert!(looping.read().as_text().contains("Script killed"));
+        assert_eq!(begun_during.cmd(&["INCR", "xx"]), Reply::simple("QUEUED"));
+        assert_eq!(
+            begun_during.cmd(&["EXEC"]),
+            e("EXECABORT Transaction discarded because of previous errors.")
+        );
+        assert_eq!(con.cmd(&["GET", "xx"]), b("1"));
+        for client in [&mut begun_before, &mut begun_during] {
+            assert_eq!(client.cmd(&["PING", "out"]), b("out"), "left MULTI");
+        }
+    }
 }

@@ -625,9 +625,13 @@ fn dispatch_one(
         transactions::check_feed(session);
     }
     let Some(id) = admit(server, session, out, config, stats, now_ms, args) else {
-        // A command refused while queuing fails the whole transaction.
+        // A command refused while queuing fails the whole transaction;
+        // EXEC refused ends it (`admit` answered EXECABORT).
         if let Some(multi) = &mut session.multi {
             multi.dirty = true;
+            if server.commands.lookup(&args[0]) == Some(server.commands.exec_id) {
+                transactions::end(session);
+            }
         }
         return Dispatched::Ran(None);
     };
@@ -790,9 +794,19 @@ fn admit(
     }
     let spec = table.specs[id];
     let gates = table.gates(id);
+    // EXEC refused inside MULTI ends the transaction with EXECABORT
+    // (`dispatch_one` ends it), as Redis words it.
+    let aborts_exec = id == table.exec_id && session.multi.is_some();
     let refuse = |reply: &mut ReplyWriter, message: &str| {
         bump(&stats.commands[id].rejected, 1);
-        reject(server, reply, message);
+        match aborts_exec {
+            true => reject(
+                server,
+                reply,
+                &format!("EXECABORT Transaction discarded because of: {message}"),
+            ),
+            false => reject(server, reply, message),
+        }
         None
     };
     if !spec.arity_ok(args.len()) {
