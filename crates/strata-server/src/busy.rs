@@ -28,7 +28,7 @@
 //!   it; the connection takes the transaction's new state with the stash
 //!   ([`MultiNow`]);
 //! - the first request it cannot answer here (an `allow_busy` command
-//!   that needs the session, such as MULTI or AUTH; an unknown command; a
+//!   that needs the session, such as WATCH or AUTH; an unknown command; a
 //!   protocol error) stops the serving of that connection: it and what
 //!   follows wait in the slot, with any reply the socket did not take;
 //! - when the script ends, [`release`] wakes those connections, which take
@@ -169,7 +169,8 @@ pub fn unregister(client_id: u64) {
 
 impl Slot {
     /// Notes whether the connection now waits for a request with nothing
-    /// buffered and a plain session (see the module docs), `session`.
+    /// buffered and a plain session (see the module docs); when it does,
+    /// what serving needs to know of `session`.
     pub fn set_idle(&self, idle: bool, session: &Session) {
         if idle {
             self.resp3
@@ -322,7 +323,7 @@ fn answer(
         let mut out = ReplyWriter::new(replies, slot.protocol());
         let unrestricted = slot.unrestricted.load(Relaxed);
         let served = match multi {
-            MultiNow::In(dirty) => reply_in_multi(server, slot, &args, dirty, &mut out),
+            MultiNow::In(_) => reply_in_multi(server, slot, &args, &mut out),
             _ => reply_while_busy(server, slot, &args, unrestricted, &mut out),
         };
         match served {
@@ -341,7 +342,6 @@ fn reply_in_multi(
     server: &Server,
     slot: &Slot,
     args: &[Bytes],
-    dirty: &mut bool,
     out: &mut ReplyWriter,
 ) -> Option<Option<MultiNow>> {
     let table = &server.commands;
@@ -363,7 +363,6 @@ fn reply_in_multi(
         }
         _ if table.gates(id).has(Gates::ALLOW_BUSY) => return None,
         _ => {
-            *dirty = true;
             out.error(server.scripts.busy_error());
             return Some(Some(MultiNow::In(true)));
         }

@@ -1210,6 +1210,8 @@ const NOT_IN_REDIS_7_0: &[&str] = &[
     "debug|change-repl-id",
     "debug|quicklist-packed-threshold",
     "debug|reload",
+    "debug|protocol",
+    "debug|set-disable-deny-scripts",
     // Known metadata gaps of the new tables (key spec notes, command tips,
     // the PUBSUB container's ACL category), to be filled in: issue 15.
     "pubsub",
