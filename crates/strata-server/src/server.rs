@@ -539,7 +539,15 @@ pub fn run(mut config: Config) -> Result<(), String> {
                         next_worker = index + 1;
                     }
                 }
-                _ = sample.tick() => server.stats.sample_ops(now_ms(), server.total_commands()),
+                _ = sample.tick() => {
+                    server.stats.sample_ops(now_ms(), server.total_commands());
+                    let config = server.config.get();
+                    server.tracking.trim(
+                        config.tracking_table_max_keys as usize,
+                        &server.pubsub,
+                        config.output_limit_pubsub,
+                    );
+                }
                 _ = sigterm.recv() => {
                     log_warning!("Received SIGTERM scheduling shutdown...");
                     break;

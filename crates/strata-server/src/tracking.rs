@@ -205,12 +205,15 @@ impl Tracking {
                 clients.push(id);
             }
         }
-        while max_keys > 0 && state.keys.len() > max_keys {
-            let victim = state.keys.keys().next().cloned().expect("over the limit");
-            let clients = state.keys.remove(&victim).expect("present");
-            for client in clients {
-                deliver(&mut state, client, Some(&[&victim]), pubsub, limit);
-            }
+        trim_to(&mut state, max_keys, pubsub, limit);
+    }
+
+    /// Drops keys with an invalidation past `max_keys` (0: no limit); the
+    /// cron calls it, so that a lowered `tracking-table-max-keys` applies
+    /// without waiting for the next key read, as in Redis.
+    pub fn trim(&self, max_keys: usize, pubsub: &PubSub, limit: OutputLimit) {
+        if max_keys > 0 && self.is_active() {
+            trim_to(&mut self.state.lock(), max_keys, pubsub, limit);
         }
     }
 
@@ -322,6 +325,18 @@ impl Tracking {
 /// Whether client `id` is NOLOOP and made the change itself.
 fn skips(state: &State, id: u64, writer: Option<u64>) -> bool {
     Some(id) == writer && state.clients.get(&id).is_some_and(|c| c.options.noloop)
+}
+
+/// Drops keys of `state` with an invalidation to their readers until at
+/// most `max_keys` remain (0: no limit).
+fn trim_to(state: &mut State, max_keys: usize, pubsub: &PubSub, limit: OutputLimit) {
+    while max_keys > 0 && state.keys.len() > max_keys {
+        let victim = state.keys.keys().next().cloned().expect("over the limit");
+        let clients = state.keys.remove(&victim).expect("present");
+        for client in clients {
+            deliver(state, client, Some(&[&victim]), pubsub, limit);
+        }
+    }
 }
 
 /// Sends client `id` the invalidation of `keys` (`None`: everything),

@@ -265,3 +265,54 @@ fn the_table_limit_drops_keys_with_an_invalidation() {
     let info = reader.cmd(&["INFO", "stats"]).as_text();
     assert_eq!(info_field(&info, "tracking_total_keys"), "1");
 }
+
+/// A lowered `tracking-table-max-keys` applies without another read: the
+/// cron drops keys past it with an invalidation, as Redis' does (the
+/// limit used to be enforced only when a key was next remembered, so a
+/// client could wait for the invalidation forever).
+#[test]
+fn a_lowered_table_limit_applies_without_another_read() {
+    let server = TestServer::start();
+    let mut reader = resp3(&server);
+    let mut admin = server.raw();
+    assert_eq!(reader.cmd(&["CLIENT", "TRACKING", "ON"]), ok());
+    assert_eq!(
+        reader.cmd(&["MGET", "a", "b"]),
+        Reply::Array(vec![Reply::Null, Reply::Null])
+    );
+    assert_eq!(
+        admin.cmd(&["CONFIG", "SET", "tracking-table-max-keys", "1"]),
+        ok()
+    );
+    let Reply::Push(parts) = reader.read() else {
+        panic!("an invalidation push");
+    };
+    assert!(
+        parts == invalidate(&["a"]).as_array() || parts == invalidate(&["b"]).as_array(),
+        "{parts:?}"
+    );
+    let info = admin.cmd(&["INFO", "stats"]).as_text();
+    assert_eq!(info_field(&info, "tracking_total_keys"), "1");
+}
+
+/// CLIENT TRACKINGINFO of a BCAST client without PREFIX lists the empty
+/// prefix it tracks, as Redis lists it.
+#[test]
+fn bcast_without_prefix_shows_the_empty_prefix() {
+    let server = TestServer::start();
+    let mut con = resp3(&server);
+    assert_eq!(con.cmd(&["CLIENT", "TRACKING", "ON", "BCAST"]), ok());
+    let Reply::Map(info) = con.cmd(&["CLIENT", "TRACKINGINFO"]) else {
+        panic!("TRACKINGINFO is a map in RESP3");
+    };
+    assert_eq!(info[2], (b("prefixes"), Reply::Array(vec![b("")])));
+    assert_eq!(con.cmd(&["CLIENT", "TRACKING", "OFF"]), ok());
+    assert_eq!(
+        con.cmd(&["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "p:"]),
+        ok()
+    );
+    let Reply::Map(info) = con.cmd(&["CLIENT", "TRACKINGINFO"]) else {
+        panic!("TRACKINGINFO is a map in RESP3");
+    };
+    assert_eq!(info[2], (b("prefixes"), Reply::Array(vec![b("p:")])));
+}

@@ -174,7 +174,12 @@ pub fn client_trackinginfo(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
             if *broken {
                 flags.push("broken_redirect");
             }
-            (options.redirect as i64, options.prefixes.clone())
+            // BCAST without PREFIX tracks the empty prefix: Redis lists it.
+            let prefixes = match options.bcast && options.prefixes.is_empty() {
+                true => vec![Bytes::new()],
+                false => options.prefixes.clone(),
+            };
+            (options.redirect as i64, prefixes)
         }
     };
     ctx.out.map(3);
