@@ -260,10 +260,19 @@ fn memory_section(server: &Server, out: &mut String) {
     let (scripts, script_bytes) = server.scripts.cached();
     let libraries = server.functions.snapshot();
     let library_bytes: usize = libraries.libraries.values().map(|l| l.code.len()).sum();
+    // One VM per network thread holds scripts and functions together:
+    // all of it is counted as the scripts' VM, none as the functions'.
+    let vm_bytes = crate::scripting::vms_bytes();
+    field!(out, "used_memory_lua", vm_bytes);
+    field!(out, "used_memory_vm_eval", vm_bytes);
+    field!(out, "used_memory_lua_human", human(vm_bytes as u64));
     field!(out, "used_memory_scripts_eval", script_bytes);
     field!(out, "number_of_cached_scripts", scripts);
     field!(out, "number_of_functions", libraries.function_count());
     field!(out, "number_of_libraries", libraries.libraries.len());
+    field!(out, "used_memory_vm_functions", 0);
+    field!(out, "used_memory_vm_total", vm_bytes);
+    field!(out, "used_memory_vm_total_human", human(vm_bytes as u64));
     field!(out, "used_memory_functions", library_bytes);
     field!(out, "used_memory_scripts", script_bytes + library_bytes);
     field!(

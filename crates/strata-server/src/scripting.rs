@@ -378,8 +378,34 @@ pub fn with_vm<R>(scripts: &Scripts, f: impl FnOnce(&mut Vm) -> R) -> R {
         if slot.as_ref().is_none_or(|vm| vm.generation != generation) {
             *slot = Some(Vm::new(generation).expect("a new Lua state"));
         }
-        f(slot.as_mut().expect("made above"))
+        let vm = slot.as_mut().expect("made above");
+        let result = f(vm);
+        VM_BYTES.with(|bytes| bytes.store(vm.lua.used_memory(), Relaxed));
+        result
     })
+}
+
+/// What every thread's VM holds, as each last saw it after a run: it is
+/// read from the VM's allocator, so each thread publishes its own.
+static VMS_BYTES: Mutex<Vec<Arc<AtomicUsize>>> = Mutex::new(Vec::new());
+
+thread_local! {
+    /// This thread's entry in [`VMS_BYTES`].
+    static VM_BYTES: Arc<AtomicUsize> = {
+        let bytes = Arc::new(AtomicUsize::new(0));
+        VMS_BYTES.lock().push(bytes.clone());
+        bytes
+    };
+}
+
+/// Bytes the Lua VMs hold, every thread's together (INFO's
+/// `used_memory_vm_eval`; the VMs also hold the function libraries).
+pub fn vms_bytes() -> usize {
+    VMS_BYTES
+        .lock()
+        .iter()
+        .map(|bytes| bytes.load(Relaxed))
+        .sum()
 }
 
 const PRELUDE: &str = r#"
@@ -779,6 +805,9 @@ impl Vm {
             runner_installed: false,
         };
         vm.install_hook();
+        // What building the VM left behind (the preludes' temporaries).
+        vm.lua.gc_collect()?;
+        vm.lua.gc_collect()?;
         Ok(vm)
     }
 

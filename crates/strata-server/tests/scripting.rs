@@ -784,3 +784,36 @@ fn transactions_during_a_busy_script() {
         }
     }
 }
+
+/// INFO memory's `used_memory_lua` (and `used_memory_vm_eval`/`_total`)
+/// is what the network threads' Lua VMs hold, and 10 000 EVALs leave it
+/// bounded (Redis' "EVAL does not leak in the Lua stack").
+#[test]
+fn lua_memory_is_reported_and_does_not_grow() {
+    let server = TestServer::start_with(&["--threads", "1"]);
+    let mut con = server.raw();
+    let lua_bytes = |con: &mut Raw| -> u64 {
+        let info = con.cmd(&["INFO", "memory"]).as_text();
+        let total = info_field(&info, "used_memory_vm_total");
+        assert_eq!(info_field(&info, "used_memory_vm_eval"), total);
+        info_field(&info, "used_memory_lua").parse().unwrap()
+    };
+    assert_eq!(con.cmd(&["EVAL", "return 1", "0"]), i(1));
+    let first = lua_bytes(&mut con);
+    assert!(first > 10_000, "a VM with its libraries: {first}");
+    let script = "return redis.call('INCR', KEYS[1])";
+    for n in 1..=10_000i64 {
+        con.send(&["EVAL", script, "1", "x"]);
+        if n % 500 == 0 {
+            for _ in 0..500 {
+                con.read();
+            }
+        }
+    }
+    assert_eq!(con.cmd(&["GET", "x"]), b("10000"));
+    let after = lua_bytes(&mut con);
+    assert!(
+        after < 4 * first,
+        "{first} bytes after one EVAL, {after} after 10 000"
+    );
+}
