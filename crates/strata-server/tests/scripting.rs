@@ -366,16 +366,7 @@ fn new_clients_avoid_the_thread_of_a_busy_script() {
     use std::io::{Read, Write};
     let server = TestServer::start_with(&["--threads", "2"]);
     let mut con = server.raw();
-    assert_eq!(
-        con.cmd(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
-        ok()
-    );
-    let mut looping = server.raw();
-    looping.send(&["EVAL", "while true do end", "0"]);
-    wait_until("the script to be reported busy", || {
-        std::thread::sleep(Duration::from_millis(20));
-        matches!(con.cmd(&["PING"]), Reply::Error(ref text) if text.starts_with("BUSY "))
-    });
+    let mut looping = start_busy_script(&server, &mut con, "while true do end");
     for n in 0..4 {
         let mut stream = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
         stream
@@ -404,18 +395,9 @@ fn clients_on_the_busy_scripts_thread_are_answered() {
     let mut con = server.raw();
     let mut transaction = server.raw();
     let mut pipelined = server.raw();
-    assert_eq!(
-        con.cmd(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
-        ok()
-    );
     assert_eq!(transaction.cmd(&["SET", "k", "v"]), ok());
     assert_eq!(pipelined.cmd(&["PING"]), Reply::simple("PONG"));
-    let mut looping = server.raw();
-    looping.send(&["EVAL", "while true do end", "0"]);
-    wait_until("the script to be reported busy", || {
-        std::thread::sleep(Duration::from_millis(20));
-        matches!(con.cmd(&["PING"]), Reply::Error(ref text) if text.starts_with("BUSY "))
-    });
+    let mut looping = start_busy_script(&server, &mut con, "while true do end");
     pipelined.send_raw(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*1\r\n$4\r\nPI");
     std::thread::sleep(Duration::from_millis(30));
     pipelined.send_raw(b"NG\r\n");
@@ -452,20 +434,11 @@ fn clients_on_the_busy_scripts_thread_are_answered() {
 fn pcall_does_not_catch_script_kill() {
     let server = TestServer::start();
     let mut con = server.raw();
-    assert_eq!(
-        con.cmd(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
-        ok()
-    );
     for catcher in ["pcall(f)", "xpcall(f, function(e) return e end)"] {
-        let mut looping = server.raw();
         let body = format!(
             "local f = function() while 1 do redis.call('ping') end end while 1 do {catcher} end"
         );
-        looping.send(&["EVAL", &body, "0"]);
-        wait_until("the script to be reported busy", || {
-            std::thread::sleep(Duration::from_millis(20));
-            matches!(con.cmd(&["PING"]), Reply::Error(ref text) if text.starts_with("BUSY "))
-        });
+        let mut looping = start_busy_script(&server, &mut con, &body);
         assert_eq!(con.cmd(&["SCRIPT", "KILL"]), ok());
         let reply = looping.read().as_text();
         assert!(reply.contains("killed by user"), "{catcher}: {reply}");
@@ -536,16 +509,11 @@ fn lua_libraries_match_redis() {
 fn shutdown_nosave_from_the_busy_scripts_thread_stops_the_server() {
     let mut server = TestServer::start_with(&["--threads", "1"]);
     let mut con = server.raw();
-    assert_eq!(
-        con.cmd(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
-        ok()
+    let mut looping = start_busy_script(
+        &server,
+        &mut con,
+        "redis.call('SET', 'k', 'v') while true do end",
     );
-    let mut looping = server.raw();
-    looping.send(&["EVAL", "redis.call('SET', 'k', 'v') while true do end", "0"]);
-    wait_until("the script to be reported busy", || {
-        std::thread::sleep(Duration::from_millis(20));
-        matches!(con.cmd(&["PING"]), Reply::Error(ref text) if text.starts_with("BUSY "))
-    });
     assert!(
         con.cmd(&["SCRIPT", "KILL"])
             .as_text()
@@ -744,21 +712,12 @@ fn transactions_during_a_busy_script() {
     for args in [&[][..], &["--threads", "1"][..]] {
         let server = TestServer::start_with(args);
         let mut con = server.raw();
-        assert_eq!(
-            con.cmd(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
-            ok()
-        );
         assert_eq!(con.cmd(&["SET", "xx", "1"]), ok());
         let mut begun_before = server.raw();
         assert_eq!(begun_before.cmd(&["MULTI"]), ok());
         assert_eq!(begun_before.cmd(&["INCR", "xx"]), Reply::simple("QUEUED"));
         let mut begun_during = server.raw();
-        let mut looping = server.raw();
-        looping.send(&["EVAL", "while true do end", "0"]);
-        wait_until("the script to be reported busy", || {
-            std::thread::sleep(Duration::from_millis(20));
-            matches!(con.cmd(&["PING"]), Reply::Error(ref text) if text.starts_with("BUSY "))
-        });
+        let mut looping = start_busy_script(&server, &mut con, "while true do end");
         assert_eq!(begun_during.cmd(&["MULTI"]), ok(), "{args:?}");
         assert!(
             begun_during
@@ -816,4 +775,21 @@ fn lua_memory_is_reported_and_does_not_grow() {
         after < 4 * first,
         "{first} bytes after one EVAL, {after} after 10 000"
     );
+}
+
+/// Runs `body` as an EVAL on a new connection until `con` is answered
+/// -BUSY (`busy-reply-threshold` set to 50 ms first); returns the script's
+/// connection.
+fn start_busy_script(server: &TestServer, con: &mut Raw, body: &str) -> Raw {
+    assert_eq!(
+        con.cmd(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
+        ok()
+    );
+    let mut looping = server.raw();
+    looping.send(&["EVAL", body, "0"]);
+    wait_until("the script to be reported busy", || {
+        std::thread::sleep(Duration::from_millis(20));
+        matches!(con.cmd(&["PING"]), Reply::Error(ref text) if text.starts_with("BUSY "))
+    });
+    looping
 }
