@@ -509,7 +509,7 @@ fn lua_libraries_match_redis() {
 fn shutdown_nosave_from_the_busy_scripts_thread_stops_the_server() {
     let mut server = TestServer::start_with(&["--threads", "1"]);
     let mut con = server.raw();
-    let mut looping = start_busy_script(
+    let _looping = start_busy_script(
         &server,
         &mut con,
         "redis.call('SET', 'k', 'v') while true do end",
