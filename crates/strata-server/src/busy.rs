@@ -100,16 +100,15 @@ struct Stash {
 /// A connection's transaction as serving left it, for the connection to
 /// take over: MULTI, a refused command (the transaction fails, as in
 /// Redis) and EXEC or DISCARD are answered here, the queued commands
-/// stay in the session.
+/// stay in the session. The default: untouched.
 #[derive(Default, Clone, Copy, PartialEq)]
-pub enum MultiNow {
-    /// Untouched: as the session has it.
-    #[default]
-    Unchanged,
-    /// In MULTI; `true`: a command was refused, EXEC will fail.
-    In(bool),
-    /// Ended by EXEC (refused) or DISCARD: the session leaves MULTI.
-    Ended,
+pub struct MultiNow {
+    /// EXEC (refused) or DISCARD ended the session's transaction, and
+    /// with it its WATCHes.
+    pub ended: bool,
+    /// In MULTI now (begun here after `ended`, or still the session's);
+    /// `true`: a command was refused, EXEC will fail.
+    pub open: Option<bool>,
 }
 
 struct ThreadConnections {
@@ -194,7 +193,7 @@ impl Slot {
     /// by the connection before it reads its socket.
     pub fn take(&self, input: &mut BytesMut, output: &mut BytesMut) -> MultiNow {
         if !self.stashed.load(Relaxed) {
-            return MultiNow::Unchanged;
+            return MultiNow::default();
         }
         let mut stash = self.stash.lock();
         output.extend_from_slice(&stash.output);
@@ -274,8 +273,8 @@ fn serve_one(server: &Server, slot: &Slot) {
     }
     stash.input.extend_from_slice(&chunk[..read as usize]);
     let mut replies = BytesMut::new();
-    if stash.multi == MultiNow::Unchanged && slot.in_multi.load(Relaxed) {
-        stash.multi = MultiNow::In(false);
+    if stash.multi == MultiNow::default() && slot.in_multi.load(Relaxed) {
+        stash.multi.open = Some(false);
     }
     let mut multi = stash.multi;
     let waiting = answer(server, slot, &stash.input, &mut replies, &mut multi);
@@ -289,7 +288,7 @@ fn serve_one(server: &Server, slot: &Slot) {
         slot.stopped.store(true, Relaxed);
     }
     let stashed =
-        !stash.input.is_empty() || !stash.output.is_empty() || stash.multi != MultiNow::Unchanged;
+        !stash.input.is_empty() || !stash.output.is_empty() || stash.multi != MultiNow::default();
     slot.stashed.store(stashed, Relaxed);
 }
 
@@ -322,32 +321,34 @@ fn answer(
         };
         let mut out = ReplyWriter::new(replies, slot.protocol());
         let unrestricted = slot.unrestricted.load(Relaxed);
-        let served = match multi {
-            MultiNow::In(_) => reply_in_multi(server, slot, &args, &mut out),
-            _ => reply_while_busy(server, slot, &args, unrestricted, &mut out),
+        let served = match multi.open.is_some() {
+            true => reply_in_multi(server, slot, &args, multi, &mut out),
+            false => reply_while_busy(server, slot, &args, unrestricted, multi, &mut out),
         };
-        match served {
-            Some(now) => *multi = now.unwrap_or(*multi),
-            None => return Waiting { len, stop: true },
+        if !served {
+            return Waiting { len, stop: true };
         }
     }
 }
 
 /// Answers `args` from a client in MULTI during a busy script, as Redis
 /// does: a command is refused with `-BUSY` and fails the transaction,
-/// EXEC is refused with EXECABORT and ends it, DISCARD ends it. `None`
-/// when the connection must run the command after the script; else what
-/// became of the transaction (`None` inside: unchanged).
+/// EXEC is refused with EXECABORT and ends it, DISCARD ends it; `multi`
+/// says so. False, with nothing written, when the connection must run
+/// the command after the script.
 fn reply_in_multi(
     server: &Server,
     slot: &Slot,
     args: &[Bytes],
+    multi: &mut MultiNow,
     out: &mut ReplyWriter,
-) -> Option<Option<MultiNow>> {
+) -> bool {
     let table = &server.commands;
-    let id = table.resolve(args)?;
+    let Some(id) = table.resolve(args) else {
+        return false;
+    };
     if !table.specs[id].arity_ok(args.len()) {
-        return None;
+        return false;
     }
     match table.full_names[id].as_str() {
         "exec" => {
@@ -359,16 +360,21 @@ fn reply_in_multi(
         "discard" => out.ok(),
         "multi" => {
             out.error("ERR MULTI calls can not be nested");
-            return Some(None);
+            return true;
         }
-        _ if table.gates(id).has(Gates::ALLOW_BUSY) => return None,
+        _ if table.gates(id).has(Gates::ALLOW_BUSY) => return false,
         _ => {
             out.error(server.scripts.busy_error());
-            return Some(Some(MultiNow::In(true)));
+            multi.open = Some(true);
+            return true;
         }
     }
     slot.client.multi.store(-1, Relaxed);
-    Some(Some(MultiNow::Ended))
+    *multi = MultiNow {
+        ended: true,
+        open: None,
+    };
+    true
 }
 
 /// Answers `args` during a busy script into `out`: SCRIPT KILL and
@@ -385,13 +391,16 @@ fn reply_while_busy(
     slot: &Slot,
     args: &[Bytes],
     unrestricted: bool,
+    multi: &mut MultiNow,
     out: &mut ReplyWriter,
-) -> Option<Option<MultiNow>> {
+) -> bool {
     let table = &server.commands;
-    let id = table.resolve(args)?;
+    let Some(id) = table.resolve(args) else {
+        return false;
+    };
     let result: Result<(), Cow<str>> = match table.full_names[id].as_str() {
         "script|kill" | "function|kill" | "function|stats" | "shutdown" if !unrestricted => {
-            return None;
+            return false;
         }
         name @ ("script|kill" | "function|kill") if args.len() == 2 => {
             let functions = name == "function|kill";
@@ -415,18 +424,19 @@ fn reply_while_busy(
         },
         "multi" if args.len() == 1 => {
             slot.client.multi.store(0, Relaxed);
+            multi.open = Some(false);
             out.ok();
-            return Some(Some(MultiNow::In(false)));
+            Ok(())
         }
         _ if table.gates(id).has(Gates::ALLOW_BUSY) || !table.specs[id].arity_ok(args.len()) => {
-            return None;
+            return false;
         }
         _ => Err(server.scripts.busy_error().into()),
     };
     if let Err(text) = result {
         out.error(&text);
     }
-    Some(None)
+    true
 }
 
 /// Sends what the socket takes of `output` without waiting.

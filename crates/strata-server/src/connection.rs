@@ -584,19 +584,17 @@ impl Connection {
     }
 
     /// Takes over what `crate::busy` did to the transaction while a script
-    /// was busy: began it, failed it, or ended it.
+    /// was busy: ended it (and its WATCHes), began or failed one.
     fn take_multi(&mut self, multi: crate::busy::MultiNow) {
-        use crate::busy::MultiNow;
-        match multi {
-            MultiNow::Unchanged => {}
-            MultiNow::In(dirty) => {
-                let session = &mut self.session;
-                let queue = session.multi.get_or_insert_with(Default::default);
-                queue.dirty |= dirty;
-                let queued = queue.queued.len() as i64;
-                session.client.multi.store(queued, Relaxed);
-            }
-            MultiNow::Ended => crate::commands::transactions::end(&mut self.session),
+        if multi.ended {
+            crate::commands::transactions::end(&mut self.session);
+        }
+        if let Some(dirty) = multi.open {
+            let session = &mut self.session;
+            let queue = session.multi.get_or_insert_with(Default::default);
+            queue.dirty |= dirty;
+            let queued = queue.queued.len() as i64;
+            session.client.multi.store(queued, Relaxed);
         }
     }
 

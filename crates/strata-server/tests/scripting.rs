@@ -566,6 +566,11 @@ fn debug_protocol_and_deny_scripts_switch() {
         debug(&mut con, "push"),
         e("ERR RESP2 is not supported by this command")
     );
+    assert_eq!(
+        debug(&mut resp3, "push"),
+        Reply::Push(vec![b("server-cpu-usage"), i(42)])
+    );
+    assert_eq!(resp3.read(), b("Some real reply following the push reply"));
     assert!(
         debug(&mut con, "nope")
             .as_text()
@@ -716,8 +721,15 @@ fn transactions_during_a_busy_script() {
         let mut begun_before = server.raw();
         assert_eq!(begun_before.cmd(&["MULTI"]), ok());
         assert_eq!(begun_before.cmd(&["INCR", "xx"]), Reply::simple("QUEUED"));
+        // WATCHes, then MULTI; during the script its EXEC is refused
+        // (which unwatches), then it begins another MULTI.
+        let mut rewatched = server.raw();
+        assert_eq!(rewatched.cmd(&["WATCH", "xx"]), ok());
+        assert_eq!(rewatched.cmd(&["MULTI"]), ok());
         let mut begun_during = server.raw();
         let mut looping = start_busy_script(&server, &mut con, "while true do end");
+        assert!(rewatched.cmd(&["EXEC"]).as_text().starts_with("EXECABORT "));
+        assert_eq!(rewatched.cmd(&["MULTI"]), ok());
         assert_eq!(begun_during.cmd(&["MULTI"]), ok(), "{args:?}");
         assert!(
             begun_during
@@ -738,7 +750,15 @@ fn transactions_during_a_busy_script() {
             e("EXECABORT Transaction discarded because of previous errors.")
         );
         assert_eq!(con.cmd(&["GET", "xx"]), b("1"));
-        for client in [&mut begun_before, &mut begun_during] {
+        // The refused EXEC ended the WATCH: a change now breaks nothing.
+        assert_eq!(con.cmd(&["SET", "xx", "2"]), ok());
+        assert_eq!(rewatched.cmd(&["INCR", "xx"]), Reply::simple("QUEUED"));
+        assert_eq!(
+            rewatched.cmd(&["EXEC"]),
+            Reply::Array(vec![i(3)]),
+            "{args:?}"
+        );
+        for client in [&mut begun_before, &mut begun_during, &mut rewatched] {
             assert_eq!(client.cmd(&["PING", "out"]), b("out"), "left MULTI");
         }
     }
