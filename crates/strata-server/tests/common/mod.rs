@@ -187,6 +187,14 @@ impl TestServer {
         self.dir.clone()
     }
 
+    /// Waits for the server to exit by itself, whatever its status, and
+    /// returns the status and its directory for a restart.
+    pub fn exited_with_status(mut self) -> (std::process::ExitStatus, PathBuf) {
+        let status = self.wait_exit();
+        self.keep_dir = true;
+        (status, self.dir.clone())
+    }
+
     /// The log lines printed before the server was ready (those
     /// `wait_for_log` has not taken).
     pub fn startup_log(&self) -> Vec<String> {
