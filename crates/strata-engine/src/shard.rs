@@ -326,12 +326,12 @@ impl Shard {
         touch: bool,
         want: Option<ValueType>,
     ) -> Result<Option<EntryMut<'_>>, GetError> {
-        let tier = self.tier.clone();
+        let tier: &Tier = &self.tier;
         let Some(entry) = lookup(
             &mut self.tables[db],
             &mut self.live,
             &mut self.expired_keys,
-            &tier,
+            tier,
             db,
             key,
             now_ms,

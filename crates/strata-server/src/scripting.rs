@@ -337,14 +337,17 @@ pub fn parse_shebang(body: &str) -> Result<(ScriptFlags, Cow<'_, str>), String> 
 pub struct Vm {
     pub lua: Lua,
     generation: u64,
-    functions: foldhash::HashMap<String, Function>,
+    /// The scripts this VM compiled, by lower-case SHA1, with their
+    /// flags: EVALSHA of one of them needs no look into the shared cache
+    /// (its lock and reference counts are lines every thread would bounce).
+    functions: foldhash::HashMap<String, (Function, ScriptFlags)>,
     /// Where the running script's `redis.call` implementation is put.
     pub private: Table,
     /// The globals scripts see (the prelude's `visible`): KEYS and ARGV
     /// go there.
     visible: Table,
     /// Runs a script function, turning any error into an error table.
-    pub trampoline: Function,
+    trampoline: Function,
     /// The same for a library function, given KEYS and ARGV.
     pub trampoline_args: Function,
     /// The generation of the libraries loaded into this VM.
@@ -915,10 +918,10 @@ impl Vm {
 
     /// The compiled function of script `sha`.
     pub fn function(&mut self, sha: &str, body: &str) -> Result<Function, String> {
-        if let Some(function) = self.functions.get(sha) {
+        if let Some((function, _)) = self.functions.get(sha) {
             return Ok(function.clone());
         }
-        let (_, body) = parse_shebang(body)?;
+        let (flags, body) = parse_shebang(body)?;
         let env: Table = self.private.raw_get("env").map_err(|e| e.to_string())?;
         let function = self
             .lua
@@ -932,25 +935,44 @@ impl Vm {
                     lua_error_text(&e)
                 )
             })?;
-        self.functions.insert(sha.to_owned(), function.clone());
+        self.functions
+            .insert(sha.to_owned(), (function.clone(), flags));
         Ok(function)
     }
 
-    /// Sets a script's KEYS and ARGV: two new tables of strings. They are
-    /// built on the Lua stack directly; through mlua's values (a
-    /// reference per string and table) this was 6 % of a small EVALSHA.
-    pub fn set_script_args(
+    /// Script `sha` (lower-case) if this VM compiled it.
+    pub fn compiled(&self, sha: &str) -> Option<Function> {
+        self.functions
+            .get(sha)
+            .map(|(function, _)| function.clone())
+    }
+
+    /// The flags of script `sha` (lower-case) if this VM compiled it: it
+    /// is then in the cache, since SCRIPT FLUSH replaces every VM.
+    pub fn compiled_flags(&self, sha: &str) -> Option<ScriptFlags> {
+        self.functions.get(sha).map(|(_, flags)| *flags)
+    }
+
+    /// Runs script `function` with its KEYS and ARGV (two new tables of
+    /// strings in `visible`), through the trampoline: `(true, reply)` or
+    /// `(false, error table)`. The tables are built on the Lua stack
+    /// directly (through mlua's values, a reference per string and table,
+    /// this was 6 % of a small EVALSHA), in the same protected call that
+    /// runs the script (a protected call of their own cost another 2 %).
+    pub fn call_script(
         &self,
+        function: &Function,
         keys: &[bytes::Bytes],
         argv: &[bytes::Bytes],
-    ) -> mlua::Result<()> {
-        let build = |state: *mut mlua::lua_State| {
-            for (name, items) in [(c"KEYS", keys), (c"ARGV", argv)] {
-                // SAFETY: `exec_raw` runs this as a protected call with
-                // `visible` on top of the stack and room for the two
-                // values pushed at a time (a table, a string); a memory
-                // error unwinds through nothing that needs dropping.
-                unsafe {
+    ) -> mlua::Result<(bool, mlua::Value)> {
+        let run = |state: *mut mlua::lua_State| {
+            // SAFETY: `exec_raw` runs this as a protected call whose stack
+            // holds `visible`, the trampoline and the script (indices 1 to
+            // 3), with room for the few values pushed at a time. Nothing
+            // here needs dropping if an error unwinds through it; the
+            // trampoline catches the script's own errors.
+            unsafe {
+                for (name, items) in [(c"KEYS", keys), (c"ARGV", argv)] {
                     let count = items.len().min(c_int::MAX as usize) as c_int;
                     mlua::ffi::lua_createtable(state, count, 0);
                     for (n, item) in items.iter().enumerate() {
@@ -959,15 +981,18 @@ impl Vm {
                     }
                     mlua::ffi::lua_pushstring(state, name.as_ptr());
                     mlua::ffi::lua_insert(state, -2);
-                    mlua::ffi::lua_rawset(state, -3);
+                    mlua::ffi::lua_rawset(state, 1);
                 }
+                mlua::ffi::lua_remove(state, 1);
+                mlua::ffi::lua_call(state, 1, 2);
             }
-            // SAFETY: pops `visible`, which `exec_raw` pushed.
-            unsafe { mlua::ffi::lua_pop(state, 1) };
         };
-        // SAFETY: `build` keeps the stack balanced and only calls the
-        // Lua API on the state it is given.
-        unsafe { self.lua.exec_raw::<()>(&self.visible, build) }
+        // SAFETY: `run` only calls the Lua API on the state it is given
+        // and leaves the trampoline's two results on the stack.
+        unsafe {
+            self.lua
+                .exec_raw((&self.visible, &self.trampoline, function), run)
+        }
     }
 
     /// Makes the time-limit hook watch one run (until [`Vm::unwatch`]).

@@ -170,7 +170,9 @@ impl Runner<'_, '_, '_> {
     /// Makes `key`'s shard (with `None`, every shard) part of the lock
     /// set, by the rules in `crate::scripting`'s module docs.
     fn lock(&mut self, key: Option<KeyRef>) -> Result<(), &'static str> {
-        let started = Instant::now();
+        // Read the clock only once the shard turned out to be busy: the
+        // common call finds it in the lock set already.
+        let mut started = None;
         loop {
             let taken = match key {
                 Some(key) => self.ctx.keys.shard_or_escalate(key).is_some(),
@@ -183,7 +185,7 @@ impl Runner<'_, '_, '_> {
                 self.restart = true;
                 return Err(RESTARTING);
             }
-            if started.elapsed() > UNDECLARED_LOCK_WAIT {
+            if started.get_or_insert_with(Instant::now).elapsed() > UNDECLARED_LOCK_WAIT {
                 return Err(
                     "ERR a key the script did not declare stayed locked by other clients; the script's earlier writes stand",
                 );
@@ -378,8 +380,9 @@ fn may_call_noscript(server: &crate::server::Server, name: &str) -> bool {
 /// What a run executes.
 #[derive(Clone, Copy)]
 pub enum Target<'t> {
-    /// EVAL / EVALSHA: a script of the cache.
-    Script { sha: &'t str, body: &'t str },
+    /// EVAL / EVALSHA: a script of the cache; without its body, one this
+    /// thread's VM has compiled.
+    Script { sha: &'t str, body: Option<&'t str> },
     /// FCALL: a function of the libraries (`crate::functions`).
     Function {
         libraries: &'t Libraries,
@@ -406,12 +409,20 @@ fn run_once(
     (read_only, allow_oom): (bool, bool),
     running: &Arc<Running>,
 ) -> (Ran, u8) {
-    let scripts = ctx.server.scripts.clone();
+    let server = ctx.server;
+    let scripts = &server.scripts;
     let busy_after_ms = ctx.config.busy_reply_threshold_ms;
     let in_transaction = ctx.session.in_exec;
-    with_vm(&scripts, |vm| {
+    with_vm(scripts, |vm| {
         let function = match target {
-            Target::Script { sha, body } => vm.function(sha, body),
+            Target::Script {
+                sha,
+                body: Some(body),
+            } => vm.function(sha, body),
+            // SCRIPT FLUSH ran since EVALSHA found it compiled.
+            Target::Script { sha, body: None } => vm
+                .compiled(sha)
+                .ok_or_else(|| "NOSCRIPT No matching script. Please use EVAL.".to_owned()),
             Target::Function { libraries, name } => vm
                 .library_function(libraries, name)
                 .ok_or_else(|| "ERR Function not found".to_owned()),
@@ -420,26 +431,25 @@ fn run_once(
             Ok(function) => function,
             Err(text) => return (Ran::Done(Err(text)), 2),
         };
-        let to_table = |items: &[Bytes]| -> mlua::Result<mlua::Table> {
-            let table = vm.lua.create_table_with_capacity(items.len(), 0)?;
-            for (n, item) in items.iter().enumerate() {
-                table.raw_set(n + 1, vm.lua.create_string(item)?)?;
+        // A function's KEYS and ARGV are its arguments; a script's, globals
+        // that `Vm::call_script` sets.
+        let arguments = match target {
+            Target::Function { .. } => {
+                let to_table = |items: &[Bytes]| -> mlua::Result<mlua::Table> {
+                    let table = vm.lua.create_table_with_capacity(items.len(), 0)?;
+                    for (n, item) in items.iter().enumerate() {
+                        table.raw_set(n + 1, vm.lua.create_string(item)?)?;
+                    }
+                    Ok(table)
+                };
+                match to_table(keys).and_then(|keys| Ok((keys, to_table(argv)?))) {
+                    Ok(tables) => Some(tables),
+                    Err(error) => {
+                        return (Ran::Done(Err(format!("ERR {}", lua_error_text(&error)))), 2);
+                    }
+                }
             }
-            Ok(table)
-        };
-        // A script's KEYS and ARGV are globals; a function's, arguments.
-        let set_args = || -> mlua::Result<Option<(mlua::Table, mlua::Table)>> {
-            if matches!(target, Target::Function { .. }) {
-                return Ok(Some((to_table(keys)?, to_table(argv)?)));
-            }
-            vm.set_script_args(keys, argv)?;
-            Ok(None)
-        };
-        let arguments = match set_args() {
-            Ok(arguments) => arguments,
-            Err(error) => {
-                return (Ran::Done(Err(format!("ERR {}", lua_error_text(&error)))), 2);
-            }
+            Target::Script { .. } => None,
         };
         if !vm.runner_installed {
             if let Err(error) = install_runner(&vm.lua, &vm.private) {
@@ -447,7 +457,7 @@ fn run_once(
             }
             vm.runner_installed = true;
         }
-        vm.watch(scripts.clone(), running.clone(), busy_after_ms);
+        vm.watch(server.scripts.clone(), running.clone(), busy_after_ms);
         let mut runner = Runner {
             ctx,
             read_only,
@@ -459,7 +469,7 @@ fn run_once(
         };
         let result = with_runner(&mut runner, || -> mlua::Result<(bool, Value)> {
             match arguments {
-                None => vm.trampoline.call(function),
+                None => vm.call_script(&function, keys, argv),
                 Some((keys, argv)) => vm.trampoline_args.call((function, keys, argv)),
             }
         });
@@ -490,16 +500,35 @@ pub fn split_keys<'a>(
 fn eval_generic(ctx: &mut Ctx, args: &[Bytes], by_sha: bool, read_only: bool) -> CmdResult {
     super::introspection::feed_script_call(ctx, args);
     let (keys, argv) = split_keys(args, super::ERR_NOT_INTEGER)?;
-    let scripts = ctx.server.scripts.clone();
-    let (sha, body) = if by_sha {
-        scripts.get(&args[1]).ok_or(CmdError::from(
-            "NOSCRIPT No matching script. Please use EVAL.",
-        ))?
-    } else {
-        let sha = scripts.store(&args[1]);
-        scripts.get(sha.as_bytes()).expect("just stored")
+    let scripts = &ctx.server.scripts;
+    // EVALSHA of a script this thread's VM compiled (by its lower-case
+    // SHA1): its flags are known, and the shared cache is not looked at.
+    let compiled = match std::str::from_utf8(&args[1]) {
+        Ok(sha) if by_sha && !sha.bytes().any(|b| b.is_ascii_uppercase()) => {
+            with_vm(scripts, |vm| vm.compiled_flags(sha)).map(|flags| (sha, flags))
+        }
+        _ => None,
     };
-    let (flags, _) = parse_shebang(&body).map_err(CmdError::from)?;
+    let cached;
+    let (target, flags) = match compiled {
+        Some((sha, flags)) => (Target::Script { sha, body: None }, flags),
+        None => {
+            cached = if by_sha {
+                scripts.get(&args[1]).ok_or(CmdError::from(
+                    "NOSCRIPT No matching script. Please use EVAL.",
+                ))?
+            } else {
+                let sha = scripts.store(&args[1]);
+                scripts.get(sha.as_bytes()).expect("just stored")
+            };
+            let (flags, _) = parse_shebang(&cached.1).map_err(CmdError::from)?;
+            let target = Target::Script {
+                sha: &cached.0,
+                body: Some(&cached.1),
+            };
+            (target, flags)
+        }
+    };
     // A script that declares its flags and may write is refused at once
     // when memory is full, whatever it would do (Redis 7).
     if flags.declared {
@@ -508,10 +537,6 @@ fn eval_generic(ctx: &mut Ctx, args: &[Bytes], by_sha: bool, read_only: bool) ->
         }
         refuse_if_oom(ctx, flags.no_writes || flags.allow_oom)?;
     }
-    let target = Target::Script {
-        sha: &sha,
-        body: &body,
-    };
     let modes = (read_only || flags.no_writes, flags.allow_oom);
     run_script(ctx, target, keys, argv, modes, None)
 }
@@ -550,7 +575,7 @@ pub fn run_script(
     modes: (bool, bool),
     function: Option<(String, Vec<Bytes>)>,
 ) -> CmdResult {
-    let scripts = ctx.server.scripts.clone();
+    let scripts = &ctx.server.scripts;
     let client_id = ctx.session.client.id;
     // SELECT inside a script does not change the caller's database.
     let caller_db = ctx.session.db;
