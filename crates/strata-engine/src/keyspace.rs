@@ -576,12 +576,19 @@ impl Keyspace {
 
     /// Empties every database; as [`Keyspace::flush_db`].
     pub fn flush_all(&self) -> (Flushed, Commit) {
-        self.flush_all_in(None)
+        self.flush_all_in(None, || ())
     }
 
     /// [`Keyspace::flush_all`]; `held` as for [`Keyspace::flush_db_in`].
-    pub fn flush_all_in(&self, held: Option<&mut ShardSet<'_>>) -> (Flushed, Commit) {
-        self.with_all(held, |all| {
+    /// `under_locks` runs while every shard is still locked, after the
+    /// flush: what the caller must order against every key at once (the
+    /// server empties its client-side caching table there).
+    pub fn flush_all_in(
+        &self,
+        held: Option<&mut ShardSet<'_>>,
+        under_locks: impl FnOnce(),
+    ) -> (Flushed, Commit) {
+        let (flushed, commit) = self.with_all(held, |all| {
             log_db_change(Kind::FlushAll, 0, 0);
             let mut removed = Vec::new();
             for shard in all.guards.iter_mut() {
@@ -589,8 +596,10 @@ impl Keyspace {
                     removed.push(shard.take_table(db));
                 }
             }
+            under_locks();
             Flushed(removed)
-        })
+        });
+        (flushed, commit)
     }
 
     /// DEBUG RELOAD's load half: every live value in RAM is stored again

@@ -6,12 +6,14 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
+
+use crate::pubsub::Mailbox;
 
 #[derive(Clone)]
 pub struct Names {
@@ -70,6 +72,13 @@ pub struct ClientInfo {
     unblock_signal: Notify,
     killed: AtomicBool,
     kill_signal: Notify,
+    /// Where pushes wait for the connection (`crate::pubsub::Mailbox`),
+    /// made on first need: a subscription, MONITOR, tracking, or another
+    /// client's tracking redirected here.
+    mailbox: OnceLock<Arc<Mailbox>>,
+    /// Signalled when another client made the mailbox, so that the
+    /// connection starts waiting on it.
+    mailbox_made: Notify,
 }
 
 /// CLIENT UNBLOCK … TIMEOUT: answer as if the timeout had passed.
@@ -117,6 +126,42 @@ impl ClientInfo {
 
     pub async fn killed(&self) {
         self.kill_signal.notified().await
+    }
+
+    /// The client's mailbox, made now if it has none (its connection is
+    /// then woken to wait on it).
+    pub fn mailbox(self: &Arc<Self>) -> &Arc<Mailbox> {
+        let mut made = false;
+        let mailbox = self.mailbox.get_or_init(|| {
+            made = true;
+            Mailbox::new(Arc::downgrade(self), self.id)
+        });
+        if made {
+            self.mailbox_made.notify_one();
+        }
+        mailbox
+    }
+
+    /// The client's mailbox if it has one.
+    pub fn existing_mailbox(&self) -> Option<&Arc<Mailbox>> {
+        self.mailbox.get()
+    }
+
+    /// Waits until a message arrives, or until a mailbox is made for a
+    /// client that had none.
+    pub async fn message(&self) {
+        match self.mailbox.get() {
+            Some(mailbox) => mailbox.ready().await,
+            None => self.mailbox_made.notified().await,
+        }
+    }
+
+    /// Whether the client subscribes to anything (RESP2's pub/sub mode).
+    pub fn is_subscriber(&self) -> bool {
+        self.subscribed_channels.load(Relaxed)
+            + self.subscribed_patterns.load(Relaxed)
+            + self.subscribed_shard.load(Relaxed)
+            > 0
     }
 }
 
@@ -198,21 +243,27 @@ impl ClientRegistry {
             unblock_signal: Notify::new(),
             killed: AtomicBool::new(false),
             kill_signal: Notify::new(),
+            mailbox: OnceLock::new(),
+            mailbox_made: Notify::new(),
         });
         self.clients.lock().insert(id, client.clone());
         client
     }
 
+    /// Removes a client whose connection ended; it reads as killed from
+    /// then on (to a tracking client redirecting to it, say).
     pub fn unregister(&self, id: u64) -> Option<Arc<ClientInfo>> {
-        self.clients.lock().remove(&id)
+        let client = self.clients.lock().remove(&id)?;
+        client.kill();
+        Some(client)
+    }
+
+    pub fn get(&self, id: u64) -> Option<Arc<ClientInfo>> {
+        self.clients.lock().get(&id).cloned()
     }
 
     pub fn count(&self) -> usize {
         self.clients.lock().len()
-    }
-
-    pub fn contains(&self, id: u64) -> bool {
-        self.clients.lock().contains_key(&id)
     }
 
     /// All clients, ordered by id.

@@ -295,7 +295,7 @@ impl Connection {
 
     /// Moves published messages waiting for this subscriber to the output.
     fn take_messages(&mut self) {
-        if let Some(mailbox) = &self.session.mailbox {
+        if let Some(mailbox) = self.session.client.existing_mailbox() {
             mailbox.drain_into(&mut self.output);
         }
     }
@@ -383,7 +383,7 @@ impl Connection {
             if let Err(e) = self.flush() {
                 return Closed::Io(e);
             }
-            if let Some(mailbox) = &self.session.mailbox {
+            if let Some(mailbox) = self.session.client.existing_mailbox() {
                 mailbox.output_bytes.store(self.output.len(), Relaxed);
             }
             if let Err(closed) = self.check_output_limits() {
@@ -541,13 +541,7 @@ impl Connection {
             self.timer.as_mut().reset(wake_at.into());
             self.timer_at = wake_at;
         }
-        let mailbox = self.session.mailbox.clone();
-        let message = async {
-            match &mailbox {
-                Some(mailbox) => mailbox.ready().await,
-                None => std::future::pending().await,
-            }
-        };
+        let message = client.message();
         // While it waits with nothing buffered, a busy script on this
         // thread may answer its requests (`crate::busy`).
         let idle = want_read && !want_write && self.servable_while_busy();
@@ -738,6 +732,16 @@ impl Connection {
     /// Runs one command (see [`dispatch`]); false when a value it reads
     /// went cold first and it did not run (`defer_cold`).
     fn run_command(&mut self, args: &[Bytes], now: u64, defer_cold: bool) -> bool {
+        // A lowered tracking-table-max-keys applies before any command (as
+        // in Redis, whose cron may be paused); invalidations that sends this
+        // client come before the command's reply.
+        let server = &self.server;
+        if server.tracking.trim(
+            self.config.tracking_table_max_keys as usize,
+            self.config.output_limit_pubsub,
+        ) {
+            self.take_messages();
+        }
         let reply_at = self.output.len();
         let dispatched = dispatch(
             &self.server,

@@ -15,8 +15,8 @@
 //! grows server memory without bound.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
@@ -46,9 +46,13 @@ impl Kind {
     }
 }
 
-/// Messages waiting for one subscriber's connection.
+/// Messages waiting for one client's connection: what it subscribed to,
+/// invalidations (its own or redirected to it) and MONITOR lines. The
+/// client owns it (`ClientInfo::mailbox`), hence the weak link back.
 pub struct Mailbox {
-    client: Arc<ClientInfo>,
+    client: Weak<ClientInfo>,
+    /// The client's id.
+    pub id: u64,
     state: Mutex<MailboxState>,
     /// Unsent bytes of the connection's own output, which count toward
     /// the same limit.
@@ -64,9 +68,10 @@ struct MailboxState {
 }
 
 impl Mailbox {
-    pub fn new(client: Arc<ClientInfo>) -> Arc<Mailbox> {
+    pub(crate) fn new(client: Weak<ClientInfo>, id: u64) -> Arc<Mailbox> {
         Arc::new(Mailbox {
             client,
+            id,
             state: Mutex::new(MailboxState::default()),
             output_bytes: AtomicUsize::new(0),
             ready: Notify::new(),
@@ -76,8 +81,11 @@ impl Mailbox {
     /// Queues `message` unless that takes the subscriber over its limit,
     /// which disconnects it instead.
     pub(crate) fn deliver(&self, message: Bytes, limit: OutputLimit) {
+        let Some(client) = self.client.upgrade() else {
+            return;
+        };
         let mut state = self.state.lock();
-        if self.client.is_killed() {
+        if client.is_killed() {
             return;
         }
         let pending = (state.bytes + message.len() + self.output_bytes.load(Relaxed)) as u64;
@@ -99,10 +107,10 @@ impl Mailbox {
             drop(state);
             crate::log_notice!(
                 "Client id={} addr={} closed for overcoming of output buffer limits.",
-                self.client.id,
-                self.client.addr
+                client.id,
+                client.addr
             );
-            self.client.kill();
+            client.kill();
             return;
         }
         state.bytes += message.len();
@@ -113,8 +121,8 @@ impl Mailbox {
 
     /// The protocol the subscriber speaks now (HELLO may change it).
     pub(crate) fn protocol(&self) -> Protocol {
-        match self.client.resp.load(Relaxed) {
-            3 => Protocol::Resp3,
+        match self.client.upgrade().map(|c| c.resp.load(Relaxed)) {
+            Some(3) => Protocol::Resp3,
             _ => Protocol::Resp2,
         }
     }
@@ -125,6 +133,13 @@ impl Mailbox {
         for message in state.messages.drain(..) {
             out.extend_from_slice(&message);
         }
+        state.bytes = 0;
+    }
+
+    /// Drops every waiting message (RESET).
+    pub fn clear(&self) {
+        let mut state = self.state.lock();
+        state.messages.clear();
         state.bytes = 0;
     }
 
@@ -173,7 +188,7 @@ pub struct Counts {
 impl PubSub {
     /// Subscribes `mailbox`'s client to `name`; returns its counts after.
     pub fn subscribe(&self, kind: Kind, name: &Bytes, mailbox: &Arc<Mailbox>) -> Counts {
-        let id = mailbox.client.id;
+        let id = mailbox.id;
         let mut state = self.state.write();
         let subscribers = state.table(kind).entry(name.clone()).or_default();
         if subscribers.insert(id, mailbox.clone()).is_none() {
@@ -224,24 +239,6 @@ impl PubSub {
                 channels: names[0].len(),
                 patterns: names[1].len(),
                 shard: names[2].len(),
-            })
-    }
-
-    /// The mailbox of client `id` if it subscribes to anything.
-    pub fn mailbox_of(&self, id: u64) -> Option<Arc<Mailbox>> {
-        let state = self.state.read();
-        let names = state.clients.get(&id)?;
-        [Kind::Channel, Kind::Pattern, Kind::Shard]
-            .into_iter()
-            .zip(names.iter())
-            .find_map(|(kind, names)| {
-                let name = names.first()?;
-                let table = match kind {
-                    Kind::Channel => &state.channels,
-                    Kind::Pattern => &state.patterns,
-                    Kind::Shard => &state.shard_channels,
-                };
-                table.get(name)?.get(&id).cloned()
             })
     }
 

@@ -77,6 +77,10 @@ pub struct Server {
     pub paused_clients: AtomicUsize,
     /// DEBUG SET-ACTIVE-EXPIRE: whether the cron reclaims expired keys.
     pub active_expire: Arc<AtomicBool>,
+    /// DEBUG PAUSE-CRON: the periodic work Redis' serverCron does stops
+    /// (active expiry, the tracking table's trim, the ops/s samples);
+    /// memory-bound work (tiering, the census) goes on.
+    pub cron_paused: Arc<AtomicBool>,
     /// DEBUG SET-DISABLE-DENY-SCRIPTS: scripts may call `noscript`
     /// commands (`commands::scripting` keeps the script commands out).
     pub deny_scripts_disabled: AtomicBool,
@@ -120,6 +124,7 @@ pub struct Handles {
     pub persistence: Arc<Persistence>,
     pub tiering: Arc<Tiering>,
     pub active_expire: Arc<AtomicBool>,
+    pub cron_paused: Arc<AtomicBool>,
     pub functions: Arc<crate::functions::Functions>,
 }
 
@@ -221,6 +226,7 @@ impl Server {
             persistence: self.persistence.clone(),
             tiering: self.tiering.clone(),
             active_expire: self.active_expire.clone(),
+            cron_paused: self.cron_paused.clone(),
             functions: self.functions.clone(),
         }
     }
@@ -377,6 +383,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         unpaused: Notify::new(),
         paused_clients: AtomicUsize::new(0),
         active_expire: Arc::new(AtomicBool::new(true)),
+        cron_paused: Arc::new(AtomicBool::new(false)),
         deny_scripts_disabled: AtomicBool::new(false),
         pubsub: Arc::default(),
         tracking: Arc::default(),
@@ -439,7 +446,6 @@ pub fn run(mut config: Config) -> Result<(), String> {
     crate::tracking::spawn_feed_invalidations(
         server.keyspace.clone(),
         server.config.clone(),
-        server.pubsub.clone(),
         server.tracking.clone(),
     )
     .map_err(|e| format!("Can't start the tracking thread: {e}"))?;
@@ -539,12 +545,11 @@ pub fn run(mut config: Config) -> Result<(), String> {
                         next_worker = index + 1;
                     }
                 }
-                _ = sample.tick() => {
+                _ = sample.tick(), if !server.cron_paused.load(Relaxed) => {
                     server.stats.sample_ops(now_ms(), server.total_commands());
                     let config = server.config.get();
                     server.tracking.trim(
                         config.tracking_table_max_keys as usize,
-                        &server.pubsub,
                         config.output_limit_pubsub,
                     );
                 }
@@ -793,7 +798,10 @@ fn expiry_thread(server: Handles) {
         server
             .tiering
             .tick(&server.keyspace, &server.config.get(), &server.persistence);
-        if server.persistence.is_loading() || !server.active_expire.load(Relaxed) {
+        if server.persistence.is_loading()
+            || !server.active_expire.load(Relaxed)
+            || server.cron_paused.load(Relaxed)
+        {
             continue;
         }
         let cycle = Instant::now();

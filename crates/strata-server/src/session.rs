@@ -44,8 +44,6 @@ pub struct Session {
     pub replied_push: bool,
     /// Channels, patterns and shard channels subscribed to, together.
     pub subscriptions: usize,
-    /// Where published messages wait for this connection (`crate::pubsub`).
-    pub mailbox: Option<Arc<crate::pubsub::Mailbox>>,
     /// Set while EXEC runs its commands (a script there shares the
     /// transaction's locks).
     pub in_exec: bool,
@@ -111,7 +109,6 @@ impl Session {
             skip_next_reply: false,
             replied_push: false,
             subscriptions: 0,
-            mailbox: None,
             tracking: None,
             caching: false,
             error_counted: false,

@@ -1,9 +1,10 @@
 //! Client-side caching (CLIENT TRACKING), as Redis 7 has it.
 //!
 //! A tracking client is told when a key it may have cached changes: an
-//! `invalidate` push with the key (RESP3), or a message on
-//! `__redis__:invalidate` sent to the client it redirects to (RESP2, the
-//! target subscribed to that channel). In the default mode the server
+//! `invalidate` push with the key (RESP3), sent to the client itself or to
+//! the client it redirects to (any connected client; a RESP2 target hears
+//! it as a message on `__redis__:invalidate` while it subscribes to
+//! anything, as in Redis). In the default mode the server
 //! remembers which keys each client read ([`Tracking::remember`]) and
 //! tells it once; in BCAST mode it tells every client whose prefixes match
 //! any changed key, remembering nothing. FLUSHDB and FLUSHALL send a null
@@ -43,9 +44,10 @@ use strata_engine::Keyspace;
 use strata_engine::record::Kind;
 use strata_resp::Protocol;
 
+use crate::client::ClientInfo;
 use crate::config::{OutputLimit, SharedConfig};
 use crate::feed_slot::FeedSlot;
-use crate::pubsub::{Mailbox, PubSub};
+use crate::pubsub::Mailbox;
 
 /// The channel a RESP2 redirect target receives invalidations on.
 pub const CHANNEL: &[u8] = b"__redis__:invalidate";
@@ -65,6 +67,9 @@ pub struct Options {
 
 struct Client {
     mailbox: Arc<Mailbox>,
+    /// The client `options.redirect` names, as it was when tracking was
+    /// turned on (it reads as killed once gone: a broken redirect).
+    redirect_to: Option<Arc<ClientInfo>>,
     options: Options,
     /// The redirect target was gone when an invalidation was due.
     broken_redirect: bool,
@@ -85,6 +90,11 @@ struct State {
 pub struct Tracking {
     /// Clients tracking: the only cost of tracking while nobody does.
     active: AtomicUsize,
+    /// Keys in the table as last counted under the lock: it grows only in
+    /// [`Tracking::remember`], which trims at once, so it is above
+    /// `tracking-table-max-keys` only after that limit was lowered, and a
+    /// command finds that out without taking the lock.
+    keys_counted: AtomicUsize,
     state: Mutex<State>,
     /// The change feed, subscribed while a client tracks.
     feed: FeedSlot,
@@ -104,7 +114,14 @@ impl Tracking {
     }
 
     /// Turns tracking on for client `id` (again, with new options).
-    pub fn enable(&self, keyspace: &Keyspace, id: u64, mailbox: Arc<Mailbox>, options: Options) {
+    pub fn enable(
+        &self,
+        keyspace: &Keyspace,
+        id: u64,
+        mailbox: Arc<Mailbox>,
+        redirect_to: Option<Arc<ClientInfo>>,
+        options: Options,
+    ) {
         // Before the client hears OK: a key expiring right after is seen.
         self.feed.want(keyspace, true);
         let mut state = self.state.lock();
@@ -115,6 +132,7 @@ impl Tracking {
             id,
             Client {
                 mailbox,
+                redirect_to,
                 options,
                 broken_redirect: false,
             },
@@ -195,7 +213,6 @@ impl Tracking {
         id: u64,
         keys: impl Iterator<Item = &'k [u8]>,
         max_keys: usize,
-        pubsub: &PubSub,
         limit: OutputLimit,
     ) {
         let mut state = self.state.lock();
@@ -205,16 +222,23 @@ impl Tracking {
                 clients.push(id);
             }
         }
-        trim_to(&mut state, max_keys, pubsub, limit);
+        trim_to(&mut state, max_keys, limit);
+        self.keys_counted.store(state.keys.len(), Relaxed);
     }
 
     /// Drops keys with an invalidation past `max_keys` (0: no limit); the
-    /// cron calls it, so that a lowered `tracking-table-max-keys` applies
-    /// without waiting for the next key read, as in Redis.
-    pub fn trim(&self, max_keys: usize, pubsub: &PubSub, limit: OutputLimit) {
-        if max_keys > 0 && self.is_active() {
-            trim_to(&mut self.state.lock(), max_keys, pubsub, limit);
+    /// cron calls it, and each command before it runs (as Redis does), so
+    /// that a lowered `tracking-table-max-keys` applies without waiting
+    /// for the next key read. Whether it dropped any.
+    pub fn trim(&self, max_keys: usize, limit: OutputLimit) -> bool {
+        if max_keys == 0 || !self.is_active() || self.keys_counted.load(Relaxed) <= max_keys {
+            return false;
         }
+        let mut state = self.state.lock();
+        let before = state.keys.len();
+        trim_to(&mut state, max_keys, limit);
+        self.keys_counted.store(state.keys.len(), Relaxed);
+        state.keys.len() < before
     }
 
     /// Whether a client tracks in BCAST mode (changed keys are then
@@ -232,7 +256,6 @@ impl Tracking {
         keys: &[&[u8]],
         writer: Option<u64>,
         forget: bool,
-        pubsub: &PubSub,
         limit: OutputLimit,
     ) {
         if keys.is_empty() {
@@ -247,7 +270,7 @@ impl Tracking {
             };
             for id in readers {
                 if !skips(&state, id, writer) {
-                    deliver(&mut state, id, Some(&[key]), pubsub, limit);
+                    deliver(&mut state, id, Some(&[key]), limit);
                 }
             }
         }
@@ -257,13 +280,7 @@ impl Tracking {
     /// one message per matching prefix with all its keys, as Redis sends
     /// what one event loop changed (here: one command, transaction or
     /// script).
-    pub fn broadcast(
-        &self,
-        keys: &[&[u8]],
-        writer: Option<u64>,
-        pubsub: &PubSub,
-        limit: OutputLimit,
-    ) {
+    pub fn broadcast(&self, keys: &[&[u8]], writer: Option<u64>, limit: OutputLimit) {
         if keys.is_empty() {
             return;
         }
@@ -289,20 +306,27 @@ impl Tracking {
                 matching.sort_unstable();
                 matching.dedup();
                 if !matching.is_empty() {
-                    deliver(&mut state, id, Some(&matching), pubsub, limit);
+                    deliver(&mut state, id, Some(&matching), limit);
                 }
             }
         }
     }
 
+    /// FLUSHALL, with every shard locked: no key is remembered any more
+    /// (the null invalidation that follows tells every client).
+    pub fn forget_keys(&self) {
+        self.state.lock().keys.clear();
+        self.keys_counted.store(0, Relaxed);
+    }
+
     /// FLUSHDB or FLUSHALL: every tracking client drops everything.
-    pub fn invalidate_all(&self, pubsub: &PubSub, limit: OutputLimit) {
+    /// FLUSHDB keeps the registrations, as Redis does (the table is not
+    /// per database).
+    pub fn invalidate_all(&self, limit: OutputLimit) {
         let mut state = self.state.lock();
-        // Registrations stay (see the module docs): a flush cannot be
-        // ordered against reads of every key at once.
         let ids: Vec<u64> = state.clients.keys().copied().collect();
         for id in ids {
-            deliver(&mut state, id, None, pubsub, limit);
+            deliver(&mut state, id, None, limit);
         }
     }
 
@@ -329,52 +353,46 @@ fn skips(state: &State, id: u64, writer: Option<u64>) -> bool {
 
 /// Drops keys of `state` with an invalidation to their readers until at
 /// most `max_keys` remain (0: no limit).
-fn trim_to(state: &mut State, max_keys: usize, pubsub: &PubSub, limit: OutputLimit) {
+fn trim_to(state: &mut State, max_keys: usize, limit: OutputLimit) {
     while max_keys > 0 && state.keys.len() > max_keys {
         let victim = state.keys.keys().next().cloned().expect("over the limit");
         let clients = state.keys.remove(&victim).expect("present");
         for client in clients {
-            deliver(state, client, Some(&[&victim]), pubsub, limit);
+            deliver(state, client, Some(&[&victim]), limit);
         }
     }
 }
 
 /// Sends client `id` the invalidation of `keys` (`None`: everything),
 /// through its redirect target when it has one.
-fn deliver(
-    state: &mut State,
-    id: u64,
-    keys: Option<&[&[u8]]>,
-    pubsub: &PubSub,
-    limit: OutputLimit,
-) {
+fn deliver(state: &mut State, id: u64, keys: Option<&[&[u8]]>, limit: OutputLimit) {
     let Some(client) = state.clients.get(&id) else {
         return;
     };
     let redirect = client.options.redirect;
-    if redirect == 0 {
+    let Some(target) = &client.redirect_to else {
         if client.mailbox.protocol() == Protocol::Resp3 {
             client
                 .mailbox
                 .deliver(encode(Protocol::Resp3, false, keys), limit);
         }
         return;
-    }
-    let target = pubsub.mailbox_of(redirect).map(|m| (m, true)).or_else(|| {
-        state
-            .clients
-            .get(&redirect)
-            .map(|c| (c.mailbox.clone(), false))
-    });
-    match target {
-        Some((target, subscribed)) => match target.protocol() {
-            Protocol::Resp2 if subscribed => {
-                target.deliver(encode(Protocol::Resp2, true, keys), limit)
+    };
+    // As Redis: any live client may be the target; a RESP2 one hears
+    // invalidations only as a subscriber (the `__redis__:invalidate`
+    // message), a RESP3 one as pushes.
+    match target.is_killed() {
+        false => {
+            let mailbox = target.mailbox();
+            match mailbox.protocol() {
+                Protocol::Resp2 if target.is_subscriber() => {
+                    mailbox.deliver(encode(Protocol::Resp2, true, keys), limit)
+                }
+                Protocol::Resp2 => {}
+                protocol => mailbox.deliver(encode(protocol, true, keys), limit),
             }
-            Protocol::Resp2 => {}
-            protocol => target.deliver(encode(protocol, true, keys), limit),
-        },
-        None => {
+        }
+        true => {
             let client = state.clients.get_mut(&id).expect("looked up above");
             client.broken_redirect = true;
             if client.mailbox.protocol() == Protocol::Resp3 {
@@ -418,24 +436,18 @@ fn encode(protocol: Protocol, redirected: bool, keys: Option<&[&[u8]]>) -> Bytes
 pub fn spawn_feed_invalidations(
     keyspace: Arc<Keyspace>,
     config: Arc<SharedConfig>,
-    pubsub: Arc<PubSub>,
     tracking: Arc<Tracking>,
 ) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("strata-tracking".into())
-        .spawn(move || feed_invalidations(&keyspace, &config, &pubsub, &tracking))?;
+        .spawn(move || feed_invalidations(&keyspace, &config, &tracking))?;
     Ok(())
 }
 
 /// How long the thread waits for a group at a time.
 const POLL: Duration = Duration::from_millis(100);
 
-fn feed_invalidations(
-    keyspace: &Keyspace,
-    config: &SharedConfig,
-    pubsub: &PubSub,
-    tracking: &Tracking,
-) {
+fn feed_invalidations(keyspace: &Keyspace, config: &SharedConfig, tracking: &Tracking) {
     loop {
         match tracking.feed.recv(keyspace, POLL) {
             Ok(Some(group)) => {
@@ -446,12 +458,12 @@ fn feed_invalidations(
                     .filter(|c| c.background && matches!(c.kind, Kind::Del | Kind::HashDel))
                     .map(|c| &c.key[..])
                     .collect();
-                tracking.invalidate(&keys, None, false, pubsub, limit);
-                tracking.broadcast(&keys, None, pubsub, limit);
+                tracking.invalidate(&keys, None, false, limit);
+                tracking.broadcast(&keys, None, limit);
             }
             Ok(None) => {}
             // Fell behind: invalidate everything rather than miss a key.
-            Err(_) => tracking.invalidate_all(pubsub, config.get().output_limit_pubsub),
+            Err(_) => tracking.invalidate_all(config.get().output_limit_pubsub),
         }
     }
 }

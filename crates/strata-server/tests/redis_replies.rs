@@ -1212,6 +1212,7 @@ const NOT_IN_REDIS_7_0: &[&str] = &[
     "debug|reload",
     "debug|protocol",
     "debug|set-disable-deny-scripts",
+    "debug|pause-cron",
     // Known metadata gaps of the new tables (key spec notes, command tips,
     // the PUBSUB container's ACL category), to be filled in: issue 15.
     "pubsub",

@@ -316,3 +316,132 @@ fn bcast_without_prefix_shows_the_empty_prefix() {
     };
     assert_eq!(info[2], (b("prefixes"), Reply::Array(vec![b("p:")])));
 }
+
+/// With the cron paused (DEBUG PAUSE-CRON 1), a lowered
+/// `tracking-table-max-keys` applies before the next command of any
+/// client, also one that is queued in MULTI: its invalidation comes
+/// before `+QUEUED`, as in Redis (whose unit/tracking checks this), and
+/// the transaction goes on.
+#[test]
+fn a_lowered_table_limit_applies_at_the_next_command_with_the_cron_paused() {
+    let server = TestServer::start();
+    let mut admin = server.raw();
+    let mut reader = resp3(&server);
+    assert_eq!(
+        admin.cmd(&["CONFIG", "SET", "tracking-table-max-keys", "2"]),
+        ok()
+    );
+    assert_eq!(admin.cmd(&["DEBUG", "PAUSE-CRON", "1"]), ok());
+    assert_eq!(reader.cmd(&["CLIENT", "TRACKING", "ON"]), ok());
+    assert_eq!(
+        reader.cmd(&["MGET", "1{tag}", "2{tag}"]),
+        Reply::Array(vec![Reply::Null, Reply::Null])
+    );
+    assert_eq!(reader.cmd(&["MULTI"]), ok());
+    assert_eq!(
+        admin.cmd(&["CONFIG", "SET", "tracking-table-max-keys", "1"]),
+        ok()
+    );
+    // The cron is paused: the limit applies before the next command.
+    reader.send(&["PING"]);
+    let Reply::Push(parts) = reader.read() else {
+        panic!("an invalidation push before QUEUED");
+    };
+    assert!(
+        parts == invalidate(&["1{tag}"]).as_array() || parts == invalidate(&["2{tag}"]).as_array(),
+        "{parts:?}"
+    );
+    assert_eq!(reader.read(), Reply::Simple("QUEUED".into()));
+    assert_eq!(
+        reader.cmd(&["EXEC"]),
+        Reply::Array(vec![Reply::Simple("PONG".into())])
+    );
+    assert_eq!(admin.cmd(&["DEBUG", "PAUSE-CRON", "0"]), ok());
+    assert_eq!(
+        admin.cmd(&["DEBUG", "PAUSE-CRON", "x"]),
+        e("ERR value is not an integer or out of range")
+    );
+}
+
+/// Any connected RESP3 client can receive redirected invalidations, also
+/// one that neither tracks nor subscribes, and also while its replies are
+/// off (CLIENT REPLY OFF silences replies, not pushes), as in Redis; once
+/// it is gone the tracking client hears `tracking-redir-broken`.
+#[test]
+fn a_plain_resp3_client_receives_redirected_invalidations() {
+    let server = TestServer::start();
+    let mut target = resp3(&server);
+    let target_id = target.cmd(&["CLIENT", "ID"]).as_int().to_string();
+    let mut reader = resp3(&server);
+    let mut writer = server.raw();
+    assert_eq!(
+        reader.cmd(&["CLIENT", "TRACKING", "ON", "REDIRECT", &target_id]),
+        ok()
+    );
+    assert_eq!(writer.cmd(&["SET", "k", "1"]), ok());
+    assert_eq!(reader.cmd(&["GET", "k"]), b("1"));
+    target.send(&["CLIENT", "REPLY", "OFF"]);
+    assert_eq!(writer.cmd(&["SET", "k", "2"]), ok());
+    assert_eq!(target.read(), invalidate(&["k"]));
+    // Nothing else was sent meanwhile: the next reply is CLIENT REPLY ON's.
+    assert_eq!(target.cmd(&["CLIENT", "REPLY", "ON"]), ok());
+    assert_eq!(target.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    drop(target);
+    assert_eq!(reader.cmd(&["GET", "k"]), b("2"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        // The target's connection ends a moment after its socket closes.
+        assert_eq!(writer.cmd(&["SET", "k", "3"]), ok());
+        reader.send(&["GET", "k"]);
+        match reader.read() {
+            Reply::Push(parts) => {
+                assert_eq!(
+                    parts,
+                    vec![b("tracking-redir-broken"), i(target_id.parse().unwrap())]
+                );
+                break;
+            }
+            reply => assert_eq!(reply, b("3")),
+        }
+        assert!(Instant::now() < deadline, "no tracking-redir-broken");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// FLUSHALL empties the table of remembered keys (with every shard
+/// locked, so no read is forgotten unannounced): every tracking client
+/// hears a null invalidation, and a key read after the flush is tracked
+/// again. FLUSHDB keeps the table, as in Redis.
+#[test]
+fn flushall_empties_the_tracking_table() {
+    let server = TestServer::start();
+    let mut reader = resp3(&server);
+    let mut writer = server.raw();
+    assert_eq!(reader.cmd(&["CLIENT", "TRACKING", "ON"]), ok());
+    assert_eq!(
+        reader.cmd(&["MGET", "a", "b"]),
+        Reply::Array(vec![Reply::Null, Reply::Null])
+    );
+    let total = |con: &mut Raw| {
+        info_field(
+            &con.cmd(&["INFO", "stats"]).as_text(),
+            "tracking_total_keys",
+        )
+    };
+    assert_eq!(total(&mut writer), "2");
+    assert_eq!(writer.cmd(&["FLUSHDB"]), ok());
+    assert_eq!(
+        reader.read(),
+        Reply::Push(vec![b("invalidate"), Reply::Null])
+    );
+    assert_eq!(total(&mut writer), "2");
+    assert_eq!(writer.cmd(&["FLUSHALL", "ASYNC"]), ok());
+    assert_eq!(total(&mut writer), "0");
+    assert_eq!(
+        reader.read(),
+        Reply::Push(vec![b("invalidate"), Reply::Null])
+    );
+    assert_eq!(reader.cmd(&["GET", "a"]), Reply::Null);
+    assert_eq!(writer.cmd(&["SET", "a", "1"]), ok());
+    assert_eq!(reader.read(), invalidate(&["a"]));
+}

@@ -74,6 +74,17 @@ pub fn debug_set_active_expire(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
+/// DEBUG PAUSE-CRON 0|1: stops (1) or resumes (0) the periodic work
+/// Redis' serverCron does (`Server::cron_paused`). Tests use it to see
+/// what happens without the cron, e.g. a lowered tracking-table-max-keys
+/// applied by the next command alone.
+pub fn debug_pause_cron(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let paused = parse_i64(&args[2])? != 0;
+    ctx.server.cron_paused.store(paused, Relaxed);
+    ctx.out.ok();
+    Ok(())
+}
+
 /// DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: writes a checkpoint (unless
 /// NOSAVE), then stores every value in RAM again from its image, as a
 /// load builds it (`Keyspace::rebuild_values`). Redis empties its
@@ -217,6 +228,8 @@ pub fn debug_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
             "RELOAD [MERGE] [NOFLUSH] [NOSAVE]",
             "    Save the dataset to disk (a checkpoint), then rebuild every value as",
             "    loading it would. NOSAVE skips the checkpoint.",
+            "PAUSE-CRON <0|1>",
+            "    Stop periodic cron job processing.",
             "PROTOCOL <type>",
             "    Reply with a test value of the specified type. <type> can be: string,",
             "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",

@@ -6,18 +6,13 @@ use bytes::Bytes;
 
 use super::connection::help_lines;
 use super::{CmdResult, Ctx, parse_i64};
-use crate::pubsub::Mailbox;
 
 /// MONITOR: from now on this client receives a line for every command
 /// the server runs, until RESET or it closes. A second MONITOR is
 /// ignored without a reply, as in Redis.
 pub fn monitor(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     let client = ctx.session.client.clone();
-    let mailbox = ctx
-        .session
-        .mailbox
-        .get_or_insert_with(|| Mailbox::new(client.clone()))
-        .clone();
+    let mailbox = client.mailbox().clone();
     if ctx.server.monitors.add(client.id, mailbox) {
         ctx.out.ok();
     }

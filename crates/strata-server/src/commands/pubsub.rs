@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use super::connection::help_lines;
 use super::{CmdResult, Ctx};
-use crate::pubsub::{Counts, Kind, Mailbox};
+use crate::pubsub::{Counts, Kind};
 
 /// What a RESP2 client may run while subscribed.
 pub fn allowed_when_subscribed(name: &str) -> bool {
@@ -59,11 +59,7 @@ fn note_counts(ctx: &mut Ctx, counts: Counts) {
 }
 
 fn subscribe_generic(ctx: &mut Ctx, args: &[Bytes], kind: Kind) -> CmdResult {
-    let mailbox = ctx
-        .session
-        .mailbox
-        .get_or_insert_with(|| Mailbox::new(ctx.session.client.clone()))
-        .clone();
+    let mailbox = ctx.session.client.mailbox().clone();
     let (word, _, _) = kind.words();
     for name in &args[1..] {
         let counts = ctx.server.pubsub.subscribe(kind, name, &mailbox);
@@ -123,7 +119,9 @@ pub fn sunsubscribe(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn unsubscribe_all(ctx: &mut Ctx) {
     ctx.server.pubsub.forget(ctx.session.client.id);
     note_counts(ctx, Counts::default());
-    ctx.session.mailbox = None;
+    if let Some(mailbox) = ctx.session.client.existing_mailbox() {
+        mailbox.clear();
+    }
 }
 
 pub fn publish(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {

@@ -201,7 +201,12 @@ pub fn flushdb(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn flushall(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let asynchronous = parse_flush_mode(args)?;
     let keyspace = ctx.keyspace();
-    let (flushed, lsn) = keyspace.flush_all_in(ctx.keys.all());
+    // The tracking table empties with every shard locked: a read registers
+    // its key under its shard's lock, so it came before the flush (and
+    // hears its null invalidation) or comes after (and stays), as Redis
+    // empties the table on FLUSHALL.
+    let tracking = &ctx.server.tracking;
+    let (flushed, lsn) = keyspace.flush_all_in(ctx.keys.all(), || tracking.forget_keys());
     ctx.committed(lsn);
     dispose(flushed, asynchronous);
     ctx.out.ok();

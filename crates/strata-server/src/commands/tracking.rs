@@ -8,7 +8,6 @@ use strata_engine::record::Kind;
 
 use super::{CmdResult, Ctx, ERR_SYNTAX, Spec, is, parse_i64};
 use crate::config::Config;
-use crate::pubsub::Mailbox;
 use crate::server::Server;
 use crate::session::Session;
 use crate::tracking::Options;
@@ -17,6 +16,7 @@ use crate::tracking::Options;
 /// [OPTOUT] [NOLOOP].
 pub fn client_tracking(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut options = Options::default();
+    let mut redirect_to = None;
     let mut i = 3;
     while i < args.len() {
         let more = i + 1 < args.len();
@@ -27,9 +27,13 @@ pub fn client_tracking(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 return Err("ERR A client can only redirect to a single other client".into());
             }
             let id = parse_i64(&args[i])?;
-            if id <= 0 || !ctx.server.clients.contains(id as u64) {
+            let target = (id > 0)
+                .then(|| ctx.server.clients.get(id as u64))
+                .flatten();
+            if target.is_none() {
                 return Err("ERR The client ID you want redirect to does not exist".into());
             }
+            redirect_to = target;
             options.redirect = id as u64;
         } else if is(arg, "bcast") {
             options.bcast = true;
@@ -78,15 +82,11 @@ pub fn client_tracking(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     {
         return Err(error.into());
     }
-    let mailbox = ctx
-        .session
-        .mailbox
-        .get_or_insert_with(|| Mailbox::new(ctx.session.client.clone()))
-        .clone();
+    let mailbox = ctx.session.client.mailbox().clone();
     let keyspace = ctx.keyspace();
     ctx.server
         .tracking
-        .enable(keyspace, id, mailbox, options.clone());
+        .enable(keyspace, id, mailbox, redirect_to, options.clone());
     ctx.session.tracking = Some(options);
     ctx.session.caching = false;
     ctx.out.ok();
@@ -237,7 +237,6 @@ pub(crate) fn remember_read(ctx: &mut Ctx, spec: &Spec) {
         ctx.session.client.id,
         ctx.declared.iter().map(|k| k.bytes),
         max_keys,
-        &ctx.server.pubsub,
         ctx.config.output_limit_pubsub,
     );
 }
@@ -261,7 +260,7 @@ pub(crate) fn invalidate_changes(ctx: &mut Ctx, before: usize) {
         flushed |= matches!(kind, Kind::FlushDb | Kind::FlushAll);
     });
     let refs: Vec<&[u8]> = changed.iter().map(|k| &k[..]).collect();
-    tracking.invalidate(&refs, writer, true, &server.pubsub, limit);
+    tracking.invalidate(&refs, writer, true, limit);
     let mut after: Vec<Bytes> = Vec::new();
     for (kind, _, key) in ctx.committed.changed.iter() {
         flushed |= matches!(kind, Kind::FlushDb | Kind::FlushAll);
@@ -270,9 +269,9 @@ pub(crate) fn invalidate_changes(ctx: &mut Ctx, before: usize) {
         }
     }
     let refs: Vec<&[u8]> = after.iter().map(|k| &k[..]).collect();
-    tracking.invalidate(&refs, writer, false, &server.pubsub, limit);
+    tracking.invalidate(&refs, writer, false, limit);
     if flushed {
-        tracking.invalidate_all(&server.pubsub, limit);
+        tracking.invalidate_all(limit);
     }
     if tracking.has_bcast() {
         let pending = &mut ctx.session.bcast_pending;
@@ -293,10 +292,7 @@ const BCAST_PENDING_KEYS_MAX: usize = 1 << 20;
 pub(crate) fn broadcast_pending(server: &Server, session: &mut Session, config: &Config) {
     let pending = std::mem::take(&mut session.bcast_pending);
     let refs: Vec<&[u8]> = pending.iter().map(|k| &k[..]).collect();
-    server.tracking.broadcast(
-        &refs,
-        Some(session.client.id),
-        &server.pubsub,
-        config.output_limit_pubsub,
-    );
+    server
+        .tracking
+        .broadcast(&refs, Some(session.client.id), config.output_limit_pubsub);
 }

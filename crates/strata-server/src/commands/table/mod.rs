@@ -594,6 +594,16 @@ const DEBUG_SUBCOMMANDS: &[Spec] = &[
         dbg::debug_set_active_expire,
     ),
     sub(
+        "pause-cron",
+        3,
+        ADMIN,
+        NO_KEYS,
+        DANGEROUS,
+        "7.0.0",
+        "Stops (1) or resumes (0) the periodic cron work (tests).",
+        dbg::debug_pause_cron,
+    ),
+    sub(
         "reload",
         -2,
         ADMIN,
