@@ -471,16 +471,20 @@ impl Keyspace {
 
     /// Recounts the RAM of shards in turn, continuing where the last call
     /// stopped, until about `entries_max` entries were visited (at least
-    /// one shard). Called a few times a second, a full pass takes
-    /// (keys / entries_max) calls: the figures of [`Keyspace::memory_census`]
-    /// are that old at most, at a bounded cost per call.
-    pub fn census_step(&self, entries_max: usize) {
+    /// one shard) or a pass over every shard ended. Called a few times a
+    /// second, a full pass takes (keys / entries_max) calls: the figures
+    /// of [`Keyspace::memory_census`] are that old at most, at a bounded
+    /// cost per call. Whether this call ended a pass.
+    pub fn census_step(&self, entries_max: usize) -> bool {
         let mut visited = 0;
-        for _ in 0..SHARD_COUNT {
+        loop {
             let index = self.census_cursor.fetch_add(1, Relaxed) % SHARD_COUNT;
             visited += self.shards[index].lock().count_memory();
+            if index == SHARD_COUNT - 1 {
+                return true;
+            }
             if visited >= entries_max {
-                break;
+                return false;
             }
         }
     }
