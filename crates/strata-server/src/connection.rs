@@ -380,6 +380,10 @@ impl Connection {
                 return closed;
             }
             self.take_messages();
+            // What the commands consumed no longer counts before their
+            // replies go out: a client that has its answer must not find
+            // another client evicted for memory this one gave back.
+            self.publish_memory(client);
             if let Err(e) = self.flush() {
                 return Closed::Io(e);
             }
@@ -498,23 +502,30 @@ impl Connection {
     /// evicts the largest clients; whether this one was among them.
     fn evicted(&self, client: &ClientInfo) -> bool {
         let limit = self.config.clients_limit_bytes();
-        if limit == 0 {
+        match self.publish_memory(client) {
+            Some(total) if total > limit => {
+                crate::client_eviction::evict(&self.server, limit);
+                client.is_killed()
+            }
+            _ => false,
+        }
+    }
+
+    /// Publishes what this client holds in buffers while `maxmemory-clients`
+    /// is set; the total of all clients (None without a limit).
+    fn publish_memory(&self, client: &ClientInfo) -> Option<u64> {
+        if self.config.clients_limit_bytes() == 0 {
             // Nothing published: no shared counter touched per turn
             // while there is no limit (a figure from when there was one
             // is withdrawn once).
             if client.memory_bytes.load(Relaxed) != 0 {
                 self.server.client_memory.forget(client);
             }
-            return false;
+            return None;
         }
         let queued = self.session.multi.as_ref().map_or(0, |m| m.bytes());
         let bytes = (self.input.len() + self.output.len() + queued) as u64;
-        let total = self.server.client_memory.publish(client, bytes);
-        if total <= limit {
-            return false;
-        }
-        crate::client_eviction::evict(&self.server, limit);
-        client.is_killed()
+        Some(self.server.client_memory.publish(client, bytes))
     }
 
     /// Waits until the socket can make progress, then reads what it has.
