@@ -67,6 +67,11 @@ impl<'a> ReplyWriter<'a> {
         self.line(prefix, digits.format(n).as_bytes());
     }
 
+    /// Appends replies already encoded for this writer's protocol.
+    pub fn encoded(&mut self, replies: &[u8]) {
+        self.out.put_slice(replies);
+    }
+
     pub fn ok(&mut self) {
         self.out.put_slice(b"+OK\r\n");
     }

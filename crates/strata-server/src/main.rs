@@ -27,6 +27,7 @@ mod info;
 mod log;
 mod long_double;
 mod lua_libs;
+mod lua_stack;
 mod metrics;
 mod monitor;
 mod notify;

@@ -33,12 +33,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
+use mlua::ffi::{self, lua_State};
 use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 use parking_lot::{Mutex, RwLock};
 use strata_resp::{Protocol, ReplyWriter};
 
-/// Deepest table nesting converted to or from a reply.
-const NESTING_MAX: usize = 64;
 /// Lua instructions between two checks of the time limit and SCRIPT KILL.
 const HOOK_INSTRUCTIONS: u32 = 100_000;
 
@@ -333,29 +332,49 @@ pub fn parse_shebang(body: &str) -> Result<(ScriptFlags, Cow<'_, str>), String> 
     Ok((flags, Cow::Owned(format!("--{line}{rest_of_body}"))))
 }
 
+/// A value held in the Lua registry (`luaL_ref`), pushed by a run
+/// through the C API rather than through mlua: a script, a library
+/// function, or one of the prelude's values [`Slots`] names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot(c_int);
+
+/// The prelude's values a run pushes.
+#[derive(Clone, Copy)]
+struct Slots {
+    /// The globals scripts see (the prelude's `visible`): KEYS and ARGV
+    /// go there.
+    visible: Slot,
+    /// Runs a script function, turning any error into an error table.
+    trampoline: Slot,
+    /// The same for a library function, given KEYS and ARGV.
+    trampoline_args: Slot,
+    /// The C function a run's protected call runs ([`run_protected`]).
+    run: Slot,
+    /// The protected call's error handler: the error as text.
+    error_text: Slot,
+}
+
 /// One worker thread's Lua state.
 pub struct Vm {
     pub lua: Lua,
+    /// The main Lua state, on which runs are made through the C API
+    /// ([`Vm::run`]); the same for the VM's life.
+    state: *mut lua_State,
+    slots: Slots,
     generation: u64,
     /// The scripts this VM compiled, by lower-case SHA1, with their
     /// flags: EVALSHA of one of them needs no look into the shared cache
     /// (its lock and reference counts are lines every thread would bounce).
-    functions: foldhash::HashMap<String, (Function, ScriptFlags)>,
+    functions: foldhash::HashMap<String, (Slot, ScriptFlags)>,
     /// Where the running script's `redis.call` implementation is put.
     pub private: Table,
-    /// The globals scripts see (the prelude's `visible`): KEYS and ARGV
-    /// go there.
-    visible: Table,
-    /// Runs a script function, turning any error into an error table.
-    trampoline: Function,
-    /// The same for a library function, given KEYS and ARGV.
-    pub trampoline_args: Function,
     /// The generation of the libraries loaded into this VM.
     library_generation: u64,
     /// Their functions, by lower-case name.
-    callbacks: HashMap<String, Function>,
-    /// `private.call` and `private.setresp` are in place: they are made
-    /// once per VM by `commands::scripting`, which owns what they run.
+    callbacks: HashMap<String, Slot>,
+    /// `redis.call`, `redis.pcall` and `private.setresp` are in place:
+    /// they are made once per VM by `commands::scripting`, which owns what
+    /// they run.
     pub runner_installed: bool,
 }
 
@@ -415,17 +434,10 @@ const PRELUDE: &str = r#"
 local private = ...
 local raw_error = error
 local getinfo = debug.getinfo
+-- redis.call and redis.pcall are C functions `commands::scripting` sets
+-- (as in Redis: a `return redis.call(...)` keeps the script's frame for
+-- the error's line).
 redis = {}
-redis.call = function(...)
-    local reply = private.call(...)
-    if type(reply) == 'table' and reply.err ~= nil then
-        raw_error(reply)
-    end
-    return reply
-end
-redis.pcall = function(...)
-    return private.call(...)
-end
 redis.error_reply = function(text)
     if type(text) ~= 'string' then raw_error('wrong number or type of arguments', 2) end
     if string.sub(text, 1, 1) == '-' then text = string.sub(text, 2) end
@@ -793,16 +805,32 @@ impl Vm {
         lua.load(FUNCTIONS_PRELUDE)
             .set_name("=functions")
             .call::<()>((private.clone(), redis_api))?;
-        let trampoline_args = private.raw_get("trampoline_args")?;
-        let visible = private.raw_get("visible")?;
+        let trampoline_args: Function = private.raw_get("trampoline_args")?;
+        let visible: Table = private.raw_get("visible")?;
+        let error_text: Function = lua
+            .load("return function(error) return tostring(error) end")
+            .set_name("=error_text")
+            .eval()?;
+        // SAFETY: `run_protected` keeps Lua's C function protocol.
+        let run = unsafe { lua.create_c_function(run_protected)? };
+        let mut state = std::ptr::null_mut();
+        // SAFETY: the closure only notes the state it runs on: the main
+        // state, since no coroutine is running.
+        unsafe { lua.exec_raw::<()>((), |main| state = main)? };
+        let slots = Slots {
+            visible: pin(&lua, visible)?,
+            trampoline: pin(&lua, trampoline)?,
+            trampoline_args: pin(&lua, trampoline_args)?,
+            run: pin(&lua, run)?,
+            error_text: pin(&lua, error_text)?,
+        };
         let vm = Vm {
             lua,
+            state,
+            slots,
             generation,
             functions: foldhash::HashMap::default(),
             private,
-            visible,
-            trampoline,
-            trampoline_args,
             library_generation: 0,
             callbacks: HashMap::new(),
             runner_installed: false,
@@ -893,17 +921,29 @@ impl Vm {
         &mut self,
         libraries: &crate::functions::Libraries,
         name: &str,
-    ) -> Option<Function> {
+    ) -> Option<Slot> {
         if self.library_generation != libraries.generation {
-            self.callbacks.clear();
+            for (_, slot) in std::mem::take(&mut self.callbacks) {
+                self.unpin(slot);
+            }
             for library in libraries.libraries.values() {
                 let loaded = crate::functions::parse_metadata(&library.code)
                     .and_then(|meta| self.load_library(meta.body, None));
                 match loaded {
                     Ok(registered) => {
                         for function in registered {
-                            self.callbacks
-                                .insert(function.info.name.to_ascii_lowercase(), function.callback);
+                            match pin(&self.lua, function.callback) {
+                                Ok(slot) => {
+                                    let name = function.info.name.to_ascii_lowercase();
+                                    if let Some(old) = self.callbacks.insert(name, slot) {
+                                        self.unpin(old);
+                                    }
+                                }
+                                Err(error) => crate::log_warning!(
+                                    "Function {} did not load: {error}",
+                                    function.info.name
+                                ),
+                            }
                         }
                     }
                     Err(error) => {
@@ -913,13 +953,13 @@ impl Vm {
             }
             self.library_generation = libraries.generation;
         }
-        self.callbacks.get(&name.to_ascii_lowercase()).cloned()
+        self.callbacks.get(&name.to_ascii_lowercase()).copied()
     }
 
     /// The compiled function of script `sha`.
-    pub fn function(&mut self, sha: &str, body: &str) -> Result<Function, String> {
-        if let Some((function, _)) = self.functions.get(sha) {
-            return Ok(function.clone());
+    pub fn function(&mut self, sha: &str, body: &str) -> Result<Slot, String> {
+        if let Some((slot, _)) = self.functions.get(sha) {
+            return Ok(*slot);
         }
         let (flags, body) = parse_shebang(body)?;
         let env: Table = self.private.raw_get("env").map_err(|e| e.to_string())?;
@@ -935,16 +975,21 @@ impl Vm {
                     lua_error_text(&e)
                 )
             })?;
-        self.functions
-            .insert(sha.to_owned(), (function.clone(), flags));
-        Ok(function)
+        let slot = pin(&self.lua, function).map_err(|e| format!("ERR {e}"))?;
+        self.functions.insert(sha.to_owned(), (slot, flags));
+        Ok(slot)
     }
 
     /// Script `sha` (lower-case) if this VM compiled it.
-    pub fn compiled(&self, sha: &str) -> Option<Function> {
-        self.functions
-            .get(sha)
-            .map(|(function, _)| function.clone())
+    pub fn compiled(&self, sha: &str) -> Option<Slot> {
+        self.functions.get(sha).map(|(slot, _)| *slot)
+    }
+
+    /// Lets the registry forget `slot`.
+    fn unpin(&self, slot: Slot) {
+        // SAFETY: `luaL_unref` frees a registry entry and neither
+        // allocates nor raises.
+        unsafe { ffi::luaL_unref(self.state, ffi::LUA_REGISTRYINDEX, slot.0) };
     }
 
     /// The flags of script `sha` (lower-case) if this VM compiled it: it
@@ -953,45 +998,72 @@ impl Vm {
         self.functions.get(sha).map(|(_, flags)| *flags)
     }
 
-    /// Runs script `function` with its KEYS and ARGV (two new tables of
-    /// strings in `visible`), through the trampoline: `(true, reply)` or
-    /// `(false, error table)`. The tables are built on the Lua stack
-    /// directly (through mlua's values, a reference per string and table,
-    /// this was 6 % of a small EVALSHA), in the same protected call that
-    /// runs the script (a protected call of their own cost another 2 %).
-    pub fn call_script(
+    /// Runs script or function `function` (`as_arguments`: a library
+    /// function, given KEYS and ARGV as arguments; otherwise a script,
+    /// which reads them as globals) through its trampoline, and writes
+    /// its result to `out` (`resp3`: asked once it ended, as the script
+    /// may choose with `redis.setresp`); its error reply's text otherwise
+    /// (`name`: where errors say it was).
+    ///
+    /// The run is one protected call made through Lua's C API on the
+    /// main state, of a C function ([`run_protected`]) that builds KEYS and
+    /// ARGV, calls the trampoline and converts the result on the stack
+    /// (`crate::lua_stack`): mlua's own protected call makes two C
+    /// closures per call in Lua 5.1, and its values a reference each.
+    pub fn run(
         &self,
-        function: &Function,
-        keys: &[bytes::Bytes],
-        argv: &[bytes::Bytes],
-    ) -> mlua::Result<(bool, mlua::Value)> {
-        let run = |state: *mut mlua::lua_State| {
-            // SAFETY: `exec_raw` runs this as a protected call whose stack
-            // holds `visible`, the trampoline and the script (indices 1 to
-            // 3), with room for the few values pushed at a time. Nothing
-            // here needs dropping if an error unwinds through it; the
-            // trampoline catches the script's own errors.
-            unsafe {
-                for (name, items) in [(c"KEYS", keys), (c"ARGV", argv)] {
-                    let count = items.len().min(c_int::MAX as usize) as c_int;
-                    mlua::ffi::lua_createtable(state, count, 0);
-                    for (n, item) in items.iter().enumerate() {
-                        mlua::ffi::lua_pushlstring(state, item.as_ptr().cast(), item.len());
-                        mlua::ffi::lua_rawseti(state, -2, n as mlua::ffi::lua_Integer + 1);
-                    }
-                    mlua::ffi::lua_pushstring(state, name.as_ptr());
-                    mlua::ffi::lua_insert(state, -2);
-                    mlua::ffi::lua_rawset(state, 1);
-                }
-                mlua::ffi::lua_remove(state, 1);
-                mlua::ffi::lua_call(state, 1, 2);
-            }
+        function: Slot,
+        as_arguments: bool,
+        (keys, argv): (&[bytes::Bytes], &[bytes::Bytes]),
+        name: &str,
+        resp3: &dyn Fn() -> bool,
+        out: &mut ReplyWriter,
+    ) -> crate::lua_stack::Ended {
+        let mut call = RunCall {
+            slots: self.slots,
+            function,
+            as_arguments,
+            keys,
+            argv,
+            name,
+            resp3,
+            out,
+            ended: None,
         };
-        // SAFETY: `run` only calls the Lua API on the state it is given
-        // and leaves the trampoline's two results on the stack.
+        let state = self.state;
+        // SAFETY: the main state is not in use (runs do not nest: the
+        // commands a script calls cannot run scripts); the stack is left
+        // as it was found. Growing the stack by 3 may fail only for want
+        // of memory, which Lua's panic handler ends the process for, as
+        // the allocator's own failure would.
         unsafe {
-            self.lua
-                .exec_raw((&self.visible, &self.trampoline, function), run)
+            let top = ffi::lua_gettop(state);
+            ffi::lua_checkstack(state, 3);
+            ffi::lua_rawgeti(
+                state,
+                ffi::LUA_REGISTRYINDEX,
+                self.slots.error_text.0.into(),
+            );
+            ffi::lua_rawgeti(state, ffi::LUA_REGISTRYINDEX, self.slots.run.0.into());
+            ffi::lua_pushlightuserdata(state, (&mut call as *mut RunCall).cast());
+            let status = ffi::lua_pcall(state, 1, 0, top + 1);
+            let ended = match (status, call.ended) {
+                (ffi::LUA_OK, Some(ended)) => ended,
+                _ => {
+                    let mut len = 0;
+                    let text = ffi::lua_tolstring(state, -1, &mut len);
+                    let text = match text.is_null() {
+                        true => "unknown error".into(),
+                        false => String::from_utf8_lossy(std::slice::from_raw_parts(
+                            text.cast::<u8>(),
+                            len,
+                        )),
+                    };
+                    Err((format!("ERR {text}"), false))
+                }
+            };
+            ffi::lua_settop(state, top);
+            ended
         }
     }
 
@@ -1025,6 +1097,86 @@ impl Vm {
     }
 }
 
+/// Puts `value` in the registry: its slot.
+fn pin(lua: &Lua, value: impl mlua::IntoLua) -> mlua::Result<Slot> {
+    let mut slot = 0;
+    // SAFETY: the protected call's stack holds `value` alone, which
+    // `luaL_ref` pops.
+    unsafe {
+        lua.exec_raw::<()>(value, |state| {
+            slot = ffi::luaL_ref(state, ffi::LUA_REGISTRYINDEX)
+        })?
+    };
+    Ok(Slot(slot))
+}
+
+/// One run's inputs and outcome, lent to [`run_protected`] as a light
+/// userdata.
+struct RunCall<'r, 'w> {
+    slots: Slots,
+    function: Slot,
+    as_arguments: bool,
+    keys: &'r [bytes::Bytes],
+    argv: &'r [bytes::Bytes],
+    name: &'r str,
+    resp3: &'r dyn Fn() -> bool,
+    out: &'r mut ReplyWriter<'w>,
+    ended: Option<crate::lua_stack::Ended>,
+}
+
+/// The body of a run's protected call (see [`Vm::run`]): KEYS and ARGV
+/// made (globals in `visible`, or the function's arguments), the
+/// trampoline called, its result written. Owns nothing while it calls
+/// Lua (a raised error unwinds over it: `crate::lua_stack`).
+unsafe extern "C-unwind" fn run_protected(state: *mut lua_State) -> c_int {
+    // SAFETY: `Vm::run` pushed a pointer to its `RunCall`, which outlives
+    // this call; Lua gives a C function room for LUA_MINSTACK (20)
+    // values, of which this pushes 4 at most.
+    unsafe {
+        let call = &mut *ffi::lua_touserdata(state, 1).cast::<RunCall>();
+        ffi::lua_settop(state, 0);
+        let slot = |slot: Slot| ffi::lua_rawgeti(state, ffi::LUA_REGISTRYINDEX, slot.0.into());
+        if call.as_arguments {
+            slot(call.slots.trampoline_args);
+            slot(call.function);
+            push_strings(state, call.keys);
+            push_strings(state, call.argv);
+            ffi::lua_call(state, 3, 2);
+        } else {
+            slot(call.slots.visible);
+            push_strings(state, call.keys);
+            ffi::lua_setfield(state, 1, c"KEYS".as_ptr());
+            push_strings(state, call.argv);
+            ffi::lua_setfield(state, 1, c"ARGV".as_ptr());
+            ffi::lua_settop(state, 0);
+            slot(call.slots.trampoline);
+            slot(call.function);
+            ffi::lua_call(state, 1, 2);
+        }
+        let resp3 = (call.resp3)();
+        call.ended = Some(crate::lua_stack::write_result(
+            state, call.out, resp3, call.name,
+        ));
+        0
+    }
+}
+
+/// Pushes a new table of `items` (a sequence of strings).
+///
+/// # Safety
+/// `state` is in a protected call, with room for 2 values.
+unsafe fn push_strings(state: *mut lua_State, items: &[bytes::Bytes]) {
+    // SAFETY: as the function's contract.
+    unsafe {
+        let count = items.len().min(c_int::MAX as usize) as c_int;
+        ffi::lua_createtable(state, count, 0);
+        for (n, item) in items.iter().enumerate() {
+            ffi::lua_pushlstring(state, item.as_ptr().cast(), item.len());
+            ffi::lua_rawseti(state, -2, n as ffi::lua_Integer + 1);
+        }
+    }
+}
+
 /// The text of a Lua error, without mlua's traceback.
 pub fn lua_error_text(error: &mlua::Error) -> String {
     match error {
@@ -1041,7 +1193,7 @@ pub fn lua_arg(value: &Value) -> Option<bytes::Bytes> {
     match value {
         Value::String(s) => Some(bytes::Bytes::copy_from_slice(&s.as_bytes())),
         Value::Integer(n) => Some(bytes::Bytes::from(n.to_string())),
-        Value::Number(n) => Some(bytes::Bytes::from(format_lua_number(*n))),
+        Value::Number(n) => Some(bytes::Bytes::from(crate::lua_stack::number_text(*n))),
         _ => None,
     }
 }
@@ -1077,225 +1229,6 @@ pub fn format_g(n: f64, digits: usize) -> String {
         format!("{}e{sign}{:02}", strip(mantissa), exponent.abs())
     } else {
         strip(&format!("{n:.*}", (digits as i32 - 1 - exponent) as usize))
-    }
-}
-
-/// Parses one RESP reply from `data` into a Lua value (Redis' RESP → Lua
-/// conversion); returns it and the bytes consumed.
-pub fn reply_to_lua(lua: &Lua, data: &[u8], depth: usize) -> mlua::Result<(Value, usize)> {
-    let line_end =
-        memchr_crlf(data).ok_or_else(|| mlua::Error::RuntimeError("short reply".into()))?;
-    let line = &data[1..line_end];
-    let text = || String::from_utf8_lossy(line).into_owned();
-    let number = || text().parse::<i64>().unwrap_or(0);
-    let after = line_end + 2;
-    if depth > NESTING_MAX {
-        return Err(mlua::Error::RuntimeError("reached lua stack limit".into()));
-    }
-    let table_with = |name: &str, value: Value| -> mlua::Result<Value> {
-        let table = lua.create_table()?;
-        table.set(name, value)?;
-        Ok(Value::Table(table))
-    };
-    Ok(match data[0] {
-        b'+' => (
-            table_with("ok", Value::String(lua.create_string(line)?))?,
-            after,
-        ),
-        b'-' => (
-            table_with("err", Value::String(lua.create_string(line)?))?,
-            after,
-        ),
-        b':' => (Value::Integer(number()), after),
-        b'$' | b'=' => {
-            let len = number();
-            if len < 0 {
-                return Ok((Value::Boolean(false), after));
-            }
-            let body = &data[after..after + len as usize];
-            let value = if data[0] == b'=' {
-                // Verbatim: "txt:" then the text.
-                let table = lua.create_table()?;
-                let inner = lua.create_table()?;
-                inner.set("string", lua.create_string(&body[4.min(body.len())..])?)?;
-                inner.set("format", lua.create_string(&body[..3.min(body.len())])?)?;
-                table.set("verbatim_string", inner)?;
-                Value::Table(table)
-            } else {
-                Value::String(lua.create_string(body)?)
-            };
-            (value, after + len as usize + 2)
-        }
-        b'*' | b'~' | b'>' => {
-            let len = number();
-            if len < 0 {
-                return Ok((Value::Boolean(false), after));
-            }
-            let table = lua.create_table()?;
-            let mut at = after;
-            for n in 1..=len {
-                let (value, used) = reply_to_lua(lua, &data[at..], depth + 1)?;
-                at += used;
-                if data[0] == b'~' {
-                    table.set(value, true)?;
-                } else {
-                    table.raw_set(n, value)?;
-                }
-            }
-            if data[0] == b'~' {
-                (table_with("set", Value::Table(table))?, at)
-            } else {
-                (Value::Table(table), at)
-            }
-        }
-        b'%' => {
-            let len = number();
-            let table = lua.create_table()?;
-            let mut at = after;
-            for _ in 0..len {
-                let (key, used) = reply_to_lua(lua, &data[at..], depth + 1)?;
-                at += used;
-                let (value, used) = reply_to_lua(lua, &data[at..], depth + 1)?;
-                at += used;
-                table.set(key, value)?;
-            }
-            (table_with("map", Value::Table(table))?, at)
-        }
-        b'_' => (Value::Nil, after),
-        b'#' => (Value::Boolean(line == b"t"), after),
-        b',' => {
-            let value: f64 = match line {
-                b"inf" => f64::INFINITY,
-                b"-inf" => f64::NEG_INFINITY,
-                _ => text().parse().unwrap_or(f64::NAN),
-            };
-            (table_with("double", Value::Number(value))?, after)
-        }
-        b'(' => (
-            table_with("big_number", Value::String(lua.create_string(line)?))?,
-            after,
-        ),
-        b'|' => {
-            // Attributes are not shown to scripts (as in Redis): skipped,
-            // the reply they describe is the value.
-            let mut at = after;
-            for _ in 0..2 * number() {
-                at += reply_to_lua(lua, &data[at..], depth + 1)?.1;
-            }
-            let (value, used) = reply_to_lua(lua, &data[at..], depth + 1)?;
-            (value, at + used)
-        }
-        _ => return Err(mlua::Error::RuntimeError("unknown reply type".into())),
-    })
-}
-
-fn memchr_crlf(data: &[u8]) -> Option<usize> {
-    data.windows(2).position(|w| w == b"\r\n")
-}
-
-/// Writes a script's result (Redis' Lua → RESP conversion). `resp3`: the
-/// script chose RESP3 with `redis.setresp(3)` (booleans are then
-/// booleans); doubles, maps and sets are written as the client's protocol
-/// has them (a RESP2 client gets a bulk string and flat arrays).
-pub fn write_lua(out: &mut ReplyWriter, value: &Value, resp3: bool, depth: usize) {
-    match value {
-        Value::Nil => out.null_bulk(),
-        Value::Boolean(false) if !resp3 => out.null_bulk(),
-        Value::Boolean(true) if !resp3 => out.int(1),
-        Value::Boolean(b) => out.boolean(*b),
-        Value::Integer(n) => out.int(*n),
-        Value::Number(n) => out.int(*n as i64),
-        Value::String(s) => out.bulk(&s.as_bytes()),
-        Value::Table(table) if depth < NESTING_MAX => write_table(out, table, resp3, depth),
-        Value::Table(_) => out.error("ERR reached lua stack limit"),
-        _ => out.null_bulk(),
-    }
-}
-
-fn write_table(out: &mut ReplyWriter, table: &Table, resp3: bool, depth: usize) {
-    if let Ok(Value::String(err)) = table.raw_get::<Value>("err") {
-        let text = String::from_utf8_lossy(&err.as_bytes()).into_owned();
-        out.error(&text);
-        return;
-    }
-    if let Ok(Value::String(ok)) = table.raw_get::<Value>("ok") {
-        out.simple(&String::from_utf8_lossy(&ok.as_bytes()));
-        return;
-    }
-    {
-        if let Ok(Value::Number(n)) = table.raw_get::<Value>("double") {
-            out.double(n);
-            return;
-        }
-        if let Ok(Value::Integer(n)) = table.raw_get::<Value>("double") {
-            out.double(n as f64);
-            return;
-        }
-        if let Ok(Value::String(digits)) = table.raw_get::<Value>("big_number") {
-            // As Redis: line breaks cannot be in the reply's line.
-            let digits = String::from_utf8_lossy(&digits.as_bytes()).replace(['\r', '\n'], " ");
-            out.big_number(&digits);
-            return;
-        }
-        if let Ok(Value::Table(verbatim)) = table.raw_get::<Value>("verbatim_string")
-            && let Ok(Value::String(format)) = verbatim.raw_get::<Value>("format")
-            && let Ok(Value::String(text)) = verbatim.raw_get::<Value>("string")
-            && format.as_bytes().len() == 3
-            && format.as_bytes().is_ascii()
-        {
-            let format = String::from_utf8_lossy(&format.as_bytes()).into_owned();
-            out.verbatim(&format, &text.as_bytes());
-            return;
-        }
-        if let Ok(Value::Table(map)) = table.raw_get::<Value>("map") {
-            let pairs: Vec<(Value, Value)> = map.pairs::<Value, Value>().flatten().collect();
-            out.map(pairs.len());
-            for (key, value) in &pairs {
-                write_lua(out, key, resp3, depth + 1);
-                write_lua(out, value, resp3, depth + 1);
-            }
-            return;
-        }
-        if let Ok(Value::Table(set)) = table.raw_get::<Value>("set") {
-            let members: Vec<Value> = set
-                .pairs::<Value, Value>()
-                .flatten()
-                .map(|(k, _)| k)
-                .collect();
-            out.set(members.len());
-            for member in &members {
-                write_lua(out, member, resp3, depth + 1);
-            }
-            return;
-        }
-    }
-    let mut items = Vec::new();
-    for n in 1.. {
-        match table.raw_get::<Value>(n) {
-            Ok(Value::Nil) | Err(_) => break,
-            Ok(value) => items.push(value),
-        }
-    }
-    out.array(items.len());
-    for item in &items {
-        write_lua(out, item, resp3, depth + 1);
-    }
-}
-
-/// A script's error as Redis 7 words it: the message, then where.
-pub fn script_error_text(error: &Table, sha: &str) -> String {
-    let text = |name: &str| -> Option<String> {
-        match error.raw_get::<Value>(name) {
-            Ok(Value::String(s)) => Some(String::from_utf8_lossy(&s.as_bytes()).into_owned()),
-            Ok(Value::Integer(n)) => Some(n.to_string()),
-            Ok(Value::Number(n)) => Some(format_lua_number(n)),
-            _ => None,
-        }
-    };
-    let message = text("err").unwrap_or_else(|| "ERR unknown error".into());
-    match (text("source"), text("line")) {
-        (Some(source), Some(line)) => format!("{message} script: {sha}, on {source}:{line}."),
-        _ => message,
     }
 }
 

@@ -31,16 +31,18 @@ fn conversions_errors_and_the_script_cache() {
         ])
     );
     assert_eq!(raw.cmd(&["EVAL", "return 3.99", "0"]), i(3));
-    // Number arguments of redis.call are written as Lua's tostring does.
-    assert_eq!(
-        raw.cmd(&[
-            "EVAL",
-            "redis.call('SET', KEYS[1], 0.1 + 0.2) return redis.call('GET', KEYS[1])",
-            "1",
-            "n"
-        ]),
-        b("0.3")
-    );
+    // Number arguments of redis.call are written with all their
+    // precision, as Redis 7 writes them (`%.17g`, not Lua's `%.14g`).
+    for (number, text) in [
+        ("0.1 + 0.2", "0.30000000000000004"),
+        ("9007199254740991", "9007199254740991"),
+        ("1e17", "1e+17"),
+        ("-0.0", "-0"),
+    ] {
+        let script =
+            format!("redis.call('SET', KEYS[1], {number}) return redis.call('GET', KEYS[1])");
+        assert_eq!(raw.cmd(&["EVAL", &script, "1", "n"]), b(text), "{number}");
+    }
     assert_eq!(
         raw.cmd(&["EVAL", "return {ok='FINE'}", "0"]),
         Reply::simple("FINE")

@@ -11,15 +11,13 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use mlua::{Lua, Value, Variadic};
 use strata_engine::KeyRef;
+use strata_resp::ReplyWriter;
 
 use super::connection::help_lines;
 use super::transactions::{answer_blocked, is_database_wide, runs_unlocked};
 use super::{CmdError, CmdResult, Ctx, call, declared_keys, is, parse_i64};
 use crate::functions::Libraries;
-use crate::scripting::{
-    Running, lua_arg, lua_error_text, parse_shebang, protocol_of, reply_to_lua, script_error_text,
-    with_vm, write_lua,
-};
+use crate::scripting::{Running, lua_arg, lua_error_text, parse_shebang, protocol_of, with_vm};
 use crate::stats::bump;
 
 /// How long a script that has written waits for the shard of a key it did
@@ -30,8 +28,9 @@ const RESTARTING: &str = "ERR strata: the script runs again with every shard loc
 
 /// What one run of a script ended with.
 enum Ran {
-    /// The script's result, or its error table.
-    Done(Result<(bool, Value), String>),
+    /// Its result written, or its error reply's text (and whether that
+    /// error is counted already).
+    Done(crate::lua_stack::Ended),
     /// It met a busy shard before writing anything: run it again with
     /// every shard locked.
     Restart,
@@ -39,6 +38,10 @@ enum Ran {
 
 /// `redis.call` / `redis.pcall` for one run.
 struct Runner<'c, 'a, 's> {
+    /// The last call's reply or error text, read by [`raw_call`] once the
+    /// call's own values are gone (`crate::lua_stack`).
+    reply: BytesMut,
+    error: String,
     ctx: &'c mut Ctx<'a, 's>,
     read_only: bool,
     /// `#!lua flags=allow-oom`: writes are not refused when memory is full.
@@ -57,24 +60,19 @@ fn error_table(lua: &Lua, text: &str) -> mlua::Result<Value> {
     Ok(Value::Table(table))
 }
 
-/// The field (Redis') that marks an error table whose error the server
-/// has already counted in its error statistics: the script's error
-/// reply made of it is not counted again.
-const COUNTED: &str = "ignore_error_stats_update";
-
-/// Marks `value`, an error table, as counted (see [`COUNTED`]).
-fn mark_counted(value: &Value) -> mlua::Result<()> {
-    if let Value::Table(table) = value {
-        table.raw_set(COUNTED, true)?;
-    }
-    Ok(())
+/// What a `redis.call` came to: the runner's `reply` (an error reply in
+/// it was counted by the command), or an error table of the runner's
+/// `error` text (`counted`: already in the error statistics).
+enum Called {
+    Reply,
+    Error { counted: bool },
 }
 
 thread_local! {
     /// The [`Runner`] of the run in progress on this thread (null between
-    /// runs), for the VM's `private.call` and `private.setresp`. They are
-    /// made once per VM rather than per run: a scoped pair of callbacks
-    /// cost about a tenth of an EVALSHA.
+    /// runs), for the VM's `redis.call`, `redis.pcall` and
+    /// `private.setresp`. They are made once per VM rather than per run: a
+    /// scoped pair of callbacks cost about a tenth of an EVALSHA.
     static RUNNER: Cell<*mut ()> = const { Cell::new(std::ptr::null_mut()) };
 }
 
@@ -115,10 +113,17 @@ const NOT_IN_A_RUN: &str = "ERR redis.call is only available while a script runs
 /// Puts `redis.call`'s and `redis.setresp`'s implementations into the
 /// VM's private table.
 fn install_runner(lua: &Lua, private: &mlua::Table) -> mlua::Result<()> {
-    let call = lua.create_function(|lua, args: Variadic<Value>| {
-        current_runner(|runner| runner.call(lua, args))
-            .unwrap_or_else(|| error_table(lua, NOT_IN_A_RUN))
-    })?;
+    // SAFETY: both keep Lua's C function protocol (module docs of
+    // `crate::lua_stack`).
+    let (call, pcall) = unsafe {
+        (
+            lua.create_c_function(redis_call)?,
+            lua.create_c_function(redis_pcall)?,
+        )
+    };
+    let redis: mlua::Table = lua.globals().raw_get("redis")?;
+    redis.raw_set("call", call)?;
+    redis.raw_set("pcall", pcall)?;
     let setresp = lua.create_function(|_, version: i64| {
         if version != 2 && version != 3 {
             return Err(mlua::Error::RuntimeError(
@@ -132,12 +137,99 @@ fn install_runner(lua: &Lua, private: &mlua::Table) -> mlua::Result<()> {
         current_runner(|runner| runner.acl_check_cmd(lua, args))
             .unwrap_or_else(|| Err(mlua::Error::RuntimeError(NOT_IN_A_RUN.into())))
     })?;
-    private.raw_set("call", call)?;
     private.raw_set("acl_check_cmd", acl_check_cmd)?;
     private.raw_set("setresp", setresp)
 }
 
+/// `redis.call`: runs a command and returns its reply, raising an error
+/// reply (or a refusal) as its error table.
+unsafe extern "C-unwind" fn redis_call(state: *mut mlua::lua_State) -> std::ffi::c_int {
+    // SAFETY: Lua calls this with the call's arguments on `state`.
+    unsafe { raw_call(state, true) }
+}
+
+/// `redis.pcall`: as `redis.call`, returning error tables.
+unsafe extern "C-unwind" fn redis_pcall(state: *mut mlua::lua_State) -> std::ffi::c_int {
+    // SAFETY: Lua calls this with the call's arguments on `state`.
+    unsafe { raw_call(state, false) }
+}
+
+/// `redis.call` and `redis.pcall` (`raise`: an error table is raised
+/// rather than returned), plain Lua C functions (see `crate::lua_stack`).
+/// The arguments are read and the command runs in [`call_from_stack`],
+/// whose owned values are gone before anything that may raise a Lua
+/// error is pushed.
+///
+/// # Safety
+/// `state` is the state of a C function called from Lua.
+unsafe fn raw_call(state: *mut mlua::lua_State, raise: bool) -> std::ffi::c_int {
+    // SAFETY: Lua calls this with the call's arguments on `state`.
+    let called = unsafe { call_from_stack(state) };
+    // What the run's runner holds, borrowed: nothing owned lives in this
+    // frame from here on.
+    let runner = RUNNER
+        .with(Cell::get)
+        .cast::<Runner<'static, 'static, 'static>>();
+    // SAFETY: `call_from_stack` answered `Some` only with a runner set
+    // (see `current_runner`); the Lua calls below run in the script's
+    // protected call, with the arguments popped first.
+    unsafe {
+        mlua::ffi::lua_settop(state, 0);
+        let failed = match called {
+            None => {
+                crate::lua_stack::push_error_table(state, NOT_IN_A_RUN.as_bytes(), false);
+                true
+            }
+            Some(Called::Error { counted }) => {
+                crate::lua_stack::push_error_table(state, (*runner).error.as_bytes(), counted);
+                true
+            }
+            Some(Called::Reply) => {
+                let reply = &(*runner).reply;
+                if let Err(text) = crate::lua_stack::push_reply(state, reply, 0) {
+                    mlua::ffi::lua_pushstring(state, text.as_ptr().cast());
+                    mlua::ffi::lua_error(state);
+                }
+                // `call` counted the command's error.
+                let failed = reply.first() == Some(&b'-');
+                if failed {
+                    mlua::ffi::lua_pushboolean(state, 1);
+                    mlua::ffi::lua_setfield(state, -2, crate::lua_stack::COUNTED.as_ptr());
+                }
+                failed
+            }
+        };
+        if failed && raise {
+            mlua::ffi::lua_error(state);
+        }
+    }
+    1
+}
+
+/// Reads `redis.call`'s arguments off `state` and runs the command; `None`
+/// when no script runs on this thread.
+///
+/// # Safety
+/// `state` is a C function's Lua state with its arguments.
+unsafe fn call_from_stack(state: *mut mlua::lua_State) -> Option<Called> {
+    current_runner(|runner| {
+        runner.reply.clear();
+        // SAFETY: as the function's contract.
+        match unsafe { crate::lua_stack::read_args(state) } {
+            Ok(args) => runner.call(&args),
+            Err(text) => runner.fail(text, false),
+        }
+    })
+}
+
 impl Runner<'_, '_, '_> {
+    /// Answers the call with an error table of `text`.
+    fn fail(&mut self, text: &str, counted: bool) -> Called {
+        self.error.clear();
+        self.error.push_str(text);
+        Called::Error { counted }
+    }
+
     /// `redis.acl_check_cmd(command, args…)`: whether the user running
     /// the script may run that command with those arguments.
     fn acl_check_cmd(&mut self, lua: &Lua, args: Variadic<Value>) -> mlua::Result<Value> {
@@ -194,61 +286,51 @@ impl Runner<'_, '_, '_> {
         }
     }
 
-    fn call(&mut self, lua: &Lua, args: Variadic<Value>) -> mlua::Result<Value> {
+    /// Runs the command `args` for the script: its checks, its lock, the
+    /// command itself with its reply in `self.reply`.
+    fn call(&mut self, args: &[Bytes]) -> Called {
         if self.restart {
-            return error_table(lua, RESTARTING);
+            return self.fail(RESTARTING, false);
         }
-        if args.is_empty() {
-            return error_table(
-                lua,
-                "ERR Please specify at least one argument for this redis lib call",
-            );
-        }
-        let Some(args) = args.iter().map(lua_arg).collect::<Option<Vec<Bytes>>>() else {
-            return error_table(
-                lua,
-                "ERR Lua redis lib command arguments must be strings or integers",
-            );
-        };
         let server = self.ctx.server;
         let table = &server.commands;
         let Some(mut id) = table.lookup(&args[0]) else {
-            return error_table(lua, "ERR Unknown Redis command called from script");
+            return self.fail("ERR Unknown Redis command called from script", false);
         };
         if !table.specs[id].subcommands.is_empty() && args.len() >= 2 {
             match table.lookup_subcommand(id, &args[1]) {
                 Some(sub) => id = sub,
                 // Redis' only script-forbidden CLUSTER subcommand.
                 None if id == table.cluster_id && args[1].eq_ignore_ascii_case(b"reset") => {
-                    return error_table(lua, "ERR This Redis command is not allowed from script");
+                    return self.fail("ERR This Redis command is not allowed from script", false);
                 }
                 None if id == table.cluster_id
                     && super::cluster::DISABLED_SUBCOMMANDS
                         .iter()
                         .any(|name| args[1].eq_ignore_ascii_case(name.as_bytes())) =>
                 {
-                    return error_table(lua, super::cluster::ERR_CLUSTER_DISABLED);
+                    return self.fail(super::cluster::ERR_CLUSTER_DISABLED, false);
                 }
-                None => return error_table(lua, "ERR Unknown Redis command called from script"),
+                None => return self.fail("ERR Unknown Redis command called from script", false),
             }
         }
         let spec = table.specs[id];
         let name = table.full_names[id].as_str();
         if !spec.arity_ok(args.len()) {
-            return error_table(
-                lua,
+            return self.fail(
                 "ERR Wrong number of args calling Redis command from script",
+                false,
             );
         }
         if spec.has_flag("noscript") && !may_call_noscript(server, name) {
-            return error_table(lua, "ERR This Redis command is not allowed from script");
+            return self.fail("ERR This Redis command is not allowed from script", false);
         }
         let now_ms = self.ctx.now_ms;
         if let Err(denied) = crate::acl::check_command(
             server,
             self.ctx.session,
             id,
-            &args,
+            args,
             crate::acl::log::Context::Lua,
             now_ms,
         ) {
@@ -256,16 +338,16 @@ impl Runner<'_, '_, '_> {
                 "ERR The user executing the script {}",
                 denied.short_reason()
             );
-            return error_table(lua, &text);
+            return self.fail(&text, false);
         }
         // DEBUG subcommands that touch no key may run under the script's
         // locks (reached only with SET-DISABLE-DENY-SCRIPTS: DEBUG is
         // `noscript`).
         const UNDER_LOCKS: &[&str] = &["debug|protocol", "debug|sleep", "debug|set-active-expire"];
         if runs_unlocked(name) && !UNDER_LOCKS.contains(&name) {
-            return error_table(
-                lua,
+            return self.fail(
                 "ERR This Redis command is not allowed from script on Strata: it reads the whole server",
+                false,
             );
         }
         let writes = spec.has_flag("write");
@@ -273,7 +355,6 @@ impl Runner<'_, '_, '_> {
         // (Redis 7: `may_replicate`).
         if (writes || spec.has_flag("may_replicate")) && self.read_only {
             return self.reject(
-                lua,
                 id,
                 "ERR Write commands are not allowed from read-only scripts.",
             );
@@ -284,17 +365,16 @@ impl Runner<'_, '_, '_> {
                 .tiering
                 .refuses_writes(&server.keyspace, self.ctx.config)
         {
-            return self.reject(lua, id, error);
+            return self.reject(id, error);
         }
-        let mut reply = BytesMut::new();
-        let declared = declared_keys(spec, &args, &server.keyspace);
+        let declared = declared_keys(spec, args, &server.keyspace);
         let locked = if is_database_wide(name) {
             self.lock(None)
         } else {
             declared.iter().try_for_each(|key| self.lock(Some(*key)))
         };
         if let Err(text) = locked {
-            return error_table(lua, text);
+            return self.fail(text, false);
         }
         if writes || spec.has_flag("pubsub") {
             self.running.written.store(true, Relaxed);
@@ -307,37 +387,30 @@ impl Runner<'_, '_, '_> {
         let (back, by_handler) = call(
             server,
             &mut *ctx.session,
-            &mut reply,
+            &mut self.reply,
             ctx.config,
             ctx.stats,
             ctx.now_ms,
             id,
-            &args,
+            args,
             keys,
             declared,
         );
         ctx.session.in_script = false;
         ctx.keys = back;
         ctx.committed(by_handler);
-        answer_blocked(ctx.session, &mut reply);
+        answer_blocked(ctx.session, &mut self.reply);
         ctx.session.protocol = client_protocol;
-        let (value, _) = reply_to_lua(lua, &reply, 0)?;
-        // `call` counted the command's error.
-        if reply.first() == Some(&b'-') {
-            mark_counted(&value)?;
-        }
-        Ok(value)
+        Called::Reply
     }
 
     /// Refuses command `id` for the state the server or the script is in
     /// (memory full, a write from a read-only script): counted as Redis
     /// counts it (the command's rejected calls, the error), once.
-    fn reject(&mut self, lua: &Lua, id: usize, text: &str) -> mlua::Result<Value> {
+    fn reject(&mut self, id: usize, text: &str) -> Called {
         bump(&self.ctx.stats.commands[id].rejected, 1);
         self.ctx.server.stats.record_error(text);
-        let table = error_table(lua, text)?;
-        mark_counted(&table)?;
-        Ok(table)
+        self.fail(text, true)
     }
 }
 
@@ -400,7 +473,8 @@ impl Target<'_> {
     }
 }
 
-/// Runs the script once under `ctx.keys`.
+/// Runs the script once under `ctx.keys`; its result is written to
+/// `result` (in the client's protocol).
 fn run_once(
     ctx: &mut Ctx,
     target: Target,
@@ -408,11 +482,13 @@ fn run_once(
     argv: &[Bytes],
     (read_only, allow_oom): (bool, bool),
     running: &Arc<Running>,
-) -> (Ran, u8) {
+    result: &mut BytesMut,
+) -> Ran {
     let server = ctx.server;
     let scripts = &server.scripts;
     let busy_after_ms = ctx.config.busy_reply_threshold_ms;
     let in_transaction = ctx.session.in_exec;
+    let protocol = ctx.session.protocol;
     with_vm(scripts, |vm| {
         let function = match target {
             Target::Script {
@@ -429,36 +505,18 @@ fn run_once(
         };
         let function = match function {
             Ok(function) => function,
-            Err(text) => return (Ran::Done(Err(text)), 2),
-        };
-        // A function's KEYS and ARGV are its arguments; a script's, globals
-        // that `Vm::call_script` sets.
-        let arguments = match target {
-            Target::Function { .. } => {
-                let to_table = |items: &[Bytes]| -> mlua::Result<mlua::Table> {
-                    let table = vm.lua.create_table_with_capacity(items.len(), 0)?;
-                    for (n, item) in items.iter().enumerate() {
-                        table.raw_set(n + 1, vm.lua.create_string(item)?)?;
-                    }
-                    Ok(table)
-                };
-                match to_table(keys).and_then(|keys| Ok((keys, to_table(argv)?))) {
-                    Ok(tables) => Some(tables),
-                    Err(error) => {
-                        return (Ran::Done(Err(format!("ERR {}", lua_error_text(&error)))), 2);
-                    }
-                }
-            }
-            Target::Script { .. } => None,
+            Err(text) => return Ran::Done(Err((text, false))),
         };
         if !vm.runner_installed {
             if let Err(error) = install_runner(&vm.lua, &vm.private) {
-                return (Ran::Done(Err(format!("ERR {}", lua_error_text(&error)))), 2);
+                return Ran::Done(Err((format!("ERR {}", lua_error_text(&error)), false)));
             }
             vm.runner_installed = true;
         }
         vm.watch(server.scripts.clone(), running.clone(), busy_after_ms);
         let mut runner = Runner {
+            reply: BytesMut::new(),
+            error: String::new(),
             ctx,
             read_only,
             allow_oom,
@@ -467,18 +525,25 @@ fn run_once(
             resp: 2,
             running: running.clone(),
         };
-        let result = with_runner(&mut runner, || -> mlua::Result<(bool, Value)> {
-            match arguments {
-                None => vm.call_script(&function, keys, argv),
-                Some((keys, argv)) => vm.trampoline_args.call((function, keys, argv)),
-            }
+        // A function's KEYS and ARGV are its arguments; a script's, globals.
+        let as_arguments = matches!(target, Target::Function { .. });
+        let resp3 = || current_runner(|runner| runner.resp == 3).unwrap_or(false);
+        let mut out = ReplyWriter::new(result, protocol);
+        let ended = with_runner(&mut runner, || {
+            vm.run(
+                function,
+                as_arguments,
+                (keys, argv),
+                target.name(),
+                &resp3,
+                &mut out,
+            )
         });
         vm.unwatch();
-        if runner.restart {
-            return (Ran::Restart, runner.resp);
+        match runner.restart {
+            true => Ran::Restart,
+            false => Ran::Done(ended),
         }
-        let result = result.map_err(|error| format!("ERR {}", lua_error_text(&error)));
-        (Ran::Done(result), runner.resp)
     })
 }
 
@@ -580,42 +645,31 @@ pub fn run_script(
     // SELECT inside a script does not change the caller's database.
     let caller_db = ctx.session.db;
     let running = scripts.begin(client_id, function);
-    let (ran, resp) = loop {
-        match run_once(ctx, target, keys, argv, modes, &running) {
-            (Ran::Restart, _) => {
+    let mut result = BytesMut::new();
+    let ended = loop {
+        match run_once(ctx, target, keys, argv, modes, &running, &mut result) {
+            Ran::Restart => {
                 // Nothing written: take every shard and start over.
+                result.clear();
                 let keyspace = ctx.keyspace();
                 let held = std::mem::replace(&mut ctx.keys, keyspace.lock_nothing());
                 ctx.committed(held.commit());
                 ctx.keys = keyspace.lock_pinned(&[], true);
             }
-            (Ran::Done(result), resp) => break (result, resp),
+            Ran::Done(ended) => break ended,
         }
     };
     scripts.end(&running);
     ctx.session.select(caller_db);
-    let counted = |table: &mlua::Table| matches!(table.raw_get(COUNTED), Ok(Value::Boolean(true)));
-    match ran {
-        Err(text) => Err(text.into()),
-        // An error table returned (`redis.error_reply`, a failed
-        // `redis.pcall`) is the script's error reply.
-        Ok((true, Value::Table(table)))
-            if let Ok(Value::String(text)) = table.raw_get::<Value>("err") =>
-        {
-            ctx.session.error_counted = counted(&table);
-            Err(String::from_utf8_lossy(&text.as_bytes())
-                .into_owned()
-                .into())
-        }
-        Ok((true, value)) => {
-            write_lua(&mut ctx.out, &value, resp == 3, 0);
+    match ended {
+        Ok(()) => {
+            ctx.out.encoded(&result);
             Ok(())
         }
-        Ok((false, Value::Table(error))) => {
-            ctx.session.error_counted = counted(&error);
-            Err(script_error_text(&error, target.name()).into())
+        Err((text, counted)) => {
+            ctx.session.error_counted = counted;
+            Err(text.into())
         }
-        Ok((false, other)) => Err(format!("ERR {other:?}").into()),
     }
 }
 

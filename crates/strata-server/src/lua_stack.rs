@@ -1,0 +1,563 @@
+//! The conversions between scripts and commands, done on the Lua stack
+//! directly through Lua's C API: the arguments a script passes to
+//! `redis.call` are read off the stack, the command's RESP reply is pushed
+//! onto it as Redis converts it (RESP → Lua), and a script's result is
+//! written as a reply (Lua → RESP, [`write_result`]). Going through mlua
+//! values cost a reference per value, a vector of them per call and two
+//! protected calls (each making two C closures in Lua 5.1); without them a
+//! small EVALSHA runs a sixth fewer instructions (`docs/scripting.md`).
+//!
+//! ## Why the pushing half owns nothing
+//!
+//! Any Lua API call that allocates may raise a Lua error (out of memory),
+//! which unwinds by `longjmp` to the script's protected call. A `longjmp`
+//! over Rust frames is sound only when those frames own nothing that has
+//! to be dropped, so [`push_reply`] and [`push_error_table`] work on
+//! borrowed bytes only, and report their own errors as values for the
+//! caller to raise once its owned values are gone. Reading arguments
+//! ([`read_args`]) uses only calls that cannot raise.
+
+use std::ffi::{CStr, c_char, c_int};
+
+use bytes::Bytes;
+use mlua::ffi::{self, lua_State};
+use strata_resp::ReplyWriter;
+
+/// Deepest reply nesting pushed to a script (as Redis' conversion, which
+/// raises "reached lua stack limit" past its own bound).
+const NESTING_MAX: usize = 64;
+
+/// The field that marks an error table whose error the server has
+/// already counted in its error statistics (Redis' name): the script's
+/// error reply made of it is not counted again.
+pub const COUNTED: &CStr = c"ignore_error_stats_update";
+
+/// Why `redis.call`'s arguments were refused (Redis' texts).
+pub const ERR_NO_ARGS: &str = "ERR Please specify at least one argument for this redis lib call";
+pub const ERR_ARG_TYPE: &str = "ERR Lua redis lib command arguments must be strings or integers";
+
+/// The arguments on the stack of a C function called from Lua (indices 1
+/// to top), as command arguments: strings as they are, numbers with all
+/// their precision (`%.17g`, as Redis converts them: not Lua's own
+/// `%.14g`); anything else refuses the call.
+///
+/// # Safety
+/// `state` is the running C function's Lua state.
+pub unsafe fn read_args(state: *mut lua_State) -> Result<Vec<Bytes>, &'static str> {
+    // SAFETY (whole body): `lua_gettop`, `lua_type`, `lua_tonumber` and
+    // `lua_tolstring` on a string neither allocate nor raise.
+    let count = unsafe { ffi::lua_gettop(state) };
+    if count == 0 {
+        return Err(ERR_NO_ARGS);
+    }
+    let mut args = Vec::with_capacity(count as usize);
+    for index in 1..=count {
+        match unsafe { ffi::lua_type(state, index) } {
+            ffi::LUA_TSTRING => {
+                let mut len = 0;
+                let text = unsafe { ffi::lua_tolstring(state, index, &mut len) };
+                // SAFETY: Lua keeps the string alive while it is on the stack.
+                let bytes = unsafe { std::slice::from_raw_parts(text.cast::<u8>(), len) };
+                args.push(Bytes::copy_from_slice(bytes));
+            }
+            ffi::LUA_TNUMBER => {
+                let number = unsafe { ffi::lua_tonumber(state, index) };
+                args.push(Bytes::from(number_text(number)));
+            }
+            _ => return Err(ERR_ARG_TYPE),
+        }
+    }
+    Ok(args)
+}
+
+/// A Lua number as Redis passes it to a command: C's `%.17g`; whole
+/// numbers of up to 17 digits, the common case, without formatting.
+pub fn number_text(number: f64) -> String {
+    if number.fract() == 0.0 && number.abs() < 1e17 && !(number == 0.0 && number.is_sign_negative())
+    {
+        return (number as i64).to_string();
+    }
+    crate::scripting::format_g(number, 17)
+}
+
+/// Pushes `{err = text}`, marked as counted when `counted`.
+///
+/// # Safety
+/// `state` is a Lua state inside a protected call with room for 3 values.
+pub unsafe fn push_error_table(state: *mut lua_State, text: &[u8], counted: bool) {
+    // SAFETY: as the function's contract; a raised memory error unwinds
+    // over this frame, which owns nothing.
+    unsafe {
+        ffi::lua_createtable(state, 0, 2);
+        push_bytes(state, text);
+        ffi::lua_setfield(state, -2, c"err".as_ptr());
+        if counted {
+            ffi::lua_pushboolean(state, 1);
+            ffi::lua_setfield(state, -2, COUNTED.as_ptr());
+        }
+    }
+}
+
+/// Pushes the one RESP reply at the start of `data` as a Lua value
+/// (Redis' RESP → Lua conversion); the bytes it took. An error table for
+/// an error reply; `Err` for a reply it cannot convert (the caller
+/// raises it).
+///
+/// # Safety
+/// `state` is a Lua state inside a protected call.
+pub unsafe fn push_reply(
+    state: *mut lua_State,
+    data: &[u8],
+    depth: usize,
+) -> Result<usize, &'static CStr> {
+    if depth > NESTING_MAX {
+        return Err(c"reached lua stack limit");
+    }
+    let line_end = find_crlf(data).ok_or(c"short reply")?;
+    let line = &data[1..line_end];
+    let after = line_end + 2;
+    // SAFETY (whole body): `state` is in a protected call (the contract);
+    // the stack is grown before each value is pushed, and a raised error
+    // unwinds over frames that own nothing.
+    if unsafe { ffi::lua_checkstack(state, 4) } == 0 {
+        return Err(c"reached lua stack limit");
+    }
+    let with_field = |name: &CStr| unsafe {
+        // The value is on top: wrap it as `{name = value}`.
+        ffi::lua_createtable(state, 0, 1);
+        ffi::lua_insert(state, -2);
+        ffi::lua_setfield(state, -2, name.as_ptr());
+    };
+    Ok(match data[0] {
+        b'+' => {
+            unsafe { push_bytes(state, line) };
+            with_field(c"ok");
+            after
+        }
+        b'-' => {
+            unsafe { push_bytes(state, line) };
+            with_field(c"err");
+            after
+        }
+        b':' => {
+            unsafe { ffi::lua_pushnumber(state, integer(line) as f64) };
+            after
+        }
+        b'$' | b'=' => {
+            let len = integer(line);
+            if len < 0 {
+                unsafe { ffi::lua_pushboolean(state, 0) };
+                return Ok(after);
+            }
+            let end = after + len as usize;
+            let body = data.get(after..end).ok_or(c"short reply")?;
+            if data[0] == b'=' {
+                // Verbatim: "txt:" then the text.
+                unsafe {
+                    ffi::lua_createtable(state, 0, 2);
+                    push_bytes(state, &body[4.min(body.len())..]);
+                    ffi::lua_setfield(state, -2, c"string".as_ptr());
+                    push_bytes(state, &body[..3.min(body.len())]);
+                    ffi::lua_setfield(state, -2, c"format".as_ptr());
+                }
+                with_field(c"verbatim_string");
+            } else {
+                unsafe { push_bytes(state, body) };
+            }
+            end + 2
+        }
+        b'*' | b'~' | b'>' => {
+            let len = integer(line);
+            if len < 0 {
+                unsafe { ffi::lua_pushboolean(state, 0) };
+                return Ok(after);
+            }
+            let set = data[0] == b'~';
+            let (array, hash) = match set {
+                true => (0, len.min(c_int::MAX as i64) as c_int),
+                false => (len.min(c_int::MAX as i64) as c_int, 0),
+            };
+            unsafe { ffi::lua_createtable(state, array, hash) };
+            let mut at = after;
+            for n in 1..=len {
+                at += unsafe { push_reply(state, &data[at..], depth + 1)? };
+                if set {
+                    unsafe {
+                        ffi::lua_pushboolean(state, 1);
+                        ffi::lua_rawset(state, -3);
+                    }
+                } else {
+                    unsafe { ffi::lua_rawseti(state, -2, n as ffi::lua_Integer) };
+                }
+            }
+            if set {
+                with_field(c"set");
+            }
+            at
+        }
+        b'%' => {
+            let len = integer(line);
+            unsafe { ffi::lua_createtable(state, 0, len.clamp(0, c_int::MAX as i64) as c_int) };
+            let mut at = after;
+            for _ in 0..len {
+                at += unsafe { push_reply(state, &data[at..], depth + 1)? };
+                at += unsafe { push_reply(state, &data[at..], depth + 1)? };
+                unsafe { ffi::lua_rawset(state, -3) };
+            }
+            with_field(c"map");
+            at
+        }
+        b'_' => {
+            unsafe { ffi::lua_pushnil(state) };
+            after
+        }
+        b'#' => {
+            unsafe { ffi::lua_pushboolean(state, (line == b"t") as c_int) };
+            after
+        }
+        b',' => {
+            let value: f64 = match line {
+                b"inf" => f64::INFINITY,
+                b"-inf" => f64::NEG_INFINITY,
+                _ => std::str::from_utf8(line)
+                    .ok()
+                    .and_then(|text| text.parse().ok())
+                    .unwrap_or(f64::NAN),
+            };
+            unsafe { ffi::lua_pushnumber(state, value) };
+            with_field(c"double");
+            after
+        }
+        b'(' => {
+            unsafe { push_bytes(state, line) };
+            with_field(c"big_number");
+            after
+        }
+        b'|' => {
+            // Attributes are not shown to scripts (as in Redis): skipped,
+            // the reply they describe is the value.
+            let mut at = after;
+            for _ in 0..2 * integer(line).max(0) {
+                at += unsafe { push_reply(state, &data[at..], depth + 1)? };
+                unsafe { ffi::lua_settop(state, -2) };
+            }
+            at + unsafe { push_reply(state, &data[at..], depth + 1)? }
+        }
+        _ => return Err(c"unknown reply type"),
+    })
+}
+
+/// How a script ended, read off the stack: its result written, or its
+/// error reply's text and whether that error is already counted.
+pub type Ended = Result<(), (String, bool)>;
+
+/// Reads a script's outcome, `(ok, value)` at stack indices 1 and 2 as
+/// the trampoline returns it: a value is written to `out` (`resp3`: the
+/// script chose RESP3); an error table returned (`redis.error_reply`, a
+/// failed `redis.pcall`) or raised (`ok` false) is the script's error
+/// reply, raised ones with where they were raised (`name`: the script's
+/// SHA1 or the function's name).
+///
+/// # Safety
+/// `state` is a Lua state inside a protected call, holding the two values.
+pub unsafe fn write_result(
+    state: *mut lua_State,
+    out: &mut ReplyWriter,
+    resp3: bool,
+    name: &str,
+) -> Ended {
+    // SAFETY (whole body): the contract; a raised memory error unwinds
+    // over these frames, which own nothing while Lua is called (the
+    // error's text is made after the last call).
+    unsafe {
+        let ok = ffi::lua_toboolean(state, 1) != 0;
+        if ffi::lua_type(state, 2) != ffi::LUA_TTABLE {
+            return match ok {
+                true => {
+                    write_value(state, 2, out, resp3, 0);
+                    Ok(())
+                }
+                false => Err((format!("ERR {}", lossy(string_at(state, 2))), false)),
+            };
+        }
+        let counted = is_counted(state, 2);
+        let has_text = field(state, 2, c"err") == ffi::LUA_TSTRING; // index 3
+        if ok && !has_text {
+            ffi::lua_settop(state, 2);
+            write_value(state, 2, out, resp3, 0);
+            return Ok(());
+        }
+        if ok {
+            return Err((lossy(string_at(state, 3)), counted));
+        }
+        // Raised: where, as Redis 7 words it (the trampoline's handler
+        // noted `source` and `line`).
+        field(state, 2, c"source"); // index 4
+        field(state, 2, c"line"); // index 5
+        let text = match has_text {
+            true => lossy(string_at(state, 3)),
+            false => "ERR unknown error".to_owned(),
+        };
+        let located = match (text_at(state, 4), text_at(state, 5)) {
+            (Some(source), Some(line)) => format!("{text} script: {name}, on {source}:{line}."),
+            _ => text,
+        };
+        Err((located, counted))
+    }
+}
+
+/// The value at `index` as text: a string, or a number as Lua writes it.
+///
+/// # Safety
+/// `state` is a Lua state; `index` is valid.
+unsafe fn text_at(state: *mut lua_State, index: c_int) -> Option<String> {
+    // SAFETY: as the function's contract; nothing here calls into Lua
+    // but to read.
+    unsafe {
+        match ffi::lua_type(state, index) {
+            ffi::LUA_TSTRING => Some(lossy(string_at(state, index))),
+            ffi::LUA_TNUMBER => Some(crate::scripting::format_lua_number(ffi::lua_tonumber(
+                state, index,
+            ))),
+            _ => None,
+        }
+    }
+}
+
+/// Whether the error table at `index` carries [`COUNTED`].
+///
+/// # Safety
+/// As [`write_result`].
+unsafe fn is_counted(state: *mut lua_State, index: c_int) -> bool {
+    // SAFETY: as the function's contract.
+    unsafe {
+        let counted =
+            field(state, index, COUNTED) == ffi::LUA_TBOOLEAN && ffi::lua_toboolean(state, -1) != 0;
+        ffi::lua_settop(state, -2);
+        counted
+    }
+}
+
+/// Pushes field `name` of the table at `index` (a positive index), read
+/// raw; its type.
+///
+/// # Safety
+/// As [`write_result`].
+unsafe fn field(state: *mut lua_State, index: c_int, name: &CStr) -> c_int {
+    // SAFETY: as the function's contract.
+    unsafe {
+        ffi::lua_pushstring(state, name.as_ptr());
+        ffi::lua_rawget(state, index)
+    }
+}
+
+/// The bytes of the string at `index`, valid while it stays on the stack
+/// (empty for a value that is not a string: nothing is converted).
+///
+/// # Safety
+/// `state` is a Lua state; `index` is valid.
+unsafe fn string_at<'s>(state: *mut lua_State, index: c_int) -> &'s [u8] {
+    // SAFETY: as the function's contract; `lua_tolstring` is called on
+    // strings only, so it converts (and allocates) nothing.
+    unsafe {
+        if ffi::lua_type(state, index) != ffi::LUA_TSTRING {
+            return b"";
+        }
+        let mut len = 0;
+        let text = ffi::lua_tolstring(state, index, &mut len);
+        std::slice::from_raw_parts(text.cast::<u8>(), len)
+    }
+}
+
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Writes the Lua value at `index` (positive) as a reply: Redis' Lua →
+/// RESP conversion. `resp3`: booleans are booleans; doubles, maps and
+/// sets are written as the client's protocol has them (a RESP2 client
+/// gets a bulk string and flat arrays).
+///
+/// # Safety
+/// As [`write_result`].
+unsafe fn write_value(
+    state: *mut lua_State,
+    index: c_int,
+    out: &mut ReplyWriter,
+    resp3: bool,
+    depth: usize,
+) {
+    // SAFETY (whole body): as the function's contract.
+    unsafe {
+        match ffi::lua_type(state, index) {
+            ffi::LUA_TBOOLEAN => match (ffi::lua_toboolean(state, index) != 0, resp3) {
+                (false, false) => out.null_bulk(),
+                (true, false) => out.int(1),
+                (value, true) => out.boolean(value),
+            },
+            ffi::LUA_TNUMBER => out.int(ffi::lua_tonumber(state, index) as i64),
+            ffi::LUA_TSTRING => out.bulk(string_at(state, index)),
+            ffi::LUA_TTABLE if depth < NESTING_MAX => write_table(state, index, out, resp3, depth),
+            ffi::LUA_TTABLE => out.error("ERR reached lua stack limit"),
+            _ => out.null_bulk(),
+        }
+    }
+}
+
+/// [`write_value`] of a table: an error or status table, one of RESP3's
+/// typed tables (`double`, `big_number`, `verbatim_string`, `map`,
+/// `set`), or an array up to its first nil.
+///
+/// # Safety
+/// As [`write_result`].
+unsafe fn write_table(
+    state: *mut lua_State,
+    index: c_int,
+    out: &mut ReplyWriter,
+    resp3: bool,
+    depth: usize,
+) {
+    // SAFETY (whole body): as the function's contract; every value pushed
+    // is popped before the next field is looked at.
+    unsafe {
+        if ffi::lua_checkstack(state, 4) == 0 {
+            out.error("ERR reached lua stack limit");
+            return;
+        }
+        let top = ffi::lua_gettop(state);
+        let pop = || ffi::lua_settop(state, top);
+        if field(state, index, c"err") == ffi::LUA_TSTRING {
+            out.error(&String::from_utf8_lossy(string_at(state, -1)));
+            return pop();
+        }
+        pop();
+        if field(state, index, c"ok") == ffi::LUA_TSTRING {
+            out.simple(&String::from_utf8_lossy(string_at(state, -1)));
+            return pop();
+        }
+        pop();
+        if field(state, index, c"double") == ffi::LUA_TNUMBER {
+            out.double(ffi::lua_tonumber(state, -1));
+            return pop();
+        }
+        pop();
+        if field(state, index, c"big_number") == ffi::LUA_TSTRING {
+            // As Redis: line breaks cannot be in the reply's line.
+            let digits = String::from_utf8_lossy(string_at(state, -1)).replace(['\r', '\n'], " ");
+            out.big_number(&digits);
+            return pop();
+        }
+        pop();
+        if field(state, index, c"verbatim_string") == ffi::LUA_TTABLE {
+            let verbatim = ffi::lua_gettop(state);
+            let format_type = field(state, verbatim, c"format");
+            let text_type = field(state, verbatim, c"string");
+            let format = string_at(state, -2);
+            if format_type == ffi::LUA_TSTRING
+                && text_type == ffi::LUA_TSTRING
+                && format.len() == 3
+                && format.is_ascii()
+            {
+                let format = std::str::from_utf8(format).expect("ASCII");
+                out.verbatim(format, string_at(state, -1));
+                return pop();
+            }
+        }
+        pop();
+        let map = field(state, index, c"map") == ffi::LUA_TTABLE;
+        let set = !map && {
+            pop();
+            field(state, index, c"set") == ffi::LUA_TTABLE
+        };
+        if map || set {
+            let inner = ffi::lua_gettop(state);
+            let mut count = 0;
+            ffi::lua_pushnil(state);
+            while ffi::lua_next(state, inner) != 0 {
+                ffi::lua_settop(state, -2);
+                count += 1;
+            }
+            match map {
+                true => out.map(count),
+                false => out.set(count),
+            }
+            ffi::lua_pushnil(state);
+            while ffi::lua_next(state, inner) != 0 {
+                let pair = ffi::lua_gettop(state);
+                write_value(state, pair - 1, out, resp3, depth + 1);
+                if map {
+                    write_value(state, pair, out, resp3, depth + 1);
+                }
+                ffi::lua_settop(state, pair - 1);
+            }
+            return pop();
+        }
+        pop();
+        let mut len = 0;
+        while ffi::lua_rawgeti(state, index, len as ffi::lua_Integer + 1) != ffi::LUA_TNIL {
+            ffi::lua_settop(state, -2);
+            len += 1;
+        }
+        pop();
+        out.array(len);
+        for n in 1..=len {
+            ffi::lua_rawgeti(state, index, n as ffi::lua_Integer);
+            write_value(state, top + 1, out, resp3, depth + 1);
+            pop();
+        }
+    }
+}
+
+/// # Safety
+/// As [`push_reply`].
+unsafe fn push_bytes(state: *mut lua_State, bytes: &[u8]) {
+    // SAFETY: as the function's contract.
+    unsafe { ffi::lua_pushlstring(state, bytes.as_ptr().cast::<c_char>(), bytes.len()) };
+}
+
+/// A reply line's integer (0 when it is not one, as the reply is the
+/// server's own).
+fn integer(line: &[u8]) -> i64 {
+    let (negative, digits) = match line.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, line),
+    };
+    let magnitude = digits.iter().try_fold(0i64, |n, &d| {
+        d.is_ascii_digit()
+            .then(|| n.checked_mul(10)?.checked_add(i64::from(d - b'0')))
+            .flatten()
+    });
+    match (magnitude, negative) {
+        (Some(n), true) => -n,
+        (Some(n), false) => n,
+        (None, _) => 0,
+    }
+}
+
+fn find_crlf(data: &[u8]) -> Option<usize> {
+    data.windows(2).position(|pair| pair == b"\r\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_written_as_redis_passes_them() {
+        assert_eq!(number_text(3.0), "3");
+        assert_eq!(number_text(-42.0), "-42");
+        assert_eq!(number_text(0.5), "0.5");
+        assert_eq!(number_text(0.1), "0.10000000000000001");
+        assert_eq!(number_text(9_007_199_254_740_991.0), "9007199254740991");
+        assert_eq!(number_text(1e17), "1e+17");
+        assert_eq!(number_text(-0.0), "-0");
+    }
+
+    #[test]
+    fn reply_integers_are_read_whole_or_as_zero() {
+        assert_eq!(integer(b"123"), 123);
+        assert_eq!(integer(b"-7"), -7);
+        assert_eq!(integer(b"x"), 0);
+        assert_eq!(integer(b"99999999999999999999"), 0);
+    }
+}
