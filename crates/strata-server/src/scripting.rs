@@ -1063,6 +1063,9 @@ impl Vm {
                 }
             };
             ffi::lua_settop(state, top);
+            if let Some(payload) = CAUGHT_PANIC.with(|caught| caught.borrow_mut().take()) {
+                std::panic::resume_unwind(payload);
+            }
             ended
         }
     }
@@ -1094,6 +1097,27 @@ impl Vm {
                 },
             )
             .expect("hooks are supported by Lua 5.1");
+    }
+}
+
+thread_local! {
+    /// A panic caught in Rust code that Lua called during a run, resumed
+    /// once the run's protected call returned (see [`catch_panic`]).
+    static CAUGHT_PANIC: std::cell::RefCell<Option<Box<dyn std::any::Any + Send>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f`, Rust code called from Lua during a run: a panic must not
+/// unwind through Lua's C frames, so it is kept for [`Vm::run`] to resume
+/// after the protected call, and `None` says the caller should raise a
+/// Lua error to end the run.
+pub fn catch_panic<R>(f: impl FnOnce() -> R) -> Option<R> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(value) => Some(value),
+        Err(payload) => {
+            CAUGHT_PANIC.with(|caught| *caught.borrow_mut() = Some(payload));
+            None
+        }
     }
 }
 
@@ -1153,11 +1177,30 @@ unsafe extern "C-unwind" fn run_protected(state: *mut lua_State) -> c_int {
             slot(call.function);
             ffi::lua_call(state, 1, 2);
         }
-        let resp3 = (call.resp3)();
-        call.ended = Some(crate::lua_stack::write_result(
-            state, call.out, resp3, call.name,
-        ));
+        let written = catch_panic(|| {
+            let resp3 = (call.resp3)();
+            crate::lua_stack::write_result(state, call.out, resp3, call.name)
+        });
+        match written {
+            Some(ended) => call.ended = Some(ended),
+            None => raise_panicked(state),
+        }
         0
+    }
+}
+
+/// Ends the run with a Lua error after [`catch_panic`] caught a panic.
+///
+/// # Safety
+/// `state` is in a protected call; the calling frame owns nothing.
+pub unsafe fn raise_panicked(state: *mut lua_State) -> ! {
+    // SAFETY: as the function's contract.
+    unsafe {
+        ffi::lua_pushstring(
+            state,
+            c"internal error (a panic, resumed after the run)".as_ptr(),
+        );
+        ffi::lua_error(state)
     }
 }
 

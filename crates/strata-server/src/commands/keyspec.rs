@@ -162,6 +162,16 @@ pub struct BadArguments;
 impl KeySpec {
     /// Positions of this spec's keys in `args` (argument 0 is the name).
     pub fn positions(&self, args: &[Bytes]) -> Result<Vec<usize>, BadArguments> {
+        Ok(self.span(args)?.collect())
+    }
+
+    /// [`KeySpec::positions`] as a range, without gathering them.
+    pub fn span(
+        &self,
+        args: &[Bytes],
+    ) -> Result<std::iter::StepBy<std::ops::RangeInclusive<usize>>, BadArguments> {
+        // Empty: its start is past its end.
+        const NONE: std::ops::RangeInclusive<usize> = std::ops::RangeInclusive::new(1, 0);
         let argc = args.len() as i64;
         let start = match self.begin {
             BeginSearch::Index(index) => index as i64,
@@ -178,16 +188,16 @@ impl KeySpec {
                 };
                 match found {
                     Some(at) => at + 1,
-                    None => return Ok(Vec::new()),
+                    None => return Ok(NONE.step_by(1)),
                 }
             }
-            BeginSearch::Unknown => return Ok(Vec::new()),
+            BeginSearch::Unknown => return Ok(NONE.step_by(1)),
         };
         if start >= argc {
-            return Ok(Vec::new());
+            return Ok(NONE.step_by(1));
         }
         let (first, last, step) = match self.find {
-            FindKeys::Unknown => return Ok(Vec::new()),
+            FindKeys::Unknown => return Ok(NONE.step_by(1)),
             FindKeys::Range {
                 last_key,
                 step,
@@ -227,10 +237,11 @@ impl KeySpec {
         if last >= argc || step <= 0 {
             return Err(BadArguments);
         }
-        Ok((first..=last)
-            .step_by(step as usize)
-            .map(|i| i as usize)
-            .collect())
+        // An empty range (no keys) when `last` is before `first`.
+        match first <= last {
+            true => Ok((first as usize..=last as usize).step_by(step as usize)),
+            false => Ok(NONE.step_by(1)),
+        }
     }
 }
 

@@ -552,6 +552,24 @@ pub(crate) fn declared_keys<'k>(
     args: &'k [Bytes],
     keyspace: &Keyspace,
 ) -> SmallVec<[KeyRef<'k>; DECLARED_KEYS_INLINE]> {
+    declared_keys_known(spec, args, keyspace, &[])
+}
+
+/// [`declared_keys`], taking the hash of a key in `known` (a script's
+/// declared keys, which its commands name again) rather than hashing it.
+pub(crate) fn declared_keys_known<'k>(
+    spec: &Spec,
+    args: &'k [Bytes],
+    keyspace: &Keyspace,
+    known: &[KeyRef],
+) -> SmallVec<[KeyRef<'k>; DECLARED_KEYS_INLINE]> {
+    let key = |bytes: &'k [u8]| match known.iter().find(|k| k.bytes == bytes) {
+        Some(k) => KeyRef {
+            bytes,
+            hash: k.hash,
+        },
+        None => keyspace.key(bytes),
+    };
     if let [
         keyspec::KeySpec {
             begin: keyspec::BeginSearch::Index(1),
@@ -566,12 +584,17 @@ pub(crate) fn declared_keys<'k>(
     ] = spec.keys
         && args.len() > 1
     {
-        return smallvec::smallvec![keyspace.key(&args[1])];
+        return smallvec::smallvec![key(&args[1])];
     }
-    spec.key_positions(args)
-        .into_iter()
-        .map(|at| keyspace.key(&args[at]))
-        .collect()
+    let mut keys = SmallVec::new();
+    for key_spec in spec.keys {
+        match key_spec.span(args) {
+            Ok(span) => keys.extend(span.map(|at| key(&args[at]))),
+            // The arguments do not hold the keys the specs promise.
+            Err(_) => return SmallVec::new(),
+        }
+    }
+    keys
 }
 
 /// What [`dispatch`] did with a command.

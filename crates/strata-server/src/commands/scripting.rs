@@ -15,7 +15,7 @@ use strata_resp::ReplyWriter;
 
 use super::connection::help_lines;
 use super::transactions::{answer_blocked, is_database_wide, runs_unlocked};
-use super::{CmdError, CmdResult, Ctx, call, declared_keys, is, parse_i64};
+use super::{CmdError, CmdResult, Ctx, call, declared_keys_known, is, parse_i64};
 use crate::functions::Libraries;
 use crate::scripting::{Running, lua_arg, lua_error_text, parse_shebang, protocol_of, with_vm};
 use crate::stats::bump;
@@ -164,7 +164,10 @@ unsafe extern "C-unwind" fn redis_pcall(state: *mut mlua::lua_State) -> std::ffi
 /// `state` is the state of a C function called from Lua.
 unsafe fn raw_call(state: *mut mlua::lua_State, raise: bool) -> std::ffi::c_int {
     // SAFETY: Lua calls this with the call's arguments on `state`.
-    let called = unsafe { call_from_stack(state) };
+    let Some(called) = crate::scripting::catch_panic(|| unsafe { call_from_stack(state) }) else {
+        // SAFETY: inside the run's protected call; nothing owned here.
+        unsafe { crate::scripting::raise_panicked(state) }
+    };
     // What the run's runner holds, borrowed: nothing owned lives in this
     // frame from here on.
     let runner = RUNNER
@@ -367,7 +370,7 @@ impl Runner<'_, '_, '_> {
         {
             return self.reject(id, error);
         }
-        let declared = declared_keys(spec, args, &server.keyspace);
+        let declared = declared_keys_known(spec, args, &server.keyspace, &self.ctx.declared);
         let locked = if is_database_wide(name) {
             self.lock(None)
         } else {
