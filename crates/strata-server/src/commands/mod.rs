@@ -45,7 +45,7 @@ pub mod zsets;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use smallvec::SmallVec;
@@ -178,24 +178,33 @@ pub struct CommandTable {
     gates: Vec<Gates>,
 }
 
-/// The flags dispatch checks on every command.
+/// The flags dispatch, transactions and scripts check on every command.
 #[derive(Clone, Copy, Default)]
-pub struct Gates(u8);
+pub struct Gates(u16);
 
 impl Gates {
-    pub const NO_AUTH: u8 = 1;
-    pub const LOADING: u8 = 2;
+    pub const NO_AUTH: u16 = 1;
+    pub const LOADING: u16 = 2;
     /// `write`, or PING (refused like a write while the log cannot be
     /// written, as in Redis, so health checks notice).
-    pub const REFUSED_ON_DISK_ERROR: u8 = 4;
-    pub const DENYOOM: u8 = 8;
-    pub const NO_MULTI: u8 = 16;
+    pub const REFUSED_ON_DISK_ERROR: u16 = 4;
+    pub const DENYOOM: u16 = 8;
+    pub const NO_MULTI: u16 = 16;
     /// Runs while a script is busy (SCRIPT KILL, …).
-    pub const ALLOW_BUSY: u8 = 32;
+    pub const ALLOW_BUSY: u16 = 32;
     /// Holds its locks for a whole script (EVAL and its kin).
-    pub const PINNED: u8 = 64;
+    pub const PINNED: u16 = 64;
+    /// Reads or changes a whole database: a transaction or script running
+    /// it holds every shard (`transactions::is_database_wide`).
+    pub const DATABASE_WIDE: u16 = 128;
+    /// Locks shards on its own: a transaction runs it after its commit
+    /// (`transactions::runs_unlocked`).
+    pub const RUNS_UNLOCKED: u16 = 256;
+    /// Runs at once inside MULTI rather than queue
+    /// (`transactions::runs_at_once`).
+    pub const RUNS_AT_ONCE: u16 = 512;
 
-    fn of(spec: &Spec, is_ping: bool) -> Gates {
+    fn of(spec: &Spec, full_name: &str, is_ping: bool) -> Gates {
         let mut bits = 0;
         for (flag, bit) in [
             ("no_auth", Self::NO_AUTH),
@@ -215,10 +224,22 @@ impl Gates {
         if matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro") {
             bits |= Self::PINNED;
         }
+        for (applies, bit) in [
+            (
+                transactions::is_database_wide(full_name),
+                Self::DATABASE_WIDE,
+            ),
+            (transactions::runs_unlocked(full_name), Self::RUNS_UNLOCKED),
+            (transactions::runs_at_once(full_name), Self::RUNS_AT_ONCE),
+        ] {
+            if applies {
+                bits |= bit;
+            }
+        }
         Gates(bits)
     }
 
-    pub fn has(self, bit: u8) -> bool {
+    pub fn has(self, bit: u16) -> bool {
         self.0 & bit != 0
     }
 }
@@ -269,7 +290,7 @@ impl CommandTable {
         table.cluster_id = table.lookup(b"cluster").expect("CLUSTER is in the table");
         table.exec_id = table.lookup(b"exec").expect("EXEC is in the table");
         table.gates = (0..table.specs.len())
-            .map(|id| Gates::of(table.specs[id], id == table.ping_id))
+            .map(|id| Gates::of(table.specs[id], &table.full_names[id], id == table.ping_id))
             .collect();
         table
     }
@@ -658,7 +679,7 @@ fn dispatch_one(
         }
         return Dispatched::Ran(None);
     };
-    if session.multi.is_some() && !transactions::runs_at_once(server, id) {
+    if session.multi.is_some() && !server.commands.gates(id).has(Gates::RUNS_AT_ONCE) {
         transactions::queue(server, session, out, config, id, args);
         return Dispatched::Ran(None);
     }
@@ -920,7 +941,7 @@ pub(crate) fn call<'a, 's>(
     let handler = spec
         .handler
         .expect("a container without arguments fails its arity check");
-    let started = Instant::now();
+    let started = quanta::Instant::now();
     let protocol = session.protocol;
     let mut ctx = Ctx {
         server,

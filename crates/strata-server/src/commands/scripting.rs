@@ -14,8 +14,8 @@ use strata_engine::KeyRef;
 use strata_resp::ReplyWriter;
 
 use super::connection::help_lines;
-use super::transactions::{answer_blocked, is_database_wide, runs_unlocked};
-use super::{CmdError, CmdResult, Ctx, call, declared_keys_known, is, parse_i64};
+use super::transactions::answer_blocked;
+use super::{CmdError, CmdResult, Ctx, Gates, call, declared_keys_known, is, parse_i64};
 use crate::functions::Libraries;
 use crate::scripting::{Running, lua_arg, lua_error_text, parse_shebang, protocol_of, with_vm};
 use crate::stats::bump;
@@ -347,7 +347,8 @@ impl Runner<'_, '_, '_> {
         // locks (reached only with SET-DISABLE-DENY-SCRIPTS: DEBUG is
         // `noscript`).
         const UNDER_LOCKS: &[&str] = &["debug|protocol", "debug|sleep", "debug|set-active-expire"];
-        if runs_unlocked(name) && !UNDER_LOCKS.contains(&name) {
+        let gates = table.gates(id);
+        if gates.has(Gates::RUNS_UNLOCKED) && !UNDER_LOCKS.contains(&name) {
             return self.fail(
                 "ERR This Redis command is not allowed from script on Strata: it reads the whole server",
                 false,
@@ -371,7 +372,7 @@ impl Runner<'_, '_, '_> {
             return self.reject(id, error);
         }
         let declared = declared_keys_known(spec, args, &server.keyspace, &self.ctx.declared);
-        let locked = if is_database_wide(name) {
+        let locked = if gates.has(Gates::DATABASE_WIDE) {
             self.lock(None)
         } else {
             declared.iter().try_for_each(|key| self.lock(Some(*key)))

@@ -38,7 +38,9 @@ use strata_engine::keyspace::Locked;
 use strata_engine::record::Kind;
 use strata_resp::ReplyWriter;
 
-use super::{CmdResult, Ctx, Dispatched, call, count_changes, declared_keys, reads_cold, reject};
+use super::{
+    CmdResult, Ctx, Dispatched, Gates, call, count_changes, declared_keys, reads_cold, reject,
+};
 use crate::config::Config;
 use crate::server::Server;
 use crate::session::{Session, TimeoutReply};
@@ -103,10 +105,11 @@ struct Watched {
     swapped: bool,
 }
 
-/// The commands that run at once inside MULTI rather than queue.
-pub fn runs_at_once(server: &Server, id: usize) -> bool {
+/// The commands that run at once inside MULTI rather than queue (by
+/// full name; dispatch reads it from the table's `Gates`).
+pub fn runs_at_once(name: &str) -> bool {
     matches!(
-        server.commands.full_names[id].as_str(),
+        name,
         "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
     )
 }
@@ -354,7 +357,7 @@ pub fn run_exec(
     defer_cold: bool,
 ) -> Dispatched {
     let exec_id = server.commands.exec_id;
-    let started = std::time::Instant::now();
+    let started = quanta::Instant::now();
     let Some(multi) = session.multi.take() else {
         bump(&stats.commands[exec_id].failed, 1);
         reject(
@@ -374,23 +377,28 @@ pub fn run_exec(
         );
         return Dispatched::Ran(None);
     }
-    let names = &server.commands.full_names;
+    let gates = |id: usize| server.commands.gates(id);
     let all = multi
         .queued
         .iter()
-        .any(|queued| is_database_wide(&names[queued.id]));
-    let watched: Vec<KeyRef> = session
-        .watch
-        .as_ref()
-        .map(|w| w.keys.iter().map(|k| server.keyspace.key(&k.key)).collect())
-        .unwrap_or_default();
-    let mut lock_set: Vec<KeyRef> = watched;
+        .any(|queued| gates(queued.id).has(Gates::DATABASE_WIDE));
+    // Each queued command's declared keys, hashed once: with the watched
+    // keys they are the lock set, and (by `spans`) what each command
+    // declares when it runs.
+    let mut declared_all: Vec<KeyRef> = Vec::new();
+    let mut spans = Vec::with_capacity(multi.queued.len());
     for queued in &multi.queued {
-        lock_set.extend(declared_keys(
+        let start = declared_all.len();
+        declared_all.extend(declared_keys(
             server.commands.specs[queued.id],
             &queued.args,
             &server.keyspace,
         ));
+        spans.push(start..declared_all.len());
+    }
+    let mut lock_set = declared_all.clone();
+    if let Some(watching) = &session.watch {
+        lock_set.extend(watching.keys.iter().map(|k| server.keyspace.key(&k.key)));
     }
     let mut keys = server.keyspace.lock_pinned(&lock_set, all);
     drop(lock_set);
@@ -418,11 +426,14 @@ pub fn run_exec(
     // Replies go straight to `out` except where a command runs after the
     // locks: there the reply is spliced in afterwards.
     let mut later: Vec<(usize, &Queued)> = Vec::new();
-    let has_later = multi.queued.iter().any(|q| runs_unlocked(&names[q.id]));
+    let has_later = multi
+        .queued
+        .iter()
+        .any(|q| gates(q.id).has(Gates::RUNS_UNLOCKED));
     let mut body = BytesMut::new();
     let mut committed = strata_engine::commit::Commit::default();
     session.in_exec = true;
-    for queued in &multi.queued {
+    for (queued, span) in multi.queued.iter().zip(spans) {
         let buffer: &mut BytesMut = if has_later { &mut body } else { &mut *out };
         // The rules may have changed since the command was queued.
         if let Err(denied) = crate::acl::check_command(
@@ -437,15 +448,11 @@ pub fn run_exec(
             reject(server, &mut reply, &denied.exec_error());
             continue;
         }
-        if runs_unlocked(&names[queued.id]) {
+        if gates(queued.id).has(Gates::RUNS_UNLOCKED) {
             later.push((buffer.len(), queued));
             continue;
         }
-        let declared: SmallVec<[KeyRef; 4]> = declared_keys(
-            server.commands.specs[queued.id],
-            &queued.args,
-            &server.keyspace,
-        );
+        let declared: SmallVec<[KeyRef; 4]> = declared_all[span].iter().copied().collect();
         let (back, by_handler) = call(
             server,
             session,
