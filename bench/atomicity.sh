@@ -11,6 +11,11 @@
 # - PUBLISH to SUBSCRIBERS subscribers (redis-cli processes) —
 #   redis-benchmark, publishes per second.
 #
+# Besides throughput, each line gives the server's CPU time per operation
+# (user + system, from /proc, medians): on a 2-core machine the load
+# generator takes a core, so throughput shows which side ran out of CPU,
+# and CPU per operation shows what each server spends.
+#
 # Usage: bench/atomicity.sh      ROUNDS=5 bench/atomicity.sh
 set -euo pipefail
 
@@ -86,7 +91,7 @@ procs = [multiprocessing.Process(target=worker, args=(queue,)) for _ in range(pr
 for p in procs: p.start()
 total = sum(queue.get() for _ in procs)
 for p in procs: p.join()
-print(int(total / (time.time() - started)))
+print(int(total / (time.time() - started)), total)
 PY
 }
 
@@ -103,24 +108,32 @@ publishes() {
     wait "${pids[@]}" 2>/dev/null || true
 }
 
+# CPU seconds (user + system) the server process has used.
+cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/${PID[$1]}/stat"; }
+
 for test in evalsha_one_key evalsha_spread multi_exec_one_key multi_exec_spread publish_50; do
-    rs=()
-    ss=()
+    declare -A rates=() cpus=()
     for _ in $(seq "$ROUNDS"); do
         for server in redis strata; do
             port=$(port_of "$server")
+            before=$(cpu_of "$server")
+            ops=$REQUESTS
             case $test in
                 evalsha_one_key) v=$(bench_cmd "$port" EVALSHA "$SHA" 1 counter) ;;
                 evalsha_spread) v=$(bench_cmd "$port" EVALSHA "$SHA" 1 "counter:__rand_int__") ;;
-                multi_exec_one_key) v=$(transactions "$port" one) ;;
-                multi_exec_spread) v=$(transactions "$port" spread) ;;
+                multi_exec_one_key) read -r v ops < <(transactions "$port" one) ;;
+                multi_exec_spread) read -r v ops < <(transactions "$port" spread) ;;
                 publish_50) v=$(publishes "$port") ;;
             esac
-            if [ "$server" = redis ]; then rs+=("$v"); else ss+=("$v"); fi
+            after=$(cpu_of "$server")
+            rates[$server]="${rates[$server]:-} $v"
+            cpus[$server]="${cpus[$server]:-} $(awk -v a="$before" -v b="$after" -v n="$ops" 'BEGIN { printf "%.2f", (b - a) * 1e6 / n }')"
         done
     done
-    r=$(printf '%s\n' "${rs[@]}" | median)
-    s=$(printf '%s\n' "${ss[@]}" | median)
-    printf '%-20s redis %10.0f /s   strata %10.0f /s   strata/redis %s   (rounds: redis %s; strata %s)\n' \
-        "$test" "$r" "$s" "$(ratio "$s" "$r")" "${rs[*]}" "${ss[*]}"
+    r=$(printf '%s\n' ${rates[redis]} | median)
+    s=$(printf '%s\n' ${rates[strata]} | median)
+    rc=$(printf '%s\n' ${cpus[redis]} | median)
+    sc=$(printf '%s\n' ${cpus[strata]} | median)
+    printf '%-20s redis %10.0f /s %6.2f us   strata %10.0f /s %6.2f us   strata/redis %s   (rounds: redis%s; strata%s)\n' \
+        "$test" "$r" "$rc" "$s" "$sc" "$(ratio "$s" "$r")" "${rates[redis]}" "${rates[strata]}"
 done
