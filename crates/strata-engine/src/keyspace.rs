@@ -356,7 +356,9 @@ impl Keyspace {
 
     /// Runs `f` on shard `index`: through `held` when the caller holds
     /// every shard (a transaction or script with a database-wide command,
-    /// see [`Locked::all`]), locking the shard otherwise.
+    /// see [`Locked::all`]; INFO in a script), locking the shard otherwise.
+    /// The `*_in` readers of every shard go through it, so that a caller
+    /// holding shards never locks one again (which would deadlock).
     fn visit<R>(
         &self,
         held: &mut Option<&mut ShardSet<'_>>,
@@ -378,15 +380,21 @@ impl Keyspace {
 
     /// (keys, keys with an expiry) for every database.
     pub fn db_stats(&self, now_ms: u64) -> Vec<DbStats> {
+        self.db_stats_in(&mut None, now_ms)
+    }
+
+    /// [`Keyspace::db_stats`], on shards the caller may hold (see `visit`).
+    pub fn db_stats_in(&self, held: &mut Option<&mut ShardSet<'_>>, now_ms: u64) -> Vec<DbStats> {
         let mut stats = vec![DbStats::default(); self.db_count];
         let mut deadline_sums = vec![0u128; self.db_count];
-        for shard in self.shards.iter() {
-            let shard = shard.lock();
-            for (db, stat) in stats.iter_mut().enumerate() {
-                stat.keys += shard.len(db);
-                stat.expires += shard.volatile_len(db);
-                deadline_sums[db] += shard.tables[db].expiring.deadline_sum_ms;
-            }
+        for index in 0..SHARD_COUNT {
+            self.visit(held, index, |shard| {
+                for (db, stat) in stats.iter_mut().enumerate() {
+                    stat.keys += shard.len(db);
+                    stat.expires += shard.volatile_len(db);
+                    deadline_sums[db] += shard.tables[db].expiring.deadline_sum_ms;
+                }
+            });
         }
         for (stat, sum) in stats.iter_mut().zip(deadline_sums) {
             if stat.expires > 0 {
@@ -418,9 +426,15 @@ impl Keyspace {
     /// (reads served from RAM, reads that needed the disk), over all
     /// shards: the RAM hit ratio.
     pub fn value_hits(&self) -> (u64, u64) {
-        self.shards.iter().fold((0, 0), |(ram, disk), shard| {
-            let shard = shard.lock();
-            (ram + shard.ram_hits, disk + shard.disk_hits)
+        self.value_hits_in(&mut None)
+    }
+
+    /// [`Keyspace::value_hits`], on shards the caller may hold.
+    pub fn value_hits_in(&self, held: &mut Option<&mut ShardSet<'_>>) -> (u64, u64) {
+        (0..SHARD_COUNT).fold((0, 0), |(ram, disk), index| {
+            self.visit(held, index, |shard| {
+                (ram + shard.ram_hits, disk + shard.disk_hits)
+            })
         })
     }
 
@@ -428,11 +442,16 @@ impl Keyspace {
     /// entry is located at): a segment's live share is its located entries
     /// over its records.
     pub fn log_live_bytes(&self) -> (u64, u64) {
+        self.log_live_bytes_in(&mut None)
+    }
+
+    /// [`Keyspace::log_live_bytes`], on shards the caller may hold.
+    pub fn log_live_bytes_in(&self, held: &mut Option<&mut ShardSet<'_>>) -> (u64, u64) {
         let Some(log) = self.log() else {
             return (0, 0);
         };
         let segments = log.segments();
-        let located = self.located_segments();
+        let located = self.located_segments_in(held);
         let total = segments.iter().map(|s| s.bytes).sum();
         let live = segments
             .iter()
@@ -491,28 +510,36 @@ impl Keyspace {
 
     /// The keyspace's RAM as last counted, shard by shard.
     pub fn memory_census(&self) -> MemoryCensus {
-        self.shards
-            .iter()
-            .fold(MemoryCensus::default(), |sum, shard| {
-                let census = shard.lock().census;
-                MemoryCensus {
-                    index_bytes: sum.index_bytes + census.index_bytes,
-                    value_bytes: sum.value_bytes + census.value_bytes,
-                }
-            })
+        self.memory_census_in(&mut None)
+    }
+
+    /// [`Keyspace::memory_census`], on shards the caller may hold.
+    pub fn memory_census_in(&self, held: &mut Option<&mut ShardSet<'_>>) -> MemoryCensus {
+        (0..SHARD_COUNT).fold(MemoryCensus::default(), |sum, index| {
+            let census = self.visit(held, index, |shard| shard.census);
+            MemoryCensus {
+                index_bytes: sum.index_bytes + census.index_bytes,
+                value_bytes: sum.value_bytes + census.value_bytes,
+            }
+        })
     }
 
     /// Keys in all databases.
     pub fn total_keys(&self) -> u64 {
-        self.shards
-            .iter()
-            .map(|s| {
-                let shard = s.lock();
-                shard
-                    .tables
-                    .iter()
-                    .map(|t| t.entries.len() as u64)
-                    .sum::<u64>()
+        self.total_keys_in(&mut None)
+    }
+
+    /// [`Keyspace::total_keys`], on shards the caller may hold.
+    pub fn total_keys_in(&self, held: &mut Option<&mut ShardSet<'_>>) -> u64 {
+        (0..SHARD_COUNT)
+            .map(|index| {
+                self.visit(held, index, |shard| {
+                    shard
+                        .tables
+                        .iter()
+                        .map(|t| t.entries.len() as u64)
+                        .sum::<u64>()
+                })
             })
             .sum()
     }
@@ -549,17 +576,33 @@ impl Keyspace {
     }
 
     pub fn located_segments(&self) -> std::collections::BTreeMap<u64, u64> {
+        self.located_segments_in(&mut None)
+    }
+
+    fn located_segments_in(
+        &self,
+        held: &mut Option<&mut ShardSet<'_>>,
+    ) -> std::collections::BTreeMap<u64, u64> {
         let mut total = std::collections::BTreeMap::new();
-        for shard in self.shards.iter() {
-            for (segment, count) in shard.lock().live.iter() {
-                *total.entry(segment).or_default() += count;
-            }
+        for index in 0..SHARD_COUNT {
+            self.visit(held, index, |shard| {
+                for (segment, count) in shard.live.iter() {
+                    *total.entry(segment).or_default() += count;
+                }
+            });
         }
         total
     }
 
     pub fn expired_keys(&self) -> u64 {
-        self.shards.iter().map(|s| s.lock().expired_keys).sum()
+        self.expired_keys_in(&mut None)
+    }
+
+    /// [`Keyspace::expired_keys`], on shards the caller may hold.
+    pub fn expired_keys_in(&self, held: &mut Option<&mut ShardSet<'_>>) -> u64 {
+        (0..SHARD_COUNT)
+            .map(|index| self.visit(held, index, |shard| shard.expired_keys))
+            .sum()
     }
 
     /// Empties database `db`; returns its contents (to drop outside the

@@ -7,8 +7,15 @@
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
 
+use strata_engine::keyspace::ShardSet;
+
 use crate::alloc;
 use crate::server::{REDIS_VERSION, Server};
+
+/// How the sections that read every shard get each one: `None` locks them
+/// in turn; a script's INFO passes its lock set, which then holds every
+/// shard (`Keyspace::visit`): locking one again would deadlock.
+pub type Held<'a, 'k> = Option<&'a mut ShardSet<'k>>;
 
 /// Every section, in Redis' order. `INFO` without arguments (or `default`)
 /// shows all but commandstats, as Redis does.
@@ -27,7 +34,7 @@ pub const ALL_SECTIONS: &[&str] = &[
     "keyspace",
 ];
 
-pub fn render(server: &Server, requested: &[String], now_ms: u64) -> String {
+pub fn render(server: &Server, requested: &[String], now_ms: u64, held: &mut Held) -> String {
     let sections: Vec<&str> = if requested.is_empty() || requested.iter().any(|s| s == "default") {
         ALL_SECTIONS
             .iter()
@@ -63,16 +70,16 @@ pub fn render(server: &Server, requested: &[String], now_ms: u64) -> String {
         match *section {
             "server" => server_section(server, &mut out, now_ms),
             "clients" => clients_section(server, &mut out),
-            "memory" => memory_section(server, &mut out),
+            "memory" => memory_section(server, &mut out, held),
             "persistence" => persistence_section(server, &mut out),
-            "tiering" => tiering_section(server, &mut out),
-            "stats" => stats_section(server, &mut out),
+            "tiering" => tiering_section(server, &mut out, held),
+            "stats" => stats_section(server, &mut out, held),
             "replication" => replication_section(server, &mut out),
             "cpu" => cpu_section(&mut out),
             "commandstats" => commandstats_section(server, &mut out),
             "errorstats" => errorstats_section(server, &mut out),
             "latencystats" => latencystats_section(server, &mut out),
-            "keyspace" => keyspace_section(server, &mut out, now_ms),
+            "keyspace" => keyspace_section(server, &mut out, now_ms, held),
             _ => {}
         }
     }
@@ -198,8 +205,8 @@ impl Breakdown {
     }
 }
 
-fn breakdown(server: &Server, used: u64, rss: u64) -> Breakdown {
-    let census = server.keyspace.memory_census();
+fn breakdown(server: &Server, used: u64, rss: u64, held: &mut Held) -> Breakdown {
+    let census = server.keyspace.memory_census_in(held);
     let log_buffers = server.keyspace.log().map_or(0, |log| log.buffer_bytes());
     let client_buffers: u64 = server
         .clients
@@ -218,7 +225,7 @@ fn breakdown(server: &Server, used: u64, rss: u64) -> Breakdown {
     }
 }
 
-fn memory_section(server: &Server, out: &mut String) {
+fn memory_section(server: &Server, out: &mut String, held: &mut Held) {
     let config = server.config.get();
     let used = alloc::used_bytes();
     let rss = alloc::rss_bytes();
@@ -280,7 +287,7 @@ fn memory_section(server: &Server, out: &mut String) {
         "used_memory_scripts_human",
         human((script_bytes + library_bytes) as u64)
     );
-    let figures = MemoryFigures::measure(server);
+    let figures = MemoryFigures::measure(server, held);
     field!(out, "used_memory_startup", figures.startup);
     field!(out, "used_memory_dataset", figures.dataset);
     field!(
@@ -289,7 +296,7 @@ fn memory_section(server: &Server, out: &mut String) {
         format!("{:.2}%", figures.dataset_percentage())
     );
     field!(out, "used_memory_overhead", figures.overhead());
-    for (name, _, bytes) in breakdown(server, used, rss).fields() {
+    for (name, _, bytes) in breakdown(server, used, rss, held).fields() {
         field!(out, name, bytes);
     }
 }
@@ -311,10 +318,10 @@ pub struct MemoryFigures {
 }
 
 impl MemoryFigures {
-    pub fn measure(server: &Server) -> MemoryFigures {
+    pub fn measure(server: &Server, held: &mut Held) -> MemoryFigures {
         let used = alloc::used_bytes();
         let rss = alloc::rss_bytes();
-        let parts = breakdown(server, used, rss);
+        let parts = breakdown(server, used, rss, held);
         let libraries = server.functions.snapshot();
         MemoryFigures {
             used,
@@ -322,7 +329,7 @@ impl MemoryFigures {
             rss,
             startup: server.startup_memory.min(used),
             dataset: parts.index + parts.values,
-            keys: server.keyspace.total_keys(),
+            keys: server.keyspace.total_keys_in(held),
             client_buffers: parts.client_buffers,
             log_buffers: parts.log_buffers,
             script_bytes: server.scripts.cached().1 as u64,
@@ -348,7 +355,7 @@ impl MemoryFigures {
 }
 
 /// INFO tiering (Strata): the RAM budget and where values are.
-fn tiering_section(server: &Server, out: &mut String) {
+fn tiering_section(server: &Server, out: &mut String, held: &mut Held) {
     let config = server.config.get();
     let keyspace = &server.keyspace;
     let tier = keyspace.tier();
@@ -364,7 +371,7 @@ fn tiering_section(server: &Server, out: &mut String) {
     field!(out, "maxmemory_policy", config.maxmemory_policy.name());
     field!(out, "ram_used_bytes", used);
     field!(out, "ram_used_human", human(used));
-    for (_, name, bytes) in breakdown(server, used, alloc::rss_bytes()).fields() {
+    for (_, name, bytes) in breakdown(server, used, alloc::rss_bytes(), held).fields() {
         field!(out, name, bytes);
     }
     if config.maxmemory > 0 {
@@ -374,12 +381,12 @@ fn tiering_section(server: &Server, out: &mut String) {
             format!("{:.2}%", used as f64 * 100.0 / config.maxmemory as f64)
         );
     }
-    let keys = keyspace.total_keys();
+    let keys = keyspace.total_keys_in(held);
     let cold = tier.cold_keys().min(keys);
     field!(out, "keys", keys);
     field!(out, "keys_value_in_ram", keys - cold);
     field!(out, "keys_value_on_disk", cold);
-    let (ram_hits, disk_hits) = keyspace.value_hits();
+    let (ram_hits, disk_hits) = keyspace.value_hits_in(held);
     field!(out, "ram_hits", ram_hits);
     field!(out, "disk_hits", disk_hits);
     field!(
@@ -417,7 +424,7 @@ fn tiering_section(server: &Server, out: &mut String) {
         server.tiering.oom_rejections.load(Relaxed)
     );
     let segments = log.map_or(0, |log| log.segments().len());
-    let (log_bytes, live_estimate) = keyspace.log_live_bytes();
+    let (log_bytes, live_estimate) = keyspace.log_live_bytes_in(held);
     let checkpoint_bytes = server.persistence.last_checkpoint_bytes.load(Relaxed);
     field!(out, "maxdisk", config.maxdisk);
     field!(out, "maxdisk_human", human(config.maxdisk));
@@ -582,7 +589,7 @@ fn persistence_section(server: &Server, out: &mut String) {
     );
 }
 
-fn stats_section(server: &Server, out: &mut String) {
+fn stats_section(server: &Server, out: &mut String, held: &mut Held) {
     let sum = |f: fn(&crate::stats::ThreadStats) -> u64| {
         server.thread_stats.iter().map(|t| f(t)).sum::<u64>()
     };
@@ -617,7 +624,7 @@ fn stats_section(server: &Server, out: &mut String) {
         "expired_keys",
         server
             .keyspace
-            .expired_keys()
+            .expired_keys_in(held)
             .saturating_sub(server.stats.expired_keys_base.load(Relaxed))
     );
     field!(
@@ -789,8 +796,13 @@ fn errorstats_section(server: &Server, out: &mut String) {
     }
 }
 
-fn keyspace_section(server: &Server, out: &mut String, now_ms: u64) {
-    for (db, stats) in server.keyspace.db_stats(now_ms).into_iter().enumerate() {
+fn keyspace_section(server: &Server, out: &mut String, now_ms: u64, held: &mut Held) {
+    for (db, stats) in server
+        .keyspace
+        .db_stats_in(held, now_ms)
+        .into_iter()
+        .enumerate()
+    {
         if stats.keys > 0 {
             let _ = write!(
                 out,

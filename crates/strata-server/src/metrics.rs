@@ -206,7 +206,7 @@ pub fn render(server: &Server) -> String {
         })
         .map(|s| s.to_string())
         .collect();
-    let info = crate::info::render(server, &sections, now_ms());
+    let info = crate::info::render(server, &sections, now_ms(), &mut None);
     let mut seen = std::collections::HashSet::new();
     for line in info.lines() {
         let Some((field, value)) = line.split_once(':') else {

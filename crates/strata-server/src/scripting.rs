@@ -38,6 +38,9 @@ use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 use parking_lot::{Mutex, RwLock};
 use strata_resp::{Protocol, ReplyWriter};
 
+/// Scripts and functions a VM remembers as needing every shard (beyond
+/// it, others escalate as a first run does).
+const EVERY_SHARD_NAMES_MAX: usize = 10_000;
 /// Lua instructions between two checks of the time limit and SCRIPT KILL.
 const HOOK_INSTRUCTIONS: u32 = 100_000;
 
@@ -372,6 +375,10 @@ pub struct Vm {
     library_generation: u64,
     /// Their functions, by lower-case name.
     callbacks: HashMap<String, Slot>,
+    /// Scripts (by SHA1) and functions (by name) that needed every shard
+    /// in a run here (`commands::scripting`: they take every shard from
+    /// the start from then on).
+    every_shard: std::collections::HashSet<String>,
     /// `redis.call`, `redis.pcall` and `private.setresp` are in place:
     /// they are made once per VM by `commands::scripting`, which owns what
     /// they run.
@@ -833,6 +840,7 @@ impl Vm {
             private,
             library_generation: 0,
             callbacks: HashMap::new(),
+            every_shard: std::collections::HashSet::new(),
             runner_installed: false,
         };
         vm.install_hook();
@@ -983,6 +991,18 @@ impl Vm {
     /// Script `sha` (lower-case) if this VM compiled it.
     pub fn compiled(&self, sha: &str) -> Option<Slot> {
         self.functions.get(sha).map(|(slot, _)| *slot)
+    }
+
+    /// Whether script or function `name` needed every shard in a run.
+    pub fn needs_every_shard(&self, name: &str) -> bool {
+        !self.every_shard.is_empty() && self.every_shard.contains(name)
+    }
+
+    /// Notes that script or function `name` needed every shard.
+    pub fn note_every_shard(&mut self, name: &str) {
+        if self.every_shard.len() < EVERY_SHARD_NAMES_MAX && !self.every_shard.contains(name) {
+            self.every_shard.insert(name.to_owned());
+        }
     }
 
     /// Lets the registry forget `slot`.

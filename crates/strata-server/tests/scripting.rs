@@ -262,6 +262,100 @@ fn scripts_are_atomic_across_shards_and_threads() {
     assert_eq!(x + y, 20_000);
 }
 
+/// INFO runs inside a script, as in Redis: on the script's lock set once
+/// every shard is in it, so it sees the script's own writes (keyspace
+/// counts) and never waits for a shard the script holds, while scripts
+/// and writers on other threads go on. INFO in MULTI still answers.
+#[test]
+fn info_runs_inside_scripts() {
+    const SCRIPT: &str = "redis.call('SET', KEYS[1], 'v') \
+        redis.call('SET', 'undeclared:' .. ARGV[1], 'w') \
+        local info = redis.call('INFO', 'keyspace', 'memory', 'stats', 'tiering') \
+        return {string.match(info, 'db0:keys=(%d+)'), \
+            string.match(info, 'used_memory:(%d+)') ~= nil and 1 or 0}";
+    let server = TestServer::start();
+    let mut con = server.client();
+    let (keys, memory): (String, i64) = redis::Script::new(SCRIPT)
+        .key("k:1")
+        .arg("a")
+        .invoke(&mut con)
+        .unwrap();
+    assert_eq!((keys.as_str(), memory), ("2", 1));
+    // With writers on other threads, and scripts racing each other. A
+    // script that needed every shard once takes them all from its next
+    // run on (its first run on each network thread escalates: warmed up
+    // here on each connection).
+    let script_cons: Vec<_> = (0..2)
+        .map(|t| {
+            let mut con = server.client();
+            let _: (String, i64) = redis::Script::new(SCRIPT)
+                .key(format!("warm:{t}"))
+                .arg(format!("warm:{t}"))
+                .invoke(&mut con)
+                .unwrap();
+            con
+        })
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..2)
+        .map(|t| {
+            let mut con = server.client();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let _: () = con.set(format!("w:{t}:{}", n % 50), n).unwrap();
+                    n += 1;
+                }
+            })
+        })
+        .collect();
+    let scripts: Vec<_> = script_cons
+        .into_iter()
+        .enumerate()
+        .map(|(t, mut con)| {
+            std::thread::spawn(move || {
+                for n in 0..100 {
+                    let (keys, _): (String, i64) = redis::Script::new(SCRIPT)
+                        .key(format!("s:{t}:{n}"))
+                        .arg(format!("{t}:{n}"))
+                        .invoke(&mut con)
+                        .unwrap();
+                    assert!(keys.parse::<u64>().unwrap() >= 2, "{keys}");
+                }
+            })
+        })
+        .collect();
+    for script in scripts {
+        script.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    // A read-only script may call INFO too.
+    let info: String = redis::cmd("EVAL_RO")
+        .arg("return redis.call('INFO', 'server')")
+        .arg(0)
+        .query(&mut con)
+        .unwrap();
+    assert!(info.contains("redis_version:"), "{info}");
+    // In MULTI, INFO answers in its place.
+    let mut raw = server.raw();
+    assert_eq!(raw.cmd(&["MULTI"]), ok());
+    assert_eq!(raw.cmd(&["SET", "m", "1"]), Reply::simple("QUEUED"));
+    assert_eq!(raw.cmd(&["INFO", "keyspace"]), Reply::simple("QUEUED"));
+    let Reply::Array(replies) = raw.cmd(&["EXEC"]) else {
+        panic!("EXEC answers an array");
+    };
+    assert_eq!(replies[0], ok());
+    assert!(
+        replies[1].as_text().contains("db0:keys="),
+        "{:?}",
+        replies[1]
+    );
+}
+
 #[test]
 fn a_looping_script_makes_others_busy_until_killed() {
     let server = TestServer::start();

@@ -52,7 +52,7 @@ pub fn memory_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 /// MEMORY STATS: Redis' map of memory figures, with Strata's own at the
 /// end (`strata.*`).
 pub fn memory_stats(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
-    let f = MemoryFigures::measure(ctx.server);
+    let f = MemoryFigures::measure(ctx.server, &mut None);
     let net = f.used.saturating_sub(f.startup);
     let per_key = net.checked_div(f.keys).unwrap_or(0);
     let rss_overhead = f.rss.saturating_sub(f.used);
@@ -102,7 +102,7 @@ pub fn memory_stats(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 
 /// MEMORY DOCTOR: what in the figures deserves attention, in words.
 pub fn memory_doctor(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
-    let report = doctor(&MemoryFigures::measure(ctx.server));
+    let report = doctor(&MemoryFigures::measure(ctx.server, &mut None));
     ctx.out.verbatim("txt", report.as_bytes());
     Ok(())
 }

@@ -31,8 +31,8 @@ enum Ran {
     /// Its result written, or its error reply's text (and whether that
     /// error is counted already).
     Done(crate::lua_stack::Ended),
-    /// It met a busy shard before writing anything: run it again with
-    /// every shard locked.
+    /// It met a busy shard before writing anything, or it needed every
+    /// shard in an earlier run: run it (again) with every shard locked.
     Restart,
 }
 
@@ -49,6 +49,12 @@ struct Runner<'c, 'a, 's> {
     /// Inside EXEC: the transaction may have written, so never restart.
     in_transaction: bool,
     restart: bool,
+    /// The run needed every shard (a database-wide command, INFO): the VM
+    /// notes it, and later runs of the script take every shard from the
+    /// start rather than escalate half way. (A key it did not declare
+    /// only restarts the run that met it busy: most such runs find it
+    /// free, and every shard is a high price for the rest.)
+    every_shard: bool,
     /// `redis.setresp`.
     resp: u8,
     running: Arc<Running>,
@@ -268,6 +274,7 @@ impl Runner<'_, '_, '_> {
         // Read the clock only once the shard turned out to be busy: the
         // common call finds it in the lock set already.
         let mut started = None;
+        self.every_shard |= key.is_none();
         loop {
             let taken = match key {
                 Some(key) => self.ctx.keys.shard_or_escalate(key).is_some(),
@@ -347,8 +354,11 @@ impl Runner<'_, '_, '_> {
         // locks (reached only with SET-DISABLE-DENY-SCRIPTS: DEBUG is
         // `noscript`).
         const UNDER_LOCKS: &[&str] = &["debug|protocol", "debug|sleep", "debug|set-active-expire"];
+        // INFO reads every shard: it runs on the script's lock set once
+        // every shard is in it (`commands::server::info`).
+        let info = name == "info";
         let gates = table.gates(id);
-        if gates.has(Gates::RUNS_UNLOCKED) && !UNDER_LOCKS.contains(&name) {
+        if gates.has(Gates::RUNS_UNLOCKED) && !UNDER_LOCKS.contains(&name) && !info {
             return self.fail(
                 "ERR This Redis command is not allowed from script on Strata: it reads the whole server",
                 false,
@@ -372,7 +382,7 @@ impl Runner<'_, '_, '_> {
             return self.reject(id, error);
         }
         let declared = declared_keys_known(spec, args, &server.keyspace, &self.ctx.declared);
-        let locked = if gates.has(Gates::DATABASE_WIDE) {
+        let locked = if gates.has(Gates::DATABASE_WIDE) || info {
             self.lock(None)
         } else {
             declared.iter().try_for_each(|key| self.lock(Some(*key)))
@@ -511,6 +521,14 @@ fn run_once(
             Ok(function) => function,
             Err(text) => return Ran::Done(Err((text, false))),
         };
+        // A script that needed every shard before takes them all from the
+        // start, rather than escalate from its keys' shards half way
+        // (which waits, and after a write may fail, when other clients
+        // hold shards out of order). Not inside EXEC, whose lock set is
+        // the transaction's.
+        if !in_transaction && vm.needs_every_shard(target.name()) && ctx.keys.all().is_none() {
+            return Ran::Restart;
+        }
         if !vm.runner_installed {
             if let Err(error) = install_runner(&vm.lua, &vm.private) {
                 return Ran::Done(Err((format!("ERR {}", lua_error_text(&error)), false)));
@@ -526,6 +544,7 @@ fn run_once(
             allow_oom,
             in_transaction,
             restart: false,
+            every_shard: false,
             resp: 2,
             running: running.clone(),
         };
@@ -544,6 +563,9 @@ fn run_once(
             )
         });
         vm.unwatch();
+        if runner.every_shard {
+            vm.note_every_shard(target.name());
+        }
         match runner.restart {
             true => Ran::Restart,
             false => Ran::Done(ended),

@@ -18,7 +18,10 @@ pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .iter()
         .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
         .collect();
-    let text = crate::info::render(ctx.server, &sections, ctx.now_ms);
+    // In a script, INFO runs on the script's lock set, which then holds
+    // every shard (it escalated as for a database-wide command).
+    let mut held = ctx.keys.all();
+    let text = crate::info::render(ctx.server, &sections, ctx.now_ms, &mut held);
     ctx.out.verbatim("txt", text.as_bytes());
     Ok(())
 }
