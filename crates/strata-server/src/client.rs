@@ -76,9 +76,6 @@ pub struct ClientInfo {
     /// made on first need: a subscription, MONITOR, tracking, or another
     /// client's tracking redirected here.
     mailbox: OnceLock<Arc<Mailbox>>,
-    /// Signalled when another client made the mailbox, so that the
-    /// connection starts waiting on it.
-    mailbox_made: Notify,
 }
 
 /// CLIENT UNBLOCK … TIMEOUT: answer as if the timeout had passed.
@@ -117,19 +114,27 @@ impl ClientInfo {
     }
 
     /// Wakes the connection from its wait for a request without killing
-    /// it, so that it takes what `crate::busy` kept for it. Only for a
-    /// connection that is in that wait (its `idle` slot says so): the
-    /// signal is the kill signal, which every other wait takes as a kill.
+    /// it, so that it looks again: at what `crate::busy` kept for it, or
+    /// at a mailbox another client made for it. Other waits ignore it
+    /// ([`ClientInfo::killed`]).
     pub fn nudge(&self) {
         self.kill_signal.notify_one();
     }
 
+    /// Waits until the client is killed (a nudge alone does not end it).
     pub async fn killed(&self) {
+        while !self.is_killed() {
+            self.kill_signal.notified().await;
+        }
+    }
+
+    /// Waits until the client is killed or nudged.
+    pub async fn killed_or_nudged(&self) {
         self.kill_signal.notified().await
     }
 
     /// The client's mailbox, made now if it has none (its connection is
-    /// then woken to wait on it).
+    /// then nudged, to wait on it from then on).
     pub fn mailbox(self: &Arc<Self>) -> &Arc<Mailbox> {
         let mut made = false;
         let mailbox = self.mailbox.get_or_init(|| {
@@ -137,7 +142,7 @@ impl ClientInfo {
             Mailbox::new(Arc::downgrade(self), self.id)
         });
         if made {
-            self.mailbox_made.notify_one();
+            self.nudge();
         }
         mailbox
     }
@@ -147,12 +152,12 @@ impl ClientInfo {
         self.mailbox.get()
     }
 
-    /// Waits until a message arrives, or until a mailbox is made for a
-    /// client that had none.
+    /// Waits until a message arrives (forever without a mailbox: a mailbox
+    /// made meanwhile nudges the connection).
     pub async fn message(&self) {
         match self.mailbox.get() {
             Some(mailbox) => mailbox.ready().await,
-            None => self.mailbox_made.notified().await,
+            None => std::future::pending().await,
         }
     }
 
@@ -244,7 +249,6 @@ impl ClientRegistry {
             killed: AtomicBool::new(false),
             kill_signal: Notify::new(),
             mailbox: OnceLock::new(),
-            mailbox_made: Notify::new(),
         });
         self.clients.lock().insert(id, client.clone());
         client

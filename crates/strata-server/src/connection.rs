@@ -561,8 +561,8 @@ impl Connection {
             _ = message => Ok(false),
             readable = self.stream.readable(), if want_read => readable.map(|_| true).map_err(Closed::Io),
             writable = self.stream.writable(), if want_write => writable.map(|_| false).map_err(Closed::Io),
-            // Also `crate::busy`'s nudge, which is not a kill.
-            _ = client.killed() => match client.is_killed() {
+            // Also a nudge (`crate::busy`, a mailbox made), not a kill.
+            _ = client.killed_or_nudged() => match client.is_killed() {
                 true => Err(Closed::Killed),
                 false => Ok(false),
             },
