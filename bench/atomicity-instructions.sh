@@ -26,10 +26,7 @@ N_MULTI=${N_MULTI:-10000}
 cd "$(dirname "$0")/.."
 source bench/lib.sh
 ensure_redis_tools
-command -v valgrind >/dev/null || {
-    echo "valgrind is needed (Debian: apt-get install valgrind)" >&2
-    exit 1
-}
+ensure_valgrind
 cargo build --release --bin strata-server >&2
 STRATA=${STRATA_BIN:-target/release/strata-server}
 WORK=$(mktemp -d "${WORK_PARENT:-/tmp}/strata-atomicity-instructions.XXXXXX")

@@ -18,10 +18,7 @@ N=${N:-100000}
 cd "$(dirname "$0")/.."
 source bench/lib.sh
 ensure_redis_tools
-command -v valgrind >/dev/null || {
-    echo "valgrind is needed (Debian: apt-get install valgrind)" >&2
-    exit 1
-}
+ensure_valgrind
 if [ $# = 0 ]; then
     cargo build --release --bin strata-server >&2
     set -- target/release/strata-server

@@ -11,6 +11,14 @@ ensure_redis_tools() {
     fi
 }
 
+# Stops unless valgrind (callgrind) is installed.
+ensure_valgrind() {
+    command -v valgrind >/dev/null || {
+        echo "valgrind is needed (Debian: apt-get install valgrind)" >&2
+        exit 1
+    }
+}
+
 # bench_setup NAME: Redis tools, release binaries ($STRATA, $BENCH) and a
 # work directory ($WORK) removed with every server on exit. STRATA_BIN
 # runs another strata-server build instead (to compare two builds with
