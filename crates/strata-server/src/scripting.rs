@@ -1,5 +1,6 @@
 //! Lua scripting: the script cache, one Lua 5.1 VM per worker thread, the
-//! sandbox, the libraries scripts use, and the RESP ↔ Lua conversions.
+//! sandbox, the libraries scripts use, and a run made through Lua's C API
+//! ([`Vm::run`]; the RESP ↔ Lua conversions are `crate::lua_stack`).
 //!
 //! Scripts are kept server-wide by SHA1 ([`Scripts`]); each worker thread
 //! compiles a script into its own VM the first time it runs it there (a
