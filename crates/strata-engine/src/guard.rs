@@ -5,6 +5,7 @@
 use std::ops::{Deref, DerefMut};
 
 use parking_lot::MutexGuard;
+use smallvec::SmallVec;
 
 use crate::commit::Commit;
 use crate::key::SHARD_BITS;
@@ -64,11 +65,15 @@ impl ShardGuard<'_> {
     }
 }
 
+/// Shards a set holds without allocating: a command's or a small script's
+/// lock set (a set of one key used to cost two allocations).
+pub(crate) const SET_INLINE: usize = 4;
+
 /// Several shards locked together, in ascending index order. Everything
 /// changed through them is one log group: all or nothing after a crash.
 pub struct ShardSet<'a> {
-    pub(crate) indices: Vec<usize>,
-    pub(crate) guards: Vec<MutexGuard<'a, Shard>>,
+    pub(crate) indices: SmallVec<[usize; SET_INLINE]>,
+    pub(crate) guards: SmallVec<[MutexGuard<'a, Shard>; SET_INLINE]>,
     pub(crate) sink: Sink<'a>,
 }
 

@@ -66,6 +66,42 @@ fn error_table(lua: &Lua, text: &str) -> mlua::Result<Value> {
     Ok(Value::Table(table))
 }
 
+/// The buffers a run writes into, kept for the thread's next run (a small
+/// EVALSHA allocated and freed all three each time): the script's result,
+/// and the last `redis.call`'s reply and error text.
+#[derive(Default)]
+struct Scratch {
+    result: BytesMut,
+    reply: BytesMut,
+    error: String,
+}
+
+/// Larger scratch buffers are not kept (one big reply must not pin its
+/// memory to the thread).
+const SCRATCH_RETAINED_BYTES_MAX: usize = 64 << 10;
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+}
+
+impl Scratch {
+    fn take() -> Scratch {
+        SCRATCH.with(|scratch| std::mem::take(&mut *scratch.borrow_mut()))
+    }
+
+    /// Keeps the buffers for the next run, emptied, unless they grew large.
+    fn keep(mut self) {
+        let small = self.result.capacity() + self.reply.capacity() + self.error.capacity()
+            <= SCRATCH_RETAINED_BYTES_MAX;
+        if small {
+            self.result.clear();
+            self.reply.clear();
+            self.error.clear();
+            SCRATCH.with(|scratch| *scratch.borrow_mut() = self);
+        }
+    }
+}
+
 /// What a `redis.call` came to: the runner's `reply` (an error reply in
 /// it was counted by the command), or an error table of the runner's
 /// `error` text (`counted`: already in the error statistics).
@@ -488,7 +524,7 @@ impl Target<'_> {
 }
 
 /// Runs the script once under `ctx.keys`; its result is written to
-/// `result` (in the client's protocol).
+/// `scratch.result` (in the client's protocol).
 fn run_once(
     ctx: &mut Ctx,
     target: Target,
@@ -496,7 +532,7 @@ fn run_once(
     argv: &[Bytes],
     (read_only, allow_oom): (bool, bool),
     running: &Arc<Running>,
-    result: &mut BytesMut,
+    scratch: &mut Scratch,
 ) -> Ran {
     let server = ctx.server;
     let scripts = &server.scripts;
@@ -537,8 +573,8 @@ fn run_once(
         }
         vm.watch(server.scripts.clone(), running.clone(), busy_after_ms);
         let mut runner = Runner {
-            reply: BytesMut::new(),
-            error: String::new(),
+            reply: std::mem::take(&mut scratch.reply),
+            error: std::mem::take(&mut scratch.error),
             ctx,
             read_only,
             allow_oom,
@@ -551,7 +587,7 @@ fn run_once(
         // A function's KEYS and ARGV are its arguments; a script's, globals.
         let as_arguments = matches!(target, Target::Function { .. });
         let resp3 = || current_runner(|runner| runner.resp == 3).unwrap_or(false);
-        let mut out = ReplyWriter::new(result, protocol);
+        let mut out = ReplyWriter::new(&mut scratch.result, protocol);
         let ended = with_runner(&mut runner, || {
             vm.run(
                 function,
@@ -563,6 +599,8 @@ fn run_once(
             )
         });
         vm.unwatch();
+        scratch.reply = std::mem::take(&mut runner.reply);
+        scratch.error = std::mem::take(&mut runner.error);
         if runner.every_shard {
             vm.note_every_shard(target.name());
         }
@@ -671,12 +709,12 @@ pub fn run_script(
     // SELECT inside a script does not change the caller's database.
     let caller_db = ctx.session.db;
     let running = scripts.begin(client_id, function);
-    let mut result = BytesMut::new();
+    let mut scratch = Scratch::take();
     let ended = loop {
-        match run_once(ctx, target, keys, argv, modes, &running, &mut result) {
+        match run_once(ctx, target, keys, argv, modes, &running, &mut scratch) {
             Ran::Restart => {
                 // Nothing written: take every shard and start over.
-                result.clear();
+                scratch.result.clear();
                 let keyspace = ctx.keyspace();
                 let held = std::mem::replace(&mut ctx.keys, keyspace.lock_nothing());
                 ctx.committed(held.commit());
@@ -687,16 +725,14 @@ pub fn run_script(
     };
     scripts.end(&running);
     ctx.session.select(caller_db);
-    match ended {
-        Ok(()) => {
-            ctx.out.encoded(&result);
-            Ok(())
-        }
-        Err((text, counted)) => {
-            ctx.session.error_counted = counted;
-            Err(text.into())
-        }
+    if ended.is_ok() {
+        ctx.out.encoded(&scratch.result);
     }
+    scratch.keep();
+    ended.map_err(|(text, counted)| {
+        ctx.session.error_counted = counted;
+        text.into()
+    })
 }
 
 pub fn eval(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
