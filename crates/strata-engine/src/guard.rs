@@ -5,7 +5,6 @@
 use std::ops::{Deref, DerefMut};
 
 use parking_lot::MutexGuard;
-use smallvec::SmallVec;
 
 use crate::commit::Commit;
 use crate::key::SHARD_BITS;
@@ -65,15 +64,11 @@ impl ShardGuard<'_> {
     }
 }
 
-/// Shards a set holds without allocating: a command's or a small script's
-/// lock set (a set of one key used to cost two allocations).
-pub(crate) const SET_INLINE: usize = 4;
-
 /// Several shards locked together, in ascending index order. Everything
 /// changed through them is one log group: all or nothing after a crash.
 pub struct ShardSet<'a> {
-    pub(crate) indices: SmallVec<[usize; SET_INLINE]>,
-    pub(crate) guards: SmallVec<[MutexGuard<'a, Shard>; SET_INLINE]>,
+    pub(crate) indices: Vec<usize>,
+    pub(crate) guards: Vec<MutexGuard<'a, Shard>>,
     pub(crate) sink: Sink<'a>,
 }
 

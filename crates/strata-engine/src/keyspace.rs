@@ -48,7 +48,6 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, MutexGuard};
-use smallvec::SmallVec;
 
 use crate::feed::{Feed, Subscription};
 use crate::glob;
@@ -307,8 +306,7 @@ impl Keyspace {
 
     /// Locks the shards of all `keys`, in ascending order (deadlock-free).
     pub fn lock_many<'k>(&self, keys: impl IntoIterator<Item = KeyRef<'k>>) -> ShardSet<'_> {
-        let mut indices: SmallVec<[usize; crate::guard::SET_INLINE]> =
-            keys.into_iter().map(|k| k.shard()).collect();
+        let mut indices: Vec<usize> = keys.into_iter().map(|k| k.shard()).collect();
         indices.sort_unstable();
         indices.dedup();
         let guards = indices.iter().map(|&i| self.shards[i].lock()).collect();
@@ -332,7 +330,7 @@ impl Keyspace {
         debug_assert!(indices.is_sorted());
         let guards = indices.iter().map(|&i| self.shards[i].lock()).collect();
         ShardSet {
-            indices: SmallVec::from_vec(indices),
+            indices,
             guards,
             sink: if data_changes {
                 self.open_group()
