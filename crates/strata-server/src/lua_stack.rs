@@ -310,7 +310,7 @@ pub unsafe fn write_result(
 ///
 /// # Safety
 /// `state` is a Lua state; `index` is valid.
-unsafe fn text_at(state: *mut lua_State, index: c_int) -> Option<String> {
+pub unsafe fn text_at(state: *mut lua_State, index: c_int) -> Option<String> {
     // SAFETY: as the function's contract; nothing here calls into Lua
     // but to read.
     unsafe {

@@ -1070,16 +1070,10 @@ impl Vm {
             let status = ffi::lua_pcall(state, 1, 0, top + 1);
             let ended = match (status, call.ended) {
                 (ffi::LUA_OK, Some(ended)) => ended,
+                // The error handler made the error text.
                 _ => {
-                    let mut len = 0;
-                    let text = ffi::lua_tolstring(state, -1, &mut len);
-                    let text = match text.is_null() {
-                        true => "unknown error".into(),
-                        false => String::from_utf8_lossy(std::slice::from_raw_parts(
-                            text.cast::<u8>(),
-                            len,
-                        )),
-                    };
+                    let text = crate::lua_stack::text_at(state, -1);
+                    let text = text.as_deref().unwrap_or("unknown error");
                     Err((format!("ERR {text}"), false))
                 }
             };
