@@ -1201,6 +1201,12 @@ pub(crate) fn forget_loc(live: &mut LiveCounts, entry: &mut Entry) {
 /// Logs the full current image of `entry` (a SET record).
 pub(crate) fn log_image(db: usize, entry: &Entry) {
     let mut scratch = Vec::new();
+    // Nothing takes the record (no log, no feed subscriber): only its key
+    // counts, and a collection's image would be built for nothing.
+    let payload = match log::encoding() {
+        true => entry.image(&mut scratch),
+        false => &[],
+    };
     log::append(&Draft {
         kind: Kind::Set,
         db: db as u16,
@@ -1208,7 +1214,7 @@ pub(crate) fn log_image(db: usize, entry: &Entry) {
         flags: if entry.is_int() { FLAG_INT } else { 0 },
         value_type: entry.value_type_code(),
         key: entry.key(),
-        payload: entry.image(&mut scratch),
+        payload,
     });
 }
 

@@ -994,6 +994,13 @@ pub fn set_flushes_itself() {
     FLUSHES_ITSELF.set(true);
 }
 
+/// Whether this thread's open group encodes records (a log or the change
+/// feed takes them): when not, a record's payload is never read, so
+/// callers need not build it (only the key changed is noted).
+pub(crate) fn encoding() -> bool {
+    GROUP.with(|group| group.borrow().encode)
+}
+
 /// Starts collecting this thread's changes into one group (a lock guard
 /// does this): their records when `sink` takes them, and the list of keys
 /// changed when `collect` (data changes, as opposed to value images).
