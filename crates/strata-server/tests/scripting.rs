@@ -356,6 +356,52 @@ fn info_runs_inside_scripts() {
     );
 }
 
+/// `redis.call`'s arguments are read off the Lua stack: no argument, or
+/// one that is neither a string nor a number, is refused with Redis'
+/// error (raised by `redis.call`, returned by `redis.pcall`), and nothing
+/// runs; a result nested past 64 tables answers Redis' stack-limit error.
+#[test]
+fn redis_call_refuses_bad_arguments() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let error_of = |reply: Reply| match reply {
+        Reply::Error(text) => text,
+        other => panic!("an error, not {other:?}"),
+    };
+    let text = error_of(raw.cmd(&["EVAL", "return redis.call()", "0"]));
+    assert!(
+        text.starts_with(
+            "ERR Please specify at least one argument for this redis lib call script: "
+        ),
+        "{text}"
+    );
+    assert!(text.ends_with(", on @user_script:1."), "{text}");
+    for bad in ["{}", "true", "nil"] {
+        let script = format!("return redis.call('SET', 'k', {bad})");
+        let text = error_of(raw.cmd(&["EVAL", &script, "0"]));
+        assert!(
+            text.starts_with("ERR Lua redis lib command arguments must be strings or integers"),
+            "{bad}: {text}"
+        );
+    }
+    assert_eq!(raw.cmd(&["EXISTS", "k"]), i(0));
+    // redis.pcall hands the error table back instead.
+    assert_eq!(
+        raw.cmd(&["EVAL", "return redis.pcall('SET', 'k', {}).err", "0"]),
+        b("ERR Lua redis lib command arguments must be strings or integers")
+    );
+    // A result 100 tables deep stops at the limit with Redis' error.
+    let deep = "local t = {} local cur = t for i = 1, 100 do cur[1] = {} cur = cur[1] end return t";
+    let mut reply = raw.cmd(&["EVAL", deep, "0"]);
+    let mut depth = 0;
+    while let Reply::Array(mut items) = reply {
+        reply = items.remove(0);
+        depth += 1;
+    }
+    assert_eq!(depth, 64);
+    assert_eq!(reply, e("ERR reached lua stack limit"));
+}
+
 #[test]
 fn a_looping_script_makes_others_busy_until_killed() {
     let server = TestServer::start();
