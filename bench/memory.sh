@@ -5,7 +5,10 @@
 # 1. big value: SETRANGE big 536870911 x, SETBIT big 100 1, DEL big.
 # 2. big-value commands: SETRANGE, SETBIT, BITFIELD, BITOP, APPEND and LCS
 #    near 512 MB, then DEL of everything.
-# 3. expired keys: KEYS keys with a 3 s TTL (redis-cli --pipe), all expired.
+# 3. big values sent whole: ROUNDS × (SET of a BIG_MB value, SET again,
+#    APPEND of as much, DEL), every command slow enough for SLOWLOG (which
+#    used to keep each request's whole input buffer).
+# 4. expired keys: KEYS keys with a 3 s TTL (redis-cli --pipe), all expired.
 #
 # Figures are read WAIT seconds after the DEL / after the last key expired.
 #
@@ -15,6 +18,8 @@ set -euo pipefail
 
 KEYS=${KEYS:-1000000}
 WAIT=${WAIT:-5}
+BIG_MB=${BIG_MB:-256}
+ROUNDS=${ROUNDS:-4}
 
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -34,6 +39,22 @@ for i in range(int(sys.argv[1])):
     k = b"key:%d" % i
     v = b"value-%d" % i
     out.write(b"*5\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$2\r\nEX\r\n$1\r\n3\r\n" % (len(k), k, len(v), v))
+PY
+
+# The commands of one big-value round, as RESP (redis-cli -x sends stdin
+# as the last argument, but one value through a pipe is simplest).
+python3 - "$BIG_MB" >"$WORK/big.resp" <<'PY'
+import sys
+out = sys.stdout.buffer
+value = b"v" * (int(sys.argv[1]) << 20)
+def command(*args):
+    out.write(b"*%d\r\n" % len(args))
+    for arg in args:
+        out.write(b"$%d\r\n%s\r\n" % (len(arg), arg))
+command(b"SET", b"big", value)
+command(b"SET", b"big", value)
+command(b"APPEND", b"big", value)
+command(b"DEL", b"big")
 PY
 
 echo "# Memory that comes back ($(date -u +%F), $(nproc) cores)"
@@ -70,6 +91,16 @@ for kind in strata redis; do
     redis-cli -p "$port" del a b c d f >/dev/null
     sleep "$WAIT"
     echo "| big-value commands, then DEL | $kind | ${before/ / \/ } | ${peak/ / \/ } | $(memory "$port" | sed 's/ / \/ /') |"
+
+    before=$(memory "$port")
+    redis-cli -p "$port" config set slowlog-log-slower-than 0 >/dev/null
+    for _ in $(seq "$ROUNDS"); do
+        redis-cli -p "$port" --pipe <"$WORK/big.resp" >/dev/null
+    done
+    peak=$(memory "$port")
+    sleep "$WAIT"
+    echo "| $ROUNDS × (SET, SET, APPEND of $BIG_MB MB, DEL) | $kind | ${before/ / \/ } | ${peak/ / \/ } | $(memory "$port" | sed 's/ / \/ /') |"
+    redis-cli -p "$port" config set slowlog-log-slower-than 10000 >/dev/null
 
     before=$(memory "$port")
     redis-cli -p "$port" --pipe <"$WORK/ttl.resp" >/dev/null

@@ -11,6 +11,7 @@ use crate::key::SHARD_BITS;
 use crate::log::{self, Sink};
 use crate::shard::Shard;
 use crate::tier;
+use crate::undo::{Undo, UndoFull};
 
 /// One locked shard. While it is held, the records of the changes made
 /// through it collect in this thread's log group, committed as one group
@@ -165,10 +166,33 @@ pub struct Locked<'a> {
     /// [`Locked::release`] commits nothing early, and keys beyond the
     /// declared ones may be reached ([`Locked::shard_or_escalate`]).
     pinned: bool,
+    /// Before-images of what the run changed, when it keeps them
+    /// ([`Locked::keep_undo`]; `crate::undo`).
+    undo: Option<Box<Undo>>,
     /// Hashes of the declared keys (debug builds check every access
     /// against them: a handler sees exactly the keys it declared).
     #[cfg(debug_assertions)]
     declared: Vec<u64>,
+}
+
+impl Drop for Locked<'_> {
+    /// A pinned set dropped by a panic (a command of a script or of a
+    /// transaction panicked) must not commit the part of the run done
+    /// before it: the run is undone first, or, when it cannot be, the
+    /// process ends before its group is written, and recovery finds the
+    /// data as it was before the run.
+    fn drop(&mut self) {
+        if !self.pinned || !std::thread::panicking() || !crate::log::group_dirty() {
+            return;
+        }
+        if self.undo() {
+            return;
+        }
+        eprintln!(
+            "strata: a command panicked inside a transaction or script that had written and cannot be undone; exiting so that recovery restores the data as it was before it"
+        );
+        std::process::abort();
+    }
 }
 
 pub(crate) enum Held<'a> {
@@ -189,6 +213,7 @@ impl<'a> Locked<'a> {
             keyspace,
             held,
             pinned: false,
+            undo: None,
             #[cfg(debug_assertions)]
             declared: declared.iter().map(|k| k.hash).collect(),
         }
@@ -271,6 +296,63 @@ impl<'a> Locked<'a> {
             }
             _ => false,
         }
+    }
+
+    /// Makes this pinned set keep a before-image of each key before a
+    /// write first changes it ([`Locked::capture`]), so that the run can
+    /// be undone ([`Locked::undo`]; `crate::undo`). `now_ms`: the run's
+    /// clock, which an undo uses.
+    pub fn keep_undo(&mut self, now_ms: u64) {
+        self.undo = Some(Box::new(Undo::new(now_ms)));
+    }
+
+    /// Whether the run can still be undone.
+    pub fn can_undo(&self) -> bool {
+        self.undo.as_ref().is_some_and(|undo| undo.usable())
+    }
+
+    /// Keeps `key`'s (of database `db`) image before a write changes it,
+    /// if this set keeps images and has none for it yet; [`UndoFull`] when
+    /// the run's images would pass their bound (then none is kept: see
+    /// [`Locked::give_up_undo`]).
+    pub fn capture(&mut self, db: usize, key: crate::KeyRef, now_ms: u64) -> Result<(), UndoFull> {
+        let Some(mut undo) = self.undo.take() else {
+            return Ok(());
+        };
+        let kept = undo.capture(self.shard(key), db, key, now_ms);
+        self.undo = Some(undo);
+        kept
+    }
+
+    /// Stops keeping images and drops those kept: the run will not be
+    /// undone (it holds every shard, so it cannot meet a busy one).
+    pub fn give_up_undo(&mut self) {
+        if let Some(undo) = &mut self.undo {
+            undo.give_up();
+        }
+    }
+
+    /// Puts every key the run changed back as it was before, logged in
+    /// the run's own group; false when the run cannot be undone.
+    pub fn undo(&mut self) -> bool {
+        let Some(undo) = &mut self.undo else {
+            return false;
+        };
+        if !undo.usable() {
+            return false;
+        }
+        let now_ms = undo.now_ms();
+        let befores = undo.take();
+        for before in befores {
+            let hash = self.keyspace.hasher.hash(before.key());
+            let key = crate::KeyRef {
+                bytes: before.key(),
+                hash,
+            };
+            let shard = self.shard(key);
+            before.restore(shard, hash, now_ms);
+        }
+        true
     }
 
     /// Whether this lock set is held for a whole transaction or script.

@@ -105,9 +105,13 @@ impl Registers {
     /// Redis' estimate of the number of distinct elements counted.
     pub fn count(&self) -> u64 {
         let m = REGISTERS as f64;
-        let mut histogram = [0u32; Q as usize + 2];
+        // Dense registers hold 6 bits: a value written by SET (or by
+        // another tool) may exceed Q + 1, the longest run a hash can give.
+        // Such registers take no part in the estimate, as in Redis, whose
+        // histogram has a slot for each of the 64 values.
+        let mut histogram = [0u32; 64];
         for &r in self.0.iter() {
-            histogram[r as usize] += 1;
+            histogram[(r & 63) as usize] += 1;
         }
         let mut z = m * tau((m - histogram[Q as usize + 1] as f64) / m);
         for j in (1..=Q as usize).rev() {
@@ -116,7 +120,14 @@ impl Registers {
         }
         z += m * sigma(histogram[0] as f64 / m);
         const ALPHA_INF: f64 = 0.721_347_520_444_481_7;
-        (ALPHA_INF * m * m / z).round() as u64
+        let estimate = (ALPHA_INF * m * m / z).round();
+        // Registers no hash can give (SET of forged bytes) can leave z at
+        // 0: Redis' llroundl then answers LLONG_MIN, which its cast to an
+        // unsigned count makes 2^63. Answer the same, not Rust's saturation.
+        if !estimate.is_finite() || estimate >= 2f64.powi(63) {
+            return 1 << 63;
+        }
+        estimate as u64
     }
 
     /// Redis' bytes for these registers with a stale cache: sparse when

@@ -94,6 +94,7 @@ mod shard;
 mod table;
 mod thin;
 pub mod tier;
+pub mod undo;
 pub mod value;
 mod varint;
 pub mod zset;

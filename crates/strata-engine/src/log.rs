@@ -970,6 +970,8 @@ struct GroupBuffer {
     changed: Changed,
     /// Flags added to every record appended meanwhile ([`with_cause`]).
     cause: u8,
+    /// A record was appended to the open group (encoded or not).
+    dirty: bool,
 }
 
 thread_local! {
@@ -981,6 +983,7 @@ thread_local! {
             bytes: Vec::new(),
             changed: Changed::new(),
             cause: 0,
+            dirty: false,
         })
     };
     /// Set on threads that call [`Log::flush_now`] themselves before
@@ -1011,6 +1014,7 @@ pub(crate) fn group_open(sink: &Sink, collect: bool) {
         group.depth += 1;
         group.encode = sink.log.is_some() || sink.feed.is_some();
         group.collect = collect;
+        group.dirty = false;
     });
 }
 
@@ -1101,6 +1105,17 @@ pub(crate) fn with_pending_changes(skip: usize, mut f: impl FnMut(record::Kind, 
     });
 }
 
+/// Whether this thread's open group holds any record (a change not yet
+/// committed).
+pub(crate) fn group_dirty() -> bool {
+    // Called while unwinding: a panic inside `append` leaves the group
+    // borrowed, and then it must count as holding changes.
+    GROUP.with(|group| match group.try_borrow() {
+        Ok(group) => group.depth > 0 && group.dirty,
+        Err(_) => true,
+    })
+}
+
 /// How many changes this thread's open group holds.
 pub(crate) fn pending_count() -> usize {
     GROUP.with(|group| group.borrow().changed.len())
@@ -1131,6 +1146,7 @@ pub(crate) fn append(draft: &Draft) {
         if group.depth == 0 {
             return;
         }
+        group.dirty = true;
         if group.encode {
             if group.cause == 0 {
                 record::encode(&mut group.bytes, draft);

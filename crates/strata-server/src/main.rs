@@ -26,6 +26,7 @@ mod histogram;
 mod info;
 mod log;
 mod long_double;
+mod lua_guards;
 mod lua_libs;
 mod lua_stack;
 mod metrics;

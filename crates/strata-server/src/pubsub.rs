@@ -189,10 +189,13 @@ impl PubSub {
     /// Subscribes `mailbox`'s client to `name`; returns its counts after.
     pub fn subscribe(&self, kind: Kind, name: &Bytes, mailbox: &Arc<Mailbox>) -> Counts {
         let id = mailbox.id;
+        // A copy of the name: the argument is a slice of the request's
+        // input buffer, which a subscription must not keep whole.
+        let name = Bytes::copy_from_slice(name);
         let mut state = self.state.write();
         let subscribers = state.table(kind).entry(name.clone()).or_default();
         if subscribers.insert(id, mailbox.clone()).is_none() {
-            state.clients.entry(id).or_default()[kind as usize].push(name.clone());
+            state.clients.entry(id).or_default()[kind as usize].push(name);
         }
         Self::counts_of(&state, id)
     }
@@ -252,8 +255,50 @@ impl PubSub {
     }
 
     /// Delivers `payload` on `channel` (PUBLISH, or SPUBLISH with
-    /// `shard`); returns how many clients received it.
+    /// `shard`); returns how many clients received it. While this thread
+    /// holds its messages ([`Held`]), the message waits there and the
+    /// count is of those who would receive it now.
     pub fn publish(
+        &self,
+        channel: &[u8],
+        payload: &[u8],
+        shard: bool,
+        limit: OutputLimit,
+    ) -> usize {
+        let held = HELD.with(|held| match &mut *held.borrow_mut() {
+            Some(messages) if messages.len() < HELD_MESSAGES_MAX => {
+                messages.push((channel.to_vec(), payload.to_vec(), shard, limit));
+                true
+            }
+            _ => false,
+        });
+        match held {
+            true => self.receivers(channel, shard),
+            false => self.deliver_now(channel, payload, shard, limit),
+        }
+    }
+
+    /// How many clients a message on `channel` would reach now.
+    fn receivers(&self, channel: &[u8], shard: bool) -> usize {
+        let state = self.state.read();
+        let table = match shard {
+            true => &state.shard_channels,
+            false => &state.channels,
+        };
+        let direct = table.get(channel).map_or(0, HashMap::len);
+        let by_pattern: usize = match shard {
+            true => 0,
+            false => state
+                .patterns
+                .iter()
+                .filter(|(pattern, _)| strata_engine::glob::matches(pattern, channel, false))
+                .map(|(_, subscribers)| subscribers.len())
+                .sum(),
+        };
+        direct + by_pattern
+    }
+
+    fn deliver_now(
         &self,
         channel: &[u8],
         payload: &[u8],
@@ -352,5 +397,74 @@ impl Encoded {
             out.freeze()
         })
         .clone()
+    }
+}
+
+/// Messages a thread holds back: a script's PUBLISH and keyspace events
+/// go out when the script ends, so a run that is undone and run again
+/// (`strata_engine::undo`) publishes nothing twice. Subscribers see them
+/// at the same point as with Redis, where nothing else runs during a
+/// script.
+type HeldMessage = (Vec<u8>, Vec<u8>, bool, OutputLimit);
+
+/// Messages one run holds at most; past it they are delivered at once.
+const HELD_MESSAGES_MAX: usize = 100_000;
+
+thread_local! {
+    static HELD: std::cell::RefCell<Option<Vec<HeldMessage>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// This thread's held messages, from [`Held::begin`] until released or
+/// dropped (dropping discards them: the run is undone, or panicked).
+pub struct Held {
+    /// Whether this hold started the thread's holding (a script inside
+    /// a held transaction leaves it to the outer one).
+    outer: bool,
+}
+
+impl Held {
+    /// Starts holding this thread's messages.
+    pub fn begin() -> Held {
+        let outer = HELD.with(|held| {
+            let mut held = held.borrow_mut();
+            let outer = held.is_none();
+            if outer {
+                *held = Some(Vec::new());
+            }
+            outer
+        });
+        Held { outer }
+    }
+
+    /// Forgets the messages held so far (the run is undone).
+    pub fn discard(&self) {
+        if self.outer {
+            HELD.with(|held| {
+                if let Some(messages) = &mut *held.borrow_mut() {
+                    messages.clear();
+                }
+            });
+        }
+    }
+
+    /// Delivers the held messages, in order, and stops holding.
+    pub fn release(self, pubsub: &PubSub) {
+        if !self.outer {
+            return;
+        }
+        let messages = HELD
+            .with(|held| held.borrow_mut().take())
+            .unwrap_or_default();
+        for (channel, payload, shard, limit) in messages {
+            pubsub.deliver_now(&channel, &payload, shard, limit);
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if self.outer {
+            HELD.with(|held| held.borrow_mut().take());
+        }
     }
 }

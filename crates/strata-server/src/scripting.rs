@@ -248,7 +248,7 @@ impl Running {
         self.kill.load(Relaxed) || scripts.stopping.load(Relaxed)
     }
 
-    fn check(self: &Arc<Self>, scripts: &Scripts, busy_after_ms: u64) -> mlua::Result<()> {
+    fn check(self: &Arc<Self>, scripts: &Scripts, busy_after_ms: u64) -> Result<(), &'static str> {
         if !self.busy.load(Relaxed) && self.started.elapsed().as_millis() as u64 >= busy_after_ms {
             self.busy.store(true, Relaxed);
             scripts.running.lock().insert(self.client_id, self.clone());
@@ -267,9 +267,7 @@ impl Running {
             crate::busy::serve_idle();
         }
         if self.kill.load(Relaxed) {
-            return Err(mlua::Error::RuntimeError(
-                "ERR Script killed by user with SCRIPT KILL...".into(),
-            ));
+            return Err("ERR Script killed by user with SCRIPT KILL...");
         }
         if scripts.stopping.load(Relaxed) {
             // A busy script holds its network thread and its shards, which
@@ -282,9 +280,7 @@ impl Running {
                 );
                 std::process::exit(1);
             }
-            return Err(mlua::Error::RuntimeError(
-                "ERR Script killed: the server is shutting down".into(),
-            ));
+            return Err("ERR Script killed: the server is shutting down");
         }
         Ok(())
     }
@@ -518,14 +514,36 @@ end
 -- the error that stops it: the scripts' pcall and xpcall raise it again
 -- (Redis gets there by raising it at every line).
 local raw_pcall = pcall
+local stopping = private.stopping
 local function unless_stopped(ok, ...)
-    if not ok and private.stopping() then raw_error((...), 0) end
+    if not ok and stopping() then raw_error((...), 0) end
     return ok, ...
 end
 pcall = function(...) return unless_stopped(raw_pcall(...)) end
-xpcall = function(...) return unless_stopped(raw_xpcall(...)) end
+-- The error handler of xpcall is not called for the error that stops a
+-- run: Lua calls a handler with hooks off when the hook raised the error,
+-- so a handler that loops would never be stopped.
+xpcall = function(f, handler, ...)
+    if type(handler) ~= 'function' then return unless_stopped(raw_xpcall(f, handler, ...)) end
+    local guarded = function(e)
+        if stopping() then return e end
+        return handler(e)
+    end
+    return unless_stopped(raw_xpcall(f, guarded, ...))
+end
+-- A coroutine stopped by the hook returns the error to its resumer: it
+-- is raised again there.
+local raw_resume = coroutine.resume
+coroutine.resume = function(...) return unless_stopped(raw_resume(...)) end
 loadfile = nil
 debug = nil
+-- Not in Redis' sandbox here: an environment changed with setfenv stays
+-- with a compiled script for the next caller, and a userdata's __gc runs
+-- with hooks off (a loop there could never be stopped).
+local raw_setfenv = setfenv
+getfenv = nil
+setfenv = nil
+newproxy = nil
 dofile = nil
 require = nil
 module = nil
@@ -539,7 +557,7 @@ print = nil
 -- read-only tables behave.
 local real = _G
 local rawget, type, tostring = rawget, type, tostring
-local raw_setmetatable, raw_getfenv, raw_loadstring = setmetatable, getfenv, loadstring
+local raw_setmetatable, raw_loadstring, raw_rawset = setmetatable, loadstring, rawset
 local protected = raw_setmetatable({}, {__mode = 'k'})
 local function readonly() raw_error('Attempt to modify a readonly table', 2) end
 local function protect(t)
@@ -548,9 +566,14 @@ local function protect(t)
     return proxy
 end
 local shown = {}
-for _, name in ipairs({'redis', 'cjson', 'bit', 'cmsgpack', 'struct', 'string', 'math', 'table'}) do
+for _, name in ipairs({'redis', 'cjson', 'bit', 'cmsgpack', 'struct', 'string', 'math', 'table', 'coroutine'}) do
     shown[name] = protect(real[name])
 end
+-- Strings share one metatable in a VM, and so every later script: what
+-- getmetatable('') gives is a read-only view whose __index is the
+-- scripts' read-only string table.
+local string_meta = getmetatable('')
+string_meta.__metatable = protect({__index = shown.string})
 local env = {}
 -- What scripts see behind `env`: the libraries' read-only proxies, every
 -- other global (filled in at the end of this prelude), KEYS and ARGV (set
@@ -579,16 +602,15 @@ real.setmetatable = function(t, mt)
     if protected[t] then raw_error('Attempt to modify a readonly table', 2) end
     return raw_setmetatable(t, mt)
 end
-real.getfenv = function(f)
-    local found = raw_getfenv(type(f) == 'number' and f + 1 or f or 2)
-    if found == real then return env end
-    return found
+real.rawset = function(t, k, v)
+    if protected[t] then raw_error('Attempt to modify a readonly table', 2) end
+    return raw_rawset(t, k, v)
 end
 -- Only source text: precompiled chunks are refused, as Redis refuses them.
 real.loadstring = function(text, name)
     if type(text) == 'string' and text:byte(1) == 27 then return nil end
     local chunk, err = raw_loadstring(text, name)
-    if chunk then setfenv(chunk, env) end
+    if chunk then raw_setfenv(chunk, env) end
     return chunk, err
 end
 for name, value in pairs(real) do visible[name] = value end
@@ -745,10 +767,14 @@ private.finish_load = function()
 end
 "#;
 
-/// A function a library registered while it loaded.
+/// A function a library registered while it loaded: its callback pinned
+/// in the registry when the loader asked to keep it. (An mlua handle per
+/// callback would not do: mlua keeps its handles on one auxiliary Lua
+/// stack of at most 8000 slots, and a library of 10 000 functions made
+/// FUNCTION LOAD fail with "out of Lua stack".)
 pub struct Registered {
     pub info: crate::functions::FunctionInfo,
-    pub callback: Function,
+    pub callback: Option<Slot>,
 }
 
 /// How long FUNCTION LOAD may run a library's top level (Redis: 500 ms).
@@ -799,6 +825,9 @@ impl Vm {
                 Ok(())
             })?,
         )?;
+        // SAFETY: the protected call's stack is empty; `install` pushes 4
+        // values at most.
+        unsafe { lua.exec_raw::<()>((), |state| crate::lua_guards::install(state))? };
         let globals = lua.globals();
         globals.set("cjson", crate::lua_libs::cjson(&lua)?)?;
         globals.set("bit", crate::lua_libs::bit(&lua)?)?;
@@ -859,11 +888,12 @@ impl Vm {
         &self,
         body: &str,
         timeout: Option<Duration>,
+        keep_callbacks: bool,
     ) -> Result<Vec<Registered>, String> {
         let env: Table = self
             .private
             .raw_get("functions_env")
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| internal_error(&e))?;
         let chunk = self
             .lua
             .load(body)
@@ -874,29 +904,16 @@ impl Vm {
         let begin: Function = self
             .private
             .raw_get("begin_load")
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| internal_error(&e))?;
         let finish: Function = self
             .private
             .raw_get("finish_load")
-            .map_err(|e| e.to_string())?;
-        begin.call::<()>(()).map_err(|e| e.to_string())?;
-        if let Some(limit) = timeout {
-            let started = Instant::now();
-            self.lua
-                .set_hook(
-                    mlua::HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
-                    move |_, _| match started.elapsed() > limit {
-                        true => Err(mlua::Error::RuntimeError("FUNCTION LOAD timeout".into())),
-                        false => Ok(mlua::VmState::Continue),
-                    },
-                )
-                .expect("hooks are supported by Lua 5.1");
-        }
+            .map_err(|e| internal_error(&e))?;
+        begin.call::<()>(()).map_err(|e| internal_error(&e))?;
+        LOAD_DEADLINE.set(timeout.map(|limit| Instant::now() + limit));
         let ran = chunk.call::<()>(());
-        if timeout.is_some() {
-            self.install_hook();
-        }
-        let list: Table = finish.call(()).map_err(|e| e.to_string())?;
+        LOAD_DEADLINE.set(None);
+        let list: Table = finish.call(()).map_err(|e| internal_error(&e))?;
         if let Err(error) = ran {
             return Err(format!(
                 "ERR Error registering functions: {}",
@@ -905,8 +922,8 @@ impl Vm {
         }
         let mut registered = Vec::new();
         for entry in list.sequence_values::<Table>() {
-            let entry = entry.map_err(|e| e.to_string())?;
-            let flags: Vec<String> = entry.get("flags").map_err(|e| e.to_string())?;
+            let entry = entry.map_err(|e| internal_error(&e))?;
+            let flags: Vec<String> = entry.get("flags").map_err(|e| internal_error(&e))?;
             let flags = crate::functions::FLAG_NAMES
                 .iter()
                 .enumerate()
@@ -914,11 +931,18 @@ impl Vm {
                 .fold(0u8, |bits, (n, _)| bits | 1 << n);
             registered.push(Registered {
                 info: crate::functions::FunctionInfo {
-                    name: entry.get("name").map_err(|e| e.to_string())?,
-                    description: entry.get("description").map_err(|e| e.to_string())?,
+                    name: entry.get("name").map_err(|e| internal_error(&e))?,
+                    description: entry.get("description").map_err(|e| internal_error(&e))?,
                     flags,
                 },
-                callback: entry.get("callback").map_err(|e| e.to_string())?,
+                callback: match keep_callbacks {
+                    true => {
+                        let callback: Function =
+                            entry.get("callback").map_err(|e| internal_error(&e))?;
+                        Some(pin(&self.lua, callback).map_err(|e| internal_error(&e))?)
+                    }
+                    false => None,
+                },
             });
         }
         Ok(registered)
@@ -937,21 +961,16 @@ impl Vm {
             }
             for library in libraries.libraries.values() {
                 let loaded = crate::functions::parse_metadata(&library.code)
-                    .and_then(|meta| self.load_library(meta.body, None));
+                    .and_then(|meta| self.load_library(meta.body, None, true));
                 match loaded {
                     Ok(registered) => {
                         for function in registered {
-                            match pin(&self.lua, function.callback) {
-                                Ok(slot) => {
-                                    let name = function.info.name.to_ascii_lowercase();
-                                    if let Some(old) = self.callbacks.insert(name, slot) {
-                                        self.unpin(old);
-                                    }
-                                }
-                                Err(error) => crate::log_warning!(
-                                    "Function {} did not load: {error}",
-                                    function.info.name
-                                ),
+                            let Some(slot) = function.callback else {
+                                continue;
+                            };
+                            let name = function.info.name.to_ascii_lowercase();
+                            if let Some(old) = self.callbacks.insert(name, slot) {
+                                self.unpin(old);
                             }
                         }
                     }
@@ -1078,6 +1097,8 @@ impl Vm {
                 }
             };
             ffi::lua_settop(state, top);
+            // A script's `collectgarbage('stop')` ends with its run.
+            ffi::lua_gc(state, ffi::LUA_GCRESTART, 0);
             if let Some(payload) = CAUGHT_PANIC.with(|caught| caught.borrow_mut().take()) {
                 std::panic::resume_unwind(payload);
             }
@@ -1096,22 +1117,66 @@ impl Vm {
         WATCHED.with(|watched| *watched.borrow_mut() = None);
     }
 
-    /// Installs the hook that checks the watched run.
+    /// Installs [`count_hook`] on the main state. It is a plain C hook
+    /// rather than mlua's: Lua 5.1 gives a coroutine its creator's hook
+    /// when it is made, and mlua's hook finds its callback by thread, so a
+    /// loop inside a coroutine ran unchecked (never busy, never killed).
     fn install_hook(&self) {
-        self.lua
-            .set_hook(
-                mlua::HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
-                |_, _| {
-                    WATCHED.with(|watched| match &*watched.borrow() {
-                        Some((scripts, running, busy_after_ms)) => {
-                            running.check(scripts, *busy_after_ms)
-                        }
-                        None => Ok(()),
-                    })?;
-                    Ok(mlua::VmState::Continue)
-                },
-            )
-            .expect("hooks are supported by Lua 5.1");
+        // SAFETY: setting a hook neither allocates nor raises.
+        unsafe {
+            ffi::lua_sethook(
+                self.state,
+                Some(count_hook),
+                ffi::LUA_MASKCOUNT,
+                HOOK_INSTRUCTIONS as c_int,
+            );
+        }
+    }
+}
+
+thread_local! {
+    /// FUNCTION LOAD's deadline for the library being loaded (`None`:
+    /// none), checked by [`count_hook`].
+    static LOAD_DEADLINE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// Whether the code running on this thread must stop: the error to raise.
+fn hook_verdict() -> Result<(), &'static str> {
+    if LOAD_DEADLINE
+        .get()
+        .is_some_and(|deadline| Instant::now() > deadline)
+    {
+        return Err("FUNCTION LOAD timeout");
+    }
+    WATCHED.with(|watched| match &*watched.borrow() {
+        Some((scripts, running, busy_after_ms)) => running.check(scripts, *busy_after_ms),
+        None => Ok(()),
+    })
+}
+
+/// Called every [`HOOK_INSTRUCTIONS`] Lua instructions, in the main state
+/// and in every coroutine: notes a run that became busy, serves the
+/// thread's other clients meanwhile, and stops a killed run or a library
+/// past its load deadline by raising an error. A script's error is an
+/// error table (the reply's text as Redis words it); FUNCTION LOAD's a
+/// string, which its caller words.
+unsafe extern "C-unwind" fn count_hook(state: *mut lua_State, _: *mut ffi::lua_Debug) {
+    let verdict = catch_panic(hook_verdict);
+    // SAFETY: Lua calls a hook inside the running code's protected call;
+    // this frame owns nothing when an error is raised.
+    unsafe {
+        match verdict {
+            Some(Ok(())) => {}
+            Some(Err(text)) if LOAD_DEADLINE.get().is_some() => {
+                ffi::lua_pushlstring(state, text.as_ptr().cast(), text.len());
+                ffi::lua_error(state);
+            }
+            Some(Err(text)) => {
+                crate::lua_stack::push_error_table(state, text.as_bytes(), false);
+                ffi::lua_error(state);
+            }
+            None => raise_panicked(state),
+        }
     }
 }
 
@@ -1233,6 +1298,12 @@ unsafe fn push_strings(state: *mut lua_State, items: &[bytes::Bytes]) {
             ffi::lua_rawseti(state, -2, n as ffi::lua_Integer + 1);
         }
     }
+}
+
+/// An error of the VM itself (out of memory, say) as a reply's text: with
+/// an error code, as every reply error has.
+fn internal_error(error: &mlua::Error) -> String {
+    format!("ERR {}", lua_error_text(error))
 }
 
 /// The text of a Lua error, without mlua's traceback.

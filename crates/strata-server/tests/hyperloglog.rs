@@ -97,3 +97,39 @@ fn an_hll_survives_kill9_with_its_ttl() {
     let ttl: i64 = con.ttl("visitors").unwrap();
     assert!(ttl > 900, "{ttl}");
 }
+
+/// A dense HLL written with SET whose registers exceed 51, the longest
+/// run a hash can give: PFCOUNT panicked (the connection dropped, and in
+/// a transaction the writes before it were committed). Redis counts such
+/// a value, leaving those registers out of the estimate; so does Strata,
+/// to the same number.
+#[test]
+fn registers_past_the_longest_run_are_counted_as_redis_counts_them() {
+    let mut forged = b"HYLL\0\0\0\0\0\0\0\0\0\0\0\x80".to_vec();
+    forged.extend(std::iter::repeat_n(0xffu8, 12288));
+    let server = TestServer::start();
+    let mut con = server.raw();
+    assert_eq!(con.cmd_bytes(&[b"SET", b"h", &forged]), ok());
+    let ours = con.cmd(&["PFCOUNT", "h"]);
+    assert!(matches!(ours, Reply::Int(_)), "{ours:?}");
+    assert_eq!(con.cmd(&["PFMERGE", "m", "h"]), ok());
+    assert_eq!(con.cmd(&["PFCOUNT", "m"]), ours);
+    // Inside a transaction: all of it runs.
+    assert_eq!(con.cmd(&["MULTI"]), ok());
+    for command in [
+        &["SET", "before", "1"][..],
+        &["PFCOUNT", "h"],
+        &["SET", "after", "1"],
+    ] {
+        assert_eq!(con.cmd(command), Reply::simple("QUEUED"));
+    }
+    assert_eq!(
+        con.cmd(&["EXEC"]),
+        Reply::Array(vec![ok(), ours.clone(), ok()])
+    );
+    if let Some(redis) = RedisServer::start_unless_missing("the forged HLL comparison") {
+        let mut theirs = Raw::connect(redis.port);
+        assert_eq!(theirs.cmd_bytes(&[b"SET", b"h", &forged]), ok());
+        assert_eq!(theirs.cmd(&["PFCOUNT", "h"]), ours);
+    }
+}

@@ -209,6 +209,15 @@ pub fn debug_protocol(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// flagged `noscript` (Redis' tests call CLIENT and DEBUG that way) —
 /// except those that run or manage scripts themselves, which a script
 /// can never re-enter.
+/// DEBUG PANIC: a panic in a command, for the tests that check what one
+/// leaves behind (nothing of a script or transaction that had written:
+/// `strata_engine::undo`). Unlike Redis', which crashes the server, it
+/// ends only its connection (or the process, when a transaction's writes
+/// could not be undone otherwise).
+pub fn debug_panic(_ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    panic!("DEBUG PANIC");
+}
+
 pub fn debug_set_disable_deny_scripts(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let disabled = parse_i64(&args[2])? != 0;
     ctx.server.deny_scripts_disabled.store(disabled, Relaxed);
@@ -228,6 +237,9 @@ pub fn debug_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
             "RELOAD [MERGE] [NOFLUSH] [NOSAVE]",
             "    Save the dataset to disk (a checkpoint), then rebuild every value as",
             "    loading it would. NOSAVE skips the checkpoint.",
+            "PANIC",
+            "    Panic inside the command: the connection closes, the server runs on",
+            "    (a transaction that wrote first ends the process: nothing half done).",
             "PAUSE-CRON <0|1>",
             "    Stop periodic cron job processing.",
             "PROTOCOL <type>",

@@ -44,7 +44,7 @@ fn compile_parsed(
     meta: Metadata,
     timeout: Option<std::time::Duration>,
 ) -> Result<Library, String> {
-    let registered = vm.load_library(meta.body, timeout)?;
+    let registered = vm.load_library(meta.body, timeout, false)?;
     if registered.is_empty() {
         return Err("ERR No functions registered".into());
     }

@@ -221,7 +221,10 @@ impl Gates {
         if is_ping {
             bits |= Self::REFUSED_ON_DISK_ERROR;
         }
-        if matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro") {
+        if matches!(
+            spec.name,
+            "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+        ) {
             bits |= Self::PINNED;
         }
         for (applies, bit) in [

@@ -323,6 +323,14 @@ impl Runner<'_, '_, '_> {
                 self.restart = true;
                 return Err(RESTARTING);
             }
+            // It has written: undone whole (`strata_engine::undo`), it runs
+            // again with every shard locked.
+            if !self.in_transaction && self.ctx.keys.undo() {
+                self.restart = true;
+                return Err(RESTARTING);
+            }
+            // Not reached: a run that cannot be undone holds every shard,
+            // and so does a transaction that runs scripts.
             if started.get_or_insert_with(Instant::now).elapsed() > UNDECLARED_LOCK_WAIT {
                 return Err(
                     "ERR a key the script did not declare stayed locked by other clients; the script's earlier writes stand",
@@ -389,7 +397,12 @@ impl Runner<'_, '_, '_> {
         // DEBUG subcommands that touch no key may run under the script's
         // locks (reached only with SET-DISABLE-DENY-SCRIPTS: DEBUG is
         // `noscript`).
-        const UNDER_LOCKS: &[&str] = &["debug|protocol", "debug|sleep", "debug|set-active-expire"];
+        const UNDER_LOCKS: &[&str] = &[
+            "debug|protocol",
+            "debug|sleep",
+            "debug|set-active-expire",
+            "debug|panic",
+        ];
         // INFO reads every shard: it runs on the script's lock set once
         // every shard is in it (`commands::server::info`).
         let info = name == "info";
@@ -409,8 +422,12 @@ impl Runner<'_, '_, '_> {
                 "ERR Write commands are not allowed from read-only scripts.",
             );
         }
+        // Memory is checked before the run's first write only: once it has
+        // written, a script runs to its end (as in Redis), or it would be
+        // left half done.
         if spec.has_flag("denyoom")
             && !self.allow_oom
+            && !self.written()
             && let Some(error) = server
                 .tiering
                 .refuses_writes(&server.keyspace, self.ctx.config)
@@ -424,6 +441,11 @@ impl Runner<'_, '_, '_> {
             declared.iter().try_for_each(|key| self.lock(Some(*key)))
         };
         if let Err(text) = locked {
+            return self.fail(text, false);
+        }
+        if writes
+            && let Err(text) = self.keep_images(name, gates.has(Gates::DATABASE_WIDE), &declared)
+        {
             return self.fail(text, false);
         }
         if writes || spec.has_flag("pubsub") {
@@ -452,6 +474,39 @@ impl Runner<'_, '_, '_> {
         answer_blocked(ctx.session, &mut self.reply);
         ctx.session.protocol = client_protocol;
         Called::Reply
+    }
+
+    /// Before a write: keeps the images the run needs to be undone
+    /// (`strata_engine::undo`) of the keys it may change, `declared`, in
+    /// the current database (MOVE and COPY: in every one). A write the
+    /// images cannot cover (a database-wide one, or past their bound)
+    /// makes the run hold every shard first, after which nothing will
+    /// need undoing.
+    fn keep_images(
+        &mut self,
+        name: &str,
+        database_wide: bool,
+        declared: &[KeyRef],
+    ) -> Result<(), &'static str> {
+        if !self.ctx.keys.can_undo() {
+            return Ok(());
+        }
+        let (db, now_ms) = (self.ctx.session.db, self.ctx.now_ms);
+        let dbs = match name {
+            "move" | "copy" => 0..self.ctx.server.keyspace.db_count(),
+            _ => db..db + 1,
+        };
+        let keys = &mut self.ctx.keys;
+        let full = database_wide
+            || declared.iter().any(|key| {
+                dbs.clone()
+                    .any(|db| keys.capture(db, *key, now_ms).is_err())
+            });
+        if full {
+            self.lock(None)?;
+            self.ctx.keys.give_up_undo();
+        }
+        Ok(())
     }
 
     /// Refuses command `id` for the state the server or the script is in
@@ -710,11 +765,23 @@ pub fn run_script(
     let caller_db = ctx.session.db;
     let running = scripts.begin(client_id, function);
     let mut scratch = Scratch::take();
+    // A top-level run can be undone (`strata_engine::undo`); inside EXEC
+    // the lock set is the transaction's, which holds every shard when it
+    // runs scripts.
+    let undoable = !ctx.session.in_exec;
+    let messages = crate::pubsub::Held::begin();
     let ended = loop {
+        if undoable {
+            ctx.keys.keep_undo(ctx.now_ms);
+        }
         match run_once(ctx, target, keys, argv, modes, &running, &mut scratch) {
             Ran::Restart => {
-                // Nothing written: take every shard and start over.
+                // Nothing written, or undone: take every shard and start
+                // over, from the caller's database.
                 scratch.result.clear();
+                messages.discard();
+                running.written.store(false, Relaxed);
+                ctx.session.select(caller_db);
                 let keyspace = ctx.keyspace();
                 let held = std::mem::replace(&mut ctx.keys, keyspace.lock_nothing());
                 ctx.committed(held.commit());
@@ -723,6 +790,7 @@ pub fn run_script(
             Ran::Done(ended) => break ended,
         }
     };
+    messages.release(&ctx.server.pubsub);
     scripts.end(&running);
     ctx.session.select(caller_db);
     if ended.is_ok() {

@@ -45,7 +45,8 @@ pub fn client_tracking(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             options.noloop = true;
         } else if is(arg, "prefix") && more {
             i += 1;
-            options.prefixes.push(args[i].clone());
+            // A copy: a slice would keep the request's input buffer.
+            options.prefixes.push(Bytes::copy_from_slice(&args[i]));
         } else {
             return Err(ERR_SYNTAX.into());
         }

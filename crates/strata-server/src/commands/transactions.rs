@@ -176,7 +176,7 @@ pub fn is_database_wide(name: &str) -> bool {
 /// runs them right after its locks are released (see the module docs).
 pub fn runs_unlocked(name: &str) -> bool {
     name == "info"
-        || name.starts_with("debug")
+        || (name.starts_with("debug") && name != "debug|panic")
         || (name.starts_with("memory|") && name != "memory|usage")
 }
 
@@ -255,7 +255,8 @@ pub fn watch(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         let state = ctx.keys.shard(key).is_live(db, key, ctx.now_ms);
         watching.keys.push(Watched {
             db,
-            key: arg.clone(),
+            // A copy: a slice would keep the request's input buffer.
+            key: Bytes::copy_from_slice(arg),
             live: state == Some(true),
             stale: state == Some(false),
             swapped: false,
@@ -378,10 +379,11 @@ pub fn run_exec(
         return Dispatched::Ran(None);
     }
     let gates = |id: usize| server.commands.gates(id);
-    let all = multi
-        .queued
-        .iter()
-        .any(|queued| gates(queued.id).has(Gates::DATABASE_WIDE));
+    // A script may reach keys it did not declare: a transaction that runs
+    // one holds every shard, so that it never has to wait for one half way.
+    let all = multi.queued.iter().any(|queued| {
+        gates(queued.id).has(Gates::DATABASE_WIDE) || gates(queued.id).has(Gates::PINNED)
+    });
     // Each queued command's declared keys, hashed once: with the watched
     // keys they are the lock set, and (by `spans`) what each command
     // declares when it runs.

@@ -614,6 +614,16 @@ const DEBUG_SUBCOMMANDS: &[Spec] = &[
         dbg::debug_reload,
     ),
     sub(
+        "panic",
+        2,
+        ADMIN,
+        NO_KEYS,
+        DANGEROUS,
+        "1.0.0",
+        "Panics inside the command: its connection closes, the server runs on (tests).",
+        dbg::debug_panic,
+    ),
+    sub(
         "protocol",
         3,
         ADMIN,
