@@ -15,6 +15,12 @@
 //!   a histogram (buckets at 2^k µs) from the latency histograms;
 //! - per error code: `strata_errors_total`.
 //!
+//! Who may read it: the endpoint listens on `metrics-bind` (loopback by
+//! default, not `bind`), and once clients need a password (`requirepass`,
+//! or a default user that is off or has one) a scrape must carry HTTP
+//! Basic credentials of an ACL user who may run INFO (Prometheus'
+//! `basic_auth`); without them it gets `401`.
+//!
 //! The endpoint is a deliberately small HTTP/1.1 server: one request per
 //! connection, the request head limited to [`REQUEST_BYTES_MAX`] and
 //! [`REQUEST_TIMEOUT`], then `Connection: close`.
@@ -133,6 +139,9 @@ async fn answer(server: Arc<Server>, mut stream: TcpStream) -> std::io::Result<(
         words.next().unwrap_or_default(),
     );
     let path = path.split(|&b| b == b'?').next().unwrap_or_default();
+    if method == b"GET" && path == b"/metrics" && !authorized(&server, &head) {
+        return respond_unauthorized(&mut stream).await;
+    }
     match (method, path) {
         (b"GET", b"/metrics") => {
             let body = tokio::task::spawn_blocking(move || render(&server))
@@ -157,6 +166,88 @@ async fn answer(server: Arc<Server>, mut stream: TcpStream) -> std::io::Result<(
         }
         _ => respond(&mut stream, "405 Method Not Allowed", "text/plain", b"").await,
     }
+}
+
+/// Whether the request may read the metrics: always when clients need
+/// no password; otherwise with HTTP Basic credentials of an ACL user who
+/// may run INFO (what the figures come from).
+fn authorized(server: &Server, head: &[u8]) -> bool {
+    if !server.acl.auth_required() {
+        return true;
+    }
+    let Some(credentials) = basic_credentials(head) else {
+        return false;
+    };
+    let Some(colon) = credentials.iter().position(|&b| b == b':') else {
+        return false;
+    };
+    let (name, password) = (&credentials[..colon], &credentials[colon + 1..]);
+    let Some(user) = server.acl.authenticate(name, password) else {
+        return false;
+    };
+    let Some(info) = server.commands.lookup(b"info") else {
+        return false;
+    };
+    let args = [bytes::Bytes::from_static(b"INFO")];
+    server
+        .acl
+        .check(&user, &server.commands, info, &args)
+        .is_ok()
+}
+
+/// The decoded `user:password` of a request head's `Authorization: Basic`.
+fn basic_credentials(head: &[u8]) -> Option<Vec<u8>> {
+    head.split(|&b| b == b'\n').find_map(|line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let colon = line.iter().position(|&b| b == b':')?;
+        let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii());
+        if !name.eq_ignore_ascii_case(b"authorization") {
+            return None;
+        }
+        let scheme_end = value.iter().position(|&b| b == b' ')?;
+        if !value[..scheme_end].eq_ignore_ascii_case(b"basic") {
+            return None;
+        }
+        base64_decode(value[scheme_end + 1..].trim_ascii())
+    })
+}
+
+/// Standard base64 (with `=` padding), or None when it is not.
+fn base64_decode(text: &[u8]) -> Option<Vec<u8>> {
+    let digit = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    if text.len() % 4 != 0 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(text.len() / 4 * 3);
+    for quad in text.chunks(4) {
+        let padding = quad.iter().rev().take_while(|&&c| c == b'=').count();
+        if padding > 2 {
+            return None;
+        }
+        let mut bits = 0u32;
+        for &c in &quad[..4 - padding] {
+            bits = bits << 6 | digit(c)?;
+        }
+        bits <<= 6 * padding as u32;
+        let bytes = bits.to_be_bytes();
+        out.extend_from_slice(&bytes[1..4 - padding]);
+    }
+    Some(out)
+}
+
+async fn respond_unauthorized(stream: &mut TcpStream) -> std::io::Result<()> {
+    let head = "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"strata\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    stream.write_all(head.as_bytes()).await?;
+    stream.shutdown().await
 }
 
 async fn respond(

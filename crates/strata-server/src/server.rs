@@ -240,9 +240,19 @@ impl Server {
 /// Binds every `bind` address. A `-` prefix marks an optional address
 /// (skipped if unavailable, as Redis' default `-::1`). Port 0 picks a free
 /// port for the first address and reuses it for the others.
-fn bind_all(config: &Config, mut port: u16) -> Result<(Vec<StdListener>, u16), String> {
+fn bind_all(config: &Config, port: u16) -> Result<(Vec<StdListener>, u16), String> {
+    bind_addresses(&config.bind, config.tcp_backlog, port)
+}
+
+/// Listeners on each of `addresses` (a leading `-`: optional), on `port`
+/// (0: a free one, the same for all); the port bound.
+fn bind_addresses(
+    addresses: &[String],
+    backlog: u32,
+    mut port: u16,
+) -> Result<(Vec<StdListener>, u16), String> {
     let mut listeners = Vec::new();
-    for address in &config.bind {
+    for address in addresses {
         let (optional, host) = match address.strip_prefix('-') {
             Some(host) => (true, host),
             None => (false, address.as_str()),
@@ -253,7 +263,7 @@ fn bind_all(config: &Config, mut port: u16) -> Result<(Vec<StdListener>, u16), S
             Err(_) => return Err(format!("Invalid bind address '{host}'")),
         };
         let addr = SocketAddr::new(ip, port);
-        match bind_one(addr, config.tcp_backlog) {
+        match bind_one(addr, backlog) {
             Ok(listener) => {
                 port = listener.local_addr().map(|a| a.port()).unwrap_or(port);
                 listeners.push(listener);
@@ -338,7 +348,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
     let metrics_listeners = match config.metrics_port {
         0 => Vec::new(),
         metrics_port => {
-            bind_all(&config, metrics_port)
+            bind_addresses(&config.metrics_bind, config.tcp_backlog, metrics_port)
                 .map_err(|e| format!("metrics-port {metrics_port}: {e}"))?
                 .0
         }

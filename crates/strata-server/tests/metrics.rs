@@ -73,11 +73,7 @@ fn parse(body: &str) -> HashMap<String, f64> {
 
 #[test]
 fn metrics_endpoint_exports_info_commands_and_histograms() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let server = TestServer::start_with(&["--metrics-port", &port.to_string()]);
     server.wait_for_log("Serving metrics on http://127.0.0.1:");
     let mut raw = server.raw();
@@ -177,4 +173,91 @@ fn metrics_are_off_by_default() {
             .iter()
             .any(|l| l.contains("Serving metrics"))
     );
+}
+
+/// A port free now (the kernel's pick for a listener dropped at once).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `GET /metrics` with an `Authorization` header (None: without): the
+/// status line.
+fn http_get_as(port: u16, credentials: Option<&str>) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("metrics port answers");
+    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let header = credentials
+        .map(|c| format!("Authorization: Basic {}\r\n", base64(c.as_bytes())))
+        .unwrap_or_default();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: localhost\r\n{header}\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response.lines().next().unwrap_or_default().to_owned()
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const DIGITS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let mut quad = [0u8; 3];
+        quad[..chunk.len()].copy_from_slice(chunk);
+        let bits = u32::from_be_bytes([0, quad[0], quad[1], quad[2]]);
+        for n in 0..4 {
+            if n <= chunk.len() {
+                out.push(DIGITS[(bits >> (18 - 6 * n) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// With a password set, the endpoint wants the credentials of a user
+/// who may run INFO (it served INFO's figures to anyone before); it
+/// listens on loopback whatever `bind` says.
+#[test]
+fn metrics_need_credentials_once_clients_do() {
+    let port = free_port();
+    let server = TestServer::start_with(&[
+        "--metrics-port",
+        &port.to_string(),
+        "--bind",
+        "0.0.0.0",
+        "--requirepass",
+        "s3cret",
+    ]);
+    let line = server.wait_for_log("Serving metrics on http://");
+    assert!(line.contains("http://127.0.0.1:"), "{line}");
+    let mut admin = server.raw();
+    assert_eq!(admin.cmd(&["AUTH", "s3cret"]), ok());
+    assert_eq!(
+        admin.cmd(&["CONFIG", "GET", "metrics-bind"]).as_array(),
+        &[b("metrics-bind"), b("127.0.0.1 -::1")]
+    );
+    assert_eq!(
+        admin.cmd(&["ACL", "SETUSER", "scraper", "on", ">pw", "+info"]),
+        ok()
+    );
+    assert_eq!(
+        admin.cmd(&["ACL", "SETUSER", "nosy", "on", ">pw", "+get"]),
+        ok()
+    );
+    for (credentials, status) in [
+        (None, "401"),
+        (Some("default:wrong"), "401"),
+        (Some("nosy:pw"), "401"),
+        (Some("default:s3cret"), "200"),
+        (Some("scraper:pw"), "200"),
+    ] {
+        let line = http_get_as(port, credentials);
+        assert!(line.contains(status), "{credentials:?}: {line}");
+    }
 }

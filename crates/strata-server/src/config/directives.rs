@@ -470,6 +470,19 @@ pub static DIRECTIVES: &[Directive] = &[
         },
     },
     Directive {
+        name: "metrics-bind",
+        mutable: false,
+        get: |c| c.metrics_bind.join(" "),
+        set: |c, a| {
+            let list = words(a);
+            if list.is_empty() {
+                return Err("wrong number of arguments".into());
+            }
+            c.metrics_bind = list;
+            Ok(())
+        },
+    },
+    Directive {
         name: "latency-monitor-threshold",
         mutable: true,
         get: |c| c.latency_monitor_threshold.to_string(),

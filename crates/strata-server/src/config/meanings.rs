@@ -39,6 +39,7 @@ pub fn meaning(name: &str) -> &'static str {
         "tls-session-caching" => "resume TLS sessions",
         "tls-session-cache-size" => "TLS sessions kept for resumption",
         "metrics-port" => "serve Prometheus metrics on /metrics (0: off)",
+        "metrics-bind" => "addresses the metrics endpoint listens on (default: loopback only)",
         "latency-monitor-threshold" => "ms from which LATENCY records an event (0: off)",
         "latency-tracking" => "per-command latency histograms",
         "latency-tracking-info-percentiles" => "percentiles INFO latencystats shows",

@@ -114,6 +114,10 @@ pub struct Config {
     /// `metrics-port`: Prometheus metrics over HTTP on the `bind`
     /// addresses (`metrics.rs`); 0: off.
     pub metrics_port: u16,
+    /// `metrics-bind`: the addresses the metrics endpoint listens on
+    /// (loopback by default, whatever `bind` says: INFO's figures are not
+    /// for every network the server is reachable from).
+    pub metrics_bind: Vec<String>,
     /// `latency-monitor-threshold`: events at least this many ms long go
     /// to the latency monitor (LATENCY); 0: off.
     pub latency_monitor_threshold: u64,
@@ -346,6 +350,7 @@ impl Default for Config {
             unixsocketperm: 0,
             latency_monitor_threshold: 0,
             metrics_port: 0,
+            metrics_bind: vec!["127.0.0.1".into(), "-::1".into()],
             tls: crate::tls::TlsSettings::default(),
             latency_tracking: true,
             latency_tracking_info_percentiles: vec![50.0, 99.0, 99.9],
