@@ -48,6 +48,9 @@ pub struct Persistence {
     /// Next LSN when the log is off: checkpoints are stamped with it.
     base_lsn: AtomicU64,
     running: Mutex<()>,
+    /// The data directory's lock, checked before each checkpoint writes
+    /// (`strata_engine::dir_lock`; none in unit tests).
+    pub dir_lock: Mutex<Option<strata_engine::dir_lock::DirLock>>,
     pub checkpoint_started_ms: AtomicU64,
     pub last_save_s: AtomicU64,
     pub last_save_ok: AtomicBool,
@@ -91,6 +94,7 @@ impl Persistence {
             durable: watch::channel((0, 0)).0,
             base_lsn: AtomicU64::new(1),
             running: Mutex::new(()),
+            dir_lock: Mutex::new(None),
             checkpoint_started_ms: AtomicU64::new(0),
             last_save_s: AtomicU64::new(started_s),
             last_save_ok: AtomicBool::new(true),
@@ -356,6 +360,14 @@ pub fn checkpoint(handles: &Handles, trigger: Trigger) -> Result<CheckpointInfo,
         _ => config.checkpoint_rate_bytes,
     };
     let idle_lsn = persistence.base_lsn.load(Relaxed);
+    if let Some(lock) = &mut *persistence.dir_lock.lock()
+        && let Err(why) = lock.verify()
+    {
+        log_warning!("{why}");
+        persistence.checkpoint_started_ms.store(0, Relaxed);
+        persistence.last_save_ok.store(false, Relaxed);
+        return Err(why);
+    }
     let result = checkpoint::run_cycle(&handles.keyspace, &config.dir, idle_lsn, rate, now_ms());
     persistence.checkpoint_started_ms.store(0, Relaxed);
     persistence

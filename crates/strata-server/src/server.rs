@@ -311,7 +311,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
     })?;
     // Before any other file in the directory is touched: a second server
     // on the same directory would delete this one's log (invariant 7).
-    let _dir_lock =
+    let dir_lock =
         strata_engine::dir_lock::DirLock::acquire(&config.dir).map_err(|e| e.to_string())?;
     // Only the directory listing and the checkpoint's header are read here
     // (the hash seed must be known before the keyspace exists); the data
@@ -374,10 +374,12 @@ pub fn run(mut config: Config) -> Result<(), String> {
     let keyspace = Arc::new(keyspace);
     let blocking = Blocking::start(keyspace.clone())
         .map_err(|e| format!("Can't start the unblocking thread: {e}"))?;
+    let persistence = Persistence::new(now_ms() / 1000, thread_stats.clone());
+    *persistence.dir_lock.lock() = Some(dir_lock);
     let server = Arc::new(Server {
         keyspace,
         blocking,
-        persistence: Arc::new(Persistence::new(now_ms() / 1000, thread_stats.clone())),
+        persistence: Arc::new(persistence),
         tiering: Arc::new(tiering),
         config: Arc::new(SharedConfig::new(config)),
         commands,

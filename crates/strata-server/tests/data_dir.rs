@@ -67,6 +67,33 @@ fn a_second_server_on_the_same_directory_exits_and_the_first_loses_nothing() {
     }
 }
 
+/// The lock file deleted under a live server: a second server on the
+/// directory used to start, both acknowledged writes, and the directory
+/// then refused to start. The lock is the directory's own now; a
+/// checkpoint writes the pid file again.
+#[test]
+fn a_deleted_lock_file_lets_no_second_server_in() {
+    let first = TestServer::start();
+    let mut raw = first.raw();
+    assert_eq!(raw.cmd(&["SET", "k", "v"]), ok());
+    let lock_file = first.dir.join("data").join("strata.lock");
+    std::fs::remove_file(&lock_file).unwrap();
+    let (status, lines) = TestServer::run_to_exit(&first.dir, &[]);
+    assert!(!status.success(), "a second server must not start");
+    let all = lines.join("\n");
+    assert!(all.contains("is in use by another process"), "{all}");
+    assert_eq!(raw.cmd(&["SAVE"]), ok());
+    let pid = std::fs::read_to_string(&lock_file).unwrap();
+    assert_eq!(pid.trim(), first.pid().to_string());
+    assert_eq!(raw.cmd(&["SET", "k2", "v2"]), ok());
+    let dir = first.kill9();
+    let server = TestServer::spawn(dir, &[], None, READY);
+    assert_eq!(
+        server.raw().cmd(&["MGET", "k", "k2"]),
+        Reply::Array(vec![b("v"), b("v2")])
+    );
+}
+
 #[test]
 fn strata_check_fix_refuses_a_directory_in_use_while_the_read_only_check_runs() {
     let server = TestServer::start();
