@@ -575,6 +575,29 @@ impl Keyspace {
         }
     }
 
+    /// The keys whose value is at one of `locations` (in RAM with that
+    /// location, or there only): (db, key, location). Walks every entry.
+    pub fn keys_located_at(&self, locations: &[u64]) -> Vec<(usize, Vec<u8>, u64)> {
+        let mut found = Vec::new();
+        if locations.is_empty() {
+            return found;
+        }
+        for index in 0..SHARD_COUNT {
+            self.visit(&mut None, index, |shard| {
+                for db in 0..self.db_count() {
+                    for entry in shard.entries(db) {
+                        if let Some(loc) = entry.loc()
+                            && locations.contains(&loc)
+                        {
+                            found.push((db, entry.key().to_vec(), loc));
+                        }
+                    }
+                }
+            });
+        }
+        found
+    }
+
     pub fn located_segments(&self) -> std::collections::BTreeMap<u64, u64> {
         self.located_segments_in(&mut None)
     }

@@ -75,6 +75,7 @@ pub mod fetch;
 pub mod glob;
 mod guard;
 pub mod hash;
+pub mod head;
 pub mod hll;
 mod key;
 pub mod keyspace;

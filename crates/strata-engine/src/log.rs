@@ -230,6 +230,8 @@ pub struct Log {
     syncer_stop: Mutex<bool>,
     syncer_wake: Condvar,
     syncer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// What `log/HEAD` says (`crate::head`), changed under this lock.
+    head: Mutex<crate::head::Head>,
 }
 
 impl Log {
@@ -244,6 +246,21 @@ impl Log {
     ) -> std::io::Result<Arc<Log>> {
         std::fs::create_dir_all(dir)?;
         remove_trash(dir)?;
+        let head = match crate::head::read(dir).map_err(std::io::Error::other)? {
+            Some(head) => head,
+            // A directory from before HEAD: it starts knowing the newest
+            // segment there now.
+            None => {
+                let head = crate::head::Head {
+                    newest: start.segments.last().map_or(0, |s| s.seq),
+                    deleted_below: 0,
+                };
+                if head.newest > 0 {
+                    crate::head::write(dir, head)?;
+                }
+                head
+            }
+        };
         let last = start.next_lsn.saturating_sub(1);
         let log = Arc::new(Log {
             dir: dir.to_path_buf(),
@@ -279,6 +296,7 @@ impl Log {
             syncer_stop: Mutex::new(false),
             syncer_wake: Condvar::new(),
             syncer: Mutex::new(None),
+            head: Mutex::new(head),
         });
         let writer = log.clone();
         let handle = std::thread::Builder::new()
@@ -548,6 +566,19 @@ impl Log {
         // The renames are durable before any file shrinks: a crash leaves
         // whole segments or trash, never a cut segment.
         sync_dir(&self.dir)?;
+        // HEAD's segment deleted (a checkpoint covered it whole): HEAD says
+        // so, or recovery would take it for lost.
+        {
+            let mut head = self.head.lock();
+            if deleted.contains(&head.newest) && !head.newest_deleted() {
+                let next = crate::head::Head {
+                    deleted_below: head.newest + 1,
+                    ..*head
+                };
+                crate::head::write(&self.dir, next)?;
+                *head = next;
+            }
+        }
         for &seq in &deleted {
             // Best effort: a renamed segment is gone for recovery already,
             // and trash a failed removal leaves is removed at next start.
@@ -828,6 +859,18 @@ impl Log {
                 self.direct_io.load(Ordering::Relaxed),
             )?;
             sync_dir(&self.dir)?;
+            // HEAD names it before any record goes in (`crate::head`).
+            {
+                let mut head = self.head.lock();
+                if chunk.segment > head.newest {
+                    let next = crate::head::Head {
+                        newest: chunk.segment,
+                        ..*head
+                    };
+                    crate::head::write(&self.dir, next)?;
+                    *head = next;
+                }
+            }
             let mut segments = self.segments.lock();
             if segments.last().is_none_or(|s| s.seq != chunk.segment) {
                 segments.push(SegmentInfo {

@@ -12,7 +12,8 @@
 //!    is there.
 //! 3. Damage in the newest segment that looks like an interrupted write —
 //!    the file ends inside a record, or only zero bytes follow a bad
-//!    header, or the last record's body fails its CRC — is a *torn tail*:
+//!    header, or the last record's body fails its CRC *and* holds a block
+//!    of zeros that never landed — is a *torn tail*:
 //!    the segment is truncated to the end of the last complete group, and
 //!    what was dropped is logged. Only zero bytes where the next record
 //!    would start, after a complete group, are the padding of direct
@@ -53,6 +54,9 @@ pub struct Plan {
     /// first: never replayed, read only for the cold values a checkpoint
     /// names.
     pub cache_segments: Vec<u64>,
+    /// What `log/HEAD` says (`crate::head`); `None` for a directory
+    /// written before it.
+    pub head: Option<crate::head::Head>,
 }
 
 impl Plan {
@@ -138,7 +142,74 @@ pub fn plan(dir: &Path) -> Result<Plan, RecoveryError> {
         sharding: sharding.unwrap_or(Sharding::Slots),
         segments: list_segments(&log_dir(dir))?,
         cache_segments: list_segments(&tier::cache_dir(dir))?,
+        head: crate::head::read(&log_dir(dir)).map_err(RecoveryError)?,
     })
+}
+
+/// Refuses a directory whose newest log segment, as `log/HEAD` names it,
+/// is missing without the log having deleted it: the acknowledged writes
+/// in it would be lost without a word (`crate::head`).
+fn check_head(plan: &Plan) -> Result<(), RecoveryError> {
+    let Some(head) = plan.head else {
+        return Ok(());
+    };
+    if head.newest == 0 || head.newest_deleted() || plan.segments.contains(&head.newest) {
+        return Ok(());
+    }
+    let path = segment_path(&log_dir(&plan.dir), head.newest);
+    Err(RecoveryError(format!(
+        "Log segment {} is missing: log/HEAD names it as the newest segment written, and \
+         Strata did not delete it. The acknowledged writes it held would be lost. \
+         Start-up stopped: restore the file (`strata-check {}` lists what is there).",
+        path.display(),
+        plan.dir.display()
+    )))
+}
+
+/// Refuses a checkpoint with range files missing when the log no longer
+/// holds what they covered (it was cut after a full cycle): the shards of
+/// those ranges could not be rebuilt. Names the missing files.
+fn check_ranges(plan: &Plan) -> Result<(), RecoveryError> {
+    if plan.checkpoints.is_empty() || plan.checkpoints.len() >= checkpoint::RANGE_COUNT {
+        return Ok(());
+    }
+    let present: Vec<(usize, u64)> = plan
+        .checkpoints
+        .iter()
+        .filter_map(|path| path.file_name()?.to_str().and_then(checkpoint::parse_name))
+        .collect();
+    let log_start = match plan.segments.first() {
+        Some(&seq) => first_lsn(&segment_path(&log_dir(&plan.dir), seq))?,
+        None => None,
+    };
+    // A first cycle cut short leaves ranges without a file, and a log
+    // never cut (from LSN 1), which rebuilds them; or nothing was ever
+    // written (the files cover nothing below LSN 1).
+    let nothing_written = log_start.is_none() && present.iter().all(|&(_, lsn)| lsn <= 1);
+    if log_start == Some(1) || nothing_written {
+        return Ok(());
+    }
+    let present: Vec<usize> = present.into_iter().map(|(range, _)| range).collect();
+    let missing: Vec<String> = (0..checkpoint::RANGE_COUNT)
+        .filter(|range| !present.contains(range))
+        .map(|range| {
+            let first = range * checkpoint::SHARDS_PER_RANGE;
+            format!(
+                "checkpoint-{range:02}-*.ckpt (shards {first}..{})",
+                first + checkpoint::SHARDS_PER_RANGE
+            )
+        })
+        .collect();
+    let log = match log_start {
+        Some(lsn) => format!("the log starts at LSN {lsn}"),
+        None => "no log is left".to_owned(),
+    };
+    Err(RecoveryError(format!(
+        "Checkpoint range files missing in {}: {}; {log}, so the keys of those shards \
+         cannot be rebuilt. Start-up stopped: restore the files.",
+        plan.dir.display(),
+        missing.join(", ")
+    )))
 }
 
 /// Where loading is, for progress lines and INFO.
@@ -222,10 +293,17 @@ fn walk(
                 Ok(record) => Ok(record),
                 Err(Invalid::BadBody) => {
                     let after = &rest[header.total_len..];
-                    if newest && after.iter().all(|&b| b == 0) {
+                    // Torn only if part of the record never reached the
+                    // disk (a block of zeros in it); a whole record that
+                    // fails its checksum was damaged after it was written,
+                    // and may have been acknowledged.
+                    if newest
+                        && after.iter().all(|&b| b == 0)
+                        && has_unwritten_block(data, at, header.total_len)
+                    {
                         break Some(Invalid::BadBody);
                     }
-                    Err(Invalid::BadBody)
+                    return Err(corrupt(at, &damaged_record(rest, header)));
                 }
                 Err(other) => {
                     if newest {
@@ -308,6 +386,41 @@ fn walk(
     })
 }
 
+/// Bytes a device writes whole (a sector): a write cut by a crash leaves
+/// some of its sectors unwritten, which read as zeros.
+const SECTOR_BYTES: usize = 512;
+
+/// Whether the record of `len` bytes at `start` holds a sector-aligned
+/// run of zeros after its header that reaches the end of its 4 KB block
+/// (or the record's end): a block of the write that never landed, so the
+/// record was cut by a crash rather than damaged whole.
+fn has_unwritten_block(data: &[u8], start: usize, len: usize) -> bool {
+    const BLOCK_BYTES: usize = 4096;
+    let end = start + len;
+    let mut at = (start + record::HEADER_BYTES).next_multiple_of(SECTOR_BYTES);
+    while at < end {
+        let block_end = (at + 1).next_multiple_of(BLOCK_BYTES).min(end);
+        if data[at..block_end].iter().all(|&b| b == 0) {
+            return true;
+        }
+        at += SECTOR_BYTES;
+    }
+    false
+}
+
+/// Why a complete record whose body fails its checksum is corruption,
+/// naming its LSN and key (its header is intact).
+fn damaged_record(bytes: &[u8], header: record::Header) -> String {
+    let lsn = u64::from_le_bytes(bytes[16..24].try_into().expect("a whole header"));
+    let key_end = (record::HEADER_BYTES + header.key_len).min(bytes.len());
+    let key = &bytes[record::HEADER_BYTES..key_end];
+    let shown = String::from_utf8_lossy(&key[..key.len().min(64)]);
+    format!(
+        "the record of LSN {lsn} (key '{shown}') is whole but fails its checksum: \
+         damaged after it was written, not cut by a crash"
+    )
+}
+
 /// Whether `data` holds only zero bytes from `at` to the next multiple of
 /// the direct-write block size (or its end).
 fn zeros_to_block_end(data: &[u8], at: usize) -> bool {
@@ -362,6 +475,8 @@ pub fn load(
             std::thread::sleep(options.delay_per_key);
         }
     };
+    check_head(plan)?;
+    check_ranges(plan)?;
     let log_dir = log_dir(&plan.dir);
     keyspace.tier().set_log_dir(&log_dir);
     keyspace.tier().set_cache_dir(&tier::cache_dir(&plan.dir));
@@ -483,11 +598,9 @@ pub fn load(
     let newest_seq = plan.segments.last().copied();
     for (position, &seq) in plan.segments.iter().enumerate() {
         let path = segment_path(&log_dir, seq);
-        // A segment kept only for the cold values in it (the next one
-        // starts at or below the replay point) is not read.
-        if let (Some(from), Some(&next)) = (replay_from, plan.segments.get(position + 1))
-            && let Some(next_first) = first_lsn(&segment_path(&log_dir, next))?
-            && next_first <= from
+        // A segment kept only for the cold values in it is not read.
+        if let Some(from) = replay_from
+            && let Some(next_first) = kept_only(&log_dir, &plan.segments, position, from)?
         {
             let bytes = std::fs::metadata(&path)
                 .map_err(|e| io_error(&path, e))?
@@ -563,8 +676,9 @@ pub fn load(
                 .map_err(|e| io_error(&path, e))?;
             loaded.truncated.push(format!(
                 "Log {} had a torn tail ({why}): truncated {dropped} bytes at offset {} \
-                 (an incomplete write interrupted by a crash; it was never acknowledged \
-                 under appendfsync always)",
+                 (a write cut by a crash: under appendfsync always it was never \
+                 acknowledged; under everysec up to a second of writes can be lost \
+                 this way when the machine crashes)",
                 path.display(),
                 walked.valid_len
             ));
@@ -595,6 +709,23 @@ pub fn load(
     loaded.next_segment = newest_seq.map_or(1, |seq| seq + 1);
     progress(state);
     Ok(loaded)
+}
+
+/// Whether the segment at `position` of `segments` is kept only for the
+/// cold values in it: the next one starts at or below `replay_from`, so
+/// none of its records is replayed (recovery does not read it; strata-check
+/// reads it for the values keys point at). The next segment's first LSN
+/// when it is.
+fn kept_only(
+    log_dir: &Path,
+    segments: &[u64],
+    position: usize,
+    replay_from: u64,
+) -> Result<Option<u64>, RecoveryError> {
+    let Some(&next) = segments.get(position + 1) else {
+        return Ok(None);
+    };
+    Ok(first_lsn(&segment_path(log_dir, next))?.filter(|&first| first <= replay_from))
 }
 
 /// The LSN of the first record of the segment at `path`, if it has one
@@ -825,7 +956,26 @@ fn apply(
 /// databases (see [`Verified::db_count`]): every record is applied as a
 /// restart would apply it, and nothing on disk changes. Needs as much
 /// memory as the data.
-pub fn live_data(dir: &Path, db_count: usize, now_ms: u64) -> Result<(u64, u64), RecoveryError> {
+/// What a dry-run recovery of a directory holds.
+#[derive(Debug, Default)]
+pub struct LiveData {
+    pub keys: u64,
+    /// Bytes of keys and values.
+    pub bytes: u64,
+    /// The live keys whose value is at one of the locations asked about:
+    /// (db, key, location).
+    pub located_at: Vec<(usize, Vec<u8>, u64)>,
+}
+
+/// Recovers `dir` into a scratch keyspace (read-only): its live data, and
+/// which live keys have their value at one of `locations` (damaged
+/// records [`verify`] found).
+pub fn live_data(
+    dir: &Path,
+    db_count: usize,
+    now_ms: u64,
+    locations: &[u64],
+) -> Result<LiveData, RecoveryError> {
     let plan = plan(dir)?;
     let keyspace = match plan.seed {
         Some(seed) => Keyspace::with_seed(db_count, seed, plan.sharding),
@@ -836,13 +986,21 @@ pub fn live_data(dir: &Path, db_count: usize, now_ms: u64) -> Result<(u64, u64),
         ..LoadOptions::default()
     };
     load(&plan, &keyspace, now_ms, options, |_| {})?;
-    Ok(keyspace.data_size())
+    let (keys, bytes) = keyspace.data_size();
+    Ok(LiveData {
+        keys,
+        bytes,
+        located_at: keyspace.keys_located_at(locations),
+    })
 }
 
 /// What `strata-check` reports.
 #[derive(Debug, Default)]
 pub struct Verified {
+    /// The checkpoint files recovery loads (the newest of each range).
     pub checkpoints: Vec<(PathBuf, checkpoint::CheckpointSummary)>,
+    /// Older checkpoint files, which recovery ignores (checked anyway).
+    pub ignored_checkpoints: Vec<PathBuf>,
     pub segments: Vec<(PathBuf, SegmentInfo)>,
     pub records: u64,
     /// Databases the data needs: one past the highest index a record or a
@@ -851,32 +1009,81 @@ pub struct Verified {
     /// Torn tail in the newest segment: (file, valid length, dropped bytes,
     /// why).
     pub torn: Option<(PathBuf, u64, u64, Invalid)>,
+    /// Damaged records in segments kept only for their cold values, which
+    /// recovery does not read: the server starts, and the keys whose
+    /// value is there answer an error when read ([`live_data`] names them).
+    pub unreadable: Vec<Unreadable>,
 }
 
-/// Checks every checkpoint and every segment record of `dir` without
-/// changing anything.
+/// A damaged record in a segment kept for its cold values
+/// ([`live_data`] tells which keys point at it).
+#[derive(Debug)]
+pub struct Unreadable {
+    pub segment: PathBuf,
+    pub offset: u64,
+    /// Its location (`tier::loc`), as keys point at it.
+    pub loc: u64,
+    pub why: String,
+}
+
+/// Checks the files recovery would read, as it would read them, without
+/// changing anything: what stops start-up is an error here too, and
+/// damage start-up does not see (values of segments kept only for cold
+/// keys) is listed with the keys it affects ([`Verified::unreadable`]).
 pub fn verify(dir: &Path) -> Result<Verified, RecoveryError> {
     let plan = plan(dir)?;
+    check_head(&plan)?;
+    check_ranges(&plan)?;
     let mut verified = Verified {
         db_count: 16,
         ..Verified::default()
     };
     for (_, _, path) in checkpoint::list(dir).map_err(|e| io_error(dir, e))? {
-        let summary = CheckpointReader::open(&path)?.read_all(|_, _| Ok(()))?;
-        verified.db_count = verified.db_count.max(summary.meta.db_count as usize);
-        verified.checkpoints.push((path, summary));
+        if !plan.checkpoints.contains(&path) {
+            CheckpointReader::open(&path)?.read_all(|_, _| Ok(()))?;
+            verified.ignored_checkpoints.push(path);
+        }
     }
+    let mut covered = vec![0u64; SHARD_COUNT];
+    for path in &plan.checkpoints {
+        let summary = CheckpointReader::open(path)?.read_all(|_, _| Ok(()))?;
+        verified.db_count = verified.db_count.max(summary.meta.db_count as usize);
+        let first = summary.meta.first_shard as usize;
+        covered[first..first + summary.covered.len()].copy_from_slice(&summary.covered);
+        verified.checkpoints.push((path.clone(), summary));
+    }
+    let replay_from = covered.iter().min().map_or(1, |&lsn| lsn.max(1));
     let log_dir = log_dir(dir);
     let mut expected_lsn = None;
     let newest_seq = plan.segments.last().copied();
     let mut previous = None;
-    for &seq in &plan.segments {
+    for (position, &seq) in plan.segments.iter().enumerate() {
         let path = segment_path(&log_dir, seq);
         let data = std::fs::read(&path).map_err(|e| io_error(&path, e))?;
+        if kept_only(&log_dir, &plan.segments, position, replay_from)?.is_some() {
+            for (offset, why) in scan_damage(&data) {
+                verified.unreadable.push(Unreadable {
+                    segment: path.clone(),
+                    loc: tier::loc(seq, offset),
+                    offset,
+                    why,
+                });
+            }
+            verified.segments.push((
+                path,
+                SegmentInfo {
+                    seq,
+                    lsns: None,
+                    bytes: data.len() as u64,
+                },
+            ));
+            expected_lsn = None;
+            previous = Some(seq);
+            continue;
+        }
         let newest = Some(seq) == newest_seq;
         if previous.is_some_and(|p: u64| p + 1 != seq) {
-            // Segments in between were compacted away; one kept for its
-            // cold values is followed by a gap in LSNs.
+            // Segments in between were compacted away.
             expected_lsn = None;
         }
         previous = Some(seq);
@@ -909,6 +1116,36 @@ pub fn verify(dir: &Path) -> Result<Verified, RecoveryError> {
         ));
     }
     Ok(verified)
+}
+
+/// The damaged records of a segment read record by record, going on past
+/// each one whose header is intact (its length says where the next
+/// starts): (offset, why). A damaged header ends the scan (what follows
+/// cannot be told apart), reported once, unless only zeros follow (the
+/// padding of direct writes).
+fn scan_damage(data: &[u8]) -> Vec<(u64, String)> {
+    let mut damage = Vec::new();
+    let mut at = 0;
+    while at < data.len() {
+        let rest = &data[at..];
+        match record::parse_header(rest) {
+            Ok(header) => {
+                if let Err(why) = record::decode_with_header(rest, header) {
+                    damage.push((at as u64, why.to_string()));
+                }
+                at += header.total_len;
+            }
+            Err(_) if rest.iter().all(|&b| b == 0) => break,
+            Err(why) => {
+                damage.push((
+                    at as u64,
+                    format!("{why}; the rest of the file is unreadable"),
+                ));
+                break;
+            }
+        }
+    }
+    damage
 }
 
 #[cfg(test)]

@@ -270,8 +270,10 @@ fn segments_a_cycle_removes_leave_nothing_and_crash_leftovers_are_ignored() {
     let after = log_files(&dir);
     assert!(after.len() < before.len(), "{before:?} -> {after:?}");
     assert!(
-        after.iter().all(|name| segment_seq(name).is_some()),
-        "only segments remain: {after:?}"
+        after
+            .iter()
+            .all(|name| segment_seq(name).is_some() || name == crate::head::HEAD_FILE_NAME),
+        "only segments (and HEAD) remain: {after:?}"
     );
     workload(&ks, 9);
     let expected = dump(&ks);
@@ -333,8 +335,73 @@ fn a_missing_range_file_after_the_log_was_cut_stops_recovery() {
     std::fs::remove_file(third).unwrap();
     match open(&dir, 16 << 10) {
         Ok(_) => panic!("recovered without a range of the checkpoint"),
-        Err(e) => assert!(e.to_string().contains("checkpoint needs it from"), "{e}"),
+        Err(e) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("checkpoint-03-*.ckpt (shards 192..256)"),
+                "{text}"
+            );
+            assert!(text.contains("the log starts at LSN"), "{text}");
+        }
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The newest segment of a crashed server deleted: recovery used to
+/// replay the one before it to its end and start with the newest writes
+/// gone, saying nothing (and strata-check said OK). HEAD names it.
+#[test]
+fn a_missing_newest_segment_stops_recovery_and_verify() {
+    let dir = temp_dir("missing-newest");
+    let ks = open(&dir, 16 << 10).unwrap();
+    for round in 0..20 {
+        workload(&ks, round);
+        ks.log().unwrap().sync_now();
+    }
+    close(&ks);
+    let plan = plan(&dir).unwrap();
+    assert!(plan.segments.len() > 2, "{:?}", plan.segments);
+    let newest = *plan.segments.last().unwrap();
+    assert_eq!(plan.head.map(|h| h.newest), Some(newest));
+    let path = segment_path(&log_dir(&dir), newest);
+    let saved = std::fs::read(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    for error in [
+        open(&dir, 16 << 10).err().map(|e| e.to_string()),
+        verify(&dir).err().map(|e| e.to_string()),
+    ] {
+        let text = error.expect("a missing newest segment is an error");
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        assert!(text.contains("is missing"), "{text}");
+    }
+    // Put back, the directory recovers whole.
+    std::fs::write(&path, saved).unwrap();
+    close(&open(&dir, 16 << 10).unwrap());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A checkpoint cycle that covers the newest segment whole deletes it;
+/// HEAD records that, and the next start is clean.
+#[test]
+fn a_newest_segment_the_log_deleted_is_no_loss() {
+    let dir = temp_dir("deleted-newest");
+    let ks = open(&dir, 16 << 10).unwrap();
+    workload(&ks, 0);
+    checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
+    // Nothing written since: the cycle's roll made no new segment, and a
+    // second cycle deletes the last one.
+    checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
+    let expected = dump(&ks);
+    close(&ks);
+    let plan = plan(&dir).unwrap();
+    let head = plan.head.unwrap();
+    assert!(
+        plan.segments.contains(&head.newest) || head.newest_deleted(),
+        "{plan:?}"
+    );
+    let recovered = open(&dir, 16 << 10).unwrap();
+    assert_eq!(dump(&recovered), expected);
+    close(&recovered);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -473,6 +540,50 @@ fn zero_padding_is_a_clean_end_and_a_hole_before_a_block_is_a_torn_tail() {
             "cut to the records"
         );
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The last record of the newest segment fails its checksum. With a
+/// sector of zeros in it that never landed, it was cut by a crash: a
+/// torn tail, cut off. Whole but with a flipped bit, it was damaged
+/// after it was written (and may have been acknowledged): corruption,
+/// which stops recovery naming its LSN and key (it used to be dropped as
+/// a torn tail).
+#[test]
+fn a_damaged_last_record_is_corruption_and_a_cut_one_a_torn_tail() {
+    let dir = temp_dir("last-record");
+    let ks = open(&dir, 1 << 20).unwrap();
+    set(&ks, 0, b"first", b"1", None);
+    let before_last = dump(&ks);
+    set(&ks, 0, b"last", &[7u8; 5000], None);
+    close(&ks);
+    let segment = segment_path(&log_dir(&dir), 1);
+    let full = std::fs::read(&segment).unwrap();
+    let last_len = record::HEADER_BYTES + 4 + 5000;
+    let last_start = full.len() - last_len;
+    // A bit flipped inside the value.
+    let mut flipped = full.clone();
+    flipped[last_start + last_len - 100] ^= 0x10;
+    std::fs::write(&segment, &flipped).unwrap();
+    for error in [
+        open(&dir, 1 << 20).err().map(|e| e.to_string()),
+        verify(&dir).err().map(|e| e.to_string()),
+    ] {
+        let text = error.expect("a damaged whole record is corruption");
+        assert!(text.contains("fails its checksum"), "{text}");
+        assert!(text.contains("key 'last'"), "{text}");
+        assert!(text.contains(&format!("offset {last_start}")), "{text}");
+    }
+    // A sector of the value never written: a torn tail.
+    let mut cut = full.clone();
+    let sector = (last_start + 2000).next_multiple_of(512);
+    let block_end = (sector + 1).next_multiple_of(4096).min(full.len());
+    cut[sector..block_end].fill(0);
+    std::fs::write(&segment, &cut).unwrap();
+    let (recovered, truncated) = open_reporting(&dir, 1 << 20).unwrap();
+    assert_eq!(dump(&recovered), before_last);
+    assert_eq!(truncated.len(), 1, "{truncated:?}");
+    close(&recovered);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -19,7 +19,14 @@
 //!   which the server's start-up repairs by itself;
 //! - 2: damage: corruption or a missing file that start-up refuses;
 //! - 3: the check could not run: usage error, unreadable directory, or
-//!   (`--fix`) the directory is in use by a running server.
+//!   (`--fix`) the directory is in use by a running server;
+//! - 4: the server starts, but damaged records in segments it keeps only
+//!   for cold values leave the listed keys unreadable (each answers an
+//!   error; nothing else is affected).
+//!
+//! It reads what start-up reads, as start-up reads it (the newest
+//! checkpoint file of each range; older ones are checked and listed as
+//! ignored), so "start-up stopped" here means the server refuses too.
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -32,6 +39,7 @@ use strata_engine::recovery;
 const EXIT_TORN_TAIL: u8 = 1;
 const EXIT_DAMAGED: u8 = 2;
 const EXIT_NOT_CHECKED: u8 = 3;
+const EXIT_KEYS_UNREADABLE: u8 = 4;
 
 fn main() -> ExitCode {
     let mut fix = false;
@@ -49,8 +57,9 @@ fn main() -> ExitCode {
                 );
                 println!("      it refuses a directory that a running server holds.");
                 println!(
-                    "Exit status: 0 clean, 1 torn tail only (start-up repairs it), 2 damaged, 3 not checked."
+                    "Exit status: 0 clean, 1 torn tail only (start-up repairs it), 2 damaged (start-up refuses),"
                 );
+                println!("3 not checked, 4 the server starts but the listed keys are unreadable.");
                 return ExitCode::SUCCESS;
             }
             other if dir.is_none() && !other.starts_with('-') => dir = Some(PathBuf::from(other)),
@@ -90,6 +99,12 @@ fn main() -> ExitCode {
     if verified.checkpoints.is_empty() {
         println!("no checkpoint");
     }
+    for path in &verified.ignored_checkpoints {
+        println!(
+            "older checkpoint {} (not loaded: a newer one covers its range)",
+            path.display()
+        );
+    }
     for (path, summary) in &verified.checkpoints {
         println!(
             "checkpoint {}: shards {}..{}, {} keys, {} bytes, replay from LSN {}",
@@ -127,14 +142,43 @@ fn main() -> ExitCode {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
-    match recovery::live_data(&dir, verified.db_count, now_ms) {
-        Ok((keys, bytes)) => {
-            println!("live data (dry-run recovery): {keys} keys, {bytes} bytes of keys and values")
-        }
+    let locations: Vec<u64> = verified.unreadable.iter().map(|u| u.loc).collect();
+    let live = match recovery::live_data(&dir, verified.db_count, now_ms, &locations) {
+        Ok(live) => live,
         Err(e) => {
             println!("DAMAGED: {e}");
             return ExitCode::from(EXIT_DAMAGED);
         }
+    };
+    println!(
+        "live data (dry-run recovery): {} keys, {} bytes of keys and values",
+        live.keys, live.bytes
+    );
+    for damage in &verified.unreadable {
+        let keys: Vec<String> = live
+            .located_at
+            .iter()
+            .filter(|(_, _, loc)| *loc == damage.loc)
+            .map(|(db, key, _)| format!("'{}' (db {db})", String::from_utf8_lossy(key)))
+            .collect();
+        let whose = match keys.is_empty() {
+            true => "no live key uses it".to_owned(),
+            false => format!("the value of {}", keys.join(", ")),
+        };
+        println!(
+            "damaged record in {} at offset {} ({}): {whose}",
+            damage.segment.display(),
+            damage.offset,
+            damage.why
+        );
+    }
+    if !live.located_at.is_empty() {
+        println!(
+            "UNREADABLE KEYS: {} keys have their value in damaged records (listed above); \
+             the server starts and serves the rest, and reading one of them answers an error",
+            live.located_at.len()
+        );
+        return ExitCode::from(EXIT_KEYS_UNREADABLE);
     }
     let Some((path, valid_len, dropped, why)) = verified.torn else {
         println!("OK: every record and checkpoint checks out");
