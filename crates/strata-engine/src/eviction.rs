@@ -48,6 +48,22 @@ pub struct Evicted {
     /// Candidates passed over because their image is committed but not yet
     /// written to its segment (they can leave once the log is written).
     pub unwritten: u64,
+    /// Candidates passed over because they are lent to a command about to
+    /// run (read from disk for it): they leave RAM right after it.
+    pub transient: u64,
+}
+
+impl Evicted {
+    /// Whether anything left RAM (or was made ready to).
+    pub fn progressed(&self) -> bool {
+        self.values + self.keys + self.images_written > 0
+    }
+
+    /// Whether values were found that can leave RAM in a moment (their
+    /// log write or their command pending).
+    pub fn pending(&self) -> bool {
+        self.unwritten + self.transient > 0
+    }
 }
 
 /// Outcome of putting a value read from disk back into its entry.
@@ -347,6 +363,7 @@ impl Shard {
                         // it now would make that command read the disk
                         // under its lock. It leaves RAM right after the
                         // command (`release_transient`).
+                        done.transient += 1;
                         continue;
                     }
                     entry.idle_s(now_ms)

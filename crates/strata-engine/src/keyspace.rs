@@ -445,6 +445,31 @@ impl Keyspace {
         self.log_live_bytes_in(&mut None)
     }
 
+    /// Bytes of the log a checkpoint cycle can delete now: the segments no
+    /// value is located in (compaction empties dying ones).
+    pub fn log_reclaimable_bytes(&self) -> u64 {
+        let Some(log) = self.log() else {
+            return 0;
+        };
+        let located = self.located_segments_in(&mut None);
+        log.segments()
+            .iter()
+            .filter(|segment| !located.contains_key(&segment.seq))
+            .map(|segment| segment.bytes)
+            .sum()
+    }
+
+    /// Notes the log's mostly dead segments as dying since the last cycle,
+    /// so compaction can take them at once: after a start, no cycle has
+    /// run to note them, and compaction waited for one
+    /// (`compaction::segments_to_compact_now`).
+    pub fn note_dying_segments(&self) {
+        if let Some(log) = self.change_log() {
+            let dying = crate::compaction::dying_segments(self, log);
+            self.tier().still_dying(dying);
+        }
+    }
+
     /// [`Keyspace::log_live_bytes`], on shards the caller may hold.
     pub fn log_live_bytes_in(&self, held: &mut Option<&mut ShardSet<'_>>) -> (u64, u64) {
         let Some(log) = self.log() else {

@@ -423,6 +423,21 @@ fn tiering_section(server: &Server, out: &mut String, held: &mut Held) {
         "oom_rejections",
         server.tiering.oom_rejections.load(Relaxed)
     );
+    field!(
+        out,
+        "over_budget_buffers",
+        server.tiering.over_budget_buffers.load(Relaxed)
+    );
+    field!(
+        out,
+        "eviction_waits",
+        server.tiering.eviction_waits.load(Relaxed)
+    );
+    field!(
+        out,
+        "eviction_wait_us",
+        server.tiering.eviction_wait_us.load(Relaxed)
+    );
     let segments = log.map_or(0, |log| log.segments().len());
     let (log_bytes, live_estimate) = keyspace.log_live_bytes_in(held);
     let checkpoint_bytes = server.persistence.last_checkpoint_bytes.load(Relaxed);

@@ -44,6 +44,14 @@ const CRON_EVICTION_ROUNDS_MAX: usize = 64;
 /// The log's buffers beyond its pending bytes above which, over the
 /// budget, its spare buffers are freed before anything is evicted.
 const SPARE_BYTES_WORTH_FREEING: u64 = 1 << 20;
+/// Longest a writer waits, over the RAM budget, for values that can
+/// leave RAM in a moment (their log write, or their command, pending).
+/// Short: the writer's network thread serves nothing else meanwhile, and
+/// on a loaded machine sleeping through whole milliseconds starved every
+/// client of that thread (a 100 ms bound made a test's readers 3x slower
+/// at load 10). The wait yields the core to whoever makes them leave (the
+/// log writer, the command they are lent to).
+const EVICTION_WAIT_MAX: std::time::Duration = std::time::Duration::from_millis(2);
 /// Window over which INFO's per-second rates are measured.
 const RATE_WINDOW_MS: u128 = 2000;
 
@@ -169,6 +177,12 @@ pub struct Tiering {
     pub evicted_keys: AtomicU64,
     /// Commands refused with -OOM.
     pub oom_rejections: AtomicU64,
+    /// Writes let through over the budget because what was over was
+    /// buffers, not data (`tiered`).
+    pub over_budget_buffers: AtomicU64,
+    /// Writers that waited for values about to leave RAM, and how long.
+    pub eviction_waits: AtomicU64,
+    pub eviction_wait_us: AtomicU64,
     samples: Mutex<VecDeque<Sample>>,
 }
 
@@ -179,6 +193,9 @@ impl Tiering {
             disk_used: AtomicU64::new(0),
             evicted_keys: AtomicU64::new(0),
             oom_rejections: AtomicU64::new(0),
+            over_budget_buffers: AtomicU64::new(0),
+            eviction_waits: AtomicU64::new(0),
+            eviction_wait_us: AtomicU64::new(0),
             samples: Mutex::new(VecDeque::new()),
         })
     }
@@ -196,7 +213,7 @@ impl Tiering {
             self.oom_rejections.fetch_add(1, Relaxed);
             return Some(ERR_OOM_DISK);
         }
-        if self.enforce_budget(keyspace, config, now_ms) {
+        if self.enforce_budget(keyspace, config, now_ms, true) {
             return None;
         }
         if denyoom {
@@ -219,7 +236,13 @@ impl Tiering {
     /// Evicts under the policy while RAM use is over `maxmemory`. False
     /// when RAM is over the budget and nothing is left to evict (writes
     /// are then refused); true otherwise.
-    fn enforce_budget(&self, keyspace: &Keyspace, config: &Config, now_ms: u64) -> bool {
+    fn enforce_budget(
+        &self,
+        keyspace: &Keyspace,
+        config: &Config,
+        now_ms: u64,
+        may_wait: bool,
+    ) -> bool {
         if config.maxmemory == 0 {
             return true;
         }
@@ -267,18 +290,69 @@ impl Tiering {
             if done.keys > 0 {
                 self.evicted_keys.fetch_add(done.keys, Relaxed);
             }
-            // As Redis: refuse only when there is nothing left to evict.
-            // Values whose log write is in flight (`appendfsync always`)
-            // can leave in a moment; the log's pending-bytes limit bounds
-            // how far RAM runs over meanwhile.
-            if done.values + done.keys + done.images_written + done.unwritten > 0
-                || crate::alloc::used_bytes().saturating_sub(not_counted_for_evict(keyspace))
+            let under = || {
+                crate::alloc::used_bytes().saturating_sub(not_counted_for_evict(keyspace))
                     <= config.maxmemory
-            {
+            };
+            if done.progressed() || under() {
                 return true;
+            }
+            // As Redis: refuse only when there is nothing left to evict.
+            // Values whose log write is in flight, or lent to a command
+            // about to run, leave in a moment: a writer waits for them, a
+            // bounded time (a busy machine used to get -OOM here while
+            // values could still go to disk), and then runs anyway (the
+            // log's pending-bytes limit bounds how far RAM runs over).
+            if done.pending() {
+                if may_wait {
+                    self.wait_for_eviction(keyspace, &evict, &under);
+                }
+                return true;
+            }
+            // Tiered: the budget is the data's (keys stay in RAM, values
+            // go to disk). With no value left to move out, what is over is
+            // the server's own buffers (clients', the log's, Lua's), bounded
+            // by their own limits and drained as commands run: refusing
+            // writes would not bring them down (a loaded machine's queued
+            // requests got -OOM so). Only when the keys and the values in
+            // RAM (the census, at most a few seconds old) pass the budget.
+            if config.maxmemory_policy == MaxmemoryPolicy::Tiered {
+                let census = keyspace.memory_census();
+                if census.index_bytes + census.value_bytes <= config.maxmemory {
+                    self.over_budget_buffers.fetch_add(1, Relaxed);
+                    return true;
+                }
             }
         }
         false
+    }
+
+    /// Waits (at most [`EVICTION_WAIT_MAX`]) for values that are about to
+    /// be able to leave RAM, evicting them as they can, until RAM is under
+    /// the budget or nothing is pending any more. Counted in INFO
+    /// (`eviction_waits`, `eviction_wait_us`) and LATENCY (`eviction-wait`).
+    fn wait_for_eviction(
+        &self,
+        keyspace: &Keyspace,
+        evict: &dyn Fn() -> strata_engine::eviction::Evicted,
+        under: &dyn Fn() -> bool,
+    ) {
+        let started = Instant::now();
+        while started.elapsed() < EVICTION_WAIT_MAX {
+            std::thread::yield_now();
+            if let Some(log) = keyspace.log() {
+                log.flush_now();
+            }
+            let done = evict();
+            if under() || !done.pending() && !done.progressed() {
+                break;
+            }
+        }
+        let waited = started.elapsed();
+        self.eviction_waits.fetch_add(1, Relaxed);
+        self.eviction_wait_us
+            .fetch_add(waited.as_micros() as u64, Relaxed);
+        strata_engine::latency::sample("eviction-wait", waited);
     }
 
     /// The cron's part: disk use, whether commits locate values, the RAM
@@ -296,7 +370,8 @@ impl Tiering {
                 // Stop at the first round that frees nothing (nothing left
                 // to evict, or images still being written): each round
                 // visits every shard, and the next tick tries again.
-                let evictable = self.enforce_budget(keyspace, config, crate::server::now_ms());
+                let evictable =
+                    self.enforce_budget(keyspace, config, crate::server::now_ms(), false);
                 if !evictable || counted() >= before {
                     break;
                 }
