@@ -670,11 +670,13 @@ fn compaction_keeps_the_log_near_twice_live_across_a_restart() {
         std::thread::sleep(Duration::from_millis(100));
         settled(&mut con)
     });
+    // Without writes, a cycle runs only when compaction has emptied
+    // segments for it to delete (a few), not back to back (16 in 2 s).
     let cycles = info_u64(&mut con, "persistence", "aof_rewrites");
     std::thread::sleep(Duration::from_secs(2));
     let idle_cycles = info_u64(&mut con, "persistence", "aof_rewrites") - cycles;
     assert!(
-        idle_cycles <= 2,
+        idle_cycles <= 6,
         "{idle_cycles} cycles in 2 s without writes"
     );
     drop(con);
