@@ -7,12 +7,10 @@
 //!   behaviour the compiler removes, and the function pushes values past
 //!   the stack until the process dies. Ours counts in 64 bits and answers
 //!   Redis' (and Lua's) "too many results to unpack".
-//! - The pattern functions (`string.find`, `match`, `gmatch`, `gsub`)
-//!   recurse once per quantified item or capture of a pattern, on the
-//!   network thread's stack: 50 000 `a?` items overflowed it (SIGABRT).
-//!   Patterns with more such items than [`PATTERN_DEPTH_MAX`] (Lua 5.2's
-//!   own bound on that recursion) are refused with Lua 5.2's "pattern too
-//!   complex"; the matcher itself is Lua's.
+//! - The pattern functions (`string.find`, `match`, `gmatch`, `gsub`) are
+//!   ours (`crate::lua_patterns`): Lua's recursed on the network thread's
+//!   stack once per quantified item (50 000 `a?` items overflowed it) and
+//!   could backtrack for ever where no hook could stop it.
 //! - `string.rep` asked for more than [`REP_BYTES_MAX`] bytes is refused
 //!   (Lua 5.3's "resulting string too large") rather than building a
 //!   string no reply could carry.
@@ -21,14 +19,9 @@
 //! raised with `luaL_error`, which unwinds by `longjmp` over frames that
 //! own nothing (see `crate::lua_stack`).
 
-use std::ffi::{CStr, c_int};
+use std::ffi::c_int;
 
 use mlua::ffi::{self, lua_State};
-
-/// Deepest recursion a pattern may ask of Lua's matcher: quantified
-/// items and captures, counted from the pattern's text (Lua 5.2 bounds
-/// the same recursion at 200, its `MAXCCALLS`).
-pub const PATTERN_DEPTH_MAX: usize = 200;
 
 /// Largest string `string.rep` builds (Redis' largest bulk string).
 pub const REP_BYTES_MAX: u64 = 512 << 20;
@@ -36,8 +29,8 @@ pub const REP_BYTES_MAX: u64 = 512 << 20;
 /// Lua 5.1's `LUAI_MAXCSTACK`: the most values a C function may push.
 const RESULTS_MAX: i64 = 8000;
 
-/// Replaces `unpack`, and wraps the pattern functions and `string.rep`
-/// of `state`'s globals.
+/// Replaces `unpack` and the pattern functions, and wraps `string.rep`,
+/// in `state`'s globals.
 ///
 /// # Safety
 /// `state` is inside a protected call with room for 4 values; the
@@ -45,20 +38,30 @@ const RESULTS_MAX: i64 = 8000;
 pub unsafe fn install(state: *mut lua_State) {
     // SAFETY: as the function's contract.
     unsafe {
-        ffi::lua_pushcfunction(state, unpack);
-        ffi::lua_setfield(state, ffi::LUA_GLOBALSINDEX, c"unpack".as_ptr());
-        ffi::lua_getfield(state, ffi::LUA_GLOBALSINDEX, c"string".as_ptr());
-        for (name, guard) in [
-            (c"find", pattern_guard as ffi::lua_CFunction),
-            (c"match", pattern_guard),
-            (c"gmatch", pattern_guard),
-            (c"gsub", pattern_guard),
-            (c"rep", rep_guard),
+        for (name, function) in [
+            (c"unpack", unpack as ffi::lua_CFunction),
+            (c"pcall", pcall),
+            (c"xpcall", xpcall),
         ] {
-            // The original function and its name are the guard's upvalues.
-            ffi::lua_getfield(state, -1, name.as_ptr());
-            ffi::lua_pushstring(state, name.as_ptr());
-            ffi::lua_pushcclosure(state, guard, 2);
+            ffi::lua_pushcfunction(state, function);
+            ffi::lua_setfield(state, ffi::LUA_GLOBALSINDEX, name.as_ptr());
+        }
+        ffi::lua_getfield(state, ffi::LUA_GLOBALSINDEX, c"coroutine".as_ptr());
+        ffi::lua_pushcfunction(state, resume);
+        ffi::lua_setfield(state, -2, c"resume".as_ptr());
+        ffi::lua_pop(state, 1);
+        ffi::lua_getfield(state, ffi::LUA_GLOBALSINDEX, c"string".as_ptr());
+        // The original function is the guard's upvalue.
+        ffi::lua_getfield(state, -1, c"rep".as_ptr());
+        ffi::lua_pushcclosure(state, rep_guard, 1);
+        ffi::lua_setfield(state, -2, c"rep".as_ptr());
+        for (name, function) in [
+            (c"find", crate::lua_patterns::find as ffi::lua_CFunction),
+            (c"match", crate::lua_patterns::match_),
+            (c"gmatch", crate::lua_patterns::gmatch),
+            (c"gsub", crate::lua_patterns::gsub),
+        ] {
+            ffi::lua_pushcfunction(state, function);
             ffi::lua_setfield(state, -2, name.as_ptr());
         }
         ffi::lua_pop(state, 1);
@@ -71,51 +74,145 @@ unsafe extern "C-unwind" fn unpack(state: *mut lua_State) -> c_int {
     // nothing.
     unsafe {
         ffi::luaL_checktype(state, 1, ffi::LUA_TTABLE);
-        let first = ffi::luaL_optinteger(state, 2, 1) as i64;
+        // As Lua 5.1's `luaL_optint`: the integer cut to a C `int`.
+        let first = ffi::luaL_optinteger(state, 2, 1) as c_int;
         let last = match ffi::lua_isnoneornil(state, 3) {
-            0 => ffi::luaL_checkinteger(state, 3) as i64,
-            _ => ffi::lua_objlen(state, 1) as i64,
+            0 => ffi::luaL_checkinteger(state, 3) as c_int,
+            _ => ffi::lua_objlen(state, 1) as c_int,
         };
         if first > last {
             return 0;
         }
-        let count = last as i128 - first as i128 + 1;
-        if count >= RESULTS_MAX as i128 || ffi::lua_checkstack(state, count as c_int) == 0 {
+        let count = last as i64 - first as i64 + 1;
+        if count >= RESULTS_MAX || ffi::lua_checkstack(state, count as c_int) == 0 {
             return ffi::luaL_error(state, c"too many results to unpack".as_ptr());
         }
         for index in first..=last {
-            ffi::lua_rawgeti(state, 1, index as ffi::lua_Integer);
+            // The C function itself (an `int` index): mlua's wrapper takes
+            // a 64-bit one and panics past `int`, and a panic must not
+            // unwind through Lua's C frames.
+            ffi::lua_rawgeti_(state, 1, index);
         }
         count as c_int
     }
 }
 
-/// A pattern function (upvalue 1; its name upvalue 2) called only once
-/// its pattern (argument 2) is known to stay within
-/// [`PATTERN_DEPTH_MAX`]; `string.find` with `plain` set takes no pattern.
-unsafe extern "C-unwind" fn pattern_guard(state: *mut lua_State) -> c_int {
-    // SAFETY: a C function's state, with the upvalues `install` gave it;
-    // errors unwind over a frame that owns nothing (the pattern is
-    // borrowed from the stack, where Lua keeps it alive).
+/// `pcall(f, ...)`, as Lua 5.1's but with room made for the status it
+/// adds: Lua 5.1 pushed it past the frame's stack when `f` returned many
+/// values (an API check failure; a write into the stack's spare slots in
+/// release builds). Lua 5.2 makes the room too.
+unsafe extern "C-unwind" fn pcall(state: *mut lua_State) -> c_int {
+    // SAFETY: a C function's state; errors unwind over a frame that owns
+    // nothing.
     unsafe {
-        let name = CStr::from_ptr(ffi::lua_tostring(state, ffi::lua_upvalueindex(2)));
-        let plain = name == c"find" && ffi::lua_toboolean(state, 4) != 0;
-        if !plain && ffi::lua_type(state, 2) == ffi::LUA_TSTRING {
-            let mut len = 0;
-            let text = ffi::lua_tolstring(state, 2, &mut len);
-            let pattern = std::slice::from_raw_parts(text.cast::<u8>(), len);
-            if pattern_depth(pattern) > PATTERN_DEPTH_MAX {
-                return ffi::luaL_error(state, c"pattern too complex".as_ptr());
-            }
-        }
-        call_original(state)
+        ffi::luaL_checkany(state, 1);
+        let status = ffi::lua_pcall(state, ffi::lua_gettop(state) - 1, ffi::LUA_MULTRET, 0);
+        ffi::luaL_checkstack(state, 1, c"too many results".as_ptr());
+        ffi::lua_pushboolean(state, (status == 0) as c_int);
+        ffi::lua_insert(state, 1);
+        ffi::lua_gettop(state)
     }
 }
 
-/// `string.rep(s, n)` refused when the result would exceed
-/// [`REP_BYTES_MAX`].
+/// `xpcall(f, handler)`, as Lua 5.1's (extra arguments ignored), with the
+/// same room made as [`pcall`].
+unsafe extern "C-unwind" fn xpcall(state: *mut lua_State) -> c_int {
+    // SAFETY: as `pcall`.
+    unsafe {
+        ffi::luaL_checkany(state, 2);
+        ffi::lua_settop(state, 2);
+        ffi::lua_insert(state, 1);
+        let status = ffi::lua_pcall(state, 0, ffi::LUA_MULTRET, 1);
+        ffi::luaL_checkstack(state, 1, c"too many results".as_ptr());
+        ffi::lua_pushboolean(state, (status == 0) as c_int);
+        ffi::lua_replace(state, 1);
+        ffi::lua_gettop(state)
+    }
+}
+
+unsafe extern "C" {
+    /// Lua 5.1's `lua_setlevel` (not in mlua's bindings): a resumed
+    /// coroutine counts its C calls from its resumer's.
+    fn lua_setlevel(from: *mut lua_State, to: *mut lua_State);
+}
+
+/// `coroutine.resume(co, ...)`, as Lua 5.1's with room made for the
+/// status before the results (as [`pcall`]).
+unsafe extern "C-unwind" fn resume(state: *mut lua_State) -> c_int {
+    // SAFETY: as `pcall`; `co` is a thread argument Lua keeps alive while
+    // it is on the stack.
+    unsafe {
+        let co = ffi::lua_tothread(state, 1);
+        if co.is_null() {
+            return ffi::luaL_argerror(state, 1, c"coroutine expected".as_ptr());
+        }
+        let args = ffi::lua_gettop(state) - 1;
+        if ffi::lua_checkstack(co, args) == 0 {
+            return ffi::luaL_error(state, c"too many arguments to resume".as_ptr());
+        }
+        let status = match coroutine_status(state, co) {
+            Ok(()) => {
+                ffi::lua_xmove(state, co, args);
+                lua_setlevel(state, co);
+                ffi::lua_resume_(co, args)
+            }
+            Err(what) => {
+                ffi::lua_pushboolean(state, 0);
+                ffi::lua_pushfstring(state, c"cannot resume %s coroutine".as_ptr(), what.as_ptr());
+                return 2;
+            }
+        };
+        if status == 0 || status == ffi::LUA_YIELD {
+            let results = ffi::lua_gettop(co);
+            if ffi::lua_checkstack(state, results + 1) == 0 {
+                return ffi::luaL_error(state, c"too many results to resume".as_ptr());
+            }
+            ffi::lua_pushboolean(state, 1);
+            ffi::lua_xmove(co, state, results);
+            return results + 1;
+        }
+        ffi::lua_pushboolean(state, 0);
+        ffi::lua_xmove(co, state, 1);
+        2
+    }
+}
+
+/// Whether `co` can be resumed from `state`; why not otherwise (Lua 5.1's
+/// words: running, normal or dead).
+///
+/// # Safety
+/// Both are states of one Lua universe.
+unsafe fn coroutine_status(
+    state: *mut lua_State,
+    co: *mut lua_State,
+) -> Result<(), &'static std::ffi::CStr> {
+    if state == co {
+        return Err(c"running");
+    }
+    // SAFETY: as the function's contract.
+    unsafe {
+        match ffi::lua_status(co) {
+            ffi::LUA_YIELD => Ok(()),
+            0 => {
+                let mut frame = std::mem::MaybeUninit::<ffi::lua_Debug>::zeroed();
+                if ffi::lua_getstack(co, 0, frame.as_mut_ptr()) > 0 {
+                    Err(c"normal")
+                } else if ffi::lua_gettop(co) == 0 {
+                    Err(c"dead")
+                } else {
+                    Ok(())
+                }
+            }
+            _ => Err(c"dead"),
+        }
+    }
+}
+
+/// `string.rep(s, n)` (the original is upvalue 1) refused when the
+/// result would exceed [`REP_BYTES_MAX`].
 unsafe extern "C-unwind" fn rep_guard(state: *mut lua_State) -> c_int {
-    // SAFETY: as `pattern_guard`.
+    // SAFETY: a C function's state, with the upvalue `install` gave it;
+    // errors unwind over a frame that owns nothing.
     unsafe {
         if ffi::lua_type(state, 1) == ffi::LUA_TSTRING && ffi::lua_isnumber(state, 2) != 0 {
             let len = ffi::lua_objlen(state, 1) as u64;
@@ -142,79 +239,5 @@ unsafe fn call_original(state: *mut lua_State) -> c_int {
         ffi::lua_insert(state, 1);
         ffi::lua_call(state, args, ffi::LUA_MULTRET);
         ffi::lua_gettop(state)
-    }
-}
-
-/// How deep Lua 5.1's matcher may recurse for `pattern`: one level per
-/// capture bracket and per item followed by `?`, `*`, `+` or `-`, as
-/// counted from the text (sets and `%` escapes are skipped whole, so
-/// their characters never count).
-pub fn pattern_depth(pattern: &[u8]) -> usize {
-    let mut depth = 0;
-    let mut at = 0;
-    while at < pattern.len() {
-        match pattern[at] {
-            b'%' if pattern.get(at + 1) == Some(&b'b') => at += 4,
-            b'%' => at += 2,
-            b'[' => at = set_end(pattern, at + 1),
-            b'(' | b')' => {
-                depth += 1;
-                at += 1;
-            }
-            b'?' | b'*' | b'+' | b'-' if at > 0 => {
-                depth += 1;
-                at += 1;
-            }
-            _ => at += 1,
-        }
-    }
-    depth
-}
-
-/// Where the set opened just before `at` ends (after its `]`), as Lua
-/// reads it: a `^` and then a `]` first are members, `%` escapes the
-/// next byte. An unclosed set runs to the end (Lua raises its own error).
-fn set_end(pattern: &[u8], mut at: usize) -> usize {
-    if pattern.get(at) == Some(&b'^') {
-        at += 1;
-    }
-    if pattern.get(at) == Some(&b']') {
-        at += 1;
-    }
-    while at < pattern.len() {
-        match pattern[at] {
-            b'%' => at += 2,
-            b']' => return at + 1,
-            _ => at += 1,
-        }
-    }
-    pattern.len()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::pattern_depth;
-
-    #[test]
-    fn pattern_depth_counts_quantified_items_and_captures() {
-        for (pattern, depth) in [
-            ("abc", 0),
-            ("a?b*c+d-", 4),
-            ("(a)(b)", 4),
-            ("%?%*%(", 0),
-            ("[?*+-()]", 0),
-            ("[]?]", 0),
-            ("[^]*]+", 1),
-            ("[%]*]*", 1),
-            ("-abc", 0),
-            // `%bxy` is matched without recursion; the `*` after it, a
-            // literal there, is counted anyway (an overestimate is safe).
-            ("%bxy*", 1),
-            ("[abc", 0),
-        ] {
-            assert_eq!(pattern_depth(pattern.as_bytes()), depth, "{pattern}");
-        }
-        let hostile = "a?".repeat(50_000) + &"a".repeat(50_000);
-        assert_eq!(pattern_depth(hostile.as_bytes()), 50_000);
     }
 }

@@ -28,6 +28,7 @@ mod log;
 mod long_double;
 mod lua_guards;
 mod lua_libs;
+mod lua_patterns;
 mod lua_stack;
 mod metrics;
 mod monitor;

@@ -1140,6 +1140,17 @@ thread_local! {
     static LOAD_DEADLINE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
 }
 
+/// What the instruction hook does, for C code that runs long without Lua
+/// instructions (`crate::lua_patterns`): notes a busy run, serves the
+/// thread's other clients, and raises the error that stops a killed run.
+///
+/// # Safety
+/// `state` is in a protected call; the caller's frames own nothing.
+pub(crate) unsafe fn check_running(state: *mut lua_State) {
+    // SAFETY: as the function's contract.
+    unsafe { count_hook(state, std::ptr::null_mut()) }
+}
+
 /// Whether the code running on this thread must stop: the error to raise.
 fn hook_verdict() -> Result<(), &'static str> {
     if LOAD_DEADLINE

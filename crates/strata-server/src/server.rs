@@ -133,6 +133,13 @@ pub struct Handles {
     pub functions: Arc<crate::functions::Functions>,
 }
 
+/// Stack of a network thread. Scripts run there, and Lua's C library and
+/// ours recurse on it (nested pcalls and metamethods up to Lua's 200 C
+/// levels, cjson and cmsgpack up to 1000 levels of nesting, the pattern
+/// matcher up to 200 items): a debug build overflowed the default 2 MB on
+/// a 1000-deep msgpack array. Only the pages touched take memory.
+const NETWORK_THREAD_STACK_BYTES: usize = 64 << 20;
+
 pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -442,6 +449,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         let stats = server.thread_stats[index].clone();
         std::thread::Builder::new()
             .name(format!("strata-net-{index}"))
+            .stack_size(NETWORK_THREAD_STACK_BYTES)
             .spawn(move || network_thread(server, stats, receiver, index))
             .map_err(|e| format!("Can't start network thread: {e}"))?;
         workers.push(sender);

@@ -56,14 +56,17 @@ fn a_pattern_deep_enough_to_overflow_the_stack_is_an_error() {
         "0",
     ]);
     assert!(reply.as_text().contains("pattern too complex"), "{reply:?}");
-    for function in ["match", "gmatch", "gsub"] {
-        let script = format!(
-            "local s = string.rep('a', 100) local p = string.rep('a?', 300) return type(string.{function}(s, p, ''))"
-        );
+    for call in [
+        "string.match(s, p)",
+        "string.gmatch(s, p)()",
+        "string.gsub(s, p, '')",
+    ] {
+        let script =
+            format!("local s = string.rep('a', 300) local p = string.rep('a?', 300) return {call}");
         let reply = con.cmd(&["EVAL", &script, "0"]);
         assert!(
             reply.as_text().contains("pattern too complex"),
-            "{function}: {reply:?}"
+            "{call}: {reply:?}"
         );
     }
     // Ordinary patterns, a plain find of the same text, and string methods.
@@ -131,6 +134,30 @@ fn a_loop_inside_a_coroutine_is_busy_and_killable() {
     let dir = server.exited();
     let server = TestServer::spawn(dir, &[], None, READY);
     assert_eq!(server.raw().cmd(&["GET", "k"]), Reply::NullBulk);
+}
+
+/// A pattern that backtracks for ever (`a?` forty times on forty `a`s:
+/// 2^40 steps) runs where Lua's instruction hook never fires: in Lua's C
+/// matcher the script was neither busy nor killable and its thread was
+/// lost. The matcher is Strata's now and looks at the script every so
+/// many steps.
+#[test]
+fn a_pattern_that_backtracks_for_ever_is_busy_and_killable() {
+    let server = TestServer::start();
+    let mut con = server.raw();
+    for (function, more) in [("find", ""), ("match", ""), ("gsub", ", 'x'")] {
+        let body = format!(
+            "return string.{function}(string.rep('a', 40), string.rep('a?', 40) .. string.rep('a', 40){more})"
+        );
+        let mut looping = start_busy_script(&server, &mut con, &body, &[]);
+        assert_eq!(con.cmd(&["SCRIPT", "KILL"]), ok(), "{function}");
+        let reply = looping.read().as_text();
+        assert!(
+            reply.contains("Script killed by user"),
+            "{function}: {reply}"
+        );
+    }
+    assert_eq!(con.cmd(&["PING"]), Reply::simple("PONG"));
 }
 
 /// Lua runs an error handler with hooks off when the hook raised the
