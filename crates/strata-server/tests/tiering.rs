@@ -733,3 +733,113 @@ fn buffers_over_the_budget_do_not_refuse_writes() {
     let all: Vec<u64> = (0..20).collect();
     mget_check(&mut con, &all, |i| value(i, 50, SIZE));
 }
+
+/// Transfers between accounts by scripts (EVAL, FCALL) and by MULTI/EXEC,
+/// under a RAM budget far below the data (most accounts' values are on
+/// disk, read back by the transfers), from several clients, cut by
+/// `kill -9` at a different moment each round: after every restart the
+/// balances add up, so every transfer is there whole or not at all.
+#[test]
+fn transfers_under_tiering_are_whole_or_absent_after_kill_9() {
+    const ACCOUNTS: u64 = 400;
+    const BALANCE: i64 = 1_000;
+    let args = ["--maxmemory", BUDGET, "--appendfsync", "always"];
+    let server = TestServer::start_with(&args);
+    let mut raw = server.raw();
+    let pad = "p".repeat(20_000);
+    for n in 0..ACCOUNTS {
+        let account = format!("acct:{n}");
+        let reply = raw.cmd(&[
+            "HSET",
+            &account,
+            "balance",
+            &BALANCE.to_string(),
+            "pad",
+            &pad,
+        ]);
+        assert_eq!(reply, i(2));
+    }
+    let library = "#!lua name=bank\nredis.register_function('move', function(keys, args) \
+                   redis.call('HINCRBY', keys[1], 'balance', -args[1]) \
+                   redis.call('HINCRBY', keys[2], 'balance', args[1]) return 1 end)";
+    assert_eq!(raw.cmd(&["FUNCTION", "LOAD", library]), b("bank"));
+    assert!(info_u64(&mut server.client(), "tiering", "keys_value_on_disk") > ACCOUNTS / 2);
+    // (sum of the balances, accounts whose balance moved)
+    let total = |raw: &mut Raw| -> (i64, usize) {
+        let balances: Vec<i64> = (0..ACCOUNTS)
+            .map(|n| {
+                let reply = raw.cmd(&["HGET", &format!("acct:{n}"), "balance"]);
+                reply.as_text().parse::<i64>().unwrap()
+            })
+            .collect();
+        let moved = balances.iter().filter(|&&b| b != BALANCE).count();
+        (balances.iter().sum(), moved)
+    };
+    let mut dir = server.dir.clone();
+    let mut server = Some(server);
+    for round in 0..4u64 {
+        let running = server.take().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let clients: Vec<_> = (0..3u64)
+            .map(|client| {
+                let mut raw = running.raw();
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut n = client * 7 + round;
+                    while !stop.load(Ordering::Relaxed) {
+                        n = (n * 48_271 + 11) % 1_000_003;
+                        let from = format!("acct:{}", n % ACCOUNTS);
+                        let to = format!("acct:{}", (n / ACCOUNTS) % ACCOUNTS);
+                        let amount = (n % 50).to_string();
+                        let sent = match n % 3 {
+                            0 => {
+                                let body = "redis.call('HINCRBY', KEYS[1], 'balance', -ARGV[1]) \
+                                            redis.call('HINCRBY', KEYS[2], 'balance', ARGV[1]) return 1";
+                                raw.send(&["EVAL", body, "2", &from, &to, &amount]);
+                                1
+                            }
+                            1 => {
+                                raw.send(&["FCALL", "move", "2", &from, &to, &amount]);
+                                1
+                            }
+                            _ => {
+                                raw.send(&["MULTI"]);
+                                raw.send(&["HINCRBY", &from, "balance", &format!("-{amount}")]);
+                                raw.send(&["HINCRBY", &to, "balance", &amount]);
+                                raw.send(&["EXEC"]);
+                                4
+                            }
+                        };
+                        // Replies stop when the server is killed.
+                        for _ in 0..sent {
+                            let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+                                || raw.read(),
+                            ));
+                            if read.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(150 + round * 120));
+        dir = running.kill9();
+        stop.store(true, Ordering::Relaxed);
+        for client in clients {
+            client.join().unwrap();
+        }
+        let restarted = TestServer::spawn(dir.clone(), &args, None, READY);
+        let mut raw = restarted.raw();
+        let (sum, moved) = total(&mut raw);
+        assert_eq!(
+            sum,
+            ACCOUNTS as i64 * BALANCE,
+            "round {round}: a transfer was cut in two"
+        );
+        assert!(moved > 0, "round {round}: no transfer committed");
+        server = Some(restarted);
+    }
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
