@@ -62,6 +62,16 @@ pub fn segments_to_compact_now(keyspace: &Keyspace, log: &Log) -> Vec<u64> {
         .collect()
 }
 
+/// Notes the log's mostly dead segments as dying since the last cycle,
+/// so compaction can take them at once: after a start, no cycle has run
+/// to note them, and compaction waited for one ([`segments_to_compact_now`]).
+pub fn note_dying_at_start(keyspace: &Keyspace) {
+    if let Some(log) = keyspace.change_log() {
+        let dying = dying_segments(keyspace, log);
+        keyspace.tier().still_dying(dying);
+    }
+}
+
 /// The dying segments some value is still located in, oldest first; none
 /// while locations are not tracked (moved records would not take their
 /// new location).

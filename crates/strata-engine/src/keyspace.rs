@@ -110,20 +110,8 @@ pub struct Keyspace {
     pub(crate) hash_limits: Arc<SharedLimits>,
 }
 
-/// Until when (Unix ms) clients are paused (CLIENT PAUSE): meanwhile
-/// expired keys read as absent but are not deleted, by lookups or the
-/// active cycle, so a paused server's dataset (and its log) does not
-/// change, as Redis does it. Process-wide, like the pause; 0: none.
-static EXPIRY_PAUSED_UNTIL_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// Pauses the deletion of expired keys until `until_ms` (0: resumes now).
-pub fn pause_expiry_until(until_ms: u64) {
-    EXPIRY_PAUSED_UNTIL_MS.store(until_ms, Relaxed);
-}
-
-pub(crate) fn expiry_paused(now_ms: u64) -> bool {
-    EXPIRY_PAUSED_UNTIL_MS.load(Relaxed) > now_ms
-}
+use crate::shard::expiry_paused;
+pub use crate::shard::pause_expiry_until;
 
 impl Keyspace {
     /// A new data directory's keyspace: a fresh random hash seed, shards
@@ -457,17 +445,6 @@ impl Keyspace {
             .filter(|segment| !located.contains_key(&segment.seq))
             .map(|segment| segment.bytes)
             .sum()
-    }
-
-    /// Notes the log's mostly dead segments as dying since the last cycle,
-    /// so compaction can take them at once: after a start, no cycle has
-    /// run to note them, and compaction waited for one
-    /// (`compaction::segments_to_compact_now`).
-    pub fn note_dying_segments(&self) {
-        if let Some(log) = self.change_log() {
-            let dying = crate::compaction::dying_segments(self, log);
-            self.tier().still_dying(dying);
-        }
     }
 
     /// [`Keyspace::log_live_bytes`], on shards the caller may hold.

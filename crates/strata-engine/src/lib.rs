@@ -67,6 +67,7 @@ pub mod background;
 pub mod checkpoint;
 pub mod commit;
 pub mod compaction;
+mod decimal;
 pub mod dir_lock;
 mod entry;
 pub mod eviction;

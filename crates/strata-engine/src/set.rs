@@ -27,8 +27,8 @@ use std::hash::BuildHasher;
 use foldhash::fast::RandomState;
 use indexmap::IndexSet;
 
+use crate::decimal::parse_canonical_i64;
 use crate::limits::CollectionLimits;
-use crate::value::parse_canonical_i64;
 use crate::varint::{read_bytes, read_varint, varint_len, write_varint};
 
 /// A damaged set image or operation.

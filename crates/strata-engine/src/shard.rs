@@ -36,7 +36,7 @@ pub(crate) fn lookup<'t>(
     if !found.get().is_expired(now_ms) {
         return Some(found.into_mut());
     }
-    if crate::keyspace::expiry_paused(now_ms) {
+    if expiry_paused(now_ms) {
         // Logically expired, deleted once the pause ends.
         return None;
     }
@@ -99,6 +99,21 @@ pub(crate) fn forget_deadline(expiring: &mut ExpiryIndex, entry: &Entry) {
     if deadline != 0 {
         expiring.remove(deadline, entry.key());
     }
+}
+
+/// Until when (Unix ms) clients are paused (CLIENT PAUSE): meanwhile
+/// expired keys read as absent but are not deleted, by lookups or the
+/// active cycle, so a paused server's dataset (and its log) does not
+/// change, as Redis does it. Process-wide, like the pause; 0: none.
+static EXPIRY_PAUSED_UNTIL_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Pauses the deletion of expired keys until `until_ms` (0: resumes now).
+pub fn pause_expiry_until(until_ms: u64) {
+    EXPIRY_PAUSED_UNTIL_MS.store(until_ms, Relaxed);
+}
+
+pub(crate) fn expiry_paused(now_ms: u64) -> bool {
+    EXPIRY_PAUSED_UNTIL_MS.load(Relaxed) > now_ms
 }
 
 /// A value on disk only could not be read back (a damaged record, an I/O

@@ -23,7 +23,7 @@
 //! shard first (it can then meet no busy shard) and keeps none.
 
 use crate::KeyRef;
-use crate::keyspace::Shard;
+use crate::shard::Shard;
 use crate::value::{Value, ValueType};
 
 /// Image bytes one run may keep.

@@ -296,7 +296,7 @@ fn load(handles: &Handles, plan: &Plan) -> Result<(), String> {
         handles.keyspace.attach_log(log);
         // Compaction may take the segments that were mostly dead before
         // the restart at once, without waiting a cycle to note them.
-        handles.keyspace.note_dying_segments();
+        strata_engine::compaction::note_dying_at_start(&handles.keyspace);
     } else {
         persistence
             .base_lsn
