@@ -120,7 +120,12 @@ impl TestServer {
         args: &[&str],
         file_size_limit: Option<u64>,
     ) -> (Child, mpsc::Receiver<String>) {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_strata-server"));
+        // STRATA_TEST_SERVER runs the tests against another build (an
+        // optimized one for a long fuzz run, an older one to show a new
+        // test failing there).
+        let binary = std::env::var_os("STRATA_TEST_SERVER")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_strata-server").into());
+        let mut command = Command::new(binary);
         // A config file, as redis-server takes it, comes first.
         let args = match args.first() {
             Some(file) if !file.starts_with("--") => {
