@@ -216,8 +216,15 @@ unsafe extern "C-unwind" fn rep_guard(state: *mut lua_State) -> c_int {
     unsafe {
         if ffi::lua_type(state, 1) == ffi::LUA_TSTRING && ffi::lua_isnumber(state, 2) != 0 {
             let len = ffi::lua_objlen(state, 1) as u64;
-            let times = ffi::lua_tonumber(state, 2);
-            if times >= 1.0 && len > 0 && len as f64 * times > REP_BYTES_MAX as f64 {
+            // As Lua 5.1's `luaL_checkint`: the count cut to a C `int`.
+            let times = ffi::lua_tointeger_(state, 2) as c_int;
+            if len == 0 || times <= 0 {
+                // Nothing to repeat: Lua's loop would still spin `times`
+                // times in C, where no hook fires (2^31 turns: seconds).
+                ffi::lua_pushlstring(state, c"".as_ptr(), 0);
+                return 1;
+            }
+            if len * times as u64 > REP_BYTES_MAX {
                 return ffi::luaL_error(state, c"resulting string too large".as_ptr());
             }
         }

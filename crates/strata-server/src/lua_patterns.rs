@@ -587,7 +587,7 @@ unsafe extern "C-unwind" fn gmatch_next(state: *mut lua_State) -> c_int {
         let text = ffi::lua_tolstring(state, ffi::lua_upvalueindex(2), &mut len);
         let pat = std::slice::from_raw_parts(text.cast::<u8>(), len);
         let pat = &pat[..pat.iter().position(|&b| b == 0).unwrap_or(pat.len())];
-        let mut s = ffi::lua_tointeger(state, ffi::lua_upvalueindex(3)).max(0) as usize;
+        let mut s = ffi::lua_tointeger_(state, ffi::lua_upvalueindex(3)).max(0) as usize;
         let mut matcher = Matcher::new(state, src, pat);
         while s <= src.len() {
             matcher.level = 0;
