@@ -23,9 +23,12 @@ use bytes::Bytes;
 use mlua::ffi::{self, lua_State};
 use strata_resp::ReplyWriter;
 
-/// Deepest reply nesting pushed to a script (as Redis' conversion, which
-/// raises "reached lua stack limit" past its own bound).
-const NESTING_MAX: usize = 64;
+/// Deepest nesting converted between a script and RESP, either way. Redis
+/// bounds it only by the Lua stack (`lua_checkstack` of 4 slots a level,
+/// some 2 000 levels) and answers "reached lua stack limit" past it;
+/// this bound keeps the recursion well inside that (a result 100 tables
+/// deep comes back whole, as from Redis).
+const NESTING_MAX: usize = 1000;
 
 /// The field that marks an error table whose error the server has
 /// already counted in its error statistics (Redis' name): the script's

@@ -9,7 +9,11 @@
 //!   (`multi()`, `watch()`, EVALSHA, `fcall`, pub/sub, WATCH transfers
 //!   from threads; `tests/clients/jedis`), each built from its registry
 //!   (the Go module proxy, npm, Maven Central) with the machine's Go, Node
-//!   or Maven. Without that toolchain the test is skipped, saying so.
+//!   or Maven. CI installs Node.js, npm, a JDK and Maven from Debian, and
+//!   the ioredis and Jedis tests fail under CI without them. The go-redis
+//!   test is ignored by default: it needs Go 1.26, and Debian 12, CI's
+//!   only source of packages, ships 1.19; run it with `--ignored` where a
+//!   recent Go is installed.
 
 mod common;
 
@@ -18,6 +22,17 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
+
+/// Skips a test whose toolchain is missing, saying so; under CI (which
+/// installs it) that is a failure instead: a missing tool must never pass
+/// silently there.
+fn skip_without(tool: &str, hint: &str) {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{tool} is not installed, and CI must run this test ({hint})"
+    );
+    eprintln!("skipped: no {tool} ({hint})");
+}
 
 /// A Python interpreter that can `import redis`.
 fn python_with_redis() -> Option<String> {
@@ -145,9 +160,10 @@ fn run_smoke(what: &str, command: &mut Command, min_checks: u32) {
 }
 
 #[test]
+#[ignore = "needs Go 1.26 (tests/clients/go-redis/go.mod); Debian 12, CI's package source, has 1.19"]
 fn go_redis_tx_pipelined_watch_scripts_and_functions() {
     if !have("go", &["version"]) {
-        eprintln!("skipped: no Go toolchain for the go-redis smoke test");
+        skip_without("Go toolchain", "install Go 1.26 or later");
         return;
     }
     let source = client_dir("go-redis");
@@ -168,7 +184,7 @@ fn go_redis_tx_pipelined_watch_scripts_and_functions() {
 #[test]
 fn ioredis_multi_watch_define_command_and_functions() {
     if !have("node", &["--version"]) || !have("npm", &["--version"]) {
-        eprintln!("skipped: no Node.js with npm for the ioredis smoke test");
+        skip_without("Node.js with npm", "apt install nodejs npm");
         return;
     }
     let dir = copy_to_temp(
@@ -193,7 +209,7 @@ fn ioredis_multi_watch_define_command_and_functions() {
 #[test]
 fn jedis_multi_watch_scripts_and_functions() {
     if !have("mvn", &["-v"]) || !have("java", &["-version"]) {
-        eprintln!("skipped: no Java with Maven for the Jedis smoke test");
+        skip_without("Java with Maven", "apt install default-jdk-headless maven");
         return;
     }
     let dir = copy_to_temp(

@@ -196,6 +196,29 @@ fn kill9_under_always_loses_no_acknowledged_write() {
     no_acknowledged_write_lost("always");
 }
 
+/// Under `appendfsync always` every reply is covered by an fsync: after
+/// a SET's reply, the log's synced LSN has passed the LSN written before
+/// the SET was sent (the SET's record comes after it). A build that
+/// replied after the write but before its fsync passed every other test;
+/// here about a third of the rounds catch it.
+#[test]
+fn every_reply_under_always_is_covered_by_an_fsync() {
+    let server = TestServer::start_with(&["--appendfsync", "always"]);
+    let mut raw = server.raw();
+    let lsn = |raw: &mut Raw, name: &str| -> u64 {
+        info_field(&info(raw, "persistence"), name).parse().unwrap()
+    };
+    for n in 0..300 {
+        let written_before = lsn(&mut raw, "strata_log_written_lsn");
+        assert_eq!(raw.cmd(&["SET", &format!("k{n}"), "v"]), ok());
+        let synced = lsn(&mut raw, "strata_log_synced_lsn");
+        assert!(
+            synced > written_before,
+            "round {n}: the reply came before the fsync ({synced} synced, {written_before} written before the SET)"
+        );
+    }
+}
+
 #[test]
 fn kill9_under_everysec_loses_no_acknowledged_write() {
     no_acknowledged_write_lost("everysec");

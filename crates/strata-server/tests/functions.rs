@@ -469,27 +469,38 @@ fn transfers_by_fcall_are_atomic_across_threads() {
         .map(|t| {
             let (accounts, mut con) = (accounts.clone(), server.client());
             std::thread::spawn(move || {
+                let mut moved = 0;
                 for n in 0..PER_THREAD {
                     let from = &accounts[(t + n) % 8];
                     let to = &accounts[(t * 3 + n * 5 + 1) % 8];
                     if from == to {
                         continue;
                     }
-                    let _: redis::RedisResult<i64> = redis::cmd("FCALL")
+                    // Each transfer runs (answering the receiver's balance)
+                    // or is refused for funds: a FCALL failing otherwise
+                    // would leave the sum unchanged and the test blind.
+                    let reply: redis::RedisResult<i64> = redis::cmd("FCALL")
                         .arg("transfer")
                         .arg(2)
                         .arg(from)
                         .arg(to)
                         .arg(7)
                         .query(&mut con);
+                    match reply {
+                        Ok(balance) => {
+                            assert!(balance >= 7, "transfer {n} of thread {t}: {balance}");
+                            moved += 1;
+                        }
+                        Err(e) => assert_eq!(e.code(), Some("INSUFFICIENT"), "{e}"),
+                    }
                 }
+                moved
             })
         })
         .collect();
     let deadline = Instant::now() + Duration::from_secs(60);
-    for worker in workers {
-        worker.join().unwrap();
-    }
+    let moved: usize = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    assert!(moved > THREADS * PER_THREAD / 2, "{moved} transfers ran");
     assert!(Instant::now() < deadline);
     stop.store(true, Ordering::Relaxed);
     assert!(observer.join().unwrap() > 0);

@@ -50,7 +50,9 @@ fn keys_scan_randomkey() {
 
     let mut seen = HashSet::new();
     let mut cursor = "0".to_owned();
-    loop {
+    // Bounded: a cursor that never came back to 0 would loop for ever.
+    for calls in 0.. {
+        assert!(calls < 10_000, "SCAN never finished");
         let reply = r.cmd(&["SCAN", &cursor, "MATCH", "user:*", "COUNT", "7"]);
         let parts = reply.as_array();
         cursor = parts[0].as_text();
@@ -89,6 +91,7 @@ fn scan_returns_every_key_present_throughout_despite_concurrent_writes() {
     let mut cursor = "0".to_owned();
     let mut round = 0;
     loop {
+        assert!(round < 10_000, "SCAN never finished");
         let reply = r.cmd(&["SCAN", &cursor, "COUNT", "50"]);
         cursor = reply.as_array()[0].as_text();
         seen.extend(reply.as_array()[1].as_array().iter().map(|k| k.as_text()));

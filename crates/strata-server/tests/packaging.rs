@@ -48,6 +48,11 @@ fn the_systemd_unit_verifies_and_its_command_line_starts_the_server() {
     let server = TestServer::spawn(dir.clone(), &args, None, READY);
     assert_eq!(server.raw().cmd(&["PING"]), Reply::simple("PONG"));
     if !available("systemd-analyze", &["--version"]) {
+        // CI installs systemd: there a missing tool must not pass silently.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "systemd-analyze is not installed, and CI must check the unit"
+        );
         eprintln!("skipped the unit check: systemd-analyze is not installed");
         return;
     }
@@ -61,11 +66,12 @@ fn the_systemd_unit_verifies_and_its_command_line_starts_the_server() {
 }
 
 #[test]
+#[ignore = "needs a Docker engine, which neither CI nor this project's machines run; run with --ignored where `docker info` answers"]
 fn the_docker_image_builds_and_answers() {
-    if !available("docker", &["info"]) {
-        eprintln!("skipped: no Docker engine answers here (`docker info` fails)");
-        return;
-    }
+    assert!(
+        available("docker", &["info"]),
+        "no Docker engine answers here (`docker info` fails)"
+    );
     let tag = format!("strata-test-{}", std::process::id());
     // A build compiles the workspace: minutes, not TIMEOUT's seconds. Its
     // output goes to a file (a pipe nobody reads would stall it).

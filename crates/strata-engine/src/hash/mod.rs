@@ -48,10 +48,11 @@ pub struct Limits {
 }
 
 impl Default for Limits {
-    /// Redis 7's defaults.
+    /// Redis 7's defaults (`hash-max-listpack-entries 512`,
+    /// `hash-max-listpack-value 64`).
     fn default() -> Self {
         Limits {
-            max_packed_entries: 128,
+            max_packed_entries: 512,
             max_packed_value: 64,
         }
     }

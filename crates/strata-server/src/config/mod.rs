@@ -357,7 +357,8 @@ impl Default for Config {
             lfu_log_factor: 10,
             lfu_decay_time: 1,
             maxmemory_samples: 5,
-            hash_max_listpack_entries: 128,
+            // Redis 7's default (its redis.conf and its built-in value).
+            hash_max_listpack_entries: 512,
             hash_max_listpack_value: 64,
             collection_limits: Default::default(),
             list_compress_depth: 0,

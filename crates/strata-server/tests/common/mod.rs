@@ -757,3 +757,39 @@ pub fn log_records(segment: &std::path::Path) -> Vec<u8> {
     }
     bytes
 }
+
+/// Bytes of the newest log segment under `dir` (a test server's dir).
+pub fn newest_segment_bytes(dir: &std::path::Path) -> u64 {
+    let mut segments: Vec<_> = std::fs::read_dir(dir.join("data/log"))
+        .map(|entries| {
+            entries
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|x| x == "log"))
+                .collect()
+        })
+        .unwrap_or_default();
+    segments.sort();
+    segments
+        .last()
+        .map_or(0, |p| std::fs::metadata(p).map_or(0, |m| m.len()))
+}
+
+/// `kill -9`s `server` while its log grows: once the newest segment has
+/// grown by `growth` bytes since `before` (its size before the request
+/// that writes them), or after [`TIMEOUT`]. Returns the directory.
+pub fn kill9_while_the_log_grows(server: TestServer, before: u64, growth: u64) -> PathBuf {
+    let deadline = Instant::now() + TIMEOUT;
+    while newest_segment_bytes(&server.dir) < before + growth && Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    server.kill9()
+}
+
+/// Whether `strata-check` finds a torn tail in `dir`'s log: a commit the
+/// kill cut in the middle, which recovery must drop whole.
+pub fn has_torn_tail(dir: &std::path::Path) -> bool {
+    let (code, output) =
+        run_bounded(Command::new(env!("CARGO_BIN_EXE_strata-check")).arg(dir.join("data")));
+    assert!(code == 0 || code == 1, "strata-check: {output}");
+    code == 1
+}
