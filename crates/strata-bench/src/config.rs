@@ -260,35 +260,12 @@ fn parse_pair(text: &str, what: &str) -> Result<(String, String), String> {
 
 impl RunArgs {
     pub fn into_config(self) -> Result<Config, String> {
-        let auth = self
-            .authenticate
-            .map(|credentials| match credentials.split_once(':') {
-                Some((user, password)) => (Some(user.to_owned()), password.to_owned()),
-                None => (None, credentials),
-            });
-        let resp3 = match self.protocol.as_str() {
-            "redis" | "resp2" => false,
-            "resp3" => true,
-            other => {
-                return Err(format!(
-                    "unsupported protocol '{other}': use redis, resp2 or resp3"
-                ));
-            }
-        };
+        let resp3 = parse_protocol(&self.protocol)?;
         if self.threads == 0 || self.clients == 0 || self.pipeline == 0 {
             return Err("--threads, --clients and --pipeline must be at least 1".into());
         }
-        let requests = match self.requests.as_str() {
-            "allkeys" => Requests::AllKeys,
-            n => Requests::PerClient(n.parse().map_err(|_| format!("invalid --requests '{n}'"))?),
-        };
-        let (sets, gets) = parse_pair(&self.ratio, "--ratio")?;
-        let ratio_sets: u32 = sets
-            .parse()
-            .map_err(|_| format!("invalid --ratio '{}'", self.ratio))?;
-        let ratio_gets: u32 = gets
-            .parse()
-            .map_err(|_| format!("invalid --ratio '{}'", self.ratio))?;
+        let requests = parse_requests(&self.requests)?;
+        let (ratio_sets, ratio_gets) = parse_ratio(&self.ratio)?;
         if ratio_sets == 0 && ratio_gets == 0 && self.command.is_empty() {
             return Err("--ratio 0:0 sends nothing".into());
         }
@@ -300,96 +277,20 @@ impl RunArgs {
         if self.key_maximum < self.key_minimum {
             return Err("--key-maximum must not be below --key-minimum".into());
         }
-        let data_size = match self.data_size_range {
-            None => DataSize::Fixed(self.data_size),
-            Some(range) => {
-                let (min, max) = range
-                    .split_once('-')
-                    .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
-                    .ok_or_else(|| {
-                        format!("invalid --data-size-range '{range}': expected MIN-MAX")
-                    })?;
-                if min > max {
-                    return Err("--data-size-range: MIN must not exceed MAX".into());
-                }
-                let spread_over_keys = match self.data_size_pattern.as_str() {
-                    "R" => false,
-                    "S" => true,
-                    other => {
-                        return Err(format!("invalid --data-size-pattern '{other}': use R or S"));
-                    }
-                };
-                DataSize::Range {
-                    min,
-                    max,
-                    spread_over_keys,
-                }
-            }
-        };
+        let data_size = self.data_size()?;
+        let print_percentiles = parse_percentiles(&self.print_percentiles)?;
+        let commands = self.commands()?;
+        let rate = self.rate()?;
+        let expiry_range = self
+            .expiry_range
+            .as_deref()
+            .map(parse_expiry_range)
+            .transpose()?;
         let range = (self.key_maximum - self.key_minimum) as f64;
-        let print_percentiles = self
-            .print_percentiles
-            .split(',')
-            .map(|p| {
-                p.trim()
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|p| (0.0..=100.0).contains(p))
-            })
-            .collect::<Option<Vec<f64>>>()
-            .ok_or_else(|| format!("invalid --print-percentiles '{}'", self.print_percentiles))?;
-        let mut commands = Vec::new();
-        for (i, text) in self.command.iter().enumerate() {
-            let args: Vec<Vec<u8>> = strata_resp::split_args(text.as_bytes())
-                .ok_or_else(|| format!("unbalanced quotes in --command '{text}'"))?
-                .iter()
-                .map(|a| a.to_vec())
-                .collect();
-            let Some(first) = args.first() else {
-                return Err("empty --command".into());
-            };
-            let key_pattern = match self.command_key_pattern.get(i) {
-                Some(p) => KeyPattern::parse(p)?,
-                None => KeyPattern::Random,
-            };
-            commands.push(CustomCommand {
-                name: String::from_utf8_lossy(first).to_ascii_uppercase(),
-                args,
-                ratio: self.command_ratio.get(i).copied().unwrap_or(1).max(1),
-                key_pattern,
-            });
-        }
-        let rate = match (self.rate, self.rate_limiting) {
-            (Some(_), Some(_)) => {
-                return Err("use either --rate or --rate-limiting, not both".into());
-            }
-            (rate, None) => rate,
-            (None, Some(per_connection)) => {
-                Some(per_connection * (self.threads * self.clients) as f64)
-            }
-        };
-        if let Some(rate) = rate
-            && !(rate > 0.0 && rate.is_finite())
-        {
-            return Err(
-                "--rate and --rate-limiting must be positive numbers of requests per second".into(),
-            );
-        }
-        let expiry_range = match self.expiry_range {
-            None => None,
-            Some(range) => {
-                let (min, max): (u64, u64) = range
-                    .split_once('-')
-                    .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
-                    .filter(|(min, max)| 0 < *min && min <= max)
-                    .ok_or_else(|| format!("invalid --expiry-range '{range}': expected MIN-MAX seconds, MIN at least 1"))?;
-                Some((min, max))
-            }
-        };
         Ok(Config {
             server: self.server,
             port: self.port,
-            auth,
+            auth: self.authenticate.map(parse_credentials),
             resp3,
             threads: self.threads,
             clients: self.clients,
@@ -425,6 +326,147 @@ impl RunArgs {
             show_config: self.show_config,
         })
     }
+
+    /// The value sizes: `--data-size`, or `--data-size-range` with
+    /// `--data-size-pattern` (checked only with a range, as memtier does).
+    fn data_size(&self) -> Result<DataSize, String> {
+        let Some(range) = &self.data_size_range else {
+            return Ok(DataSize::Fixed(self.data_size));
+        };
+        let (min, max) = range
+            .split_once('-')
+            .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+            .ok_or_else(|| format!("invalid --data-size-range '{range}': expected MIN-MAX"))?;
+        if min > max {
+            return Err("--data-size-range: MIN must not exceed MAX".into());
+        }
+        let spread_over_keys = match self.data_size_pattern.as_str() {
+            "R" => false,
+            "S" => true,
+            other => {
+                return Err(format!("invalid --data-size-pattern '{other}': use R or S"));
+            }
+        };
+        Ok(DataSize::Range {
+            min,
+            max,
+            spread_over_keys,
+        })
+    }
+
+    /// The `--command`s, each with its `--command-ratio` (default 1) and
+    /// `--command-key-pattern` (default R), matched by position.
+    fn commands(&self) -> Result<Vec<CustomCommand>, String> {
+        let mut commands = Vec::new();
+        for (i, text) in self.command.iter().enumerate() {
+            let args: Vec<Vec<u8>> = strata_resp::split_args(text.as_bytes())
+                .ok_or_else(|| format!("unbalanced quotes in --command '{text}'"))?
+                .iter()
+                .map(|a| a.to_vec())
+                .collect();
+            let Some(first) = args.first() else {
+                return Err("empty --command".into());
+            };
+            let key_pattern = match self.command_key_pattern.get(i) {
+                Some(p) => KeyPattern::parse(p)?,
+                None => KeyPattern::Random,
+            };
+            commands.push(CustomCommand {
+                name: String::from_utf8_lossy(first).to_ascii_uppercase(),
+                args,
+                ratio: self.command_ratio.get(i).copied().unwrap_or(1).max(1),
+                key_pattern,
+            });
+        }
+        Ok(commands)
+    }
+
+    /// The open-loop rate over all clients: `--rate`, or memtier's
+    /// per-connection `--rate-limiting` times the connections.
+    fn rate(&self) -> Result<Option<f64>, String> {
+        let rate = match (self.rate, self.rate_limiting) {
+            (Some(_), Some(_)) => {
+                return Err("use either --rate or --rate-limiting, not both".into());
+            }
+            (rate, None) => rate,
+            (None, Some(per_connection)) => {
+                Some(per_connection * (self.threads * self.clients) as f64)
+            }
+        };
+        if let Some(rate) = rate
+            && !(rate > 0.0 && rate.is_finite())
+        {
+            return Err(
+                "--rate and --rate-limiting must be positive numbers of requests per second".into(),
+            );
+        }
+        Ok(rate)
+    }
+}
+
+/// `--authenticate`: USER:PASSWORD, or a password alone.
+fn parse_credentials(credentials: String) -> (Option<String>, String) {
+    match credentials.split_once(':') {
+        Some((user, password)) => (Some(user.to_owned()), password.to_owned()),
+        None => (None, credentials),
+    }
+}
+
+/// `--protocol`: whether to speak RESP3.
+fn parse_protocol(text: &str) -> Result<bool, String> {
+    match text {
+        "redis" | "resp2" => Ok(false),
+        "resp3" => Ok(true),
+        other => Err(format!(
+            "unsupported protocol '{other}': use redis, resp2 or resp3"
+        )),
+    }
+}
+
+/// `--requests`: a count per client, or `allkeys`.
+fn parse_requests(text: &str) -> Result<Requests, String> {
+    match text {
+        "allkeys" => Ok(Requests::AllKeys),
+        n => Ok(Requests::PerClient(
+            n.parse().map_err(|_| format!("invalid --requests '{n}'"))?,
+        )),
+    }
+}
+
+/// `--ratio` SETS:GETS.
+fn parse_ratio(text: &str) -> Result<(u32, u32), String> {
+    let (sets, gets) = parse_pair(text, "--ratio")?;
+    let sets: u32 = sets
+        .parse()
+        .map_err(|_| format!("invalid --ratio '{text}'"))?;
+    let gets: u32 = gets
+        .parse()
+        .map_err(|_| format!("invalid --ratio '{text}'"))?;
+    Ok((sets, gets))
+}
+
+/// `--print-percentiles`: comma-separated, each within 0..=100.
+fn parse_percentiles(text: &str) -> Result<Vec<f64>, String> {
+    text.split(',')
+        .map(|p| {
+            p.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|p| (0.0..=100.0).contains(p))
+        })
+        .collect::<Option<Vec<f64>>>()
+        .ok_or_else(|| format!("invalid --print-percentiles '{text}'"))
+}
+
+/// `--expiry-range` MIN-MAX seconds, MIN at least 1.
+fn parse_expiry_range(range: &str) -> Result<(u64, u64), String> {
+    range
+        .split_once('-')
+        .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+        .filter(|(min, max)| 0 < *min && min <= max)
+        .ok_or_else(|| {
+            format!("invalid --expiry-range '{range}': expected MIN-MAX seconds, MIN at least 1")
+        })
 }
 
 /// Parses a command line (without the program name) into a run config.

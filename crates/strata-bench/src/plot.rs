@@ -88,8 +88,17 @@ pub fn svg(series: &[Series]) -> String {
     );
     let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
 
-    // Top: throughput over time.
     let top = 40.0;
+    throughput_panel(&mut out, series, top, plot_width);
+    latency_panel(&mut out, series, top + PANEL_HEIGHT + 80.0, plot_width);
+    legend(&mut out, series);
+    out.push_str("</svg>\n");
+    out
+}
+
+/// The top panel, from `top` down: throughput per second over time, one
+/// line per run.
+fn throughput_panel(out: &mut String, series: &[Series], top: f64, plot_width: f64) {
     let seconds = series
         .iter()
         .map(|s| s.ops_per_sec.len())
@@ -108,7 +117,7 @@ pub fn svg(series: &[Series]) -> String {
         r#"<text x="{LEFT}" y="{}" font-size="15">Throughput (ops/sec) per second</text>"#,
         top - 12.0
     );
-    axes(&mut out, top, plot_width);
+    axes(out, top, plot_width);
     for i in 0..=5 {
         let value = ops_max * i as f64 / 5.0;
         let y = top + PANEL_HEIGHT - PANEL_HEIGHT * i as f64 / 5.0;
@@ -122,15 +131,10 @@ pub fn svg(series: &[Series]) -> String {
     for i in 0..=5 {
         let second = seconds * i as f64 / 5.0;
         let x = LEFT + plot_width * i as f64 / 5.0;
-        centered(
-            &mut out,
-            x,
-            top + PANEL_HEIGHT + 16.0,
-            &format!("{second:.0}s"),
-        );
+        centered(out, x, top + PANEL_HEIGHT + 16.0, &format!("{second:.0}s"));
     }
     centered(
-        &mut out,
+        out,
         LEFT + plot_width / 2.0,
         top + PANEL_HEIGHT + 34.0,
         "time since start",
@@ -148,17 +152,19 @@ pub fn svg(series: &[Series]) -> String {
                 )
             })
             .collect();
-        polyline(&mut out, n, &points);
+        polyline(out, n, &points);
     }
+}
 
-    // Bottom: latency by percentile, both axes logarithmic.
-    let top = top + PANEL_HEIGHT + 80.0;
+/// The bottom panel, from `top` down: latency by percentile, both axes
+/// logarithmic, so the rare slow requests get as much room as the median.
+fn latency_panel(out: &mut String, series: &[Series], top: f64, plot_width: f64) {
     let _ = writeln!(
         out,
         r#"<text x="{LEFT}" y="{}" font-size="15">Latency (ms) by percentile</text>"#,
         top - 12.0
     );
-    axes(&mut out, top, plot_width);
+    axes(out, top, plot_width);
     let latencies = series
         .iter()
         .flat_map(|s| s.percentiles.iter().map(|p| p.1))
@@ -192,10 +198,10 @@ pub fn svg(series: &[Series]) -> String {
     }
     for label in ["0", "90", "99", "99.9", "99.99", "99.999"] {
         let x = x_of(label.parse().unwrap_or(0.0));
-        centered(&mut out, x, top + PANEL_HEIGHT + 16.0, &format!("p{label}"));
+        centered(out, x, top + PANEL_HEIGHT + 16.0, &format!("p{label}"));
     }
     centered(
-        &mut out,
+        out,
         LEFT + plot_width / 2.0,
         top + PANEL_HEIGHT + 34.0,
         "percentile of requests (each step: ten times rarer)",
@@ -206,10 +212,12 @@ pub fn svg(series: &[Series]) -> String {
             .iter()
             .map(|(p, ms)| format!("{:.1},{:.1}", x_of(*p), y_of(*ms)))
             .collect();
-        polyline(&mut out, n, &points);
+        polyline(out, n, &points);
     }
+}
 
-    // Legend.
+/// Each run's label beside the panels, in its line's colour.
+fn legend(out: &mut String, series: &[Series]) {
     for (n, s) in series.iter().enumerate() {
         let y = 60.0 + 20.0 * n as f64;
         let x = WIDTH - RIGHT + 20.0;
@@ -222,8 +230,6 @@ pub fn svg(series: &[Series]) -> String {
             escape(&s.label)
         );
     }
-    out.push_str("</svg>\n");
-    out
 }
 
 /// Series `n`'s line through `points` ("x,y" pairs), in its colour.

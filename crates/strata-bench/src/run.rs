@@ -182,21 +182,7 @@ pub fn run(config: &Arc<Config>, run: usize) -> Result<RunResult, String> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
     let deadline = config.test_time.map(|t| started + t);
-    let mut handles = Vec::new();
-    for thread in 0..config.threads {
-        let (config, shared, live, names) = (
-            config.clone(),
-            shared.clone(),
-            live[thread].clone(),
-            names.clone(),
-        );
-        handles.push(
-            std::thread::Builder::new()
-                .name(format!("bench-{thread}"))
-                .spawn(move || thread_main(&config, thread, run, &names, shared, live, deadline))
-                .map_err(|e| e.to_string())?,
-        );
-    }
+    let handles = spawn_threads(config, run, &names, &shared, &live, deadline)?;
     let waiter = {
         let finished = finished.clone();
         std::thread::spawn(move || {
@@ -205,62 +191,7 @@ pub fn run(config: &Arc<Config>, run: usize) -> Result<RunResult, String> {
             results
         })
     };
-    let mut series = Vec::new();
-    let (mut last_ops, mut last_latency, mut last_bytes) = (0u64, 0u64, 0u64);
-    let mut next_tick = started + Duration::from_secs(1);
-    while !finished.load(Relaxed) {
-        std::thread::sleep(
-            Duration::from_millis(20).min(next_tick.saturating_duration_since(Instant::now())),
-        );
-        if Instant::now() < next_tick || finished.load(Relaxed) {
-            continue;
-        }
-        let ops: u64 = live.iter().map(|l| l.ops.load(Relaxed)).sum();
-        let latency: u64 = live.iter().map(|l| l.latency_us.load(Relaxed)).sum();
-        let bytes: u64 = live.iter().map(|l| l.bytes.load(Relaxed)).sum();
-        let max_us = live
-            .iter()
-            .map(|l| l.max_latency_us.swap(0, Relaxed))
-            .max()
-            .unwrap_or(0);
-        let second = series.len() as u64 + 1;
-        let delta_ops = ops - last_ops;
-        let avg_latency_ms = if delta_ops == 0 {
-            0.0
-        } else {
-            (latency - last_latency) as f64 / delta_ops as f64 / 1000.0
-        };
-        series.push(Second {
-            second,
-            ops: delta_ops,
-            avg_latency_ms,
-            max_latency_ms: max_us as f64 / 1000.0,
-            bytes: bytes - last_bytes,
-        });
-        if config.progress {
-            let elapsed = started.elapsed().as_secs_f64();
-            let left = match config.test_time {
-                Some(total) => format!("{:.0} secs left", (total.as_secs_f64() - elapsed).max(0.0)),
-                None => format!("{ops} ops"),
-            };
-            let avg_total = if ops == 0 {
-                0.0
-            } else {
-                latency as f64 / ops as f64 / 1000.0
-            };
-            eprint!(
-                "\r[RUN #{run} {elapsed:.0} secs] {} threads: {ops} ops, {delta_ops} (avg: {:.0}) ops/sec, {:.2} (avg: {avg_total:.2}) msec latency, {left}   ",
-                config.threads,
-                ops as f64 / elapsed,
-                avg_latency_ms
-            );
-        }
-        (last_ops, last_latency, last_bytes) = (ops, latency, bytes);
-        next_tick += Duration::from_secs(1);
-    }
-    if config.progress {
-        eprintln!();
-    }
+    let series = sample_seconds(config, run, started, &live, &finished);
     let duration = started.elapsed();
     let mut ops: Vec<OpResult> = names.iter().map(|n| OpResult::new(n)).collect();
     let mut errors = BTreeMap::new();
@@ -286,9 +217,122 @@ pub fn run(config: &Arc<Config>, run: usize) -> Result<RunResult, String> {
     })
 }
 
+/// Starts the `--threads` threads, each with its `live` counters.
+fn spawn_threads(
+    config: &Arc<Config>,
+    run: usize,
+    names: &[String],
+    shared: &Arc<Shared>,
+    live: &[Arc<Live>],
+    deadline: Option<Instant>,
+) -> Result<Vec<std::thread::JoinHandle<ThreadResult>>, String> {
+    let mut handles = Vec::new();
+    for thread in 0..config.threads {
+        let (config, shared, live, names) = (
+            config.clone(),
+            shared.clone(),
+            live[thread].clone(),
+            names.to_vec(),
+        );
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("bench-{thread}"))
+                .spawn(move || thread_main(&config, thread, run, &names, shared, live, deadline))
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    Ok(handles)
+}
+
+/// Samples the threads' `live` counters once a second until they have
+/// `finished`, printing the progress line if asked; returns the seconds.
+fn sample_seconds(
+    config: &Config,
+    run: usize,
+    started: Instant,
+    live: &[Arc<Live>],
+    finished: &AtomicBool,
+) -> Vec<Second> {
+    let mut series = Vec::new();
+    let (mut last_ops, mut last_latency, mut last_bytes) = (0u64, 0u64, 0u64);
+    let mut next_tick = started + Duration::from_secs(1);
+    while !finished.load(Relaxed) {
+        std::thread::sleep(
+            Duration::from_millis(20).min(next_tick.saturating_duration_since(Instant::now())),
+        );
+        if Instant::now() < next_tick || finished.load(Relaxed) {
+            continue;
+        }
+        let ops: u64 = live.iter().map(|l| l.ops.load(Relaxed)).sum();
+        let latency: u64 = live.iter().map(|l| l.latency_us.load(Relaxed)).sum();
+        let bytes: u64 = live.iter().map(|l| l.bytes.load(Relaxed)).sum();
+        let max_us = live
+            .iter()
+            .map(|l| l.max_latency_us.swap(0, Relaxed))
+            .max()
+            .unwrap_or(0);
+        let second = series.len() as u64 + 1;
+        let delta_ops = ops - last_ops;
+        let avg_latency_ms = if delta_ops == 0 {
+            0.0
+        } else {
+            (latency - last_latency) as f64 / delta_ops as f64 / 1000.0
+        };
+        let sample = Second {
+            second,
+            ops: delta_ops,
+            avg_latency_ms,
+            max_latency_ms: max_us as f64 / 1000.0,
+            bytes: bytes - last_bytes,
+        };
+        if config.progress {
+            print_progress(config, run, started, ops, latency, &sample);
+        }
+        series.push(sample);
+        (last_ops, last_latency, last_bytes) = (ops, latency, bytes);
+        next_tick += Duration::from_secs(1);
+    }
+    if config.progress {
+        eprintln!();
+    }
+    series
+}
+
+/// Rewrites memtier's progress line on stderr: totals so far (`ops`,
+/// `latency` in microseconds) and the `last` second.
+fn print_progress(
+    config: &Config,
+    run: usize,
+    started: Instant,
+    ops: u64,
+    latency: u64,
+    last: &Second,
+) {
+    let (delta_ops, avg_latency_ms) = (last.ops, last.avg_latency_ms);
+    let elapsed = started.elapsed().as_secs_f64();
+    let left = match config.test_time {
+        Some(total) => format!("{:.0} secs left", (total.as_secs_f64() - elapsed).max(0.0)),
+        None => format!("{ops} ops"),
+    };
+    let avg_total = if ops == 0 {
+        0.0
+    } else {
+        latency as f64 / ops as f64 / 1000.0
+    };
+    eprint!(
+        "\r[RUN #{run} {elapsed:.0} secs] {} threads: {ops} ops, {delta_ops} (avg: {:.0}) ops/sec, {:.2} (avg: {avg_total:.2}) msec latency, {left}   ",
+        config.threads,
+        ops as f64 / elapsed,
+        avg_latency_ms
+    );
+}
+
 /// One thread's results: per operation type, and error replies by code.
 type ThreadTotals = (Vec<OpResult>, BTreeMap<String, u64>);
 type ThreadResult = Result<ThreadTotals, String>;
+/// A request awaiting its reply: operation slot, the time its latency is
+/// measured from, and its bytes.
+type InFlight = (usize, Instant, usize);
 /// Where a thread's clients record, shared on that thread only.
 type Collector = Rc<RefCell<ThreadTotals>>;
 
@@ -539,8 +583,7 @@ impl Client {
         let pipeline = self.config.pipeline;
         let mut out = Vec::with_capacity(64 * 1024);
         let mut input = BytesMut::with_capacity(64 * 1024);
-        // (operation slot, time the latency is measured from, request bytes)
-        let mut in_flight: VecDeque<(usize, Instant, usize)> = VecDeque::with_capacity(pipeline);
+        let mut in_flight: VecDeque<InFlight> = VecDeque::with_capacity(pipeline);
         let mut next_due = Instant::now() + self.phase;
         let mut done_sending = false;
         // Open loop: a precise wait for each due time (see `pacer`).
@@ -550,25 +593,8 @@ impl Client {
             if self.deadline.is_some_and(|d| now >= d) {
                 done_sending = true;
             }
-            while !done_sending && in_flight.len() < pipeline {
-                let measured_from = match self.interval {
-                    Some(interval) => {
-                        if next_due > now {
-                            break;
-                        }
-                        let due = next_due;
-                        next_due += interval;
-                        due
-                    }
-                    None => now,
-                };
-                if !self.budget.take() {
-                    done_sending = true;
-                    break;
-                }
-                let before = out.len();
-                let slot = self.next_request(&mut out);
-                in_flight.push_back((slot, measured_from, out.len() - before));
+            if !done_sending && !self.queue_requests(now, &mut next_due, &mut in_flight, &mut out) {
+                done_sending = true;
             }
             if !out.is_empty() {
                 within(IO_TIMEOUT, "sending requests", stream.write_all(&out)).await?;
@@ -609,45 +635,90 @@ impl Client {
             if input.len() > REPLY_BYTES_MAX {
                 return Err("reply larger than 1 GB".into());
             }
-            let now = Instant::now();
-            let mut collector = self.collector.borrow_mut();
-            let (mut ops, mut latency_us, mut bytes, mut max_us) = (0u64, 0u64, 0u64, 0u64);
-            while let Some((len, kind)) = scan_reply(&input).map_err(|e| e.to_string())? {
-                let Some((slot, measured_from, request_len)) = in_flight.pop_front() else {
-                    return Err("reply without a request".into());
-                };
-                let micros = now.saturating_duration_since(measured_from).as_micros() as u64;
-                let stats = &mut collector.0[slot];
-                stats.ops += 1;
-                stats.bytes += (len + request_len) as u64;
-                stats.bytes_rx += len as u64;
-                stats.bytes_tx += request_len as u64;
-                stats.latency.saturating_record(micros.max(1));
-                let is_get = self.config.commands.is_empty() && slot == 1;
-                match kind {
-                    ReplyKind::Error { start, end } => {
-                        stats.errors += 1;
-                        let text = String::from_utf8_lossy(&input[start..end]);
-                        let code = text.split(' ').next().unwrap_or("ERR").to_owned();
-                        *collector.1.entry(code).or_insert(0) += 1;
-                    }
-                    ReplyKind::Null if is_get => stats.misses += 1,
-                    _ if is_get => stats.hits += 1,
-                    _ => {}
-                }
-                ops += 1;
-                latency_us += micros;
-                max_us = max_us.max(micros);
-                bytes += (len + request_len) as u64;
-                input.advance(len);
-            }
-            self.live.ops.fetch_add(ops, Relaxed);
-            self.live.latency_us.fetch_add(latency_us, Relaxed);
-            if max_us > self.live.max_latency_us.load(Relaxed) {
-                self.live.max_latency_us.fetch_max(max_us, Relaxed);
-            }
-            self.live.bytes.fetch_add(bytes, Relaxed);
+            self.record_replies(&mut input, &mut in_flight)?;
         }
+    }
+
+    /// Appends to `out` the requests that may go now while the pipeline
+    /// has room: closed loop, as many as fit; open loop, those due by
+    /// `now` (advancing `next_due`). Returns false once the request
+    /// budget is spent.
+    fn queue_requests(
+        &mut self,
+        now: Instant,
+        next_due: &mut Instant,
+        in_flight: &mut VecDeque<InFlight>,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        while in_flight.len() < self.config.pipeline {
+            let measured_from = match self.interval {
+                Some(interval) => {
+                    if *next_due > now {
+                        break;
+                    }
+                    let due = *next_due;
+                    *next_due += interval;
+                    due
+                }
+                None => now,
+            };
+            if !self.budget.take() {
+                return false;
+            }
+            let before = out.len();
+            let slot = self.next_request(out);
+            in_flight.push_back((slot, measured_from, out.len() - before));
+        }
+        true
+    }
+
+    /// Takes every complete reply off `input`, matches it with its request
+    /// in `in_flight`, and records it: in this thread's totals, and in the
+    /// `live` counters the main thread samples.
+    fn record_replies(
+        &self,
+        input: &mut BytesMut,
+        in_flight: &mut VecDeque<InFlight>,
+    ) -> Result<(), String> {
+        let now = Instant::now();
+        let mut collector = self.collector.borrow_mut();
+        let (mut ops, mut latency_us, mut bytes, mut max_us) = (0u64, 0u64, 0u64, 0u64);
+        while let Some((len, kind)) = scan_reply(input).map_err(|e| e.to_string())? {
+            let Some((slot, measured_from, request_len)) = in_flight.pop_front() else {
+                return Err("reply without a request".into());
+            };
+            let micros = now.saturating_duration_since(measured_from).as_micros() as u64;
+            let stats = &mut collector.0[slot];
+            stats.ops += 1;
+            stats.bytes += (len + request_len) as u64;
+            stats.bytes_rx += len as u64;
+            stats.bytes_tx += request_len as u64;
+            stats.latency.saturating_record(micros.max(1));
+            let is_get = self.config.commands.is_empty() && slot == 1;
+            match kind {
+                ReplyKind::Error { start, end } => {
+                    stats.errors += 1;
+                    let text = String::from_utf8_lossy(&input[start..end]);
+                    let code = text.split(' ').next().unwrap_or("ERR").to_owned();
+                    *collector.1.entry(code).or_insert(0) += 1;
+                }
+                ReplyKind::Null if is_get => stats.misses += 1,
+                _ if is_get => stats.hits += 1,
+                _ => {}
+            }
+            ops += 1;
+            latency_us += micros;
+            max_us = max_us.max(micros);
+            bytes += (len + request_len) as u64;
+            input.advance(len);
+        }
+        self.live.ops.fetch_add(ops, Relaxed);
+        self.live.latency_us.fetch_add(latency_us, Relaxed);
+        if max_us > self.live.max_latency_us.load(Relaxed) {
+            self.live.max_latency_us.fetch_max(max_us, Relaxed);
+        }
+        self.live.bytes.fetch_add(bytes, Relaxed);
+        Ok(())
     }
 }
 

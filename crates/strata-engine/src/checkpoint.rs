@@ -53,6 +53,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::background::BackgroundBytes;
+use crate::entry::Entry;
 use crate::keyspace::{Keyspace, SHARD_COUNT, Sharding};
 use crate::log::{segment_seq, sync_dir};
 use crate::record::{self, Draft, FLAG_INT, FLAG_LOCATED, HEADER_BYTES, Kind, Record};
@@ -419,108 +420,35 @@ fn write_range_file(
 ) -> std::io::Result<CheckpointInfo> {
     let mut out = DirectWriter::create(temp)?;
     let first_shard = range * SHARDS_PER_RANGE;
-    let mut buf = Vec::new();
-    let mut meta = Vec::with_capacity(META_BYTES);
-    meta.extend_from_slice(&keyspace.seed().to_le_bytes());
-    meta.extend_from_slice(&(SHARD_COUNT as u32).to_le_bytes());
-    meta.extend_from_slice(&(keyspace.db_count() as u32).to_le_bytes());
-    meta.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    meta.extend_from_slice(&(first_shard as u32).to_le_bytes());
-    meta.extend_from_slice(&(SHARDS_PER_RANGE as u32).to_le_bytes());
-    meta.extend_from_slice(&keyspace.sharding().code().to_le_bytes());
-    sealed(&mut buf, marker(Kind::CheckpointBegin, 0, 0, &meta), 0);
+    let mut encoder = RangeEncoder::default();
+    let meta = begin_meta(keyspace, first_shard);
+    sealed(
+        &mut encoder.buf,
+        marker(Kind::CheckpointBegin, 0, 0, &meta),
+        0,
+    );
     let mut written: u64 = 0;
     let mut synced_at: u64 = 0;
-    let mut keys: u64 = 0;
     let mut replay_from = None;
-    let mut located = Vec::new();
-    let mut scratch = Vec::new();
-    let mut big = Vec::new();
     for index in first_shard..first_shard + SHARDS_PER_RANGE {
-        let covered = {
-            let shard = keyspace.lock_unlogged(index);
-            let covered = next_lsn();
-            replay_from.get_or_insert(covered);
-            let shard_marker = marker(Kind::CheckpointShard, index as u16, covered, &[]);
-            sealed(&mut buf, shard_marker, covered);
-            for (name, image) in &shard.meta {
-                sealed(&mut buf, Draft::meta(name, image), covered);
-            }
-            for db in 0..keyspace.db_count() {
-                for entry in shard.entries(db) {
-                    if entry.expire_at_ms().is_some_and(|at| at <= now_ms) {
-                        continue;
-                    }
-                    let mut flags = if entry.is_int() { FLAG_INT } else { 0 };
-                    let aux = entry.expire_at_ms().unwrap_or(0);
-                    if let Some(identity) = entry.big_string_identity()
-                        && entry.loc().is_none()
-                        && entry.value().len() > PIECEWISE_VALUE_BYTES
-                    {
-                        // Copied after this lock is released (below).
-                        big.push(BigValue {
-                            db,
-                            identity,
-                            key: entry.key().to_vec(),
-                            aux,
-                            flags,
-                            len: entry.value().len(),
-                        });
-                        keys += 1;
-                        continue;
-                    }
-                    let loc_bytes;
-                    let (kind, payload) = match (entry.cold_loc(), entry.loc()) {
-                        (Some(loc), _) => {
-                            loc_bytes = loc.to_le_bytes();
-                            (Kind::CheckpointCold, &loc_bytes[..])
-                        }
-                        // A big value in RAM is named by its image in the
-                        // log, as a cold one: copying it into every
-                        // checkpoint cost the 10 KB write load a quarter
-                        // of its throughput.
-                        (None, Some(loc)) if entry.image_len() >= LOCATE_BIG_BYTES => {
-                            loc_bytes = loc.to_le_bytes();
-                            (Kind::CheckpointCold, &loc_bytes[..])
-                        }
-                        (None, Some(loc)) => {
-                            located.clear();
-                            located.extend_from_slice(entry.image(&mut scratch));
-                            located.extend_from_slice(&loc.to_le_bytes());
-                            flags |= FLAG_LOCATED;
-                            (Kind::Set, &located[..])
-                        }
-                        (None, None) => (Kind::Set, entry.image(&mut scratch)),
-                    };
-                    let image = Draft {
-                        kind,
-                        db: db as u16,
-                        aux,
-                        flags,
-                        value_type: entry.value_type_code(),
-                        key: entry.key(),
-                        payload,
-                    };
-                    sealed(&mut buf, image, covered);
-                    keys += 1;
-                }
-            }
-            covered
-        };
-        for value in big.drain(..) {
-            copy_big_value(keyspace, index, &value, covered, &mut buf);
+        let covered = encoder.encode_shard(keyspace, index, next_lsn, now_ms);
+        replay_from.get_or_insert(covered);
+        for value in encoder.big.drain(..) {
+            copy_big_value(keyspace, index, &value, covered, &mut encoder.buf);
         }
-        out.write_all(&buf)?;
-        written += buf.len() as u64;
-        throttle.wrote(buf.len() as u64);
-        buf.clear();
+        out.write_all(&encoder.buf)?;
+        written += encoder.buf.len() as u64;
+        throttle.wrote(encoder.buf.len() as u64);
+        encoder.buf.clear();
         if written - synced_at >= SYNC_EVERY_BYTES {
             out.sync()?;
             synced_at = written;
         }
     }
     let next = next_lsn();
+    let keys = encoder.keys;
     let count = keys.to_le_bytes();
+    let mut buf = encoder.buf;
     sealed(&mut buf, marker(Kind::CheckpointEnd, 0, next, &count), next);
     out.write_all(&buf)?;
     written += buf.len() as u64;
@@ -532,6 +460,125 @@ fn write_range_file(
         keys,
         bytes: written,
     })
+}
+
+/// The key of a range file's CheckpointBegin record: what a reader needs
+/// before the first shard (seed, shape, format, which shards, sharding).
+fn begin_meta(keyspace: &Keyspace, first_shard: usize) -> Vec<u8> {
+    let mut meta = Vec::with_capacity(META_BYTES);
+    meta.extend_from_slice(&keyspace.seed().to_le_bytes());
+    meta.extend_from_slice(&(SHARD_COUNT as u32).to_le_bytes());
+    meta.extend_from_slice(&(keyspace.db_count() as u32).to_le_bytes());
+    meta.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    meta.extend_from_slice(&(first_shard as u32).to_le_bytes());
+    meta.extend_from_slice(&(SHARDS_PER_RANGE as u32).to_le_bytes());
+    meta.extend_from_slice(&keyspace.sharding().code().to_le_bytes());
+    meta
+}
+
+/// The encoded records of one range file, shard by shard: the buffers
+/// live across shards so that each shard's copy reuses the memory of the
+/// one before.
+#[derive(Default)]
+struct RangeEncoder {
+    /// Records of the current shard not yet written out.
+    buf: Vec<u8>,
+    /// Keys copied so far (big values included).
+    keys: u64,
+    /// A located image followed by its location.
+    located: Vec<u8>,
+    scratch: Vec<u8>,
+    /// Big values seen under the current shard's lock, to copy after it.
+    big: Vec<BigValue>,
+}
+
+impl RangeEncoder {
+    /// Appends shard `index`'s marker, meta and live keys to `buf`, under
+    /// the shard's lock, and returns the LSN the copy covers the log
+    /// below. Big string values are only noted in `big`, to be copied
+    /// once the lock is released.
+    fn encode_shard(
+        &mut self,
+        keyspace: &Keyspace,
+        index: usize,
+        next_lsn: &dyn Fn() -> u64,
+        now_ms: u64,
+    ) -> u64 {
+        let shard = keyspace.lock_unlogged(index);
+        let covered = next_lsn();
+        let shard_marker = marker(Kind::CheckpointShard, index as u16, covered, &[]);
+        sealed(&mut self.buf, shard_marker, covered);
+        for (name, image) in &shard.meta {
+            sealed(&mut self.buf, Draft::meta(name, image), covered);
+        }
+        for db in 0..keyspace.db_count() {
+            for entry in shard.entries(db) {
+                if entry.expire_at_ms().is_some_and(|at| at <= now_ms) {
+                    continue;
+                }
+                self.encode_entry(db, entry, covered);
+                self.keys += 1;
+            }
+        }
+        covered
+    }
+
+    /// Appends the record of one live `entry` of database `db`: its image,
+    /// or where in the log its value is, or (a big string value in RAM
+    /// only) a note in `big` to copy it later.
+    fn encode_entry(&mut self, db: usize, entry: &Entry, covered: u64) {
+        let mut flags = if entry.is_int() { FLAG_INT } else { 0 };
+        let aux = entry.expire_at_ms().unwrap_or(0);
+        if let Some(identity) = entry.big_string_identity()
+            && entry.loc().is_none()
+            && entry.value().len() > PIECEWISE_VALUE_BYTES
+        {
+            // Copied after the shard's lock is released (`write_range_file`).
+            self.big.push(BigValue {
+                db,
+                identity,
+                key: entry.key().to_vec(),
+                aux,
+                flags,
+                len: entry.value().len(),
+            });
+            return;
+        }
+        let loc_bytes;
+        let (kind, payload) = match (entry.cold_loc(), entry.loc()) {
+            (Some(loc), _) => {
+                loc_bytes = loc.to_le_bytes();
+                (Kind::CheckpointCold, &loc_bytes[..])
+            }
+            // A big value in RAM is named by its image in the
+            // log, as a cold one: copying it into every
+            // checkpoint cost the 10 KB write load a quarter
+            // of its throughput.
+            (None, Some(loc)) if entry.image_len() >= LOCATE_BIG_BYTES => {
+                loc_bytes = loc.to_le_bytes();
+                (Kind::CheckpointCold, &loc_bytes[..])
+            }
+            (None, Some(loc)) => {
+                self.located.clear();
+                self.located
+                    .extend_from_slice(entry.image(&mut self.scratch));
+                self.located.extend_from_slice(&loc.to_le_bytes());
+                flags |= FLAG_LOCATED;
+                (Kind::Set, &self.located[..])
+            }
+            (None, None) => (Kind::Set, entry.image(&mut self.scratch)),
+        };
+        let image = Draft {
+            kind,
+            db: db as u16,
+            aux,
+            flags,
+            value_type: entry.value_type_code(),
+            key: entry.key(),
+            payload,
+        };
+        sealed(&mut self.buf, image, covered);
+    }
 }
 
 /// String values above this size are copied into a checkpoint piece by

@@ -13,6 +13,17 @@ use crate::shard::Shard;
 use crate::tier;
 use crate::undo::{Undo, UndoFull};
 
+/// Where a lock set takes its shards from: the keyspace. A trait, so that
+/// lock sets (made by the keyspace) do not name the keyspace in turn.
+pub(crate) trait ShardSource: Sync {
+    /// Locks shard `index` with this thread's log group open.
+    fn lock_index(&self, index: usize) -> ShardGuard<'_>;
+    /// Shard `index`'s lock.
+    fn shard_lock(&self, index: usize) -> &parking_lot::Mutex<Shard>;
+    /// The hash of key `bytes`.
+    fn hash_key(&self, bytes: &[u8]) -> u64;
+}
+
 /// One locked shard. While it is held, the records of the changes made
 /// through it collect in this thread's log group, committed as one group
 /// when the guard drops — before the lock is released.
@@ -135,14 +146,14 @@ impl<'a> ShardSet<'a> {
     /// blocking when it comes after every shard held (the global lock
     /// order is kept, so this cannot deadlock), trying once otherwise.
     /// False when the shard is busy and out of order.
-    pub(crate) fn escalate(&mut self, keyspace: &'a crate::Keyspace, shard: usize) -> bool {
+    pub(crate) fn escalate(&mut self, keyspace: &'a dyn ShardSource, shard: usize) -> bool {
         let Err(position) = self.indices.binary_search(&shard) else {
             return true;
         };
         let guard = if position == self.indices.len() {
-            keyspace.shards[shard].lock()
+            keyspace.shard_lock(shard).lock()
         } else {
-            match keyspace.shards[shard].try_lock() {
+            match keyspace.shard_lock(shard).try_lock() {
                 Some(guard) => guard,
                 None => return false,
             }
@@ -160,7 +171,7 @@ impl<'a> ShardSet<'a> {
 /// number of commands (a transaction, a script) can later run under one
 /// lock set.
 pub struct Locked<'a> {
-    keyspace: &'a crate::Keyspace,
+    keyspace: &'a dyn ShardSource,
     held: Held<'a>,
     /// Held for a whole transaction or script ([`Keyspace::lock_pinned`]):
     /// [`Locked::release`] commits nothing early, and keys beyond the
@@ -203,9 +214,9 @@ pub(crate) enum Held<'a> {
 
 impl<'a> Locked<'a> {
     pub(crate) fn new(
-        keyspace: &'a crate::Keyspace,
+        keyspace: &'a dyn ShardSource,
         held: Held<'a>,
-        declared: &[crate::KeyRef],
+        declared: &[crate::key::KeyRef],
     ) -> Self {
         #[cfg(not(debug_assertions))]
         let _ = declared;
@@ -222,7 +233,7 @@ impl<'a> Locked<'a> {
     /// The locked shard of `key`. A command that declared no keys gets its
     /// shard locked here (it holds no other lock, so this cannot
     /// deadlock); asking for a key outside the declared ones is a bug.
-    pub fn shard(&mut self, key: crate::KeyRef) -> &mut Shard {
+    pub fn shard(&mut self, key: crate::key::KeyRef) -> &mut Shard {
         #[cfg(debug_assertions)]
         debug_assert!(
             self.pinned || self.declared.is_empty() || self.declared.contains(&key.hash),
@@ -230,7 +241,7 @@ impl<'a> Locked<'a> {
             String::from_utf8_lossy(key.bytes)
         );
         if let Held::Nothing = self.held {
-            self.held = Held::One(self.keyspace.lock(key));
+            self.held = Held::One(self.keyspace.lock_index(key.shard()));
         }
         match &mut self.held {
             Held::One(guard) => {
@@ -315,7 +326,12 @@ impl<'a> Locked<'a> {
     /// if this set keeps images and has none for it yet; [`UndoFull`] when
     /// the run's images would pass their bound (then none is kept: see
     /// [`Locked::give_up_undo`]).
-    pub fn capture(&mut self, db: usize, key: crate::KeyRef, now_ms: u64) -> Result<(), UndoFull> {
+    pub fn capture(
+        &mut self,
+        db: usize,
+        key: crate::key::KeyRef,
+        now_ms: u64,
+    ) -> Result<(), UndoFull> {
         let Some(mut undo) = self.undo.take() else {
             return Ok(());
         };
@@ -344,8 +360,8 @@ impl<'a> Locked<'a> {
         let now_ms = undo.now_ms();
         let befores = undo.take();
         for before in befores {
-            let hash = self.keyspace.hasher.hash(before.key());
-            let key = crate::KeyRef {
+            let hash = self.keyspace.hash_key(before.key());
+            let key = crate::key::KeyRef {
                 bytes: before.key(),
                 hash,
             };
@@ -375,7 +391,7 @@ impl<'a> Locked<'a> {
     /// free now. `None` when it is busy and out of order; the caller
     /// decides (a script that has not written runs again with every
     /// shard locked).
-    pub fn shard_or_escalate(&mut self, key: crate::KeyRef) -> Option<&mut Shard> {
+    pub fn shard_or_escalate(&mut self, key: crate::key::KeyRef) -> Option<&mut Shard> {
         let keyspace = self.keyspace;
         if let Held::Many(set) = &mut self.held
             && !set.escalate(keyspace, key.shard())

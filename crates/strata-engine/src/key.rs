@@ -89,19 +89,19 @@ pub(crate) struct KeyHasher {
 }
 
 impl KeyHasher {
-    pub fn new(seed: u64, sharding: Sharding) -> KeyHasher {
+    pub(crate) fn new(seed: u64, sharding: Sharding) -> KeyHasher {
         KeyHasher {
             seeded: SeedableRandomState::with_seed(seed, SharedSeed::global_fixed()),
             sharding,
         }
     }
 
-    pub fn sharding(&self) -> Sharding {
+    pub(crate) fn sharding(&self) -> Sharding {
         self.sharding
     }
 
     /// The hash of `key`: its shard in the top bits, then seeded bits.
-    pub fn hash(&self, key: &[u8]) -> u64 {
+    pub(crate) fn hash(&self, key: &[u8]) -> u64 {
         let seeded = self.seeded.hash_one(key);
         match self.sharding {
             Sharding::Hash => seeded,

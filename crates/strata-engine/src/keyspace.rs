@@ -913,6 +913,20 @@ impl Keyspace {
     }
 }
 
+impl crate::guard::ShardSource for Keyspace {
+    fn lock_index(&self, index: usize) -> ShardGuard<'_> {
+        Keyspace::lock_index(self, index)
+    }
+
+    fn shard_lock(&self, index: usize) -> &Mutex<Shard> {
+        &self.shards[index]
+    }
+
+    fn hash_key(&self, bytes: &[u8]) -> u64 {
+        self.hasher.hash(bytes)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1087,7 +1087,7 @@ pub(crate) struct Sink<'a> {
 
 impl Sink<'_> {
     /// A sink that takes nothing (a guard whose group was committed).
-    pub fn closed() -> Self {
+    pub(crate) fn closed() -> Self {
         Sink::default()
     }
 }

@@ -263,17 +263,7 @@ fn walk(
     let mut lsns = None;
     let mut records = 0u64;
     let mut padded = false;
-    let corrupt = |offset: usize, why: &str| {
-        RecoveryError(format!(
-            "Corrupt log {} at offset {offset}: {why}. Start-up stopped; inspect it with \
-             `strata-check {}` (nothing was changed).",
-            path.display(),
-            path.parent()
-                .and_then(Path::parent)
-                .unwrap_or(Path::new("."))
-                .display()
-        ))
-    };
+    let corrupt = |offset: usize, why: &str| corrupt_log(path, offset, why);
     let torn = loop {
         if at == data.len() {
             if group.is_empty() {
@@ -288,50 +278,16 @@ fn walk(
             break Some(Invalid::ShortBody);
         }
         let rest = &data[at..];
-        let decoded = match record::parse_header(rest) {
-            Ok(header) => match record::decode_with_header(rest, header) {
-                Ok(record) => Ok(record),
-                Err(Invalid::BadBody) => {
-                    let after = &rest[header.total_len..];
-                    // Torn only if part of the record never reached the
-                    // disk (a block of zeros in it); a whole record that
-                    // fails its checksum was damaged after it was written,
-                    // and may have been acknowledged.
-                    if newest
-                        && after.iter().all(|&b| b == 0)
-                        && has_unwritten_block(data, at, header.total_len)
-                    {
-                        break Some(Invalid::BadBody);
-                    }
-                    return Err(corrupt(at, &damaged_record(rest, header)));
-                }
-                Err(other) => {
-                    if newest {
-                        break Some(other);
-                    }
-                    Err(other)
-                }
-            },
-            // Only zeros where a record would start, after a complete
-            // group: the end of what was written (direct writes pad the
-            // last block with zeros).
-            Err(Invalid::ShortHeader | Invalid::BadHeader)
-                if newest && group.is_empty() && rest.iter().all(|&b| b == 0) =>
-            {
+        let found =
+            decode_at(data, at, newest, group.is_empty()).map_err(|why| corrupt(at, &why))?;
+        let record = match found {
+            Found::Record(record) => record,
+            Found::Torn(why) => break Some(why),
+            Found::Padding => {
                 padded = true;
                 break None;
             }
-            Err(Invalid::ShortHeader) if newest => break Some(Invalid::ShortHeader),
-            // Zeros from here to the end of the block: the end of what
-            // was written, whatever follows — a multi-block direct write
-            // interrupted by a crash can land a later block and not this
-            // one, and nothing in it was acknowledged.
-            Err(Invalid::BadHeader) if newest && zeros_to_block_end(data, at) => {
-                break Some(Invalid::BadHeader);
-            }
-            Err(other) => Err(other),
         };
-        let record = decoded.map_err(|why| corrupt(at, &why.to_string()))?;
         if let Some(expected) = *expected_lsn
             && record.lsn != expected
         {
@@ -384,6 +340,81 @@ fn walk(
         torn,
         padded,
     })
+}
+
+/// The error for damage at `offset` of the segment at `path`: start-up
+/// stops, naming the data directory for `strata-check`.
+fn corrupt_log(path: &Path, offset: usize, why: &str) -> RecoveryError {
+    RecoveryError(format!(
+        "Corrupt log {} at offset {offset}: {why}. Start-up stopped; inspect it with \
+         `strata-check {}` (nothing was changed).",
+        path.display(),
+        path.parent()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("."))
+            .display()
+    ))
+}
+
+/// What [`decode_at`] finds where the next record of a segment would start.
+enum Found<'a> {
+    /// A whole record, checked.
+    Record(Record<'a>),
+    /// The end of a write cut by a crash: the segment's tail is torn.
+    Torn(Invalid),
+    /// Only zeros after a complete group: the padding of direct writes.
+    Padding,
+}
+
+/// Decodes the record at `at` of a segment's `data`. Only in the `newest`
+/// segment can the bytes there be a torn tail, or padding (where a group
+/// would start: `group_empty`); any other damage is corruption, returned
+/// as its reason.
+fn decode_at(data: &[u8], at: usize, newest: bool, group_empty: bool) -> Result<Found<'_>, String> {
+    let rest = &data[at..];
+    let decoded = match record::parse_header(rest) {
+        Ok(header) => match record::decode_with_header(rest, header) {
+            Ok(record) => Ok(record),
+            Err(Invalid::BadBody) => {
+                let after = &rest[header.total_len..];
+                // Torn only if part of the record never reached the
+                // disk (a block of zeros in it); a whole record that
+                // fails its checksum was damaged after it was written,
+                // and may have been acknowledged.
+                if newest
+                    && after.iter().all(|&b| b == 0)
+                    && has_unwritten_block(data, at, header.total_len)
+                {
+                    return Ok(Found::Torn(Invalid::BadBody));
+                }
+                return Err(damaged_record(rest, header));
+            }
+            Err(other) => {
+                if newest {
+                    return Ok(Found::Torn(other));
+                }
+                Err(other)
+            }
+        },
+        // Only zeros where a record would start, after a complete
+        // group: the end of what was written (direct writes pad the
+        // last block with zeros).
+        Err(Invalid::ShortHeader | Invalid::BadHeader)
+            if newest && group_empty && rest.iter().all(|&b| b == 0) =>
+        {
+            return Ok(Found::Padding);
+        }
+        Err(Invalid::ShortHeader) if newest => return Ok(Found::Torn(Invalid::ShortHeader)),
+        // Zeros from here to the end of the block: the end of what
+        // was written, whatever follows — a multi-block direct write
+        // interrupted by a crash can land a later block and not this
+        // one, and nothing in it was acknowledged.
+        Err(Invalid::BadHeader) if newest && zeros_to_block_end(data, at) => {
+            return Ok(Found::Torn(Invalid::BadHeader));
+        }
+        Err(other) => Err(other),
+    };
+    decoded.map(Found::Record).map_err(|why| why.to_string())
 }
 
 /// Bytes a device writes whole (a sector): a write cut by a crash leaves
@@ -468,235 +499,61 @@ pub fn load(
     keyspace: &Keyspace,
     now_ms: u64,
     options: LoadOptions,
-    mut progress: impl FnMut(Progress),
+    progress: impl FnMut(Progress),
 ) -> Result<Loaded, RecoveryError> {
-    let pause = || {
-        if !options.delay_per_key.is_zero() {
-            std::thread::sleep(options.delay_per_key);
-        }
-    };
     check_head(plan)?;
     check_ranges(plan)?;
     let log_dir = log_dir(&plan.dir);
     keyspace.tier().set_log_dir(&log_dir);
     keyspace.tier().set_cache_dir(&tier::cache_dir(&plan.dir));
-    let locate = |record: &Record| {
-        record.kind == Kind::Set
-            && (options.locate
-                || (options.locate_big && record.payload.len() >= tier::LOCATE_BIG_BYTES))
+    let bytes_total = bytes_total(plan, &log_dir)?;
+    let mut loader = Loader {
+        plan,
+        keyspace,
+        now_ms,
+        options,
+        log_dir,
+        progress,
+        state: Progress {
+            bytes_total,
+            ..Progress::default()
+        },
+        last_report: Instant::now(),
+        fruitless: false,
+        loaded: Loaded::default(),
     };
-    // A pass that frees nothing (only values without a location left in
-    // RAM) ends the attempts; the server evicts them by writing them once
-    // it runs.
-    let fruitless = std::cell::Cell::new(false);
-    let enforce_budget = || {
-        if let Some((used, budget)) = options.memory_limit {
-            let used = used();
-            if used > budget && !fruitless.get() {
-                fruitless.set(keyspace.evict_loaded(used - budget, 16, now_ms) == 0);
-            }
-        }
-    };
-    let mut state = Progress::default();
+    let covered = loader.load_checkpoints()?;
+    let replayed_any = loader.replay_log(&covered)?;
+    check_log_kept(plan, replayed_any, &covered)?;
+    Ok(loader.finish())
+}
+
+/// The bytes [`load`] reads at most: the checkpoint files and the log
+/// segments, for the progress lines.
+fn bytes_total(plan: &Plan, log_dir: &Path) -> Result<u64, RecoveryError> {
+    let mut total = 0;
     for path in &plan.checkpoints {
-        state.bytes_total += std::fs::metadata(path)
+        total += std::fs::metadata(path)
             .map_err(|e| io_error(path, e))?
             .len();
     }
     for &seq in &plan.segments {
-        let path = segment_path(&log_dir, seq);
-        state.bytes_total += std::fs::metadata(&path)
+        let path = segment_path(log_dir, seq);
+        total += std::fs::metadata(&path)
             .map_err(|e| io_error(&path, e))?
             .len();
     }
-    let mut last_report = Instant::now();
-    let mut loaded = Loaded::default();
-    // Shards of a range without a file (a first cycle cut short) replay
-    // the whole log, which was never cut: cutting waits for a full cycle.
-    let mut covered = vec![0u64; SHARD_COUNT];
-    for path in &plan.checkpoints {
-        let reader = CheckpointReader::open(path)?;
-        let summary = reader.read_all(|shard, record| {
-            if record.kind == Kind::Meta {
-                keyspace
-                    .lock_unlogged(0)
-                    .set_meta(record.key, record.payload);
-                return Ok(());
-            }
-            check_db(keyspace, record.db)?;
-            let key = keyspace.key(record.key);
-            if key.shard() != shard {
-                return Err("key stored under the wrong shard".into());
-            }
-            if record.kind == Kind::CheckpointCold {
-                let loc = <[u8; 8]>::try_from(record.payload)
-                    .map(u64::from_le_bytes)
-                    .map_err(|_| "cold record without a location".to_string())?;
-                if !plan.has_segment_of(loc) {
-                    return Err(format!(
-                        "the value of a key is in log segment {}, which is missing",
-                        tier::loc_segment(loc)
-                    ));
-                }
-                let deadline = record.aux;
-                let value_type =
-                    ValueType::from_record_code(record.value_type).ok_or_else(|| {
-                        format!(
-                            "value type {} is not supported by this build",
-                            record.value_type
-                        )
-                    })?;
-                if deadline == 0 || deadline > now_ms {
-                    keyspace.lock_unlogged(shard).insert_cold(
-                        record.db as usize,
-                        key,
-                        deadline,
-                        (value_type, record.flags & FLAG_INT != 0),
-                        loc,
-                        now_ms,
-                    );
-                }
-            } else if record.flags & FLAG_LOCATED != 0 && record.payload.len() >= 8 {
-                let (value, loc) = record.payload.split_at(record.payload.len() - 8);
-                let loc = u64::from_le_bytes(loc.try_into().expect("8 bytes"));
-                let image = Record {
-                    payload: value,
-                    ..*record
-                };
-                let mut locked = keyspace.lock_unlogged(shard);
-                apply_set(&mut locked, key, &image, now_ms)?;
-                // Without its segment the value simply stays in RAM only.
-                if plan.has_segment_of(loc) {
-                    locked.locate(record.db as usize, key, loc);
-                }
-            } else {
-                apply_set(&mut keyspace.lock_unlogged(shard), key, record, now_ms)?;
-            }
-            pause();
-            state.keys_loaded += 1;
-            if state.keys_loaded.is_multiple_of(1024) {
-                enforce_budget();
-            }
-            if state.keys_loaded.is_multiple_of(4096) && last_report.elapsed() >= PROGRESS_INTERVAL
-            {
-                progress(state);
-                last_report = Instant::now();
-            }
-            Ok(())
-        })?;
-        state.bytes_done += summary.bytes;
-        let first = summary.meta.first_shard as usize;
-        covered[first..first + summary.covered.len()].copy_from_slice(&summary.covered);
-        loaded.next_lsn = loaded.next_lsn.max(summary.next_lsn);
-        loaded.checkpoint_keys += summary.keys;
-    }
-    // Without a checkpoint the log must be whole, from LSN 1; with one, it
-    // must reach back to the smallest covered LSN.
-    let replay_from = Some(covered.iter().min().map_or(1, |&lsn| lsn.max(1)));
-    let mut expected_lsn = None;
-    let mut checked_start = false;
-    let newest_seq = plan.segments.last().copied();
-    for (position, &seq) in plan.segments.iter().enumerate() {
-        let path = segment_path(&log_dir, seq);
-        // A segment kept only for the cold values in it is not read.
-        if let Some(from) = replay_from
-            && let Some(next_first) = kept_only(&log_dir, &plan.segments, position, from)?
-        {
-            let bytes = std::fs::metadata(&path)
-                .map_err(|e| io_error(&path, e))?
-                .len();
-            state.bytes_done += bytes;
-            let lsns = first_lsn(&path)?
-                .filter(|&first| first < next_first)
-                .map(|first| (first, next_first - 1));
-            loaded.segments.push(SegmentInfo { seq, lsns, bytes });
-            continue;
-        }
-        let data = std::fs::read(&path).map_err(|e| io_error(&path, e))?;
-        let newest = Some(seq) == newest_seq;
-        let walked = walk(&path, &data, newest, &mut expected_lsn, |group| {
-            if let (Some(from), Some(first)) = (replay_from, group.first())
-                && !checked_start
-                && first.1.lsn > from
-            {
-                return Err(format!(
-                    "the log starts at LSN {} but the checkpoint needs it from {from}",
-                    first.1.lsn
-                ));
-            }
-            for (offset, record) in group {
-                if apply(keyspace, &covered, record, now_ms)? {
-                    loaded.records_replayed += 1;
-                    if locate(record) {
-                        let key = keyspace.key(record.key);
-                        keyspace.lock_unlogged(key.shard()).locate(
-                            record.db as usize,
-                            key,
-                            tier::loc(seq, *offset as u64),
-                        );
-                    }
-                    if loaded.records_replayed.is_multiple_of(1024) {
-                        enforce_budget();
-                    }
-                }
-                pause();
-            }
-            if loaded.records_replayed.is_multiple_of(1024)
-                && last_report.elapsed() >= PROGRESS_INTERVAL
-            {
-                state.records_replayed = loaded.records_replayed;
-                progress(state);
-                last_report = Instant::now();
-            }
-            checked_start = true;
-            Ok(())
-        })?;
-        state.bytes_done += data.len() as u64;
-        state.records_replayed = loaded.records_replayed;
-        if last_report.elapsed() >= PROGRESS_INTERVAL {
-            progress(state);
-            last_report = Instant::now();
-        }
-        if walked.padded && options.truncate_torn_tail {
-            // Cut silently: appending continues after the records.
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .and_then(|f| f.set_len(walked.valid_len).and_then(|_| f.sync_all()))
-                .map_err(|e| io_error(&path, e))?;
-        }
-        if let Some(why) = walked.torn
-            && options.truncate_torn_tail
-        {
-            let dropped = data.len() as u64 - walked.valid_len;
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .and_then(|f| f.set_len(walked.valid_len).and_then(|_| f.sync_all()))
-                .map_err(|e| io_error(&path, e))?;
-            loaded.truncated.push(format!(
-                "Log {} had a torn tail ({why}): truncated {dropped} bytes at offset {} \
-                 (a write cut by a crash: under appendfsync always it was never \
-                 acknowledged; under everysec up to a second of writes can be lost \
-                 this way when the machine crashes)",
-                path.display(),
-                walked.valid_len
-            ));
-        }
-        if let Some((_, last)) = walked.lsns {
-            loaded.next_lsn = loaded.next_lsn.max(last + 1);
-        }
-        loaded.segments.push(SegmentInfo {
-            seq,
-            lsns: walked.lsns,
-            bytes: walked.valid_len,
-        });
-    }
+    Ok(total)
+}
+
+/// Refuses a checkpoint with range files missing when no group of the
+/// log was replayed yet writes happened (some shard's copy covers LSNs
+/// above 1): the log was cut after a full cycle, so every range file must
+/// be there.
+fn check_log_kept(plan: &Plan, replayed_any: bool, covered: &[u64]) -> Result<(), RecoveryError> {
     let ranges_missing =
         !plan.checkpoints.is_empty() && plan.checkpoints.len() < checkpoint::RANGE_COUNT;
-    if ranges_missing && !checked_start && covered.iter().any(|&lsn| lsn > 1) {
-        // Writes happened (LSNs advanced) yet no log is left: it was cut
-        // after a full cycle, so every range file must be there.
+    if ranges_missing && !replayed_any && covered.iter().any(|&lsn| lsn > 1) {
         return Err(RecoveryError(format!(
             "Checkpoint in {} has {} of {} range files and the log it needs was already \
              compacted away; restore the missing files (strata-check lists them)",
@@ -705,10 +562,355 @@ pub fn load(
             checkpoint::RANGE_COUNT
         )));
     }
-    loaded.next_lsn = loaded.next_lsn.max(1);
-    loaded.next_segment = newest_seq.map_or(1, |seq| seq + 1);
-    progress(state);
-    Ok(loaded)
+    Ok(())
+}
+
+/// What the phases of [`load`] share: where the data goes, how loading
+/// runs, and how far it is (for progress lines and the memory budget).
+struct Loader<'a, P> {
+    plan: &'a Plan,
+    keyspace: &'a Keyspace,
+    now_ms: u64,
+    options: LoadOptions,
+    log_dir: PathBuf,
+    progress: P,
+    state: Progress,
+    last_report: Instant,
+    /// A budget pass freed nothing (only values without a location were
+    /// left in RAM): no more attempts; the server evicts them by writing
+    /// them once it runs.
+    fruitless: bool,
+    loaded: Loaded,
+}
+
+/// How the log is replayed over the checkpoint, carried from segment to
+/// segment.
+struct Replay<'c> {
+    /// Per shard, the LSN below which its checkpoint copy holds every
+    /// record.
+    covered: &'c [u64],
+    /// The LSN the log must reach back to.
+    replay_from: Option<u64>,
+    /// A group was replayed, so the log's start was checked against
+    /// `replay_from`.
+    replayed_any: bool,
+}
+
+impl<P: FnMut(Progress)> Loader<'_, P> {
+    /// Loads every checkpoint file; returns, per shard, the LSN its copy
+    /// covers the log below (0 for shards of a range without a file).
+    fn load_checkpoints(&mut self) -> Result<Vec<u64>, RecoveryError> {
+        // Shards of a range without a file (a first cycle cut short) replay
+        // the whole log, which was never cut: cutting waits for a full cycle.
+        let mut covered = vec![0u64; SHARD_COUNT];
+        let plan = self.plan;
+        for path in &plan.checkpoints {
+            let reader = CheckpointReader::open(path)?;
+            let summary = reader.read_all(|shard, record| self.load_image(shard, record))?;
+            self.state.bytes_done += summary.bytes;
+            let first = summary.meta.first_shard as usize;
+            covered[first..first + summary.covered.len()].copy_from_slice(&summary.covered);
+            self.loaded.next_lsn = self.loaded.next_lsn.max(summary.next_lsn);
+            self.loaded.checkpoint_keys += summary.keys;
+        }
+        Ok(covered)
+    }
+
+    /// Loads one record of a checkpoint file of shard `shard`: server
+    /// state beside the keyspace, or a key, counted.
+    fn load_image(&mut self, shard: usize, record: &Record) -> Result<(), String> {
+        if record.kind == Kind::Meta {
+            self.keyspace
+                .lock_unlogged(0)
+                .set_meta(record.key, record.payload);
+            return Ok(());
+        }
+        restore_key(self.plan, self.keyspace, shard, record, self.now_ms)?;
+        self.pause();
+        self.state.keys_loaded += 1;
+        if self.state.keys_loaded.is_multiple_of(1024) {
+            self.enforce_budget();
+        }
+        if self.state.keys_loaded.is_multiple_of(4096) && self.report_due() {
+            self.report();
+        }
+        Ok(())
+    }
+
+    /// Replays every segment of the log over the checkpoint copies
+    /// `covered`; returns whether any group was replayed.
+    fn replay_log(&mut self, covered: &[u64]) -> Result<bool, RecoveryError> {
+        // Without a checkpoint the log must be whole, from LSN 1; with one, it
+        // must reach back to the smallest covered LSN.
+        let mut replay = Replay {
+            covered,
+            replay_from: Some(covered.iter().min().map_or(1, |&lsn| lsn.max(1))),
+            replayed_any: false,
+        };
+        let mut expected_lsn = None;
+        let plan = self.plan;
+        let newest_seq = plan.segments.last().copied();
+        for (position, &seq) in plan.segments.iter().enumerate() {
+            let path = segment_path(&self.log_dir, seq);
+            // A segment kept only for the cold values in it is not read.
+            if let Some(from) = replay.replay_from
+                && let Some(next_first) = kept_only(&self.log_dir, &plan.segments, position, from)?
+            {
+                self.skip_segment(seq, &path, next_first)?;
+                continue;
+            }
+            let newest = Some(seq) == newest_seq;
+            self.replay_segment(seq, &path, newest, &mut expected_lsn, &mut replay)?;
+        }
+        Ok(replay.replayed_any)
+    }
+
+    /// Accounts for segment `seq`, kept only for the cold values in it,
+    /// without reading it: its LSNs end before `next_first`, the next
+    /// segment's first.
+    fn skip_segment(
+        &mut self,
+        seq: u64,
+        path: &Path,
+        next_first: u64,
+    ) -> Result<(), RecoveryError> {
+        let bytes = std::fs::metadata(path)
+            .map_err(|e| io_error(path, e))?
+            .len();
+        self.state.bytes_done += bytes;
+        let lsns = first_lsn(path)?
+            .filter(|&first| first < next_first)
+            .map(|first| (first, next_first - 1));
+        self.loaded.segments.push(SegmentInfo { seq, lsns, bytes });
+        Ok(())
+    }
+
+    /// Reads and replays segment `seq`, then cuts its torn tail or
+    /// padding (only the `newest` can have either).
+    fn replay_segment(
+        &mut self,
+        seq: u64,
+        path: &Path,
+        newest: bool,
+        expected_lsn: &mut Option<u64>,
+        replay: &mut Replay,
+    ) -> Result<(), RecoveryError> {
+        let data = std::fs::read(path).map_err(|e| io_error(path, e))?;
+        let walked = walk(path, &data, newest, expected_lsn, |group| {
+            self.replay_group(replay, seq, group)
+        })?;
+        self.state.bytes_done += data.len() as u64;
+        self.state.records_replayed = self.loaded.records_replayed;
+        if self.report_due() {
+            self.report();
+        }
+        self.cut_tail(path, data.len() as u64, &walked)?;
+        if let Some((_, last)) = walked.lsns {
+            self.loaded.next_lsn = self.loaded.next_lsn.max(last + 1);
+        }
+        self.loaded.segments.push(SegmentInfo {
+            seq,
+            lsns: walked.lsns,
+            bytes: walked.valid_len,
+        });
+        Ok(())
+    }
+
+    /// Applies one complete group of segment `seq` (the first one checked
+    /// against where the log must start), locating values as asked.
+    fn replay_group(
+        &mut self,
+        replay: &mut Replay,
+        seq: u64,
+        group: &[(usize, Record)],
+    ) -> Result<(), String> {
+        if let (Some(from), Some(first)) = (replay.replay_from, group.first())
+            && !replay.replayed_any
+            && first.1.lsn > from
+        {
+            return Err(format!(
+                "the log starts at LSN {} but the checkpoint needs it from {from}",
+                first.1.lsn
+            ));
+        }
+        for (offset, record) in group {
+            if apply(self.keyspace, replay.covered, record, self.now_ms)? {
+                self.loaded.records_replayed += 1;
+                if self.options.locates(record) {
+                    let key = self.keyspace.key(record.key);
+                    self.keyspace.lock_unlogged(key.shard()).locate(
+                        record.db as usize,
+                        key,
+                        tier::loc(seq, *offset as u64),
+                    );
+                }
+                if self.loaded.records_replayed.is_multiple_of(1024) {
+                    self.enforce_budget();
+                }
+            }
+            self.pause();
+        }
+        if self.loaded.records_replayed.is_multiple_of(1024) && self.report_due() {
+            self.state.records_replayed = self.loaded.records_replayed;
+            self.report();
+        }
+        replay.replayed_any = true;
+        Ok(())
+    }
+
+    /// Cuts the segment at `path` (`len` bytes) after its last complete
+    /// group when the walk found padding (silently: appending continues
+    /// after the records) or a torn tail (logged), if the options allow.
+    fn cut_tail(&mut self, path: &Path, len: u64, walked: &Walked) -> Result<(), RecoveryError> {
+        if walked.padded && self.options.truncate_torn_tail {
+            truncate_segment(path, walked.valid_len)?;
+        }
+        if let Some(why) = walked.torn
+            && self.options.truncate_torn_tail
+        {
+            let dropped = len - walked.valid_len;
+            truncate_segment(path, walked.valid_len)?;
+            self.loaded.truncated.push(format!(
+                "Log {} had a torn tail ({why}): truncated {dropped} bytes at offset {} \
+                 (a write cut by a crash: under appendfsync always it was never \
+                 acknowledged; under everysec up to a second of writes can be lost \
+                 this way when the machine crashes)",
+                path.display(),
+                walked.valid_len
+            ));
+        }
+        Ok(())
+    }
+
+    /// Sleeps `delay_per_key`, if any (Redis' `key-load-delay`).
+    fn pause(&self) {
+        if !self.options.delay_per_key.is_zero() {
+            std::thread::sleep(self.options.delay_per_key);
+        }
+    }
+
+    /// While RAM in use passes the budget, makes located values leave RAM.
+    fn enforce_budget(&mut self) {
+        if let Some((used, budget)) = self.options.memory_limit {
+            let used = used();
+            if used > budget && !self.fruitless {
+                self.fruitless = self.keyspace.evict_loaded(used - budget, 16, self.now_ms) == 0;
+            }
+        }
+    }
+
+    /// Whether [`PROGRESS_INTERVAL`] has passed since the last report.
+    fn report_due(&self) -> bool {
+        self.last_report.elapsed() >= PROGRESS_INTERVAL
+    }
+
+    /// Hands the caller where loading is, and restarts the interval.
+    fn report(&mut self) {
+        (self.progress)(self.state);
+        self.last_report = Instant::now();
+    }
+
+    /// Reports the final progress and returns what was loaded.
+    fn finish(mut self) -> Loaded {
+        self.loaded.next_lsn = self.loaded.next_lsn.max(1);
+        self.loaded.next_segment = self.plan.segments.last().map_or(1, |seq| seq + 1);
+        (self.progress)(self.state);
+        self.loaded
+    }
+}
+
+impl LoadOptions {
+    /// Whether a replayed `record` gets the location of its record (its
+    /// value can then leave RAM, or be named by it in checkpoints).
+    fn locates(&self, record: &Record) -> bool {
+        record.kind == Kind::Set
+            && (self.locate || (self.locate_big && record.payload.len() >= tier::LOCATE_BIG_BYTES))
+    }
+}
+
+/// Cuts the segment at `path` to `len` bytes, synced.
+fn truncate_segment(path: &Path, len: u64) -> Result<(), RecoveryError> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_len(len).and_then(|_| f.sync_all()))
+        .map_err(|e| io_error(path, e))
+}
+
+/// Loads one key of a checkpoint file of shard `shard`: a cold key by the
+/// location of its value, a located image with its location (kept only
+/// while its segment exists), or a plain image.
+fn restore_key(
+    plan: &Plan,
+    keyspace: &Keyspace,
+    shard: usize,
+    record: &Record,
+    now_ms: u64,
+) -> Result<(), String> {
+    check_db(keyspace, record.db)?;
+    let key = keyspace.key(record.key);
+    if key.shard() != shard {
+        return Err("key stored under the wrong shard".into());
+    }
+    if record.kind == Kind::CheckpointCold {
+        restore_cold(plan, keyspace, shard, key, record, now_ms)?;
+    } else if record.flags & FLAG_LOCATED != 0 && record.payload.len() >= 8 {
+        let (value, loc) = record.payload.split_at(record.payload.len() - 8);
+        let loc = u64::from_le_bytes(loc.try_into().expect("8 bytes"));
+        let image = Record {
+            payload: value,
+            ..*record
+        };
+        let mut locked = keyspace.lock_unlogged(shard);
+        apply_set(&mut locked, key, &image, now_ms)?;
+        // Without its segment the value simply stays in RAM only.
+        if plan.has_segment_of(loc) {
+            locked.locate(record.db as usize, key, loc);
+        }
+    } else {
+        apply_set(&mut keyspace.lock_unlogged(shard), key, record, now_ms)?;
+    }
+    Ok(())
+}
+
+/// Loads a key whose value is on disk only (`CheckpointCold`): its entry
+/// names the value's location, whose segment must exist; an expired key
+/// is skipped.
+fn restore_cold(
+    plan: &Plan,
+    keyspace: &Keyspace,
+    shard: usize,
+    key: KeyRef,
+    record: &Record,
+    now_ms: u64,
+) -> Result<(), String> {
+    let loc = <[u8; 8]>::try_from(record.payload)
+        .map(u64::from_le_bytes)
+        .map_err(|_| "cold record without a location".to_string())?;
+    if !plan.has_segment_of(loc) {
+        return Err(format!(
+            "the value of a key is in log segment {}, which is missing",
+            tier::loc_segment(loc)
+        ));
+    }
+    let deadline = record.aux;
+    let value_type = ValueType::from_record_code(record.value_type).ok_or_else(|| {
+        format!(
+            "value type {} is not supported by this build",
+            record.value_type
+        )
+    })?;
+    if deadline == 0 || deadline > now_ms {
+        keyspace.lock_unlogged(shard).insert_cold(
+            record.db as usize,
+            key,
+            deadline,
+            (value_type, record.flags & FLAG_INT != 0),
+            loc,
+            now_ms,
+        );
+    }
+    Ok(())
 }
 
 /// Whether the segment at `position` of `segments` is kept only for the

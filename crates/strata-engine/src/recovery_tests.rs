@@ -653,6 +653,7 @@ fn evict_everything(ks: &Keyspace) {
 /// the log come back through io_uring and through pread threads, and
 /// a location that holds another key's record is an error, not a panic.
 #[test]
+#[allow(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
 fn the_cold_reader_reads_values_back_with_either_engine() {
     const COUNT: usize = 64;
     let dir = temp_dir("reader");
@@ -1005,6 +1006,7 @@ fn list_changes_replay_to_the_same_lists() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
 fn set_and_sorted_set_changes_replay_to_the_same_values() {
     use crate::set::SetOp;
     use crate::zset::ZSetOp;

@@ -320,6 +320,7 @@ mod tests {
         let address = ThinBuf::from_parts(&[b"value"]).into_address();
         // SAFETY: the address is live and owned by nobody else.
         assert_eq!(unsafe { ThinBuf::slice_at(address) }, b"value");
+        // SAFETY: the same address, taken back once.
         let mut buf = unsafe { ThinBuf::from_address(address) };
         buf.resize(1000);
         assert_eq!(&buf.as_slice()[..5], b"value");

@@ -25,9 +25,9 @@ pub struct Limits {
 }
 
 /// Arguments a client that must still authenticate may send in one request.
-pub const UNAUTHENTICATED_ARGS_MAX: i64 = 10;
+pub(crate) const UNAUTHENTICATED_ARGS_MAX: i64 = 10;
 /// Bytes of one argument such a client may send.
-pub const UNAUTHENTICATED_BULK_BYTES_MAX: usize = 16 * 1024;
+pub(crate) const UNAUTHENTICATED_BULK_BYTES_MAX: usize = 16 * 1024;
 
 impl Default for Limits {
     fn default() -> Self {

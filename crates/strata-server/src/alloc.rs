@@ -57,6 +57,7 @@ fn usable(ptr: *mut u8) -> i64 {
 unsafe impl GlobalAlloc for CountingAlloc {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract; we pass it on.
         let ptr = unsafe { MiMalloc.alloc(layout) };
         if !ptr.is_null() {
             account(usable(ptr));
@@ -66,6 +67,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as for `alloc`: the caller's contract is passed on unchanged.
         let ptr = unsafe { MiMalloc.alloc_zeroed(layout) };
         if !ptr.is_null() {
             account(usable(ptr));
@@ -76,12 +78,14 @@ unsafe impl GlobalAlloc for CountingAlloc {
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         account(-usable(ptr));
+        // SAFETY: `ptr` came from this allocator (so from mimalloc) with `layout`.
         unsafe { MiMalloc.dealloc(ptr, layout) }
     }
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let before = usable(ptr);
+        // SAFETY: `ptr` came from mimalloc with `layout`; the caller's contract holds.
         let new_ptr = unsafe { MiMalloc.realloc(ptr, layout, new_size) };
         if !new_ptr.is_null() {
             account(usable(new_ptr) - before);

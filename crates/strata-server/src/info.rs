@@ -356,10 +356,16 @@ impl MemoryFigures {
 
 /// INFO tiering (Strata): the RAM budget and where values are.
 fn tiering_section(server: &Server, out: &mut String, held: &mut Held) {
+    tiering_ram(server, out, held);
+    tiering_traffic(server, out);
+    tiering_disk(server, out, held);
+}
+
+/// INFO tiering's first part: the budget, RAM use, where values are.
+fn tiering_ram(server: &Server, out: &mut String, held: &mut Held) {
     let config = server.config.get();
     let keyspace = &server.keyspace;
     let tier = keyspace.tier();
-    let stats = &tier.stats;
     let used = alloc::used_bytes();
     let log = keyspace.log();
     let enabled = log.is_some()
@@ -397,6 +403,11 @@ fn tiering_section(server: &Server, out: &mut String, held: &mut Held) {
             ram_hits as f64 / (ram_hits + disk_hits).max(1) as f64
         )
     );
+}
+
+/// INFO tiering's reads, promotions and evictions.
+fn tiering_traffic(server: &Server, out: &mut String) {
+    let stats = &server.keyspace.tier().stats;
     let rates = server.tiering.rates();
     field!(out, "disk_reads", stats.disk_reads.load(Relaxed));
     field!(
@@ -438,7 +449,15 @@ fn tiering_section(server: &Server, out: &mut String, held: &mut Held) {
         "eviction_wait_us",
         server.tiering.eviction_wait_us.load(Relaxed)
     );
-    let segments = log.map_or(0, |log| log.segments().len());
+}
+
+/// INFO tiering's disk use and compaction.
+fn tiering_disk(server: &Server, out: &mut String, held: &mut Held) {
+    let config = server.config.get();
+    let keyspace = &server.keyspace;
+    let tier = keyspace.tier();
+    let stats = &tier.stats;
+    let segments = keyspace.log().map_or(0, |log| log.segments().len());
     let (log_bytes, live_estimate) = keyspace.log_live_bytes_in(held);
     let checkpoint_bytes = server.persistence.last_checkpoint_bytes.load(Relaxed);
     field!(out, "maxdisk", config.maxdisk);
@@ -475,6 +494,32 @@ fn tiering_section(server: &Server, out: &mut String, held: &mut Held) {
 }
 
 fn persistence_section(server: &Server, out: &mut String) {
+    loading_fields(server, out);
+    save_and_rewrite_fields(server, out);
+    let sharding = match server.keyspace.sharding() {
+        strata_engine::keyspace::Sharding::Slots => "slot",
+        strata_engine::keyspace::Sharding::Hash => "hash",
+    };
+    field!(out, "strata_key_sharding", sharding);
+    if let Some(log) = server.keyspace.change_log() {
+        log_fields(server, log, out);
+    }
+    let p = &server.persistence;
+    field!(
+        out,
+        "strata_checkpoint_lsn",
+        p.last_checkpoint_lsn.load(Relaxed)
+    );
+    field!(
+        out,
+        "strata_checkpoint_keys",
+        p.last_checkpoint_keys.load(Relaxed)
+    );
+}
+
+/// INFO persistence's loading fields (and Redis' fork fields, all 0: a
+/// checkpoint never forks).
+fn loading_fields(server: &Server, out: &mut String) {
     let p = &server.persistence;
     let loading = p.is_loading();
     field!(out, "loading", loading as u8);
@@ -499,6 +544,12 @@ fn persistence_section(server: &Server, out: &mut String) {
         field!(out, "loading_loaded_perc", format!("{percent:.2}"));
         field!(out, "loading_eta_seconds", 1);
     }
+}
+
+/// INFO persistence's `rdb_*` and `aof_*` fields: checkpoints answer for
+/// both saves and rewrites.
+fn save_and_rewrite_fields(server: &Server, out: &mut String) {
+    let p = &server.persistence;
     let changes = server
         .total_changes()
         .saturating_sub(p.changes_at_last_save.load(Relaxed));
@@ -551,56 +602,45 @@ fn persistence_section(server: &Server, out: &mut String) {
     field!(out, "aof_last_cow_size", 0);
     field!(out, "module_fork_in_progress", 0);
     field!(out, "module_fork_last_cow_size", 0);
-    let sharding = match server.keyspace.sharding() {
-        strata_engine::keyspace::Sharding::Slots => "slot",
-        strata_engine::keyspace::Sharding::Hash => "hash",
-    };
-    field!(out, "strata_key_sharding", sharding);
-    if let Some(log) = log {
-        field!(out, "aof_current_size", log.disk_bytes());
-        field!(out, "aof_base_size", p.last_checkpoint_bytes.load(Relaxed));
-        field!(out, "aof_pending_rewrite", 0);
-        field!(out, "aof_buffer_length", log.pending_bytes());
-        field!(out, "aof_pending_bio_fsync", 0);
-        field!(out, "aof_delayed_fsync", 0);
-        field!(out, "strata_log_fsync_policy", log.fsync_policy().name());
-        field!(out, "strata_log_segments", log.segments().len());
-        field!(out, "strata_log_next_lsn", log.next_lsn());
-        field!(out, "strata_log_written_lsn", log.written_lsn());
-        field!(out, "strata_log_synced_lsn", log.synced_lsn());
-        let stats = &log.stats;
-        field!(out, "strata_log_writes", stats.writes.load(Relaxed));
-        field!(
-            out,
-            "strata_log_bytes_written",
-            stats.bytes_written.load(Relaxed)
-        );
-        field!(out, "strata_log_fsyncs", stats.fsyncs.load(Relaxed));
-        field!(
-            out,
-            "strata_log_last_fsync_us",
-            stats.last_fsync_us.load(Relaxed)
-        );
-        field!(
-            out,
-            "strata_log_write_errors",
-            stats.write_errors.load(Relaxed)
-        );
-        field!(
-            out,
-            "strata_log_last_error",
-            write_error.unwrap_or_default()
-        );
-    }
+}
+
+/// INFO persistence's fields of the running log.
+fn log_fields(server: &Server, log: &strata_engine::log::Log, out: &mut String) {
+    let p = &server.persistence;
+    let write_error = log.write_error();
+    field!(out, "aof_current_size", log.disk_bytes());
+    field!(out, "aof_base_size", p.last_checkpoint_bytes.load(Relaxed));
+    field!(out, "aof_pending_rewrite", 0);
+    field!(out, "aof_buffer_length", log.pending_bytes());
+    field!(out, "aof_pending_bio_fsync", 0);
+    field!(out, "aof_delayed_fsync", 0);
+    field!(out, "strata_log_fsync_policy", log.fsync_policy().name());
+    field!(out, "strata_log_segments", log.segments().len());
+    field!(out, "strata_log_next_lsn", log.next_lsn());
+    field!(out, "strata_log_written_lsn", log.written_lsn());
+    field!(out, "strata_log_synced_lsn", log.synced_lsn());
+    let stats = &log.stats;
+    field!(out, "strata_log_writes", stats.writes.load(Relaxed));
     field!(
         out,
-        "strata_checkpoint_lsn",
-        p.last_checkpoint_lsn.load(Relaxed)
+        "strata_log_bytes_written",
+        stats.bytes_written.load(Relaxed)
+    );
+    field!(out, "strata_log_fsyncs", stats.fsyncs.load(Relaxed));
+    field!(
+        out,
+        "strata_log_last_fsync_us",
+        stats.last_fsync_us.load(Relaxed)
     );
     field!(
         out,
-        "strata_checkpoint_keys",
-        p.last_checkpoint_keys.load(Relaxed)
+        "strata_log_write_errors",
+        stats.write_errors.load(Relaxed)
+    );
+    field!(
+        out,
+        "strata_log_last_error",
+        write_error.unwrap_or_default()
     );
 }
 

@@ -119,6 +119,19 @@ pub fn cjson(lua: &Lua) -> mlua::Result<Table> {
     };
     module.set("encode_max_depth", max_depth(|c| &c.encode_max_depth)?)?;
     module.set("decode_max_depth", max_depth(|c| &c.decode_max_depth)?)?;
+    cjson_settings(lua, &module, &config)?;
+    module.set(
+        "null",
+        Value::LightUserData(mlua::LightUserData(std::ptr::null_mut())),
+    )?;
+    module.set("_NAME", "cjson")?;
+    module.set("_VERSION", "2.1.0")?;
+    Ok(module)
+}
+
+/// cjson's setting functions other than the depth limits: number
+/// precision, invalid numbers, the buffer and sparse arrays.
+fn cjson_settings(lua: &Lua, module: &Table, config: &Rc<CjsonConfig>) -> mlua::Result<()> {
     let precision = config.clone();
     module.set(
         "encode_number_precision",
@@ -194,14 +207,7 @@ pub fn cjson(lua: &Lua) -> mlua::Result<Table> {
                 ))
             },
         )?,
-    )?;
-    module.set(
-        "null",
-        Value::LightUserData(mlua::LightUserData(std::ptr::null_mut())),
-    )?;
-    module.set("_NAME", "cjson")?;
-    module.set("_VERSION", "2.1.0")?;
-    Ok(module)
+    )
 }
 
 /// How deep JSON arrays and objects nest.

@@ -551,12 +551,18 @@ unsafe fn find_or_match(state: *mut lua_State, find: bool) -> c_int {
 }
 
 /// `string.find(s, pattern [, init [, plain]])`.
+///
+/// # Safety
+/// Only Lua calls it, as a C function with its arguments on `state`'s stack.
 pub unsafe extern "C-unwind" fn find(state: *mut lua_State) -> c_int {
     // SAFETY: Lua calls it as a C function.
     unsafe { find_or_match(state, true) }
 }
 
 /// `string.match(s, pattern [, init])`.
+///
+/// # Safety
+/// Only Lua calls it, as a C function with its arguments on `state`'s stack.
 pub unsafe extern "C-unwind" fn match_(state: *mut lua_State) -> c_int {
     // SAFETY: Lua calls it as a C function.
     unsafe { find_or_match(state, false) }
@@ -564,6 +570,9 @@ pub unsafe extern "C-unwind" fn match_(state: *mut lua_State) -> c_int {
 
 /// `string.gmatch(s, pattern)`: an iterator over the matches (a `^` is
 /// no anchor here, as in Lua 5.1).
+///
+/// # Safety
+/// Only Lua calls it, as a C function with its arguments on `state`'s stack.
 pub unsafe extern "C-unwind" fn gmatch(state: *mut lua_State) -> c_int {
     // SAFETY: Lua calls it as a C function; the closure keeps both
     // strings and its position as upvalues.
@@ -605,6 +614,9 @@ unsafe extern "C-unwind" fn gmatch_next(state: *mut lua_State) -> c_int {
 }
 
 /// `string.gsub(s, pattern, repl [, n])`.
+///
+/// # Safety
+/// Only Lua calls it, as a C function with its arguments on `state`'s stack.
 pub unsafe extern "C-unwind" fn gsub(state: *mut lua_State) -> c_int {
     // SAFETY: Lua calls it as a C function. The buffer lives in this
     // frame (it is not moved after `luaL_buffinit`) and keeps its pieces

@@ -47,30 +47,32 @@ pub const ERR_ARG_TYPE: &str = "ERR Lua redis lib command arguments must be stri
 /// # Safety
 /// `state` is the running C function's Lua state.
 pub unsafe fn read_args(state: *mut lua_State) -> Result<Vec<Bytes>, &'static str> {
-    // SAFETY (whole body): `lua_gettop`, `lua_type`, `lua_tonumber` and
+    // SAFETY: (whole body) `lua_gettop`, `lua_type`, `lua_tonumber` and
     // `lua_tolstring` on a string neither allocate nor raise.
-    let count = unsafe { ffi::lua_gettop(state) };
-    if count == 0 {
-        return Err(ERR_NO_ARGS);
-    }
-    let mut args = Vec::with_capacity(count as usize);
-    for index in 1..=count {
-        match unsafe { ffi::lua_type(state, index) } {
-            ffi::LUA_TSTRING => {
-                let mut len = 0;
-                let text = unsafe { ffi::lua_tolstring(state, index, &mut len) };
-                // SAFETY: Lua keeps the string alive while it is on the stack.
-                let bytes = unsafe { std::slice::from_raw_parts(text.cast::<u8>(), len) };
-                args.push(Bytes::copy_from_slice(bytes));
-            }
-            ffi::LUA_TNUMBER => {
-                let number = unsafe { ffi::lua_tonumber(state, index) };
-                args.push(Bytes::from(number_text(number)));
-            }
-            _ => return Err(ERR_ARG_TYPE),
+    unsafe {
+        let count = ffi::lua_gettop(state);
+        if count == 0 {
+            return Err(ERR_NO_ARGS);
         }
+        let mut args = Vec::with_capacity(count as usize);
+        for index in 1..=count {
+            match ffi::lua_type(state, index) {
+                ffi::LUA_TSTRING => {
+                    let mut len = 0;
+                    let text = ffi::lua_tolstring(state, index, &mut len);
+                    // Lua keeps the string alive while it is on the stack.
+                    let bytes = std::slice::from_raw_parts(text.cast::<u8>(), len);
+                    args.push(Bytes::copy_from_slice(bytes));
+                }
+                ffi::LUA_TNUMBER => {
+                    let number = ffi::lua_tonumber(state, index);
+                    args.push(Bytes::from(number_text(number)));
+                }
+                _ => return Err(ERR_ARG_TYPE),
+            }
+        }
+        Ok(args)
     }
-    Ok(args)
 }
 
 /// A Lua number as Redis passes it to a command: C's `%.17g`; whole
@@ -119,135 +121,173 @@ pub unsafe fn push_reply(
     let line_end = find_crlf(data).ok_or(c"short reply")?;
     let line = &data[1..line_end];
     let after = line_end + 2;
-    // SAFETY (whole body): `state` is in a protected call (the contract);
+    // SAFETY: (whole body) `state` is in a protected call (the contract);
     // the stack is grown before each value is pushed, and a raised error
     // unwinds over frames that own nothing.
-    if unsafe { ffi::lua_checkstack(state, 4) } == 0 {
-        return Err(c"reached lua stack limit");
+    unsafe {
+        if ffi::lua_checkstack(state, 4) == 0 {
+            return Err(c"reached lua stack limit");
+        }
+        Ok(match data[0] {
+            b'+' => {
+                push_bytes(state, line);
+                wrap_in_field(state, c"ok");
+                after
+            }
+            b'-' => {
+                push_bytes(state, line);
+                wrap_in_field(state, c"err");
+                after
+            }
+            b':' => {
+                ffi::lua_pushnumber(state, integer(line) as f64);
+                after
+            }
+            b'$' | b'=' => push_bulk(state, data, after, integer(line))?,
+            b'*' | b'~' | b'>' => push_array(state, data, after, integer(line), depth)?,
+            b'%' => {
+                let len = integer(line);
+                ffi::lua_createtable(state, 0, len.clamp(0, c_int::MAX as i64) as c_int);
+                let mut at = after;
+                for _ in 0..len {
+                    at += push_reply(state, &data[at..], depth + 1)?;
+                    at += push_reply(state, &data[at..], depth + 1)?;
+                    ffi::lua_rawset(state, -3);
+                }
+                wrap_in_field(state, c"map");
+                at
+            }
+            b'_' => {
+                ffi::lua_pushnil(state);
+                after
+            }
+            b'#' => {
+                ffi::lua_pushboolean(state, (line == b"t") as c_int);
+                after
+            }
+            b',' => {
+                ffi::lua_pushnumber(state, resp_double(line));
+                wrap_in_field(state, c"double");
+                after
+            }
+            b'(' => {
+                push_bytes(state, line);
+                wrap_in_field(state, c"big_number");
+                after
+            }
+            b'|' => {
+                // Attributes are not shown to scripts (as in Redis): skipped,
+                // the reply they describe is the value.
+                let mut at = after;
+                for _ in 0..2 * integer(line).max(0) {
+                    at += push_reply(state, &data[at..], depth + 1)?;
+                    ffi::lua_settop(state, -2);
+                }
+                at + push_reply(state, &data[at..], depth + 1)?
+            }
+            _ => return Err(c"unknown reply type"),
+        })
     }
-    let with_field = |name: &CStr| unsafe {
-        // The value is on top: wrap it as `{name = value}`.
+}
+
+/// The value on top of the stack becomes `{name = value}`.
+///
+/// # Safety
+/// `state` is a Lua state inside a protected call with a value on top.
+unsafe fn wrap_in_field(state: *mut lua_State, name: &CStr) {
+    // SAFETY: the contract; the table takes the value's slot.
+    unsafe {
         ffi::lua_createtable(state, 0, 1);
         ffi::lua_insert(state, -2);
         ffi::lua_setfield(state, -2, name.as_ptr());
-    };
-    Ok(match data[0] {
-        b'+' => {
-            unsafe { push_bytes(state, line) };
-            with_field(c"ok");
-            after
+    }
+}
+
+/// A RESP3 double's text as a number (`inf`, `-inf`, NaN for the rest).
+fn resp_double(line: &[u8]) -> f64 {
+    match line {
+        b"inf" => f64::INFINITY,
+        b"-inf" => f64::NEG_INFINITY,
+        _ => std::str::from_utf8(line)
+            .ok()
+            .and_then(|text| text.parse().ok())
+            .unwrap_or(f64::NAN),
+    }
+}
+
+/// A bulk (`$`) or verbatim (`=`) string of `len` bytes from `after`;
+/// where the reply ends. A null bulk is `false`, as in Redis.
+///
+/// # Safety
+/// `state` is a Lua state inside a protected call, grown by 4 slots.
+unsafe fn push_bulk(
+    state: *mut lua_State,
+    data: &[u8],
+    after: usize,
+    len: i64,
+) -> Result<usize, &'static CStr> {
+    // SAFETY: the contract; at most 2 values are pushed at once.
+    unsafe {
+        if len < 0 {
+            ffi::lua_pushboolean(state, 0);
+            return Ok(after);
         }
-        b'-' => {
-            unsafe { push_bytes(state, line) };
-            with_field(c"err");
-            after
+        let end = after + len as usize;
+        let body = data.get(after..end).ok_or(c"short reply")?;
+        if data[0] == b'=' {
+            // Verbatim: "txt:" then the text.
+            ffi::lua_createtable(state, 0, 2);
+            push_bytes(state, &body[4.min(body.len())..]);
+            ffi::lua_setfield(state, -2, c"string".as_ptr());
+            push_bytes(state, &body[..3.min(body.len())]);
+            ffi::lua_setfield(state, -2, c"format".as_ptr());
+            wrap_in_field(state, c"verbatim_string");
+        } else {
+            push_bytes(state, body);
         }
-        b':' => {
-            unsafe { ffi::lua_pushnumber(state, integer(line) as f64) };
-            after
+        Ok(end + 2)
+    }
+}
+
+/// An array (`*`), push (`>`) or set (`~`) of `len` replies from
+/// `after`; where it ends. A set is `{set = {member = true}}`.
+///
+/// # Safety
+/// `state` is a Lua state inside a protected call, grown by 4 slots.
+unsafe fn push_array(
+    state: *mut lua_State,
+    data: &[u8],
+    after: usize,
+    len: i64,
+    depth: usize,
+) -> Result<usize, &'static CStr> {
+    // SAFETY: the contract; each element grows the stack itself.
+    unsafe {
+        if len < 0 {
+            ffi::lua_pushboolean(state, 0);
+            return Ok(after);
         }
-        b'$' | b'=' => {
-            let len = integer(line);
-            if len < 0 {
-                unsafe { ffi::lua_pushboolean(state, 0) };
-                return Ok(after);
-            }
-            let end = after + len as usize;
-            let body = data.get(after..end).ok_or(c"short reply")?;
-            if data[0] == b'=' {
-                // Verbatim: "txt:" then the text.
-                unsafe {
-                    ffi::lua_createtable(state, 0, 2);
-                    push_bytes(state, &body[4.min(body.len())..]);
-                    ffi::lua_setfield(state, -2, c"string".as_ptr());
-                    push_bytes(state, &body[..3.min(body.len())]);
-                    ffi::lua_setfield(state, -2, c"format".as_ptr());
-                }
-                with_field(c"verbatim_string");
-            } else {
-                unsafe { push_bytes(state, body) };
-            }
-            end + 2
-        }
-        b'*' | b'~' | b'>' => {
-            let len = integer(line);
-            if len < 0 {
-                unsafe { ffi::lua_pushboolean(state, 0) };
-                return Ok(after);
-            }
-            let set = data[0] == b'~';
-            let (array, hash) = match set {
-                true => (0, len.min(c_int::MAX as i64) as c_int),
-                false => (len.min(c_int::MAX as i64) as c_int, 0),
-            };
-            unsafe { ffi::lua_createtable(state, array, hash) };
-            let mut at = after;
-            for n in 1..=len {
-                at += unsafe { push_reply(state, &data[at..], depth + 1)? };
-                if set {
-                    unsafe {
-                        ffi::lua_pushboolean(state, 1);
-                        ffi::lua_rawset(state, -3);
-                    }
-                } else {
-                    unsafe { ffi::lua_rawseti(state, -2, n as ffi::lua_Integer) };
-                }
-            }
+        let set = data[0] == b'~';
+        let (array, hash) = match set {
+            true => (0, len.min(c_int::MAX as i64) as c_int),
+            false => (len.min(c_int::MAX as i64) as c_int, 0),
+        };
+        ffi::lua_createtable(state, array, hash);
+        let mut at = after;
+        for n in 1..=len {
+            at += push_reply(state, &data[at..], depth + 1)?;
             if set {
-                with_field(c"set");
+                ffi::lua_pushboolean(state, 1);
+                ffi::lua_rawset(state, -3);
+            } else {
+                ffi::lua_rawseti(state, -2, n as ffi::lua_Integer);
             }
-            at
         }
-        b'%' => {
-            let len = integer(line);
-            unsafe { ffi::lua_createtable(state, 0, len.clamp(0, c_int::MAX as i64) as c_int) };
-            let mut at = after;
-            for _ in 0..len {
-                at += unsafe { push_reply(state, &data[at..], depth + 1)? };
-                at += unsafe { push_reply(state, &data[at..], depth + 1)? };
-                unsafe { ffi::lua_rawset(state, -3) };
-            }
-            with_field(c"map");
-            at
+        if set {
+            wrap_in_field(state, c"set");
         }
-        b'_' => {
-            unsafe { ffi::lua_pushnil(state) };
-            after
-        }
-        b'#' => {
-            unsafe { ffi::lua_pushboolean(state, (line == b"t") as c_int) };
-            after
-        }
-        b',' => {
-            let value: f64 = match line {
-                b"inf" => f64::INFINITY,
-                b"-inf" => f64::NEG_INFINITY,
-                _ => std::str::from_utf8(line)
-                    .ok()
-                    .and_then(|text| text.parse().ok())
-                    .unwrap_or(f64::NAN),
-            };
-            unsafe { ffi::lua_pushnumber(state, value) };
-            with_field(c"double");
-            after
-        }
-        b'(' => {
-            unsafe { push_bytes(state, line) };
-            with_field(c"big_number");
-            after
-        }
-        b'|' => {
-            // Attributes are not shown to scripts (as in Redis): skipped,
-            // the reply they describe is the value.
-            let mut at = after;
-            for _ in 0..2 * integer(line).max(0) {
-                at += unsafe { push_reply(state, &data[at..], depth + 1)? };
-                unsafe { ffi::lua_settop(state, -2) };
-            }
-            at + unsafe { push_reply(state, &data[at..], depth + 1)? }
-        }
-        _ => return Err(c"unknown reply type"),
-    })
+        Ok(at)
+    }
 }
 
 /// How a script ended, read off the stack: its result written, or its
@@ -269,7 +309,7 @@ pub unsafe fn write_result(
     resp3: bool,
     name: &str,
 ) -> Ended {
-    // SAFETY (whole body): the contract; a raised memory error unwinds
+    // SAFETY: (whole body) the contract; a raised memory error unwinds
     // over these frames, which own nothing while Lua is called (the
     // error's text is made after the last call).
     unsafe {
@@ -390,7 +430,7 @@ unsafe fn write_value(
     resp3: bool,
     depth: usize,
 ) {
-    // SAFETY (whole body): as the function's contract.
+    // SAFETY: (whole body) as the function's contract.
     unsafe {
         match ffi::lua_type(state, index) {
             ffi::LUA_TBOOLEAN => match (ffi::lua_toboolean(state, index) != 0, resp3) {
@@ -420,7 +460,7 @@ unsafe fn write_table(
     resp3: bool,
     depth: usize,
 ) {
-    // SAFETY (whole body): as the function's contract; every value pushed
+    // SAFETY: (whole body) as the function's contract; every value pushed
     // is popped before the next field is looked at.
     unsafe {
         if ffi::lua_checkstack(state, 4) == 0 {

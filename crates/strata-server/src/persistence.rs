@@ -205,40 +205,8 @@ fn load(handles: &Handles, plan: &Plan) -> Result<(), String> {
     let started = Instant::now();
     let persistence = &*handles.persistence;
     let config = handles.config.get();
-    let tiered =
-        config.maxmemory > 0 && config.maxmemory_policy == crate::config::MaxmemoryPolicy::Tiered;
-    let options = recovery::LoadOptions {
-        truncate_torn_tail: true,
-        delay_per_key: Duration::from_micros(config.key_load_delay_us),
-        // Replayed values can leave RAM without a write: their record
-        // stays (with the log on; without it, the log is not kept).
-        locate: tiered && config.appendonly,
-        locate_big: config.appendonly,
-        memory_limit: tiered.then_some((crate::alloc::used_bytes as fn() -> u64, config.maxmemory)),
-    };
-    // `appendonly no` with `save ""` is a pure cache: as Redis without an
-    // RDB, it starts empty. What the directory holds stays untouched (a
-    // later start with a save point or the log on loads it again).
-    let pure_cache = !config.appendonly
-        && config.save_points.is_empty()
-        && !(plan.checkpoints.is_empty() && plan.segments.is_empty());
-    let (skipped, skip_lsn) = if pure_cache {
-        log_notice!(
-            "Not loading the checkpoint and log in {}: with appendonly no and save \"\" the server starts empty (configure a save point, e.g. --save \"3600 1\", or appendonly yes to load them)",
-            plan.dir.display()
-        );
-        let empty = recovery::Plan {
-            checkpoints: Vec::new(),
-            segments: Vec::new(),
-            ..plan.clone()
-        };
-        (
-            Some(empty),
-            recovery::lsn_bound(plan).map_err(|e| e.to_string())?,
-        )
-    } else {
-        (None, 0)
-    };
+    let options = load_options(&config);
+    let (skipped, skip_lsn) = pure_cache_plan(&config, plan)?;
     let plan = skipped.as_ref().unwrap_or(plan);
     drop(config);
     let loaded = recovery::load(plan, &handles.keyspace, now_ms(), options, |progress| {
@@ -262,12 +230,87 @@ fn load(handles: &Handles, plan: &Plan) -> Result<(), String> {
     persistence
         .keys_loaded
         .store(loaded.checkpoint_keys, Relaxed);
-    let config = handles.config.get();
     // The cache store is never replayed: what no loaded key needs goes,
     // unless a checkpoint that was not loaded may name it.
     let cache_segments = recovery::prune_cache_store(plan, &handles.keyspace, skipped.is_some())
         .map_err(|e| e.to_string())?;
-    let watcher = persistence.durable.clone();
+    let (checkpoint_keys, records_replayed) = (loaded.checkpoint_keys, loaded.records_replayed);
+    start_writer(handles, loaded, cache_segments, skip_lsn)?;
+    // Writes from the first one on get locations when tiering is on.
+    handles
+        .tiering
+        .tick(&handles.keyspace, &handles.config.get(), persistence);
+    let checkpoint_bytes = plan
+        .checkpoints
+        .iter()
+        .filter_map(|path| std::fs::metadata(path).ok())
+        .map(|m| m.len())
+        .sum();
+    persistence
+        .last_checkpoint_bytes
+        .store(checkpoint_bytes, Relaxed);
+    persistence.loading.store(false, Release);
+    log_notice!(
+        "DB loaded from disk: {:.3} seconds ({} keys from the checkpoint, {} log records replayed)",
+        started.elapsed().as_secs_f64(),
+        checkpoint_keys,
+        records_replayed
+    );
+    Ok(())
+}
+
+/// How the configuration asks recovery to load.
+fn load_options(config: &crate::config::Config) -> recovery::LoadOptions {
+    let tiered =
+        config.maxmemory > 0 && config.maxmemory_policy == crate::config::MaxmemoryPolicy::Tiered;
+    recovery::LoadOptions {
+        truncate_torn_tail: true,
+        delay_per_key: Duration::from_micros(config.key_load_delay_us),
+        // Replayed values can leave RAM without a write: their record
+        // stays (with the log on; without it, the log is not kept).
+        locate: tiered && config.appendonly,
+        locate_big: config.appendonly,
+        memory_limit: tiered.then_some((crate::alloc::used_bytes as fn() -> u64, config.maxmemory)),
+    }
+}
+
+/// `appendonly no` with `save ""` is a pure cache: as Redis without an
+/// RDB, it starts empty. What the directory holds stays untouched (a
+/// later start with a save point or the log on loads it again). The empty
+/// plan to load instead, and the LSN bound of what was skipped.
+fn pure_cache_plan(
+    config: &crate::config::Config,
+    plan: &Plan,
+) -> Result<(Option<Plan>, u64), String> {
+    let pure_cache = !config.appendonly
+        && config.save_points.is_empty()
+        && !(plan.checkpoints.is_empty() && plan.segments.is_empty());
+    if !pure_cache {
+        return Ok((None, 0));
+    }
+    log_notice!(
+        "Not loading the checkpoint and log in {}: with appendonly no and save \"\" the server starts empty (configure a save point, e.g. --save \"3600 1\", or appendonly yes to load them)",
+        plan.dir.display()
+    );
+    let empty = recovery::Plan {
+        checkpoints: Vec::new(),
+        segments: Vec::new(),
+        ..plan.clone()
+    };
+    let bound = recovery::lsn_bound(plan).map_err(|e| e.to_string())?;
+    Ok((Some(empty), bound))
+}
+
+/// Starts what writes after loading: the log (`appendonly yes`), or the
+/// cache store that takes values leaving RAM without one; attaches it.
+fn start_writer(
+    handles: &Handles,
+    loaded: recovery::Loaded,
+    cache_segments: Vec<strata_engine::log::SegmentInfo>,
+    skip_lsn: u64,
+) -> Result<(), String> {
+    let config = handles.config.get();
+    let watcher = handles.persistence.durable.clone();
     // Several threads publish progress; taking the maximum keeps the
     // watermarks monotonic however their calls interleave.
     let progress = Box::new(move |written, synced| {
@@ -297,57 +340,37 @@ fn load(handles: &Handles, plan: &Plan) -> Result<(), String> {
         // Compaction may take the segments that were mostly dead before
         // the restart at once, without waiting a cycle to note them.
         strata_engine::compaction::note_dying_at_start(&handles.keyspace);
-    } else {
-        persistence
-            .base_lsn
-            .store(loaded.next_lsn.max(skip_lsn), Relaxed);
-        // Without a log, values leave RAM for the cache store: written,
-        // never fsynced, never replayed.
-        let next_segment = cache_segments
-            .last()
-            .map_or(tier::CACHE_SEGMENT_BASE, |s| s.seq + 1);
-        // What is on disk already may be named by the checkpoint on disk.
-        handles.keyspace.tier().set_named_below(next_segment);
-        let store = Log::start(
-            &tier::cache_dir(&config.dir),
-            config.log_segment_bytes,
-            FsyncPolicy::No,
-            LogStart {
-                next_lsn: 1,
-                next_segment,
-                segments: cache_segments,
-            },
-            progress,
-        )
-        .map_err(|e| {
-            format!(
-                "Can't start the cache store in {}: {e}",
-                config.dir.display()
-            )
-        })?;
-        store.set_direct_io(config.log_direct_io);
-        handles.keyspace.attach_cache_store(store);
+        return Ok(());
     }
-    // Writes from the first one on get locations when tiering is on.
-    handles
-        .tiering
-        .tick(&handles.keyspace, &handles.config.get(), persistence);
-    let checkpoint_bytes = plan
-        .checkpoints
-        .iter()
-        .filter_map(|path| std::fs::metadata(path).ok())
-        .map(|m| m.len())
-        .sum();
-    persistence
-        .last_checkpoint_bytes
-        .store(checkpoint_bytes, Relaxed);
-    persistence.loading.store(false, Release);
-    log_notice!(
-        "DB loaded from disk: {:.3} seconds ({} keys from the checkpoint, {} log records replayed)",
-        started.elapsed().as_secs_f64(),
-        loaded.checkpoint_keys,
-        loaded.records_replayed
-    );
+    (handles.persistence)
+        .base_lsn
+        .store(loaded.next_lsn.max(skip_lsn), Relaxed);
+    // Without a log, values leave RAM for the cache store: written,
+    // never fsynced, never replayed.
+    let next_segment = cache_segments
+        .last()
+        .map_or(tier::CACHE_SEGMENT_BASE, |s| s.seq + 1);
+    // What is on disk already may be named by the checkpoint on disk.
+    handles.keyspace.tier().set_named_below(next_segment);
+    let store = Log::start(
+        &tier::cache_dir(&config.dir),
+        config.log_segment_bytes,
+        FsyncPolicy::No,
+        LogStart {
+            next_lsn: 1,
+            next_segment,
+            segments: cache_segments,
+        },
+        progress,
+    )
+    .map_err(|e| {
+        format!(
+            "Can't start the cache store in {}: {e}",
+            config.dir.display()
+        )
+    })?;
+    store.set_direct_io(config.log_direct_io);
+    handles.keyspace.attach_cache_store(store);
     Ok(())
 }
 

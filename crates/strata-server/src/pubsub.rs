@@ -14,17 +14,14 @@
 //! (as Redis does) and its messages dropped, so a slow subscriber never
 //! grows server memory without bound.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Weak};
-use std::time::Instant;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 use strata_resp::{Protocol, ReplyWriter};
-use tokio::sync::Notify;
 
-use crate::client::ClientInfo;
+pub use crate::client::Mailbox;
 use crate::config::OutputLimit;
 
 /// The three namespaces a client can subscribe in.
@@ -43,109 +40,6 @@ impl Kind {
             Kind::Pattern => ("psubscribe", "punsubscribe", "pmessage"),
             Kind::Shard => ("ssubscribe", "sunsubscribe", "smessage"),
         }
-    }
-}
-
-/// Messages waiting for one client's connection: what it subscribed to,
-/// invalidations (its own or redirected to it) and MONITOR lines. The
-/// client owns it (`ClientInfo::mailbox`), hence the weak link back.
-pub struct Mailbox {
-    client: Weak<ClientInfo>,
-    /// The client's id.
-    pub id: u64,
-    state: Mutex<MailboxState>,
-    /// Unsent bytes of the connection's own output, which count toward
-    /// the same limit.
-    pub output_bytes: AtomicUsize,
-    ready: Notify,
-}
-
-#[derive(Default)]
-struct MailboxState {
-    messages: VecDeque<Bytes>,
-    bytes: usize,
-    soft_since: Option<Instant>,
-}
-
-impl Mailbox {
-    pub(crate) fn new(client: Weak<ClientInfo>, id: u64) -> Arc<Mailbox> {
-        Arc::new(Mailbox {
-            client,
-            id,
-            state: Mutex::new(MailboxState::default()),
-            output_bytes: AtomicUsize::new(0),
-            ready: Notify::new(),
-        })
-    }
-
-    /// Queues `message` unless that takes the subscriber over its limit,
-    /// which disconnects it instead.
-    pub(crate) fn deliver(&self, message: Bytes, limit: OutputLimit) {
-        let Some(client) = self.client.upgrade() else {
-            return;
-        };
-        let mut state = self.state.lock();
-        if client.is_killed() {
-            return;
-        }
-        let pending = (state.bytes + message.len() + self.output_bytes.load(Relaxed)) as u64;
-        let over_hard = limit.hard_bytes > 0 && pending > limit.hard_bytes;
-        let over_soft = limit.soft_bytes > 0 && pending > limit.soft_bytes;
-        let soft_expired = over_soft
-            && state
-                .soft_since
-                .get_or_insert_with(Instant::now)
-                .elapsed()
-                .as_secs()
-                >= limit.soft_seconds;
-        if !over_soft {
-            state.soft_since = None;
-        }
-        if over_hard || soft_expired {
-            state.messages.clear();
-            state.bytes = 0;
-            drop(state);
-            crate::log_notice!(
-                "Client id={} addr={} closed for overcoming of output buffer limits.",
-                client.id,
-                client.addr
-            );
-            client.kill();
-            return;
-        }
-        state.bytes += message.len();
-        state.messages.push_back(message);
-        drop(state);
-        self.ready.notify_one();
-    }
-
-    /// The protocol the subscriber speaks now (HELLO may change it).
-    pub(crate) fn protocol(&self) -> Protocol {
-        match self.client.upgrade().map(|c| c.resp.load(Relaxed)) {
-            Some(3) => Protocol::Resp3,
-            _ => Protocol::Resp2,
-        }
-    }
-
-    /// Moves every waiting message to `out`.
-    pub fn drain_into(&self, out: &mut BytesMut) {
-        let mut state = self.state.lock();
-        for message in state.messages.drain(..) {
-            out.extend_from_slice(&message);
-        }
-        state.bytes = 0;
-    }
-
-    /// Drops every waiting message (RESET).
-    pub fn clear(&self) {
-        let mut state = self.state.lock();
-        state.messages.clear();
-        state.bytes = 0;
-    }
-
-    /// Waits until a message arrives.
-    pub async fn ready(&self) {
-        self.ready.notified().await
     }
 }
 

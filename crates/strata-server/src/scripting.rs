@@ -224,12 +224,14 @@ impl Scripts {
     /// and how long it has run, in ms. `Err` when the busy one is a
     /// script (EVAL), which FUNCTION STATS answers with BUSY.
     #[allow(clippy::type_complexity)]
-    pub fn running_function(&self) -> Result<Option<(String, Vec<bytes::Bytes>, u64)>, ()> {
+    pub fn running_function(
+        &self,
+    ) -> Result<Option<(String, Vec<bytes::Bytes>, u64)>, ScriptIsBusy> {
         let running = self.running.lock();
         let mut found = None;
         for script in running.values().filter(|r| r.busy.load(Relaxed)) {
             match &script.function {
-                None => return Err(()),
+                None => return Err(ScriptIsBusy),
                 Some((name, command)) => {
                     let ms = script.started.elapsed().as_millis() as u64;
                     found = Some((name.clone(), command.clone(), ms));
@@ -239,6 +241,10 @@ impl Scripts {
         Ok(found)
     }
 }
+
+/// The busy script is an EVAL, not a function.
+#[derive(Debug)]
+pub struct ScriptIsBusy;
 
 impl Running {
     /// Called from the VM's hook: notes that the script passed the time

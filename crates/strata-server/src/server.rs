@@ -1,60 +1,28 @@
-//! The running server: listeners, network threads, background work.
-//!
-//! Threads:
-//! - the main thread runs a small runtime that accepts connections on every
-//!   listener, enforces `maxclients` and protected mode, hands each socket
-//!   to a network thread round-robin, samples ops/s, and waits for SIGTERM,
-//!   SIGINT or SHUTDOWN;
-//! - `threads` network threads each run their own single-threaded runtime
-//!   and own their connections for life: a connection's commands run on its
-//!   thread directly against the shared, sharded keyspace (no hop to another
-//!   thread);
-//! - one expiry thread (the cron) runs, `hz` times a second, the active
-//!   expiry cycle (which also shrinks emptied tables), the tiering cron
-//!   ([`crate::tiering`]: the RAM budget when no command enforces it) and
-//!   a step of the RAM census behind INFO's memory breakdown; once a
-//!   second it returns freed pages to the OS ([`crate::alloc::collect`],
-//!   which network threads call too);
-//! - `tiering-io-threads` reader threads read cold values;
-//! - persistence ([`crate::persistence`]): a loading thread at start, the
-//!   engine's log writer, and a checkpoint thread.
+//! The server's shared state ([`Server`]): the keyspace and the services
+//! every connection reaches (configuration, command table, ACL, clients,
+//! pub/sub, scripts, statistics), the pauses and the shutdown request.
+//! [`crate::startup`] builds it and runs the threads around it.
 
-use std::net::{SocketAddr, TcpListener as StdListener};
 use std::sync::Arc;
 use std::sync::atomic::{
     AtomicBool, AtomicU8, AtomicU16, AtomicU64, AtomicUsize, Ordering::Relaxed,
 };
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use strata_engine::Keyspace;
-use strata_engine::recovery;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 
 use crate::blocking::Blocking;
 use crate::client::ClientRegistry;
 use crate::commands::CommandTable;
-use crate::config::{Config, SharedConfig};
-use crate::persistence::{self, Persistence, Trigger};
+use crate::config::SharedConfig;
+use crate::persistence::Persistence;
 use crate::stats::{GlobalStats, ThreadStats};
 use crate::tiering::Tiering;
-use crate::{connection, log, log_notice, log_warning};
 
 /// The Redis version we answer to in HELLO and INFO: the behaviour Strata
 /// reproduces, which is what clients use for feature detection.
 pub const REDIS_VERSION: &str = "7.2.4";
-
-/// Keys the active expiry cycle may delete per shard per run; bounds the
-/// time any one shard lock is held by expiry.
-const EXPIRE_BUDGET_PER_SHARD: usize = 64;
-/// Entries the RAM census (INFO memory's breakdown) visits per cron tick:
-/// about a millisecond of the cron thread; a full pass over 1 M keys takes
-/// 1.5 s at `hz` 10.
-const CENSUS_ENTRIES_PER_TICK: usize = 65_536;
-/// A census pass starts at most this often: INFO's breakdown is then at
-/// most a few seconds old, and a small keyspace is not walked several
-/// times a second (with 100 000 keys that was 3-4 % of a core, taken
-/// from the network threads on a small machine).
-const CENSUS_PASS_INTERVAL: Duration = Duration::from_secs(2);
 
 pub struct Server {
     pub config: Arc<SharedConfig>,
@@ -113,7 +81,6 @@ pub struct Server {
     /// `used_memory` once the server was set up, before any data
     /// (INFO `used_memory_startup`, MEMORY STATS `startup.allocated`).
     pub startup_memory: u64,
-    shutdown_requested: AtomicBool,
     /// How the coming shutdown saves ([`ShutdownSave`] as u8).
     shutdown_save: AtomicU8,
     shutdown_signal: Notify,
@@ -133,13 +100,6 @@ pub struct Handles {
     pub functions: Arc<crate::functions::Functions>,
 }
 
-/// Stack of a network thread. Scripts run there, and Lua's C library and
-/// ours recurse on it (nested pcalls and metamethods up to Lua's 200 C
-/// levels, cjson and cmsgpack up to 1000 levels of nesting, the pattern
-/// matcher up to 200 items): a debug build overflowed the default 2 MB on
-/// a 1000-deep msgpack array. Only the pages touched take memory.
-const NETWORK_THREAD_STACK_BYTES: usize = 64 << 20;
-
 pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -155,7 +115,64 @@ fn random_hex(len: usize) -> String {
         .collect()
 }
 
+/// The services a [`Server`] is made of, built by start-up.
+pub struct Parts {
+    pub config: crate::config::Config,
+    pub keyspace: Arc<Keyspace>,
+    pub persistence: Persistence,
+    pub tiering: Tiering,
+    pub blocking: Arc<Blocking>,
+    pub commands: CommandTable,
+    pub acl: crate::acl::Acl,
+    pub thread_stats: Vec<Arc<ThreadStats>>,
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
 impl Server {
+    /// The server's state from its services; the counters, pauses and
+    /// registries start empty.
+    pub fn new(parts: Parts) -> Server {
+        let port = parts.config.port;
+        Server {
+            keyspace: parts.keyspace,
+            blocking: parts.blocking,
+            persistence: Arc::new(parts.persistence),
+            tiering: Arc::new(parts.tiering),
+            config: Arc::new(SharedConfig::new(parts.config)),
+            commands: parts.commands,
+            acl: parts.acl,
+            client_memory: Default::default(),
+            clients: ClientRegistry::default(),
+            stats: GlobalStats::default(),
+            thread_stats: parts.thread_stats,
+            started: Instant::now(),
+            run_id: random_hex(40),
+            executable: std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            port: AtomicU16::new(port),
+            paused_until_ms: AtomicU64::new(0),
+            client_pause_until_ms: AtomicU64::new(0),
+            client_pause_writes_only: AtomicBool::new(false),
+            unpaused: Notify::new(),
+            paused_clients: AtomicUsize::new(0),
+            active_expire: Arc::new(AtomicBool::new(true)),
+            cron_paused: Arc::new(AtomicBool::new(false)),
+            deny_scripts_disabled: AtomicBool::new(false),
+            pubsub: Arc::default(),
+            tracking: Arc::default(),
+            notify_feed: Arc::default(),
+            scripts: Arc::default(),
+            functions: Arc::default(),
+            slowlog: Default::default(),
+            monitors: Default::default(),
+            tls: parking_lot::RwLock::new(parts.tls),
+            startup_memory: crate::alloc::used_bytes(),
+            shutdown_save: AtomicU8::new(ShutdownSave::Default as u8),
+            shutdown_signal: Notify::new(),
+        }
+    }
+
     pub fn port(&self) -> u16 {
         self.port.load(Relaxed)
     }
@@ -219,9 +236,22 @@ impl Server {
     /// Asks the server to exit, saving a final checkpoint as `save` says.
     pub fn request_shutdown(&self, save: ShutdownSave) {
         self.shutdown_save.store(save as u8, Relaxed);
-        self.shutdown_requested.store(true, Relaxed);
         self.scripts.stopping.store(true, Relaxed);
         self.shutdown_signal.notify_one();
+    }
+
+    /// Completes when [`Server::request_shutdown`] is called.
+    pub fn shutdown_notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.shutdown_signal.notified()
+    }
+
+    /// How the coming shutdown saves.
+    pub fn shutdown_save(&self) -> ShutdownSave {
+        match self.shutdown_save.load(Relaxed) {
+            x if x == ShutdownSave::Save as u8 => ShutdownSave::Save,
+            x if x == ShutdownSave::NoSave as u8 => ShutdownSave::NoSave,
+            _ => ShutdownSave::Default,
+        }
     }
 
     /// Changes to the dataset since start (rdb_changes_since_last_save
@@ -242,368 +272,6 @@ impl Server {
             functions: self.functions.clone(),
         }
     }
-}
-
-/// Binds every `bind` address. A `-` prefix marks an optional address
-/// (skipped if unavailable, as Redis' default `-::1`). Port 0 picks a free
-/// port for the first address and reuses it for the others.
-fn bind_all(config: &Config, port: u16) -> Result<(Vec<StdListener>, u16), String> {
-    bind_addresses(&config.bind, config.tcp_backlog, port)
-}
-
-/// Listeners on each of `addresses` (a leading `-`: optional), on `port`
-/// (0: a free one, the same for all); the port bound.
-fn bind_addresses(
-    addresses: &[String],
-    backlog: u32,
-    mut port: u16,
-) -> Result<(Vec<StdListener>, u16), String> {
-    let mut listeners = Vec::new();
-    for address in addresses {
-        let (optional, host) = match address.strip_prefix('-') {
-            Some(host) => (true, host),
-            None => (false, address.as_str()),
-        };
-        let ip: std::net::IpAddr = match host.parse() {
-            Ok(ip) => ip,
-            Err(_) if host == "*" => std::net::Ipv4Addr::UNSPECIFIED.into(),
-            Err(_) => return Err(format!("Invalid bind address '{host}'")),
-        };
-        let addr = SocketAddr::new(ip, port);
-        match bind_one(addr, backlog) {
-            Ok(listener) => {
-                port = listener.local_addr().map(|a| a.port()).unwrap_or(port);
-                listeners.push(listener);
-            }
-            Err(e) if optional => log_notice!("Skipping optional bind address {addr}: {e}"),
-            Err(e) => {
-                return Err(format!(
-                    "Could not create server TCP listening socket {addr}: {e}"
-                ));
-            }
-        }
-    }
-    if listeners.is_empty() {
-        return Err("Failed listening on any bind address".into());
-    }
-    Ok((listeners, port))
-}
-
-fn bind_one(addr: SocketAddr, backlog: u32) -> std::io::Result<StdListener> {
-    let socket = socket2::Socket::new(
-        socket2::Domain::for_address(addr),
-        socket2::Type::STREAM,
-        None,
-    )?;
-    socket.set_reuse_address(true)?;
-    if addr.is_ipv6() {
-        socket.set_only_v6(true)?;
-    }
-    socket.bind(&addr.into())?;
-    socket.listen(backlog.min(i32::MAX as u32) as i32)?;
-    socket.set_nonblocking(true)?;
-    Ok(socket.into())
-}
-
-/// Starts the server and blocks until it shuts down.
-pub fn run(mut config: Config) -> Result<(), String> {
-    log::set_level(config.loglevel);
-    log::set_file(&config.logfile)
-        .map_err(|e| format!("Can't open the log file '{}': {e}", config.logfile))?;
-    std::fs::create_dir_all(&config.dir).map_err(|e| {
-        format!(
-            "Can't create data directory '{}': {e}",
-            config.dir.display()
-        )
-    })?;
-    // Before any other file in the directory is touched: a second server
-    // on the same directory would delete this one's log (invariant 7).
-    let dir_lock =
-        strata_engine::dir_lock::DirLock::acquire(&config.dir).map_err(|e| e.to_string())?;
-    // Only the directory listing and the checkpoint's header are read here
-    // (the hash seed must be known before the keyspace exists); the data
-    // loads after the listeners are up, answering -LOADING meanwhile.
-    let plan = recovery::plan(&config.dir).map_err(|e| e.to_string())?;
-    let keyspace = match plan.seed {
-        Some(seed) => Keyspace::with_seed(config.databases, seed, plan.sharding),
-        None => Keyspace::new(config.databases),
-    };
-    config.apply_to_engine(&keyspace);
-    // `port 0` picks a free port, except beside `tls-port`: there it means
-    // TLS only, as in Redis (a plain port nobody asked for would be a
-    // way around TLS).
-    let tls_only = config.port == 0 && config.tls.port != 0;
-    let (listeners, port) = if tls_only {
-        (Vec::new(), 0)
-    } else {
-        bind_all(&config, config.port)?
-    };
-    let (tls_config, tls_listeners) = match config.tls.port {
-        0 => (None, Vec::new()),
-        tls_port => {
-            let tls_config = crate::tls::server_config(&config.tls)?;
-            let (tls_listeners, _) =
-                bind_all(&config, tls_port).map_err(|e| format!("tls-port {tls_port}: {e}"))?;
-            (Some(tls_config), tls_listeners)
-        }
-    };
-    let unix_listener = match config.unixsocket.as_str() {
-        "" => None,
-        path => Some(bind_unix(path, config.unixsocketperm)?),
-    };
-    let config_unixsocket = config.unixsocket.clone();
-    let metrics_listeners = match config.metrics_port {
-        0 => Vec::new(),
-        metrics_port => {
-            bind_addresses(&config.metrics_bind, config.tcp_backlog, metrics_port)
-                .map_err(|e| format!("metrics-port {metrics_port}: {e}"))?
-                .0
-        }
-    };
-    // `port 0` asks for any free port; CONFIG GET and INFO show the real one.
-    config.port = port;
-    let threads = config.threads;
-    let tiering = Tiering::start(
-        keyspace.tier().clone(),
-        config.tiering_io_threads,
-        config.tiering_io_uring,
-    )
-    .map_err(|e| format!("Can't start the tiering reader threads: {e}"))?;
-    let mut commands = CommandTable::new();
-    for (old, new) in &config.rename_commands {
-        commands.rename(old, new)?;
-    }
-    let acl = crate::acl::Acl::new(&commands);
-    crate::acl::load_at_startup(&acl, &commands, &config)?;
-    let thread_stats: Vec<_> = (0..threads)
-        .map(|_| Arc::new(ThreadStats::new(commands.len())))
-        .collect();
-    let keyspace = Arc::new(keyspace);
-    let blocking = Blocking::start(keyspace.clone())
-        .map_err(|e| format!("Can't start the unblocking thread: {e}"))?;
-    let persistence = Persistence::new(now_ms() / 1000, thread_stats.clone());
-    *persistence.dir_lock.lock() = Some(dir_lock);
-    let server = Arc::new(Server {
-        keyspace,
-        blocking,
-        persistence: Arc::new(persistence),
-        tiering: Arc::new(tiering),
-        config: Arc::new(SharedConfig::new(config)),
-        commands,
-        acl,
-        client_memory: Default::default(),
-        clients: ClientRegistry::default(),
-        stats: GlobalStats::default(),
-        thread_stats,
-        started: Instant::now(),
-        run_id: random_hex(40),
-        executable: std::env::current_exe()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default(),
-        port: AtomicU16::new(port),
-        paused_until_ms: AtomicU64::new(0),
-        client_pause_until_ms: AtomicU64::new(0),
-        client_pause_writes_only: AtomicBool::new(false),
-        unpaused: Notify::new(),
-        paused_clients: AtomicUsize::new(0),
-        active_expire: Arc::new(AtomicBool::new(true)),
-        cron_paused: Arc::new(AtomicBool::new(false)),
-        deny_scripts_disabled: AtomicBool::new(false),
-        pubsub: Arc::default(),
-        tracking: Arc::default(),
-        notify_feed: Arc::default(),
-        scripts: Arc::default(),
-        functions: Arc::default(),
-        slowlog: Default::default(),
-        monitors: Default::default(),
-        tls: parking_lot::RwLock::new(tls_config),
-        startup_memory: crate::alloc::used_bytes(),
-        shutdown_requested: AtomicBool::new(false),
-        shutdown_save: AtomicU8::new(ShutdownSave::Default as u8),
-        shutdown_signal: Notify::new(),
-    });
-    log_notice!(
-        "Strata {} (Redis {} compatible) starting, pid={}, port={}, threads={}",
-        env!("CARGO_PKG_VERSION"),
-        REDIS_VERSION,
-        std::process::id(),
-        port,
-        threads
-    );
-
-    {
-        let config = server.config.get();
-        for (name, value) in &config.accepted {
-            log_warning!(
-                "'{name} {value}' is accepted for redis.conf compatibility and has no effect: {}",
-                crate::config_accepted::note(name)
-            );
-        }
-    }
-    let _pidfile = PidFile::write(&server.config.get().pidfile);
-
-    let mut workers = Vec::new();
-    for index in 0..threads {
-        let (sender, receiver) = mpsc::unbounded_channel::<Admitted>();
-        let server = server.clone();
-        let stats = server.thread_stats[index].clone();
-        std::thread::Builder::new()
-            .name(format!("strata-net-{index}"))
-            .stack_size(NETWORK_THREAD_STACK_BYTES)
-            .spawn(move || network_thread(server, stats, receiver, index))
-            .map_err(|e| format!("Can't start network thread: {e}"))?;
-        workers.push(sender);
-    }
-    {
-        let handles = server.handles();
-        std::thread::Builder::new()
-            .name("strata-expire".into())
-            .spawn(move || expiry_thread(handles))
-            .map_err(|e| format!("Can't start expiry thread: {e}"))?;
-    }
-    crate::notify::spawn_feed_events(
-        server.keyspace.clone(),
-        server.config.clone(),
-        server.pubsub.clone(),
-        server.notify_feed.clone(),
-    )
-    .map_err(|e| format!("Can't start the notification thread: {e}"))?;
-    crate::tracking::spawn_feed_invalidations(
-        server.keyspace.clone(),
-        server.config.clone(),
-        server.tracking.clone(),
-    )
-    .map_err(|e| format!("Can't start the tracking thread: {e}"))?;
-    persistence::spawn_checkpointer(server.handles())
-        .map_err(|e| format!("Can't start the checkpoint thread: {e}"))?;
-    let ready_lines = (listeners.iter().map(|l| (l, "tcp")))
-        .chain(tls_listeners.iter().map(|l| (l, "tls")))
-        .map(|(l, kind)| {
-            let local = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
-            format!("Ready to accept connections {kind} on {local}")
-        })
-        .collect();
-
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("Can't start the accept runtime: {e}"))?;
-    let accepting = server.clone();
-    runtime.block_on(async move {
-        let server = accepting;
-        // Signal handlers go in before the server announces readiness, so a
-        // SIGTERM/SIGINT sent right after "Ready" shuts down cleanly instead
-        // of killing the process.
-        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .map_err(|e| e.to_string())?;
-        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-            .map_err(|e| e.to_string())?;
-        let notifier =
-            crate::supervise::Notifier::from_setting(&server.config.get().supervised).map(Arc::new);
-        if let Some(notifier) = &notifier {
-            notifier.send("STATUS=Loading the dataset");
-        }
-        persistence::spawn_loader(server.handles(), plan, ready_lines, notifier.clone());
-        crate::metrics::spawn(server.clone(), metrics_listeners);
-        let mut next_worker = 0usize;
-        // (socket, peer, whether it came in on tls-port)
-        let (accepted_tx, mut accepted_rx) =
-            mpsc::channel::<(crate::socket::Accepted, SocketAddr, bool)>(1024);
-        let mut listening: Vec<(crate::socket::Listener, bool)> = Vec::new();
-        let plain = listeners.into_iter().map(|l| (l, false));
-        for (listener, tls) in plain.chain(tls_listeners.into_iter().map(|l| (l, true))) {
-            let local = listener
-                .local_addr()
-                .map(|a| a.to_string())
-                .unwrap_or_default();
-            let listener =
-                tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
-            let kind = if tls { "tls" } else { "tcp" };
-            log_notice!("Listening on {kind} {local} (loading the dataset)");
-            listening.push((crate::socket::Listener::Tcp(listener), tls));
-        }
-        if let Some(listener) = unix_listener {
-            let listener =
-                tokio::net::UnixListener::from_std(listener).map_err(|e| e.to_string())?;
-            log_notice!(
-                "Listening on unix socket {}",
-                server.config.get().unixsocket
-            );
-            listening.push((crate::socket::Listener::Unix(listener), false));
-        }
-        for (listener, tls) in listening {
-            let accepted_tx = accepted_tx.clone();
-            tokio::spawn(async move {
-                loop {
-                    match listener.accept().await {
-                        Ok((accepted, peer)) => {
-                            if accepted_tx.send((accepted, peer, tls)).await.is_err() {
-                                return;
-                            }
-                        }
-                        Err(e) => {
-                            log_warning!("Accepting client connection: {e}");
-                            // Out of file descriptors and similar: back off
-                            // instead of spinning.
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                        }
-                    }
-                }
-            });
-        }
-        let mut sample = tokio::time::interval(Duration::from_millis(100));
-        loop {
-            tokio::select! {
-                Some((stream, peer, on_tls_port)) = accepted_rx.recv() => {
-                    let tls = if on_tls_port { server.tls.read().clone() } else { None };
-                    if let Some(admitted) = admit(&server, stream, peer, tls) {
-                        // A thread running a busy script serves nobody until it
-                        // ends: new clients (an operator's SCRIPT KILL) go elsewhere.
-                        let busy = server.scripts.busy_threads.load(Relaxed);
-                        let free = (0..workers.len())
-                            .map(|n| (next_worker + n) % workers.len())
-                            .find(|&index| index >= 64 || busy & (1 << index) == 0);
-                        let index = free.unwrap_or(next_worker % workers.len());
-                        if let Err(unsent) = workers[index].send(admitted) {
-                            server.clients.unregister(unsent.0.client.id);
-                        }
-                        next_worker = index + 1;
-                    }
-                }
-                _ = sample.tick(), if !server.cron_paused.load(Relaxed) => {
-                    server.stats.sample_ops(now_ms(), server.total_commands());
-                    let config = server.config.get();
-                    server.tracking.trim(
-                        config.tracking_table_max_keys as usize,
-                        config.output_limit_pubsub,
-                    );
-                }
-                _ = sigterm.recv() => {
-                    log_warning!("Received SIGTERM scheduling shutdown...");
-                    break;
-                }
-                _ = sigint.recv() => {
-                    log_warning!("Received SIGINT scheduling shutdown...");
-                    break;
-                }
-                _ = server.shutdown_signal.notified() => break,
-            }
-        }
-        if let Some(notifier) = &notifier {
-            notifier.send("STOPPING=1\nSTATUS=Saving and shutting down");
-        }
-        Ok::<(), String>(())
-    })?;
-    // A script still running holds its thread and shards: it stops now
-    // (see `scripting::Running::check`), so the final checkpoint can lock
-    // every shard.
-    server.scripts.stopping.store(true, Relaxed);
-    finish(&server);
-    if !config_unixsocket.is_empty() {
-        let _ = std::fs::remove_file(&config_unixsocket);
-    }
-    log_warning!("Strata is now ready to exit, bye bye...");
-    Ok(())
 }
 
 /// Whether a shutdown writes a final checkpoint.
@@ -629,118 +297,6 @@ pub struct Admitted {
     pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
-/// Applies connection-level admission rules and registers the client, so
-/// client ids follow accept order and `maxclients` counts every accepted
-/// connection. Returns the connection to serve.
-fn admit(
-    server: &Server,
-    stream: crate::socket::Accepted,
-    peer: SocketAddr,
-    tls: Option<Arc<rustls::ServerConfig>>,
-) -> Option<Admitted> {
-    let config = server.config.get();
-    server.stats.connections_received.fetch_add(1, Relaxed);
-    let mut stream = stream;
-    if server.clients.count() as u64 >= config.maxclients {
-        server.stats.rejected_connections.fetch_add(1, Relaxed);
-        stream.refuse(b"-ERR max number of clients reached\r\n");
-        return None;
-    }
-    let (local, unix_socket) = match &stream {
-        crate::socket::Accepted::Tcp(tcp) => {
-            if config.protected_mode && server.acl.default_user().nopass && !is_local(peer.ip()) {
-                server.stats.rejected_connections.fetch_add(1, Relaxed);
-                stream.refuse(ERR_DENIED.as_bytes());
-                return None;
-            }
-            let _ = tcp.set_nodelay(true);
-            if config.tcp_keepalive_s > 0 {
-                let keepalive = socket2::TcpKeepalive::new()
-                    .with_time(Duration::from_secs(config.tcp_keepalive_s));
-                let _ = socket2::SockRef::from(tcp).set_tcp_keepalive(&keepalive);
-            }
-            (tcp.local_addr().ok()?, None)
-        }
-        // A unix socket is local: protected mode lets it in, as in Redis.
-        crate::socket::Accepted::Unix(_) => (peer, Some(Arc::from(config.unixsocket.as_str()))),
-    };
-    let fd = stream.as_raw_fd();
-    let client = server
-        .clients
-        .register(peer, local, unix_socket, fd, now_ms());
-    Some(Admitted {
-        stream,
-        client,
-        tls,
-    })
-}
-
-/// The unix socket at `path` (`unixsocket`), its file made anew (a stale
-/// one is removed, as Redis does) with `unixsocketperm`'s mode when set.
-fn bind_unix(path: &str, mode: u32) -> Result<std::os::unix::net::UnixListener, String> {
-    let _ = std::fs::remove_file(path);
-    let listener = std::os::unix::net::UnixListener::bind(path)
-        .map_err(|e| format!("Failed opening Unix socket: {path}: {e}"))?;
-    if mode != 0 {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-            .map_err(|e| format!("Failed setting the mode of Unix socket {path}: {e}"))?;
-    }
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| format!("Unix socket {path}: {e}"))?;
-    Ok(listener)
-}
-
-fn network_thread(
-    server: Arc<Server>,
-    stats: Arc<ThreadStats>,
-    mut receiver: mpsc::UnboundedReceiver<Admitted>,
-    index: usize,
-) {
-    crate::scripting::set_thread_index(index);
-    crate::busy::start_thread(server.clone());
-    // Before the thread sleeps for lack of work, it yields its core once:
-    // a client (or another thread) runnable on that core runs now, and
-    // what it sends is often there when this thread looks again, so the
-    // thread is not put to sleep and woken for every request. On a small
-    // machine shared with the load (2 cores: redis-benchmark, two network
-    // threads) that was most of the gap to Redis for unpipelined small
-    // commands (README, "Transactions, scripts and pub/sub"); a thread
-    // alone on its core pays one syscall per sleep.
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .on_thread_park(std::thread::yield_now)
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            log_warning!("Can't start a network thread runtime: {e}");
-            std::process::exit(1);
-        }
-    };
-    // Connections on this thread write the log themselves when they wait
-    // for it (see connection.rs), so commits here need not wake the writer.
-    strata_engine::log::set_flushes_itself();
-    runtime.block_on(async move {
-        server.tiering.readers.serve_thread_ring();
-        tokio::spawn(async {
-            let mut every = tokio::time::interval(crate::alloc::COLLECT_INTERVAL);
-            loop {
-                every.tick().await;
-                crate::alloc::collect();
-            }
-        });
-        while let Some(admitted) = receiver.recv().await {
-            let server = server.clone();
-            let stats = stats.clone();
-            tokio::spawn(async move { connection::serve(server, stats, admitted).await });
-        }
-    });
-}
-
-/// Final checkpoint (as [`ShutdownSave`] says; never while still
-/// loading), then the log writes and syncs what it holds.
 /// One more in a counter for as long as it lives.
 pub struct Counted<'a>(&'a AtomicUsize);
 
@@ -755,111 +311,4 @@ impl Drop for Counted<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Relaxed);
     }
-}
-
-/// `pidfile`: written at start, removed when the server exits normally.
-struct PidFile(Option<std::path::PathBuf>);
-
-impl PidFile {
-    fn write(path: &str) -> PidFile {
-        if path.is_empty() {
-            return PidFile(None);
-        }
-        match std::fs::write(path, format!("{}\n", std::process::id())) {
-            Ok(()) => PidFile(Some(path.into())),
-            Err(e) => {
-                // As redis-server: the server runs on without it.
-                log_warning!("Failed to write PID file '{path}': {e}");
-                PidFile(None)
-            }
-        }
-    }
-}
-
-impl Drop for PidFile {
-    fn drop(&mut self) {
-        if let Some(path) = &self.0 {
-            let _ = std::fs::remove_file(path);
-        }
-    }
-}
-
-fn finish(server: &Server) {
-    if server.persistence.is_loading() {
-        return;
-    }
-    let save = match server.shutdown_save.load(Relaxed) {
-        x if x == ShutdownSave::Save as u8 => true,
-        x if x == ShutdownSave::NoSave as u8 => false,
-        _ => {
-            let config = server.config.get();
-            config.appendonly || !config.save_points.is_empty()
-        }
-    };
-    if save {
-        log_notice!("Saving the final checkpoint before exiting.");
-        // A background checkpoint may be running; wait for it to finish
-        // rather than skip the final one.
-        loop {
-            match persistence::checkpoint(&server.handles(), Trigger::Shutdown) {
-                Err(e) if e == "in progress" => std::thread::sleep(Duration::from_millis(20)),
-                Err(e) => {
-                    log_warning!(
-                        "Final checkpoint failed: {e}; the log keeps every write it holds"
-                    );
-                    break;
-                }
-                Ok(_) => break,
-            }
-        }
-    }
-    if let Some(log) = server.keyspace.log() {
-        log.shutdown();
-        log_notice!("Log synced to disk.");
-    }
-}
-
-fn expiry_thread(server: Handles) {
-    let mut collected = Instant::now();
-    let mut census_pass_began = Instant::now();
-    let mut census_next_pass: Option<Instant> = None;
-    loop {
-        let hz = server.config.get().hz.max(1);
-        std::thread::sleep(Duration::from_millis(1000 / hz));
-        if collected.elapsed() >= crate::alloc::COLLECT_INTERVAL {
-            crate::alloc::collect();
-            collected = Instant::now();
-        }
-        if census_next_pass.is_none_or(|at| Instant::now() >= at) {
-            if census_next_pass.take().is_some() {
-                census_pass_began = Instant::now();
-            }
-            if server.keyspace.census_step(CENSUS_ENTRIES_PER_TICK) {
-                census_next_pass = Some(census_pass_began + CENSUS_PASS_INTERVAL);
-            }
-        }
-        server
-            .tiering
-            .tick(&server.keyspace, &server.config.get(), &server.persistence);
-        if server.persistence.is_loading()
-            || !server.active_expire.load(Relaxed)
-            || server.cron_paused.load(Relaxed)
-        {
-            continue;
-        }
-        let cycle = Instant::now();
-        server
-            .keyspace
-            .active_expire_cycle(now_ms(), EXPIRE_BUDGET_PER_SHARD);
-        strata_engine::latency::sample("expire-cycle", cycle.elapsed());
-    }
-}
-
-/// Redis 7's reply to a non-local client in protected mode, word for word.
-const ERR_DENIED: &str = "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
-
-/// Whether protected mode lets `ip` in: as Redis, only 127.0.0.1 and ::1
-/// (not the rest of 127.0.0.0/8).
-fn is_local(ip: std::net::IpAddr) -> bool {
-    ip == std::net::Ipv4Addr::LOCALHOST || ip == std::net::Ipv6Addr::LOCALHOST
 }

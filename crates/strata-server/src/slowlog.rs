@@ -78,8 +78,14 @@ impl SlowLog {
         inner.entries.iter().take(count).cloned().collect()
     }
 
+    /// SLOWLOG LEN.
     pub fn len(&self) -> usize {
         self.inner.lock().entries.len()
+    }
+
+    /// Whether the log holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.inner.lock().entries.is_empty()
     }
 
     /// SLOWLOG RESET (ids keep counting, as in Redis).

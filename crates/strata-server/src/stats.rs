@@ -33,11 +33,7 @@ pub struct ThreadStats {
     pub changes: AtomicU64,
 }
 
-/// Adds `n` to a counter that only the calling thread writes.
-#[inline]
-pub fn bump(counter: &AtomicU64, n: u64) {
-    counter.store(counter.load(Relaxed).wrapping_add(n), Relaxed);
-}
+pub use crate::counter::bump;
 
 impl ThreadStats {
     pub fn new(command_count: usize) -> Self {

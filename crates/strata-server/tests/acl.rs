@@ -403,6 +403,7 @@ fn channel_rules_and_revoked_subscribers() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
 fn acl_log_records_denials_in_their_context() {
     let server = TestServer::start();
     let mut admin = server.raw();

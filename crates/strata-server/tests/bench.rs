@@ -242,6 +242,7 @@ fn expiry_range_and_out_file() {
 /// `Runtime`), so tools that read memtier's files read strata-bench's;
 /// Strata's own fields are under `strata`.
 #[test]
+#[allow(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
 fn json_out_file_has_memtiers_layout() {
     let server = TestServer::start();
     let path = server.dir.join("result.json");

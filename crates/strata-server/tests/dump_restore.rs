@@ -307,6 +307,7 @@ fn field_deadlines_travel_or_are_refused() {
 /// MIGRATE moves keys to a redis-server and to another Strata, with
 /// COPY, REPLACE, KEYS, AUTH and the TTL; errors are Redis'.
 #[test]
+#[allow(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
 fn migrate_moves_keys_to_redis_and_to_strata() {
     let server = TestServer::start();
     let mut raw = server.raw();

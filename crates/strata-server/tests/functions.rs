@@ -36,6 +36,7 @@ redis.register_function{
 ";
 
 #[test]
+#[allow(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
 fn load_call_list_delete_and_their_errors() {
     let server = TestServer::start();
     let mut raw = server.raw();

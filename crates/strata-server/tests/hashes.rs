@@ -534,6 +534,7 @@ fn model_value(field: u8, v: u8) -> String {
 /// so that both encodings (and the conversion) are exercised; every reply
 /// is checked, and the whole state after every sequence.
 #[test]
+#[allow(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
 fn hash_commands_behave_like_a_model() {
     use proptest::test_runner::{Config, TestRunner};
     type State = BTreeMap<String, BTreeMap<String, (String, bool)>>;
@@ -719,6 +720,7 @@ fn hash_commands_behave_like_a_model() {
 /// Every acknowledged change must be there after the restart (a change
 /// sent but not acknowledged may or may not be).
 #[test]
+#[allow(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
 fn kill9_under_hash_load_loses_no_acknowledged_change() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

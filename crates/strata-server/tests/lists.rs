@@ -113,6 +113,7 @@ fn index(i: i64, len: usize) -> Option<usize> {
 /// Every list command's reply and effect against a plain deque model,
 /// random operations over three keys, then the whole state.
 #[test]
+#[allow(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
 fn list_commands_behave_like_a_model() {
     use proptest::test_runner::{Config, TestRunner};
     // (The list type's own model test crosses its nodes at every step;

@@ -60,6 +60,7 @@ fn expect(con: &mut Raw, events: &mut Events, commands: &[&[&str]], fired: &[&st
 }
 
 #[test]
+#[allow(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
 fn each_family_fires_redis_events() {
     let server = TestServer::start();
     let mut con = server.raw();

@@ -16,6 +16,7 @@ use common::*;
 use redis::Commands;
 
 #[test]
+#[allow(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
 fn conversions_errors_and_the_script_cache() {
     let server = TestServer::start();
     let mut raw = server.raw();
@@ -699,6 +700,7 @@ fn shutdown_nosave_from_the_busy_scripts_thread_stops_the_server() {
 /// scripts call `noscript` commands but never script commands); the
 /// `big_number` and `verbatim_string` tables scripts return.
 #[test]
+#[allow(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
 fn debug_protocol_and_deny_scripts_switch() {
     let server = TestServer::start_with(&["--enable-debug-command", "yes"]);
     let mut con = server.raw();

@@ -49,6 +49,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 #[test]
+#[allow(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
 fn sorted_set_commands_behave_like_a_model() {
     use proptest::test_runner::{Config, TestRunner};
     let server = TestServer::start();

@@ -26,13 +26,16 @@
 //! [`HashValue`] beside it; commands change either through field changes
 //! that the log records field by field (`entry::EntryMut::change_hash`).
 
+mod field;
 mod table;
 
-use crate::varint::{put_varint, varint_len, write_varint};
+use crate::varint::{put_varint, write_varint};
 
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 
+pub use field::{BadImage, Field};
+use field::{HAS_DEADLINE, read_bytes, read_varint};
 use table::FieldTable;
 
 /// Largest image of a hash a command may build: its record must fit the
@@ -100,78 +103,6 @@ impl SharedLimits {
     }
 }
 
-/// A damaged or foreign hash image.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BadImage;
-
-const HAS_DEADLINE: u8 = 1;
-
-/// One field in the stored layout (see the module documentation).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Field<'a> {
-    pub name: &'a [u8],
-    pub value: &'a [u8],
-    /// Unix ms after which the field no longer exists.
-    pub deadline: Option<u64>,
-}
-
-impl<'a> Field<'a> {
-    /// Parses the field at the start of `bytes`; returns it and its length.
-    fn parse(bytes: &'a [u8]) -> Result<(Field<'a>, usize), BadImage> {
-        let flags = *bytes.first().ok_or(BadImage)?;
-        if flags & !HAS_DEADLINE != 0 {
-            return Err(BadImage);
-        }
-        let mut at = 1;
-        let name = read_bytes(bytes, &mut at)?;
-        let value = read_bytes(bytes, &mut at)?;
-        let deadline = if flags & HAS_DEADLINE != 0 {
-            let raw = bytes.get(at..at + 8).ok_or(BadImage)?;
-            at += 8;
-            Some(u64::from_le_bytes(raw.try_into().expect("8 bytes")))
-        } else {
-            None
-        };
-        Ok((
-            Field {
-                name,
-                value,
-                deadline,
-            },
-            at,
-        ))
-    }
-
-    /// Bytes of this field in the stored layout.
-    pub fn encoded_len(&self) -> usize {
-        1 + varint_len(self.name.len())
-            + self.name.len()
-            + varint_len(self.value.len())
-            + self.value.len()
-            + if self.deadline.is_some() { 8 } else { 0 }
-    }
-
-    /// Appends this field in the stored layout.
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        out.push(if self.deadline.is_some() {
-            HAS_DEADLINE
-        } else {
-            0
-        });
-        write_varint(out, self.name.len());
-        out.extend_from_slice(self.name);
-        write_varint(out, self.value.len());
-        out.extend_from_slice(self.value);
-        if let Some(deadline) = self.deadline {
-            out.extend_from_slice(&deadline.to_le_bytes());
-        }
-    }
-
-    pub fn is_live(&self, now_ms: u64) -> bool {
-        self.deadline.is_none_or(|at| at > now_ms)
-    }
-}
-
 /// Appends the payload of a field record for a run of changes of one kind:
 /// a varint count, then each put field in the stored layout (HASH_PUT:
 /// an image of those fields) or each removed name as a varint length and
@@ -200,15 +131,6 @@ pub fn decode_names(payload: &[u8]) -> Result<Vec<&[u8]>, BadImage> {
         return Err(BadImage);
     }
     Ok(names)
-}
-
-/// A varint length and that many bytes, at `*at`; advances `*at`.
-fn read_bytes<'a>(bytes: &'a [u8], at: &mut usize) -> Result<&'a [u8], BadImage> {
-    crate::varint::read_bytes(bytes, at).ok_or(BadImage)
-}
-
-fn read_varint(bytes: &[u8]) -> Result<(usize, usize), BadImage> {
-    crate::varint::read_varint(bytes).ok_or(BadImage)
 }
 
 /// Fields one after another in the stored layout (a packed hash's bytes).
@@ -868,6 +790,7 @@ impl HashValue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::varint::varint_len;
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 

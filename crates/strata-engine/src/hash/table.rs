@@ -19,7 +19,7 @@ use std::hash::BuildHasher;
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 
-use super::Field;
+use super::field::Field;
 
 /// Arenas smaller than this are not compacted (not worth a pass).
 const COMPACT_BYTES_MIN: usize = 4096;

@@ -41,7 +41,16 @@ const EXIT_DAMAGED: u8 = 2;
 const EXIT_NOT_CHECKED: u8 = 3;
 const EXIT_KEYS_UNREADABLE: u8 = 4;
 
-fn main() -> ExitCode {
+/// The command line: `--fix`, `--yes`, the directory.
+struct Args {
+    fix: bool,
+    yes: bool,
+    dir: PathBuf,
+}
+
+/// The command line, or the exit status to leave with at once (help,
+/// usage error).
+fn parse_args() -> Result<Args, ExitCode> {
     let mut fix = false;
     let mut yes = false;
     let mut dir = None;
@@ -50,33 +59,43 @@ fn main() -> ExitCode {
             "--fix" => fix = true,
             "--yes" | "-y" => yes = true,
             "-h" | "--help" => {
-                println!("Usage: strata-check [--fix] [--yes] DIR");
-                println!("Verifies every checkpoint and log record in a Strata data directory.");
-                println!(
-                    "--fix truncates a torn tail of the newest log segment (asks first unless --yes);"
-                );
-                println!("      it refuses a directory that a running server holds.");
-                println!(
-                    "Exit status: 0 clean, 1 torn tail only (start-up repairs it), 2 damaged (start-up refuses),"
-                );
-                println!("3 not checked, 4 the server starts but the listed keys are unreadable.");
-                return ExitCode::SUCCESS;
+                print_help();
+                return Err(ExitCode::SUCCESS);
             }
             other if dir.is_none() && !other.starts_with('-') => dir = Some(PathBuf::from(other)),
             other => {
                 eprintln!("strata-check: unexpected argument '{other}'");
-                return ExitCode::from(EXIT_NOT_CHECKED);
+                return Err(ExitCode::from(EXIT_NOT_CHECKED));
             }
         }
     }
     let Some(dir) = dir else {
         eprintln!("Usage: strata-check [--fix] [--yes] DIR");
-        return ExitCode::from(EXIT_NOT_CHECKED);
+        return Err(ExitCode::from(EXIT_NOT_CHECKED));
     };
     if !dir.is_dir() {
         eprintln!("strata-check: '{}' is not a directory", dir.display());
-        return ExitCode::from(EXIT_NOT_CHECKED);
+        return Err(ExitCode::from(EXIT_NOT_CHECKED));
     }
+    Ok(Args { fix, yes, dir })
+}
+
+fn print_help() {
+    println!("Usage: strata-check [--fix] [--yes] DIR");
+    println!("Verifies every checkpoint and log record in a Strata data directory.");
+    println!("--fix truncates a torn tail of the newest log segment (asks first unless --yes);");
+    println!("      it refuses a directory that a running server holds.");
+    println!(
+        "Exit status: 0 clean, 1 torn tail only (start-up repairs it), 2 damaged (start-up refuses),"
+    );
+    println!("3 not checked, 4 the server starts but the listed keys are unreadable.");
+}
+
+fn main() -> ExitCode {
+    let Args { fix, yes, dir } = match parse_args() {
+        Ok(args) => args,
+        Err(code) => return code,
+    };
     // Held until exit: nothing may start on the directory while it is fixed.
     let _lock = if fix {
         match DirLock::acquire(&dir) {
@@ -96,48 +115,7 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_DAMAGED);
         }
     };
-    if verified.checkpoints.is_empty() {
-        println!("no checkpoint");
-    }
-    for path in &verified.ignored_checkpoints {
-        println!(
-            "older checkpoint {} (not loaded: a newer one covers its range)",
-            path.display()
-        );
-    }
-    for (path, summary) in &verified.checkpoints {
-        println!(
-            "checkpoint {}: shards {}..{}, {} keys, {} bytes, replay from LSN {}",
-            path.display(),
-            summary.meta.first_shard,
-            summary.meta.first_shard + summary.meta.shards,
-            summary.keys,
-            summary.bytes,
-            summary.covered.iter().min().copied().unwrap_or(0),
-        );
-    }
-    let bytes: u64 = verified.segments.iter().map(|(_, s)| s.bytes).sum();
-    let first = verified
-        .segments
-        .iter()
-        .find_map(|(_, s)| s.lsns)
-        .map(|(f, _)| f);
-    let last = verified
-        .segments
-        .iter()
-        .rev()
-        .find_map(|(_, s)| s.lsns)
-        .map(|(_, l)| l);
-    println!(
-        "log: {} segments, {} records, {} bytes, LSN range {}",
-        verified.segments.len(),
-        verified.records,
-        bytes,
-        match (first, last) {
-            (Some(first), Some(last)) => format!("{first}..={last}"),
-            _ => "empty".into(),
-        }
-    );
+    print_summary(&verified);
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -192,6 +170,57 @@ fn main() -> ExitCode {
         println!("Run with --fix to truncate it (the server also does this at start-up).");
         return ExitCode::from(EXIT_TORN_TAIL);
     }
+    fix_torn_tail(&path, valid_len, yes)
+}
+
+/// What the check read: checkpoints and the log's extent.
+fn print_summary(verified: &recovery::Verified) {
+    if verified.checkpoints.is_empty() {
+        println!("no checkpoint");
+    }
+    for path in &verified.ignored_checkpoints {
+        println!(
+            "older checkpoint {} (not loaded: a newer one covers its range)",
+            path.display()
+        );
+    }
+    for (path, summary) in &verified.checkpoints {
+        println!(
+            "checkpoint {}: shards {}..{}, {} keys, {} bytes, replay from LSN {}",
+            path.display(),
+            summary.meta.first_shard,
+            summary.meta.first_shard + summary.meta.shards,
+            summary.keys,
+            summary.bytes,
+            summary.covered.iter().min().copied().unwrap_or(0),
+        );
+    }
+    let bytes: u64 = verified.segments.iter().map(|(_, s)| s.bytes).sum();
+    let first = verified
+        .segments
+        .iter()
+        .find_map(|(_, s)| s.lsns)
+        .map(|(f, _)| f);
+    let last = verified
+        .segments
+        .iter()
+        .rev()
+        .find_map(|(_, s)| s.lsns)
+        .map(|(_, l)| l);
+    println!(
+        "log: {} segments, {} records, {} bytes, LSN range {}",
+        verified.segments.len(),
+        verified.records,
+        bytes,
+        match (first, last) {
+            (Some(first), Some(last)) => format!("{first}..={last}"),
+            _ => "empty".into(),
+        }
+    );
+}
+
+/// Truncates the torn tail at `valid_len` (asking first unless `yes`).
+fn fix_torn_tail(path: &std::path::Path, valid_len: u64, yes: bool) -> ExitCode {
     if !yes {
         print!("Truncate {} to {valid_len} bytes? [y/N] ", path.display());
         let _ = std::io::stdout().flush();
@@ -204,7 +233,7 @@ fn main() -> ExitCode {
     }
     let truncated = std::fs::OpenOptions::new()
         .write(true)
-        .open(&path)
+        .open(path)
         .and_then(|file| file.set_len(valid_len).and_then(|_| file.sync_all()));
     match truncated {
         Ok(()) => {

@@ -107,38 +107,8 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// [AUTH password] [AUTH2 username password] [KEYS key...].
 pub fn migrate(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, now) = (ctx.db(), ctx.now_ms);
-    let (mut copy, mut replace) = (false, false);
-    let mut auth: Option<(Option<&[u8]>, &[u8])> = None;
-    let mut keys = &args[3..4];
-    let mut i = 6;
-    while i < args.len() {
-        let more = args.len() - 1 - i;
-        if is(&args[i], "COPY") {
-            copy = true;
-        } else if is(&args[i], "REPLACE") {
-            replace = true;
-        } else if is(&args[i], "AUTH") && more >= 1 {
-            auth = Some((None, &args[i + 1]));
-            i += 1;
-        } else if is(&args[i], "AUTH2") && more >= 2 {
-            auth = Some((Some(&args[i + 1]), &args[i + 2]));
-            i += 2;
-        } else if is(&args[i], "KEYS") {
-            if !args[3].is_empty() {
-                return Err("ERR When using MIGRATE KEYS option, the key argument must be set to the empty string".into());
-            }
-            keys = &args[i + 1..];
-            break;
-        } else {
-            return Err(ERR_SYNTAX.into());
-        }
-        i += 1;
-    }
-    // The key specs (what dispatch locked) find KEYS from the end; a key
-    // named "keys" in the list would leave keys unlocked.
-    if keys.len() > 1 && keys.iter().any(|k| is(k, "KEYS")) {
-        return Err("ERR MIGRATE cannot move a key named KEYS in a list of keys".into());
-    }
+    let options = MigrateOptions::parse(args)?;
+    let (copy, replace, auth, keys) = (options.copy, options.replace, options.auth, options.keys);
     let timeout_ms = parse_i64(&args[5])?;
     let target_db = parse_i64(&args[4])?;
     let timeout = Duration::from_millis(if timeout_ms <= 0 {
@@ -163,22 +133,7 @@ pub fn migrate(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Ok(());
     }
 
-    let mut request = Vec::new();
-    if let Some((user, password)) = auth {
-        let mut words: Vec<&[u8]> = vec![b"AUTH"];
-        words.extend(user);
-        words.push(password);
-        write_command(&mut request, &words);
-    }
-    write_command(&mut request, &[b"SELECT", target_db.to_string().as_bytes()]);
-    for (name, ttl, payload) in &moving {
-        let ttl = ttl.to_string();
-        let mut words: Vec<&[u8]> = vec![b"RESTORE", name, ttl.as_bytes(), payload];
-        if replace {
-            words.push(b"REPLACE");
-        }
-        write_command(&mut request, &words);
-    }
+    let request = migrate_request(auth, target_db, &moving, replace);
     let host = String::from_utf8_lossy(&args[1]);
     let port = parse_i64(&args[2])?;
     let mut target =
@@ -225,6 +180,84 @@ pub fn migrate(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             Ok(())
         }
     }
+}
+
+/// MIGRATE's options after its five fixed arguments.
+struct MigrateOptions<'a> {
+    copy: bool,
+    replace: bool,
+    /// AUTH password, or AUTH2 username password.
+    auth: Option<(Option<&'a [u8]>, &'a [u8])>,
+    keys: &'a [Bytes],
+}
+
+impl<'a> MigrateOptions<'a> {
+    fn parse(args: &'a [Bytes]) -> Result<MigrateOptions<'a>, super::CmdError> {
+        let (mut copy, mut replace) = (false, false);
+        let mut auth: Option<(Option<&[u8]>, &[u8])> = None;
+        let mut keys = &args[3..4];
+        let mut i = 6;
+        while i < args.len() {
+            let more = args.len() - 1 - i;
+            if is(&args[i], "COPY") {
+                copy = true;
+            } else if is(&args[i], "REPLACE") {
+                replace = true;
+            } else if is(&args[i], "AUTH") && more >= 1 {
+                auth = Some((None, &args[i + 1]));
+                i += 1;
+            } else if is(&args[i], "AUTH2") && more >= 2 {
+                auth = Some((Some(&args[i + 1]), &args[i + 2]));
+                i += 2;
+            } else if is(&args[i], "KEYS") {
+                if !args[3].is_empty() {
+                    return Err("ERR When using MIGRATE KEYS option, the key argument must be set to the empty string".into());
+                }
+                keys = &args[i + 1..];
+                break;
+            } else {
+                return Err(ERR_SYNTAX.into());
+            }
+            i += 1;
+        }
+        // The key specs (what dispatch locked) find KEYS from the end; a key
+        // named "keys" in the list would leave keys unlocked.
+        if keys.len() > 1 && keys.iter().any(|k| is(k, "KEYS")) {
+            return Err("ERR MIGRATE cannot move a key named KEYS in a list of keys".into());
+        }
+        Ok(MigrateOptions {
+            copy,
+            replace,
+            auth,
+            keys,
+        })
+    }
+}
+
+/// The commands MIGRATE sends: AUTH, SELECT, then a RESTORE per key.
+fn migrate_request(
+    auth: Option<(Option<&[u8]>, &[u8])>,
+    target_db: i64,
+    moving: &[(&Bytes, u64, Vec<u8>)],
+    replace: bool,
+) -> Vec<u8> {
+    let mut request = Vec::new();
+    if let Some((user, password)) = auth {
+        let mut words: Vec<&[u8]> = vec![b"AUTH"];
+        words.extend(user);
+        words.push(password);
+        write_command(&mut request, &words);
+    }
+    write_command(&mut request, &[b"SELECT", target_db.to_string().as_bytes()]);
+    for (name, ttl, payload) in moving {
+        let ttl = ttl.to_string();
+        let mut words: Vec<&[u8]> = vec![b"RESTORE", name, ttl.as_bytes(), payload];
+        if replace {
+            words.push(b"REPLACE");
+        }
+        write_command(&mut request, &words);
+    }
+    request
 }
 
 /// Appends a command in RESP.

@@ -280,7 +280,7 @@ pub fn write_function_stats(
     let running = server
         .scripts
         .running_function()
-        .map_err(|()| CmdError::from(crate::scripting::BUSY_SCRIPT))?;
+        .map_err(|crate::scripting::ScriptIsBusy| CmdError::from(crate::scripting::BUSY_SCRIPT))?;
     let snapshot = server.functions.snapshot();
     out.map(2);
     out.bulk(b"running_script");

@@ -298,6 +298,12 @@ fn parse_options(
         }
         i += 1;
     }
+    check_options(args, kind, search)
+}
+
+/// The combinations of options Redis refuses, once all are parsed.
+fn check_options(args: &[Bytes], kind: Kind, search: &Search) -> Result<(), CmdError> {
+    let geosearch = matches!(kind, Kind::Search | Kind::SearchStore);
     let with_any = search.with_dist || search.with_hash || search.with_coord;
     if (search.store.is_some() || kind == Kind::SearchStore) && with_any {
         let what = if kind == Kind::SearchStore {
@@ -444,11 +450,16 @@ fn georadius_generic(ctx: &mut Ctx, args: &[Bytes], kind: Kind) -> CmdResult {
             .collect();
         return zsets::store(ctx, &destination, &entries, store_event(kind));
     }
+    write_found(&mut ctx.out, &search, &found, per_unit);
+    Ok(())
+}
+
+/// The points found, each with the WITH… fields asked for.
+fn write_found(out: &mut ReplyWriter, search: &Search, found: &[Found], per_unit: f64) {
     let options =
         search.with_dist as usize + search.with_hash as usize + search.with_coord as usize;
-    let out = &mut ctx.out;
     out.array(found.len());
-    for point in &found {
+    for point in found {
         if options > 0 {
             out.array(options + 1);
         }
@@ -464,7 +475,6 @@ fn georadius_generic(ctx: &mut Ctx, args: &[Bytes], kind: Kind) -> CmdResult {
             write_coord(out, lon, lat);
         }
     }
-    Ok(())
 }
 
 pub fn georadius(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {

@@ -334,8 +334,14 @@ impl CommandTable {
         self.gates[id]
     }
 
+    /// How many commands the table holds (COMMAND COUNT).
     pub fn len(&self) -> usize {
         self.specs.len()
+    }
+
+    /// Never true for the built table; here because `len` is.
+    pub fn is_empty(&self) -> bool {
+        self.specs.is_empty()
     }
 
     /// The key arguments of `args` whose values the command reads, so that
@@ -767,9 +773,57 @@ fn admit(
     now_ms: u64,
     args: &[Bytes],
 ) -> Option<usize> {
+    let id = match resolve(server, session, config, now_ms, args) {
+        Ok(id) => id,
+        Err(message) => {
+            reject(
+                server,
+                &mut ReplyWriter::new(out, session.protocol),
+                &message,
+            );
+            return None;
+        }
+    };
+    let mut admission = Admission {
+        server,
+        session,
+        config,
+        now_ms,
+        args,
+        id,
+    };
+    let Some(refused) = GATES.iter().find_map(|gate| gate(&mut admission)) else {
+        return Some(id);
+    };
+    bump(&stats.commands[id].rejected, 1);
+    // EXEC refused inside MULTI ends the transaction with EXECABORT
+    // (`dispatch_one` ends it), as Redis words it.
+    let message = match id == server.commands.exec_id && session.multi.is_some() {
+        true => format!("EXECABORT Transaction discarded because of: {refused}").into(),
+        false => refused,
+    };
+    reject(
+        server,
+        &mut ReplyWriter::new(out, session.protocol),
+        &message,
+    );
+    None
+}
+
+/// Why a command may not run: the error to answer.
+type Refusal = Cow<'static, str>;
+
+/// The command's table index (a container with arguments resolves to its
+/// subcommand), or the error for an unknown command or subcommand.
+fn resolve(
+    server: &Server,
+    session: &mut Session,
+    config: &Config,
+    now_ms: u64,
+    args: &[Bytes],
+) -> Result<usize, Refusal> {
     let table = &server.commands;
-    let mut reply = ReplyWriter::new(out, session.protocol);
-    let Some(mut id) = table.lookup(&args[0]) else {
+    let Some(id) = table.lookup(&args[0]) else {
         let mut message = format!(
             "ERR unknown command '{}', with args beginning with: ",
             lossy(&args[0], 128)
@@ -780,8 +834,7 @@ fn admit(
             }
             message.push_str(&format!("'{}' ", lossy(arg, 128)));
         }
-        reject(server, &mut reply, &message);
-        return None;
+        return Err(message.into());
     };
     // DEBUG is protected (`enable-debug-command`): refused before its
     // subcommand is looked at, as Redis refuses it.
@@ -791,134 +844,158 @@ fn admit(
             .enable_debug_command
             .allows(session.client.is_local())
     {
-        reject(server, &mut reply, ERR_DEBUG_NOT_ALLOWED);
-        return None;
+        return Err(ERR_DEBUG_NOT_ALLOWED.into());
     }
     // A container with arguments resolves to its subcommand first, then
     // arity is checked once on what was resolved (Redis' order).
-    // DEBUG is one command in Redis, not a container: an unknown
-    // subcommand and a wrong argument count get one message.
-    let debug_error = || {
-        format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
-            lossy(&args[1], 128)
+    if table.specs[id].subcommands.is_empty() || args.len() < 2 {
+        return Ok(id);
+    }
+    match table.lookup_subcommand(id, &args[1]) {
+        Some(sub) => Ok(sub),
+        None if id == table.debug_id => {
+            // DEBUG is one command to ACL rules: a subcommand Strata
+            // lacks is still refused to a user who may not run it.
+            crate::acl::check_client_command(server, session, id, args, now_ms)?;
+            Err(debug_error(args).into())
+        }
+        None if id == table.cluster_id
+            && cluster::DISABLED_SUBCOMMANDS
+                .iter()
+                .any(|name| args[1].eq_ignore_ascii_case(name.as_bytes())) =>
+        {
+            Err(cluster::ERR_CLUSTER_DISABLED.into())
+        }
+        None => Err(format!(
+            "ERR unknown subcommand '{}'. Try {} HELP.",
+            lossy(&args[1], 128),
+            table.specs[id].name.to_ascii_uppercase()
         )
-    };
-    if !table.specs[id].subcommands.is_empty() && args.len() >= 2 {
-        match table.lookup_subcommand(id, &args[1]) {
-            Some(sub) => id = sub,
-            None if id == table.debug_id => {
-                // DEBUG is one command to ACL rules: a subcommand Strata
-                // lacks is still refused to a user who may not run it.
-                if let Err(error) =
-                    crate::acl::check_client_command(server, session, id, args, now_ms)
-                {
-                    let mut reply = ReplyWriter::new(out, session.protocol);
-                    reject(server, &mut reply, &error);
-                    return None;
-                }
-                reject(server, &mut reply, &debug_error());
-                return None;
-            }
-            None if id == table.cluster_id
-                && cluster::DISABLED_SUBCOMMANDS
-                    .iter()
-                    .any(|name| args[1].eq_ignore_ascii_case(name.as_bytes())) =>
-            {
-                reject(server, &mut reply, cluster::ERR_CLUSTER_DISABLED);
-                return None;
-            }
-            None => {
-                let message = format!(
-                    "ERR unknown subcommand '{}'. Try {} HELP.",
-                    lossy(&args[1], 128),
-                    table.specs[id].name.to_ascii_uppercase()
-                );
-                reject(server, &mut reply, &message);
-                return None;
-            }
-        }
+        .into()),
     }
-    let spec = table.specs[id];
-    let gates = table.gates(id);
-    // EXEC refused inside MULTI ends the transaction with EXECABORT
-    // (`dispatch_one` ends it), as Redis words it.
-    let aborts_exec = id == table.exec_id && session.multi.is_some();
-    let refuse = |reply: &mut ReplyWriter, message: &str| {
-        bump(&stats.commands[id].rejected, 1);
-        match aborts_exec {
-            true => reject(
-                server,
-                reply,
-                &format!("EXECABORT Transaction discarded because of: {message}"),
-            ),
-            false => reject(server, reply, message),
-        }
-        None
-    };
-    if !spec.arity_ok(args.len()) {
-        let message = if table.full_names[id].starts_with("debug|") {
-            debug_error()
-        } else {
-            format!(
-                "ERR wrong number of arguments for '{}' command",
-                table.full_names[id]
-            )
-        };
-        return refuse(&mut reply, &message);
+}
+
+/// DEBUG is one command in Redis, not a container: an unknown subcommand
+/// and a wrong argument count get one message.
+fn debug_error(args: &[Bytes]) -> String {
+    format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+        lossy(&args[1], 128)
+    )
+}
+
+/// What admission's gates look at: a resolved command and who sends it.
+struct Admission<'a> {
+    server: &'a Server,
+    session: &'a mut Session,
+    config: &'a Config,
+    now_ms: u64,
+    args: &'a [Bytes],
+    id: usize,
+}
+
+impl Admission<'_> {
+    fn gates(&self) -> Gates {
+        self.server.commands.gates(self.id)
     }
-    if !session.authenticated && !gates.has(Gates::NO_AUTH) && server.acl.auth_required() {
-        return refuse(&mut reply, ERR_NOAUTH);
+
+    fn full_name(&self) -> &str {
+        &self.server.commands.full_names[self.id]
     }
-    if let Err(error) = crate::acl::check_client_command(server, session, id, args, now_ms) {
-        let mut reply = ReplyWriter::new(out, session.protocol);
-        return refuse(&mut reply, &error);
+}
+
+/// The checks a resolved command passes before it runs, in Redis' order:
+/// the first that refuses answers.
+const GATES: &[fn(&mut Admission) -> Option<Refusal>] = &[
+    arity_gate,
+    auth_gate,
+    acl_gate,
+    loading_gate,
+    disk_error_gate,
+    memory_gate,
+    busy_script_gate,
+    subscribed_gate,
+    multi_gate,
+];
+
+fn arity_gate(a: &mut Admission) -> Option<Refusal> {
+    if a.server.commands.specs[a.id].arity_ok(a.args.len()) {
+        return None;
     }
-    if server.persistence.is_loading() && !gates.has(Gates::LOADING) {
-        return refuse(&mut reply, ERR_LOADING);
+    Some(match a.full_name().starts_with("debug|") {
+        true => debug_error(a.args).into(),
+        false => format!(
+            "ERR wrong number of arguments for '{}' command",
+            a.full_name()
+        )
+        .into(),
+    })
+}
+
+fn auth_gate(a: &mut Admission) -> Option<Refusal> {
+    let refused =
+        !a.session.authenticated && !a.gates().has(Gates::NO_AUTH) && a.server.acl.auth_required();
+    refused.then_some(ERR_NOAUTH.into())
+}
+
+fn acl_gate(a: &mut Admission) -> Option<Refusal> {
+    crate::acl::check_client_command(a.server, a.session, a.id, a.args, a.now_ms)
+        .err()
+        .map(Into::into)
+}
+
+fn loading_gate(a: &mut Admission) -> Option<Refusal> {
+    let refused = a.server.persistence.is_loading() && !a.gates().has(Gates::LOADING);
+    refused.then_some(ERR_LOADING.into())
+}
+
+fn disk_error_gate(a: &mut Admission) -> Option<Refusal> {
+    if !a.gates().has(Gates::REFUSED_ON_DISK_ERROR) {
+        return None;
     }
-    if gates.has(Gates::REFUSED_ON_DISK_ERROR)
-        && let Some(error) = server
-            .keyspace
-            .change_log()
-            .and_then(|log| log.write_error())
-    {
-        let message = format!(
+    let error = a.server.keyspace.change_log()?.write_error()?;
+    Some(
+        format!(
             "MISCONF Errors writing to the AOF file: {}",
             crate::persistence::strerror(&error)
-        );
-        return refuse(&mut reply, &message);
-    }
-    if let Some(error) =
-        server
-            .tiering
-            .admit(&server.keyspace, config, gates.has(Gates::DENYOOM), now_ms)
-    {
-        return refuse(&mut reply, error);
-    }
-    if server
+        )
+        .into(),
+    )
+}
+
+fn memory_gate(a: &mut Admission) -> Option<Refusal> {
+    let denyoom = a.gates().has(Gates::DENYOOM);
+    (a.server.tiering)
+        .admit(&a.server.keyspace, a.config, denyoom, a.now_ms)
+        .map(Into::into)
+}
+
+fn busy_script_gate(a: &mut Admission) -> Option<Refusal> {
+    let busy = a
+        .server
         .scripts
         .busy
         .load(std::sync::atomic::Ordering::Relaxed)
-        > 0
-        && !gates.has(Gates::ALLOW_BUSY)
-    {
-        return refuse(&mut reply, server.scripts.busy_error());
-    }
-    if session.subscriptions > 0
-        && session.protocol == strata_resp::Protocol::Resp2
-        && !pubsub::allowed_when_subscribed(&table.full_names[id])
-    {
-        let message = format!(
+        > 0;
+    (busy && !a.gates().has(Gates::ALLOW_BUSY)).then(|| a.server.scripts.busy_error().into())
+}
+
+fn subscribed_gate(a: &mut Admission) -> Option<Refusal> {
+    let refused = a.session.subscriptions > 0
+        && a.session.protocol == strata_resp::Protocol::Resp2
+        && !pubsub::allowed_when_subscribed(a.full_name());
+    refused.then(|| {
+        format!(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
-            table.full_names[id]
-        );
-        return refuse(&mut reply, &message);
-    }
-    if session.multi.is_some() && gates.has(Gates::NO_MULTI) {
-        return refuse(&mut reply, "ERR Command not allowed inside a transaction");
-    }
-    Some(id)
+            a.full_name()
+        )
+        .into()
+    })
+}
+
+fn multi_gate(a: &mut Admission) -> Option<Refusal> {
+    let refused = a.session.multi.is_some() && a.gates().has(Gates::NO_MULTI);
+    refused.then_some("ERR Command not allowed inside a transaction".into())
 }
 
 /// Runs command `id`'s handler with `keys` (already locked) and counts it;

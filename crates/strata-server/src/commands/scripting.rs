@@ -346,96 +346,21 @@ impl Runner<'_, '_, '_> {
         if self.restart {
             return self.fail(RESTARTING, false);
         }
-        let server = self.ctx.server;
-        let table = &server.commands;
-        let Some(mut id) = table.lookup(&args[0]) else {
-            return self.fail("ERR Unknown Redis command called from script", false);
+        let id = match self.resolve(args) {
+            Ok(id) => id,
+            Err(text) => return self.fail(text, false),
         };
-        if !table.specs[id].subcommands.is_empty() && args.len() >= 2 {
-            match table.lookup_subcommand(id, &args[1]) {
-                Some(sub) => id = sub,
-                // Redis' only script-forbidden CLUSTER subcommand.
-                None if id == table.cluster_id && args[1].eq_ignore_ascii_case(b"reset") => {
-                    return self.fail("ERR This Redis command is not allowed from script", false);
-                }
-                None if id == table.cluster_id
-                    && super::cluster::DISABLED_SUBCOMMANDS
-                        .iter()
-                        .any(|name| args[1].eq_ignore_ascii_case(name.as_bytes())) =>
-                {
-                    return self.fail(super::cluster::ERR_CLUSTER_DISABLED, false);
-                }
-                None => return self.fail("ERR Unknown Redis command called from script", false),
-            }
+        if let Some(refused) = self.refuse(id, args) {
+            return refused;
         }
-        let spec = table.specs[id];
-        let name = table.full_names[id].as_str();
-        if !spec.arity_ok(args.len()) {
-            return self.fail(
-                "ERR Wrong number of args calling Redis command from script",
-                false,
-            );
-        }
-        if spec.has_flag("noscript") && !may_call_noscript(server, name) {
-            return self.fail("ERR This Redis command is not allowed from script", false);
-        }
-        let now_ms = self.ctx.now_ms;
-        if let Err(denied) = crate::acl::check_command(
-            server,
-            self.ctx.session,
-            id,
-            args,
-            crate::acl::log::Context::Lua,
-            now_ms,
-        ) {
-            let text = format!(
-                "ERR The user executing the script {}",
-                denied.short_reason()
-            );
-            return self.fail(&text, false);
-        }
-        // DEBUG subcommands that touch no key may run under the script's
-        // locks (reached only with SET-DISABLE-DENY-SCRIPTS: DEBUG is
-        // `noscript`).
-        const UNDER_LOCKS: &[&str] = &[
-            "debug|protocol",
-            "debug|sleep",
-            "debug|set-active-expire",
-            "debug|panic",
-        ];
+        let server = self.ctx.server;
+        let spec = server.commands.specs[id];
+        let name = server.commands.full_names[id].as_str();
+        let database_wide = server.commands.gates(id).has(Gates::DATABASE_WIDE);
+        let declared = declared_keys_known(spec, args, &server.keyspace, &self.ctx.declared);
         // INFO reads every shard: it runs on the script's lock set once
         // every shard is in it (`commands::server::info`).
-        let info = name == "info";
-        let gates = table.gates(id);
-        if gates.has(Gates::RUNS_UNLOCKED) && !UNDER_LOCKS.contains(&name) && !info {
-            return self.fail(
-                "ERR This Redis command is not allowed from script on Strata: it reads the whole server",
-                false,
-            );
-        }
-        let writes = spec.has_flag("write");
-        // PUBLISH and the like count as writes for a read-only script
-        // (Redis 7: `may_replicate`).
-        if (writes || spec.has_flag("may_replicate")) && self.read_only {
-            return self.reject(
-                id,
-                "ERR Write commands are not allowed from read-only scripts.",
-            );
-        }
-        // Memory is checked before the run's first write only: once it has
-        // written, a script runs to its end (as in Redis), or it would be
-        // left half done.
-        if spec.has_flag("denyoom")
-            && !self.allow_oom
-            && !self.written()
-            && let Some(error) = server
-                .tiering
-                .refuses_writes(&server.keyspace, self.ctx.config)
-        {
-            return self.reject(id, error);
-        }
-        let declared = declared_keys_known(spec, args, &server.keyspace, &self.ctx.declared);
-        let locked = if gates.has(Gates::DATABASE_WIDE) || info {
+        let locked = if database_wide || name == "info" {
             self.lock(None)
         } else {
             declared.iter().try_for_each(|key| self.lock(Some(*key)))
@@ -443,14 +368,15 @@ impl Runner<'_, '_, '_> {
         if let Err(text) = locked {
             return self.fail(text, false);
         }
-        if writes
-            && let Err(text) = self.keep_images(name, gates.has(Gates::DATABASE_WIDE), &declared)
-        {
+        let writes = spec.has_flag("write");
+        if writes && let Err(text) = self.keep_images(name, database_wide, &declared) {
             return self.fail(text, false);
         }
         if writes || spec.has_flag("pubsub") {
             self.running.written.store(true, Relaxed);
         }
+        // Runs on the script's locks, its reply in `self.reply` in the
+        // script's protocol.
         let ctx = &mut *self.ctx;
         let client_protocol = ctx.session.protocol;
         ctx.session.protocol = protocol_of(self.resp);
@@ -474,6 +400,104 @@ impl Runner<'_, '_, '_> {
         answer_blocked(ctx.session, &mut self.reply);
         ctx.session.protocol = client_protocol;
         Called::Reply
+    }
+
+    /// The table index of the command `args` names (a container resolves
+    /// to its subcommand), or the error a script gets.
+    fn resolve(&self, args: &[Bytes]) -> Result<usize, &'static str> {
+        const UNKNOWN: &str = "ERR Unknown Redis command called from script";
+        let table = &self.ctx.server.commands;
+        let id = table.lookup(&args[0]).ok_or(UNKNOWN)?;
+        if table.specs[id].subcommands.is_empty() || args.len() < 2 {
+            return Ok(id);
+        }
+        match table.lookup_subcommand(id, &args[1]) {
+            Some(sub) => Ok(sub),
+            // Redis' only script-forbidden CLUSTER subcommand.
+            None if id == table.cluster_id && args[1].eq_ignore_ascii_case(b"reset") => {
+                Err("ERR This Redis command is not allowed from script")
+            }
+            None if id == table.cluster_id
+                && super::cluster::DISABLED_SUBCOMMANDS
+                    .iter()
+                    .any(|name| args[1].eq_ignore_ascii_case(name.as_bytes())) =>
+            {
+                Err(super::cluster::ERR_CLUSTER_DISABLED)
+            }
+            None => Err(UNKNOWN),
+        }
+    }
+
+    /// Why command `id` may not run from this script, if it may not:
+    /// arity, `noscript`, ACL, what Strata cannot run under a script's
+    /// locks, a read-only script's writes, memory.
+    fn refuse(&mut self, id: usize, args: &[Bytes]) -> Option<Called> {
+        let server = self.ctx.server;
+        let table = &server.commands;
+        let spec = table.specs[id];
+        let name = table.full_names[id].as_str();
+        if !spec.arity_ok(args.len()) {
+            return Some(self.fail(
+                "ERR Wrong number of args calling Redis command from script",
+                false,
+            ));
+        }
+        if spec.has_flag("noscript") && !may_call_noscript(server, name) {
+            return Some(self.fail("ERR This Redis command is not allowed from script", false));
+        }
+        if let Err(denied) = crate::acl::check_command(
+            server,
+            self.ctx.session,
+            id,
+            args,
+            crate::acl::log::Context::Lua,
+            self.ctx.now_ms,
+        ) {
+            let text = format!(
+                "ERR The user executing the script {}",
+                denied.short_reason()
+            );
+            return Some(self.fail(&text, false));
+        }
+        // DEBUG subcommands that touch no key may run under the script's
+        // locks (reached only with SET-DISABLE-DENY-SCRIPTS: DEBUG is
+        // `noscript`); INFO runs on the script's locks once it holds
+        // every shard.
+        const UNDER_LOCKS: &[&str] = &[
+            "debug|protocol",
+            "debug|sleep",
+            "debug|set-active-expire",
+            "debug|panic",
+            "info",
+        ];
+        if table.gates(id).has(Gates::RUNS_UNLOCKED) && !UNDER_LOCKS.contains(&name) {
+            return Some(self.fail(
+                "ERR This Redis command is not allowed from script on Strata: it reads the whole server",
+                false,
+            ));
+        }
+        // PUBLISH and the like count as writes for a read-only script
+        // (Redis 7: `may_replicate`).
+        let writes = spec.has_flag("write") || spec.has_flag("may_replicate");
+        if writes && self.read_only {
+            return Some(self.reject(
+                id,
+                "ERR Write commands are not allowed from read-only scripts.",
+            ));
+        }
+        // Memory is checked before the run's first write only: once it has
+        // written, a script runs to its end (as in Redis), or it would be
+        // left half done.
+        if spec.has_flag("denyoom")
+            && !self.allow_oom
+            && !self.written()
+            && let Some(error) = server
+                .tiering
+                .refuses_writes(&server.keyspace, self.ctx.config)
+        {
+            return Some(self.reject(id, error));
+        }
+        None
     }
 
     /// Before a write: keeps the images the run needs to be undone

@@ -142,24 +142,7 @@ fn sort_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult {
             (server.acl).reads_every_key(&ctx.session.user, &server.commands, id, args)
         });
     let mut options = parse(args, read_only, reads_every_key)?;
-    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
-    let (mut elements, is_set): (Vec<Vec<u8>>, bool) =
-        match ctx.keys.shard(key).get(db, key, now)? {
-            None => (Vec::new(), false),
-            Some(entry) => {
-                let value = entry.value();
-                if let Some(list) = value.list() {
-                    (list.iter().map(<[u8]>::to_vec).collect(), false)
-                } else if let Some(set) = value.set() {
-                    (set.members(), true)
-                } else if let Some(zset) = value.zset() {
-                    let all = zset.range(0, zset.len());
-                    (all.into_iter().map(|(_, m)| m.to_vec()).collect(), false)
-                } else {
-                    return Err(ERR_WRONGTYPE.into());
-                }
-            }
-        };
+    let (mut elements, is_set) = read_elements(ctx, &args[1])?;
     // No other key is declared: from here on each is locked on its own.
     let released = ctx.keys.release();
     ctx.committed(released);
@@ -175,59 +158,10 @@ fn sort_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult {
         elements.reverse();
     }
     if !options.dont_sort {
-        let mut keyed: Vec<(Option<Vec<u8>>, f64, Vec<u8>)> = Vec::with_capacity(elements.len());
-        for element in elements {
-            let by = match &options.by {
-                Some(pattern) => lookup(ctx, pattern, &element)?,
-                None => Some(element.clone()),
-            };
-            let score = if options.alpha {
-                0.0
-            } else {
-                match &by {
-                    Some(text) => match strtod_whole(text) {
-                        Some((value, false)) if !value.is_nan() => value,
-                        _ => {
-                            return Err(
-                                "ERR One or more scores can't be converted into double".into()
-                            );
-                        }
-                    },
-                    None => 0.0,
-                }
-            };
-            keyed.push((by, score, element));
-        }
-        let alpha = options.alpha;
-        keyed.sort_by(|a, b| {
-            let order = if alpha {
-                if options.by.is_some() {
-                    a.0.cmp(&b.0)
-                } else {
-                    a.2.cmp(&b.2)
-                }
-            } else {
-                a.1.partial_cmp(&b.1)
-                    .unwrap_or(std::cmp::Ordering::Equal)
-                    .then_with(|| a.2.cmp(&b.2))
-            };
-            if options.desc { order.reverse() } else { order }
-        });
-        elements = keyed.into_iter().map(|(_, _, e)| e).collect();
+        elements = sorted(ctx, &options, elements)?;
     }
     if let Some((offset, count)) = options.limit {
-        let len = elements.len() as i64;
-        let start = offset.max(0);
-        let end = if count < 0 {
-            len
-        } else {
-            start.saturating_add(count).min(len)
-        };
-        elements = if start >= len || end <= start {
-            Vec::new()
-        } else {
-            elements[start as usize..end as usize].to_vec()
-        };
+        elements = limited(elements, offset, count);
     }
     let mut rows: Vec<Option<Vec<u8>>> = Vec::new();
     if options.gets.is_empty() {
@@ -249,31 +183,111 @@ fn sort_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult {
                 }
             }
         }
-        Some(destination) => {
-            let keyspace = ctx.keyspace();
-            let key = keyspace.key(&destination);
-            let mut guard = None;
-            let shard = match ctx.keys.all() {
-                Some(all) => all.shard(key.shard()),
-                None => &mut **guard.insert(keyspace.lock(key)),
-            };
-            let event = if rows.is_empty() {
-                shard.remove(db, key, now).map(|_| (notify::GENERIC, "del"))
-            } else {
-                let elements = rows.iter().map(|r| r.as_deref().unwrap_or(b"")).collect();
-                shard.set(db, key, new_list(End::Tail, elements), None, false, now);
-                Some((notify::LIST, "sortstore"))
-            };
-            if let Some(guard) = guard {
-                ctx.committed(guard.commit());
-            }
-            if let Some((class, event)) = event {
-                ctx.notify(class, event, &destination);
-            }
-            ctx.out.int(rows.len() as i64);
-        }
+        Some(destination) => store(ctx, &destination, &rows),
     }
     Ok(())
+}
+
+/// The elements of the list, set or sorted set at `key` (none if it does
+/// not exist), and whether it is a set.
+fn read_elements(ctx: &mut Ctx, key: &[u8]) -> Result<(Vec<Vec<u8>>, bool), CmdError> {
+    let (db, key, now) = (ctx.db(), ctx.key(key), ctx.now_ms);
+    let Some(entry) = ctx.keys.shard(key).get(db, key, now)? else {
+        return Ok((Vec::new(), false));
+    };
+    let value = entry.value();
+    if let Some(list) = value.list() {
+        Ok((list.iter().map(<[u8]>::to_vec).collect(), false))
+    } else if let Some(set) = value.set() {
+        Ok((set.members(), true))
+    } else if let Some(zset) = value.zset() {
+        let all = zset.range(0, zset.len());
+        Ok((all.into_iter().map(|(_, m)| m.to_vec()).collect(), false))
+    } else {
+        Err(ERR_WRONGTYPE.into())
+    }
+}
+
+/// `elements` in the order BY, ALPHA and DESC ask for.
+fn sorted(
+    ctx: &mut Ctx,
+    options: &Options,
+    elements: Vec<Vec<u8>>,
+) -> Result<Vec<Vec<u8>>, CmdError> {
+    let mut keyed: Vec<(Option<Vec<u8>>, f64, Vec<u8>)> = Vec::with_capacity(elements.len());
+    for element in elements {
+        let by = match &options.by {
+            Some(pattern) => lookup(ctx, pattern, &element)?,
+            None => Some(element.clone()),
+        };
+        let score = match (&by, options.alpha) {
+            (Some(text), false) => match strtod_whole(text) {
+                Some((value, false)) if !value.is_nan() => value,
+                _ => return Err("ERR One or more scores can't be converted into double".into()),
+            },
+            _ => 0.0,
+        };
+        keyed.push((by, score, element));
+    }
+    let alpha = options.alpha;
+    keyed.sort_by(|a, b| {
+        let order = if alpha {
+            if options.by.is_some() {
+                a.0.cmp(&b.0)
+            } else {
+                a.2.cmp(&b.2)
+            }
+        } else {
+            a.1.partial_cmp(&b.1)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then_with(|| a.2.cmp(&b.2))
+        };
+        if options.desc { order.reverse() } else { order }
+    });
+    Ok(keyed.into_iter().map(|(_, _, e)| e).collect())
+}
+
+/// LIMIT offset count (a negative count: to the end).
+fn limited(elements: Vec<Vec<u8>>, offset: i64, count: i64) -> Vec<Vec<u8>> {
+    let len = elements.len() as i64;
+    let start = offset.max(0);
+    let end = if count < 0 {
+        len
+    } else {
+        start.saturating_add(count).min(len)
+    };
+    if start >= len || end <= start {
+        Vec::new()
+    } else {
+        elements[start as usize..end as usize].to_vec()
+    }
+}
+
+/// STORE: `rows` as a list at `destination` (deleted when empty); the
+/// reply is their count.
+fn store(ctx: &mut Ctx, destination: &[u8], rows: &[Option<Vec<u8>>]) {
+    let (db, now) = (ctx.db(), ctx.now_ms);
+    let keyspace = ctx.keyspace();
+    let key = keyspace.key(destination);
+    let mut guard = None;
+    let shard = match ctx.keys.all() {
+        Some(all) => all.shard(key.shard()),
+        None => &mut **guard.insert(keyspace.lock(key)),
+    };
+    let event = if rows.is_empty() {
+        shard.remove(db, key, now).map(|_| (notify::GENERIC, "del"))
+    } else {
+        let elements = rows.iter().map(|r| r.as_deref().unwrap_or(b"")).collect();
+        shard.set(db, key, new_list(End::Tail, elements), None, false, now);
+        Some((notify::LIST, "sortstore"))
+    };
+    if let Some(guard) = guard {
+        ctx.committed(guard.commit());
+    }
+    if let Some((class, event)) = event {
+        ctx.notify(class, event, destination);
+    }
+    ctx.out.int(rows.len() as i64);
 }
 
 /// SORT key [BY pattern] [LIMIT offset count] [GET pattern ...] [ASC|DESC]

@@ -537,62 +537,13 @@ pub fn lcs(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len".into(),
         );
     }
-    // table[i][j] = LCS length of a[..i] and b[..j].
-    let width = b.len() + 1;
-    let mut table = vec![0u32; (a.len() + 1) * width];
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            table[i * width + j] = if a[i - 1] == b[j - 1] {
-                table[(i - 1) * width + j - 1] + 1
-            } else {
-                table[(i - 1) * width + j].max(table[i * width + j - 1])
-            };
-        }
-    }
-    let total = table[a.len() * width + b.len()] as usize;
+    let table = LcsTable::new(&a, &b);
+    let total = table.at(a.len(), b.len()) as usize;
     if want_len {
         ctx.out.int(total as i64);
         return Ok(());
     }
-    // Walk back from the end, collecting the common string and the matching
-    // ranges (reported last to first, as Redis does).
-    let mut common = vec![0u8; total];
-    let mut matches: Vec<((usize, usize), (usize, usize))> = Vec::new();
-    let (mut i, mut j, mut idx) = (a.len(), b.len(), total);
-    let mut range: Option<((usize, usize), (usize, usize))> = None;
-    while i > 0 && j > 0 {
-        let mut emit = false;
-        if a[i - 1] == b[j - 1] {
-            common[idx - 1] = a[i - 1];
-            match &mut range {
-                None => range = Some(((i - 1, i - 1), (j - 1, j - 1))),
-                Some(((a_start, _), (b_start, _))) if *a_start == i && *b_start == j => {
-                    *a_start -= 1;
-                    *b_start -= 1;
-                }
-                Some(_) => emit = true,
-            }
-            if range.is_some_and(|((a_start, _), (b_start, _))| a_start == 0 || b_start == 0) {
-                emit = true;
-            }
-            idx -= 1;
-            i -= 1;
-            j -= 1;
-        } else {
-            if table[(i - 1) * width + j] > table[i * width + j - 1] {
-                i -= 1;
-            } else {
-                j -= 1;
-            }
-            emit = range.is_some();
-        }
-        if emit && let Some(found) = range.take() {
-            let length = found.0.1 - found.0.0 + 1;
-            if min_match_len == 0 || length >= min_match_len {
-                matches.push(found);
-            }
-        }
-    }
+    let (common, matches) = table.walk_back(&a, &b, total, min_match_len);
     if !want_idx {
         ctx.out.bulk(&common);
         return Ok(());
@@ -615,6 +566,91 @@ pub fn lcs(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     ctx.out.bulk(b"len");
     ctx.out.int(total as i64);
     Ok(())
+}
+
+/// Redis' LCS table: `at(i, j)` is the length of the longest common
+/// subsequence of `a[..i]` and `b[..j]`.
+struct LcsTable {
+    cells: Vec<u32>,
+    width: usize,
+}
+
+/// A match: its range in the first string and in the second.
+type LcsMatch = ((usize, usize), (usize, usize));
+
+impl LcsTable {
+    fn new(a: &[u8], b: &[u8]) -> LcsTable {
+        let width = b.len() + 1;
+        let mut table = LcsTable {
+            cells: vec![0u32; (a.len() + 1) * width],
+            width,
+        };
+        for i in 1..=a.len() {
+            for j in 1..=b.len() {
+                table.cells[i * width + j] = if a[i - 1] == b[j - 1] {
+                    table.at(i - 1, j - 1) + 1
+                } else {
+                    table.at(i - 1, j).max(table.at(i, j - 1))
+                };
+            }
+        }
+        table
+    }
+
+    fn at(&self, i: usize, j: usize) -> u32 {
+        self.cells[i * self.width + j]
+    }
+
+    /// The common string (`total` long) and the matches of at least
+    /// `min_match_len` (0: all).
+    fn walk_back(
+        &self,
+        a: &[u8],
+        b: &[u8],
+        total: usize,
+        min_match_len: usize,
+    ) -> (Vec<u8>, Vec<LcsMatch>) {
+        // Walk back from the end, collecting the common string and the matching
+        // ranges (reported last to first, as Redis does).
+        let mut common = vec![0u8; total];
+        let mut matches: Vec<LcsMatch> = Vec::new();
+        let (mut i, mut j, mut idx) = (a.len(), b.len(), total);
+        let mut range: Option<LcsMatch> = None;
+        while i > 0 && j > 0 {
+            let mut emit = false;
+            if a[i - 1] == b[j - 1] {
+                common[idx - 1] = a[i - 1];
+                match &mut range {
+                    None => range = Some(((i - 1, i - 1), (j - 1, j - 1))),
+                    Some(((a_start, _), (b_start, _))) if *a_start == i && *b_start == j => {
+                        *a_start -= 1;
+                        *b_start -= 1;
+                    }
+                    Some(_) => emit = true,
+                }
+                if range.is_some_and(|((a_start, _), (b_start, _))| a_start == 0 || b_start == 0) {
+                    emit = true;
+                }
+                idx -= 1;
+                i -= 1;
+                j -= 1;
+            } else {
+                if self.at(i - 1, j) > self.at(i, j - 1) {
+                    i -= 1;
+                } else {
+                    j -= 1;
+                }
+                emit = range.is_some();
+            }
+            if emit && let Some(found) = range.take() {
+                let length = found.0.1 - found.0.0 + 1;
+                if min_match_len == 0 || length >= min_match_len {
+                    matches.push(found);
+                }
+            }
+        }
+        (common, matches)
+    }
 }
 
 #[cfg(test)]

@@ -359,51 +359,25 @@ pub fn run_exec(
 ) -> Dispatched {
     let exec_id = server.commands.exec_id;
     let started = quanta::Instant::now();
-    let Some(multi) = session.multi.take() else {
-        bump(&stats.commands[exec_id].failed, 1);
-        reject(
-            server,
-            &mut ReplyWriter::new(out, session.protocol),
-            "ERR EXEC without MULTI",
-        );
-        return Dispatched::Ran(None);
+    let refused = match &session.multi {
+        None => "ERR EXEC without MULTI",
+        Some(multi) if multi.dirty => ERR_EXECABORT,
+        Some(_) => "",
     };
-    if multi.dirty {
-        end(session);
+    if !refused.is_empty() {
+        if session.multi.is_some() {
+            end(session);
+        }
         bump(&stats.commands[exec_id].failed, 1);
         reject(
             server,
             &mut ReplyWriter::new(out, session.protocol),
-            ERR_EXECABORT,
+            refused,
         );
         return Dispatched::Ran(None);
     }
-    let gates = |id: usize| server.commands.gates(id);
-    // A script may reach keys it did not declare: a transaction that runs
-    // one holds every shard, so that it never has to wait for one half way.
-    let all = multi.queued.iter().any(|queued| {
-        gates(queued.id).has(Gates::DATABASE_WIDE) || gates(queued.id).has(Gates::PINNED)
-    });
-    // Each queued command's declared keys, hashed once: with the watched
-    // keys they are the lock set, and (by `spans`) what each command
-    // declares when it runs.
-    let mut declared_all: Vec<KeyRef> = Vec::new();
-    let mut spans = Vec::with_capacity(multi.queued.len());
-    for queued in &multi.queued {
-        let start = declared_all.len();
-        declared_all.extend(declared_keys(
-            server.commands.specs[queued.id],
-            &queued.args,
-            &server.keyspace,
-        ));
-        spans.push(start..declared_all.len());
-    }
-    let mut lock_set = declared_all.clone();
-    if let Some(watching) = &session.watch {
-        lock_set.extend(watching.keys.iter().map(|k| server.keyspace.key(&k.key)));
-    }
-    let mut keys = server.keyspace.lock_pinned(&lock_set, all);
-    drop(lock_set);
+    let multi = session.multi.take().expect("checked above");
+    let (mut keys, declared) = lock_transaction(server, session, &multi);
     if defer_cold && server.keyspace.tier().cold_keys() > 0 {
         let db = session.db;
         let cold = multi
@@ -425,81 +399,158 @@ pub fn run_exec(
     }
     session.watch = None;
     ReplyWriter::new(out, session.protocol).array(multi.queued.len());
-    // Replies go straight to `out` except where a command runs after the
-    // locks: there the reply is spliced in afterwards.
-    let mut later: Vec<(usize, &Queued)> = Vec::new();
-    let has_later = multi
-        .queued
-        .iter()
-        .any(|q| gates(q.id).has(Gates::RUNS_UNLOCKED));
-    let mut body = BytesMut::new();
-    let mut committed = strata_engine::commit::Commit::default();
-    session.in_exec = true;
-    for (queued, span) in multi.queued.iter().zip(spans) {
-        let buffer: &mut BytesMut = if has_later { &mut body } else { &mut *out };
-        // The rules may have changed since the command was queued.
-        if let Err(denied) = crate::acl::check_command(
-            server,
-            session,
-            queued.id,
-            &queued.args,
-            crate::acl::log::Context::Multi,
-            now_ms,
-        ) {
-            let mut reply = ReplyWriter::new(buffer, session.protocol);
-            reject(server, &mut reply, &denied.exec_error());
-            continue;
-        }
-        if gates(queued.id).has(Gates::RUNS_UNLOCKED) {
-            later.push((buffer.len(), queued));
-            continue;
-        }
-        let declared: SmallVec<[KeyRef; 4]> = declared_all[span].iter().copied().collect();
-        let (back, by_handler) = call(
-            server,
-            session,
-            buffer,
-            config,
-            stats,
-            now_ms,
-            queued.id,
-            &queued.args,
-            keys,
-            declared,
-        );
-        keys = back;
-        committed.absorb(by_handler);
-        answer_blocked(session, buffer);
-    }
-    session.in_exec = false;
-    committed.absorb(keys.commit());
-    for (at, queued) in later.iter().rev() {
-        let mut reply = BytesMut::new();
-        let (back, by_handler) = call(
-            server,
-            session,
-            &mut reply,
-            config,
-            stats,
-            now_ms,
-            queued.id,
-            &queued.args,
-            server.keyspace.lock_nothing(),
-            SmallVec::new(),
-        );
-        committed.absorb(by_handler);
-        committed.absorb(back.commit());
-        let rest = body.split_off(*at);
-        body.extend_from_slice(&reply);
-        body.extend_from_slice(&rest);
-    }
-    out.extend_from_slice(&body);
+    let run = Run {
+        server,
+        config,
+        stats,
+        now_ms,
+    };
+    let committed = run.queued(session, out, &multi, keys, &declared);
     end(session);
     let counters = &stats.commands[exec_id];
     bump(&counters.calls, 1);
     bump(&counters.usec, started.elapsed().as_micros() as u64);
     count_changes(stats, &committed);
     Dispatched::Ran(committed.lsn)
+}
+
+/// Each queued command's declared keys, hashed once, and where each
+/// command's are among them.
+struct Declared<'a> {
+    keys: Vec<KeyRef<'a>>,
+    spans: Vec<std::ops::Range<usize>>,
+}
+
+/// Locks what the transaction needs: the declared and watched keys'
+/// shards, or every shard when a command may reach keys it did not
+/// declare (a script: it must never wait for a shard half way).
+fn lock_transaction<'s, 'm>(
+    server: &'s Server,
+    session: &Session,
+    multi: &'m Multi,
+) -> (Locked<'s>, Declared<'m>) {
+    let gates = |id: usize| server.commands.gates(id);
+    let all = multi.queued.iter().any(|queued| {
+        gates(queued.id).has(Gates::DATABASE_WIDE) || gates(queued.id).has(Gates::PINNED)
+    });
+    let mut declared = Declared {
+        keys: Vec::new(),
+        spans: Vec::with_capacity(multi.queued.len()),
+    };
+    for queued in &multi.queued {
+        let start = declared.keys.len();
+        declared.keys.extend(declared_keys(
+            server.commands.specs[queued.id],
+            &queued.args,
+            &server.keyspace,
+        ));
+        declared.spans.push(start..declared.keys.len());
+    }
+    let mut lock_set = declared.keys.clone();
+    if let Some(watching) = &session.watch {
+        lock_set.extend(watching.keys.iter().map(|k| server.keyspace.key(&k.key)));
+    }
+    (server.keyspace.lock_pinned(&lock_set, all), declared)
+}
+
+/// What every command of a running transaction shares.
+struct Run<'s> {
+    server: &'s Server,
+    config: &'s Config,
+    stats: &'s ThreadStats,
+    now_ms: u64,
+}
+
+impl<'s> Run<'s> {
+    /// Runs the queued commands in order under `keys`, their replies into
+    /// `out`; what they committed.
+    fn queued(
+        &self,
+        session: &mut Session,
+        out: &mut BytesMut,
+        multi: &Multi,
+        mut keys: Locked<'s>,
+        declared: &Declared,
+    ) -> strata_engine::commit::Commit {
+        let server = self.server;
+        // Replies go straight to `out` except where a command runs after
+        // the locks: there the reply is spliced in afterwards.
+        let mut later: Vec<(usize, &Queued)> = Vec::new();
+        let has_later = (multi.queued.iter()).any(|q| self.runs_unlocked(q.id));
+        let mut body = BytesMut::new();
+        let mut committed = strata_engine::commit::Commit::default();
+        session.in_exec = true;
+        for (queued, span) in multi.queued.iter().zip(&declared.spans) {
+            let buffer: &mut BytesMut = if has_later { &mut body } else { &mut *out };
+            // The rules may have changed since the command was queued.
+            if let Err(denied) = crate::acl::check_command(
+                server,
+                session,
+                queued.id,
+                &queued.args,
+                crate::acl::log::Context::Multi,
+                self.now_ms,
+            ) {
+                let mut reply = ReplyWriter::new(buffer, session.protocol);
+                reject(server, &mut reply, &denied.exec_error());
+                continue;
+            }
+            if self.runs_unlocked(queued.id) {
+                later.push((buffer.len(), queued));
+                continue;
+            }
+            let keys_of: SmallVec<[KeyRef; 4]> =
+                declared.keys[span.clone()].iter().copied().collect();
+            let (back, by_handler) = self.call(session, buffer, queued, keys, keys_of);
+            keys = back;
+            committed.absorb(by_handler);
+            answer_blocked(session, buffer);
+        }
+        session.in_exec = false;
+        committed.absorb(keys.commit());
+        for (at, queued) in later.iter().rev() {
+            let mut reply = BytesMut::new();
+            let nothing = server.keyspace.lock_nothing();
+            let (back, by_handler) =
+                self.call(session, &mut reply, queued, nothing, SmallVec::new());
+            committed.absorb(by_handler);
+            committed.absorb(back.commit());
+            let rest = body.split_off(*at);
+            body.extend_from_slice(&reply);
+            body.extend_from_slice(&rest);
+        }
+        out.extend_from_slice(&body);
+        committed
+    }
+
+    fn runs_unlocked(&self, id: usize) -> bool {
+        self.server.commands.gates(id).has(Gates::RUNS_UNLOCKED)
+    }
+
+    fn call<'a>(
+        &self,
+        session: &'a mut Session,
+        out: &'a mut BytesMut,
+        queued: &Queued,
+        keys: Locked<'s>,
+        declared: SmallVec<[KeyRef<'a>; 4]>,
+    ) -> (Locked<'s>, strata_engine::commit::Commit)
+    where
+        's: 'a,
+    {
+        call(
+            self.server,
+            session,
+            out,
+            self.config,
+            self.stats,
+            self.now_ms,
+            queued.id,
+            &queued.args,
+            keys,
+            declared,
+        )
+    }
 }
 
 /// A blocking command inside a transaction or script does not wait: it

@@ -2,7 +2,11 @@
 //! whether CONFIG SET may change it, how it prints and how it parses, with
 //! the value parsers they share.
 
-use super::*;
+use super::model::*;
+use std::path::PathBuf;
+
+use crate::log::Level;
+use strata_engine::log::FsyncPolicy;
 
 type Setter = fn(&mut Config, &[String]) -> Result<(), String>;
 
@@ -121,7 +125,7 @@ const MEMORY_ARG_MAX: u64 = i64::MAX as u64;
 /// The largest `proto-max-bulk-len`: a key and a value of that size, and
 /// the record header, still fit one log record (32-bit length). Redis
 /// allows up to LLONG_MAX.
-pub const PROTO_MAX_BULK_LEN_MAX: u64 =
+pub(crate) const PROTO_MAX_BULK_LEN_MAX: u64 =
     (strata_engine::record::RECORD_BYTES_MAX - strata_engine::record::HEADER_BYTES) as u64 / 2;
 
 /// Splits single arguments holding several space-separated values, so
@@ -891,9 +895,9 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "notify-keyspace-events",
         mutable: true,
-        get: |c| crate::notify::flags_to_string(c.notify_keyspace_events),
+        get: |c| crate::notify::classes::flags_to_string(c.notify_keyspace_events),
         set: |c, a| {
-            c.notify_keyspace_events = crate::notify::parse_flags(one(a)?)
+            c.notify_keyspace_events = crate::notify::classes::parse_flags(one(a)?)
                 .ok_or("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")?;
             Ok(())
         },

@@ -3,7 +3,7 @@
 //! directive has its line.
 
 /// What directive `name` does ("" for a name that is not a directive).
-pub fn meaning(name: &str) -> &'static str {
+pub(crate) fn meaning(name: &str) -> &'static str {
     match name {
         "port" => "TCP port (0: any free port, shown in the log)",
         "bind" => "addresses to listen on; a leading '-' makes one optional",

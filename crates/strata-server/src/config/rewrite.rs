@@ -1,7 +1,8 @@
 //! CONFIG REWRITE: the running configuration written back into the file
 //! the server started with, keeping its comments, blank lines and order.
 
-use super::*;
+use super::directives::{DIRECTIVES, directive};
+use super::model::*;
 
 /// The first words of a directive that takes several arguments on its
 /// line, written unquoted by CONFIG REWRITE.
@@ -73,7 +74,7 @@ fn ziplist_alias_of(name: &str) -> Option<&'static str> {
 /// Redis does. `users` are the `user` lines to write where the file had
 /// its first (after the marker when it had none); `None` drops the
 /// file's `user` lines, as Redis does when users live in an `aclfile`.
-pub fn rewritten(old: &str, config: &Config, users: Option<&[String]>) -> String {
+pub(crate) fn rewritten(old: &str, config: &Config, users: Option<&[String]>) -> String {
     let defaults = Config::default();
     // (name, running value, default value) of every directive.
     // Redis 7's old `ziplist` names are aliases: one setting, written

@@ -3,7 +3,7 @@
 //! the count (4 bytes), then the sorted elements as signed little-endian
 //! integers of that width.
 
-use super::Malformed;
+use super::encoding::Malformed;
 
 /// The members of `intset`, as decimal text.
 pub fn members(intset: &[u8]) -> Result<Vec<Vec<u8>>, Malformed> {

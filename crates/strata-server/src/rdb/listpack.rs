@@ -17,7 +17,7 @@
 //!
 //! Integers come back as their decimal text, as Redis returns them.
 
-use super::Malformed;
+use super::encoding::Malformed;
 
 const END: u8 = 0xff;
 const HEADER_BYTES: usize = 6;
@@ -126,7 +126,7 @@ pub(super) mod tests {
 
     /// Writes a listpack of `elements` (strings, or integers where one
     /// fits) as Redis lays it out: the test double of Redis' writer.
-    pub fn listpack_of(elements: &[&[u8]]) -> Vec<u8> {
+    pub(crate) fn listpack_of(elements: &[&[u8]]) -> Vec<u8> {
         let mut body = Vec::new();
         for element in elements {
             let start = body.len();

@@ -21,7 +21,8 @@ use std::collections::HashSet;
 use strata_engine::hash::{self, Field};
 use strata_engine::{Value, ValueRef, list, set, zset};
 
-use super::{Malformed, Reader, intset, listpack, write_len, write_string, ziplist};
+use super::encoding::{self, Malformed, Reader, write_len, write_string};
+use super::{intset, listpack, ziplist};
 
 const TYPE_STRING: u8 = 0;
 const TYPE_LIST: u8 = 1;
@@ -52,7 +53,7 @@ const VERSION_HASH_METADATA: u16 = 12;
 /// out).
 pub fn dump(value: ValueRef, now_ms: u64) -> Vec<u8> {
     let mut out = Vec::new();
-    let mut version = super::RDB_VERSION;
+    let mut version = encoding::RDB_VERSION;
     match value {
         ValueRef::Str { bytes, .. } => {
             out.push(TYPE_STRING);
@@ -100,7 +101,7 @@ pub fn dump(value: ValueRef, now_ms: u64) -> Vec<u8> {
             }
         }
     }
-    super::seal_version(&mut out, version);
+    encoding::seal_version(&mut out, version);
     out
 }
 
@@ -124,23 +125,7 @@ pub fn restore(body: &[u8]) -> Result<Value<'static>, Malformed> {
             }
             list_value(elements)?
         }
-        TYPE_LIST_QUICKLIST_2 => {
-            let mut elements = Vec::new();
-            for _ in 0..reader.len()? {
-                match reader.len()? {
-                    QUICKLIST_NODE_PLAIN => elements.push(reader.string()?),
-                    QUICKLIST_NODE_PACKED => {
-                        let node = listpack::elements(&reader.string()?)?;
-                        if node.is_empty() {
-                            return Err(Malformed);
-                        }
-                        elements.extend(node);
-                    }
-                    _ => return Err(Malformed),
-                }
-            }
-            list_value(elements)?
-        }
+        TYPE_LIST_QUICKLIST_2 => list_value(quicklist_2(&mut reader)?)?,
         TYPE_SET => set_value(strings(&mut reader)?)?,
         TYPE_SET_INTSET => set_value(intset::members(&reader.string()?)?)?,
         TYPE_SET_LISTPACK => set_value(listpack::elements(&reader.string()?)?)?,
@@ -168,46 +153,75 @@ pub fn restore(body: &[u8]) -> Result<Value<'static>, Malformed> {
             }
             hash_value(fields)?
         }
-        TYPE_HASH_METADATA => {
-            let first = reader.u64_le()?;
-            let count = reader.len()?;
-            let mut fields = Vec::with_capacity(capacity(count, &reader));
-            for _ in 0..count {
-                let deadline = match reader.len()? {
-                    0 => None,
-                    relative => Some((relative - 1).checked_add(first).ok_or(Malformed)?),
-                };
-                fields.push((reader.string()?, reader.string()?, deadline));
-            }
-            hash_value(fields)?
-        }
+        TYPE_HASH_METADATA => hash_value(hash_metadata(&mut reader)?)?,
         TYPE_HASH_ZIPLIST => hash_value(pairs(ziplist::entries(&reader.string()?)?)?)?,
         TYPE_HASH_LISTPACK => hash_value(pairs(listpack::elements(&reader.string()?)?)?)?,
-        TYPE_HASH_LISTPACK_EX => {
-            reader.u64_le()?; // the first deadline, which the triples repeat
-            let elements = listpack::elements(&reader.string()?)?;
-            if !elements.len().is_multiple_of(3) {
-                return Err(Malformed);
-            }
-            let mut fields = Vec::with_capacity(elements.len() / 3);
-            let mut elements = elements.into_iter();
-            while let (Some(name), Some(value), Some(ttl)) =
-                (elements.next(), elements.next(), elements.next())
-            {
-                let deadline = std::str::from_utf8(&ttl)
-                    .ok()
-                    .and_then(|t| t.parse::<u64>().ok())
-                    .ok_or(Malformed)?;
-                fields.push((name, value, (deadline != 0).then_some(deadline)));
-            }
-            hash_value(fields)?
-        }
+        TYPE_HASH_LISTPACK_EX => hash_value(hash_listpack_ex(&mut reader)?)?,
         _ => return Err(Malformed),
     };
     if !reader.is_empty() {
         return Err(Malformed);
     }
     Ok(value)
+}
+
+/// A quicklist (RDB 11) of plain and listpack nodes: its elements.
+fn quicklist_2(reader: &mut Reader) -> Result<Vec<Vec<u8>>, Malformed> {
+    let mut elements = Vec::new();
+    for _ in 0..reader.len()? {
+        match reader.len()? {
+            QUICKLIST_NODE_PLAIN => elements.push(reader.string()?),
+            QUICKLIST_NODE_PACKED => {
+                let node = listpack::elements(&reader.string()?)?;
+                if node.is_empty() {
+                    return Err(Malformed);
+                }
+                elements.extend(node);
+            }
+            _ => return Err(Malformed),
+        }
+    }
+    Ok(elements)
+}
+
+/// A hash's field, value and deadline (ms), as payloads carry them.
+type HashField = (Vec<u8>, Vec<u8>, Option<u64>);
+
+/// A hash with field deadlines (Redis 7.4): the first deadline, then each
+/// field's relative to it (0: none).
+fn hash_metadata(reader: &mut Reader) -> Result<Vec<HashField>, Malformed> {
+    let first = reader.u64_le()?;
+    let count = reader.len()?;
+    let mut fields = Vec::with_capacity(capacity(count, reader));
+    for _ in 0..count {
+        let deadline = match reader.len()? {
+            0 => None,
+            relative => Some((relative - 1).checked_add(first).ok_or(Malformed)?),
+        };
+        fields.push((reader.string()?, reader.string()?, deadline));
+    }
+    Ok(fields)
+}
+
+/// A listpack of field, value, deadline triples (Redis 7.4).
+fn hash_listpack_ex(reader: &mut Reader) -> Result<Vec<HashField>, Malformed> {
+    reader.u64_le()?; // the first deadline, which the triples repeat
+    let elements = listpack::elements(&reader.string()?)?;
+    if !elements.len().is_multiple_of(3) {
+        return Err(Malformed);
+    }
+    let mut fields = Vec::with_capacity(elements.len() / 3);
+    let mut elements = elements.into_iter();
+    while let (Some(name), Some(value), Some(ttl)) =
+        (elements.next(), elements.next(), elements.next())
+    {
+        let deadline = std::str::from_utf8(&ttl)
+            .ok()
+            .and_then(|t| t.parse::<u64>().ok())
+            .ok_or(Malformed)?;
+        fields.push((name, value, (deadline != 0).then_some(deadline)));
+    }
+    Ok(fields)
 }
 
 /// Room to reserve for `count` items: never more than the bytes left
@@ -332,8 +346,8 @@ fn hash_value(fields: Vec<RawField>) -> Result<Value<'static>, Malformed> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::encoding::{seal, verify};
     use super::super::listpack::tests::listpack_of;
-    use super::super::{seal, verify};
     use super::*;
     use strata_engine::ValueType;
 

@@ -17,7 +17,7 @@
 //! | `11111110` | 8-bit signed integer |
 //! | `1111xxxx` | the integer `xxxx - 1` (0 to 12) |
 
-use super::Malformed;
+use super::encoding::Malformed;
 
 const END: u8 = 0xff;
 const HEADER_BYTES: usize = 10;

@@ -3,7 +3,8 @@
 //! `redis` crate or with a raw RESP client that sees exact wire replies
 //! (error strings, RESP3 types, connection closes).
 
-#![allow(dead_code)]
+// Shared by every test binary, each using a part of it.
+#![allow(dead_code, unreachable_pub)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

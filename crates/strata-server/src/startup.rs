@@ -1,0 +1,742 @@
+//! Start-up and shutdown: what `strata-server` does between reading its
+//! configuration and exiting, in the order it happens.
+//!
+//! 1. [`prepare`]: the log file, the data directory and its lock, the
+//!    recovery plan (only the listing and the checkpoint's header: the
+//!    hash seed must be known before the keyspace exists).
+//! 2. [`Bound::bind`]: every listener (tcp, tls, unix, metrics), so a port
+//!    in use fails start-up before any thread runs.
+//! 3. [`assemble`]: the [`Server`] value (state only; nothing runs yet).
+//! 4. [`spawn_threads`]: network threads, the cron, the feed consumers,
+//!    the checkpointer.
+//! 5. [`serve`]: the accept runtime on the main thread; the data loads in
+//!    the background meanwhile (clients get `-LOADING`). It returns on
+//!    SIGTERM, SIGINT or SHUTDOWN.
+//! 6. [`finish`]: the final checkpoint and the log's last sync.
+//!
+//! Threads:
+//! - the main thread runs a small runtime that accepts connections on every
+//!   listener, enforces `maxclients` and protected mode, hands each socket
+//!   to a network thread round-robin, samples ops/s, and waits for SIGTERM,
+//!   SIGINT or SHUTDOWN;
+//! - `threads` network threads each run their own single-threaded runtime
+//!   and own their connections for life: a connection's commands run on its
+//!   thread directly against the shared, sharded keyspace (no hop to another
+//!   thread);
+//! - one expiry thread (the cron) runs, `hz` times a second, the active
+//!   expiry cycle (which also shrinks emptied tables), the tiering cron
+//!   ([`crate::tiering`]: the RAM budget when no command enforces it) and
+//!   a step of the RAM census behind INFO's memory breakdown; once a
+//!   second it returns freed pages to the OS ([`crate::alloc::collect`],
+//!   which network threads call too);
+//! - `tiering-io-threads` reader threads read cold values;
+//! - persistence ([`crate::persistence`]): a loading thread at start, the
+//!   engine's log writer, and a checkpoint thread.
+
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use strata_engine::Keyspace;
+use strata_engine::recovery::{self, Plan};
+use tokio::sync::mpsc;
+
+use crate::blocking::Blocking;
+use crate::commands::CommandTable;
+use crate::config::Config;
+use crate::persistence::{self, Persistence, Trigger};
+use crate::server::{Admitted, Handles, Parts, REDIS_VERSION, Server, ShutdownSave, now_ms};
+use crate::stats::ThreadStats;
+use crate::tiering::Tiering;
+use crate::{connection, log, log_notice, log_warning};
+
+/// Keys the active expiry cycle may delete per shard per run; bounds the
+/// time any one shard lock is held by expiry.
+const EXPIRE_BUDGET_PER_SHARD: usize = 64;
+/// Entries the RAM census (INFO memory's breakdown) visits per cron tick:
+/// about a millisecond of the cron thread; a full pass over 1 M keys takes
+/// 1.5 s at `hz` 10.
+const CENSUS_ENTRIES_PER_TICK: usize = 65_536;
+/// A census pass starts at most this often: INFO's breakdown is then at
+/// most a few seconds old, and a small keyspace is not walked several
+/// times a second (with 100 000 keys that was 3-4 % of a core, taken
+/// from the network threads on a small machine).
+const CENSUS_PASS_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Stack of a network thread. Scripts run there, and Lua's C library and
+/// ours recurse on it (nested pcalls and metamethods up to Lua's 200 C
+/// levels, cjson and cmsgpack up to 1000 levels of nesting, the pattern
+/// matcher up to 200 items): a debug build overflowed the default 2 MB on
+/// a 1000-deep msgpack array. Only the pages touched take memory.
+const NETWORK_THREAD_STACK_BYTES: usize = 64 << 20;
+
+/// Starts the server and blocks until it shuts down.
+pub fn run(mut config: Config) -> Result<(), String> {
+    let (dir_lock, plan) = prepare(&config)?;
+    let keyspace = match plan.seed {
+        Some(seed) => Keyspace::with_seed(config.databases, seed, plan.sharding),
+        None => Keyspace::new(config.databases),
+    };
+    config.apply_to_engine(&keyspace);
+    let mut bound = Bound::bind(&config)?;
+    // `port 0` asks for any free port; CONFIG GET and INFO show the real one.
+    config.port = bound.port;
+    let unixsocket = config.unixsocket.clone();
+    let tls_config = bound.tls_config.take();
+    let server = assemble(config, keyspace, dir_lock, tls_config)?;
+    announce(&server);
+    let _pidfile = PidFile::write(&server.config.get().pidfile);
+    let workers = spawn_threads(&server)?;
+    serve(&server, bound, workers, plan)?;
+    // A script still running holds its thread and shards: it stops now
+    // (see `scripting::Running::check`), so the final checkpoint can lock
+    // every shard.
+    server.scripts.stopping.store(true, Relaxed);
+    finish(&server);
+    if !unixsocket.is_empty() {
+        let _ = std::fs::remove_file(&unixsocket);
+    }
+    log_warning!("Strata is now ready to exit, bye bye...");
+    Ok(())
+}
+
+/// The log file, the data directory and its lock, and the recovery plan.
+fn prepare(config: &Config) -> Result<(strata_engine::dir_lock::DirLock, Plan), String> {
+    log::set_level(config.loglevel);
+    log::set_file(&config.logfile)
+        .map_err(|e| format!("Can't open the log file '{}': {e}", config.logfile))?;
+    std::fs::create_dir_all(&config.dir).map_err(|e| {
+        format!(
+            "Can't create data directory '{}': {e}",
+            config.dir.display()
+        )
+    })?;
+    // Before any other file in the directory is touched: a second server
+    // on the same directory would delete this one's log (invariant 7).
+    let dir_lock =
+        strata_engine::dir_lock::DirLock::acquire(&config.dir).map_err(|e| e.to_string())?;
+    // Only the directory listing and the checkpoint's header are read here
+    // (the hash seed must be known before the keyspace exists); the data
+    // loads after the listeners are up, answering -LOADING meanwhile.
+    let plan = recovery::plan(&config.dir).map_err(|e| e.to_string())?;
+    Ok((dir_lock, plan))
+}
+
+/// Every listener the configuration asks for, bound before any thread
+/// starts.
+struct Bound {
+    plain: Vec<StdListener>,
+    tls: Vec<StdListener>,
+    tls_config: Option<Arc<rustls::ServerConfig>>,
+    unix: Option<std::os::unix::net::UnixListener>,
+    metrics: Vec<StdListener>,
+    /// The plain port bound (the one asked for, or a free one for 0).
+    port: u16,
+}
+
+impl Bound {
+    fn bind(config: &Config) -> Result<Bound, String> {
+        // `port 0` picks a free port, except beside `tls-port`: there it
+        // means TLS only, as in Redis (a plain port nobody asked for would
+        // be a way around TLS).
+        let tls_only = config.port == 0 && config.tls.port != 0;
+        let (plain, port) = if tls_only {
+            (Vec::new(), 0)
+        } else {
+            bind_all(config, config.port)?
+        };
+        let (tls_config, tls) = match config.tls.port {
+            0 => (None, Vec::new()),
+            tls_port => {
+                let tls_config = crate::tls::server_config(&config.tls)?;
+                let (tls_listeners, _) =
+                    bind_all(config, tls_port).map_err(|e| format!("tls-port {tls_port}: {e}"))?;
+                (Some(tls_config), tls_listeners)
+            }
+        };
+        let unix = match config.unixsocket.as_str() {
+            "" => None,
+            path => Some(bind_unix(path, config.unixsocketperm)?),
+        };
+        let metrics = match config.metrics_port {
+            0 => Vec::new(),
+            metrics_port => {
+                bind_addresses(&config.metrics_bind, config.tcp_backlog, metrics_port)
+                    .map_err(|e| format!("metrics-port {metrics_port}: {e}"))?
+                    .0
+            }
+        };
+        Ok(Bound {
+            plain,
+            tls,
+            tls_config,
+            unix,
+            metrics,
+            port,
+        })
+    }
+
+    /// The log lines that say where clients are served once loaded.
+    fn ready_lines(&self) -> Vec<String> {
+        (self.plain.iter().map(|l| (l, "tcp")))
+            .chain(self.tls.iter().map(|l| (l, "tls")))
+            .map(|(l, kind)| {
+                let local = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+                format!("Ready to accept connections {kind} on {local}")
+            })
+            .collect()
+    }
+}
+
+/// The server's state, built from the configuration and the (still empty)
+/// keyspace; starts the tiering readers and the unblocking thread it
+/// holds.
+fn assemble(
+    config: Config,
+    keyspace: Keyspace,
+    dir_lock: strata_engine::dir_lock::DirLock,
+    tls_config: Option<Arc<rustls::ServerConfig>>,
+) -> Result<Arc<Server>, String> {
+    let tiering = Tiering::start(
+        keyspace.tier().clone(),
+        config.tiering_io_threads,
+        config.tiering_io_uring,
+    )
+    .map_err(|e| format!("Can't start the tiering reader threads: {e}"))?;
+    let mut commands = CommandTable::new();
+    for (old, new) in &config.rename_commands {
+        commands.rename(old, new)?;
+    }
+    let acl = crate::acl::Acl::new(&commands);
+    crate::acl::load_at_startup(&acl, &commands, &config)?;
+    let thread_stats: Vec<_> = (0..config.threads)
+        .map(|_| Arc::new(ThreadStats::new(commands.len())))
+        .collect();
+    let keyspace = Arc::new(keyspace);
+    let blocking = Blocking::start(keyspace.clone())
+        .map_err(|e| format!("Can't start the unblocking thread: {e}"))?;
+    let persistence = Persistence::new(now_ms() / 1000, thread_stats.clone());
+    *persistence.dir_lock.lock() = Some(dir_lock);
+    Ok(Arc::new(Server::new(Parts {
+        config,
+        keyspace,
+        persistence,
+        tiering,
+        blocking,
+        commands,
+        acl,
+        thread_stats,
+        tls: tls_config,
+    })))
+}
+
+/// The start-up lines of the log.
+fn announce(server: &Server) {
+    let config = server.config.get();
+    log_notice!(
+        "Strata {} (Redis {} compatible) starting, pid={}, port={}, threads={}",
+        env!("CARGO_PKG_VERSION"),
+        REDIS_VERSION,
+        std::process::id(),
+        server.port(),
+        config.threads
+    );
+    for (name, value) in &config.accepted {
+        log_warning!(
+            "'{name} {value}' is accepted for redis.conf compatibility and has no effect: {}",
+            crate::config_accepted::note(name)
+        );
+    }
+}
+
+/// Network threads (one sender each, to hand them connections) and the
+/// background threads: the cron, the notification and tracking feeds, the
+/// checkpointer.
+fn spawn_threads(server: &Arc<Server>) -> Result<Vec<mpsc::UnboundedSender<Admitted>>, String> {
+    let mut workers = Vec::new();
+    for index in 0..server.thread_stats.len() {
+        let (sender, receiver) = mpsc::unbounded_channel::<Admitted>();
+        let server = server.clone();
+        let stats = server.thread_stats[index].clone();
+        std::thread::Builder::new()
+            .name(format!("strata-net-{index}"))
+            .stack_size(NETWORK_THREAD_STACK_BYTES)
+            .spawn(move || network_thread(server, stats, receiver, index))
+            .map_err(|e| format!("Can't start network thread: {e}"))?;
+        workers.push(sender);
+    }
+    let handles = server.handles();
+    std::thread::Builder::new()
+        .name("strata-expire".into())
+        .spawn(move || expiry_thread(handles))
+        .map_err(|e| format!("Can't start expiry thread: {e}"))?;
+    crate::notify::spawn_feed_events(
+        server.keyspace.clone(),
+        server.config.clone(),
+        server.pubsub.clone(),
+        server.notify_feed.clone(),
+    )
+    .map_err(|e| format!("Can't start the notification thread: {e}"))?;
+    crate::tracking::spawn_feed_invalidations(
+        server.keyspace.clone(),
+        server.config.clone(),
+        server.tracking.clone(),
+    )
+    .map_err(|e| format!("Can't start the tracking thread: {e}"))?;
+    persistence::spawn_checkpointer(server.handles())
+        .map_err(|e| format!("Can't start the checkpoint thread: {e}"))?;
+    Ok(workers)
+}
+
+/// Runs the accept runtime on this thread until SIGTERM, SIGINT or
+/// SHUTDOWN; starts the loader and the metrics endpoint in it.
+fn serve(
+    server: &Arc<Server>,
+    bound: Bound,
+    workers: Vec<mpsc::UnboundedSender<Admitted>>,
+    plan: Plan,
+) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("Can't start the accept runtime: {e}"))?;
+    let server = server.clone();
+    runtime.block_on(async move {
+        // Signal handlers go in before the server announces readiness, so a
+        // SIGTERM/SIGINT sent right after "Ready" shuts down cleanly instead
+        // of killing the process.
+        let signals = Signals::install()?;
+        let notifier =
+            crate::supervise::Notifier::from_setting(&server.config.get().supervised).map(Arc::new);
+        if let Some(notifier) = &notifier {
+            notifier.send("STATUS=Loading the dataset");
+        }
+        let ready_lines = bound.ready_lines();
+        persistence::spawn_loader(server.handles(), plan, ready_lines, notifier.clone());
+        crate::metrics::spawn(server.clone(), bound.metrics);
+        let (accepted_tx, accepted_rx) = mpsc::channel::<Incoming>(1024);
+        let listening = listen(bound.plain, bound.tls, bound.unix, &server)?;
+        for (listener, tls) in listening {
+            tokio::spawn(accept_forever(listener, tls, accepted_tx.clone()));
+        }
+        dispatch_connections(&server, accepted_rx, workers, signals).await;
+        if let Some(notifier) = &notifier {
+            notifier.send("STOPPING=1\nSTATUS=Saving and shutting down");
+        }
+        Ok::<(), String>(())
+    })
+}
+
+/// A connection as accepted: the socket, its peer, and whether it came in
+/// on `tls-port`.
+type Incoming = (crate::socket::Accepted, SocketAddr, bool);
+
+/// The listeners in the runtime, each with whether it is `tls-port`'s.
+fn listen(
+    plain: Vec<StdListener>,
+    tls: Vec<StdListener>,
+    unix: Option<std::os::unix::net::UnixListener>,
+    server: &Server,
+) -> Result<Vec<(crate::socket::Listener, bool)>, String> {
+    let mut listening = Vec::new();
+    let tcp = plain.into_iter().map(|l| (l, false));
+    for (listener, tls) in tcp.chain(tls.into_iter().map(|l| (l, true))) {
+        let local = listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
+        let kind = if tls { "tls" } else { "tcp" };
+        log_notice!("Listening on {kind} {local} (loading the dataset)");
+        listening.push((crate::socket::Listener::Tcp(listener), tls));
+    }
+    if let Some(listener) = unix {
+        let listener = tokio::net::UnixListener::from_std(listener).map_err(|e| e.to_string())?;
+        log_notice!(
+            "Listening on unix socket {}",
+            server.config.get().unixsocket
+        );
+        listening.push((crate::socket::Listener::Unix(listener), false));
+    }
+    Ok(listening)
+}
+
+/// Accepts on one listener until the dispatcher is gone.
+async fn accept_forever(
+    listener: crate::socket::Listener,
+    tls: bool,
+    accepted: mpsc::Sender<Incoming>,
+) {
+    loop {
+        match listener.accept().await {
+            Ok((socket, peer)) => {
+                if accepted.send((socket, peer, tls)).await.is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                log_warning!("Accepting client connection: {e}");
+                // Out of file descriptors and similar: back off instead of
+                // spinning.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+/// SIGTERM and SIGINT, installed once.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Signals, String> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            term: signal(SignalKind::terminate()).map_err(|e| e.to_string())?,
+            int: signal(SignalKind::interrupt()).map_err(|e| e.to_string())?,
+        })
+    }
+}
+
+/// Admits each accepted connection and hands it to a network thread;
+/// samples ops/s and trims the tracking table; returns on a signal or
+/// SHUTDOWN.
+async fn dispatch_connections(
+    server: &Server,
+    mut accepted: mpsc::Receiver<Incoming>,
+    workers: Vec<mpsc::UnboundedSender<Admitted>>,
+    mut signals: Signals,
+) {
+    let mut next_worker = 0usize;
+    let mut sample = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        tokio::select! {
+            Some((stream, peer, on_tls_port)) = accepted.recv() => {
+                let tls = if on_tls_port { server.tls.read().clone() } else { None };
+                if let Some(admitted) = admit(server, stream, peer, tls) {
+                    next_worker = hand_over(server, &workers, next_worker, admitted);
+                }
+            }
+            _ = sample.tick(), if !server.cron_paused.load(Relaxed) => {
+                server.stats.sample_ops(now_ms(), server.total_commands());
+                let config = server.config.get();
+                server.tracking.trim(
+                    config.tracking_table_max_keys as usize,
+                    config.output_limit_pubsub,
+                );
+            }
+            _ = signals.term.recv() => {
+                log_warning!("Received SIGTERM scheduling shutdown...");
+                break;
+            }
+            _ = signals.int.recv() => {
+                log_warning!("Received SIGINT scheduling shutdown...");
+                break;
+            }
+            _ = server.shutdown_notified() => break,
+        }
+    }
+}
+
+/// Sends `admitted` to the next network thread round-robin, skipping one
+/// that runs a busy script (it serves nobody until the script ends, and
+/// the new client may be an operator's SCRIPT KILL); the next index.
+fn hand_over(
+    server: &Server,
+    workers: &[mpsc::UnboundedSender<Admitted>],
+    next_worker: usize,
+    admitted: Admitted,
+) -> usize {
+    let busy = server.scripts.busy_threads.load(Relaxed);
+    let free = (0..workers.len())
+        .map(|n| (next_worker + n) % workers.len())
+        .find(|&index| index >= 64 || busy & (1 << index) == 0);
+    let index = free.unwrap_or(next_worker % workers.len());
+    if let Err(unsent) = workers[index].send(admitted) {
+        server.clients.unregister(unsent.0.client.id);
+    }
+    index + 1
+}
+
+/// Binds every `bind` address. A `-` prefix marks an optional address
+/// (skipped if unavailable, as Redis' default `-::1`). Port 0 picks a free
+/// port for the first address and reuses it for the others.
+fn bind_all(config: &Config, port: u16) -> Result<(Vec<StdListener>, u16), String> {
+    bind_addresses(&config.bind, config.tcp_backlog, port)
+}
+
+/// Listeners on each of `addresses` (a leading `-`: optional), on `port`
+/// (0: a free one, the same for all); the port bound.
+fn bind_addresses(
+    addresses: &[String],
+    backlog: u32,
+    mut port: u16,
+) -> Result<(Vec<StdListener>, u16), String> {
+    let mut listeners = Vec::new();
+    for address in addresses {
+        let (optional, host) = match address.strip_prefix('-') {
+            Some(host) => (true, host),
+            None => (false, address.as_str()),
+        };
+        let ip: std::net::IpAddr = match host.parse() {
+            Ok(ip) => ip,
+            Err(_) if host == "*" => std::net::Ipv4Addr::UNSPECIFIED.into(),
+            Err(_) => return Err(format!("Invalid bind address '{host}'")),
+        };
+        let addr = SocketAddr::new(ip, port);
+        match bind_one(addr, backlog) {
+            Ok(listener) => {
+                port = listener.local_addr().map(|a| a.port()).unwrap_or(port);
+                listeners.push(listener);
+            }
+            Err(e) if optional => log_notice!("Skipping optional bind address {addr}: {e}"),
+            Err(e) => {
+                return Err(format!(
+                    "Could not create server TCP listening socket {addr}: {e}"
+                ));
+            }
+        }
+    }
+    if listeners.is_empty() {
+        return Err("Failed listening on any bind address".into());
+    }
+    Ok((listeners, port))
+}
+
+fn bind_one(addr: SocketAddr, backlog: u32) -> std::io::Result<StdListener> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.bind(&addr.into())?;
+    socket.listen(backlog.min(i32::MAX as u32) as i32)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
+/// Applies connection-level admission rules and registers the client, so
+/// client ids follow accept order and `maxclients` counts every accepted
+/// connection. Returns the connection to serve.
+fn admit(
+    server: &Server,
+    stream: crate::socket::Accepted,
+    peer: SocketAddr,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> Option<Admitted> {
+    let config = server.config.get();
+    server.stats.connections_received.fetch_add(1, Relaxed);
+    let mut stream = stream;
+    if server.clients.count() as u64 >= config.maxclients {
+        server.stats.rejected_connections.fetch_add(1, Relaxed);
+        stream.refuse(b"-ERR max number of clients reached\r\n");
+        return None;
+    }
+    let (local, unix_socket) = match &stream {
+        crate::socket::Accepted::Tcp(tcp) => {
+            if config.protected_mode && server.acl.default_user().nopass && !is_local(peer.ip()) {
+                server.stats.rejected_connections.fetch_add(1, Relaxed);
+                stream.refuse(ERR_DENIED.as_bytes());
+                return None;
+            }
+            let _ = tcp.set_nodelay(true);
+            if config.tcp_keepalive_s > 0 {
+                let keepalive = socket2::TcpKeepalive::new()
+                    .with_time(Duration::from_secs(config.tcp_keepalive_s));
+                let _ = socket2::SockRef::from(tcp).set_tcp_keepalive(&keepalive);
+            }
+            (tcp.local_addr().ok()?, None)
+        }
+        // A unix socket is local: protected mode lets it in, as in Redis.
+        crate::socket::Accepted::Unix(_) => (peer, Some(Arc::from(config.unixsocket.as_str()))),
+    };
+    let fd = stream.as_raw_fd();
+    let client = server
+        .clients
+        .register(peer, local, unix_socket, fd, now_ms());
+    Some(Admitted {
+        stream,
+        client,
+        tls,
+    })
+}
+
+/// The unix socket at `path` (`unixsocket`), its file made anew (a stale
+/// one is removed, as Redis does) with `unixsocketperm`'s mode when set.
+fn bind_unix(path: &str, mode: u32) -> Result<std::os::unix::net::UnixListener, String> {
+    let _ = std::fs::remove_file(path);
+    let listener = std::os::unix::net::UnixListener::bind(path)
+        .map_err(|e| format!("Failed opening Unix socket: {path}: {e}"))?;
+    if mode != 0 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| format!("Failed setting the mode of Unix socket {path}: {e}"))?;
+    }
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("Unix socket {path}: {e}"))?;
+    Ok(listener)
+}
+
+fn network_thread(
+    server: Arc<Server>,
+    stats: Arc<ThreadStats>,
+    mut receiver: mpsc::UnboundedReceiver<Admitted>,
+    index: usize,
+) {
+    crate::scripting::set_thread_index(index);
+    crate::busy::start_thread(server.clone());
+    // Before the thread sleeps for lack of work, it yields its core once:
+    // a client (or another thread) runnable on that core runs now, and
+    // what it sends is often there when this thread looks again, so the
+    // thread is not put to sleep and woken for every request. On a small
+    // machine shared with the load (2 cores: redis-benchmark, two network
+    // threads) that was most of the gap to Redis for unpipelined small
+    // commands (README, "Transactions, scripts and pub/sub"); a thread
+    // alone on its core pays one syscall per sleep.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .on_thread_park(std::thread::yield_now)
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            log_warning!("Can't start a network thread runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    // Connections on this thread write the log themselves when they wait
+    // for it (see connection.rs), so commits here need not wake the writer.
+    strata_engine::log::set_flushes_itself();
+    runtime.block_on(async move {
+        server.tiering.readers.serve_thread_ring();
+        tokio::spawn(async {
+            let mut every = tokio::time::interval(crate::alloc::COLLECT_INTERVAL);
+            loop {
+                every.tick().await;
+                crate::alloc::collect();
+            }
+        });
+        while let Some(admitted) = receiver.recv().await {
+            let server = server.clone();
+            let stats = stats.clone();
+            tokio::spawn(async move { connection::serve(server, stats, admitted).await });
+        }
+    });
+}
+
+/// `pidfile`: written at start, removed when the server exits normally.
+struct PidFile(Option<std::path::PathBuf>);
+
+impl PidFile {
+    fn write(path: &str) -> PidFile {
+        if path.is_empty() {
+            return PidFile(None);
+        }
+        match std::fs::write(path, format!("{}\n", std::process::id())) {
+            Ok(()) => PidFile(Some(path.into())),
+            Err(e) => {
+                // As redis-server: the server runs on without it.
+                log_warning!("Failed to write PID file '{path}': {e}");
+                PidFile(None)
+            }
+        }
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        if let Some(path) = &self.0 {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Final checkpoint (as [`ShutdownSave`] says; never while still
+/// loading), then the log writes and syncs what it holds.
+fn finish(server: &Server) {
+    if server.persistence.is_loading() {
+        return;
+    }
+    let save = match server.shutdown_save() {
+        ShutdownSave::Save => true,
+        ShutdownSave::NoSave => false,
+        ShutdownSave::Default => {
+            let config = server.config.get();
+            config.appendonly || !config.save_points.is_empty()
+        }
+    };
+    if save {
+        log_notice!("Saving the final checkpoint before exiting.");
+        // A background checkpoint may be running; wait for it to finish
+        // rather than skip the final one.
+        loop {
+            match persistence::checkpoint(&server.handles(), Trigger::Shutdown) {
+                Err(e) if e == "in progress" => std::thread::sleep(Duration::from_millis(20)),
+                Err(e) => {
+                    log_warning!(
+                        "Final checkpoint failed: {e}; the log keeps every write it holds"
+                    );
+                    break;
+                }
+                Ok(_) => break,
+            }
+        }
+    }
+    if let Some(log) = server.keyspace.log() {
+        log.shutdown();
+        log_notice!("Log synced to disk.");
+    }
+}
+
+fn expiry_thread(server: Handles) {
+    let mut collected = Instant::now();
+    let mut census_pass_began = Instant::now();
+    let mut census_next_pass: Option<Instant> = None;
+    loop {
+        let hz = server.config.get().hz.max(1);
+        std::thread::sleep(Duration::from_millis(1000 / hz));
+        if collected.elapsed() >= crate::alloc::COLLECT_INTERVAL {
+            crate::alloc::collect();
+            collected = Instant::now();
+        }
+        if census_next_pass.is_none_or(|at| Instant::now() >= at) {
+            if census_next_pass.take().is_some() {
+                census_pass_began = Instant::now();
+            }
+            if server.keyspace.census_step(CENSUS_ENTRIES_PER_TICK) {
+                census_next_pass = Some(census_pass_began + CENSUS_PASS_INTERVAL);
+            }
+        }
+        server
+            .tiering
+            .tick(&server.keyspace, &server.config.get(), &server.persistence);
+        if server.persistence.is_loading()
+            || !server.active_expire.load(Relaxed)
+            || server.cron_paused.load(Relaxed)
+        {
+            continue;
+        }
+        let cycle = Instant::now();
+        server
+            .keyspace
+            .active_expire_cycle(now_ms(), EXPIRE_BUDGET_PER_SHARD);
+        strata_engine::latency::sample("expire-cycle", cycle.elapsed());
+    }
+}
+
+/// Redis 7's reply to a non-local client in protected mode, word for word.
+const ERR_DENIED: &str = "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+
+/// Whether protected mode lets `ip` in: as Redis, only 127.0.0.1 and ::1
+/// (not the rest of 127.0.0.0/8).
+fn is_local(ip: std::net::IpAddr) -> bool {
+    ip == std::net::Ipv4Addr::LOCALHOST || ip == std::net::Ipv6Addr::LOCALHOST
+}
