@@ -692,6 +692,7 @@ fn stats_section(server: &Server, out: &mut String, held: &mut Held) {
         "evicted_clients",
         server.client_memory.evicted.load(Relaxed)
     );
+    field!(out, "evicted_scripts", server.scripts.evicted.load(Relaxed));
     field!(out, "keyspace_hits", sum(|t| t.keyspace_hits.load(Relaxed)));
     field!(
         out,

@@ -45,15 +45,41 @@ const EVERY_SHARD_NAMES_MAX: usize = 10_000;
 /// Lua instructions between two checks of the time limit and SCRIPT KILL.
 const HOOK_INSTRUCTIONS: u32 = 100_000;
 
-/// A cached script: its SHA1 (lower case) and body.
-type Cached = (Arc<str>, Arc<str>);
+/// How many scripts EVAL may leave in the cache, as in Redis 7.4: a new
+/// one beyond them evicts the least recently used. SCRIPT LOAD's scripts
+/// stay until SCRIPT FLUSH. Without the bound, a client that builds a new
+/// script for every call (values spliced into the text) grows the cache
+/// and every thread's VM without end.
+pub const EVAL_SCRIPTS_MAX: usize = 500;
+
+/// A cached script: its SHA1 (lower case) and body (shared, so a lookup
+/// allocates nothing), and for one EVAL added, when it was last used.
+#[derive(Clone)]
+pub struct Cached {
+    pub sha: Arc<str>,
+    pub body: Arc<str>,
+    /// A tick of [`Scripts::clock`] (`None`: SCRIPT LOAD's, never evicted).
+    pub used: Option<Arc<AtomicU64>>,
+}
+
+/// The cache: scripts by lower-case SHA1, and which of them EVAL added.
+#[derive(Default)]
+struct Cache {
+    bodies: foldhash::HashMap<String, Cached>,
+    evictable: Vec<String>,
+}
 
 /// The scripts the server knows, by SHA1, and the scripts running now.
 #[derive(Default)]
 pub struct Scripts {
-    /// By lower-case SHA1: the SHA1 and the body (shared, so a lookup
-    /// allocates nothing).
-    bodies: RwLock<foldhash::HashMap<String, Cached>>,
+    cache: RwLock<Cache>,
+    /// Ticks for the least-recently-used order of EVAL's scripts.
+    clock: AtomicU64,
+    /// INFO's `evicted_scripts` (CONFIG RESETSTAT zeroes it).
+    pub evicted: AtomicU64,
+    /// Evictions since start, never reset: a VM that sees it move drops
+    /// what it compiled of the evicted scripts.
+    evictions: AtomicU64,
     /// Bumped by SCRIPT FLUSH: every thread's VM starts afresh.
     generation: AtomicU64,
     /// Scripts past `busy-reply-threshold`, by client id (a script joins
@@ -114,34 +140,86 @@ pub const BUSY_FUNCTION: &str =
     "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
 
 impl Scripts {
-    /// Remembers `body`; returns its SHA1 in lower-case hex.
-    pub fn store(&self, body: &[u8]) -> String {
-        let sha = sha1_hex(body);
-        let mut bodies = self.bodies.write();
-        if !bodies.contains_key(&sha) {
-            let entry = (
-                Arc::from(sha.as_str()),
-                Arc::from(String::from_utf8_lossy(body)),
-            );
-            bodies.insert(sha.clone(), entry);
-        }
-        sha
+    /// EVAL's `body`: cached (evicting the least recently used of EVAL's
+    /// scripts when there are [`EVAL_SCRIPTS_MAX`]) unless it is already.
+    pub fn store_for_eval(&self, body: &[u8]) -> Cached {
+        self.store(body, true)
     }
 
-    /// The SHA1 (lower case) and body of script `sha`, in any case.
-    pub fn get(&self, sha: &[u8]) -> Option<(Arc<str>, Arc<str>)> {
-        let bodies = self.bodies.read();
+    /// SCRIPT LOAD's `body`: cached for good (one EVAL added stays
+    /// evictable, as in Redis).
+    pub fn store_loaded(&self, body: &[u8]) -> Cached {
+        self.store(body, false)
+    }
+
+    fn store(&self, body: &[u8], evictable: bool) -> Cached {
+        let sha = sha1_hex(body);
+        if let Some(cached) = self.cache.read().bodies.get(&sha) {
+            return cached.clone();
+        }
+        let mut cache = self.cache.write();
+        if let Some(cached) = cache.bodies.get(&sha) {
+            return cached.clone();
+        }
+        if evictable {
+            while cache.evictable.len() >= EVAL_SCRIPTS_MAX {
+                self.evict_oldest(&mut cache);
+            }
+            cache.evictable.push(sha.clone());
+        }
+        let cached = Cached {
+            sha: Arc::from(sha.as_str()),
+            body: Arc::from(String::from_utf8_lossy(body)),
+            used: evictable.then(|| Arc::new(AtomicU64::new(self.tick()))),
+        };
+        cache.bodies.insert(sha, cached.clone());
+        cached
+    }
+
+    fn evict_oldest(&self, cache: &mut Cache) {
+        let bodies = &cache.bodies;
+        let last_used = |sha: &String| {
+            let used = bodies.get(sha).and_then(|c| c.used.as_ref());
+            used.map_or(0, |used| used.load(Relaxed))
+        };
+        let Some(oldest) =
+            (0..cache.evictable.len()).min_by_key(|&i| last_used(&cache.evictable[i]))
+        else {
+            return;
+        };
+        let sha = cache.evictable.swap_remove(oldest);
+        cache.bodies.remove(&sha);
+        self.evicted.fetch_add(1, Relaxed);
+        self.evictions.fetch_add(1, Relaxed);
+    }
+
+    fn tick(&self) -> u64 {
+        self.clock.fetch_add(1, Relaxed) + 1
+    }
+
+    /// Notes that a script EVAL added ran now (its place in the eviction
+    /// order); nothing for SCRIPT LOAD's.
+    pub fn touch(&self, used: Option<&Arc<AtomicU64>>) {
+        if let Some(used) = used {
+            used.store(self.tick(), Relaxed);
+        }
+    }
+
+    /// Script `sha`, in any case.
+    pub fn get(&self, sha: &[u8]) -> Option<Cached> {
+        let cache = self.cache.read();
         let found = match std::str::from_utf8(sha) {
-            Ok(text) if !text.bytes().any(|b| b.is_ascii_uppercase()) => bodies.get(text),
-            _ => bodies.get(&String::from_utf8_lossy(sha).to_ascii_lowercase()),
+            Ok(text) if !text.bytes().any(|b| b.is_ascii_uppercase()) => cache.bodies.get(text),
+            _ => (cache.bodies).get(&String::from_utf8_lossy(sha).to_ascii_lowercase()),
         };
         found.cloned()
     }
 
     /// Scripts cached and the bytes of their bodies (INFO memory).
     pub fn cached(&self) -> (usize, usize) {
-        let bodies = self.bodies.read();
-        (bodies.len(), bodies.values().map(|(_, b)| b.len()).sum())
+        let cache = self.cache.read();
+        let bytes = cache.bodies.values().map(|c| c.body.len()).sum();
+        (cache.bodies.len(), bytes)
     }
 
     pub fn exists(&self, sha: &[u8]) -> bool {
@@ -149,7 +227,7 @@ impl Scripts {
     }
 
     pub fn flush(&self) {
-        self.bodies.write().clear();
+        *self.cache.write() = Cache::default();
         self.generation.fetch_add(1, Relaxed);
     }
 
@@ -371,7 +449,9 @@ pub struct Vm {
     /// The scripts this VM compiled, by lower-case SHA1, with their
     /// flags: EVALSHA of one of them needs no look into the shared cache
     /// (its lock and reference counts are lines every thread would bounce).
-    functions: foldhash::HashMap<String, (Slot, ScriptFlags)>,
+    functions: foldhash::HashMap<String, (Slot, ScriptFlags, Option<Arc<AtomicU64>>)>,
+    /// [`Scripts::evictions`] when this VM last dropped evicted scripts.
+    evictions_seen: u64,
     /// Where the running script's `redis.call` implementation is put.
     pub private: Table,
     /// The generation of the libraries loaded into this VM.
@@ -411,6 +491,11 @@ pub fn with_vm<R>(scripts: &Scripts, f: impl FnOnce(&mut Vm) -> R) -> R {
             *slot = Some(Vm::new(generation).expect("a new Lua state"));
         }
         let vm = slot.as_mut().expect("made above");
+        let evictions = scripts.evictions.load(Relaxed);
+        if vm.evictions_seen != evictions {
+            vm.forget_evicted(scripts);
+            vm.evictions_seen = evictions;
+        }
         let result = f(vm);
         VM_BYTES.with(|bytes| bytes.store(vm.lua.used_memory(), Relaxed));
         result
@@ -875,6 +960,7 @@ impl Vm {
             functions: foldhash::HashMap::default(),
             private,
             library_generation: 0,
+            evictions_seen: 0,
             callbacks: HashMap::new(),
             every_shard: std::collections::HashSet::new(),
             runner_installed: false,
@@ -991,8 +1077,13 @@ impl Vm {
     }
 
     /// The compiled function of script `sha`.
-    pub fn function(&mut self, sha: &str, body: &str) -> Result<Slot, String> {
-        if let Some((slot, _)) = self.functions.get(sha) {
+    pub fn function(
+        &mut self,
+        sha: &str,
+        body: &str,
+        used: Option<&Arc<AtomicU64>>,
+    ) -> Result<Slot, String> {
+        if let Some((slot, ..)) = self.functions.get(sha) {
             return Ok(*slot);
         }
         let (flags, body) = parse_shebang(body)?;
@@ -1010,13 +1101,32 @@ impl Vm {
                 )
             })?;
         let slot = pin(&self.lua, function).map_err(|e| format!("ERR {e}"))?;
-        self.functions.insert(sha.to_owned(), (slot, flags));
+        (self.functions).insert(sha.to_owned(), (slot, flags, used.cloned()));
         Ok(slot)
+    }
+
+    /// Drops what this VM compiled of scripts no longer in the cache
+    /// (evicted), so that EVALSHA answers NOSCRIPT for them here too and
+    /// the VM lets them go.
+    fn forget_evicted(&mut self, scripts: &Scripts) {
+        let cache = scripts.cache.read();
+        let mut gone = Vec::new();
+        self.functions.retain(|sha, (slot, ..)| {
+            let kept = cache.bodies.contains_key(sha);
+            if !kept {
+                gone.push(*slot);
+            }
+            kept
+        });
+        drop(cache);
+        for slot in gone {
+            self.unpin(slot);
+        }
     }
 
     /// Script `sha` (lower-case) if this VM compiled it.
     pub fn compiled(&self, sha: &str) -> Option<Slot> {
-        self.functions.get(sha).map(|(slot, _)| *slot)
+        self.functions.get(sha).map(|(slot, ..)| *slot)
     }
 
     /// Whether script or function `name` needed every shard in a run.
@@ -1040,8 +1150,11 @@ impl Vm {
 
     /// The flags of script `sha` (lower-case) if this VM compiled it: it
     /// is then in the cache, since SCRIPT FLUSH replaces every VM.
-    pub fn compiled_flags(&self, sha: &str) -> Option<ScriptFlags> {
-        self.functions.get(sha).map(|(_, flags)| *flags)
+    /// Notes the script's use in the eviction order.
+    pub fn use_compiled(&self, sha: &str, scripts: &Scripts) -> Option<ScriptFlags> {
+        let (_, flags, used) = self.functions.get(sha)?;
+        scripts.touch(used.as_ref());
+        Some(*flags)
     }
 
     /// Runs script or function `function` (`as_arguments`: a library

@@ -969,6 +969,106 @@ fn lua_memory_is_reported_and_does_not_grow() {
     );
 }
 
+/// Redis 7.4's eviction of EVAL's scripts: at most 500 stay, the least
+/// recently used (by EVAL or EVALSHA) goes first, SCRIPT LOAD's stay, and
+/// what was evicted is gone on every thread (EVALSHA answers NOSCRIPT).
+#[test]
+fn eval_scripts_are_evicted_least_recently_used_first() {
+    let server = TestServer::start_with(&["--threads", "2"]);
+    let mut con = server.raw();
+    let stat = |con: &mut Raw, name: &str| -> u64 {
+        let info = con.cmd(&["INFO", "everything"]).as_text();
+        info_field(&info, name).parse().unwrap()
+    };
+    let sha = |body: &str| con_sha(body);
+    // 500 scripts fill the cache; EVALSHA finds the first and the last.
+    for j in 1..=500 {
+        assert_eq!(con.cmd(&["EVAL", &format!("return {j}"), "0"]), i(j));
+    }
+    assert_eq!(stat(&mut con, "number_of_cached_scripts"), 500);
+    assert_eq!(stat(&mut con, "evicted_scripts"), 0);
+    // "return 1" and "return 2" used again, one by EVAL, one by EVALSHA
+    // (on another connection, which may be on the other thread).
+    let mut other = server.raw();
+    assert_eq!(con.cmd(&["EVAL", "return 1", "0"]), i(1));
+    assert_eq!(other.cmd(&["EVALSHA", &sha("return 2"), "0"]), i(2));
+    // One more: "return 3" is now the least recently used.
+    assert_eq!(con.cmd(&["EVAL", "return 1000", "0"]), i(1000));
+    assert_eq!(stat(&mut con, "evicted_scripts"), 1);
+    assert_eq!(stat(&mut con, "number_of_cached_scripts"), 500);
+    for con in [&mut con, &mut other] {
+        let evicted = con.cmd(&["EVALSHA", &sha("return 3"), "0"]);
+        assert_eq!(evicted, e("NOSCRIPT No matching script. Please use EVAL."));
+        assert_eq!(con.cmd(&["EVALSHA", &sha("return 1"), "0"]), i(1));
+        assert_eq!(con.cmd(&["EVALSHA", &sha("return 2"), "0"]), i(2));
+        assert_eq!(con.cmd(&["EVALSHA", &sha("return 4"), "0"]), i(4));
+    }
+    // SCRIPT LOAD's scripts are never evicted; EVAL's still are.
+    assert_eq!(con.cmd(&["SCRIPT", "FLUSH"]), ok());
+    assert_eq!(con.cmd(&["CONFIG", "RESETSTAT"]), ok());
+    for j in 1..=700 {
+        con.cmd(&["SCRIPT", "LOAD", &format!("return {j}")]);
+        assert_eq!(
+            con.cmd(&["EVAL", &format!("return 'str_{j}'"), "0"]),
+            b(&format!("str_{j}"))
+        );
+    }
+    assert_eq!(stat(&mut con, "evicted_scripts"), 200);
+    assert_eq!(stat(&mut con, "number_of_cached_scripts"), 700 + 500);
+    assert_eq!(con.cmd(&["EVALSHA", &sha("return 1"), "0"]), i(1));
+    assert_eq!(con.cmd(&["CONFIG", "RESETSTAT"]), ok());
+    assert_eq!(stat(&mut con, "evicted_scripts"), 0);
+}
+
+/// A client that builds a new script for every call (values spliced into
+/// its text) keeps the cache and the VM bounded.
+#[test]
+fn a_new_script_per_call_does_not_grow_memory() {
+    let server = TestServer::start_with(&["--threads", "1"]);
+    let mut con = server.raw();
+    let memory = |con: &mut Raw| -> (u64, u64) {
+        let info = con.cmd(&["INFO", "memory"]).as_text();
+        let field = |name: &str| info_field(&info, name).parse::<u64>().unwrap();
+        (
+            field("used_memory_scripts_eval"),
+            field("used_memory_vm_eval"),
+        )
+    };
+    let call = |con: &mut Raw, n: u64| {
+        let script = format!("return redis.call('SET', KEYS[1], '{n}')");
+        con.send(&["EVAL", &script, "1", "k"]);
+    };
+    for n in 0..2_000 {
+        call(&mut con, n);
+    }
+    for _ in 0..2_000 {
+        con.read();
+    }
+    let (scripts, vm) = memory(&mut con);
+    for n in 2_000..20_000 {
+        call(&mut con, n);
+        if n % 1_000 == 999 {
+            for _ in 0..1_000 {
+                con.read();
+            }
+        }
+    }
+    assert_eq!(con.cmd(&["GET", "k"]), b("19999"));
+    let (scripts_after, vm_after) = memory(&mut con);
+    assert!(
+        scripts_after <= scripts + scripts / 10,
+        "the cache grew: {scripts} -> {scripts_after}"
+    );
+    assert!(vm_after < 2 * vm, "the VM grew: {vm} -> {vm_after}");
+}
+
+/// The SHA1 of a script, as the server names it.
+fn con_sha(body: &str) -> String {
+    let mut hasher = sha1_smol::Sha1::new();
+    hasher.update(body.as_bytes());
+    hasher.digest().to_string()
+}
+
 /// Runs `body` as an EVAL on a new connection until `con` is answered
 /// -BUSY (`busy-reply-threshold` set to 50 ms first); returns the script's
 /// connection.

@@ -584,7 +584,11 @@ fn may_call_noscript(server: &crate::server::Server, name: &str) -> bool {
 pub enum Target<'t> {
     /// EVAL / EVALSHA: a script of the cache; without its body, one this
     /// thread's VM has compiled.
-    Script { sha: &'t str, body: Option<&'t str> },
+    /// The body comes with its place in the eviction order (EVAL's).
+    Script {
+        sha: &'t str,
+        body: Option<(&'t str, Option<&'t Arc<std::sync::atomic::AtomicU64>>)>,
+    },
     /// FCALL: a function of the libraries (`crate::functions`).
     Function {
         libraries: &'t Libraries,
@@ -622,8 +626,8 @@ fn run_once(
         let function = match target {
             Target::Script {
                 sha,
-                body: Some(body),
-            } => vm.function(sha, body),
+                body: Some((body, used)),
+            } => vm.function(sha, body, used),
             // SCRIPT FLUSH ran since EVALSHA found it compiled.
             Target::Script { sha, body: None } => vm
                 .compiled(sha)
@@ -713,7 +717,7 @@ fn eval_generic(ctx: &mut Ctx, args: &[Bytes], by_sha: bool, read_only: bool) ->
     // SHA1): its flags are known, and the shared cache is not looked at.
     let compiled = match std::str::from_utf8(&args[1]) {
         Ok(sha) if by_sha && !sha.bytes().any(|b| b.is_ascii_uppercase()) => {
-            with_vm(scripts, |vm| vm.compiled_flags(sha)).map(|flags| (sha, flags))
+            with_vm(scripts, |vm| vm.use_compiled(sha, scripts)).map(|flags| (sha, flags))
         }
         _ => None,
     };
@@ -726,13 +730,13 @@ fn eval_generic(ctx: &mut Ctx, args: &[Bytes], by_sha: bool, read_only: bool) ->
                     "NOSCRIPT No matching script. Please use EVAL.",
                 ))?
             } else {
-                let sha = scripts.store(&args[1]);
-                scripts.get(sha.as_bytes()).expect("just stored")
+                scripts.store_for_eval(&args[1])
             };
-            let (flags, _) = parse_shebang(&cached.1).map_err(CmdError::from)?;
+            scripts.touch(cached.used.as_ref());
+            let (flags, _) = parse_shebang(&cached.body).map_err(CmdError::from)?;
             let target = Target::Script {
-                sha: &cached.0,
-                body: Some(&cached.1),
+                sha: &cached.sha,
+                body: Some((&cached.body, cached.used.as_ref())),
             };
             (target, flags)
         }
@@ -754,7 +758,7 @@ fn eval_generic(ctx: &mut Ctx, args: &[Bytes], by_sha: bool, read_only: bool) ->
 pub fn declares_no_writes(server: &crate::server::Server, script: &[u8], by_sha: bool) -> bool {
     let body = match by_sha {
         true => match server.scripts.get(script) {
-            Some((_, body)) => body,
+            Some(cached) => cached.body,
             None => return false,
         },
         false => String::from_utf8_lossy(script).into(),
@@ -849,8 +853,9 @@ pub fn script_load(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let body = String::from_utf8_lossy(&args[2]).into_owned();
     parse_shebang(&body).map_err(CmdError::from)?;
     // Compiled here so a syntax error is reported now, as Redis does.
-    with_vm(&scripts, |vm| vm.function(&sha, &body)).map_err(CmdError::from)?;
-    scripts.store(&args[2]);
+    let used = scripts.get(sha.as_bytes()).and_then(|cached| cached.used);
+    with_vm(&scripts, |vm| vm.function(&sha, &body, used.as_ref())).map_err(CmdError::from)?;
+    scripts.store_loaded(&args[2]);
     ctx.out.bulk(sha.as_bytes());
     Ok(())
 }
