@@ -24,19 +24,26 @@
 //! - [`list`]: the list type (packed nodes in a deque, the image codec);
 //! - [`set`], [`zset`]: sets and sorted sets in Redis' encodings, their
 //!   image codecs and the operations the log records; [`limits`]: when
-//!   collections change encoding;
-//!   not yet wired to the keyspace.
+//!   collections change encoding; [`hll`]: HyperLogLog's registers and
+//!   estimate; `decimal` (private): the canonical integer parser both
+//!   strings and sets use.
 //! - [`glob`]: Redis' glob-style pattern matcher for KEYS, SCAN and CONFIG.
 //! - [`hash`]: the hash type (a packed image kept inline in the entry, or
 //!   an arena table beside it; field deadlines; the image codec); commands
 //!   change hashes through field changes that the log records field by
-//!   field.
+//!   field. `hash::field` is the stored field both forms are made of.
 //! - [`record`]: the log record format (`docs/storage.md`).
 //! - [`log`]: segment files, group commit, fsync policies; `segment_file`
 //!   (private): one segment appended with `O_DIRECT` (aligned, padded).
 //! - [`checkpoint`]: fork-free checkpoints, shard by shard.
 //! - [`recovery`]: checkpoint + log replay, torn-tail handling, `verify`.
+//! - [`head`]: the log's HEAD manifest (which segments and ranges a
+//!   restart must find).
 //! - [`dir_lock`]: one process per data directory (invariant 7).
+//! - [`undo`]: before-images that undo a script's run (taken back whole
+//!   when it must run again with every shard locked).
+//! - [`access`]: LRU and LFU clocks; [`latency`]: LATENCY's samples;
+//!   [`lazyfree`]: freeing big values off the command's thread.
 //! - [`feed`]: every committed group of changes, in order, to subscribers.
 //! - [`background`]: memory held by background buffers, outside the budget.
 //! - `random` (private): seeds and a fast per-thread generator.
@@ -50,11 +57,13 @@
 //! - [`tier`]: reading cold values (io_uring plans, direct reads), per
 //!   segment live counts, the cache store.
 //!
-//! Modules depend on each other in one direction only (no import circles):
-//! leaves (`record`, `location`, `key`, `value`, `random`, `feed`,
-//! `commit`) below
-//! `log` and `tier`, below `entry`, `table` and `shard`, below `guard` and
-//! `keyspace`, below `eviction`, `compaction`, `checkpoint` and `recovery`.
+//! Modules depend on each other in one direction only (no import circles,
+//! checked by `crates/strata-server/tests/import_circles.rs`): leaves
+//! (`record`, `location`, `key`, `value`, `random`, `feed`, `commit`)
+//! below `log` and `tier`, below `entry`, `table` and `shard`, below
+//! `guard` (which takes shards through a trait, not the keyspace), below
+//! `keyspace`, below `eviction`, `compaction`, `checkpoint` and
+//! `recovery`.
 //!
 //! Every mutation goes through a [`keyspace::Shard`] or [`keyspace::Entry`]
 //! method while the shard lock is held, and that method appends the
