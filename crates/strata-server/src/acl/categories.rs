@@ -1,33 +1,19 @@
 //! ACL categories (`@read`, `@admin`, …): Redis 7's list, in its order
-//! (ACL CAT lists them so), and each command's categories as bits, read
+//! (ACL CAT lists them so), and each command's categories as bits, taken
 //! from the command table's `acl` field once at start.
 
-use crate::commands::CommandTable;
+use crate::commands::{Categories as TableCategories, CommandTable};
 
-/// Redis 7's categories, in its order.
-pub const CATEGORIES: &[&str] = &[
-    "keyspace",
-    "read",
-    "write",
-    "set",
-    "sortedset",
-    "list",
-    "hash",
-    "string",
-    "bitmap",
-    "hyperloglog",
-    "geo",
-    "stream",
-    "pubsub",
-    "admin",
-    "fast",
-    "slow",
-    "blocking",
-    "dangerous",
-    "connection",
-    "transaction",
-    "scripting",
-];
+/// Redis 7's categories, in its order (the command table's bits).
+pub const CATEGORIES: [&str; 21] = {
+    let mut names = [""; 21];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = TableCategories::NAMES[i].0;
+        i += 1;
+    }
+    names
+};
 
 /// Per command id, its categories as bits (bit i: `CATEGORIES[i]`).
 pub struct Categories {
@@ -36,16 +22,7 @@ pub struct Categories {
 
 impl Categories {
     pub fn new(table: &CommandTable) -> Categories {
-        let by_id = table
-            .specs
-            .iter()
-            .map(|spec| {
-                spec.acl.iter().fold(0, |bits, name| {
-                    bits | Self::bit_of(name)
-                        .unwrap_or_else(|| panic!("unknown ACL category '{name}' in the table"))
-                })
-            })
-            .collect();
+        let by_id = table.specs.iter().map(|spec| spec.acl.bits()).collect();
         Categories { by_id }
     }
 

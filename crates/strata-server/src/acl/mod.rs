@@ -292,7 +292,6 @@ impl Acl {
         let spec = table.specs[id];
         if !selector.all_keys && !spec.keys.is_empty() {
             // Found once for all the selectors.
-            let full_name = table.full_names[id].as_str();
             let keys = request
                 .keys
                 .get_or_insert_with(|| match self.single_key_need[id] {
@@ -301,10 +300,13 @@ impl Acl {
                     }
                     // SET and BITFIELD: the flags depend on the options.
                     Some(SingleKey::Variable(flags)) if args.len() > 1 => {
-                        let flags = keyspec::variable_flags(full_name, args).unwrap_or(flags);
-                        smallvec::smallvec![(1, need_of(flags))]
+                        let mut keys = vec![(1, flags)];
+                        if let Some(hook) = spec.keys_hook {
+                            hook(args, &mut keys);
+                        }
+                        smallvec::smallvec![(1, need_of(keys[0].1))]
                     }
-                    _ => key_needs(full_name, spec.keys, args),
+                    _ => key_needs(spec, args),
                 });
             if let Some((at, _)) = keys
                 .iter()
@@ -487,10 +489,10 @@ fn single_key_need(specs: &'static [keyspec::KeySpec]) -> Option<SingleKey> {
 /// What each key of a command needs, from its key flags: `access` reads;
 /// `update`, `insert` and `delete` write; a key with none of them (an
 /// existence test) needs any pattern that matches.
-fn key_needs(full_name: &str, specs: &'static [keyspec::KeySpec], args: &[Bytes]) -> KeyNeeds {
+fn key_needs(spec: &crate::commands::Spec, args: &[Bytes]) -> KeyNeeds {
     // Arguments the specs cannot read (a bad numkeys) are the command's
     // own error to give, not a denial: no keys then.
-    keyspec::keys_and_flags(full_name, specs, args)
+    keyspec::keys_and_flags(spec.keys, spec.keys_hook, args)
         .unwrap_or_default()
         .into_iter()
         // Shard channels are declared as `not_key` specs: not keys.

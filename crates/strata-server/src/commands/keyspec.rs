@@ -260,67 +260,88 @@ pub fn keys_with_specs<'a>(
 /// A key's flags (Redis' names, see [`KeySpec::flags`]).
 pub type KeyFlags = &'static [&'static str];
 
-/// Every key of command `full_name` in `args` with the flags that apply
-/// to it, as Redis' key extraction finds them: the specs, plus what they
-/// cannot say (SORT's STORE anywhere in the arguments; MIGRATE's key
-/// argument left empty when KEYS names the keys; flags that depend on
-/// the arguments). COMMAND GETKEYS and the ACL checks read keys so.
+/// A command's own part of key extraction, where its key specs cannot
+/// say all (Redis' getkeys procedures): it adjusts the keys and flags the
+/// specs found in `args`. Named by the command's row (`keys_hook`).
+pub type KeysHook = fn(args: &[Bytes], keys: &mut Vec<(usize, KeyFlags)>);
+
+/// Every key of a command in `args` with the flags that apply to it, as
+/// Redis' key extraction finds them: its `specs`, then its `hook` for
+/// what they cannot say. COMMAND GETKEYS and the ACL checks read keys so.
 pub fn keys_and_flags(
-    full_name: &str,
     specs: &'static [KeySpec],
+    hook: Option<KeysHook>,
     args: &[Bytes],
 ) -> Result<Vec<(usize, KeyFlags)>, BadArguments> {
-    let mut keys = keys_with_specs(specs, args)?;
-    if full_name == "sort" {
-        // SORT's STORE can be anywhere: found as Redis' sortGetKeys finds
-        // it (LIMIT, GET and BY skipped with their arguments; the last
-        // STORE wins).
-        const STORE_FLAGS: &KeySpec = &unknown("", &["OW", "update"]);
-        let mut store = None;
-        let mut i = 2;
-        while i < args.len() {
-            if is(&args[i], "limit") {
-                i += 2;
-            } else if is(&args[i], "get") || is(&args[i], "by") {
-                i += 1;
-            } else if is(&args[i], "store") && i + 1 < args.len() {
-                store = Some(i + 1);
-            }
-            i += 1;
-        }
-        if let Some(at) = store {
-            keys.push((at, STORE_FLAGS));
-        }
-    }
-    if full_name == "migrate" && keys.len() > 1 && args.get(3).is_some_and(|k| k.is_empty()) {
-        keys.retain(|(at, _)| *at != 3);
-    }
-    Ok(keys
+    let mut keys: Vec<(usize, KeyFlags)> = keys_with_specs(specs, args)?
         .into_iter()
-        .map(|(at, key_spec)| {
-            let flags = if key_spec.flags.contains(&"variable_flags") {
-                variable_flags(full_name, args).unwrap_or(key_spec.flags)
-            } else {
-                key_spec.flags
-            };
-            (at, flags)
-        })
-        .collect())
+        .map(|(at, spec)| (at, spec.flags))
+        .collect();
+    if let Some(hook) = hook {
+        hook(args, &mut keys);
+    }
+    Ok(keys)
 }
 
-/// The flags of a `variable_flags` spec for these arguments, as Redis'
-/// key extraction reports them: SET overwrites unless it has GET, BITFIELD
-/// only reads unless it has SET or INCRBY.
-pub fn variable_flags(full_name: &str, args: &[Bytes]) -> Option<&'static [&'static str]> {
-    // SET's options follow its value (`SET k get` sets "get"); BITFIELD's
-    // operations follow the key.
-    let has = |from: usize, word: &str| args.iter().skip(from).any(|a| is(a, word));
-    match full_name {
-        "set" if has(3, "GET") => Some(&["RW", "access", "update"]),
-        "set" => Some(&["OW", "update"]),
-        "bitfield" if has(2, "SET") || has(2, "INCRBY") => Some(&["RW", "access", "update"]),
-        "bitfield" => Some(&["RO", "access"]),
-        _ => None,
+/// SORT's STORE can be anywhere: found as Redis' sortGetKeys finds it
+/// (LIMIT, GET and BY skipped with their arguments; the last STORE wins).
+pub fn sort_keys(args: &[Bytes], keys: &mut Vec<(usize, KeyFlags)>) {
+    let mut store = None;
+    let mut i = 2;
+    while i < args.len() {
+        if is(&args[i], "limit") {
+            i += 2;
+        } else if is(&args[i], "get") || is(&args[i], "by") {
+            i += 1;
+        } else if is(&args[i], "store") && i + 1 < args.len() {
+            store = Some(i + 1);
+        }
+        i += 1;
+    }
+    if let Some(at) = store {
+        keys.push((at, &["OW", "update"]));
+    }
+}
+
+/// MIGRATE's key argument is left empty when KEYS names the keys.
+pub fn migrate_keys(args: &[Bytes], keys: &mut Vec<(usize, KeyFlags)>) {
+    if keys.len() > 1 && args.get(3).is_some_and(|k| k.is_empty()) {
+        keys.retain(|(at, _)| *at != 3);
+    }
+}
+
+/// SET's `variable_flags`: it overwrites unless it has GET (its options
+/// follow its value: `SET k get` sets "get").
+pub fn set_keys(args: &[Bytes], keys: &mut Vec<(usize, KeyFlags)>) {
+    let reads = args.iter().skip(3).any(|a| is(a, "GET"));
+    resolve_variable(
+        keys,
+        if reads {
+            &["RW", "access", "update"]
+        } else {
+            &["OW", "update"]
+        },
+    );
+}
+
+/// BITFIELD's `variable_flags`: it only reads unless it has SET or INCRBY.
+pub fn bitfield_keys(args: &[Bytes], keys: &mut Vec<(usize, KeyFlags)>) {
+    let writes = args.iter().skip(2).any(|a| is(a, "SET") || is(a, "INCRBY"));
+    resolve_variable(
+        keys,
+        if writes {
+            &["RW", "access", "update"]
+        } else {
+            &["RO", "access"]
+        },
+    );
+}
+
+fn resolve_variable(keys: &mut [(usize, KeyFlags)], flags: KeyFlags) {
+    for (_, key_flags) in keys {
+        if key_flags.contains(&"variable_flags") {
+            *key_flags = flags;
+        }
     }
 }
 

@@ -37,6 +37,8 @@ pub mod scripting;
 pub mod server;
 pub mod sets;
 pub mod sort;
+#[macro_use]
+pub mod spec;
 pub mod strings;
 pub mod table;
 pub mod tracking;
@@ -53,6 +55,9 @@ use strata_engine::commit::Commit;
 use strata_engine::keyspace::Locked;
 use strata_engine::{KeyRef, Keyspace};
 use strata_resp::ReplyWriter;
+
+pub use spec::{Categories, Flags, Traits};
+use spec::{flag, traits as trait_};
 
 use crate::config::Config;
 use crate::server::Server;
@@ -112,35 +117,93 @@ pub const ERR_STRING_TOO_LONG: &str =
 pub const ERR_NOAUTH: &str = "NOAUTH Authentication required.";
 pub const ERR_LOADING: &str = "LOADING Redis is loading the dataset in memory";
 
-/// One command (or subcommand) as data.
+/// One command (or subcommand) as data: a row of the table
+/// (`commands/table/`).
 pub struct Spec {
     /// Lower-case name (for a subcommand, the part after `|`).
     pub name: &'static str,
     /// Redis arity: exact argument count including the name, or -N for at
     /// least N.
     pub arity: i32,
-    pub flags: &'static [&'static str],
+    /// Redis' command flags.
+    pub flags: Flags,
     /// Where the command's keys are and what it does with them.
     pub keys: &'static [keyspec::KeySpec],
-    /// ACL categories without the leading '@'.
-    pub acl: &'static [&'static str],
+    /// What its key specs cannot say about its keys (Redis' getkeys
+    /// procedures: SORT's STORE, MIGRATE's KEYS, flags that depend on
+    /// the arguments).
+    pub keys_hook: Option<keyspec::KeysHook>,
+    /// ACL categories.
+    pub acl: Categories,
     pub group: &'static str,
     pub since: &'static str,
     pub summary: &'static str,
     pub complexity: &'static str,
-    /// `None` for a container whose subcommands do the work.
-    pub handler: Option<Handler>,
+    /// Redis' command tips (COMMAND INFO's eighth element).
+    pub tips: &'static [&'static str],
+    /// Strata's own properties (see [`Traits`]).
+    pub traits: Traits,
+    /// How it runs.
+    pub run: Run,
     pub subcommands: &'static [Spec],
 }
 
+/// How a command runs.
+#[derive(Clone, Copy)]
+pub enum Run {
+    /// Its handler, under the locks of its declared keys.
+    Handler(Handler),
+    /// EXEC: dispatch runs the queued transaction (it needs the
+    /// connection's output rather than one reply).
+    Exec,
+    /// A script or function (EVAL, FCALL and their kin): its handler,
+    /// with its lock set held for the whole run (it may reach keys it did
+    /// not declare).
+    Script(Handler),
+    /// A container: its subcommands do the work.
+    Container,
+}
+
 impl Spec {
+    /// What a row leaves out: no keys, tips or traits, no subcommands.
+    pub const DEFAULT: Spec = Spec {
+        name: "",
+        arity: 0,
+        flags: Flags::of(&[]),
+        keys: &[],
+        keys_hook: None,
+        acl: Categories::of(&[]),
+        group: "",
+        since: "",
+        summary: "",
+        complexity: "",
+        tips: &[],
+        traits: Traits::of(&[]),
+        run: Run::Container,
+        subcommands: &[],
+    };
+
+    /// Its handler (EXEC has none of its own; a container neither).
+    pub fn handler(&self) -> Option<Handler> {
+        match self.run {
+            Run::Handler(handler) | Run::Script(handler) => Some(handler),
+            Run::Exec | Run::Container => None,
+        }
+    }
+
     pub fn arity_ok(&self, argc: usize) -> bool {
         let arity = self.arity;
         (arity >= 0 && argc == arity as usize) || (arity < 0 && argc >= (-arity) as usize)
     }
 
-    pub fn has_flag(&self, flag: &str) -> bool {
-        self.flags.contains(&flag)
+    /// Whether it has every one of Redis' `flags`.
+    pub fn has(&self, flags: Flags) -> bool {
+        self.flags.has(flags)
+    }
+
+    /// Whether it has Strata's trait `trait_`.
+    pub fn is(&self, trait_: Traits) -> bool {
+        self.traits.has(trait_)
     }
 
     /// Positions of the key arguments in `args`, from the key specs
@@ -171,7 +234,7 @@ pub struct CommandTable {
     pub debug_id: usize,
     /// CLUSTER answers Redis' standalone error for the subcommands it lacks.
     pub cluster_id: usize,
-    /// EXEC runs the queued transaction rather than a handler.
+    /// EXEC's index (its counters; dispatch knows EXEC by its `Run`).
     pub exec_id: usize,
     /// Per command index: the flags dispatch checks on every command, as
     /// bits ([`Gates`]), so it compares no flag names.
@@ -195,47 +258,41 @@ impl Gates {
     /// Holds its locks for a whole script (EVAL and its kin).
     pub const PINNED: u16 = 64;
     /// Reads or changes a whole database: a transaction or script running
-    /// it holds every shard (`transactions::is_database_wide`).
+    /// it holds every shard (the table's `DATABASE_WIDE`).
     pub const DATABASE_WIDE: u16 = 128;
     /// Locks shards on its own: a transaction runs it after its commit
-    /// (`transactions::runs_unlocked`).
+    /// (the table's `RUNS_UNLOCKED`).
     pub const RUNS_UNLOCKED: u16 = 256;
     /// Runs at once inside MULTI rather than queue
-    /// (`transactions::runs_at_once`).
+    /// (the table's `RUNS_AT_ONCE`).
     pub const RUNS_AT_ONCE: u16 = 512;
 
-    fn of(spec: &Spec, full_name: &str, is_ping: bool) -> Gates {
+    fn of(spec: &Spec, is_ping: bool) -> Gates {
         let mut bits = 0;
-        for (flag, bit) in [
-            ("no_auth", Self::NO_AUTH),
-            ("loading", Self::LOADING),
-            ("write", Self::REFUSED_ON_DISK_ERROR),
-            ("denyoom", Self::DENYOOM),
-            ("no_multi", Self::NO_MULTI),
-            ("allow_busy", Self::ALLOW_BUSY),
+        for (redis_flag, bit) in [
+            (flag::NO_AUTH, Self::NO_AUTH),
+            (flag::LOADING, Self::LOADING),
+            (flag::WRITE, Self::REFUSED_ON_DISK_ERROR),
+            (flag::DENYOOM, Self::DENYOOM),
+            (flag::NO_MULTI, Self::NO_MULTI),
+            (flag::ALLOW_BUSY, Self::ALLOW_BUSY),
         ] {
-            if spec.has_flag(flag) {
+            if spec.has(redis_flag) {
                 bits |= bit;
             }
         }
         if is_ping {
             bits |= Self::REFUSED_ON_DISK_ERROR;
         }
-        if matches!(
-            spec.name,
-            "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
-        ) {
+        if matches!(spec.run, Run::Script(_)) {
             bits |= Self::PINNED;
         }
         for (applies, bit) in [
-            (
-                transactions::is_database_wide(full_name),
-                Self::DATABASE_WIDE,
-            ),
-            (transactions::runs_unlocked(full_name), Self::RUNS_UNLOCKED),
-            (transactions::runs_at_once(full_name), Self::RUNS_AT_ONCE),
+            (trait_::DATABASE_WIDE, Self::DATABASE_WIDE),
+            (trait_::RUNS_UNLOCKED, Self::RUNS_UNLOCKED),
+            (trait_::RUNS_AT_ONCE, Self::RUNS_AT_ONCE),
         ] {
-            if applies {
+            if spec.is(applies) {
                 bits |= bit;
             }
         }
@@ -293,9 +350,15 @@ impl CommandTable {
         table.cluster_id = table.lookup(b"cluster").expect("CLUSTER is in the table");
         table.exec_id = table.lookup(b"exec").expect("EXEC is in the table");
         table.gates = (0..table.specs.len())
-            .map(|id| Gates::of(table.specs[id], &table.full_names[id], id == table.ping_id))
+            .map(|id| Gates::of(table.specs[id], id == table.ping_id))
             .collect();
         table
+    }
+
+    /// Whether `name` (a request's first argument) names EXEC.
+    pub fn is_exec(&self, name: &[u8]) -> bool {
+        self.lookup(name)
+            .is_some_and(|id| matches!(self.specs[id].run, Run::Exec))
     }
 
     /// A command or subcommand by its original full name (`get`,
@@ -347,35 +410,9 @@ impl CommandTable {
     /// The key arguments of `args` whose values the command reads, so that
     /// cold values can be read in before it runs (tiering). Commands that
     /// only look at or replace a key (DEL, EXISTS, TTL, EXPIRE, TYPE, SET,
-    /// MSET, MEMORY USAGE, …) need no value.
+    /// MSET, MEMORY USAGE, …: `READS_NO_VALUE` in the table) need no value,
+    /// except SET with GET, which returns the old one.
     pub fn value_keys<'a>(&self, args: &'a [Bytes]) -> Vec<&'a [u8]> {
-        const NO_VALUE_NEEDED: &[&str] = &[
-            "del",
-            "unlink",
-            "exists",
-            "ttl",
-            "pttl",
-            "expiretime",
-            "pexpiretime",
-            "expire",
-            "pexpire",
-            "expireat",
-            "pexpireat",
-            "persist",
-            "type",
-            "touch",
-            "set",
-            "mset",
-            "msetnx",
-            "setex",
-            "psetex",
-            "setnx",
-            "memory|usage",
-            "object|idletime",
-            "object|refcount",
-            "object|freq",
-            "object|residency",
-        ];
         let Some(mut id) = self.lookup(&args[0]) else {
             return Vec::new();
         };
@@ -389,7 +426,7 @@ impl CommandTable {
         let name = self.full_names[id].as_str();
         let reads_old_value =
             name == "set" && args.get(3..).unwrap_or(&[]).iter().any(|a| is(a, "GET"));
-        if (NO_VALUE_NEEDED.contains(&name) && !reads_old_value) || !spec.arity_ok(args.len()) {
+        if (spec.is(trait_::READS_NO_VALUE) && !reads_old_value) || !spec.arity_ok(args.len()) {
             return Vec::new();
         }
         spec.key_positions(args)
@@ -445,8 +482,7 @@ impl CommandTable {
             return false;
         };
         let spec = self.specs[id];
-        if !spec.arity_ok(args.len()) || !(spec.has_flag("write") || spec.has_flag("may_replicate"))
-        {
+        if !spec.arity_ok(args.len()) || !(spec.has(flag::WRITE) || spec.has(flag::MAY_REPLICATE)) {
             return false;
         }
         // EVAL, EVALSHA and FCALL have at least 3 arguments here (arity).
@@ -682,7 +718,7 @@ fn dispatch_one(
         // EXEC refused ends it (`admit` answered EXECABORT).
         if let Some(multi) = &mut session.multi {
             multi.dirty = true;
-            if server.commands.lookup(&args[0]) == Some(server.commands.exec_id) {
+            if server.commands.is_exec(&args[0]) {
                 transactions::end(session);
             }
         }
@@ -692,7 +728,7 @@ fn dispatch_one(
         transactions::queue(server, session, out, config, id, args);
         return Dispatched::Ran(None);
     }
-    if id == server.commands.exec_id {
+    if matches!(server.commands.specs[id].run, Run::Exec) {
         let ran = transactions::run_exec(server, session, out, config, stats, now_ms, defer_cold);
         // After the commands it ran, as Redis shows it (not when it
         // waits for cold values: it runs again then).
@@ -798,7 +834,8 @@ fn admit(
     bump(&stats.commands[id].rejected, 1);
     // EXEC refused inside MULTI ends the transaction with EXECABORT
     // (`dispatch_one` ends it), as Redis words it.
-    let message = match id == server.commands.exec_id && session.multi.is_some() {
+    let exec = matches!(server.commands.specs[id].run, Run::Exec);
+    let message = match exec && session.multi.is_some() {
         true => format!("EXECABORT Transaction discarded because of: {refused}").into(),
         false => refused,
     };
@@ -983,7 +1020,7 @@ fn busy_script_gate(a: &mut Admission) -> Option<Refusal> {
 fn subscribed_gate(a: &mut Admission) -> Option<Refusal> {
     let refused = a.session.subscriptions > 0
         && a.session.protocol == strata_resp::Protocol::Resp2
-        && !pubsub::allowed_when_subscribed(a.full_name());
+        && !a.server.commands.specs[a.id].is(trait_::WHEN_SUBSCRIBED);
     refused.then(|| {
         format!(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
@@ -1019,8 +1056,8 @@ pub(crate) fn call<'a, 's>(
         .last_command
         .store(id + 1, std::sync::atomic::Ordering::Relaxed);
     let handler = spec
-        .handler
-        .expect("a container without arguments fails its arity check");
+        .handler()
+        .expect("a container without arguments fails its arity check; EXEC runs apart");
     let started = quanta::Instant::now();
     let protocol = session.protocol;
     let mut ctx = Ctx {
@@ -1066,14 +1103,14 @@ pub(crate) fn call<'a, 's>(
             .record(took.as_nanos() as u64);
     }
     if strata_engine::latency::is_on() {
-        let event = if spec.has_flag("fast") {
+        let event = if spec.has(flag::FAST) {
             "fast-command"
         } else {
             "command"
         };
         strata_engine::latency::sample(event, took);
     }
-    if server.monitors.active() && !spec.has_flag("skip_monitor") && !spec.has_flag("admin") {
+    if server.monitors.active() && !spec.has(flag::SKIP_MONITOR) && !spec.has(flag::ADMIN) {
         let from = (!ctx.session.in_script).then(|| ctx.session.client.monitor_source());
         server
             .monitors
@@ -1083,7 +1120,7 @@ pub(crate) fn call<'a, 's>(
     if threshold >= 0
         && micros >= threshold as u64
         && !ctx.session.in_script
-        && !spec.has_flag("skip_slowlog")
+        && !spec.has(flag::SKIP_SLOWLOG)
     {
         let client = &ctx.session.client;
         let who = (client.addr_text(), client.names.lock().name.clone());

@@ -2,7 +2,7 @@
 //! SSUBSCRIBE, SUNSUBSCRIBE, PUBLISH, SPUBLISH and PUBSUB's subcommands.
 //! Delivery and limits are in `crate::pubsub`. A RESP2 client with a
 //! subscription may only (un)subscribe, PING, QUIT and RESET (checked by
-//! dispatch, [`allowed_when_subscribed`]); a RESP3 client receives
+//! dispatch, the table's `WHEN_SUBSCRIBED`); a RESP3 client receives
 //! messages as pushes between its replies.
 
 use bytes::Bytes;
@@ -10,22 +10,6 @@ use bytes::Bytes;
 use super::connection::help_lines;
 use super::{CmdResult, Ctx};
 use crate::pubsub::{Counts, Kind};
-
-/// What a RESP2 client may run while subscribed.
-pub fn allowed_when_subscribed(name: &str) -> bool {
-    matches!(
-        name,
-        "subscribe"
-            | "unsubscribe"
-            | "psubscribe"
-            | "punsubscribe"
-            | "ssubscribe"
-            | "sunsubscribe"
-            | "ping"
-            | "quit"
-            | "reset"
-    )
-}
 
 /// The count a (un)subscribe confirmation carries: channels and patterns
 /// together, shard channels on their own.

@@ -3,6 +3,7 @@
 //! VM, the sandbox, the conversions and the lock rules). [`run_script`]
 //! is also how FCALL runs a function (`commands::functions`).
 
+use super::spec::{flag, traits as trait_};
 use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -368,11 +369,11 @@ impl Runner<'_, '_, '_> {
         if let Err(text) = locked {
             return self.fail(text, false);
         }
-        let writes = spec.has_flag("write");
+        let writes = spec.has(flag::WRITE);
         if writes && let Err(text) = self.keep_images(name, database_wide, &declared) {
             return self.fail(text, false);
         }
-        if writes || spec.has_flag("pubsub") {
+        if writes || spec.has(flag::PUBSUB) {
             self.running.written.store(true, Relaxed);
         }
         // Runs on the script's locks, its reply in `self.reply` in the
@@ -435,14 +436,13 @@ impl Runner<'_, '_, '_> {
         let server = self.ctx.server;
         let table = &server.commands;
         let spec = table.specs[id];
-        let name = table.full_names[id].as_str();
         if !spec.arity_ok(args.len()) {
             return Some(self.fail(
                 "ERR Wrong number of args calling Redis command from script",
                 false,
             ));
         }
-        if spec.has_flag("noscript") && !may_call_noscript(server, name) {
+        if spec.has(flag::NOSCRIPT) && !may_call_noscript(server, id) {
             return Some(self.fail("ERR This Redis command is not allowed from script", false));
         }
         if let Err(denied) = crate::acl::check_command(
@@ -459,18 +459,11 @@ impl Runner<'_, '_, '_> {
             );
             return Some(self.fail(&text, false));
         }
-        // DEBUG subcommands that touch no key may run under the script's
-        // locks (reached only with SET-DISABLE-DENY-SCRIPTS: DEBUG is
-        // `noscript`); INFO runs on the script's locks once it holds
-        // every shard.
-        const UNDER_LOCKS: &[&str] = &[
-            "debug|protocol",
-            "debug|sleep",
-            "debug|set-active-expire",
-            "debug|panic",
-            "info",
-        ];
-        if table.gates(id).has(Gates::RUNS_UNLOCKED) && !UNDER_LOCKS.contains(&name) {
+        // Commands that lock shards on their own cannot run under the
+        // script's locks, except those the table marks as safe there (DEBUG
+        // subcommands that touch no key, reached only with
+        // SET-DISABLE-DENY-SCRIPTS; INFO, once the script holds every shard).
+        if spec.is(trait_::RUNS_UNLOCKED) && !spec.is(trait_::UNDER_SCRIPT_LOCKS) {
             return Some(self.fail(
                 "ERR This Redis command is not allowed from script on Strata: it reads the whole server",
                 false,
@@ -478,7 +471,7 @@ impl Runner<'_, '_, '_> {
         }
         // PUBLISH and the like count as writes for a read-only script
         // (Redis 7: `may_replicate`).
-        let writes = spec.has_flag("write") || spec.has_flag("may_replicate");
+        let writes = spec.has(flag::WRITE) || spec.has(flag::MAY_REPLICATE);
         if writes && self.read_only {
             return Some(self.reject(
                 id,
@@ -488,7 +481,7 @@ impl Runner<'_, '_, '_> {
         // Memory is checked before the run's first write only: once it has
         // written, a script runs to its end (as in Redis), or it would be
         // left half done.
-        if spec.has_flag("denyoom")
+        if spec.has(flag::DENYOOM)
             && !self.allow_oom
             && !self.written()
             && let Some(error) = server
@@ -543,40 +536,18 @@ impl Runner<'_, '_, '_> {
     }
 }
 
-/// Whether a script may call `noscript` command `name` (its full name):
-/// only under DEBUG SET-DISABLE-DENY-SCRIPTS 1, and never a command that
-/// runs or manages scripts, transactions or subscriptions, which would
-/// re-enter the running script's VM or change its session's mode.
-fn may_call_noscript(server: &crate::server::Server, name: &str) -> bool {
-    const NEVER: &[&str] = &[
-        "eval",
-        "evalsha",
-        "eval_ro",
-        "evalsha_ro",
-        "fcall",
-        "fcall_ro",
-        "script",
-        "function",
-        "multi",
-        "exec",
-        "discard",
-        "watch",
-        "unwatch",
-        "subscribe",
-        "psubscribe",
-        "ssubscribe",
-        "unsubscribe",
-        "punsubscribe",
-        "sunsubscribe",
-        "monitor",
-        "reset",
-        "quit",
-        "hello",
-        "auth",
-        "shutdown",
-    ];
+/// Whether a script may call `noscript` command `id`: only under DEBUG
+/// SET-DISABLE-DENY-SCRIPTS 1, and never one the table marks
+/// `NEVER_FROM_SCRIPTS` (itself or its container: commands that run or
+/// manage scripts, transactions or subscriptions would re-enter the
+/// running script's VM or change its session's mode).
+fn may_call_noscript(server: &crate::server::Server, id: usize) -> bool {
+    let table = &server.commands;
+    let name = table.full_names[id].as_str();
     let parent = name.split('|').next().unwrap_or(name);
-    server.deny_scripts_disabled.load(Relaxed) && !NEVER.contains(&parent)
+    let never = |id: usize| table.specs[id].is(trait_::NEVER_FROM_SCRIPTS);
+    let refused = never(id) || table.original_id(parent.as_bytes()).is_some_and(never);
+    server.deny_scripts_disabled.load(Relaxed) && !refused
 }
 
 /// What a run executes.

@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use super::connection::help_lines;
 use super::keyspec::{self, BeginSearch, FindKeys, KeySpec};
-use super::{CmdError, CmdResult, Ctx, ERR_SYNTAX, Spec, is, lossy, parse_i64, table};
+use super::{CmdError, CmdResult, Ctx, ERR_SYNTAX, Spec, is, lossy, parse_i64};
 use crate::config::DIRECTIVES;
 use crate::persistence::{self, Trigger};
 use crate::server::ShutdownSave;
@@ -281,38 +281,19 @@ pub fn shutdown_mode(args: &[Bytes]) -> Result<ShutdownSave, CmdError> {
     Ok(save)
 }
 
-/// Command flags in the order Redis lists them.
-const COMMAND_FLAG_ORDER: &[&str] = &[
-    "write",
-    "readonly",
-    "denyoom",
-    "module",
-    "admin",
-    "pubsub",
-    "noscript",
-    "blocking",
-    "loading",
-    "stale",
-    "skip_monitor",
-    "skip_slowlog",
-    "asking",
-    "fast",
-    "no_auth",
-    "no_mandatory_keys",
-    "no_async_loading",
-    "no_multi",
-    "movablekeys",
-    "allow_busy",
-];
-
 /// COMMAND INFO's entry for one command, as Redis 7 writes it.
 fn write_command_info(ctx: &mut Ctx, full_name: &str, spec: &Spec) {
     let ((first, last, step), movable) = keyspec::legacy_range(spec.keys);
-    let flags: Vec<&str> = COMMAND_FLAG_ORDER
-        .iter()
-        .copied()
-        .filter(|flag| spec.has_flag(flag) || (*flag == "movablekeys" && movable))
-        .collect();
+    // Redis lists `movablekeys` (worked out from the key specs) between
+    // `no_multi` and `allow_busy`.
+    let mut flags: Vec<&str> = spec.flags.shown().collect();
+    if movable {
+        let at = flags
+            .iter()
+            .position(|f| *f == "allow_busy")
+            .unwrap_or(flags.len());
+        flags.insert(at, "movablekeys");
+    }
     ctx.out.array(10);
     ctx.out.bulk(full_name.as_bytes());
     ctx.out.int(spec.arity as i64);
@@ -323,11 +304,11 @@ fn write_command_info(ctx: &mut Ctx, full_name: &str, spec: &Spec) {
     ctx.out.int(first as i64);
     ctx.out.int(last as i64);
     ctx.out.int(step as i64);
-    ctx.out.set(spec.acl.len());
-    for category in spec.acl {
+    ctx.out.set(spec.acl.count());
+    for category in spec.acl.names() {
         ctx.out.simple(&format!("@{category}"));
     }
-    let tips = table::tips(full_name);
+    let tips = spec.tips;
     ctx.out.set(tips.len());
     for tip in tips {
         ctx.out.bulk(tip.as_bytes());
@@ -538,7 +519,7 @@ pub fn command_list(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             if is(&args[3], "MODULE") {
                 Box::new(|_, _| false)
             } else if is(&args[3], "ACLCAT") {
-                Box::new(move |_, spec| spec.acl.iter().any(|c| *c == value))
+                Box::new(move |_, spec| spec.acl.names().any(|c| c == value))
             } else if is(&args[3], "PATTERN") {
                 Box::new(move |name, _| {
                     strata_engine::glob::matches(value.as_bytes(), name.as_bytes(), true)
@@ -588,8 +569,8 @@ fn command_to_inspect(ctx: &Ctx, command: &[Bytes]) -> Result<(usize, &'static S
 /// The keys of the command in `args[2..]`, each with its flags.
 fn keys_to_report(ctx: &Ctx, args: &[Bytes]) -> Result<Vec<(usize, keyspec::KeyFlags)>, CmdError> {
     let (id, spec) = command_to_inspect(ctx, &args[2..])?;
-    let full_name = &ctx.server.commands.full_names[id];
-    let keys = keyspec::keys_and_flags(full_name, spec.keys, &args[2..])
+    let _ = id;
+    let keys = keyspec::keys_and_flags(spec.keys, spec.keys_hook, &args[2..])
         .map_err(|_| CmdError::from("ERR Invalid arguments specified for command"))?;
     if keys.is_empty() {
         return Err("ERR The command has no key arguments".into());

@@ -3,6 +3,7 @@
 //! What is remembered and when invalidations go out is `crate::tracking`;
 //! dispatch calls [`remember_read`] and [`invalidate_changes`].
 
+use super::spec::flag;
 use bytes::Bytes;
 use strata_engine::record::Kind;
 
@@ -209,7 +210,7 @@ pub(crate) fn remember_read(ctx: &mut Ctx, spec: &Spec) {
     };
     if ctx.session.in_script {
         // A script's reads track the script's declared keys, after it.
-        ctx.session.script_read |= spec.has_flag("readonly");
+        ctx.session.script_read |= spec.has(flag::READONLY);
         return;
     }
     let caching = std::mem::take(&mut ctx.session.caching);
@@ -218,14 +219,11 @@ pub(crate) fn remember_read(ctx: &mut Ctx, spec: &Spec) {
         ctx.session.caching = caching;
         return;
     }
-    let script = matches!(
-        spec.name,
-        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
-    );
+    let script = matches!(spec.run, super::Run::Script(_));
     let read = if script {
         std::mem::take(&mut ctx.session.script_read)
     } else {
-        spec.has_flag("readonly")
+        spec.has(flag::READONLY)
     };
     if options.bcast || !read || ctx.declared.is_empty() {
         return;

@@ -105,15 +105,6 @@ struct Watched {
     swapped: bool,
 }
 
-/// The commands that run at once inside MULTI rather than queue (by
-/// full name; dispatch reads it from the table's `Gates`).
-pub fn runs_at_once(name: &str) -> bool {
-    matches!(
-        name,
-        "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
-    )
-}
-
 /// Queues command `id` of a transaction and answers `+QUEUED`.
 pub fn queue(
     server: &Server,
@@ -148,36 +139,6 @@ pub fn queue(
         std::sync::atomic::Ordering::Relaxed,
     );
     reply.simple("QUEUED");
-}
-
-/// The commands that read or change a whole database: in a transaction
-/// they make EXEC lock every shard, and run on those
-/// ([`strata_engine::keyspace::Locked::all`]).
-pub fn is_database_wide(name: &str) -> bool {
-    matches!(
-        name,
-        "flushdb"
-            | "flushall"
-            | "swapdb"
-            | "keys"
-            | "scan"
-            | "randomkey"
-            | "dbsize"
-            | "sort"
-            | "sort_ro"
-            | "function|load"
-            | "function|delete"
-            | "function|flush"
-            | "function|restore"
-    )
-}
-
-/// Introspection commands that lock shards on their own: a transaction
-/// runs them right after its locks are released (see the module docs).
-pub fn runs_unlocked(name: &str) -> bool {
-    name == "info"
-        || (name.starts_with("debug") && name != "debug|panic")
-        || (name.starts_with("memory|") && name != "memory|usage")
 }
 
 /// The keys whose values a queued transaction reads, for the connection
@@ -339,12 +300,6 @@ fn watch_broken(server: &Server, session: &mut Session, keys: &mut Locked, now_m
             let live = keys.shard(key).is_live(watched.db, key, now_ms) == Some(true);
             (watched.live && !live) || (watched.swapped && live)
         })
-}
-
-/// EXEC's table entry: dispatch runs [`run_exec`] instead (it needs the
-/// connection's output rather than one reply).
-pub fn exec(_ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
-    Err("ERR EXEC without MULTI".into())
 }
 
 /// EXEC: runs the queued transaction (see the module docs).

@@ -3,8 +3,13 @@
 //! module. Adding a command is one entry plus its handler; arity,
 //! authentication, COMMAND's replies and commandstats follow from it.
 //!
-//! Arity, flags, key positions, ACL categories, groups and "since" versions
-//! are Redis 7's, so clients that introspect COMMAND see what they expect.
+//! Each row is a [`Spec`] with named fields. Arity, flags, key specs, ACL
+//! categories, groups, "since" versions and tips are Redis 7's (from its
+//! documentation), so clients that introspect COMMAND see what they
+//! expect; Strata's own `traits` say how dispatch, transactions, scripts
+//! and tiering treat the command; `run` is how it runs (a handler, EXEC,
+//! a script, or a container of subcommands). Nothing about a command is
+//! kept outside its row.
 
 mod acl;
 mod bitmaps;
@@ -24,15 +29,13 @@ mod strings;
 mod transactions;
 mod zsets;
 
-use super::keyspec::{KeySpec, keynum, keyword_range, noted, range, unknown};
+use super::keyspec::{self, keynum, keyword_range, noted, range, unknown};
 use super::{
-    Handler, Spec, acl as ac, bits, cluster as cl, connection as conn, debug as dbg, dump,
+    Run, Spec, acl as ac, bits, cluster as cl, connection as conn, debug as dbg, dump,
     functions as fc, geo as gs, hashes as hs, hyperloglog as hll, introspection as intro,
     keys as ks, latency as lat, lists as ls, memory as mem, pubsub as ps, scripting as sc,
     server as srv, sets as se, sort as so, strings as st, transactions as tx, zsets as zs,
 };
-
-const NO_KEYS: &[KeySpec] = &[];
 
 // Key spec flags (see `keyspec`), in Redis' order.
 const K_RO: &[&str] = &["RO"];
@@ -47,695 +50,683 @@ const K_OW_INSERT: &[&str] = &["OW", "insert"];
 const K_RM_DELETE: &[&str] = &["RM", "delete"];
 const K_RW_DELETE: &[&str] = &["RW", "delete"];
 
-#[allow(clippy::too_many_arguments)]
-const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: &'static [&'static str],
-    keys: &'static [KeySpec],
-    acl: &'static [&'static str],
-    group: &'static str,
-    since: &'static str,
-    summary: &'static str,
-    complexity: &'static str,
-    handler: Handler,
-) -> Spec {
-    Spec {
-        name,
-        arity,
-        flags,
-        keys,
-        acl,
-        group,
-        since,
-        summary,
-        complexity,
-        handler: Some(handler),
-        subcommands: &[],
-    }
-}
-
-/// A command whose first argument names a subcommand.
-#[allow(clippy::too_many_arguments)]
-const fn container(
-    name: &'static str,
-    arity: i32,
-    flags: &'static [&'static str],
-    acl: &'static [&'static str],
-    group: &'static str,
-    since: &'static str,
-    summary: &'static str,
-    handler: Option<Handler>,
-    subcommands: &'static [Spec],
-) -> Spec {
-    Spec {
-        name,
-        arity,
-        flags,
-        keys: NO_KEYS,
-        acl,
-        group,
-        since,
-        summary,
-        complexity: "Depends on subcommand.",
-        handler,
-        subcommands,
-    }
-}
-
-/// A subcommand (its group is its container's).
-#[allow(clippy::too_many_arguments)]
-const fn sub(
-    name: &'static str,
-    arity: i32,
-    flags: &'static [&'static str],
-    keys: &'static [KeySpec],
-    acl: &'static [&'static str],
-    since: &'static str,
-    summary: &'static str,
-    handler: Handler,
-) -> Spec {
-    cmd(
-        name, arity, flags, keys, acl, "", since, summary, "O(1)", handler,
-    )
-}
-
-const R_FAST: &[&str] = &["readonly", "fast"];
-const R: &[&str] = &["readonly"];
-const W_OOM: &[&str] = &["write", "denyoom"];
-const W_OOM_FAST: &[&str] = &["write", "denyoom", "fast"];
-const W: &[&str] = &["write"];
-const W_FAST: &[&str] = &["write", "fast"];
-const W_BLOCKING: &[&str] = &["write", "blocking"];
-const W_NOSCRIPT_BLOCKING: &[&str] = &["write", "noscript", "blocking"];
-const W_OOM_NOSCRIPT_BLOCKING: &[&str] = &["write", "denyoom", "noscript", "blocking"];
-const ADMIN: &[&str] = &["admin", "noscript", "loading", "stale"];
-const CONN: &[&str] = &["noscript", "loading", "stale"];
-const LOADING_STALE: &[&str] = &["loading", "stale"];
-const NO_AUTH: &[&str] = &[
-    "noscript",
-    "loading",
-    "stale",
-    "fast",
-    "no_auth",
-    "allow_busy",
-];
-
-const READ_STRING_FAST: &[&str] = &["read", "string", "fast"];
-const READ_STRING_SLOW: &[&str] = &["read", "string", "slow"];
-const WRITE_STRING_FAST: &[&str] = &["write", "string", "fast"];
-const WRITE_STRING_SLOW: &[&str] = &["write", "string", "slow"];
-const READ_BITMAP_FAST: &[&str] = &["read", "bitmap", "fast"];
-const READ_BITMAP_SLOW: &[&str] = &["read", "bitmap", "slow"];
-const WRITE_BITMAP_SLOW: &[&str] = &["write", "bitmap", "slow"];
-const READ_HASH_FAST: &[&str] = &["read", "hash", "fast"];
-const READ_HASH_SLOW: &[&str] = &["read", "hash", "slow"];
-const WRITE_HASH_FAST: &[&str] = &["write", "hash", "fast"];
-const READ_LIST_FAST: &[&str] = &["read", "list", "fast"];
-const READ_LIST_SLOW: &[&str] = &["read", "list", "slow"];
-const WRITE_LIST_FAST: &[&str] = &["write", "list", "fast"];
-const WRITE_LIST_SLOW: &[&str] = &["write", "list", "slow"];
-const WRITE_LIST_BLOCKING: &[&str] = &["write", "list", "slow", "blocking"];
-const READ_KEYSPACE_FAST: &[&str] = &["keyspace", "read", "fast"];
-const READ_KEYSPACE_SLOW: &[&str] = &["keyspace", "read", "slow"];
-const WRITE_KEYSPACE_FAST: &[&str] = &["keyspace", "write", "fast"];
-const WRITE_KEYSPACE_SLOW: &[&str] = &["keyspace", "write", "slow"];
-const DANGEROUS: &[&str] = &["admin", "slow", "dangerous"];
-const CONNECTION_FAST: &[&str] = &["fast", "connection"];
-const CONNECTION_SLOW: &[&str] = &["slow", "connection"];
-const SLOW: &[&str] = &["slow"];
-const READ_SLOW: &[&str] = &["read", "slow"];
-const DANGEROUS_CONNECTION: &[&str] = &["admin", "slow", "dangerous", "connection"];
-
 const CLIENT_SUBCOMMANDS: &[Spec] = &[
-    sub(
-        "reply",
-        3,
-        CONN,
-        NO_KEYS,
-        CONNECTION_SLOW,
-        "3.2.0",
-        "Instruct the server whether to reply to commands",
-        conn::client_reply,
-    ),
-    sub(
-        "id",
-        2,
-        CONN,
-        NO_KEYS,
-        CONNECTION_SLOW,
-        "5.0.0",
-        "Returns the unique client ID of the connection.",
-        conn::client_id,
-    ),
-    sub(
-        "setname",
-        3,
-        CONN,
-        NO_KEYS,
-        CONNECTION_SLOW,
-        "2.6.9",
-        "Sets the connection name.",
-        conn::client_setname,
-    ),
-    sub(
-        "getname",
-        2,
-        CONN,
-        NO_KEYS,
-        CONNECTION_SLOW,
-        "2.6.9",
-        "Returns the name of the connection.",
-        conn::client_getname,
-    ),
-    sub(
-        "list",
-        -2,
-        ADMIN,
-        NO_KEYS,
-        DANGEROUS_CONNECTION,
-        "2.4.0",
-        "Lists open connections.",
-        conn::client_list,
-    ),
-    sub(
-        "info",
-        2,
-        CONN,
-        NO_KEYS,
-        CONNECTION_SLOW,
-        "6.2.0",
-        "Returns information about the connection.",
-        conn::client_info,
-    ),
-    sub(
-        "kill",
-        -3,
-        ADMIN,
-        NO_KEYS,
-        DANGEROUS_CONNECTION,
-        "2.4.0",
-        "Terminates open connections.",
-        conn::client_kill,
-    ),
-    sub(
-        "setinfo",
-        4,
-        CONN,
-        NO_KEYS,
-        CONNECTION_SLOW,
-        "7.2.0",
-        "Sets information specific to the client or connection.",
-        conn::client_setinfo,
-    ),
-    sub(
-        "no-evict",
-        3,
-        ADMIN,
-        NO_KEYS,
-        DANGEROUS_CONNECTION,
-        "7.0.0",
-        "Sets the client eviction mode of the connection.",
-        conn::client_no_evict,
-    ),
-    sub(
-        "pause",
-        -3,
-        ADMIN,
-        NO_KEYS,
-        DANGEROUS_CONNECTION,
-        "2.9.50",
-        "Stop processing commands from clients for some time",
-        conn::client_pause,
-    ),
-    sub(
-        "unpause",
-        2,
-        ADMIN,
-        NO_KEYS,
-        DANGEROUS_CONNECTION,
-        "6.2.0",
-        "Resume processing of clients that were paused",
-        conn::client_unpause,
-    ),
-    sub(
-        "unblock",
-        -3,
-        ADMIN,
-        NO_KEYS,
-        DANGEROUS_CONNECTION,
-        "5.0.0",
-        "Unblock a client blocked in a blocking command from a different connection",
-        conn::client_unblock,
-    ),
-    sub(
-        "tracking",
-        -3,
-        CONN,
-        NO_KEYS,
-        CONNECTION_SLOW,
-        "6.0.0",
-        "Controls server-assisted client-side caching for the connection.",
-        super::tracking::client_tracking,
-    ),
-    sub(
-        "caching",
-        3,
-        CONN,
-        NO_KEYS,
-        CONNECTION_SLOW,
-        "6.0.0",
-        "Instructs the server whether to track the keys in the next request.",
-        super::tracking::client_caching,
-    ),
-    sub(
-        "getredir",
-        2,
-        CONN,
-        NO_KEYS,
-        CONNECTION_SLOW,
-        "6.0.0",
-        "Returns the client ID to which the connection's tracking notifications are redirected.",
-        super::tracking::client_getredir,
-    ),
-    sub(
-        "trackinginfo",
-        2,
-        CONN,
-        NO_KEYS,
-        CONNECTION_SLOW,
-        "6.2.0",
-        "Returns information about server-assisted client-side caching for the connection.",
-        super::tracking::client_trackinginfo,
-    ),
-    sub(
-        "no-touch",
-        3,
-        CONN,
-        NO_KEYS,
-        CONNECTION_SLOW,
-        "7.2.0",
-        "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.",
-        conn::client_no_touch,
-    ),
-    sub(
-        "help",
-        2,
-        LOADING_STALE,
-        NO_KEYS,
-        CONNECTION_SLOW,
-        "5.0.0",
-        "Returns helpful text about the different subcommands.",
-        conn::client_help,
-    ),
+    Spec {
+        name: "reply",
+        arity: 3,
+        flags: flags![NOSCRIPT, LOADING, STALE],
+        acl: categories![SLOW, CONNECTION],
+        since: "3.2.0",
+        summary: "Instruct the server whether to reply to commands",
+        complexity: "O(1)",
+        run: Run::Handler(conn::client_reply),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "id",
+        arity: 2,
+        flags: flags![NOSCRIPT, LOADING, STALE],
+        acl: categories![SLOW, CONNECTION],
+        since: "5.0.0",
+        summary: "Returns the unique client ID of the connection.",
+        complexity: "O(1)",
+        run: Run::Handler(conn::client_id),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "setname",
+        arity: 3,
+        flags: flags![NOSCRIPT, LOADING, STALE],
+        acl: categories![SLOW, CONNECTION],
+        since: "2.6.9",
+        summary: "Sets the connection name.",
+        complexity: "O(1)",
+        run: Run::Handler(conn::client_setname),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "getname",
+        arity: 2,
+        flags: flags![NOSCRIPT, LOADING, STALE],
+        acl: categories![SLOW, CONNECTION],
+        since: "2.6.9",
+        summary: "Returns the name of the connection.",
+        complexity: "O(1)",
+        run: Run::Handler(conn::client_getname),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "list",
+        arity: -2,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS, CONNECTION],
+        since: "2.4.0",
+        summary: "Lists open connections.",
+        complexity: "O(1)",
+        run: Run::Handler(conn::client_list),
+        tips: &["nondeterministic_output"],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "info",
+        arity: 2,
+        flags: flags![NOSCRIPT, LOADING, STALE],
+        acl: categories![SLOW, CONNECTION],
+        since: "6.2.0",
+        summary: "Returns information about the connection.",
+        complexity: "O(1)",
+        run: Run::Handler(conn::client_info),
+        tips: &["nondeterministic_output"],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "kill",
+        arity: -3,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS, CONNECTION],
+        since: "2.4.0",
+        summary: "Terminates open connections.",
+        complexity: "O(1)",
+        run: Run::Handler(conn::client_kill),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "setinfo",
+        arity: 4,
+        flags: flags![NOSCRIPT, LOADING, STALE],
+        acl: categories![SLOW, CONNECTION],
+        since: "7.2.0",
+        summary: "Sets information specific to the client or connection.",
+        complexity: "O(1)",
+        run: Run::Handler(conn::client_setinfo),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "no-evict",
+        arity: 3,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS, CONNECTION],
+        since: "7.0.0",
+        summary: "Sets the client eviction mode of the connection.",
+        complexity: "O(1)",
+        run: Run::Handler(conn::client_no_evict),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "pause",
+        arity: -3,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS, CONNECTION],
+        since: "2.9.50",
+        summary: "Stop processing commands from clients for some time",
+        complexity: "O(1)",
+        run: Run::Handler(conn::client_pause),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "unpause",
+        arity: 2,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS, CONNECTION],
+        since: "6.2.0",
+        summary: "Resume processing of clients that were paused",
+        complexity: "O(1)",
+        run: Run::Handler(conn::client_unpause),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "unblock",
+        arity: -3,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS, CONNECTION],
+        since: "5.0.0",
+        summary: "Unblock a client blocked in a blocking command from a different connection",
+        complexity: "O(1)",
+        run: Run::Handler(conn::client_unblock),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "tracking",
+        arity: -3,
+        flags: flags![NOSCRIPT, LOADING, STALE],
+        acl: categories![SLOW, CONNECTION],
+        since: "6.0.0",
+        summary: "Controls server-assisted client-side caching for the connection.",
+        complexity: "O(1)",
+        run: Run::Handler(super::tracking::client_tracking),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "caching",
+        arity: 3,
+        flags: flags![NOSCRIPT, LOADING, STALE],
+        acl: categories![SLOW, CONNECTION],
+        since: "6.0.0",
+        summary: "Instructs the server whether to track the keys in the next request.",
+        complexity: "O(1)",
+        run: Run::Handler(super::tracking::client_caching),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "getredir",
+        arity: 2,
+        flags: flags![NOSCRIPT, LOADING, STALE],
+        acl: categories![SLOW, CONNECTION],
+        since: "6.0.0",
+        summary: "Returns the client ID to which the connection's tracking notifications are redirected.",
+        complexity: "O(1)",
+        run: Run::Handler(super::tracking::client_getredir),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "trackinginfo",
+        arity: 2,
+        flags: flags![NOSCRIPT, LOADING, STALE],
+        acl: categories![SLOW, CONNECTION],
+        since: "6.2.0",
+        summary: "Returns information about server-assisted client-side caching for the connection.",
+        complexity: "O(1)",
+        run: Run::Handler(super::tracking::client_trackinginfo),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "no-touch",
+        arity: 3,
+        flags: flags![NOSCRIPT, LOADING, STALE],
+        acl: categories![SLOW, CONNECTION],
+        since: "7.2.0",
+        summary: "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.",
+        complexity: "O(1)",
+        run: Run::Handler(conn::client_no_touch),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "help",
+        arity: 2,
+        flags: flags![LOADING, STALE],
+        acl: categories![SLOW, CONNECTION],
+        since: "5.0.0",
+        summary: "Returns helpful text about the different subcommands.",
+        complexity: "O(1)",
+        run: Run::Handler(conn::client_help),
+        ..Spec::DEFAULT
+    },
 ];
 
 const CONFIG_SUBCOMMANDS: &[Spec] = &[
-    sub(
-        "get",
-        -3,
-        ADMIN,
-        NO_KEYS,
-        DANGEROUS,
-        "2.0.0",
-        "Returns the effective values of configuration parameters.",
-        srv::config_get,
-    ),
-    sub(
-        "set",
-        -4,
-        ADMIN,
-        NO_KEYS,
-        DANGEROUS,
-        "2.0.0",
-        "Sets configuration parameters in-flight.",
-        srv::config_set,
-    ),
-    sub(
-        "resetstat",
-        2,
-        ADMIN,
-        NO_KEYS,
-        DANGEROUS,
-        "2.0.0",
-        "Resets the server's statistics.",
-        srv::config_resetstat,
-    ),
-    sub(
-        "rewrite",
-        2,
-        ADMIN,
-        NO_KEYS,
-        DANGEROUS,
-        "2.8.0",
-        "Persists the effective configuration to file.",
-        srv::config_rewrite,
-    ),
-    sub(
-        "help",
-        2,
-        LOADING_STALE,
-        NO_KEYS,
-        &["slow"],
-        "5.0.0",
-        "Returns helpful text about the different subcommands.",
-        srv::config_help,
-    ),
+    Spec {
+        name: "get",
+        arity: -3,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "2.0.0",
+        summary: "Returns the effective values of configuration parameters.",
+        complexity: "O(1)",
+        run: Run::Handler(srv::config_get),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "set",
+        arity: -4,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "2.0.0",
+        summary: "Sets configuration parameters in-flight.",
+        complexity: "O(1)",
+        run: Run::Handler(srv::config_set),
+        tips: &["request_policy:all_nodes", "response_policy:all_succeeded"],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "resetstat",
+        arity: 2,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "2.0.0",
+        summary: "Resets the server's statistics.",
+        complexity: "O(1)",
+        run: Run::Handler(srv::config_resetstat),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "rewrite",
+        arity: 2,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "2.8.0",
+        summary: "Persists the effective configuration to file.",
+        complexity: "O(1)",
+        run: Run::Handler(srv::config_rewrite),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "help",
+        arity: 2,
+        flags: flags![LOADING, STALE],
+        acl: categories![SLOW],
+        since: "5.0.0",
+        summary: "Returns helpful text about the different subcommands.",
+        complexity: "O(1)",
+        run: Run::Handler(srv::config_help),
+        ..Spec::DEFAULT
+    },
 ];
 
 const OBJECT_SUBCOMMANDS: &[Spec] = &[
-    sub(
-        "encoding",
-        3,
-        R,
-        &[range(K_RO, 2, 0, 1)],
-        READ_KEYSPACE_SLOW,
-        "2.2.3",
-        "Returns the internal encoding of a Redis object.",
-        ks::object_encoding,
-    ),
-    sub(
-        "idletime",
-        3,
-        R,
-        &[range(K_RO, 2, 0, 1)],
-        READ_KEYSPACE_SLOW,
-        "2.2.3",
-        "Returns the time since the last access to a Redis object.",
-        ks::object_idletime,
-    ),
-    sub(
-        "freq",
-        3,
-        R,
-        &[range(K_RO, 2, 0, 1)],
-        READ_KEYSPACE_SLOW,
-        "4.0.0",
-        "Returns the logarithmic access frequency counter of a Redis object.",
-        ks::object_freq,
-    ),
-    sub(
-        "refcount",
-        3,
-        R,
-        &[range(K_RO, 2, 0, 1)],
-        READ_KEYSPACE_SLOW,
-        "2.2.3",
-        "Returns the reference count of a value of a key.",
-        ks::object_refcount,
-    ),
-    sub(
-        "residency",
-        3,
-        R,
-        &[range(K_RO, 2, 0, 1)],
-        READ_KEYSPACE_SLOW,
-        "7.2.4",
-        "Strata: whether the value of a key is in RAM (ram) or only on disk (disk).",
-        ks::object_residency,
-    ),
-    sub(
-        "help",
-        2,
-        &["loading", "stale"],
-        NO_KEYS,
-        &["keyspace", "slow"],
-        "6.2.0",
-        "Returns helpful text about the different subcommands.",
-        ks::object_help,
-    ),
+    Spec {
+        name: "encoding",
+        arity: 3,
+        flags: flags![READONLY],
+        keys: &[range(K_RO, 2, 0, 1)],
+        acl: categories![KEYSPACE, READ, SLOW],
+        since: "2.2.3",
+        summary: "Returns the internal encoding of a Redis object.",
+        complexity: "O(1)",
+        run: Run::Handler(ks::object_encoding),
+        tips: &["nondeterministic_output"],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "idletime",
+        arity: 3,
+        flags: flags![READONLY],
+        keys: &[range(K_RO, 2, 0, 1)],
+        acl: categories![KEYSPACE, READ, SLOW],
+        since: "2.2.3",
+        summary: "Returns the time since the last access to a Redis object.",
+        complexity: "O(1)",
+        run: Run::Handler(ks::object_idletime),
+        traits: traits![READS_NO_VALUE],
+        tips: &["nondeterministic_output"],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "freq",
+        arity: 3,
+        flags: flags![READONLY],
+        keys: &[range(K_RO, 2, 0, 1)],
+        acl: categories![KEYSPACE, READ, SLOW],
+        since: "4.0.0",
+        summary: "Returns the logarithmic access frequency counter of a Redis object.",
+        complexity: "O(1)",
+        run: Run::Handler(ks::object_freq),
+        traits: traits![READS_NO_VALUE],
+        tips: &["nondeterministic_output"],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "refcount",
+        arity: 3,
+        flags: flags![READONLY],
+        keys: &[range(K_RO, 2, 0, 1)],
+        acl: categories![KEYSPACE, READ, SLOW],
+        since: "2.2.3",
+        summary: "Returns the reference count of a value of a key.",
+        complexity: "O(1)",
+        run: Run::Handler(ks::object_refcount),
+        traits: traits![READS_NO_VALUE],
+        tips: &["nondeterministic_output"],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "residency",
+        arity: 3,
+        flags: flags![READONLY],
+        keys: &[range(K_RO, 2, 0, 1)],
+        acl: categories![KEYSPACE, READ, SLOW],
+        since: "7.2.4",
+        summary: "Strata: whether the value of a key is in RAM (ram) or only on disk (disk).",
+        complexity: "O(1)",
+        run: Run::Handler(ks::object_residency),
+        traits: traits![READS_NO_VALUE],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "help",
+        arity: 2,
+        flags: flags![LOADING, STALE],
+        acl: categories![KEYSPACE, SLOW],
+        since: "6.2.0",
+        summary: "Returns helpful text about the different subcommands.",
+        complexity: "O(1)",
+        run: Run::Handler(ks::object_help),
+        ..Spec::DEFAULT
+    },
 ];
 
 const CLUSTER_SUBCOMMANDS: &[Spec] = &[
-    sub(
-        "keyslot",
-        3,
-        &["stale"],
-        NO_KEYS,
-        SLOW,
-        "3.0.0",
-        "Returns the hash slot for a key.",
-        cl::cluster_keyslot,
-    ),
-    sub(
-        "help",
-        2,
-        LOADING_STALE,
-        NO_KEYS,
-        SLOW,
-        "5.0.0",
-        "Returns helpful text about the different subcommands.",
-        cl::cluster_help,
-    ),
+    Spec {
+        name: "keyslot",
+        arity: 3,
+        flags: flags![STALE],
+        acl: categories![SLOW],
+        since: "3.0.0",
+        summary: "Returns the hash slot for a key.",
+        complexity: "O(1)",
+        run: Run::Handler(cl::cluster_keyslot),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "help",
+        arity: 2,
+        flags: flags![LOADING, STALE],
+        acl: categories![SLOW],
+        since: "5.0.0",
+        summary: "Returns helpful text about the different subcommands.",
+        complexity: "O(1)",
+        run: Run::Handler(cl::cluster_help),
+        ..Spec::DEFAULT
+    },
 ];
 
 const MEMORY_SUBCOMMANDS: &[Spec] = &[
-    sub(
-        "stats",
-        2,
-        &[],
-        NO_KEYS,
-        SLOW,
-        "4.0.0",
-        "Returns details about memory usage.",
-        mem::memory_stats,
-    ),
-    sub(
-        "doctor",
-        2,
-        &[],
-        NO_KEYS,
-        SLOW,
-        "4.0.0",
-        "Outputs a memory problems report.",
-        mem::memory_doctor,
-    ),
-    sub(
-        "malloc-stats",
-        2,
-        &[],
-        NO_KEYS,
-        SLOW,
-        "4.0.0",
-        "Returns the allocator statistics.",
-        mem::memory_malloc_stats,
-    ),
-    sub(
-        "purge",
-        2,
-        &[],
-        NO_KEYS,
-        SLOW,
-        "4.0.0",
-        "Asks the allocator to release memory.",
-        mem::memory_purge,
-    ),
-    sub(
-        "usage",
-        -3,
-        R,
-        &[range(K_RO, 2, 0, 1)],
-        READ_SLOW,
-        "4.0.0",
-        "Estimates the memory usage of a key.",
-        mem::memory_usage,
-    ),
-    sub(
-        "help",
-        2,
-        &["loading", "stale"],
-        NO_KEYS,
-        &["slow"],
-        "4.0.0",
-        "Returns helpful text about the different subcommands.",
-        mem::memory_help,
-    ),
+    Spec {
+        name: "stats",
+        arity: 2,
+        flags: flags![],
+        acl: categories![SLOW],
+        since: "4.0.0",
+        summary: "Returns details about memory usage.",
+        complexity: "O(1)",
+        run: Run::Handler(mem::memory_stats),
+        traits: traits![RUNS_UNLOCKED],
+        tips: &[
+            "nondeterministic_output",
+            "request_policy:all_shards",
+            "response_policy:special",
+        ],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "doctor",
+        arity: 2,
+        flags: flags![],
+        acl: categories![SLOW],
+        since: "4.0.0",
+        summary: "Outputs a memory problems report.",
+        complexity: "O(1)",
+        run: Run::Handler(mem::memory_doctor),
+        traits: traits![RUNS_UNLOCKED],
+        tips: &[
+            "nondeterministic_output",
+            "request_policy:all_shards",
+            "response_policy:special",
+        ],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "malloc-stats",
+        arity: 2,
+        flags: flags![],
+        acl: categories![SLOW],
+        since: "4.0.0",
+        summary: "Returns the allocator statistics.",
+        complexity: "O(1)",
+        run: Run::Handler(mem::memory_malloc_stats),
+        traits: traits![RUNS_UNLOCKED],
+        tips: &[
+            "nondeterministic_output",
+            "request_policy:all_shards",
+            "response_policy:special",
+        ],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "purge",
+        arity: 2,
+        flags: flags![],
+        acl: categories![SLOW],
+        since: "4.0.0",
+        summary: "Asks the allocator to release memory.",
+        complexity: "O(1)",
+        run: Run::Handler(mem::memory_purge),
+        traits: traits![RUNS_UNLOCKED],
+        tips: &["request_policy:all_shards", "response_policy:all_succeeded"],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "usage",
+        arity: -3,
+        flags: flags![READONLY],
+        keys: &[range(K_RO, 2, 0, 1)],
+        acl: categories![READ, SLOW],
+        since: "4.0.0",
+        summary: "Estimates the memory usage of a key.",
+        complexity: "O(1)",
+        run: Run::Handler(mem::memory_usage),
+        traits: traits![READS_NO_VALUE],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "help",
+        arity: 2,
+        flags: flags![LOADING, STALE],
+        acl: categories![SLOW],
+        since: "4.0.0",
+        summary: "Returns helpful text about the different subcommands.",
+        complexity: "O(1)",
+        run: Run::Handler(mem::memory_help),
+        traits: traits![RUNS_UNLOCKED],
+        ..Spec::DEFAULT
+    },
 ];
 
 const DEBUG_SUBCOMMANDS: &[Spec] = &[
-    sub(
-        "object",
-        3,
-        ADMIN,
-        NO_KEYS,
-        DANGEROUS,
-        "1.0.0",
-        "Shows low level information about a key's value.",
-        dbg::debug_object,
-    ),
-    sub(
-        "change-repl-id",
-        2,
-        ADMIN,
-        NO_KEYS,
-        DANGEROUS,
-        "1.0.0",
-        "Accepted for Redis' tests (Strata has no replication).",
-        dbg::debug_change_repl_id,
-    ),
-    sub(
-        "sleep",
-        3,
-        ADMIN,
-        NO_KEYS,
-        DANGEROUS,
-        "1.0.0",
-        "Pauses the whole server for the given seconds (tests).",
-        dbg::debug_sleep,
-    ),
-    sub(
-        "set-active-expire",
-        3,
-        ADMIN,
-        NO_KEYS,
-        DANGEROUS,
-        "1.0.0",
-        "Turns the active expire cycle off (0) or on (1) (tests).",
-        dbg::debug_set_active_expire,
-    ),
-    sub(
-        "pause-cron",
-        3,
-        ADMIN,
-        NO_KEYS,
-        DANGEROUS,
-        "7.0.0",
-        "Stops (1) or resumes (0) the periodic cron work (tests).",
-        dbg::debug_pause_cron,
-    ),
-    sub(
-        "reload",
-        -2,
-        ADMIN,
-        NO_KEYS,
-        DANGEROUS,
-        "1.0.0",
-        "Saves a checkpoint and rebuilds every value as loading does (tests).",
-        dbg::debug_reload,
-    ),
-    sub(
-        "panic",
-        2,
-        ADMIN,
-        NO_KEYS,
-        DANGEROUS,
-        "1.0.0",
-        "Panics inside the command: its connection closes, the server runs on (tests).",
-        dbg::debug_panic,
-    ),
-    sub(
-        "protocol",
-        3,
-        ADMIN,
-        NO_KEYS,
-        DANGEROUS,
-        "1.0.0",
-        "Replies with a test value of a RESP type (tests).",
-        dbg::debug_protocol,
-    ),
-    sub(
-        "set-disable-deny-scripts",
-        3,
-        ADMIN,
-        NO_KEYS,
-        DANGEROUS,
-        "1.0.0",
-        "Lets scripts call commands flagged noscript (1) or not (0) (tests).",
-        dbg::debug_set_disable_deny_scripts,
-    ),
-    sub(
-        "quicklist-packed-threshold",
-        3,
-        ADMIN,
-        NO_KEYS,
-        DANGEROUS,
-        "7.0.0",
-        "Sets the size from which list elements are stored alone in a node (tests).",
-        dbg::debug_quicklist_packed_threshold,
-    ),
-    sub(
-        "help",
-        2,
-        ADMIN,
-        NO_KEYS,
-        DANGEROUS,
-        "1.0.0",
-        "Returns helpful text about the different subcommands.",
-        dbg::debug_help,
-    ),
+    Spec {
+        name: "object",
+        arity: 3,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "1.0.0",
+        summary: "Shows low level information about a key's value.",
+        complexity: "O(1)",
+        run: Run::Handler(dbg::debug_object),
+        traits: traits![RUNS_UNLOCKED],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "change-repl-id",
+        arity: 2,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "1.0.0",
+        summary: "Accepted for Redis' tests (Strata has no replication).",
+        complexity: "O(1)",
+        run: Run::Handler(dbg::debug_change_repl_id),
+        traits: traits![RUNS_UNLOCKED],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "sleep",
+        arity: 3,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "1.0.0",
+        summary: "Pauses the whole server for the given seconds (tests).",
+        complexity: "O(1)",
+        run: Run::Handler(dbg::debug_sleep),
+        traits: traits![RUNS_UNLOCKED, UNDER_SCRIPT_LOCKS],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "set-active-expire",
+        arity: 3,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "1.0.0",
+        summary: "Turns the active expire cycle off (0) or on (1) (tests).",
+        complexity: "O(1)",
+        run: Run::Handler(dbg::debug_set_active_expire),
+        traits: traits![RUNS_UNLOCKED, UNDER_SCRIPT_LOCKS],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "pause-cron",
+        arity: 3,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "7.0.0",
+        summary: "Stops (1) or resumes (0) the periodic cron work (tests).",
+        complexity: "O(1)",
+        run: Run::Handler(dbg::debug_pause_cron),
+        traits: traits![RUNS_UNLOCKED],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "reload",
+        arity: -2,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "1.0.0",
+        summary: "Saves a checkpoint and rebuilds every value as loading does (tests).",
+        complexity: "O(1)",
+        run: Run::Handler(dbg::debug_reload),
+        traits: traits![RUNS_UNLOCKED],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "panic",
+        arity: 2,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "1.0.0",
+        summary: "Panics inside the command: its connection closes, the server runs on (tests).",
+        complexity: "O(1)",
+        run: Run::Handler(dbg::debug_panic),
+        traits: traits![UNDER_SCRIPT_LOCKS],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "protocol",
+        arity: 3,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "1.0.0",
+        summary: "Replies with a test value of a RESP type (tests).",
+        complexity: "O(1)",
+        run: Run::Handler(dbg::debug_protocol),
+        traits: traits![RUNS_UNLOCKED, UNDER_SCRIPT_LOCKS],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "set-disable-deny-scripts",
+        arity: 3,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "1.0.0",
+        summary: "Lets scripts call commands flagged noscript (1) or not (0) (tests).",
+        complexity: "O(1)",
+        run: Run::Handler(dbg::debug_set_disable_deny_scripts),
+        traits: traits![RUNS_UNLOCKED],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "quicklist-packed-threshold",
+        arity: 3,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "7.0.0",
+        summary: "Sets the size from which list elements are stored alone in a node (tests).",
+        complexity: "O(1)",
+        run: Run::Handler(dbg::debug_quicklist_packed_threshold),
+        traits: traits![RUNS_UNLOCKED],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "help",
+        arity: 2,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "1.0.0",
+        summary: "Returns helpful text about the different subcommands.",
+        complexity: "O(1)",
+        run: Run::Handler(dbg::debug_help),
+        traits: traits![RUNS_UNLOCKED],
+        ..Spec::DEFAULT
+    },
 ];
 
 const COMMAND_SUBCOMMANDS: &[Spec] = &[
-    sub(
-        "count",
-        2,
-        LOADING_STALE,
-        NO_KEYS,
-        CONNECTION_SLOW,
-        "2.8.13",
-        "Returns a count of commands.",
-        srv::command_count,
-    ),
-    sub(
-        "info",
-        -2,
-        LOADING_STALE,
-        NO_KEYS,
-        CONNECTION_SLOW,
-        "2.8.13",
-        "Returns information about one, multiple or all commands.",
-        srv::command_info,
-    ),
-    sub(
-        "docs",
-        -2,
-        LOADING_STALE,
-        NO_KEYS,
-        CONNECTION_SLOW,
-        "7.0.0",
-        "Returns documentary information about one, multiple or all commands.",
-        srv::command_docs,
-    ),
-    sub(
-        "list",
-        -2,
-        LOADING_STALE,
-        NO_KEYS,
-        CONNECTION_SLOW,
-        "7.0.0",
-        "Returns a list of command names.",
-        srv::command_list,
-    ),
-    sub(
-        "getkeys",
-        -4,
-        LOADING_STALE,
-        NO_KEYS,
-        CONNECTION_SLOW,
-        "2.8.13",
-        "Extracts the key names from an arbitrary command.",
-        srv::command_getkeys,
-    ),
-    sub(
-        "getkeysandflags",
-        -4,
-        LOADING_STALE,
-        NO_KEYS,
-        CONNECTION_SLOW,
-        "7.0.0",
-        "Extracts the key names and access flags for an arbitrary command.",
-        srv::command_getkeysandflags,
-    ),
-    sub(
-        "help",
-        2,
-        LOADING_STALE,
-        NO_KEYS,
-        CONNECTION_SLOW,
-        "5.0.0",
-        "Returns helpful text about the different subcommands.",
-        srv::command_help,
-    ),
+    Spec {
+        name: "count",
+        arity: 2,
+        flags: flags![LOADING, STALE],
+        acl: categories![SLOW, CONNECTION],
+        since: "2.8.13",
+        summary: "Returns a count of commands.",
+        complexity: "O(1)",
+        run: Run::Handler(srv::command_count),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "info",
+        arity: -2,
+        flags: flags![LOADING, STALE],
+        acl: categories![SLOW, CONNECTION],
+        since: "2.8.13",
+        summary: "Returns information about one, multiple or all commands.",
+        complexity: "O(1)",
+        run: Run::Handler(srv::command_info),
+        tips: &["nondeterministic_output_order"],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "docs",
+        arity: -2,
+        flags: flags![LOADING, STALE],
+        acl: categories![SLOW, CONNECTION],
+        since: "7.0.0",
+        summary: "Returns documentary information about one, multiple or all commands.",
+        complexity: "O(1)",
+        run: Run::Handler(srv::command_docs),
+        tips: &["nondeterministic_output_order"],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "list",
+        arity: -2,
+        flags: flags![LOADING, STALE],
+        acl: categories![SLOW, CONNECTION],
+        since: "7.0.0",
+        summary: "Returns a list of command names.",
+        complexity: "O(1)",
+        run: Run::Handler(srv::command_list),
+        tips: &["nondeterministic_output_order"],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "getkeys",
+        arity: -4,
+        flags: flags![LOADING, STALE],
+        acl: categories![SLOW, CONNECTION],
+        since: "2.8.13",
+        summary: "Extracts the key names from an arbitrary command.",
+        complexity: "O(1)",
+        run: Run::Handler(srv::command_getkeys),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "getkeysandflags",
+        arity: -4,
+        flags: flags![LOADING, STALE],
+        acl: categories![SLOW, CONNECTION],
+        since: "7.0.0",
+        summary: "Extracts the key names and access flags for an arbitrary command.",
+        complexity: "O(1)",
+        run: Run::Handler(srv::command_getkeysandflags),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "help",
+        arity: 2,
+        flags: flags![LOADING, STALE],
+        acl: categories![SLOW, CONNECTION],
+        since: "5.0.0",
+        summary: "Returns helpful text about the different subcommands.",
+        complexity: "O(1)",
+        run: Run::Handler(srv::command_help),
+        ..Spec::DEFAULT
+    },
 ];
 
 /// Every command, family by family.
@@ -758,68 +749,3 @@ pub static FAMILIES: &[&[Spec]] = &[
     scripting::COMMANDS,
     functions::COMMANDS,
 ];
-
-/// Redis' command tips (COMMAND INFO's eighth element), by full name.
-pub fn tips(full_name: &str) -> &'static [&'static str] {
-    match full_name {
-        "client|list" | "client|info" | "object|encoding" | "object|idletime" | "object|freq"
-        | "object|refcount" | "lastsave" | "time" | "ttl" | "pttl" | "dump" | "migrate" => {
-            &["nondeterministic_output"]
-        }
-        "config|set" | "slowlog|reset" => {
-            &["request_policy:all_nodes", "response_policy:all_succeeded"]
-        }
-        "slowlog|get" => &["request_policy:all_nodes", "nondeterministic_output"],
-        "latency|latest" | "latency|history" | "latency|graph" | "latency|doctor"
-        | "latency|histogram" => &[
-            "nondeterministic_output",
-            "request_policy:all_nodes",
-            "response_policy:special",
-        ],
-        "latency|reset" => &["request_policy:all_nodes", "response_policy:all_succeeded"],
-        "slowlog|len" => &[
-            "request_policy:all_nodes",
-            "response_policy:agg_sum",
-            "nondeterministic_output",
-        ],
-        "command|info" | "command|docs" | "command|list" | "command" | "function|list" => {
-            &["nondeterministic_output_order"]
-        }
-        "ping" | "flushdb" | "flushall" | "function|delete" | "function|flush"
-        | "function|load" | "function|restore" => {
-            &["request_policy:all_shards", "response_policy:all_succeeded"]
-        }
-        "function|kill" => &["request_policy:all_shards", "response_policy:one_succeeded"],
-        "info" | "function|stats" => &[
-            "nondeterministic_output",
-            "request_policy:all_shards",
-            "response_policy:special",
-        ],
-        "dbsize" => &["request_policy:all_shards", "response_policy:agg_sum"],
-        "memory|stats" | "memory|doctor" | "memory|malloc-stats" => &[
-            "nondeterministic_output",
-            "request_policy:all_shards",
-            "response_policy:special",
-        ],
-        "memory|purge" => &["request_policy:all_shards", "response_policy:all_succeeded"],
-        "del" | "unlink" | "exists" | "touch" => {
-            &["request_policy:multi_shard", "response_policy:agg_sum"]
-        }
-        "keys" => &["request_policy:all_shards", "nondeterministic_output_order"],
-        "scan" => &["nondeterministic_output", "request_policy:special"],
-        "randomkey" => &["request_policy:all_shards", "nondeterministic_output"],
-        "mget" => &["request_policy:multi_shard"],
-        "mset" => &[
-            "request_policy:multi_shard",
-            "response_policy:all_succeeded",
-        ],
-        "msetnx" => &["request_policy:multi_shard", "response_policy:agg_min"],
-        "hgetall" | "hkeys" | "hvals" | "smembers" | "sinter" | "sunion" | "sdiff" => {
-            &["nondeterministic_output_order"]
-        }
-        "hrandfield" | "hscan" | "spop" | "srandmember" | "sscan" | "zrandmember" | "zscan" => {
-            &["nondeterministic_output"]
-        }
-        _ => &[],
-    }
-}

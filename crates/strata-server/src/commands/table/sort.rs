@@ -3,11 +3,11 @@
 use super::*;
 
 pub(super) const COMMANDS: &[Spec] = &[
-    cmd(
-        "sort",
-        -2,
-        &["write", "denyoom"],
-        &[
+    Spec {
+        name: "sort",
+        arity: -2,
+        flags: flags![WRITE, DENYOOM],
+        keys: &[
             range(&["RO", "access"], 1, 0, 1),
             unknown(
                 "For the optional BY/GET keyword. It is marked 'unknown' because the key names derive from the content of the key we sort",
@@ -18,29 +18,34 @@ pub(super) const COMMANDS: &[Spec] = &[
                 &["OW", "update"],
             ),
         ],
-        &["write", "set", "sortedset", "list", "slow", "dangerous"],
-        "generic",
-        "1.0.0",
-        "Sort the elements in a list, set or sorted set",
-        "O(N+M*log(M)) where N is the number of elements in the list or set to sort, and M the number of returned elements. When the elements are not sorted, complexity is O(N).",
-        so::sort,
-    ),
-    cmd(
-        "sort_ro",
-        -2,
-        &["readonly"],
-        &[
+        keys_hook: Some(keyspec::sort_keys),
+        acl: categories![WRITE, SET, SORTEDSET, LIST, SLOW, DANGEROUS],
+        group: "generic",
+        since: "1.0.0",
+        summary: "Sort the elements in a list, set or sorted set",
+        complexity: "O(N+M*log(M)) where N is the number of elements in the list or set to sort, and M the number of returned elements. When the elements are not sorted, complexity is O(N).",
+        run: Run::Handler(so::sort),
+        traits: traits![DATABASE_WIDE],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "sort_ro",
+        arity: -2,
+        flags: flags![READONLY],
+        keys: &[
             range(&["RO", "access"], 1, 0, 1),
             unknown(
                 "For the optional BY/GET keyword. It is marked 'unknown' because the key names derive from the content of the key we sort",
                 &["RO", "access"],
             ),
         ],
-        &["read", "set", "sortedset", "list", "slow", "dangerous"],
-        "generic",
-        "7.0.0",
-        "Sort the elements in a list, set or sorted set. Read-only variant of SORT.",
-        "O(N+M*log(M)) where N is the number of elements in the list or set to sort, and M the number of returned elements. When the elements are not sorted, complexity is O(N).",
-        so::sort_ro,
-    ),
+        acl: categories![READ, SET, SORTEDSET, LIST, SLOW, DANGEROUS],
+        group: "generic",
+        since: "7.0.0",
+        summary: "Sort the elements in a list, set or sorted set. Read-only variant of SORT.",
+        complexity: "O(N+M*log(M)) where N is the number of elements in the list or set to sort, and M the number of returned elements. When the elements are not sorted, complexity is O(N).",
+        run: Run::Handler(so::sort_ro),
+        traits: traits![DATABASE_WIDE],
+        ..Spec::DEFAULT
+    },
 ];
