@@ -9,7 +9,7 @@ pub(super) const COMMANDS: &[Spec] = &[Spec {
     acl: categories![SLOW],
     group: "server",
     since: "6.0.0",
-    summary: "A container for Access List Control commands ",
+    summary: "Groups the subcommands that inspect and manage ACL users and their rules.",
     complexity: "Depends on subcommand.",
     run: Run::Container,
     subcommands: ACL_SUBCOMMANDS,
@@ -23,7 +23,7 @@ const ACL_SUBCOMMANDS: &[Spec] = &[
         flags: flags![NOSCRIPT, LOADING, STALE],
         acl: categories![SLOW],
         since: "6.0.0",
-        summary: "List the ACL categories or the commands inside a category",
+        summary: "Names the ACL command categories, or the commands in a given one.",
         complexity: "O(1)",
         run: Run::Handler(ac::acl_cat),
         ..Spec::DEFAULT
@@ -34,7 +34,7 @@ const ACL_SUBCOMMANDS: &[Spec] = &[
         flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
         acl: categories![ADMIN, SLOW, DANGEROUS],
         since: "6.0.0",
-        summary: "Remove the specified ACL users and the associated rules",
+        summary: "Deletes ACL users together with the rules attached to them.",
         complexity: "O(1)",
         run: Run::Handler(ac::acl_deluser),
         ..Spec::DEFAULT
@@ -45,7 +45,7 @@ const ACL_SUBCOMMANDS: &[Spec] = &[
         flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
         acl: categories![ADMIN, SLOW, DANGEROUS],
         since: "7.0.0",
-        summary: "Returns whether the user can execute the given command without executing the command.",
+        summary: "Checks whether a user may run a given command, without running it.",
         complexity: "O(1)",
         run: Run::Handler(ac::acl_dryrun),
         ..Spec::DEFAULT
@@ -56,7 +56,7 @@ const ACL_SUBCOMMANDS: &[Spec] = &[
         flags: flags![NOSCRIPT, LOADING, STALE],
         acl: categories![SLOW],
         since: "6.0.0",
-        summary: "Generate a pseudorandom secure password to use for ACL users",
+        summary: "Produces a strong random password as a hex string (256 bits by default).",
         complexity: "O(1)",
         run: Run::Handler(ac::acl_genpass),
         ..Spec::DEFAULT
@@ -67,7 +67,7 @@ const ACL_SUBCOMMANDS: &[Spec] = &[
         flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
         acl: categories![ADMIN, SLOW, DANGEROUS],
         since: "6.0.0",
-        summary: "Get the rules for a specific ACL user",
+        summary: "Shows the rules defined for one ACL user.",
         complexity: "O(1)",
         run: Run::Handler(ac::acl_getuser),
         ..Spec::DEFAULT
@@ -78,7 +78,7 @@ const ACL_SUBCOMMANDS: &[Spec] = &[
         flags: flags![LOADING, STALE],
         acl: categories![SLOW],
         since: "6.0.0",
-        summary: "Show helpful text about the different subcommands",
+        summary: "Lists the ACL subcommands with a short description of each.",
         complexity: "O(1)",
         run: Run::Handler(ac::acl_help),
         ..Spec::DEFAULT
@@ -89,7 +89,7 @@ const ACL_SUBCOMMANDS: &[Spec] = &[
         flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
         acl: categories![ADMIN, SLOW, DANGEROUS],
         since: "6.0.0",
-        summary: "List the current ACL rules in ACL config file format",
+        summary: "Prints every ACL user's rules in the format of an ACL file.",
         complexity: "O(1)",
         run: Run::Handler(ac::acl_list),
         ..Spec::DEFAULT
@@ -100,7 +100,7 @@ const ACL_SUBCOMMANDS: &[Spec] = &[
         flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
         acl: categories![ADMIN, SLOW, DANGEROUS],
         since: "6.0.0",
-        summary: "Reload the ACLs from the configured ACL file",
+        summary: "Replaces the current users and rules with the contents of the ACL file.",
         complexity: "O(1)",
         run: Run::Handler(ac::acl_load),
         ..Spec::DEFAULT
@@ -111,7 +111,7 @@ const ACL_SUBCOMMANDS: &[Spec] = &[
         flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
         acl: categories![ADMIN, SLOW, DANGEROUS],
         since: "6.0.0",
-        summary: "List latest events denied because of ACLs in place",
+        summary: "Shows, or clears, the log of recent ACL denials and failed logins.",
         complexity: "O(1)",
         run: Run::Handler(ac::acl_log),
         ..Spec::DEFAULT
@@ -122,7 +122,7 @@ const ACL_SUBCOMMANDS: &[Spec] = &[
         flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
         acl: categories![ADMIN, SLOW, DANGEROUS],
         since: "6.0.0",
-        summary: "Save the current ACL rules in the configured ACL file",
+        summary: "Writes every user and its rules out to the ACL file.",
         complexity: "O(1)",
         run: Run::Handler(ac::acl_save),
         ..Spec::DEFAULT
@@ -133,7 +133,7 @@ const ACL_SUBCOMMANDS: &[Spec] = &[
         flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
         acl: categories![ADMIN, SLOW, DANGEROUS],
         since: "6.0.0",
-        summary: "Modify or create the rules for a specific ACL user",
+        summary: "Creates an ACL user or changes an existing user's rules.",
         complexity: "O(1)",
         run: Run::Handler(ac::acl_setuser),
         ..Spec::DEFAULT
@@ -144,7 +144,7 @@ const ACL_SUBCOMMANDS: &[Spec] = &[
         flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
         acl: categories![ADMIN, SLOW, DANGEROUS],
         since: "6.0.0",
-        summary: "List the username of all the configured ACL rules",
+        summary: "Lists the names of all ACL users.",
         complexity: "O(1)",
         run: Run::Handler(ac::acl_users),
         ..Spec::DEFAULT
@@ -155,7 +155,7 @@ const ACL_SUBCOMMANDS: &[Spec] = &[
         flags: flags![NOSCRIPT, LOADING, STALE],
         acl: categories![SLOW],
         since: "6.0.0",
-        summary: "Return the name of the user associated to the current connection",
+        summary: "Replies with the username the connection is authenticated as.",
         complexity: "O(1)",
         run: Run::Handler(ac::acl_whoami),
         ..Spec::DEFAULT

@@ -11,7 +11,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, BITMAP, SLOW],
         group: "bitmap",
         since: "2.2.0",
-        summary: "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist.",
+        summary: "Writes a 0 or 1 at a bit offset of a string, growing or creating it as needed.",
         complexity: "O(1)",
         run: Run::Handler(bits::setbit),
         ..Spec::DEFAULT
@@ -24,7 +24,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, BITMAP, FAST],
         group: "bitmap",
         since: "2.2.0",
-        summary: "Returns a bit value by offset.",
+        summary: "Reads the bit at an offset in a string.",
         complexity: "O(1)",
         run: Run::Handler(bits::getbit),
         ..Spec::DEFAULT
@@ -37,7 +37,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, BITMAP, SLOW],
         group: "bitmap",
         since: "2.6.0",
-        summary: "Counts the number of set bits (population counting) in a string.",
+        summary: "Counts the 1 bits in a string, optionally within a byte or bit range.",
         complexity: "O(N)",
         run: Run::Handler(bits::bitcount),
         ..Spec::DEFAULT
@@ -50,7 +50,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, BITMAP, SLOW],
         group: "bitmap",
         since: "2.8.7",
-        summary: "Finds the first set (1) or clear (0) bit in a string.",
+        summary: "Locates the first 0 or 1 bit in a string, optionally within a range.",
         complexity: "O(N)",
         run: Run::Handler(bits::bitpos),
         ..Spec::DEFAULT
@@ -63,7 +63,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, BITMAP, SLOW],
         group: "bitmap",
         since: "2.6.0",
-        summary: "Performs bitwise operations on multiple strings, and stores the result.",
+        summary: "Combines strings bitwise (AND, OR, XOR, NOT) and stores the result in a key.",
         complexity: "O(N)",
         run: Run::Handler(bits::bitop),
         ..Spec::DEFAULT
@@ -80,7 +80,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, BITMAP, SLOW],
         group: "bitmap",
         since: "3.2.0",
-        summary: "Performs arbitrary bitfield integer operations on strings.",
+        summary: "Reads, writes and increments integer fields of any width inside a string.",
         complexity: "O(1) for each subcommand specified",
         run: Run::Handler(bits::bitfield),
         ..Spec::DEFAULT
@@ -93,7 +93,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, BITMAP, FAST],
         group: "bitmap",
         since: "6.0.0",
-        summary: "Performs arbitrary read-only bitfield integer operations on strings.",
+        summary: "Reads integer fields of any width inside a string (GET only, no writes).",
         complexity: "O(1) for each subcommand specified",
         run: Run::Handler(bits::bitfield_ro),
         ..Spec::DEFAULT

@@ -11,7 +11,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, GEO, SLOW],
         group: "geo",
         since: "3.2.0",
-        summary: "Add one or more geospatial items in the geospatial index represented using a sorted set",
+        summary: "Adds members with a longitude and latitude to a geo index (a sorted set).",
         complexity: "O(log(N)) for each item added, where N is the number of elements in the sorted set.",
         run: Run::Handler(gs::geoadd),
         ..Spec::DEFAULT
@@ -24,7 +24,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, GEO, SLOW],
         group: "geo",
         since: "3.2.0",
-        summary: "Returns longitude and latitude of members of a geospatial index",
+        summary: "Gives the coordinates (longitude, latitude) of members of a geo index.",
         complexity: "O(N) where N is the number of members requested.",
         run: Run::Handler(gs::geopos),
         ..Spec::DEFAULT
@@ -37,7 +37,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, GEO, SLOW],
         group: "geo",
         since: "3.2.0",
-        summary: "Returns the distance between two members of a geospatial index",
+        summary: "Measures how far apart two members of a geo index are, in a chosen unit.",
         complexity: "O(log(N))",
         run: Run::Handler(gs::geodist),
         ..Spec::DEFAULT
@@ -50,7 +50,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, GEO, SLOW],
         group: "geo",
         since: "3.2.0",
-        summary: "Returns members of a geospatial index as standard geohash strings",
+        summary: "Gives the positions of geo index members as geohash strings.",
         complexity: "O(log(N)) for each member requested, where N is the number of elements in the sorted set.",
         run: Run::Handler(gs::geohash_command),
         ..Spec::DEFAULT
@@ -63,7 +63,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, GEO, SLOW],
         group: "geo",
         since: "6.2.0",
-        summary: "Query a sorted set representing a geospatial index to fetch members inside an area of a box or a circle.",
+        summary: "Finds geo index members inside a circle or box around a point or member.",
         complexity: "O(N+log(M)) where N is the number of elements in the grid-aligned bounding box area around the shape provided as the filter and M is the number of items inside the shape",
         run: Run::Handler(gs::geosearch),
         ..Spec::DEFAULT
@@ -79,7 +79,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, GEO, SLOW],
         group: "geo",
         since: "6.2.0",
-        summary: "Query a sorted set representing a geospatial index to fetch members inside an area of a box or a circle, and store the result in another key.",
+        summary: "Finds geo index members inside a circle or box and stores them in a key.",
         complexity: "O(N+log(M)) where N is the number of elements in the grid-aligned bounding box area around the shape provided as the filter and M is the number of items inside the shape",
         run: Run::Handler(gs::geosearchstore),
         ..Spec::DEFAULT
@@ -96,7 +96,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, GEO, SLOW],
         group: "geo",
         since: "3.2.0",
-        summary: "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a point",
+        summary: "Finds geo index members within a radius of a longitude/latitude point.",
         complexity: "O(N+log(M)) where N is the number of elements inside the bounding box of the circular area delimited by center and radius and M is the number of items inside the index.",
         run: Run::Handler(gs::georadius),
         ..Spec::DEFAULT
@@ -109,7 +109,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, GEO, SLOW],
         group: "geo",
         since: "3.2.10",
-        summary: "A read-only variant for GEORADIUS",
+        summary: "Finds geo index members within a radius of a point, without storing them.",
         complexity: "O(N+log(M)) where N is the number of elements inside the bounding box of the circular area delimited by center and radius and M is the number of items inside the index.",
         run: Run::Handler(gs::georadius_ro),
         ..Spec::DEFAULT
@@ -126,7 +126,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, GEO, SLOW],
         group: "geo",
         since: "3.2.0",
-        summary: "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a member",
+        summary: "Finds geo index members within a radius of another member.",
         complexity: "O(N+log(M)) where N is the number of elements inside the bounding box of the circular area delimited by center and radius and M is the number of items inside the index.",
         run: Run::Handler(gs::georadiusbymember),
         ..Spec::DEFAULT
@@ -139,7 +139,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, GEO, SLOW],
         group: "geo",
         since: "3.2.10",
-        summary: "A read-only variant for GEORADIUSBYMEMBER",
+        summary: "Finds geo index members within a radius of a member, without storing them.",
         complexity: "O(N+log(M)) where N is the number of elements inside the bounding box of the circular area delimited by center and radius and M is the number of items inside the index.",
         run: Run::Handler(gs::georadiusbymember_ro),
         ..Spec::DEFAULT

@@ -11,7 +11,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, HASH, FAST],
         group: "hash",
         since: "2.0.0",
-        summary: "Set the string value of a hash field.",
+        summary: "Sets one or more fields of a hash, creating the hash if needed.",
         complexity: "O(1) for each field/value pair added, so O(N) to add N field/value pairs when the command is called with multiple field/value pairs.",
         run: Run::Handler(hs::hset),
         ..Spec::DEFAULT
@@ -24,7 +24,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, HASH, FAST],
         group: "hash",
         since: "2.0.0",
-        summary: "Set multiple hash fields to multiple values.",
+        summary: "Sets several hash fields at once (older form of HSET).",
         complexity: "O(N) where N is the number of fields being set.",
         run: Run::Handler(hs::hmset),
         ..Spec::DEFAULT
@@ -37,7 +37,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, HASH, FAST],
         group: "hash",
         since: "2.0.0",
-        summary: "Set the value of a hash field, only if the field does not exist.",
+        summary: "Sets a hash field only if the hash does not have that field yet.",
         complexity: "O(1)",
         run: Run::Handler(hs::hsetnx),
         ..Spec::DEFAULT
@@ -50,7 +50,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, HASH, FAST],
         group: "hash",
         since: "2.0.0",
-        summary: "Get the value of a hash field.",
+        summary: "Reads one field of a hash.",
         complexity: "O(1)",
         run: Run::Handler(hs::hget),
         ..Spec::DEFAULT
@@ -63,7 +63,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, HASH, FAST],
         group: "hash",
         since: "2.0.0",
-        summary: "Get the values of all the given hash fields.",
+        summary: "Reads the values of several hash fields.",
         complexity: "O(N) where N is the number of fields being requested.",
         run: Run::Handler(hs::hmget),
         ..Spec::DEFAULT
@@ -76,7 +76,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, HASH, FAST],
         group: "hash",
         since: "2.0.0",
-        summary: "Delete one or more hash fields.",
+        summary: "Removes fields from a hash, deleting the hash when it becomes empty.",
         complexity: "O(N) where N is the number of fields to be removed.",
         run: Run::Handler(hs::hdel),
         ..Spec::DEFAULT
@@ -89,7 +89,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, HASH, FAST],
         group: "hash",
         since: "2.0.0",
-        summary: "Get the number of fields in a hash.",
+        summary: "Counts the fields in a hash.",
         complexity: "O(1)",
         run: Run::Handler(hs::hlen),
         ..Spec::DEFAULT
@@ -102,7 +102,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, HASH, FAST],
         group: "hash",
         since: "2.0.0",
-        summary: "Determine if a hash field exists.",
+        summary: "Checks whether a hash has a given field.",
         complexity: "O(1)",
         run: Run::Handler(hs::hexists),
         ..Spec::DEFAULT
@@ -115,7 +115,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, HASH, SLOW],
         group: "hash",
         since: "2.0.0",
-        summary: "Get all the fields and values in a hash.",
+        summary: "Reads every field and value of a hash.",
         complexity: "O(N) where N is the size of the hash.",
         run: Run::Handler(hs::hgetall),
         tips: &["nondeterministic_output_order"],
@@ -129,7 +129,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, HASH, SLOW],
         group: "hash",
         since: "2.0.0",
-        summary: "Get all the fields in a hash.",
+        summary: "Lists the field names of a hash.",
         complexity: "O(N) where N is the size of the hash.",
         run: Run::Handler(hs::hkeys),
         tips: &["nondeterministic_output_order"],
@@ -143,7 +143,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, HASH, SLOW],
         group: "hash",
         since: "2.0.0",
-        summary: "Get all the values in a hash.",
+        summary: "Lists the values held in a hash.",
         complexity: "O(N) where N is the size of the hash.",
         run: Run::Handler(hs::hvals),
         tips: &["nondeterministic_output_order"],
@@ -157,7 +157,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, HASH, FAST],
         group: "hash",
         since: "3.2.0",
-        summary: "Get the length of the value of a hash field.",
+        summary: "Gives the length of one hash field's value.",
         complexity: "O(1)",
         run: Run::Handler(hs::hstrlen),
         ..Spec::DEFAULT
@@ -170,7 +170,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, HASH, FAST],
         group: "hash",
         since: "2.0.0",
-        summary: "Increment the integer value of a hash field by the given number.",
+        summary: "Adds an integer to the integer value of a hash field.",
         complexity: "O(1)",
         run: Run::Handler(hs::hincrby),
         ..Spec::DEFAULT
@@ -183,7 +183,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, HASH, FAST],
         group: "hash",
         since: "2.6.0",
-        summary: "Increment the float value of a hash field by the given amount.",
+        summary: "Adds a floating point number to the numeric value of a hash field.",
         complexity: "O(1)",
         run: Run::Handler(hs::hincrbyfloat),
         ..Spec::DEFAULT
@@ -196,7 +196,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, HASH, SLOW],
         group: "hash",
         since: "6.2.0",
-        summary: "Get one or multiple random fields from a hash",
+        summary: "Picks random fields from a hash, optionally with their values.",
         complexity: "O(N) where N is the number of fields returned",
         run: Run::Handler(hs::hrandfield),
         tips: &["nondeterministic_output"],
@@ -210,7 +210,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, HASH, SLOW],
         group: "hash",
         since: "2.8.0",
-        summary: "Incrementally iterate hash fields and associated values",
+        summary: "Walks through a hash's fields and values with a cursor.",
         complexity: "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection..",
         run: Run::Handler(hs::hscan),
         tips: &["nondeterministic_output"],
@@ -224,7 +224,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, HASH, FAST],
         group: "hash",
         since: "7.4.0",
-        summary: "Set expiry for hash field using relative time to expire (seconds)",
+        summary: "Gives hash fields a time to live in seconds.",
         complexity: "O(N) where N is the number of specified fields",
         run: Run::Handler(|c, a| hs::hexpire_generic(c, a, true, true)),
         ..Spec::DEFAULT
@@ -237,7 +237,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, HASH, FAST],
         group: "hash",
         since: "7.4.0",
-        summary: "Set expiry for hash field using relative time to expire (milliseconds)",
+        summary: "Gives hash fields a time to live in milliseconds.",
         complexity: "O(N) where N is the number of specified fields",
         run: Run::Handler(|c, a| hs::hexpire_generic(c, a, false, true)),
         ..Spec::DEFAULT
@@ -250,7 +250,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, HASH, FAST],
         group: "hash",
         since: "7.4.0",
-        summary: "Set expiry for hash field using an absolute Unix timestamp (seconds)",
+        summary: "Makes hash fields expire at a Unix time given in seconds.",
         complexity: "O(N) where N is the number of specified fields",
         run: Run::Handler(|c, a| hs::hexpire_generic(c, a, true, false)),
         ..Spec::DEFAULT
@@ -263,7 +263,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, HASH, FAST],
         group: "hash",
         since: "7.4.0",
-        summary: "Set expiry for hash field using an absolute Unix timestamp (milliseconds)",
+        summary: "Makes hash fields expire at a Unix time given in milliseconds.",
         complexity: "O(N) where N is the number of specified fields",
         run: Run::Handler(|c, a| hs::hexpire_generic(c, a, false, false)),
         ..Spec::DEFAULT
@@ -276,7 +276,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, HASH, FAST],
         group: "hash",
         since: "7.4.0",
-        summary: "Returns the TTL in seconds of a hash field.",
+        summary: "Gives the remaining time to live of hash fields, in seconds.",
         complexity: "O(N) where N is the number of specified fields",
         run: Run::Handler(|c, a| hs::httl_generic(c, a, true, true)),
         ..Spec::DEFAULT
@@ -289,7 +289,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, HASH, FAST],
         group: "hash",
         since: "7.4.0",
-        summary: "Returns the TTL in milliseconds of a hash field.",
+        summary: "Gives the remaining time to live of hash fields, in milliseconds.",
         complexity: "O(N) where N is the number of specified fields",
         run: Run::Handler(|c, a| hs::httl_generic(c, a, false, true)),
         ..Spec::DEFAULT
@@ -302,7 +302,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, HASH, FAST],
         group: "hash",
         since: "7.4.0",
-        summary: "Returns the expiration time of a hash field as a Unix timestamp, in seconds.",
+        summary: "Gives the Unix time, in seconds, at which hash fields expire.",
         complexity: "O(N) where N is the number of specified fields",
         run: Run::Handler(|c, a| hs::httl_generic(c, a, true, false)),
         ..Spec::DEFAULT
@@ -315,7 +315,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, HASH, FAST],
         group: "hash",
         since: "7.4.0",
-        summary: "Returns the expiration time of a hash field as a Unix timestamp, in msec.",
+        summary: "Gives the Unix time, in milliseconds, at which hash fields expire.",
         complexity: "O(N) where N is the number of specified fields",
         run: Run::Handler(|c, a| hs::httl_generic(c, a, false, false)),
         ..Spec::DEFAULT
@@ -328,7 +328,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, HASH, FAST],
         group: "hash",
         since: "7.4.0",
-        summary: "Removes the expiration time for each specified field",
+        summary: "Removes the expiry of hash fields so that they persist.",
         complexity: "O(N) where N is the number of specified fields",
         run: Run::Handler(hs::hpersist),
         ..Spec::DEFAULT
@@ -341,7 +341,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, HASH, FAST],
         group: "hash",
         since: "8.0.0",
-        summary: "Returns the value of a field and deletes it from the hash.",
+        summary: "Reads the values of hash fields and removes those fields.",
         complexity: "O(N) where N is the number of specified fields",
         run: Run::Handler(hs::hgetdel),
         ..Spec::DEFAULT
@@ -354,7 +354,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, HASH, FAST],
         group: "hash",
         since: "8.0.0",
-        summary: "Get the value of one or more fields of a given hash key, and optionally set their expiration.",
+        summary: "Reads the values of hash fields and optionally sets or clears their expiry.",
         complexity: "O(N) where N is the number of specified fields",
         run: Run::Handler(hs::hgetex),
         ..Spec::DEFAULT
@@ -367,7 +367,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, HASH, FAST],
         group: "hash",
         since: "8.0.0",
-        summary: "Set the value of one or more fields of a given hash key, and optionally set their expiration.",
+        summary: "Sets the values of hash fields and optionally their expiry.",
         complexity: "O(N) where N is the number of fields being set.",
         run: Run::Handler(hs::hsetex),
         ..Spec::DEFAULT

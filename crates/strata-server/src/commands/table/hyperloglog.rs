@@ -11,7 +11,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, HYPERLOGLOG, FAST],
         group: "hyperloglog",
         since: "2.8.9",
-        summary: "Adds the specified elements to the specified HyperLogLog.",
+        summary: "Adds elements to a HyperLogLog, creating it if needed.",
         complexity: "O(1) to add every element.",
         run: Run::Handler(hll::pfadd),
         ..Spec::DEFAULT
@@ -27,7 +27,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, HYPERLOGLOG, SLOW],
         group: "hyperloglog",
         since: "2.8.9",
-        summary: "Return the approximated cardinality of the set(s) observed by the HyperLogLog at key(s).",
+        summary: "Estimates the number of distinct elements seen by one or more HyperLogLogs.",
         complexity: "O(1) with a very small average constant time when called with a single key. O(N) with N being the number of keys, and much bigger constant times, when called with multiple keys.",
         run: Run::Handler(hll::pfcount),
         ..Spec::DEFAULT
@@ -43,7 +43,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, HYPERLOGLOG, SLOW],
         group: "hyperloglog",
         since: "2.8.9",
-        summary: "Merge N different HyperLogLogs into a single one.",
+        summary: "Merges several HyperLogLogs into a destination key.",
         complexity: "O(N) to merge N HyperLogLogs, but with high constant times.",
         run: Run::Handler(hll::pfmerge),
         ..Spec::DEFAULT
@@ -56,7 +56,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, HYPERLOGLOG, ADMIN, SLOW, DANGEROUS],
         group: "hyperloglog",
         since: "2.8.9",
-        summary: "Internal commands for debugging HyperLogLog values",
+        summary: "Inspects the internal representation of a HyperLogLog (for debugging).",
         complexity: "N/A",
         run: Run::Handler(hll::pfdebug),
         ..Spec::DEFAULT
@@ -69,7 +69,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![HYPERLOGLOG, ADMIN, SLOW, DANGEROUS],
         group: "hyperloglog",
         since: "2.8.9",
-        summary: "An internal command for testing HyperLogLog values",
+        summary: "Runs the self-test of the HyperLogLog implementation (for testing).",
         complexity: "N/A",
         run: Run::Handler(hll::pfselftest),
         ..Spec::DEFAULT

@@ -11,7 +11,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, LIST, FAST],
         group: "list",
         since: "1.0.0",
-        summary: "Prepends one or more elements to a list. Creates the key if it doesn't exist.",
+        summary: "Adds elements at the head of a list, creating the list if needed.",
         complexity: "O(1) for each element added, so O(N) to add N elements when the command is called with multiple arguments.",
         run: Run::Handler(ls::lpush),
         ..Spec::DEFAULT
@@ -24,7 +24,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, LIST, FAST],
         group: "list",
         since: "1.0.0",
-        summary: "Appends one or more elements to a list. Creates the key if it doesn't exist.",
+        summary: "Adds elements at the tail of a list, creating the list if needed.",
         complexity: "O(1) for each element added, so O(N) to add N elements when the command is called with multiple arguments.",
         run: Run::Handler(ls::rpush),
         ..Spec::DEFAULT
@@ -37,7 +37,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, LIST, FAST],
         group: "list",
         since: "2.2.0",
-        summary: "Prepends one or more elements to a list only when the list exists.",
+        summary: "Adds elements at the head of a list, only if the list already exists.",
         complexity: "O(1) for each element added, so O(N) to add N elements when the command is called with multiple arguments.",
         run: Run::Handler(ls::lpushx),
         ..Spec::DEFAULT
@@ -50,7 +50,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, LIST, FAST],
         group: "list",
         since: "2.2.0",
-        summary: "Appends an element to a list only when the list exists.",
+        summary: "Adds elements at the tail of a list, only if the list already exists.",
         complexity: "O(1) for each element added, so O(N) to add N elements when the command is called with multiple arguments.",
         run: Run::Handler(ls::rpushx),
         ..Spec::DEFAULT
@@ -63,7 +63,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, LIST, FAST],
         group: "list",
         since: "1.0.0",
-        summary: "Returns the first elements in a list after removing it. Deletes the list if the last element was popped.",
+        summary: "Removes and returns elements from the head of a list.",
         complexity: "O(N) where N is the number of elements returned",
         run: Run::Handler(ls::lpop),
         ..Spec::DEFAULT
@@ -76,7 +76,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, LIST, FAST],
         group: "list",
         since: "1.0.0",
-        summary: "Returns and removes the last elements of a list. Deletes the list if the last element was popped.",
+        summary: "Removes and returns elements from the tail of a list.",
         complexity: "O(N) where N is the number of elements returned",
         run: Run::Handler(ls::rpop),
         ..Spec::DEFAULT
@@ -89,7 +89,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, LIST, FAST],
         group: "list",
         since: "1.0.0",
-        summary: "Returns the length of a list.",
+        summary: "Counts the elements of a list.",
         complexity: "O(1)",
         run: Run::Handler(ls::llen),
         ..Spec::DEFAULT
@@ -102,7 +102,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, LIST, SLOW],
         group: "list",
         since: "1.0.0",
-        summary: "Returns a range of elements from a list.",
+        summary: "Reads the elements between two indexes of a list.",
         complexity: "O(S+N) where S is the distance of start offset from HEAD for small lists, from nearest end (HEAD or TAIL) for large lists; and N is the number of elements in the specified range.",
         run: Run::Handler(ls::lrange),
         ..Spec::DEFAULT
@@ -115,7 +115,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, LIST, SLOW],
         group: "list",
         since: "1.0.0",
-        summary: "Returns an element from a list by its index.",
+        summary: "Reads the element at an index of a list.",
         complexity: "O(N) where N is the number of elements to traverse to get to the element at index. This makes asking for the first or the last element of the list O(1).",
         run: Run::Handler(ls::lindex),
         ..Spec::DEFAULT
@@ -128,7 +128,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, LIST, SLOW],
         group: "list",
         since: "1.0.0",
-        summary: "Sets the value of an element in a list by its index.",
+        summary: "Replaces the element at an index of a list.",
         complexity: "O(N) where N is the length of the list. Setting either the first or the last element of the list is O(1).",
         run: Run::Handler(ls::lset),
         ..Spec::DEFAULT
@@ -141,7 +141,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, LIST, SLOW],
         group: "list",
         since: "2.2.0",
-        summary: "Inserts an element before or after another element in a list.",
+        summary: "Inserts an element into a list just before or after a pivot element.",
         complexity: "O(N) where N is the number of elements to traverse before seeing the value pivot. This means that inserting somewhere on the left end on the list (head) can be considered O(1) and inserting somewhere on the right end (tail) is O(N).",
         run: Run::Handler(ls::linsert),
         ..Spec::DEFAULT
@@ -154,7 +154,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, LIST, SLOW],
         group: "list",
         since: "1.0.0",
-        summary: "Removes elements from a list. Deletes the list if the last element was removed.",
+        summary: "Removes up to a given number of occurrences of an element from a list.",
         complexity: "O(N+M) where N is the length of the list and M is the number of elements removed.",
         run: Run::Handler(ls::lrem),
         ..Spec::DEFAULT
@@ -167,7 +167,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, LIST, SLOW],
         group: "list",
         since: "1.0.0",
-        summary: "Removes elements from both ends a list. Deletes the list if all elements were trimmed.",
+        summary: "Keeps only the elements between two indexes of a list, dropping the rest.",
         complexity: "O(N) where N is the number of elements to be removed by the operation.",
         run: Run::Handler(ls::ltrim),
         ..Spec::DEFAULT
@@ -180,7 +180,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, LIST, SLOW],
         group: "list",
         since: "6.0.6",
-        summary: "Returns the index of matching elements in a list.",
+        summary: "Finds the indexes at which an element occurs in a list.",
         complexity: "O(N) where N is the number of elements in the list, for the average case. When searching for elements near the head or the tail of the list, or when the MAXLEN option is provided, the command may run in constant time.",
         run: Run::Handler(ls::lpos),
         ..Spec::DEFAULT
@@ -196,7 +196,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, LIST, SLOW],
         group: "list",
         since: "6.2.0",
-        summary: "Returns an element after popping it from one list and pushing it to another. Deletes the list if the last element was moved.",
+        summary: "Moves an element from an end of one list to an end of another and returns it.",
         complexity: "O(1)",
         run: Run::Handler(ls::lmove),
         ..Spec::DEFAULT
@@ -212,7 +212,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, LIST, SLOW],
         group: "list",
         since: "1.2.0",
-        summary: "Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped.",
+        summary: "Moves the tail element of a list to the head of another and returns it.",
         complexity: "O(1)",
         run: Run::Handler(ls::rpoplpush),
         ..Spec::DEFAULT
@@ -225,7 +225,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, LIST, SLOW],
         group: "list",
         since: "7.0.0",
-        summary: "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped.",
+        summary: "Pops elements from the first non-empty list among several keys.",
         complexity: "O(N+M) where N is the number of provided keys and M is the number of elements returned.",
         run: Run::Handler(ls::lmpop),
         ..Spec::DEFAULT
@@ -238,7 +238,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, LIST, SLOW, BLOCKING],
         group: "list",
         since: "2.0.0",
-        summary: "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.",
+        summary: "Pops the head element of the first non-empty list, waiting if all are empty.",
         complexity: "O(N) where N is the number of provided keys.",
         run: Run::Handler(ls::blpop),
         ..Spec::DEFAULT
@@ -251,7 +251,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, LIST, SLOW, BLOCKING],
         group: "list",
         since: "2.0.0",
-        summary: "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.",
+        summary: "Pops the tail element of the first non-empty list, waiting if all are empty.",
         complexity: "O(N) where N is the number of provided keys.",
         run: Run::Handler(ls::brpop),
         ..Spec::DEFAULT
@@ -267,7 +267,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, LIST, SLOW, BLOCKING],
         group: "list",
         since: "6.2.0",
-        summary: "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved.",
+        summary: "Like LMOVE, but waits for an element while the source list is empty.",
         complexity: "O(1)",
         run: Run::Handler(ls::blmove),
         ..Spec::DEFAULT
@@ -283,7 +283,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, LIST, SLOW, BLOCKING],
         group: "list",
         since: "2.2.0",
-        summary: "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped.",
+        summary: "Like RPOPLPUSH, but waits for an element while the source list is empty.",
         complexity: "O(1)",
         run: Run::Handler(ls::brpoplpush),
         ..Spec::DEFAULT
@@ -296,7 +296,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, LIST, SLOW, BLOCKING],
         group: "list",
         since: "7.0.0",
-        summary: "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped.",
+        summary: "Pops elements from the first non-empty list among several, waiting if none.",
         complexity: "O(N+M) where N is the number of provided keys and M is the number of elements returned.",
         run: Run::Handler(ls::blmpop),
         ..Spec::DEFAULT

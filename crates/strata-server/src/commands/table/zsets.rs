@@ -13,7 +13,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, SORTEDSET, FAST],
         group: "sorted_set",
         since: "1.2.0",
-        summary: "Add one or more members to a sorted set, or update its score if it already exists",
+        summary: "Adds members with scores to a sorted set, or updates existing members' scores.",
         complexity: "O(log(N)) for each item added, where N is the number of elements in the sorted set.",
         run: Run::Handler(zs::zadd),
         ..Spec::DEFAULT
@@ -26,7 +26,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, SORTEDSET, FAST],
         group: "sorted_set",
         since: "1.2.0",
-        summary: "Increment the score of a member in a sorted set",
+        summary: "Adds an amount to a member's score in a sorted set.",
         complexity: "O(log(N)) where N is the number of elements in the sorted set.",
         run: Run::Handler(zs::zincrby),
         ..Spec::DEFAULT
@@ -39,7 +39,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, SORTEDSET, FAST],
         group: "sorted_set",
         since: "1.2.0",
-        summary: "Remove one or more members from a sorted set",
+        summary: "Removes members from a sorted set.",
         complexity: "O(M*log(N)) with N being the number of elements in the sorted set and M the number of elements to be removed.",
         run: Run::Handler(zs::zrem),
         ..Spec::DEFAULT
@@ -52,7 +52,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, SORTEDSET, FAST],
         group: "sorted_set",
         since: "1.2.0",
-        summary: "Get the score associated with the given member in a sorted set",
+        summary: "Reads a member's score in a sorted set.",
         complexity: "O(1)",
         run: Run::Handler(zs::zscore),
         ..Spec::DEFAULT
@@ -65,7 +65,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, SORTEDSET, FAST],
         group: "sorted_set",
         since: "6.2.0",
-        summary: "Get the score associated with the given members in a sorted set",
+        summary: "Reads the scores of several members of a sorted set.",
         complexity: "O(N) where N is the number of members being requested.",
         run: Run::Handler(zs::zmscore),
         ..Spec::DEFAULT
@@ -78,7 +78,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, SORTEDSET, FAST],
         group: "sorted_set",
         since: "1.2.0",
-        summary: "Get the number of members in a sorted set",
+        summary: "Counts the members of a sorted set.",
         complexity: "O(1)",
         run: Run::Handler(zs::zcard),
         ..Spec::DEFAULT
@@ -91,7 +91,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, SORTEDSET, FAST],
         group: "sorted_set",
         since: "2.0.0",
-        summary: "Count the members in a sorted set with scores within the given values",
+        summary: "Counts the sorted set members whose scores fall within a range.",
         complexity: "O(log(N)) with N being the number of elements in the sorted set.",
         run: Run::Handler(zs::zcount),
         ..Spec::DEFAULT
@@ -104,7 +104,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, SORTEDSET, FAST],
         group: "sorted_set",
         since: "2.8.9",
-        summary: "Count the number of members in a sorted set between a given lexicographical range",
+        summary: "Counts the sorted set members within a lexicographical range.",
         complexity: "O(log(N)) with N being the number of elements in the sorted set.",
         run: Run::Handler(zs::zlexcount),
         ..Spec::DEFAULT
@@ -117,7 +117,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, SORTEDSET, SLOW],
         group: "sorted_set",
         since: "1.2.0",
-        summary: "Return a range of members in a sorted set",
+        summary: "Reads sorted set members by rank, score or lexicographical range.",
         complexity: "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements returned.",
         run: Run::Handler(zs::zrange),
         ..Spec::DEFAULT
@@ -133,7 +133,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, SORTEDSET, SLOW],
         group: "sorted_set",
         since: "6.2.0",
-        summary: "Store a range of members from sorted set into another key",
+        summary: "Copies sorted set members selected by rank, score or lexicographical range to a key.",
         complexity: "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements stored into the destination key.",
         run: Run::Handler(zs::zrangestore),
         ..Spec::DEFAULT
@@ -146,7 +146,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, SORTEDSET, SLOW],
         group: "sorted_set",
         since: "1.2.0",
-        summary: "Return a range of members in a sorted set, by index, with scores ordered from high to low",
+        summary: "Reads sorted set members by rank, from the highest score down.",
         complexity: "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements returned.",
         run: Run::Handler(zs::zrevrange),
         ..Spec::DEFAULT
@@ -159,7 +159,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, SORTEDSET, SLOW],
         group: "sorted_set",
         since: "1.0.5",
-        summary: "Return a range of members in a sorted set, by score",
+        summary: "Reads the sorted set members whose scores fall within a range.",
         complexity: "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements being returned. If M is constant (e.g. always asking for the first 10 elements with LIMIT), you can consider it O(log(N)).",
         run: Run::Handler(zs::zrangebyscore),
         ..Spec::DEFAULT
@@ -172,7 +172,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, SORTEDSET, SLOW],
         group: "sorted_set",
         since: "2.2.0",
-        summary: "Return a range of members in a sorted set, by score, with scores ordered from high to low",
+        summary: "Reads the sorted set members within a score range, highest score first.",
         complexity: "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements being returned. If M is constant (e.g. always asking for the first 10 elements with LIMIT), you can consider it O(log(N)).",
         run: Run::Handler(zs::zrevrangebyscore),
         ..Spec::DEFAULT
@@ -185,7 +185,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, SORTEDSET, SLOW],
         group: "sorted_set",
         since: "2.8.9",
-        summary: "Return a range of members in a sorted set, by lexicographical range",
+        summary: "Reads the sorted set members within a lexicographical range.",
         complexity: "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements being returned. If M is constant (e.g. always asking for the first 10 elements with LIMIT), you can consider it O(log(N)).",
         run: Run::Handler(zs::zrangebylex),
         ..Spec::DEFAULT
@@ -198,7 +198,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, SORTEDSET, SLOW],
         group: "sorted_set",
         since: "2.8.9",
-        summary: "Return a range of members in a sorted set, by lexicographical range, ordered from higher to lower strings.",
+        summary: "Reads the sorted set members within a lexicographical range, in reverse order.",
         complexity: "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements being returned. If M is constant (e.g. always asking for the first 10 elements with LIMIT), you can consider it O(log(N)).",
         run: Run::Handler(zs::zrevrangebylex),
         ..Spec::DEFAULT
@@ -211,7 +211,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, SORTEDSET, FAST],
         group: "sorted_set",
         since: "2.0.0",
-        summary: "Determine the index of a member in a sorted set",
+        summary: "Gives a member's rank in a sorted set, counting from the lowest score.",
         complexity: "O(log(N))",
         run: Run::Handler(zs::zrank),
         ..Spec::DEFAULT
@@ -224,7 +224,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, SORTEDSET, FAST],
         group: "sorted_set",
         since: "2.0.0",
-        summary: "Determine the index of a member in a sorted set, with scores ordered from high to low",
+        summary: "Gives a member's rank in a sorted set, counting from the highest score.",
         complexity: "O(log(N))",
         run: Run::Handler(zs::zrevrank),
         ..Spec::DEFAULT
@@ -237,7 +237,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, SORTEDSET, FAST],
         group: "sorted_set",
         since: "5.0.0",
-        summary: "Remove and return members with the lowest scores in a sorted set",
+        summary: "Removes and returns the members of a sorted set with the lowest scores.",
         complexity: "O(log(N)*M) with N being the number of elements in the sorted set, and M being the number of elements popped.",
         run: Run::Handler(zs::zpopmin),
         ..Spec::DEFAULT
@@ -250,7 +250,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, SORTEDSET, FAST],
         group: "sorted_set",
         since: "5.0.0",
-        summary: "Remove and return members with the highest scores in a sorted set",
+        summary: "Removes and returns the members of a sorted set with the highest scores.",
         complexity: "O(log(N)*M) with N being the number of elements in the sorted set, and M being the number of elements popped.",
         run: Run::Handler(zs::zpopmax),
         ..Spec::DEFAULT
@@ -263,7 +263,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, SORTEDSET, FAST, BLOCKING],
         group: "sorted_set",
         since: "5.0.0",
-        summary: "Remove and return the member with the lowest score from one or more sorted sets, or block until one is available",
+        summary: "Pops the lowest-scored member of the first non-empty sorted set, waiting if none.",
         complexity: "O(log(N)) with N being the number of elements in the sorted set.",
         run: Run::Handler(zs::bzpopmin),
         ..Spec::DEFAULT
@@ -276,7 +276,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, SORTEDSET, FAST, BLOCKING],
         group: "sorted_set",
         since: "5.0.0",
-        summary: "Remove and return the member with the highest score from one or more sorted sets, or block until one is available",
+        summary: "Pops the highest-scored member of the first non-empty sorted set, waiting if none.",
         complexity: "O(log(N)) with N being the number of elements in the sorted set.",
         run: Run::Handler(zs::bzpopmax),
         ..Spec::DEFAULT
@@ -289,7 +289,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, SORTEDSET, SLOW],
         group: "sorted_set",
         since: "7.0.0",
-        summary: "Remove and return members with scores in a sorted set",
+        summary: "Pops the lowest or highest scored members of the first non-empty sorted set.",
         complexity: "O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.",
         run: Run::Handler(zs::zmpop),
         ..Spec::DEFAULT
@@ -302,7 +302,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, SORTEDSET, SLOW, BLOCKING],
         group: "sorted_set",
         since: "7.0.0",
-        summary: "Remove and return members with scores in a sorted set or block until one is available",
+        summary: "Like ZMPOP, but waits for a member while all the sorted sets are empty.",
         complexity: "O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.",
         run: Run::Handler(zs::bzmpop),
         ..Spec::DEFAULT
@@ -315,7 +315,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, SORTEDSET, SLOW],
         group: "sorted_set",
         since: "6.2.0",
-        summary: "Add multiple sorted sets",
+        summary: "Computes the union of sorted sets, combining the scores.",
         complexity: "O(N)+O(M*log(M)) with N being the sum of the sizes of the input sorted sets, and M being the number of elements in the resulting sorted set.",
         run: Run::Handler(zs::zunion),
         ..Spec::DEFAULT
@@ -328,7 +328,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, SORTEDSET, SLOW],
         group: "sorted_set",
         since: "6.2.0",
-        summary: "Intersect multiple sorted sets",
+        summary: "Computes the intersection of sorted sets, combining the scores.",
         complexity: "O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K being the number of input sorted sets and M being the number of elements in the resulting sorted set.",
         run: Run::Handler(zs::zinter),
         ..Spec::DEFAULT
@@ -341,7 +341,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, SORTEDSET, SLOW],
         group: "sorted_set",
         since: "6.2.0",
-        summary: "Subtract multiple sorted sets",
+        summary: "Computes the members of the first sorted set that are absent from the others.",
         complexity: "O(L + (N-K)log(N)) worst case where L is the total number of elements in all the sets, N is the size of the first set, and K is the size of the result set.",
         run: Run::Handler(zs::zdiff),
         ..Spec::DEFAULT
@@ -357,7 +357,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, SORTEDSET, SLOW],
         group: "sorted_set",
         since: "2.0.0",
-        summary: "Add multiple sorted sets and store the resulting sorted set in a new key",
+        summary: "Stores the union of sorted sets, with combined scores, in a key.",
         complexity: "O(N)+O(M log(M)) with N being the sum of the sizes of the input sorted sets, and M being the number of elements in the resulting sorted set.",
         run: Run::Handler(zs::zunionstore),
         ..Spec::DEFAULT
@@ -373,7 +373,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, SORTEDSET, SLOW],
         group: "sorted_set",
         since: "2.0.0",
-        summary: "Intersect multiple sorted sets and store the resulting sorted set in a new key",
+        summary: "Stores the intersection of sorted sets, with combined scores, in a key.",
         complexity: "O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K being the number of input sorted sets and M being the number of elements in the resulting sorted set.",
         run: Run::Handler(zs::zinterstore),
         ..Spec::DEFAULT
@@ -389,7 +389,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, SORTEDSET, SLOW],
         group: "sorted_set",
         since: "6.2.0",
-        summary: "Subtract multiple sorted sets and store the resulting sorted set in a new key",
+        summary: "Stores the members of the first sorted set absent from the others in a key.",
         complexity: "O(L + (N-K)log(N)) worst case where L is the total number of elements in all the sets, N is the size of the first set, and K is the size of the result set.",
         run: Run::Handler(zs::zdiffstore),
         ..Spec::DEFAULT
@@ -402,7 +402,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, SORTEDSET, SLOW],
         group: "sorted_set",
         since: "7.0.0",
-        summary: "Intersect multiple sorted sets and return the cardinality of the result",
+        summary: "Counts the members common to all the given sorted sets, optionally up to a limit.",
         complexity: "O(N*K) worst case with N being the smallest input sorted set, K being the number of input sorted sets.",
         run: Run::Handler(zs::zintercard),
         ..Spec::DEFAULT
@@ -415,7 +415,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, SORTEDSET, SLOW],
         group: "sorted_set",
         since: "6.2.0",
-        summary: "Get one or multiple random elements from a sorted set",
+        summary: "Picks random members of a sorted set, optionally with their scores.",
         complexity: "O(N) where N is the number of elements returned",
         run: Run::Handler(zs::zrandmember),
         tips: &["nondeterministic_output"],
@@ -429,7 +429,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, SORTEDSET, SLOW],
         group: "sorted_set",
         since: "2.0.0",
-        summary: "Remove all members in a sorted set within the given indexes",
+        summary: "Removes the sorted set members within a range of ranks.",
         complexity: "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation.",
         run: Run::Handler(zs::zremrangebyrank),
         ..Spec::DEFAULT
@@ -442,7 +442,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, SORTEDSET, SLOW],
         group: "sorted_set",
         since: "1.2.0",
-        summary: "Remove all members in a sorted set within the given scores",
+        summary: "Removes the sorted set members within a range of scores.",
         complexity: "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation.",
         run: Run::Handler(zs::zremrangebyscore),
         ..Spec::DEFAULT
@@ -455,7 +455,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![WRITE, SORTEDSET, SLOW],
         group: "sorted_set",
         since: "2.8.9",
-        summary: "Remove all members in a sorted set between the given lexicographical range",
+        summary: "Removes the sorted set members within a lexicographical range.",
         complexity: "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation.",
         run: Run::Handler(zs::zremrangebylex),
         ..Spec::DEFAULT
@@ -468,7 +468,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![READ, SORTEDSET, SLOW],
         group: "sorted_set",
         since: "2.8.0",
-        summary: "Incrementally iterate sorted sets elements and associated scores",
+        summary: "Walks through the members and scores of a sorted set with a cursor.",
         complexity: "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection..",
         run: Run::Handler(zs::zscan),
         tips: &["nondeterministic_output"],
