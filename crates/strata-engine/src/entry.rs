@@ -45,15 +45,14 @@ use std::sync::OnceLock;
 
 use crate::access;
 use crate::hash::{self, FieldChange, HashRef, HashValue, Limits, Packed};
-use crate::list::{Applied, ListOp, ListValue};
+use crate::list::ListValue;
 use crate::log;
-use crate::record::{Draft, FLAG_INT, Kind, VALUE_HASH, VALUE_LIST};
-use crate::record::{VALUE_SET, VALUE_ZSET};
-use crate::set::{SetOp, SetValue};
+use crate::record::{Draft, FLAG_INT, Kind, VALUE_HASH};
+use crate::set::SetValue;
 use crate::thin::ThinBuf;
 use crate::tier::{LiveCounts, NO_LOC};
 use crate::value::{Value, ValueRef, ValueType};
-use crate::zset::{ZSetOp, ZSetValue};
+use crate::zset::ZSetValue;
 
 /// Flags, in the top byte of the clock-and-flags word.
 pub(crate) const INT: u32 = 1 << 24;
@@ -1037,7 +1036,12 @@ impl EntryMut<'_> {
     /// logged as removed), so an emptied hash is one with no live field;
     /// it stays an (empty) entry: the caller deletes the key. A hash left
     /// with field deadlines is queued for active expiry.
-    pub fn change_hash(self, db: usize, changes: &[FieldChange], now_ms: u64) -> HashChanged {
+    pub(crate) fn change_hash(
+        self,
+        db: usize,
+        changes: &[FieldChange],
+        now_ms: u64,
+    ) -> HashChanged {
         let limits = self.limits;
         assert!(self.entry.is_hash(), "change_hash on a string");
         forget_loc(self.live, self.entry);
@@ -1100,55 +1104,42 @@ impl EntryMut<'_> {
     }
 }
 
+/// The value of a boxed collection an operation changes (see
+/// [`EntryMut::change_boxed`]).
+pub(crate) enum Boxed<'a> {
+    List(&'a mut ListValue),
+    Set(&'a mut SetValue),
+    ZSet(&'a mut ZSetValue),
+}
+
 impl EntryMut<'_> {
-    /// Applies `op` to this list (an entry of database `db` whose value is
-    /// a list) and logs the operation (a LIST_OP record), so the bytes
-    /// logged grow with the command's arguments, not with the list. A
-    /// list left empty stays an (empty) entry: the caller deletes the key.
-    pub fn change_list(self, db: usize, op: &ListOp) -> Applied {
+    /// Applies an operation to this boxed collection (a list, set or
+    /// sorted set of database `db`; `crate::collection` says which) with
+    /// `apply`, and logs it as one `kind` record (type tag `value_type`)
+    /// whose payload `encode` writes: the bytes logged grow with the
+    /// command's arguments, not with the value. A collection left empty
+    /// stays an (empty) entry: the caller deletes the key.
+    pub(crate) fn change_boxed<R>(
+        self,
+        db: usize,
+        (kind, value_type): (Kind, u8),
+        apply: impl FnOnce(Boxed) -> R,
+        encode: impl FnOnce(&mut Vec<u8>),
+    ) -> R {
         forget_loc(self.live, self.entry);
         let entry = self.entry;
         entry.set_flag(SEEN | TRANSIENT, false);
-        let Some(Big::List(list)) = entry.big_mut() else {
-            unreachable!("change_list on another type: commands check the type first");
+        let boxed = match entry.big_mut() {
+            Some(Big::List(list)) => Boxed::List(list),
+            Some(Big::Set(set)) => Boxed::Set(set),
+            Some(Big::ZSet(zset)) => Boxed::ZSet(zset),
+            _ => unreachable!("an operation on another type: commands check the type first"),
         };
-        let applied = op.apply(list, crate::limits::list());
+        let applied = apply(boxed);
         let mut payload = Vec::new();
-        op.encode(&mut payload);
-        log_op(db, entry.key(), Kind::ListOp, VALUE_LIST, &payload);
+        encode(&mut payload);
+        log_op(db, entry.key(), kind, value_type, &payload);
         applied
-    }
-
-    /// Applies `op` to this set (as [`EntryMut::change_list`] does to a
-    /// list; a SET_OP record); returns the members added or removed.
-    pub fn change_set(self, db: usize, op: &SetOp) -> usize {
-        forget_loc(self.live, self.entry);
-        let entry = self.entry;
-        entry.set_flag(SEEN | TRANSIENT, false);
-        let Some(Big::Set(set)) = entry.big_mut() else {
-            unreachable!("change_set on another type: commands check the type first");
-        };
-        let changed = op.apply(set, &crate::limits::get());
-        let mut payload = Vec::new();
-        op.encode(&mut payload);
-        log_op(db, entry.key(), Kind::SetOp, VALUE_SET, &payload);
-        changed
-    }
-
-    /// Applies `op` to this sorted set (a ZSET_OP record); returns the
-    /// members added (a put) or removed.
-    pub fn change_zset(self, db: usize, op: &ZSetOp) -> usize {
-        forget_loc(self.live, self.entry);
-        let entry = self.entry;
-        entry.set_flag(SEEN | TRANSIENT, false);
-        let Some(Big::ZSet(zset)) = entry.big_mut() else {
-            unreachable!("change_zset on another type: commands check the type first");
-        };
-        let changed = op.apply(zset, &crate::limits::get());
-        let mut payload = Vec::new();
-        op.encode(&mut payload);
-        log_op(db, entry.key(), Kind::ZSetOp, VALUE_ZSET, &payload);
-        changed
     }
 }
 

@@ -74,6 +74,7 @@
 pub mod access;
 pub mod background;
 pub mod checkpoint;
+pub mod collection;
 pub mod commit;
 pub mod compaction;
 mod decimal;

@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::checkpoint::{self, CheckpointReader};
+use crate::collection::{Hash, List, Set, ZSet};
 use crate::keyspace::{KeyRef, Keyspace, SHARD_COUNT, Shard, Sharding};
 use crate::log::{SegmentInfo, segment_path, segment_seq};
 use crate::record::{self, FLAG_INT, FLAG_LOCATED, Invalid, Kind, Record};
@@ -1101,29 +1102,20 @@ fn apply(
                 now_ms,
             )?;
         }
-        Kind::HashPut | Kind::HashDel => {
-            let key = keyspace.key(record.key);
-            if record.lsn < covered[key.shard()] {
-                return Ok(false);
-            }
-            keyspace.lock_unlogged(key.shard()).replay_fields(
-                db,
-                key,
-                record.kind == Kind::HashPut,
-                record.payload,
-                now_ms,
-            )?;
-        }
-        Kind::ListOp | Kind::SetOp | Kind::ZSetOp => {
+        Kind::HashPut | Kind::HashDel | Kind::ListOp | Kind::SetOp | Kind::ZSetOp => {
             let key = keyspace.key(record.key);
             if record.lsn < covered[key.shard()] {
                 return Ok(false);
             }
             let mut shard = keyspace.lock_unlogged(key.shard());
-            match record.kind {
-                Kind::ListOp => shard.replay_list(db, key, record.payload, now_ms)?,
-                Kind::SetOp => shard.replay_set(db, key, record.payload, now_ms)?,
-                _ => shard.replay_zset(db, key, record.payload, now_ms)?,
+            let (kind, payload) = (record.kind, record.payload);
+            match kind {
+                Kind::HashPut | Kind::HashDel => {
+                    shard.replay::<Hash>(db, key, kind, payload, now_ms)?
+                }
+                Kind::ListOp => shard.replay::<List>(db, key, kind, payload, now_ms)?,
+                Kind::SetOp => shard.replay::<Set>(db, key, kind, payload, now_ms)?,
+                _ => shard.replay::<ZSet>(db, key, kind, payload, now_ms)?,
             }
         }
         Kind::FlushDb | Kind::FlushAll | Kind::SwapDb => {

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::checkpoint;
+use crate::collection::{List, Set, ZSet};
 use crate::log::{FsyncPolicy, Log, LogStart};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -920,14 +921,14 @@ fn list_changes_replay_to_the_same_lists() {
     let contents = |ks: &Keyspace, key: &[u8]| -> Option<Vec<Vec<u8>>> {
         let k = ks.key(key);
         let mut shard = ks.lock(k);
-        let entry = shard.get_list(0, k, NOW_MS).unwrap()?;
+        let entry = shard.get_as::<List>(0, k, NOW_MS).unwrap()?;
         Some(entry.value().list()?.iter().map(<[u8]>::to_vec).collect())
     };
     let change = |ks: &Keyspace, key: &[u8], op: ListOp| -> Applied {
         let k = ks.key(key);
         let mut shard = ks.lock(k);
-        let entry = shard.get_list(0, k, NOW_MS).unwrap().expect("a list");
-        let applied = entry.change_list(0, &op);
+        let entry = shard.get_as::<List>(0, k, NOW_MS).unwrap().expect("a list");
+        let applied = entry.change::<List>(0, &op, NOW_MS);
         if shard
             .peek(0, k, NOW_MS)
             .is_some_and(|e| e.value().list().is_some_and(|l| l.is_empty()))
@@ -1015,7 +1016,7 @@ fn set_and_sorted_set_changes_replay_to_the_same_values() {
     let members = |ks: &Keyspace, key: &[u8]| -> Option<Vec<Vec<u8>>> {
         let k = ks.key(key);
         let mut shard = ks.lock(k);
-        let entry = shard.get_set(0, k, NOW_MS).unwrap()?;
+        let entry = shard.get_as::<Set>(0, k, NOW_MS).unwrap()?;
         let mut members = entry.value().set()?.members();
         members.sort();
         Some(members)
@@ -1023,7 +1024,7 @@ fn set_and_sorted_set_changes_replay_to_the_same_values() {
     let entries = |ks: &Keyspace, key: &[u8]| -> Option<Vec<(f64, Vec<u8>)>> {
         let k = ks.key(key);
         let mut shard = ks.lock(k);
-        let entry = shard.get_zset(0, k, NOW_MS).unwrap()?;
+        let entry = shard.get_as::<ZSet>(0, k, NOW_MS).unwrap()?;
         let zset = entry.value().zset()?;
         Some(
             zset.range(0, usize::MAX)
@@ -1035,15 +1036,15 @@ fn set_and_sorted_set_changes_replay_to_the_same_values() {
     let set_change = |ks: &Keyspace, key: &[u8], op: SetOp| {
         let k = ks.key(key);
         let mut shard = ks.lock(k);
-        if shard.get_set(0, k, NOW_MS).unwrap().is_none() {
+        if shard.get_as::<Set>(0, k, NOW_MS).unwrap().is_none() {
             let image = crate::set::image_of([].into_iter());
             shard.set(0, k, Value::Set(image.into()), None, false, NOW_MS);
         }
         shard
-            .get_set(0, k, NOW_MS)
+            .get_as::<Set>(0, k, NOW_MS)
             .unwrap()
             .unwrap()
-            .change_set(0, &op);
+            .change::<Set>(0, &op, NOW_MS);
         if shard
             .peek(0, k, NOW_MS)
             .is_some_and(|e| e.value().is_empty_collection())
@@ -1054,15 +1055,15 @@ fn set_and_sorted_set_changes_replay_to_the_same_values() {
     let zset_change = |ks: &Keyspace, key: &[u8], op: ZSetOp| {
         let k = ks.key(key);
         let mut shard = ks.lock(k);
-        if shard.get_zset(0, k, NOW_MS).unwrap().is_none() {
+        if shard.get_as::<ZSet>(0, k, NOW_MS).unwrap().is_none() {
             let image = crate::zset::image_of([]);
             shard.set(0, k, Value::ZSet(image.into()), None, false, NOW_MS);
         }
         shard
-            .get_zset(0, k, NOW_MS)
+            .get_as::<ZSet>(0, k, NOW_MS)
             .unwrap()
             .unwrap()
-            .change_zset(0, &op);
+            .change::<ZSet>(0, &op, NOW_MS);
         if shard
             .peek(0, k, NOW_MS)
             .is_some_and(|e| e.value().is_empty_collection())

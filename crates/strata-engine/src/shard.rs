@@ -5,17 +5,17 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
+use std::borrow::Borrow;
+
+use crate::collection::{Collection, Typed};
 use crate::entry::{Entry, EntryMut, FETCHED, FieldsDue, VOLATILE, forget_loc, log_image};
-use crate::hash::{self, FieldChange, SharedLimits};
+use crate::hash::{self, SharedLimits};
 use crate::key::{KeyHasher, KeyRef, slot_hash};
-use crate::list::{ListOp, ListValue};
 use crate::log;
 use crate::record::{Draft, FLAG_EXPIRED, FLAG_NEW, Kind};
-use crate::set::SetOp;
 use crate::table::{ExpiryIndex, Table, Tables};
 use crate::tier::{self, LiveCounts, Tier};
 use crate::value::{Value, ValueType};
-use crate::zset::ZSetOp;
 
 /// The live entry for `key` in `table`, removing (and logging) it first if
 /// it has expired.
@@ -234,60 +234,16 @@ impl Shard {
         self.get_loaded(db, key, now_ms, true)
     }
 
-    /// [`Shard::get`] for a string command: a key holding another type
-    /// is [`GetError::WrongType`], decided from the entry (a cold value is
-    /// not read for that).
-    pub fn get_string(
+    /// [`Shard::get`] for a command on type `C`: a key holding another
+    /// type is [`GetError::WrongType`], decided from the entry (a cold
+    /// value is not read for that).
+    pub fn get_as<C: Typed>(
         &mut self,
         db: usize,
         key: KeyRef,
         now_ms: u64,
     ) -> Result<Option<EntryMut<'_>>, GetError> {
-        self.get_typed(db, key, now_ms, true, Some(ValueType::String))
-    }
-
-    /// [`Shard::get`] for a hash command: a key holding another type is
-    /// [`GetError::WrongType`].
-    pub fn get_hash(
-        &mut self,
-        db: usize,
-        key: KeyRef,
-        now_ms: u64,
-    ) -> Result<Option<EntryMut<'_>>, GetError> {
-        self.get_typed(db, key, now_ms, true, Some(ValueType::Hash))
-    }
-
-    /// [`Shard::get`] for a set command: a key holding another type is
-    /// [`GetError::WrongType`].
-    pub fn get_set(
-        &mut self,
-        db: usize,
-        key: KeyRef,
-        now_ms: u64,
-    ) -> Result<Option<EntryMut<'_>>, GetError> {
-        self.get_typed(db, key, now_ms, true, Some(ValueType::Set))
-    }
-
-    /// [`Shard::get`] for a sorted set command: a key holding another type
-    /// is [`GetError::WrongType`].
-    pub fn get_zset(
-        &mut self,
-        db: usize,
-        key: KeyRef,
-        now_ms: u64,
-    ) -> Result<Option<EntryMut<'_>>, GetError> {
-        self.get_typed(db, key, now_ms, true, Some(ValueType::ZSet))
-    }
-
-    /// [`Shard::get`] for a list command: a key holding another type is
-    /// [`GetError::WrongType`].
-    pub fn get_list(
-        &mut self,
-        db: usize,
-        key: KeyRef,
-        now_ms: u64,
-    ) -> Result<Option<EntryMut<'_>>, GetError> {
-        self.get_typed(db, key, now_ms, true, Some(ValueType::List))
+        self.get_typed(db, key, now_ms, true, Some(C::TYPE))
     }
 
     /// [`Shard::take`] for a string command (GETDEL).
@@ -443,7 +399,7 @@ impl Shard {
         now_ms: u64,
     ) -> usize {
         self.set(db, key, Value::owned(Vec::new()), None, false, now_ms);
-        match self.get_string(db, key, now_ms) {
+        match self.get_as::<crate::collection::Str>(db, key, now_ms) {
             Ok(Some(entry)) => entry.write_at(db, offset, bytes),
             _ => unreachable!("a string value was just set in RAM"),
         }
@@ -941,155 +897,28 @@ impl Shard {
         Ok(())
     }
 
-    /// Recovery: applies a replayed HASH_PUT (`put`) or HASH_DEL record.
-    /// A missing key becomes a hash of the fields put (a key that has
-    /// expired by now stays gone); the hash it changes is read from disk
-    /// first when cold. A hash left empty is removed, as the command that
-    /// emptied it did.
-    pub(crate) fn replay_fields(
+    /// Recovery: applies a replayed record of collection type `C` (one of
+    /// its [`Collection::RECORDS`]) to `key`. A missing key becomes what
+    /// the operation creates (a key that has expired by now stays gone);
+    /// a value read from disk first when cold; a collection left empty is
+    /// removed, as the command that emptied it did; a key of another type
+    /// is an error.
+    pub(crate) fn replay<C: Collection>(
         &mut self,
         db: usize,
         key: KeyRef,
-        put: bool,
+        kind: Kind,
         payload: &[u8],
         now_ms: u64,
     ) -> Result<(), String> {
-        let damaged = |_| {
-            format!(
-                "a damaged field record for '{}'",
-                String::from_utf8_lossy(key.bytes)
-            )
-        };
-        let changes: Vec<FieldChange> = if put {
-            hash::check_image(payload).map_err(damaged)?;
-            hash::HashRef::Packed(hash::Packed::from_image(payload))
-                .fields()
-                .map(FieldChange::Put)
-                .collect()
-        } else {
-            hash::decode_names(payload)
-                .map_err(damaged)?
-                .into_iter()
-                .map(FieldChange::Remove)
-                .collect()
-        };
+        let decoded = C::decode(kind, payload).map_err(|_| damaged(C::TYPE.name(), key))?;
+        let op: &C::Op<'_> = decoded.borrow();
         let existed = self.tables[db]
             .entries
             .find(key.slot_hash(), |e| e.key() == key.bytes)
             .is_some();
         if !existed {
-            if put {
-                self.set(
-                    db,
-                    key,
-                    crate::Value::Hash(payload.into()),
-                    None,
-                    false,
-                    now_ms,
-                );
-            }
-            return Ok(());
-        }
-        let emptied = match self
-            .get_loaded(db, key, now_ms, false)
-            .map_err(|e| e.to_string())?
-        {
-            None => false,
-            Some(entry) if !entry.is_hash() => {
-                return Err(format!(
-                    "a field record for the {} '{}'",
-                    entry.type_name(),
-                    String::from_utf8_lossy(key.bytes)
-                ));
-            }
-            Some(entry) => entry.change_hash(db, &changes, now_ms).len == 0,
-        };
-        if emptied {
-            self.remove(db, key, now_ms);
-        }
-        Ok(())
-    }
-
-    /// Recovery: applies a replayed LIST_OP record (see [`Shard::replay_op`]).
-    pub(crate) fn replay_list(
-        &mut self,
-        db: usize,
-        key: KeyRef,
-        payload: &[u8],
-        now_ms: u64,
-    ) -> Result<(), String> {
-        let op = ListOp::decode(payload).map_err(|_| damaged("list", key))?;
-        let created = match &op {
-            ListOp::Push(..) => {
-                let mut list = ListValue::new();
-                op.apply(&mut list, crate::limits::list());
-                let mut image = Vec::new();
-                list.encode_image(&mut image);
-                Some(Value::List(image.into()))
-            }
-            _ => None,
-        };
-        self.replay_op(db, key, ValueType::List, created, now_ms, |entry| {
-            entry.change_list(db, &op);
-        })
-    }
-
-    /// Recovery: applies a replayed SET_OP record.
-    pub(crate) fn replay_set(
-        &mut self,
-        db: usize,
-        key: KeyRef,
-        payload: &[u8],
-        now_ms: u64,
-    ) -> Result<(), String> {
-        let op = SetOp::decode(payload).map_err(|_| damaged("set", key))?;
-        let created = match &op {
-            SetOp::Add(members) => Some(Value::Set(crate::set::image_of_added(members).0.into())),
-            SetOp::Remove(_) => None,
-        };
-        self.replay_op(db, key, ValueType::Set, created, now_ms, |entry| {
-            entry.change_set(db, &op);
-        })
-    }
-
-    /// Recovery: applies a replayed ZSET_OP record.
-    pub(crate) fn replay_zset(
-        &mut self,
-        db: usize,
-        key: KeyRef,
-        payload: &[u8],
-        now_ms: u64,
-    ) -> Result<(), String> {
-        let op = ZSetOp::decode(payload).map_err(|_| damaged("sorted set", key))?;
-        let created = match &op {
-            ZSetOp::Put(entries) => Some(Value::ZSet(crate::zset::image_of_put(entries).0.into())),
-            ZSetOp::Remove(_) => None,
-        };
-        self.replay_op(db, key, ValueType::ZSet, created, now_ms, |entry| {
-            entry.change_zset(db, &op);
-        })
-    }
-
-    /// Recovery: applies a replayed collection operation to `key`. A
-    /// missing key becomes `created` (the collection an add or push makes;
-    /// a key that has expired by now stays gone); a value read from disk
-    /// first when cold; a collection left empty is removed, as the command
-    /// that emptied it did; a key of another type is an error.
-    fn replay_op(
-        &mut self,
-        db: usize,
-        key: KeyRef,
-        value_type: ValueType,
-        created: Option<Value>,
-        now_ms: u64,
-        change: impl FnOnce(EntryMut),
-    ) -> Result<(), String> {
-        let existed = self.tables[db]
-            .entries
-            .find(key.slot_hash(), |e| e.key() == key.bytes)
-            .is_some();
-        if !existed {
-            if let Some(value) = created {
+            if let Some(value) = C::created_by(op) {
                 self.set(db, key, value, None, false, now_ms);
             }
             return Ok(());
@@ -1099,15 +928,17 @@ impl Shard {
             .map_err(|e| e.to_string())?
         {
             None => return Ok(()),
-            Some(entry) if entry.value_type() != value_type => {
+            Some(entry) if entry.value_type() != C::TYPE => {
                 return Err(format!(
                     "a {} record for the {} '{}'",
-                    value_type.name(),
+                    C::TYPE.name(),
                     entry.type_name(),
                     String::from_utf8_lossy(key.bytes)
                 ));
             }
-            Some(entry) => change(entry),
+            Some(entry) => {
+                entry.change::<C>(db, op, now_ms);
+            }
         }
         let emptied = self
             .find(db, key)

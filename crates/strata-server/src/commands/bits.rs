@@ -5,6 +5,7 @@
 use crate::notify;
 use bytes::Bytes;
 use strata_engine::Value;
+use strata_engine::collection::Str;
 
 use super::strings::byte_range;
 use super::{CmdError, CmdResult, Ctx, ERR_NOT_INTEGER, ERR_SYNTAX, is, parse_i64};
@@ -48,7 +49,7 @@ pub fn setbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let byte = (offset >> 3) as usize;
     let mask = 1u8 << (7 - (offset & 7));
     let shard = ctx.keys.shard(key);
-    let old = match shard.get_string(db, key, now)? {
+    let old = match shard.get_as::<Str>(db, key, now)? {
         Some(entry) => {
             let current = entry.value().as_bytes().get(byte).copied().unwrap_or(0);
             let new = if on { current | mask } else { current & !mask };
@@ -71,7 +72,7 @@ pub fn getbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let bit = ctx
         .keys
         .shard(key)
-        .get_string(db, key, now)?
+        .get_as::<Str>(db, key, now)?
         .map_or(0, |e| bit_at(e.value().as_bytes(), offset));
     ctx.out.int(bit as i64);
     Ok(())
@@ -84,7 +85,7 @@ fn read_bytes(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Vec<u8>>, CmdError> {
     Ok(ctx
         .keys
         .shard(key)
-        .get_string(db, key, now)?
+        .get_as::<Str>(db, key, now)?
         .map(|e| e.value().as_bytes().to_vec()))
 }
 
@@ -203,7 +204,7 @@ pub fn bitop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             Ok(ctx
                 .keys
                 .shard(*k)
-                .get_string(db, *k, now)?
+                .get_as::<Str>(db, *k, now)?
                 .map(|e| e.value().as_bytes().to_vec())
                 .unwrap_or_default())
         })
@@ -430,7 +431,7 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
         .fold((usize::MAX, 0), |(lo, hi), (a, b)| (lo.min(a), hi.max(b)));
     let lo = lo.min(hi);
     let shard = ctx.keys.shard(key);
-    let (old_len, mut bytes) = match shard.get_string(db, key, now)? {
+    let (old_len, mut bytes) = match shard.get_as::<Str>(db, key, now)? {
         Some(entry) => {
             let value = entry.value().as_bytes();
             let mut window = vec![0u8; hi - lo];
@@ -481,7 +482,7 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
     if writes && changed {
         // Only the changed window is written and logged.
         let patch = &bytes[..new_len.clamp(lo, hi) - lo];
-        match shard.get_string(db, key, now)? {
+        match shard.get_as::<Str>(db, key, now)? {
             Some(entry) => {
                 entry.write_at(db, lo, patch);
             }

@@ -13,6 +13,7 @@
 //! shape), so without ASC/DESC the order of results may differ.
 
 use bytes::Bytes;
+use strata_engine::collection::ZSet;
 use strata_engine::zset::ZSetValue;
 use strata_resp::ReplyWriter;
 
@@ -112,7 +113,7 @@ fn read(
 ) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(key), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    let entry = shard.get_zset(db, key, now)?;
+    let entry = shard.get_as::<ZSet>(db, key, now)?;
     reply(&mut ctx.out, entry.as_ref().and_then(|e| e.value().zset()));
     Ok(())
 }
@@ -396,7 +397,7 @@ fn georadius_generic(ctx: &mut Ctx, args: &[Bytes], kind: Kind) -> CmdResult {
     };
     // The source's type first, as Redis looks it up before the options.
     let (db, key, now) = (ctx.db(), ctx.key(source), ctx.now_ms);
-    let exists = ctx.keys.shard(key).get_zset(db, key, now)?.is_some();
+    let exists = ctx.keys.shard(key).get_as::<ZSet>(db, key, now)?.is_some();
     if let (Kind::RadiusByMember { .. }, true) = (kind, exists) {
         let (per_unit, radius) = parse_distance(&args[3], &args[4], "radius")?;
         search.shape = Some((Shape::Radius(radius * per_unit), per_unit));
@@ -410,7 +411,11 @@ fn georadius_generic(ctx: &mut Ctx, args: &[Bytes], kind: Kind) -> CmdResult {
         return Ok(());
     }
     let (shape, per_unit) = search.shape.expect("parsed");
-    let entry = ctx.keys.shard(key).get_zset(db, key, now)?.expect("exists");
+    let entry = ctx
+        .keys
+        .shard(key)
+        .get_as::<ZSet>(db, key, now)?
+        .expect("exists");
     let zset = entry.value().zset().expect("a sorted set");
     let center = match search.from.as_ref().expect("parsed") {
         From::LonLat(lon, lat) => (*lon, *lat),

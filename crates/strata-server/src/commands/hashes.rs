@@ -19,6 +19,7 @@
 use crate::notify;
 use bytes::Bytes;
 use strata_engine::Value;
+use strata_engine::collection::Hash;
 use strata_engine::hash::{Field, HashRef, HashValue, IMAGE_BYTES_MAX, Limits};
 use strata_engine::keyspace::{EntryMut, FieldChange, KeyRef, Shard, random_u64};
 use strata_resp::{Protocol, ReplyWriter};
@@ -52,7 +53,7 @@ fn read_hash(
 ) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(key), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    let entry = shard.get_hash(db, key, now)?;
+    let entry = shard.get_as::<Hash>(db, key, now)?;
     let hash = entry.as_ref().and_then(|e| e.value().hash());
     reply(&mut ctx.out, hash, now);
     Ok(())
@@ -92,7 +93,7 @@ fn change_found(
     if current + added > IMAGE_BYTES_MAX {
         return Err(ERR_HASH_TOO_BIG.into());
     }
-    Ok(Changed::Left(entry.change_hash(db, changes, now).len))
+    Ok(Changed::Left(entry.change::<Hash>(db, changes, now).len))
 }
 
 /// Finishes a change: deletes the key of a hash left without fields, or
@@ -166,7 +167,7 @@ fn set_fields(ctx: &mut Ctx, args: &[Bytes]) -> Result<usize, CmdError> {
     }
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    let hash = shard.get_hash(db, key, now)?;
+    let hash = shard.get_as::<Hash>(db, key, now)?;
     let current = hash.as_ref().and_then(|e| e.value().hash());
     let mut names = std::collections::HashSet::new();
     let added = if args.len() == 4 {
@@ -202,7 +203,7 @@ pub fn hmset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn hsetnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    let hash = shard.get_hash(db, key, now)?;
+    let hash = shard.get_as::<Hash>(db, key, now)?;
     let exists = hash
         .as_ref()
         .and_then(|e| e.value().hash())
@@ -241,7 +242,7 @@ pub fn hmget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn hdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    let hash = shard.get_hash(db, key, now)?;
+    let hash = shard.get_as::<Hash>(db, key, now)?;
     let current = hash.as_ref().and_then(|e| e.value().hash());
     let mut names = std::collections::HashSet::new();
     let removed: Vec<FieldChange> = args[2..]
@@ -322,7 +323,7 @@ fn increment(
 ) -> Result<Vec<u8>, CmdError> {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    let hash = shard.get_hash(db, key, now)?;
+    let hash = shard.get_as::<Hash>(db, key, now)?;
     let field = hash
         .as_ref()
         .and_then(|e| e.value().hash())
@@ -565,7 +566,7 @@ fn change_deadlines(
 ) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(name), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    let hash = shard.get_hash(db, key, now)?;
+    let hash = shard.get_as::<Hash>(db, key, now)?;
     let current = hash.as_ref().and_then(|e| e.value().hash());
     let mut codes = Vec::with_capacity(fields.len());
     // Owned copies of the values to store again with their new deadline.
@@ -693,7 +694,7 @@ fn get_and_change(
 ) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(name), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    let hash = shard.get_hash(db, key, now)?;
+    let hash = shard.get_as::<Hash>(db, key, now)?;
     let current = hash.as_ref().and_then(|e| e.value().hash());
     let mut found: Vec<(&[u8], Vec<u8>)> = Vec::new();
     ctx.out.array(fields.len());
@@ -823,7 +824,7 @@ pub fn hsetex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     };
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    let hash = shard.get_hash(db, key, now)?;
+    let hash = shard.get_as::<Hash>(db, key, now)?;
     let current = hash.as_ref().and_then(|e| e.value().hash());
     let exists = |name: &[u8]| current.is_some_and(|h| h.get(name, now).is_some());
     let allowed = match condition {

@@ -12,6 +12,7 @@
 use crate::notify;
 use bytes::Bytes;
 use strata_engine::Value;
+use strata_engine::collection::Str;
 use strata_engine::hll::{self, BadHll, Hll, REGISTERS, Registers};
 
 use super::{CmdError, CmdResult, Ctx, is};
@@ -30,7 +31,7 @@ fn bad(error: BadHll) -> CmdError {
 /// a string that is not an HLL.
 fn load(ctx: &mut Ctx, name: &[u8]) -> Result<Option<Hll>, CmdError> {
     let (db, key, now) = (ctx.db(), ctx.key(name), ctx.now_ms);
-    match ctx.keys.shard(key).get_string(db, key, now)? {
+    match ctx.keys.shard(key).get_as::<Str>(db, key, now)? {
         Some(entry) => hll::decode(entry.value().as_bytes()).map(Some).map_err(bad),
         None => Ok(None),
     }
@@ -129,7 +130,7 @@ pub fn pfdebug(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         let text = ctx
             .keys
             .shard(key)
-            .get_string(db, key, now)?
+            .get_as::<Str>(db, key, now)?
             .and_then(|e| hll::sparse_text(e.value().as_bytes()))
             .ok_or(CmdError::from("ERR HLL encoding is not sparse"))?;
         ctx.out.bulk(text.as_bytes());

@@ -15,6 +15,7 @@
 
 use bytes::Bytes;
 use strata_engine::Value;
+use strata_engine::collection::List;
 use strata_engine::keyspace::{KeyRef, Shard};
 use strata_engine::list::{Applied, End, ListOp, ListValue};
 use strata_resp::ReplyWriter;
@@ -102,8 +103,8 @@ fn change(
     op: &ListOp,
     now: u64,
 ) -> Result<Applied, CmdError> {
-    let entry = shard.get_list(db, key, now)?.ok_or(ERR_NO_SUCH_KEY)?;
-    let applied = entry.change_list(db, op);
+    let entry = shard.get_as::<List>(db, key, now)?.ok_or(ERR_NO_SUCH_KEY)?;
+    let applied = entry.change::<List>(db, op, now);
     let emptied = shard
         .peek(db, key, now)
         .is_some_and(|e| e.value().list().is_some_and(ListValue::is_empty));
@@ -122,7 +123,7 @@ fn read_list(
 ) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(key), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    let entry = shard.get_list(db, key, now)?;
+    let entry = shard.get_as::<List>(db, key, now)?;
     reply(&mut ctx.out, entry.as_ref().and_then(|e| e.value().list()));
     Ok(())
 }
@@ -139,7 +140,7 @@ fn push_to(
     existing_only: bool,
     now: u64,
 ) -> Result<usize, CmdError> {
-    if shard.get_list(db, key, now)?.is_some() {
+    if shard.get_as::<List>(db, key, now)?.is_some() {
         return match change(shard, db, key, &ListOp::Push(end, elements), now)? {
             Applied::Len(Some(len)) => Ok(len),
             other => unreachable!("a push reports its length: {other:?}"),
@@ -198,7 +199,7 @@ fn pop_from(
     count: usize,
     now: u64,
 ) -> Result<Option<Vec<Vec<u8>>>, CmdError> {
-    if shard.get_list(db, key, now)?.is_none() {
+    if shard.get_as::<List>(db, key, now)?.is_none() {
         return Ok(None);
     }
     match change(shard, db, key, &ListOp::Pop(end, count), now)? {
@@ -221,7 +222,7 @@ fn pop(ctx: &mut Ctx, args: &[Bytes], end: End) -> CmdResult {
     if count == Some(0) {
         // Redis answers an empty array for an existing list, and checks
         // the key's type first.
-        return match shard.get_list(db, key, now)? {
+        return match shard.get_as::<List>(db, key, now)? {
             Some(_) => {
                 ctx.out.array(0);
                 Ok(())
@@ -303,7 +304,7 @@ pub fn lset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
     let len = shard
-        .get_list(db, key, now)?
+        .get_as::<List>(db, key, now)?
         .ok_or(ERR_NO_SUCH_KEY)?
         .value()
         .list()
@@ -325,7 +326,7 @@ pub fn linsert(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     };
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    let Some(entry) = shard.get_list(db, key, now)? else {
+    let Some(entry) = shard.get_as::<List>(db, key, now)? else {
         ctx.out.int(0);
         return Ok(());
     };
@@ -343,7 +344,7 @@ pub fn linsert(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         after,
         element: &args[4],
     };
-    match entry.change_list(db, &op) {
+    match entry.change::<List>(db, &op, now) {
         Applied::Len(Some(len)) => ctx.out.int(len as i64),
         other => unreachable!("the pivot was there: {other:?}"),
     }
@@ -355,7 +356,7 @@ pub fn lrem(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let count = parse_i64(&args[2])?;
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    let Some(entry) = shard.get_list(db, key, now)? else {
+    let Some(entry) = shard.get_as::<List>(db, key, now)? else {
         ctx.out.int(0);
         return Ok(());
     };
@@ -380,7 +381,7 @@ pub fn ltrim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (start, stop) = (parse_i64(&args[2])?, parse_i64(&args[3])?);
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    if let Some(entry) = shard.get_list(db, key, now)? {
+    if let Some(entry) = shard.get_as::<List>(db, key, now)? {
         let len = entry.value().list().map_or(0, ListValue::len);
         match span(start, stop, len) {
             Some((0, stop)) if stop + 1 == len => {}
@@ -448,10 +449,14 @@ fn move_element(ctx: &mut Ctx, args: &[Bytes], from: End, to: End) -> Result<boo
     if source_list(ctx, source)?.is_none() {
         return Ok(false);
     }
-    ctx.keys.shard(destination).get_list(db, destination, now)?;
+    ctx.keys
+        .shard(destination)
+        .get_as::<List>(db, destination, now)?;
     let shard = ctx.keys.shard(source);
-    let entry = shard.get_list(db, source, now)?.expect("checked above");
-    let Applied::Popped(mut popped) = entry.change_list(db, &ListOp::Pop(from, 1)) else {
+    let entry = shard
+        .get_as::<List>(db, source, now)?
+        .expect("checked above");
+    let Applied::Popped(mut popped) = entry.change::<List>(db, &ListOp::Pop(from, 1), now) else {
         unreachable!("a pop reports its elements");
     };
     let element = popped.pop().expect("a list is never empty");
@@ -482,7 +487,7 @@ fn move_element(ctx: &mut Ctx, args: &[Bytes], from: End, to: End) -> Result<boo
 /// while a blocked command runs again: then it counts as missing).
 fn source_list(ctx: &mut Ctx, key: KeyRef) -> Result<Option<()>, CmdError> {
     let (db, now, retry) = (ctx.db(), ctx.now_ms, ctx.session.block_retry);
-    match ctx.keys.shard(key).get_list(db, key, now) {
+    match ctx.keys.shard(key).get_as::<List>(db, key, now) {
         Ok(found) => Ok(found.map(|_| ())),
         Err(_) if retry => Ok(None),
         Err(e) => Err(e.into()),

@@ -14,6 +14,7 @@
 
 use crate::notify;
 use std::collections::HashSet;
+use strata_engine::collection::Set;
 
 use bytes::Bytes;
 use strata_engine::Value;
@@ -36,7 +37,7 @@ fn with_set<R>(
     read: impl FnOnce(Option<&SetValue>) -> R,
 ) -> Result<R, CmdError> {
     let (db, key, now) = (ctx.db(), ctx.key(name), ctx.now_ms);
-    let entry = ctx.keys.shard(key).get_set(db, key, now)?;
+    let entry = ctx.keys.shard(key).get_as::<Set>(db, key, now)?;
     Ok(read(entry.as_ref().and_then(|e| e.value().set())))
 }
 
@@ -50,9 +51,9 @@ fn change(
     now: u64,
 ) -> Result<usize, CmdError> {
     let entry = shard
-        .get_set(db, key, now)?
+        .get_as::<Set>(db, key, now)?
         .expect("the caller checked the set exists");
-    let changed = entry.change_set(db, op);
+    let changed = entry.change::<Set>(db, op, now);
     if shard
         .peek(db, key, now)
         .is_some_and(|e| e.value().is_empty_collection())
@@ -73,8 +74,8 @@ pub fn sadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let members: Vec<&[u8]> = args[2..].iter().map(|a| &a[..]).collect();
     let shard = ctx.keys.shard(key);
-    let added = match shard.get_set(db, key, now)? {
-        Some(entry) => entry.change_set(db, &SetOp::Add(members)),
+    let added = match shard.get_as::<Set>(db, key, now)? {
+        Some(entry) => entry.change::<Set>(db, &SetOp::Add(members), now),
         None => {
             let (image, count) = image_of_added(&members);
             shard.set(db, key, Value::Set(image.into()), None, false, now);
@@ -91,7 +92,7 @@ pub fn sadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn srem(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    let removed = if shard.get_set(db, key, now)?.is_some() {
+    let removed = if shard.get_as::<Set>(db, key, now)?.is_some() {
         let members = args[2..].iter().map(|a| &a[..]).collect();
         change(shard, db, key, &SetOp::Remove(members), now)?
     } else {
@@ -172,7 +173,7 @@ pub fn spop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     };
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    let picked: Vec<Vec<u8>> = match shard.get_set(db, key, now)? {
+    let picked: Vec<Vec<u8>> = match shard.get_as::<Set>(db, key, now)? {
         None => Vec::new(),
         Some(entry) => {
             let set = entry.value().set().expect("a set");
@@ -262,7 +263,9 @@ pub fn smove(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Ok(());
     };
     // The destination's type is checked before anything moves.
-    ctx.keys.shard(destination).get_set(db, destination, now)?;
+    ctx.keys
+        .shard(destination)
+        .get_as::<Set>(db, destination, now)?;
     if source.bytes == destination.bytes || !present {
         ctx.out.int(present as i64);
         return Ok(());
@@ -275,9 +278,9 @@ pub fn smove(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         now,
     )?;
     let shard = ctx.keys.shard(destination);
-    match shard.get_set(db, destination, now)? {
+    match shard.get_as::<Set>(db, destination, now)? {
         Some(entry) => {
-            entry.change_set(db, &SetOp::Add(vec![member]));
+            entry.change::<Set>(db, &SetOp::Add(vec![member]), now);
         }
         None => {
             let image = image_of_added(&[member]).0;

@@ -3,6 +3,7 @@
 use crate::long_double::{self, AddError};
 use crate::notify;
 use bytes::Bytes;
+use strata_engine::collection::Str;
 use strata_engine::value::parse_canonical_i64;
 use strata_engine::{Value, ValueType};
 
@@ -14,7 +15,7 @@ use super::{
 pub fn get(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    let found = match shard.get_string(db, key, now)? {
+    let found = match shard.get_as::<Str>(db, key, now)? {
         Some(entry) => {
             write_value(&mut ctx.out, entry.value());
             true
@@ -112,7 +113,7 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let shard = ctx.keys.shard(key);
     // Only SET … GET needs the old value (which may be on disk).
     let exists = if get {
-        let existing = shard.get_string(db, key, now)?;
+        let existing = shard.get_as::<Str>(db, key, now)?;
         match &existing {
             Some(entry) => write_value(&mut ctx.out, entry.value()),
             None => ctx.out.null_bulk(),
@@ -191,7 +192,7 @@ pub fn psetex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn getset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    match shard.get_string(db, key, now)? {
+    match shard.get_as::<Str>(db, key, now)? {
         Some(entry) => write_value(&mut ctx.out, entry.value()),
         None => ctx.out.null_bulk(),
     }
@@ -233,7 +234,7 @@ pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    let Some(entry) = shard.get_string(db, key, now)? else {
+    let Some(entry) = shard.get_as::<Str>(db, key, now)? else {
         ctx.stats.hit(false);
         ctx.out.null_bulk();
         return Ok(());
@@ -321,7 +322,7 @@ pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let limit = ctx.config.proto_max_bulk_len;
     let shard = ctx.keys.shard(key);
-    let length = match shard.get_string(db, key, now)? {
+    let length = match shard.get_as::<Str>(db, key, now)? {
         Some(entry) => {
             if (entry.value().len() + args[2].len()) as u64 > limit {
                 return Err(ERR_STRING_TOO_LONG.into());
@@ -344,7 +345,7 @@ pub fn strlen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let length = ctx
         .keys
         .shard(key)
-        .get_string(db, key, now)?
+        .get_as::<Str>(db, key, now)?
         .map_or(0, |e| e.value().len());
     ctx.out.int(length as i64);
     Ok(())
@@ -353,7 +354,7 @@ pub fn strlen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 fn incr_generic(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(key), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    let result = match shard.get_string(db, key, now)? {
+    let result = match shard.get_as::<Str>(db, key, now)? {
         Some(entry) => {
             let value = entry.value();
             let current = value
@@ -400,7 +401,7 @@ pub fn decrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    let entry = shard.get_string(db, key, now)?;
+    let entry = shard.get_as::<Str>(db, key, now)?;
     let current = entry.as_ref().map(|e| e.value());
     let text =
         long_double::add(current.as_ref().map(|v| v.as_bytes()), &args[2]).map_err(|error| {
@@ -448,7 +449,7 @@ pub fn getrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (start, end) = (parse_i64(&args[2])?, parse_i64(&args[3])?);
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    match shard.get_string(db, key, now)? {
+    match shard.get_as::<Str>(db, key, now)? {
         Some(entry) => {
             let bytes = entry.value().as_bytes();
             match byte_range(start, end, bytes.len()) {
@@ -471,7 +472,7 @@ pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let limit = ctx.config.proto_max_bulk_len;
     let shard = ctx.keys.shard(key);
-    let entry = shard.get_string(db, key, now)?;
+    let entry = shard.get_as::<Str>(db, key, now)?;
     if patch.is_empty() {
         let length = entry.map_or(0, |e| e.value().len());
         ctx.out.int(length as i64);
@@ -517,13 +518,13 @@ pub fn lcs(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         let a = ctx
             .keys
             .shard(ka)
-            .get_string(db, ka, now)?
+            .get_as::<Str>(db, ka, now)?
             .map(|e| e.value().as_bytes().to_vec())
             .unwrap_or_default();
         let b = ctx
             .keys
             .shard(kb)
-            .get_string(db, kb, now)?
+            .get_as::<Str>(db, kb, now)?
             .map(|e| e.value().as_bytes().to_vec())
             .unwrap_or_default();
         (a, b)

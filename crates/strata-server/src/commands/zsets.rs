@@ -17,6 +17,7 @@
 use crate::notify;
 use std::collections::HashMap;
 use std::ffi::CString;
+use strata_engine::collection::ZSet;
 
 use bytes::Bytes;
 use strata_engine::Value;
@@ -264,7 +265,7 @@ fn read_zset(
 ) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(name), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    let entry = shard.get_zset(db, key, now)?;
+    let entry = shard.get_as::<ZSet>(db, key, now)?;
     reply(&mut ctx.out, entry.as_ref().and_then(|e| e.value().zset()));
     Ok(())
 }
@@ -278,9 +279,9 @@ fn change(
     op: &ZSetOp,
     now: u64,
 ) -> Result<usize, CmdError> {
-    match shard.get_zset(db, key, now)? {
+    match shard.get_as::<ZSet>(db, key, now)? {
         Some(entry) => {
-            let changed = entry.change_zset(db, op);
+            let changed = entry.change::<ZSet>(db, op, now);
             if shard
                 .peek(db, key, now)
                 .is_some_and(|e| e.value().is_empty_collection())
@@ -363,7 +364,7 @@ pub fn zadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    let current = shard.get_zset(db, key, now)?;
+    let current = shard.get_as::<ZSet>(db, key, now)?;
     let zset = current.as_ref().and_then(|e| e.value().zset());
     let mut pending: HashMap<&[u8], f64> = HashMap::new();
     let (mut added, mut updated) = (0, 0);
@@ -427,7 +428,7 @@ pub fn zincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
     let old = shard
-        .get_zset(db, key, now)?
+        .get_as::<ZSet>(db, key, now)?
         .and_then(|e| e.value().zset().and_then(|z| z.score(member)));
     let new = old.unwrap_or(0.0) + increment + 0.0;
     if new.is_nan() {
@@ -644,7 +645,7 @@ pub fn zrevrangebylex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn zrangestore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let spec = parse_range(args, 3, Form::Range { store: true })?;
     let (db, key, now) = (ctx.db(), ctx.key(&args[2]), ctx.now_ms);
-    let entries: Entries = match ctx.keys.shard(key).get_zset(db, key, now)? {
+    let entries: Entries = match ctx.keys.shard(key).get_as::<ZSet>(db, key, now)? {
         Some(entry) => select(entry.value().zset().expect("a sorted set"), &spec)
             .into_iter()
             .map(|(s, m)| (s, m.to_vec()))
@@ -699,7 +700,7 @@ fn pop_from(
 ) -> Result<Option<Entries>, CmdError> {
     let (db, key, now, retry) = (ctx.db(), ctx.key(name), ctx.now_ms, ctx.session.block_retry);
     let shard = ctx.keys.shard(key);
-    let popped: Entries = match shard.get_zset(db, key, now) {
+    let popped: Entries = match shard.get_as::<ZSet>(db, key, now) {
         Ok(Some(entry)) => {
             let zset = entry.value().zset().expect("a sorted set");
             let len = zset.len();
@@ -752,7 +753,7 @@ fn zpop(ctx: &mut Ctx, args: &[Bytes], max: bool) -> CmdResult {
     if count == Some(0) {
         // Redis checks the key's type first.
         let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
-        ctx.keys.shard(key).get_zset(db, key, now)?;
+        ctx.keys.shard(key).get_as::<ZSet>(db, key, now)?;
         ctx.out.array(0);
         return Ok(());
     }
@@ -1125,7 +1126,7 @@ pub fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 fn remove_range(ctx: &mut Ctx, args: &[Bytes], by: RangeBy, event: &str) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    let members: Vec<Vec<u8>> = match shard.get_zset(db, key, now)? {
+    let members: Vec<Vec<u8>> = match shard.get_as::<ZSet>(db, key, now)? {
         Some(entry) => {
             let spec = RangeSpec {
                 by,

@@ -1,0 +1,239 @@
+//! One trait per value type, so that the keyspace reads, changes and
+//! replays every type the same way.
+//!
+//! - [`Typed`]: a type as the keyspace names it. [`Shard::get_as`]
+//!   (`crate::keyspace::Shard`) finds a key of that type (another type is
+//!   WRONGTYPE, decided without reading a cold value).
+//! - [`Collection`]: a type whose changes the log records as operations
+//!   rather than whole images (hashes, lists, sets, sorted sets): the
+//!   operation a command hands [`EntryMut::change`], how it is applied and
+//!   logged, how a replayed record decodes, and what a replayed record
+//!   makes of a missing key. Recovery replays every such record through
+//!   one generic path (`Shard::replay`), which also deletes a collection
+//!   the replayed change emptied, as the command did.
+//!
+//! Adding a type is one module with its value and operations, and one
+//! `impl Collection` here.
+
+use crate::entry::{Boxed, EntryMut, HashChanged};
+use crate::hash::{self, FieldChange};
+use crate::limits;
+use crate::list::{Applied, ListOp, ListValue};
+use crate::record::{Kind, VALUE_LIST, VALUE_SET, VALUE_ZSET};
+use crate::set::SetOp;
+use crate::value::{Value, ValueType};
+use crate::zset::ZSetOp;
+
+/// A value type as the keyspace names it.
+pub trait Typed {
+    const TYPE: ValueType;
+}
+
+/// A type whose changes are logged as operations (see the module docs).
+pub trait Collection: Typed {
+    /// What a command hands [`EntryMut::change`].
+    type Op<'a>: ?Sized;
+    /// A replayed record, decoded (it lends the operation).
+    type Decoded<'a>: std::borrow::Borrow<Self::Op<'a>>;
+    /// What applying it answers.
+    type Changed;
+    /// The record kinds its changes are logged as.
+    const RECORDS: &'static [Kind];
+
+    /// Applies `op` to `entry` (a key of this type in database `db`) and
+    /// logs it. A collection left empty stays an (empty) entry: the
+    /// caller deletes the key.
+    fn change(entry: EntryMut<'_>, db: usize, op: &Self::Op<'_>, now_ms: u64) -> Self::Changed;
+
+    /// A replayed record of kind `kind` (one of [`Collection::RECORDS`]).
+    fn decode(kind: Kind, payload: &[u8]) -> Result<Self::Decoded<'_>, DamagedRecord>;
+
+    /// The value a missing key becomes when a replayed `op` creates it
+    /// (an add, a push, a put); `None` when the operation makes nothing.
+    fn created_by(op: &Self::Op<'_>) -> Option<Value<'static>>;
+}
+
+/// A record whose payload does not decode.
+#[derive(Debug)]
+pub struct DamagedRecord;
+
+/// Strings: their changes are whole images or byte ranges, not
+/// operations; [`Typed`] only.
+pub struct Str;
+
+/// Hashes: field changes, logged as HASH_PUT and HASH_DEL runs.
+pub struct Hash;
+
+/// Lists: [`ListOp`], logged as LIST_OP records.
+pub struct List;
+
+/// Sets: [`SetOp`], logged as SET_OP records.
+pub struct Set;
+
+/// Sorted sets: [`ZSetOp`], logged as ZSET_OP records.
+pub struct ZSet;
+
+impl Typed for Str {
+    const TYPE: ValueType = ValueType::String;
+}
+
+impl Typed for Hash {
+    const TYPE: ValueType = ValueType::Hash;
+}
+
+impl Typed for List {
+    const TYPE: ValueType = ValueType::List;
+}
+
+impl Typed for Set {
+    const TYPE: ValueType = ValueType::Set;
+}
+
+impl Typed for ZSet {
+    const TYPE: ValueType = ValueType::ZSet;
+}
+
+impl Collection for Hash {
+    type Op<'a> = [FieldChange<'a>];
+    type Decoded<'a> = Vec<FieldChange<'a>>;
+    type Changed = HashChanged;
+    const RECORDS: &'static [Kind] = &[Kind::HashPut, Kind::HashDel];
+
+    fn change(entry: EntryMut<'_>, db: usize, op: &[FieldChange<'_>], now_ms: u64) -> HashChanged {
+        entry.change_hash(db, op, now_ms)
+    }
+
+    fn decode(kind: Kind, payload: &[u8]) -> Result<Vec<FieldChange<'_>>, DamagedRecord> {
+        decode_fields(kind, payload)
+    }
+
+    fn created_by(op: &[FieldChange<'_>]) -> Option<Value<'static>> {
+        // A put of fields makes a hash of them; a removal makes nothing.
+        let puts: Vec<FieldChange> = op
+            .iter()
+            .filter(|c| matches!(c, FieldChange::Put(_)))
+            .copied()
+            .collect();
+        if puts.is_empty() || puts.len() != op.len() {
+            return None;
+        }
+        let mut image = Vec::new();
+        hash::encode_run(&puts, &mut image);
+        Some(Value::Hash(image.into()))
+    }
+}
+
+impl Collection for List {
+    type Op<'a> = ListOp<'a>;
+    type Decoded<'a> = ListOp<'a>;
+    type Changed = Applied;
+    const RECORDS: &'static [Kind] = &[Kind::ListOp];
+
+    fn change(entry: EntryMut<'_>, db: usize, op: &ListOp<'_>, _now_ms: u64) -> Applied {
+        entry.change_boxed(
+            db,
+            (Kind::ListOp, VALUE_LIST),
+            |value| match value {
+                Boxed::List(list) => op.apply(list, limits::list()),
+                _ => unreachable!("a list"),
+            },
+            |out| op.encode(out),
+        )
+    }
+
+    fn decode(_kind: Kind, payload: &[u8]) -> Result<ListOp<'_>, DamagedRecord> {
+        ListOp::decode(payload).map_err(|_| DamagedRecord)
+    }
+
+    fn created_by(op: &ListOp<'_>) -> Option<Value<'static>> {
+        let ListOp::Push(..) = op else {
+            return None;
+        };
+        let mut list = ListValue::new();
+        op.apply(&mut list, limits::list());
+        let mut image = Vec::new();
+        list.encode_image(&mut image);
+        Some(Value::List(image.into()))
+    }
+}
+
+impl Collection for Set {
+    type Op<'a> = SetOp<'a>;
+    type Decoded<'a> = SetOp<'a>;
+    type Changed = usize;
+    const RECORDS: &'static [Kind] = &[Kind::SetOp];
+
+    fn change(entry: EntryMut<'_>, db: usize, op: &SetOp<'_>, _now_ms: u64) -> usize {
+        entry.change_boxed(
+            db,
+            (Kind::SetOp, VALUE_SET),
+            |value| match value {
+                Boxed::Set(set) => op.apply(set, &limits::get()),
+                _ => unreachable!("a set"),
+            },
+            |out| op.encode(out),
+        )
+    }
+
+    fn decode(_kind: Kind, payload: &[u8]) -> Result<SetOp<'_>, DamagedRecord> {
+        SetOp::decode(payload).map_err(|_| DamagedRecord)
+    }
+
+    fn created_by(op: &SetOp<'_>) -> Option<Value<'static>> {
+        match op {
+            SetOp::Add(members) => Some(Value::Set(crate::set::image_of_added(members).0.into())),
+            SetOp::Remove(_) => None,
+        }
+    }
+}
+
+impl Collection for ZSet {
+    type Op<'a> = ZSetOp<'a>;
+    type Decoded<'a> = ZSetOp<'a>;
+    type Changed = usize;
+    const RECORDS: &'static [Kind] = &[Kind::ZSetOp];
+
+    fn change(entry: EntryMut<'_>, db: usize, op: &ZSetOp<'_>, _now_ms: u64) -> usize {
+        entry.change_boxed(
+            db,
+            (Kind::ZSetOp, VALUE_ZSET),
+            |value| match value {
+                Boxed::ZSet(zset) => op.apply(zset, &limits::get()),
+                _ => unreachable!("a sorted set"),
+            },
+            |out| op.encode(out),
+        )
+    }
+
+    fn decode(_kind: Kind, payload: &[u8]) -> Result<ZSetOp<'_>, DamagedRecord> {
+        ZSetOp::decode(payload).map_err(|_| DamagedRecord)
+    }
+
+    fn created_by(op: &ZSetOp<'_>) -> Option<Value<'static>> {
+        match op {
+            ZSetOp::Put(entries) => Some(Value::ZSet(crate::zset::image_of_put(entries).0.into())),
+            ZSetOp::Remove(_) => None,
+        }
+    }
+}
+
+/// A HASH_PUT (the fields stored, as an image) or HASH_DEL (the names
+/// removed) payload as field changes.
+fn decode_fields(kind: Kind, payload: &[u8]) -> Result<Vec<FieldChange<'_>>, DamagedRecord> {
+    if kind == Kind::HashPut {
+        hash::check_image(payload).map_err(|_| DamagedRecord)?;
+        let fields = hash::HashRef::Packed(hash::Packed::from_image(payload)).fields();
+        Ok(fields.map(FieldChange::Put).collect())
+    } else {
+        let names = hash::decode_names(payload).map_err(|_| DamagedRecord)?;
+        Ok(names.into_iter().map(FieldChange::Remove).collect())
+    }
+}
+
+impl EntryMut<'_> {
+    /// Applies `op` to this key of type `C` (in database `db`) and logs it
+    /// (see [`Collection::change`]).
+    pub fn change<C: Collection>(self, db: usize, op: &C::Op<'_>, now_ms: u64) -> C::Changed {
+        C::change(self, db, op, now_ms)
+    }
+}
