@@ -21,7 +21,7 @@ use crate::limits;
 use crate::list::{Applied, ListOp, ListValue};
 use crate::record::{Kind, VALUE_LIST, VALUE_SET, VALUE_ZSET};
 use crate::set::SetOp;
-use crate::value::{Value, ValueType};
+use crate::value::{Value, ValueRef, ValueType};
 use crate::zset::ZSetOp;
 
 /// A value type as the keyspace names it.
@@ -48,9 +48,16 @@ pub trait Collection: Typed {
     /// A replayed record of kind `kind` (one of [`Collection::RECORDS`]).
     fn decode(kind: Kind, payload: &[u8]) -> Result<Self::Decoded<'_>, DamagedRecord>;
 
-    /// The value a missing key becomes when a replayed `op` creates it
-    /// (an add, a push, a put); `None` when the operation makes nothing.
-    fn created_by(op: &Self::Op<'_>) -> Option<Value<'static>>;
+    /// The value a missing key becomes when `op` creates it (an add, a
+    /// push, a put), with what applying `op` answers; `None` when the
+    /// operation makes nothing.
+    fn created_by(op: &Self::Op<'_>) -> Option<(Value<'static>, Self::Changed)>;
+
+    /// Whether the change left the collection empty (its key is then
+    /// deleted, as Redis deletes an emptied collection).
+    fn emptied(_changed: &Self::Changed, after: ValueRef<'_>) -> bool {
+        after.is_empty_collection()
+    }
 }
 
 /// A record whose payload does not decode.
@@ -107,7 +114,13 @@ impl Collection for Hash {
         decode_fields(kind, payload)
     }
 
-    fn created_by(op: &[FieldChange<'_>]) -> Option<Value<'static>> {
+    /// Fields whose deadline passed are removed by the change: its count
+    /// is what is left.
+    fn emptied(changed: &HashChanged, _after: ValueRef<'_>) -> bool {
+        changed.len == 0
+    }
+
+    fn created_by(op: &[FieldChange<'_>]) -> Option<(Value<'static>, HashChanged)> {
         // A put of fields makes a hash of them; a removal makes nothing.
         let puts: Vec<FieldChange> = op
             .iter()
@@ -119,7 +132,8 @@ impl Collection for Hash {
         }
         let mut image = Vec::new();
         hash::encode_run(&puts, &mut image);
-        Some(Value::Hash(image.into()))
+        let len = puts.len();
+        Some((Value::Hash(image.into()), HashChanged { len }))
     }
 }
 
@@ -145,15 +159,15 @@ impl Collection for List {
         ListOp::decode(payload).map_err(|_| DamagedRecord)
     }
 
-    fn created_by(op: &ListOp<'_>) -> Option<Value<'static>> {
+    fn created_by(op: &ListOp<'_>) -> Option<(Value<'static>, Applied)> {
         let ListOp::Push(..) = op else {
             return None;
         };
         let mut list = ListValue::new();
-        op.apply(&mut list, limits::list());
-        let mut image = Vec::new();
+        let applied = op.apply(&mut list, limits::list());
+        let mut image = Vec::with_capacity(list.image_len());
         list.encode_image(&mut image);
-        Some(Value::List(image.into()))
+        Some((Value::List(image.into()), applied))
     }
 }
 
@@ -179,10 +193,13 @@ impl Collection for Set {
         SetOp::decode(payload).map_err(|_| DamagedRecord)
     }
 
-    fn created_by(op: &SetOp<'_>) -> Option<Value<'static>> {
+    fn created_by(op: &SetOp<'_>) -> Option<(Value<'static>, usize)> {
         match op {
-            SetOp::Add(members) => Some(Value::Set(crate::set::image_of_added(members).0.into())),
-            SetOp::Remove(_) => None,
+            SetOp::Add(members) if !members.is_empty() => {
+                let (image, added) = crate::set::image_of_added(members);
+                Some((Value::Set(image.into()), added))
+            }
+            _ => None,
         }
     }
 }
@@ -209,10 +226,13 @@ impl Collection for ZSet {
         ZSetOp::decode(payload).map_err(|_| DamagedRecord)
     }
 
-    fn created_by(op: &ZSetOp<'_>) -> Option<Value<'static>> {
+    fn created_by(op: &ZSetOp<'_>) -> Option<(Value<'static>, usize)> {
         match op {
-            ZSetOp::Put(entries) => Some(Value::ZSet(crate::zset::image_of_put(entries).0.into())),
-            ZSetOp::Remove(_) => None,
+            ZSetOp::Put(entries) if !entries.is_empty() => {
+                let (image, added) = crate::zset::image_of_put(entries);
+                Some((Value::ZSet(image.into()), added))
+            }
+            _ => None,
         }
     }
 }
@@ -235,5 +255,29 @@ impl EntryMut<'_> {
     /// (see [`Collection::change`]).
     pub fn change<C: Collection>(self, db: usize, op: &C::Op<'_>, now_ms: u64) -> C::Changed {
         C::change(self, db, op, now_ms)
+    }
+
+    /// [`EntryMut::change`], and whether it left the collection empty.
+    pub(crate) fn change_checked<C: Collection>(
+        self,
+        db: usize,
+        op: &C::Op<'_>,
+        now_ms: u64,
+    ) -> (C::Changed, bool) {
+        let EntryMut {
+            entry,
+            live,
+            limits,
+            fields_due,
+        } = self;
+        let view = EntryMut {
+            entry: &mut *entry,
+            live,
+            limits,
+            fields_due,
+        };
+        let changed = C::change(view, db, op, now_ms);
+        let emptied = C::emptied(&changed, entry.value());
+        (changed, emptied)
     }
 }

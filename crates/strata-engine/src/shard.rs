@@ -918,7 +918,7 @@ impl Shard {
             .find(key.slot_hash(), |e| e.key() == key.bytes)
             .is_some();
         if !existed {
-            if let Some(value) = C::created_by(op) {
+            if let Some((value, _)) = C::created_by(op) {
                 self.set(db, key, value, None, false, now_ms);
             }
             return Ok(());
@@ -937,16 +937,39 @@ impl Shard {
                 ));
             }
             Some(entry) => {
-                entry.change::<C>(db, op, now_ms);
+                if entry.change_checked::<C>(db, op, now_ms).1 {
+                    self.remove(db, key, now_ms);
+                }
             }
         }
-        let emptied = self
-            .find(db, key)
-            .is_some_and(|e| e.value().is_empty_collection());
-        if emptied {
-            self.remove(db, key, now_ms);
-        }
         Ok(())
+    }
+
+    /// A command's change of the collection of type `C` at `key`, in one
+    /// lookup: `op` applied to it and logged, and the key deleted if that
+    /// emptied it; a missing key becomes what `op` creates when `create`
+    /// (LPUSH, SADD, ZADD) and stays missing otherwise (LPUSHX, SREM, …):
+    /// `None` then. WRONGTYPE for a key of another type.
+    pub fn change_as<C: Collection>(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        now_ms: u64,
+        op: &C::Op<'_>,
+        create: bool,
+    ) -> Result<Option<C::Changed>, GetError> {
+        if let Some(entry) = self.get_typed(db, key, now_ms, true, Some(C::TYPE))? {
+            let (changed, emptied) = entry.change_checked::<C>(db, op, now_ms);
+            if emptied {
+                self.remove(db, key, now_ms);
+            }
+            return Ok(Some(changed));
+        }
+        let Some((value, changed)) = create.then(|| C::created_by(op)).flatten() else {
+            return Ok(None);
+        };
+        self.set(db, key, value, None, false, now_ms);
+        Ok(Some(changed))
     }
 
     /// Recovery: the replayed SET of `key` is at `loc` in the log.

@@ -103,15 +103,8 @@ fn change(
     op: &ListOp,
     now: u64,
 ) -> Result<Applied, CmdError> {
-    let entry = shard.get_as::<List>(db, key, now)?.ok_or(ERR_NO_SUCH_KEY)?;
-    let applied = entry.change::<List>(db, op, now);
-    let emptied = shard
-        .peek(db, key, now)
-        .is_some_and(|e| e.value().list().is_some_and(ListValue::is_empty));
-    if emptied {
-        shard.remove(db, key, now);
-    }
-    Ok(applied)
+    let changed = shard.change_as::<List>(db, key, now, op, false)?;
+    Ok(changed.ok_or(ERR_NO_SUCH_KEY)?)
 }
 
 /// Runs `reply` on the list at `key` (`None` when missing) under its
@@ -128,9 +121,9 @@ fn read_list(
     Ok(())
 }
 
-/// Pushes `elements` at `end` of the list at `key`; creates the list
-/// unless `existing_only` (LPUSHX, RPUSHX). Returns the new length (0
-/// for a missing key left alone).
+/// Pushes `elements` at `end` of the list at `key`, in one lookup;
+/// creates the list unless `existing_only` (LPUSHX, RPUSHX). Returns the
+/// new length (0 for a missing key left alone).
 fn push_to(
     shard: &mut Shard,
     db: usize,
@@ -140,18 +133,12 @@ fn push_to(
     existing_only: bool,
     now: u64,
 ) -> Result<usize, CmdError> {
-    if shard.get_as::<List>(db, key, now)?.is_some() {
-        return match change(shard, db, key, &ListOp::Push(end, elements), now)? {
-            Applied::Len(Some(len)) => Ok(len),
-            other => unreachable!("a push reports its length: {other:?}"),
-        };
+    let op = ListOp::Push(end, elements);
+    match shard.change_as::<List>(db, key, now, &op, !existing_only)? {
+        None => Ok(0),
+        Some(Applied::Len(Some(len))) => Ok(len),
+        Some(other) => unreachable!("a push reports its length: {other:?}"),
     }
-    if existing_only {
-        return Ok(0);
-    }
-    let len = elements.len();
-    shard.set(db, key, new_list(end, elements), None, false, now);
-    Ok(len)
 }
 
 fn push(ctx: &mut Ctx, args: &[Bytes], end: End, existing_only: bool) -> CmdResult {

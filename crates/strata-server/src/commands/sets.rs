@@ -50,17 +50,9 @@ fn change(
     op: &SetOp,
     now: u64,
 ) -> Result<usize, CmdError> {
-    let entry = shard
-        .get_as::<Set>(db, key, now)?
-        .expect("the caller checked the set exists");
-    let changed = entry.change::<Set>(db, op, now);
-    if shard
-        .peek(db, key, now)
-        .is_some_and(|e| e.value().is_empty_collection())
-    {
-        shard.remove(db, key, now);
-    }
-    Ok(changed)
+    Ok(shard
+        .change_as::<Set>(db, key, now, op, false)?
+        .unwrap_or(0))
 }
 
 fn write_members(ctx: &mut Ctx, members: &[Vec<u8>]) {
@@ -74,14 +66,7 @@ pub fn sadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let members: Vec<&[u8]> = args[2..].iter().map(|a| &a[..]).collect();
     let shard = ctx.keys.shard(key);
-    let added = match shard.get_as::<Set>(db, key, now)? {
-        Some(entry) => entry.change::<Set>(db, &SetOp::Add(members), now),
-        None => {
-            let (image, count) = image_of_added(&members);
-            shard.set(db, key, Value::Set(image.into()), None, false, now);
-            count
-        }
-    };
+    let added = (shard.change_as::<Set>(db, key, now, &SetOp::Add(members), true)?).unwrap_or(0);
     if added > 0 {
         ctx.notify(notify::SET, "sadd", &args[1]);
     }
@@ -92,12 +77,8 @@ pub fn sadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn srem(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    let removed = if shard.get_as::<Set>(db, key, now)?.is_some() {
-        let members = args[2..].iter().map(|a| &a[..]).collect();
-        change(shard, db, key, &SetOp::Remove(members), now)?
-    } else {
-        0
-    };
+    let members = args[2..].iter().map(|a| &a[..]).collect();
+    let removed = change(shard, db, key, &SetOp::Remove(members), now)?;
     if removed > 0 {
         ctx.notify_write(notify::SET, "srem", &args[1]);
     }

@@ -23,7 +23,7 @@ use bytes::Bytes;
 use strata_engine::Value;
 use strata_engine::keyspace::{KeyRef, Shard, random_u64};
 use strata_engine::set::scan_position;
-use strata_engine::zset::{ZSetOp, ZSetValue, image_of, image_of_put};
+use strata_engine::zset::{ZSetOp, ZSetValue, image_of};
 use strata_resp::{Protocol, ReplyWriter};
 
 use super::sets::numkeys_and_limit;
@@ -271,7 +271,8 @@ fn read_zset(
 }
 
 /// Applies `op` to the sorted set at `key`, creating it for a put, and
-/// deletes it when left empty. Returns the members added or removed.
+/// deletes it when left empty, in one lookup. Returns the members added
+/// or removed.
 fn change(
     shard: &mut Shard,
     db: usize,
@@ -279,26 +280,9 @@ fn change(
     op: &ZSetOp,
     now: u64,
 ) -> Result<usize, CmdError> {
-    match shard.get_as::<ZSet>(db, key, now)? {
-        Some(entry) => {
-            let changed = entry.change::<ZSet>(db, op, now);
-            if shard
-                .peek(db, key, now)
-                .is_some_and(|e| e.value().is_empty_collection())
-            {
-                shard.remove(db, key, now);
-            }
-            Ok(changed)
-        }
-        None => match op {
-            ZSetOp::Put(entries) if !entries.is_empty() => {
-                let (image, added) = image_of_put(entries);
-                shard.set(db, key, Value::ZSet(image.into()), None, false, now);
-                Ok(added)
-            }
-            _ => Ok(0),
-        },
-    }
+    Ok(shard
+        .change_as::<ZSet>(db, key, now, op, true)?
+        .unwrap_or(0))
 }
 
 /// Replaces `destination` with a sorted set of `entries` (deletes it when
