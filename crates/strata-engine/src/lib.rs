@@ -27,6 +27,9 @@
 //!   collections change encoding; [`hll`]: HyperLogLog's registers and
 //!   estimate; `decimal` (private): the canonical integer parser both
 //!   strings and sets use.
+//! - [`collection`]: one trait per value type; reading, changing and
+//!   replaying a key are generic over it (a new type is one module and
+//!   one impl).
 //! - [`glob`]: Redis' glob-style pattern matcher for KEYS, SCAN and CONFIG.
 //! - [`hash`]: the hash type (a packed image kept inline in the entry, or
 //!   an arena table beside it; field deadlines; the image codec); commands
