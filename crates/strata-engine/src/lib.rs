@@ -39,6 +39,11 @@
 //! - [`log`]: segment files, group commit, fsync policies; `segment_file`
 //!   (private): one segment appended with `O_DIRECT` (aligned, padded).
 //! - [`checkpoint`]: fork-free checkpoints, shard by shard.
+//! - [`open`]: the front door. `open(dir)` makes the keyspace (the hash
+//!   seed comes from the checkpoint), `Pending::load` loads the checkpoint
+//!   and log, and starts and attaches the log or the cache store: what a
+//!   server or a test needs to run the engine, in two calls, with typed
+//!   errors ([`recovery::RecoveryError`]). `tests/open.rs` uses only it.
 //! - [`recovery`]: checkpoint + log replay, torn-tail handling, `verify`.
 //! - [`head`]: the log's HEAD manifest (which segments and ranges a
 //!   restart must find).
@@ -99,6 +104,7 @@ pub mod limits;
 pub mod list;
 pub mod location;
 pub mod log;
+pub mod open;
 mod random;
 pub mod reader;
 pub mod record;

@@ -94,24 +94,89 @@ fn list_segments(dir: &Path) -> Result<Vec<u64>, RecoveryError> {
     Ok(segments)
 }
 
-/// Why recovery stopped.
+/// Why recovery stopped: what a caller may decide on, each with the
+/// whole message for the operator (its `Display`).
 #[derive(Debug)]
-pub struct RecoveryError(pub String);
+pub enum RecoveryError {
+    /// Damage at `offset` of `file` (a log segment or a checkpoint file):
+    /// start-up stops; `strata-check` shows it. (A torn tail, the normal
+    /// state after a crash, is no error: it is cut off and reported in
+    /// [`Loaded::truncated`].)
+    Corrupt {
+        file: PathBuf,
+        offset: u64,
+        message: String,
+    },
+    /// A file start-up needs is gone (the newest log segment `log/HEAD`
+    /// names, checkpoint range files).
+    Missing { message: String },
+    /// Reading `path` failed.
+    Io { path: PathBuf, message: String },
+    /// The data contradicts itself or belongs to another directory.
+    Invalid { message: String },
+}
 
 impl std::fmt::Display for RecoveryError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            RecoveryError::Corrupt { message, .. }
+            | RecoveryError::Missing { message }
+            | RecoveryError::Io { message, .. }
+            | RecoveryError::Invalid { message } => f.write_str(message),
+        }
     }
 }
 
+impl std::error::Error for RecoveryError {}
+
 impl From<checkpoint::CheckpointError> for RecoveryError {
     fn from(e: checkpoint::CheckpointError) -> Self {
-        RecoveryError(e.to_string())
+        RecoveryError::Corrupt {
+            message: e.to_string(),
+            file: e.path,
+            offset: e.offset,
+        }
+    }
+}
+
+impl RecoveryError {
+    /// Reading or writing `path` failed with `error`.
+    pub fn io(path: &Path, error: &std::io::Error) -> RecoveryError {
+        RecoveryError::Io {
+            path: path.to_path_buf(),
+            message: format!("{}: {error}", path.display()),
+        }
+    }
+
+    /// The same error, its message prefixed with what was being done.
+    pub fn context(self, what: &str) -> RecoveryError {
+        let prefix = |message: String| format!("{what}: {message}");
+        match self {
+            RecoveryError::Corrupt {
+                file,
+                offset,
+                message,
+            } => RecoveryError::Corrupt {
+                file,
+                offset,
+                message: prefix(message),
+            },
+            RecoveryError::Missing { message } => RecoveryError::Missing {
+                message: prefix(message),
+            },
+            RecoveryError::Io { path, message } => RecoveryError::Io {
+                path,
+                message: prefix(message),
+            },
+            RecoveryError::Invalid { message } => RecoveryError::Invalid {
+                message: prefix(message),
+            },
+        }
     }
 }
 
 fn io_error(path: &Path, e: std::io::Error) -> RecoveryError {
-    RecoveryError(format!("{}: {e}", path.display()))
+    RecoveryError::io(path, &e)
 }
 
 /// Lists `dir` (missing is fine: a fresh start).
@@ -128,10 +193,12 @@ pub fn plan(dir: &Path) -> Result<Plan, RecoveryError> {
         if seed.is_some_and(|seed| seed != meta.seed)
             || sharding.is_some_and(|sharding| sharding != meta.sharding)
         {
-            return Err(RecoveryError(format!(
-                "Checkpoint {} belongs to another data directory (different hash seed)",
-                path.display()
-            )));
+            return Err(RecoveryError::Invalid {
+                message: format!(
+                    "Checkpoint {} belongs to another data directory (different hash seed)",
+                    path.display()
+                ),
+            });
         }
         seed = Some(meta.seed);
         sharding = Some(meta.sharding);
@@ -143,7 +210,8 @@ pub fn plan(dir: &Path) -> Result<Plan, RecoveryError> {
         sharding: sharding.unwrap_or(Sharding::Slots),
         segments: list_segments(&log_dir(dir))?,
         cache_segments: list_segments(&tier::cache_dir(dir))?,
-        head: crate::head::read(&log_dir(dir)).map_err(RecoveryError)?,
+        head: crate::head::read(&log_dir(dir))
+            .map_err(|message| RecoveryError::Invalid { message })?,
     })
 }
 
@@ -158,13 +226,15 @@ fn check_head(plan: &Plan) -> Result<(), RecoveryError> {
         return Ok(());
     }
     let path = segment_path(&log_dir(&plan.dir), head.newest);
-    Err(RecoveryError(format!(
-        "Log segment {} is missing: log/HEAD names it as the newest segment written, and \
-         Strata did not delete it. The acknowledged writes it held would be lost. \
-         Start-up stopped: restore the file (`strata-check {}` lists what is there).",
-        path.display(),
-        plan.dir.display()
-    )))
+    Err(RecoveryError::Missing {
+        message: format!(
+            "Log segment {} is missing: log/HEAD names it as the newest segment written, and \
+             Strata did not delete it. The acknowledged writes it held would be lost. \
+             Start-up stopped: restore the file (`strata-check {}` lists what is there).",
+            path.display(),
+            plan.dir.display()
+        ),
+    })
 }
 
 /// Refuses a checkpoint with range files missing when the log no longer
@@ -205,12 +275,14 @@ fn check_ranges(plan: &Plan) -> Result<(), RecoveryError> {
         Some(lsn) => format!("the log starts at LSN {lsn}"),
         None => "no log is left".to_owned(),
     };
-    Err(RecoveryError(format!(
-        "Checkpoint range files missing in {}: {}; {log}, so the keys of those shards \
-         cannot be rebuilt. Start-up stopped: restore the files.",
-        plan.dir.display(),
-        missing.join(", ")
-    )))
+    Err(RecoveryError::Missing {
+        message: format!(
+            "Checkpoint range files missing in {}: {}; {log}, so the keys of those shards \
+             cannot be rebuilt. Start-up stopped: restore the files.",
+            plan.dir.display(),
+            missing.join(", ")
+        ),
+    })
 }
 
 /// Where loading is, for progress lines and INFO.
@@ -346,7 +418,7 @@ fn walk(
 /// The error for damage at `offset` of the segment at `path`: start-up
 /// stops, naming the data directory for `strata-check`.
 fn corrupt_log(path: &Path, offset: usize, why: &str) -> RecoveryError {
-    RecoveryError(format!(
+    let message = format!(
         "Corrupt log {} at offset {offset}: {why}. Start-up stopped; inspect it with \
          `strata-check {}` (nothing was changed).",
         path.display(),
@@ -354,7 +426,12 @@ fn corrupt_log(path: &Path, offset: usize, why: &str) -> RecoveryError {
             .and_then(Path::parent)
             .unwrap_or(Path::new("."))
             .display()
-    ))
+    );
+    RecoveryError::Corrupt {
+        file: path.to_path_buf(),
+        offset: offset as u64,
+        message,
+    }
 }
 
 /// What [`decode_at`] finds where the next record of a segment would start.
@@ -555,13 +632,15 @@ fn check_log_kept(plan: &Plan, replayed_any: bool, covered: &[u64]) -> Result<()
     let ranges_missing =
         !plan.checkpoints.is_empty() && plan.checkpoints.len() < checkpoint::RANGE_COUNT;
     if ranges_missing && !replayed_any && covered.iter().any(|&lsn| lsn > 1) {
-        return Err(RecoveryError(format!(
-            "Checkpoint in {} has {} of {} range files and the log it needs was already \
-             compacted away; restore the missing files (strata-check lists them)",
-            plan.dir.display(),
-            plan.checkpoints.len(),
-            checkpoint::RANGE_COUNT
-        )));
+        return Err(RecoveryError::Missing {
+            message: format!(
+                "Checkpoint in {} has {} of {} range files and the log it needs was already \
+                 compacted away; restore the missing files (strata-check lists them)",
+                plan.dir.display(),
+                plan.checkpoints.len(),
+                checkpoint::RANGE_COUNT
+            ),
+        });
     }
     Ok(())
 }

@@ -902,9 +902,9 @@ fn an_unknown_value_type_stops_the_load() {
     std::io::Write::write_all(&mut file, &record).unwrap();
     let error = open(&dir, 1 << 20).err().expect("the load fails");
     assert!(
-        error.0.contains("value type 7 is not supported"),
+        error.to_string().contains("value type 7 is not supported"),
         "{}",
-        error.0
+        error
     );
     let _ = std::fs::remove_dir_all(dir);
 }

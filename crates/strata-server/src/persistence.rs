@@ -23,9 +23,8 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use strata_engine::Keyspace;
 use strata_engine::checkpoint::{self, CheckpointInfo};
-use strata_engine::log::{FsyncPolicy, Log, LogStart};
-use strata_engine::recovery::{self, Plan, Progress};
-use strata_engine::tier;
+use strata_engine::open::{LoadSettings, LogOptions, Pending};
+use strata_engine::recovery::{self, Progress, RecoveryError};
 use tokio::sync::watch;
 
 use crate::server::{Handles, now_ms};
@@ -176,14 +175,14 @@ pub fn strerror(error: &str) -> &str {
 /// and announces readiness. A recovery error stops the process.
 pub fn spawn_loader(
     handles: Handles,
-    plan: Plan,
+    pending: Pending,
     ready_lines: Vec<String>,
     notifier: Option<std::sync::Arc<crate::supervise::Notifier>>,
 ) {
     let spawned = std::thread::Builder::new()
         .name("strata-load".into())
         .spawn(move || {
-            if let Err(error) = load(&handles, &plan) {
+            if let Err(error) = load(&handles, pending) {
                 log_warning!("{error}");
                 log_warning!("Fatal error loading the data directory; exiting.");
                 std::process::exit(1);
@@ -201,15 +200,18 @@ pub fn spawn_loader(
     }
 }
 
-fn load(handles: &Handles, plan: &Plan) -> Result<(), String> {
+fn load(handles: &Handles, pending: Pending) -> Result<(), String> {
     let started = Instant::now();
     let persistence = &*handles.persistence;
-    let config = handles.config.get();
-    let options = load_options(&config);
-    let (skipped, skip_lsn) = pure_cache_plan(&config, plan)?;
-    let plan = skipped.as_ref().unwrap_or(plan);
-    drop(config);
-    let loaded = recovery::load(plan, &handles.keyspace, now_ms(), options, |progress| {
+    let settings = load_settings(handles);
+    if settings.start_empty && pending.has_data() {
+        log_notice!(
+            "Not loading the checkpoint and log in {}: with appendonly no and save \"\" the server starts empty (configure a save point, e.g. --save \"3600 1\", or appendonly yes to load them)",
+            pending.dir().display()
+        );
+    }
+    let dir = pending.dir().to_path_buf();
+    let loaded = pending.load(&handles.keyspace, now_ms(), settings, |progress| {
         *persistence.loading_progress.lock() = progress;
         if progress.bytes_total > 0 && started.elapsed() >= recovery::PROGRESS_INTERVAL {
             log_notice!(
@@ -221,8 +223,12 @@ fn load(handles: &Handles, plan: &Plan) -> Result<(), String> {
                 progress.records_replayed
             );
         }
-    })
-    .map_err(|e| e.to_string())?;
+    });
+    let loaded = loaded.map_err(|e| match e {
+        // Naming the directory as start-up's own errors do.
+        e @ RecoveryError::Io { .. } => format!("{e} (data directory {})", dir.display()),
+        e => e.to_string(),
+    })?;
     for line in &loaded.truncated {
         log_warning!("{line}");
     }
@@ -230,148 +236,63 @@ fn load(handles: &Handles, plan: &Plan) -> Result<(), String> {
     persistence
         .keys_loaded
         .store(loaded.checkpoint_keys, Relaxed);
-    // The cache store is never replayed: what no loaded key needs goes,
-    // unless a checkpoint that was not loaded may name it.
-    let cache_segments = recovery::prune_cache_store(plan, &handles.keyspace, skipped.is_some())
-        .map_err(|e| e.to_string())?;
-    let (checkpoint_keys, records_replayed) = (loaded.checkpoint_keys, loaded.records_replayed);
-    start_writer(handles, loaded, cache_segments, skip_lsn)?;
+    if handles.keyspace.log().is_none() {
+        persistence.base_lsn.store(loaded.next_lsn, Relaxed);
+    }
     // Writes from the first one on get locations when tiering is on.
     handles
         .tiering
         .tick(&handles.keyspace, &handles.config.get(), persistence);
-    let checkpoint_bytes = plan
-        .checkpoints
-        .iter()
-        .filter_map(|path| std::fs::metadata(path).ok())
-        .map(|m| m.len())
-        .sum();
     persistence
         .last_checkpoint_bytes
-        .store(checkpoint_bytes, Relaxed);
+        .store(loaded.checkpoint_bytes, Relaxed);
     persistence.loading.store(false, Release);
     log_notice!(
         "DB loaded from disk: {:.3} seconds ({} keys from the checkpoint, {} log records replayed)",
         started.elapsed().as_secs_f64(),
-        checkpoint_keys,
-        records_replayed
+        loaded.checkpoint_keys,
+        loaded.records_replayed
     );
     Ok(())
 }
 
-/// How the configuration asks recovery to load.
-fn load_options(config: &crate::config::Config) -> recovery::LoadOptions {
+/// How the configuration asks the engine to load and what to start.
+fn load_settings(handles: &Handles) -> LoadSettings {
+    let config = handles.config.get();
     let tiered =
         config.maxmemory > 0 && config.maxmemory_policy == crate::config::MaxmemoryPolicy::Tiered;
-    recovery::LoadOptions {
-        truncate_torn_tail: true,
-        delay_per_key: Duration::from_micros(config.key_load_delay_us),
-        // Replayed values can leave RAM without a write: their record
-        // stays (with the log on; without it, the log is not kept).
-        locate: tiered && config.appendonly,
-        locate_big: config.appendonly,
-        memory_limit: tiered.then_some((crate::alloc::used_bytes as fn() -> u64, config.maxmemory)),
-    }
-}
-
-/// `appendonly no` with `save ""` is a pure cache: as Redis without an
-/// RDB, it starts empty. What the directory holds stays untouched (a
-/// later start with a save point or the log on loads it again). The empty
-/// plan to load instead, and the LSN bound of what was skipped.
-fn pure_cache_plan(
-    config: &crate::config::Config,
-    plan: &Plan,
-) -> Result<(Option<Plan>, u64), String> {
-    let pure_cache = !config.appendonly
-        && config.save_points.is_empty()
-        && !(plan.checkpoints.is_empty() && plan.segments.is_empty());
-    if !pure_cache {
-        return Ok((None, 0));
-    }
-    log_notice!(
-        "Not loading the checkpoint and log in {}: with appendonly no and save \"\" the server starts empty (configure a save point, e.g. --save \"3600 1\", or appendonly yes to load them)",
-        plan.dir.display()
-    );
-    let empty = recovery::Plan {
-        checkpoints: Vec::new(),
-        segments: Vec::new(),
-        ..plan.clone()
-    };
-    let bound = recovery::lsn_bound(plan).map_err(|e| e.to_string())?;
-    Ok((Some(empty), bound))
-}
-
-/// Starts what writes after loading: the log (`appendonly yes`), or the
-/// cache store that takes values leaving RAM without one; attaches it.
-fn start_writer(
-    handles: &Handles,
-    loaded: recovery::Loaded,
-    cache_segments: Vec<strata_engine::log::SegmentInfo>,
-    skip_lsn: u64,
-) -> Result<(), String> {
-    let config = handles.config.get();
     let watcher = handles.persistence.durable.clone();
-    // Several threads publish progress; taking the maximum keeps the
-    // watermarks monotonic however their calls interleave.
-    let progress = Box::new(move |written, synced| {
-        watcher.send_if_modified(|current: &mut (u64, u64)| {
-            let next = (current.0.max(written), current.1.max(synced));
-            let advanced = next != *current;
-            *current = next;
-            advanced
-        });
-    });
-    if config.appendonly {
-        let log = Log::start(
-            &recovery::log_dir(&config.dir),
-            config.log_segment_bytes,
-            config.appendfsync,
-            LogStart {
-                next_lsn: loaded.next_lsn,
-                next_segment: loaded.next_segment,
-                segments: loaded.segments,
-            },
-            progress,
-        )
-        .map_err(|e| format!("Can't start the log in {}: {e}", config.dir.display()))?;
-        // Before it is attached: no segment is opened before this.
-        log.set_direct_io(config.log_direct_io);
-        handles.keyspace.attach_log(log);
-        // Compaction may take the segments that were mostly dead before
-        // the restart at once, without waiting a cycle to note them.
-        strata_engine::compaction::note_dying_at_start(&handles.keyspace);
-        return Ok(());
-    }
-    (handles.persistence)
-        .base_lsn
-        .store(loaded.next_lsn.max(skip_lsn), Relaxed);
-    // Without a log, values leave RAM for the cache store: written,
-    // never fsynced, never replayed.
-    let next_segment = cache_segments
-        .last()
-        .map_or(tier::CACHE_SEGMENT_BASE, |s| s.seq + 1);
-    // What is on disk already may be named by the checkpoint on disk.
-    handles.keyspace.tier().set_named_below(next_segment);
-    let store = Log::start(
-        &tier::cache_dir(&config.dir),
-        config.log_segment_bytes,
-        FsyncPolicy::No,
-        LogStart {
-            next_lsn: 1,
-            next_segment,
-            segments: cache_segments,
+    LoadSettings {
+        load: recovery::LoadOptions {
+            truncate_torn_tail: true,
+            delay_per_key: Duration::from_micros(config.key_load_delay_us),
+            // Replayed values can leave RAM without a write: their record
+            // stays (with the log on; without it, the log is not kept).
+            locate: tiered && config.appendonly,
+            locate_big: config.appendonly,
+            memory_limit: tiered
+                .then_some((crate::alloc::used_bytes as fn() -> u64, config.maxmemory)),
         },
-        progress,
-    )
-    .map_err(|e| {
-        format!(
-            "Can't start the cache store in {}: {e}",
-            config.dir.display()
-        )
-    })?;
-    store.set_direct_io(config.log_direct_io);
-    handles.keyspace.attach_cache_store(store);
-    Ok(())
+        appendonly: config.appendonly,
+        log: LogOptions {
+            segment_bytes: config.log_segment_bytes,
+            fsync: config.appendfsync,
+            direct_io: config.log_direct_io,
+        },
+        // `appendonly no` with `save ""` is a pure cache: as Redis without
+        // an RDB, it starts empty.
+        start_empty: !config.appendonly && config.save_points.is_empty(),
+        // Several threads publish progress; taking the maximum keeps the
+        // watermarks monotonic however their calls interleave.
+        durable: Box::new(move |written, synced| {
+            watcher.send_if_modified(|current: &mut (u64, u64)| {
+                let next = (current.0.max(written), current.1.max(synced));
+                let advanced = next != *current;
+                *current = next;
+                advanced
+            });
+        }),
+    }
 }
 
 /// Writes a checkpoint now, on this thread. Errors if one is running.

@@ -1,9 +1,9 @@
 //! Start-up and shutdown: what `strata-server` does between reading its
 //! configuration and exiting, in the order it happens.
 //!
-//! 1. [`prepare`]: the log file, the data directory and its lock, the
-//!    recovery plan (only the listing and the checkpoint's header: the
-//!    hash seed must be known before the keyspace exists).
+//! 1. [`prepare`]: the log file, the data directory and its lock, and the
+//!    engine opened on it (`strata_engine::open`: only the listing and the
+//!    checkpoint's header are read; the data loads in step 5).
 //! 2. [`Bound::bind`]: every listener (tcp, tls, unix, metrics), so a port
 //!    in use fails start-up before any thread runs.
 //! 3. [`assemble`]: the [`Server`] value (state only; nothing runs yet).
@@ -39,7 +39,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use strata_engine::Keyspace;
-use strata_engine::recovery::{self, Plan};
+use strata_engine::open::Pending;
 use tokio::sync::mpsc;
 
 use crate::blocking::Blocking;
@@ -73,11 +73,7 @@ const NETWORK_THREAD_STACK_BYTES: usize = 64 << 20;
 
 /// Starts the server and blocks until it shuts down.
 pub fn run(mut config: Config) -> Result<(), String> {
-    let (dir_lock, plan) = prepare(&config)?;
-    let keyspace = match plan.seed {
-        Some(seed) => Keyspace::with_seed(config.databases, seed, plan.sharding),
-        None => Keyspace::new(config.databases),
-    };
+    let (dir_lock, keyspace, pending) = prepare(&config)?;
     config.apply_to_engine(&keyspace);
     let mut bound = Bound::bind(&config)?;
     // `port 0` asks for any free port; CONFIG GET and INFO show the real one.
@@ -88,7 +84,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
     announce(&server);
     let _pidfile = PidFile::write(&server.config.get().pidfile);
     let workers = spawn_threads(&server)?;
-    serve(&server, bound, workers, plan)?;
+    serve(&server, bound, workers, pending)?;
     // A script still running holds its thread and shards: it stops now
     // (see `scripting::Running::check`), so the final checkpoint can lock
     // every shard.
@@ -101,8 +97,11 @@ pub fn run(mut config: Config) -> Result<(), String> {
     Ok(())
 }
 
-/// The log file, the data directory and its lock, and the recovery plan.
-fn prepare(config: &Config) -> Result<(strata_engine::dir_lock::DirLock, Plan), String> {
+/// The log file, the data directory and its lock, and the engine opened
+/// on it (the keyspace, not loaded yet).
+fn prepare(
+    config: &Config,
+) -> Result<(strata_engine::dir_lock::DirLock, Keyspace, Pending), String> {
     log::set_level(config.loglevel);
     log::set_file(&config.logfile)
         .map_err(|e| format!("Can't open the log file '{}': {e}", config.logfile))?;
@@ -119,8 +118,9 @@ fn prepare(config: &Config) -> Result<(strata_engine::dir_lock::DirLock, Plan), 
     // Only the directory listing and the checkpoint's header are read here
     // (the hash seed must be known before the keyspace exists); the data
     // loads after the listeners are up, answering -LOADING meanwhile.
-    let plan = recovery::plan(&config.dir).map_err(|e| e.to_string())?;
-    Ok((dir_lock, plan))
+    let (keyspace, pending) =
+        strata_engine::open::open(&config.dir, config.databases).map_err(|e| e.to_string())?;
+    Ok((dir_lock, keyspace, pending))
 }
 
 /// Every listener the configuration asks for, bound before any thread
@@ -295,7 +295,7 @@ fn serve(
     server: &Arc<Server>,
     bound: Bound,
     workers: Vec<mpsc::UnboundedSender<Admitted>>,
-    plan: Plan,
+    pending: Pending,
 ) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -313,7 +313,7 @@ fn serve(
             notifier.send("STATUS=Loading the dataset");
         }
         let ready_lines = bound.ready_lines();
-        persistence::spawn_loader(server.handles(), plan, ready_lines, notifier.clone());
+        persistence::spawn_loader(server.handles(), pending, ready_lines, notifier.clone());
         crate::metrics::spawn(server.clone(), bound.metrics);
         let (accepted_tx, accepted_rx) = mpsc::channel::<Incoming>(1024);
         let listening = listen(bound.plain, bound.tls, bound.unix, &server)?;
