@@ -19,8 +19,9 @@ use crate::entry::{Boxed, EntryMut, HashChanged};
 use crate::hash::{self, FieldChange};
 use crate::limits;
 use crate::list::{Applied, ListOp, ListValue};
-use crate::record::{Kind, VALUE_LIST, VALUE_SET, VALUE_ZSET};
+use crate::record::{Kind, VALUE_LIST, VALUE_SET, VALUE_STREAM, VALUE_ZSET};
 use crate::set::SetOp;
+use crate::stream::{StreamOp, StreamValue};
 use crate::value::{Value, ValueRef, ValueType};
 use crate::zset::ZSetOp;
 
@@ -79,6 +80,54 @@ pub struct Set;
 
 /// Sorted sets: [`ZSetOp`], logged as ZSET_OP records.
 pub struct ZSet;
+
+/// Streams: [`StreamOp`], logged as STREAM_OP records. An emptied stream
+/// stays (Redis keeps it, with its groups and last ID).
+pub struct Stream;
+
+impl Typed for Stream {
+    const TYPE: ValueType = ValueType::Stream;
+}
+
+impl Collection for Stream {
+    type Op<'a> = StreamOp<'a>;
+    type Decoded<'a> = StreamOp<'a>;
+    type Changed = u64;
+    const RECORDS: &'static [Kind] = &[Kind::StreamOp];
+
+    fn change(entry: EntryMut<'_>, db: usize, op: &StreamOp<'_>, _now_ms: u64) -> u64 {
+        entry.change_boxed(
+            db,
+            (Kind::StreamOp, VALUE_STREAM),
+            |value| match value {
+                Boxed::Stream(stream) => op.apply(stream),
+                _ => unreachable!("a stream"),
+            },
+            |out| op.encode(out),
+        )
+    }
+
+    fn decode(_kind: Kind, payload: &[u8]) -> Result<StreamOp<'_>, DamagedRecord> {
+        StreamOp::decode(payload).map_err(|_| DamagedRecord)
+    }
+
+    /// XADD makes a stream of its entry; XGROUP CREATE MKSTREAM an empty
+    /// stream with its group.
+    fn created_by(op: &StreamOp<'_>) -> Option<(Value<'static>, u64)> {
+        match op {
+            StreamOp::Add { .. } | StreamOp::CreateGroup { .. } => {
+                let mut stream = StreamValue::new();
+                let changed = op.apply(&mut stream);
+                Some((Value::Stream(stream.image().into()), changed))
+            }
+            _ => None,
+        }
+    }
+
+    fn emptied(_changed: &u64, _after: ValueRef<'_>) -> bool {
+        false
+    }
+}
 
 impl Typed for Str {
     const TYPE: ValueType = ValueType::String;

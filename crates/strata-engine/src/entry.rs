@@ -49,6 +49,7 @@ use crate::list::ListValue;
 use crate::log;
 use crate::record::{Draft, FLAG_INT, Kind, VALUE_HASH};
 use crate::set::SetValue;
+use crate::stream::StreamValue;
 use crate::thin::ThinBuf;
 use crate::tier::{LiveCounts, NO_LOC};
 use crate::value::{Value, ValueRef, ValueType};
@@ -88,6 +89,7 @@ const TYPE_HASH: u8 = 1;
 const TYPE_LIST: u8 = 2;
 const TYPE_SET: u8 = 3;
 const TYPE_ZSET: u8 = 4;
+const TYPE_STREAM: u8 = 5;
 /// The value region is the address of a [`Big`] value.
 const BOXED: u8 = 1 << 3;
 /// The header holds a location field.
@@ -171,6 +173,8 @@ enum Big {
     Set(SetValue),
     /// A sorted set, in either of its encodings.
     ZSet(ZSetValue),
+    /// A stream (boxed: its header would make every `Big` larger).
+    Stream(Box<StreamValue>),
 }
 
 impl Big {
@@ -182,6 +186,7 @@ impl Big {
             Big::List(list) => list.len(),
             Big::Set(set) => set.len(),
             Big::ZSet(zset) => zset.len(),
+            Big::Stream(stream) => stream.len(),
         }
     }
 
@@ -193,6 +198,7 @@ impl Big {
                 Big::List(list) => list.memory_bytes(),
                 Big::Set(set) => set.memory_bytes(),
                 Big::ZSet(zset) => zset.memory_bytes(),
+                Big::Stream(stream) => stream.memory_bytes(),
             }
     }
 }
@@ -236,6 +242,11 @@ fn with_body<R>(value: Value, limits: Limits, head: usize, build: impl FnOnce(Bo
                 .expect("sorted set images are checked before they are stored");
             build(Body::Big(Box::new(Big::ZSet(zset))))
         }
+        Value::Stream(image) => {
+            let stream = StreamValue::decode_image(&image)
+                .expect("stream images are checked before they are stored");
+            build(Body::Big(Box::new(Big::Stream(Box::new(stream)))))
+        }
         Value::Str(bytes) if bytes.len() > BIG_STRING_BYTES => {
             build(Body::Big(Box::new(Big::Bytes(bytes.into_owned()))))
         }
@@ -256,6 +267,7 @@ fn type_of(value: &Value) -> u8 {
         Value::List(_) => TYPE_LIST,
         Value::Set(_) => TYPE_SET,
         Value::ZSet(_) => TYPE_ZSET,
+        Value::Stream(_) => TYPE_STREAM,
         Value::Int(_) | Value::Str(_) => TYPE_STRING,
     }
 }
@@ -268,6 +280,7 @@ fn type_code(value_type: ValueType) -> u8 {
         ValueType::List => TYPE_LIST,
         ValueType::Set => TYPE_SET,
         ValueType::ZSet => TYPE_ZSET,
+        ValueType::Stream => TYPE_STREAM,
     }
 }
 
@@ -565,6 +578,7 @@ impl Entry {
             Some(Big::List(list)) => ValueRef::List(list),
             Some(Big::Set(set)) => ValueRef::Set(set),
             Some(Big::ZSet(zset)) => ValueRef::ZSet(zset),
+            Some(Big::Stream(stream)) => ValueRef::Stream(stream),
             Some(Big::Bytes(bytes)) => ValueRef::Str {
                 bytes,
                 int: self.has(INT),
@@ -615,6 +629,11 @@ impl Entry {
                 zset.encode_image(scratch);
                 scratch
             }
+            ValueRef::Stream(stream) => {
+                scratch.clear();
+                stream.encode_image(scratch);
+                scratch
+            }
         }
     }
 
@@ -627,6 +646,7 @@ impl Entry {
             ValueRef::List(list) => list.image_len(),
             ValueRef::Set(set) => set.image_len(),
             ValueRef::ZSet(zset) => zset.image_len(),
+            ValueRef::Stream(stream) => stream.image_len(),
         }
     }
 
@@ -702,6 +722,7 @@ impl Entry {
             TYPE_LIST => ValueType::List,
             TYPE_SET => ValueType::Set,
             TYPE_ZSET => ValueType::ZSet,
+            TYPE_STREAM => ValueType::Stream,
             _ => ValueType::String,
         }
     }
@@ -1110,6 +1131,7 @@ pub(crate) enum Boxed<'a> {
     List(&'a mut ListValue),
     Set(&'a mut SetValue),
     ZSet(&'a mut ZSetValue),
+    Stream(&'a mut StreamValue),
 }
 
 impl EntryMut<'_> {
@@ -1133,6 +1155,7 @@ impl EntryMut<'_> {
             Some(Big::List(list)) => Boxed::List(list),
             Some(Big::Set(set)) => Boxed::Set(set),
             Some(Big::ZSet(zset)) => Boxed::ZSet(zset),
+            Some(Big::Stream(stream)) => Boxed::Stream(stream),
             _ => unreachable!("an operation on another type: commands check the type first"),
         };
         let applied = apply(boxed);

@@ -22,6 +22,8 @@
 //! - [`value`]: values going in ([`Value`]) and coming out ([`ValueRef`]):
 //!   strings (with Redis' integer encoding) and hashes (as their image).
 //! - [`list`]: the list type (packed nodes in a deque, the image codec);
+//! - [`stream`]: streams (entries by ID, consumer groups, pending
+//!   lists) and the operations the log records;
 //! - [`set`], [`zset`]: sets and sorted sets in Redis' encodings, their
 //!   image codecs and the operations the log records; [`limits`]: when
 //!   collections change encoding; [`hll`]: HyperLogLog's registers and
@@ -112,6 +114,7 @@ pub mod recovery;
 mod segment_file;
 pub mod set;
 mod shard;
+pub mod stream;
 mod table;
 mod thin;
 pub mod tier;

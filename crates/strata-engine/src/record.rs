@@ -102,6 +102,12 @@ pub enum Kind {
     /// put members with their final scores, or remove members); a missing
     /// key becomes a sorted set of the members put.
     ZSetOp = 12,
+    /// A stream changed: the payload is the operation
+    /// (`stream::StreamOp`: an entry added, entries deleted or trimmed,
+    /// group and consumer changes, deliveries, acknowledgements, claims);
+    /// a missing key becomes the stream an XADD or XGROUP CREATE MKSTREAM
+    /// makes.
+    StreamOp = 14,
     /// Server state kept beside the keyspace (today the function
     /// libraries, `FUNCTION LOAD`): key: the item's name; payload: its
     /// whole image, which replaces the previous one (empty: removed). It
@@ -139,6 +145,7 @@ impl Kind {
             10 => Kind::ListOp,
             11 => Kind::SetOp,
             12 => Kind::ZSetOp,
+            14 => Kind::StreamOp,
             13 => Kind::Meta,
             16 => Kind::CheckpointBegin,
             17 => Kind::CheckpointShard,
@@ -189,6 +196,8 @@ pub const VALUE_SET: u8 = 3;
 /// `value_type` of a sorted set value: the payload is its image (`zset`
 /// module).
 pub const VALUE_ZSET: u8 = 4;
+/// `value_type` of a stream: the payload is its image (`stream` module).
+pub const VALUE_STREAM: u8 = 5;
 
 /// Appends `draft` to `out` with LSN 0 and no header CRC yet; returns the
 /// record's length. The body CRC is computed here, outside any log lock.

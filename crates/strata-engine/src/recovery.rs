@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::checkpoint::{self, CheckpointReader};
-use crate::collection::{Hash, List, Set, ZSet};
+use crate::collection::{Hash, List, Set, Stream, ZSet};
 use crate::keyspace::{KeyRef, Keyspace, SHARD_COUNT, Shard, Sharding};
 use crate::log::{SegmentInfo, segment_path, segment_seq};
 use crate::record::{self, FLAG_INT, FLAG_LOCATED, Invalid, Kind, Record};
@@ -1118,7 +1118,11 @@ fn apply_set(shard: &mut Shard, hash: KeyRef, record: &Record, now_ms: u64) -> R
     }
     let value = match ValueType::from_record_code(record.value_type) {
         Some(
-            collection @ (ValueType::Hash | ValueType::List | ValueType::Set | ValueType::ZSet),
+            collection @ (ValueType::Hash
+            | ValueType::List
+            | ValueType::Set
+            | ValueType::ZSet
+            | ValueType::Stream),
         ) => collection
             .checked_image(record.payload)
             .expect("a collection type")?,
@@ -1181,7 +1185,12 @@ fn apply(
                 now_ms,
             )?;
         }
-        Kind::HashPut | Kind::HashDel | Kind::ListOp | Kind::SetOp | Kind::ZSetOp => {
+        Kind::HashPut
+        | Kind::HashDel
+        | Kind::ListOp
+        | Kind::SetOp
+        | Kind::ZSetOp
+        | Kind::StreamOp => {
             let key = keyspace.key(record.key);
             if record.lsn < covered[key.shard()] {
                 return Ok(false);
@@ -1194,6 +1203,7 @@ fn apply(
                 }
                 Kind::ListOp => shard.replay::<List>(db, key, kind, payload, now_ms)?,
                 Kind::SetOp => shard.replay::<Set>(db, key, kind, payload, now_ms)?,
+                Kind::StreamOp => shard.replay::<Stream>(db, key, kind, payload, now_ms)?,
                 _ => shard.replay::<ZSet>(db, key, kind, payload, now_ms)?,
             }
         }

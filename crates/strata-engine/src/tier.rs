@@ -511,7 +511,8 @@ pub(crate) fn placed(record: &[u8]) -> Option<Placed<'_>> {
             | Kind::HashDel
             | Kind::ListOp
             | Kind::SetOp
-            | Kind::ZSetOp,
+            | Kind::ZSetOp
+            | Kind::StreamOp,
         ) => false,
         _ => return None,
     };

@@ -149,6 +149,7 @@ impl Before {
                     ValueType::List => Value::List(image.as_slice().into()),
                     ValueType::Set => Value::Set(image.as_slice().into()),
                     ValueType::ZSet => Value::ZSet(image.as_slice().into()),
+                    ValueType::Stream => Value::Stream(image.as_slice().into()),
                 };
                 let deadline = (deadline != 0).then_some(deadline);
                 shard.set(self.db, key, value, deadline, false, now_ms);

@@ -13,6 +13,7 @@ pub use crate::decimal::parse_canonical_i64;
 use crate::hash::HashRef;
 use crate::list::ListValue;
 use crate::set::SetValue;
+use crate::stream::StreamValue;
 use crate::zset::ZSetValue;
 
 /// Strings up to this length report encoding `embstr`, as in Redis.
@@ -34,6 +35,8 @@ pub enum Value<'a> {
     Set(Cow<'a, [u8]>),
     /// A sorted set, as its image (`zset` module), built or checked.
     ZSet(Cow<'a, [u8]>),
+    /// A stream, as its image (`stream` module), built or checked.
+    Stream(Cow<'a, [u8]>),
 }
 
 impl<'a> Value<'a> {
@@ -58,7 +61,8 @@ impl<'a> Value<'a> {
             | Value::Hash(bytes)
             | Value::List(bytes)
             | Value::Set(bytes)
-            | Value::ZSet(bytes) => bytes.len(),
+            | Value::ZSet(bytes)
+            | Value::Stream(bytes) => bytes.len(),
         }
     }
 }
@@ -73,6 +77,7 @@ pub enum ValueType {
     List,
     Set,
     ZSet,
+    Stream,
 }
 
 impl ValueType {
@@ -84,6 +89,7 @@ impl ValueType {
             ValueType::List => "list",
             ValueType::Set => "set",
             ValueType::ZSet => "zset",
+            ValueType::Stream => "stream",
         }
     }
 
@@ -95,6 +101,7 @@ impl ValueType {
             ValueType::List => crate::record::VALUE_LIST,
             ValueType::Set => crate::record::VALUE_SET,
             ValueType::ZSet => crate::record::VALUE_ZSET,
+            ValueType::Stream => crate::record::VALUE_STREAM,
         }
     }
 
@@ -106,6 +113,7 @@ impl ValueType {
             crate::record::VALUE_LIST => Some(ValueType::List),
             crate::record::VALUE_SET => Some(ValueType::Set),
             crate::record::VALUE_ZSET => Some(ValueType::ZSet),
+            crate::record::VALUE_STREAM => Some(ValueType::Stream),
             _ => None,
         }
     }
@@ -122,6 +130,7 @@ impl ValueType {
             ValueType::List => crate::list::check_image(image).is_ok(),
             ValueType::Set => crate::set::check_image(image).is_ok(),
             ValueType::ZSet => crate::zset::check_image(image).is_ok(),
+            ValueType::Stream => crate::stream::check_image(image).is_ok(),
         };
         if !ok {
             return Some(Err(format!("a {} image that does not decode", self.name())));
@@ -132,6 +141,7 @@ impl ValueType {
             ValueType::List => Value::List(image),
             ValueType::Set => Value::Set(image),
             ValueType::ZSet => Value::ZSet(image),
+            ValueType::Stream => Value::Stream(image),
             ValueType::String => unreachable!("returned above"),
         }))
     }
@@ -157,6 +167,7 @@ pub enum ValueRef<'a> {
     List(&'a ListValue),
     Set(&'a SetValue),
     ZSet(&'a ZSetValue),
+    Stream(&'a StreamValue),
 }
 
 impl std::fmt::Debug for ValueRef<'_> {
@@ -171,6 +182,7 @@ impl std::fmt::Debug for ValueRef<'_> {
             ValueRef::List(list) => write!(f, "List({} elements)", list.len()),
             ValueRef::Set(set) => write!(f, "Set({} members)", set.len()),
             ValueRef::ZSet(zset) => write!(f, "ZSet({} members)", zset.len()),
+            ValueRef::Stream(stream) => write!(f, "Stream({} entries)", stream.len()),
         }
     }
 }
@@ -209,6 +221,14 @@ impl<'a> ValueRef<'a> {
     pub fn zset(&self) -> Option<&'a ZSetValue> {
         match self {
             ValueRef::ZSet(zset) => Some(zset),
+            _ => None,
+        }
+    }
+
+    /// The stream, when this is one.
+    pub fn stream(&self) -> Option<&'a StreamValue> {
+        match self {
+            ValueRef::Stream(stream) => Some(stream),
             _ => None,
         }
     }
@@ -257,6 +277,7 @@ impl<'a> ValueRef<'a> {
             ValueRef::List(_) => ValueType::List,
             ValueRef::Set(_) => ValueType::Set,
             ValueRef::ZSet(_) => ValueType::ZSet,
+            ValueRef::Stream(_) => ValueType::Stream,
         }
     }
 
@@ -281,6 +302,7 @@ impl<'a> ValueRef<'a> {
             ValueRef::List(list) => return list.encoding_name(),
             ValueRef::Set(set) => return set.encoding_name(),
             ValueRef::ZSet(zset) => return zset.encoding_name(),
+            ValueRef::Stream(stream) => return stream.encoding_name(),
             ValueRef::Str { .. } => {}
         }
         match self.encoding() {
@@ -313,6 +335,7 @@ impl<'a> ValueRef<'a> {
                 zset.encode_image(&mut image);
                 Value::ZSet(Cow::Owned(image))
             }
+            ValueRef::Stream(stream) => Value::Stream(Cow::Owned(stream.image())),
             ValueRef::Str { bytes, .. } => match self.as_int() {
                 Some(n) => Value::Int(n),
                 None => Value::owned(bytes.to_vec()),

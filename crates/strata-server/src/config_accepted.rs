@@ -433,13 +433,6 @@ pub static ACCEPTED: &[Accepted] = &[
         "15000",
     ),
     accepted(
-        "stream-node-max-entries",
-        None,
-        true,
-        Kind::Int(0, i64::MAX),
-        "100",
-    ),
-    accepted(
         "repl-backlog-size",
         None,
         true,
@@ -459,13 +452,6 @@ pub static ACCEPTED: &[Accepted] = &[
         true,
         Kind::Memory(1, i64::MAX),
         "104857600",
-    ),
-    accepted(
-        "stream-node-max-bytes",
-        None,
-        true,
-        Kind::Memory(0, i64::MAX),
-        "4096",
     ),
     accepted(
         "repl-backlog-ttl",
@@ -606,8 +592,6 @@ pub fn note(name: &str) -> &'static str {
     ]) || name.ends_with("_cpulist")
     {
         "Strata's allocator, tables and threads work differently (THP is always off for Strata)"
-    } else if starts(&["stream-node"]) {
-        "streams are not built yet"
     } else {
         "Strata has no use for it"
     }

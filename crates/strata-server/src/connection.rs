@@ -889,8 +889,15 @@ impl Connection {
         &mut self,
         client: &ClientInfo,
         args: Vec<Bytes>,
-        block: Block,
+        mut block: Block,
     ) -> Result<(), Closed> {
+        let args = match block.rerun.take() {
+            Some(rerun) => {
+                self.parser.recycle(args);
+                rerun
+            }
+            None => args,
+        };
         self.settle(client).await?;
         self.flush().map_err(Closed::Io)?;
         let server = self.server.clone();

@@ -77,6 +77,8 @@ pub struct Block {
     /// The reply on timeout: BLPOP's kind answers a null array, BLMOVE's
     /// a null bulk string.
     pub timeout_reply: TimeoutReply,
+    /// What runs when woken, when not the command itself.
+    pub rerun: Option<Vec<bytes::Bytes>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -39,6 +39,7 @@ pub mod sets;
 pub mod sort;
 #[macro_use]
 pub mod spec;
+pub mod streams;
 pub mod strings;
 pub mod table;
 pub mod tracking;
@@ -1350,6 +1351,22 @@ impl Ctx<'_, '_> {
             keys: keys.to_vec(),
             deadline_ms,
             timeout_reply,
+            rerun: None,
         });
+    }
+
+    /// [`Ctx::block`], running `rerun` instead of the command when woken
+    /// (XREAD's `$` becomes the ID it stood for when the command blocked).
+    pub fn block_as(
+        &mut self,
+        keys: &[Bytes],
+        deadline_ms: Option<u64>,
+        timeout_reply: TimeoutReply,
+        rerun: Vec<Bytes>,
+    ) {
+        self.block(keys, deadline_ms, timeout_reply);
+        if let Some(block) = &mut self.session.block {
+            block.rerun = Some(rerun);
+        }
     }
 }

@@ -843,6 +843,24 @@ pub static DIRECTIVES: &[Directive] = &[
     collection_limit!("zset-max-listpack-value", zset_listpack_value),
     collection_limit!("zset-max-ziplist-value", zset_listpack_value),
     Directive {
+        name: "stream-node-max-entries",
+        mutable: true,
+        get: |c| c.stream_node_max_entries.to_string(),
+        set: |c, a| {
+            c.stream_node_max_entries = parse_int(a, 0, i64::MAX as u64)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "stream-node-max-bytes",
+        mutable: true,
+        get: |c| c.stream_node_max_bytes.to_string(),
+        set: |c, a| {
+            c.stream_node_max_bytes = parse_memory_arg(a, 0, MEMORY_ARG_MAX)?;
+            Ok(())
+        },
+    },
+    Directive {
         name: "hll-sparse-max-bytes",
         mutable: true,
         get: |c| c.hll_sparse_max_bytes.to_string(),

@@ -142,6 +142,10 @@ pub struct Config {
     pub list_compress_depth: u64,
     /// Bytes past which a HyperLogLog leaves the sparse encoding.
     pub hll_sparse_max_bytes: u64,
+    /// Where a stream's nodes end (entries; bytes, roughly): approximate
+    /// trimming removes whole nodes. 0 is no limit.
+    pub stream_node_max_entries: u64,
+    pub stream_node_max_bytes: u64,
 }
 
 impl Config {
@@ -342,6 +346,8 @@ impl Default for Config {
             collection_limits: Default::default(),
             list_compress_depth: 0,
             hll_sparse_max_bytes: 3000,
+            stream_node_max_entries: 100,
+            stream_node_max_bytes: 4096,
             maxdisk: 0,
             tiering_io_threads: 32,
             tiering_io_uring: true,

@@ -1,4 +1,4 @@
-//! Reading Redis' listpack (`listpack.c`'s format, as Redis 7 writes it
+//! Reading and writing Redis' listpack (`listpack.c`'s format, as Redis 7 writes it
 //! in RDB payloads for small hashes, sorted sets, sets and list nodes).
 //!
 //! A listpack is its total size (4 bytes, little-endian), its element
@@ -120,70 +120,74 @@ fn decode_backlen(stored: &[u8]) -> Option<usize> {
     Some(value)
 }
 
+/// A listpack of `elements` as Redis lays it out: an element that is an
+/// integer's canonical text is stored as that integer (so it reads back
+/// as the same text), any other as a string.
+pub fn encode(elements: &[&[u8]]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for element in elements {
+        let start = body.len();
+        match strata_engine::value::parse_canonical_i64(element) {
+            Some(n) if (0..=127).contains(&n) => body.push(n as u8),
+            Some(n) if (-4096..4096).contains(&n) => {
+                let raw = (n as u16) & 0x1fff;
+                body.push(0xc0 | (raw >> 8) as u8);
+                body.push(raw as u8);
+            }
+            Some(n) if i16::try_from(n).is_ok() => {
+                body.push(0xf1);
+                body.extend_from_slice(&(n as i16).to_le_bytes());
+            }
+            Some(n) if (-(1 << 23)..(1 << 23)).contains(&n) => {
+                body.push(0xf2);
+                body.extend_from_slice(&(n as i32).to_le_bytes()[..3]);
+            }
+            Some(n) if i32::try_from(n).is_ok() => {
+                body.push(0xf3);
+                body.extend_from_slice(&(n as i32).to_le_bytes());
+            }
+            Some(n) => {
+                body.push(0xf4);
+                body.extend_from_slice(&n.to_le_bytes());
+            }
+            None if element.len() < 64 => {
+                body.push(0x80 | element.len() as u8);
+                body.extend_from_slice(element);
+            }
+            None if element.len() < 4096 => {
+                body.push(0xe0 | (element.len() >> 8) as u8);
+                body.push(element.len() as u8);
+                body.extend_from_slice(element);
+            }
+            None => {
+                body.push(0xf0);
+                body.extend_from_slice(&(element.len() as u32).to_le_bytes());
+                body.extend_from_slice(element);
+            }
+        }
+        let len = body.len() - start;
+        let size = backlen_size(len);
+        for n in (0..size).rev() {
+            let group = ((len >> (7 * n)) & 0x7f) as u8;
+            body.push(if n + 1 < size { group | 0x80 } else { group });
+        }
+    }
+    let mut out = Vec::new();
+    out.extend_from_slice(&((HEADER_BYTES + body.len() + 1) as u32).to_le_bytes());
+    // 65535 and more: "count them".
+    out.extend_from_slice(&(elements.len().min(u16::MAX as usize) as u16).to_le_bytes());
+    out.extend_from_slice(&body);
+    out.push(END);
+    out
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
 
-    /// Writes a listpack of `elements` (strings, or integers where one
-    /// fits) as Redis lays it out: the test double of Redis' writer.
+    /// The writer under its old name, for the tests that use it.
     pub(crate) fn listpack_of(elements: &[&[u8]]) -> Vec<u8> {
-        let mut body = Vec::new();
-        for element in elements {
-            let start = body.len();
-            match std::str::from_utf8(element)
-                .ok()
-                .and_then(|s| s.parse::<i64>().ok())
-            {
-                Some(n) if (0..=127).contains(&n) => body.push(n as u8),
-                Some(n) if (-4096..4096).contains(&n) => {
-                    let raw = (n as u16) & 0x1fff;
-                    body.push(0xc0 | (raw >> 8) as u8);
-                    body.push(raw as u8);
-                }
-                Some(n) if i16::try_from(n).is_ok() => {
-                    body.push(0xf1);
-                    body.extend_from_slice(&(n as i16).to_le_bytes());
-                }
-                Some(n) if (-(1 << 23)..(1 << 23)).contains(&n) => {
-                    body.push(0xf2);
-                    body.extend_from_slice(&(n as i32).to_le_bytes()[..3]);
-                }
-                Some(n) if i32::try_from(n).is_ok() => {
-                    body.push(0xf3);
-                    body.extend_from_slice(&(n as i32).to_le_bytes());
-                }
-                Some(n) => {
-                    body.push(0xf4);
-                    body.extend_from_slice(&n.to_le_bytes());
-                }
-                None if element.len() < 64 => {
-                    body.push(0x80 | element.len() as u8);
-                    body.extend_from_slice(element);
-                }
-                None if element.len() < 4096 => {
-                    body.push(0xe0 | (element.len() >> 8) as u8);
-                    body.push(element.len() as u8);
-                    body.extend_from_slice(element);
-                }
-                None => {
-                    body.push(0xf0);
-                    body.extend_from_slice(&(element.len() as u32).to_le_bytes());
-                    body.extend_from_slice(element);
-                }
-            }
-            let len = body.len() - start;
-            let size = backlen_size(len);
-            for n in (0..size).rev() {
-                let group = ((len >> (7 * n)) & 0x7f) as u8;
-                body.push(if n + 1 < size { group | 0x80 } else { group });
-            }
-        }
-        let mut out = Vec::new();
-        out.extend_from_slice(&((HEADER_BYTES + body.len() + 1) as u32).to_le_bytes());
-        out.extend_from_slice(&(elements.len() as u16).to_le_bytes());
-        out.extend_from_slice(&body);
-        out.push(END);
-        out
+        super::encode(elements)
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod encoding;
 pub mod intset;
 pub mod listpack;
 pub mod object;
+pub mod stream;
 pub mod ziplist;
 
 pub use encoding::{

@@ -79,6 +79,10 @@ pub fn dump(value: ValueRef, now_ms: u64) -> Vec<u8> {
                 out.extend_from_slice(&score.to_le_bytes());
             });
         }
+        ValueRef::Stream(stream) => {
+            out.push(super::stream::TYPE_STREAM_LISTPACKS_2);
+            super::stream::write(&mut out, stream);
+        }
         ValueRef::Hash(hash) => {
             let fields: Vec<Field> = hash.fields().filter(|f| f.is_live(now_ms)).collect();
             let first_deadline = fields.iter().filter_map(|f| f.deadline).min();
@@ -157,6 +161,9 @@ pub fn restore(body: &[u8]) -> Result<Value<'static>, Malformed> {
         TYPE_HASH_ZIPLIST => hash_value(pairs(ziplist::entries(&reader.string()?)?)?)?,
         TYPE_HASH_LISTPACK => hash_value(pairs(listpack::elements(&reader.string()?)?)?)?,
         TYPE_HASH_LISTPACK_EX => hash_value(hash_listpack_ex(&mut reader)?)?,
+        kind @ (super::stream::TYPE_STREAM_LISTPACKS
+        | super::stream::TYPE_STREAM_LISTPACKS_2
+        | super::stream::TYPE_STREAM_LISTPACKS_3) => super::stream::read(&mut reader, kind)?,
         _ => return Err(Malformed),
     };
     if !reader.is_empty() {

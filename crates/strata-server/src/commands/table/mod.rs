@@ -25,16 +25,20 @@ mod scripting;
 mod server;
 mod sets;
 mod sort;
+mod streams;
 mod strings;
 mod transactions;
 mod zsets;
 
-use super::keyspec::{self, keynum, keyword_range, noted, range, unknown};
+use super::keyspec::{
+    self, BeginSearch, FindKeys, KeySpec, keynum, keyword_range, noted, range, unknown,
+};
 use super::{
     Run, Spec, acl as ac, bits, cluster as cl, connection as conn, debug as dbg, dump,
     functions as fc, geo as gs, hashes as hs, hyperloglog as hll, introspection as intro,
     keys as ks, latency as lat, lists as ls, memory as mem, pubsub as ps, scripting as sc,
-    server as srv, sets as se, sort as so, strings as st, transactions as tx, zsets as zs,
+    server as srv, sets as se, sort as so, streams as xs, strings as st, transactions as tx,
+    zsets as zs,
 };
 
 // Key spec flags (see `keyspec`), in Redis' order.
@@ -738,6 +742,7 @@ pub static FAMILIES: &[&[Spec]] = &[
     lists::COMMANDS,
     sets::COMMANDS,
     zsets::COMMANDS,
+    streams::COMMANDS,
     hyperloglog::COMMANDS,
     geo::COMMANDS,
     sort::COMMANDS,

@@ -1,0 +1,1395 @@
+//! The stream type: entries by ID, consumer groups, their pending lists.
+//!
+//! A stream is an ordered map from [`StreamId`] (milliseconds and a
+//! sequence number) to an entry's field-value pairs, packed into one
+//! allocation per entry, plus what Redis keeps beside them: the last ID
+//! ever given, how many entries were ever added, the largest ID ever
+//! deleted, and the consumer groups. A group has its last delivered ID,
+//! its entries-read counter (`None` where Redis says -1, "unknown"), its
+//! pending entries (who has each, since when, how often delivered) and
+//! its consumers.
+//!
+//! Commands change a stream through [`StreamOp`]s, which the log records
+//! as they are (delta records: an XADD logs its entry, an XACK its IDs,
+//! never the stream). Each operation is deterministic given the stream it
+//! applies to and the times it carries, so replaying it rebuilds exactly
+//! the state the command left, group counters included. Checkpoints and
+//! cold values use the image ([`StreamValue::encode_image`]).
+//!
+//! Redis keeps entries in listpacks under a radix tree; a B-tree of
+//! packed entries gives the same orders and complexities (O(log N) to
+//! find an ID, O(1) per entry to walk a range).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::ops::Bound;
+
+use crate::varint::{read_bytes, read_varint, write_varint};
+
+/// An entry's ID: `ms-seq`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StreamId {
+    pub ms: u64,
+    pub seq: u64,
+}
+
+impl StreamId {
+    pub const MIN: StreamId = StreamId { ms: 0, seq: 0 };
+    pub const MAX: StreamId = StreamId {
+        ms: u64::MAX,
+        seq: u64::MAX,
+    };
+
+    pub const fn new(ms: u64, seq: u64) -> StreamId {
+        StreamId { ms, seq }
+    }
+
+    /// The ID right after this one (`None` after [`StreamId::MAX`]).
+    pub fn next(self) -> Option<StreamId> {
+        match self.seq.checked_add(1) {
+            Some(seq) => Some(StreamId::new(self.ms, seq)),
+            None => self.ms.checked_add(1).map(|ms| StreamId::new(ms, 0)),
+        }
+    }
+
+    /// The ID right before this one (`None` before [`StreamId::MIN`]).
+    pub fn prev(self) -> Option<StreamId> {
+        match self.seq.checked_sub(1) {
+            Some(seq) => Some(StreamId::new(self.ms, seq)),
+            None => self.ms.checked_sub(1).map(|ms| StreamId::new(ms, u64::MAX)),
+        }
+    }
+
+    pub fn is_zero(self) -> bool {
+        self == StreamId::MIN
+    }
+
+    fn write(self, out: &mut Vec<u8>) {
+        write_u64(out, self.ms);
+        write_u64(out, self.seq);
+    }
+
+    fn read(bytes: &[u8], at: &mut usize) -> Option<StreamId> {
+        Some(StreamId::new(read_u64(bytes, at)?, read_u64(bytes, at)?))
+    }
+}
+
+impl fmt::Display for StreamId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.ms, self.seq)
+    }
+}
+
+/// A pending entry: delivered to `consumer` and not acknowledged yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pending {
+    pub consumer: Vec<u8>,
+    /// When it was last delivered (Unix ms).
+    pub delivered_ms: u64,
+    pub deliveries: u64,
+}
+
+/// A consumer of a group.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Consumer {
+    /// When it last tried anything (read, claimed), Unix ms.
+    pub seen_ms: u64,
+    /// When it last got something (`None`: never).
+    pub active_ms: Option<u64>,
+    /// The IDs pending with it.
+    pub pending: BTreeSet<StreamId>,
+}
+
+/// A consumer group.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Group {
+    pub last_id: StreamId,
+    /// Entries the group has read, when known (Redis' -1 is `None`).
+    pub entries_read: Option<u64>,
+    pub pending: BTreeMap<StreamId, Pending>,
+    pub consumers: BTreeMap<Vec<u8>, Consumer>,
+}
+
+/// A node of Redis' stream layout: a run of entries Redis keeps in one
+/// listpack. Strata keeps the entries in one map, but tracks where Redis'
+/// nodes would begin and end, because approximate trimming (`MAXLEN ~`,
+/// `MINID ~`) removes whole nodes only and XINFO reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Node {
+    /// Entries the node was given, deleted ones included.
+    pub total: u64,
+    /// Entries still in it.
+    pub live: u64,
+    /// Its last entry's ID (deleted or not).
+    pub last: StreamId,
+    /// Bytes its entries take, roughly as a listpack holds them.
+    pub bytes: u64,
+}
+
+/// A stream (see the module docs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StreamValue {
+    entries: BTreeMap<StreamId, Box<[u8]>>,
+    /// Nodes by their first ID (Redis' master ID).
+    nodes: BTreeMap<StreamId, Node>,
+    pub last_id: StreamId,
+    pub entries_added: u64,
+    pub max_deleted: StreamId,
+    pub groups: BTreeMap<Vec<u8>, Group>,
+    /// Bytes of the packed entries.
+    entry_bytes: usize,
+}
+
+/// Bytes a B-tree slot, its key and the entry's box header take, roughly.
+const ENTRY_OVERHEAD: usize = 48;
+
+impl StreamValue {
+    pub fn new() -> StreamValue {
+        StreamValue::default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn encoding_name(&self) -> &'static str {
+        "stream"
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        let groups: usize = (self.groups.iter())
+            .map(|(name, g)| {
+                name.len()
+                    + 64
+                    + g.pending.len() * (ENTRY_OVERHEAD + 24)
+                    + (g.consumers.iter())
+                        .map(|(n, c)| n.len() + 64 + c.pending.len() * 24)
+                        .sum::<usize>()
+            })
+            .sum();
+        size_of::<StreamValue>() + self.entry_bytes + self.entries.len() * ENTRY_OVERHEAD + groups
+    }
+
+    pub fn first_id(&self) -> Option<StreamId> {
+        self.entries.keys().next().copied()
+    }
+
+    pub fn first(&self) -> Option<(StreamId, Fields<'_>)> {
+        (self.entries.iter().next()).map(|(id, packed)| (*id, Fields(packed)))
+    }
+
+    pub fn last(&self) -> Option<(StreamId, Fields<'_>)> {
+        (self.entries.iter().next_back()).map(|(id, packed)| (*id, Fields(packed)))
+    }
+
+    pub fn get(&self, id: StreamId) -> Option<Fields<'_>> {
+        self.entries.get(&id).map(|packed| Fields(packed))
+    }
+
+    /// Entries with IDs in `from..=to`, in order (reversed with `rev`).
+    pub fn range(
+        &self,
+        from: StreamId,
+        to: StreamId,
+        rev: bool,
+    ) -> Box<dyn Iterator<Item = (StreamId, Fields<'_>)> + '_> {
+        if from > to {
+            return Box::new(std::iter::empty());
+        }
+        let range = self
+            .entries
+            .range((Bound::Included(from), Bound::Included(to)))
+            .map(|(id, packed)| (*id, Fields(packed)));
+        if rev {
+            Box::new(range.rev())
+        } else {
+            Box::new(range)
+        }
+    }
+
+    /// IDs of the entries older than `id`.
+    pub fn count_before(&self, id: StreamId) -> usize {
+        self.entries.range(..id).count()
+    }
+
+    /// The ID of the `n`-th entry (0 is the first).
+    pub fn nth_id(&self, n: usize) -> Option<StreamId> {
+        self.entries.keys().nth(n).copied()
+    }
+
+    /// Whether `from..=to` may hold a deleted entry (Redis' tombstone
+    /// test, which only knows the largest ID deleted).
+    pub fn has_tombstones(&self, from: StreamId, to: StreamId) -> bool {
+        if self.entries.is_empty() || self.max_deleted.is_zero() {
+            return false;
+        }
+        if self
+            .first_id()
+            .is_some_and(|first| first > self.max_deleted)
+        {
+            return false;
+        }
+        from <= self.max_deleted && self.max_deleted <= to
+    }
+
+    /// How many entries were added up to and including `id`, when that
+    /// can be told (Redis' estimate of an ID's distance from the first
+    /// entry ever).
+    pub fn entries_up_to(&self, id: StreamId) -> Option<u64> {
+        if self.entries_added == 0 {
+            return Some(0);
+        }
+        if self.entries.is_empty() && id <= self.last_id {
+            return Some(self.entries_added);
+        }
+        match id.cmp(&self.last_id) {
+            std::cmp::Ordering::Equal => return Some(self.entries_added),
+            std::cmp::Ordering::Greater => return None,
+            std::cmp::Ordering::Less => {}
+        }
+        let first = self.first_id().unwrap_or(StreamId::MAX);
+        if self.max_deleted.is_zero() || self.max_deleted < first {
+            let len = self.entries.len() as u64;
+            match id.cmp(&first) {
+                std::cmp::Ordering::Less => return Some(self.entries_added - len),
+                std::cmp::Ordering::Equal => return Some(self.entries_added - len + 1),
+                std::cmp::Ordering::Greater => {}
+            }
+        }
+        None
+    }
+
+    /// A group's lag (entries it has not read yet), when it can be told.
+    pub fn lag(&self, group: &Group) -> Option<u64> {
+        if self.entries_added == 0 {
+            return Some(0);
+        }
+        if let Some(read) = group.entries_read
+            && !self.has_tombstones(group.last_id, StreamId::MAX)
+        {
+            return Some(self.entries_added.saturating_sub(read));
+        }
+        (self.entries_up_to(group.last_id)).map(|read| self.entries_added.saturating_sub(read))
+    }
+
+    /// The nodes, in order, with their first IDs.
+    pub fn nodes(&self) -> impl Iterator<Item = (StreamId, Node)> + '_ {
+        self.nodes.iter().map(|(id, node)| (*id, *node))
+    }
+
+    /// Whether an entry of `bytes` packed bytes would start a new node
+    /// under Redis' limits (`stream-node-max-entries`, `-max-bytes`; 0
+    /// is no limit).
+    pub fn starts_node(&self, bytes: usize, max_entries: u64, max_bytes: u64) -> bool {
+        let Some((_, last)) = self.nodes.iter().next_back() else {
+            return true;
+        };
+        (max_entries > 0 && last.total >= max_entries)
+            || (max_bytes > 0 && last.bytes + node_bytes(bytes) > max_bytes)
+    }
+
+    /// Where `trim` cuts, as Redis trims: every entry up to and including
+    /// the returned ID goes (`None`: nothing goes).
+    pub fn trim_cut(&self, trim: Trim) -> Option<StreamId> {
+        let mut len = self.entries.len() as u64;
+        let mut deleted = 0u64;
+        let mut cut = None;
+        for (&master, node) in &self.nodes {
+            if let Trim::MaxLen { len: max, .. } = trim
+                && len <= max
+            {
+                break;
+            }
+            if trim.limit() > 0 && deleted + node.live > trim.limit() {
+                break;
+            }
+            let whole = match trim {
+                Trim::MaxLen { len: max, .. } => len - node.live >= max,
+                Trim::MinId { id, .. } => node.last < id,
+            };
+            if whole {
+                len -= node.live;
+                deleted += node.live;
+                cut = Some(node.last);
+                continue;
+            }
+            if trim.approx() {
+                break;
+            }
+            // Entry by entry inside this node, from its first.
+            for (&id, _) in self.entries.range(master..=node.last) {
+                let stop = match trim {
+                    Trim::MaxLen { len: max, .. } => len <= max,
+                    Trim::MinId { id: min, .. } => id >= min,
+                };
+                if stop {
+                    break;
+                }
+                len -= 1;
+                cut = Some(id);
+            }
+            break;
+        }
+        cut
+    }
+
+    // --- what operations do -------------------------------------------
+
+    fn insert(&mut self, id: StreamId, fields: &[&[u8]], new_node: bool) {
+        let mut packed = Vec::new();
+        write_varint(&mut packed, fields.len());
+        for field in fields {
+            write_varint(&mut packed, field.len());
+            packed.extend_from_slice(field);
+        }
+        let bytes = node_bytes(packed.len());
+        self.entry_bytes += packed.len();
+        if let Some(old) = self.entries.insert(id, packed.into_boxed_slice()) {
+            self.entry_bytes -= old.len();
+        }
+        match self.nodes.iter_mut().next_back() {
+            Some((_, node)) if !new_node => {
+                node.total += 1;
+                node.live += 1;
+                node.last = node.last.max(id);
+                node.bytes += bytes;
+            }
+            _ => {
+                let node = Node {
+                    total: 1,
+                    live: 1,
+                    last: id,
+                    bytes,
+                };
+                self.nodes.insert(id, node);
+            }
+        }
+    }
+
+    /// XDEL of one entry: its node goes when it was the last one in it.
+    fn remove(&mut self, id: StreamId) -> bool {
+        let Some(old) = self.entries.remove(&id) else {
+            return false;
+        };
+        self.entry_bytes -= old.len();
+        if id > self.max_deleted {
+            self.max_deleted = id;
+        }
+        if let Some((&master, node)) = self.nodes.range_mut(..=id).next_back() {
+            node.live = node.live.saturating_sub(1);
+            if node.live == 0 {
+                self.nodes.remove(&master);
+            }
+        }
+        true
+    }
+
+    /// Trimming: the entries up to `cut` go, and the nodes that ended
+    /// before it (Redis' trimming leaves the largest deleted ID alone).
+    fn remove_through(&mut self, cut: StreamId) -> u64 {
+        let kept = match cut.next() {
+            Some(next) => self.entries.split_off(&next),
+            None => BTreeMap::new(),
+        };
+        let removed = std::mem::replace(&mut self.entries, kept);
+        for packed in removed.values() {
+            self.entry_bytes -= packed.len();
+        }
+        while let Some((&master, node)) = self.nodes.iter_mut().next() {
+            if master > cut {
+                break;
+            }
+            if node.last <= cut {
+                self.nodes.remove(&master);
+                continue;
+            }
+            let gone = removed.range(master..).count() as u64;
+            node.live = node.live.saturating_sub(gone);
+            break;
+        }
+        removed.len() as u64
+    }
+
+    fn consumer<'g>(group: &'g mut Group, name: &[u8], now_ms: u64) -> &'g mut Consumer {
+        group
+            .consumers
+            .entry(name.to_vec())
+            .or_insert_with(|| Consumer {
+                seen_ms: now_ms,
+                active_ms: None,
+                pending: BTreeSet::new(),
+            })
+    }
+
+    /// Gives `id` to `consumer` in `group`, taking it from whoever had it.
+    fn assign(
+        group: &mut Group,
+        id: StreamId,
+        consumer: &[u8],
+        delivered_ms: u64,
+        deliveries: u64,
+    ) {
+        if let Some(old) = group.pending.get(&id)
+            && let Some(owner) = group.consumers.get_mut(&old.consumer)
+        {
+            owner.pending.remove(&id);
+        }
+        group.pending.insert(
+            id,
+            Pending {
+                consumer: consumer.to_vec(),
+                delivered_ms,
+                deliveries,
+            },
+        );
+        if let Some(owner) = group.consumers.get_mut(consumer) {
+            owner.pending.insert(id);
+        }
+    }
+
+    /// The group's read counter after it reads the new entry `id`.
+    fn read_counter(&self, group: &Group, id: StreamId) -> Option<u64> {
+        match group.entries_read {
+            Some(read) if !self.has_tombstones(id, StreamId::MAX) => Some(read + 1),
+            _ if self.entries_added > 0 => self.entries_up_to(id),
+            current => current,
+        }
+    }
+}
+
+/// Rebuilding a stream from another format (RESTORE of Redis' DUMP
+/// payload): entries, consumers and pending entries as they were, with no
+/// counter moved.
+impl StreamValue {
+    pub fn restore_entry(&mut self, id: StreamId, fields: &[&[u8]], new_node: bool) {
+        self.insert(id, fields, new_node);
+    }
+}
+
+impl Group {
+    pub fn restore_consumer(&mut self, name: &[u8], seen_ms: u64, active_ms: Option<u64>) {
+        let consumer = StreamValue::consumer(self, name, seen_ms);
+        consumer.seen_ms = seen_ms;
+        consumer.active_ms = active_ms;
+    }
+
+    pub fn restore_pending(
+        &mut self,
+        id: StreamId,
+        consumer: &[u8],
+        delivered_ms: u64,
+        deliveries: u64,
+    ) {
+        StreamValue::consumer(self, consumer, delivered_ms);
+        StreamValue::assign(self, id, consumer, delivered_ms, deliveries);
+    }
+}
+
+/// How XADD and XTRIM trim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trim {
+    /// Down to `len` entries.
+    MaxLen { len: u64, approx: bool, limit: u64 },
+    /// Every entry before `id`.
+    MinId {
+        id: StreamId,
+        approx: bool,
+        limit: u64,
+    },
+}
+
+impl Trim {
+    fn approx(self) -> bool {
+        match self {
+            Trim::MaxLen { approx, .. } | Trim::MinId { approx, .. } => approx,
+        }
+    }
+
+    /// Most entries one trim removes (0: no bound).
+    fn limit(self) -> u64 {
+        match self {
+            Trim::MaxLen { limit, .. } | Trim::MinId { limit, .. } => limit,
+        }
+    }
+}
+
+/// Bytes an entry of `packed` bytes adds to a node, roughly as Redis'
+/// listpack lays it out (flags, ID deltas and a count beside the fields).
+fn node_bytes(packed: usize) -> u64 {
+    packed as u64 + 8
+}
+
+/// An entry's field-value pairs, packed.
+#[derive(Clone, Copy)]
+pub struct Fields<'a>(&'a [u8]);
+
+impl<'a> Fields<'a> {
+    /// Fields and values, alternating.
+    pub fn iter(self) -> impl Iterator<Item = &'a [u8]> {
+        let bytes = self.0;
+        let (count, used) = read_varint(bytes).unwrap_or((0, 0));
+        let mut at = used;
+        (0..count).map_while(move |_| read_bytes(bytes, &mut at))
+    }
+
+    /// How many fields and values (twice the pairs).
+    pub fn len(self) -> usize {
+        read_varint(self.0).map_or(0, |(n, _)| n)
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A change of a stream, as commands make it and the log records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StreamOp<'a> {
+    /// XADD: a new entry (fields and values alternating) with an ID past
+    /// the last one.
+    Add {
+        id: StreamId,
+        fields: Vec<&'a [u8]>,
+        /// Whether it begins a new node ([`StreamValue::starts_node`]).
+        new_node: bool,
+    },
+    /// XDEL: these entries go.
+    Delete(Vec<StreamId>),
+    /// XTRIM and XADD's trimming: every entry up to and including this
+    /// ID goes ([`StreamValue::trim_cut`]).
+    TrimThrough(StreamId),
+    /// XSETID.
+    SetId {
+        last_id: StreamId,
+        entries_added: Option<u64>,
+        max_deleted: Option<StreamId>,
+    },
+    /// XGROUP CREATE (with MKSTREAM, it makes the stream).
+    CreateGroup {
+        group: &'a [u8],
+        last_id: StreamId,
+        entries_read: Option<u64>,
+    },
+    /// XGROUP SETID.
+    SetGroupId {
+        group: &'a [u8],
+        last_id: StreamId,
+        entries_read: Option<u64>,
+    },
+    /// XGROUP DESTROY.
+    DestroyGroup { group: &'a [u8] },
+    /// XGROUP CREATECONSUMER (and a consumer a read or claim names).
+    CreateConsumer {
+        group: &'a [u8],
+        consumer: &'a [u8],
+        now_ms: u64,
+    },
+    /// XGROUP DELCONSUMER: the consumer and its pending entries go.
+    DeleteConsumer { group: &'a [u8], consumer: &'a [u8] },
+    /// XREADGROUP: `ids` delivered to `consumer` (created if new) at
+    /// `now_ms`. New entries (`>`) move the group's last ID and counter
+    /// and become pending (unless `noack`); history reads count another
+    /// delivery of entries already pending with the consumer.
+    Deliver {
+        group: &'a [u8],
+        consumer: &'a [u8],
+        now_ms: u64,
+        ids: Vec<StreamId>,
+        history: bool,
+        noack: bool,
+    },
+    /// XACK (and claims of deleted entries): these stop being pending.
+    Ack { group: &'a [u8], ids: Vec<StreamId> },
+    /// XCLAIM, XAUTOCLAIM: these pending entries now belong to
+    /// `consumer`, each delivered at its time and count.
+    Claim {
+        group: &'a [u8],
+        consumer: &'a [u8],
+        now_ms: u64,
+        claims: Vec<(StreamId, u64, u64)>,
+        /// Whether the claim counts as the consumer being active (not
+        /// with JUSTID).
+        active: bool,
+    },
+}
+
+const OP_ADD: u8 = 1;
+const OP_DELETE: u8 = 2;
+const OP_TRIM_THROUGH: u8 = 3;
+const OP_SET_ID: u8 = 4;
+const OP_CREATE_GROUP: u8 = 5;
+const OP_SET_GROUP_ID: u8 = 6;
+const OP_DESTROY_GROUP: u8 = 7;
+const OP_CREATE_CONSUMER: u8 = 8;
+const OP_DELETE_CONSUMER: u8 = 9;
+const OP_DELIVER: u8 = 10;
+const OP_ACK: u8 = 11;
+const OP_CLAIM: u8 = 12;
+
+/// A stream image or operation that does not decode.
+#[derive(Debug, PartialEq, Eq)]
+pub struct BadImage;
+
+impl<'a> StreamOp<'a> {
+    /// Applies the operation; answers how many entries (or pending
+    /// entries, groups, consumers) it added or removed.
+    pub fn apply(&self, stream: &mut StreamValue) -> u64 {
+        match self {
+            StreamOp::Add {
+                id,
+                fields,
+                new_node,
+            } => {
+                stream.insert(*id, fields, *new_node);
+                stream.last_id = stream.last_id.max(*id);
+                stream.entries_added += 1;
+                1
+            }
+            StreamOp::Delete(ids) => ids.iter().filter(|id| stream.remove(**id)).count() as u64,
+            StreamOp::TrimThrough(id) => stream.remove_through(*id),
+            StreamOp::SetId {
+                last_id,
+                entries_added,
+                max_deleted,
+            } => {
+                stream.last_id = *last_id;
+                if let Some(added) = entries_added {
+                    stream.entries_added = *added;
+                }
+                if let Some(deleted) = max_deleted {
+                    stream.max_deleted = *deleted;
+                }
+                1
+            }
+            op @ (StreamOp::CreateGroup { .. }
+            | StreamOp::SetGroupId { .. }
+            | StreamOp::DestroyGroup { .. }
+            | StreamOp::CreateConsumer { .. }
+            | StreamOp::DeleteConsumer { .. }) => apply_group_change(op, stream),
+            StreamOp::Deliver {
+                group,
+                consumer,
+                now_ms,
+                ids,
+                history,
+                noack,
+            } => deliver(stream, group, consumer, *now_ms, ids, *history, *noack),
+            StreamOp::Ack { group, ids } => {
+                let Some(found) = stream.groups.get_mut(*group) else {
+                    return 0;
+                };
+                let mut acked = 0;
+                for id in ids {
+                    if let Some(pending) = found.pending.remove(id) {
+                        if let Some(owner) = found.consumers.get_mut(&pending.consumer) {
+                            owner.pending.remove(id);
+                        }
+                        acked += 1;
+                    }
+                }
+                acked
+            }
+            StreamOp::Claim {
+                group,
+                consumer,
+                now_ms,
+                claims,
+                active,
+            } => {
+                let Some(found) = stream.groups.get_mut(*group) else {
+                    return 0;
+                };
+                let owner = StreamValue::consumer(found, consumer, *now_ms);
+                owner.seen_ms = *now_ms;
+                if *active && !claims.is_empty() {
+                    owner.active_ms = Some(*now_ms);
+                }
+                for &(id, delivered_ms, deliveries) in claims {
+                    StreamValue::assign(found, id, consumer, delivered_ms, deliveries);
+                }
+                claims.len() as u64
+            }
+        }
+    }
+
+    /// The operation's record payload.
+    // One arm per operation, each a few writes: a table, long by nature.
+    #[allow(clippy::too_many_lines)]
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            StreamOp::Add {
+                id,
+                fields,
+                new_node,
+            } => {
+                out.push(OP_ADD);
+                out.push(*new_node as u8);
+                id.write(out);
+                write_varint(out, fields.len());
+                for field in fields {
+                    write_bytes(out, field);
+                }
+            }
+            StreamOp::Delete(ids) => {
+                out.push(OP_DELETE);
+                write_ids(out, ids);
+            }
+            StreamOp::TrimThrough(id) => {
+                out.push(OP_TRIM_THROUGH);
+                id.write(out);
+            }
+            StreamOp::SetId {
+                last_id,
+                entries_added,
+                max_deleted,
+            } => {
+                out.push(OP_SET_ID);
+                last_id.write(out);
+                write_option(out, *entries_added);
+                out.push(max_deleted.is_some() as u8);
+                max_deleted.unwrap_or_default().write(out);
+            }
+            StreamOp::CreateGroup {
+                group,
+                last_id,
+                entries_read,
+            }
+            | StreamOp::SetGroupId {
+                group,
+                last_id,
+                entries_read,
+            } => {
+                let tag = match self {
+                    StreamOp::CreateGroup { .. } => OP_CREATE_GROUP,
+                    _ => OP_SET_GROUP_ID,
+                };
+                out.push(tag);
+                write_bytes(out, group);
+                last_id.write(out);
+                write_option(out, *entries_read);
+            }
+            StreamOp::DestroyGroup { group } => {
+                out.push(OP_DESTROY_GROUP);
+                write_bytes(out, group);
+            }
+            StreamOp::CreateConsumer {
+                group,
+                consumer,
+                now_ms,
+            } => {
+                out.push(OP_CREATE_CONSUMER);
+                write_bytes(out, group);
+                write_bytes(out, consumer);
+                write_u64(out, *now_ms);
+            }
+            StreamOp::DeleteConsumer { group, consumer } => {
+                out.push(OP_DELETE_CONSUMER);
+                write_bytes(out, group);
+                write_bytes(out, consumer);
+            }
+            StreamOp::Deliver {
+                group,
+                consumer,
+                now_ms,
+                ids,
+                history,
+                noack,
+            } => {
+                out.push(OP_DELIVER);
+                write_bytes(out, group);
+                write_bytes(out, consumer);
+                write_u64(out, *now_ms);
+                out.push(*history as u8 | (*noack as u8) << 1);
+                write_ids(out, ids);
+            }
+            StreamOp::Ack { group, ids } => {
+                out.push(OP_ACK);
+                write_bytes(out, group);
+                write_ids(out, ids);
+            }
+            StreamOp::Claim {
+                group,
+                consumer,
+                now_ms,
+                claims,
+                active,
+            } => {
+                out.push(OP_CLAIM);
+                write_bytes(out, group);
+                write_bytes(out, consumer);
+                write_u64(out, *now_ms);
+                out.push(*active as u8);
+                write_varint(out, claims.len());
+                for (id, delivered_ms, deliveries) in claims {
+                    id.write(out);
+                    write_u64(out, *delivered_ms);
+                    write_u64(out, *deliveries);
+                }
+            }
+        }
+    }
+
+    /// A record payload written by [`StreamOp::encode`].
+    pub fn decode(payload: &'a [u8]) -> Result<StreamOp<'a>, BadImage> {
+        decode_op(payload).ok_or(BadImage)
+    }
+}
+
+/// The group and consumer changes of [`StreamOp::apply`].
+fn apply_group_change(op: &StreamOp<'_>, stream: &mut StreamValue) -> u64 {
+    match op {
+        StreamOp::CreateGroup {
+            group,
+            last_id,
+            entries_read,
+        } => {
+            if stream.groups.contains_key(*group) {
+                return 0;
+            }
+            let created = Group {
+                last_id: *last_id,
+                entries_read: *entries_read,
+                ..Group::default()
+            };
+            stream.groups.insert(group.to_vec(), created);
+            1
+        }
+        StreamOp::SetGroupId {
+            group,
+            last_id,
+            entries_read,
+        } => match stream.groups.get_mut(*group) {
+            Some(found) => {
+                found.last_id = *last_id;
+                found.entries_read = *entries_read;
+                1
+            }
+            None => 0,
+        },
+        StreamOp::DestroyGroup { group } => stream.groups.remove(*group).is_some() as u64,
+        StreamOp::CreateConsumer {
+            group,
+            consumer,
+            now_ms,
+        } => {
+            let Some(found) = stream.groups.get_mut(*group) else {
+                return 0;
+            };
+            if found.consumers.contains_key(*consumer) {
+                return 0;
+            }
+            StreamValue::consumer(found, consumer, *now_ms);
+            1
+        }
+        StreamOp::DeleteConsumer { group, consumer } => {
+            let Some(found) = stream.groups.get_mut(*group) else {
+                return 0;
+            };
+            let Some(gone) = found.consumers.remove(*consumer) else {
+                return 0;
+            };
+            for id in &gone.pending {
+                found.pending.remove(id);
+            }
+            gone.pending.len() as u64
+        }
+        _ => unreachable!("the other operations are applied by StreamOp::apply"),
+    }
+}
+
+fn deliver(
+    stream: &mut StreamValue,
+    group: &[u8],
+    consumer: &[u8],
+    now_ms: u64,
+    ids: &[StreamId],
+    history: bool,
+    noack: bool,
+) -> u64 {
+    let Some(mut found) = stream.groups.remove(group) else {
+        return 0;
+    };
+    let owner = StreamValue::consumer(&mut found, consumer, now_ms);
+    owner.seen_ms = now_ms;
+    if !ids.is_empty() {
+        owner.active_ms = Some(now_ms);
+    }
+    for &id in ids {
+        if history {
+            if let Some(pending) = found.pending.get_mut(&id) {
+                pending.delivered_ms = now_ms;
+                pending.deliveries += 1;
+            }
+            continue;
+        }
+        if id > found.last_id {
+            found.entries_read = stream.read_counter(&found, id);
+            found.last_id = id;
+        }
+        if !noack {
+            StreamValue::assign(&mut found, id, consumer, now_ms, 1);
+        }
+    }
+    stream.groups.insert(group.to_vec(), found);
+    ids.len() as u64
+}
+
+// One arm per operation, mirroring `encode`: a table, long by nature.
+#[allow(clippy::too_many_lines)]
+fn decode_op(p: &[u8]) -> Option<StreamOp<'_>> {
+    let mut at = 1;
+    let op = match *p.first()? {
+        OP_ADD => {
+            let new_node = *p.get(at)? != 0;
+            at += 1;
+            let id = StreamId::read(p, &mut at)?;
+            let count = read_usize(p, &mut at)?;
+            let mut fields = Vec::with_capacity(count.min(p.len()));
+            for _ in 0..count {
+                fields.push(read_bytes(p, &mut at)?);
+            }
+            StreamOp::Add {
+                id,
+                fields,
+                new_node,
+            }
+        }
+        OP_DELETE => StreamOp::Delete(read_ids(p, &mut at)?),
+        OP_TRIM_THROUGH => StreamOp::TrimThrough(StreamId::read(p, &mut at)?),
+        OP_SET_ID => {
+            let last_id = StreamId::read(p, &mut at)?;
+            let entries_added = read_option(p, &mut at)?;
+            let has_deleted = *p.get(at)? != 0;
+            at += 1;
+            let deleted = StreamId::read(p, &mut at)?;
+            StreamOp::SetId {
+                last_id,
+                entries_added,
+                max_deleted: has_deleted.then_some(deleted),
+            }
+        }
+        tag @ (OP_CREATE_GROUP | OP_SET_GROUP_ID) => {
+            let group = read_bytes(p, &mut at)?;
+            let last_id = StreamId::read(p, &mut at)?;
+            let entries_read = read_option(p, &mut at)?;
+            if tag == OP_CREATE_GROUP {
+                StreamOp::CreateGroup {
+                    group,
+                    last_id,
+                    entries_read,
+                }
+            } else {
+                StreamOp::SetGroupId {
+                    group,
+                    last_id,
+                    entries_read,
+                }
+            }
+        }
+        OP_DESTROY_GROUP => StreamOp::DestroyGroup {
+            group: read_bytes(p, &mut at)?,
+        },
+        OP_CREATE_CONSUMER => StreamOp::CreateConsumer {
+            group: read_bytes(p, &mut at)?,
+            consumer: read_bytes(p, &mut at)?,
+            now_ms: read_u64(p, &mut at)?,
+        },
+        OP_DELETE_CONSUMER => StreamOp::DeleteConsumer {
+            group: read_bytes(p, &mut at)?,
+            consumer: read_bytes(p, &mut at)?,
+        },
+        OP_DELIVER => {
+            let group = read_bytes(p, &mut at)?;
+            let consumer = read_bytes(p, &mut at)?;
+            let now_ms = read_u64(p, &mut at)?;
+            let flags = *p.get(at)?;
+            at += 1;
+            StreamOp::Deliver {
+                group,
+                consumer,
+                now_ms,
+                ids: read_ids(p, &mut at)?,
+                history: flags & 1 != 0,
+                noack: flags & 2 != 0,
+            }
+        }
+        OP_ACK => StreamOp::Ack {
+            group: read_bytes(p, &mut at)?,
+            ids: read_ids(p, &mut at)?,
+        },
+        OP_CLAIM => {
+            let group = read_bytes(p, &mut at)?;
+            let consumer = read_bytes(p, &mut at)?;
+            let now_ms = read_u64(p, &mut at)?;
+            let active = *p.get(at)? != 0;
+            at += 1;
+            let count = read_usize(p, &mut at)?;
+            let mut claims = Vec::with_capacity(count.min(p.len()));
+            for _ in 0..count {
+                let id = StreamId::read(p, &mut at)?;
+                claims.push((id, read_u64(p, &mut at)?, read_u64(p, &mut at)?));
+            }
+            StreamOp::Claim {
+                group,
+                consumer,
+                now_ms,
+                claims,
+                active,
+            }
+        }
+        _ => return None,
+    };
+    (at == p.len()).then_some(op)
+}
+
+// --- the image ---------------------------------------------------------
+
+const IMAGE_VERSION: u8 = 1;
+
+impl StreamValue {
+    /// The stream made of one entry (XADD of a new key).
+    pub fn image_of_entry(id: StreamId, fields: &[&[u8]]) -> Vec<u8> {
+        let mut stream = StreamValue::new();
+        StreamOp::Add {
+            id,
+            fields: fields.to_vec(),
+            new_node: true,
+        }
+        .apply(&mut stream);
+        stream.image()
+    }
+
+    /// The image of this stream (checkpoints, cold values, COPY).
+    pub fn image(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.image_len());
+        self.encode_image(&mut out);
+        out
+    }
+
+    pub fn image_len(&self) -> usize {
+        // Exact enough for buffers: encoding is cheap next to a write.
+        let mut out = Vec::new();
+        self.encode_image(&mut out);
+        out.len()
+    }
+
+    pub fn encode_image(&self, out: &mut Vec<u8>) {
+        out.push(IMAGE_VERSION);
+        self.last_id.write(out);
+        write_u64(out, self.entries_added);
+        self.max_deleted.write(out);
+        write_varint(out, self.entries.len());
+        for (id, packed) in &self.entries {
+            id.write(out);
+            write_bytes(out, packed);
+        }
+        write_varint(out, self.nodes.len());
+        for (master, node) in &self.nodes {
+            master.write(out);
+            write_u64(out, node.total);
+            write_u64(out, node.live);
+            node.last.write(out);
+            write_u64(out, node.bytes);
+        }
+        write_varint(out, self.groups.len());
+        for (name, group) in &self.groups {
+            write_bytes(out, name);
+            group.last_id.write(out);
+            write_option(out, group.entries_read);
+            write_varint(out, group.consumers.len());
+            for (name, consumer) in &group.consumers {
+                write_bytes(out, name);
+                write_u64(out, consumer.seen_ms);
+                write_option(out, consumer.active_ms);
+            }
+            write_varint(out, group.pending.len());
+            for (id, pending) in &group.pending {
+                id.write(out);
+                write_bytes(out, &pending.consumer);
+                write_u64(out, pending.delivered_ms);
+                write_u64(out, pending.deliveries);
+            }
+        }
+    }
+
+    pub fn decode_image(image: &[u8]) -> Result<StreamValue, BadImage> {
+        decode_image(image).ok_or(BadImage)
+    }
+}
+
+fn decode_image(p: &[u8]) -> Option<StreamValue> {
+    if *p.first()? != IMAGE_VERSION {
+        return None;
+    }
+    let mut at = 1;
+    let mut stream = StreamValue {
+        last_id: StreamId::read(p, &mut at)?,
+        entries_added: read_u64(p, &mut at)?,
+        max_deleted: StreamId::read(p, &mut at)?,
+        ..StreamValue::default()
+    };
+    for _ in 0..read_usize(p, &mut at)? {
+        let id = StreamId::read(p, &mut at)?;
+        let packed = read_bytes(p, &mut at)?;
+        let fields = Fields(packed);
+        // Every field must be there: readers walk them without checks.
+        if fields.iter().count() != fields.len() {
+            return None;
+        }
+        stream.entry_bytes += packed.len();
+        stream.entries.insert(id, packed.into());
+    }
+    let mut live = 0;
+    for _ in 0..read_usize(p, &mut at)? {
+        let master = StreamId::read(p, &mut at)?;
+        let node = Node {
+            total: read_u64(p, &mut at)?,
+            live: read_u64(p, &mut at)?,
+            last: StreamId::read(p, &mut at)?,
+            bytes: read_u64(p, &mut at)?,
+        };
+        live += node.live;
+        stream.nodes.insert(master, node);
+    }
+    // The nodes must hold every entry: trimming walks them.
+    if live != stream.entries.len() as u64 {
+        return None;
+    }
+    for _ in 0..read_usize(p, &mut at)? {
+        let name = read_bytes(p, &mut at)?.to_vec();
+        let mut group = Group {
+            last_id: StreamId::read(p, &mut at)?,
+            entries_read: read_option(p, &mut at)?,
+            ..Group::default()
+        };
+        for _ in 0..read_usize(p, &mut at)? {
+            let name = read_bytes(p, &mut at)?.to_vec();
+            let consumer = Consumer {
+                seen_ms: read_u64(p, &mut at)?,
+                active_ms: read_option(p, &mut at)?,
+                pending: BTreeSet::new(),
+            };
+            group.consumers.insert(name, consumer);
+        }
+        for _ in 0..read_usize(p, &mut at)? {
+            let id = StreamId::read(p, &mut at)?;
+            let consumer = read_bytes(p, &mut at)?;
+            let delivered_ms = read_u64(p, &mut at)?;
+            let deliveries = read_u64(p, &mut at)?;
+            StreamValue::consumer(&mut group, consumer, delivered_ms);
+            StreamValue::assign(&mut group, id, consumer, delivered_ms, deliveries);
+        }
+        stream.groups.insert(name, group);
+    }
+    (at == p.len()).then_some(stream)
+}
+
+/// Checks a stream image (a record's or a checkpoint's).
+pub fn check_image(image: &[u8]) -> Result<(), BadImage> {
+    decode_image(image).map(|_| ()).ok_or(BadImage)
+}
+
+// --- encoding helpers ----------------------------------------------------
+
+fn write_u64(out: &mut Vec<u8>, n: u64) {
+    write_varint(out, n as usize);
+}
+
+fn read_u64(bytes: &[u8], at: &mut usize) -> Option<u64> {
+    read_usize(bytes, at).map(|n| n as u64)
+}
+
+fn read_usize(bytes: &[u8], at: &mut usize) -> Option<usize> {
+    let (n, used) = read_varint(bytes.get(*at..)?)?;
+    *at += used;
+    Some(n)
+}
+
+fn write_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    write_varint(out, bytes.len());
+    out.extend_from_slice(bytes);
+}
+
+/// `None` as 0, `Some(n)` as n + 1.
+fn write_option(out: &mut Vec<u8>, n: Option<u64>) {
+    write_u64(out, n.map_or(0, |n| n.wrapping_add(1)));
+}
+
+fn read_option(bytes: &[u8], at: &mut usize) -> Option<Option<u64>> {
+    let n = read_u64(bytes, at)?;
+    Some(n.checked_sub(1))
+}
+
+fn write_ids(out: &mut Vec<u8>, ids: &[StreamId]) {
+    write_varint(out, ids.len());
+    for id in ids {
+        id.write(out);
+    }
+}
+
+fn read_ids(p: &[u8], at: &mut usize) -> Option<Vec<StreamId>> {
+    let count = read_usize(p, at)?;
+    let mut ids = Vec::with_capacity(count.min(p.len()));
+    for _ in 0..count {
+        ids.push(StreamId::read(p, at)?);
+    }
+    Some(ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn added(stream: &mut StreamValue, ms: u64, seq: u64) {
+        let fields: Vec<&[u8]> = vec![b"f", b"v"];
+        let id = StreamId::new(ms, seq);
+        let new_node = stream.starts_node(4, 2, 0);
+        StreamOp::Add {
+            id,
+            fields,
+            new_node,
+        }
+        .apply(stream);
+    }
+
+    #[test]
+    fn operations_round_trip_through_their_records_and_images() {
+        let mut stream = StreamValue::new();
+        let ops = [
+            StreamOp::Add {
+                id: StreamId::new(1, 0),
+                fields: vec![b"a", b"1", b"b", b""],
+                new_node: true,
+            },
+            StreamOp::Add {
+                id: StreamId::new(2, 5),
+                fields: vec![b"a", b"2"],
+                new_node: false,
+            },
+            StreamOp::CreateGroup {
+                group: b"g",
+                last_id: StreamId::MIN,
+                entries_read: None,
+            },
+            StreamOp::Deliver {
+                group: b"g",
+                consumer: b"alice",
+                now_ms: 100,
+                ids: vec![StreamId::new(1, 0), StreamId::new(2, 5)],
+                history: false,
+                noack: false,
+            },
+            StreamOp::Claim {
+                group: b"g",
+                consumer: b"bob",
+                now_ms: 200,
+                claims: vec![(StreamId::new(2, 5), 200, 3)],
+                active: true,
+            },
+            StreamOp::Ack {
+                group: b"g",
+                ids: vec![StreamId::new(1, 0)],
+            },
+            StreamOp::Delete(vec![StreamId::new(1, 0)]),
+            StreamOp::SetId {
+                last_id: StreamId::new(9, 9),
+                entries_added: Some(7),
+                max_deleted: None,
+            },
+        ];
+        for op in &ops {
+            let mut payload = Vec::new();
+            op.encode(&mut payload);
+            assert_eq!(&StreamOp::decode(&payload).unwrap(), op);
+            op.apply(&mut stream);
+        }
+        let image = stream.image();
+        assert_eq!(StreamValue::decode_image(&image).unwrap(), stream);
+        let group = &stream.groups[&b"g"[..]];
+        assert_eq!(group.last_id, StreamId::new(2, 5));
+        assert_eq!(group.entries_read, Some(2));
+        assert_eq!(group.pending.len(), 1);
+        assert_eq!(group.pending[&StreamId::new(2, 5)].consumer, b"bob");
+        assert!(group.consumers[&b"alice"[..]].pending.is_empty());
+        assert_eq!(stream.len(), 1);
+        assert_eq!(stream.max_deleted, StreamId::new(1, 0));
+        assert_eq!(stream.entries_added, 7);
+        assert!(StreamValue::decode_image(&image[..image.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn lag_follows_redis_rules() {
+        let mut stream = StreamValue::new();
+        for ms in 1..=5 {
+            added(&mut stream, ms, 0);
+        }
+        let group = Group::default();
+        assert_eq!(stream.lag(&group), Some(5));
+        assert_eq!(stream.entries_up_to(StreamId::new(5, 0)), Some(5));
+        assert_eq!(stream.entries_up_to(StreamId::new(1, 0)), Some(1));
+        // A deletion in the middle makes the middle unknowable.
+        StreamOp::Delete(vec![StreamId::new(3, 0)]).apply(&mut stream);
+        assert_eq!(stream.entries_up_to(StreamId::new(2, 0)), None);
+        assert_eq!(stream.lag(&group), None);
+        StreamOp::TrimThrough(StreamId::new(3, 0)).apply(&mut stream);
+        assert_eq!(stream.len(), 2);
+        assert_eq!(stream.entries_up_to(StreamId::new(4, 0)), Some(4));
+    }
+
+    #[test]
+    fn approximate_trims_take_whole_nodes() {
+        // Nodes of 2 entries: [1 2] [3 4] [5 6] [7].
+        let mut stream = StreamValue::new();
+        for ms in 1..=7 {
+            added(&mut stream, ms, 0);
+        }
+        assert_eq!(stream.nodes().count(), 4);
+        let approx = |len| Trim::MaxLen {
+            len,
+            approx: true,
+            limit: 0,
+        };
+        let exact = |len| Trim::MaxLen {
+            len,
+            approx: false,
+            limit: 0,
+        };
+        assert_eq!(stream.trim_cut(approx(6)), None);
+        assert_eq!(stream.trim_cut(approx(5)), Some(StreamId::new(2, 0)));
+        assert_eq!(stream.trim_cut(approx(4)), Some(StreamId::new(2, 0)));
+        assert_eq!(stream.trim_cut(exact(4)), Some(StreamId::new(3, 0)));
+        let limited = Trim::MaxLen {
+            len: 0,
+            approx: true,
+            limit: 3,
+        };
+        assert_eq!(stream.trim_cut(limited), Some(StreamId::new(2, 0)));
+        let min = Trim::MinId {
+            id: StreamId::new(4, 0),
+            approx: false,
+            limit: 0,
+        };
+        assert_eq!(stream.trim_cut(min), Some(StreamId::new(3, 0)));
+        StreamOp::TrimThrough(StreamId::new(3, 0)).apply(&mut stream);
+        assert_eq!(stream.len(), 4);
+        assert_eq!(stream.nodes().count(), 3);
+        assert_eq!(stream.max_deleted, StreamId::MIN, "trimming is no deletion");
+        // XDEL of a node's last live entry removes the node.
+        StreamOp::Delete(vec![StreamId::new(4, 0)]).apply(&mut stream);
+        assert_eq!(stream.nodes().count(), 2);
+        let image = stream.image();
+        assert_eq!(StreamValue::decode_image(&image).unwrap(), stream);
+    }
+
+    #[test]
+    fn ids_step_across_their_parts() {
+        assert_eq!(StreamId::new(1, u64::MAX).next(), Some(StreamId::new(2, 0)));
+        assert_eq!(StreamId::new(2, 0).prev(), Some(StreamId::new(1, u64::MAX)));
+        assert_eq!(StreamId::MAX.next(), None);
+        assert_eq!(StreamId::MIN.prev(), None);
+    }
+}

@@ -1,0 +1,358 @@
+//! Streams against the real server: every change (entries, trims, groups,
+//! deliveries, acknowledgements, claims) kept exactly across `kill -9`
+//! and checkpoints; blocking XREAD and XREADGROUP woken by XADD; DUMP
+//! payloads moving both ways between redis-server and Strata; cold
+//! streams read back from disk; the generic key commands on streams.
+//! Replies and errors themselves are compared with redis-server's in
+//! `redis_replies.rs`.
+
+mod common;
+
+use common::*;
+
+/// Every observable part of the stream at `key`: its entries, and XINFO
+/// STREAM FULL (groups, consumers and pending entries with their times
+/// and counts, which replay must rebuild exactly).
+fn snapshot(raw: &mut Raw, key: &str) -> Vec<Reply> {
+    vec![
+        raw.cmd(&["XRANGE", key, "-", "+"]),
+        raw.cmd(&["XINFO", "STREAM", key, "FULL", "COUNT", "0"]),
+        raw.cmd(&["XINFO", "GROUPS", key]),
+    ]
+}
+
+/// A stream with most of what a stream holds: entries with shared and
+/// different fields, deletions, a trim, two groups, deliveries, acks,
+/// claims, a consumer made by hand, a moved last ID.
+fn build(raw: &mut Raw, key: &str, round: u32) {
+    for n in 0..150u32 {
+        let value = format!("r{round}-{n}");
+        let reply = if n % 7 == 0 {
+            raw.cmd(&["XADD", key, "*", "other", &value, "extra", "x"])
+        } else {
+            raw.cmd(&["XADD", key, "*", "field", &value])
+        };
+        assert!(matches!(reply, Reply::Bulk(_)), "{reply:?}");
+    }
+    let first = raw.cmd(&["XRANGE", key, "-", "+", "COUNT", "3"]);
+    let ids: Vec<String> = first
+        .as_array()
+        .iter()
+        .map(|e| e.as_array()[0].as_text())
+        .collect();
+    assert_eq!(raw.cmd(&["XDEL", key, &ids[1]]), i(1));
+    assert!(raw.cmd(&["XTRIM", key, "MAXLEN", "~", "120"]).as_int() >= 0);
+    let group = format!("g{round}");
+    assert_eq!(raw.cmd(&["XGROUP", "CREATE", key, &group, "0"]), ok());
+    raw.cmd(&[
+        "XREADGROUP",
+        "GROUP",
+        &group,
+        "alice",
+        "COUNT",
+        "20",
+        "STREAMS",
+        key,
+        ">",
+    ]);
+    raw.cmd(&[
+        "XREADGROUP",
+        "GROUP",
+        &group,
+        "bob",
+        "COUNT",
+        "5",
+        "STREAMS",
+        key,
+        ">",
+    ]);
+    raw.cmd(&[
+        "XREADGROUP",
+        "GROUP",
+        &group,
+        "alice",
+        "COUNT",
+        "3",
+        "STREAMS",
+        key,
+        "0",
+    ]);
+    let pending = raw.cmd(&["XPENDING", key, &group, "-", "+", "4", "alice"]);
+    let acked: Vec<String> = pending
+        .as_array()
+        .iter()
+        .map(|p| p.as_array()[0].as_text())
+        .collect();
+    let mut ack = vec!["XACK", key, group.as_str()];
+    ack.extend(acked.iter().map(String::as_str));
+    assert_eq!(raw.cmd(&ack), i(4));
+    let bobs = raw.cmd(&["XPENDING", key, &group, "-", "+", "2", "bob"]);
+    let claimed = bobs.as_array()[0].as_array()[0].as_text();
+    let reply = raw.cmd(&[
+        "XCLAIM",
+        key,
+        &group,
+        "carol",
+        "0",
+        &claimed,
+        "RETRYCOUNT",
+        "7",
+    ]);
+    assert_eq!(reply.as_array().len(), 1, "{reply:?}");
+    raw.cmd(&["XAUTOCLAIM", key, &group, "dave", "0", "0", "COUNT", "2"]);
+    assert_eq!(
+        raw.cmd(&["XGROUP", "CREATECONSUMER", key, &group, "erin"]),
+        i(1)
+    );
+    let late = format!("late{round}");
+    assert_eq!(raw.cmd(&["XGROUP", "CREATE", key, &late, "$"]), ok());
+}
+
+#[test]
+fn streams_survive_kill9_and_checkpoints() {
+    let server = TestServer::start_with(&["--appendfsync", "always"]);
+    let mut raw = server.raw();
+    build(&mut raw, "s", 1);
+    let before = snapshot(&mut raw, "s");
+    let dir = server.kill9();
+    let server = TestServer::spawn(dir, &[], None, READY);
+    let mut raw = server.raw();
+    assert_eq!(snapshot(&mut raw, "s"), before, "replayed from the log");
+    // From a checkpoint holding the stream's image, then the log after it.
+    assert_eq!(raw.cmd(&["SAVE"]), ok());
+    build(&mut raw, "s", 2);
+    raw.cmd(&["XSETID", "s", "99999999999999-0", "ENTRIESADDED", "1000"]);
+    let before = snapshot(&mut raw, "s");
+    let dir = server.kill9();
+    let server = TestServer::spawn(dir, &[], None, READY);
+    let mut raw = server.raw();
+    assert_eq!(snapshot(&mut raw, "s"), before, "checkpoint and log");
+    assert_eq!(raw.cmd(&["TYPE", "s"]), Reply::simple("stream"));
+}
+
+fn blocked(con: &mut redis::Connection) -> u64 {
+    info_u64(con, "clients", "blocked_clients")
+}
+
+/// Sends `args` on `raw` and waits until the server counts one more
+/// blocked client.
+fn block_on(raw: &mut Raw, con: &mut redis::Connection, args: &[&str]) {
+    let before = blocked(con);
+    raw.send(args);
+    wait_until("the client to block", || blocked(con) > before);
+}
+
+#[test]
+fn blocked_reads_are_woken_by_xadd() {
+    let server = TestServer::start();
+    let (mut reader, mut writer) = (server.raw(), server.raw());
+    let mut con = server.client();
+    // `$` on a missing stream: only what is added after the call.
+    block_on(
+        &mut reader,
+        &mut con,
+        &["XREAD", "BLOCK", "10000", "STREAMS", "s", "$"],
+    );
+    assert!(matches!(
+        writer.cmd(&["XADD", "s", "5-0", "f", "v"]),
+        Reply::Bulk(_)
+    ));
+    let expected = Reply::Array(vec![Reply::Array(vec![
+        b("s"),
+        Reply::Array(vec![Reply::Array(vec![
+            b("5-0"),
+            Reply::Array(vec![b("f"), b("v")]),
+        ])]),
+    ])]);
+    assert_eq!(reader.read(), expected, "woken by XADD");
+    // `$` stands for the last ID when the call blocked, not when woken:
+    // a change that adds nothing (XDEL) keeps it waiting.
+    block_on(
+        &mut reader,
+        &mut con,
+        &["XREAD", "BLOCK", "10000", "STREAMS", "s", "$"],
+    );
+    writer.cmd(&["XADD", "other", "1-0", "f", "v"]);
+    writer.cmd(&["XADD", "s", "6-0", "f", "w"]);
+    let woken = reader.read();
+    let entries = woken.as_array()[0].as_array()[1].as_array().to_vec();
+    assert_eq!(entries.len(), 1, "{woken:?}");
+    assert_eq!(entries[0].as_array()[0], b("6-0"));
+    // A timeout answers a null array.
+    assert_eq!(
+        reader.cmd(&["XREAD", "BLOCK", "50", "STREAMS", "s", "$"]),
+        Reply::NullArray
+    );
+    // A group reader is woken too, and the entry is then pending with it.
+    assert_eq!(writer.cmd(&["XGROUP", "CREATE", "s", "g", "$"]), ok());
+    let args = [
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "c1",
+        "BLOCK",
+        "10000",
+        "STREAMS",
+        "s",
+        ">",
+    ];
+    block_on(&mut reader, &mut con, &args);
+    writer.cmd(&["XADD", "s", "7-0", "f", "x"]);
+    let woken = reader.read();
+    assert_eq!(woken.as_array()[0].as_array()[1].as_array().len(), 1);
+    let summary = writer.cmd(&["XPENDING", "s", "g"]);
+    assert_eq!(summary.as_array()[0], i(1));
+    assert_eq!(summary.as_array()[1], b("7-0"));
+}
+
+#[test]
+fn dump_payloads_move_between_redis_and_strata() {
+    let Some(redis) = RedisServer::start_unless_missing("the stream DUMP exchange") else {
+        return;
+    };
+    let server = TestServer::start();
+    let (mut ours, mut theirs) = (server.raw(), Raw::connect(redis.port));
+    // What both servers must then agree on (no clocks in it: the IDs
+    // are given, delivery times are compared through XPENDING's counts).
+    let views = |raw: &mut Raw, key: &str| {
+        vec![
+            raw.cmd(&["XRANGE", key, "-", "+"]),
+            raw.cmd(&["XLEN", key]),
+            raw.cmd(&["XINFO", "GROUPS", key]),
+            raw.cmd(&["XPENDING", key, "g"]),
+            // Radix tree nodes are Redis' own layout: not compared.
+            match raw.cmd(&["XINFO", "STREAM", key]) {
+                Reply::Array(mut fields) => {
+                    assert_eq!(fields[4], b("radix-tree-nodes"));
+                    fields[5] = Reply::Int(0);
+                    Reply::Array(fields)
+                }
+                other => other,
+            },
+        ]
+    };
+    for redis_first in [true, false] {
+        let (from, to) = if redis_first {
+            (&mut theirs, &mut ours)
+        } else {
+            (&mut ours, &mut theirs)
+        };
+        from.cmd(&["FLUSHALL"]);
+        to.cmd(&["FLUSHALL"]);
+        // 250 entries: three listpack nodes, fields shared or not.
+        for n in 1..=250u32 {
+            let id = format!("{n}-{}", n % 3);
+            let value = n.to_string();
+            if n % 10 == 0 {
+                from.cmd(&["XADD", "s", &id, "a", &value, "b", "long value here"]);
+            } else {
+                from.cmd(&["XADD", "s", &id, "a", &value]);
+            }
+        }
+        from.cmd(&["XDEL", "s", "5-2", "150-0"]);
+        from.cmd(&["XGROUP", "CREATE", "s", "g", "0"]);
+        from.cmd(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "alice",
+            "COUNT",
+            "30",
+            "STREAMS",
+            "s",
+            ">",
+        ]);
+        from.cmd(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "bob",
+            "COUNT",
+            "3",
+            "STREAMS",
+            "s",
+            ">",
+        ]);
+        from.cmd(&["XACK", "s", "g", "1-1", "2-2"]);
+        let payload = match from.cmd(&["DUMP", "s"]) {
+            Reply::Bulk(payload) => payload,
+            other => panic!("DUMP: {other:?}"),
+        };
+        let restored = to.cmd_bytes(&[b"RESTORE", b"s", b"0", &payload]);
+        assert_eq!(restored, ok(), "RESTORE of the other server's payload");
+        assert_eq!(views(to, "s"), views(from, "s"));
+    }
+}
+
+#[test]
+fn cold_streams_read_back_exactly() {
+    const KEYS: u64 = 600;
+    let server = TestServer::start_with(&["--maxmemory", "4mb"]);
+    let mut con = server.client();
+    let field = |k: u64, n: u64| format!("{k}:{n}:{}", "x".repeat(300));
+    for k in 0..KEYS {
+        let mut pipe = redis::pipe();
+        for n in 1..=8 {
+            pipe.cmd("XADD")
+                .arg(key(k))
+                .arg(format!("{n}-0"))
+                .arg("f")
+                .arg(field(k, n))
+                .ignore();
+        }
+        pipe.query::<()>(&mut con).unwrap();
+    }
+    let cold: Vec<u64> = (0..KEYS).filter(|&k| on_disk(&mut con, &key(k))).collect();
+    assert!(
+        cold.len() > KEYS as usize / 4,
+        "{} cold streams",
+        cold.len()
+    );
+    for &k in cold.iter().take(40) {
+        let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+            .arg(key(k))
+            .arg("-")
+            .arg("+")
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(entries.len(), 8, "{}", key(k));
+        for (n, (id, fields)) in entries.iter().enumerate() {
+            let n = n as u64 + 1;
+            assert_eq!(id, &format!("{n}-0"));
+            assert_eq!(fields, &vec![("f".to_string(), field(k, n))]);
+        }
+    }
+}
+
+#[test]
+fn key_commands_work_on_streams() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    raw.cmd(&["XADD", "s", "1-0", "f", "v"]);
+    raw.cmd(&["XGROUP", "CREATE", "s", "g", "0"]);
+    assert_eq!(raw.cmd(&["COPY", "s", "t"]), i(1));
+    assert_eq!(snapshot(&mut raw, "t"), snapshot(&mut raw, "s"));
+    assert_eq!(raw.cmd(&["RENAME", "t", "u"]), ok());
+    assert_eq!(raw.cmd(&["XLEN", "u"]), i(1));
+    assert_eq!(raw.cmd(&["OBJECT", "ENCODING", "u"]), b("stream"));
+    assert!(raw.cmd(&["MEMORY", "USAGE", "u"]).as_int() > 0);
+    let scan = raw.cmd(&["SCAN", "0", "TYPE", "stream", "COUNT", "100"]);
+    let mut found: Vec<String> = scan.as_array()[1]
+        .as_array()
+        .iter()
+        .map(Reply::as_text)
+        .collect();
+    found.sort();
+    assert_eq!(found, ["s", "u"]);
+    // An emptied stream stays, with its groups.
+    assert_eq!(raw.cmd(&["XDEL", "s", "1-0"]), i(1));
+    assert_eq!(raw.cmd(&["EXISTS", "s"]), i(1));
+    assert_eq!(raw.cmd(&["XINFO", "GROUPS", "s"]).as_array().len(), 1);
+    // Keyspace notifications name the stream events.
+    raw.cmd(&["CONFIG", "SET", "notify-keyspace-events", "Et"]);
+    let mut sub = server.raw();
+    sub.cmd(&["SUBSCRIBE", "__keyevent@0__:xadd"]);
+    raw.cmd(&["XADD", "s", "2-0", "f", "v"]);
+    let event = sub.read();
+    assert_eq!(event.as_array()[2], b("s"), "{event:?}");
+}
