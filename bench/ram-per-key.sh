@@ -65,7 +65,7 @@ echo
 echo "| keys | used_memory per key (B) | of which the key | the rest |"
 echo "|---|---|---|---|"
 for keys in $COLD_KEYS; do
-    start cold strata --maxmemory 1gb --save ""
+    start cold strata --maxmemory 1gb --maxmemory-policy tiered --save ""
     port=$(port_of cold)
     base=$(info_field "$port" memory used_memory)
     fill "$port" "$keys" 100

@@ -38,7 +38,7 @@ bench_setup soak
 info_field() { redis-cli -p "$1" info "$2" | tr -d '\r' | awk -F: -v f="$3" '$1 == f { print $2 }'; }
 
 # shellcheck disable=SC2086
-start soak strata --maxmemory "${BUDGET_MB}mb" $EXTRA_ARGS
+start soak strata --maxmemory "${BUDGET_MB}mb" --maxmemory-policy tiered $EXTRA_ARGS
 port=$(port_of soak)
 
 echo "filling $KEYS keys of $SIZES bytes..." >&2
@@ -84,7 +84,7 @@ redis-cli -p "$port" info memory | tr -d '\r' |
 {
     echo "# Soak: ${BUDGET_MB} MB budget, $KEYS keys of $SIZES B, Gaussian SD $SD, SET:GET $RATIO, $((THREADS * CLIENTS)) connections, $((rounds * INTERVAL)) s"
     echo
-    echo "Server: \`strata-server --maxmemory ${BUDGET_MB}mb $EXTRA_ARGS\`"
+    echo "Server: \`strata-server --maxmemory ${BUDGET_MB}mb --maxmemory-policy tiered $EXTRA_ARGS\`"
     echo "Load: \`strata-bench -t $THREADS -c $CLIENTS --ratio $RATIO --key-pattern G:G --key-stddev $SD --key-minimum 1 --key-maximum $KEYS --data-size-range $SIZES --distinct-client-seed --randomize --test-time $INTERVAL -x $rounds\`"
     echo
     echo "| t (s) | ops/s | p50 ms | p99 ms | p99.9 ms | max ms | RSS MB | used_memory MB | ram_hit_ratio | values in RAM | values on disk |"

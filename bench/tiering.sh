@@ -87,7 +87,7 @@ if [[ " $SECTIONS " == *" load "* ]]; then
     for size in $SIZES; do
         keys_var="KEYS_$size"
         keys=${!keys_var}
-        start tiered strata --maxmemory "${BUDGET_MB}mb" --save ""
+        start tiered strata --maxmemory "${BUDGET_MB}mb" --maxmemory-policy tiered --save ""
         start ram strata --save ""
         fill "$(port_of tiered)" "$keys" "$size"
         fill "$(port_of ram)" "$keys" "$size"
@@ -120,7 +120,7 @@ if [[ " $SECTIONS " == *" load "* ]]; then
             done
         done
         echo
-        echo "Commands: \`strata-server --maxmemory ${BUDGET_MB}mb --save \"\"\` vs \`strata-server --save \"\"\`;"
+        echo "Commands: \`strata-server --maxmemory ${BUDGET_MB}mb --maxmemory-policy tiered --save \"\"\` vs \`strata-server --save \"\"\`;"
         echo "\`strata-bench -t 2 -c 25 --pipeline 16 --ratio <SET:GET> --key-pattern G:G --key-stddev <keys x SD_${size}_<target>> --key-minimum 1 --key-maximum $keys -d $size --test-time $SECONDS_PER_RUN --distinct-client-seed --randomize\`"
         stop tiered
         stop ram
@@ -131,7 +131,7 @@ fi
 if [[ " $SECTIONS " == *" latency "* ]]; then
     keys=$KEYS_1000
     sd=$(awk -v k="$keys" -v f="$SD_1000_85" 'BEGIN { printf "%d", k * f }')
-    start lat strata --maxmemory "${BUDGET_MB}mb" --save ""
+    start lat strata --maxmemory "${BUDGET_MB}mb" --maxmemory-policy tiered --save ""
     port=$(port_of lat)
     fill "$port" "$keys" 1000
     common=(-t 2 -c 25 --pipeline 1 --ratio 1:4 --key-pattern G:G --key-stddev "$sd"
@@ -164,7 +164,7 @@ PY
     stop lat
     rm -rf "$WORK/lat"
     echo
-    echo "Commands: \`strata-server --maxmemory ${BUDGET_MB}mb --save \"\"\`; \`strata-bench ${common[*]}\` (closed loop), then the same with \`--rate <max / 2>\`."
+    echo "Commands: \`strata-server --maxmemory ${BUDGET_MB}mb --maxmemory-policy tiered --save \"\"\`; \`strata-bench ${common[*]}\` (closed loop), then the same with \`--rate <max / 2>\`."
 fi
 
 if [[ " $SECTIONS " == *" fio "* ]]; then

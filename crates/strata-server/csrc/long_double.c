@@ -19,8 +19,9 @@
 #define TEXT_MAX 5120
 
 /* Parses exactly `len` bytes as a long double; 0 when they are not one:
- * empty or too long, leading space, trailing bytes, NaN, or a value that
- * overflows or underflows to zero. */
+ * empty or too long, leading space, trailing bytes (an embedded NUL
+ * included: strtold would stop there), NaN, or a value that overflows
+ * or underflows to zero. */
 static int parse(const char *text, size_t len, long double *out)
 {
     char buf[TEXT_MAX];
@@ -35,7 +36,7 @@ static int parse(const char *text, size_t len, long double *out)
         return 0;
     errno = 0;
     value = strtold(buf, &end);
-    if (*end != '\0' || errno == EINVAL || isnan(value))
+    if (end != buf + len || errno == EINVAL || isnan(value))
         return 0;
     if (errno == ERANGE && (isinf(value) || value == 0.0L))
         return 0;
@@ -49,7 +50,8 @@ static int parse(const char *text, size_t len, long double *out)
  *   -1 when current is not a float (has_current 0 means 0),
  *   -2 when increment is not one,
  *   -3 when the sum is NaN or infinite,
- *   -4 when the sum does not fit the buffer.
+ *   -4 when the sum does not fit the buffer,
+ *   -5 when the increment itself is infinite.
  */
 long strata_long_double_add(const char *current, size_t current_len, int has_current,
                             const char *increment, size_t increment_len,
@@ -62,6 +64,8 @@ long strata_long_double_add(const char *current, size_t current_len, int has_cur
         return -1;
     if (!parse(increment, increment_len, &b))
         return -2;
+    if (isinf(b))
+        return -5;
     sum = a + b;
     if (isnan(sum) || isinf(sum))
         return -3;

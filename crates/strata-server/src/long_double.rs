@@ -14,6 +14,8 @@ pub enum AddError {
     IncrementNotFloat,
     /// The sum is NaN or infinite.
     NotFinite,
+    /// The increment itself is infinite (HINCRBYFLOAT says so apart).
+    IncrementNotFinite,
 }
 
 /// Bytes for the printed sum: long double's largest value printed with 17
@@ -65,6 +67,7 @@ pub fn add(current: Option<&[u8]>, increment: &[u8]) -> Result<Vec<u8>, AddError
     match len {
         -1 => Err(AddError::CurrentNotFloat),
         -2 => Err(AddError::IncrementNotFloat),
+        -5 => Err(AddError::IncrementNotFinite),
         // -4 (longer than any long double prints) cannot happen; answer
         // as for a sum out of range rather than store a cut value.
         n if n < 0 => Err(AddError::NotFinite),
@@ -107,7 +110,9 @@ mod tests {
             add(Some(b"1"), b"1e99999"),
             Err(AddError::IncrementNotFloat)
         );
-        assert_eq!(add(Some(b"1"), b"inf"), Err(AddError::NotFinite));
+        assert_eq!(add(Some(b"1"), b"inf"), Err(AddError::IncrementNotFinite));
+        assert_eq!(add(Some(b"1\x002"), b"1"), Err(AddError::CurrentNotFloat));
+        assert_eq!(add(Some(b"1"), b"1\x00"), Err(AddError::IncrementNotFloat));
         assert_eq!(add(Some(b"-0"), b"0").unwrap(), b"0");
     }
 }

@@ -282,7 +282,7 @@ fn a_served_pop_is_durable() {
 
 #[test]
 fn a_blocking_command_after_a_cold_read_in_a_pipeline_keeps_reply_order() {
-    let server = TestServer::start_with(&["--maxmemory", "4mb"]);
+    let server = TestServer::start_with(&["--maxmemory", "4mb", "--maxmemory-policy", "tiered"]);
     let mut con = server.client();
     fill(&mut con, 3000, 1, 4000);
     let cold = (0..3000u64)

@@ -30,7 +30,16 @@ fn segment_files(dir: &std::path::Path) -> usize {
 
 #[test]
 fn without_the_log_a_cache_holds_10x_its_budget_and_starts_empty() {
-    let cache = ["--maxmemory", "8mb", "--appendonly", "no", "--save", ""];
+    let cache = [
+        "--maxmemory",
+        "8mb",
+        "--maxmemory-policy",
+        "tiered",
+        "--appendonly",
+        "no",
+        "--save",
+        "",
+    ];
     let server = TestServer::start_with(&cache);
     let mut con = server.client();
     // 80 MB: ten times the budget, and no write refused.
@@ -74,6 +83,8 @@ fn a_checkpoint_of_a_cache_keeps_its_cold_values_across_a_restart() {
     let args = [
         "--maxmemory",
         "4mb",
+        "--maxmemory-policy",
+        "tiered",
         "--appendonly",
         "no",
         "--save",
@@ -131,7 +142,7 @@ fn wait_values_in_ram_at_most(con: &mut redis::Connection, max: u64) -> u64 {
 
 #[test]
 fn the_budget_holds_without_commands_after_config_set_and_at_start() {
-    let server = TestServer::start();
+    let server = TestServer::start_with(&["--maxmemory-policy", "tiered"]);
     let mut con = server.client();
     const KEYS: u64 = 20_000;
     fill(&mut con, KEYS, 1, 1000);
@@ -154,7 +165,12 @@ fn the_budget_holds_without_commands_after_config_set_and_at_start() {
         .unwrap();
     check_all(&mut con, 2_000, 1, 1000);
     let dir = server.kill9();
-    let server = TestServer::spawn(dir, &["--maxmemory", "1mb"], None, READY);
+    let server = TestServer::spawn(
+        dir,
+        &["--maxmemory", "1mb", "--maxmemory-policy", "tiered"],
+        None,
+        READY,
+    );
     let mut con = server.client();
     let in_ram = wait_values_in_ram_at_most(&mut con, KEYS / 100);
     assert!(
@@ -166,7 +182,7 @@ fn the_budget_holds_without_commands_after_config_set_and_at_start() {
 
 #[test]
 fn a_hot_set_that_fits_stays_in_ram_and_info_says_where_ram_goes() {
-    let server = TestServer::start_with(&["--maxmemory", "16mb"]);
+    let server = TestServer::start_with(&["--maxmemory", "16mb", "--maxmemory-policy", "tiered"]);
     let mut con = server.client();
     const KEYS: u64 = 16_000;
     const SIZE: usize = 2000;
@@ -231,6 +247,8 @@ fn cache_store_compaction_keeps_what_the_checkpoint_names() {
     let args = [
         "--maxmemory",
         "16mb",
+        "--maxmemory-policy",
+        "tiered",
         "--appendonly",
         "no",
         "--save",

@@ -13,7 +13,14 @@
 //!   the ioredis and Jedis tests fail under CI without them. The go-redis
 //!   test is ignored by default: it needs Go 1.26, and Debian 12, CI's
 //!   only source of packages, ships 1.19; run it with `--ignored` where a
-//!   recent Go is installed.
+//!   recent Go is installed;
+//! - two job queues built on streams, as their users run them: BullMQ
+//!   (Queue, Worker, QueueEvents over XREAD BLOCK, delayed, retried and
+//!   scheduled jobs; `tests/clients/bullmq`, from npm) and RQ (enqueue,
+//!   dependencies, scheduling, retries, a forking burst worker, results
+//!   kept in a stream per job; `tests/clients/rq_smoke.py`, RQ from PyPI
+//!   into a fresh virtualenv). Both fail under CI without Node.js or
+//!   python3's venv.
 
 mod common;
 
@@ -237,6 +244,55 @@ fn jedis_multi_watch_scripts_and_functions() {
             ))
             .arg("Smoke"),
         14,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bullmq_queue_worker_events_delays_retries_and_schedulers() {
+    if !have("node", &["--version"]) || !have("npm", &["--version"]) {
+        skip_without("Node.js with npm", "apt install nodejs npm");
+        return;
+    }
+    let dir = copy_to_temp(
+        &client_dir("bullmq"),
+        &["package.json", "package-lock.json", "smoke.js"],
+    );
+    let (code, output) = run_within(
+        Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&dir),
+        BUILD_LIMIT,
+    );
+    assert_eq!(code, 0, "npm ci failed:\n{output}");
+    run_smoke("BullMQ", Command::new("node").arg(dir.join("smoke.js")), 27);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn rq_jobs_dependencies_schedules_retries_and_results() {
+    if !have("python3", &["-c", "import venv, ensurepip"]) {
+        skip_without("python3 with venv", "apt install python3-venv");
+        return;
+    }
+    let dir = copy_to_temp(&client_dir(""), &["rq_smoke.py", "rq_smoke_jobs.py"]);
+    let venv = dir.join("venv");
+    let (code, output) = run_within(
+        Command::new("python3").arg("-m").arg("venv").arg(&venv),
+        BUILD_LIMIT,
+    );
+    assert_eq!(code, 0, "python3 -m venv failed:\n{output}");
+    let (code, output) = run_within(
+        Command::new(venv.join("bin/pip")).args(["install", "--quiet", "rq==2.12.0"]),
+        BUILD_LIMIT,
+    );
+    assert_eq!(code, 0, "pip install rq failed:\n{output}");
+    run_smoke(
+        "RQ",
+        Command::new(venv.join("bin/python"))
+            .arg(dir.join("rq_smoke.py"))
+            .env("PYTHONDONTWRITEBYTECODE", "1"),
+        40,
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -66,7 +66,7 @@ fn hashes_survive_kill9_and_checkpoints() {
 #[test]
 fn cold_hashes_read_back_and_type_needs_no_disk_read() {
     const KEYS: u64 = 3_000;
-    let server = TestServer::start_with(&["--maxmemory", "4mb"]);
+    let server = TestServer::start_with(&["--maxmemory", "4mb", "--maxmemory-policy", "tiered"]);
     let mut con = server.client();
     let value = |k: u64, f: u64| format!("{k}:{f}:{}", "x".repeat(300));
     for chunk in (0..KEYS).collect::<Vec<_>>().chunks(32) {
@@ -97,7 +97,12 @@ fn cold_hashes_read_back_and_type_needs_no_disk_read() {
     assert!(info_u64(&mut con, "tiering", "disk_reads") > reads);
     // A restart brings every hash back, cold ones included.
     let dir = server.kill9();
-    let server = TestServer::spawn(dir, &["--maxmemory", "4mb"], None, READY);
+    let server = TestServer::spawn(
+        dir,
+        &["--maxmemory", "4mb", "--maxmemory-policy", "tiered"],
+        None,
+        READY,
+    );
     let mut con = server.client();
     for k in (0..KEYS).step_by(7) {
         let got = hgetall(&mut con, &key(k));

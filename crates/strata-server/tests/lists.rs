@@ -336,7 +336,7 @@ fn list_commands_behave_like_a_model() {
 #[test]
 fn cold_lists_read_back_and_type_needs_no_disk_read() {
     const KEYS: u64 = 2_000;
-    let server = TestServer::start_with(&["--maxmemory", "4mb"]);
+    let server = TestServer::start_with(&["--maxmemory", "4mb", "--maxmemory-policy", "tiered"]);
     let mut con = server.client();
     let element = |k: u64, e: u64| format!("{k}:{e}:{}", "x".repeat(200));
     for chunk in (0..KEYS).collect::<Vec<_>>().chunks(32) {
@@ -368,7 +368,12 @@ fn cold_lists_read_back_and_type_needs_no_disk_read() {
     let k = cold[150];
     let _: () = con.rpush(key(k), "tail").unwrap();
     let dir = server.kill9();
-    let server = TestServer::spawn(dir, &["--maxmemory", "4mb"], None, READY);
+    let server = TestServer::spawn(
+        dir,
+        &["--maxmemory", "4mb", "--maxmemory-policy", "tiered"],
+        None,
+        READY,
+    );
     let mut con = server.client();
     for k in (0..KEYS).step_by(7) {
         let mut want: Vec<String> = (0..10).map(|e| element(k, e)).collect();

@@ -236,7 +236,7 @@ fn the_shipped_strata_conf_starts_with_its_documented_defaults() {
         &[
             ("slowlog-max-len", "128"),
             ("appendfsync", "everysec"),
-            ("maxmemory-policy", "tiered"),
+            ("maxmemory-policy", "noeviction"),
             ("busy-reply-threshold", "5000"),
             ("tcp-backlog", "511"),
             ("save", "3600 1 300 100 60 10000"),

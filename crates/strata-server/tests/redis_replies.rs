@@ -5,8 +5,8 @@
 //!
 //! Left out: replies that differ between any two servers (INFO, TIME,
 //! CLIENT ID/LIST, run ids, idle times of stream consumers), and the
-//! documented differences (the default `maxmemory-policy` is `tiered`;
-//! CLIENT SETINFO answers as in Redis 7.2, which clients send it to).
+//! documented differences (CLIENT SETINFO answers as in Redis 7.2, which
+//! clients send it to).
 //! redis-server runs with `enable-debug-command yes`, as Strata has DEBUG.
 
 mod common;
@@ -447,6 +447,14 @@ const SCRIPTS: &[&[&[&str]]] = &[
         &["HINCRBYFLOAT", "h", "fl", "0.2"],
         &["HINCRBYFLOAT", "h", "f1", "1"],
         &["HINCRBYFLOAT", "h", "fl", "abc"],
+        &["HINCRBYFLOAT", "h", "fl", "+inf"],
+        &["HINCRBYFLOAT", "h", "fl", "-inf"],
+        &["HSET", "h", "nul", "1\u{0}2"],
+        &["HINCRBYFLOAT", "h", "nul", "1"],
+        &["SET", "nulstr", "1"],
+        &["SETRANGE", "nulstr", "2", "2"],
+        &["INCRBYFLOAT", "nulstr", "1"],
+        &["INCRBYFLOAT", "nulstr2", "+inf"],
         &["HGETALL", "h"],
         &["HKEYS", "h"],
         &["HVALS", "h"],
@@ -1496,6 +1504,13 @@ fn command_info_is_that_of_redis_7() {
         &["RPOPLPUSH", "a", "b"],
         &["PING"],
         &["MGET"],
+        &["EVAL", "return 1", "0"],
+        &["EVAL", "return 1", "1", "k"],
+        &["FCALL", "f", "0"],
+        &["XREAD", "STREAMS", "a", "b", "0", "0"],
+        &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "a", "0"],
+        &["XINFO", "STREAM", "a"],
+        &["ZADD", "z"],
     ];
     for args in getkeys {
         for sub in ["GETKEYS", "GETKEYSANDFLAGS"] {

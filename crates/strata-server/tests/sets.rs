@@ -248,7 +248,7 @@ fn sets_survive_kill9_and_checkpoints() {
 #[test]
 fn cold_sets_read_back_exactly() {
     const KEYS: u64 = 1_500;
-    let server = TestServer::start_with(&["--maxmemory", "4mb"]);
+    let server = TestServer::start_with(&["--maxmemory", "4mb", "--maxmemory-policy", "tiered"]);
     let mut con = server.client();
     let member = |k: u64, m: u64| format!("{k}:{m}:{}", "y".repeat(100));
     for chunk in (0..KEYS).collect::<Vec<_>>().chunks(32) {
@@ -274,7 +274,12 @@ fn cold_sets_read_back_exactly() {
     let k = cold[60];
     let _: () = con.srem(key(k), member(k, 3)).unwrap();
     let dir = server.kill9();
-    let server = TestServer::spawn(dir, &["--maxmemory", "4mb"], None, READY);
+    let server = TestServer::spawn(
+        dir,
+        &["--maxmemory", "4mb", "--maxmemory-policy", "tiered"],
+        None,
+        READY,
+    );
     let mut con = server.client();
     let mut want: BTreeSet<String> = (0..20).map(|m| member(k, m)).collect();
     want.remove(&member(k, 3));

@@ -287,7 +287,7 @@ fn dump_payloads_move_between_redis_and_strata() {
 #[test]
 fn cold_streams_read_back_exactly() {
     const KEYS: u64 = 600;
-    let server = TestServer::start_with(&["--maxmemory", "4mb"]);
+    let server = TestServer::start_with(&["--maxmemory", "4mb", "--maxmemory-policy", "tiered"]);
     let mut con = server.client();
     let field = |k: u64, n: u64| format!("{k}:{n}:{}", "x".repeat(300));
     for k in 0..KEYS {

@@ -21,6 +21,8 @@ fn residency(con: &mut redis::Connection, key: &str) -> String {
 }
 
 const BUDGET: &str = "4mb";
+/// A server under the budget with tiering on.
+const TIERED: &[&str] = &["--maxmemory", BUDGET, "--maxmemory-policy", "tiered"];
 const BUDGET_BYTES: u64 = 4 << 20;
 
 #[test]
@@ -30,7 +32,7 @@ fn a_few_mb_of_ram_hold_100x_the_data_across_restarts() {
     let large = std::env::var_os("STRATA_TEST_LARGE").is_some();
     let count: u64 = if large { 12_800 } else { 1_600 };
     const SIZE: usize = 32 * 1024;
-    let server = TestServer::start_with(&["--maxmemory", BUDGET]);
+    let server = TestServer::start_with(&["--maxmemory", BUDGET, "--maxmemory-policy", "tiered"]);
     let mut con = server.client();
     let rss_empty = info_u64(&mut con, "memory", "used_memory_rss");
     fill(&mut con, count, 1, SIZE);
@@ -76,7 +78,12 @@ fn a_few_mb_of_ram_hold_100x_the_data_across_restarts() {
 
     // kill -9: the index comes back from the log; values stay on disk.
     let dir = server.kill9();
-    let server = TestServer::spawn(dir, &["--maxmemory", BUDGET], None, READY);
+    let server = TestServer::spawn(
+        dir,
+        &["--maxmemory", BUDGET, "--maxmemory-policy", "tiered"],
+        None,
+        READY,
+    );
     let mut con = server.client();
     check_all(&mut con, count, 1, SIZE);
     // A checkpoint, then a clean restart: the checkpoint holds locations,
@@ -87,7 +94,12 @@ fn a_few_mb_of_ram_hold_100x_the_data_across_restarts() {
     assert!(raw.is_closed(), "SHUTDOWN closes the connection");
     // `exited` asserts a clean exit status.
     let dir = server.exited();
-    let server = TestServer::spawn(dir, &["--maxmemory", BUDGET], None, READY);
+    let server = TestServer::spawn(
+        dir,
+        &["--maxmemory", BUDGET, "--maxmemory-policy", "tiered"],
+        None,
+        READY,
+    );
     let mut con = server.client();
     assert_eq!(info_u64(&mut con, "tiering", "disk_reads"), 0);
     let on_disk = info_u64(&mut con, "tiering", "keys_value_on_disk");
@@ -103,7 +115,7 @@ fn concurrent_reads_and_writes_of_cold_keys_stay_consistent() {
     const COUNT: u64 = 2_000;
     const SIZE: usize = 4096;
     const WRITERS: u64 = 2;
-    let server = TestServer::start_with(&["--maxmemory", BUDGET]);
+    let server = TestServer::start_with(&["--maxmemory", BUDGET, "--maxmemory-policy", "tiered"]);
     let mut con = server.client();
     fill(&mut con, COUNT, 0, SIZE);
     assert!(info_u64(&mut con, "tiering", "keys_value_on_disk") > COUNT / 2);
@@ -197,7 +209,7 @@ fn concurrent_reads_and_writes_of_cold_keys_stay_consistent() {
 #[test]
 fn kill9_while_values_are_evicted_loses_no_acknowledged_write() {
     const SIZE: usize = 2048;
-    let server = TestServer::start_with(&["--maxmemory", BUDGET]);
+    let server = TestServer::start_with(&["--maxmemory", BUDGET, "--maxmemory-policy", "tiered"]);
     let acknowledged = Arc::new(AtomicU64::new(0));
     let writer = {
         let mut con = server.client();
@@ -225,7 +237,12 @@ fn kill9_while_values_are_evicted_loses_no_acknowledged_write() {
     let _ = writer.join();
     let count = acknowledged.load(Ordering::SeqCst);
     assert!(count > 5_000);
-    let server = TestServer::spawn(dir, &["--maxmemory", BUDGET], None, READY);
+    let server = TestServer::spawn(
+        dir,
+        &["--maxmemory", BUDGET, "--maxmemory-policy", "tiered"],
+        None,
+        READY,
+    );
     let mut con = server.client();
     check_all(&mut con, count, 1, SIZE);
 }
@@ -236,7 +253,7 @@ fn a_scan_does_not_evict_the_hot_set() {
     const HOT: u64 = 200; // 800 KiB, a tenth of the budget
     const COLD: u64 = 10_000; // 40 MiB, 5x the budget
     // The index, buffers and the hot set fit the budget with room to spare.
-    let server = TestServer::start_with(&["--maxmemory", "8mb"]);
+    let server = TestServer::start_with(&["--maxmemory", "8mb", "--maxmemory-policy", "tiered"]);
     let mut con = server.client();
     fill(&mut con, HOT + COLD, 1, SIZE);
     // The LRU clock counts seconds: let the values still in RAM from the
@@ -293,7 +310,14 @@ fn a_scan_does_not_evict_the_hot_set() {
 
 #[test]
 fn disk_budget_refuses_writes_with_oom_and_keeps_reads() {
-    let server = TestServer::start_with(&["--maxmemory", BUDGET, "--maxdisk", "2mb"]);
+    let server = TestServer::start_with(&[
+        "--maxmemory",
+        BUDGET,
+        "--maxmemory-policy",
+        "tiered",
+        "--maxdisk",
+        "2mb",
+    ]);
     let mut raw = server.raw();
     let big = "x".repeat(64 * 1024);
     let mut refused = None;
@@ -365,7 +389,14 @@ fn a_damaged_cold_value_gets_an_error_and_loses_nothing_else() {
     const COUNT: u64 = 2_000;
     const SIZE: usize = 4096;
     for engine in ["yes", "no"] {
-        let server = TestServer::start_with(&["--maxmemory", BUDGET, "--tiering-io-uring", engine]);
+        let server = TestServer::start_with(&[
+            "--maxmemory",
+            BUDGET,
+            "--maxmemory-policy",
+            "tiered",
+            "--tiering-io-uring",
+            engine,
+        ]);
         let mut con = server.client();
         fill(&mut con, COUNT, 1, SIZE);
         // A cold key written early sits in the first (closed) segment.
@@ -407,7 +438,7 @@ fn a_damaged_cold_value_gets_an_error_and_loses_nothing_else() {
 /// value in RAM (README: "a read of such a value reads its record").
 #[test]
 fn commands_on_cold_keys_see_their_values() {
-    let server = TestServer::start_with(&["--maxmemory", BUDGET]);
+    let server = TestServer::start_with(&["--maxmemory", BUDGET, "--maxmemory-policy", "tiered"]);
     let mut con = server.client();
     const COUNT: u64 = 2_000;
     const SIZE: usize = 8 * 1024;
@@ -582,7 +613,7 @@ fn each_key_deleting_policy_deletes_what_it_names() {
 fn partial_changes_to_cold_values_survive_a_restart() {
     const COUNT: u64 = 1_000;
     const SIZE: usize = 8 * 1024;
-    let server = TestServer::start_with(&["--maxmemory", BUDGET]);
+    let server = TestServer::start_with(&["--maxmemory", BUDGET, "--maxmemory-policy", "tiered"]);
     let mut con = server.client();
     fill(&mut con, COUNT, 1, SIZE);
     let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
@@ -614,7 +645,12 @@ fn partial_changes_to_cold_values_survive_a_restart() {
         expected.insert(i, model);
     }
     let dir = server.kill9();
-    let server = TestServer::spawn(dir, &["--maxmemory", BUDGET], None, READY);
+    let server = TestServer::spawn(
+        dir,
+        &["--maxmemory", BUDGET, "--maxmemory-policy", "tiered"],
+        None,
+        READY,
+    );
     let mut con = server.client();
     mget_check(&mut con, &cold, |i| expected[&i].clone());
     assert_eq!(info_u64(&mut con, "tiering", "read_errors"), 0);
@@ -638,6 +674,8 @@ fn compaction_keeps_the_log_near_twice_live_across_a_restart() {
     let args = [
         "--maxmemory",
         BUDGET,
+        "--maxmemory-policy",
+        "tiered",
         "--log-segment-size",
         "1mb",
         "--auto-aof-rewrite-min-size",
@@ -705,7 +743,7 @@ fn compaction_keeps_the_log_near_twice_live_across_a_restart() {
 #[test]
 fn buffers_over_the_budget_do_not_refuse_writes() {
     const SIZE: usize = 4096;
-    let server = TestServer::start_with(&["--maxmemory", BUDGET]);
+    let server = TestServer::start_with(&["--maxmemory", BUDGET, "--maxmemory-policy", "tiered"]);
     let mut con = server.client();
     fill(&mut con, 2_000, 0, SIZE);
     // Six clients each send all but the end of a 1 MB SET.
@@ -743,7 +781,7 @@ fn buffers_over_the_budget_do_not_refuse_writes() {
 fn transfers_under_tiering_are_whole_or_absent_after_kill_9() {
     const ACCOUNTS: u64 = 400;
     const BALANCE: i64 = 1_000;
-    let args = ["--maxmemory", BUDGET, "--appendfsync", "always"];
+    let args = [TIERED, &["--appendfsync", "always"]].concat();
     let server = TestServer::start_with(&args);
     let mut raw = server.raw();
     let pad = "p".repeat(20_000);

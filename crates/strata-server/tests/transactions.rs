@@ -193,6 +193,30 @@ fn watch_fails_exec_after_any_change_and_not_otherwise() {
     assert_eq!(raw.cmd(&["WATCH", "n"]), ok());
     std::thread::sleep(std::time::Duration::from_millis(100));
     assert_eq!(transaction(&mut raw), Reply::NullArray);
+    // SMOVE of a member the destination already has leaves the
+    // destination untouched (Redis' unit/type/set test): EXEC runs.
+    let _: () = redis::cmd("SADD")
+        .arg("src")
+        .arg("a")
+        .query(&mut other)
+        .unwrap();
+    let _: () = redis::cmd("SADD")
+        .arg("n")
+        .arg("a")
+        .query(&mut other)
+        .unwrap();
+    assert_eq!(raw.cmd(&["WATCH", "n"]), ok());
+    let moved: i64 = redis::cmd("SMOVE")
+        .arg("src")
+        .arg("n")
+        .arg("a")
+        .query(&mut other)
+        .unwrap();
+    assert_eq!(moved, 1);
+    assert_eq!(raw.cmd(&["MULTI"]), ok());
+    assert_eq!(raw.cmd(&["SCARD", "n"]), queued());
+    assert_eq!(raw.cmd(&["EXEC"]), Reply::Array(vec![i(1)]), "SMOVE into n");
+    let _: () = redis::cmd("DEL").arg("n").query(&mut other).unwrap();
     // UNWATCH forgets.
     assert_eq!(raw.cmd(&["WATCH", "n"]), ok());
     assert_eq!(raw.cmd(&["UNWATCH"]), ok());
@@ -202,7 +226,7 @@ fn watch_fails_exec_after_any_change_and_not_otherwise() {
 
 #[test]
 fn watch_ignores_values_leaving_ram() {
-    let server = TestServer::start_with(&["--maxmemory", "2mb"]);
+    let server = TestServer::start_with(&["--maxmemory", "2mb", "--maxmemory-policy", "tiered"]);
     let mut con = server.client();
     let mut raw = server.raw();
     let _: () = con.set("w", "x".repeat(100_000)).unwrap();

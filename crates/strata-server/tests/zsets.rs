@@ -255,7 +255,7 @@ fn encodings_convert_at_the_limits_and_survive_kill9() {
 #[test]
 fn cold_sorted_sets_read_back_exactly() {
     const KEYS: u64 = 1_500;
-    let server = TestServer::start_with(&["--maxmemory", "4mb"]);
+    let server = TestServer::start_with(&["--maxmemory", "4mb", "--maxmemory-policy", "tiered"]);
     let mut con = server.client();
     let member = |k: u64, m: u64| format!("{k}:{m}:{}", "z".repeat(100));
     for chunk in (0..KEYS).collect::<Vec<_>>().chunks(32) {
@@ -287,7 +287,12 @@ fn cold_sorted_sets_read_back_exactly() {
     let k = cold[60];
     let _: () = con.zadd(key(k), "added", -1).unwrap();
     let dir = server.kill9();
-    let server = TestServer::spawn(dir, &["--maxmemory", "4mb"], None, READY);
+    let server = TestServer::spawn(
+        dir,
+        &["--maxmemory", "4mb", "--maxmemory-policy", "tiered"],
+        None,
+        READY,
+    );
     let mut con = server.client();
     let mut expected = vec![("added".to_string(), -1.0)];
     expected.extend(want(k));

@@ -364,6 +364,8 @@ pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             AddError::CurrentNotFloat => CmdError::from("ERR hash value is not a float"),
             AddError::IncrementNotFloat => CmdError::from(super::ERR_NOT_FLOAT),
             AddError::NotFinite => CmdError::from("ERR increment would produce NaN or Infinity"),
+            // Redis 7.4 checks the increment before the sum.
+            AddError::IncrementNotFinite => CmdError::from("ERR value is NaN or Infinity"),
         })
     })?;
     ctx.out.bulk(&text);

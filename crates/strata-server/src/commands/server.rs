@@ -8,6 +8,7 @@ use bytes::Bytes;
 
 use super::connection::help_lines;
 use super::keyspec::{self, BeginSearch, FindKeys, KeySpec};
+use super::spec::flag;
 use super::{CmdError, CmdResult, Ctx, ERR_SYNTAX, Spec, is, lossy, parse_i64};
 use crate::config::DIRECTIVES;
 use crate::persistence::{self, Trigger};
@@ -566,16 +567,20 @@ fn command_to_inspect(ctx: &Ctx, command: &[Bytes]) -> Result<(usize, &'static S
     Ok((id, spec))
 }
 
-/// The keys of the command in `args[2..]`, each with its flags.
+/// The keys of the command in `args[2..]`, each with its flags, with
+/// Redis' answers: a command that takes no keys is an error; one whose
+/// keys are optional (EVAL with 0 keys) has none; for the others, no key
+/// found means the arguments are wrong.
 fn keys_to_report(ctx: &Ctx, args: &[Bytes]) -> Result<Vec<(usize, keyspec::KeyFlags)>, CmdError> {
-    let (id, spec) = command_to_inspect(ctx, &args[2..])?;
-    let _ = id;
-    let keys = keyspec::keys_and_flags(spec.keys, spec.keys_hook, &args[2..])
-        .map_err(|_| CmdError::from("ERR Invalid arguments specified for command"))?;
-    if keys.is_empty() {
+    let (_, spec) = command_to_inspect(ctx, &args[2..])?;
+    if spec.keys.is_empty() && spec.keys_hook.is_none() {
         return Err("ERR The command has no key arguments".into());
     }
-    Ok(keys)
+    match keyspec::keys_and_flags(spec.keys, spec.keys_hook, &args[2..]) {
+        Ok(keys) if !keys.is_empty() => Ok(keys),
+        _ if spec.has(flag::NO_MANDATORY_KEYS) => Ok(Vec::new()),
+        _ => Err("ERR Invalid arguments specified for command".into()),
+    }
 }
 
 pub fn command_getkeys(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {

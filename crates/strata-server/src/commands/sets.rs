@@ -259,17 +259,24 @@ pub fn smove(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         now,
     )?;
     let shard = ctx.keys.shard(destination);
-    match shard.get_as::<Set>(db, destination, now)? {
+    // A member the destination has already leaves it untouched: no
+    // record, so a WATCH on it holds (as in Redis).
+    let added = match shard.get_as::<Set>(db, destination, now)? {
+        Some(entry) if entry.value().set().is_some_and(|s| s.contains(member)) => false,
         Some(entry) => {
             entry.change::<Set>(db, &SetOp::Add(vec![member]), now);
+            true
         }
         None => {
             let image = image_of_added(&[member]).0;
             shard.set(db, destination, Value::Set(image.into()), None, false, now);
+            true
         }
-    }
+    };
     ctx.notify_write(notify::SET, "srem", &args[1]);
-    ctx.notify(notify::SET, "sadd", &args[2]);
+    if added {
+        ctx.notify(notify::SET, "sadd", &args[2]);
+    }
     ctx.out.int(1);
     Ok(())
 }

@@ -409,7 +409,7 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 AddError::CurrentNotFloat | AddError::IncrementNotFloat => {
                     CmdError::from(ERR_NOT_FLOAT)
                 }
-                AddError::NotFinite => {
+                AddError::NotFinite | AddError::IncrementNotFinite => {
                     CmdError::from("ERR increment would produce NaN or Infinity")
                 }
             }

@@ -88,10 +88,8 @@ pub(crate) fn meaning(name: &str) -> &'static str {
             "sorted sets with members up to this size stay compact"
         }
         "hll-sparse-max-bytes" => "HyperLogLogs stay sparse up to this size",
-        "stream-node-max-entries" => "stream entries per node; `~` trimming removes whole nodes",
-        "stream-node-max-bytes" => {
-            "bytes per stream node (roughly); `~` trimming removes whole nodes"
-        }
+        "stream-node-max-entries" => "stream node entries; `~` trimming removes whole nodes",
+        "stream-node-max-bytes" => "stream node bytes; `~` trimming removes whole nodes",
         "maxdisk" => "disk budget for `dir` (0: none); writes fail with -OOM at it",
         "tiering-io-uring" => "read cold values through io_uring",
         "tiering-io-threads" => "reader threads when io_uring is off",

@@ -326,7 +326,9 @@ impl Default for Config {
             key_load_delay_us: 0,
             config_file: None,
             maxmemory: 0,
-            maxmemory_policy: MaxmemoryPolicy::Tiered,
+            // Redis' default, which queue libraries (BullMQ, Sidekiq, RQ)
+            // check for; `tiered` is one setting away.
+            maxmemory_policy: MaxmemoryPolicy::NoEviction,
             enable_debug_command: Gate::No,
             supervised: "no".into(),
             unixsocket: String::new(),
