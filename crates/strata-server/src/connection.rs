@@ -928,8 +928,18 @@ impl Connection {
                     }
                 }
             }
+            let unblock = client.take_unblock();
+            if unblock == crate::client::UNBLOCK_ERROR
+                || timed_out
+                || unblock == crate::client::UNBLOCK_TIMEOUT
+            {
+                // Its one call (runs that blocked again counted none).
+                if let Some(id) = server.commands.lookup(&args[0]) {
+                    bump(&self.stats.commands[id].calls, 1);
+                }
+            }
             let mut reply = ReplyWriter::new(&mut self.output, self.session.protocol);
-            match client.take_unblock() {
+            match unblock {
                 crate::client::UNBLOCK_ERROR => {
                     reply.error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
                     break Ok(());

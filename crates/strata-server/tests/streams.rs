@@ -356,3 +356,68 @@ fn key_commands_work_on_streams() {
     let event = sub.read();
     assert_eq!(event.as_array()[2], b("s"), "{event:?}");
 }
+
+/// `calls=` of INFO commandstats for `command`.
+fn calls(raw: &mut Raw, command: &str) -> String {
+    let info = raw.cmd(&["INFO", "commandstats"]).as_text();
+    let line = info
+        .lines()
+        .find(|l| l.starts_with(&format!("cmdstat_{command}:")))
+        .unwrap_or_default()
+        .to_owned();
+    let fields = line.split(':').nth(1).unwrap_or_default();
+    fields.split(',').next().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn a_blocked_group_read_ends_when_its_stream_or_group_goes() {
+    let server = TestServer::start();
+    let (mut reader, mut writer) = (server.raw(), server.raw());
+    let mut con = server.client();
+    let read = [
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "c",
+        "BLOCK",
+        "0",
+        "STREAMS",
+        "s",
+        ">",
+    ];
+    writer.cmd(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    block_on(&mut reader, &mut con, &read);
+    writer.cmd(&["DEL", "s"]);
+    assert_eq!(
+        reader.read(),
+        e("UNBLOCKED the stream key no longer exists")
+    );
+    writer.cmd(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    block_on(&mut reader, &mut con, &read);
+    writer.cmd(&["SET", "s", "not a stream"]);
+    assert_eq!(
+        reader.read(),
+        e("UNBLOCKED the stream key no longer exists")
+    );
+    writer.cmd(&["DEL", "s"]);
+    writer.cmd(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    block_on(&mut reader, &mut con, &read);
+    writer.cmd(&["XGROUP", "DESTROY", "s", "g"]);
+    assert_eq!(
+        reader.read(),
+        e("NOGROUP the consumer group this client was blocked on no longer exists")
+    );
+    // Each blocked call counted once, however often it ran again.
+    writer.cmd(&["CONFIG", "RESETSTAT"]);
+    writer.cmd(&["XGROUP", "CREATE", "s", "g", "$"]);
+    block_on(&mut reader, &mut con, &read);
+    writer.cmd(&["XADD", "other", "*", "f", "v"]);
+    writer.cmd(&["XADD", "s", "*", "f", "v"]);
+    assert_eq!(reader.read().as_array().len(), 1);
+    assert_eq!(calls(&mut writer, "xreadgroup"), "calls=1");
+    assert_eq!(
+        reader.cmd(&["XREAD", "BLOCK", "20", "STREAMS", "s", "$"]),
+        Reply::NullArray
+    );
+    assert_eq!(calls(&mut writer, "xread"), "calls=1");
+}

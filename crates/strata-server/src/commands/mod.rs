@@ -1095,7 +1095,11 @@ pub(crate) fn call<'a, 's>(
     let took = started.elapsed() + Duration::from_micros(std::mem::take(&mut ctx.session.slept_us));
     let micros = took.as_micros() as u64;
     let counters = &stats.commands[id];
-    bump(&counters.calls, 1);
+    // A command that blocks counts one call, when it ends (served here, on
+    // a timeout or CLIENT UNBLOCK by its connection), as in Redis.
+    if ctx.session.block.is_none() {
+        bump(&counters.calls, 1);
+    }
     bump(&counters.usec, micros);
     if config.latency_tracking {
         counters
