@@ -357,6 +357,15 @@ fn key_commands_work_on_streams() {
     assert_eq!(event.as_array()[2], b("s"), "{event:?}");
 }
 
+/// CPU time (user + system, in clock ticks) process `pid` has used.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/<pid>/stat");
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let after = &stat[stat.rfind(')').expect("a command name") + 2..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
 /// `calls=` of INFO commandstats for `command`.
 fn calls(raw: &mut Raw, command: &str) -> String {
     let info = raw.cmd(&["INFO", "commandstats"]).as_text();
@@ -407,10 +416,21 @@ fn a_blocked_group_read_ends_when_its_stream_or_group_goes() {
         reader.read(),
         e("NOGROUP the consumer group this client was blocked on no longer exists")
     );
-    // Each blocked call counted once, however often it ran again.
+    // Each blocked call counted once, however often it ran again; and
+    // a blocked reader does not wake itself (its runs again change
+    // nothing): it ran once to block, and once per change of its key.
     writer.cmd(&["CONFIG", "RESETSTAT"]);
     writer.cmd(&["XGROUP", "CREATE", "s", "g", "$"]);
     block_on(&mut reader, &mut con, &read);
+    let cpu_before = cpu_ticks(server.pid());
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let spent = cpu_ticks(server.pid()) - cpu_before;
+    // An idle server spends a tick or two (1/100 s each) in 0.5 s; one
+    // waking itself for ever spent the whole half second.
+    assert!(
+        spent < 20,
+        "a blocked reader kept the server busy: {spent} ticks in 0.5 s"
+    );
     writer.cmd(&["XADD", "other", "*", "f", "v"]);
     writer.cmd(&["XADD", "s", "*", "f", "v"]);
     assert_eq!(reader.read().as_array().len(), 1);

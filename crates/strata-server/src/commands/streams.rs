@@ -724,16 +724,21 @@ pub fn xreadgroup(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         let created = with_stream(ctx, key, |stream, _| {
             stream.is_some_and(|s| !s.groups[group].consumers.contains_key(consumer))
         })?;
-        let op = StreamOp::Deliver {
-            group,
-            consumer,
-            now_ms: ctx.now_ms,
-            ids,
-            history: history.is_some(),
-            noack: read.noack,
-        };
-        let key_ref = ctx.key(key);
-        change(ctx, key_ref, &op, false)?;
+        // A read that delivers nothing to a known consumer changes only
+        // its seen time; while blocked it changes nothing at all, or
+        // the change would wake this very reader again, for ever.
+        if created || !ids.is_empty() || !ctx.session.block_retry {
+            let op = StreamOp::Deliver {
+                group,
+                consumer,
+                now_ms: ctx.now_ms,
+                ids,
+                history: history.is_some(),
+                noack: read.noack,
+            };
+            let key_ref = ctx.key(key);
+            change(ctx, key_ref, &op, false)?;
+        }
         if created {
             ctx.notify(notify::STREAM, "xgroup-createconsumer", key);
         }
