@@ -196,3 +196,71 @@ fn bitfield() {
     );
     assert_reply!(r, ["BITFIELD", "h", "FOO"], e("ERR syntax error"));
 }
+
+/// Redis 8.2's BITOP DIFF, DIFF1, ANDOR and ONE, checked bit by bit
+/// against their definitions (counting the sources that have each bit),
+/// on sources of different lengths (a shorter one reads as zeros).
+#[test]
+fn bitop_diff_diff1_andor_one() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for round in 0..20 {
+        let count = 2 + (round % 3);
+        let sources: Vec<Vec<u8>> = (0..count)
+            .map(|n| (0..(4 + n * 3 + round % 5)).map(|_| next() as u8).collect())
+            .collect();
+        let names: Vec<String> = (0..count).map(|n| format!("src{n}")).collect();
+        for (name, bytes) in names.iter().zip(&sources) {
+            r.cmd_bytes(&[b"SET", name.as_bytes(), bytes]);
+        }
+        let length = sources.iter().map(Vec::len).max().unwrap();
+        let bit = |source: &Vec<u8>, at: usize| {
+            source
+                .get(at / 8)
+                .is_some_and(|b| b & (0x80 >> (at % 8)) != 0)
+        };
+        for op in ["DIFF", "DIFF1", "ANDOR", "ONE"] {
+            let mut expected = vec![0u8; length];
+            for at in 0..length * 8 {
+                let first = bit(&sources[0], at);
+                let others = sources[1..].iter().filter(|s| bit(s, at)).count();
+                let all = others + first as usize;
+                let set = match op {
+                    "DIFF" => first && others == 0,
+                    "DIFF1" => !first && others > 0,
+                    "ANDOR" => first && others > 0,
+                    _ => all == 1,
+                };
+                if set {
+                    expected[at / 8] |= 0x80 >> (at % 8);
+                }
+            }
+            let mut args = vec!["BITOP", op, "dest"];
+            args.extend(names.iter().map(String::as_str));
+            assert_eq!(r.cmd(&args), i(length as i64), "{op}");
+            assert_eq!(
+                r.cmd(&["GET", "dest"]),
+                Reply::Bulk(expected),
+                "{op} round {round}"
+            );
+        }
+    }
+    for op in ["DIFF", "DIFF1", "ANDOR"] {
+        let error = format!("ERR BITOP {op} must be called with at least two source keys.");
+        assert_eq!(
+            r.cmd(&["BITOP", &op.to_lowercase(), "dest", "src0"]),
+            e(&error)
+        );
+    }
+    // ONE of one source is that source.
+    r.cmd_bytes(&[b"SET", b"src0", b"\x0f\xf0\x00\x01"]);
+    assert_eq!(r.cmd(&["BITOP", "ONE", "dest", "src0"]), i(4));
+    assert_eq!(r.cmd(&["GET", "dest"]), Reply::Bulk(b"\x0f\xf0\x00\x01".to_vec()));
+}

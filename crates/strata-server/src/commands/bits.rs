@@ -189,11 +189,29 @@ pub fn bitpos(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 pub fn bitop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let op = args[1].to_ascii_uppercase();
-    if !matches!(op.as_slice(), b"AND" | b"OR" | b"XOR" | b"NOT") {
+    let known = [
+        &b"AND"[..],
+        b"OR",
+        b"XOR",
+        b"NOT",
+        b"DIFF",
+        b"DIFF1",
+        b"ANDOR",
+        b"ONE",
+    ];
+    if !known.contains(&op.as_slice()) {
         return Err(ERR_SYNTAX.into());
     }
     if op == b"NOT" && args.len() != 4 {
         return Err("ERR BITOP NOT must be called with a single source key.".into());
+    }
+    // Redis 8.2's DIFF, DIFF1 and ANDOR compare the first source with
+    // the others: they need two at least.
+    if matches!(op.as_slice(), b"DIFF" | b"DIFF1" | b"ANDOR") && args.len() < 5 {
+        let name = String::from_utf8_lossy(&op);
+        return Err(
+            format!("ERR BITOP {name} must be called with at least two source keys.").into(),
+        );
     }
     let (db, now) = (ctx.db(), ctx.now_ms);
     let target = ctx.key(&args[2]);
@@ -213,11 +231,27 @@ pub fn bitop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut result = vec![0u8; length];
     for (i, byte) in result.iter_mut().enumerate() {
         let at = |input: &Vec<u8>| input.get(i).copied().unwrap_or(0);
+        // The first source, and the union of the others (DIFF, DIFF1, ANDOR).
+        let first = at(&inputs[0]);
+        let others = || inputs[1..].iter().fold(0, |acc, input| acc | at(input));
         *byte = match op.as_slice() {
-            b"NOT" => !at(&inputs[0]),
+            b"NOT" => !first,
             b"AND" => inputs.iter().fold(0xff, |acc, input| acc & at(input)),
             b"OR" => inputs.iter().fold(0, |acc, input| acc | at(input)),
-            _ => inputs.iter().fold(0, |acc, input| acc ^ at(input)),
+            b"XOR" => inputs.iter().fold(0, |acc, input| acc ^ at(input)),
+            b"DIFF" => first & !others(),
+            b"DIFF1" => !first & others(),
+            b"ANDOR" => first & others(),
+            // ONE: bits set in exactly one source.
+            _ => {
+                // `once`: bits seen in one source so far; `more`: in two
+                // or more.
+                let (once, more) = inputs.iter().fold((0u8, 0u8), |(once, more), input| {
+                    let bits = at(input);
+                    ((once ^ bits) & !more, more | (once & bits))
+                });
+                once & !more
+            }
         };
     }
     let target_shard = ctx.keys.shard(target);
