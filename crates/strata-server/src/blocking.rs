@@ -45,6 +45,9 @@ const IDLE_CHECK: Duration = Duration::from_millis(100);
 #[derive(Default)]
 pub struct Waiter {
     notify: Notify,
+    /// Whether it ends when its key is deleted (XREADGROUP), which INFO
+    /// counts as `total_blocking_keys_on_nokey`.
+    on_nokey: bool,
 }
 
 impl Waiter {
@@ -99,10 +102,24 @@ impl Blocking {
         self.state.lock().waiters
     }
 
+    /// Keys some client waits on, and those of them a waiter must hear
+    /// of when they are deleted (INFO's `total_blocking_keys`,
+    /// `total_blocking_keys_on_nokey`).
+    pub fn blocking_keys(&self) -> (usize, usize) {
+        let state = self.state.lock();
+        let on_nokey = (state.queues.values())
+            .filter(|queue| queue.iter().any(|w| w.on_nokey))
+            .count();
+        (state.queues.len(), on_nokey)
+    }
+
     /// Puts a new waiter at the end of the queue of each of `keys` in
     /// database `db`, the feed subscribed before this returns.
-    pub fn register(self: &Arc<Self>, db: usize, keys: &[bytes::Bytes]) -> Ticket {
-        let waiter = Arc::new(Waiter::default());
+    pub fn register(self: &Arc<Self>, db: usize, keys: &[bytes::Bytes], on_nokey: bool) -> Ticket {
+        let waiter = Arc::new(Waiter {
+            notify: Notify::new(),
+            on_nokey,
+        });
         let mut names: Vec<Vec<u8>> = keys.iter().map(|k| queue_key(db, k)).collect();
         names.sort();
         names.dedup();
@@ -246,8 +263,8 @@ mod tests {
     fn only_the_head_of_a_key_is_woken_and_leaving_passes_the_turn() {
         let keyspace = Arc::new(Keyspace::new(1));
         let blocking = Blocking::start(keyspace.clone()).unwrap();
-        let first = blocking.register(0, &[bytes::Bytes::from_static(b"k")]);
-        let second = blocking.register(0, &[bytes::Bytes::from_static(b"k")]);
+        let first = blocking.register(0, &[bytes::Bytes::from_static(b"k")], false);
+        let second = blocking.register(0, &[bytes::Bytes::from_static(b"k")], false);
         assert_eq!(blocking.blocked_clients(), 2);
         set(&keyspace, b"other");
         assert!(!wait(first.waiter(), Duration::from_millis(300)));

@@ -901,7 +901,9 @@ impl Connection {
         self.settle(client).await?;
         self.flush().map_err(Closed::Io)?;
         let server = self.server.clone();
-        let ticket = server.blocking.register(self.session.db, &block.keys);
+        let ticket = server
+            .blocking
+            .register(self.session.db, &block.keys, block.on_nokey);
         client.blocked.store(true, Relaxed);
         client.take_unblock();
         let deadline = block

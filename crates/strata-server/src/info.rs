@@ -149,6 +149,9 @@ fn clients_section(server: &Server, out: &mut String) {
         "blocked_clients",
         server.blocking.blocked_clients() + server.paused_clients.load(Relaxed)
     );
+    let (blocking_keys, on_nokey) = server.blocking.blocking_keys();
+    field!(out, "total_blocking_keys", blocking_keys);
+    field!(out, "total_blocking_keys_on_nokey", on_nokey);
     field!(out, "tracking_clients", server.tracking.counts().clients);
     field!(out, "clients_in_timeout_table", 0);
 }

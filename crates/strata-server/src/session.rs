@@ -79,6 +79,8 @@ pub struct Block {
     pub timeout_reply: TimeoutReply,
     /// What runs when woken, when not the command itself.
     pub rerun: Option<Vec<bytes::Bytes>>,
+    /// Whether the deletion of a key ends the wait (XREADGROUP).
+    pub on_nokey: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -262,5 +262,8 @@ fn bitop_diff_diff1_andor_one() {
     // ONE of one source is that source.
     r.cmd_bytes(&[b"SET", b"src0", b"\x0f\xf0\x00\x01"]);
     assert_eq!(r.cmd(&["BITOP", "ONE", "dest", "src0"]), i(4));
-    assert_eq!(r.cmd(&["GET", "dest"]), Reply::Bulk(b"\x0f\xf0\x00\x01".to_vec()));
+    assert_eq!(
+        r.cmd(&["GET", "dest"]),
+        Reply::Bulk(b"\x0f\xf0\x00\x01".to_vec())
+    );
 }

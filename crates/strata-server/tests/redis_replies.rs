@@ -1431,6 +1431,7 @@ const NOT_IN_REDIS_7_0: &[&str] = &[
     "hsetex",
     // DEBUG is one command in Redis, a container in Strata's table.
     "debug|sleep",
+    "debug|loadaof",
     "debug|help",
     "debug|set-active-expire",
     "debug|object",

@@ -135,6 +135,17 @@ fn config_get_set_resetstat() {
             "ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config"
         )
     );
+    // An immutable setting set to the value it has is a no-op (Redis'
+    // test suite sets `appendonly yes` on servers that have it); any
+    // other value is refused.
+    assert_reply!(r, ["CONFIG", "SET", "appendonly", "yes"], ok());
+    assert_reply!(
+        r,
+        ["CONFIG", "SET", "appendonly", "no"],
+        e(
+            "ERR CONFIG SET failed (possibly related to argument 'appendonly') - can't set immutable config"
+        )
+    );
     assert_reply!(
         r,
         ["CONFIG", "SET", "protected-mode", "maybe"],

@@ -109,10 +109,7 @@ pub fn debug_reload(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             );
         }
     }
-    if save
-        && crate::persistence::checkpoint(&ctx.server.handles(), crate::persistence::Trigger::Save)
-            .is_err()
-    {
+    if save && !save_waiting(ctx) {
         return Err("ERR Error trying to save the DB".into());
     }
     let has_data =
@@ -123,6 +120,37 @@ pub fn debug_reload(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (rebuilt, committed) = ctx.keyspace().rebuild_values(ctx.now_ms);
     ctx.committed(committed);
     crate::log_notice!("DB reloaded by DEBUG RELOAD ({rebuilt} values rebuilt)");
+    ctx.out.ok();
+    Ok(())
+}
+
+/// Writes a checkpoint, waiting (up to 10 s) for one already running to
+/// end first, as Redis' DEBUG RELOAD waits for its child.
+fn save_waiting(ctx: &Ctx) -> bool {
+    let handles = ctx.server.handles();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match crate::persistence::checkpoint(&handles, crate::persistence::Trigger::Save) {
+            Ok(_) => return true,
+            Err(_)
+                if handles.persistence.checkpoint_running()
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(_) => return false,
+        }
+    }
+}
+
+/// DEBUG LOADAOF: Redis reloads its dataset from the append-only file.
+/// Strata's log already holds every acknowledged write, so reloading is
+/// rebuilding every value the way loading does (as DEBUG RELOAD, without
+/// writing a checkpoint first).
+pub fn debug_loadaof(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    let (rebuilt, committed) = ctx.keyspace().rebuild_values(ctx.now_ms);
+    ctx.committed(committed);
+    crate::log_notice!("DB reloaded by DEBUG LOADAOF ({rebuilt} values rebuilt)");
     ctx.out.ok();
     Ok(())
 }

@@ -1356,6 +1356,7 @@ impl Ctx<'_, '_> {
             deadline_ms,
             timeout_reply,
             rerun: None,
+            on_nokey: false,
         });
     }
 

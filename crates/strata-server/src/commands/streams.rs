@@ -601,10 +601,16 @@ pub fn xread(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let read = parse_read_args(args, false, ctx.now_ms)?;
     // The IDs, `$` and `+` resolved against each stream.
     let mut after = Vec::with_capacity(read.keys.len());
+    let retry = ctx.session.block_retry;
     for (key, id) in read.keys.iter().zip(read.ids) {
-        let stream_last = with_stream(ctx, key, |stream, _| {
+        let stream_last = match with_stream(ctx, key, |stream, _| {
             stream.map(|s| (s.last_id, s.last().map(|(id, _)| id)))
-        })?;
+        }) {
+            Ok(last) => last,
+            // Woken, a key of another type is waited on (below).
+            Err(_) if retry => None,
+            Err(e) => return Err(e),
+        };
         let resolved = match &id[..] {
             b"$" => stream_last.map_or(StreamId::MIN, |(last, _)| last),
             b"+" => match stream_last {
@@ -622,6 +628,11 @@ pub fn xread(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let mut served = Vec::new();
     for (key, &gt) in read.keys.iter().zip(&after) {
+        // Woken, a key that holds another type now serves nothing: the
+        // reader waits on (as in Redis), it is not answered WRONGTYPE.
+        if retry && with_stream(ctx, key, |_, _| ()).is_err() {
+            continue;
+        }
         let entries = with_stream(ctx, key, |stream, _| {
             let stream = stream?;
             let newest = stream.last()?.0;
@@ -755,7 +766,12 @@ pub fn xreadgroup(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     match read.block {
         None => ctx.out.null_array(),
-        Some(deadline) => ctx.block(read.keys, deadline, TimeoutReply::NullArray),
+        Some(deadline) => {
+            ctx.block(read.keys, deadline, TimeoutReply::NullArray);
+            if let Some(block) = &mut ctx.session.block {
+                block.on_nokey = true;
+            }
+        }
     }
     Ok(())
 }

@@ -192,10 +192,12 @@ fn read_group(reader: &mut Reader, kind: u8, group: &mut Group) -> Result<(), Ma
     for _ in 0..reader.len()? {
         let name = reader.string()?;
         let seen = reader.u64_le()?;
+        // Before type 21 there is no active time: Redis takes the seen
+        // time for it.
         let active = if kind >= TYPE_STREAM_LISTPACKS_3 {
             Some(reader.u64_le()?).filter(|&t| t as i64 >= 0)
         } else {
-            None
+            Some(seen)
         };
         group.restore_consumer(&name, seen, active);
         for _ in 0..reader.len()? {

@@ -589,6 +589,18 @@ const DEBUG_SUBCOMMANDS: &[Spec] = &[
         ..Spec::DEFAULT
     },
     Spec {
+        name: "loadaof",
+        arity: 2,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "1.0.0",
+        summary: "Rebuilds every value from what the log holds, as loading does (tests).",
+        complexity: "O(N)",
+        run: Run::Handler(dbg::debug_loadaof),
+        traits: traits![RUNS_UNLOCKED],
+        ..Spec::DEFAULT
+    },
+    Spec {
         name: "panic",
         arity: 2,
         flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
