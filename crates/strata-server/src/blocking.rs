@@ -194,9 +194,17 @@ impl Blocking {
     }
 }
 
+/// Wakes the first waiter of a changed key, and every waiter that must
+/// hear of the key's deletion (XREADGROUP): behind a BLPOP of the same
+/// key, which finds nothing and keeps its place, one would never wake.
+/// Those run again, answer if the stream or group went, and otherwise
+/// wait on without changing anything.
 fn wake_head(queue: &VecDeque<Arc<Waiter>>) {
     if let Some(head) = queue.front() {
         head.notify.notify_one();
+    }
+    for waiter in queue.iter().skip(1).filter(|w| w.on_nokey) {
+        waiter.notify.notify_one();
     }
 }
 

@@ -681,9 +681,6 @@ pub fn xread(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// key [key ...] id [id ...].
 pub fn xreadgroup(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let read = parse_read_args(args, true, ctx.now_ms)?;
-    if ctx.session.block_retry {
-        still_there(ctx, &read)?;
-    }
     let (group, consumer) = read.group.expect("checked by parse_read_args");
     let mut wanted = Vec::with_capacity(read.keys.len());
     for (key, id) in read.keys.iter().zip(read.ids) {
@@ -771,27 +768,6 @@ pub fn xreadgroup(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             if let Some(block) = &mut ctx.session.block {
                 block.on_nokey = true;
             }
-        }
-    }
-    Ok(())
-}
-
-/// A woken XREADGROUP: a stream or group that went away meanwhile ends
-/// the wait with Redis' errors.
-fn still_there(ctx: &mut Ctx, read: &ReadArgs) -> CmdResult {
-    let (group, _) = read.group.expect("checked by parse_read_args");
-    for key in read.keys {
-        let found = with_stream(ctx, key, |stream, _| {
-            stream.map(|s| s.groups.contains_key(group))
-        });
-        match found {
-            Ok(Some(true)) => {}
-            Ok(Some(false)) => {
-                return Err(
-                    "NOGROUP the consumer group this client was blocked on no longer exists".into(),
-                );
-            }
-            Ok(None) | Err(_) => return Err("UNBLOCKED the stream key no longer exists".into()),
         }
     }
     Ok(())
