@@ -1427,6 +1427,7 @@ const NOT_IN_REDIS_7_0: &[&str] = &[
     "hpexpiretime",
     "hpersist",
     "hgetdel",
+    "delex",
     "hgetex",
     "hsetex",
     // DEBUG is one command in Redis, a container in Strata's table.

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Reply, TestServer, b, e, i, ok};
+use common::{READY, Reply, TestServer, b, e, i, ok};
 use redis::Commands;
 
 #[test]
@@ -366,4 +366,56 @@ fn size_limits_follow_proto_max_bulk_len() {
     );
     assert_reply!(r, ["SET", "c", "abc"], ok());
     assert_reply!(r, ["LCS", "a", "c"], b("a"));
+}
+
+/// Redis 8.4's compare-and-set (SET IFEQ/IFNE) and compare-and-delete
+/// (DELEX), the way a lock is released: only by its holder.
+#[test]
+fn set_ifeq_ifne_and_delex_compare_before_they_write() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    // IFEQ never creates; IFNE creates a missing key.
+    assert_eq!(r.cmd(&["SET", "lock", "a", "IFEQ", "x"]), Reply::NullBulk);
+    assert_eq!(r.cmd(&["EXISTS", "lock"]), i(0));
+    assert_eq!(r.cmd(&["SET", "lock", "a", "IFNE", "x"]), ok());
+    assert_eq!(r.cmd(&["SET", "lock", "b", "IFEQ", "x"]), Reply::NullBulk);
+    assert_eq!(r.cmd(&["SET", "lock", "b", "IFEQ", "a", "GET"]), b("a"));
+    assert_eq!(r.cmd(&["SET", "lock", "c", "IFNE", "b", "GET"]), b("b"));
+    assert_eq!(r.cmd(&["GET", "lock"]), b("b"));
+    assert_eq!(
+        r.cmd(&["SET", "lock", "c", "IFNE", "a", "PX", "100000"]),
+        ok()
+    );
+    assert!(r.cmd(&["PTTL", "lock"]).as_int() > 0);
+    for bad in [
+        &["SET", "lock", "v", "IFEQ", "a", "NX"][..],
+        &["SET", "lock", "v", "XX", "IFNE", "a"],
+        &["SET", "lock", "v", "IFEQ", "a", "IFNE", "b"],
+        &["SET", "lock", "v", "IFEQ"],
+    ] {
+        assert_eq!(r.cmd(bad), e("ERR syntax error"), "{bad:?}");
+    }
+    r.cmd(&["RPUSH", "list", "x"]);
+    assert_eq!(
+        r.cmd(&["SET", "list", "v", "IFEQ", "x"]),
+        e("WRONGTYPE Operation against a key holding the wrong kind of value")
+    );
+    // DELEX: a plain delete without a condition, of any type.
+    assert_eq!(r.cmd(&["DELEX", "lock", "IFEQ", "other"]), i(0));
+    assert_eq!(r.cmd(&["DELEX", "lock", "IFNE", "c"]), i(0));
+    assert_eq!(r.cmd(&["DELEX", "lock", "IFEQ", "c"]), i(1));
+    assert_eq!(r.cmd(&["DELEX", "lock", "IFNE", "c"]), i(0));
+    assert_eq!(
+        r.cmd(&["DELEX", "list", "IFEQ", "x"]),
+        e("WRONGTYPE Operation against a key holding the wrong kind of value")
+    );
+    assert_eq!(r.cmd(&["DELEX", "list"]), i(1));
+    assert_eq!(r.cmd(&["DELEX", "list"]), i(0));
+    assert_eq!(r.cmd(&["DELEX", "k", "IFEQ"]), e("ERR syntax error"));
+    // The condition survives a restart: it is an ordinary logged write.
+    assert_eq!(r.cmd(&["SET", "held", "me", "IFNE", "x"]), ok());
+    let dir = server.kill9();
+    let server = TestServer::spawn(dir, &[], None, READY);
+    let mut r = server.raw();
+    assert_eq!(r.cmd(&["GET", "held"]), b("me"));
 }

@@ -310,10 +310,11 @@ pub fn migrate_keys(args: &[Bytes], keys: &mut Vec<(usize, KeyFlags)>) {
     }
 }
 
-/// SET's `variable_flags`: it overwrites unless it has GET (its options
-/// follow its value: `SET k get` sets "get").
+/// SET's `variable_flags`: it overwrites unless it has GET or a compare
+/// condition, IFEQ or IFNE (its options follow its value: `SET k get`
+/// sets "get").
 pub fn set_keys(args: &[Bytes], keys: &mut Vec<(usize, KeyFlags)>) {
-    let reads = args.iter().skip(3).any(|a| is(a, "GET"));
+    let reads = (args.iter().skip(3)).any(|a| is(a, "GET") || is(a, "IFEQ") || is(a, "IFNE"));
     resolve_variable(
         keys,
         if reads {

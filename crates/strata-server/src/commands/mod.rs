@@ -424,9 +424,11 @@ impl CommandTable {
             }
         }
         let spec = self.specs[id];
-        let name = self.full_names[id].as_str();
-        let reads_old_value =
-            name == "set" && args.get(3..).unwrap_or(&[]).iter().any(|a| is(a, "GET"));
+        // A command whose key flags depend on its arguments (SET with GET
+        // or IFEQ) reads the value when its key gets "access".
+        let reads_old_value = spec.keys_hook.is_some()
+            && keyspec::keys_and_flags(spec.keys, spec.keys_hook, args)
+                .is_ok_and(|keys| keys.iter().any(|(_, flags)| flags.contains(&"access")));
         if (spec.is(trait_::READS_NO_VALUE) && !reads_old_value) || !spec.arity_ok(args.len()) {
             return Vec::new();
         }

@@ -85,16 +85,45 @@ fn expire_option(
     (known && i + 1 < args.len()).then(|| deadline(option, &args[i + 1], now_ms, command))
 }
 
+/// SET's compare-and-set conditions (Redis 8.4): IFEQ sets only an
+/// existing value equal to the one given, IFNE a missing key or a value
+/// that differs.
+#[derive(Clone, Copy)]
+enum IfValue<'a> {
+    Equal(&'a [u8]),
+    NotEqual(&'a [u8]),
+}
+
+impl IfValue<'_> {
+    fn holds(self, current: Option<&[u8]>) -> bool {
+        match self {
+            IfValue::Equal(v) => current == Some(v),
+            IfValue::NotEqual(v) => current != Some(v),
+        }
+    }
+}
+
 pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (mut nx, mut xx, mut get) = (false, false, false);
+    let mut condition = None;
     let mut expiry = Expiry::Unchanged;
     let mut i = 3;
     while i < args.len() {
         let option = &args[i];
-        if is(option, "NX") && !xx {
+        // NX, XX, IFEQ and IFNE exclude one another.
+        let free = !nx && !xx && condition.is_none();
+        if is(option, "NX") && free {
             nx = true;
-        } else if is(option, "XX") && !nx {
+        } else if is(option, "XX") && free {
             xx = true;
+        } else if (is(option, "IFEQ") || is(option, "IFNE")) && free && i + 1 < args.len() {
+            let value = &args[i + 1][..];
+            condition = Some(if is(option, "IFEQ") {
+                IfValue::Equal(value)
+            } else {
+                IfValue::NotEqual(value)
+            });
+            i += 1;
         } else if is(option, "GET") {
             get = true;
         } else if is(option, "KEEPTTL") && expiry == Expiry::Unchanged {
@@ -111,18 +140,23 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    // Only SET … GET needs the old value (which may be on disk).
-    let exists = if get {
+    // Only SET … GET and the IF conditions need the old value (which may
+    // be on disk); they need a string.
+    let (exists, holds) = if get || condition.is_some() {
         let existing = shard.get_as::<Str>(db, key, now)?;
-        match &existing {
-            Some(entry) => write_value(&mut ctx.out, entry.value()),
-            None => ctx.out.null_bulk(),
+        let current = existing.as_ref().map(|e| e.value().as_bytes());
+        let holds = condition.is_none_or(|c| c.holds(current));
+        if get {
+            match &existing {
+                Some(entry) => write_value(&mut ctx.out, entry.value()),
+                None => ctx.out.null_bulk(),
+            }
         }
-        existing.is_some()
+        (existing.is_some(), holds)
     } else {
-        shard.touch(db, key, now).is_some()
+        (shard.touch(db, key, now).is_some(), true)
     };
-    if (nx && exists) || (xx && !exists) {
+    if (nx && exists) || (xx && !exists) || !holds {
         if !get {
             ctx.out.null_bulk();
         }
@@ -212,6 +246,42 @@ pub fn getdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         None => ctx.out.null_bulk(),
     }
     ctx.stats.hit(removed.is_some());
+    Ok(())
+}
+
+/// DELEX key [IFEQ value | IFNE value] (Redis 8.4): DEL of one key, or,
+/// with a condition, compare-and-delete of a string. IFDEQ and IFDNE
+/// (digests) are not served yet.
+pub fn delex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let condition = match args.len() {
+        2 => None,
+        4 if is(&args[2], "IFEQ") => Some(IfValue::Equal(&args[3][..])),
+        4 if is(&args[2], "IFNE") => Some(IfValue::NotEqual(&args[3][..])),
+        4 if is(&args[2], "IFDEQ") || is(&args[2], "IFDNE") => {
+            return Err(
+                "ERR DELEX's IFDEQ and IFDNE (digests) are not supported by Strata yet".into(),
+            );
+        }
+        _ => return Err(ERR_SYNTAX.into()),
+    };
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let shard = ctx.keys.shard(key);
+    if let Some(condition) = condition {
+        let existing = shard.get_as::<Str>(db, key, now)?;
+        let Some(entry) = existing else {
+            ctx.out.int(0);
+            return Ok(());
+        };
+        if !condition.holds(Some(entry.value().as_bytes())) {
+            ctx.out.int(0);
+            return Ok(());
+        }
+    }
+    let removed = shard.remove(db, key, now).is_some();
+    if removed {
+        ctx.notify(notify::GENERIC, "del", &args[1]);
+    }
+    ctx.out.int(removed as i64);
     Ok(())
 }
 

@@ -90,6 +90,19 @@ pub(super) const COMMANDS: &[Spec] = &[
         ..Spec::DEFAULT
     },
     Spec {
+        name: "delex",
+        arity: -2,
+        flags: flags![WRITE, FAST],
+        keys: &[range(K_RW_ACCESS_DELETE, 1, 0, 1)],
+        acl: categories![WRITE, STRING, FAST],
+        group: "string",
+        since: "8.4.0",
+        summary: "Deletes a key, or with IFEQ/IFNE a string only if its value matches.",
+        complexity: "O(1) for IFEQ/IFNE, O(N) for IFDEQ/IFDNE where N is the length of the string value.",
+        run: Run::Handler(st::delex),
+        ..Spec::DEFAULT
+    },
+    Spec {
         name: "getdel",
         arity: 2,
         flags: flags![WRITE, FAST],
