@@ -211,16 +211,6 @@ impl StreamValue {
         }
     }
 
-    /// IDs of the entries older than `id`.
-    pub fn count_before(&self, id: StreamId) -> usize {
-        self.entries.range(..id).count()
-    }
-
-    /// The ID of the `n`-th entry (0 is the first).
-    pub fn nth_id(&self, n: usize) -> Option<StreamId> {
-        self.entries.keys().nth(n).copied()
-    }
-
     /// Whether `from..=to` may hold a deleted entry (Redis' tombstone
     /// test, which only knows the largest ID deleted).
     pub fn has_tombstones(&self, from: StreamId, to: StreamId) -> bool {
