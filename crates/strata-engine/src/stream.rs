@@ -1055,7 +1055,7 @@ impl StreamValue {
 
     /// The image of this stream (checkpoints, cold values, COPY).
     pub fn image(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.image_len());
+        let mut out = Vec::with_capacity(self.entry_bytes + self.entries.len() * 8 + 64);
         self.encode_image(&mut out);
         out
     }
