@@ -694,20 +694,33 @@ fn compaction_keeps_the_log_near_twice_live_across_a_restart() {
             }
         }
     };
+    // What the last look saw, for the message when the wait times out.
+    let last = std::cell::RefCell::new(String::new());
     let settled = |con: &mut redis::Connection| {
         let moved = info_u64(con, "tiering", "compaction_records_moved");
         let log = info_u64(con, "tiering", "disk_log_bytes");
         let live = info_u64(con, "tiering", "disk_log_live_bytes");
+        *last.borrow_mut() = format!("{moved} records moved, log {log} B, live {live} B");
         moved > 0 && log <= 5 * live / 2
     };
     let server = TestServer::start_with(&args);
     let mut raw = server.raw();
     random_writes(&mut raw, 3 * KEYS);
     let mut con = server.client();
-    wait_until("compaction, and the log near 2x live", || {
-        std::thread::sleep(Duration::from_millis(100));
-        settled(&mut con)
-    });
+    // Compaction is throttled and runs between cycles: on a loaded
+    // 2-core machine with a debug build (CI) it took over 20 s once.
+    let settle = |con: &mut redis::Connection, when: &str| {
+        let deadline = std::time::Instant::now() + 3 * TIMEOUT;
+        while !settled(con) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{when}: no compaction to near 2x live; last seen: {}",
+                last.borrow()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    settle(&mut con, "before the restart");
     // Without writes, a cycle runs only when compaction has emptied
     // segments for it to delete (a few), not back to back (16 in 2 s).
     let cycles = info_u64(&mut con, "persistence", "aof_rewrites");
@@ -723,13 +736,7 @@ fn compaction_keeps_the_log_near_twice_live_across_a_restart() {
     let mut raw = server.raw();
     random_writes(&mut raw, KEYS / 2);
     let mut con = server.client();
-    wait_until(
-        "compaction after the restart, and the log near 2x live",
-        || {
-            std::thread::sleep(Duration::from_millis(100));
-            settled(&mut con)
-        },
-    );
+    settle(&mut con, "after the restart");
 }
 
 /// What is over a small budget can be the server's own buffers rather
