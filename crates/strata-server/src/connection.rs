@@ -997,6 +997,10 @@ impl Connection {
         if let Some(tls) = self.tls.as_mut() {
             write_tls(tls, &self.stream, &mut self.output, &self.stats)?;
         }
+        let closing = self.session.close_after_reply && self.tls.is_none();
+        if closing {
+            self.stream.hold_until_shutdown();
+        }
         while self.tls.is_none() && !self.output.is_empty() {
             match self.stream.try_write(&self.output) {
                 Ok(n) => {
@@ -1007,6 +1011,10 @@ impl Connection {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) => return Err(e),
             }
+        }
+        if closing && self.output.is_empty() {
+            // QUIT's reply is out: the close follows it at once.
+            self.stream.shutdown_write();
         }
         // Sent bytes are split off the front, so an emptied buffer's
         // capacity() understates the allocation it keeps: a burst of

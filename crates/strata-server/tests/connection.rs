@@ -310,3 +310,30 @@ fn setting_a_password_at_run_time_keeps_open_connections_authenticated() {
         e("NOAUTH Authentication required.")
     );
 }
+
+/// QUIT's `+OK` and the close travel together: a client that has read
+/// the reply finds the connection closed at once (a non-blocking read
+/// sees the end), so a pooling client such as redis-py notices before it
+/// sends its next command down the dead connection (tair's
+/// resp-compatibility lost two cases to that). Written apart, the close
+/// came after the reply about 1 time in 100, as it does with Redis.
+#[test]
+fn quit_reply_and_close_arrive_together() {
+    use std::io::{Read, Write};
+    let server = TestServer::start();
+    for attempt in 0..1000 {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+        s.set_read_timeout(Some(common::TIMEOUT)).unwrap();
+        s.write_all(b"QUIT\r\n").unwrap();
+        let mut reply = [0u8; 5];
+        s.read_exact(&mut reply).unwrap();
+        assert_eq!(&reply, b"+OK\r\n");
+        s.set_nonblocking(true).unwrap();
+        let mut rest = [0u8; 16];
+        match s.read(&mut rest) {
+            Ok(0) => {}
+            Ok(n) => panic!("attempt {attempt}: {n} more bytes after QUIT's reply"),
+            Err(e) => panic!("attempt {attempt}: still open after QUIT's reply ({e})"),
+        }
+    }
+}
