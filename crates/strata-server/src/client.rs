@@ -66,6 +66,8 @@ pub struct ClientInfo {
     pub subscribed_shard: AtomicUsize,
     /// Commands queued since MULTI; -1 outside MULTI (CLIENT LIST's `multi`).
     pub multi: std::sync::atomic::AtomicI64,
+    /// Keys under WATCH (CLIENT LIST's `watch`).
+    pub watched_keys: AtomicUsize,
     /// Whether the client waits in a blocking command (CLIENT LIST's `b`).
     pub blocked: AtomicBool,
     /// CLIENT UNBLOCK's request: 0 none, [`UNBLOCK_TIMEOUT`] or
@@ -242,6 +244,7 @@ impl ClientRegistry {
             memory_bytes: AtomicU64::new(0),
             no_touch: AtomicBool::new(false),
             blocked: AtomicBool::new(false),
+            watched_keys: AtomicUsize::new(0),
             multi: std::sync::atomic::AtomicI64::new(-1),
             subscribed_channels: AtomicUsize::new(0),
             subscribed_patterns: AtomicUsize::new(0),

@@ -98,10 +98,9 @@ fn line(micros: u128, db: usize, from: Option<&str>, args: &[Bytes]) -> Vec<u8> 
         None => out.extend_from_slice(b"lua"),
     }
     out.push(b']');
-    let redact_from = crate::slowlog::redacted_from(args);
     for (i, arg) in args.iter().enumerate() {
         out.push(b' ');
-        if redact_from.is_some_and(|from| i >= from) {
+        if crate::slowlog::is_redacted(args, i) {
             quote(&mut out, b"(redacted)");
         } else {
             quote(&mut out, arg);

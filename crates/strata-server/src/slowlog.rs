@@ -101,7 +101,6 @@ impl SlowLog {
 
 /// The arguments an entry keeps (see the module docs).
 fn kept_args(args: &[Bytes]) -> Vec<Bytes> {
-    let redact_from = redacted_from(args);
     let shown = if args.len() > ARGS_MAX {
         ARGS_MAX - 1
     } else {
@@ -111,7 +110,7 @@ fn kept_args(args: &[Bytes]) -> Vec<Bytes> {
         .iter()
         .enumerate()
         .map(|(i, arg)| {
-            if redact_from.is_some_and(|from| i >= from) {
+            if is_redacted(args, i) {
                 Bytes::from_static(b"(redacted)")
             } else if arg.len() > ARG_BYTES_MAX {
                 let mut text = arg[..ARG_BYTES_MAX].to_vec();
@@ -134,28 +133,60 @@ fn kept_args(args: &[Bytes]) -> Vec<Bytes> {
     kept
 }
 
-/// From which argument a command's secrets start: AUTH's password (and
-/// user), HELLO's after its AUTH keyword, ACL SETUSER's user and rules
-/// (passwords among them), as Redis redacts them.
-pub fn redacted_from(args: &[Bytes]) -> Option<usize> {
-    let name = args.first()?;
+/// Whether argument `i` of a command is a secret, shown `(redacted)` as
+/// Redis redacts it: AUTH's user and password, HELLO's after its AUTH
+/// keyword, ACL SETUSER's user and rules (passwords among them),
+/// MIGRATE's AUTH password and AUTH2 user and password, and the values
+/// CONFIG SET gives to password options.
+pub fn is_redacted(args: &[Bytes], i: usize) -> bool {
+    let Some(name) = args.first() else {
+        return false;
+    };
+    let word = |n: usize, w: &str| {
+        args.get(n)
+            .is_some_and(|a| a.eq_ignore_ascii_case(w.as_bytes()))
+    };
     if name.eq_ignore_ascii_case(b"auth") {
-        return Some(1);
+        return i >= 1;
     }
-    if name.eq_ignore_ascii_case(b"acl")
-        && args
-            .get(1)
-            .is_some_and(|s| s.eq_ignore_ascii_case(b"setuser"))
-    {
-        return Some(2);
+    if name.eq_ignore_ascii_case(b"acl") && word(1, "setuser") {
+        return i >= 2;
     }
     if name.eq_ignore_ascii_case(b"hello") {
         return args
             .iter()
             .position(|arg| arg.eq_ignore_ascii_case(b"auth"))
-            .map(|at| at + 1);
+            .is_some_and(|at| i > at);
     }
-    None
+    if name.eq_ignore_ascii_case(b"migrate") {
+        let mut j = 6;
+        while j < args.len() {
+            if word(j, "auth") {
+                if i == j + 1 {
+                    return true;
+                }
+                j += 2;
+            } else if word(j, "auth2") {
+                if i == j + 1 || i == j + 2 {
+                    return true;
+                }
+                j += 3;
+            } else {
+                j += 1;
+            }
+        }
+        return false;
+    }
+    if name.eq_ignore_ascii_case(b"config") && word(1, "set") && i >= 3 && i % 2 == 1 {
+        const SECRET: [&str; 4] = [
+            "requirepass",
+            "masterauth",
+            "tls-key-file-pass",
+            "tls-client-key-file-pass",
+        ];
+        return SECRET.iter().any(|secret| word(i - 1, secret));
+    }
+    false
 }
 
 #[cfg(test)]
@@ -191,6 +222,41 @@ mod tests {
         assert_eq!(
             kept_args(&bytes(&["ACL", "SETUSER", "u", ">secret"])),
             bytes(&["ACL", "SETUSER", "(redacted)", "(redacted)"])
+        );
+        assert_eq!(
+            kept_args(&bytes(&[
+                "MIGRATE", "h", "1", "k", "0", "9", "AUTH2", "u", "p", "COPY"
+            ])),
+            bytes(&[
+                "MIGRATE",
+                "h",
+                "1",
+                "k",
+                "0",
+                "9",
+                "AUTH2",
+                "(redacted)",
+                "(redacted)",
+                "COPY"
+            ])
+        );
+        assert_eq!(
+            kept_args(&bytes(&[
+                "CONFIG",
+                "SET",
+                "maxmemory",
+                "1",
+                "requirepass",
+                "pw"
+            ])),
+            bytes(&[
+                "CONFIG",
+                "SET",
+                "maxmemory",
+                "1",
+                "requirepass",
+                "(redacted)"
+            ])
         );
     }
 

@@ -145,6 +145,66 @@ fn monitor_shows_commands_as_redis_does() {
     assert_eq!(monitor.cmd(&["PING"]), Reply::simple("PONG"));
 }
 
+/// A blocked command shows once, when it blocks, not again when a push
+/// serves it (Redis' "MONITOR log blocked command only once"); MIGRATE's
+/// AUTH password shows redacted.
+#[test]
+fn monitor_shows_a_blocked_command_once_and_hides_migrate_passwords() {
+    let server = TestServer::start();
+    let mut watcher = server.client();
+    let mut monitor = server.raw();
+    assert_eq!(monitor.cmd(&["MONITOR"]), ok());
+    let mut blocked = server.raw();
+    blocked.send(&["BLPOP", "q", "0"]);
+    wait_until("the BLPOP to block", || {
+        info_u64(&mut watcher, "clients", "blocked_clients") == 1
+    });
+    let mut con = server.raw();
+    assert_eq!(con.cmd(&["LPUSH", "q", "1"]), Reply::Int(1));
+    assert_eq!(blocked.read(), Reply::Array(vec![b("q"), b("1")]));
+    assert_eq!(con.cmd(&["LPUSH", "q", "2"]), Reply::Int(1));
+    let port = server.port.to_string();
+    let migrate = [
+        "MIGRATE",
+        "127.0.0.1",
+        &port,
+        "nokey",
+        "0",
+        "5000",
+        "AUTH",
+        "pw",
+    ];
+    assert_eq!(con.cmd(&migrate), Reply::simple("NOKEY"));
+    let mut lines = Vec::new();
+    while lines.len() < 4 {
+        let Reply::Simple(line) = monitor.read() else {
+            panic!("not a monitor line")
+        };
+        if !line.contains("\"INFO\"") && !line.contains("\"info\"") {
+            lines.push(
+                line.split_once(" [")
+                    .unwrap()
+                    .1
+                    .split_once("] ")
+                    .unwrap()
+                    .1
+                    .to_string(),
+            );
+        }
+    }
+    assert_eq!(
+        lines,
+        [
+            "\"BLPOP\" \"q\" \"0\"".to_string(),
+            "\"LPUSH\" \"q\" \"1\"".to_string(),
+            "\"LPUSH\" \"q\" \"2\"".to_string(),
+            format!(
+                "\"MIGRATE\" \"127.0.0.1\" \"{port}\" \"nokey\" \"0\" \"5000\" \"AUTH\" \"(redacted)\""
+            ),
+        ]
+    );
+}
+
 /// A monitor that does not read is disconnected at its output limit;
 /// the server and the other clients go on.
 #[test]
@@ -501,4 +561,88 @@ fn debug_reload_rebuilds_values_as_a_load_would() {
     assert_eq!(r.cmd(&["SCARD", "set"]), Reply::Int(3));
     assert_eq!(r.cmd(&["HGET", "h", "f"]), b("1"));
     assert!(r.cmd(&["TTL", "s"]).as_int() > 990);
+}
+
+/// CLIENT LIST and CLIENT INFO as Redis 7.4 writes them: `watch=` counts
+/// the keys under WATCH, and the caller's own request still counts in
+/// `qbuf` (26 bytes for `CLIENT LIST` in RESP) and its arguments in
+/// `argv-mem`, as in Redis' introspection tests.
+#[test]
+fn client_list_counts_watched_keys_and_the_callers_request() {
+    let server = TestServer::start();
+    let mut con = server.raw();
+    let line = con.cmd(&["CLIENT", "LIST"]).as_text();
+    assert!(
+        line.contains(" multi=-1 watch=0 qbuf=26 qbuf-free=0 argv-mem=10 "),
+        "{line}"
+    );
+    assert_eq!(con.cmd(&["WATCH", "a", "b", "a"]), ok());
+    let line = con.cmd(&["CLIENT", "INFO"]).as_text();
+    assert!(line.contains(" watch=2 qbuf=26 "), "{line}");
+    let mut other = server.raw();
+    let list = other.cmd(&["CLIENT", "LIST"]).as_text();
+    assert!(
+        list.lines().any(|l| l.contains(" watch=2 qbuf=0 ")),
+        "{list}"
+    );
+    assert_eq!(con.cmd(&["MULTI"]), ok());
+    assert_eq!(con.cmd(&["EXEC"]), Reply::Array(vec![]));
+    let list = other.cmd(&["CLIENT", "LIST"]).as_text();
+    assert!(!list.contains(" watch=2 "), "{list}");
+    assert_eq!(
+        con.cmd(&["CLIENT", "KILL", "MAXAGE", "-1"]),
+        e("ERR maxage should be greater than 0")
+    );
+    assert_eq!(
+        con.cmd(&["CLIENT", "KILL", "MAXAGE", "x"]),
+        e("ERR maxage is not an integer or out of range")
+    );
+}
+
+/// CONFIG GET as Redis 7.4: a pattern leaves out the options kept for
+/// tests (`key-load-delay`), which only their exact name shows; an old
+/// name (`slaveof`) is an option of its own. A percentage over 100 for
+/// `maxmemory-clients` has Redis' message and changes nothing.
+#[test]
+fn config_get_hides_test_options_and_shows_old_names() {
+    let server = TestServer::start();
+    let mut con = server.raw();
+    let all = con.cmd(&["CONFIG", "GET", "*"]);
+    let names: Vec<String> = all
+        .as_array()
+        .iter()
+        .step_by(2)
+        .map(Reply::as_text)
+        .collect();
+    assert!(!names.iter().any(|n| n == "key-load-delay"), "{names:?}");
+    assert!(names.iter().any(|n| n == "slaveof") && names.iter().any(|n| n == "replicaof"));
+    assert_eq!(
+        con.cmd(&["CONFIG", "GET", "key-load-delay"]),
+        Reply::Array(vec![b("key-load-delay"), b("0")])
+    );
+    let of = con.cmd(&["CONFIG", "GET", "*of"]);
+    let names: Vec<String> = of
+        .as_array()
+        .iter()
+        .step_by(2)
+        .map(Reply::as_text)
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(
+        con.cmd(&[
+            "CONFIG",
+            "SET",
+            "maxmemory",
+            "10000001",
+            "maxmemory-clients",
+            "200%"
+        ]),
+        e(
+            "ERR CONFIG SET failed (possibly related to argument 'maxmemory-clients') - percentage argument must be less or equal to 100"
+        )
+    );
+    assert_eq!(
+        con.cmd(&["CONFIG", "GET", "maxmemory"]),
+        Reply::Array(vec![b("maxmemory"), b("0")])
+    );
 }

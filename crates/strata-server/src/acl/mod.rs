@@ -414,7 +414,8 @@ pub fn record(
     now_ms: u64,
 ) {
     let max_len = server.config.get().acllog_max_len as usize;
-    let client_info = crate::commands::connection::describe_client(server, &session.client, now_ms);
+    let client_info =
+        crate::commands::connection::describe_client(server, &session.client, now_ms, None);
     server.acl.log.add(
         log::Entry {
             count: 1,

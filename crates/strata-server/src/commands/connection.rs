@@ -196,13 +196,32 @@ pub fn client_getname(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-/// One CLIENT LIST line, with Redis' field names and order.
-fn describe(ctx: &Ctx, client: &ClientInfo) -> String {
-    describe_client(ctx.server, client, ctx.now_ms)
+/// One CLIENT LIST line, with Redis' field names and order; `args`: the
+/// command running (CLIENT LIST or INFO), counted for the caller's line.
+fn describe(ctx: &Ctx, client: &ClientInfo, args: &[Bytes]) -> String {
+    let running = (client.id == ctx.session.client.id).then_some(args);
+    describe_client(ctx.server, client, ctx.now_ms, running)
 }
 
-/// One CLIENT LIST line (also ACL LOG's `client-info`).
-pub fn describe_client(server: &crate::server::Server, client: &ClientInfo, now_ms: u64) -> String {
+/// The bytes `args` took as a RESP request.
+fn request_bytes(args: &[Bytes]) -> usize {
+    let header = |n: usize| n.to_string().len() + 3;
+    header(args.len())
+        + args
+            .iter()
+            .map(|a| header(a.len()) + a.len() + 2)
+            .sum::<usize>()
+}
+
+/// One CLIENT LIST line (also ACL LOG's `client-info`). `running`: the
+/// command this client is running now, if it is the caller: as in Redis,
+/// its request still counts in `qbuf` and its arguments in `argv-mem`.
+pub fn describe_client(
+    server: &crate::server::Server,
+    client: &ClientInfo,
+    now_ms: u64,
+    running: Option<&[Bytes]>,
+) -> String {
     let names = client.names.lock().clone();
     let last = client.last_command.load(Relaxed);
     let command = if last == 0 {
@@ -211,7 +230,13 @@ pub fn describe_client(server: &crate::server::Server, client: &ClientInfo, now_
         server.commands.full_names[last - 1].clone()
     };
     let idle_s = now_ms.saturating_sub(client.last_active_ms.load(Relaxed)) / 1000;
-    let qbuf = client.query_buffer_bytes.load(Relaxed);
+    let (qbuf, argv_mem) = match running {
+        Some(args) => (
+            request_bytes(args),
+            args.iter().map(|a| a.len()).sum::<usize>(),
+        ),
+        None => (client.query_buffer_bytes.load(Relaxed), 0),
+    };
     let omem = client.output_buffer_bytes.load(Relaxed);
     let mut flags = String::new();
     let multi = client.multi.load(Relaxed);
@@ -242,7 +267,7 @@ pub fn describe_client(server: &crate::server::Server, client: &ClientInfo, now_
         flags.push('N');
     }
     format!(
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} watch={} qbuf={} qbuf-free=0 argv-mem={} multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
         client.id,
         client.addr_text(),
         client.laddr_text(),
@@ -256,7 +281,9 @@ pub fn describe_client(server: &crate::server::Server, client: &ClientInfo, now_
         psub,
         ssub,
         multi,
+        client.watched_keys.load(Relaxed),
         qbuf,
+        argv_mem,
         omem,
         (qbuf + omem).max(client.memory_bytes.load(Relaxed) as usize),
         command,
@@ -310,18 +337,28 @@ pub fn client_list(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         {
             continue;
         }
-        text.push_str(&describe(ctx, &client));
+        text.push_str(&describe(ctx, &client, args));
         text.push('\n');
     }
     ctx.out.verbatim("txt", text.as_bytes());
     Ok(())
 }
 
-pub fn client_info(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
-    let mut line = describe(ctx, &ctx.session.client);
+pub fn client_info(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let mut line = describe(ctx, &ctx.session.client, args);
     line.push('\n');
     ctx.out.verbatim("txt", line.as_bytes());
     Ok(())
+}
+
+/// CLIENT KILL MAXAGE's seconds, with Redis' errors.
+fn parse_max_age(value: &[u8]) -> Result<u64, CmdError> {
+    let age = parse_i64(value)
+        .map_err(|_| CmdError::from("ERR maxage is not an integer or out of range"))?;
+    if age <= 0 {
+        return Err("ERR maxage should be greater than 0".into());
+    }
+    Ok(age as u64)
 }
 
 pub fn client_kill(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
@@ -372,7 +409,7 @@ pub fn client_kill(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 _ => return Err(ERR_SYNTAX.into()),
             };
         } else if is(&args[i], "MAXAGE") {
-            max_age_s = Some(parse_i64(value)?.max(0) as u64);
+            max_age_s = Some(parse_max_age(value)?);
         } else if is(&args[i], "TYPE") {
             // Strata has no replicas or masters: those types match nobody.
             kind = Some(match () {

@@ -1117,7 +1117,13 @@ pub(crate) fn call<'a, 's>(
         };
         strata_engine::latency::sample(event, took);
     }
-    if server.monitors.active() && !spec.has(flag::SKIP_MONITOR) && !spec.has(flag::ADMIN) {
+    // A blocked command shows once, when it first runs (its retries as
+    // the keys change do not), as Redis shows it.
+    if server.monitors.active()
+        && !spec.has(flag::SKIP_MONITOR)
+        && !spec.has(flag::ADMIN)
+        && !ctx.session.block_retry
+    {
         let from = (!ctx.session.in_script).then(|| ctx.session.client.monitor_source());
         server
             .monitors

@@ -27,13 +27,32 @@ pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
+/// Redis' hidden options: CONFIG GET shows them only when asked for by
+/// their exact name, never for a pattern (`CONFIG GET *`), since they are
+/// for tests and debugging.
+const HIDDEN_OPTIONS: &[&str] = &[
+    "key-load-delay",
+    "rdb-key-save-delay",
+    "watchdog-period",
+    "use-exit-on-panic",
+    "aof-disable-auto-gc",
+    "loading-process-events-interval-bytes",
+];
+
 pub fn config_get(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let config = ctx.server.config.get();
     let mut pairs: Vec<(&str, String)> = Vec::new();
+    // As in Redis: a pattern without glob characters names one option
+    // (hidden ones too); a glob matches every option that is not hidden.
     let wanted = |name: &str| {
-        args[2..]
-            .iter()
-            .any(|pattern| strata_engine::glob::matches(pattern, name.as_bytes(), true))
+        args[2..].iter().any(|pattern| {
+            if pattern.iter().any(|c| matches!(c, b'*' | b'?' | b'[')) {
+                !HIDDEN_OPTIONS.contains(&name)
+                    && strata_engine::glob::matches(pattern, name.as_bytes(), true)
+            } else {
+                pattern.eq_ignore_ascii_case(name.as_bytes())
+            }
+        })
     };
     for directive in DIRECTIVES {
         if wanted(directive.name) {
@@ -41,8 +60,11 @@ pub fn config_get(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
     }
     for accepted in crate::config_accepted::ACCEPTED {
-        if wanted(accepted.name) {
-            pairs.push((accepted.name, config.accepted_value(accepted)));
+        // An old name is an option of its own for CONFIG GET, as in Redis.
+        for name in std::iter::once(accepted.name).chain(accepted.alias) {
+            if wanted(name) {
+                pairs.push((name, config.accepted_value(accepted)));
+            }
         }
     }
     ctx.out.map(pairs.len());

@@ -176,7 +176,7 @@ pub fn multi(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 /// Leaves MULTI and forgets the watched keys (EXEC, DISCARD, RESET).
 pub fn end(session: &mut Session) {
     session.multi = None;
-    session.watch = None;
+    unwatch_all(session);
     session
         .client
         .multi
@@ -223,14 +223,28 @@ pub fn watch(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             swapped: false,
         });
     }
+    let count = watching.keys.len();
+    ctx.session
+        .client
+        .watched_keys
+        .store(count, std::sync::atomic::Ordering::Relaxed);
     ctx.out.ok();
     Ok(())
 }
 
 pub fn unwatch(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
-    ctx.session.watch = None;
+    unwatch_all(ctx.session);
     ctx.out.ok();
     Ok(())
+}
+
+/// Forgets the watched keys.
+fn unwatch_all(session: &mut Session) {
+    session.watch = None;
+    session
+        .client
+        .watched_keys
+        .store(0, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Reads what the feed reported since the connection last looked and
@@ -352,7 +366,7 @@ pub fn run_exec(
         ReplyWriter::new(out, session.protocol).null_array();
         return Dispatched::Ran(committed.lsn);
     }
-    session.watch = None;
+    unwatch_all(session);
     ReplyWriter::new(out, session.protocol).array(multi.queued.len());
     let run = Run {
         server,

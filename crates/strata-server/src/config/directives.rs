@@ -638,7 +638,8 @@ pub static DIRECTIVES: &[Directive] = &[
             c.maxmemory_clients = match value.strip_suffix('%') {
                 Some(percent) => match percent.parse::<u64>() {
                     Ok(p) if p <= 100 => ClientsLimit::Percent(p),
-                    _ => return Err(bad()),
+                    Ok(_) => return Err("percentage argument must be less or equal to 100".into()),
+                    Err(_) => return Err(bad()),
                 },
                 None => ClientsLimit::Bytes(parse_memory(value).ok_or_else(bad)?),
             };
