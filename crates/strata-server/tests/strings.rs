@@ -405,17 +405,154 @@ fn set_ifeq_ifne_and_delex_compare_before_they_write() {
     assert_eq!(r.cmd(&["DELEX", "lock", "IFNE", "c"]), i(0));
     assert_eq!(r.cmd(&["DELEX", "lock", "IFEQ", "c"]), i(1));
     assert_eq!(r.cmd(&["DELEX", "lock", "IFNE", "c"]), i(0));
+    // Redis' own message for a condition on another type.
     assert_eq!(
         r.cmd(&["DELEX", "list", "IFEQ", "x"]),
-        e("WRONGTYPE Operation against a key holding the wrong kind of value")
+        e("ERR Key should be of string type if conditions are specified")
     );
     assert_eq!(r.cmd(&["DELEX", "list"]), i(1));
     assert_eq!(r.cmd(&["DELEX", "list"]), i(0));
-    assert_eq!(r.cmd(&["DELEX", "k", "IFEQ"]), e("ERR syntax error"));
+    assert_eq!(
+        r.cmd(&["DELEX", "k", "IFEQ"]),
+        e("ERR wrong number of arguments for 'delex' command")
+    );
     // The condition survives a restart: it is an ordinary logged write.
     assert_eq!(r.cmd(&["SET", "held", "me", "IFNE", "x"]), ok());
     let dir = server.kill9();
     let server = TestServer::spawn(dir, &[], None, READY);
     let mut r = server.raw();
     assert_eq!(r.cmd(&["GET", "held"]), b("me"));
+}
+
+/// DIGEST and the digest conditions (Redis 8.4): XXH3-64 of the value in
+/// 16 lowercase hex digits, compared in any case; replies checked against
+/// redis-server 8.6.3 (`00006c38adf31777` is Redis' own test of the
+/// leading zeros).
+#[test]
+fn digest_and_the_digest_conditions() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    let value = "v8lf0c11xh8ymlqztfd3eeq16kfn4sspw7fqmnuuq3k3t75em5wdizgcdw7uc26nnf961u2jkfzkjytls2kwlj7626sd";
+    assert_eq!(r.cmd(&["SET", "foo", value]), ok());
+    assert_eq!(r.cmd(&["DIGEST", "foo"]), b("00006c38adf31777"));
+    assert_eq!(r.cmd(&["SET", "empty", ""]), ok());
+    assert_eq!(r.cmd(&["DIGEST", "empty"]), b("2d06800538d394c2"));
+    assert_eq!(r.cmd(&["SET", "n", "12345"]), ok());
+    assert_eq!(r.cmd(&["DIGEST", "n"]), b("f34099ede96b5581"));
+    assert_eq!(r.cmd(&["DIGEST", "missing"]), Reply::NullBulk);
+    r.cmd(&["RPUSH", "list", "x"]);
+    assert_eq!(
+        r.cmd(&["DIGEST", "list"]),
+        e("WRONGTYPE Operation against a key holding the wrong kind of value")
+    );
+    // IFDEQ in upper case matches; a digest of another length is an
+    // error only when there is a value to compare it with.
+    assert_eq!(
+        r.cmd(&["SET", "foo", "x", "IFDEQ", "00006C38ADF31777"]),
+        ok()
+    );
+    assert_eq!(r.cmd(&["GET", "foo"]), b("x"));
+    assert_eq!(
+        r.cmd(&["SET", "foo", "y", "IFDEQ", "abc"]),
+        e("ERR must be exactly 16 hexadecimal characters")
+    );
+    assert_eq!(r.cmd(&["SET", "new", "v", "IFDEQ", "abc"]), Reply::NullBulk);
+    assert_eq!(r.cmd(&["SET", "new", "v", "IFDNE", "abc"]), ok());
+    assert_eq!(
+        r.cmd(&["SET", "new", "w", "IFDNE", "2d06800538d394c2"]),
+        ok()
+    );
+    assert_eq!(
+        r.cmd(&["SET", "empty", "w", "IFDNE", "2d06800538d394c2"]),
+        Reply::NullBulk
+    );
+    // The same condition twice: the last one counts, as in Redis.
+    assert_eq!(
+        r.cmd(&["SET", "foo", "z", "IFEQ", "nope", "IFEQ", "x"]),
+        ok()
+    );
+    let digest = r.cmd(&["DIGEST", "foo"]).as_text();
+    assert_eq!(r.cmd(&["DELEX", "foo", "IFDNE", &digest]), i(0));
+    assert_eq!(
+        r.cmd(&["DELEX", "foo", "IFDEQ", &digest.to_uppercase()]),
+        i(1)
+    );
+    assert_eq!(r.cmd(&["DELEX", "nokey", "BOGUS", "x"]), i(0));
+    assert_eq!(
+        r.cmd(&["DELEX", "n", "BOGUS", "x"]),
+        e("ERR Invalid condition. Use IFEQ, IFNE, IFDEQ, or IFDNE")
+    );
+}
+
+/// MSETEX (Redis 8.4): one expiry for every key, all or nothing under
+/// NX/XX, Redis' errors (checked against redis-server 8.6.3), and keys
+/// that survive a restart with their expiry.
+#[test]
+fn msetex_sets_every_key_or_none() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    assert_eq!(
+        r.cmd(&["MSETEX", "2", "a", "1", "b", "2", "EX", "100", "NX"]),
+        i(1)
+    );
+    let ttl = r.cmd(&["TTL", "b"]).as_int();
+    assert!((99..=100).contains(&ttl), "{ttl}");
+    // NX: `a` exists, so `c` is not set either.
+    assert_eq!(r.cmd(&["MSETEX", "2", "a", "9", "c", "9", "NX"]), i(0));
+    assert_eq!(r.cmd(&["EXISTS", "c"]), i(0));
+    assert_eq!(r.cmd(&["GET", "a"]), b("1"));
+    // XX: `c` is missing.
+    assert_eq!(r.cmd(&["MSETEX", "2", "a", "9", "c", "9", "XX"]), i(0));
+    // KEEPTTL keeps the expiry; without options the expiry goes, and a
+    // key of another type becomes a string.
+    assert_eq!(r.cmd(&["MSETEX", "1", "b", "3", "KEEPTTL", "XX"]), i(1));
+    assert!(r.cmd(&["TTL", "b"]).as_int() > 0);
+    r.cmd(&["RPUSH", "list", "x"]);
+    assert_eq!(r.cmd(&["MSETEX", "2", "b", "4", "list", "s"]), i(1));
+    assert_eq!(r.cmd(&["TTL", "b"]), i(-1));
+    assert_eq!(r.cmd(&["GET", "list"]), b("s"));
+    assert_eq!(
+        r.cmd(&["MSETEX", "1", "p", "v", "PX", "100000", "PX", "200000"]),
+        i(1)
+    );
+    assert!(r.cmd(&["PTTL", "p"]).as_int() > 150_000);
+    for (args, error) in [
+        (&["MSETEX", "0", "a", "1"][..], "ERR invalid numkeys value"),
+        (&["MSETEX", "x", "a", "1"], "ERR invalid numkeys value"),
+        (
+            &["MSETEX", "2", "a", "1", "b"],
+            "ERR wrong number of key-value pairs",
+        ),
+        (
+            &["MSETEX", "2147483647", "a", "1", "EX", "10"],
+            "ERR wrong number of key-value pairs",
+        ),
+        (&["MSETEX", "1", "a", "1", "b", "2"], "ERR syntax error"),
+        (&["MSETEX", "1", "a", "1", "NX", "XX"], "ERR syntax error"),
+        (
+            &["MSETEX", "1", "a", "1", "KEEPTTL", "EX", "5"],
+            "ERR syntax error",
+        ),
+        (
+            &["MSETEX", "1", "a", "1", "EX", "5", "PX", "5"],
+            "ERR syntax error",
+        ),
+        (&["MSETEX", "1", "a", "1", "GET"], "ERR syntax error"),
+        (
+            &["MSETEX", "1", "a", "1", "EX", "0"],
+            "ERR invalid expire time in 'msetex' command",
+        ),
+        (
+            &["MSETEX", "1", "a"],
+            "ERR wrong number of arguments for 'msetex' command",
+        ),
+    ] {
+        assert_eq!(r.cmd(args), e(error), "{args:?}");
+    }
+    assert_eq!(r.cmd(&["GET", "a"]), b("1"));
+    let dir = server.kill9();
+    let server = TestServer::spawn(dir, &[], None, READY);
+    let mut r = server.raw();
+    assert_eq!(r.cmd(&["GET", "list"]), b("s"));
+    assert!(r.cmd(&["PTTL", "p"]).as_int() > 100_000);
 }

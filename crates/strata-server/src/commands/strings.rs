@@ -85,22 +85,79 @@ fn expire_option(
     (known && i + 1 < args.len()).then(|| deadline(option, &args[i + 1], now_ms, command))
 }
 
-/// SET's compare-and-set conditions (Redis 8.4): IFEQ sets only an
-/// existing value equal to the one given, IFNE a missing key or a value
-/// that differs.
+/// SET's and DELEX's compare-and-set conditions (Redis 8.4): IFEQ holds
+/// for an existing value equal to the one given, IFNE for a missing key
+/// or a value that differs; IFDEQ and IFDNE likewise compare the value's
+/// digest (see [`digest_of`]) with a given one, in any letter case.
 #[derive(Clone, Copy)]
 enum IfValue<'a> {
     Equal(&'a [u8]),
     NotEqual(&'a [u8]),
+    DigestEqual(&'a [u8]),
+    DigestNotEqual(&'a [u8]),
 }
 
-impl IfValue<'_> {
-    fn holds(self, current: Option<&[u8]>) -> bool {
-        match self {
-            IfValue::Equal(v) => current == Some(v),
-            IfValue::NotEqual(v) => current != Some(v),
-        }
+impl<'a> IfValue<'a> {
+    /// The condition `option` names with its argument, if it names one.
+    fn parse(option: &[u8], argument: &'a [u8]) -> Option<IfValue<'a>> {
+        Some(match option.to_ascii_uppercase().as_slice() {
+            b"IFEQ" => IfValue::Equal(argument),
+            b"IFNE" => IfValue::NotEqual(argument),
+            b"IFDEQ" => IfValue::DigestEqual(argument),
+            b"IFDNE" => IfValue::DigestNotEqual(argument),
+            _ => return None,
+        })
     }
+
+    /// Whether the condition holds for the value there is (`None`: no
+    /// key). A digest is checked for its length only when there is a
+    /// value to compare it with, as Redis checks it.
+    fn holds(self, current: Option<&[u8]>) -> Result<bool, CmdError> {
+        let digest_matches = |given: &[u8], value: &[u8]| {
+            if given.len() != 16 {
+                return Err(CmdError::from(
+                    "ERR must be exactly 16 hexadecimal characters",
+                ));
+            }
+            Ok(given.eq_ignore_ascii_case(&digest_of(value)))
+        };
+        Ok(match (self, current) {
+            (IfValue::Equal(v), current) => current == Some(v),
+            (IfValue::NotEqual(v), current) => current != Some(v),
+            (IfValue::DigestEqual(_), None) => false,
+            (IfValue::DigestNotEqual(_), None) => true,
+            (IfValue::DigestEqual(d), Some(value)) => digest_matches(d, value)?,
+            (IfValue::DigestNotEqual(d), Some(value)) => !digest_matches(d, value)?,
+        })
+    }
+
+    fn same_kind(self, other: IfValue) -> bool {
+        std::mem::discriminant(&self) == std::mem::discriminant(&other)
+    }
+}
+
+/// A string value's digest as DIGEST answers it (Redis 8.4): XXH3-64
+/// (seed 0) of its bytes, in 16 lowercase hexadecimal digits.
+fn digest_of(value: &[u8]) -> [u8; 16] {
+    let mut text = [0u8; 16];
+    let hash = xxhash_rust::xxh3::xxh3_64(value);
+    for (i, digit) in text.iter_mut().enumerate() {
+        *digit = b"0123456789abcdef"[((hash >> (60 - 4 * i)) & 0xf) as usize];
+    }
+    text
+}
+
+/// DIGEST key (Redis 8.4): the digest of a string value, nil for no key.
+pub fn digest(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    match ctx.keys.shard(key).get_as::<Str>(db, key, now)? {
+        Some(entry) => {
+            let digest = digest_of(entry.value().as_bytes());
+            ctx.out.bulk(&digest);
+        }
+        None => ctx.out.null_bulk(),
+    }
+    Ok(())
 }
 
 pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
@@ -116,13 +173,16 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             nx = true;
         } else if is(option, "XX") && free {
             xx = true;
-        } else if (is(option, "IFEQ") || is(option, "IFNE")) && free && i + 1 < args.len() {
-            let value = &args[i + 1][..];
-            condition = Some(if is(option, "IFEQ") {
-                IfValue::Equal(value)
-            } else {
-                IfValue::NotEqual(value)
-            });
+        } else if let Some(parsed) = args
+            .get(i + 1)
+            .and_then(|argument| IfValue::parse(option, argument))
+        {
+            // The same condition again replaces the first (as in Redis);
+            // another one, NX or XX is a syntax error.
+            if nx || xx || condition.is_some_and(|c: IfValue| !c.same_kind(parsed)) {
+                return Err(ERR_SYNTAX.into());
+            }
+            condition = Some(parsed);
             i += 1;
         } else if is(option, "GET") {
             get = true;
@@ -145,7 +205,10 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (exists, holds) = if get || condition.is_some() {
         let existing = shard.get_as::<Str>(db, key, now)?;
         let current = existing.as_ref().map(|e| e.value().as_bytes());
-        let holds = condition.is_none_or(|c| c.holds(current));
+        let holds = match condition {
+            Some(c) => c.holds(current)?,
+            None => true,
+        };
         if get {
             match &existing {
                 Some(entry) => write_value(&mut ctx.out, entry.value()),
@@ -249,30 +312,32 @@ pub fn getdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-/// DELEX key [IFEQ value | IFNE value] (Redis 8.4): DEL of one key, or,
-/// with a condition, compare-and-delete of a string. IFDEQ and IFDNE
-/// (digests) are not served yet.
+/// DELEX key [IFEQ value | IFNE value | IFDEQ digest | IFDNE digest]
+/// (Redis 8.4): DEL of one key of any type, or, with a condition,
+/// compare-and-delete of a string. As in Redis, a missing key answers 0
+/// whatever the condition says, and a key of another type is refused
+/// with its own message rather than WRONGTYPE.
 pub fn delex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let condition = match args.len() {
-        2 => None,
-        4 if is(&args[2], "IFEQ") => Some(IfValue::Equal(&args[3][..])),
-        4 if is(&args[2], "IFNE") => Some(IfValue::NotEqual(&args[3][..])),
-        4 if is(&args[2], "IFDEQ") || is(&args[2], "IFDNE") => {
-            return Err(
-                "ERR DELEX's IFDEQ and IFDNE (digests) are not supported by Strata yet".into(),
-            );
-        }
-        _ => return Err(ERR_SYNTAX.into()),
-    };
+    match args.len() {
+        2 | 4 => {}
+        _ => return Err("ERR wrong number of arguments for 'delex' command".into()),
+    }
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
-    if let Some(condition) = condition {
-        let existing = shard.get_as::<Str>(db, key, now)?;
+    if args.len() == 4 {
+        let existing = match shard.get_as::<Str>(db, key, now) {
+            Err(strata_engine::keyspace::GetError::WrongType) => {
+                return Err("ERR Key should be of string type if conditions are specified".into());
+            }
+            other => other?,
+        };
         let Some(entry) = existing else {
             ctx.out.int(0);
             return Ok(());
         };
-        if !condition.holds(Some(entry.value().as_bytes())) {
+        let condition = IfValue::parse(&args[2], &args[3])
+            .ok_or("ERR Invalid condition. Use IFEQ, IFNE, IFDEQ, or IFDNE")?;
+        if !condition.holds(Some(entry.value().as_bytes()))? {
             ctx.out.int(0);
             return Ok(());
         }
@@ -385,6 +450,82 @@ pub fn mset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn msetnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let set = mset_generic(ctx, args, true)?;
     ctx.out.int(set as i64);
+    Ok(())
+}
+
+/// MSETEX numkeys key value [key value ...] [NX | XX]
+/// [EX s | PX ms | EXAT s | PXAT ms | KEEPTTL] (Redis 8.4): MSET with one
+/// expiry for every key, all or nothing under NX (no key exists) or XX
+/// (every key exists). Replies 1 when it set the keys, else 0.
+pub fn msetex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let numkeys = parse_i64(&args[1])
+        .ok()
+        .filter(|n| (1..=i32::MAX as i64).contains(n))
+        .ok_or("ERR invalid numkeys value")? as usize;
+    let options_at = 2 + 2 * numkeys;
+    if options_at > args.len() {
+        return Err("ERR wrong number of key-value pairs".into());
+    }
+    let (mut nx, mut xx) = (false, false);
+    let mut expiry = Expiry::Unchanged;
+    let mut expiry_option: Option<&[u8]> = None;
+    let mut i = options_at;
+    while i < args.len() {
+        let option = &args[i];
+        if is(option, "NX") && !xx {
+            nx = true;
+        } else if is(option, "XX") && !nx {
+            xx = true;
+        } else if is(option, "KEEPTTL") && matches!(expiry, Expiry::Unchanged | Expiry::KeepTtl) {
+            expiry = Expiry::KeepTtl;
+        } else if expiry != Expiry::KeepTtl
+            && expiry_option.is_none_or(|o| o.eq_ignore_ascii_case(option))
+            && let Some(parsed) = expire_option(args, i, ctx.now_ms, "msetex")
+        {
+            // The same expiry again replaces the first, as in Redis.
+            expiry = parsed?;
+            expiry_option = Some(option);
+            i += 1;
+        } else {
+            return Err(ERR_SYNTAX.into());
+        }
+        i += 1;
+    }
+    let (db, now) = (ctx.db(), ctx.now_ms);
+    let pairs = &args[2..options_at];
+    let refs: Vec<_> = pairs.chunks(2).map(|pair| ctx.key(&pair[0])).collect();
+    if nx || xx {
+        let exists = |ctx: &mut Ctx, k| ctx.keys.shard(k).contains(db, k, now);
+        let refused = refs.iter().any(|&k| exists(ctx, k) == nx);
+        if refused {
+            ctx.out.int(0);
+            return Ok(());
+        }
+    }
+    for (key, pair) in refs.iter().zip(pairs.chunks(2)) {
+        let shard = ctx.keys.shard(*key);
+        let value = Value::from_bytes(&pair[1]);
+        match expiry {
+            Expiry::At(at) => shard.set(db, *key, value, Some(at), false, now),
+            Expiry::KeepTtl => shard.set(db, *key, value, None, true, now),
+            Expiry::Past => {
+                shard.remove(db, *key, now);
+            }
+            Expiry::Unchanged | Expiry::Persist => shard.set(db, *key, value, None, false, now),
+        }
+    }
+    for pair in pairs.chunks(2) {
+        match expiry {
+            // Redis signals the expiry before the set here (SET: after).
+            Expiry::At(_) => {
+                ctx.notify(notify::GENERIC, "expire", &pair[0]);
+                ctx.notify(notify::STRING, "set", &pair[0]);
+            }
+            Expiry::Past => ctx.notify(notify::GENERIC, "del", &pair[0]),
+            _ => ctx.notify(notify::STRING, "set", &pair[0]),
+        }
+    }
+    ctx.out.int(1);
     Ok(())
 }
 

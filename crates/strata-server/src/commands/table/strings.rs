@@ -93,13 +93,26 @@ pub(super) const COMMANDS: &[Spec] = &[
         name: "delex",
         arity: -2,
         flags: flags![WRITE, FAST],
-        keys: &[range(K_RW_ACCESS_DELETE, 1, 0, 1)],
+        keys: &[range(&["RW", "delete", "variable_flags"], 1, 0, 1)],
         acl: categories![WRITE, STRING, FAST],
         group: "string",
         since: "8.4.0",
-        summary: "Deletes a key, or with IFEQ/IFNE a string only if its value matches.",
+        summary: "Deletes a key, or with IFEQ/IFNE/IFDEQ/IFDNE a string only if its value or digest matches.",
         complexity: "O(1) for IFEQ/IFNE, O(N) for IFDEQ/IFDNE where N is the length of the string value.",
         run: Run::Handler(st::delex),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "digest",
+        arity: 2,
+        flags: flags![READONLY, FAST],
+        keys: &[range(K_RO_ACCESS, 1, 0, 1)],
+        acl: categories![READ, STRING, FAST],
+        group: "string",
+        since: "8.4.0",
+        summary: "Reads the digest (XXH3-64, in hex) of the string stored at a key.",
+        complexity: "O(N) where N is the length of the string value.",
+        run: Run::Handler(st::digest),
         ..Spec::DEFAULT
     },
     Spec {
@@ -156,6 +169,33 @@ pub(super) const COMMANDS: &[Spec] = &[
         summary: "Stores strings at several keys in one atomic step.",
         complexity: "O(N) where N is the number of keys to set.",
         run: Run::Handler(st::mset),
+        traits: traits![READS_NO_VALUE],
+        tips: &[
+            "request_policy:multi_shard",
+            "response_policy:all_succeeded",
+        ],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "msetex",
+        arity: -4,
+        flags: flags![WRITE, DENYOOM],
+        keys: &[KeySpec {
+            notes: "",
+            flags: K_OW_UPDATE,
+            begin: BeginSearch::Index(1),
+            find: FindKeys::Keynum {
+                keynum_index: 0,
+                first_key: 1,
+                step: 2,
+            },
+        }],
+        acl: categories![WRITE, STRING, SLOW],
+        group: "string",
+        since: "8.4.0",
+        summary: "Stores strings at several keys with one expiry, all or none under NX/XX.",
+        complexity: "O(N) where N is the number of keys to set.",
+        run: Run::Handler(st::msetex),
         traits: traits![READS_NO_VALUE],
         tips: &[
             "request_policy:multi_shard",
