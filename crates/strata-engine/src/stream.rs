@@ -327,6 +327,82 @@ impl StreamValue {
         cut
     }
 
+    /// Whether a consumer group still needs entry `id` (Redis 8.2's
+    /// "referenced", which XDELEX, XACKDEL and trimming with ACKED spare):
+    /// some group has not had it delivered yet (its last delivered ID is
+    /// before it), or has it pending. Entries read counts do not matter.
+    pub fn is_referenced(&self, id: StreamId) -> bool {
+        self.is_referenced_apart_from(id, None)
+    }
+
+    /// [`StreamValue::is_referenced`], not counting `group`'s pending
+    /// entries (XACKDEL ACKED asks once it has acknowledged the entry).
+    pub fn is_referenced_apart_from(&self, id: StreamId, group: Option<&[u8]>) -> bool {
+        let undelivered = self.groups.values().any(|g| g.last_id < id);
+        undelivered
+            || self
+                .groups
+                .iter()
+                .any(|(name, g)| Some(&name[..]) != group && g.pending.contains_key(&id))
+    }
+
+    /// The groups that have any of `ids` pending, each with those of them
+    /// it has (what DELREF takes out of every pending list).
+    pub fn pending_among(&self, ids: &[StreamId]) -> Vec<(Vec<u8>, Vec<StreamId>)> {
+        self.groups
+            .iter()
+            .filter_map(|(name, g)| {
+                let held: Vec<StreamId> = (ids.iter())
+                    .filter(|id| g.pending.contains_key(id))
+                    .copied()
+                    .collect();
+                (!held.is_empty()).then(|| (name.clone(), held))
+            })
+            .collect()
+    }
+
+    /// The entries `trim` removes when references count (Redis 8.2's
+    /// DELREF and ACKED trimming): nodes go entry by entry, so `~` trims
+    /// as exactly as `=` (within LIMIT, still counted per node); with
+    /// `spare_referenced` (ACKED) an entry some group still needs is
+    /// skipped and trimming goes on past it.
+    pub fn trim_entries(&self, trim: Trim, spare_referenced: bool) -> Vec<StreamId> {
+        let mut len = self.entries.len() as u64;
+        let mut ids = Vec::new();
+        for (&master, node) in &self.nodes {
+            if let Trim::MaxLen { len: max, .. } = trim
+                && len <= max
+            {
+                break;
+            }
+            if trim.limit() > 0 && ids.len() as u64 + node.live > trim.limit() {
+                break;
+            }
+            let whole = match trim {
+                Trim::MaxLen { len: max, .. } => len - node.live >= max,
+                Trim::MinId { id, .. } => node.last < id,
+            };
+            for (&id, _) in self.entries.range(master..=node.last) {
+                let stop = match trim {
+                    Trim::MaxLen { len: max, .. } => len <= max,
+                    Trim::MinId { id: min, .. } => id >= min,
+                };
+                if stop {
+                    break;
+                }
+                if spare_referenced && self.is_referenced(id) {
+                    continue;
+                }
+                ids.push(id);
+                len -= 1;
+            }
+            if !whole {
+                break;
+            }
+        }
+        ids
+    }
+
     // --- what operations do -------------------------------------------
 
     fn insert(&mut self, id: StreamId, fields: &[&[u8]], new_node: bool) {
@@ -362,11 +438,17 @@ impl StreamValue {
 
     /// XDEL of one entry: its node goes when it was the last one in it.
     fn remove(&mut self, id: StreamId) -> bool {
+        self.remove_entry(id, true)
+    }
+
+    /// Removes one entry; `tombstone`: the largest deleted ID follows
+    /// (XDEL does, trimming does not).
+    fn remove_entry(&mut self, id: StreamId, tombstone: bool) -> bool {
         let Some(old) = self.entries.remove(&id) else {
             return false;
         };
         self.entry_bytes -= old.len();
-        if id > self.max_deleted {
+        if tombstone && id > self.max_deleted {
             self.max_deleted = id;
         }
         if let Some((&master, node)) = self.nodes.range_mut(..=id).next_back() {
@@ -552,6 +634,10 @@ pub enum StreamOp<'a> {
     /// XTRIM and XADD's trimming: every entry up to and including this
     /// ID goes ([`StreamValue::trim_cut`]).
     TrimThrough(StreamId),
+    /// Trimming with DELREF or ACKED (Redis 8.2): these entries go
+    /// ([`StreamValue::trim_entries`]); as any trimming, it leaves the
+    /// largest deleted ID alone.
+    TrimEntries(Vec<StreamId>),
     /// XSETID.
     SetId {
         last_id: StreamId,
@@ -619,6 +705,7 @@ const OP_DELETE_CONSUMER: u8 = 9;
 const OP_DELIVER: u8 = 10;
 const OP_ACK: u8 = 11;
 const OP_CLAIM: u8 = 12;
+const OP_TRIM_ENTRIES: u8 = 13;
 
 /// A stream image or operation that does not decode.
 #[derive(Debug, PartialEq, Eq)]
@@ -641,6 +728,10 @@ impl<'a> StreamOp<'a> {
             }
             StreamOp::Delete(ids) => ids.iter().filter(|id| stream.remove(**id)).count() as u64,
             StreamOp::TrimThrough(id) => stream.remove_through(*id),
+            StreamOp::TrimEntries(ids) => ids
+                .iter()
+                .filter(|id| stream.remove_entry(**id, false))
+                .count() as u64,
             StreamOp::SetId {
                 last_id,
                 entries_added,
@@ -731,6 +822,10 @@ impl<'a> StreamOp<'a> {
             StreamOp::TrimThrough(id) => {
                 out.push(OP_TRIM_THROUGH);
                 id.write(out);
+            }
+            StreamOp::TrimEntries(ids) => {
+                out.push(OP_TRIM_ENTRIES);
+                write_ids(out, ids);
             }
             StreamOp::SetId {
                 last_id,
@@ -950,6 +1045,7 @@ fn decode_op(p: &[u8]) -> Option<StreamOp<'_>> {
         }
         OP_DELETE => StreamOp::Delete(read_ids(p, &mut at)?),
         OP_TRIM_THROUGH => StreamOp::TrimThrough(StreamId::read(p, &mut at)?),
+        OP_TRIM_ENTRIES => StreamOp::TrimEntries(read_ids(p, &mut at)?),
         OP_SET_ID => {
             let last_id = StreamId::read(p, &mut at)?;
             let entries_added = read_option(p, &mut at)?;
@@ -1285,6 +1381,7 @@ mod tests {
                 ids: vec![StreamId::new(1, 0)],
             },
             StreamOp::Delete(vec![StreamId::new(1, 0)]),
+            StreamOp::TrimEntries(vec![StreamId::new(2, 5)]),
             StreamOp::SetId {
                 last_id: StreamId::new(9, 9),
                 entries_added: Some(7),
@@ -1305,7 +1402,9 @@ mod tests {
         assert_eq!(group.pending.len(), 1);
         assert_eq!(group.pending[&StreamId::new(2, 5)].consumer, b"bob");
         assert!(group.consumers[&b"alice"[..]].pending.is_empty());
-        assert_eq!(stream.len(), 1);
+        // Trimming 2-5 emptied the stream and, unlike XDEL, left the
+        // largest deleted ID where it was.
+        assert_eq!(stream.len(), 0);
         assert_eq!(stream.max_deleted, StreamId::new(1, 0));
         assert_eq!(stream.entries_added, 7);
         assert!(StreamValue::decode_image(&image[..image.len() - 1]).is_err());

@@ -59,6 +59,7 @@ const SERVER_CIRCLES_LEFT: &[&str] = &[
     "commands::streams::groups",
     "commands::streams::info",
     "commands::streams::read",
+    "commands::streams::refs",
     "commands::strings",
     "commands::table",
     "commands::table::acl",

@@ -1414,6 +1414,8 @@ fn compare_replies(resp3: bool) {
 /// `CLIENT NO-TOUCH`, the hash field expiry of 7.4 and 8.0), and DEBUG's
 /// subcommands (one command in Redis).
 const NOT_IN_REDIS_7_0: &[&str] = &[
+    "xdelex",
+    "xackdel",
     "digest",
     "msetex",
     "object|residency",

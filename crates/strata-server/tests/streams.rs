@@ -530,3 +530,226 @@ fn a_group_reader_behind_a_list_waiter_hears_of_the_deletion() {
     writer.cmd(&["RPUSH", "k", "x"]);
     assert_eq!(list_waiter.read(), Reply::Array(vec![b("k"), b("x")]));
 }
+
+fn ints(values: &[i64]) -> Reply {
+    Reply::Array(values.iter().map(|&v| Reply::Int(v)).collect())
+}
+
+fn ids_of(reply: &Reply) -> Vec<String> {
+    reply
+        .as_array()
+        .iter()
+        .map(|entry| entry.as_array()[0].as_text())
+        .collect()
+}
+
+/// Redis 8.2's reference strategies: XDELEX, XACKDEL, and XADD/XTRIM with
+/// KEEPREF, DELREF and ACKED, as redis-server 8.6.3 answers them (the
+/// same commands were run against both; they differ only in XINFO's
+/// rax node count). Replayed after `kill -9`, the stream and every
+/// pending list are as they were.
+#[test]
+// One scenario told in order, as the two servers were compared.
+#[allow(clippy::too_many_lines)]
+fn xdelex_xackdel_and_trimming_by_references() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    for n in 1..=5 {
+        r.cmd(&["XADD", "s", &format!("{n}-0"), "f", "v"]);
+    }
+    r.cmd(&["XGROUP", "CREATE", "s", "g1", "0"]);
+    r.cmd(&["XGROUP", "CREATE", "s", "g2", "0"]);
+    r.cmd(&[
+        "XREADGROUP",
+        "GROUP",
+        "g1",
+        "c1",
+        "COUNT",
+        "3",
+        "STREAMS",
+        "s",
+        ">",
+    ]);
+    r.cmd(&[
+        "XREADGROUP",
+        "GROUP",
+        "g2",
+        "c2",
+        "COUNT",
+        "2",
+        "STREAMS",
+        "s",
+        ">",
+    ]);
+    // 1-0 is pending in both groups, 4-0 undelivered, 9-0 past every
+    // group's last delivered ID: all still needed.
+    assert_eq!(
+        r.cmd(&["XDELEX", "s", "ACKED", "IDS", "3", "1-0", "4-0", "9-0"]),
+        ints(&[2, 2, 2])
+    );
+    r.cmd(&["XACK", "s", "g1", "1-0"]);
+    assert_eq!(
+        r.cmd(&["XDELEX", "s", "ACKED", "IDS", "1", "1-0"]),
+        ints(&[2])
+    );
+    r.cmd(&["XACK", "s", "g2", "1-0"]);
+    assert_eq!(
+        r.cmd(&["XDELEX", "s", "ACKED", "IDS", "2", "1-0", "1-0"]),
+        ints(&[1, -1])
+    );
+    // XACKDEL (KEEPREF): acknowledged and deleted; a second time, not
+    // pending any more; 5-0 was never delivered to g1.
+    assert_eq!(
+        r.cmd(&["XACKDEL", "s", "g1", "IDS", "3", "2-0", "2-0", "5-0"]),
+        ints(&[1, -1, -1])
+    );
+    // g2 still has 2-0 pending (a dangling reference, KEEPREF kept it).
+    assert_eq!(r.cmd(&["XPENDING", "s", "g2"]).as_array()[0], Reply::Int(1));
+    // ACKED: g2 has not had 3-0 yet, so g1's acknowledgement stays and
+    // the entry too.
+    assert_eq!(
+        r.cmd(&["XACKDEL", "s", "g2", "ACKED", "IDS", "1", "3-0"]),
+        ints(&[-1])
+    );
+    assert_eq!(
+        r.cmd(&["XACKDEL", "s", "g1", "ACKED", "IDS", "1", "3-0"]),
+        ints(&[2])
+    );
+    assert_eq!(r.cmd(&["XPENDING", "s", "g1"]).as_array()[0], Reply::Int(0));
+    assert_eq!(r.cmd(&["XLEN", "s"]), Reply::Int(3));
+    assert_eq!(
+        r.cmd(&["XACKDEL", "s", "g2", "DELREF", "IDS", "1", "2-0"]),
+        ints(&[1])
+    );
+    // Missing key or group: -1 each, the IDs not even parsed.
+    assert_eq!(
+        r.cmd(&["XACKDEL", "s", "nogroup", "IDS", "2", "1-0", "abc"]),
+        ints(&[-1, -1])
+    );
+    assert_eq!(
+        r.cmd(&["XDELEX", "nokey", "IDS", "2", "abc", "def"]),
+        ints(&[-1, -1])
+    );
+    for (args, error) in [
+        (
+            &["XDELEX", "s", "IDS", "1", "abc"][..],
+            "ERR Invalid stream ID specified as stream command argument",
+        ),
+        (
+            &["XDELEX", "s", "KEEPREF", "DELREF", "IDS", "1", "1-1"],
+            "ERR syntax error",
+        ),
+        (
+            &["XDELEX", "s", "IDS", "0", "1-1"],
+            "ERR Number of IDs must be a positive integer",
+        ),
+        (
+            &["XDELEX", "s", "IDS", "3", "1-1"],
+            "ERR The `numids` parameter must match the number of arguments",
+        ),
+        (
+            &["XDELEX", "s", "IDS", "1", "1-1", "2-2"],
+            "ERR syntax error",
+        ),
+        (
+            &["XTRIM", "s", "MAXLEN", "1", "KEEPREF", "ACKED"],
+            "ERR syntax error",
+        ),
+        (
+            &["XADD", "s", "KEEPREF", "DELREF", "*", "f", "v"],
+            "ERR Invalid stream ID specified as stream command argument",
+        ),
+    ] {
+        assert_eq!(r.cmd(args), e(error), "{args:?}");
+    }
+    // The strategy may follow the IDs.
+    assert_eq!(
+        r.cmd(&["XDELEX", "s", "IDS", "1", "4-0", "DELREF"]),
+        ints(&[1])
+    );
+
+    for n in 1..=6 {
+        r.cmd(&["XADD", "t", &format!("{n}-0"), "f", "v"]);
+    }
+    r.cmd(&["XGROUP", "CREATE", "t", "g", "0"]);
+    r.cmd(&[
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "c",
+        "COUNT",
+        "3",
+        "STREAMS",
+        "t",
+        ">",
+    ]);
+    r.cmd(&["XACK", "t", "g", "1-0", "3-0"]);
+    // ACKED trimming skips what the group needs and goes on past it.
+    assert_eq!(
+        r.cmd(&["XTRIM", "t", "MAXLEN", "2", "ACKED"]),
+        Reply::Int(2)
+    );
+    assert_eq!(
+        ids_of(&r.cmd(&["XRANGE", "t", "-", "+"])),
+        ["2-0", "4-0", "5-0", "6-0"]
+    );
+    r.cmd(&["XGROUP", "SETID", "t", "g", "$"]);
+    assert_eq!(
+        r.cmd(&["XTRIM", "t", "MAXLEN", "2", "ACKED"]),
+        Reply::Int(2)
+    );
+    assert_eq!(ids_of(&r.cmd(&["XRANGE", "t", "-", "+"])), ["2-0", "6-0"]);
+    // DELREF takes 2-0 out of the pending list with the entry.
+    assert_eq!(
+        r.cmd(&["XTRIM", "t", "MAXLEN", "0", "DELREF"]),
+        Reply::Int(2)
+    );
+    assert_eq!(r.cmd(&["XPENDING", "t", "g"]).as_array()[0], Reply::Int(0));
+
+    // `~` with DELREF trims exactly; KEEPREF by whole nodes.
+    assert_eq!(
+        r.cmd(&["CONFIG", "SET", "stream-node-max-entries", "4"]),
+        ok()
+    );
+    for key in ["u", "w"] {
+        for n in 1..=10 {
+            r.cmd(&["XADD", key, &format!("{n}-0"), "f", "v"]);
+        }
+    }
+    assert_eq!(
+        r.cmd(&["XTRIM", "u", "MAXLEN", "~", "5", "DELREF"]),
+        Reply::Int(5)
+    );
+    assert_eq!(r.cmd(&["XTRIM", "w", "MAXLEN", "~", "5"]), Reply::Int(4));
+    r.cmd(&["XGROUP", "CREATE", "u", "g", "0"]);
+    r.cmd(&[
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "c",
+        "COUNT",
+        "1",
+        "STREAMS",
+        "u",
+        ">",
+    ]);
+    assert!(matches!(
+        r.cmd(&["XADD", "u", "MAXLEN", "=", "1", "DELREF", "11-0", "f", "v"]),
+        Reply::Bulk(_)
+    ));
+    assert_eq!(r.cmd(&["XPENDING", "u", "g"]).as_array()[0], Reply::Int(0));
+    assert_eq!(ids_of(&r.cmd(&["XRANGE", "u", "-", "+"])), ["11-0"]);
+
+    let before: Vec<Vec<Reply>> = ["s", "t", "u", "w"]
+        .iter()
+        .map(|k| snapshot(&mut r, k))
+        .collect();
+    let dir = server.kill9();
+    let server = TestServer::spawn(dir, &[], None, READY);
+    let mut r = server.raw();
+    let after: Vec<Vec<Reply>> = ["s", "t", "u", "w"]
+        .iter()
+        .map(|k| snapshot(&mut r, k))
+        .collect();
+    assert_eq!(before, after);
+}

@@ -79,6 +79,8 @@ pub(super) fn parse_count(arg: &[u8]) -> Result<u64, CmdError> {
 /// NOMKSTREAM and where the ID is.
 pub(super) struct TrimArgs {
     pub(super) trim: Option<Trim>,
+    /// KEEPREF, DELREF or ACKED (Redis 8.2; `super::refs`).
+    pub(super) refs: super::refs::Refs,
     pub(super) nomkstream: bool,
     pub(super) id_at: usize,
 }
@@ -93,6 +95,7 @@ pub(super) fn parse_trim_args(
     let mut i = 2;
     let (mut strategy, mut approx, mut limit) = (None, false, None);
     let mut nomkstream = false;
+    let mut refs = None;
     while i < args.len() {
         let more = args.len() - 1 - i;
         let opt = &args[i][..];
@@ -137,6 +140,11 @@ pub(super) fn parse_trim_args(
         } else if xadd && is(opt, "nomkstream") {
             nomkstream = true;
             i += 1;
+        } else if let Some(parsed) = super::refs::Refs::parse(opt).filter(|_| refs.is_none()) {
+            // Once only: XADD then takes a second one for the ID (Redis
+            // answers that it is not a valid ID), XTRIM a syntax error.
+            refs = Some(parsed);
+            i += 1;
         } else if xadd {
             break;
         } else {
@@ -166,6 +174,7 @@ pub(super) fn parse_trim_args(
     });
     Ok(TrimArgs {
         trim,
+        refs: refs.unwrap_or_default(),
         nomkstream,
         id_at: i,
     })

@@ -4,6 +4,7 @@ use bytes::Bytes;
 use strata_engine::stream::{StreamId, StreamOp, StreamValue, Trim};
 
 use super::common::*;
+use super::refs::{Refs, trim_with_refs};
 use crate::commands::{CmdError, CmdResult, Ctx, ERR_NO_SUCH_KEY, ERR_SYNTAX, is, parse_i64};
 use crate::notify;
 
@@ -29,8 +30,9 @@ fn next_id(
     }
 }
 
-/// XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]]
-/// *|id field value [field value ...].
+/// XADD key [NOMKSTREAM] [KEEPREF | DELREF | ACKED]
+/// [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id field value
+/// [field value ...].
 pub fn xadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (node_entries, node_bytes) = node_limits(ctx);
     let parsed = parse_trim_args(args, true, node_entries)?;
@@ -77,13 +79,17 @@ pub fn xadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     write_id(&mut ctx.out, id);
     ctx.notify(notify::STREAM, "xadd", name);
     if let Some(trim) = parsed.trim {
-        trim_stream(ctx, name, trim)?;
+        trim_stream(ctx, name, trim, parsed.refs)?;
     }
     Ok(())
 }
 
-/// Trims the stream at `name` as `trim` says; answers the entries removed.
-fn trim_stream(ctx: &mut Ctx, name: &[u8], trim: Trim) -> Result<u64, CmdError> {
+/// Trims the stream at `name` as `trim` says, `refs` deciding about the
+/// entries consumer groups still reference; answers the entries removed.
+fn trim_stream(ctx: &mut Ctx, name: &[u8], trim: Trim, refs: Refs) -> Result<u64, CmdError> {
+    if refs != Refs::Keep {
+        return trim_with_refs(ctx, name, trim, refs);
+    }
     let cut = with_stream(ctx, name, |stream, _| stream.and_then(|s| s.trim_cut(trim)))?;
     let Some(cut) = cut else {
         return Ok(0);
@@ -101,7 +107,7 @@ pub fn xtrim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let parsed = parse_trim_args(args, false, node_entries)?;
     let exists = with_stream(ctx, &args[1], |stream, _| stream.is_some())?;
     let removed = match (exists, parsed.trim) {
-        (true, Some(trim)) => trim_stream(ctx, &args[1], trim)?,
+        (true, Some(trim)) => trim_stream(ctx, &args[1], trim, parsed.refs)?,
         _ => 0,
     };
     ctx.out.int(removed as i64);

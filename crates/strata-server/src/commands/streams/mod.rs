@@ -2,7 +2,8 @@
 //! XREAD, XREADGROUP, XGROUP (CREATE, SETID, DESTROY, CREATECONSUMER,
 //! DELCONSUMER, HELP), XACK, XPENDING, XCLAIM, XAUTOCLAIM and XINFO
 //! (STREAM [FULL], GROUPS, CONSUMERS, HELP), with Redis 7.4's replies and
-//! error texts.
+//! error texts; and Redis 8.2's XDELEX, XACKDEL and the KEEPREF / DELREF /
+//! ACKED options of XADD and XTRIM.
 //!
 //! Reads borrow the stored stream (`strata_engine::stream::StreamValue`)
 //! under the shard lock. Every change is a [`StreamOp`] the engine applies
@@ -21,13 +22,14 @@
 //! One file per concern: `common` (arguments, replies, the stream at a
 //! key), `entries` (adding, reading ranges, deleting, trimming), `read`
 //! (XREAD, XREADGROUP), `groups` (consumer groups, pending entries,
-//! claims), `info` (XINFO).
+//! claims), `info` (XINFO), `refs` (Redis 8.2's reference strategies).
 
 mod common;
 mod entries;
 mod groups;
 mod info;
 mod read;
+mod refs;
 
 pub use entries::{xadd, xdel, xlen, xrange, xrevrange, xsetid, xtrim};
 pub use groups::{
@@ -36,3 +38,4 @@ pub use groups::{
 };
 pub use info::{xinfo_consumers, xinfo_groups, xinfo_help, xinfo_stream};
 pub use read::{xread, xreadgroup};
+pub use refs::{xackdel, xdelex};

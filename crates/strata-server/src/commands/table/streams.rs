@@ -217,6 +217,32 @@ pub(super) const COMMANDS: &[Spec] = &[
         ..Spec::DEFAULT
     },
     Spec {
+        name: "xdelex",
+        arity: -5,
+        flags: flags![WRITE, FAST],
+        keys: &[range(K_RW_DELETE, 1, 0, 1)],
+        acl: categories![WRITE, STREAM, FAST],
+        group: "stream",
+        since: "8.2.0",
+        summary: "Deletes one or multiple entries from the stream.",
+        complexity: "O(1) for each single item to delete in the stream, regardless of the stream size.",
+        run: Run::Handler(xs::xdelex),
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "xackdel",
+        arity: -6,
+        flags: flags![WRITE, FAST],
+        keys: &[range(&["RW", "update", "delete"], 1, 0, 1)],
+        acl: categories![WRITE, STREAM, FAST],
+        group: "stream",
+        since: "8.2.0",
+        summary: "Acknowledges and deletes one or multiple messages for a stream consumer group.",
+        complexity: "O(1) for each entry ID processed.",
+        run: Run::Handler(xs::xackdel),
+        ..Spec::DEFAULT
+    },
+    Spec {
         name: "xtrim",
         arity: -4,
         flags: flags![WRITE],
