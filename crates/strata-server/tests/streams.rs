@@ -753,3 +753,329 @@ fn xdelex_xackdel_and_trimming_by_references() {
         .collect();
     assert_eq!(before, after);
 }
+
+/// One step of the stream model test.
+#[derive(Clone, Debug)]
+enum StreamStep {
+    /// XADD with the next ID `ms` later (0: the next sequence), trimmed
+    /// to a length with `MAXLEN =` when given.
+    Add(u8, Option<u8>),
+    Del(Vec<u8>),
+    TrimLen(u8),
+    TrimMinId(u8),
+    Range(u8, u8, Option<u8>, bool),
+    ReadNew(u8, u8, u8),
+    ReadHistory(u8, u8),
+    Ack(u8, Vec<u8>),
+    Claim(u8, u8, Vec<u8>),
+}
+
+fn stream_step() -> impl proptest::strategy::Strategy<Value = StreamStep> {
+    use proptest::prelude::*;
+    let ms = 0u8..24;
+    let ids = proptest::collection::btree_set(ms.clone(), 1..4)
+        .prop_map(|set| set.into_iter().collect::<Vec<u8>>());
+    prop_oneof![
+        6 => (0u8..3, proptest::option::weighted(0.15, 0u8..6))
+            .prop_map(|(d, t)| StreamStep::Add(d, t)),
+        1 => ids.clone().prop_map(StreamStep::Del),
+        1 => (0u8..8).prop_map(StreamStep::TrimLen),
+        1 => ms.clone().prop_map(StreamStep::TrimMinId),
+        2 => (ms.clone(), ms.clone(), proptest::option::of(1u8..4), any::<bool>())
+            .prop_map(|(a, b, c, rev)| StreamStep::Range(a, b, c, rev)),
+        3 => (0u8..2, 0u8..2, 1u8..4).prop_map(|(g, c, n)| StreamStep::ReadNew(g, c, n)),
+        1 => (0u8..2, 0u8..2).prop_map(|(g, c)| StreamStep::ReadHistory(g, c)),
+        2 => (0u8..2, ids.clone()).prop_map(|(g, ids)| StreamStep::Ack(g, ids)),
+        1 => (0u8..2, 0u8..2, ids).prop_map(|(g, c, ids)| StreamStep::Claim(g, c, ids)),
+    ]
+}
+
+/// A consumer group as the model keeps it.
+#[derive(Default)]
+struct ModelGroup {
+    last: (u64, u64),
+    /// ID -> (consumer, deliveries).
+    pending: std::collections::BTreeMap<(u64, u64), (String, i64)>,
+}
+
+/// The stream model: entries by ID with their value, two groups.
+#[derive(Default)]
+struct StreamModel {
+    entries: std::collections::BTreeMap<(u64, u64), String>,
+    last: (u64, u64),
+    groups: [ModelGroup; 2],
+    added: u64,
+}
+
+impl StreamModel {
+    fn entry(&self, id: (u64, u64)) -> Reply {
+        Reply::Array(vec![
+            b(&format!("{}-{}", id.0, id.1)),
+            Reply::Array(vec![b("f"), b(&self.entries[&id])]),
+        ])
+    }
+
+    fn trim_to(&mut self, len: usize) -> i64 {
+        let mut removed = 0;
+        while self.entries.len() > len {
+            self.entries.pop_first();
+            removed += 1;
+        }
+        removed
+    }
+
+    /// The IDs step arguments name: the first entry at or after `ms`
+    /// (or `ms-0` when there is none), so most of them exist.
+    fn pick(&self, ms: u8) -> (u64, u64) {
+        let at = (ms as u64, 0);
+        self.entries.range(at..).next().map_or(at, |(id, _)| *id)
+    }
+}
+
+fn text(id: (u64, u64)) -> String {
+    format!("{}-{}", id.0, id.1)
+}
+
+/// XADD, XDEL, XTRIM, XRANGE/XREVRANGE and consumer groups (XREADGROUP
+/// new and history reads, XACK, XCLAIM, XPENDING) against a plain model
+/// of Redis' rules: random steps, every reply compared, then the whole
+/// stream and every pending list.
+#[test]
+#[allow(clippy::too_many_lines, reason = "one model, read top to bottom")]
+fn streams_and_groups_behave_like_a_model() {
+    use proptest::test_runner::{Config, TestRunner};
+    let server = TestServer::start();
+    let raw = std::cell::RefCell::new(server.raw());
+    let mut runner = TestRunner::new(Config {
+        cases: 64,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let group = |g: u8| format!("g{g}");
+    let consumer = |c: u8| format!("c{c}");
+    let steps = proptest::collection::vec(stream_step(), 1..50);
+    let result = runner.run(&steps, |steps| {
+        let mut raw = raw.borrow_mut();
+        raw.cmd(&["FLUSHALL"]);
+        for g in 0..2 {
+            assert_eq!(
+                raw.cmd(&["XGROUP", "CREATE", "s", &group(g), "0", "MKSTREAM"]),
+                ok()
+            );
+        }
+        let mut m = StreamModel::default();
+        for step in steps {
+            let label = format!("{step:?}");
+            match step {
+                StreamStep::Add(delta, trim) => {
+                    let id = if delta == 0 {
+                        (m.last.0, m.last.1 + 1)
+                    } else {
+                        (m.last.0 + delta as u64, 0)
+                    };
+                    m.added += 1;
+                    let value = format!("v{}", m.added);
+                    let mut args = vec!["XADD".to_string(), "s".into()];
+                    if let Some(len) = trim {
+                        args.extend(["MAXLEN".into(), "=".into(), len.to_string()]);
+                    }
+                    args.extend([text(id), "f".into(), value.clone()]);
+                    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                    assert_eq!(raw.cmd(&args), b(&text(id)), "{label}");
+                    m.entries.insert(id, value);
+                    m.last = id;
+                    if let Some(len) = trim {
+                        m.trim_to(len as usize);
+                    }
+                }
+                StreamStep::Del(picks) => {
+                    let ids: Vec<(u64, u64)> = picks.iter().map(|&p| m.pick(p)).collect();
+                    let mut args = vec!["XDEL".to_string(), "s".into()];
+                    args.extend(ids.iter().map(|&id| text(id)));
+                    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                    let mut gone = 0;
+                    for id in &ids {
+                        gone += m.entries.remove(id).is_some() as i64;
+                    }
+                    assert_eq!(raw.cmd(&args), i(gone), "{label}");
+                }
+                StreamStep::TrimLen(len) => {
+                    let want = m.trim_to(len as usize);
+                    let got = raw.cmd(&["XTRIM", "s", "MAXLEN", "=", &len.to_string()]);
+                    assert_eq!(got, i(want), "{label}");
+                }
+                StreamStep::TrimMinId(ms) => {
+                    let min = (ms as u64, 0);
+                    let before = m.entries.len();
+                    m.entries = m.entries.split_off(&min);
+                    let want = (before - m.entries.len()) as i64;
+                    let got = raw.cmd(&["XTRIM", "s", "MINID", &text(min)]);
+                    assert_eq!(got, i(want), "{label}");
+                }
+                StreamStep::Range(a, z, count, rev) => {
+                    let (start, end) = ((a as u64, 0), (z as u64, u64::MAX));
+                    let mut want: Vec<Reply> = if start <= end {
+                        m.entries
+                            .range(start..=end)
+                            .map(|(id, _)| m.entry(*id))
+                            .collect()
+                    } else {
+                        Vec::new()
+                    };
+                    if rev {
+                        want.reverse();
+                    }
+                    if let Some(c) = count {
+                        want.truncate(c as usize);
+                    }
+                    let (from, to) = (a.to_string(), z.to_string());
+                    let mut args = if rev {
+                        vec!["XREVRANGE", "s", &to, &from]
+                    } else {
+                        vec!["XRANGE", "s", &from, &to]
+                    };
+                    let c = count.map(|c| c.to_string());
+                    if let Some(c) = &c {
+                        args.extend(["COUNT", c]);
+                    }
+                    assert_eq!(raw.cmd(&args), Reply::Array(want), "{label}");
+                }
+                StreamStep::ReadNew(g, c, n) => {
+                    let gm = &m.groups[g as usize];
+                    let ids: Vec<(u64, u64)> = (m.entries.range((gm.last.0, gm.last.1 + 1)..))
+                        .take(n as usize)
+                        .map(|(id, _)| *id)
+                        .collect();
+                    let want = if ids.is_empty() {
+                        Reply::NullArray
+                    } else {
+                        let entries = ids.iter().map(|id| m.entry(*id)).collect();
+                        Reply::Array(vec![Reply::Array(vec![b("s"), Reply::Array(entries)])])
+                    };
+                    let gm = &mut m.groups[g as usize];
+                    for &id in &ids {
+                        gm.pending.insert(id, (consumer(c), 1));
+                        gm.last = id;
+                    }
+                    let count = n.to_string();
+                    let (gn, cn) = (group(g), consumer(c));
+                    let args = [
+                        "XREADGROUP",
+                        "GROUP",
+                        &gn,
+                        &cn,
+                        "COUNT",
+                        &count,
+                        "STREAMS",
+                        "s",
+                        ">",
+                    ];
+                    assert_eq!(raw.cmd(&args), want, "{label}");
+                }
+                StreamStep::ReadHistory(g, c) => {
+                    let name = consumer(c);
+                    let mut entries = Vec::new();
+                    let StreamModel {
+                        groups,
+                        entries: stored,
+                        ..
+                    } = &mut m;
+                    for (id, (owner, deliveries)) in &mut groups[g as usize].pending {
+                        if *owner == name {
+                            // A deleted entry shows as nil, its count
+                            // unchanged (Redis 7.0 and 8.6 alike).
+                            entries.push(match stored.get(id) {
+                                Some(value) => {
+                                    *deliveries += 1;
+                                    Reply::Array(vec![
+                                        b(&text(*id)),
+                                        Reply::Array(vec![b("f"), b(value)]),
+                                    ])
+                                }
+                                None => Reply::Array(vec![b(&text(*id)), Reply::NullArray]),
+                            });
+                        }
+                    }
+                    let want =
+                        Reply::Array(vec![Reply::Array(vec![b("s"), Reply::Array(entries)])]);
+                    let gn = group(g);
+                    let args = ["XREADGROUP", "GROUP", &gn, &name, "STREAMS", "s", "0"];
+                    assert_eq!(raw.cmd(&args), want, "{label}");
+                }
+                StreamStep::Ack(g, picks) => {
+                    let gm = &mut m.groups[g as usize];
+                    let ids: Vec<(u64, u64)> = picks
+                        .iter()
+                        .map(|&p| {
+                            let at = (p as u64, 0);
+                            gm.pending.range(at..).next().map_or(at, |(id, _)| *id)
+                        })
+                        .collect();
+                    let mut acked = 0;
+                    for id in &ids {
+                        acked += gm.pending.remove(id).is_some() as i64;
+                    }
+                    let mut args = vec!["XACK".to_string(), "s".into(), group(g)];
+                    args.extend(ids.iter().map(|&id| text(id)));
+                    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                    assert_eq!(raw.cmd(&args), i(acked), "{label}");
+                }
+                StreamStep::Claim(g, c, picks) => {
+                    let name = consumer(c);
+                    let gm = &mut m.groups[g as usize];
+                    let mut ids: Vec<(u64, u64)> = picks
+                        .iter()
+                        .map(|&p| {
+                            let at = (p as u64, 0);
+                            gm.pending.range(at..).next().map_or(at, |(id, _)| *id)
+                        })
+                        .collect();
+                    ids.dedup();
+                    let mut claimed = Vec::new();
+                    for id in &ids {
+                        let Some((owner, deliveries)) = gm.pending.get_mut(id) else {
+                            continue;
+                        };
+                        if m.entries.contains_key(id) {
+                            *owner = name.clone();
+                            *deliveries += 1;
+                            claimed.push(*id);
+                        } else {
+                            // A deleted entry leaves the pending list.
+                            gm.pending.remove(id);
+                        }
+                    }
+                    let want = Reply::Array(claimed.iter().map(|id| m.entry(*id)).collect());
+                    let mut args =
+                        vec!["XCLAIM".to_string(), "s".into(), group(g), name, "0".into()];
+                    args.extend(ids.iter().map(|&id| text(id)));
+                    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                    assert_eq!(raw.cmd(&args), want, "{label}");
+                }
+            }
+        }
+        let all: Vec<Reply> = m.entries.keys().map(|id| m.entry(*id)).collect();
+        assert_eq!(raw.cmd(&["XRANGE", "s", "-", "+"]), Reply::Array(all));
+        for (g, gm) in m.groups.iter().enumerate() {
+            let got = raw.cmd(&["XPENDING", "s", &group(g as u8), "-", "+", "1000"]);
+            let got: Vec<(String, String, i64)> = got
+                .as_array()
+                .iter()
+                .map(|p| {
+                    let p = p.as_array();
+                    (p[0].as_text(), p[1].as_text(), p[3].as_int())
+                })
+                .collect();
+            let want: Vec<(String, String, i64)> = gm
+                .pending
+                .iter()
+                .map(|(id, (owner, n))| (text(*id), owner.clone(), *n))
+                .collect();
+            assert_eq!(got, want, "pending of g{g}");
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
