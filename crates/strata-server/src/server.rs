@@ -78,6 +78,8 @@ pub struct Server {
     /// The TLS configuration new connections on `tls-port` get (CONFIG
     /// SET of the tls-* settings replaces it).
     pub tls: parking_lot::RwLock<Option<Arc<rustls::ServerConfig>>>,
+    /// CONFIG SET `port` / `bind`: new TCP listeners for the accept loop.
+    pub relisten: crate::socket::Relisten,
     /// `used_memory` once the server was set up, before any data
     /// (INFO `used_memory_startup`, MEMORY STATS `startup.allocated`).
     pub startup_memory: u64,
@@ -167,6 +169,7 @@ impl Server {
             slowlog: Default::default(),
             monitors: Default::default(),
             tls: parking_lot::RwLock::new(parts.tls),
+            relisten: crate::socket::Relisten::default(),
             startup_memory: crate::alloc::used_bytes(),
             shutdown_save: AtomicU8::new(ShutdownSave::Default as u8),
             shutdown_signal: Notify::new(),

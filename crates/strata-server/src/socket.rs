@@ -4,9 +4,11 @@
 
 use std::os::fd::{AsRawFd, RawFd};
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener as StdListener};
 
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+
+use crate::log_notice;
 
 /// An accepted socket on its way to a network thread.
 pub enum Accepted {
@@ -144,6 +146,129 @@ impl Listener {
                 let unspecified = SocketAddr::from(([0, 0, 0, 0], 0));
                 Ok((Accepted::Unix(stream.into_std()?), unspecified))
             }
+        }
+    }
+}
+
+/// Listeners on each of `addresses` (a leading `-`: optional), on `port`
+/// (0: a free one, the same for all); the port bound.
+pub fn bind_addresses(
+    addresses: &[String],
+    backlog: u32,
+    port: u16,
+) -> Result<(Vec<StdListener>, u16), String> {
+    listen_on(addresses, port, |addr| bind_one(addr, backlog))
+}
+
+/// [`bind_addresses`], each listener made by `open`.
+fn listen_on(
+    addresses: &[String],
+    mut port: u16,
+    mut open: impl FnMut(SocketAddr) -> std::io::Result<StdListener>,
+) -> Result<(Vec<StdListener>, u16), String> {
+    let mut listeners = Vec::new();
+    for address in addresses {
+        let (optional, host) = match address.strip_prefix('-') {
+            Some(host) => (true, host),
+            None => (false, address.as_str()),
+        };
+        let ip: std::net::IpAddr = match host.parse() {
+            Ok(ip) => ip,
+            Err(_) if host == "*" => std::net::Ipv4Addr::UNSPECIFIED.into(),
+            Err(_) => return Err(format!("Invalid bind address '{host}'")),
+        };
+        let addr = SocketAddr::new(ip, port);
+        match open(addr) {
+            Ok(listener) => {
+                port = listener.local_addr().map(|a| a.port()).unwrap_or(port);
+                listeners.push(listener);
+            }
+            Err(e) if optional => log_notice!("Skipping optional bind address {addr}: {e}"),
+            Err(e) => {
+                return Err(format!(
+                    "Could not create server TCP listening socket {addr}: {e}"
+                ));
+            }
+        }
+    }
+    if listeners.is_empty() {
+        return Err("Failed listening on any bind address".into());
+    }
+    Ok((listeners, port))
+}
+
+pub fn bind_one(addr: SocketAddr, backlog: u32) -> std::io::Result<StdListener> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.bind(&addr.into())?;
+    socket.listen(backlog.min(i32::MAX as u32) as i32)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
+/// Where CONFIG SET `port` / `bind` hands the new plain TCP listeners to
+/// the accept loop, which stops accepting on the old ones (connections
+/// made through them stay). CONFIG SET binds them itself, so a port in
+/// use is its error and changes nothing; an address it listens on
+/// already keeps its socket (a duplicate of it goes to the new set), so
+/// `bind` can add or drop addresses on the same port.
+#[derive(Default)]
+pub struct Relisten {
+    sender: parking_lot::Mutex<Option<tokio::sync::mpsc::UnboundedSender<Vec<StdListener>>>>,
+    /// Duplicates of the plain TCP listeners in use.
+    current: parking_lot::Mutex<Vec<StdListener>>,
+}
+
+impl Relisten {
+    /// The accept loop's end, with the listeners it starts with.
+    pub fn connect(
+        &self,
+        listening: &[StdListener],
+    ) -> tokio::sync::mpsc::UnboundedReceiver<Vec<StdListener>> {
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        *self.sender.lock() = Some(sender);
+        *self.current.lock() = listening
+            .iter()
+            .filter_map(|l| l.try_clone().ok())
+            .collect();
+        receiver
+    }
+
+    /// Listeners on `addresses` at `port` (none for port 0: no TCP, as
+    /// in Redis), reusing the sockets that listen there already.
+    pub fn prepare(
+        &self,
+        addresses: &[String],
+        backlog: u32,
+        port: u16,
+    ) -> Result<Vec<StdListener>, String> {
+        if port == 0 {
+            return Ok(Vec::new());
+        }
+        let current = self.current.lock();
+        let open =
+            |addr: SocketAddr| match current.iter().find(|l| l.local_addr().ok() == Some(addr)) {
+                Some(listening) => listening.try_clone(),
+                None => bind_one(addr, backlog),
+            };
+        Ok(listen_on(addresses, port, open)?.0)
+    }
+
+    /// Hands `listeners` over to the accept loop.
+    pub fn replace(&self, listeners: Vec<StdListener>) {
+        *self.current.lock() = listeners
+            .iter()
+            .filter_map(|l| l.try_clone().ok())
+            .collect();
+        if let Some(sender) = self.sender.lock().as_ref() {
+            let _ = sender.send(listeners);
         }
     }
 }

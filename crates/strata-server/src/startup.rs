@@ -162,9 +162,13 @@ impl Bound {
         let metrics = match config.metrics_port {
             0 => Vec::new(),
             metrics_port => {
-                bind_addresses(&config.metrics_bind, config.tcp_backlog, metrics_port)
-                    .map_err(|e| format!("metrics-port {metrics_port}: {e}"))?
-                    .0
+                crate::socket::bind_addresses(
+                    &config.metrics_bind,
+                    config.tcp_backlog,
+                    metrics_port,
+                )
+                .map_err(|e| format!("metrics-port {metrics_port}: {e}"))?
+                .0
             }
         };
         Ok(Bound {
@@ -316,11 +320,22 @@ fn serve(
         persistence::spawn_loader(server.handles(), pending, ready_lines, notifier.clone());
         crate::metrics::spawn(server.clone(), bound.metrics);
         let (accepted_tx, accepted_rx) = mpsc::channel::<Incoming>(1024);
+        let new_listeners = server.relisten.connect(&bound.plain);
         let listening = listen(bound.plain, bound.tls, bound.unix, &server)?;
+        let mut plain = Vec::new();
         for (listener, tls) in listening {
-            tokio::spawn(accept_forever(listener, tls, accepted_tx.clone()));
+            let is_plain = !tls && matches!(listener, crate::socket::Listener::Tcp(_));
+            let task = tokio::spawn(accept_forever(listener, tls, accepted_tx.clone()));
+            if is_plain {
+                plain.push(task);
+            }
         }
-        dispatch_connections(&server, accepted_rx, workers, signals).await;
+        let relisten = Relistening {
+            new_listeners,
+            accepting: plain,
+            accepted: accepted_tx,
+        };
+        dispatch_connections(&server, accepted_rx, workers, signals, relisten).await;
         if let Some(notifier) = &notifier {
             notifier.send("STOPPING=1\nSTATUS=Saving and shutting down");
         }
@@ -401,6 +416,38 @@ impl Signals {
     }
 }
 
+/// The plain TCP accept tasks and where CONFIG SET `port` / `bind` sends
+/// their replacements (`crate::socket::Relisten`).
+struct Relistening {
+    new_listeners: mpsc::UnboundedReceiver<Vec<StdListener>>,
+    accepting: Vec<tokio::task::JoinHandle<()>>,
+    accepted: mpsc::Sender<Incoming>,
+}
+
+impl Relistening {
+    /// Stops accepting on the old listeners and starts on `listeners`.
+    fn replace(&mut self, listeners: Vec<StdListener>) {
+        for task in self.accepting.drain(..) {
+            task.abort();
+        }
+        for listener in listeners {
+            let local = listener
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            match tokio::net::TcpListener::from_std(listener) {
+                Ok(listener) => {
+                    log_notice!("Ready to accept connections tcp on {local}");
+                    let listener = crate::socket::Listener::Tcp(listener);
+                    let task = accept_forever(listener, false, self.accepted.clone());
+                    self.accepting.push(tokio::spawn(task));
+                }
+                Err(e) => log_warning!("Listening on {local}: {e}"),
+            }
+        }
+    }
+}
+
 /// Admits each accepted connection and hands it to a network thread;
 /// samples ops/s and trims the tracking table; returns on a signal or
 /// SHUTDOWN.
@@ -409,6 +456,7 @@ async fn dispatch_connections(
     mut accepted: mpsc::Receiver<Incoming>,
     workers: Vec<mpsc::UnboundedSender<Admitted>>,
     mut signals: Signals,
+    mut relisten: Relistening,
 ) {
     let mut next_worker = 0usize;
     let mut sample = tokio::time::interval(Duration::from_millis(100));
@@ -420,6 +468,7 @@ async fn dispatch_connections(
                     next_worker = hand_over(server, &workers, next_worker, admitted);
                 }
             }
+            Some(listeners) = relisten.new_listeners.recv() => relisten.replace(listeners),
             _ = sample.tick(), if !server.cron_paused.load(Relaxed) => {
                 server.stats.sample_ops(now_ms(), server.total_commands());
                 let config = server.config.get();
@@ -465,61 +514,7 @@ fn hand_over(
 /// (skipped if unavailable, as Redis' default `-::1`). Port 0 picks a free
 /// port for the first address and reuses it for the others.
 fn bind_all(config: &Config, port: u16) -> Result<(Vec<StdListener>, u16), String> {
-    bind_addresses(&config.bind, config.tcp_backlog, port)
-}
-
-/// Listeners on each of `addresses` (a leading `-`: optional), on `port`
-/// (0: a free one, the same for all); the port bound.
-fn bind_addresses(
-    addresses: &[String],
-    backlog: u32,
-    mut port: u16,
-) -> Result<(Vec<StdListener>, u16), String> {
-    let mut listeners = Vec::new();
-    for address in addresses {
-        let (optional, host) = match address.strip_prefix('-') {
-            Some(host) => (true, host),
-            None => (false, address.as_str()),
-        };
-        let ip: std::net::IpAddr = match host.parse() {
-            Ok(ip) => ip,
-            Err(_) if host == "*" => std::net::Ipv4Addr::UNSPECIFIED.into(),
-            Err(_) => return Err(format!("Invalid bind address '{host}'")),
-        };
-        let addr = SocketAddr::new(ip, port);
-        match bind_one(addr, backlog) {
-            Ok(listener) => {
-                port = listener.local_addr().map(|a| a.port()).unwrap_or(port);
-                listeners.push(listener);
-            }
-            Err(e) if optional => log_notice!("Skipping optional bind address {addr}: {e}"),
-            Err(e) => {
-                return Err(format!(
-                    "Could not create server TCP listening socket {addr}: {e}"
-                ));
-            }
-        }
-    }
-    if listeners.is_empty() {
-        return Err("Failed listening on any bind address".into());
-    }
-    Ok((listeners, port))
-}
-
-fn bind_one(addr: SocketAddr, backlog: u32) -> std::io::Result<StdListener> {
-    let socket = socket2::Socket::new(
-        socket2::Domain::for_address(addr),
-        socket2::Type::STREAM,
-        None,
-    )?;
-    socket.set_reuse_address(true)?;
-    if addr.is_ipv6() {
-        socket.set_only_v6(true)?;
-    }
-    socket.bind(&addr.into())?;
-    socket.listen(backlog.min(i32::MAX as u32) as i32)?;
-    socket.set_nonblocking(true)?;
-    Ok(socket.into())
+    crate::socket::bind_addresses(&config.bind, config.tcp_backlog, port)
 }
 
 /// Applies connection-level admission rules and registers the client, so

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{Reply, TestServer, b, e, i, ok};
+use common::{Raw, Reply, TestServer, b, e, i, ok};
 
 #[test]
 fn ping_echo_select_quit() {
@@ -342,4 +342,61 @@ fn quit_reply_and_close_arrive_together() {
             Err(e) => panic!("attempt {attempt}: still open after QUIT's reply ({e})"),
         }
     }
+}
+
+/// CONFIG SET `port` and `bind` at runtime, as Redis 7: the server moves
+/// to the new port (connections made before stay), a port in use fails
+/// the whole CONFIG SET with Redis' error and changes nothing, and `bind`
+/// can drop and add addresses on the same port.
+#[test]
+fn config_set_port_and_bind_move_the_listener() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let new_port = free.local_addr().unwrap().port();
+    drop(free);
+    assert_eq!(
+        r.cmd(&["CONFIG", "SET", "port", &new_port.to_string()]),
+        ok()
+    );
+    assert_eq!(
+        r.cmd(&["PING"]),
+        Reply::simple("PONG"),
+        "the old connection stays"
+    );
+    assert!(std::net::TcpStream::connect(("127.0.0.1", server.port)).is_err());
+    let mut moved = Raw::connect(new_port);
+    assert_eq!(moved.cmd(&["PING"]), Reply::simple("PONG"));
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_port = taken.local_addr().unwrap().port().to_string();
+    assert_eq!(
+        moved.cmd(&[
+            "CONFIG",
+            "SET",
+            "maxmemory",
+            "10000001",
+            "port",
+            &taken_port
+        ]),
+        e(
+            "ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port. Check server logs."
+        )
+    );
+    assert_eq!(
+        moved.cmd(&["CONFIG", "GET", "maxmemory"]),
+        Reply::Array(vec![b("maxmemory"), b("0")])
+    );
+    assert_eq!(
+        moved.cmd(&["CONFIG", "SET", "bind", "999.999.999.999"]),
+        e(
+            "ERR CONFIG SET failed (possibly related to argument 'bind') - Failed to bind to specified addresses."
+        )
+    );
+    // Same port, one address fewer: the socket listening there is kept.
+    assert_eq!(moved.cmd(&["CONFIG", "SET", "bind", "127.0.0.1"]), ok());
+    assert_eq!(Raw::connect(new_port).cmd(&["PING"]), Reply::simple("PONG"));
+    assert_eq!(
+        moved.cmd(&["CONFIG", "GET", "port"]),
+        Reply::Array(vec![b("port"), b(&new_port.to_string())])
+    );
 }

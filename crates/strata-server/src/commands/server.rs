@@ -93,6 +93,9 @@ pub fn config_set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             return Err(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter").into());
         }
     }
+    // A new port or bind list is bound before anything changes: a port
+    // in use fails the whole CONFIG SET, as in Redis.
+    let mut new_plain = None;
     // New TLS settings take effect for new connections, once they load.
     let mut new_tls = None;
     let tls_argument = pairs
@@ -102,6 +105,9 @@ pub fn config_set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     ctx.server
         .config
         .set_many_checked(&pairs, |old, new| {
+            if new.port != old.port || new.bind != old.bind {
+                new_plain = Some(relisten(ctx.server, old, new)?);
+            }
             if new.tls == old.tls || new.tls.port == 0 {
                 return Ok(());
             }
@@ -123,6 +129,9 @@ pub fn config_set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if let Some(tls) = new_tls {
         *ctx.server.tls.write() = Some(tls);
     }
+    if let Some(listeners) = new_plain {
+        ctx.server.relisten.replace(listeners);
+    }
     let config = ctx.server.config.get();
     config.apply_to_engine(ctx.keyspace());
     let feed_needed = crate::notify::needs_feed(config.notify_keyspace_events);
@@ -136,6 +145,28 @@ pub fn config_set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     ctx.out.ok();
     Ok(())
+}
+
+/// The TCP listeners a CONFIG SET of `port` or `bind` asks for, with
+/// Redis' errors when they cannot be had.
+fn relisten(
+    server: &crate::server::Server,
+    old: &crate::config::Config,
+    new: &crate::config::Config,
+) -> Result<Vec<std::net::TcpListener>, String> {
+    let tls_only = new.port == 0 && new.tls.port != 0;
+    let port = if tls_only { 0 } else { new.port };
+    server
+        .relisten
+        .prepare(&new.bind, new.tcp_backlog, port)
+        .map_err(|e| {
+            crate::log_warning!("CONFIG SET port/bind: {e}");
+            if new.port != old.port {
+                "ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port. Check server logs.".to_string()
+            } else {
+                "ERR CONFIG SET failed (possibly related to argument 'bind') - Failed to bind to specified addresses.".to_string()
+            }
+        })
 }
 
 /// CONFIG REWRITE: the running configuration back into the config file

@@ -192,7 +192,7 @@ fn yes_no(b: bool) -> String {
 pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "port",
-        mutable: false,
+        mutable: true,
         get: |c| c.port.to_string(),
         set: |c, a| {
             c.port = parse_int(a, 0, 65535)? as u16;
@@ -201,7 +201,7 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     Directive {
         name: "bind",
-        mutable: false,
+        mutable: true,
         get: |c| c.bind.join(" "),
         set: |c, a| {
             let list = words(a);
