@@ -35,8 +35,11 @@ pub enum KeyRank {
 }
 
 /// What eviction did.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Evicted {
+    /// The keys deleted (under a key-deleting policy), for client-side
+    /// caching to invalidate before the command that made room runs.
+    pub deleted_keys: Vec<Box<[u8]>>,
     /// Values moved out of RAM.
     pub values: u64,
     /// Keys deleted.
@@ -433,6 +436,7 @@ impl Shard {
                 crate::log::with_cause(cause, || log_del(db, entry.key()));
                 done.bytes += entry.memory_bytes() as u64;
                 done.keys += 1;
+                done.deleted_keys.push(entry.key().into());
             }
         }
     }

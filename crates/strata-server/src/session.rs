@@ -61,9 +61,13 @@ pub struct Session {
     /// the error statistics (a script's error from a command inside it).
     pub error_counted: bool,
     pub in_script: bool,
-    /// The running script called a read-only command (its declared keys
-    /// are then tracked, as Redis does).
-    pub script_read: bool,
+    /// Pushes waiting for this client go out before the running
+    /// command's reply (invalidations of keys evicted to make room for it).
+    pub pushes_first: bool,
+    /// The keys the read-only commands of the running script read: what
+    /// client-side caching tracks for it once it ends, as Redis 7.4 does
+    /// (neither its declared keys nor what it only wrote).
+    pub script_reads: Vec<bytes::Bytes>,
     /// How long the command that just ran held the server without
     /// running (DEBUG SLEEP's pause), added to its measured duration.
     pub slept_us: u64,
@@ -118,7 +122,8 @@ impl Session {
             error_counted: false,
             in_script: false,
             bcast_pending: Vec::new(),
-            script_read: false,
+            script_reads: Vec::new(),
+            pushes_first: false,
             slept_us: 0,
         }
     }

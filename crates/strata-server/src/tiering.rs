@@ -201,19 +201,21 @@ impl Tiering {
     }
 
     /// Enforces the RAM and disk budgets before a command; the error to
-    /// reply instead of running it, if any.
+    /// reply instead of running it, if any. The keys a key-deleting
+    /// policy evicted are added to `deleted`.
     pub fn admit(
         &self,
         keyspace: &Keyspace,
         config: &Config,
         denyoom: bool,
         now_ms: u64,
+        deleted: &mut Vec<Box<[u8]>>,
     ) -> Option<&'static str> {
         if denyoom && config.maxdisk > 0 && self.disk_used.load(Relaxed) >= config.maxdisk {
             self.oom_rejections.fetch_add(1, Relaxed);
             return Some(ERR_OOM_DISK);
         }
-        if self.enforce_budget(keyspace, config, now_ms, true) {
+        if self.enforce_budget(keyspace, config, now_ms, true, deleted) {
             return None;
         }
         if denyoom {
@@ -242,6 +244,7 @@ impl Tiering {
         config: &Config,
         now_ms: u64,
         may_wait: bool,
+        deleted: &mut Vec<Box<[u8]>>,
     ) -> bool {
         if config.maxmemory == 0 {
             return true;
@@ -289,6 +292,7 @@ impl Tiering {
             }
             if done.keys > 0 {
                 self.evicted_keys.fetch_add(done.keys, Relaxed);
+                deleted.append(&mut done.deleted_keys);
             }
             let under = || {
                 crate::alloc::used_bytes().saturating_sub(not_counted_for_evict(keyspace))
@@ -370,8 +374,15 @@ impl Tiering {
                 // Stop at the first round that frees nothing (nothing left
                 // to evict, or images still being written): each round
                 // visits every shard, and the next tick tries again.
-                let evictable =
-                    self.enforce_budget(keyspace, config, crate::server::now_ms(), false);
+                // Keys deleted here reach tracking clients through the
+                // feed (`crate::tracking`), as other background deletes.
+                let evictable = self.enforce_budget(
+                    keyspace,
+                    config,
+                    crate::server::now_ms(),
+                    false,
+                    &mut Vec::new(),
+                );
                 if !evictable || counted() >= before {
                     break;
                 }

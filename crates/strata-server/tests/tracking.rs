@@ -445,3 +445,49 @@ fn flushall_empties_the_tracking_table() {
     assert_eq!(writer.cmd(&["SET", "a", "1"]), ok());
     assert_eq!(reader.read(), invalidate(&["a"]));
 }
+
+/// A key evicted to make room for a command is invalidated before that
+/// command's reply, as Redis evicts before it runs a command (Redis'
+/// "Tracking invalidation message of eviction keys should be before
+/// response"); and a script tracks the keys its read-only commands read,
+/// not the keys it declares (Redis 7.4).
+#[test]
+fn evictions_are_invalidated_before_the_reply_and_scripts_track_what_they_read() {
+    let server = TestServer::start();
+    let mut r = resp3(&server);
+    let mut writer = server.raw();
+    assert_eq!(r.cmd(&["CLIENT", "TRACKING", "ON"]), ok());
+    // The first write sets the log's buffers up (about 1 MB): before the
+    // budget is measured.
+    assert_eq!(writer.cmd(&["SET", "warm", "1"]), ok());
+    let info = r.cmd(&["INFO", "memory"]).as_text();
+    let field = |name: &str| -> u64 {
+        let line = info.lines().find(|l| l.starts_with(&format!("{name}:"))).unwrap();
+        line.split_once(':').unwrap().1.trim().parse().unwrap()
+    };
+    let used = field("used_memory") - field("mem_not_counted_for_evict");
+    let limit = (used + 1024 * 1024).to_string();
+    assert_eq!(writer.cmd(&["CONFIG", "SET", "maxmemory-policy", "volatile-random"]), ok());
+    assert_eq!(writer.cmd(&["CONFIG", "SET", "maxmemory", &limit]), ok());
+    assert_eq!(r.cmd(&["SETEX", "volatile-key", "10000", "x"]), ok());
+    assert_eq!(r.cmd(&["GET", "volatile-key"]), b("x"));
+    // 2 MB over a budget 1 MB away: the next command evicts first.
+    assert_eq!(r.cmd(&["SETBIT", "big-key", "16000000", "0"]), i(0));
+    r.send(&["GETBIT", "big-key", "0"]);
+    assert_eq!(r.read(), invalidate(&["volatile-key"]));
+    assert_eq!(r.read(), i(0));
+    assert_eq!(writer.cmd(&["CONFIG", "SET", "maxmemory", "0"]), ok());
+
+    // A script that only writes tracks nothing; one that reads tracks
+    // what it read.
+    assert_eq!(writer.cmd(&["MSET", "k1", "1", "k2", "1"]), ok());
+    let write = "redis.call('set', 'k3', 'bar')";
+    assert_eq!(r.cmd(&["EVAL", write, "2", "k1", "k2"]), Reply::Null);
+    assert_eq!(writer.cmd(&["MSET", "k1", "2", "k2", "2"]), ok());
+    assert_eq!(r.cmd(&["PING"]), Reply::simple("PONG"));
+    let read = "redis.call('get', 'k2')";
+    assert_eq!(r.cmd(&["EVAL", read, "2", "k1", "k2"]), Reply::Null);
+    assert_eq!(writer.cmd(&["MSET", "k1", "3", "k2", "3"]), ok());
+    assert_eq!(r.read(), invalidate(&["k2"]));
+    assert_eq!(r.cmd(&["PING"]), Reply::simple("PONG"));
+}

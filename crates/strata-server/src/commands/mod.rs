@@ -716,7 +716,13 @@ fn dispatch_one(
     if session.watch.is_some() {
         transactions::check_feed(session);
     }
-    let Some(id) = admit(server, session, out, config, stats, now_ms, args) else {
+    let admitted = admit(server, session, out, config, stats, now_ms, args);
+    if std::mem::take(&mut session.pushes_first)
+        && let Some(mailbox) = session.client.existing_mailbox()
+    {
+        mailbox.drain_into(out);
+    }
+    let Some(id) = admitted else {
         // A command refused while queuing fails the whole transaction;
         // EXEC refused ends it (`admit` answered EXECABORT).
         if let Some(multi) = &mut session.multi {
@@ -1005,9 +1011,20 @@ fn disk_error_gate(a: &mut Admission) -> Option<Refusal> {
 
 fn memory_gate(a: &mut Admission) -> Option<Refusal> {
     let denyoom = a.gates().has(Gates::DENYOOM);
-    (a.server.tiering)
-        .admit(&a.server.keyspace, a.config, denyoom, a.now_ms)
-        .map(Into::into)
+    let mut evicted = Vec::new();
+    let refused = (a.server.tiering).admit(&a.server.keyspace, a.config, denyoom, a.now_ms, &mut evicted);
+    if !evicted.is_empty() {
+        // As Redis evicts before the command runs, tracking clients hear
+        // of the evicted keys before its reply (this client too: its
+        // pushes go out before the reply, `dispatch_one`).
+        let keys: Vec<&[u8]> = evicted.iter().map(|k| &k[..]).collect();
+        // (BCAST clients hear of them from the feed, as of other
+        // background deletes: told here too, they would hear twice.)
+        let limit = a.config.output_limit_pubsub;
+        a.server.tracking.invalidate(&keys, None, false, limit);
+        a.session.pushes_first = true;
+    }
+    refused.map(Into::into)
 }
 
 fn busy_script_gate(a: &mut Admission) -> Option<Refusal> {

@@ -209,8 +209,11 @@ pub(crate) fn remember_read(ctx: &mut Ctx, spec: &Spec) {
         return;
     };
     if ctx.session.in_script {
-        // A script's reads track the script's declared keys, after it.
-        ctx.session.script_read |= spec.has(flag::READONLY);
+        // A script tracks the keys its read-only commands read, after it.
+        if spec.has(flag::READONLY) && !options.bcast {
+            let read = ctx.declared.iter().map(|k| Bytes::copy_from_slice(k.bytes));
+            ctx.session.script_reads.extend(read);
+        }
         return;
     }
     let caching = std::mem::take(&mut ctx.session.caching);
@@ -220,21 +223,20 @@ pub(crate) fn remember_read(ctx: &mut Ctx, spec: &Spec) {
         return;
     }
     let script = matches!(spec.run, super::Run::Script(_));
-    let read = if script {
-        std::mem::take(&mut ctx.session.script_read)
-    } else {
-        spec.has(flag::READONLY)
-    };
-    if options.bcast || !read || ctx.declared.is_empty() {
+    let script_reads = std::mem::take(&mut ctx.session.script_reads);
+    // A script's own keys are not what it read (EVAL_RO too).
+    let read = !script && spec.has(flag::READONLY);
+    if options.bcast || (!read && script_reads.is_empty()) {
         return;
     }
     if (options.optin && !caching) || (options.optout && caching) {
         return;
     }
     let max_keys = ctx.config.tracking_table_max_keys as usize;
+    let declared = ctx.declared.iter().filter(|_| read).map(|k| k.bytes);
     ctx.server.tracking.remember(
         ctx.session.client.id,
-        ctx.declared.iter().map(|k| k.bytes),
+        declared.chain(script_reads.iter().map(|k| &k[..])),
         max_keys,
         ctx.config.output_limit_pubsub,
     );
