@@ -86,7 +86,7 @@ fn a_percentage_of_maxmemory_and_bad_values() {
         admin,
         ["CONFIG", "SET", "maxmemory-clients", "101%"],
         e(
-            "ERR CONFIG SET failed (possibly related to argument 'maxmemory-clients') - argument must be a memory or percent value"
+            "ERR CONFIG SET failed (possibly related to argument 'maxmemory-clients') - percentage argument must be less or equal to 100"
         )
     );
 }

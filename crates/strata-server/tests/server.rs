@@ -130,9 +130,9 @@ fn config_get_set_resetstat() {
     );
     assert_reply!(
         r,
-        ["CONFIG", "SET", "port", "1234"],
+        ["CONFIG", "SET", "databases", "8"],
         e(
-            "ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config"
+            "ERR CONFIG SET failed (possibly related to argument 'databases') - can't set immutable config"
         )
     );
     // An immutable setting set to the value it has is a no-op (Redis'

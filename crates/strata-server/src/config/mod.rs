@@ -408,7 +408,7 @@ mod tests {
         let err = shared
             .set_many(&[
                 ("maxclients".into(), "5".into()),
-                ("port".into(), "1".into()),
+                ("databases".into(), "1".into()),
             ])
             .unwrap_err();
         assert!(err.contains("immutable"), "{err}");
