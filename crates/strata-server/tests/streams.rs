@@ -846,6 +846,9 @@ fn streams_and_groups_behave_like_a_model() {
     use proptest::test_runner::{Config, TestRunner};
     let server = TestServer::start();
     let raw = std::cell::RefCell::new(server.raw());
+    // Small nodes, so that steps cross them (entries are packed per node).
+    let node_max = ["CONFIG", "SET", "stream-node-max-entries", "3"];
+    assert_eq!(raw.borrow_mut().cmd(&node_max), ok());
     let mut runner = TestRunner::new(Config {
         cases: 64,
         failure_persistence: None,

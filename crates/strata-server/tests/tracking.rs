@@ -462,12 +462,18 @@ fn evictions_are_invalidated_before_the_reply_and_scripts_track_what_they_read()
     assert_eq!(writer.cmd(&["SET", "warm", "1"]), ok());
     let info = r.cmd(&["INFO", "memory"]).as_text();
     let field = |name: &str| -> u64 {
-        let line = info.lines().find(|l| l.starts_with(&format!("{name}:"))).unwrap();
+        let line = info
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}:")))
+            .unwrap();
         line.split_once(':').unwrap().1.trim().parse().unwrap()
     };
     let used = field("used_memory") - field("mem_not_counted_for_evict");
     let limit = (used + 1024 * 1024).to_string();
-    assert_eq!(writer.cmd(&["CONFIG", "SET", "maxmemory-policy", "volatile-random"]), ok());
+    assert_eq!(
+        writer.cmd(&["CONFIG", "SET", "maxmemory-policy", "volatile-random"]),
+        ok()
+    );
     assert_eq!(writer.cmd(&["CONFIG", "SET", "maxmemory", &limit]), ok());
     assert_eq!(r.cmd(&["SETEX", "volatile-key", "10000", "x"]), ok());
     assert_eq!(r.cmd(&["GET", "volatile-key"]), b("x"));

@@ -1012,7 +1012,13 @@ fn disk_error_gate(a: &mut Admission) -> Option<Refusal> {
 fn memory_gate(a: &mut Admission) -> Option<Refusal> {
     let denyoom = a.gates().has(Gates::DENYOOM);
     let mut evicted = Vec::new();
-    let refused = (a.server.tiering).admit(&a.server.keyspace, a.config, denyoom, a.now_ms, &mut evicted);
+    let refused = (a.server.tiering).admit(
+        &a.server.keyspace,
+        a.config,
+        denyoom,
+        a.now_ms,
+        &mut evicted,
+    );
     if !evicted.is_empty() {
         // As Redis evicts before the command runs, tracking clients hear
         // of the evicted keys before its reply (this client too: its
