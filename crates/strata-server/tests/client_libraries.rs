@@ -7,7 +7,9 @@
 //!   `tests/clients/go-redis`), ioredis (`multi()`, `watch()`,
 //!   `defineCommand`, `fcall`, pub/sub; `tests/clients/ioredis`) and Jedis
 //!   (`multi()`, `watch()`, EVALSHA, `fcall`, pub/sub, WATCH transfers
-//!   from threads; `tests/clients/jedis`), each built from its registry
+//!   from threads; `tests/clients/jedis`, which also holds a Lettuce
+//!   stream consumer group over RESP3: two consumers, XACK, XPENDING,
+//!   XCLAIM, XAUTOCLAIM, a blocked XREADGROUP), each built from its registry
 //!   (the Go module proxy, npm, Maven Central) with the machine's Go, Node
 //!   or Maven. CI installs Node.js, npm, a JDK and Maven from Debian, and
 //!   the ioredis and Jedis tests fail under CI without them. The go-redis
@@ -214,14 +216,18 @@ fn ioredis_multi_watch_define_command_and_functions() {
 }
 
 #[test]
-fn jedis_multi_watch_scripts_and_functions() {
+fn jedis_multi_watch_scripts_and_functions_and_a_lettuce_consumer_group() {
     if !have("mvn", &["-v"]) || !have("java", &["-version"]) {
         skip_without("Java with Maven", "apt install default-jdk-headless maven");
         return;
     }
     let dir = copy_to_temp(
         &client_dir("jedis"),
-        &["pom.xml", "src/main/java/Smoke.java"],
+        &[
+            "pom.xml",
+            "src/main/java/Smoke.java",
+            "src/main/java/LettuceStreams.java",
+        ],
     );
     let classpath_file = dir.join("classpath.txt");
     let (code, output) = run_within(
@@ -233,17 +239,24 @@ fn jedis_multi_watch_scripts_and_functions() {
     );
     assert_eq!(code, 0, "mvn failed:\n{output}");
     let classpath = std::fs::read_to_string(&classpath_file).unwrap();
+    let classpath = format!(
+        "{}:{}",
+        dir.join("target/classes").display(),
+        classpath.trim()
+    );
     run_smoke(
         "Jedis",
+        Command::new("java").arg("-cp").arg(&classpath).arg("Smoke"),
+        14,
+    );
+    // Lettuce (RESP3): a stream consumer group, from the same project.
+    run_smoke(
+        "Lettuce streams",
         Command::new("java")
             .arg("-cp")
-            .arg(format!(
-                "{}:{}",
-                dir.join("target/classes").display(),
-                classpath.trim()
-            ))
-            .arg("Smoke"),
-        14,
+            .arg(&classpath)
+            .arg("LettuceStreams"),
+        15,
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
