@@ -23,9 +23,13 @@
 //!
 //! Changes made outside commands (keys expiring in the background, keys a
 //! deleting eviction policy removes) are seen through the change feed, on
-//! its own thread, after their locks are gone; those invalidations keep
-//! the registrations (a client may have read the key again meanwhile), so
-//! at worst a client hears about a key twice, never zero times.
+//! its own thread, after their locks are gone; that thread takes each
+//! key's lock again to tell and forget its readers, so a read either came
+//! before (and is told) or comes after (and registers anew). Keys evicted
+//! to make room for a command are told the same way by the command's
+//! memory gate before the command runs (`crate::commands`), so its reply
+//! follows the invalidation, as in Redis; whichever of the two comes first
+//! tells, the other finds nobody left to tell.
 //!
 //! The table of remembered keys is bounded by `tracking-table-max-keys`
 //! (Redis' default, 1,000,000): past it, keys are dropped with an
@@ -458,7 +462,10 @@ fn feed_invalidations(keyspace: &Keyspace, config: &SharedConfig, tracking: &Tra
                     .filter(|c| c.background && matches!(c.kind, Kind::Del | Kind::HashDel))
                     .map(|c| &c.key[..])
                     .collect();
-                tracking.invalidate(&keys, None, false, limit);
+                for key in &keys {
+                    let _locked = keyspace.lock_keys(&[keyspace.key(key)]);
+                    tracking.invalidate(&[key], None, true, limit);
+                }
                 tracking.broadcast(&keys, None, limit);
             }
             Ok(None) => {}

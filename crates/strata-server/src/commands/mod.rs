@@ -1019,15 +1019,20 @@ fn memory_gate(a: &mut Admission) -> Option<Refusal> {
         a.now_ms,
         &mut evicted,
     );
-    if !evicted.is_empty() {
+    if !evicted.is_empty() && a.server.tracking.is_active() {
         // As Redis evicts before the command runs, tracking clients hear
         // of the evicted keys before its reply (this client too: its
-        // pushes go out before the reply, `dispatch_one`).
+        // pushes go out before the reply, `dispatch_one`). Under the
+        // keys' locks, their registrations end here, so the change feed
+        // does not tell them a second time; and no reader can have read
+        // the key again in between. (BCAST clients hear of them from the
+        // feed, as of other background deletes.)
+        let keyspace = &a.server.keyspace;
+        let refs: Vec<_> = evicted.iter().map(|k| keyspace.key(k)).collect();
+        let _locked = keyspace.lock_keys(&refs);
         let keys: Vec<&[u8]> = evicted.iter().map(|k| &k[..]).collect();
-        // (BCAST clients hear of them from the feed, as of other
-        // background deletes: told here too, they would hear twice.)
         let limit = a.config.output_limit_pubsub;
-        a.server.tracking.invalidate(&keys, None, false, limit);
+        a.server.tracking.invalidate(&keys, None, true, limit);
         a.session.pushes_first = true;
     }
     refused.map(Into::into)
