@@ -1085,3 +1085,44 @@ fn start_busy_script(server: &TestServer, con: &mut Raw, body: &str) -> Raw {
     });
     looping
 }
+
+/// Redis 7.2+ lets scripts call the blocking commands, which then do not
+/// block: with nothing to pop they answer as their timeout would (nil),
+/// with something they pop it. (7.0 refused them as `noscript`, and
+/// Redis 7.4.1's scripting tests stopped at the first.)
+#[test]
+fn scripts_call_blocking_commands_without_blocking() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    for (script, keys) in [
+        ("return redis.pcall('blpop', KEYS[1], 0)", &["l"][..]),
+        ("return redis.pcall('brpop', KEYS[1], 0)", &["l"]),
+        (
+            "return redis.pcall('blmove', KEYS[1], KEYS[2], 'left', 'right', 0)",
+            &["l", "m"],
+        ),
+        (
+            "return redis.pcall('brpoplpush', KEYS[1], KEYS[2], 0)",
+            &["l", "m"],
+        ),
+        ("return redis.pcall('bzpopmin', KEYS[1], 0)", &["z"]),
+        ("return redis.pcall('bzpopmax', KEYS[1], 0)", &["z"]),
+    ] {
+        let mut args = vec!["EVAL", script, if keys.len() == 1 { "1" } else { "2" }];
+        args.extend_from_slice(keys);
+        assert_eq!(raw.cmd(&args), Reply::NullBulk, "{script}");
+    }
+    assert_eq!(raw.cmd(&["RPUSH", "l", "a", "b"]), Reply::Int(2));
+    assert_eq!(
+        raw.cmd(&["EVAL", "return redis.call('blpop', KEYS[1], 0)", "1", "l"]),
+        Reply::Array(vec![b("l"), b("a")])
+    );
+    assert_eq!(
+        raw.cmd(&["FUNCTION", "LOAD", "#!lua name=lib\nredis.register_function('pop', function(k) return redis.call('brpop', k[1], 0) end)"]),
+        b("lib")
+    );
+    assert_eq!(
+        raw.cmd(&["FCALL", "pop", "1", "l"]),
+        Reply::Array(vec![b("l"), b("b")])
+    );
+}

@@ -233,7 +233,7 @@ pub(super) const COMMANDS: &[Spec] = &[
     Spec {
         name: "blpop",
         arity: -3,
-        flags: flags![WRITE, NOSCRIPT, BLOCKING],
+        flags: flags![WRITE, BLOCKING],
         keys: &[range(K_RW_ACCESS_DELETE, 1, -2, 1)],
         acl: categories![WRITE, LIST, SLOW, BLOCKING],
         group: "list",
@@ -246,7 +246,7 @@ pub(super) const COMMANDS: &[Spec] = &[
     Spec {
         name: "brpop",
         arity: -3,
-        flags: flags![WRITE, NOSCRIPT, BLOCKING],
+        flags: flags![WRITE, BLOCKING],
         keys: &[range(K_RW_ACCESS_DELETE, 1, -2, 1)],
         acl: categories![WRITE, LIST, SLOW, BLOCKING],
         group: "list",
@@ -259,7 +259,7 @@ pub(super) const COMMANDS: &[Spec] = &[
     Spec {
         name: "blmove",
         arity: 6,
-        flags: flags![WRITE, DENYOOM, NOSCRIPT, BLOCKING],
+        flags: flags![WRITE, DENYOOM, BLOCKING],
         keys: &[
             range(K_RW_ACCESS_DELETE, 1, 0, 1),
             range(K_RW_INSERT, 2, 0, 1),
@@ -275,7 +275,7 @@ pub(super) const COMMANDS: &[Spec] = &[
     Spec {
         name: "brpoplpush",
         arity: 4,
-        flags: flags![WRITE, DENYOOM, NOSCRIPT, BLOCKING],
+        flags: flags![WRITE, DENYOOM, BLOCKING],
         keys: &[
             range(K_RW_ACCESS_DELETE, 1, 0, 1),
             range(K_RW_INSERT, 2, 0, 1),

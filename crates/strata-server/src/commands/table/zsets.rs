@@ -258,7 +258,7 @@ pub(super) const COMMANDS: &[Spec] = &[
     Spec {
         name: "bzpopmin",
         arity: -3,
-        flags: flags![WRITE, NOSCRIPT, FAST, BLOCKING],
+        flags: flags![WRITE, FAST, BLOCKING],
         keys: &[range(&["RW", "access", "delete"], 1, -2, 1)],
         acl: categories![WRITE, SORTEDSET, FAST, BLOCKING],
         group: "sorted_set",
@@ -271,7 +271,7 @@ pub(super) const COMMANDS: &[Spec] = &[
     Spec {
         name: "bzpopmax",
         arity: -3,
-        flags: flags![WRITE, NOSCRIPT, FAST, BLOCKING],
+        flags: flags![WRITE, FAST, BLOCKING],
         keys: &[range(&["RW", "access", "delete"], 1, -2, 1)],
         acl: categories![WRITE, SORTEDSET, FAST, BLOCKING],
         group: "sorted_set",
