@@ -36,7 +36,7 @@ use crate::client::ClientInfo;
 use crate::commands::{Dispatched, dispatch};
 use crate::config::{Config, OutputLimit};
 use crate::server::{Admitted, Server, now_ms};
-use crate::session::{Block, Session, TimeoutReply};
+use crate::session::{Block, Session};
 use crate::stats::{ThreadStats, bump};
 use crate::{log_notice, log_verbose, log_warning};
 
@@ -950,10 +950,7 @@ impl Connection {
                 _ => {}
             }
             if timed_out {
-                match block.timeout_reply {
-                    TimeoutReply::NullArray => reply.null_array(),
-                    TimeoutReply::NullBulk => reply.null_bulk(),
-                }
+                block.timeout_reply.write_to(&mut reply);
                 break Ok(());
             }
         };

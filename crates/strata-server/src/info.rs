@@ -584,7 +584,11 @@ fn save_and_rewrite_fields(server: &Server, out: &mut String) {
         p.keys_loaded.load(Relaxed)
     );
     let log = server.keyspace.change_log();
-    field!(out, "aof_enabled", log.is_some() as u8);
+    field!(
+        out,
+        "aof_enabled",
+        (log.is_some() && server.config.get().appendonly) as u8
+    );
     field!(out, "aof_rewrite_in_progress", p.checkpoint_running() as u8);
     field!(out, "aof_rewrite_scheduled", 0);
     field!(out, "aof_last_rewrite_time_sec", last_duration_s);

@@ -91,6 +91,25 @@ pub struct Block {
 pub enum TimeoutReply {
     NullArray,
     NullBulk,
+    /// WAIT's count of replicas.
+    Int(i64),
+    /// WAITAOF's local and replica counts.
+    IntPair(i64, i64),
+}
+
+impl TimeoutReply {
+    pub fn write_to(self, reply: &mut strata_resp::ReplyWriter) {
+        match self {
+            TimeoutReply::NullArray => reply.null_array(),
+            TimeoutReply::NullBulk => reply.null_bulk(),
+            TimeoutReply::Int(n) => reply.int(n),
+            TimeoutReply::IntPair(a, b) => {
+                reply.array(2);
+                reply.int(a);
+                reply.int(b);
+            }
+        }
+    }
 }
 
 impl Session {

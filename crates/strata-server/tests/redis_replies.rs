@@ -1425,6 +1425,10 @@ const NOSCRIPT_UNTIL_7_2: &[&str] = &[
 /// `CLIENT NO-TOUCH`, the hash field expiry of 7.4 and 8.0), and DEBUG's
 /// subcommands (one command in Redis).
 const NOT_IN_REDIS_7_0: &[&str] = &[
+    // WAIT is 7.0's too, but flagged `noscript` there and `blocking` in
+    // 7.4, as Strata has it.
+    "wait",
+    "waitaof",
     "xdelex",
     "xackdel",
     "digest",

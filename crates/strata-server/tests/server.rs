@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Raw, Reply, TestServer, b, e, i, info_field, ok};
+use common::{READY, Raw, Reply, TestServer, b, e, i, info_field, ok};
 
 #[test]
 fn info_sections_have_redis_fields() {
@@ -136,16 +136,9 @@ fn config_get_set_resetstat() {
         )
     );
     // An immutable setting set to the value it has is a no-op (Redis'
-    // test suite sets `appendonly yes` on servers that have it); any
-    // other value is refused.
-    assert_reply!(r, ["CONFIG", "SET", "appendonly", "yes"], ok());
-    assert_reply!(
-        r,
-        ["CONFIG", "SET", "appendonly", "no"],
-        e(
-            "ERR CONFIG SET failed (possibly related to argument 'appendonly') - can't set immutable config"
-        )
-    );
+    // test suite sets `supervised no` and the like on servers that have
+    // it); any other value is refused.
+    assert_reply!(r, ["CONFIG", "SET", "databases", "16"], ok());
     assert_reply!(
         r,
         ["CONFIG", "SET", "protected-mode", "maybe"],
@@ -696,5 +689,66 @@ fn proto_max_bulk_len_stops_where_a_log_record_ends() {
     assert_eq!(
         r.cmd(&["CONFIG", "GET", "proto-max-bulk-len"]),
         Reply::Array(vec![b("proto-max-bulk-len"), b("2147483627")])
+    );
+}
+
+/// WAIT and WAITAOF with no replicas (Strata has none yet), as Redis 7.4
+/// answers them: WAIT 0 at once, or after its timeout when it asks for
+/// replicas; WAITAOF's local count is 1 once the log is synced, 0 with
+/// `appendonly no`, which a logging server may be set to at runtime
+/// (its log goes on) and back; a server started as a cache may not turn
+/// the log on. In a script neither waits.
+#[test]
+fn wait_waitaof_and_appendonly_at_runtime() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    assert_eq!(r.cmd(&["SET", "k", "v"]), ok());
+    assert_eq!(r.cmd(&["WAIT", "0", "0"]), i(0));
+    let started = std::time::Instant::now();
+    assert_eq!(r.cmd(&["WAIT", "1", "100"]), i(0));
+    assert!(started.elapsed() >= std::time::Duration::from_millis(100));
+    assert_eq!(r.cmd(&["WAIT", "1", "-1"]), e("ERR timeout is negative"));
+    assert_eq!(
+        r.cmd(&["WAITAOF", "1", "0", "0"]),
+        Reply::Array(vec![i(1), i(0)])
+    );
+    assert_eq!(
+        r.cmd(&["WAITAOF", "2", "0", "0"]),
+        e("ERR value is out of range, value must between 0 and 1")
+    );
+    assert_eq!(
+        r.cmd(&["WAITAOF", "0", "-1", "0"]),
+        e("ERR value is out of range, must be positive")
+    );
+    assert_eq!(
+        r.cmd(&["EVAL", "return redis.pcall('wait', '1', '0')", "0"]),
+        i(0)
+    );
+    assert_eq!(r.cmd(&["CONFIG", "SET", "appendonly", "no"]), ok());
+    assert_eq!(
+        r.cmd(&["EVAL", "return redis.pcall('waitaof', '0', '1', '0')", "0"]),
+        Reply::Array(vec![i(0), i(0)])
+    );
+    assert_eq!(
+        r.cmd(&["WAITAOF", "1", "0", "0"]),
+        e("ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.")
+    );
+    assert_eq!(r.cmd(&["CONFIG", "SET", "appendonly", "yes"]), ok());
+    // The log went on meanwhile: a write made under `no` survives kill -9.
+    assert_eq!(r.cmd(&["CONFIG", "SET", "appendonly", "no"]), ok());
+    assert_eq!(r.cmd(&["SET", "under-no", "1"]), ok());
+    assert_eq!(r.cmd(&["CONFIG", "SET", "appendonly", "yes"]), ok());
+    let dir = server.kill9();
+    let server = TestServer::spawn(dir, &[], None, READY);
+    let mut r = server.raw();
+    assert_eq!(r.cmd(&["GET", "under-no"]), b("1"));
+
+    let cache = TestServer::start_with(&["--appendonly", "no"]);
+    let mut c = cache.raw();
+    assert_eq!(
+        c.cmd(&["CONFIG", "SET", "appendonly", "yes"]),
+        e(
+            "ERR CONFIG SET failed (possibly related to argument 'appendonly') - Strata starts its log only at start-up: restart with appendonly yes"
+        )
     );
 }

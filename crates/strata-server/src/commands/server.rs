@@ -105,6 +105,14 @@ pub fn config_set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     ctx.server
         .config
         .set_many_checked(&pairs, |old, new| {
+            // The log starts with the server: a cache server (started
+            // with `appendonly no`) cannot begin one. A server that runs
+            // it may say `no` (and `yes` again): the log goes on, so
+            // nothing acknowledged is less safe than the setting says;
+            // a restart with `no` starts as a cache (docs/operations.md).
+            if new.appendonly && !old.appendonly && ctx.server.keyspace.change_log().is_none() {
+                return Err("ERR CONFIG SET failed (possibly related to argument 'appendonly') - Strata starts its log only at start-up: restart with appendonly yes".into());
+            }
             if new.port != old.port || new.bind != old.bind {
                 new_plain = Some(relisten(ctx.server, old, new)?);
             }
@@ -725,5 +733,69 @@ pub fn bgrewriteaof(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 pub fn lastsave(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     let last = ctx.server.persistence.last_save_s.load(Relaxed);
     ctx.out.int(last as i64);
+    Ok(())
+}
+
+/// WAIT's and WAITAOF's timeout: milliseconds, 0 for none.
+fn wait_deadline(now_ms: u64, arg: &[u8]) -> Result<Option<u64>, CmdError> {
+    let ms = parse_i64(arg)
+        .map_err(|_| CmdError::from("ERR timeout is not an integer or out of range"))?;
+    if ms < 0 {
+        return Err("ERR timeout is negative".into());
+    }
+    Ok((ms > 0).then(|| now_ms.saturating_add(ms as u64)))
+}
+
+/// WAIT numreplicas timeout. Strata has no replicas yet: none
+/// acknowledges, so asking for none answers 0 at once and asking for
+/// some waits out the timeout (0: until CLIENT UNBLOCK), then answers 0,
+/// as Redis without replicas does. In a script or EXEC it does not wait.
+pub fn wait(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let replicas = parse_i64(&args[1])?;
+    let deadline = wait_deadline(ctx.now_ms, &args[2])?;
+    if replicas <= 0 {
+        ctx.out.int(0);
+        return Ok(());
+    }
+    ctx.block(&[], deadline, crate::session::TimeoutReply::Int(0));
+    Ok(())
+}
+
+/// WAITAOF numlocal numreplicas timeout (Redis 7.2): the local count is 1
+/// once this connection's writes are on disk (the log is written and
+/// synced now), 0 with `appendonly no`; replicas as WAIT.
+pub fn waitaof(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let numlocal = parse_i64(&args[1])
+        .ok()
+        .filter(|n| (0..=1).contains(n))
+        .ok_or("ERR value is out of range, value must between 0 and 1")?;
+    let replicas = parse_i64(&args[2])
+        .ok()
+        .filter(|&n| n >= 0)
+        .ok_or("ERR value is out of range, must be positive")?;
+    let deadline = wait_deadline(ctx.now_ms, &args[3])?;
+    if numlocal > 0 && !ctx.config.appendonly {
+        return Err(
+            "ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.".into(),
+        );
+    }
+    let local = match ctx.server.keyspace.change_log() {
+        Some(log) if ctx.config.appendonly => {
+            log.flush_now();
+            log.sync_now() as i64
+        }
+        _ => 0,
+    };
+    if local >= numlocal && replicas == 0 {
+        ctx.out.array(2);
+        ctx.out.int(local);
+        ctx.out.int(0);
+        return Ok(());
+    }
+    ctx.block(
+        &[],
+        deadline,
+        crate::session::TimeoutReply::IntPair(local, 0),
+    );
     Ok(())
 }

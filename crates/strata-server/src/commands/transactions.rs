@@ -43,7 +43,7 @@ use super::{
 };
 use crate::config::Config;
 use crate::server::Server;
-use crate::session::{Session, TimeoutReply};
+use crate::session::Session;
 use crate::stats::{ThreadStats, bump};
 
 /// Groups of changes a WATCHing connection may have unread before its
@@ -527,9 +527,6 @@ impl<'s> Run<'s> {
 pub fn answer_blocked(session: &mut Session, out: &mut BytesMut) {
     if let Some(block) = session.block.take() {
         let mut reply = ReplyWriter::new(out, session.protocol);
-        match block.timeout_reply {
-            TimeoutReply::NullArray => reply.null_array(),
-            TimeoutReply::NullBulk => reply.null_bulk(),
-        }
+        block.timeout_reply.write_to(&mut reply);
     }
 }

@@ -323,7 +323,10 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     // Persistence (docs/storage.md). Turning the log on or off needs a
     // restart: the log must cover every change since the last checkpoint.
-    yes_no_directive!("appendonly", false, appendonly),
+    // Settable at runtime only where the log runs (a server started with
+    // `appendonly yes`): `no` then stops promising it, the log goes on
+    // (commands::server::config_set says why).
+    yes_no_directive!("appendonly", true, appendonly),
     // The slow log (SLOWLOG).
     Directive {
         name: "slowlog-log-slower-than",

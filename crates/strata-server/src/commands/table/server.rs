@@ -124,6 +124,32 @@ pub(super) const COMMANDS: &[Spec] = &[
         ..Spec::DEFAULT
     },
     Spec {
+        name: "wait",
+        arity: 3,
+        flags: flags![BLOCKING],
+        acl: categories![SLOW, CONNECTION],
+        group: "generic",
+        since: "3.0.0",
+        summary: "Waits until replicas acknowledge this connection's writes (Strata has none yet: answers 0).",
+        complexity: "O(1)",
+        run: Run::Handler(srv::wait),
+        tips: &["request_policy:all_shards", "response_policy:agg_min"],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "waitaof",
+        arity: 4,
+        flags: flags![BLOCKING],
+        acl: categories![SLOW, CONNECTION],
+        group: "generic",
+        since: "7.2.0",
+        summary: "Waits until this connection's writes are on disk here (and on replicas, which Strata has none of yet).",
+        complexity: "O(1)",
+        run: Run::Handler(srv::waitaof),
+        tips: &["request_policy:all_shards", "response_policy:agg_min"],
+        ..Spec::DEFAULT
+    },
+    Spec {
         name: "lastsave",
         arity: 1,
         flags: flags![LOADING, STALE, FAST],
