@@ -19,8 +19,8 @@
 //! error (the writes before stand, as in Redis). Database-wide commands
 //! lock every shard the same way.
 //!
-//! The sandbox follows Redis: no `io`, `os`, `loadfile`, `dofile`,
-//! `require`, `module`; scripts run in an environment through which no
+//! The sandbox follows Redis: no `io`, `loadfile`, `dofile`, `require`,
+//! `module`, and of `os` only `os.clock` (Redis 7.4); scripts run in an environment through which no
 //! global can be written or read when absent, and the library tables
 //! (`redis`, `cjson`, `cmsgpack`, `struct`, `bit`, `string`, `math`,
 //! `table`) are read-only (`crate::lua_libs` has the Rust-made ones). A script that runs longer than `busy-reply-threshold`
@@ -639,7 +639,9 @@ dofile = nil
 require = nil
 module = nil
 io = nil
-os = nil
+-- Redis 7.4 gives scripts `os.clock` alone (the CPU seconds the server
+-- has used, as C's clock()).
+os = {clock = private.os_clock}
 package = nil
 print = nil
 -- Scripts run in `env`, an empty table in front of the globals: reading
@@ -657,7 +659,7 @@ local function protect(t)
     return proxy
 end
 local shown = {}
-for _, name in ipairs({'redis', 'cjson', 'bit', 'cmsgpack', 'struct', 'string', 'math', 'table', 'coroutine'}) do
+for _, name in ipairs({'redis', 'cjson', 'bit', 'cmsgpack', 'struct', 'string', 'math', 'table', 'coroutine', 'os'}) do
     shown[name] = protect(real[name])
 end
 -- Strings share one metatable in a VM, and so every later script: what
@@ -902,6 +904,18 @@ impl Vm {
                         .as_ref()
                         .is_some_and(|(scripts, running, _)| running.stopping(scripts))
                 }))
+            })?,
+        )?;
+        private.set(
+            "os_clock",
+            lua.create_function(|_, ()| {
+                let mut now = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                };
+                // SAFETY: writes the process' CPU time into `now`.
+                unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) };
+                Ok(now.tv_sec as f64 + now.tv_nsec as f64 / 1e9)
             })?,
         )?;
         private.set(

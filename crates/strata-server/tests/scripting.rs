@@ -1126,3 +1126,28 @@ fn scripts_call_blocking_commands_without_blocking() {
         Reply::Array(vec![b("l"), b("b")])
     );
 }
+
+/// Redis 7.4's `os` in scripts: `os.clock` (the server's CPU seconds)
+/// and nothing else, read-only.
+#[test]
+fn scripts_have_os_clock_only() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let spin =
+        "local s = os.clock() while os.clock() - s < 0.05 do end return {double = os.clock() - s}";
+    let Reply::Bulk(elapsed) = raw.cmd(&["EVAL", spin, "0"]) else {
+        panic!("os.clock did not measure");
+    };
+    let elapsed: f64 = String::from_utf8(elapsed).unwrap().parse().unwrap();
+    assert!((0.05..1.0).contains(&elapsed), "{elapsed}");
+    for (script, needle) in [
+        (
+            "return os.time()",
+            "attempt to call field 'time' (a nil value)",
+        ),
+        ("os.clock = nil", "Attempt to modify a readonly table"),
+    ] {
+        let reply = raw.cmd(&["EVAL", script, "0"]);
+        assert!(reply.as_text().contains(needle), "{script}: {reply:?}");
+    }
+}
