@@ -652,10 +652,13 @@ local real = _G
 local rawget, type, tostring = rawget, type, tostring
 local raw_setmetatable, raw_loadstring, raw_rawset = setmetatable, loadstring, rawset
 local protected = raw_setmetatable({}, {__mode = 'k'})
+-- The table behind each read-only proxy, for pairs and next.
+local behind = raw_setmetatable({}, {__mode = 'k'})
 local function readonly() raw_error('Attempt to modify a readonly table', 2) end
 local function protect(t)
     local proxy = raw_setmetatable({}, {__index = t, __newindex = readonly, __metatable = false})
     protected[proxy] = true
+    behind[proxy] = t
     return proxy
 end
 local shown = {}
@@ -698,6 +701,19 @@ end
 real.rawset = function(t, k, v)
     if protected[t] then raw_error('Attempt to modify a readonly table', 2) end
     return raw_rawset(t, k, v)
+end
+-- pairs and next see through a read-only proxy to what it shows (a
+-- script can list `os`, `string`..., as in Redis), never writably.
+local raw_pairs, raw_next = pairs, next
+real.pairs = function(t)
+    local under = behind[t]
+    if under ~= nil then return raw_pairs(under) end
+    return raw_pairs(t)
+end
+real.next = function(t, k)
+    local under = behind[t]
+    if under ~= nil then return raw_next(under, k) end
+    return raw_next(t, k)
 end
 -- Only source text: precompiled chunks are refused, as Redis refuses them.
 real.loadstring = function(text, name)
