@@ -63,3 +63,8 @@ pub fn pending() -> u64 {
 pub fn freed() -> u64 {
     FREED.load(Relaxed)
 }
+
+/// CONFIG RESETSTAT: the count of freed values starts again at 0.
+pub fn reset_freed() {
+    FREED.store(0, Relaxed);
+}

@@ -197,6 +197,7 @@ pub fn config_resetstat(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     ctx.server.acl.log.reset_counts();
     ctx.server.client_memory.evicted.store(0, Relaxed);
     ctx.server.scripts.evicted.store(0, Relaxed);
+    strata_engine::lazyfree::reset_freed();
     ctx.server
         .stats
         .expired_keys_base
