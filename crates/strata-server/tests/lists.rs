@@ -512,7 +512,10 @@ fn deleting_a_big_collection_frees_it_in_the_background() {
     assert_eq!(exists, 0);
     // CONFIG RESETSTAT starts the count again (Redis' lazyfree tests
     // count from there).
-    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut con)
+        .unwrap();
     assert_eq!(freed(&mut con), 0);
 }
 
