@@ -64,6 +64,10 @@ pub struct Session {
     /// Pushes waiting for this client go out before the running
     /// command's reply (invalidations of keys evicted to make room for it).
     pub pushes_first: bool,
+    /// The time TIME answers inside the running script: taken at its
+    /// first TIME, the same for the rest of the script, as Redis freezes
+    /// time in a script.
+    pub script_time: Option<std::time::Duration>,
     /// The keys the read-only commands of the running script read: what
     /// client-side caching tracks for it once it ends, as Redis 7.4 does
     /// (neither its declared keys nor what it only wrote).
@@ -143,6 +147,7 @@ impl Session {
             bcast_pending: Vec::new(),
             script_reads: Vec::new(),
             pushes_first: false,
+            script_time: None,
             slept_us: 0,
         }
     }

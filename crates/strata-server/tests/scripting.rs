@@ -1163,3 +1163,20 @@ fn scripts_have_os_clock_only() {
         assert!(reply.as_text().contains(needle), "{script}: {reply:?}");
     }
 }
+
+/// TIME inside a script answers the same time throughout the script, as
+/// Redis freezes time in a script; the next command sees the clock again.
+#[test]
+fn time_is_frozen_inside_a_script() {
+    let server = TestServer::start_with(&["--enable-debug-command", "yes"]);
+    let mut raw = server.raw();
+    assert_eq!(raw.cmd(&["DEBUG", "SET-DISABLE-DENY-SCRIPTS", "1"]), ok());
+    let script = "local a = redis.call('TIME') redis.call('DEBUG', 'SLEEP', 0.01) \
+                  local b = redis.call('TIME') return {a[1], a[2], b[1], b[2]}";
+    let reply = raw.cmd(&["EVAL", script, "0"]);
+    let parts = reply.as_array();
+    assert_eq!(parts[..2], parts[2..], "{reply:?}");
+    let first = raw.cmd(&["TIME"]);
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    assert_ne!(raw.cmd(&["TIME"]), first);
+}

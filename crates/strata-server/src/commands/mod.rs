@@ -1122,6 +1122,10 @@ pub(crate) fn call<'a, 's>(
     if ctx.session.tracking.is_some() {
         tracking::remember_read(&mut ctx, spec);
     }
+    if !ctx.session.in_script {
+        // A script's frozen time ends with it (EVAL, FCALL).
+        ctx.session.script_time = None;
+    }
     let took = started.elapsed() + Duration::from_micros(std::mem::take(&mut ctx.session.slept_us));
     let micros = took.as_micros() as u64;
     let counters = &stats.commands[id];

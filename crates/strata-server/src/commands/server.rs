@@ -281,9 +281,15 @@ pub fn flushall(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 pub fn time(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
+    let clock = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+    };
+    let now = match ctx.session.in_script {
+        true => *ctx.session.script_time.get_or_insert_with(clock),
+        false => clock(),
+    };
     ctx.out.array(2);
     ctx.out.bulk(now.as_secs().to_string().as_bytes());
     ctx.out.bulk(now.subsec_micros().to_string().as_bytes());
