@@ -297,6 +297,45 @@ impl Shard {
         touch: bool,
         want: Option<ValueType>,
     ) -> Result<Option<EntryMut<'_>>, GetError> {
+        // Some hash of this shard has a field past its deadline: if it is
+        // this key's, its expired fields go now (Redis 7.4's lazy expiry).
+        if self.fields_due.first().is_some_and(|due| due.0 <= now_ms) {
+            self.expire_hash_fields(db, key, now_ms);
+        }
+        self.get_typed_now(db, key, now_ms, touch, want)
+    }
+
+    /// Lazy expiry of hash fields, as Redis 7.4 has it: a command that
+    /// reaches a hash removes its fields whose deadline has passed (logged
+    /// as expiry, so `hexpired` is told) and the key when none is left
+    /// (`del`), rather than only hiding them until the cron comes.
+    fn expire_hash_fields(&mut self, db: usize, key: KeyRef, now_ms: u64) {
+        let Ok(Some(entry)) = self.get_typed_now(db, key, now_ms, false, Some(ValueType::Hash))
+        else {
+            return;
+        };
+        let due = (entry.value().hash())
+            .and_then(|hash| hash.next_deadline())
+            .is_some_and(|deadline| deadline <= now_ms);
+        if !due {
+            return;
+        }
+        let left = log::with_cause(FLAG_EXPIRED, || entry.change_hash(db, &[], now_ms).len);
+        if left == 0 {
+            // Deleted by the expiry (the feed tells `del` after `hexpired`).
+            log::with_cause(FLAG_EXPIRED, || self.remove(db, key, now_ms));
+        }
+    }
+
+    /// [`Shard::get_typed`] without lazy field expiry.
+    fn get_typed_now(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        now_ms: u64,
+        touch: bool,
+        want: Option<ValueType>,
+    ) -> Result<Option<EntryMut<'_>>, GetError> {
         let tier: &Tier = &self.tier;
         let Some(entry) = lookup(
             &mut self.tables[db],
@@ -638,7 +677,7 @@ impl Shard {
                 again.push((deadline.max(now_ms) + 1000, db as u16, key_bytes.clone()));
                 continue;
             }
-            let Ok(Some(entry)) = self.get_loaded(db, key, now_ms, false) else {
+            let Ok(Some(entry)) = self.get_typed_now(db, key, now_ms, false, None) else {
                 continue;
             };
             let hash = entry.value().hash().expect("a hash");

@@ -269,6 +269,37 @@ fn expiry_eviction_and_new_keys_come_from_the_change_feed() {
     );
     // (`del` is a generic event: not asked for here.)
     assert_eq!(con.cmd(&["UNLINK", "h"]), i(1));
+    // Lazy field expiry (Redis 7.4): with active expiry off, the read
+    // that meets the expired fields removes them, and the hash with them.
+    assert_eq!(
+        con.cmd(&["CONFIG", "SET", "notify-keyspace-events", "Exehg"]),
+        ok()
+    );
+    run(
+        &mut con,
+        &[
+            &["DEBUG", "SET-ACTIVE-EXPIRE", "0"],
+            &["HSET", "lazyh", "f1", "1", "f2", "2"],
+            &["HPEXPIRE", "lazyh", "10", "FIELDS", "2", "f1", "f2"],
+        ],
+    );
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    assert_eq!(
+        con.cmd(&["HMGET", "lazyh", "f1", "f2"]),
+        Reply::Array(vec![Reply::NullBulk, Reply::NullBulk])
+    );
+    assert_eq!(con.cmd(&["EXISTS", "lazyh"]), i(0));
+    assert_eq!(
+        events.take(4),
+        ["hset lazyh", "hexpire lazyh", "hexpired lazyh", "del lazyh"]
+    );
+    run(
+        &mut con,
+        &[
+            &["DEBUG", "SET-ACTIVE-EXPIRE", "1"],
+            &["CONFIG", "SET", "notify-keyspace-events", "Exeh"],
+        ],
+    );
     // A key-deleting policy evicts.
     run(
         &mut con,
