@@ -279,7 +279,10 @@ impl Shard {
         now_ms: u64,
         touch: bool,
     ) -> Result<Option<EntryMut<'_>>, ColdReadError> {
-        match self.get_typed(db, key, now_ms, touch, None) {
+        // Without lazy field expiry: replay and the engine's own readers
+        // must see a hash as its records left it (a field that expired
+        // by the clock may have been persisted by a later record).
+        match self.get_typed_now(db, key, now_ms, touch, None) {
             Ok(found) => Ok(found),
             Err(GetError::ColdRead(error)) => Err(error),
             Err(GetError::WrongType) => unreachable!("no type was asked for"),
@@ -297,8 +300,9 @@ impl Shard {
         touch: bool,
         want: Option<ValueType>,
     ) -> Result<Option<EntryMut<'_>>, GetError> {
-        // Some hash of this shard has a field past its deadline: if it is
-        // this key's, its expired fields go now (Redis 7.4's lazy expiry).
+        // Commands' typed access (get_as, change_as): some hash of this
+        // shard has a field past its deadline; if it is this key's, its
+        // expired fields go now (Redis 7.4's lazy expiry).
         if self.fields_due.first().is_some_and(|due| due.0 <= now_ms) {
             self.expire_hash_fields(db, key, now_ms);
         }

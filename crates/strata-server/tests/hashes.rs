@@ -841,3 +841,31 @@ fn kill9_under_hash_load_loses_no_acknowledged_change() {
         "only {checked} fields checked"
     );
 }
+
+/// Replay rebuilds a hash as its records left it, whatever the clock says
+/// by then: a field given a deadline and persisted before it comes back
+/// after kill -9 even when the restart is past that deadline (lazy field
+/// expiry is for commands, not for replay).
+#[test]
+fn replay_keeps_a_field_persisted_before_its_deadline() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    assert_eq!(r.cmd(&["HSET", "h", "f", "v", "g", "w"]), Reply::Int(2));
+    assert_eq!(
+        r.cmd(&["HPEXPIRE", "h", "300", "FIELDS", "1", "f"]),
+        Reply::Array(vec![Reply::Int(1)])
+    );
+    assert_eq!(
+        r.cmd(&["HPERSIST", "h", "FIELDS", "1", "f"]),
+        Reply::Array(vec![Reply::Int(1)])
+    );
+    let dir = server.kill9();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let server = TestServer::spawn(dir, &[], None, READY);
+    let mut r = server.raw();
+    assert_eq!(r.cmd(&["HGET", "h", "f"]), b("v"));
+    assert_eq!(
+        r.cmd(&["HTTL", "h", "FIELDS", "1", "f"]),
+        Reply::Array(vec![Reply::Int(-1)])
+    );
+}
