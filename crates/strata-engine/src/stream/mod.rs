@@ -37,6 +37,11 @@ use std::ops::Bound;
 
 use crate::varint::{read_bytes, read_varint, varint_len, write_varint};
 
+mod packed;
+
+pub use packed::Fields;
+use packed::{Chunks, Packed, Run, entries_of, live_in};
+
 /// An entry's ID: `ms-seq`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct StreamId {
@@ -176,199 +181,11 @@ impl PartialEq for StreamValue {
 
 impl Eq for StreamValue {}
 
-/// A node and its entries, back to back (module docs): per entry the
-/// varints `ms - master.ms`, `seq` and a header `len << 2 | same_names << 1
-/// | deleted`, then `len` bytes of fields: a varint count of fields and
-/// values, then each as a varint length and its bytes (values only when
-/// the names are the first entry's).
-#[derive(Clone, Debug, Default)]
-struct Packed {
-    node: Node,
-    run: Run,
-}
-
-/// Where a node's run is: the last node's grows on its own; a complete
-/// node's is copied into a chunk shared with the nodes before and after
-/// it, so that it takes its bytes and not an allocator's size class (a
-/// 3.7 KB node in its own allocation took a 4 KB block: 13 bytes more an
-/// entry of 100 bytes).
-#[derive(Clone, Debug)]
-enum Run {
-    Open(Vec<u8>),
-    Closed { chunk: u32, at: u32, len: u32 },
-}
-
-impl Default for Run {
-    fn default() -> Run {
-        Run::Open(Vec::new())
-    }
-}
-
-/// The chunks complete nodes' runs are copied into, in order: each
-/// twice the one before (from 4 KB up to 256 KB), so a small stream
-/// takes little and a large one wastes at most a node's bytes per chunk.
-/// A chunk is freed when its last node goes (streams are trimmed from
-/// their oldest entries, so chunks empty in order, and the emptied ones
-/// at the front leave the list).
-#[derive(Clone, Debug, Default)]
-struct Chunks {
-    list: std::collections::VecDeque<Option<Chunk>>,
-    /// The number of the chunk at the front of `list`.
-    base: u32,
-    /// Bytes the chunks hold allocated.
-    bytes: usize,
-}
-
-#[derive(Clone, Debug)]
-struct Chunk {
-    data: Vec<u8>,
-    /// Nodes whose runs are in it.
-    nodes: u32,
-}
-
-const CHUNK_BYTES_MIN: usize = 4 << 10;
-const CHUNK_BYTES_MAX: usize = 256 << 10;
-
-impl Chunks {
-    fn run<'a>(&'a self, run: &'a Run) -> &'a [u8] {
-        match run {
-            Run::Open(data) => data,
-            &Run::Closed { chunk, at, len } => {
-                let chunk = self.list[(chunk - self.base) as usize]
-                    .as_ref()
-                    .expect("a node's chunk");
-                &chunk.data[at as usize..(at + len) as usize]
-            }
-        }
-    }
-
-    fn run_mut<'a>(&'a mut self, run: &'a mut Run) -> &'a mut [u8] {
-        match run {
-            Run::Open(data) => data,
-            &mut Run::Closed { chunk, at, len } => {
-                let chunk = self.list[(chunk - self.base) as usize]
-                    .as_mut()
-                    .expect("a node's chunk");
-                &mut chunk.data[at as usize..(at + len) as usize]
-            }
-        }
-    }
-
-    /// Copies a complete node's run into the last chunk (a new one when
-    /// it has no room).
-    fn store(&mut self, run: &[u8]) -> Run {
-        let room = |c: &Option<Chunk>| c.as_ref().map_or(0, |c| c.data.capacity() - c.data.len());
-        if self.list.back().is_none_or(|last| room(last) < run.len()) {
-            let previous = (self.list.iter().rev())
-                .find_map(|c| c.as_ref().map(|c| c.data.capacity()))
-                .unwrap_or(CHUNK_BYTES_MIN / 2);
-            let size = (previous * 2)
-                .clamp(CHUNK_BYTES_MIN, CHUNK_BYTES_MAX)
-                .max(run.len());
-            self.list.push_back(Some(Chunk {
-                data: Vec::with_capacity(size),
-                nodes: 0,
-            }));
-            self.bytes += size;
-        }
-        let index = self.list.len() - 1;
-        let chunk = self.list[index].as_mut().expect("just made");
-        let at = chunk.data.len();
-        chunk.data.extend_from_slice(run);
-        chunk.nodes += 1;
-        Run::Closed {
-            chunk: self.base + index as u32,
-            at: at as u32,
-            len: run.len() as u32,
-        }
-    }
-
-    /// A node's run is no longer needed: its chunk goes with its last one.
-    fn release(&mut self, run: &Run) {
-        let &Run::Closed { chunk, .. } = run else {
-            return;
-        };
-        let slot = &mut self.list[(chunk - self.base) as usize];
-        let emptied = slot.as_mut().is_some_and(|c| {
-            c.nodes -= 1;
-            c.nodes == 0
-        });
-        if emptied {
-            self.bytes -= slot.take().map_or(0, |c| c.data.capacity());
-            while self.list.front().is_some_and(Option::is_none) {
-                self.list.pop_front();
-                self.base += 1;
-            }
-        }
-    }
-}
-
 /// Bytes a node's B-tree slot and bookkeeping take, roughly.
 const NODE_OVERHEAD: usize = 96;
 
 /// Bytes a pending entry's B-tree slot takes, roughly.
 const PENDING_OVERHEAD: usize = 48;
-
-/// One entry of a node as [`entries_of`] walks it.
-struct Slot<'a> {
-    id: StreamId,
-    fields: Fields<'a>,
-    deleted: bool,
-    /// Where its header varint starts in the node's run.
-    header_at: usize,
-}
-
-/// The entries of the node at `master`, deleted ones included, in order.
-fn entries_of(master: StreamId, data: &[u8]) -> impl Iterator<Item = Slot<'_>> {
-    let mut at = 0;
-    let mut names: Option<&[u8]> = None;
-    std::iter::from_fn(move || {
-        if at >= data.len() {
-            return None;
-        }
-        let (ms, used) = read_varint(&data[at..])?;
-        at += used;
-        let (seq, used) = read_varint(&data[at..])?;
-        at += used;
-        let header_at = at;
-        let (header, used) = read_varint(&data[at..])?;
-        at += used;
-        let len = header >> 2;
-        let packed = data.get(at..at + len)?;
-        at += len;
-        let fields = if header & 2 != 0 {
-            Fields { packed, names }
-        } else {
-            Fields {
-                packed,
-                names: None,
-            }
-        };
-        if names.is_none() {
-            // The first entry's names, for the entries that share them.
-            names = Some(packed);
-        }
-        Some(Slot {
-            id: StreamId::new(master.ms + ms as u64, seq as u64),
-            fields,
-            deleted: header & 1 != 0,
-            header_at,
-        })
-    })
-}
-
-/// The live entries of a node within `from..=to`.
-fn live_in(
-    master: StreamId,
-    data: &[u8],
-    from: StreamId,
-    to: StreamId,
-) -> impl Iterator<Item = (StreamId, Fields<'_>)> {
-    entries_of(master, data)
-        .take_while(move |slot| slot.id <= to)
-        .filter(move |slot| !slot.deleted && slot.id >= from)
-        .map(|slot| (slot.id, slot.fields))
-}
 
 impl StreamValue {
     pub fn new() -> StreamValue {
@@ -409,32 +226,33 @@ impl StreamValue {
         self.first().map(|(id, _)| id)
     }
 
+    /// The live entries of the node at `master`, in `from..=to`.
+    fn node_entries<'a>(
+        &'a self,
+        master: StreamId,
+        packed: &'a Packed,
+        from: StreamId,
+        to: StreamId,
+    ) -> impl Iterator<Item = (StreamId, Fields<'a>)> {
+        live_in(master, self.chunks.run(&packed.run), from, to)
+    }
+
     pub fn first(&self) -> Option<(StreamId, Fields<'_>)> {
         // A node with no live entry is gone: the first node has one.
         let (&master, packed) = self.nodes.iter().next()?;
-        live_in(
-            master,
-            self.chunks.run(&packed.run),
-            StreamId::MIN,
-            StreamId::MAX,
-        )
-        .next()
+        self.node_entries(master, packed, StreamId::MIN, StreamId::MAX)
+            .next()
     }
 
     pub fn last(&self) -> Option<(StreamId, Fields<'_>)> {
         let (&master, packed) = self.nodes.iter().next_back()?;
-        live_in(
-            master,
-            self.chunks.run(&packed.run),
-            StreamId::MIN,
-            StreamId::MAX,
-        )
-        .last()
+        self.node_entries(master, packed, StreamId::MIN, StreamId::MAX)
+            .last()
     }
 
     pub fn get(&self, id: StreamId) -> Option<Fields<'_>> {
         let (&master, packed) = self.nodes.range(..=id).next_back()?;
-        live_in(master, self.chunks.run(&packed.run), id, id)
+        self.node_entries(master, packed, id, id)
             .next()
             .map(|(_, fields)| fields)
     }
@@ -456,15 +274,15 @@ impl StreamValue {
             .range((Bound::Included(start), Bound::Included(to)));
         if rev {
             Box::new(nodes.rev().flat_map(move |(&master, packed)| {
-                let mut entries: Vec<_> =
-                    live_in(master, self.chunks.run(&packed.run), from, to).collect();
+                let mut entries: Vec<_> = self.node_entries(master, packed, from, to).collect();
                 entries.reverse();
                 entries
             }))
         } else {
-            Box::new(nodes.flat_map(move |(&master, packed)| {
-                live_in(master, self.chunks.run(&packed.run), from, to)
-            }))
+            Box::new(
+                nodes
+                    .flat_map(move |(&master, packed)| self.node_entries(master, packed, from, to)),
+            )
         }
     }
 
@@ -547,18 +365,13 @@ impl StreamValue {
         let mut cut = None;
         for (&master, packed) in &self.nodes {
             let node = &packed.node;
-            if let Trim::MaxLen { len: max, .. } = trim
-                && len <= max
-            {
+            if trim.reached(len) {
                 break;
             }
             if trim.limit() > 0 && deleted + node.live > trim.limit() {
                 break;
             }
-            let whole = match trim {
-                Trim::MaxLen { len: max, .. } => len - node.live >= max,
-                Trim::MinId { id, .. } => node.last < id,
-            };
+            let whole = trim.takes_whole(node, len);
             if whole {
                 len -= node.live;
                 deleted += node.live;
@@ -569,17 +382,8 @@ impl StreamValue {
                 break;
             }
             // Entry by entry inside this node, from its first.
-            for (id, _) in live_in(
-                master,
-                self.chunks.run(&packed.run),
-                StreamId::MIN,
-                StreamId::MAX,
-            ) {
-                let stop = match trim {
-                    Trim::MaxLen { len: max, .. } => len <= max,
-                    Trim::MinId { id: min, .. } => id >= min,
-                };
-                if stop {
+            for (id, _) in self.node_entries(master, packed, StreamId::MIN, StreamId::MAX) {
+                if trim.stops_at(id, len) {
                     break;
                 }
                 len -= 1;
@@ -634,29 +438,15 @@ impl StreamValue {
         let mut ids = Vec::new();
         for (&master, packed) in &self.nodes {
             let node = &packed.node;
-            if let Trim::MaxLen { len: max, .. } = trim
-                && len <= max
-            {
+            if trim.reached(len) {
                 break;
             }
             if trim.limit() > 0 && ids.len() as u64 + node.live > trim.limit() {
                 break;
             }
-            let whole = match trim {
-                Trim::MaxLen { len: max, .. } => len - node.live >= max,
-                Trim::MinId { id, .. } => node.last < id,
-            };
-            for (id, _) in live_in(
-                master,
-                self.chunks.run(&packed.run),
-                StreamId::MIN,
-                StreamId::MAX,
-            ) {
-                let stop = match trim {
-                    Trim::MaxLen { len: max, .. } => len <= max,
-                    Trim::MinId { id: min, .. } => id >= min,
-                };
-                if stop {
+            let whole = trim.takes_whole(node, len);
+            for (id, _) in self.node_entries(master, packed, StreamId::MIN, StreamId::MAX) {
+                if trim.stops_at(id, len) {
                     break;
                 }
                 if spare_referenced && self.is_referenced(id) {
@@ -902,6 +692,27 @@ pub enum Trim {
 }
 
 impl Trim {
+    /// Whether a stream of `len` entries is trimmed enough (MAXLEN).
+    fn reached(self, len: u64) -> bool {
+        matches!(self, Trim::MaxLen { len: max, .. } if len <= max)
+    }
+
+    /// Whether trimming stops at entry `id` with `len` entries left.
+    fn stops_at(self, id: StreamId, len: u64) -> bool {
+        match self {
+            Trim::MaxLen { len: max, .. } => len <= max,
+            Trim::MinId { id: min, .. } => id >= min,
+        }
+    }
+
+    /// Whether all of `node` goes with `len` entries in the stream.
+    fn takes_whole(self, node: &Node, len: u64) -> bool {
+        match self {
+            Trim::MaxLen { len: max, .. } => len - node.live >= max,
+            Trim::MinId { id, .. } => node.last < id,
+        }
+    }
+
     fn approx(self) -> bool {
         match self {
             Trim::MaxLen { approx, .. } | Trim::MinId { approx, .. } => approx,
@@ -920,74 +731,6 @@ impl Trim {
 /// listpack lays it out (flags, ID deltas and a count beside the fields).
 fn node_bytes(packed: usize) -> u64 {
     packed as u64 + 8
-}
-
-/// An entry's field-value pairs, packed: a varint count of fields and
-/// values, then each as a varint length and its bytes; or, for an entry
-/// with its node's first entry's names (`names`, that entry's packed
-/// pairs), the count and its values only.
-#[derive(Clone, Copy)]
-pub struct Fields<'a> {
-    packed: &'a [u8],
-    names: Option<&'a [u8]>,
-}
-
-impl<'a> Fields<'a> {
-    /// Fields and values, alternating.
-    pub fn iter(self) -> impl Iterator<Item = &'a [u8]> {
-        let items = |bytes: &'a [u8]| {
-            let (count, used) = read_varint(bytes).unwrap_or((0, 0));
-            let mut at = used;
-            (0..count).map_while(move |_| read_bytes(bytes, &mut at))
-        };
-        let own = items(self.packed);
-        let names = self.names.map(|names| items(names).step_by(2));
-        let mut pairs = names.into_iter().flatten().zip(own.clone());
-        let mut pending = None;
-        let mut own = Some(own);
-        std::iter::from_fn(move || {
-            if self.names.is_none() {
-                return own.as_mut()?.next();
-            }
-            if let Some(value) = pending.take() {
-                return Some(value);
-            }
-            let (name, value) = pairs.next()?;
-            pending = Some(value);
-            Some(name)
-        })
-    }
-
-    /// How many fields and values (twice the pairs).
-    pub fn len(self) -> usize {
-        read_varint(self.packed).map_or(0, |(n, _)| n)
-    }
-
-    pub fn is_empty(self) -> bool {
-        self.len() == 0
-    }
-
-    /// Whether `fields` (names and values alternating) has these names,
-    /// in this order.
-    fn has_names(self, fields: &[&[u8]]) -> bool {
-        self.names.is_none()
-            && self.len() == fields.len()
-            && (self.iter().step_by(2)).eq(fields.iter().step_by(2).copied())
-    }
-
-    /// The pairs in their full packed form (names and values).
-    fn to_packed(self) -> Vec<u8> {
-        if self.names.is_none() {
-            return self.packed.to_vec();
-        }
-        let mut out = Vec::with_capacity(self.packed.len() * 2);
-        write_varint(&mut out, self.len());
-        for item in self.iter() {
-            write_varint(&mut out, item.len());
-            out.extend_from_slice(item);
-        }
-        out
-    }
 }
 
 /// A change of a stream, as commands make it and the log records it.
@@ -1722,235 +1465,4 @@ fn read_ids(p: &[u8], at: &mut usize) -> Option<Vec<StreamId>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Entries packed per node: the names of a node's first entry are
-    /// shared by the entries that have them, a deleted entry is marked in
-    /// place, a node keeps its first ID after that entry goes (also
-    /// through an image), and a node goes with its last live entry.
-    #[test]
-    fn nodes_pack_their_entries() {
-        let mut stream = StreamValue::new();
-        let add = |stream: &mut StreamValue, ms: u64, fields: &[&[u8]]| {
-            let new_node = stream.starts_node(8, 3, 0);
-            let id = StreamId::new(ms, 0);
-            StreamOp::Add {
-                id,
-                fields: fields.to_vec(),
-                new_node,
-            }
-            .apply(stream);
-        };
-        add(&mut stream, 1, &[b"name", b"a"]);
-        add(&mut stream, 2, &[b"name", b"b"]);
-        add(&mut stream, 3, &[b"other", b"c", b"x", b"y"]);
-        add(&mut stream, 4, &[b"name", b"d"]);
-        let all = |s: &StreamValue| -> Vec<(u64, Vec<Vec<u8>>)> {
-            (s.range(StreamId::MIN, StreamId::MAX, false))
-                .map(|(id, f)| (id.ms, f.iter().map(<[u8]>::to_vec).collect()))
-                .collect()
-        };
-        let v = |items: &[&str]| {
-            items
-                .iter()
-                .map(|i| i.as_bytes().to_vec())
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(
-            all(&stream),
-            vec![
-                (1, v(&["name", "a"])),
-                (2, v(&["name", "b"])),
-                (3, v(&["other", "c", "x", "y"])),
-                (4, v(&["name", "d"])),
-            ]
-        );
-        assert_eq!(stream.nodes().count(), 2);
-        // The first entry of the first node goes; the node stays under 1-0.
-        StreamOp::Delete(vec![StreamId::new(1, 0)]).apply(&mut stream);
-        assert_eq!(stream.nodes().next().unwrap().0, StreamId::new(1, 0));
-        assert_eq!(stream.get(StreamId::new(2, 0)).unwrap().iter().count(), 2);
-        assert!(stream.get(StreamId::new(1, 0)).is_none());
-        let image = stream.image();
-        let back = StreamValue::decode_image(&image).unwrap();
-        assert_eq!(back, stream);
-        assert_eq!(back.nodes().next().unwrap().0, StreamId::new(1, 0));
-        // Reversed ranges cross nodes backwards.
-        let rev: Vec<u64> = (back.range(StreamId::MIN, StreamId::MAX, true))
-            .map(|(id, _)| id.ms)
-            .collect();
-        assert_eq!(rev, [4, 3, 2]);
-        // A loaded stream's last node takes more entries.
-        let mut back = back;
-        let (id, fields) = (StreamId::new(5, 0), vec![&b"name"[..], b"e"]);
-        StreamOp::Add {
-            id,
-            fields,
-            new_node: false,
-        }
-        .apply(&mut back);
-        assert_eq!(back.nodes().count(), 2);
-        assert_eq!(
-            back.last().unwrap().1.iter().collect::<Vec<_>>(),
-            [&b"name"[..], &b"e"[..]]
-        );
-        // The node's last live entries go: the node with them.
-        StreamOp::Delete(vec![StreamId::new(2, 0), StreamId::new(3, 0)]).apply(&mut stream);
-        assert_eq!(stream.nodes().count(), 1);
-        assert_eq!(stream.first_id(), Some(StreamId::new(4, 0)));
-        assert_eq!(stream.len(), 1);
-    }
-
-    fn added(stream: &mut StreamValue, ms: u64, seq: u64) {
-        let fields: Vec<&[u8]> = vec![b"f", b"v"];
-        let id = StreamId::new(ms, seq);
-        let new_node = stream.starts_node(4, 2, 0);
-        StreamOp::Add {
-            id,
-            fields,
-            new_node,
-        }
-        .apply(stream);
-    }
-
-    #[test]
-    fn operations_round_trip_through_their_records_and_images() {
-        let mut stream = StreamValue::new();
-        let ops = [
-            StreamOp::Add {
-                id: StreamId::new(1, 0),
-                fields: vec![b"a", b"1", b"b", b""],
-                new_node: true,
-            },
-            StreamOp::Add {
-                id: StreamId::new(2, 5),
-                fields: vec![b"a", b"2"],
-                new_node: false,
-            },
-            StreamOp::CreateGroup {
-                group: b"g",
-                last_id: StreamId::MIN,
-                entries_read: None,
-            },
-            StreamOp::Deliver {
-                group: b"g",
-                consumer: b"alice",
-                now_ms: 100,
-                ids: vec![StreamId::new(1, 0), StreamId::new(2, 5)],
-                history: false,
-                noack: false,
-            },
-            StreamOp::Claim {
-                group: b"g",
-                consumer: b"bob",
-                now_ms: 200,
-                claims: vec![(StreamId::new(2, 5), 200, 3)],
-                active: true,
-            },
-            StreamOp::Ack {
-                group: b"g",
-                ids: vec![StreamId::new(1, 0)],
-            },
-            StreamOp::Delete(vec![StreamId::new(1, 0)]),
-            StreamOp::TrimEntries(vec![StreamId::new(2, 5)]),
-            StreamOp::SetId {
-                last_id: StreamId::new(9, 9),
-                entries_added: Some(7),
-                max_deleted: None,
-            },
-        ];
-        for op in &ops {
-            let mut payload = Vec::new();
-            op.encode(&mut payload);
-            assert_eq!(&StreamOp::decode(&payload).unwrap(), op);
-            op.apply(&mut stream);
-        }
-        let image = stream.image();
-        assert_eq!(StreamValue::decode_image(&image).unwrap(), stream);
-        let group = &stream.groups[&b"g"[..]];
-        assert_eq!(group.last_id, StreamId::new(2, 5));
-        assert_eq!(group.entries_read, Some(2));
-        assert_eq!(group.pending.len(), 1);
-        assert_eq!(group.pending[&StreamId::new(2, 5)].consumer, b"bob");
-        assert!(group.consumers[&b"alice"[..]].pending.is_empty());
-        // Trimming 2-5 emptied the stream and, unlike XDEL, left the
-        // largest deleted ID where it was.
-        assert_eq!(stream.len(), 0);
-        assert_eq!(stream.max_deleted, StreamId::new(1, 0));
-        assert_eq!(stream.entries_added, 7);
-        assert!(StreamValue::decode_image(&image[..image.len() - 1]).is_err());
-    }
-
-    #[test]
-    fn lag_follows_redis_rules() {
-        let mut stream = StreamValue::new();
-        for ms in 1..=5 {
-            added(&mut stream, ms, 0);
-        }
-        let group = Group::default();
-        assert_eq!(stream.lag(&group), Some(5));
-        assert_eq!(stream.entries_up_to(StreamId::new(5, 0)), Some(5));
-        assert_eq!(stream.entries_up_to(StreamId::new(1, 0)), Some(1));
-        // A deletion in the middle makes the middle unknowable.
-        StreamOp::Delete(vec![StreamId::new(3, 0)]).apply(&mut stream);
-        assert_eq!(stream.entries_up_to(StreamId::new(2, 0)), None);
-        assert_eq!(stream.lag(&group), None);
-        StreamOp::TrimThrough(StreamId::new(3, 0)).apply(&mut stream);
-        assert_eq!(stream.len(), 2);
-        assert_eq!(stream.entries_up_to(StreamId::new(4, 0)), Some(4));
-    }
-
-    #[test]
-    fn approximate_trims_take_whole_nodes() {
-        // Nodes of 2 entries: [1 2] [3 4] [5 6] [7].
-        let mut stream = StreamValue::new();
-        for ms in 1..=7 {
-            added(&mut stream, ms, 0);
-        }
-        assert_eq!(stream.nodes().count(), 4);
-        let approx = |len| Trim::MaxLen {
-            len,
-            approx: true,
-            limit: 0,
-        };
-        let exact = |len| Trim::MaxLen {
-            len,
-            approx: false,
-            limit: 0,
-        };
-        assert_eq!(stream.trim_cut(approx(6)), None);
-        assert_eq!(stream.trim_cut(approx(5)), Some(StreamId::new(2, 0)));
-        assert_eq!(stream.trim_cut(approx(4)), Some(StreamId::new(2, 0)));
-        assert_eq!(stream.trim_cut(exact(4)), Some(StreamId::new(3, 0)));
-        let limited = Trim::MaxLen {
-            len: 0,
-            approx: true,
-            limit: 3,
-        };
-        assert_eq!(stream.trim_cut(limited), Some(StreamId::new(2, 0)));
-        let min = Trim::MinId {
-            id: StreamId::new(4, 0),
-            approx: false,
-            limit: 0,
-        };
-        assert_eq!(stream.trim_cut(min), Some(StreamId::new(3, 0)));
-        StreamOp::TrimThrough(StreamId::new(3, 0)).apply(&mut stream);
-        assert_eq!(stream.len(), 4);
-        assert_eq!(stream.nodes().count(), 3);
-        assert_eq!(stream.max_deleted, StreamId::MIN, "trimming is no deletion");
-        // XDEL of a node's last live entry removes the node.
-        StreamOp::Delete(vec![StreamId::new(4, 0)]).apply(&mut stream);
-        assert_eq!(stream.nodes().count(), 2);
-        let image = stream.image();
-        assert_eq!(StreamValue::decode_image(&image).unwrap(), stream);
-    }
-
-    #[test]
-    fn ids_step_across_their_parts() {
-        assert_eq!(StreamId::new(1, u64::MAX).next(), Some(StreamId::new(2, 0)));
-        assert_eq!(StreamId::new(2, 0).prev(), Some(StreamId::new(1, u64::MAX)));
-        assert_eq!(StreamId::MAX.next(), None);
-        assert_eq!(StreamId::MIN.prev(), None);
-    }
-}
+mod tests;
