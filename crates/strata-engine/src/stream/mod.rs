@@ -32,69 +32,18 @@
 //! each (Redis 7.0: 115).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
+
 use std::ops::Bound;
 
-use crate::varint::{read_bytes, read_varint, varint_len, write_varint};
+use crate::varint::{read_bytes, varint_len, write_varint};
 
+mod id;
 mod packed;
 
-pub use packed::Fields;
+pub use id::StreamId;
+use id::{read_u64, read_usize, write_u64};
 use packed::{Chunks, Packed, Run, entries_of, live_in};
-
-/// An entry's ID: `ms-seq`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct StreamId {
-    pub ms: u64,
-    pub seq: u64,
-}
-
-impl StreamId {
-    pub const MIN: StreamId = StreamId { ms: 0, seq: 0 };
-    pub const MAX: StreamId = StreamId {
-        ms: u64::MAX,
-        seq: u64::MAX,
-    };
-
-    pub const fn new(ms: u64, seq: u64) -> StreamId {
-        StreamId { ms, seq }
-    }
-
-    /// The ID right after this one (`None` after [`StreamId::MAX`]).
-    pub fn next(self) -> Option<StreamId> {
-        match self.seq.checked_add(1) {
-            Some(seq) => Some(StreamId::new(self.ms, seq)),
-            None => self.ms.checked_add(1).map(|ms| StreamId::new(ms, 0)),
-        }
-    }
-
-    /// The ID right before this one (`None` before [`StreamId::MIN`]).
-    pub fn prev(self) -> Option<StreamId> {
-        match self.seq.checked_sub(1) {
-            Some(seq) => Some(StreamId::new(self.ms, seq)),
-            None => self.ms.checked_sub(1).map(|ms| StreamId::new(ms, u64::MAX)),
-        }
-    }
-
-    pub fn is_zero(self) -> bool {
-        self == StreamId::MIN
-    }
-
-    fn write(self, out: &mut Vec<u8>) {
-        write_u64(out, self.ms);
-        write_u64(out, self.seq);
-    }
-
-    fn read(bytes: &[u8], at: &mut usize) -> Option<StreamId> {
-        Some(StreamId::new(read_u64(bytes, at)?, read_u64(bytes, at)?))
-    }
-}
-
-impl fmt::Display for StreamId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{}", self.ms, self.seq)
-    }
-}
+pub use packed::{Fields, Node};
 
 /// A pending entry: delivered to `consumer` and not acknowledged yet.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -124,22 +73,6 @@ pub struct Group {
     pub entries_read: Option<u64>,
     pub pending: BTreeMap<StreamId, Pending>,
     pub consumers: BTreeMap<Vec<u8>, Consumer>,
-}
-
-/// A node of Redis' stream layout: a run of entries Redis keeps in one
-/// listpack. Strata keeps the entries in one map, but tracks where Redis'
-/// nodes would begin and end, because approximate trimming (`MAXLEN ~`,
-/// `MINID ~`) removes whole nodes only and XINFO reports them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Node {
-    /// Entries the node was given, deleted ones included.
-    pub total: u64,
-    /// Entries still in it.
-    pub live: u64,
-    /// Its last entry's ID (deleted or not).
-    pub last: StreamId,
-    /// Bytes its entries take, roughly as a listpack holds them.
-    pub bytes: u64,
 }
 
 /// A stream (see the module docs).
@@ -1418,20 +1351,6 @@ pub fn check_image(image: &[u8]) -> Result<(), BadImage> {
 }
 
 // --- encoding helpers ----------------------------------------------------
-
-fn write_u64(out: &mut Vec<u8>, n: u64) {
-    write_varint(out, n as usize);
-}
-
-fn read_u64(bytes: &[u8], at: &mut usize) -> Option<u64> {
-    read_usize(bytes, at).map(|n| n as u64)
-}
-
-fn read_usize(bytes: &[u8], at: &mut usize) -> Option<usize> {
-    let (n, used) = read_varint(bytes.get(*at..)?)?;
-    *at += used;
-    Some(n)
-}
 
 fn write_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     write_varint(out, bytes.len());

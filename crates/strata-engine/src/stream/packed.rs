@@ -2,8 +2,7 @@
 //! node's entries back to back in one byte run, complete nodes' runs in
 //! shared chunks, and the reading of a run ([`entries_of`], [`Fields`]).
 
-use super::Node;
-use super::StreamId;
+use super::id::StreamId;
 use crate::varint::{read_bytes, read_varint, write_varint};
 
 /// A node and its entries, back to back (module docs): per entry the
@@ -260,4 +259,20 @@ impl<'a> Fields<'a> {
         }
         out
     }
+}
+
+/// A node of Redis' stream layout: a run of entries Redis keeps in one
+/// listpack. Strata keeps the entries in one map, but tracks where Redis'
+/// nodes would begin and end, because approximate trimming (`MAXLEN ~`,
+/// `MINID ~`) removes whole nodes only and XINFO reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Node {
+    /// Entries the node was given, deleted ones included.
+    pub total: u64,
+    /// Entries still in it.
+    pub live: u64,
+    /// Its last entry's ID (deleted or not).
+    pub last: StreamId,
+    /// Bytes its entries take, roughly as a listpack holds them.
+    pub bytes: u64,
 }
