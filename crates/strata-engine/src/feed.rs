@@ -66,6 +66,10 @@ pub struct Group {
     /// The group's last LSN with the log on; the feed's own count without.
     pub seq: u64,
     pub changes: Vec<Change>,
+    /// The sealed records themselves (each numbered: its LSN, or the
+    /// feed's count), when some subscriber asked for them
+    /// ([`Feed::subscribe_records`]); empty otherwise.
+    pub records: Vec<u8>,
 }
 
 /// The subscriber fell behind by more than its queue holds: groups after
@@ -77,10 +81,15 @@ struct Queue {
     state: Mutex<QueueState>,
     ready: Condvar,
     capacity: usize,
+    /// Records wanted ([`Feed::subscribe_records`]): the queue is then
+    /// bounded by the bytes of the records waiting, not only by groups.
+    records_bytes_max: Option<usize>,
 }
 
 struct QueueState {
     groups: VecDeque<Arc<Group>>,
+    /// Bytes of records in `groups`.
+    bytes: usize,
     lagged: bool,
     closed: bool,
 }
@@ -104,14 +113,33 @@ impl Feed {
     /// Subscribes to every group committed from now on; `capacity` groups
     /// may wait unread before the subscription lags.
     pub fn subscribe(&self, capacity: usize) -> Subscription {
+        self.subscribe_queue(capacity, None)
+    }
+
+    /// Subscribes to every group committed from now on with its sealed
+    /// records (replication): up to `bytes_max` bytes of records may wait
+    /// unread before the subscription lags.
+    pub fn subscribe_records(&self, bytes_max: usize) -> Subscription {
+        self.subscribe_queue(usize::MAX, Some(bytes_max))
+    }
+
+    /// The sequence number the next group committed without the log gets
+    /// for its first record.
+    pub(crate) fn next_unlogged_seq(&self) -> u64 {
+        self.state.lock().next_seq + 1
+    }
+
+    fn subscribe_queue(&self, capacity: usize, records_bytes_max: Option<usize>) -> Subscription {
         let queue = Arc::new(Queue {
             state: Mutex::new(QueueState {
                 groups: VecDeque::new(),
+                bytes: 0,
                 lagged: false,
                 closed: false,
             }),
             ready: Condvar::new(),
             capacity: capacity.max(1),
+            records_bytes_max,
         });
         let mut state = self.state.lock();
         state.queues.push(queue.clone());
@@ -153,18 +181,46 @@ impl Feed {
             return;
         }
         let changes = decode(group);
-        if changes.is_empty() {
+        let wants_records = state
+            .queues
+            .iter()
+            .any(|queue| queue.records_bytes_max.is_some());
+        if changes.is_empty() && !wants_records {
             return;
         }
-        let group = Arc::new(Group { seq, changes });
+        let records = if wants_records {
+            group.to_vec()
+        } else {
+            Vec::new()
+        };
+        let bytes = records.len();
+        let group = Arc::new(Group {
+            seq,
+            changes,
+            records,
+        });
         for queue in &state.queues {
             let mut queued = queue.state.lock();
-            if queued.lagged {
+            if queued.lagged || (group.changes.is_empty() && queue.records_bytes_max.is_none()) {
+                // (A group of server state only, the function
+                // libraries, is of interest to replication alone.)
                 continue;
             }
-            if queued.groups.len() >= queue.capacity {
+            let over_bytes = queue
+                .records_bytes_max
+                .is_some_and(|max| queued.bytes + bytes > max);
+            if queued.groups.len() >= queue.capacity || over_bytes {
                 queued.lagged = true;
+                if queue.records_bytes_max.is_some() {
+                    // A replica that fell behind starts over: what waits
+                    // is of no use to it, and must not pin memory.
+                    queued.groups.clear();
+                    queued.bytes = 0;
+                }
             } else {
+                if queue.records_bytes_max.is_some() {
+                    queued.bytes += bytes;
+                }
                 queued.groups.push_back(group.clone());
             }
             queue.ready.notify_all();
@@ -237,9 +293,17 @@ impl Subscription {
         }
     }
 
+    /// Whether the subscription fell behind (what waits was dropped).
+    pub fn is_lagged(&self) -> bool {
+        self.queue.state.lock().lagged
+    }
+
     fn take(state: &mut QueueState) -> Result<Option<Arc<Group>>, Lagged> {
         match state.groups.pop_front() {
-            Some(group) => Ok(Some(group)),
+            Some(group) => {
+                state.bytes = state.bytes.saturating_sub(group.records.len());
+                Ok(Some(group))
+            }
             None if state.lagged => Err(Lagged),
             None => Ok(None),
         }

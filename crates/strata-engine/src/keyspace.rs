@@ -230,6 +230,12 @@ impl Keyspace {
         self.feed.subscribe(capacity)
     }
 
+    /// Subscribes to every group committed from now on with its records
+    /// (replication; see [`crate::copy`]), up to `bytes_max` bytes waiting.
+    pub fn subscribe_records(&self, bytes_max: usize) -> Subscription {
+        self.feed.subscribe_records(bytes_max)
+    }
+
     /// Locks shard `index` without logging (recovery, checkpoints, stats).
     pub(crate) fn lock_unlogged(&self, index: usize) -> MutexGuard<'_, Shard> {
         self.shards[index].lock()

@@ -87,6 +87,7 @@ pub mod checkpoint;
 pub mod collection;
 pub mod commit;
 pub mod compaction;
+pub mod copy;
 mod decimal;
 pub mod dir_lock;
 mod entry;

@@ -550,16 +550,36 @@ pub fn refused(name: &str, value: &str) -> Option<&'static str> {
         ("cluster-enabled", "yes") => {
             Some("cluster mode is not supported: cluster-enabled must be no")
         }
-        ("replicaof", master) if !master.is_empty() => {
-            Some("replication is not supported: Strata cannot be a replica")
+        ("replicaof", primary) if !primary.is_empty() => {
+            let words: Vec<&str> = primary.split_whitespace().collect();
+            let port_ok = words.len() == 2 && words[1].parse::<u16>().is_ok_and(|p| p > 0);
+            (!port_ok).then_some("replicaof needs the primary's host and port")
         }
         _ => None,
     }
 }
 
 /// Why `name` has no effect in Strata (start-up's warning line).
-pub fn note(name: &str) -> &'static str {
+pub fn note(name: &str) -> Option<&'static str> {
+    if USED.contains(&name) {
+        return None;
+    }
     let starts = |prefixes: &[&str]| prefixes.iter().any(|p| name.starts_with(p));
+    Some(note_unused(name, starts))
+}
+
+/// Directives kept in this table (their values are Redis' in every way)
+/// that replication reads (`crate::replication`).
+pub const USED: &[&str] = &[
+    "replicaof",
+    "masterauth",
+    "masteruser",
+    "replica-read-only",
+    "replica-serve-stale-data",
+    "repl-timeout",
+];
+
+fn note_unused(name: &str, starts: impl Fn(&[&str]) -> bool) -> &'static str {
     if starts(&["rdb", "dbfilename", "stop-writes-on-bgsave-error"]) {
         "Strata writes no RDB file: checkpoints and its log replace it (docs/storage.md)"
     } else if starts(&[

@@ -60,6 +60,8 @@ enum Closed {
     OutputBufferLimit,
     IdleTimeout,
     Io(std::io::Error),
+    /// SYNC or PSYNC: the socket now belongs to a replica's sender.
+    BecameReplica,
 }
 
 impl std::fmt::Display for Closed {
@@ -73,6 +75,7 @@ impl std::fmt::Display for Closed {
             Closed::OutputBufferLimit => write!(f, "output buffer limit reached"),
             Closed::IdleTimeout => write!(f, "idle timeout"),
             Closed::Io(e) => write!(f, "{e}"),
+            Closed::BecameReplica => write!(f, "became a replica"),
         }
     }
 }
@@ -252,6 +255,10 @@ pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, admitted: Admit
         tls,
     };
     let reason = connection.run(&client).await;
+    if let Closed::BecameReplica = reason {
+        hand_to_replica_sender(connection, client, _registered);
+        return;
+    }
     match &reason {
         Closed::OutputBufferLimit => log_notice!(
             "Client id={} addr={} closed for overcoming of output buffer limits.",
@@ -273,6 +280,36 @@ pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, admitted: Admit
             client.id,
             client.addr
         ),
+    }
+}
+
+/// After SYNC or PSYNC: the connection's socket goes to a thread that
+/// serves the replica (`crate::replication::primary`), with the client's
+/// registration, so it stays in CLIENT LIST until the replica goes.
+fn hand_to_replica_sender(connection: Connection, client: Arc<ClientInfo>, registered: Registered) {
+    let Connection {
+        server,
+        stream,
+        session,
+        tls,
+        ..
+    } = connection;
+    let request = session.sync_request.clone().expect("set by SYNC or PSYNC");
+    let stream = match (stream, tls) {
+        (crate::socket::Stream::Tcp(tcp), None) => tcp.into_std(),
+        _ => {
+            log_warning!(
+                "Replica {} asked for a synchronization over a unix socket or TLS, which Strata does not serve yet",
+                client.addr
+            );
+            return;
+        }
+    };
+    match stream {
+        Ok(stream) => {
+            crate::replication::primary::serve(server, stream, client, request, registered)
+        }
+        Err(e) => log_warning!("Replica {}: {e}", client.addr),
     }
 }
 
@@ -395,6 +432,9 @@ impl Connection {
             }
             if self.session.close_after_reply && !self.output_pending() {
                 return Closed::ClientQuit;
+            }
+            if self.session.sync_request.is_some() && !self.output_pending() {
+                return Closed::BecameReplica;
             }
             if client.is_killed() {
                 return Closed::Killed;
@@ -661,7 +701,7 @@ impl Connection {
     fn execute_buffered(&mut self, client: &ClientInfo, now: u64) -> Result<(), Closed> {
         let limits = self.parser_limits();
         let pause_bytes = self.output_pause_bytes();
-        while !self.session.close_after_reply {
+        while !self.session.close_after_reply && self.session.sync_request.is_none() {
             if self.output.len() >= pause_bytes {
                 // Hand what we have to the socket; only what it does not
                 // take counts against the client's limits. Replies still

@@ -750,18 +750,7 @@ fn stats_section(server: &Server, out: &mut String, held: &mut Held) {
 }
 
 fn replication_section(server: &Server, out: &mut String) {
-    field!(out, "role", "master");
-    field!(out, "connected_slaves", 0);
-    field!(out, "master_failover_state", "no-failover");
-    field!(out, "master_replid", server.run_id);
-    field!(
-        out,
-        "master_replid2",
-        "0000000000000000000000000000000000000000"
-    );
-    field!(out, "master_repl_offset", 0);
-    field!(out, "second_repl_offset", -1);
-    field!(out, "repl_backlog_active", 0);
+    server.replication.info(out, crate::server::now_ms());
 }
 
 fn cpu_section(out: &mut String) {

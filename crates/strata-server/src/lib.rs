@@ -42,6 +42,7 @@ pub mod notify;
 pub mod persistence;
 pub mod pubsub;
 pub mod rdb;
+pub mod replication;
 pub mod scripting;
 pub mod server;
 pub mod session;

@@ -75,6 +75,8 @@ pub struct Server {
     pub slowlog: crate::slowlog::SlowLog,
     /// MONITOR's clients.
     pub monitors: crate::monitor::Monitors,
+    /// Replicas served and the primary followed (`crate::replication`).
+    pub replication: crate::replication::Replication,
     /// The TLS configuration new connections on `tls-port` get (CONFIG
     /// SET of the tls-* settings replaces it).
     pub tls: parking_lot::RwLock<Option<Arc<rustls::ServerConfig>>>,
@@ -109,7 +111,7 @@ pub fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-fn random_hex(len: usize) -> String {
+pub fn random_hex(len: usize) -> String {
     (0..len)
         .map(|_| {
             char::from_digit((strata_engine::keyspace::random_u64() % 16) as u32, 16).unwrap_or('0')
@@ -135,7 +137,9 @@ impl Server {
     /// registries start empty.
     pub fn new(parts: Parts) -> Server {
         let port = parts.config.port;
+        let run_id = random_hex(40);
         Server {
+            replication: crate::replication::Replication::new(&run_id),
             keyspace: parts.keyspace,
             blocking: parts.blocking,
             persistence: Arc::new(parts.persistence),
@@ -148,7 +152,7 @@ impl Server {
             stats: GlobalStats::default(),
             thread_stats: parts.thread_stats,
             started: Instant::now(),
-            run_id: random_hex(40),
+            run_id,
             executable: std::env::current_exe()
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),

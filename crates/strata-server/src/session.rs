@@ -24,6 +24,14 @@ pub struct Session {
     pub user_unrestricted: bool,
     /// Set by QUIT and protocol errors: flush the replies, then close.
     pub close_after_reply: bool,
+    /// Set by SYNC and PSYNC: once the replies before it are out, the
+    /// connection becomes a replica's (`crate::replication::primary`).
+    pub sync_request: Option<crate::replication::primary::SyncRequest>,
+    /// The port REPLCONF listening-port announced.
+    pub replica_port: u16,
+    /// This session applies a primary's stream (`crate::replication::link`):
+    /// replica-read-only does not apply to it.
+    pub primary_link: bool,
     /// Set by a blocking command that found nothing (it replied nothing):
     /// the connection waits on these keys and runs it again.
     pub block: Option<Block>,
@@ -130,6 +138,9 @@ impl Session {
             user: default,
             user_generation: acl.generation(),
             close_after_reply: false,
+            sync_request: None,
+            replica_port: 0,
+            primary_link: false,
             block: None,
             block_retry: false,
             multi: None,

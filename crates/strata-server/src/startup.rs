@@ -84,6 +84,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
     announce(&server);
     let _pidfile = PidFile::write(&server.config.get().pidfile);
     let workers = spawn_threads(&server)?;
+    follow_configured_primary(&server);
     serve(&server, bound, workers, pending)?;
     // A script still running holds its thread and shards: it stops now
     // (see `scripting::Running::check`), so the final checkpoint can lock
@@ -222,7 +223,7 @@ fn assemble(
         .map_err(|e| format!("Can't start the unblocking thread: {e}"))?;
     let persistence = Persistence::new(now_ms() / 1000, thread_stats.clone());
     *persistence.dir_lock.lock() = Some(dir_lock);
-    Ok(Arc::new(Server::new(Parts {
+    let server = Arc::new(Server::new(Parts {
         config,
         keyspace,
         persistence,
@@ -232,7 +233,24 @@ fn assemble(
         acl,
         thread_stats,
         tls: tls_config,
-    })))
+    }));
+    server.replication.set_server(&server);
+    Ok(server)
+}
+
+/// `replicaof host port` in the configuration: the link starts now and
+/// connects once the data directory is loaded.
+fn follow_configured_primary(server: &Arc<Server>) {
+    let config = server.config.get();
+    let setting = config.setting("replicaof");
+    let mut words = setting.split_whitespace();
+    let (Some(host), Some(port)) = (words.next(), words.next().and_then(|p| p.parse().ok())) else {
+        return;
+    };
+    let link = server.replication.follow(host.to_string(), port);
+    link.read_only
+        .store(config.setting("replica-read-only") == "yes", Relaxed);
+    crate::replication::link::start(server.clone(), host.to_string(), port, link);
 }
 
 /// The start-up lines of the log.
@@ -247,10 +265,11 @@ fn announce(server: &Server) {
         config.threads
     );
     for (name, value) in &config.accepted {
-        log_warning!(
-            "'{name} {value}' is accepted for redis.conf compatibility and has no effect: {}",
-            crate::config_accepted::note(name)
-        );
+        if let Some(why) = crate::config_accepted::note(name) {
+            log_warning!(
+                "'{name} {value}' is accepted for redis.conf compatibility and has no effect: {why}"
+            );
+        }
     }
 }
 

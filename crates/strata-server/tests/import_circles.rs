@@ -49,6 +49,7 @@ const SERVER_CIRCLES_LEFT: &[&str] = &[
     "commands::lists",
     "commands::memory",
     "commands::pubsub",
+    "commands::replication",
     "commands::scripting",
     "commands::server",
     "commands::sets",
@@ -72,6 +73,7 @@ const SERVER_CIRCLES_LEFT: &[&str] = &[
     "commands::table::keys",
     "commands::table::lists",
     "commands::table::pubsub",
+    "commands::table::replication",
     "commands::table::scripting",
     "commands::table::server",
     "commands::table::sets",
@@ -89,6 +91,11 @@ const SERVER_CIRCLES_LEFT: &[&str] = &[
     "lua_patterns",
     "lua_stack",
     "persistence",
+    // Replication's services reach the server (the link runs commands
+    // through dispatch; REPLICAOF starts threads that hold the server).
+    "replication",
+    "replication::link",
+    "replication::primary",
     "scripting",
     "server",
     "session",

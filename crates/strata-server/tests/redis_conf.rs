@@ -122,8 +122,8 @@ fn unsafe_or_bad_values_stop_start_up() {
             "tls-port needs tls-cert-file and tls-key-file",
         ),
         (
-            ["--replicaof", "10.0.0.1 6379"],
-            "replication is not supported",
+            ["--replicaof", "10.0.0.1"],
+            "replicaof needs the primary's host and port",
         ),
         (
             ["--cluster-enabled", "yes"],

@@ -33,6 +33,7 @@ pub mod latency;
 pub mod lists;
 pub mod memory;
 pub mod pubsub;
+pub mod replication;
 pub mod scripting;
 pub mod server;
 pub mod sets;
@@ -267,6 +268,11 @@ impl Gates {
     /// Runs at once inside MULTI rather than queue
     /// (the table's `RUNS_AT_ONCE`).
     pub const RUNS_AT_ONCE: u16 = 512;
+    /// `write`: refused on a read-only replica.
+    pub const WRITE: u16 = 1024;
+    /// `stale`: runs on a replica whose link is down even with
+    /// `replica-serve-stale-data no`.
+    pub const STALE: u16 = 2048;
 
     fn of(spec: &Spec, is_ping: bool) -> Gates {
         let mut bits = 0;
@@ -277,6 +283,8 @@ impl Gates {
             (flag::DENYOOM, Self::DENYOOM),
             (flag::NO_MULTI, Self::NO_MULTI),
             (flag::ALLOW_BUSY, Self::ALLOW_BUSY),
+            (flag::WRITE, Self::WRITE),
+            (flag::STALE, Self::STALE),
         ] {
             if spec.has(redis_flag) {
                 bits |= bit;
@@ -959,6 +967,7 @@ const GATES: &[fn(&mut Admission) -> Option<Refusal>] = &[
     loading_gate,
     disk_error_gate,
     memory_gate,
+    replica_gate,
     busy_script_gate,
     subscribed_gate,
     multi_gate,
@@ -1007,6 +1016,24 @@ fn disk_error_gate(a: &mut Admission) -> Option<Refusal> {
         )
         .into(),
     )
+}
+
+/// On a replica: READONLY for writes (replica-read-only), MASTERDOWN
+/// while the link is down (replica-serve-stale-data no). The primary's
+/// own stream passes.
+fn replica_gate(a: &mut Admission) -> Option<Refusal> {
+    if a.session.primary_link {
+        return None;
+    }
+    let gates = a.gates();
+    let serve_stale = a.config.setting("replica-serve-stale-data") != "no";
+    (a.server.replication)
+        .refusal(
+            gates.has(Gates::WRITE),
+            gates.has(Gates::STALE),
+            serve_stale,
+        )
+        .map(Into::into)
 }
 
 fn memory_gate(a: &mut Admission) -> Option<Refusal> {

@@ -98,6 +98,14 @@ impl Config {
         strata_engine::latency::set_threshold_ms(self.latency_monitor_threshold);
     }
 
+    /// The value of the accepted directive `name` (as set, else Redis'
+    /// default); empty for a name that is not one.
+    pub fn setting(&self, name: &str) -> String {
+        crate::config_accepted::find(name)
+            .map(|accepted| self.accepted_value(accepted))
+            .unwrap_or_default()
+    }
+
     /// The value of an accepted directive: as set, else Redis' default.
     pub fn accepted_value(&self, accepted: &crate::config_accepted::Accepted) -> String {
         self.accepted
@@ -207,6 +215,7 @@ pub fn help() -> String {
             accepted.name,
             accepted.default,
             crate::config_accepted::note(accepted.name)
+                .unwrap_or("used by replication (docs/replication.md)")
         ));
     }
     text

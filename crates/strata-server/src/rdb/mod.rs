@@ -20,6 +20,7 @@
 //! encoding, so payloads move between Redis and Strata both ways.
 
 pub mod encoding;
+pub mod file;
 pub mod intset;
 pub mod listpack;
 pub mod object;

@@ -112,7 +112,23 @@ pub fn dump(value: ValueRef, now_ms: u64) -> Vec<u8> {
 /// The value in a payload's body (checked by [`super::verify`]).
 pub fn restore(body: &[u8]) -> Result<Value<'static>, Malformed> {
     let mut reader = Reader::new(body);
-    let value = match reader.byte()? {
+    let value = read(&mut reader)?;
+    if !reader.is_empty() {
+        return Err(Malformed);
+    }
+    Ok(value)
+}
+
+/// The object at the reader: its type byte, then the type's body (as in
+/// a payload's body, or after a key in an RDB file).
+pub fn read(reader: &mut Reader) -> Result<Value<'static>, Malformed> {
+    let kind = reader.byte()?;
+    read_typed(reader, kind)
+}
+
+/// The body of an object of type `kind` at the reader.
+pub fn read_typed(reader: &mut Reader, kind: u8) -> Result<Value<'static>, Malformed> {
+    let value = match kind {
         TYPE_STRING => {
             let bytes = reader.string()?;
             match strata_engine::value::parse_canonical_i64(&bytes) {
@@ -120,7 +136,7 @@ pub fn restore(body: &[u8]) -> Result<Value<'static>, Malformed> {
                 None => Value::owned(bytes),
             }
         }
-        TYPE_LIST => list_value(strings(&mut reader)?)?,
+        TYPE_LIST => list_value(strings(reader)?)?,
         TYPE_LIST_ZIPLIST => list_value(ziplist::entries(&reader.string()?)?)?,
         TYPE_LIST_QUICKLIST => {
             let mut elements = Vec::new();
@@ -129,17 +145,17 @@ pub fn restore(body: &[u8]) -> Result<Value<'static>, Malformed> {
             }
             list_value(elements)?
         }
-        TYPE_LIST_QUICKLIST_2 => list_value(quicklist_2(&mut reader)?)?,
-        TYPE_SET => set_value(strings(&mut reader)?)?,
+        TYPE_LIST_QUICKLIST_2 => list_value(quicklist_2(reader)?)?,
+        TYPE_SET => set_value(strings(reader)?)?,
         TYPE_SET_INTSET => set_value(intset::members(&reader.string()?)?)?,
         TYPE_SET_LISTPACK => set_value(listpack::elements(&reader.string()?)?)?,
         TYPE_ZSET | TYPE_ZSET_2 => {
             let count = reader.len()?;
-            let mut entries = Vec::with_capacity(capacity(count, &reader));
+            let mut entries = Vec::with_capacity(capacity(count, reader));
             for _ in 0..count {
                 let member = reader.string()?;
-                let score = if body[0] == TYPE_ZSET {
-                    text_score(&mut reader)?
+                let score = if kind == TYPE_ZSET {
+                    text_score(reader)?
                 } else {
                     f64::from_le_bytes(reader.take(8)?.try_into().expect("8 bytes"))
                 };
@@ -151,24 +167,21 @@ pub fn restore(body: &[u8]) -> Result<Value<'static>, Malformed> {
         TYPE_ZSET_LISTPACK => zset_value(scored(listpack::elements(&reader.string()?)?)?)?,
         TYPE_HASH => {
             let count = reader.len()?;
-            let mut fields = Vec::with_capacity(capacity(count, &reader));
+            let mut fields = Vec::with_capacity(capacity(count, reader));
             for _ in 0..count {
                 fields.push((reader.string()?, reader.string()?, None));
             }
             hash_value(fields)?
         }
-        TYPE_HASH_METADATA => hash_value(hash_metadata(&mut reader)?)?,
+        TYPE_HASH_METADATA => hash_value(hash_metadata(reader)?)?,
         TYPE_HASH_ZIPLIST => hash_value(pairs(ziplist::entries(&reader.string()?)?)?)?,
         TYPE_HASH_LISTPACK => hash_value(pairs(listpack::elements(&reader.string()?)?)?)?,
-        TYPE_HASH_LISTPACK_EX => hash_value(hash_listpack_ex(&mut reader)?)?,
+        TYPE_HASH_LISTPACK_EX => hash_value(hash_listpack_ex(reader)?)?,
         kind @ (super::stream::TYPE_STREAM_LISTPACKS
         | super::stream::TYPE_STREAM_LISTPACKS_2
-        | super::stream::TYPE_STREAM_LISTPACKS_3) => super::stream::read(&mut reader, kind)?,
+        | super::stream::TYPE_STREAM_LISTPACKS_3) => super::stream::read(reader, kind)?,
         _ => return Err(Malformed),
     };
-    if !reader.is_empty() {
-        return Err(Malformed);
-    }
     Ok(value)
 }
 

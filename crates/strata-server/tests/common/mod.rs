@@ -675,6 +675,9 @@ impl RedisServer {
                     "no",
                     "--enable-debug-command",
                     "yes",
+                    // Where a replica puts the RDB file it receives.
+                    "--dir",
+                    temp_dir().to_str().unwrap(),
                 ])
                 .stdout(std::process::Stdio::null())
                 .spawn()

@@ -21,6 +21,7 @@ mod hyperloglog;
 mod keys;
 mod lists;
 mod pubsub;
+mod replication;
 mod scripting;
 mod server;
 mod sets;
@@ -36,9 +37,9 @@ use super::keyspec::{
 use super::{
     Run, Spec, acl as ac, bits, cluster as cl, connection as conn, debug as dbg, dump,
     functions as fc, geo as gs, hashes as hs, hyperloglog as hll, introspection as intro,
-    keys as ks, latency as lat, lists as ls, memory as mem, pubsub as ps, scripting as sc,
-    server as srv, sets as se, sort as so, streams as xs, strings as st, transactions as tx,
-    zsets as zs,
+    keys as ks, latency as lat, lists as ls, memory as mem, pubsub as ps, replication as repl,
+    scripting as sc, server as srv, sets as se, sort as so, streams as xs, strings as st,
+    transactions as tx, zsets as zs,
 };
 
 // Key spec flags (see `keyspec`), in Redis' order.
@@ -749,6 +750,7 @@ const COMMAND_SUBCOMMANDS: &[Spec] = &[
 pub static FAMILIES: &[&[Spec]] = &[
     connection::COMMANDS,
     server::COMMANDS,
+    replication::COMMANDS,
     acl::COMMANDS,
     hashes::COMMANDS,
     lists::COMMANDS,

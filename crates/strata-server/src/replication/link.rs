@@ -1,0 +1,462 @@
+//! The replica's side: a thread that connects to the primary, asks for a
+//! full synchronisation, loads the RDB file it is sent, then applies the
+//! command stream that follows, acknowledging its offset every second.
+//! When the link breaks it connects again (a full synchronisation each
+//! time: partial resynchronisation is not built yet).
+//!
+//! The primary may be Strata or redis-server 7.x. Commands from the
+//! primary run as an internal client (CLIENT LIST `flags=M`) that no ACL
+//! and no read-only rule stops; their replies are dropped. What they
+//! change is logged here as any write is, so the replica is durable on
+//! its own and feeds its own replicas.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::{Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use strata_resp::{Limits, RequestParser};
+
+use crate::rdb::file::Item;
+use crate::server::{Server, now_ms};
+use crate::session::Session;
+use crate::{log_notice, log_warning};
+
+/// The link's state, as INFO and ROLE show it.
+pub struct LinkState {
+    pub stop: AtomicBool,
+    /// Synchronised and applying the stream.
+    pub up: AtomicBool,
+    /// Receiving or loading the RDB file.
+    pub syncing: AtomicBool,
+    pub last_io_ms: AtomicU64,
+    pub down_since_ms: AtomicU64,
+    pub sync_total: AtomicU64,
+    pub sync_read: AtomicU64,
+    pub priority: AtomicU64,
+    pub read_only: AtomicBool,
+}
+
+impl Default for LinkState {
+    fn default() -> Self {
+        LinkState {
+            stop: false.into(),
+            up: false.into(),
+            syncing: false.into(),
+            last_io_ms: 0.into(),
+            down_since_ms: now_ms().into(),
+            sync_total: 0.into(),
+            sync_read: 0.into(),
+            priority: 100.into(),
+            read_only: true.into(),
+        }
+    }
+}
+
+impl LinkState {
+    pub fn sync_left(&self) -> u64 {
+        (self.sync_total.load(Relaxed)).saturating_sub(self.sync_read.load(Relaxed))
+    }
+
+    pub fn sync_percent(&self) -> String {
+        let total = self.sync_total.load(Relaxed).max(1);
+        format!(
+            "{:.2}",
+            self.sync_read.load(Relaxed) as f64 * 100.0 / total as f64
+        )
+    }
+}
+
+/// Wait between connection attempts.
+const RETRY: Duration = Duration::from_secs(1);
+/// Largest RDB file a replica takes (it is read into RAM whole).
+const RDB_BYTES_MAX: u64 = 64 << 30;
+
+/// Starts the link thread for `link` to `host:port`.
+pub fn start(server: Arc<Server>, host: String, port: u16, link: Arc<LinkState>) {
+    let spawned = std::thread::Builder::new()
+        .name("strata-replica-link".into())
+        .spawn(move || {
+            while !link.stop.load(Relaxed) {
+                log_notice!("Connecting to MASTER {host}:{port}");
+                let outcome = follow(&server, &host, port, &link);
+                link.up.store(false, Relaxed);
+                link.syncing.store(false, Relaxed);
+                link.down_since_ms.store(now_ms(), Relaxed);
+                server.persistence.loading.store(false, Release);
+                match outcome {
+                    Ok(()) => {}
+                    Err(why) => log_warning!("Replication with {host}:{port}: {why}"),
+                }
+                if !link.stop.load(Relaxed) {
+                    std::thread::sleep(RETRY);
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        log_warning!("could not start the replication link: {e}");
+    }
+}
+
+/// One connection to the primary, from the handshake until it breaks.
+fn follow(server: &Arc<Server>, host: &str, port: u16, link: &LinkState) -> Result<(), String> {
+    // A replica configured at start-up connects once its own data is
+    // loaded (it is then replaced by the primary's).
+    while server.persistence.is_loading() {
+        if link.stop.load(Relaxed) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let config = server.config.get();
+    let timeout = Duration::from_secs(super::primary::repl_timeout_s(&config));
+    let addr = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| e.to_string())?
+        .next()
+        .ok_or("the primary's name resolves to no address")?;
+    let stream =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
+    stream
+        .set_write_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
+    let _ = stream.set_nodelay(true);
+    let mut reader =
+        BufReader::with_capacity(1 << 16, stream.try_clone().map_err(|e| e.to_string())?);
+    let mut writer = stream;
+    handshake(&mut reader, &mut writer, server, &config)?;
+    let (replid, offset) = ask_full_sync(&mut reader, &mut writer)?;
+    link.syncing.store(true, Relaxed);
+    link.last_io_ms.store(now_ms(), Relaxed);
+    let rdb = receive_rdb(&mut reader, link)?;
+    log_notice!(
+        "MASTER <-> REPLICA sync: loading {} bytes of RDB",
+        rdb.len()
+    );
+    let client = server.clients.register(
+        addr,
+        writer.local_addr().map_err(|e| e.to_string())?,
+        None,
+        -1,
+        now_ms(),
+    );
+    let mut applier = Applier::new(server, client.clone());
+    let loaded = applier.load(&rdb);
+    drop(rdb);
+    if let Err(why) = loaded {
+        server.clients.unregister(client.id);
+        return Err(why);
+    }
+    server.replication.adopt(&replid, offset);
+    link.syncing.store(false, Relaxed);
+    link.up.store(true, Relaxed);
+    log_notice!("MASTER <-> REPLICA sync: finished with success");
+    let applied = applier.apply_stream(reader, writer, link, timeout, offset);
+    server.clients.unregister(client.id);
+    applied
+}
+
+fn command(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let owned: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+    super::translate::write_command(&mut out, &owned);
+    out
+}
+
+fn read_line(reader: &mut impl BufRead) -> Result<String, String> {
+    let mut line = String::new();
+    let n = reader.read_line(&mut line).map_err(|e| e.to_string())?;
+    if n == 0 {
+        return Err("the primary closed the connection".into());
+    }
+    Ok(line.trim_end().to_string())
+}
+
+/// Sends a command and reads its one-line reply.
+fn ask(
+    reader: &mut impl BufRead,
+    writer: &mut TcpStream,
+    args: &[&[u8]],
+) -> Result<String, String> {
+    writer
+        .write_all(&command(args))
+        .map_err(|e| e.to_string())?;
+    read_line(reader)
+}
+
+fn handshake(
+    reader: &mut impl BufRead,
+    writer: &mut TcpStream,
+    server: &Server,
+    config: &crate::config::Config,
+) -> Result<(), String> {
+    let pong = ask(reader, writer, &[b"PING"])?;
+    if pong.starts_with('-') && !pong.starts_with("-NOAUTH") {
+        return Err(format!("the primary answered PING with {pong}"));
+    }
+    let password = config.setting("masterauth");
+    if !password.is_empty() {
+        let user = config.setting("masteruser");
+        let reply = if user.is_empty() {
+            ask(reader, writer, &[b"AUTH", password.as_bytes()])?
+        } else {
+            ask(
+                reader,
+                writer,
+                &[b"AUTH", user.as_bytes(), password.as_bytes()],
+            )?
+        };
+        if reply.starts_with('-') {
+            return Err(format!("unable to AUTH to MASTER: {reply}"));
+        }
+    }
+    let port = server.port().to_string();
+    let reply = ask(
+        reader,
+        writer,
+        &[b"REPLCONF", b"listening-port", port.as_bytes()],
+    )?;
+    if reply.starts_with('-') {
+        log_warning!("the primary refused REPLCONF listening-port: {reply}");
+    }
+    let reply = ask(reader, writer, &[b"REPLCONF", b"capa", b"psync2"])?;
+    if reply.starts_with('-') {
+        log_warning!("the primary refused REPLCONF capa: {reply}");
+    }
+    Ok(())
+}
+
+/// PSYNC ? -1: the primary's replication ID and the offset its stream
+/// starts at.
+fn ask_full_sync(
+    reader: &mut impl BufRead,
+    writer: &mut TcpStream,
+) -> Result<(String, u64), String> {
+    writer
+        .write_all(&command(&[b"PSYNC", b"?", b"-1"]))
+        .map_err(|e| e.to_string())?;
+    loop {
+        let line = read_line(reader)?;
+        if line.is_empty() {
+            continue;
+        }
+        let mut words = line.split(' ');
+        if words.next() != Some("+FULLRESYNC") {
+            return Err(format!("the primary answered PSYNC with {line}"));
+        }
+        let replid = words.next().unwrap_or_default().to_string();
+        let offset = words
+            .next()
+            .and_then(|w| w.parse().ok())
+            .ok_or("a FULLRESYNC without an offset")?;
+        return Ok((replid, offset));
+    }
+}
+
+/// The RDB bulk: `$<len>\r\n` (newlines may come first while the primary
+/// prepares it) and the bytes.
+fn receive_rdb(reader: &mut impl BufRead, link: &LinkState) -> Result<Vec<u8>, String> {
+    let header = loop {
+        let line = read_line(reader)?;
+        link.last_io_ms.store(now_ms(), Relaxed);
+        if !line.is_empty() {
+            break line;
+        }
+    };
+    let len: u64 = header
+        .strip_prefix('$')
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("expected the RDB bulk, got {header}"))?;
+    if len > RDB_BYTES_MAX {
+        return Err(format!(
+            "the RDB file is {len} bytes, more than this replica takes"
+        ));
+    }
+    link.sync_total.store(len, Relaxed);
+    link.sync_read.store(0, Relaxed);
+    let mut rdb = vec![0u8; len as usize];
+    let mut got = 0;
+    while got < rdb.len() {
+        let n = reader.read(&mut rdb[got..]).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("the primary closed the connection during the RDB transfer".into());
+        }
+        got += n;
+        link.sync_read.store(got as u64, Relaxed);
+        link.last_io_ms.store(now_ms(), Relaxed);
+    }
+    Ok(rdb)
+}
+
+/// Runs the primary's commands here.
+struct Applier<'s> {
+    server: &'s Arc<Server>,
+    session: Session,
+    stats: crate::stats::ThreadStats,
+    replies: BytesMut,
+}
+
+impl<'s> Applier<'s> {
+    fn new(server: &'s Arc<Server>, client: Arc<crate::client::ClientInfo>) -> Self {
+        let mut session = Session::new(client, &server.acl);
+        session.authenticated = true;
+        session.primary_link = true;
+        Applier {
+            server,
+            session,
+            stats: crate::stats::ThreadStats::new(server.commands.specs.len()),
+            replies: BytesMut::new(),
+        }
+    }
+
+    fn run(&mut self, args: &[Bytes]) {
+        let config = self.server.config.get();
+        crate::commands::dispatch(
+            self.server,
+            &mut self.session,
+            &mut self.replies,
+            &config,
+            &self.stats,
+            now_ms(),
+            args,
+            false,
+        );
+        if self.replies.starts_with(b"-") {
+            log_warning!(
+                "a command from the primary failed here: {} ({})",
+                String::from_utf8_lossy(&args[0]),
+                String::from_utf8_lossy(&self.replies).trim_end()
+            );
+        }
+        self.replies.clear();
+    }
+
+    /// Replaces the data with the RDB file's.
+    fn load(&mut self, rdb: &[u8]) -> Result<(), String> {
+        let server = self.server;
+        self.run(&[Bytes::from_static(b"FLUSHALL")]);
+        server.persistence.loading.store(true, Release);
+        let now = now_ms();
+        let keyspace = &server.keyspace;
+        let mut functions = Vec::new();
+        let mut keys = 0u64;
+        let read = crate::rdb::file::read(rdb, |item| match item {
+            Item::Key {
+                db,
+                key,
+                deadline,
+                value,
+            } => {
+                if db >= keyspace.db_count() || deadline.is_some_and(|at| at <= now) {
+                    return;
+                }
+                let k = keyspace.key(&key);
+                keyspace.lock(k).set(db, k, value, deadline, false, now);
+                keys += 1;
+            }
+            Item::Function(code) => functions.push(code),
+        });
+        server.persistence.loading.store(false, Release);
+        if !functions.is_empty() {
+            let mut payload = Vec::new();
+            for code in &functions {
+                payload.push(crate::rdb::OPCODE_FUNCTION2);
+                crate::rdb::encoding::write_string(&mut payload, code);
+            }
+            crate::rdb::encoding::seal(&mut payload);
+            self.run(&[
+                Bytes::from_static(b"FUNCTION"),
+                Bytes::from_static(b"RESTORE"),
+                Bytes::from(payload),
+                Bytes::from_static(b"REPLACE"),
+            ]);
+        }
+        read?;
+        log_notice!("MASTER <-> REPLICA sync: {keys} keys loaded");
+        Ok(())
+    }
+
+    /// Applies the command stream until the link breaks or is stopped.
+    fn apply_stream(
+        &mut self,
+        mut reader: BufReader<TcpStream>,
+        mut writer: TcpStream,
+        link: &LinkState,
+        timeout: Duration,
+        mut offset: u64,
+    ) -> Result<(), String> {
+        let mut input = BytesMut::from(reader.buffer());
+        reader.consume(input.len());
+        let mut stream = reader.into_inner();
+        stream
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .map_err(|e| e.to_string())?;
+        let mut parser = RequestParser::new();
+        let limits = Limits {
+            bulk_len_bytes_max: i64::MAX as u64,
+            ..Limits::default()
+        };
+        let mut chunk = vec![0u8; 1 << 16];
+        let mut acked_at = Instant::now();
+        let mut heard_at = Instant::now();
+        loop {
+            if link.stop.load(Relaxed) {
+                return Ok(());
+            }
+            loop {
+                let before = input.len();
+                let Some(args) = parser.next(&mut input, &limits).map_err(|e| e.0)? else {
+                    break;
+                };
+                let consumed = (before - input.len()) as u64;
+                if args.len() >= 2
+                    && args[0].eq_ignore_ascii_case(b"replconf")
+                    && args[1].eq_ignore_ascii_case(b"getack")
+                {
+                    send_ack(&mut writer, offset)?;
+                    acked_at = Instant::now();
+                } else if !args[0].eq_ignore_ascii_case(b"ping") {
+                    self.run(&args);
+                }
+                offset += consumed;
+                self.server.replication.adopt_offset(offset);
+            }
+            if acked_at.elapsed() >= Duration::from_secs(1) {
+                send_ack(&mut writer, offset)?;
+                acked_at = Instant::now();
+            }
+            match stream.read(&mut chunk) {
+                Ok(0) => return Err("the primary closed the connection".into()),
+                Ok(n) => {
+                    input.extend_from_slice(&chunk[..n]);
+                    heard_at = Instant::now();
+                    link.last_io_ms.store(now_ms(), Relaxed);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    if heard_at.elapsed() > timeout {
+                        return Err("timeout: nothing from the primary within repl-timeout".into());
+                    }
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    }
+}
+
+fn send_ack(writer: &mut TcpStream, offset: u64) -> Result<(), String> {
+    let offset = offset.to_string();
+    writer
+        .write_all(&command(&[b"REPLCONF", b"ACK", offset.as_bytes()]))
+        .map_err(|e| e.to_string())
+}

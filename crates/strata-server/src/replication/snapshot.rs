@@ -1,0 +1,138 @@
+//! The RDB file a full synchronisation sends, written from a copy of the
+//! keyspace made shard by shard ([`strata_engine::copy`]) into a file
+//! under the data directory: no fork, one shard locked at a time, the
+//! file on disk rather than in RAM.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+
+use strata_engine::copy::Copied;
+use strata_engine::keyspace::SHARD_COUNT;
+use strata_engine::record::{Kind, Record};
+use strata_engine::{Keyspace, ValueType};
+
+use crate::rdb::file::Writer;
+
+/// A written copy: the file, its length, and what it covers.
+pub struct Snapshot {
+    pub path: PathBuf,
+    pub bytes: u64,
+    pub keys: u64,
+    /// Per shard, the sequence number from which its changes are not in
+    /// the copy (`L_s`).
+    pub covered: Vec<u64>,
+}
+
+/// What a record that follows the copy is to the replica.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Follows {
+    /// The copy already holds it.
+    Skip,
+    /// It must be sent.
+    Send,
+    /// It changed every shard (FLUSHALL, FLUSHDB, SWAPDB) while the copy
+    /// was being made: some shards were copied before it, some after, and
+    /// no command could now bring the replica to an exact state. The
+    /// synchronisation starts again.
+    Restart,
+}
+
+impl Snapshot {
+    /// Where `record` (from the change feed, subscribed before the copy
+    /// began) stands relative to the copy.
+    pub fn follows(&self, keyspace: &Keyspace, record: &Record) -> Follows {
+        let shard_wide = matches!(record.kind, Kind::FlushDb | Kind::FlushAll | Kind::SwapDb);
+        if shard_wide {
+            let first = self.covered.iter().min().copied().unwrap_or(0);
+            let last = self.covered.iter().max().copied().unwrap_or(0);
+            return if record.lsn < first {
+                Follows::Skip
+            } else if record.lsn >= last {
+                Follows::Send
+            } else {
+                Follows::Restart
+            };
+        }
+        let shard = if record.kind == Kind::Meta {
+            0
+        } else {
+            keyspace.key(record.key).shard()
+        };
+        if record.lsn >= self.covered[shard] {
+            Follows::Send
+        } else {
+            Follows::Skip
+        }
+    }
+}
+
+/// A value on disk only, noted under its shard's lock, read after.
+struct ColdKey {
+    db: usize,
+    key: Vec<u8>,
+    deadline: Option<u64>,
+    loc: u64,
+    value_type: ValueType,
+}
+
+/// Writes the copy to `path`; the file says it is from Redis
+/// `redis_version`.
+pub fn write(
+    keyspace: &Keyspace,
+    path: &Path,
+    redis_version: &str,
+    now_ms: u64,
+) -> std::io::Result<Snapshot> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let file = BufWriter::with_capacity(1 << 20, File::create(path)?);
+    let mut writer = Writer::new(file, redis_version, now_ms)?;
+    let mut covered = Vec::with_capacity(SHARD_COUNT);
+    let mut keys = 0;
+    let mut cold = Vec::new();
+    for index in 0..SHARD_COUNT {
+        let (from, meta) = keyspace.copy_shard(index, now_ms, |db, key, deadline, copied| {
+            keys += 1;
+            match copied {
+                Copied::Value(value) => writer.key(db, key, deadline, value, now_ms),
+                Copied::Cold { loc, value_type } => cold.push(ColdKey {
+                    db,
+                    key: key.to_vec(),
+                    deadline,
+                    loc,
+                    value_type,
+                }),
+            }
+        });
+        covered.push(from);
+        for (name, image) in meta {
+            if name == b"functions" && image.len() > crate::rdb::FOOTER_BYTES {
+                writer.functions(&image[..image.len() - crate::rdb::FOOTER_BYTES])?;
+            }
+        }
+        for ColdKey {
+            db,
+            key,
+            deadline,
+            loc,
+            value_type,
+        } in cold.drain(..)
+        {
+            let value = keyspace
+                .read_cold_copy(loc, value_type, &key)
+                .map_err(std::io::Error::other)?;
+            writer.key(db, &key, deadline, value.value(), now_ms);
+        }
+        writer.spill()?;
+    }
+    let (file, bytes) = writer.finish()?;
+    file.into_inner().map_err(|e| e.into_error())?.sync_data()?;
+    Ok(Snapshot {
+        path: path.to_path_buf(),
+        bytes,
+        keys,
+        covered,
+    })
+}

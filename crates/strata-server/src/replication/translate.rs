@@ -1,0 +1,448 @@
+//! Committed records as the Redis commands a replica applies: the
+//! replication stream a Redis replica (or a Strata one) reads after the
+//! RDB file.
+//!
+//! Records are effects, not requests: each says what changed, with every
+//! time and every random choice already made (docs/storage.md). So the
+//! commands sent are deterministic too — a SET with an absolute deadline,
+//! LPOP of the count that was popped, SREM of the members SPOP chose,
+//! ZADD of final scores — and a replica ends with the primary's data
+//! whatever its clock or its random numbers. A group of records (one
+//! command, a MULTI, a script) that becomes more than one command is sent
+//! inside MULTI/EXEC, so a replica applies it all or nothing.
+//!
+//! Values a record holds whole (RENAME, COPY, RESTORE, and collection
+//! images) travel as `RESTORE key deadline payload REPLACE ABSTTL`, the
+//! DUMP payload Redis reads. Field deadlines of hashes travel as
+//! `HPEXPIREAT` (Redis 7.4). Stream consumer-group changes travel as
+//! Redis propagates its own: XCLAIM with TIME and RETRYCOUNT, XGROUP
+//! SETID, XACK, XGROUP CREATECONSUMER.
+
+use strata_engine::copy::ColdCopy;
+use strata_engine::hash::HashRef;
+use strata_engine::list::{End, ListOp};
+use strata_engine::record::{self, FLAG_INT, Kind, Record};
+use strata_engine::set::SetOp;
+use strata_engine::stream::{StreamId, StreamOp};
+use strata_engine::zset::ZSetOp;
+use strata_engine::{Keyspace, ValueType};
+
+/// One command: its arguments.
+type Command = Vec<Vec<u8>>;
+
+/// Turns groups of records into RESP commands, remembering the database
+/// the replica has selected.
+#[derive(Default)]
+pub struct Translator {
+    db: Option<u16>,
+}
+
+impl Translator {
+    /// A translator whose replica has nothing selected yet.
+    pub fn new() -> Self {
+        Translator::default()
+    }
+
+    /// Appends to `out` the commands for the records of one group for
+    /// which `keep` holds (the caller leaves out what a copy already
+    /// holds). Returns how many records were translated.
+    pub fn group(
+        &mut self,
+        keyspace: &Keyspace,
+        now_ms: u64,
+        records: &[u8],
+        mut keep: impl FnMut(&Record) -> bool,
+        out: &mut Vec<u8>,
+    ) -> usize {
+        let mut commands: Vec<(u16, Command)> = Vec::new();
+        let mut taken = 0;
+        let mut at = 0;
+        while at < records.len() {
+            let len = record::encoded_len(&records[at..]);
+            let Ok(found) = record::decode(&records[at..at + len]) else {
+                break;
+            };
+            at += len;
+            if !keep(&found) {
+                continue;
+            }
+            taken += 1;
+            for command in commands_of(keyspace, &found, now_ms) {
+                commands.push((found.db, command));
+            }
+        }
+        let wrap = commands.len() > 1;
+        if wrap {
+            write_command(out, &[b"MULTI".to_vec()]);
+        }
+        for (db, command) in commands {
+            let global = command.first().is_some_and(|name| {
+                name == b"FLUSHALL" || name == b"SWAPDB" || name == b"FUNCTION"
+            });
+            if !global && self.db != Some(db) {
+                write_command(out, &[b"SELECT".to_vec(), num(db)]);
+                self.db = Some(db);
+            }
+            write_command(out, &command);
+        }
+        if wrap {
+            write_command(out, &[b"EXEC".to_vec()]);
+        }
+        taken
+    }
+}
+
+/// Appends one command in RESP (an array of bulk strings).
+pub fn write_command(out: &mut Vec<u8>, args: &[Vec<u8>]) {
+    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    for arg in args {
+        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+fn num(n: impl std::fmt::Display) -> Vec<u8> {
+    n.to_string().into_bytes()
+}
+
+fn cmd(name: &str, key: &[u8]) -> Command {
+    vec![name.as_bytes().to_vec(), key.to_vec()]
+}
+
+fn with<'a>(mut command: Command, args: impl IntoIterator<Item = &'a [u8]>) -> Command {
+    command.extend(args.into_iter().map(<[u8]>::to_vec));
+    command
+}
+
+/// The commands that make one record's change.
+fn commands_of(keyspace: &Keyspace, found: &Record, now_ms: u64) -> Vec<Command> {
+    let key = found.key;
+    let bad = |what: &str| {
+        crate::log_warning!(
+            "replication: a {what} record of '{}' does not decode; not sent",
+            String::from_utf8_lossy(key)
+        );
+        Vec::new()
+    };
+    match found.kind {
+        Kind::Set => set_commands(keyspace, found, now_ms),
+        Kind::Del => vec![cmd("DEL", key)],
+        Kind::Expire if found.aux == 0 => vec![cmd("PERSIST", key)],
+        Kind::Expire => vec![with(cmd("PEXPIREAT", key), [&num(found.aux)[..]])],
+        Kind::FlushDb => vec![vec![b"FLUSHDB".to_vec()]],
+        Kind::FlushAll => vec![vec![b"FLUSHALL".to_vec()]],
+        Kind::SwapDb => vec![vec![b"SWAPDB".to_vec(), num(found.db), num(found.aux)]],
+        Kind::SetRange => vec![with(
+            cmd("SETRANGE", key),
+            [&num(found.aux)[..], found.payload],
+        )],
+        Kind::HashPut => {
+            match keyspace.image_copy(ValueType::Hash, found.payload.to_vec(), false) {
+                Ok(ColdCopy::Hash(hash)) => hash_put(key, HashRef::Value(&hash)),
+                _ => bad("hash"),
+            }
+        }
+        Kind::HashDel => match strata_engine::hash::decode_names(found.payload) {
+            Ok(names) => vec![with(cmd("HDEL", key), names)],
+            Err(_) => bad("hash"),
+        },
+        Kind::ListOp => match ListOp::decode(found.payload) {
+            Ok(op) => vec![list_command(key, op)],
+            Err(_) => bad("list"),
+        },
+        Kind::SetOp => match SetOp::decode(found.payload) {
+            Ok(SetOp::Add(members)) => vec![with(cmd("SADD", key), members)],
+            Ok(SetOp::Remove(members)) => vec![with(cmd("SREM", key), members)],
+            Err(_) => bad("set"),
+        },
+        Kind::ZSetOp => match ZSetOp::decode(found.payload) {
+            Ok(ZSetOp::Put(entries)) => {
+                let mut command = cmd("ZADD", key);
+                for (score, member) in entries {
+                    command.push(num(score));
+                    command.push(member.to_vec());
+                }
+                vec![command]
+            }
+            Ok(ZSetOp::Remove(members)) => vec![with(cmd("ZREM", key), members)],
+            Err(_) => bad("sorted set"),
+        },
+        Kind::StreamOp => match StreamOp::decode(found.payload) {
+            Ok(op) => stream_commands(key, op),
+            Err(_) => bad("stream"),
+        },
+        Kind::Meta if key == b"functions" => {
+            let mut commands = vec![vec![b"FUNCTION".to_vec(), b"FLUSH".to_vec()]];
+            if !found.payload.is_empty() {
+                commands.push(vec![
+                    b"FUNCTION".to_vec(),
+                    b"RESTORE".to_vec(),
+                    found.payload.to_vec(),
+                ]);
+            }
+            commands
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// A SET record: a string as SET (with PXAT), any other value as RESTORE.
+fn set_commands(keyspace: &Keyspace, found: &Record, now_ms: u64) -> Vec<Command> {
+    let key = found.key;
+    let value_type = ValueType::from_record_code(found.value_type);
+    if value_type == Some(ValueType::String) {
+        let mut command = with(cmd("SET", key), [found.payload]);
+        if found.aux != 0 {
+            command.push(b"PXAT".to_vec());
+            command.push(num(found.aux));
+        }
+        return vec![command];
+    }
+    let copy = value_type.map(|value_type| {
+        keyspace.image_copy(
+            value_type,
+            found.payload.to_vec(),
+            found.flags & FLAG_INT != 0,
+        )
+    });
+    let Some(Ok(copy)) = copy else {
+        crate::log_warning!(
+            "replication: the image of '{}' does not decode; not sent",
+            String::from_utf8_lossy(key)
+        );
+        return Vec::new();
+    };
+    let payload = crate::rdb::object::dump(copy.value(), now_ms);
+    vec![with(
+        cmd("RESTORE", key),
+        [&num(found.aux)[..], &payload, b"REPLACE", b"ABSTTL"],
+    )]
+}
+
+/// HSET of the fields put, then HPEXPIREAT of those with deadlines.
+fn hash_put(key: &[u8], hash: HashRef) -> Vec<Command> {
+    let mut set = cmd("HSET", key);
+    let mut expiring = Vec::new();
+    for field in hash.fields() {
+        set.push(field.name.to_vec());
+        set.push(field.value.to_vec());
+        if let Some(at) = field.deadline {
+            expiring.push(vec![
+                b"HPEXPIREAT".to_vec(),
+                key.to_vec(),
+                num(at),
+                b"FIELDS".to_vec(),
+                b"1".to_vec(),
+                field.name.to_vec(),
+            ]);
+        }
+    }
+    let mut commands = vec![set];
+    commands.extend(expiring);
+    commands
+}
+
+fn list_command(key: &[u8], op: ListOp) -> Command {
+    let end = |end: End, head: &str, tail: &str| match end {
+        End::Head => cmd(head, key),
+        End::Tail => cmd(tail, key),
+    };
+    match op {
+        ListOp::Push(at, elements) => with(end(at, "LPUSH", "RPUSH"), elements),
+        ListOp::Pop(at, count) => with(end(at, "LPOP", "RPOP"), [&num(count)[..]]),
+        ListOp::Set(index, element) => with(cmd("LSET", key), [&num(index)[..], element]),
+        ListOp::Insert {
+            pivot,
+            after,
+            element,
+        } => {
+            let place: &[u8] = if after { b"AFTER" } else { b"BEFORE" };
+            with(cmd("LINSERT", key), [place, pivot, element])
+        }
+        ListOp::Remove { count, element } => with(cmd("LREM", key), [&num(count)[..], element]),
+        ListOp::Trim(start, stop) => with(cmd("LTRIM", key), [&num(start)[..], &num(stop)[..]]),
+    }
+}
+
+fn id(id: StreamId) -> Vec<u8> {
+    num(id)
+}
+
+/// The first ID after `id` (XTRIM MINID keeps IDs at or above it).
+fn after(id: StreamId) -> StreamId {
+    match id.seq.checked_add(1) {
+        Some(seq) => StreamId { ms: id.ms, seq },
+        None => StreamId {
+            ms: id.ms.saturating_add(1),
+            seq: 0,
+        },
+    }
+}
+
+fn group_id(last_id: StreamId, entries_read: Option<u64>) -> Vec<Vec<u8>> {
+    let mut args = vec![id(last_id)];
+    if let Some(read) = entries_read {
+        args.push(b"ENTRIESREAD".to_vec());
+        args.push(num(read));
+    }
+    args
+}
+
+fn stream_commands(key: &[u8], op: StreamOp) -> Vec<Command> {
+    let xgroup = |sub: &str, group: &[u8]| {
+        vec![
+            b"XGROUP".to_vec(),
+            sub.as_bytes().to_vec(),
+            key.to_vec(),
+            group.to_vec(),
+        ]
+    };
+    match op {
+        StreamOp::Add { id: at, fields, .. } => {
+            vec![with(with(cmd("XADD", key), [&id(at)[..]]), fields)]
+        }
+        StreamOp::Delete(ids) | StreamOp::TrimEntries(ids) => {
+            let mut command = cmd("XDEL", key);
+            command.extend(ids.into_iter().map(id));
+            vec![command]
+        }
+        StreamOp::TrimThrough(last) => {
+            vec![with(cmd("XTRIM", key), [&b"MINID"[..], &id(after(last))])]
+        }
+        StreamOp::SetId {
+            last_id,
+            entries_added,
+            max_deleted,
+        } => {
+            let mut command = with(cmd("XSETID", key), [&id(last_id)[..]]);
+            if let Some(added) = entries_added {
+                command.push(b"ENTRIESADDED".to_vec());
+                command.push(num(added));
+            }
+            if let Some(deleted) = max_deleted {
+                command.push(b"MAXDELETEDID".to_vec());
+                command.push(id(deleted));
+            }
+            vec![command]
+        }
+        StreamOp::CreateGroup {
+            group,
+            last_id,
+            entries_read,
+        } => {
+            let mut command = xgroup("CREATE", group);
+            command.extend(group_id(last_id, entries_read));
+            command.push(b"MKSTREAM".to_vec());
+            vec![command]
+        }
+        StreamOp::SetGroupId {
+            group,
+            last_id,
+            entries_read,
+        } => {
+            let mut command = xgroup("SETID", group);
+            command.extend(group_id(last_id, entries_read));
+            vec![command]
+        }
+        StreamOp::DestroyGroup { group } => vec![xgroup("DESTROY", group)],
+        StreamOp::CreateConsumer {
+            group, consumer, ..
+        } => vec![with(xgroup("CREATECONSUMER", group), [consumer])],
+        StreamOp::DeleteConsumer { group, consumer } => {
+            vec![with(xgroup("DELCONSUMER", group), [consumer])]
+        }
+        StreamOp::Deliver {
+            group,
+            consumer,
+            now_ms,
+            ids,
+            history,
+            noack,
+        } => deliver(key, group, consumer, now_ms, &ids, history, noack),
+        StreamOp::Ack { group, ids } => {
+            let mut command = with(cmd("XACK", key), [group]);
+            command.extend(ids.into_iter().map(id));
+            vec![command]
+        }
+        StreamOp::Claim {
+            group,
+            consumer,
+            claims,
+            ..
+        } => claims
+            .into_iter()
+            .map(|(at, delivered_ms, count)| claim(key, group, consumer, at, delivered_ms, count))
+            .collect(),
+    }
+}
+
+/// XCLAIM … FORCE JUSTID: `at` pending with `consumer`, delivered at
+/// `delivered_ms`, `count` times.
+fn claim(
+    key: &[u8],
+    group: &[u8],
+    consumer: &[u8],
+    at: StreamId,
+    delivered_ms: u64,
+    count: u64,
+) -> Command {
+    with(
+        cmd("XCLAIM", key),
+        [
+            group,
+            consumer,
+            b"0",
+            &id(at),
+            b"TIME",
+            &num(delivered_ms),
+            b"RETRYCOUNT",
+            &num(count),
+            b"FORCE",
+            b"JUSTID",
+        ],
+    )
+}
+
+/// XREADGROUP's effects: new entries become pending with the consumer
+/// (XCLAIM … FORCE JUSTID with a count of 1) and move the group's last
+/// ID; a history read counts one more delivery (XCLAIM without JUSTID
+/// counts it).
+fn deliver(
+    key: &[u8],
+    group: &[u8],
+    consumer: &[u8],
+    now_ms: u64,
+    ids: &[StreamId],
+    history: bool,
+    noack: bool,
+) -> Vec<Command> {
+    let mut commands = vec![with(
+        cmd("XGROUP", b"CREATECONSUMER"),
+        [key, group, consumer],
+    )];
+    if history {
+        for &at in ids {
+            commands.push(with(
+                cmd("XCLAIM", key),
+                [group, consumer, b"0", &id(at), b"TIME", &num(now_ms)],
+            ));
+        }
+        return commands;
+    }
+    if !noack {
+        for &at in ids {
+            commands.push(claim(key, group, consumer, at, now_ms, 1));
+        }
+    }
+    if let Some(&last) = ids.iter().max() {
+        commands.push(vec![
+            b"XGROUP".to_vec(),
+            b"SETID".to_vec(),
+            key.to_vec(),
+            group.to_vec(),
+            id(last),
+        ]);
+    }
+    commands
+}

@@ -1,0 +1,427 @@
+//! Replication against real processes: a Strata replica of a Strata
+//! primary, redis-server 7.0 as a replica of Strata and as a primary of
+//! Strata, a replica that stops reading, and a replica that is killed.
+//! Each compares the whole dataset of both ends, key by key.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const DBS: i64 = 16;
+
+/// Every key of every database, with its type, value and deadline, in a
+/// canonical text: two servers with equal datasets give equal maps.
+/// Queries are pipelined per database (the copy test has 50 000 keys).
+fn dataset(con: &mut redis::Connection, field_deadlines: bool) -> BTreeMap<(i64, String), String> {
+    let mut all = BTreeMap::new();
+    for db in 0..DBS {
+        redis::cmd("SELECT").arg(db).query::<()>(con).unwrap();
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(con).unwrap();
+        if keys.is_empty() {
+            continue;
+        }
+        let mut pipe = redis::pipe();
+        for key in &keys {
+            pipe.cmd("TYPE").arg(key).cmd("PEXPIRETIME").arg(key);
+        }
+        let shapes: Vec<(String, i64)> = pipe.query(con).unwrap();
+        let mut pipe = redis::pipe();
+        for (key, (kind, _)) in keys.iter().zip(&shapes) {
+            match kind.as_str() {
+                "string" => pipe.cmd("GET").arg(key),
+                "list" => pipe.cmd("LRANGE").arg(key).arg(0).arg(-1),
+                "set" => pipe.cmd("SMEMBERS").arg(key),
+                "zset" => pipe.cmd("ZRANGE").arg(key).arg(0).arg(-1).arg("WITHSCORES"),
+                "hash" => pipe.cmd("HGETALL").arg(key),
+                "stream" => pipe.cmd("XRANGE").arg(key).arg("-").arg("+"),
+                other => panic!("unexpected type {other}"),
+            };
+        }
+        let values: Vec<redis::Value> = pipe.query(con).unwrap();
+        for ((key, (kind, deadline)), value) in keys.into_iter().zip(shapes).zip(values) {
+            let text = match kind.as_str() {
+                "set" => {
+                    let mut members: Vec<Vec<u8>> = redis::from_redis_value(value).unwrap();
+                    members.sort();
+                    format!("{members:?}")
+                }
+                "hash" => hash_text(con, &key, value, field_deadlines),
+                "stream" => stream_text(con, &key, value),
+                _ => format!("{value:?}"),
+            };
+            all.insert((db, key), format!("{kind} {deadline} {text}"));
+        }
+    }
+    redis::cmd("SELECT").arg(0).query::<()>(con).unwrap();
+    all
+}
+
+fn query<T: redis::FromRedisValue>(con: &mut redis::Connection, args: &[&str]) -> T {
+    let mut cmd = redis::cmd(args[0]);
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    cmd.query(con).unwrap()
+}
+
+fn hash_text(
+    con: &mut redis::Connection,
+    key: &str,
+    all: redis::Value,
+    field_deadlines: bool,
+) -> String {
+    let mut fields: Vec<(String, String)> = redis::from_redis_value(all).unwrap();
+    fields.sort();
+    let mut text = format!("{fields:?}");
+    if field_deadlines {
+        for (name, _) in &fields {
+            let at: Vec<i64> = query(con, &["HPEXPIRETIME", key, "FIELDS", "1", name.as_str()]);
+            text.push_str(&format!(" {name}@{at:?}"));
+        }
+    }
+    text
+}
+
+/// Entries, and per group its last ID, consumers and pending entries
+/// with their owners and delivery counts.
+fn stream_text(con: &mut redis::Connection, key: &str, entries: redis::Value) -> String {
+    let mut text = format!("{entries:?}");
+    let groups: Vec<redis::Value> = query(con, &["XINFO", "GROUPS", key]);
+    for group in groups {
+        let map: BTreeMap<String, redis::Value> = redis::from_redis_value(group).unwrap();
+        let name: String = redis::from_redis_value(map["name"].clone()).unwrap();
+        let last: String = redis::from_redis_value(map["last-delivered-id"].clone()).unwrap();
+        let pending: redis::Value = query(con, &["XPENDING", key, &name, "-", "+", "1000"]);
+        // (Deliveries' idle times differ by when each end is asked: only
+        // IDs, owners and counts are compared.)
+        let pending: Vec<(String, String, i64, i64)> = redis::from_redis_value(pending).unwrap();
+        let pending: Vec<_> = pending
+            .into_iter()
+            .map(|(id, owner, _, n)| (id, owner, n))
+            .collect();
+        text.push_str(&format!(" group {name} last {last} pending {pending:?}"));
+    }
+    text
+}
+
+/// Writes of every type, in every shape the change records have.
+fn write_everything(con: &mut redis::Connection, round: u32, field_deadlines: bool) {
+    let r = round.to_string();
+    let cmds: Vec<Vec<String>> = vec![
+        vec!["SET".into(), format!("s:{r}"), "value".into()],
+        vec!["SET".into(), format!("ttl:{r}"), "v".into(), "EX".into(), "1000".into()],
+        vec!["INCRBY".into(), "counter".into(), "7".into()],
+        vec!["APPEND".into(), "appended".into(), format!("+{r}")],
+        vec!["SETRANGE".into(), "ranged".into(), "3".into(), "xyz".into()],
+        vec!["RPUSH".into(), "list".into(), "a".into(), "b".into(), "c".into(), r.clone()],
+        vec!["LPUSH".into(), "list".into(), "head".into()],
+        vec!["LPOP".into(), "list".into()],
+        vec!["LSET".into(), "list".into(), "0".into(), "set0".into()],
+        vec!["LINSERT".into(), "list".into(), "BEFORE".into(), "b".into(), "ins".into()],
+        vec!["LREM".into(), "list".into(), "1".into(), "c".into()],
+        vec!["LTRIM".into(), "list".into(), "0".into(), "50".into()],
+        vec!["SADD".into(), "set".into(), "m1".into(), "m2".into(), "m3".into(), r.clone()],
+        vec!["SPOP".into(), "set".into()],
+        vec!["SREM".into(), "set".into(), "m1".into()],
+        vec!["ZADD".into(), "zset".into(), "1.5".into(), "a".into(), "2".into(), r.clone()],
+        vec!["ZINCRBY".into(), "zset".into(), "0.25".into(), "a".into()],
+        vec!["ZPOPMIN".into(), "zset".into()],
+        vec!["HSET".into(), "hash".into(), "f".into(), r.clone(), "g".into(), "2".into()],
+        vec!["HINCRBYFLOAT".into(), "hash".into(), "n".into(), "1.5".into()],
+        vec!["HDEL".into(), "hash".into(), "g".into()],
+        vec!["XADD".into(), "stream".into(), "*".into(), "round".into(), r.clone()],
+        vec!["XADD".into(), "stream".into(), "MAXLEN".into(), "20".into(), "*".into(), "x".into(), "y".into()],
+        vec!["XREADGROUP".into(), "GROUP".into(), "g".into(), "c1".into(), "COUNT".into(), "1".into(), "STREAMS".into(), "stream".into(), ">".into()],
+        vec!["EXPIRE".into(), format!("s:{r}"), "5000".into()],
+        vec!["PERSIST".into(), format!("ttl:{}", round.saturating_sub(1))],
+        vec!["RENAME".into(), format!("s:{r}"), format!("renamed:{r}")],
+        vec!["COPY".into(), "list".into(), format!("listcopy:{r}"), "REPLACE".into()],
+        vec!["DEL".into(), format!("renamed:{}", round.saturating_sub(2))],
+        vec![
+            "EVAL".into(),
+            "redis.call('SET', KEYS[1], ARGV[1]); redis.call('RPUSH', KEYS[2], ARGV[1]); return redis.call('SPOP', KEYS[3])".into(),
+            "3".into(),
+            format!("{{t}}:a{r}"),
+            "{t}:list".into(),
+            "set".into(),
+            r.clone(),
+        ],
+    ];
+    for args in cmds {
+        let mut cmd = redis::cmd(&args[0]);
+        for arg in &args[1..] {
+            cmd.arg(arg);
+        }
+        let _: redis::Value = cmd.query(con).unwrap_or(redis::Value::Nil);
+    }
+    if field_deadlines {
+        let _: redis::Value = redis::cmd("HPEXPIRE")
+            .arg("hash")
+            .arg(900_000)
+            .arg("FIELDS")
+            .arg(1)
+            .arg("f")
+            .query(con)
+            .unwrap();
+    }
+    redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("multi:a")
+        .arg(&r)
+        .cmd("INCR")
+        .arg("multi:n")
+        .cmd("SELECT")
+        .arg(3)
+        .cmd("SET")
+        .arg("db3")
+        .arg(&r)
+        .cmd("SELECT")
+        .arg(0)
+        .query::<()>(con)
+        .unwrap();
+}
+
+fn setup_groups(con: &mut redis::Connection) {
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg("stream")
+        .arg("g")
+        .arg("0")
+        .arg("MKSTREAM")
+        .query(con)
+        .unwrap();
+}
+
+/// Keys to their canonical text (see [`dataset`]).
+type Dataset = BTreeMap<(i64, String), String>;
+
+/// Waits until `replica` has applied everything `primary` has sent it
+/// (its offset reached the primary's), then returns both datasets.
+fn settled(
+    primary: &mut redis::Connection,
+    replica: &mut redis::Connection,
+    field_deadlines: bool,
+) -> (Dataset, Dataset) {
+    let offset = |con: &mut redis::Connection, name: &str| -> u64 {
+        let info: String = redis::cmd("INFO").arg("replication").query(con).unwrap();
+        info_field(&info, name).parse().unwrap()
+    };
+    let mut tries = 0;
+    loop {
+        let sent = offset(primary, "master_repl_offset");
+        wait_until("the replica to apply what it was sent", || {
+            offset(replica, "slave_repl_offset") >= sent
+        });
+        let want = dataset(primary, field_deadlines);
+        let got = dataset(replica, field_deadlines);
+        tries += 1;
+        if want == got || tries == 5 {
+            return (want, got);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn assert_same(want: &Dataset, got: &Dataset) {
+    for (key, value) in want {
+        assert_eq!(
+            got.get(key),
+            Some(value),
+            "key {key:?} differs on the replica"
+        );
+    }
+    for key in got.keys() {
+        assert!(want.contains_key(key), "key {key:?} only on the replica");
+    }
+    assert!(!want.is_empty());
+}
+
+fn replicaof(con: &mut redis::Connection, port: u16) {
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(port)
+        .query(con)
+        .unwrap();
+}
+
+fn link_up(con: &mut redis::Connection) -> bool {
+    let info: String = redis::cmd("INFO").arg("replication").query(con).unwrap();
+    info.contains("master_link_status:up")
+}
+
+/// A Strata replica of a Strata primary: the copy, writes made while it
+/// is taken, then every kind of change after, end identical; the replica
+/// refuses writes until REPLICAOF NO ONE.
+#[test]
+fn a_strata_replica_ends_identical_to_its_primary_for_every_type() {
+    let primary = TestServer::start();
+    let replica = TestServer::start();
+    let mut p = primary.client();
+    let mut r = replica.client();
+    setup_groups(&mut p);
+    for round in 0..20 {
+        write_everything(&mut p, round, true);
+    }
+    let _: () = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("#!lua name=lib\nredis.register_function('f1', function() return 'one' end)")
+        .query(&mut p)
+        .unwrap();
+    // Enough keys that the copy takes a while, and writes go on while the
+    // replica connects and copies: changes made during the copy are
+    // either in it or sent after it, never both.
+    fill(&mut p, 50_000, 1, 50);
+    let url = primary.url();
+    let writer = std::thread::spawn(move || {
+        let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+        for round in 20..200 {
+            write_everything(&mut con, round, true);
+        }
+    });
+    replicaof(&mut r, primary.port);
+    wait_until("the link to come up", || link_up(&mut r));
+    writer.join().unwrap();
+    for round in 200..220 {
+        write_everything(&mut p, round, true);
+    }
+    let (want, got) = settled(&mut p, &mut r, true);
+    assert_same(&want, &got);
+    let f1: String = redis::cmd("FCALL").arg("f1").arg(0).query(&mut r).unwrap();
+    assert_eq!(f1, "one");
+
+    let refused = redis::cmd("SET")
+        .arg("x")
+        .arg("y")
+        .query::<()>(&mut r)
+        .unwrap_err();
+    assert_eq!(refused.code(), Some("READONLY"), "{refused}");
+    let role: redis::Value = redis::cmd("ROLE").query(&mut r).unwrap();
+    assert!(format!("{role:?}").contains("slave"), "{role:?}");
+    let info: String = redis::cmd("INFO").arg("replication").query(&mut p).unwrap();
+    assert!(info.contains("connected_slaves:1"), "{info}");
+    assert!(info.contains(",state=online,"), "{info}");
+
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut r)
+        .unwrap();
+    let _: () = redis::cmd("SET").arg("x").arg("y").query(&mut r).unwrap();
+    let info: String = redis::cmd("INFO").arg("replication").query(&mut r).unwrap();
+    assert!(info.contains("role:master"), "{info}");
+    assert_eq!(dataset(&mut r, true).len(), want.len() + 1);
+}
+
+/// A replica killed with -9 and started again with `replicaof` in its
+/// configuration synchronises again and ends identical (its own log had
+/// kept what it applied before).
+#[test]
+fn a_replica_killed_and_restarted_from_its_configuration_catches_up() {
+    let primary = TestServer::start();
+    let mut p = primary.client();
+    setup_groups(&mut p);
+    for round in 0..30 {
+        write_everything(&mut p, round, true);
+    }
+    let port = primary.port.to_string();
+    let replica = TestServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let mut r = replica.client();
+    wait_until("the link to come up", || link_up(&mut r));
+    let (want, got) = settled(&mut p, &mut r, true);
+    assert_same(&want, &got);
+    let dir = replica.kill9();
+    for round in 30..60 {
+        write_everything(&mut p, round, true);
+    }
+    let replica = TestServer::spawn(dir, &["--replicaof", "127.0.0.1", &port], None, READY);
+    let mut r = replica.client();
+    wait_until("the link to come up again", || link_up(&mut r));
+    let (want, got) = settled(&mut p, &mut r, true);
+    assert_same(&want, &got);
+}
+
+/// redis-server 7.0 follows a Strata primary (the way back out of
+/// Strata), and a Strata replica follows redis-server (the way in).
+#[test]
+fn redis_server_and_strata_replicate_from_each_other() {
+    let Some(redis_server) = RedisServer::start_unless_missing("replication with Redis") else {
+        return;
+    };
+    let mut redis_con = redis::Client::open(format!("redis://127.0.0.1:{}/", redis_server.port))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    // Out: Redis follows Strata.
+    let primary = TestServer::start();
+    let mut p = primary.client();
+    setup_groups(&mut p);
+    for round in 0..40 {
+        write_everything(&mut p, round, false);
+    }
+    replicaof(&mut redis_con, primary.port);
+    wait_until("Redis' link to come up", || link_up(&mut redis_con));
+    for round in 40..80 {
+        write_everything(&mut p, round, false);
+    }
+    let (want, got) = settled(&mut p, &mut redis_con, false);
+    assert_same(&want, &got);
+
+    // In: Strata follows Redis (promoted first).
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut redis_con)
+        .unwrap();
+    let _: () = redis::cmd("FLUSHALL").query(&mut redis_con).unwrap();
+    setup_groups(&mut redis_con);
+    for round in 0..40 {
+        write_everything(&mut redis_con, round, false);
+    }
+    let replica = TestServer::start();
+    let mut r = replica.client();
+    replicaof(&mut r, redis_server.port);
+    wait_until("the link to Redis to come up", || link_up(&mut r));
+    for round in 40..80 {
+        write_everything(&mut redis_con, round, false);
+    }
+    let (want, got) = settled(&mut redis_con, &mut r, false);
+    assert_same(&want, &got);
+}
+
+/// A replica that stops reading is dropped once the changes waiting for
+/// it pass `client-output-buffer-limit replica`; the primary's writers
+/// never wait for it.
+#[test]
+fn a_replica_that_stops_reading_is_dropped_and_never_slows_writers() {
+    let primary = TestServer::start_with(&["--client-output-buffer-limit", "replica 1mb 0 0"]);
+    let mut stalled = Raw::connect(primary.port);
+    stalled.send(&["PSYNC", "?", "-1"]);
+    let mut p = primary.client();
+    wait_until("the replica to be attached", || {
+        let info: String = redis::cmd("INFO").arg("replication").query(&mut p).unwrap();
+        info.contains("connected_slaves:1")
+    });
+    let value = vec![b'v'; 10_000];
+    let started = Instant::now();
+    for n in 0..3_000 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("k{n}"))
+            .arg(&value)
+            .query(&mut p)
+            .unwrap();
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "30 MB of writes took {:?}",
+        started.elapsed()
+    );
+    wait_until("the stalled replica to be dropped", || {
+        let info: String = redis::cmd("INFO").arg("replication").query(&mut p).unwrap();
+        info.contains("connected_slaves:0")
+    });
+    primary.wait_for_log("fell behind");
+}
