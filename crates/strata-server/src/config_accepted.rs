@@ -577,6 +577,8 @@ pub const USED: &[&str] = &[
     "replica-read-only",
     "replica-serve-stale-data",
     "repl-timeout",
+    "min-replicas-to-write",
+    "min-replicas-max-lag",
 ];
 
 fn note_unused(name: &str, starts: impl Fn(&[&str]) -> bool) -> &'static str {

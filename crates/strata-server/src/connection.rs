@@ -959,8 +959,10 @@ impl Connection {
                 break Ok(());
             }
             let mut timed_out = false;
+            let acked = server.replication.acked.notified();
             tokio::select! {
                 _ = ticket.waiter().woken() => {}
+                _ = acked, if block.on_ack => {}
                 _ = sleep_until_opt(deadline) => timed_out = true,
                 _ = client.unblocked() => {}
                 _ = client.killed() => break Err(Closed::Killed),
@@ -990,7 +992,15 @@ impl Connection {
                 _ => {}
             }
             if timed_out {
-                block.timeout_reply.write_to(&mut reply);
+                if let crate::session::TimeoutReply::Rerun = block.timeout_reply {
+                    drop(reply);
+                    self.session.block_timed_out = true;
+                    self.run_command(&args, now_ms(), false);
+                    self.session.block_timed_out = false;
+                    self.session.block = None;
+                } else {
+                    block.timeout_reply.write_to(&mut reply);
+                }
                 break Ok(());
             }
         };

@@ -29,6 +29,12 @@ pub struct Session {
     pub sync_request: Option<crate::replication::primary::SyncRequest>,
     /// The port REPLCONF listening-port announced.
     pub replica_port: u16,
+    /// The blocked command's wait ended by its timeout: it runs once more
+    /// to answer ([`TimeoutReply::Rerun`]).
+    pub block_timed_out: bool,
+    /// The change WAIT waits for replicas to acknowledge, kept while it
+    /// is blocked.
+    pub wait_target: Option<u64>,
     /// This session applies a primary's stream (`crate::replication::link`):
     /// replica-read-only does not apply to it.
     pub primary_link: bool,
@@ -97,6 +103,8 @@ pub struct Block {
     pub rerun: Option<Vec<bytes::Bytes>>,
     /// Whether the deletion of a key ends the wait (XREADGROUP).
     pub on_nokey: bool,
+    /// Whether a replica's acknowledgement wakes it (WAIT).
+    pub on_ack: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,6 +115,10 @@ pub enum TimeoutReply {
     Int(i64),
     /// WAITAOF's local and replica counts.
     IntPair(i64, i64),
+    /// The command runs once more with [`Session::block_timed_out`] set
+    /// and answers what it has by then (WAIT: the replicas that did
+    /// acknowledge).
+    Rerun,
 }
 
 impl TimeoutReply {
@@ -115,6 +127,9 @@ impl TimeoutReply {
             TimeoutReply::NullArray => reply.null_array(),
             TimeoutReply::NullBulk => reply.null_bulk(),
             TimeoutReply::Int(n) => reply.int(n),
+            // (The connection reruns the command instead; a transaction
+            // never blocks WAIT.)
+            TimeoutReply::Rerun => reply.int(0),
             TimeoutReply::IntPair(a, b) => {
                 reply.array(2);
                 reply.int(a);
@@ -140,6 +155,8 @@ impl Session {
             close_after_reply: false,
             sync_request: None,
             replica_port: 0,
+            block_timed_out: false,
+            wait_target: None,
             primary_link: false,
             block: None,
             block_retry: false,

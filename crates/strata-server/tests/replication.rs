@@ -425,3 +425,169 @@ fn a_replica_that_stops_reading_is_dropped_and_never_slows_writers() {
     });
     primary.wait_for_log("fell behind");
 }
+
+fn wait_replicas(con: &mut redis::Connection, replicas: i64, timeout_ms: i64) -> i64 {
+    redis::cmd("WAIT")
+        .arg(replicas)
+        .arg(timeout_ms)
+        .query(con)
+        .unwrap()
+}
+
+/// WAIT counts the replicas that hold the connection's writes: at once
+/// when one does, the count so far when the timeout passes, none when the
+/// replica stopped (SIGSTOP) before it acknowledged; min-replicas-to-write
+/// refuses writes without a good replica.
+#[test]
+fn wait_counts_replicas_that_hold_the_writes() {
+    let primary = TestServer::start();
+    let replica = TestServer::start();
+    let mut p = primary.client();
+    let mut r = replica.client();
+    assert_eq!(wait_replicas(&mut p, 1, 100), 0, "no replica yet");
+    replicaof(&mut r, primary.port);
+    wait_until("the link to come up", || link_up(&mut r));
+    for n in 0..50 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("k{n}"))
+            .arg(n)
+            .query(&mut p)
+            .unwrap();
+        let started = Instant::now();
+        assert_eq!(wait_replicas(&mut p, 1, 5_000), 1);
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "WAIT took {:?}",
+            started.elapsed()
+        );
+        let got: Option<i64> = redis::cmd("GET")
+            .arg(format!("k{n}"))
+            .query(&mut r)
+            .unwrap();
+        assert_eq!(got, Some(n), "WAIT said the replica held k{n}");
+    }
+    let started = Instant::now();
+    assert_eq!(
+        wait_replicas(&mut p, 2, 300),
+        1,
+        "one replica of the two asked for"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    let err = redis::cmd("WAIT")
+        .arg(1)
+        .arg(0)
+        .query::<i64>(&mut r)
+        .unwrap_err();
+    assert!(err.to_string().contains("replica"), "{err}");
+
+    // A stopped replica acknowledges nothing: WAIT times out with 0.
+    let pid = replica.pid().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let _: () = redis::cmd("SET")
+        .arg("after-stop")
+        .arg(1)
+        .query(&mut p)
+        .unwrap();
+    assert_eq!(wait_replicas(&mut p, 1, 500), 0);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("min-replicas-to-write")
+        .arg(1)
+        .arg("min-replicas-max-lag")
+        .arg(1)
+        .query(&mut p)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2_100));
+    let refused = redis::cmd("SET")
+        .arg("x")
+        .arg(1)
+        .query::<()>(&mut p)
+        .unwrap_err();
+    assert_eq!(refused.code(), Some("NOREPLICAS"), "{refused}");
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-CONT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    wait_until("the replica to be good again", || {
+        redis::cmd("SET")
+            .arg("x")
+            .arg(1)
+            .query::<()>(&mut p)
+            .is_ok()
+    });
+    assert_eq!(wait_replicas(&mut p, 1, 5_000), 1);
+}
+
+/// Under a load that WAITs for one replica after each write, the primary
+/// is killed with -9; the replica, promoted, has every write WAIT
+/// acknowledged.
+#[test]
+fn no_wait_acknowledged_write_is_lost_when_the_primary_dies() {
+    let primary = TestServer::start();
+    let replica = TestServer::start();
+    let mut r = replica.client();
+    replicaof(&mut r, primary.port);
+    wait_until("the link to come up", || link_up(&mut r));
+    let url = primary.url();
+    let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (url, acked) = (url.clone(), acked.clone());
+            std::thread::spawn(move || {
+                let Ok(mut con) = redis::Client::open(url).unwrap().get_connection() else {
+                    return;
+                };
+                for n in 0.. {
+                    let key = format!("w{w}:{n}");
+                    if redis::cmd("SET")
+                        .arg(&key)
+                        .arg(n)
+                        .query::<()>(&mut con)
+                        .is_err()
+                    {
+                        return;
+                    }
+                    match redis::cmd("WAIT").arg(1).arg(1000).query::<i64>(&mut con) {
+                        Ok(1) => acked.lock().unwrap().push(key),
+                        Ok(_) => {}
+                        Err(_) => return,
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1_500));
+    primary.kill9();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut r)
+        .unwrap();
+    let acked = acked.lock().unwrap().clone();
+    assert!(
+        acked.len() > 100,
+        "only {} writes acknowledged",
+        acked.len()
+    );
+    for chunk in acked.chunks(500) {
+        let values: Vec<Option<i64>> = redis::cmd("MGET").arg(chunk).query(&mut r).unwrap();
+        for (key, value) in chunk.iter().zip(values) {
+            assert!(
+                value.is_some(),
+                "{key} was acknowledged by WAIT but is missing"
+            );
+        }
+    }
+}

@@ -1026,7 +1026,17 @@ fn replica_gate(a: &mut Admission) -> Option<Refusal> {
         return None;
     }
     let gates = a.gates();
-    let serve_stale = a.config.setting("replica-serve-stale-data") != "no";
+    let settings = a.config.replication;
+    if settings.min_replicas_to_write > 0
+        && gates.has(Gates::WRITE)
+        && !a.server.replication.is_replica()
+    {
+        let good = (a.server.replication).good_replicas(a.now_ms, settings.min_replicas_max_lag_s);
+        if good < settings.min_replicas_to_write {
+            return Some("NOREPLICAS Not enough good replicas to write.".into());
+        }
+    }
+    let serve_stale = settings.serve_stale_data;
     (a.server.replication)
         .refusal(
             gates.has(Gates::WRITE),
@@ -1424,6 +1434,7 @@ impl Ctx<'_, '_> {
             timeout_reply,
             rerun: None,
             on_nokey: false,
+            on_ack: false,
         });
     }
 

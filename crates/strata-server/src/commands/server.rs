@@ -753,18 +753,35 @@ fn wait_deadline(now_ms: u64, arg: &[u8]) -> Result<Option<u64>, CmdError> {
     Ok((ms > 0).then(|| now_ms.saturating_add(ms as u64)))
 }
 
-/// WAIT numreplicas timeout. Strata has no replicas yet: none
-/// acknowledges, so asking for none answers 0 at once and asking for
-/// some waits out the timeout (0: until CLIENT UNBLOCK), then answers 0,
-/// as Redis without replicas does. In a script or EXEC it does not wait.
+/// WAIT numreplicas timeout: how many replicas hold every change
+/// committed before it (this connection's writes among them), waiting
+/// until `numreplicas` do or the timeout passes (0: for ever, or until
+/// CLIENT UNBLOCK). It asks the replicas for an acknowledgement at once
+/// rather than wait for their next one. In a script or EXEC it does not
+/// wait; on a replica it is refused, as in Redis.
 pub fn wait(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let replicas = parse_i64(&args[1])?;
+    let replication = &ctx.server.replication;
+    if replication.is_replica() {
+        return Err("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.".into());
+    }
+    let wanted = parse_i64(&args[1])?;
     let deadline = wait_deadline(ctx.now_ms, &args[2])?;
-    if replicas <= 0 {
-        ctx.out.int(0);
+    let target = *ctx
+        .session
+        .wait_target
+        .get_or_insert_with(|| ctx.server.keyspace.next_change_seq().saturating_sub(1));
+    let holding = replication.holding(target) as i64;
+    let cannot_wait = ctx.session.in_exec || ctx.session.in_script;
+    if holding >= wanted || cannot_wait || ctx.session.block_timed_out {
+        ctx.session.wait_target = None;
+        ctx.out.int(holding);
         return Ok(());
     }
-    ctx.block(&[], deadline, crate::session::TimeoutReply::Int(0));
+    replication.request_acks();
+    ctx.block(&[], deadline, crate::session::TimeoutReply::Rerun);
+    if let Some(block) = &mut ctx.session.block {
+        block.on_ack = true;
+    }
     Ok(())
 }
 

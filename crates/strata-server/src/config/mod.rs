@@ -82,6 +82,7 @@ impl Config {
             return Err(why.into());
         }
         self.accepted.insert(accepted.name, value);
+        self.replication = ReplicationSettings::of(self);
         Ok(())
     }
 
@@ -220,6 +221,36 @@ pub fn help() -> String {
     }
     text
 }
+/// The replication settings dispatch reads on every command, parsed once
+/// when one of them is set (they live among the accepted directives,
+/// whose values are text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicationSettings {
+    pub min_replicas_to_write: usize,
+    pub min_replicas_max_lag_s: u64,
+    pub serve_stale_data: bool,
+}
+
+impl Default for ReplicationSettings {
+    fn default() -> Self {
+        ReplicationSettings {
+            min_replicas_to_write: 0,
+            min_replicas_max_lag_s: 10,
+            serve_stale_data: true,
+        }
+    }
+}
+
+impl ReplicationSettings {
+    fn of(config: &Config) -> Self {
+        ReplicationSettings {
+            min_replicas_to_write: config.setting("min-replicas-to-write").parse().unwrap_or(0),
+            min_replicas_max_lag_s: config.setting("min-replicas-max-lag").parse().unwrap_or(10),
+            serve_stale_data: config.setting("replica-serve-stale-data") != "no",
+        }
+    }
+}
+
 /// The live configuration shared by all threads.
 pub struct SharedConfig {
     current: RwLock<Arc<Config>>,

@@ -131,6 +131,8 @@ pub struct Config {
     /// Values of the Redis directives Strata accepts without using them
     /// (`crate::config_accepted`), by name; unset ones show their default.
     pub accepted: std::collections::BTreeMap<&'static str, String>,
+    /// Replication's settings among `accepted`, parsed.
+    pub replication: super::ReplicationSettings,
     /// When a hash converts from packed to table (fields; bytes of a
     /// field or value).
     pub hash_max_listpack_entries: u64,
@@ -360,6 +362,7 @@ impl Default for Config {
             pidfile: String::new(),
             tcp_backlog: 511,
             accepted: Default::default(),
+            replication: Default::default(),
             rename_commands: Vec::new(),
             users: Vec::new(),
             maxmemory_clients: ClientsLimit::Bytes(0),

@@ -58,6 +58,15 @@ pub struct Attached {
     pub acked_at_ms: AtomicU64,
     /// Asks the sender thread to stop (CLIENT KILL, REPLICAOF, shutdown).
     pub stop: AtomicBool,
+    /// WAIT asks the sender to send `REPLCONF GETACK *` now.
+    pub getack: AtomicBool,
+    /// The last change (sequence number, `strata_engine::copy`) the
+    /// replica holds by its acknowledgements.
+    pub acked_seq: AtomicU64,
+    /// (stream offset, change): once the replica acknowledges that
+    /// offset, it holds every change up to that one. Written by the
+    /// sender per write, consumed by acknowledgements.
+    pub marks: Mutex<std::collections::VecDeque<(u64, u64)>>,
 }
 
 /// States of an [`Attached`] replica.
@@ -66,6 +75,37 @@ pub const STATE_SEND_BULK: u8 = 1;
 pub const STATE_ONLINE: u8 = 2;
 
 impl Attached {
+    /// A replica just asking to synchronise (`client_id` its connection).
+    pub fn new(client_id: u64, ip: String, listening_port: u16, now_ms: u64) -> Self {
+        Attached {
+            client_id,
+            ip,
+            listening_port: u64::from(listening_port).into(),
+            state: STATE_WAIT_BGSAVE.into(),
+            sent: 0.into(),
+            acked: 0.into(),
+            acked_at_ms: now_ms.into(),
+            stop: false.into(),
+            getack: false.into(),
+            acked_seq: 0.into(),
+            marks: Mutex::new(std::collections::VecDeque::new()),
+        }
+    }
+
+    /// The replica acknowledged `offset`.
+    pub fn acknowledge(&self, offset: u64, now_ms: u64) {
+        self.acked.store(offset, Relaxed);
+        self.acked_at_ms.store(now_ms, Relaxed);
+        let mut marks = self.marks.lock();
+        while let Some(&(at, seq)) = marks.front() {
+            if at > offset {
+                break;
+            }
+            self.acked_seq.fetch_max(seq, Relaxed);
+            marks.pop_front();
+        }
+    }
+
     fn state_name(&self) -> &'static str {
         match self.state.load(Relaxed) {
             STATE_WAIT_BGSAVE => "wait_bgsave",
@@ -94,10 +134,14 @@ pub struct Replication {
     offset: AtomicU64,
     replicas: Mutex<Vec<Arc<Attached>>>,
     upstream: Mutex<Option<Upstream>>,
+    /// Whether `upstream` is set: what every command's admission reads.
+    following: AtomicBool,
     /// Full syncs served (INFO stats' `sync_full`).
     pub full_syncs: AtomicU64,
     /// The server, for the threads REPLICAOF starts.
     server: OnceLock<Weak<crate::server::Server>>,
+    /// Woken by every acknowledgement (WAIT waits on it).
+    pub acked: tokio::sync::Notify,
 }
 
 impl Replication {
@@ -108,9 +152,39 @@ impl Replication {
             offset: AtomicU64::new(0),
             replicas: Mutex::new(Vec::new()),
             upstream: Mutex::new(None),
+            following: AtomicBool::new(false),
             full_syncs: AtomicU64::new(0),
             server: OnceLock::new(),
+            acked: tokio::sync::Notify::new(),
         }
+    }
+
+    /// How many online replicas hold every change up to `seq`.
+    pub fn holding(&self, seq: u64) -> usize {
+        self.replicas
+            .lock()
+            .iter()
+            .filter(|r| r.state.load(Relaxed) == STATE_ONLINE && r.acked_seq.load(Relaxed) >= seq)
+            .count()
+    }
+
+    /// Asks every replica for an acknowledgement now.
+    pub fn request_acks(&self) {
+        for replica in self.replicas.lock().iter() {
+            replica.getack.store(true, Relaxed);
+        }
+    }
+
+    /// Replicas that acknowledged within `max_lag_s` (min-replicas-max-lag).
+    pub fn good_replicas(&self, now_ms: u64, max_lag_s: u64) -> usize {
+        self.replicas
+            .lock()
+            .iter()
+            .filter(|r| {
+                r.state.load(Relaxed) == STATE_ONLINE
+                    && now_ms.saturating_sub(r.acked_at_ms.load(Relaxed)) <= max_lag_s * 1000
+            })
+            .count()
     }
 
     /// Start-up hands the server over once it is built.
@@ -137,6 +211,9 @@ impl Replication {
     /// read-only replica, and (with `replica-serve-stale-data no`) all but
     /// `stale` commands while the link is down.
     pub fn refusal(&self, writes: bool, stale_ok: bool, serve_stale: bool) -> Option<&'static str> {
+        if !self.following.load(Relaxed) {
+            return None;
+        }
         let link = self.link()?;
         if writes && link.read_only.load(Relaxed) {
             return Some("READONLY You can't write against a read only replica.");
@@ -164,7 +241,7 @@ impl Replication {
 
     /// Whether this server follows a primary.
     pub fn is_replica(&self) -> bool {
-        self.upstream.lock().is_some()
+        self.following.load(Relaxed)
     }
 
     /// The primary's link, when this server is a replica.
@@ -176,13 +253,15 @@ impl Replication {
     /// the caller starts the link thread with the state returned.
     pub fn follow(&self, host: String, port: u16) -> Arc<link::LinkState> {
         let link = Arc::new(link::LinkState::default());
-        if let Some(before) = self.upstream.lock().replace(Upstream {
+        let mut upstream = self.upstream.lock();
+        if let Some(before) = upstream.replace(Upstream {
             host,
             port,
             link: link.clone(),
         }) {
             before.link.stop.store(true, Relaxed);
         }
+        self.following.store(true, Relaxed);
         link
     }
 
@@ -190,9 +269,12 @@ impl Replication {
     /// starts a new history (a new replication ID, the old one kept as
     /// the second).
     pub fn promote(&self) -> bool {
-        let Some(before) = self.upstream.lock().take() else {
+        let mut upstream = self.upstream.lock();
+        let Some(before) = upstream.take() else {
             return false;
         };
+        self.following.store(false, Relaxed);
+        drop(upstream);
         before.link.stop.store(true, Relaxed);
         let old = std::mem::replace(&mut *self.replid.lock(), crate::server::random_hex(40));
         *self.replid2.lock() = (old, self.offset() as i64 + 1);

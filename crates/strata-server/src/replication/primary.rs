@@ -20,7 +20,7 @@ use strata_resp::{Limits, RequestParser};
 
 use super::snapshot::{self, Follows};
 use super::translate::{Translator, write_command};
-use super::{Attached, STATE_ONLINE, STATE_SEND_BULK, STATE_WAIT_BGSAVE};
+use super::{Attached, STATE_ONLINE, STATE_SEND_BULK};
 use crate::client::ClientInfo;
 use crate::server::{Server, now_ms};
 use crate::{log_notice, log_warning};
@@ -36,9 +36,11 @@ pub struct SyncRequest {
 
 /// Bytes of translated changes sent in one write at most.
 const WRITE_BATCH_BYTES: usize = 1 << 20;
+/// Marks kept per replica (see [`Attached::marks`]).
+const MARKS_MAX: usize = 4096;
 /// How long one wait for changes lasts before the thread looks at its
 /// stop flag and the ping period again.
-const POLL: Duration = Duration::from_millis(100);
+const POLL: Duration = Duration::from_millis(20);
 
 /// Serves the replica on `stream` until it goes, falls behind, or is
 /// told to stop. `keep` (the client's registration) lives as long.
@@ -49,16 +51,12 @@ pub fn serve(
     request: SyncRequest,
     keep: impl Send + 'static,
 ) {
-    let attached = Arc::new(Attached {
-        client_id: client.id,
-        ip: client.addr.ip().to_string(),
-        listening_port: (u64::from(request.listening_port)).into(),
-        state: STATE_WAIT_BGSAVE.into(),
-        sent: 0.into(),
-        acked: 0.into(),
-        acked_at_ms: now_ms().into(),
-        stop: false.into(),
-    });
+    let attached = Arc::new(Attached::new(
+        client.id,
+        client.addr.ip().to_string(),
+        request.listening_port,
+        now_ms(),
+    ));
     server.replication.attach(attached.clone());
     let spawned = std::thread::Builder::new()
         .name(format!("strata-replica-{}", client.id))
@@ -132,10 +130,20 @@ fn run(
     let sent = send_file(&mut stream, &copy);
     let _ = std::fs::remove_file(&path);
     sent.map_err(io)?;
+    // Once it acknowledges the copy, the replica holds every change
+    // below the first shard's L_s.
+    let copied = copy
+        .covered
+        .iter()
+        .min()
+        .copied()
+        .unwrap_or(1)
+        .saturating_sub(1);
+    attached.marks.lock().push_back((base, copied));
     attached.state.store(STATE_ONLINE, Relaxed);
     log_notice!("Synchronization with replica {} succeeded", client.addr);
     let reader = stream.try_clone().map_err(io)?;
-    spawn_ack_reader(reader, attached.clone());
+    spawn_ack_reader(server.replication.server(), reader, attached.clone());
     stream_changes(server, &mut stream, client, attached, &copy, &changes, base)
 }
 
@@ -177,6 +185,7 @@ fn stream_changes(
     let mut out = Vec::new();
     let mut sent = 0u64;
     let mut pinged = Instant::now();
+    let mut last_seq = 0;
     loop {
         if attached.stop.load(Relaxed) || client.is_killed() {
             return Ok(());
@@ -205,6 +214,7 @@ fn stream_changes(
                     "the whole keyspace changed while it was copied; it starts over".into(),
                 );
             }
+            last_seq = last_seq.max(next.seq);
             if out.len() >= WRITE_BATCH_BYTES {
                 break;
             }
@@ -217,8 +227,25 @@ fn stream_changes(
             write_command(&mut out, &[b"PING".to_vec()]);
             pinged = Instant::now();
         }
+        let data_end = base + sent + out.len() as u64;
+        if attached.getack.swap(false, Relaxed) {
+            write_command(
+                &mut out,
+                &[b"REPLCONF".to_vec(), b"GETACK".to_vec(), b"*".to_vec()],
+            );
+        }
         if out.is_empty() {
             continue;
+        }
+        if last_seq > 0 {
+            let mut marks = attached.marks.lock();
+            // A replica that does not acknowledge keeps this many marks at
+            // most; past that the newest mark moves (WAIT may count it a
+            // little late, never early).
+            if marks.len() >= MARKS_MAX {
+                marks.pop_back();
+            }
+            marks.push_back((data_end, last_seq));
         }
         write_watching(stream, &out, changes, attached, timeout)?;
         sent += out.len() as u64;
@@ -273,7 +300,7 @@ fn write_watching(
 
 /// Reads what the replica sends: `REPLCONF ACK <offset>`. A replica that
 /// hangs up stops its sender.
-fn spawn_ack_reader(mut stream: TcpStream, attached: Arc<Attached>) {
+fn spawn_ack_reader(server: Option<Arc<Server>>, mut stream: TcpStream, attached: Arc<Attached>) {
     let spawned = std::thread::Builder::new()
         .name("strata-replica-acks".into())
         .spawn(move || {
@@ -307,8 +334,10 @@ fn spawn_ack_reader(mut stream: TcpStream, attached: Arc<Attached>) {
                         .then(|| std::str::from_utf8(&args[2]).ok()?.parse::<u64>().ok())
                         .flatten()
                     {
-                        attached.acked.store(offset, Relaxed);
-                        attached.acked_at_ms.store(now_ms(), Relaxed);
+                        attached.acknowledge(offset, now_ms());
+                        if let Some(server) = &server {
+                            server.replication.acked.notify_waiters();
+                        }
                     }
                 }
             }
