@@ -993,7 +993,6 @@ impl Connection {
             }
             if timed_out {
                 if let crate::session::TimeoutReply::Rerun = block.timeout_reply {
-                    drop(reply);
                     self.session.block_timed_out = true;
                     self.run_command(&args, now_ms(), false);
                     self.session.block_timed_out = false;

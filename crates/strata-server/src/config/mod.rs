@@ -24,7 +24,10 @@ mod model;
 mod rewrite;
 
 pub use directives::{DIRECTIVES, directive, parse_memory};
-pub use model::{ClientsLimit, Config, Gate, MaxmemoryPolicy, OutputLimit, format_percentile};
+pub use model::{
+    ClientsLimit, Config, Gate, MaxmemoryPolicy, OutputLimit, ReplicationSettings,
+    format_percentile,
+};
 pub use rewrite::rewrite_file;
 
 impl Config {
@@ -221,36 +224,6 @@ pub fn help() -> String {
     }
     text
 }
-/// The replication settings dispatch reads on every command, parsed once
-/// when one of them is set (they live among the accepted directives,
-/// whose values are text).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReplicationSettings {
-    pub min_replicas_to_write: usize,
-    pub min_replicas_max_lag_s: u64,
-    pub serve_stale_data: bool,
-}
-
-impl Default for ReplicationSettings {
-    fn default() -> Self {
-        ReplicationSettings {
-            min_replicas_to_write: 0,
-            min_replicas_max_lag_s: 10,
-            serve_stale_data: true,
-        }
-    }
-}
-
-impl ReplicationSettings {
-    fn of(config: &Config) -> Self {
-        ReplicationSettings {
-            min_replicas_to_write: config.setting("min-replicas-to-write").parse().unwrap_or(0),
-            min_replicas_max_lag_s: config.setting("min-replicas-max-lag").parse().unwrap_or(10),
-            serve_stale_data: config.setting("replica-serve-stale-data") != "no",
-        }
-    }
-}
-
 /// The live configuration shared by all threads.
 pub struct SharedConfig {
     current: RwLock<Arc<Config>>,

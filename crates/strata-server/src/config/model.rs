@@ -132,7 +132,7 @@ pub struct Config {
     /// (`crate::config_accepted`), by name; unset ones show their default.
     pub accepted: std::collections::BTreeMap<&'static str, String>,
     /// Replication's settings among `accepted`, parsed.
-    pub replication: super::ReplicationSettings,
+    pub replication: ReplicationSettings,
     /// When a hash converts from packed to table (fields; bytes of a
     /// field or value).
     pub hash_max_listpack_entries: u64,
@@ -378,4 +378,34 @@ impl Default for Config {
 pub enum ClientsLimit {
     Bytes(u64),
     Percent(u64),
+}
+
+/// The replication settings dispatch reads on every command, parsed once
+/// when one of them is set (they live among the accepted directives,
+/// whose values are text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicationSettings {
+    pub min_replicas_to_write: usize,
+    pub min_replicas_max_lag_s: u64,
+    pub serve_stale_data: bool,
+}
+
+impl Default for ReplicationSettings {
+    fn default() -> Self {
+        ReplicationSettings {
+            min_replicas_to_write: 0,
+            min_replicas_max_lag_s: 10,
+            serve_stale_data: true,
+        }
+    }
+}
+
+impl ReplicationSettings {
+    pub(super) fn of(config: &Config) -> Self {
+        ReplicationSettings {
+            min_replicas_to_write: config.setting("min-replicas-to-write").parse().unwrap_or(0),
+            min_replicas_max_lag_s: config.setting("min-replicas-max-lag").parse().unwrap_or(10),
+            serve_stale_data: config.setting("replica-serve-stale-data") != "no",
+        }
+    }
 }
