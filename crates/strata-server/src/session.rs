@@ -29,6 +29,8 @@ pub struct Session {
     pub sync_request: Option<crate::replication::primary::SyncRequest>,
     /// The port REPLCONF listening-port announced.
     pub replica_port: u16,
+    /// REPLCONF rdb-only 1: SYNC sends the RDB file and closes.
+    pub rdb_only: bool,
     /// The blocked command's wait ended by its timeout: it runs once more
     /// to answer ([`TimeoutReply::Rerun`]).
     pub block_timed_out: bool,
@@ -155,6 +157,7 @@ impl Session {
             close_after_reply: false,
             sync_request: None,
             replica_port: 0,
+            rdb_only: false,
             block_timed_out: false,
             wait_target: None,
             primary_link: false,

@@ -591,3 +591,39 @@ fn no_wait_acknowledged_write_is_lost_when_the_primary_dies() {
         }
     }
 }
+
+/// `redis-cli --rdb` saves the dataset from a Strata server as an RDB
+/// file (REPLCONF rdb-only, then SYNC); the file reads back key by key.
+#[test]
+fn redis_cli_rdb_saves_the_dataset() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    setup_groups(&mut con);
+    for round in 0..10 {
+        write_everything(&mut con, round, true);
+    }
+    let keys = dataset(&mut con, true).len();
+    let path = temp_dir().join("dump.rdb");
+    let port = server.port.to_string();
+    let mut command = std::process::Command::new("redis-cli");
+    command.args(["-p", &port, "--rdb", path.to_str().unwrap()]);
+    let (code, output) = run_bounded(&mut command);
+    assert_eq!(code, 0, "{output}");
+    let bytes = std::fs::read(&path).unwrap();
+    let mut read = 0;
+    strata_server::rdb::file::read(&bytes, |item| {
+        if let strata_server::rdb::file::Item::Key { .. } = item {
+            read += 1;
+        }
+    })
+    .unwrap();
+    assert_eq!(read, keys);
+    // The connection closed after the file: no replica stays attached.
+    wait_until("the rdb-only client to be gone", || {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut con)
+            .unwrap();
+        info.contains("connected_slaves:0")
+    });
+}

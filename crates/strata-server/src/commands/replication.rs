@@ -30,6 +30,7 @@ fn become_replica(ctx: &mut Ctx, psync: bool) -> CmdResult {
     ctx.session.sync_request = Some(SyncRequest {
         psync,
         listening_port: ctx.session.replica_port,
+        rdb_only: ctx.session.rdb_only,
     });
     Ok(())
 }
@@ -46,18 +47,14 @@ pub fn replconf(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         if is(option, "listening-port") {
             let port = parse_i64(value)?;
             ctx.session.replica_port = u16::try_from(port).map_err(|_| "ERR invalid port")?;
+        } else if is(option, "rdb-only") {
+            ctx.session.rdb_only = value.as_ref() == b"1";
         } else if is(option, "ack") || is(option, "getack") {
             // Only meaningful on a replica's link, which reads them itself.
             return Ok(());
-        } else if ![
-            "ip-address",
-            "capa",
-            "rdb-only",
-            "rdb-filter-only",
-            "rdb-channel",
-        ]
-        .iter()
-        .any(|known| is(option, known))
+        } else if !["ip-address", "capa", "rdb-filter-only", "rdb-channel"]
+            .iter()
+            .any(|known| is(option, known))
         {
             return Err(format!(
                 "ERR Unrecognized REPLCONF option: {}",

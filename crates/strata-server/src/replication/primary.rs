@@ -32,6 +32,9 @@ pub struct SyncRequest {
     pub psync: bool,
     /// The port it listens on (REPLCONF listening-port), for INFO.
     pub listening_port: u16,
+    /// `REPLCONF rdb-only 1` (`redis-cli --rdb`): the RDB file only, then
+    /// the connection closes.
+    pub rdb_only: bool,
 }
 
 /// Bytes of translated changes sent in one write at most.
@@ -140,6 +143,9 @@ fn run(
         .unwrap_or(1)
         .saturating_sub(1);
     attached.marks.lock().push_back((base, copied));
+    if request.rdb_only {
+        return Ok(());
+    }
     attached.state.store(STATE_ONLINE, Relaxed);
     log_notice!("Synchronization with replica {} succeeded", client.addr);
     let reader = stream.try_clone().map_err(io)?;
