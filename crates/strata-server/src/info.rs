@@ -681,6 +681,7 @@ fn stats_section(server: &Server, out: &mut String, held: &mut Held) {
         "rejected_connections",
         server.stats.rejected_connections.load(Relaxed)
     );
+    server.replication.stats(out);
     field!(
         out,
         "expired_keys",

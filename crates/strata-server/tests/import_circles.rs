@@ -94,6 +94,7 @@ const SERVER_CIRCLES_LEFT: &[&str] = &[
     // Replication's services reach the server (the link runs commands
     // through dispatch; REPLICAOF starts threads that hold the server).
     "replication",
+    "replication::backlog",
     "replication::link",
     "replication::primary",
     "scripting",

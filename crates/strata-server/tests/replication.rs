@@ -627,3 +627,93 @@ fn redis_cli_rdb_saves_the_dataset() {
         info.contains("connected_slaves:0")
     });
 }
+
+fn stat(con: &mut redis::Connection, name: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("stats").query(con).unwrap();
+    info_field(&info, name).parse().unwrap()
+}
+
+/// The id of the primary's connection serving a replica.
+fn replica_client_id(con: &mut redis::Connection) -> String {
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(con).unwrap();
+    let line = list
+        .lines()
+        .find(|line| line.contains("cmd=psync"))
+        .expect("a replica's connection");
+    line.split(' ')
+        .next()
+        .unwrap()
+        .trim_start_matches("id=")
+        .to_string()
+}
+
+/// A replica whose connection breaks under writes continues from its
+/// offset (`+CONTINUE`, no copy); after a promotion, the other replica
+/// continues from the promoted one's history too.
+#[test]
+fn broken_links_and_failovers_continue_without_a_full_sync() {
+    let primary = TestServer::start();
+    let replicas = [TestServer::start(), TestServer::start()];
+    let mut p = primary.client();
+    setup_groups(&mut p);
+    for replica in &replicas {
+        replicaof(&mut replica.client(), primary.port);
+        wait_until("the link to come up", || link_up(&mut replica.client()));
+    }
+    let url = primary.url();
+    let writer = std::thread::spawn(move || {
+        let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+        for round in 0..150 {
+            write_everything(&mut con, round, true);
+        }
+    });
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(100));
+        wait_until("both replicas to be connected", || {
+            let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut p).unwrap();
+            list.matches("cmd=psync").count() == 2
+        });
+        let id = replica_client_id(&mut p);
+        let _: () = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("ID")
+            .arg(&id)
+            .query(&mut p)
+            .unwrap();
+    }
+    writer.join().unwrap();
+    let mut a = replicas[0].client();
+    let (want, got) = settled(&mut p, &mut a, true);
+    assert_same(&want, &got);
+    let mut b = replicas[1].client();
+    let (want, got) = settled(&mut p, &mut b, true);
+    assert_same(&want, &got);
+    assert_eq!(
+        stat(&mut p, "sync_full"),
+        2,
+        "one copy per replica, no more"
+    );
+    assert!(stat(&mut p, "sync_partial_ok") >= 3);
+
+    // Failover: A becomes the primary, B follows it and continues.
+    drop(p);
+    primary.kill9();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut a)
+        .unwrap();
+    replicaof(&mut b, replicas[0].port);
+    wait_until("B to follow A", || {
+        let info: String = redis::cmd("INFO").arg("replication").query(&mut b).unwrap();
+        info.contains(&format!("master_port:{}", replicas[0].port))
+            && info.contains("master_link_status:up")
+    });
+    for round in 150..170 {
+        write_everything(&mut a, round, true);
+    }
+    let (want, got) = settled(&mut a, &mut b, true);
+    assert_same(&want, &got);
+    assert_eq!(stat(&mut a, "sync_full"), 0, "B needed no copy from A");
+    assert_eq!(stat(&mut a, "sync_partial_ok"), 1);
+}

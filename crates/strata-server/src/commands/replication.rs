@@ -11,16 +11,18 @@ use crate::replication::primary::SyncRequest;
 /// SYNC: the old protocol (also `redis-cli --rdb`): the RDB file, then
 /// the stream, with no `+FULLRESYNC` line first.
 pub fn sync(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
-    become_replica(ctx, false)
+    become_replica(ctx, false, "?".into(), -1)
 }
 
-/// PSYNC replid offset: always a full synchronisation (partial ones are
-/// not built yet), as Redis answers a replica whose offset it cannot serve.
-pub fn psync(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
-    become_replica(ctx, true)
+/// PSYNC replid offset: the replica continues from `offset` when the
+/// backlog still holds it (`+CONTINUE`), else synchronises in full.
+pub fn psync(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let replid = String::from_utf8_lossy(&args[1]).into_owned();
+    let offset = parse_i64(&args[2]).unwrap_or(-1);
+    become_replica(ctx, true, replid, offset)
 }
 
-fn become_replica(ctx: &mut Ctx, psync: bool) -> CmdResult {
+fn become_replica(ctx: &mut Ctx, psync: bool, replid: String, offset: i64) -> CmdResult {
     if ctx.server.replication.is_replica() && !ctx.server.replication.link_up() {
         return Err("NOMASTERLINK Can't SYNC while not connected with my master".into());
     }
@@ -28,6 +30,8 @@ fn become_replica(ctx: &mut Ctx, psync: bool) -> CmdResult {
         return Ok(());
     }
     ctx.session.sync_request = Some(SyncRequest {
+        replid,
+        offset,
         psync,
         listening_port: ctx.session.replica_port,
         rdb_only: ctx.session.rdb_only,

@@ -83,6 +83,9 @@ pub fn start(server: Arc<Server>, host: String, port: u16, link: Arc<LinkState>)
             while !link.stop.load(Relaxed) {
                 log_notice!("Connecting to MASTER {host}:{port}");
                 let outcome = follow(&server, &host, port, &link);
+                // A link that was up reconnects at once (the backlog may
+                // still hold what it lacks); failed attempts wait.
+                let was_up = link.up.load(Relaxed);
                 link.up.store(false, Relaxed);
                 link.syncing.store(false, Relaxed);
                 link.down_since_ms.store(now_ms(), Relaxed);
@@ -91,7 +94,7 @@ pub fn start(server: Arc<Server>, host: String, port: u16, link: Arc<LinkState>)
                     Ok(()) => {}
                     Err(why) => log_warning!("Replication with {host}:{port}: {why}"),
                 }
-                if !link.stop.load(Relaxed) {
+                if !link.stop.load(Relaxed) && !was_up {
                     std::thread::sleep(RETRY);
                 }
             }
@@ -131,14 +134,6 @@ fn follow(server: &Arc<Server>, host: &str, port: u16, link: &LinkState) -> Resu
         BufReader::with_capacity(1 << 16, stream.try_clone().map_err(|e| e.to_string())?);
     let mut writer = stream;
     handshake(&mut reader, &mut writer, server, &config)?;
-    let (replid, offset) = ask_full_sync(&mut reader, &mut writer)?;
-    link.syncing.store(true, Relaxed);
-    link.last_io_ms.store(now_ms(), Relaxed);
-    let rdb = receive_rdb(&mut reader, link)?;
-    log_notice!(
-        "MASTER <-> REPLICA sync: loading {} bytes of RDB",
-        rdb.len()
-    );
     let client = server.clients.register(
         addr,
         writer.local_addr().map_err(|e| e.to_string())?,
@@ -147,19 +142,50 @@ fn follow(server: &Arc<Server>, host: &str, port: u16, link: &LinkState) -> Resu
         now_ms(),
     );
     let mut applier = Applier::new(server, client.clone());
-    let loaded = applier.load(&rdb);
+    let outcome = synchronise(server, &mut reader, &mut writer, link, &mut applier);
+    let applied = outcome.and_then(|()| applier.apply_stream(reader, writer, link, timeout));
+    server.clients.unregister(client.id);
+    applied
+}
+
+/// PSYNC, then the RDB file of a full synchronisation, loaded.
+fn synchronise(
+    server: &Server,
+    reader: &mut BufReader<TcpStream>,
+    writer: &mut TcpStream,
+    link: &LinkState,
+    applier: &mut Applier,
+) -> Result<(), String> {
+    let (replid, offset) = match ask_sync(reader, writer, &server.replication)? {
+        Sync::Continue(replid) => {
+            if let Some(replid) = replid {
+                server.replication.continue_as(&replid);
+            }
+            link.up.store(true, Relaxed);
+            log_notice!(
+                "MASTER <-> REPLICA sync: partial resynchronization accepted, at offset {}",
+                server.replication.offset()
+            );
+            return Ok(());
+        }
+        Sync::Full(replid, offset) => (replid, offset),
+    };
+    link.syncing.store(true, Relaxed);
+    link.last_io_ms.store(now_ms(), Relaxed);
+    let rdb = receive_rdb(reader, link)?;
+    log_notice!(
+        "MASTER <-> REPLICA sync: loading {} bytes of RDB",
+        rdb.len()
+    );
+    let applying = server.replication.applying();
+    applier.load(&rdb)?;
     drop(rdb);
-    if let Err(why) = loaded {
-        server.clients.unregister(client.id);
-        return Err(why);
-    }
     server.replication.adopt(&replid, offset);
+    drop(applying);
     link.syncing.store(false, Relaxed);
     link.up.store(true, Relaxed);
     log_notice!("MASTER <-> REPLICA sync: finished with success");
-    let applied = applier.apply_stream(reader, writer, link, timeout, offset);
-    server.clients.unregister(client.id);
-    applied
+    Ok(())
 }
 
 fn command(args: &[&[u8]]) -> Vec<u8> {
@@ -232,14 +258,29 @@ fn handshake(
     Ok(())
 }
 
-/// PSYNC ? -1: the primary's replication ID and the offset its stream
-/// starts at.
-fn ask_full_sync(
+/// What PSYNC got.
+enum Sync {
+    /// `+FULLRESYNC <replid> <offset>`: an RDB file follows.
+    Full(String, u64),
+    /// `+CONTINUE [<replid>]`: the stream goes on from this server's
+    /// offset.
+    Continue(Option<String>),
+}
+
+/// PSYNC with this server's history (`? -1` without one).
+fn ask_sync(
     reader: &mut impl BufRead,
     writer: &mut TcpStream,
-) -> Result<(String, u64), String> {
+    replication: &super::Replication,
+) -> Result<Sync, String> {
+    let (replid, offset) = if replication.synced() {
+        let next = (replication.offset() + 1).to_string();
+        (replication.replid(), next)
+    } else {
+        ("?".to_string(), "-1".to_string())
+    };
     writer
-        .write_all(&command(&[b"PSYNC", b"?", b"-1"]))
+        .write_all(&command(&[b"PSYNC", replid.as_bytes(), offset.as_bytes()]))
         .map_err(|e| e.to_string())?;
     loop {
         let line = read_line(reader)?;
@@ -247,15 +288,18 @@ fn ask_full_sync(
             continue;
         }
         let mut words = line.split(' ');
-        if words.next() != Some("+FULLRESYNC") {
-            return Err(format!("the primary answered PSYNC with {line}"));
+        match words.next() {
+            Some("+FULLRESYNC") => {
+                let replid = words.next().unwrap_or_default().to_string();
+                let offset = words
+                    .next()
+                    .and_then(|w| w.parse().ok())
+                    .ok_or("a FULLRESYNC without an offset")?;
+                return Ok(Sync::Full(replid, offset));
+            }
+            Some("+CONTINUE") => return Ok(Sync::Continue(words.next().map(str::to_string))),
+            _ => return Err(format!("the primary answered PSYNC with {line}")),
         }
-        let replid = words.next().unwrap_or_default().to_string();
-        let offset = words
-            .next()
-            .and_then(|w| w.parse().ok())
-            .ok_or("a FULLRESYNC without an offset")?;
-        return Ok((replid, offset));
     }
 }
 
@@ -383,14 +427,17 @@ impl<'s> Applier<'s> {
     }
 
     /// Applies the command stream until the link breaks or is stopped.
+    /// The offset moves (and the applied bytes join this server's own
+    /// stream) only between transactions, as Redis counts it: a
+    /// reconnection never continues from inside a MULTI.
     fn apply_stream(
         &mut self,
         mut reader: BufReader<TcpStream>,
         mut writer: TcpStream,
         link: &LinkState,
         timeout: Duration,
-        mut offset: u64,
     ) -> Result<(), String> {
+        let replication = &self.server.replication;
         let mut input = BytesMut::from(reader.buffer());
         reader.consume(input.len());
         let mut stream = reader.into_inner();
@@ -405,36 +452,58 @@ impl<'s> Applier<'s> {
         let mut chunk = vec![0u8; 1 << 16];
         let mut acked_at = Instant::now();
         let mut heard_at = Instant::now();
+        // The bytes `input` holds, kept whole: the parser consumes
+        // `input`, and what each command was is taken from here.
+        let mut raw = input.clone();
+        // Bytes applied since the offset last moved.
+        let mut pending = Vec::new();
         loop {
+            if link.stop.load(Relaxed) {
+                return Ok(());
+            }
+            let applying = replication.applying();
             if link.stop.load(Relaxed) {
                 return Ok(());
             }
             loop {
                 let before = input.len();
                 let Some(args) = parser.next(&mut input, &limits).map_err(|e| e.0)? else {
+                    // Empty lines (keep-alives, padding) the parser skipped
+                    // count in the offset too.
+                    let skipped = raw.split_to(raw.len() - input.len());
+                    pending.extend_from_slice(&skipped);
+                    if self.session.multi.is_none() && !pending.is_empty() {
+                        replication.applied(&pending);
+                        pending.clear();
+                    }
                     break;
                 };
-                let consumed = (before - input.len()) as u64;
+                let consumed = raw.split_to(before - input.len());
                 if args.len() >= 2
                     && args[0].eq_ignore_ascii_case(b"replconf")
                     && args[1].eq_ignore_ascii_case(b"getack")
                 {
-                    send_ack(&mut writer, offset)?;
+                    send_ack(&mut writer, replication.offset())?;
                     acked_at = Instant::now();
                 } else if !args[0].eq_ignore_ascii_case(b"ping") {
                     self.run(&args);
                 }
-                offset += consumed;
-                self.server.replication.adopt_offset(offset);
+                pending.extend_from_slice(&consumed);
+                if self.session.multi.is_none() {
+                    replication.applied(&pending);
+                    pending.clear();
+                }
             }
+            drop(applying);
             if acked_at.elapsed() >= Duration::from_secs(1) {
-                send_ack(&mut writer, offset)?;
+                send_ack(&mut writer, replication.offset())?;
                 acked_at = Instant::now();
             }
             match stream.read(&mut chunk) {
                 Ok(0) => return Err("the primary closed the connection".into()),
                 Ok(n) => {
                     input.extend_from_slice(&chunk[..n]);
+                    raw.extend_from_slice(&chunk[..n]);
                     heard_at = Instant::now();
                     link.last_io_ms.store(now_ms(), Relaxed);
                 }

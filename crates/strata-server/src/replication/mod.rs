@@ -32,6 +32,7 @@
 //! `min-replicas-to-write`, replica chains' own offsets, and a disk-backed
 //! backlog.
 
+pub mod backlog;
 pub mod link;
 pub mod primary;
 pub mod snapshot;
@@ -43,6 +44,11 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64};
 use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
+
+/// The backlog keeps at least this much (`repl-backlog-size` may ask for
+/// more): Redis' 1 MB default sends a replica that is a moment behind
+/// under load into a full synchronisation.
+pub const BACKLOG_MIN_BYTES: usize = 64 << 20;
 
 /// A replica attached to this server, as INFO and ROLE show it.
 pub struct Attached {
@@ -58,15 +64,6 @@ pub struct Attached {
     pub acked_at_ms: AtomicU64,
     /// Asks the sender thread to stop (CLIENT KILL, REPLICAOF, shutdown).
     pub stop: AtomicBool,
-    /// WAIT asks the sender to send `REPLCONF GETACK *` now.
-    pub getack: AtomicBool,
-    /// The last change (sequence number, `strata_engine::copy`) the
-    /// replica holds by its acknowledgements.
-    pub acked_seq: AtomicU64,
-    /// (stream offset, change): once the replica acknowledges that
-    /// offset, it holds every change up to that one. Written by the
-    /// sender per write, consumed by acknowledgements.
-    pub marks: Mutex<std::collections::VecDeque<(u64, u64)>>,
 }
 
 /// States of an [`Attached`] replica.
@@ -86,24 +83,13 @@ impl Attached {
             acked: 0.into(),
             acked_at_ms: now_ms.into(),
             stop: false.into(),
-            getack: false.into(),
-            acked_seq: 0.into(),
-            marks: Mutex::new(std::collections::VecDeque::new()),
         }
     }
 
     /// The replica acknowledged `offset`.
     pub fn acknowledge(&self, offset: u64, now_ms: u64) {
-        self.acked.store(offset, Relaxed);
+        self.acked.fetch_max(offset, Relaxed);
         self.acked_at_ms.store(now_ms, Relaxed);
-        let mut marks = self.marks.lock();
-        while let Some(&(at, seq)) = marks.front() {
-            if at > offset {
-                break;
-            }
-            self.acked_seq.fetch_max(seq, Relaxed);
-            marks.pop_front();
-        }
     }
 
     fn state_name(&self) -> &'static str {
@@ -129,15 +115,31 @@ pub struct Replication {
     /// The previous ID (a promoted replica's old primary's) and the
     /// offset up to which it holds.
     replid2: Mutex<(String, i64)>,
-    /// As a primary: the offset of the stream produced so far (the
-    /// highest any replica was sent); as a replica: the offset applied.
-    offset: AtomicU64,
+    /// The stream and its recent history (`master_repl_offset` is its
+    /// end; on a replica, what it applied).
+    pub backlog: backlog::Backlog,
+    /// The producer thread runs (from the first replica on).
+    stream_started: AtomicBool,
+    /// WAIT asked for acknowledgements: the producer sends GETACK.
+    getack: AtomicBool,
+    /// Changes numbered below this are a primary's, applied while this
+    /// server was its replica: the producer leaves them out.
+    own_from: AtomicU64,
+    /// Held while the link applies a batch of its primary's stream; a full
+    /// synchronisation served by a replica holds it while it copies.
+    applying: Mutex<()>,
+    /// Whether this server holds some primary's history (it synchronised,
+    /// or was promoted): its reconnections ask to continue it.
+    synced: AtomicBool,
     replicas: Mutex<Vec<Arc<Attached>>>,
     upstream: Mutex<Option<Upstream>>,
     /// Whether `upstream` is set: what every command's admission reads.
     following: AtomicBool,
-    /// Full syncs served (INFO stats' `sync_full`).
+    /// Full syncs served (INFO stats' `sync_full`), partial ones
+    /// (`sync_partial_ok`) and partial ones refused (`sync_partial_err`).
     pub full_syncs: AtomicU64,
+    pub partial_syncs: AtomicU64,
+    pub partial_refused: AtomicU64,
     /// The server, for the threads REPLICAOF starts.
     server: OnceLock<Weak<crate::server::Server>>,
     /// Woken by every acknowledgement (WAIT waits on it).
@@ -149,11 +151,18 @@ impl Replication {
         Replication {
             replid: Mutex::new(run_id.to_string()),
             replid2: Mutex::new(("0".repeat(40), -1)),
-            offset: AtomicU64::new(0),
+            backlog: backlog::Backlog::new(BACKLOG_MIN_BYTES),
+            stream_started: AtomicBool::new(false),
+            getack: AtomicBool::new(false),
+            own_from: AtomicU64::new(0),
+            applying: Mutex::new(()),
+            synced: AtomicBool::new(false),
             replicas: Mutex::new(Vec::new()),
             upstream: Mutex::new(None),
             following: AtomicBool::new(false),
             full_syncs: AtomicU64::new(0),
+            partial_syncs: AtomicU64::new(0),
+            partial_refused: AtomicU64::new(0),
             server: OnceLock::new(),
             acked: tokio::sync::Notify::new(),
         }
@@ -161,18 +170,72 @@ impl Replication {
 
     /// How many online replicas hold every change up to `seq`.
     pub fn holding(&self, seq: u64) -> usize {
+        let Some(offset) = self.backlog.offset_holding(seq) else {
+            return 0;
+        };
         self.replicas
             .lock()
             .iter()
-            .filter(|r| r.state.load(Relaxed) == STATE_ONLINE && r.acked_seq.load(Relaxed) >= seq)
+            .filter(|r| r.state.load(Relaxed) == STATE_ONLINE && r.acked.load(Relaxed) >= offset)
             .count()
     }
 
-    /// Asks every replica for an acknowledgement now.
+    /// Asks every replica for an acknowledgement now (the producer sends
+    /// `REPLCONF GETACK *` in the stream).
     pub fn request_acks(&self) {
-        for replica in self.replicas.lock().iter() {
-            replica.getack.store(true, Relaxed);
+        self.getack.store(true, Relaxed);
+    }
+
+    /// Pauses the link's applying while the guard lives (a replica
+    /// serving a full synchronisation copies a still dataset); nothing
+    /// on a primary.
+    pub fn pause_applying(&self) -> Option<parking_lot::MutexGuard<'_, ()>> {
+        self.is_replica().then(|| self.applying.lock())
+    }
+
+    /// The link holds this while it applies a batch.
+    pub fn applying(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.applying.lock()
+    }
+
+    /// The previous replication ID and the offset its history ends at
+    /// (−1: none).
+    pub fn replid2(&self) -> (String, i64) {
+        self.replid2.lock().clone()
+    }
+
+    /// Whether this server holds some primary's history.
+    pub fn synced(&self) -> bool {
+        self.synced.load(Relaxed)
+    }
+
+    /// Starts the producer of the stream, once (the first replica).
+    pub fn start_stream(&self) {
+        if self.stream_started.swap(true, Relaxed) {
+            return;
         }
+        if let Some(server) = self.server() {
+            backlog::start_producer(server);
+        }
+    }
+
+    /// The producer found the feed dropped changes: the stream has a hole,
+    /// so a new history starts and every replica synchronises again.
+    pub fn new_history(&self) {
+        *self.replid.lock() = crate::server::random_hex(40);
+        *self.replid2.lock() = ("0".repeat(40), -1);
+        self.backlog.reset(self.backlog.end());
+        self.drop_replicas();
+    }
+
+    /// Whether the producer should translate the change numbered `seq`.
+    pub fn produces(&self, seq: u64) -> bool {
+        !self.is_replica() && seq >= self.own_from.load(Relaxed)
+    }
+
+    /// The producer takes a GETACK request.
+    pub fn take_getack(&self) -> bool {
+        self.getack.swap(false, Relaxed)
     }
 
     /// Replicas that acknowledged within `max_lag_s` (min-replicas-max-lag).
@@ -231,12 +294,7 @@ impl Replication {
     }
 
     pub fn offset(&self) -> u64 {
-        self.offset.load(Relaxed)
-    }
-
-    /// Moves the offset on to `offset` if it is further.
-    pub fn advance(&self, offset: u64) {
-        self.offset.fetch_max(offset, Relaxed);
+        self.backlog.end()
     }
 
     /// Whether this server follows a primary.
@@ -273,23 +331,46 @@ impl Replication {
         let Some(before) = upstream.take() else {
             return false;
         };
+        before.link.stop.store(true, Relaxed);
+        // The link applies nothing more once it lets go of `applying`:
+        // every change numbered from here on is this server's own.
+        let applying = self.applying.lock();
         self.following.store(false, Relaxed);
         drop(upstream);
-        before.link.stop.store(true, Relaxed);
+        if let Some(server) = self.server() {
+            self.own_from
+                .store(server.keyspace.next_change_seq(), Relaxed);
+        }
+        drop(applying);
         let old = std::mem::replace(&mut *self.replid.lock(), crate::server::random_hex(40));
         *self.replid2.lock() = (old, self.offset() as i64 + 1);
+        self.synced.store(true, Relaxed);
+        self.start_stream();
         true
     }
 
-    /// A replica's applied offset.
-    pub fn adopt_offset(&self, offset: u64) {
-        self.offset.store(offset, Relaxed);
+    /// The link applied its primary's stream up to `bytes`: they join
+    /// this server's stream (its replicas', and its own if promoted).
+    pub fn applied(&self, bytes: &[u8]) {
+        self.backlog.append(bytes.into(), None);
+    }
+
+    /// +CONTINUE with a new ID: the primary's history goes on under it
+    /// (it was promoted); the old one is the second.
+    pub fn continue_as(&self, replid: &str) {
+        let mut current = self.replid.lock();
+        if *current != replid {
+            let old = std::mem::replace(&mut *current, replid.to_string());
+            *self.replid2.lock() = (old, self.offset() as i64 + 1);
+        }
     }
 
     /// Takes the ID of the primary this replica now follows.
     pub fn adopt(&self, replid: &str, offset: u64) {
         *self.replid.lock() = replid.to_string();
-        self.offset.store(offset, Relaxed);
+        *self.replid2.lock() = ("0".repeat(40), -1);
+        self.backlog.reset(offset);
+        self.synced.store(true, Relaxed);
     }
 
     pub fn attach(&self, replica: Arc<Attached>) {
@@ -394,10 +475,26 @@ impl Replication {
         line(out, "master_replid2", &replid2);
         line(out, "master_repl_offset", &self.offset());
         line(out, "second_repl_offset", &second);
-        line(out, "repl_backlog_active", &0);
-        line(out, "repl_backlog_size", &1_048_576);
-        line(out, "repl_backlog_first_byte_offset", &0);
-        line(out, "repl_backlog_histlen", &0);
+        let active = self.stream_started.load(Relaxed) || self.synced();
+        line(out, "repl_backlog_active", &u8::from(active));
+        line(out, "repl_backlog_size", &self.backlog.limit());
+        line(
+            out,
+            "repl_backlog_first_byte_offset",
+            &(self.backlog.start() + 1),
+        );
+        line(out, "repl_backlog_histlen", &self.backlog.held());
+    }
+
+    /// INFO stats' synchronisation counters.
+    pub fn stats(&self, out: &mut String) {
+        let _ = write!(
+            out,
+            "sync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\n",
+            self.full_syncs.load(Relaxed),
+            self.partial_syncs.load(Relaxed),
+            self.partial_refused.load(Relaxed)
+        );
     }
 
     /// ROLE's reply.

@@ -1,12 +1,14 @@
 //! Serving one replica: after its PSYNC (or SYNC), the connection leaves
-//! the network threads for a thread of its own, which writes the copy
-//! ([`super::snapshot`]), sends it, then sends the translated changes
-//! ([`super::translate`]) for as long as the replica keeps up.
+//! the network threads for a thread of its own. When the backlog still
+//! holds what the replica lacks, it answers `+CONTINUE` and sends the
+//! stream from there; otherwise it writes a copy ([`super::snapshot`]),
+//! answers `+FULLRESYNC`, sends the copy, then the stream
+//! ([`super::backlog`]) for as long as the replica keeps up.
 //!
 //! A replica that falls behind by more than `client-output-buffer-limit
-//! replica` (its hard limit; 256 MB by default) is dropped and logged,
-//! as Redis drops it: the changes waiting for it are freed and writers
-//! never wait for it. A second thread reads what the replica sends
+//! replica` (its hard limit; 256 MB by default), or past what the backlog
+//! holds, is dropped and logged, as Redis drops it; writers never wait
+//! for it. A second thread reads what the replica sends
 //! (`REPLCONF ACK <offset>`).
 
 use std::io::{Read, Write};
@@ -19,7 +21,7 @@ use bytes::BytesMut;
 use strata_resp::{Limits, RequestParser};
 
 use super::snapshot::{self, Follows};
-use super::translate::{Translator, write_command};
+use super::translate::Translator;
 use super::{Attached, STATE_ONLINE, STATE_SEND_BULK};
 use crate::client::ClientInfo;
 use crate::server::{Server, now_ms};
@@ -28,6 +30,10 @@ use crate::{log_notice, log_warning};
 /// What the replica asked for.
 #[derive(Clone, Debug)]
 pub struct SyncRequest {
+    /// PSYNC's replication ID (`?`: none) and offset (the first byte it
+    /// wants, as Redis counts: one past what it has).
+    pub replid: String,
+    pub offset: i64,
     /// PSYNC (answered `+FULLRESYNC`) rather than the old SYNC.
     pub psync: bool,
     /// The port it listens on (REPLCONF listening-port), for INFO.
@@ -37,10 +43,24 @@ pub struct SyncRequest {
     pub rdb_only: bool,
 }
 
+impl SyncRequest {
+    /// Where the replica continues from, when the backlog can serve it:
+    /// its ID is this server's (or the one before, up to where that
+    /// history ended) and its offset is still held.
+    fn continue_from(&self, replication: &super::Replication) -> Option<u64> {
+        if !self.psync || self.offset < 1 {
+            return None;
+        }
+        let from = self.offset as u64 - 1;
+        let (replid2, second) = replication.replid2();
+        let ours = self.replid == replication.replid()
+            || (self.replid == replid2 && second >= 0 && self.offset <= second);
+        (ours && replication.backlog.holds(from)).then_some(from)
+    }
+}
+
 /// Bytes of translated changes sent in one write at most.
 const WRITE_BATCH_BYTES: usize = 1 << 20;
-/// Marks kept per replica (see [`Attached::marks`]).
-const MARKS_MAX: usize = 4096;
 /// How long one wait for changes lasts before the thread looks at its
 /// stop flag and the ping period again.
 const POLL: Duration = Duration::from_millis(20);
@@ -70,7 +90,15 @@ pub fn serve(
                 attached.ip,
                 request.listening_port
             );
+            // The acknowledgement reader holds a second handle of the
+            // socket: it is shut down here, whatever ended the sending,
+            // so the replica sees the connection end at once.
+            let closer = stream.try_clone();
             let outcome = run(&server, stream, &client, &attached, &request);
+            attached.stop.store(true, Relaxed);
+            if let Ok(socket) = closer {
+                let _ = socket.shutdown(std::net::Shutdown::Both);
+            }
             server.replication.detach(client.id);
             match outcome {
                 Ok(()) => log_notice!("Connection with replica {} lost.", client.addr),
@@ -94,15 +122,55 @@ fn run(
     stream.set_nonblocking(false).map_err(io)?;
     let timeout = Duration::from_secs(repl_timeout_s(&config));
     stream.set_write_timeout(Some(timeout)).map_err(io)?;
-    let limit = match config.output_limit_replica.hard_bytes {
-        0 => usize::MAX,
-        bytes => bytes as usize,
-    };
-    let changes = server.keyspace.subscribe_records(limit);
-    let base = server.replication.offset();
-    if request.psync {
-        let line = format!("+FULLRESYNC {} {base}\r\n", server.replication.replid());
+    let replication = &server.replication;
+    replication.start_stream();
+    if let Some(from) = request.continue_from(replication) {
+        // A partial resynchronisation: the replica has the stream up to
+        // `from`, and the backlog holds what follows.
+        let line = format!("+CONTINUE {}\r\n", replication.replid());
         stream.write_all(line.as_bytes()).map_err(io)?;
+        replication.partial_syncs.fetch_add(1, Relaxed);
+        log_notice!(
+            "Partial resynchronization request from {} accepted, at offset {from}",
+            client.addr
+        );
+        return online(server, stream, client, attached, from, None);
+    }
+    if request.psync && request.replid != "?" {
+        replication.partial_refused.fetch_add(1, Relaxed);
+    }
+    let (copy, from) = full_copy(server, &config, client, request, &mut stream)?;
+    attached.state.store(STATE_SEND_BULK, Relaxed);
+    let sent = send_file(&mut stream, &copy);
+    let _ = std::fs::remove_file(&copy.path);
+    sent.map_err(io)?;
+    if request.rdb_only {
+        return Ok(());
+    }
+    online(server, stream, client, attached, from, Some(&copy))
+}
+
+/// Writes the copy a full synchronisation sends, answering `+FULLRESYNC`
+/// with the offset it starts the stream at. On a replica, applying its
+/// primary's stream pauses meanwhile, so the copy is exactly the stream
+/// up to that offset; on a primary, the copy is shard by shard and the
+/// records it already holds are left out of what follows
+/// ([`snapshot::Snapshot::follows`]).
+fn full_copy(
+    server: &Server,
+    config: &crate::config::Config,
+    client: &ClientInfo,
+    request: &SyncRequest,
+    stream: &mut TcpStream,
+) -> Result<(snapshot::Snapshot, u64), String> {
+    let replication = &server.replication;
+    let paused = replication.pause_applying();
+    let from = replication.backlog.end();
+    if request.psync {
+        let line = format!("+FULLRESYNC {} {from}\r\n", replication.replid());
+        stream
+            .write_all(line.as_bytes())
+            .map_err(|e| e.to_string())?;
     }
     let path = config
         .dir
@@ -115,42 +183,45 @@ fn run(
         crate::server::REDIS_VERSION,
         now_ms(),
     );
-    let copy = match copy {
+    drop(paused);
+    let mut copy = match copy {
         Ok(copy) => copy,
         Err(e) => {
             let _ = std::fs::remove_file(&path);
             return Err(format!("the copy for the replica failed: {e}"));
         }
     };
-    server.replication.full_syncs.fetch_add(1, Relaxed);
+    if replication.is_replica() {
+        // Nothing after `from` is in the copy.
+        copy.covered.iter_mut().for_each(|l| *l = 0);
+    }
+    replication.full_syncs.fetch_add(1, Relaxed);
     log_notice!(
         "Synchronization copy of {} keys ({} bytes) written in {} ms; sending",
         copy.keys,
         copy.bytes,
         started.elapsed().as_millis()
     );
-    attached.state.store(STATE_SEND_BULK, Relaxed);
-    let sent = send_file(&mut stream, &copy);
-    let _ = std::fs::remove_file(&path);
-    sent.map_err(io)?;
-    // Once it acknowledges the copy, the replica holds every change
-    // below the first shard's L_s.
-    let copied = copy
-        .covered
-        .iter()
-        .min()
-        .copied()
-        .unwrap_or(1)
-        .saturating_sub(1);
-    attached.marks.lock().push_back((base, copied));
-    if request.rdb_only {
-        return Ok(());
-    }
+    Ok((copy, from))
+}
+
+/// The replica is in step: send the stream from offset `from` for as long
+/// as it keeps up.
+fn online(
+    server: &Server,
+    mut stream: TcpStream,
+    client: &ClientInfo,
+    attached: &Arc<Attached>,
+    from: u64,
+    copy: Option<&snapshot::Snapshot>,
+) -> Result<(), String> {
+    attached.acknowledge(from, now_ms());
+    attached.sent.store(from, Relaxed);
     attached.state.store(STATE_ONLINE, Relaxed);
     log_notice!("Synchronization with replica {} succeeded", client.addr);
-    let reader = stream.try_clone().map_err(io)?;
+    let reader = stream.try_clone().map_err(|e| e.to_string())?;
     spawn_ack_reader(server.replication.server(), reader, attached.clone());
-    stream_changes(server, &mut stream, client, attached, &copy, &changes, base)
+    stream_changes(server, &mut stream, client, attached, copy, from)
 }
 
 /// Redis' `repl-timeout` (seconds).
@@ -172,92 +243,70 @@ fn send_file(stream: &mut TcpStream, copy: &snapshot::Snapshot) -> std::io::Resu
     Ok(())
 }
 
-/// Sends every change committed after the copy, in commit order.
+/// Sends the stream from offset `at`: the backlog's entries, each as it
+/// is, except those the replica's copy partly holds, which go without
+/// those records and padded to their length.
 fn stream_changes(
     server: &Server,
     stream: &mut TcpStream,
     client: &ClientInfo,
     attached: &Attached,
-    copy: &snapshot::Snapshot,
-    changes: &strata_engine::feed::Subscription,
-    base: u64,
+    mut copy: Option<&snapshot::Snapshot>,
+    mut at: u64,
 ) -> Result<(), String> {
     let keyspace = &server.keyspace;
-    let timeout = Duration::from_secs(repl_timeout_s(&server.config.get()));
+    let backlog = &server.replication.backlog;
+    let config = server.config.get();
+    let timeout = Duration::from_secs(repl_timeout_s(&config));
+    let limit = match config.output_limit_replica.hard_bytes {
+        0 => u64::MAX,
+        bytes => bytes,
+    };
     stream
         .set_write_timeout(Some(POLL))
         .map_err(|e| e.to_string())?;
-    let mut translator = Translator::new();
+    let fell_behind = || "it fell behind by more than the backlog holds".to_string();
     let mut out = Vec::new();
-    let mut sent = 0u64;
-    let mut pinged = Instant::now();
-    let mut last_seq = 0;
     loop {
         if attached.stop.load(Relaxed) || client.is_killed() {
             return Ok(());
         }
-        let mut group = changes
-            .recv_timeout(POLL)
-            .map_err(|_| "it fell behind by more than its output buffer limit".to_string())?;
-        while let Some(next) = group {
-            let mut restart = false;
-            translator.group(
-                keyspace,
-                now_ms(),
-                &next.records,
-                |record| match copy.follows(keyspace, record) {
-                    Follows::Send => true,
-                    Follows::Skip => false,
-                    Follows::Restart => {
-                        restart = true;
-                        false
+        let entries = backlog
+            .read(at, WRITE_BATCH_BYTES, POLL)
+            .map_err(|_| fell_behind())?;
+        out.clear();
+        for entry in &entries {
+            let skip = (at - entry.start) as usize;
+            match (copy, &entry.group) {
+                (Some(held), Some(group)) if !held.passed(group) => {
+                    let mut partial = Vec::new();
+                    let kept = |record: &strata_engine::record::Record| {
+                        held.follows(keyspace, record) == Follows::Send
+                    };
+                    Translator::new().group(keyspace, now_ms(), &group.records, kept, &mut partial);
+                    if partial.len() > entry.bytes.len() {
+                        return Err("its copy and the stream do not line up; it starts over".into());
                     }
-                },
-                &mut out,
-            );
-            if restart {
-                return Err(
-                    "the whole keyspace changed while it was copied; it starts over".into(),
-                );
+                    partial.resize(entry.bytes.len(), b'\n');
+                    out.extend_from_slice(&partial[skip..]);
+                }
+                _ => {
+                    if copy.is_some_and(|held| entry.group.as_ref().is_some_and(|g| held.passed(g)))
+                    {
+                        copy = None;
+                    }
+                    out.extend_from_slice(&entry.bytes[skip..]);
+                }
             }
-            last_seq = last_seq.max(next.seq);
-            if out.len() >= WRITE_BATCH_BYTES {
-                break;
-            }
-            group = changes
-                .try_recv()
-                .map_err(|_| "it fell behind by more than its output buffer limit".to_string())?;
-        }
-        let period = Duration::from_secs(server.config.get().repl_ping_replica_period_s);
-        if pinged.elapsed() >= period {
-            write_command(&mut out, &[b"PING".to_vec()]);
-            pinged = Instant::now();
-        }
-        let data_end = base + sent + out.len() as u64;
-        if attached.getack.swap(false, Relaxed) {
-            write_command(
-                &mut out,
-                &[b"REPLCONF".to_vec(), b"GETACK".to_vec(), b"*".to_vec()],
-            );
+            at = entry.end();
         }
         if out.is_empty() {
             continue;
         }
-        if last_seq > 0 {
-            let mut marks = attached.marks.lock();
-            // A replica that does not acknowledge keeps this many marks at
-            // most; past that the newest mark moves (WAIT may count it a
-            // little late, never early).
-            if marks.len() >= MARKS_MAX {
-                marks.pop_back();
-            }
-            marks.push_back((data_end, last_seq));
-        }
-        write_watching(stream, &out, changes, attached, timeout)?;
-        sent += out.len() as u64;
-        out.clear();
-        attached.sent.store(base + sent, Relaxed);
-        server.replication.advance(base + sent);
+        write_watching(stream, &out, attached, timeout, || {
+            backlog.end().saturating_sub(at) > limit
+        })?;
+        attached.sent.store(at, Relaxed);
     }
 }
 
@@ -267,9 +316,9 @@ fn stream_changes(
 fn write_watching(
     stream: &mut TcpStream,
     bytes: &[u8],
-    changes: &strata_engine::feed::Subscription,
     attached: &Attached,
     timeout: Duration,
+    behind: impl Fn() -> bool,
 ) -> Result<(), String> {
     let mut at = 0;
     let mut progress = Instant::now();
@@ -288,7 +337,7 @@ fn write_watching(
                         | std::io::ErrorKind::Interrupted
                 ) =>
             {
-                if changes.is_lagged() {
+                if behind() {
                     return Err("it fell behind by more than its output buffer limit".into());
                 }
                 if attached.stop.load(Relaxed) {

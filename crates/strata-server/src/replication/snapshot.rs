@@ -39,6 +39,19 @@ pub enum Follows {
 }
 
 impl Snapshot {
+    /// Whether every record of `group` came after every shard's copy: the
+    /// stream needs no more leaving out from there on.
+    pub fn passed(&self, group: &strata_engine::feed::Group) -> bool {
+        let last = self.covered.iter().max().copied().unwrap_or(0);
+        let records = &group.records;
+        if records.is_empty() {
+            return true;
+        }
+        let len = strata_engine::record::encoded_len(records).min(records.len());
+        let first = strata_engine::record::decode(&records[..len]).map_or(u64::MAX, |r| r.lsn);
+        first >= last
+    }
+
     /// Where `record` (from the change feed, subscribed before the copy
     /// began) stands relative to the copy.
     pub fn follows(&self, keyspace: &Keyspace, record: &Record) -> Follows {

@@ -43,6 +43,15 @@ impl Translator {
         Translator::default()
     }
 
+    /// The stream's bytes for one group: its commands after a SELECT of
+    /// its first record's database, so they depend on the group alone
+    /// (`super::backlog`).
+    pub fn canonical(keyspace: &Keyspace, now_ms: u64, records: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        Translator::new().group(keyspace, now_ms, records, |_| true, &mut out);
+        out
+    }
+
     /// Appends to `out` the commands for the records of one group for
     /// which `keep` holds (the caller leaves out what a copy already
     /// holds). Returns how many records were translated.

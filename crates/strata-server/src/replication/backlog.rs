@@ -1,0 +1,296 @@
+//! The replication stream and its backlog: one history of bytes, the same
+//! for every replica, whose offsets are what PSYNC, ACK, WAIT and INFO
+//! count.
+//!
+//! On a primary, a producer thread subscribes to the change feed's records
+//! (once, when the first replica attaches, and for good) and appends each
+//! committed group as an entry: its records, and their canonical
+//! translation ([`super::translate::Translator::canonical`]: a SELECT at
+//! the start of every group, so the bytes depend on the group alone). On a
+//! replica, the link appends the primary's stream itself, byte for byte,
+//! command by command as it applies them: its replicas (chained) and, after
+//! a promotion, the replicas that followed the same primary, share its
+//! offsets and can continue where they were.
+//!
+//! A replica that synchronised from a copy reads the entries after the
+//! copy's start; those whose records the copy already holds are sent with
+//! those records left out and padded with newlines to the same length
+//! (a newline is an empty command: Redis and Strata replicas skip it and
+//! count it), so its offsets stay the stream's. A replica that reconnects
+//! with an offset still in the backlog continues from there
+//! (`+CONTINUE`); otherwise it synchronises again.
+//!
+//! The backlog keeps `repl-backlog-size` bytes (counting records and
+//! translations) of the most recent entries, at least the last one.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use strata_engine::feed::Group;
+
+use super::translate::{Translator, write_command};
+use crate::server::{Server, now_ms};
+
+/// One entry of the stream.
+#[derive(Clone)]
+pub struct Entry {
+    /// Offset of its first byte.
+    pub start: u64,
+    /// Its bytes as every replica in step gets them.
+    pub bytes: Arc<[u8]>,
+    /// The committed group it translates (None: a PING, a GETACK, or a
+    /// replica's copy of its primary's stream).
+    pub group: Option<Arc<Group>>,
+}
+
+impl Entry {
+    pub fn end(&self) -> u64 {
+        self.start + self.bytes.len() as u64
+    }
+
+    /// The last change it holds (0: none).
+    pub fn seq(&self) -> u64 {
+        self.group.as_ref().map_or(0, |group| group.seq)
+    }
+
+    fn weight(&self) -> usize {
+        self.bytes.len() + self.group.as_ref().map_or(0, |g| g.records.len())
+    }
+}
+
+struct State {
+    /// Offset after the last byte appended (`master_repl_offset`).
+    end: u64,
+    entries: VecDeque<Entry>,
+    weight: usize,
+    limit: usize,
+    /// The newest change appended (WAIT maps changes to offsets).
+    last_seq: u64,
+}
+
+/// The stream's recent entries.
+pub struct Backlog {
+    state: Mutex<State>,
+    grew: Condvar,
+}
+
+/// A reader asked for bytes the backlog no longer holds.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Trimmed;
+
+impl Backlog {
+    pub fn new(limit: usize) -> Self {
+        Backlog {
+            state: Mutex::new(State {
+                end: 0,
+                entries: VecDeque::new(),
+                weight: 0,
+                limit,
+                last_seq: 0,
+            }),
+            grew: Condvar::new(),
+        }
+    }
+
+    /// Offset after the last byte (`master_repl_offset`).
+    pub fn end(&self) -> u64 {
+        self.state.lock().end
+    }
+
+    /// First offset still held (`repl_backlog_first_byte_offset` − 1).
+    pub fn start(&self) -> u64 {
+        let state = self.state.lock();
+        state.entries.front().map_or(state.end, |e| e.start)
+    }
+
+    /// Bytes of stream held (`repl_backlog_histlen`).
+    pub fn held(&self) -> u64 {
+        let state = self.state.lock();
+        state.end - state.entries.front().map_or(state.end, |e| e.start)
+    }
+
+    pub fn set_limit(&self, limit: usize) {
+        self.state.lock().limit = limit.max(1);
+    }
+
+    pub fn limit(&self) -> usize {
+        self.state.lock().limit
+    }
+
+    /// Changes up to `seq` came before the stream began: a replica holds
+    /// them from the backlog's start on.
+    pub fn set_baseline(&self, seq: u64) {
+        let mut state = self.state.lock();
+        state.last_seq = state.last_seq.max(seq);
+    }
+
+    /// Starts a new history at `offset` (a replica that loaded a copy,
+    /// or a promoted one keeps its offset): nothing before it is held.
+    pub fn reset(&self, offset: u64) {
+        let mut state = self.state.lock();
+        state.entries.clear();
+        state.weight = 0;
+        state.end = offset;
+        drop(state);
+        self.grew.notify_all();
+    }
+
+    /// Appends `bytes` (translating `group`, if any); returns the new end.
+    pub fn append(&self, bytes: Arc<[u8]>, group: Option<Arc<Group>>) -> u64 {
+        if bytes.is_empty() {
+            return self.end();
+        }
+        let mut state = self.state.lock();
+        let entry = Entry {
+            start: state.end,
+            bytes,
+            group,
+        };
+        state.end = entry.end();
+        state.last_seq = state.last_seq.max(entry.seq());
+        state.weight += entry.weight();
+        state.entries.push_back(entry);
+        while state.weight > state.limit && state.entries.len() > 1 {
+            let gone = state.entries.pop_front().expect("more than one");
+            state.weight -= gone.weight();
+        }
+        let end = state.end;
+        drop(state);
+        self.grew.notify_all();
+        end
+    }
+
+    /// Entries from offset `from` on (the first may begin before it: a
+    /// reader sends its bytes from `from`), up to about `max_bytes`,
+    /// waiting up to `wait` for one when there is none yet.
+    pub fn read(&self, from: u64, max_bytes: usize, wait: Duration) -> Result<Vec<Entry>, Trimmed> {
+        let mut state = self.state.lock();
+        if state.end <= from {
+            self.grew.wait_for(&mut state, wait);
+        }
+        let first = state.entries.front().map_or(state.end, |e| e.start);
+        if from < first {
+            return Err(Trimmed);
+        }
+        // Entries are in offset order: find the one holding `from`.
+        let at = state.entries.partition_point(|e| e.end() <= from);
+        let mut taken = 0;
+        let mut out = Vec::new();
+        for entry in state.entries.iter().skip(at) {
+            if taken >= max_bytes {
+                break;
+            }
+            taken += entry.bytes.len();
+            out.push(entry.clone());
+        }
+        Ok(out)
+    }
+
+    /// Whether a replica at offset `from` can continue from the backlog.
+    pub fn holds(&self, from: u64) -> bool {
+        let state = self.state.lock();
+        let first = state.entries.front().map_or(state.end, |e| e.start);
+        (first..=state.end).contains(&from) && Self::at_boundary(&state, from)
+    }
+
+    /// Offsets inside an entry that a replica padded differently are not
+    /// places to continue from; the start or end of an entry is.
+    fn at_boundary(state: &State, offset: u64) -> bool {
+        if offset == state.end {
+            return true;
+        }
+        let at = state.entries.partition_point(|e| e.end() <= offset);
+        state.entries.get(at).is_some_and(|e| e.start == offset)
+    }
+
+    /// The offset at which a replica holds every change up to `seq`: the
+    /// end of the first entry with a change at or after it; None when that
+    /// change is not in the stream yet. A change older than every entry
+    /// held is held at the backlog's start.
+    pub fn offset_holding(&self, seq: u64) -> Option<u64> {
+        let state = self.state.lock();
+        if seq > state.last_seq {
+            return None;
+        }
+        // Changes only grow along the stream (entries without one say
+        // nothing): from the newest back to the first older change.
+        let mut holding = None;
+        for entry in state.entries.iter().rev() {
+            match entry.group {
+                Some(_) if entry.seq() >= seq => holding = Some(entry.end()),
+                Some(_) => break,
+                None => {}
+            }
+        }
+        Some(holding.unwrap_or_else(|| state.entries.front().map_or(state.end, |e| e.start)))
+    }
+}
+
+/// Changes the producer may fall behind by before the stream is broken
+/// (it translates as fast as the network threads commit; this is a
+/// bound, not a buffer in use).
+const PRODUCER_LAG_BYTES_MAX: usize = 1 << 30;
+
+/// Starts the thread that turns committed groups into the stream.
+pub fn start_producer(server: Arc<Server>) {
+    let spawned = std::thread::Builder::new()
+        .name("strata-repl-stream".into())
+        .spawn(move || produce(&server));
+    if let Err(e) = spawned {
+        crate::log_warning!("could not start the replication stream: {e}");
+    }
+}
+
+fn produce(server: &Server) {
+    let replication = &server.replication;
+    let keyspace = &server.keyspace;
+    let mut changes = keyspace.subscribe_records(PRODUCER_LAG_BYTES_MAX);
+    replication
+        .backlog
+        .set_baseline(keyspace.next_change_seq().saturating_sub(1));
+    let mut pinged = Instant::now();
+    loop {
+        let config = server.config.get();
+        let wanted: usize = config.setting("repl-backlog-size").parse().unwrap_or(0);
+        replication
+            .backlog
+            .set_limit(wanted.max(super::BACKLOG_MIN_BYTES));
+        match changes.recv_timeout(Duration::from_millis(20)) {
+            Err(_) => {
+                crate::log_warning!(
+                    "The replication stream fell behind the changes; replicas synchronize again"
+                );
+                changes = keyspace.subscribe_records(PRODUCER_LAG_BYTES_MAX);
+                replication.new_history();
+                replication
+                    .backlog
+                    .set_baseline(keyspace.next_change_seq().saturating_sub(1));
+            }
+            Ok(Some(group)) if replication.produces(group.seq) => {
+                let bytes = Translator::canonical(keyspace, now_ms(), &group.records);
+                replication.backlog.append(bytes.into(), Some(group));
+            }
+            Ok(_) => {}
+        }
+        if replication.is_replica() {
+            continue;
+        }
+        let period = Duration::from_secs(config.repl_ping_replica_period_s);
+        let mut extra = Vec::new();
+        if pinged.elapsed() >= period && !replication.replicas().is_empty() {
+            write_command(&mut extra, &[b"PING".to_vec()]);
+            pinged = Instant::now();
+        }
+        if replication.take_getack() {
+            write_command(
+                &mut extra,
+                &[b"REPLCONF".to_vec(), b"GETACK".to_vec(), b"*".to_vec()],
+            );
+        }
+        if !extra.is_empty() {
+            replication.backlog.append(extra.into(), None);
+        }
+    }
+}
