@@ -881,7 +881,7 @@ impl Entry {
 
     pub(crate) fn is_expired(&self, now_ms: u64) -> bool {
         let deadline = self.deadline();
-        deadline != 0 && deadline <= now_ms
+        deadline != 0 && deadline <= now_ms && !crate::replica_expiry::ignores_deadlines()
     }
 
     /// Bytes this entry costs in RAM (MEMORY USAGE): its table slot, its

@@ -113,7 +113,7 @@ pub fn pause_expiry_until(until_ms: u64) {
 }
 
 pub(crate) fn expiry_paused(now_ms: u64) -> bool {
-    EXPIRY_PAUSED_UNTIL_MS.load(Relaxed) > now_ms
+    EXPIRY_PAUSED_UNTIL_MS.load(Relaxed) > now_ms || crate::replica_expiry::following()
 }
 
 /// A value on disk only could not be read back (a damaged record, an I/O
@@ -303,7 +303,8 @@ impl Shard {
         // Commands' typed access (get_as, change_as): some hash of this
         // shard has a field past its deadline; if it is this key's, its
         // expired fields go now (Redis 7.4's lazy expiry).
-        if self.fields_due.first().is_some_and(|due| due.0 <= now_ms) {
+        // (Not on a replica: its primary's stream deletes them.)
+        if self.fields_due.first().is_some_and(|due| due.0 <= now_ms) && !expiry_paused(now_ms) {
             self.expire_hash_fields(db, key, now_ms);
         }
         self.get_typed_now(db, key, now_ms, touch, want)

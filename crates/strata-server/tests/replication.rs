@@ -717,3 +717,63 @@ fn broken_links_and_failovers_continue_without_a_full_sync() {
     assert_eq!(stat(&mut a, "sync_full"), 0, "B needed no copy from A");
     assert_eq!(stat(&mut a, "sync_partial_ok"), 1);
 }
+
+/// A replica leaves expired keys to its primary: they read as absent but
+/// stay until the primary's DEL arrives (Redis' rule: a replica whose
+/// clock runs ahead must not delete a key the primary may still keep).
+#[test]
+fn a_replica_deletes_expired_keys_only_when_its_primary_does() {
+    let primary = TestServer::start();
+    let replica = TestServer::start();
+    let (mut p, mut r) = (primary.client(), replica.client());
+    replicaof(&mut r, primary.port);
+    wait_until("the link to come up", || link_up(&mut r));
+    let _: () = redis::cmd("DEBUG")
+        .arg("SET-ACTIVE-EXPIRE")
+        .arg(0)
+        .query(&mut p)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .arg("PX")
+        .arg(200)
+        .query(&mut p)
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg("h")
+        .arg("f")
+        .arg("v")
+        .arg("g")
+        .arg("w")
+        .query(&mut p)
+        .unwrap();
+    let _: redis::Value = redis::cmd("HPEXPIRE")
+        .arg("h")
+        .arg(200)
+        .arg("FIELDS")
+        .arg(1)
+        .arg("f")
+        .query(&mut p)
+        .unwrap();
+    wait_until("the replica to have them", || {
+        redis::cmd("EXISTS").arg("k").query::<i64>(&mut r).unwrap() == 1
+            && redis::cmd("HLEN").arg("h").query::<i64>(&mut r).unwrap() == 2
+    });
+    std::thread::sleep(Duration::from_millis(1_500));
+    let value: Option<String> = redis::cmd("GET").arg("k").query(&mut r).unwrap();
+    assert_eq!(value, None, "an expired key reads as absent on the replica");
+    let size: i64 = redis::cmd("DBSIZE").query(&mut r).unwrap();
+    assert_eq!(size, 2, "the replica deleted an expired key by itself");
+    let info: String = redis::cmd("INFO").arg("stats").query(&mut r).unwrap();
+    assert_eq!(info_field(&info, "expired_keys"), "0");
+    // The primary expires it on access and tells the replica.
+    let value: Option<String> = redis::cmd("GET").arg("k").query(&mut p).unwrap();
+    assert_eq!(value, None);
+    let fields: Vec<String> = redis::cmd("HKEYS").arg("h").query(&mut p).unwrap();
+    assert_eq!(fields, ["g"]);
+    wait_until("the primary's deletes to reach the replica", || {
+        redis::cmd("DBSIZE").query::<i64>(&mut r).unwrap() == 1
+            && redis::cmd("HLEN").arg("h").query::<i64>(&mut r).unwrap() == 1
+    });
+}

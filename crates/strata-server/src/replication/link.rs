@@ -361,16 +361,18 @@ impl<'s> Applier<'s> {
 
     fn run(&mut self, args: &[Bytes]) {
         let config = self.server.config.get();
-        crate::commands::dispatch(
-            self.server,
-            &mut self.session,
-            &mut self.replies,
-            &config,
-            &self.stats,
-            now_ms(),
-            args,
-            false,
-        );
+        strata_engine::replica_expiry::applying_primary(|| {
+            crate::commands::dispatch(
+                self.server,
+                &mut self.session,
+                &mut self.replies,
+                &config,
+                &self.stats,
+                now_ms(),
+                args,
+                false,
+            )
+        });
         if self.replies.starts_with(b"-") {
             log_warning!(
                 "a command from the primary failed here: {} ({})",

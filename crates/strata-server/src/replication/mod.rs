@@ -320,6 +320,7 @@ impl Replication {
             before.link.stop.store(true, Relaxed);
         }
         self.following.store(true, Relaxed);
+        strata_engine::replica_expiry::set_following(true);
         link
     }
 
@@ -336,6 +337,7 @@ impl Replication {
         // every change numbered from here on is this server's own.
         let applying = self.applying.lock();
         self.following.store(false, Relaxed);
+        strata_engine::replica_expiry::set_following(false);
         drop(upstream);
         if let Some(server) = self.server() {
             self.own_from
