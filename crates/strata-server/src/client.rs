@@ -60,6 +60,9 @@ pub struct ClientInfo {
     /// (`crate::client_eviction`; CLIENT LIST's `tot-mem`).
     pub memory_bytes: AtomicU64,
     pub no_touch: AtomicBool,
+    /// [`ROLE_NORMAL`], [`ROLE_REPLICA`] (a replica's connection to this
+    /// server) or [`ROLE_MASTER`] (this replica's link to its primary).
+    pub role: AtomicU8,
     /// Subscriptions (CLIENT LIST's `sub`, `psub`, `ssub`).
     pub subscribed_channels: AtomicUsize,
     pub subscribed_patterns: AtomicUsize,
@@ -210,6 +213,29 @@ impl ClientInfo {
     }
 }
 
+/// Values of [`ClientInfo::role`].
+pub const ROLE_NORMAL: u8 = 0;
+pub const ROLE_REPLICA: u8 = 1;
+pub const ROLE_MASTER: u8 = 2;
+
+impl ClientInfo {
+    /// The client's type as CLIENT LIST TYPE and CLIENT KILL TYPE name it.
+    pub fn kind(&self) -> &'static str {
+        match self.role.load(Relaxed) {
+            ROLE_REPLICA => "replica",
+            ROLE_MASTER => "master",
+            _ if self.subscribed_channels.load(Relaxed)
+                + self.subscribed_patterns.load(Relaxed)
+                + self.subscribed_shard.load(Relaxed)
+                > 0 =>
+            {
+                "pubsub"
+            }
+            _ => "normal",
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct ClientRegistry {
     next_id: AtomicU64,
@@ -243,6 +269,7 @@ impl ClientRegistry {
             no_evict: AtomicBool::new(false),
             memory_bytes: AtomicU64::new(0),
             no_touch: AtomicBool::new(false),
+            role: AtomicU8::new(ROLE_NORMAL),
             blocked: AtomicBool::new(false),
             watched_keys: AtomicUsize::new(0),
             multi: std::sync::atomic::AtomicI64::new(-1),

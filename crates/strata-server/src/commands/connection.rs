@@ -248,6 +248,11 @@ pub fn describe_client(
         client.subscribed_patterns.load(Relaxed),
         client.subscribed_shard.load(Relaxed),
     );
+    match client.role.load(Relaxed) {
+        crate::client::ROLE_REPLICA => flags.push('S'),
+        crate::client::ROLE_MASTER => flags.push('M'),
+        _ => {}
+    }
     if sub + psub + ssub > 0 {
         flags.push('P');
     }
@@ -294,21 +299,25 @@ pub fn describe_client(
     )
 }
 
+/// A client type's name as Redis takes it (`slave` is `replica`).
+fn client_type(name: &[u8]) -> Option<&'static str> {
+    ["normal", "master", "replica", "pubsub"]
+        .into_iter()
+        .find(|k| is(name, k))
+        .or_else(|| is(name, "slave").then_some("replica"))
+}
+
 pub fn client_list(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut wanted_ids: Option<Vec<u64>> = None;
+    let mut wanted_kind: Option<&str> = None;
     let mut i = 2;
     while i < args.len() {
         if is(&args[i], "TYPE") && i + 1 < args.len() {
             let kind = &args[i + 1];
-            if !["normal", "master", "replica", "slave", "pubsub"]
-                .iter()
-                .any(|k| is(kind, k))
-            {
+            let Some(kind) = client_type(kind) else {
                 return Err(format!("ERR Unknown client type '{}'", lossy(kind, 64)).into());
-            }
-            if !is(kind, "normal") {
-                wanted_ids = Some(Vec::new());
-            }
+            };
+            wanted_kind = Some(kind);
             i += 2;
         } else if is(&args[i], "ID") && i + 1 < args.len() {
             let mut ids = Vec::new();
@@ -334,6 +343,7 @@ pub fn client_list(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         if wanted_ids
             .as_ref()
             .is_some_and(|ids| !ids.contains(&client.id))
+            || wanted_kind.is_some_and(|kind| client.kind() != kind)
         {
             continue;
         }
@@ -386,7 +396,7 @@ pub fn client_kill(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut max_age_s = None;
     let mut user: Option<String> = None;
     // TYPE: `Some(subscribed?)`, or `Some(None)` for a type nobody has.
-    let mut kind: Option<Option<bool>> = None;
+    let mut kind: Option<&str> = None;
     let mut i = 2;
     while i + 1 < args.len() {
         let value = &args[i + 1];
@@ -411,15 +421,9 @@ pub fn client_kill(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         } else if is(&args[i], "MAXAGE") {
             max_age_s = Some(parse_max_age(value)?);
         } else if is(&args[i], "TYPE") {
-            // Strata has no replicas or masters: those types match nobody.
-            kind = Some(match () {
-                _ if is(value, "normal") => Some(false),
-                _ if is(value, "pubsub") => Some(true),
-                _ if is(value, "master") || is(value, "replica") || is(value, "slave") => None,
-                _ => {
-                    return Err(format!("ERR Unknown client type '{}'", lossy(value, 128)).into());
-                }
-            });
+            kind = Some(client_type(value).ok_or_else(|| {
+                CmdError::from(format!("ERR Unknown client type '{}'", lossy(value, 128)))
+            })?);
         } else if is(&args[i], "USER") {
             if ctx
                 .server
@@ -448,14 +452,7 @@ pub fn client_kill(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             && laddr.as_ref().is_none_or(|a| client.laddr_text() == *a)
             && max_age_s.is_none_or(|age| client.created.elapsed().as_secs() >= age)
             && user.as_ref().is_none_or(|u| client.names.lock().user == *u)
-            && kind.is_none_or(|kind| {
-                kind == Some(
-                    client.subscribed_channels.load(Relaxed)
-                        + client.subscribed_patterns.load(Relaxed)
-                        + client.subscribed_shard.load(Relaxed)
-                        > 0,
-                )
-            })
+            && kind.is_none_or(|kind| client.kind() == kind)
             && !(skip_me && client.id == me);
         if matches {
             client.kill();

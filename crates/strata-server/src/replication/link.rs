@@ -141,6 +141,7 @@ fn follow(server: &Arc<Server>, host: &str, port: u16, link: &LinkState) -> Resu
         -1,
         now_ms(),
     );
+    client.role.store(crate::client::ROLE_MASTER, Relaxed);
     let mut applier = Applier::new(server, client.clone());
     let outcome = synchronise(server, &mut reader, &mut writer, link, &mut applier);
     let applied = outcome.and_then(|()| applier.apply_stream(reader, writer, link, timeout));

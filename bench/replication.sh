@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# What a replica costs, Strata next to redis-server (each kind replicates
+# to its own kind), persistence off on both:
+#
+# - SET throughput (redis-benchmark, CLIENTS connections, pipeline 16)
+#   of 100-byte and 10 KB values with no replica and with one, rounds
+#   alternated between the four set-ups; medians, and the ratio with /
+#   without a replica for each server;
+# - a full synchronisation of KEYS keys of 1000 bytes: seconds from
+#   REPLICAOF to the link up, and how much the primary's memory grew
+#   meanwhile (its RSS; for Redis also the forked child's private dirty
+#   pages, the copy-on-write cost);
+# - a partial resynchronisation: the replica's connection is killed under
+#   load, and the primary's sync_full / sync_partial_ok counters say how
+#   it came back.
+#
+# Usage: bench/replication.sh           (defaults below)
+#        ROUNDS=5 KEYS=2000000 bench/replication.sh
+set -euo pipefail
+
+ROUNDS=${ROUNDS:-3}
+CLIENTS=${CLIENTS:-50}
+REQUESTS=${REQUESTS:-400000}
+KEYS=${KEYS:-500000}
+
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+bench_setup replication
+
+info() { redis-cli -p "$1" INFO "$2" | tr -d '\r' | awk -F: -v k="$3" '$1 == k {print $2}'; }
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+
+# ops/s of one redis-benchmark SET run: port, value size.
+set_rate() {
+    redis-benchmark -p "$1" -c "$CLIENTS" -n "$REQUESTS" -r 1000000 -P 16 -d "$2" -t set --csv 2>/dev/null |
+        awk -F'","' 'NR>1 { gsub(/"/, "", $2); print $2; exit }'
+}
+
+link_up() { [ "$(info "$1" replication master_link_status)" = up ]; }
+
+wait_link() {
+    for _ in $(seq 12000); do
+        link_up "$1" && return 0
+        sleep 0.01
+    done
+    echo "replica on port $1 did not come up" >&2
+    exit 1
+}
+
+for kind in redis strata; do
+    start "${kind}_p" "$kind" --save "" --appendonly no
+    start "${kind}_r" "$kind" --save "" --appendonly no
+done
+
+echo "== SET throughput, pipeline 16, $CLIENTS clients (ops/s; medians of $ROUNDS rounds)"
+for size in 100 10000; do
+    declare -A runs=()
+    for round in $(seq "$ROUNDS"); do
+        for kind in redis strata; do
+            p=$(port_of "${kind}_p")
+            r=$(port_of "${kind}_r")
+            redis-cli -p "$r" REPLICAOF NO ONE >/dev/null
+            redis-cli -p "$p" FLUSHALL >/dev/null
+            runs[$kind,0]+="$(set_rate "$p" "$size") "
+            redis-cli -p "$r" REPLICAOF 127.0.0.1 "$p" >/dev/null
+            wait_link "$r"
+            runs[$kind,1]+="$(set_rate "$p" "$size") "
+        done
+    done
+    for kind in redis strata; do
+        none=$(echo "${runs[$kind,0]}" | tr ' ' '\n' | grep . | median)
+        one=$(echo "${runs[$kind,1]}" | tr ' ' '\n' | grep . | median)
+        printf -v "none_$kind" '%s' "$none"
+        printf -v "one_$kind" '%s' "$one"
+        printf '%-6s %5d B: no replica %10.0f   one replica %10.0f   with/without %s\n' \
+            "$kind" "$size" "$none" "$one" "$(ratio "$one" "$none")"
+    done
+    printf '        %5d B: strata/redis with one replica %s, without %s\n' "$size" \
+        "$(ratio "$one_strata" "$one_redis")" "$(ratio "$none_strata" "$none_redis")"
+done
+
+echo "== full synchronisation of $KEYS keys of 1000 bytes"
+for kind in redis strata; do
+    p=$(port_of "${kind}_p")
+    r=$(port_of "${kind}_r")
+    redis-cli -p "$r" REPLICAOF NO ONE >/dev/null
+    redis-cli -p "$p" FLUSHALL >/dev/null
+    redis-benchmark -p "$p" -c 50 -n "$KEYS" -r "$KEYS" -P 64 -d 1000 -t set >/dev/null 2>&1
+    # Every key of the keyspace, whatever the random draw left out.
+    redis-cli -p "$p" DEBUG POPULATE "$KEYS" key:__rand_int__ 1000 >/dev/null 2>&1 || true
+    pid=${PID[${kind}_p]}
+    before=$(rss_kb "$pid")
+    peak=$before
+    child_peak=0
+    started=$(date +%s.%N)
+    redis-cli -p "$r" REPLICAOF 127.0.0.1 "$p" >/dev/null
+    while ! link_up "$r"; do
+        now=$(rss_kb "$pid")
+        [ "$now" -gt "$peak" ] && peak=$now
+        for child in $(pgrep -P "$pid" || true); do
+            dirty=$(awk '/^Private_Dirty:/ {print $2}' "/proc/$child/smaps_rollup" 2>/dev/null || echo 0)
+            [ "${dirty:-0}" -gt "$child_peak" ] && child_peak=$dirty
+        done
+        sleep 0.02
+    done
+    took=$(echo "$(date +%s.%N) - $started" | bc -l)
+    printf '%-6s keys %s  sync %.2f s   primary RSS before %d MB, growth %d MB (%.1f %%), forked child dirty %d MB\n' \
+        "$kind" "$(redis-cli -p "$r" DBSIZE)" "$took" $((before / 1024)) $(((peak - before) / 1024)) \
+        "$(echo "($peak - $before) * 100 / $before" | bc -l)" $((child_peak / 1024))
+done
+
+echo "== partial resynchronisation after the link breaks under load"
+for kind in redis strata; do
+    p=$(port_of "${kind}_p")
+    full_before=$(info "$p" stats sync_full)
+    redis-benchmark -p "$p" -c 20 -n 200000 -r 100000 -P 16 -d 100 -t set >/dev/null 2>&1 &
+    load=$!
+    sleep 0.5
+    redis-cli -p "$p" CLIENT KILL TYPE replica >/dev/null 2>&1 || redis-cli -p "$p" CLIENT KILL TYPE slave >/dev/null
+    wait "$load"
+    wait_link "$(port_of "${kind}_r")"
+    sleep 1
+    printf '%-6s sync_full +%d   sync_partial_ok %s   offsets primary %s replica %s\n' "$kind" \
+        $(($(info "$p" stats sync_full) - full_before)) "$(info "$p" stats sync_partial_ok)" \
+        "$(info "$p" replication master_repl_offset)" "$(info "$(port_of "${kind}_r")" replication slave_repl_offset)"
+done
