@@ -280,10 +280,23 @@ fn stream_changes(
             match (copy, &entry.group) {
                 (Some(held), Some(group)) if !held.passed(group) => {
                     let mut partial = Vec::new();
-                    let kept = |record: &strata_engine::record::Record| {
-                        held.follows(keyspace, record) == Follows::Send
+                    let mut restart = false;
+                    let kept = |record: &strata_engine::record::Record| match held
+                        .follows(keyspace, record)
+                    {
+                        Follows::Send => true,
+                        Follows::Skip => false,
+                        Follows::Restart => {
+                            restart = true;
+                            false
+                        }
                     };
                     Translator::new().group(keyspace, now_ms(), &group.records, kept, &mut partial);
+                    if restart {
+                        return Err(
+                            "the whole keyspace changed while it was copied; it starts over".into(),
+                        );
+                    }
                     if partial.len() > entry.bytes.len() {
                         return Err("its copy and the stream do not line up; it starts over".into());
                     }

@@ -149,3 +149,67 @@ pub fn write(
         covered,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(kind: Kind, key: &[u8], lsn: u64) -> Record<'_> {
+        Record {
+            lsn,
+            aux: 0,
+            db: 0,
+            kind,
+            flags: 0,
+            value_type: 0,
+            key,
+            payload: &[],
+        }
+    }
+
+    /// A key's record follows its shard's L; one that changes every shard
+    /// is left out before every shard's copy, sent after all of them, and
+    /// between the two the synchronisation must start over.
+    #[test]
+    fn records_follow_the_copy_of_their_shard() {
+        let keyspace = Keyspace::new(16);
+        let shard = keyspace.key(b"k").shard();
+        let mut covered = vec![100; SHARD_COUNT];
+        covered[0] = 50;
+        covered[shard] = 200;
+        let copy = Snapshot {
+            path: PathBuf::new(),
+            bytes: 0,
+            keys: 0,
+            covered,
+        };
+        assert_eq!(
+            copy.follows(&keyspace, &record(Kind::Set, b"k", 199)),
+            Follows::Skip
+        );
+        assert_eq!(
+            copy.follows(&keyspace, &record(Kind::Set, b"k", 200)),
+            Follows::Send
+        );
+        assert_eq!(
+            copy.follows(&keyspace, &record(Kind::Meta, b"functions", 49)),
+            Follows::Skip
+        );
+        assert_eq!(
+            copy.follows(&keyspace, &record(Kind::Meta, b"functions", 50)),
+            Follows::Send
+        );
+        assert_eq!(
+            copy.follows(&keyspace, &record(Kind::FlushAll, b"", 49)),
+            Follows::Skip
+        );
+        assert_eq!(
+            copy.follows(&keyspace, &record(Kind::FlushAll, b"", 120)),
+            Follows::Restart
+        );
+        assert_eq!(
+            copy.follows(&keyspace, &record(Kind::SwapDb, b"", 200)),
+            Follows::Send
+        );
+    }
+}
