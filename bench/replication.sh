@@ -16,12 +16,18 @@
 #
 # Usage: bench/replication.sh           (defaults below)
 #        ROUNDS=5 KEYS=2000000 bench/replication.sh
+#        PARTS="sync partial" bench/replication.sh    (some parts only)
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
 CLIENTS=${CLIENTS:-50}
 REQUESTS=${REQUESTS:-400000}
 KEYS=${KEYS:-500000}
+PARTS=${PARTS:-throughput sync partial}
+LOAD_CLIENTS=${LOAD_CLIENTS:-4}
+LOAD_PIPELINE=${LOAD_PIPELINE:-1}
+SYNC_LIMIT=${SYNC_LIMIT:-90}
+want() { [[ " $PARTS " == *" $1 "* ]]; }
 
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -52,8 +58,8 @@ for kind in redis strata; do
     start "${kind}_r" "$kind" --save "" --appendonly no
 done
 
-echo "== SET throughput, pipeline 16, $CLIENTS clients (ops/s; medians of $ROUNDS rounds)"
-for size in 100 10000; do
+want throughput && echo "== SET throughput, pipeline 16, $CLIENTS clients (ops/s; medians of $ROUNDS rounds)"
+want throughput && for size in 100 10000; do
     declare -A runs=()
     for round in $(seq "$ROUNDS"); do
         for kind in redis strata; do
@@ -79,22 +85,34 @@ for size in 100 10000; do
         "$(ratio "$one_strata" "$one_redis")" "$(ratio "$none_strata" "$none_redis")"
 done
 
-echo "== full synchronisation of $KEYS keys of 1000 bytes"
-for kind in redis strata; do
+# One full synchronisation of KIND's pair, writes going on meanwhile when
+# LOADED is 1 (LOAD_CLIENTS connections, pipeline LOAD_PIPELINE, 1000-byte
+# SETs over the same keys): prints "seconds growth_MB child_dirty_MB";
+# seconds is "loop" when the replica was not in step within SYNC_LIMIT s
+# (dropped at its output buffer limit and starting over).
+sync_once() {
+    local kind=$1 loaded=$2
+    local p r pid before peak child_peak started load=
     p=$(port_of "${kind}_p")
     r=$(port_of "${kind}_r")
     redis-cli -p "$r" REPLICAOF NO ONE >/dev/null
-    redis-cli -p "$p" FLUSHALL >/dev/null
-    redis-benchmark -p "$p" -c 50 -n "$KEYS" -r "$KEYS" -P 64 -d 1000 -t set >/dev/null 2>&1
-    # Every key of the keyspace, whatever the random draw left out.
-    redis-cli -p "$p" DEBUG POPULATE "$KEYS" key:__rand_int__ 1000 >/dev/null 2>&1 || true
+    redis-cli -p "$r" FLUSHALL >/dev/null
     pid=${PID[${kind}_p]}
     before=$(rss_kb "$pid")
     peak=$before
     child_peak=0
+    if [ "$loaded" = 1 ]; then
+        redis-benchmark -p "$p" -c "$LOAD_CLIENTS" -n 100000000 -r "$KEYS" -P "$LOAD_PIPELINE" -d 1000 -t set >/dev/null 2>&1 &
+        load=$!
+    fi
     started=$(date +%s.%N)
     redis-cli -p "$r" REPLICAOF 127.0.0.1 "$p" >/dev/null
+    local looped=
     while ! link_up "$r"; do
+        if [ "$(echo "$(date +%s.%N) - $started > $SYNC_LIMIT" | bc -l)" = 1 ]; then
+            looped=1
+            break
+        fi
         now=$(rss_kb "$pid")
         [ "$now" -gt "$peak" ] && peak=$now
         for child in $(pgrep -P "$pid" || true); do
@@ -103,15 +121,68 @@ for kind in redis strata; do
         done
         sleep 0.02
     done
-    took=$(echo "$(date +%s.%N) - $started" | bc -l)
-    printf '%-6s keys %s  sync %.2f s   primary RSS before %d MB, growth %d MB (%.1f %%), forked child dirty %d MB\n' \
-        "$kind" "$(redis-cli -p "$r" DBSIZE)" "$took" $((before / 1024)) $(((peak - before) / 1024)) \
-        "$(echo "($peak - $before) * 100 / $before" | bc -l)" $((child_peak / 1024))
-done
+    if [ -n "$looped" ]; then
+        echo -n "loop "
+        redis-cli -p "$r" REPLICAOF NO ONE >/dev/null
+    else
+        echo "$(date +%s.%N) - $started" | bc -l | tr '\n' ' '
+    fi
+    [ -n "$load" ] && { kill "$load"; wait "$load" 2>/dev/null || true; }
+    echo "$(((peak - before) / 1024)) $((child_peak / 1024))"
+}
 
-echo "== partial resynchronisation after the link breaks under load"
-for kind in redis strata; do
+if want sync; then
+    echo "== full synchronisation of $KEYS keys of 1000 bytes (medians of $ROUNDS rounds)"
+    for kind in redis strata; do
+        p=$(port_of "${kind}_p")
+        r=$(port_of "${kind}_r")
+        redis-cli -p "$r" REPLICAOF NO ONE >/dev/null
+        redis-cli -p "$r" FLUSHALL >/dev/null
+        redis-cli -p "$p" FLUSHALL >/dev/null
+        # KEYS distinct keys (key:0 … key:KEYS-1), written in one pipe.
+        python3 - "$KEYS" <<'PY' | redis-cli -p "$p" --pipe >/dev/null
+import sys
+out = sys.stdout.buffer
+value = b"v" * 1000
+for n in range(int(sys.argv[1])):
+    key = b"key:%d" % n
+    out.write(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$1000\r\n%s\r\n" % (len(key), key, value))
+PY
+        printf '%-6s primary RSS %d MB\n' "$kind" $(($(rss_kb "${PID[${kind}_p]}") / 1024))
+    done
+    for loaded in 0 1; do
+        declare -A took=() grew=() dirty=()
+        for round in $(seq "$ROUNDS"); do
+            for kind in redis strata; do
+                read -r t g d < <(sync_once "$kind" "$loaded")
+                took[$kind]+="$t "
+                grew[$kind]+="$g "
+                dirty[$kind]+="$d "
+            done
+        done
+        for kind in redis strata; do
+            m() {
+                local loops
+                loops=$(echo "$1" | tr ' ' '\n' | grep -c loop || true)
+                if [ "$loops" -gt 0 ]; then echo "loop($loops/$ROUNDS)"; else echo "$1" | tr ' ' '\n' | grep . | median; fi
+            }
+            printf -v "t_$kind" '%s' "$(m "${took[$kind]}")"
+            printf '%-6s writes during sync: %s   sync %s s   primary RSS growth %s MB   forked child dirty %s MB\n' \
+                "$kind" "$([ "$loaded" = 1 ] && echo "$LOAD_CLIENTS x P$LOAD_PIPELINE" || echo no)" "$(m "${took[$kind]}")" \
+                "$(m "${grew[$kind]}")" "$(m "${dirty[$kind]}")"
+        done
+        case "$t_redis$t_strata" in
+            *loop*) ;;
+            *) printf '        sync speed strata/redis %s\n' "$(ratio "$t_redis" "$t_strata")" ;;
+        esac
+    done
+fi
+
+want partial && echo "== partial resynchronisation after the link breaks under load"
+want partial && for kind in redis strata; do
     p=$(port_of "${kind}_p")
+    r=$(port_of "${kind}_r")
+    link_up "$r" || { redis-cli -p "$r" REPLICAOF 127.0.0.1 "$p" >/dev/null; wait_link "$r"; }
     full_before=$(info "$p" stats sync_full)
     redis-benchmark -p "$p" -c 20 -n 200000 -r 100000 -P 16 -d 100 -t set >/dev/null 2>&1 &
     load=$!

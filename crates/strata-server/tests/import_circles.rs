@@ -95,6 +95,7 @@ const SERVER_CIRCLES_LEFT: &[&str] = &[
     // through dispatch; REPLICAOF starts threads that hold the server).
     "replication",
     "replication::backlog",
+    "replication::failover",
     "replication::link",
     "replication::primary",
     "scripting",

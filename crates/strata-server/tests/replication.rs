@@ -805,3 +805,99 @@ fn a_replica_deletes_expired_keys_only_when_its_primary_does() {
             && redis::cmd("HLEN").arg("h").query::<i64>(&mut r).unwrap() == 1
     });
 }
+
+/// FAILOVER under writes: the roles switch, the old primary follows the
+/// new one without a copy, and every write the old primary acknowledged
+/// is on the new one.
+#[test]
+fn failover_switches_roles_without_losing_an_acknowledged_write() {
+    let primary = TestServer::start();
+    let replica = TestServer::start();
+    let (mut p, mut r) = (primary.client(), replica.client());
+    let refused = redis::cmd("FAILOVER").query::<()>(&mut p).unwrap_err();
+    assert!(
+        refused.to_string().contains("requires connected replicas"),
+        "{refused}"
+    );
+    replicaof(&mut r, primary.port);
+    wait_until("the link to come up", || link_up(&mut r));
+    let refused = redis::cmd("FAILOVER").query::<()>(&mut r).unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("not valid when server is a replica"),
+        "{refused}"
+    );
+    let url = primary.url();
+    let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let writer = {
+        let acked = acked.clone();
+        std::thread::spawn(move || {
+            let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+            for n in 0..100_000 {
+                let key = format!("f:{n}");
+                match redis::cmd("SET").arg(&key).arg(n).query::<()>(&mut con) {
+                    Ok(()) => acked.lock().unwrap().push(key),
+                    // READONLY once the switch is done.
+                    Err(_) => return,
+                }
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    // The replica falls behind (stopped) when FAILOVER begins: the switch
+    // must wait for it to catch up.
+    let pid = replica.pid().to_string();
+    let signal = |sig: &str| {
+        let status = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status();
+        assert!(status.unwrap().success());
+    };
+    signal("-STOP");
+    std::thread::sleep(Duration::from_millis(300));
+    let _: () = redis::cmd("FAILOVER")
+        .arg("TO")
+        .arg("127.0.0.1")
+        .arg(replica.port)
+        .arg("TIMEOUT")
+        .arg(10_000)
+        .query(&mut p)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    signal("-CONT");
+    writer.join().unwrap();
+    wait_until("the roles to switch", || {
+        let info: String = redis::cmd("INFO").arg("replication").query(&mut r).unwrap();
+        info.contains("role:master")
+    });
+    let info: String = redis::cmd("INFO").arg("replication").query(&mut p).unwrap();
+    assert!(info.contains("role:slave"), "{info}");
+    wait_until("the old primary to follow", || link_up(&mut p));
+    let acked = acked.lock().unwrap().clone();
+    assert!(acked.len() > 100, "only {} writes", acked.len());
+    for chunk in acked.chunks(500) {
+        let values: Vec<Option<i64>> = redis::cmd("MGET").arg(chunk).query(&mut r).unwrap();
+        for (key, value) in chunk.iter().zip(values) {
+            assert!(value.is_some(), "{key} was acknowledged but is missing");
+        }
+    }
+    assert_eq!(
+        stat(&mut r, "sync_full"),
+        0,
+        "the old primary needed a copy"
+    );
+    assert_eq!(stat(&mut r, "sync_partial_ok"), 1);
+    let _: () = redis::cmd("SET")
+        .arg("on-new")
+        .arg(1)
+        .query(&mut r)
+        .unwrap();
+    wait_until("a write on the new primary to reach the old one", || {
+        redis::cmd("EXISTS")
+            .arg("on-new")
+            .query::<i64>(&mut p)
+            .unwrap()
+            == 1
+    });
+}

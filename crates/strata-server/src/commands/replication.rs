@@ -17,6 +17,19 @@ pub fn sync(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 /// PSYNC replid offset: the replica continues from `offset` when the
 /// backlog still holds it (`+CONTINUE`), else synchronises in full.
 pub fn psync(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    if args.len() > 3 {
+        if args.len() > 4 || !is(&args[3], "FAILOVER") {
+            return Err(ERR_SYNTAX.into());
+        }
+        // Our primary hands over (FAILOVER): this server becomes the
+        // primary, keeping the history it shares with it as its second.
+        if ctx.server.replication.promote() {
+            crate::log_notice!(
+                "Becoming the primary at the request of {} (FAILOVER)",
+                ctx.session.client.addr
+            );
+        }
+    }
     let replid = String::from_utf8_lossy(&args[1]).into_owned();
     let offset = parse_i64(&args[2]).unwrap_or(-1);
     become_replica(ctx, true, replid, offset)
@@ -108,6 +121,100 @@ pub fn replicaof(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         ctx.session.client.addr
     );
     crate::replication::link::start(server, host, port, link);
+    ctx.out.ok();
+    Ok(())
+}
+
+/// FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT ms] (`crate::replication::failover`).
+pub fn failover(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    use crate::replication::failover;
+    let replication = &ctx.server.replication;
+    let (mut to, mut force, mut abort, mut timeout) = (None, false, false, None);
+    let mut i = 1;
+    while i < args.len() {
+        if is(&args[i], "TO") && i + 2 < args.len() && to.is_none() {
+            let port = parse_i64(&args[i + 2])?;
+            let port = u16::try_from(port).map_err(|_| "ERR Invalid port")?;
+            to = Some((String::from_utf8_lossy(&args[i + 1]).into_owned(), port));
+            i += 3;
+        } else if is(&args[i], "FORCE") && !force {
+            force = true;
+            i += 1;
+        } else if is(&args[i], "ABORT") && !abort {
+            abort = true;
+            i += 1;
+        } else if is(&args[i], "TIMEOUT") && i + 1 < args.len() && timeout.is_none() {
+            let ms = parse_i64(&args[i + 1])?;
+            if ms <= 0 {
+                return Err("ERR FAILOVER timeout must be greater than 0".into());
+            }
+            timeout = Some(std::time::Duration::from_millis(ms as u64));
+            i += 2;
+        } else {
+            return Err(ERR_SYNTAX.into());
+        }
+    }
+    let running = replication.failover_state.load(Relaxed) != failover::NO_FAILOVER;
+    if abort {
+        if to.is_some() || force || timeout.is_some() {
+            return Err(ERR_SYNTAX.into());
+        }
+        if !running {
+            return Err("ERR No failover in progress.".into());
+        }
+        replication.failover_abort.store(true, Relaxed);
+        ctx.out.ok();
+        return Ok(());
+    }
+    if replication.is_replica() {
+        return Err("ERR FAILOVER is not valid when server is a replica.".into());
+    }
+    let replicas = replication.replicas();
+    if replicas.is_empty() {
+        return Err("ERR FAILOVER requires connected replicas.".into());
+    }
+    if running {
+        return Err("ERR FAILOVER already in progress.".into());
+    }
+    if force && (timeout.is_none() || to.is_none()) {
+        return Err(
+            "ERR FAILOVER with force option requires both a timeout and target HOST and IP.".into(),
+        );
+    }
+    let (host, port) = match to {
+        Some((host, port)) => {
+            let known = replicas
+                .iter()
+                .any(|r| r.ip == host && r.listening_port.load(Relaxed) == u64::from(port));
+            if !known {
+                return Err("ERR FAILOVER target HOST and PORT is not a replica.".into());
+            }
+            (host, port)
+        }
+        None => {
+            // Redis picks the replica with the largest offset.
+            let best = replicas
+                .iter()
+                .max_by_key(|r| r.acked.load(Relaxed))
+                .expect("not empty");
+            (best.ip.clone(), best.listening_port.load(Relaxed) as u16)
+        }
+    };
+    let Some(server) = replication.server() else {
+        return Err("ERR the server is not running".into());
+    };
+    replication
+        .failover_state
+        .store(failover::WAITING_FOR_SYNC, Relaxed);
+    failover::start(
+        server,
+        failover::Request {
+            host,
+            port,
+            timeout,
+            force,
+        },
+    );
     ctx.out.ok();
     Ok(())
 }

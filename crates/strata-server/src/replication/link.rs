@@ -38,6 +38,9 @@ pub struct LinkState {
     pub sync_read: AtomicU64,
     pub priority: AtomicU64,
     pub read_only: AtomicBool,
+    /// This server was the primary and hands over (FAILOVER): its PSYNC
+    /// says so and asks to continue its own history.
+    pub failover: AtomicBool,
 }
 
 impl Default for LinkState {
@@ -52,6 +55,7 @@ impl Default for LinkState {
             sync_read: 0.into(),
             priority: 100.into(),
             read_only: true.into(),
+            failover: false.into(),
         }
     }
 }
@@ -157,7 +161,8 @@ fn synchronise(
     link: &LinkState,
     applier: &mut Applier,
 ) -> Result<(), String> {
-    let (replid, offset) = match ask_sync(reader, writer, &server.replication)? {
+    let failover = link.failover.swap(false, Relaxed);
+    let (replid, offset) = match ask_sync(reader, writer, &server.replication, failover)? {
         Sync::Continue(replid) => {
             if let Some(replid) = replid {
                 server.replication.continue_as(&replid);
@@ -273,15 +278,20 @@ fn ask_sync(
     reader: &mut impl BufRead,
     writer: &mut TcpStream,
     replication: &super::Replication,
+    failover: bool,
 ) -> Result<Sync, String> {
-    let (replid, offset) = if replication.synced() {
+    let (replid, offset) = if replication.synced() || failover {
         let next = (replication.offset() + 1).to_string();
         (replication.replid(), next)
     } else {
         ("?".to_string(), "-1".to_string())
     };
+    let mut args: Vec<&[u8]> = vec![b"PSYNC", replid.as_bytes(), offset.as_bytes()];
+    if failover {
+        args.push(b"FAILOVER");
+    }
     writer
-        .write_all(&command(&[b"PSYNC", replid.as_bytes(), offset.as_bytes()]))
+        .write_all(&command(&args))
         .map_err(|e| e.to_string())?;
     loop {
         let line = read_line(reader)?;

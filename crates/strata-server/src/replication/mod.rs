@@ -33,6 +33,7 @@
 //! backlog.
 
 pub mod backlog;
+pub mod failover;
 pub mod link;
 pub mod primary;
 pub mod snapshot;
@@ -144,6 +145,9 @@ pub struct Replication {
     server: OnceLock<Weak<crate::server::Server>>,
     /// Woken by every acknowledgement (WAIT waits on it).
     pub acked: tokio::sync::Notify,
+    /// FAILOVER's state (`failover::NO_FAILOVER` …) and its ABORT.
+    pub failover_state: AtomicU8,
+    pub failover_abort: AtomicBool,
 }
 
 impl Replication {
@@ -165,6 +169,8 @@ impl Replication {
             partial_refused: AtomicU64::new(0),
             server: OnceLock::new(),
             acked: tokio::sync::Notify::new(),
+            failover_state: AtomicU8::new(failover::NO_FAILOVER),
+            failover_abort: AtomicBool::new(false),
         }
     }
 
@@ -471,7 +477,11 @@ impl Replication {
                 ),
             );
         }
-        line(out, "master_failover_state", &"no-failover");
+        line(
+            out,
+            "master_failover_state",
+            &failover::state_name(self.failover_state.load(Relaxed)),
+        );
         line(out, "master_replid", &self.replid());
         let (replid2, second) = self.replid2.lock().clone();
         line(out, "master_replid2", &replid2);

@@ -140,8 +140,9 @@ pub fn write(
         }
         writer.spill()?;
     }
+    // Not synced: the file only lives until it is sent.
     let (file, bytes) = writer.finish()?;
-    file.into_inner().map_err(|e| e.into_error())?.sync_data()?;
+    file.into_inner().map_err(|e| e.into_error())?;
     Ok(Snapshot {
         path: path.to_path_buf(),
         bytes,

@@ -69,6 +69,19 @@ pub(super) const COMMANDS: &[Spec] = &[
         ..Spec::DEFAULT
     },
     Spec {
+        name: "failover",
+        arity: -1,
+        flags: flags![ADMIN, NOSCRIPT, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        group: "server",
+        since: "6.2.0",
+        summary: "Switches roles with a replica, pausing writes until it holds every one of them.",
+        complexity: "O(1)",
+        run: Run::Handler(repl::failover),
+        traits: traits![NEVER_FROM_SCRIPTS],
+        ..Spec::DEFAULT
+    },
+    Spec {
         name: "role",
         arity: 1,
         flags: flags![NOSCRIPT, LOADING, STALE, FAST],
