@@ -901,3 +901,96 @@ fn failover_switches_roles_without_losing_an_acknowledged_write() {
             == 1
     });
 }
+
+/// REPLICAOF is what CONFIG GET replicaof and CONFIG REWRITE say, so a
+/// replica restarted from its rewritten file follows the same primary.
+#[test]
+fn replicaof_is_kept_by_config_rewrite() {
+    let primary = TestServer::start();
+    let dir = temp_dir();
+    let conf = dir.join("strata.conf");
+    std::fs::write(&conf, "appendonly yes\n").unwrap();
+    let replica = TestServer::spawn(dir.clone(), &[conf.to_str().unwrap()], None, READY);
+    let mut r = replica.client();
+    replicaof(&mut r, primary.port);
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("replicaof")
+        .query(&mut r)
+        .unwrap();
+    assert_eq!(
+        got,
+        [
+            "replicaof".to_string(),
+            format!("127.0.0.1 {}", primary.port)
+        ]
+    );
+    let _: () = redis::cmd("CONFIG").arg("REWRITE").query(&mut r).unwrap();
+    let text = std::fs::read_to_string(&conf).unwrap();
+    assert!(
+        text.contains(&format!("replicaof 127.0.0.1 {}", primary.port)),
+        "{text}"
+    );
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut r)
+        .unwrap();
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("replicaof")
+        .query(&mut r)
+        .unwrap();
+    assert_eq!(got, ["replicaof", ""]);
+}
+
+/// A full synchronisation under a steady write load ends in step even
+/// when the writes made during the copy are many times the backlog: what
+/// the syncing replica has not read stays (up to its output buffer limit)
+/// instead of sending it back to another copy.
+#[test]
+fn a_sync_under_writes_larger_than_the_backlog_completes() {
+    let primary = TestServer::start_with(&["--repl-backlog-size", "1mb"]);
+    let replica = TestServer::start();
+    let mut p = primary.client();
+    fill(&mut p, 30_000, 1, 1_000);
+    let url = primary.url();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+            let value = vec![b'w'; 1_000];
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut pipe = redis::pipe();
+                for _ in 0..100 {
+                    pipe.cmd("SET")
+                        .arg(format!("w:{}", n % 20_000))
+                        .arg(&value)
+                        .ignore();
+                    n += 1;
+                }
+                pipe.query::<()>(&mut con).unwrap();
+            }
+            n
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let mut r = replica.client();
+    replicaof(&mut r, primary.port);
+    wait_until("the replica to come into step under writes", || {
+        link_up(&mut r)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written = writer.join().unwrap();
+    assert!(written > 5_000, "only {written} writes");
+    let (want, got) = settled(&mut p, &mut r, false);
+    assert_same(&want, &got);
+    assert_eq!(
+        stat(&mut p, "sync_full"),
+        1,
+        "the replica synchronised more than once"
+    );
+}

@@ -302,6 +302,26 @@ impl SharedConfig {
         self.generation.fetch_add(1, Ordering::Release);
         Ok(())
     }
+
+    /// REPLICAOF changed the primary followed (`None`: none): the
+    /// `replicaof` setting says so, for CONFIG GET and CONFIG REWRITE (as
+    /// Redis rewrites it, so a restarted replica follows the same primary).
+    pub fn record_replicaof(&self, primary: Option<(&str, u16)>) {
+        let mut current = self.current.write();
+        let mut updated = (**current).clone();
+        match primary {
+            Some((host, port)) => {
+                updated
+                    .accepted
+                    .insert("replicaof", format!("{host} {port}"));
+            }
+            None => {
+                updated.accepted.remove("replicaof");
+            }
+        }
+        *current = Arc::new(updated);
+        self.generation.fetch_add(1, Ordering::Release);
+    }
 }
 
 #[cfg(test)]

@@ -68,6 +68,12 @@ struct State {
     limit: usize,
     /// The newest change appended (WAIT maps changes to offsets).
     last_seq: u64,
+    /// Replicas' positions (by client id): entries a replica has not read
+    /// yet stay past `limit`, as long as it is at most `pin_bytes_max`
+    /// behind (`client-output-buffer-limit replica`): a replica catching
+    /// up after its copy is not sent back to another copy by the backlog.
+    pins: std::collections::HashMap<u64, u64>,
+    pin_bytes_max: u64,
 }
 
 /// The stream's recent entries.
@@ -89,6 +95,8 @@ impl Backlog {
                 weight: 0,
                 limit,
                 last_seq: 0,
+                pins: std::collections::HashMap::new(),
+                pin_bytes_max: 256 << 20,
             }),
             grew: Condvar::new(),
         }
@@ -117,6 +125,20 @@ impl Backlog {
 
     pub fn limit(&self) -> usize {
         self.state.lock().limit
+    }
+
+    /// How far behind a replica may be before what it has not read may go.
+    pub fn set_pin_limit(&self, bytes: u64) {
+        self.state.lock().pin_bytes_max = bytes;
+    }
+
+    /// Replica `id` reads from `offset` on (see `State::pins`).
+    pub fn pin(&self, id: u64, offset: u64) {
+        self.state.lock().pins.insert(id, offset);
+    }
+
+    pub fn unpin(&self, id: u64) {
+        self.state.lock().pins.remove(&id);
     }
 
     /// Changes up to `seq` came before the stream began: a replica holds
@@ -152,7 +174,13 @@ impl Backlog {
         state.last_seq = state.last_seq.max(entry.seq());
         state.weight += entry.weight();
         state.entries.push_back(entry);
+        let pinned = state.pins.values().min().copied();
         while state.weight > state.limit && state.entries.len() > 1 {
+            let front = state.entries.front().expect("more than one");
+            let needed = pinned.is_some_and(|at| front.end() > at);
+            if needed && state.end - front.start <= state.pin_bytes_max {
+                break;
+            }
             let gone = state.entries.pop_front().expect("more than one");
             state.weight -= gone.weight();
         }
@@ -253,10 +281,12 @@ fn produce(server: &Server) {
     let mut pinged = Instant::now();
     loop {
         let config = server.config.get();
-        let wanted: usize = config.setting("repl-backlog-size").parse().unwrap_or(0);
-        replication
-            .backlog
-            .set_limit(wanted.max(super::BACKLOG_MIN_BYTES));
+        // `repl-backlog-size` as set; unset, 64 MB rather than Redis' 1 MB.
+        let limit = match config.accepted.get("repl-backlog-size") {
+            Some(set) => set.parse().unwrap_or(super::BACKLOG_DEFAULT_BYTES),
+            None => super::BACKLOG_DEFAULT_BYTES,
+        };
+        replication.backlog.set_limit(limit);
         match changes.recv_timeout(Duration::from_millis(20)) {
             Err(_) => {
                 crate::log_warning!(

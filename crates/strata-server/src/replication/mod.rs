@@ -46,10 +46,10 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
 
-/// The backlog keeps at least this much (`repl-backlog-size` may ask for
-/// more): Redis' 1 MB default sends a replica that is a moment behind
-/// under load into a full synchronisation.
-pub const BACKLOG_MIN_BYTES: usize = 64 << 20;
+/// The backlog keeps this much unless `repl-backlog-size` is set: Redis'
+/// 1 MB default sends a replica that is a moment behind under load into a
+/// full synchronisation.
+pub const BACKLOG_DEFAULT_BYTES: usize = 64 << 20;
 
 /// A replica attached to this server, as INFO and ROLE show it.
 pub struct Attached {
@@ -155,7 +155,7 @@ impl Replication {
         Replication {
             replid: Mutex::new(run_id.to_string()),
             replid2: Mutex::new(("0".repeat(40), -1)),
-            backlog: backlog::Backlog::new(BACKLOG_MIN_BYTES),
+            backlog: backlog::Backlog::new(BACKLOG_DEFAULT_BYTES),
             stream_started: AtomicBool::new(false),
             getack: AtomicBool::new(false),
             own_from: AtomicU64::new(0),
@@ -317,6 +317,10 @@ impl Replication {
     /// the caller starts the link thread with the state returned.
     pub fn follow(&self, host: String, port: u16) -> Arc<link::LinkState> {
         let link = Arc::new(link::LinkState::default());
+        // CONFIG GET and CONFIG REWRITE show whom this server follows.
+        if let Some(server) = self.server() {
+            server.config.record_replicaof(Some((&host, port)));
+        }
         let mut upstream = self.upstream.lock();
         if let Some(before) = upstream.replace(Upstream {
             host,
@@ -348,6 +352,7 @@ impl Replication {
         if let Some(server) = self.server() {
             self.own_from
                 .store(server.keyspace.next_change_seq(), Relaxed);
+            server.config.record_replicaof(None);
         }
         drop(applying);
         let old = std::mem::replace(&mut *self.replid.lock(), crate::server::random_hex(40));

@@ -95,6 +95,7 @@ pub fn serve(
             // so the replica sees the connection end at once.
             let closer = stream.try_clone();
             let outcome = run(&server, stream, &client, &attached, &request);
+            server.replication.backlog.unpin(client.id);
             attached.stop.store(true, Relaxed);
             if let Ok(socket) = closer {
                 let _ = socket.shutdown(std::net::Shutdown::Both);
@@ -134,6 +135,7 @@ fn run(
             "Partial resynchronization request from {} accepted, at offset {from}",
             client.addr
         );
+        replication.backlog.pin(client.id, from);
         return online(server, stream, client, attached, from, None);
     }
     if request.psync && request.replid != "?" {
@@ -166,6 +168,8 @@ fn full_copy(
     let replication = &server.replication;
     let paused = replication.pause_applying();
     let from = replication.backlog.end();
+    // What comes after the copy's start stays until the replica read it.
+    replication.backlog.pin(client.id, from);
     if request.psync {
         let line = format!("+FULLRESYNC {} {from}\r\n", replication.replid());
         stream
@@ -262,6 +266,7 @@ fn stream_changes(
         0 => u64::MAX,
         bytes => bytes,
     };
+    backlog.set_pin_limit(limit);
     stream
         .set_write_timeout(Some(POLL))
         .map_err(|e| e.to_string())?;
@@ -320,6 +325,7 @@ fn stream_changes(
             backlog.end().saturating_sub(at) > limit
         })?;
         attached.sent.store(at, Relaxed);
+        backlog.pin(client.id, at);
     }
 }
 
