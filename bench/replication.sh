@@ -27,6 +27,7 @@ PARTS=${PARTS:-throughput sync partial}
 LOAD_CLIENTS=${LOAD_CLIENTS:-4}
 LOAD_PIPELINE=${LOAD_PIPELINE:-1}
 SYNC_LIMIT=${SYNC_LIMIT:-90}
+SYNC_LOADS=${SYNC_LOADS:-0 1}    # 0: a sync with no writes, 1: with writes
 want() { [[ " $PARTS " == *" $1 "* ]]; }
 
 cd "$(dirname "$0")/.."
@@ -150,7 +151,7 @@ for n in range(int(sys.argv[1])):
 PY
         printf '%-6s primary RSS %d MB\n' "$kind" $(($(rss_kb "${PID[${kind}_p]}") / 1024))
     done
-    for loaded in 0 1; do
+    for loaded in $SYNC_LOADS; do
         declare -A took=() grew=() dirty=()
         for round in $(seq "$ROUNDS"); do
             for kind in redis strata; do

@@ -338,7 +338,11 @@ fn receive_rdb(reader: &mut impl BufRead, link: &LinkState) -> Result<Vec<u8>, S
     let mut rdb = vec![0u8; len as usize];
     let mut got = 0;
     while got < rdb.len() {
-        let n = reader.read(&mut rdb[got..]).map_err(|e| e.to_string())?;
+        let n = match reader.read(&mut rdb[got..]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.to_string()),
+        };
         if n == 0 {
             return Err("the primary closed the connection during the RDB transfer".into());
         }
@@ -523,7 +527,11 @@ impl<'s> Applier<'s> {
                 Err(e)
                     if matches!(
                         e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        std::io::ErrorKind::WouldBlock
+                            | std::io::ErrorKind::TimedOut
+                            // A socket read with a timeout fails so once the
+                            // process is stopped and continued (signal(7)).
+                            | std::io::ErrorKind::Interrupted
                     ) =>
                 {
                     if heard_at.elapsed() > timeout {

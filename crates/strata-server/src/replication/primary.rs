@@ -393,7 +393,9 @@ fn spawn_ack_reader(server: Option<Arc<Server>>, mut stream: TcpStream, attached
                     Err(e)
                         if matches!(
                             e.kind(),
-                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                            std::io::ErrorKind::WouldBlock
+                                | std::io::ErrorKind::TimedOut
+                                | std::io::ErrorKind::Interrupted
                         ) =>
                     {
                         continue;

@@ -80,15 +80,24 @@ impl Translator {
                 commands.push((found.db, command));
             }
         }
+        let global = |command: &Command| {
+            command
+                .first()
+                .is_some_and(|name| name == b"FLUSHALL" || name == b"SWAPDB" || name == b"FUNCTION")
+        };
         let wrap = commands.len() > 1;
+        // The database goes first, before MULTI, as Redis writes it.
+        if let Some((db, _)) = commands.iter().find(|(_, command)| !global(command))
+            && self.db != Some(*db)
+        {
+            write_command(out, &[b"SELECT".to_vec(), num(*db)]);
+            self.db = Some(*db);
+        }
         if wrap {
             write_command(out, &[b"MULTI".to_vec()]);
         }
         for (db, command) in commands {
-            let global = command.first().is_some_and(|name| {
-                name == b"FLUSHALL" || name == b"SWAPDB" || name == b"FUNCTION"
-            });
-            if !global && self.db != Some(db) {
+            if !global(&command) && self.db != Some(db) {
                 write_command(out, &[b"SELECT".to_vec(), num(db)]);
                 self.db = Some(db);
             }
