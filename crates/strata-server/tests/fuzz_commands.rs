@@ -32,7 +32,8 @@ impl Rng {
 /// (`blocking.rs` covers their arguments and errors); and the
 /// (un)subscribe commands, which answer once per channel and restrict what
 /// the connection may run next (`pubsub.rs` covers them); and MONITOR,
-/// whose lines come between the replies (`introspection.rs` covers it).
+/// whose lines come between the replies (`introspection.rs` covers it);
+/// and the replication commands.
 /// Everything else in COMMAND LIST is fuzzed, CLIENT and CONFIG
 /// subcommands included.
 const EXCLUDED: &[&str] = &[
@@ -58,6 +59,14 @@ const EXCLUDED: &[&str] = &[
     "punsubscribe",
     "sunsubscribe",
     "monitor",
+    // Turn the connection into a replica's stream, or the server into a
+    // replica of whatever host the arguments name, or hand its role over
+    // (`replication.rs` covers them).
+    "sync",
+    "psync",
+    "replicaof",
+    "slaveof",
+    "failover",
 ];
 
 const ARGS: &[&str] = &[
