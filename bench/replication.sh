@@ -24,6 +24,7 @@ CLIENTS=${CLIENTS:-50}
 REQUESTS=${REQUESTS:-400000}
 KEYS=${KEYS:-500000}
 PARTS=${PARTS:-throughput sync partial}
+SIZES=${SIZES:-100 10000}       # SET value sizes of the throughput part
 LOAD_CLIENTS=${LOAD_CLIENTS:-4}
 LOAD_PIPELINE=${LOAD_PIPELINE:-1}
 SYNC_LIMIT=${SYNC_LIMIT:-90}
@@ -60,7 +61,7 @@ for kind in redis strata; do
 done
 
 want throughput && echo "== SET throughput, pipeline 16, $CLIENTS clients (ops/s; medians of $ROUNDS rounds)"
-want throughput && for size in 100 10000; do
+want throughput && for size in $SIZES; do
     declare -A runs=()
     for round in $(seq "$ROUNDS"); do
         for kind in redis strata; do

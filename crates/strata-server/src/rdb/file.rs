@@ -69,6 +69,15 @@ impl<W: Write> Writer<W> {
         Ok(writer)
     }
 
+    /// An auxiliary field (`repl-stream-db`: the database the replication
+    /// stream after the file has selected).
+    pub fn aux(&mut self, name: &str, value: &str) -> std::io::Result<()> {
+        self.buf.push(OPCODE_AUX);
+        write_string(&mut self.buf, name.as_bytes());
+        write_string(&mut self.buf, value.as_bytes());
+        self.spill()
+    }
+
     /// The function libraries, as FUNCTION DUMP's payload (its footer
     /// already removed): FUNCTION2 opcodes with each library's code, which
     /// is how an RDB file holds them too.
@@ -142,6 +151,8 @@ pub enum Item {
     },
     /// A function library's code.
     Function(Vec<u8>),
+    /// `repl-stream-db`: the database the stream after the file selects.
+    StreamDb(usize),
 }
 
 /// Reads the RDB file in `bytes`, handing each item to `each` in order.
@@ -172,8 +183,15 @@ pub fn read(bytes: &[u8], mut each: impl FnMut(Item)) -> Result<(), String> {
                 return Ok(());
             }
             OPCODE_AUX => {
-                reader.string().map_err(|_| bad("aux"))?;
-                reader.string().map_err(|_| bad("aux"))?;
+                let name = reader.string().map_err(|_| bad("aux"))?;
+                let value = reader.string().map_err(|_| bad("aux"))?;
+                if name == b"repl-stream-db"
+                    && let Some(db) = std::str::from_utf8(&value)
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                {
+                    each(Item::StreamDb(db));
+                }
             }
             OPCODE_SELECTDB => db = reader.len().map_err(|_| bad("select"))? as usize,
             OPCODE_RESIZEDB => {

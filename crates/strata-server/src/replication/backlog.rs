@@ -4,9 +4,11 @@
 //!
 //! On a primary, a producer thread subscribes to the change feed's records
 //! (once, when the first replica attaches, and for good) and appends each
-//! committed group as an entry: its records, and their canonical
-//! translation ([`super::translate::Translator::canonical`]: a SELECT at
-//! the start of every group, so the bytes depend on the group alone). On a
+//! committed group as an entry: its records, their translation
+//! ([`super::translate`]), and the database a replica in step has
+//! selected before and after it (a SELECT only where the database changes,
+//! as Redis writes it; a replica starting from a copy is told the database
+//! in force by the copy's `repl-stream-db`, as Redis tells it). On a
 //! replica, the link appends the primary's stream itself, byte for byte,
 //! command by command as it applies them: its replicas (chained) and, after
 //! a promotion, the replicas that followed the same primary, share its
@@ -14,9 +16,12 @@
 //!
 //! A replica that synchronised from a copy reads the entries after the
 //! copy's start; those whose records the copy already holds are sent with
-//! those records left out and padded with newlines to the same length
-//! (a newline is an empty command: Redis and Strata replicas skip it and
-//! count it), so its offsets stay the stream's. A replica that reconnects
+//! those records left out — translated from the entry's database before,
+//! and ending with the database after selected — and padded with newlines
+//! to the same length (a newline is an empty command: Redis and Strata
+//! replicas skip it and count it), so its offsets and its selected
+//! database stay the stream's. Should that not fit (a group moving
+//! between databases), the synchronisation starts over. A replica that reconnects
 //! with an offset still in the backlog continues from there
 //! (`+CONTINUE`); otherwise it synchronises again.
 //!
@@ -43,6 +48,9 @@ pub struct Entry {
     /// The committed group it translates (None: a PING, a GETACK, or a
     /// replica's copy of its primary's stream).
     pub group: Option<Arc<Group>>,
+    /// The database a replica in step has selected before and after it.
+    pub db_before: Option<u16>,
+    pub db_after: Option<u16>,
 }
 
 impl Entry {
@@ -74,6 +82,9 @@ struct State {
     /// up after its copy is not sent back to another copy by the backlog.
     pins: std::collections::HashMap<u64, u64>,
     pin_bytes_max: u64,
+    /// The database a replica in step has selected at `end` (None: not
+    /// known; the next group selects its own).
+    db: Option<u16>,
 }
 
 /// The stream's recent entries.
@@ -97,6 +108,7 @@ impl Backlog {
                 last_seq: 0,
                 pins: std::collections::HashMap::new(),
                 pin_bytes_max: 256 << 20,
+                db: None,
             }),
             grew: Condvar::new(),
         }
@@ -148,6 +160,13 @@ impl Backlog {
         state.last_seq = state.last_seq.max(seq);
     }
 
+    /// The end, and the database a replica in step has selected there
+    /// (what a copy taken now tells its replica: RDB `repl-stream-db`).
+    pub fn end_and_db(&self) -> (u64, Option<u16>) {
+        let state = self.state.lock();
+        (state.end, state.db)
+    }
+
     /// Starts a new history at `offset` (a replica that loaded a copy,
     /// or a promoted one keeps its offset): nothing before it is held.
     pub fn reset(&self, offset: u64) {
@@ -155,12 +174,27 @@ impl Backlog {
         state.entries.clear();
         state.weight = 0;
         state.end = offset;
+        state.db = None;
         drop(state);
         self.grew.notify_all();
     }
 
-    /// Appends `bytes` (translating `group`, if any); returns the new end.
-    pub fn append(&self, bytes: Arc<[u8]>, group: Option<Arc<Group>>) -> u64 {
+    /// The database a replica in step has selected now.
+    pub fn db(&self) -> Option<u16> {
+        self.state.lock().db
+    }
+
+    /// Appends `bytes`, which leave a replica in step with database
+    /// `db_after` selected (translating `group`, if any, from `db_before`;
+    /// None for a primary's stream copied as is: its databases unknown).
+    /// Returns the new end.
+    pub fn append(
+        &self,
+        bytes: Arc<[u8]>,
+        group: Option<Arc<Group>>,
+        db_before: Option<u16>,
+        db_after: Option<u16>,
+    ) -> u64 {
         if bytes.is_empty() {
             return self.end();
         }
@@ -169,7 +203,10 @@ impl Backlog {
             start: state.end,
             bytes,
             group,
+            db_before,
+            db_after,
         };
+        state.db = db_after;
         state.end = entry.end();
         state.last_seq = state.last_seq.max(entry.seq());
         state.weight += entry.weight();
@@ -299,8 +336,14 @@ fn produce(server: &Server) {
                     .set_baseline(keyspace.next_change_seq().saturating_sub(1));
             }
             Ok(Some(group)) if replication.produces(group.seq) => {
-                let bytes = Translator::canonical(keyspace, now_ms(), &group.records);
-                replication.backlog.append(bytes.into(), Some(group));
+                let before = replication.backlog.db();
+                let mut translator = Translator::at(before);
+                let mut bytes = Vec::new();
+                translator.group(keyspace, now_ms(), &group.records, |_| true, &mut bytes);
+                let after = translator.db();
+                replication
+                    .backlog
+                    .append(bytes.into(), Some(group), before, after);
             }
             Ok(_) => {}
         }
@@ -320,7 +363,8 @@ fn produce(server: &Server) {
             );
         }
         if !extra.is_empty() {
-            replication.backlog.append(extra.into(), None);
+            let db = replication.backlog.db();
+            replication.backlog.append(extra.into(), None, db, db);
         }
     }
 }

@@ -407,6 +407,7 @@ impl<'s> Applier<'s> {
         let keyspace = &server.keyspace;
         let mut functions = Vec::new();
         let mut keys = 0u64;
+        let mut stream_db = 0;
         let read = crate::rdb::file::read(rdb, |item| match item {
             Item::Key {
                 db,
@@ -422,6 +423,7 @@ impl<'s> Applier<'s> {
                 keys += 1;
             }
             Item::Function(code) => functions.push(code),
+            Item::StreamDb(db) => stream_db = db,
         });
         server.persistence.loading.store(false, Release);
         if !functions.is_empty() {
@@ -439,6 +441,10 @@ impl<'s> Applier<'s> {
             ]);
         }
         read?;
+        // The stream goes on in the database the primary's copy names.
+        if stream_db < keyspace.db_count() {
+            self.session.db = stream_db;
+        }
         log_notice!("MASTER <-> REPLICA sync: {keys} keys loaded");
         Ok(())
     }
@@ -490,7 +496,7 @@ impl<'s> Applier<'s> {
                     let skipped = raw.split_to(raw.len() - input.len());
                     pending.extend_from_slice(&skipped);
                     if self.session.multi.is_none() && !pending.is_empty() {
-                        replication.applied(&pending);
+                        replication.applied(&pending, self.session.db);
                         pending.clear();
                     }
                     break;
@@ -507,7 +513,7 @@ impl<'s> Applier<'s> {
                 }
                 pending.extend_from_slice(&consumed);
                 if self.session.multi.is_none() {
-                    replication.applied(&pending);
+                    replication.applied(&pending, self.session.db);
                     pending.clear();
                 }
             }

@@ -364,8 +364,10 @@ impl Replication {
 
     /// The link applied its primary's stream up to `bytes`: they join
     /// this server's stream (its replicas', and its own if promoted).
-    pub fn applied(&self, bytes: &[u8]) {
-        self.backlog.append(bytes.into(), None);
+    /// `db`: the database the primary's stream has selected after them.
+    pub fn applied(&self, bytes: &[u8], db: usize) {
+        let db = u16::try_from(db).ok();
+        self.backlog.append(bytes.into(), None, db, db);
     }
 
     /// +CONTINUE with a new ID: the primary's history goes on under it

@@ -167,7 +167,7 @@ fn full_copy(
 ) -> Result<(snapshot::Snapshot, u64), String> {
     let replication = &server.replication;
     let paused = replication.pause_applying();
-    let from = replication.backlog.end();
+    let (from, stream_db) = replication.backlog.end_and_db();
     // What comes after the copy's start stays until the replica read it.
     replication.backlog.pin(client.id, from);
     if request.psync {
@@ -185,6 +185,7 @@ fn full_copy(
         &server.keyspace,
         &path,
         crate::server::REDIS_VERSION,
+        stream_db.unwrap_or(0),
         now_ms(),
     );
     drop(paused);
@@ -296,7 +297,11 @@ fn stream_changes(
                             false
                         }
                     };
-                    Translator::new().group(keyspace, now_ms(), &group.records, kept, &mut partial);
+                    let mut translator = Translator::at(entry.db_before);
+                    translator.group(keyspace, now_ms(), &group.records, kept, &mut partial);
+                    if let Some(db) = entry.db_after {
+                        translator.select(db, &mut partial);
+                    }
                     if restart {
                         return Err(
                             "the whole keyspace changed while it was copied; it starts over".into(),

@@ -90,11 +90,13 @@ struct ColdKey {
 }
 
 /// Writes the copy to `path`; the file says it is from Redis
-/// `redis_version`.
+/// `redis_version`, and that the stream after it has database
+/// `stream_db` selected.
 pub fn write(
     keyspace: &Keyspace,
     path: &Path,
     redis_version: &str,
+    stream_db: u16,
     now_ms: u64,
 ) -> std::io::Result<Snapshot> {
     if let Some(dir) = path.parent() {
@@ -102,6 +104,7 @@ pub fn write(
     }
     let file = BufWriter::with_capacity(1 << 20, File::create(path)?);
     let mut writer = Writer::new(file, redis_version, now_ms)?;
+    writer.aux("repl-stream-db", &stream_db.to_string())?;
     let mut covered = Vec::with_capacity(SHARD_COUNT);
     let mut keys = 0;
     let mut cold = Vec::new();

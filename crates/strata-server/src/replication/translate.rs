@@ -43,13 +43,22 @@ impl Translator {
         Translator::default()
     }
 
-    /// The stream's bytes for one group: its commands after a SELECT of
-    /// its first record's database, so they depend on the group alone
-    /// (`super::backlog`).
-    pub fn canonical(keyspace: &Keyspace, now_ms: u64, records: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        Translator::new().group(keyspace, now_ms, records, |_| true, &mut out);
-        out
+    /// A translator whose replica has `db` selected (None: unknown).
+    pub fn at(db: Option<u16>) -> Self {
+        Translator { db }
+    }
+
+    /// The database the replica has selected after what was translated.
+    pub fn db(&self) -> Option<u16> {
+        self.db
+    }
+
+    /// Appends a SELECT of `db` unless it is selected already.
+    pub fn select(&mut self, db: u16, out: &mut Vec<u8>) {
+        if self.db != Some(db) {
+            write_command(out, &[b"SELECT".to_vec(), num(db)]);
+            self.db = Some(db);
+        }
     }
 
     /// Appends to `out` the commands for the records of one group for
