@@ -997,3 +997,57 @@ fn a_sync_under_writes_larger_than_the_backlog_completes() {
         "the replica synchronised more than once"
     );
 }
+
+/// EXEC checks its queue as Redis does: a transaction that writes is
+/// refused whole (EXECABORT … NOREPLICAS / OOM) when the condition arose
+/// after it was queued; a read-only one runs.
+#[test]
+fn exec_refuses_a_queued_write_that_may_no_longer_run() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    let mut other = server.client();
+    assert_eq!(r.cmd(&["SET", "xx", "1"]), ok());
+    assert_eq!(r.cmd(&["MULTI"]), ok());
+    assert_eq!(r.cmd(&["INCR", "xx"]), Reply::simple("QUEUED"));
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("min-replicas-to-write")
+        .arg(1)
+        .query(&mut other)
+        .unwrap();
+    let refused = r.cmd(&["EXEC"]).as_text();
+    assert!(
+        refused.starts_with("EXECABORT") && refused.contains("NOREPLICAS"),
+        "{refused}"
+    );
+    assert_eq!(r.cmd(&["GET", "xx"]), b("1"));
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("min-replicas-to-write")
+        .arg(0)
+        .query(&mut other)
+        .unwrap();
+
+    assert_eq!(r.cmd(&["MULTI"]), ok());
+    assert_eq!(r.cmd(&["SET", "x", "1"]), Reply::simple("QUEUED"));
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(1)
+        .query(&mut other)
+        .unwrap();
+    let refused = r.cmd(&["EXEC"]).as_text();
+    assert!(
+        refused.starts_with("EXECABORT") && refused.contains("OOM"),
+        "{refused}"
+    );
+    assert_eq!(r.cmd(&["MULTI"]), ok());
+    assert_eq!(r.cmd(&["GET", "xx"]), Reply::simple("QUEUED"));
+    assert_eq!(r.cmd(&["EXEC"]), Reply::Array(vec![b("1")]));
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(0)
+        .query(&mut other)
+        .unwrap();
+}

@@ -1022,32 +1022,35 @@ fn disk_error_gate(a: &mut Admission) -> Option<Refusal> {
 /// while the link is down (replica-serve-stale-data no). The primary's
 /// own stream passes.
 fn replica_gate(a: &mut Admission) -> Option<Refusal> {
-    if a.session.primary_link {
+    let replication = &a.server.replication;
+    let settings = a.config.replication;
+    let replica = replication.is_replica();
+    if a.session.primary_link || (!replica && settings.min_replicas_to_write == 0) {
         return None;
     }
     let gates = a.gates();
-    let settings = a.config.replication;
-    if settings.min_replicas_to_write > 0
-        && gates.has(Gates::WRITE)
-        && !a.server.replication.is_replica()
-    {
-        let good = (a.server.replication).good_replicas(a.now_ms, settings.min_replicas_max_lag_s);
+    // EXEC writes when its queue does (Redis checks the transaction then:
+    // EXECABORT … NOREPLICAS / READONLY).
+    let exec = matches!(a.server.commands.specs[a.id].run, Run::Exec);
+    let writes = gates.has(Gates::WRITE)
+        || (exec && (a.session.multi.as_ref()).is_some_and(|multi| multi.may_write(a.server)));
+    if !replica && writes {
+        let good = replication.good_replicas(a.now_ms, settings.min_replicas_max_lag_s);
         if good < settings.min_replicas_to_write {
             return Some("NOREPLICAS Not enough good replicas to write.".into());
         }
     }
-    let serve_stale = settings.serve_stale_data;
-    (a.server.replication)
-        .refusal(
-            gates.has(Gates::WRITE),
-            gates.has(Gates::STALE),
-            serve_stale,
-        )
+    let stale_ok = gates.has(Gates::STALE)
+        && !(exec && (a.session.multi.as_ref()).is_some_and(|multi| !multi.all_stale(a.server)));
+    replication
+        .refusal(writes, stale_ok, settings.serve_stale_data)
         .map(Into::into)
 }
 
 fn memory_gate(a: &mut Admission) -> Option<Refusal> {
-    let denyoom = a.gates().has(Gates::DENYOOM);
+    let exec = matches!(a.server.commands.specs[a.id].run, Run::Exec);
+    let denyoom = a.gates().has(Gates::DENYOOM)
+        || (exec && (a.session.multi.as_ref()).is_some_and(|multi| multi.uses_memory(a.server)));
     let mut evicted = Vec::new();
     let refused = (a.server.tiering).admit(
         &a.server.keyspace,

@@ -70,6 +70,19 @@ impl Multi {
         self.bytes
     }
 
+    /// Whether every queued command may run on a replica whose link is
+    /// down (`stale`; EXEC answers MASTERDOWN otherwise, as Redis does).
+    pub fn all_stale(&self, server: &Server) -> bool {
+        (self.queued.iter()).all(|queued| server.commands.gates(queued.id).has(super::Gates::STALE))
+    }
+
+    /// Whether a queued command may use memory (`denyoom`: EXEC answers
+    /// OOM when memory is full, as Redis does).
+    pub fn uses_memory(&self, server: &Server) -> bool {
+        (self.queued.iter())
+            .any(|queued| server.commands.gates(queued.id).has(super::Gates::DENYOOM))
+    }
+
     /// Whether a queued command writes or may (EXEC then waits for a
     /// CLIENT PAUSE WRITE).
     pub fn may_write(&self, server: &Server) -> bool {

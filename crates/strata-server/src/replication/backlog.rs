@@ -162,9 +162,17 @@ impl Backlog {
 
     /// The end, and the database a replica in step has selected there
     /// (what a copy taken now tells its replica: RDB `repl-stream-db`).
-    pub fn end_and_db(&self) -> (u64, Option<u16>) {
-        let state = self.state.lock();
-        (state.end, state.db)
+    /// With `reselect` (a primary's own stream), the stream selects its
+    /// next database again from here on, as Redis' does once a replica
+    /// attaches (its own tests expect the SELECT); a stream copied as is
+    /// from a primary keeps its state.
+    pub fn end_and_db(&self, reselect: bool) -> (u64, Option<u16>) {
+        let mut state = self.state.lock();
+        let db = state.db;
+        if reselect {
+            state.db = None;
+        }
+        (state.end, db)
     }
 
     /// Starts a new history at `offset` (a replica that loaded a copy,

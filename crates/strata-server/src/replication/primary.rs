@@ -167,7 +167,7 @@ fn full_copy(
 ) -> Result<(snapshot::Snapshot, u64), String> {
     let replication = &server.replication;
     let paused = replication.pause_applying();
-    let (from, stream_db) = replication.backlog.end_and_db();
+    let (from, stream_db) = replication.backlog.end_and_db(!replication.is_replica());
     // What comes after the copy's start stays until the replica read it.
     replication.backlog.pin(client.id, from);
     if request.psync {

@@ -95,13 +95,7 @@ impl Translator {
                 .is_some_and(|name| name == b"FLUSHALL" || name == b"SWAPDB" || name == b"FUNCTION")
         };
         let wrap = commands.len() > 1;
-        // The database goes first, before MULTI, as Redis writes it.
-        if let Some((db, _)) = commands.iter().find(|(_, command)| !global(command))
-            && self.db != Some(*db)
-        {
-            write_command(out, &[b"SELECT".to_vec(), num(*db)]);
-            self.db = Some(*db);
-        }
+        // (A SELECT goes inside MULTI, where Redis writes it too.)
         if wrap {
             write_command(out, &[b"MULTI".to_vec()]);
         }
