@@ -1051,3 +1051,55 @@ fn exec_refuses_a_queued_write_that_may_no_longer_run() {
         .query(&mut other)
         .unwrap();
 }
+
+/// The stream selects a database only when it changes: a replica that
+/// continues after a broken link (and one that starts from a copy) goes on
+/// in the database the stream had selected.
+#[test]
+fn a_continued_stream_stays_in_its_database() {
+    let primary = TestServer::start();
+    let replica = TestServer::start();
+    let mut p = primary.client();
+    let mut r = replica.client();
+    let _: () = redis::cmd("SELECT").arg(5).query(&mut p).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("before")
+        .arg(1)
+        .query(&mut p)
+        .unwrap();
+    replicaof(&mut r, primary.port);
+    wait_until("the link to come up", || link_up(&mut r));
+    let _: () = redis::cmd("SET")
+        .arg("after-copy")
+        .arg(1)
+        .query(&mut p)
+        .unwrap();
+    let id = replica_client_id(&mut p);
+    let _: () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(&id)
+        .query(&mut p)
+        .unwrap();
+    wait_until("the replica to continue", || {
+        stat(&mut p, "sync_partial_ok") == 1
+    });
+    let _: () = redis::cmd("SET")
+        .arg("after-continue")
+        .arg(1)
+        .query(&mut p)
+        .unwrap();
+    let _: () = redis::cmd("SELECT").arg(5).query(&mut r).unwrap();
+    wait_until("the writes to reach database 5 of the replica", || {
+        redis::cmd("EXISTS")
+            .arg("before")
+            .arg("after-copy")
+            .arg("after-continue")
+            .query::<i64>(&mut r)
+            .unwrap()
+            == 3
+    });
+    let _: () = redis::cmd("SELECT").arg(0).query(&mut r).unwrap();
+    let stray: i64 = redis::cmd("DBSIZE").query(&mut r).unwrap();
+    assert_eq!(stray, 0, "writes of database 5 landed in database 0");
+}

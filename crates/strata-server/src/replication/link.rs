@@ -167,6 +167,12 @@ fn synchronise(
             if let Some(replid) = replid {
                 server.replication.continue_as(&replid);
             }
+            // The stream goes on in the database it had selected where
+            // this server's copy of it ends (it selects only on changes).
+            let db = server.replication.backlog.db().map_or(0, usize::from);
+            if db < server.keyspace.db_count() {
+                applier.session.db = db;
+            }
             link.up.store(true, Relaxed);
             log_notice!(
                 "MASTER <-> REPLICA sync: partial resynchronization accepted, at offset {}",
