@@ -306,23 +306,25 @@ impl Backlog {
 /// bound, not a buffer in use).
 const PRODUCER_LAG_BYTES_MAX: usize = 1 << 30;
 
-/// Starts the thread that turns committed groups into the stream.
+/// Starts the thread that turns committed groups into the stream. It
+/// subscribes here, before returning: a copy taken after this call has
+/// every later change in the stream (one committed before the thread ran
+/// would be in neither).
 pub fn start_producer(server: Arc<Server>) {
+    let keyspace = &server.keyspace;
+    let changes = keyspace.subscribe_records(PRODUCER_LAG_BYTES_MAX);
+    (server.replication.backlog).set_baseline(keyspace.next_change_seq().saturating_sub(1));
     let spawned = std::thread::Builder::new()
         .name("strata-repl-stream".into())
-        .spawn(move || produce(&server));
+        .spawn(move || produce(&server, changes));
     if let Err(e) = spawned {
         crate::log_warning!("could not start the replication stream: {e}");
     }
 }
 
-fn produce(server: &Server) {
+fn produce(server: &Server, mut changes: strata_engine::feed::Subscription) {
     let replication = &server.replication;
     let keyspace = &server.keyspace;
-    let mut changes = keyspace.subscribe_records(PRODUCER_LAG_BYTES_MAX);
-    replication
-        .backlog
-        .set_baseline(keyspace.next_change_seq().saturating_sub(1));
     let mut pinged = Instant::now();
     loop {
         let config = server.config.get();
