@@ -23,14 +23,19 @@
 //!   commit order, one group (command, MULTI, script) as one MULTI/EXEC.
 //!   Which records follow a copy is exact: those numbered at or above
 //!   the `L_s` of their key's shard.
+//! - **One stream, one backlog** ([`backlog`]): a producer thread makes
+//!   the stream once for every replica, so offsets are shared; PSYNC
+//!   continues from the backlog (`+CONTINUE`), WAIT maps a change to the
+//!   offset that holds it, and a replica keeps its primary's stream byte
+//!   for byte so its own replicas and, after a promotion, its former
+//!   siblings continue without a copy. FAILOVER is [`failover`].
 //! - One thread per replica on the primary ([`primary`]) and one for the
 //!   link on a replica ([`link`]): blocking sockets with timeouts, apart
 //!   from the network threads.
 //!
-//! Not yet (docs/replication.md, "Limits"): partial resynchronisation
-//! (every reconnection is a full sync), WAIT counting replicas, FAILOVER,
-//! `min-replicas-to-write`, replica chains' own offsets, and a disk-backed
-//! backlog.
+//! Not yet (docs/replication.md, "Limits"): a backlog on disk (it is in
+//! RAM), a restarted replica's partial resynchronisation, PUBLISH in the
+//! stream, replication over TLS or unix sockets, diskless transfers.
 
 pub mod backlog;
 pub mod failover;
