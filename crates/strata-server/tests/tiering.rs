@@ -696,12 +696,16 @@ fn compaction_keeps_the_log_near_twice_live_across_a_restart() {
     };
     // What the last look saw, for the message when the wait times out.
     let last = std::cell::RefCell::new(String::new());
-    let settled = |con: &mut redis::Connection| {
+    // Before the restart compaction must have run (records moved); after
+    // it, the bound is what counts: the restarted server's cycles may
+    // keep the log within it with nothing left to move (seen in a full
+    // run: 0 moved, log 1.8x live).
+    let settled = |con: &mut redis::Connection, need_moves: bool| {
         let moved = info_u64(con, "tiering", "compaction_records_moved");
         let log = info_u64(con, "tiering", "disk_log_bytes");
         let live = info_u64(con, "tiering", "disk_log_live_bytes");
         *last.borrow_mut() = format!("{moved} records moved, log {log} B, live {live} B");
-        moved > 0 && log <= 5 * live / 2
+        (moved > 0 || !need_moves) && log <= 5 * live / 2
     };
     let server = TestServer::start_with(&args);
     let mut raw = server.raw();
@@ -711,7 +715,7 @@ fn compaction_keeps_the_log_near_twice_live_across_a_restart() {
     // 2-core machine with a debug build (CI) it took over 20 s once.
     let settle = |con: &mut redis::Connection, when: &str| {
         let deadline = std::time::Instant::now() + 3 * TIMEOUT;
-        while !settled(con) {
+        while !settled(con, when == "before the restart") {
             assert!(
                 std::time::Instant::now() < deadline,
                 "{when}: no compaction to near 2x live; last seen: {}",
