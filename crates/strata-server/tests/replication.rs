@@ -1103,3 +1103,27 @@ fn a_continued_stream_stays_in_its_database() {
     let stray: i64 = redis::cmd("DBSIZE").query(&mut r).unwrap();
     assert_eq!(stray, 0, "writes of database 5 landed in database 0");
 }
+
+/// PUBLISH on the primary reaches subscribers of its replica, as Redis
+/// sends it in the stream.
+#[test]
+fn publish_reaches_subscribers_of_the_replica() {
+    let primary = TestServer::start();
+    let replica = TestServer::start();
+    let mut p = primary.client();
+    let mut r = replica.client();
+    replicaof(&mut r, primary.port);
+    wait_until("the link to come up", || link_up(&mut r));
+    let mut subscriber = replica.raw();
+    subscriber.send(&["SUBSCRIBE", "news"]);
+    let _ = subscriber.read();
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg("news")
+        .arg("hello")
+        .query(&mut p)
+        .unwrap();
+    assert_eq!(
+        subscriber.read(),
+        Reply::Array(vec![b("message"), b("news"), b("hello")])
+    );
+}

@@ -34,8 +34,8 @@
 //!   from the network threads.
 //!
 //! Not yet (docs/replication.md, "Limits"): a backlog on disk (it is in
-//! RAM), a restarted replica's partial resynchronisation, PUBLISH in the
-//! stream, replication over TLS or unix sockets, diskless transfers.
+//! RAM), a restarted replica's partial resynchronisation, replication over
+//! TLS or unix sockets, diskless transfers.
 
 pub mod backlog;
 pub mod failover;
@@ -242,6 +242,21 @@ impl Replication {
     /// Whether the producer should translate the change numbered `seq`.
     pub fn produces(&self, seq: u64) -> bool {
         !self.is_replica() && seq >= self.own_from.load(Relaxed)
+    }
+
+    /// A command that changes no data but goes to replicas (PUBLISH and
+    /// SPUBLISH, as Redis sends them: subscribers of a replica hear what
+    /// is published on its primary). Nothing without replicas, or on a
+    /// replica (its primary's stream carries them).
+    pub fn propagate(&self, args: &[&[u8]]) {
+        if !self.stream_started.load(Relaxed) || self.is_replica() {
+            return;
+        }
+        let owned: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+        let mut bytes = Vec::new();
+        translate::write_command(&mut bytes, &owned);
+        let db = self.backlog.db();
+        self.backlog.append(bytes.into(), None, db, db);
     }
 
     /// The producer takes a GETACK request.
