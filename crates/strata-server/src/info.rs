@@ -751,7 +751,10 @@ fn stats_section(server: &Server, out: &mut String, held: &mut Held) {
 }
 
 fn replication_section(server: &Server, out: &mut String) {
-    server.replication.info(out, crate::server::now_ms());
+    let read_only = server.config.get().replication.read_only;
+    server
+        .replication
+        .info(out, crate::server::now_ms(), read_only);
 }
 
 fn cpu_section(out: &mut String) {

@@ -248,8 +248,6 @@ fn follow_configured_primary(server: &Arc<Server>) {
         return;
     };
     let link = server.replication.follow(host.to_string(), port);
-    link.read_only
-        .store(config.setting("replica-read-only") == "yes", Relaxed);
     crate::replication::link::start(server.clone(), host.to_string(), port, link);
 }
 

@@ -1009,33 +1009,18 @@ fn exec_refuses_a_queued_write_that_may_no_longer_run() {
     assert_eq!(r.cmd(&["SET", "xx", "1"]), ok());
     assert_eq!(r.cmd(&["MULTI"]), ok());
     assert_eq!(r.cmd(&["INCR", "xx"]), Reply::simple("QUEUED"));
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("min-replicas-to-write")
-        .arg(1)
-        .query(&mut other)
-        .unwrap();
+    config_set(&mut other, "min-replicas-to-write", "1");
     let refused = r.cmd(&["EXEC"]).as_text();
     assert!(
         refused.starts_with("EXECABORT") && refused.contains("NOREPLICAS"),
         "{refused}"
     );
     assert_eq!(r.cmd(&["GET", "xx"]), b("1"));
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("min-replicas-to-write")
-        .arg(0)
-        .query(&mut other)
-        .unwrap();
+    config_set(&mut other, "min-replicas-to-write", "0");
 
     assert_eq!(r.cmd(&["MULTI"]), ok());
     assert_eq!(r.cmd(&["SET", "x", "1"]), Reply::simple("QUEUED"));
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxmemory")
-        .arg(1)
-        .query(&mut other)
-        .unwrap();
+    config_set(&mut other, "maxmemory", "1");
     let refused = r.cmd(&["EXEC"]).as_text();
     assert!(
         refused.starts_with("EXECABORT") && refused.contains("OOM"),
@@ -1044,12 +1029,7 @@ fn exec_refuses_a_queued_write_that_may_no_longer_run() {
     assert_eq!(r.cmd(&["MULTI"]), ok());
     assert_eq!(r.cmd(&["GET", "xx"]), Reply::simple("QUEUED"));
     assert_eq!(r.cmd(&["EXEC"]), Reply::Array(vec![b("1")]));
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxmemory")
-        .arg(0)
-        .query(&mut other)
-        .unwrap();
+    config_set(&mut other, "maxmemory", "0");
 }
 
 /// The stream selects a database only when it changes: a replica that
@@ -1126,4 +1106,42 @@ fn publish_reaches_subscribers_of_the_replica() {
         subscriber.read(),
         Reply::Array(vec![b("message"), b("news"), b("hello")])
     );
+}
+
+/// `replica-read-only` and `replica-serve-stale-data` take effect when
+/// CONFIG SET changes them, on a replica already following.
+#[test]
+fn replica_settings_apply_when_changed() {
+    let primary = TestServer::start();
+    let replica = TestServer::start();
+    let mut r = replica.client();
+    replicaof(&mut r, primary.port);
+    wait_until("the link to come up", || link_up(&mut r));
+    let refused = redis::cmd("SET")
+        .arg("local")
+        .arg(1)
+        .query::<()>(&mut r)
+        .unwrap_err();
+    assert_eq!(refused.code(), Some("READONLY"), "{refused}");
+    config_set(&mut r, "replica-read-only", "no");
+    let _: () = redis::cmd("SET").arg("local").arg(1).query(&mut r).unwrap();
+    let info: String = redis::cmd("INFO").arg("replication").query(&mut r).unwrap();
+    assert_eq!(info_field(&info, "slave_read_only"), "0");
+    config_set(&mut r, "replica-serve-stale-data", "no");
+    drop(primary);
+    wait_until("the link to go down", || !link_up(&mut r));
+    let refused = redis::cmd("GET")
+        .arg("local")
+        .query::<()>(&mut r)
+        .unwrap_err();
+    assert_eq!(refused.code(), Some("MASTERDOWN"), "{refused}");
+}
+
+fn config_set(con: &mut redis::Connection, name: &str, value: &str) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(name)
+        .arg(value)
+        .query(con)
+        .unwrap();
 }

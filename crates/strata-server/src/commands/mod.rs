@@ -956,6 +956,13 @@ impl Admission<'_> {
     fn full_name(&self) -> &str {
         &self.server.commands.full_names[self.id]
     }
+
+    /// The transaction EXEC would run (None for any other command): EXEC
+    /// is checked against what its queue does.
+    fn exec_queue(&self) -> Option<&transactions::Multi> {
+        let exec = matches!(self.server.commands.specs[self.id].run, Run::Exec);
+        exec.then_some(self.session.multi.as_ref()).flatten()
+    }
 }
 
 /// The checks a resolved command passes before it runs, in Redis' order:
@@ -1031,26 +1038,24 @@ fn replica_gate(a: &mut Admission) -> Option<Refusal> {
     let gates = a.gates();
     // EXEC writes when its queue does (Redis checks the transaction then:
     // EXECABORT … NOREPLICAS / READONLY).
-    let exec = matches!(a.server.commands.specs[a.id].run, Run::Exec);
-    let writes = gates.has(Gates::WRITE)
-        || (exec && (a.session.multi.as_ref()).is_some_and(|multi| multi.may_write(a.server)));
+    let queue = a.exec_queue();
+    let writes = gates.has(Gates::WRITE) || queue.is_some_and(|multi| multi.may_write(a.server));
     if !replica && writes {
         let good = replication.good_replicas(a.now_ms, settings.min_replicas_max_lag_s);
         if good < settings.min_replicas_to_write {
             return Some("NOREPLICAS Not enough good replicas to write.".into());
         }
     }
-    let stale_ok = gates.has(Gates::STALE)
-        && !(exec && (a.session.multi.as_ref()).is_some_and(|multi| !multi.all_stale(a.server)));
+    let stale_ok = gates.has(Gates::STALE) && queue.is_none_or(|multi| multi.all_stale(a.server));
     replication
-        .refusal(writes, stale_ok, settings.serve_stale_data)
+        .refusal(writes, stale_ok, settings)
         .map(Into::into)
 }
 
 fn memory_gate(a: &mut Admission) -> Option<Refusal> {
-    let exec = matches!(a.server.commands.specs[a.id].run, Run::Exec);
     let denyoom = a.gates().has(Gates::DENYOOM)
-        || (exec && (a.session.multi.as_ref()).is_some_and(|multi| multi.uses_memory(a.server)));
+        || a.exec_queue()
+            .is_some_and(|multi| multi.uses_memory(a.server));
     let mut evicted = Vec::new();
     let refused = (a.server.tiering).admit(
         &a.server.keyspace,

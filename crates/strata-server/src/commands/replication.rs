@@ -114,8 +114,6 @@ pub fn replicaof(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     };
     replication.drop_replicas();
     let link = replication.follow(host.clone(), port);
-    link.read_only
-        .store(ctx.config.setting("replica-read-only") == "yes", Relaxed);
     crate::log_notice!(
         "REPLICAOF {host}:{port} enabled (user request from '{}')",
         ctx.session.client.addr

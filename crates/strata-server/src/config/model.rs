@@ -388,6 +388,8 @@ pub struct ReplicationSettings {
     pub min_replicas_to_write: usize,
     pub min_replicas_max_lag_s: u64,
     pub serve_stale_data: bool,
+    /// `replica-read-only`.
+    pub read_only: bool,
 }
 
 impl Default for ReplicationSettings {
@@ -396,6 +398,7 @@ impl Default for ReplicationSettings {
             min_replicas_to_write: 0,
             min_replicas_max_lag_s: 10,
             serve_stale_data: true,
+            read_only: true,
         }
     }
 }
@@ -406,6 +409,7 @@ impl ReplicationSettings {
             min_replicas_to_write: config.setting("min-replicas-to-write").parse().unwrap_or(0),
             min_replicas_max_lag_s: config.setting("min-replicas-max-lag").parse().unwrap_or(10),
             serve_stale_data: config.setting("replica-serve-stale-data") != "no",
+            read_only: config.setting("replica-read-only") != "no",
         }
     }
 }

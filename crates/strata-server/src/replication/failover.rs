@@ -100,10 +100,6 @@ fn run(server: &Arc<Server>, request: &Request) -> Result<(), String> {
     replication.drop_replicas();
     let link = replication.follow(request.host.clone(), request.port);
     link.failover.store(true, Relaxed);
-    link.read_only.store(
-        server.config.get().setting("replica-read-only") == "yes",
-        Relaxed,
-    );
     super::link::start(
         server.clone(),
         request.host.clone(),

@@ -37,7 +37,6 @@ pub struct LinkState {
     pub sync_total: AtomicU64,
     pub sync_read: AtomicU64,
     pub priority: AtomicU64,
-    pub read_only: AtomicBool,
     /// This server was the primary and hands over (FAILOVER): its PSYNC
     /// says so and asks to continue its own history.
     pub failover: AtomicBool,
@@ -54,7 +53,6 @@ impl Default for LinkState {
             sync_total: 0.into(),
             sync_read: 0.into(),
             priority: 100.into(),
-            read_only: true.into(),
             failover: false.into(),
         }
     }

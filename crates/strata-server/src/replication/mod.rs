@@ -299,15 +299,20 @@ impl Replication {
     /// A refusal for a client's command on a replica: writes on a
     /// read-only replica, and (with `replica-serve-stale-data no`) all but
     /// `stale` commands while the link is down.
-    pub fn refusal(&self, writes: bool, stale_ok: bool, serve_stale: bool) -> Option<&'static str> {
+    pub fn refusal(
+        &self,
+        writes: bool,
+        stale_ok: bool,
+        settings: crate::config::ReplicationSettings,
+    ) -> Option<&'static str> {
         if !self.following.load(Relaxed) {
             return None;
         }
         let link = self.link()?;
-        if writes && link.read_only.load(Relaxed) {
+        if writes && settings.read_only {
             return Some("READONLY You can't write against a read only replica.");
         }
-        if !stale_ok && !serve_stale && !link.up.load(Relaxed) {
+        if !stale_ok && !settings.serve_stale_data && !link.up.load(Relaxed) {
             return Some(
                 "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
             );
@@ -429,7 +434,7 @@ impl Replication {
     }
 
     /// INFO's replication section.
-    pub fn info(&self, out: &mut String, now_ms: u64) {
+    pub fn info(&self, out: &mut String, now_ms: u64, read_only: bool) {
         let line = |out: &mut String, name: &str, value: &dyn std::fmt::Display| {
             let _ = write!(out, "{name}:{value}\r\n");
         };
@@ -477,11 +482,7 @@ impl Replication {
                     );
                 }
                 line(out, "slave_priority", &link.priority.load(Relaxed));
-                line(
-                    out,
-                    "slave_read_only",
-                    &u8::from(link.read_only.load(Relaxed)),
-                );
+                line(out, "slave_read_only", &u8::from(read_only));
                 line(out, "replica_announced", &1);
             }
             None => line(out, "role", &"master"),
