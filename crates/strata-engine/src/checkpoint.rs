@@ -505,11 +505,23 @@ impl RangeEncoder {
         now_ms: u64,
     ) -> u64 {
         let shard = keyspace.lock_unlogged(index);
-        let covered = next_lsn();
+        // Shard 0 also holds the replication position committed below the
+        // LSN it covers (`repl_position`): read together with it.
+        let (covered, position) = match keyspace.change_log() {
+            Some(log) if index == 0 => log.next_lsn_and_position(),
+            _ => (next_lsn(), None),
+        };
         let shard_marker = marker(Kind::CheckpointShard, index as u16, covered, &[]);
         sealed(&mut self.buf, shard_marker, covered);
         for (name, image) in &shard.meta {
+            if position.is_some() && name.as_slice() == crate::repl_position::NAME {
+                continue;
+            }
             sealed(&mut self.buf, Draft::meta(name, image), covered);
+        }
+        if let Some(image) = position.filter(|image| !image.is_empty()) {
+            let draft = Draft::meta(crate::repl_position::NAME, &image);
+            sealed(&mut self.buf, draft, covered);
         }
         for db in 0..keyspace.db_count() {
             for entry in shard.entries(db) {

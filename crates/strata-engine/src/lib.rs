@@ -112,6 +112,7 @@ mod random;
 pub mod reader;
 pub mod record;
 pub mod recovery;
+pub mod repl_position;
 pub mod replica_expiry;
 mod segment_file;
 pub mod set;

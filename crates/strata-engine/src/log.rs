@@ -179,6 +179,10 @@ struct Pending {
     shutdown: bool,
     /// Emptied chunk buffers, reused to avoid reallocating.
     spare: Vec<Vec<u8>>,
+    /// The last replication position committed (`repl_position`), if any
+    /// since start: kept here so a checkpoint reads it together with the
+    /// next LSN.
+    position: Option<Vec<u8>>,
 }
 
 /// Counters for INFO persistence.
@@ -273,6 +277,7 @@ impl Log {
                 writer_idle: false,
                 shutdown: false,
                 spare: Vec::new(),
+                position: None,
             }),
             wake: Condvar::new(),
             written_lsn: AtomicU64::new(last),
@@ -333,6 +338,19 @@ impl Log {
     /// The LSN the next committed record will get.
     pub fn next_lsn(&self) -> u64 {
         self.state.lock().next_lsn
+    }
+
+    /// The next LSN and the last replication position committed below
+    /// it, read together (a checkpoint's copy of shard 0 covers both).
+    pub fn next_lsn_and_position(&self) -> (u64, Option<Vec<u8>>) {
+        let state = self.state.lock();
+        (state.next_lsn, state.position.clone())
+    }
+
+    /// The last replication position committed since start (empty: one
+    /// was cleared).
+    pub fn position(&self) -> Option<Vec<u8>> {
+        self.state.lock().position.clone()
     }
 
     pub fn written_lsn(&self) -> u64 {
@@ -411,6 +429,18 @@ impl Log {
     /// `feed`, when given, gets the group inside the same critical section,
     /// so its order is the log's.
     pub fn commit(&self, group: &mut [u8], feed: Option<&Feed>) -> Committed {
+        self.commit_positioned(group, feed, None)
+    }
+
+    /// [`Log::commit`] of a group whose record at byte `position_at` is
+    /// a replication position (`repl_position`), remembered as the last
+    /// one in the same critical section that numbers it.
+    fn commit_positioned(
+        &self,
+        group: &mut [u8],
+        feed: Option<&Feed>,
+        position_at: Option<usize>,
+    ) -> Committed {
         debug_assert!(!group.is_empty());
         let mut state = self.state.lock();
         let first_lsn = state.next_lsn;
@@ -426,6 +456,12 @@ impl Log {
         }
         let last_lsn = lsn - 1;
         state.next_lsn = lsn;
+        if let Some(at) = position_at {
+            let record = record::decode(&group[at..]).expect("a position record just sealed");
+            let kept = state.position.get_or_insert_with(Vec::new);
+            kept.clear();
+            kept.extend_from_slice(record.payload);
+        }
         if let Some(feed) = feed.filter(|feed| feed.is_active()) {
             feed.publish(last_lsn, group);
         }
@@ -1015,6 +1051,9 @@ struct GroupBuffer {
     cause: u8,
     /// A record was appended to the open group (encoded or not).
     dirty: bool,
+    /// Where in `bytes` a replication position record starts, if the
+    /// group holds one (`repl_position`).
+    position_at: Option<usize>,
 }
 
 thread_local! {
@@ -1027,6 +1066,7 @@ thread_local! {
             changed: Changed::new(),
             cause: 0,
             dirty: false,
+            position_at: None,
         })
     };
     /// Set on threads that call [`Log::flush_now`] themselves before
@@ -1105,13 +1145,29 @@ pub(crate) fn group_close(sink: Sink, placed: Option<&mut Placed>) -> Commit {
             return Commit::default();
         }
         let changed = std::mem::take(&mut group.changed);
+        let position_at = group.position_at.take();
         if group.bytes.is_empty() {
             return Commit { lsn: None, changed };
         }
         let mut lsn = None;
         match sink.log {
             Some(log) => {
-                let committed = log.commit(&mut group.bytes, sink.feed);
+                // A replica applying its primary's stream ends each group
+                // of data changes with its position after the command.
+                let position_at = position_at.or_else(|| {
+                    let mut at = None;
+                    if group.collect && !changed.is_empty() {
+                        crate::repl_position::with_current(|image| {
+                            at = Some(group.bytes.len());
+                            record::encode(
+                                &mut group.bytes,
+                                &Draft::meta(crate::repl_position::NAME, image),
+                            );
+                        });
+                    }
+                    at
+                });
+                let committed = log.commit_positioned(&mut group.bytes, sink.feed, position_at);
                 lsn = Some(committed.last_lsn);
                 if let Some(placed) = placed {
                     let mut at = 0;
@@ -1178,6 +1234,21 @@ pub(crate) fn with_cause<R>(cause: u8, f: impl FnOnce() -> R) -> R {
     let result = f();
     GROUP.with(|group| group.borrow_mut().cause = before);
     result
+}
+
+/// Adds a replication position record (`repl_position`) to this thread's
+/// open group, remembered by the log when the group commits.
+pub(crate) fn append_position(image: &[u8]) {
+    GROUP.with(|group| {
+        let mut group = group.borrow_mut();
+        if group.depth == 0 || !group.encode {
+            return;
+        }
+        group.dirty = true;
+        group.position_at = Some(group.bytes.len());
+        let draft = Draft::meta(crate::repl_position::NAME, image);
+        record::encode(&mut group.bytes, &draft);
+    });
 }
 
 /// Adds a record to this thread's open group (encoded if a log or feed

@@ -1194,3 +1194,89 @@ fn metadata_survives_replay_checkpoints_and_a_cut_log() {
     close(&ks);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Sets `key` as a replica applying its primary's stream would, with the
+/// position `image` after it.
+fn set_positioned(ks: &Keyspace, key: &[u8], value: &[u8], image: &[u8]) {
+    crate::repl_position::with_trailer(image, || set(ks, 0, key, value, None));
+}
+
+#[test]
+fn the_replication_position_survives_restarts_and_checkpoints() {
+    let dir = temp_dir("position");
+    let ks = open(&dir, 4096).unwrap();
+    assert_eq!(ks.replication_position(), None);
+    ks.save_replication_position(b"p0");
+    assert_eq!(ks.replication_position().as_deref(), Some(&b"p0"[..]));
+    set_positioned(&ks, b"a", b"1", b"p1");
+    // A change made outside the stream carries no position.
+    set(&ks, 0, b"local", b"x", None);
+    assert_eq!(ks.replication_position().as_deref(), Some(&b"p1"[..]));
+    close(&ks);
+    let ks = open(&dir, 4096).unwrap();
+    assert_eq!(ks.replication_position().as_deref(), Some(&b"p1"[..]));
+    // Checkpoints carry it once the log below it is gone.
+    for i in 0..40 {
+        let key = format!("k{i}");
+        set_positioned(&ks, key.as_bytes(), b"v", format!("q{i}").as_bytes());
+    }
+    checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
+    checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
+    let expected = dump(&ks);
+    close(&ks);
+    let ks = open(&dir, 4096).unwrap();
+    assert_eq!(ks.replication_position().as_deref(), Some(&b"q39"[..]));
+    assert_eq!(dump(&ks), expected);
+    // Cleared, it stays cleared across a checkpoint and a restart.
+    ks.save_replication_position(b"");
+    assert_eq!(ks.replication_position(), None);
+    checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
+    close(&ks);
+    let ks = open(&dir, 4096).unwrap();
+    assert_eq!(ks.replication_position(), None);
+    close(&ks);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A log cut inside the last positioned change recovers the position
+/// before it together with the data before it: never one without the
+/// other.
+#[test]
+fn a_cut_log_never_parts_a_change_from_its_position() {
+    let dir = temp_dir("position-cut");
+    let ks = open(&dir, 1 << 20).unwrap();
+    set_positioned(&ks, b"first", b"1", b"before");
+    let before_last = dump(&ks);
+    set_positioned(&ks, b"second", b"2", b"after");
+    let after_last = dump(&ks);
+    close(&ks);
+    let segment = segment_path(&log_dir(&dir), 1);
+    let full = std::fs::read(&segment).unwrap();
+    let last_len = record::HEADER_BYTES
+        + b"second".len()
+        + 1
+        + record::HEADER_BYTES
+        + crate::repl_position::NAME.len()
+        + b"after".len();
+    let start = full.len() - last_len;
+    for cut in start..=full.len() {
+        let copy = temp_dir("position-cut-copy");
+        std::fs::create_dir_all(log_dir(&copy)).unwrap();
+        std::fs::write(segment_path(&log_dir(&copy), 1), &full[..cut]).unwrap();
+        let recovered = open(&copy, 1 << 20).unwrap();
+        let (data, position) = if cut == full.len() {
+            (&after_last, &b"after"[..])
+        } else {
+            (&before_last, &b"before"[..])
+        };
+        assert_eq!(&dump(&recovered), data, "cut at {cut}");
+        assert_eq!(
+            recovered.replication_position().as_deref(),
+            Some(position),
+            "cut at {cut}"
+        );
+        close(&recovered);
+        std::fs::remove_dir_all(&copy).unwrap();
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -233,6 +233,14 @@ fn load(handles: &Handles, pending: Pending) -> Result<(), String> {
         log_warning!("{line}");
     }
     crate::commands::functions::load_at_start(&handles.functions, &handles.keyspace)?;
+    // A replica's position (`replication::Position`) stays only while the
+    // configuration still names a primary: once this server takes writes
+    // of its own, the data no longer matches it.
+    if handles.config.get().setting("replicaof").is_empty()
+        && handles.keyspace.replication_position().is_some()
+    {
+        handles.keyspace.save_replication_position(&[]);
+    }
     persistence
         .keys_loaded
         .store(loaded.checkpoint_keys, Relaxed);

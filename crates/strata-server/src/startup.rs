@@ -248,6 +248,9 @@ fn follow_configured_primary(server: &Arc<Server>) {
         return;
     };
     let link = server.replication.follow(host.to_string(), port);
+    // A restarted replica continues where its data ends.
+    link.resume_saved
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     crate::replication::link::start(server.clone(), host.to_string(), port, link);
 }
 

@@ -178,11 +178,17 @@ impl Backlog {
     /// Starts a new history at `offset` (a replica that loaded a copy,
     /// or a promoted one keeps its offset): nothing before it is held.
     pub fn reset(&self, offset: u64) {
+        self.reset_in(offset, None);
+    }
+
+    /// [`Backlog::reset`] where the stream has database `db` selected (a
+    /// restarted replica resuming from the position its log kept).
+    pub fn reset_in(&self, offset: u64, db: Option<u16>) {
         let mut state = self.state.lock();
         state.entries.clear();
         state.weight = 0;
         state.end = offset;
-        state.db = None;
+        state.db = db;
         drop(state);
         self.grew.notify_all();
     }

@@ -1,8 +1,10 @@
-//! The replica's side: a thread that connects to the primary, asks for a
-//! full synchronisation, loads the RDB file it is sent, then applies the
-//! command stream that follows, acknowledging its offset every second.
-//! When the link breaks it connects again (a full synchronisation each
-//! time: partial resynchronisation is not built yet).
+//! The replica's side: a thread that connects to the primary, asks to
+//! continue the history it holds (PSYNC with its ID and offset) or for a
+//! full synchronisation, loads the RDB file it may be sent, then applies
+//! the command stream that follows, acknowledging its offset every
+//! second. When the link breaks it connects again and asks to continue.
+//! A restarted replica takes up the position its log kept (the
+//! `repl_position` trailer every applied command's log group ends with).
 //!
 //! The primary may be Strata or redis-server 7.x. Commands from the
 //! primary run as an internal client (CLIENT LIST `flags=M`) that no ACL
@@ -20,6 +22,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use strata_resp::{Limits, RequestParser};
 
+use super::Position;
 use crate::rdb::file::Item;
 use crate::server::{Server, now_ms};
 use crate::session::Session;
@@ -40,6 +43,9 @@ pub struct LinkState {
     /// This server was the primary and hands over (FAILOVER): its PSYNC
     /// says so and asks to continue its own history.
     pub failover: AtomicBool,
+    /// Set for the link the configuration starts: its first connection
+    /// continues from the position the data directory holds, if any.
+    pub resume_saved: AtomicBool,
 }
 
 impl Default for LinkState {
@@ -54,6 +60,7 @@ impl Default for LinkState {
             sync_read: 0.into(),
             priority: 100.into(),
             failover: false.into(),
+            resume_saved: false.into(),
         }
     }
 }
@@ -116,6 +123,9 @@ fn follow(server: &Arc<Server>, host: &str, port: u16, link: &LinkState) -> Resu
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    if link.resume_saved.swap(false, Relaxed) && !server.replication.synced() {
+        resume_saved(server);
+    }
     let config = server.config.get();
     let timeout = Duration::from_secs(super::primary::repl_timeout_s(&config));
     let addr = (host, port)
@@ -149,6 +159,21 @@ fn follow(server: &Arc<Server>, host: &str, port: u16, link: &LinkState) -> Resu
     let applied = outcome.and_then(|()| applier.apply_stream(reader, writer, link, timeout));
     server.clients.unregister(client.id);
     applied
+}
+
+/// Takes up the position this replica's data holds after a restart, so
+/// that its PSYNC asks to continue from there.
+fn resume_saved(server: &Server) {
+    let image = server.keyspace.replication_position();
+    let Some(position) = image.as_deref().and_then(Position::decode) else {
+        return;
+    };
+    log_notice!(
+        "The data holds replication ID {} up to offset {}: asking to continue from there",
+        position.replid,
+        position.offset
+    );
+    server.replication.resume(&position);
 }
 
 /// PSYNC, then the RDB file of a full synchronisation, loaded.
@@ -188,9 +213,14 @@ fn synchronise(
         rdb.len()
     );
     let applying = server.replication.applying();
+    // Until the copy is loaded, the data matches no position.
+    server.keyspace.save_replication_position(&[]);
     applier.load(&rdb)?;
     drop(rdb);
     server.replication.adopt(&replid, offset);
+    let mut image = Vec::new();
+    Position::encode(&mut image, &replid, offset, applier.session.db);
+    server.keyspace.save_replication_position(&image);
     drop(applying);
     link.syncing.store(false, Relaxed);
     link.up.store(true, Relaxed);
@@ -363,6 +393,12 @@ struct Applier<'s> {
     session: Session,
     stats: crate::stats::ThreadStats,
     replies: BytesMut,
+    /// The database the primary's stream has selected (a SELECT queued
+    /// in a MULTI counts at once: it is in force after the EXEC).
+    stream_db: usize,
+    /// The position after the command being applied, which every log
+    /// group it commits ends with.
+    position: Vec<u8>,
 }
 
 impl<'s> Applier<'s> {
@@ -375,6 +411,8 @@ impl<'s> Applier<'s> {
             session,
             stats: crate::stats::ThreadStats::new(server.commands.specs.len()),
             replies: BytesMut::new(),
+            stream_db: 0,
+            position: Vec::new(),
         }
     }
 
@@ -400,6 +438,22 @@ impl<'s> Applier<'s> {
             );
         }
         self.replies.clear();
+    }
+
+    /// Runs a command of the stream, whose log groups end with the
+    /// position `after` it (`replid`'s offset).
+    fn run_at(&mut self, args: &[Bytes], replid: &str, after: u64) {
+        if args[0].eq_ignore_ascii_case(b"select")
+            && let Some(db) = args
+                .get(1)
+                .and_then(|db| std::str::from_utf8(db).ok()?.parse().ok())
+        {
+            self.stream_db = db;
+        }
+        let mut image = std::mem::take(&mut self.position);
+        Position::encode(&mut image, replid, after, self.stream_db);
+        strata_engine::repl_position::with_trailer(&image, || self.run(args));
+        self.position = image;
     }
 
     /// Replaces the data with the RDB file's.
@@ -471,6 +525,8 @@ impl<'s> Applier<'s> {
         stream
             .set_read_timeout(Some(Duration::from_millis(200)))
             .map_err(|e| e.to_string())?;
+        let replid = replication.replid();
+        self.stream_db = self.session.db;
         let mut parser = RequestParser::new();
         let limits = Limits {
             bulk_len_bytes_max: i64::MAX as u64,
@@ -513,7 +569,8 @@ impl<'s> Applier<'s> {
                     send_ack(&mut writer, replication.offset())?;
                     acked_at = Instant::now();
                 } else if !args[0].eq_ignore_ascii_case(b"ping") {
-                    self.run(&args);
+                    let after = replication.offset() + (pending.len() + consumed.len()) as u64;
+                    self.run_at(&args, &replid, after);
                 }
                 pending.extend_from_slice(&consumed);
                 if self.session.multi.is_none() {

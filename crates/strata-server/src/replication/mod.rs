@@ -33,9 +33,14 @@
 //!   link on a replica ([`link`]): blocking sockets with timeouts, apart
 //!   from the network threads.
 //!
+//! - **A restarted replica continues.** The position in its primary's
+//!   stream (ID, offset, database selected) ends every log group the
+//!   stream's commands commit ([`strata_engine::repl_position`]), so after
+//!   a restart, even a `kill -9`, the replica asks to continue from
+//!   exactly what its data holds ([`Position`]).
+//!
 //! Not yet (docs/replication.md, "Limits"): a backlog on disk (it is in
-//! RAM), a restarted replica's partial resynchronisation, replication over
-//! TLS or unix sockets, diskless transfers.
+//! RAM), replication over TLS or unix sockets, diskless transfers.
 
 pub mod backlog;
 pub mod failover;
@@ -104,6 +109,39 @@ impl Attached {
             STATE_SEND_BULK => "send_bulk",
             _ => "online",
         }
+    }
+}
+
+/// A replica's place in its primary's stream, as its log keeps it
+/// ([`strata_engine::repl_position`]): the primary's replication ID, the
+/// offset the data holds every command below, and the database the
+/// stream has selected there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Position {
+    pub replid: String,
+    pub offset: u64,
+    pub db: usize,
+}
+
+impl Position {
+    /// The image of a position (into `out`, replaced): offset (8 bytes),
+    /// database (2), ID; little-endian.
+    pub fn encode(out: &mut Vec<u8>, replid: &str, offset: u64, db: usize) {
+        out.clear();
+        out.extend_from_slice(&offset.to_le_bytes());
+        out.extend_from_slice(&(db as u16).to_le_bytes());
+        out.extend_from_slice(replid.as_bytes());
+    }
+
+    pub fn decode(image: &[u8]) -> Option<Position> {
+        let offset = u64::from_le_bytes(image.get(..8)?.try_into().ok()?);
+        let db = u16::from_le_bytes(image.get(8..10)?.try_into().ok()?) as usize;
+        let replid = std::str::from_utf8(image.get(10..)?).ok()?;
+        (!replid.is_empty()).then(|| Position {
+            replid: replid.to_string(),
+            offset,
+            db,
+        })
     }
 }
 
@@ -378,6 +416,9 @@ impl Replication {
             self.own_from
                 .store(server.keyspace.next_change_seq(), Relaxed);
             server.config.record_replicaof(None);
+            // Its own writes follow: the primary's position no longer
+            // describes the data.
+            server.keyspace.save_replication_position(&[]);
         }
         drop(applying);
         let old = std::mem::replace(&mut *self.replid.lock(), crate::server::random_hex(40));
@@ -403,6 +444,16 @@ impl Replication {
             let old = std::mem::replace(&mut *current, replid.to_string());
             *self.replid2.lock() = (old, self.offset() as i64 + 1);
         }
+    }
+
+    /// Takes up the position a replica's data held at start: its
+    /// reconnection asks to continue from there.
+    pub fn resume(&self, position: &Position) {
+        *self.replid.lock() = position.replid.clone();
+        *self.replid2.lock() = ("0".repeat(40), -1);
+        self.backlog
+            .reset_in(position.offset, u16::try_from(position.db).ok());
+        self.synced.store(true, Relaxed);
     }
 
     /// Takes the ID of the primary this replica now follows.
