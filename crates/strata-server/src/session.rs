@@ -105,7 +105,7 @@ pub struct Block {
     pub rerun: Option<Vec<bytes::Bytes>>,
     /// Whether the deletion of a key ends the wait (XREADGROUP).
     pub on_nokey: bool,
-    /// Whether a replica's acknowledgement wakes it (WAIT).
+    /// Whether a replica's acknowledgement wakes it (WAIT, WAITAOF).
     pub on_ack: bool,
 }
 
@@ -115,8 +115,6 @@ pub enum TimeoutReply {
     NullBulk,
     /// WAIT's count of replicas.
     Int(i64),
-    /// WAITAOF's local and replica counts.
-    IntPair(i64, i64),
     /// The command runs once more with [`Session::block_timed_out`] set
     /// and answers what it has by then (WAIT: the replicas that did
     /// acknowledge).
@@ -130,13 +128,8 @@ impl TimeoutReply {
             TimeoutReply::NullBulk => reply.null_bulk(),
             TimeoutReply::Int(n) => reply.int(n),
             // (The connection reruns the command instead; a transaction
-            // never blocks WAIT.)
+            // never blocks WAIT or WAITAOF.)
             TimeoutReply::Rerun => reply.int(0),
-            TimeoutReply::IntPair(a, b) => {
-                reply.array(2);
-                reply.int(a);
-                reply.int(b);
-            }
         }
     }
 }

@@ -482,6 +482,62 @@ fn wait_replicas(con: &mut redis::Connection, replicas: i64, timeout_ms: i64) ->
         .unwrap()
 }
 
+fn waitaof(con: &mut redis::Connection, local: i64, replicas: i64, timeout_ms: i64) -> (i64, i64) {
+    redis::cmd("WAITAOF")
+        .arg(local)
+        .arg(replicas)
+        .arg(timeout_ms)
+        .query(con)
+        .unwrap()
+}
+
+/// WAITAOF counts the replicas that synced the connection's writes to
+/// their own log (their `FACK`): one with a log does within a second or
+/// so (its everysec sync), one without a log never does, and WAITAOF on a
+/// replica is refused with Redis' text.
+#[test]
+fn waitaof_counts_replicas_that_synced_the_writes() {
+    let primary = TestServer::start();
+    let logged = TestServer::start();
+    let unlogged = TestServer::start_with(&["--appendonly", "no"]);
+    let mut p = primary.client();
+    for replica in [&logged, &unlogged] {
+        let mut r = replica.client();
+        replicaof(&mut r, primary.port);
+        wait_until("the link to come up", || link_up(&mut r));
+    }
+    for n in 0..5 {
+        let _: () = redis::cmd("RPUSH").arg("l").arg(n).query(&mut p).unwrap();
+        let started = Instant::now();
+        assert_eq!(waitaof(&mut p, 1, 1, 10_000), (1, 1), "round {n}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "WAITAOF took {:?}",
+            started.elapsed()
+        );
+        let len: i64 = redis::cmd("LLEN")
+            .arg("l")
+            .query(&mut logged.client())
+            .unwrap();
+        assert_eq!(len, n + 1, "WAITAOF said the replica held the push");
+    }
+    // The replica without a log never counts: the timeout answers.
+    let started = Instant::now();
+    assert_eq!(waitaof(&mut p, 1, 2, 1_500), (1, 1));
+    assert!(started.elapsed() >= Duration::from_millis(1_500));
+    let err = redis::cmd("WAITAOF")
+        .arg(0)
+        .arg(1)
+        .arg(0)
+        .query::<(i64, i64)>(&mut logged.client())
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("WAITAOF cannot be used with replica instances"),
+        "{err}"
+    );
+}
+
 /// WAIT counts the replicas that hold the connection's writes: at once
 /// when one does, the count so far when the timeout passes, none when the
 /// replica stopped (SIGSTOP) before it acknowledged; min-replicas-to-write

@@ -787,17 +787,24 @@ pub fn wait(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 /// WAITAOF numlocal numreplicas timeout (Redis 7.2): the local count is 1
 /// once this connection's writes are on disk (the log is written and
-/// synced now), 0 with `appendonly no`; replicas as WAIT.
+/// synced now), 0 with `appendonly no`; the replica count is how many
+/// replicas have synced every change committed before it to their own
+/// log (their `REPLCONF ACK <offset> FACK <synced offset>`). It waits as
+/// WAIT does, and is refused on a replica, as in Redis.
 pub fn waitaof(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let numlocal = parse_i64(&args[1])
         .ok()
         .filter(|n| (0..=1).contains(n))
         .ok_or("ERR value is out of range, value must between 0 and 1")?;
-    let replicas = parse_i64(&args[2])
+    let wanted = parse_i64(&args[2])
         .ok()
         .filter(|&n| n >= 0)
         .ok_or("ERR value is out of range, must be positive")?;
     let deadline = wait_deadline(ctx.now_ms, &args[3])?;
+    let replication = &ctx.server.replication;
+    if replication.is_replica() {
+        return Err("ERR WAITAOF cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated.".into());
+    }
     if numlocal > 0 && !ctx.config.appendonly {
         return Err(
             "ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.".into(),
@@ -810,16 +817,23 @@ pub fn waitaof(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
         _ => 0,
     };
-    if local >= numlocal && replicas == 0 {
+    let target = *ctx
+        .session
+        .wait_target
+        .get_or_insert_with(|| ctx.server.keyspace.next_change_seq().saturating_sub(1));
+    let holding = replication.holding_synced(target) as i64;
+    let cannot_wait = ctx.session.in_exec || ctx.session.in_script;
+    if (local >= numlocal && holding >= wanted) || cannot_wait || ctx.session.block_timed_out {
+        ctx.session.wait_target = None;
         ctx.out.array(2);
         ctx.out.int(local);
-        ctx.out.int(0);
+        ctx.out.int(holding);
         return Ok(());
     }
-    ctx.block(
-        &[],
-        deadline,
-        crate::session::TimeoutReply::IntPair(local, 0),
-    );
+    replication.request_acks();
+    ctx.block(&[], deadline, crate::session::TimeoutReply::Rerun);
+    if let Some(block) = &mut ctx.session.block {
+        block.on_ack = true;
+    }
     Ok(())
 }

@@ -399,7 +399,17 @@ struct Applier<'s> {
     /// The position after the command being applied, which every log
     /// group it commits ends with.
     position: Vec<u8>,
+    /// Offsets reached, each with the last LSN logged by then, oldest
+    /// first: the largest whose LSN the log has synced is what `FACK`
+    /// reports (WAITAOF on the primary counts it).
+    marks: std::collections::VecDeque<(u64, u64)>,
+    /// The offset up to which this replica's log is synced.
+    synced: u64,
 }
+
+/// Marks [`Applier`] keeps at most (older ones go: FACK then reports a
+/// later offset a little later).
+const MARKS_MAX: usize = 4096;
 
 impl<'s> Applier<'s> {
     fn new(server: &'s Arc<Server>, client: Arc<crate::client::ClientInfo>) -> Self {
@@ -413,6 +423,8 @@ impl<'s> Applier<'s> {
             replies: BytesMut::new(),
             stream_db: 0,
             position: Vec::new(),
+            marks: std::collections::VecDeque::new(),
+            synced: 0,
         }
     }
 
@@ -438,6 +450,37 @@ impl<'s> Applier<'s> {
             );
         }
         self.replies.clear();
+    }
+
+    /// Notes that the stream is applied up to `offset`, with what the
+    /// log holds of it numbered up to its last LSN now.
+    fn mark(&mut self, offset: u64) {
+        let Some(log) = self.server.keyspace.change_log() else {
+            return;
+        };
+        if self.marks.back().is_some_and(|&(at, _)| at == offset) {
+            return;
+        }
+        if self.marks.len() == MARKS_MAX {
+            self.marks.pop_front();
+        }
+        self.marks
+            .push_back((offset, log.next_lsn().saturating_sub(1)));
+    }
+
+    /// The offset up to which the log has synced what the stream changed
+    /// (None without a log of changes: no FACK, as Redis without AOF).
+    fn synced_offset(&mut self) -> Option<u64> {
+        let log = self.server.keyspace.change_log()?;
+        let synced_lsn = log.synced_lsn();
+        while let Some(&(offset, lsn)) = self.marks.front() {
+            if lsn > synced_lsn {
+                break;
+            }
+            self.synced = self.synced.max(offset);
+            self.marks.pop_front();
+        }
+        Some(self.synced)
     }
 
     /// Runs a command of the stream, whose log groups end with the
@@ -527,6 +570,7 @@ impl<'s> Applier<'s> {
             .map_err(|e| e.to_string())?;
         let replid = replication.replid();
         self.stream_db = self.session.db;
+        self.mark(replication.offset());
         let mut parser = RequestParser::new();
         let limits = Limits {
             bulk_len_bytes_max: i64::MAX as u64,
@@ -566,7 +610,8 @@ impl<'s> Applier<'s> {
                     && args[0].eq_ignore_ascii_case(b"replconf")
                     && args[1].eq_ignore_ascii_case(b"getack")
                 {
-                    send_ack(&mut writer, replication.offset())?;
+                    let synced = self.synced_offset();
+                    send_ack(&mut writer, replication.offset(), synced)?;
                     acked_at = Instant::now();
                 } else if !args[0].eq_ignore_ascii_case(b"ping") {
                     let after = replication.offset() + (pending.len() + consumed.len()) as u64;
@@ -579,8 +624,10 @@ impl<'s> Applier<'s> {
                 }
             }
             drop(applying);
+            self.mark(replication.offset());
             if acked_at.elapsed() >= Duration::from_secs(1) {
-                send_ack(&mut writer, replication.offset())?;
+                let synced = self.synced_offset();
+                send_ack(&mut writer, replication.offset(), synced)?;
                 acked_at = Instant::now();
             }
             match stream.read(&mut chunk) {
@@ -611,9 +658,15 @@ impl<'s> Applier<'s> {
     }
 }
 
-fn send_ack(writer: &mut TcpStream, offset: u64) -> Result<(), String> {
+/// `REPLCONF ACK <offset>`, with `FACK <synced offset>` when this replica
+/// logs its changes (as a Redis 7.2 replica with AOF on does).
+fn send_ack(writer: &mut TcpStream, offset: u64, synced: Option<u64>) -> Result<(), String> {
     let offset = offset.to_string();
-    writer
-        .write_all(&command(&[b"REPLCONF", b"ACK", offset.as_bytes()]))
-        .map_err(|e| e.to_string())
+    let synced = synced.map(|s| s.to_string());
+    let mut args: Vec<&[u8]> = vec![b"REPLCONF", b"ACK", offset.as_bytes()];
+    if let Some(synced) = &synced {
+        args.push(b"FACK");
+        args.push(synced.as_bytes());
+    }
+    writer.write_all(&command(&args)).map_err(|e| e.to_string())
 }

@@ -71,6 +71,9 @@ pub struct Attached {
     pub sent: AtomicU64,
     /// Offset the replica last acknowledged.
     pub acked: AtomicU64,
+    /// Offset up to which the replica has synced the stream's changes to
+    /// its own log (`FACK`; 0: it said none).
+    pub acked_synced: AtomicU64,
     /// When it last acknowledged (Unix ms).
     pub acked_at_ms: AtomicU64,
     /// Asks the sender thread to stop (CLIENT KILL, REPLICAOF, shutdown).
@@ -92,14 +95,18 @@ impl Attached {
             state: STATE_WAIT_BGSAVE.into(),
             sent: 0.into(),
             acked: 0.into(),
+            acked_synced: 0.into(),
             acked_at_ms: now_ms.into(),
             stop: false.into(),
         }
     }
 
-    /// The replica acknowledged `offset`.
-    pub fn acknowledge(&self, offset: u64, now_ms: u64) {
+    /// The replica acknowledged `offset`, and `synced` of it on disk.
+    pub fn acknowledge(&self, offset: u64, synced: Option<u64>, now_ms: u64) {
         self.acked.fetch_max(offset, Relaxed);
+        if let Some(synced) = synced {
+            self.acked_synced.fetch_max(synced, Relaxed);
+        }
         self.acked_at_ms.store(now_ms, Relaxed);
     }
 
@@ -219,13 +226,23 @@ impl Replication {
 
     /// How many online replicas hold every change up to `seq`.
     pub fn holding(&self, seq: u64) -> usize {
+        self.count_acked(seq, |r| &r.acked)
+    }
+
+    /// How many online replicas have every change up to `seq` synced to
+    /// their own log (WAITAOF).
+    pub fn holding_synced(&self, seq: u64) -> usize {
+        self.count_acked(seq, |r| &r.acked_synced)
+    }
+
+    fn count_acked(&self, seq: u64, field: impl Fn(&Attached) -> &AtomicU64) -> usize {
         let Some(offset) = self.backlog.offset_holding(seq) else {
             return 0;
         };
         self.replicas
             .lock()
             .iter()
-            .filter(|r| r.state.load(Relaxed) == STATE_ONLINE && r.acked.load(Relaxed) >= offset)
+            .filter(|r| r.state.load(Relaxed) == STATE_ONLINE && field(r).load(Relaxed) >= offset)
             .count()
     }
 

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use strata_resp::{Limits, RequestParser};
 
 use super::snapshot::{self, Follows};
@@ -220,7 +220,7 @@ fn online(
     from: u64,
     copy: Option<&snapshot::Snapshot>,
 ) -> Result<(), String> {
-    attached.acknowledge(from, now_ms());
+    attached.acknowledge(from, None, now_ms());
     attached.sent.store(from, Relaxed);
     attached.state.store(STATE_ONLINE, Relaxed);
     log_notice!("Synchronization with replica {} succeeded", client.addr);
@@ -411,11 +411,14 @@ fn spawn_ack_reader(server: Option<Arc<Server>>, mut stream: TcpStream, attached
                     let is_ack = args.len() >= 3
                         && args[0].eq_ignore_ascii_case(b"replconf")
                         && args[1].eq_ignore_ascii_case(b"ack");
-                    if let Some(offset) = is_ack
-                        .then(|| std::str::from_utf8(&args[2]).ok()?.parse::<u64>().ok())
-                        .flatten()
-                    {
-                        attached.acknowledge(offset, now_ms());
+                    let number = |arg: &Bytes| std::str::from_utf8(arg).ok()?.parse::<u64>().ok();
+                    // `REPLCONF ACK <offset> [FACK <synced offset>]`.
+                    let synced = args
+                        .get(3)
+                        .filter(|word| word.eq_ignore_ascii_case(b"fack"))
+                        .and_then(|_| number(args.get(4)?));
+                    if let Some(offset) = is_ack.then(|| number(&args[2])).flatten() {
+                        attached.acknowledge(offset, synced, now_ms());
                         if let Some(server) = &server {
                             server.replication.acked.notify_waiters();
                         }

@@ -143,7 +143,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         acl: categories![SLOW, CONNECTION],
         group: "generic",
         since: "7.2.0",
-        summary: "Waits until this connection's writes are on disk here (and on replicas, which Strata has none of yet).",
+        summary: "Waits until this connection's writes are on disk here and on replicas (those that report their synced offset).",
         complexity: "O(1)",
         run: Run::Handler(srv::waitaof),
         tips: &["request_policy:all_shards", "response_policy:agg_min"],
