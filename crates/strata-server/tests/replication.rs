@@ -1232,3 +1232,147 @@ fn config_set(con: &mut redis::Connection, name: &str, value: &str) {
         .query(con)
         .unwrap();
 }
+
+/// A TCP proxy between a replica and its primary that can stop
+/// forwarding, as a network partition does: nothing is closed, bytes just
+/// stop arriving. When the cut ends, the connections that lived through
+/// it are closed (as a partition's peers find out) and new ones forward.
+struct Proxy {
+    port: u16,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    epoch: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Proxy {
+    fn start(target: u16) -> Proxy {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = std::sync::Arc::new(AtomicBool::new(false));
+        let epoch = std::sync::Arc::new(AtomicU64::new(0));
+        let (cut_, epoch_) = (cut.clone(), epoch.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(upstream) = std::net::TcpStream::connect(("127.0.0.1", target)) else {
+                    continue;
+                };
+                let born = epoch_.load(Relaxed);
+                for (from, to) in [
+                    (client.try_clone().unwrap(), upstream.try_clone().unwrap()),
+                    (upstream, client),
+                ] {
+                    let (cut, epoch) = (cut_.clone(), epoch_.clone());
+                    std::thread::spawn(move || pump(from, to, &cut, &epoch, born));
+                }
+            }
+        });
+        Proxy { port, cut, epoch }
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn heal(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.epoch.fetch_add(1, Relaxed);
+        self.cut.store(false, Relaxed);
+    }
+}
+
+/// Copies `from` to `to` while not cut; ends (closing both) once the
+/// connection outlived a cut or either side closed.
+fn pump(
+    mut from: std::net::TcpStream,
+    mut to: std::net::TcpStream,
+    cut: &std::sync::atomic::AtomicBool,
+    epoch: &std::sync::atomic::AtomicU64,
+    born: u64,
+) {
+    use std::io::{Read, Write};
+    use std::sync::atomic::Ordering::Relaxed;
+    from.set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        if epoch.load(Relaxed) != born {
+            break;
+        }
+        if cut.load(Relaxed) {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                if to.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break,
+        }
+    }
+    let _ = from.shutdown(std::net::Shutdown::Both);
+    let _ = to.shutdown(std::net::Shutdown::Both);
+}
+
+/// A network cut (the proxy stops forwarding) long enough that both ends
+/// give up on the link, with more writes meanwhile than the backlog keeps
+/// in RAM (64 MB): the replica continues from the history on disk, no
+/// second copy, and ends identical.
+#[test]
+fn a_network_cut_longer_than_the_ram_backlog_ends_in_a_partial_resync() {
+    let primary = TestServer::start_with(&["--repl-timeout", "2"]);
+    let replica = TestServer::start_with(&["--repl-timeout", "2"]);
+    let proxy = Proxy::start(primary.port);
+    let mut p = primary.client();
+    let mut r = replica.client();
+    setup_groups(&mut p);
+    for round in 0..10 {
+        write_everything(&mut p, round, true);
+    }
+    replicaof(&mut r, proxy.port);
+    wait_until("the link to come up", || link_up(&mut r));
+    let (want, got) = settled(&mut p, &mut r, true);
+    assert_same(&want, &got);
+
+    proxy.cut();
+    wait_until("the replica to see the link down", || !link_up(&mut r));
+    wait_until("the primary to drop the replica", || {
+        let info: String = redis::cmd("INFO").arg("replication").query(&mut p).unwrap();
+        info.contains("connected_slaves:0")
+    });
+    // 96 MB of values while cut off: more than RAM keeps of the stream.
+    let value = "v".repeat(10_000);
+    for batch in 0..96 {
+        let mut pipe = redis::pipe();
+        for i in 0..100 {
+            pipe.cmd("SET")
+                .arg(format!("big:{}", (batch * 100 + i) % 3000))
+                .arg(&value)
+                .ignore();
+        }
+        pipe.query::<()>(&mut p).unwrap();
+    }
+    for round in 10..20 {
+        write_everything(&mut p, round, true);
+    }
+    proxy.heal();
+    wait_until("the link to come up again", || link_up(&mut r));
+    let (want, got) = settled(&mut p, &mut r, true);
+    assert_same(&want, &got);
+    assert_eq!(stat(&mut p, "sync_full"), 1, "no second copy");
+    assert_eq!(stat(&mut p, "sync_partial_ok"), 1);
+    let info: String = redis::cmd("INFO").arg("replication").query(&mut p).unwrap();
+    let histlen: u64 = info_field(&info, "repl_backlog_histlen").parse().unwrap();
+    assert!(
+        histlen > 96_000_000,
+        "the backlog holds the whole cut: {histlen}"
+    );
+}

@@ -25,8 +25,11 @@
 //! with an offset still in the backlog continues from there
 //! (`+CONTINUE`); otherwise it synchronises again.
 //!
-//! The backlog keeps `repl-backlog-size` bytes (counting records and
-//! translations) of the most recent entries, at least the last one.
+//! RAM keeps the most recent entries, up to [`RAM_WINDOW_BYTES`] (counting
+//! records and translations; at least the last one) or `repl-backlog-size`
+//! if smaller; every entry also goes to disk ([`super::spill`]), which
+//! keeps `repl-backlog-size` bytes of stream (1 GB unless set). A replica
+//! continues from either.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -73,7 +76,7 @@ struct State {
     end: u64,
     entries: VecDeque<Entry>,
     weight: usize,
-    limit: usize,
+    ram_limit: usize,
     /// The newest change appended (WAIT maps changes to offsets).
     last_seq: u64,
     /// Replicas' positions (by client id): entries a replica has not read
@@ -85,7 +88,15 @@ struct State {
     /// The database a replica in step has selected at `end` (None: not
     /// known; the next group selects its own).
     db: Option<u16>,
+    /// The history on disk, beyond what RAM keeps.
+    spill: super::spill::Spill,
+    /// `repl-backlog-size`: the stream kept, RAM and disk together.
+    total_limit: usize,
 }
+
+/// RAM the backlog's entries take at most (unless `repl-backlog-size` is
+/// smaller): older history is read back from disk.
+pub const RAM_WINDOW_BYTES: usize = 64 << 20;
 
 /// The stream's recent entries.
 pub struct Backlog {
@@ -104,11 +115,13 @@ impl Backlog {
                 end: 0,
                 entries: VecDeque::new(),
                 weight: 0,
-                limit,
+                ram_limit: limit.clamp(1, RAM_WINDOW_BYTES),
                 last_seq: 0,
                 pins: std::collections::HashMap::new(),
                 pin_bytes_max: 256 << 20,
                 db: None,
+                spill: super::spill::Spill::off(limit as u64),
+                total_limit: limit,
             }),
             grew: Condvar::new(),
         }
@@ -122,21 +135,37 @@ impl Backlog {
     /// First offset still held (`repl_backlog_first_byte_offset` − 1).
     pub fn start(&self) -> u64 {
         let state = self.state.lock();
-        state.entries.front().map_or(state.end, |e| e.start)
+        let in_ram = state.entries.front().map_or(state.end, |e| e.start);
+        if state.spill.is_on() {
+            in_ram.min(state.spill.start_offset())
+        } else {
+            in_ram
+        }
     }
 
     /// Bytes of stream held (`repl_backlog_histlen`).
     pub fn held(&self) -> u64 {
-        let state = self.state.lock();
-        state.end - state.entries.front().map_or(state.end, |e| e.start)
+        self.end() - self.start()
     }
 
+    /// Keeps the history on disk in `dir` from now on.
+    pub fn spill_to(&self, dir: &std::path::Path) {
+        let mut state = self.state.lock();
+        let end = state.end;
+        state.spill.start(dir, end);
+    }
+
+    /// `repl-backlog-size`: the stream kept, RAM and disk together (RAM
+    /// keeps at most [`RAM_WINDOW_BYTES`] of it).
     pub fn set_limit(&self, limit: usize) {
-        self.state.lock().limit = limit.max(1);
+        let mut state = self.state.lock();
+        state.total_limit = limit.max(1);
+        state.ram_limit = limit.clamp(1, RAM_WINDOW_BYTES);
+        state.spill.set_limit(limit as u64);
     }
 
     pub fn limit(&self) -> usize {
-        self.state.lock().limit
+        self.state.lock().total_limit
     }
 
     /// How far behind a replica may be before what it has not read may go.
@@ -189,6 +218,7 @@ impl Backlog {
         state.weight = 0;
         state.end = offset;
         state.db = db;
+        state.spill.reset(offset);
         drop(state);
         self.grew.notify_all();
     }
@@ -220,13 +250,14 @@ impl Backlog {
             db_before,
             db_after,
         };
+        state.spill.append(entry.start, &entry.bytes);
         state.db = db_after;
         state.end = entry.end();
         state.last_seq = state.last_seq.max(entry.seq());
         state.weight += entry.weight();
         state.entries.push_back(entry);
         let pinned = state.pins.values().min().copied();
-        while state.weight > state.limit && state.entries.len() > 1 {
+        while state.weight > state.ram_limit && state.entries.len() > 1 {
             let front = state.entries.front().expect("more than one");
             let needed = pinned.is_some_and(|at| front.end() > at);
             if needed && state.end - front.start <= state.pin_bytes_max {
@@ -251,7 +282,11 @@ impl Backlog {
         }
         let first = state.entries.front().map_or(state.end, |e| e.start);
         if from < first {
-            return Err(Trimmed);
+            // Older history: from disk, if it still holds it.
+            return match state.spill.read(from, max_bytes) {
+                Ok(Some(entries)) => Ok(entries),
+                _ => Err(Trimmed),
+            };
         }
         // Entries are in offset order: find the one holding `from`.
         let at = state.entries.partition_point(|e| e.end() <= from);
@@ -269,9 +304,12 @@ impl Backlog {
 
     /// Whether a replica at offset `from` can continue from the backlog.
     pub fn holds(&self, from: u64) -> bool {
-        let state = self.state.lock();
+        let mut state = self.state.lock();
         let first = state.entries.front().map_or(state.end, |e| e.start);
-        (first..=state.end).contains(&from) && Self::at_boundary(&state, from)
+        if from < first {
+            return state.spill.holds(from);
+        }
+        from <= state.end && Self::at_boundary(&state, from)
     }
 
     /// Offsets inside an entry that a replica padded differently are not
@@ -334,7 +372,8 @@ fn produce(server: &Server, mut changes: strata_engine::feed::Subscription) {
     let mut pinged = Instant::now();
     loop {
         let config = server.config.get();
-        // `repl-backlog-size` as set; unset, 64 MB rather than Redis' 1 MB.
+        // `repl-backlog-size` as set; unset, 1 GB (on disk) rather than
+        // Redis' 1 MB.
         let limit = match config.accepted.get("repl-backlog-size") {
             Some(set) => set.parse().unwrap_or(super::BACKLOG_DEFAULT_BYTES),
             None => super::BACKLOG_DEFAULT_BYTES,

@@ -207,6 +207,9 @@ fn synchronise(
     };
     link.syncing.store(true, Relaxed);
     link.last_io_ms.store(now_ms(), Relaxed);
+    // Newlines every second until the copy is loaded: the primary sees
+    // this replica alive while it has nothing to acknowledge yet.
+    let _keepalive = KeepAlive::start(writer)?;
     let rdb = receive_rdb(reader, link)?;
     log_notice!(
         "MASTER <-> REPLICA sync: loading {} bytes of RDB",
@@ -226,6 +229,50 @@ fn synchronise(
     link.up.store(true, Relaxed);
     log_notice!("MASTER <-> REPLICA sync: finished with success");
     Ok(())
+}
+
+/// Sends a newline to the primary every second while it lives.
+struct KeepAlive {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl KeepAlive {
+    fn start(writer: &TcpStream) -> Result<KeepAlive, String> {
+        let mut socket = writer.try_clone().map_err(|e| e.to_string())?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("strata-replica-keepalive".into())
+            .spawn(move || {
+                let mut sent_at = Instant::now();
+                while !stopped.load(Relaxed) {
+                    std::thread::sleep(Duration::from_millis(50));
+                    if sent_at.elapsed() >= Duration::from_secs(1) {
+                        if socket.write_all(b"\n").is_err() {
+                            return;
+                        }
+                        sent_at = Instant::now();
+                    }
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(KeepAlive {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for KeepAlive {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        // Joined: the link writes its acknowledgements next, and a newline
+        // must not land inside one.
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 fn command(args: &[&[u8]]) -> Vec<u8> {

@@ -47,6 +47,7 @@ pub mod failover;
 pub mod link;
 pub mod primary;
 pub mod snapshot;
+pub mod spill;
 pub mod translate;
 
 use std::fmt::Write as _;
@@ -56,10 +57,11 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
 
-/// The backlog keeps this much unless `repl-backlog-size` is set: Redis'
-/// 1 MB default sends a replica that is a moment behind under load into a
-/// full synchronisation.
-pub const BACKLOG_DEFAULT_BYTES: usize = 64 << 20;
+/// The backlog keeps this much stream (its recent part in RAM, all of it
+/// on disk) unless `repl-backlog-size` is set: Redis' 1 MB default sends a
+/// replica that is a moment behind under load into a full
+/// synchronisation, and one away for a minute always.
+pub const BACKLOG_DEFAULT_BYTES: usize = 1 << 30;
 
 /// A replica attached to this server, as INFO and ROLE show it.
 pub struct Attached {
@@ -334,6 +336,8 @@ impl Replication {
     /// Start-up hands the server over once it is built.
     pub fn set_server(&self, server: &Arc<crate::server::Server>) {
         let _ = self.server.set(Arc::downgrade(server));
+        let dir = server.config.get().dir.join("replication").join("backlog");
+        self.backlog.spill_to(&dir);
     }
 
     pub fn server(&self) -> Option<Arc<crate::server::Server>> {

@@ -136,7 +136,7 @@ fn run(
             client.addr
         );
         replication.backlog.pin(client.id, from);
-        return online(server, stream, client, attached, from, None);
+        return online(server, stream, client, attached, request, from, None);
     }
     if request.psync && request.replid != "?" {
         replication.partial_refused.fetch_add(1, Relaxed);
@@ -149,7 +149,7 @@ fn run(
     if request.rdb_only {
         return Ok(());
     }
-    online(server, stream, client, attached, from, Some(&copy))
+    online(server, stream, client, attached, request, from, Some(&copy))
 }
 
 /// Writes the copy a full synchronisation sends, answering `+FULLRESYNC`
@@ -217,6 +217,7 @@ fn online(
     mut stream: TcpStream,
     client: &ClientInfo,
     attached: &Arc<Attached>,
+    request: &SyncRequest,
     from: u64,
     copy: Option<&snapshot::Snapshot>,
 ) -> Result<(), String> {
@@ -226,7 +227,19 @@ fn online(
     log_notice!("Synchronization with replica {} succeeded", client.addr);
     let reader = stream.try_clone().map_err(|e| e.to_string())?;
     spawn_ack_reader(server.replication.server(), reader, attached.clone());
-    stream_changes(server, &mut stream, client, attached, copy, from)
+    // A PSYNC replica acknowledges every second; one silent for longer
+    // than repl-timeout is gone (a cut network), as Redis decides. SYNC
+    // clients (`redis-cli --replica`) never acknowledge.
+    let watch_acks = request.psync;
+    stream_changes(
+        server,
+        &mut stream,
+        client,
+        attached,
+        watch_acks,
+        copy,
+        from,
+    )
 }
 
 /// Redis' `repl-timeout` (seconds).
@@ -256,6 +269,7 @@ fn stream_changes(
     stream: &mut TcpStream,
     client: &ClientInfo,
     attached: &Attached,
+    watch_acks: bool,
     mut copy: Option<&snapshot::Snapshot>,
     mut at: u64,
 ) -> Result<(), String> {
@@ -276,6 +290,10 @@ fn stream_changes(
     loop {
         if attached.stop.load(Relaxed) || client.is_killed() {
             return Ok(());
+        }
+        let silent_ms = now_ms().saturating_sub(attached.acked_at_ms.load(Relaxed));
+        if watch_acks && silent_ms > timeout.as_millis() as u64 {
+            return Err("timeout: no acknowledgement within repl-timeout".into());
         }
         let entries = backlog
             .read(at, WRITE_BATCH_BYTES, POLL)
@@ -394,7 +412,12 @@ fn spawn_ack_reader(server: Option<Arc<Server>>, mut stream: TcpStream, attached
                 let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
                 match stream.read(&mut chunk) {
                     Ok(0) => break,
-                    Ok(n) => input.extend_from_slice(&chunk[..n]),
+                    Ok(n) => {
+                        // Anything from the replica shows it alive: a
+                        // loading one sends newlines (as Redis' do).
+                        attached.acked_at_ms.store(now_ms(), Relaxed);
+                        input.extend_from_slice(&chunk[..n]);
+                    }
                     Err(e)
                         if matches!(
                             e.kind(),
