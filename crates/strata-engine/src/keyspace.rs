@@ -1187,6 +1187,38 @@ mod tests {
     }
 }
 
+/// A replica's position in its primary's stream, kept in the log
+/// (`repl_position` says how).
+impl Keyspace {
+    /// The replication position the data holds: the last one committed
+    /// since start, else the one recovered. None when there is none (or
+    /// it was cleared).
+    pub fn replication_position(&self) -> Option<Vec<u8>> {
+        let committed = self.change_log().and_then(|log| log.position());
+        let image = match committed {
+            Some(image) => image,
+            None => self.meta(crate::repl_position::NAME)?,
+        };
+        (!image.is_empty()).then_some(image)
+    }
+
+    /// Commits `image` as the replication position, alone (empty: there
+    /// is none); inside a lock hold of this thread (a command, EXEC), with
+    /// the rest of its group. Nothing without a log of changes.
+    pub fn save_replication_position(&self, image: &[u8]) -> Commit {
+        let Some(_) = self.change_log() else {
+            return Commit::default();
+        };
+        if log::group_is_open() {
+            log::append_position(image);
+            return Commit::default();
+        }
+        let guard = self.lock_index(0);
+        crate::log::append_position(image);
+        guard.commit()
+    }
+}
+
 #[cfg(test)]
 mod cold_read_tests {
     use super::*;

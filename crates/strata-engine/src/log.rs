@@ -1236,6 +1236,11 @@ pub(crate) fn with_cause<R>(cause: u8, f: impl FnOnce() -> R) -> R {
     result
 }
 
+/// Whether this thread holds a lock whose group is open (a command runs).
+pub(crate) fn group_is_open() -> bool {
+    GROUP.with(|group| group.borrow().depth > 0)
+}
+
 /// Adds a replication position record (`repl_position`) to this thread's
 /// open group, remembered by the log when the group commits.
 pub(crate) fn append_position(image: &[u8]) {

@@ -1280,3 +1280,25 @@ fn a_cut_log_never_parts_a_change_from_its_position() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Cleared from inside a lock hold (REPLICAOF NO ONE inside EXEC), the
+/// position goes with that hold's group.
+#[test]
+fn a_position_saved_inside_a_lock_hold_commits_with_it() {
+    let dir = temp_dir("position-nested");
+    let ks = open(&dir, 4096).unwrap();
+    ks.save_replication_position(b"p0");
+    {
+        let k = ks.key(b"a");
+        let mut guard = ks.lock(k);
+        guard.set(0, k, Value::from_bytes(b"1"), None, false, NOW_MS);
+        ks.save_replication_position(b"");
+    }
+    assert_eq!(ks.replication_position(), None);
+    close(&ks);
+    let ks = open(&dir, 4096).unwrap();
+    assert_eq!(ks.replication_position(), None);
+    assert_eq!(dump(&ks).len(), 1);
+    close(&ks);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

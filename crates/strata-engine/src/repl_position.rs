@@ -14,7 +14,7 @@
 //!   [`NAME`] holding the position after that command. Groups are all or
 //!   nothing after a crash, so the last position recovered is the one of
 //!   the last command whose changes were recovered.
-//! - [`Keyspace::save_replication_position`] commits a position alone (after
+//! - [`crate::Keyspace::save_replication_position`] commits a position alone (after
 //!   a full synchronisation has loaded; empty: none, before one starts or
 //!   when the server stops following).
 //! - The log remembers the last position committed, and a checkpoint's
@@ -32,9 +32,6 @@
 //! to be sure (the operator's `REPLICAOF` again).
 
 use std::cell::RefCell;
-
-use crate::commit::Commit;
-use crate::keyspace::Keyspace;
 
 /// The metadata item's name (shard 0's [`Kind::Meta`] items).
 ///
@@ -74,29 +71,4 @@ pub(crate) fn with_current(f: impl FnOnce(&[u8])) {
             f(image);
         }
     });
-}
-
-impl Keyspace {
-    /// The replication position the data holds: the last one committed
-    /// since start, else the one recovered. None when there is none (or
-    /// it was cleared).
-    pub fn replication_position(&self) -> Option<Vec<u8>> {
-        let committed = self.change_log().and_then(|log| log.position());
-        let image = match committed {
-            Some(image) => image,
-            None => self.meta(NAME)?,
-        };
-        (!image.is_empty()).then_some(image)
-    }
-
-    /// Commits `image` as the replication position, alone (empty: there
-    /// is none). Nothing without a log of changes.
-    pub fn save_replication_position(&self, image: &[u8]) -> Commit {
-        let Some(_) = self.change_log() else {
-            return Commit::default();
-        };
-        let guard = self.lock_index(0);
-        crate::log::append_position(image);
-        guard.commit()
-    }
 }

@@ -284,7 +284,16 @@ impl Backlog {
         if from < first {
             // Older history: from disk, if it still holds it.
             return match state.spill.read(from, max_bytes) {
-                Ok(Some(entries)) => Ok(entries),
+                Ok(Some(entries)) => Ok(entries
+                    .into_iter()
+                    .map(|(start, bytes)| Entry {
+                        start,
+                        bytes: bytes.into(),
+                        group: None,
+                        db_before: None,
+                        db_after: None,
+                    })
+                    .collect()),
                 _ => Err(Trimmed),
             };
         }

@@ -24,10 +24,10 @@ use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use super::backlog::Entry;
-
 /// A frame's offset and position are noted at least this often.
 const INDEX_EVERY_BYTES: u64 = 64 << 10;
+/// An entry read back: its start offset and its bytes.
+pub type Frame = (u64, Vec<u8>);
 /// Bytes of frame before an entry's bytes.
 const FRAME_HEADER_BYTES: u64 = 4;
 
@@ -191,10 +191,10 @@ impl Spill {
         from == self.end || matches!(self.read(from, 1), Ok(Some(_)))
     }
 
-    /// Entries from offset `from` (an entry's start) on, up to about
-    /// `max_bytes` and at most to the end of `from`'s file. None when no
-    /// entry starts there.
-    pub fn read(&mut self, from: u64, max_bytes: usize) -> std::io::Result<Option<Vec<Entry>>> {
+    /// Entries (their start offsets and bytes) from offset `from` (an
+    /// entry's start) on, up to about `max_bytes` and at most to the end
+    /// of `from`'s file. None when no entry starts there.
+    pub fn read(&mut self, from: u64, max_bytes: usize) -> std::io::Result<Option<Vec<Frame>>> {
         let Some(file) = self
             .files
             .iter_mut()
@@ -220,13 +220,7 @@ impl Spill {
                 let mut bytes = vec![0u8; len as usize];
                 handle.read_exact_at(&mut bytes, position + FRAME_HEADER_BYTES)?;
                 taken += bytes.len();
-                entries.push(Entry {
-                    start: offset,
-                    bytes: bytes.into(),
-                    group: None,
-                    db_before: None,
-                    db_after: None,
-                });
+                entries.push((offset, bytes));
             }
             offset += len;
             position += FRAME_HEADER_BYTES + len;
@@ -257,10 +251,10 @@ mod tests {
         dir
     }
 
-    fn bytes_of(entries: &[Entry]) -> Vec<u8> {
+    fn bytes_of(entries: &[Frame]) -> Vec<u8> {
         entries
             .iter()
-            .flat_map(|e| e.bytes.iter().copied())
+            .flat_map(|(_, e)| e.iter().copied())
             .collect()
     }
 
@@ -288,7 +282,8 @@ mod tests {
                 .unwrap()
                 .expect("an entry starts there");
             read.extend_from_slice(&bytes_of(&entries));
-            from = entries.last().unwrap().end();
+            let (start, last) = entries.last().unwrap();
+            from = start + last.len() as u64;
         }
         assert_eq!(read, stream);
         assert!(spill.holds(starts[1234]));
