@@ -141,13 +141,15 @@ if want sync; then
         redis-cli -p "$r" REPLICAOF NO ONE >/dev/null
         redis-cli -p "$r" FLUSHALL >/dev/null
         redis-cli -p "$p" FLUSHALL >/dev/null
-        # KEYS distinct keys (key:0 … key:KEYS-1), written in one pipe.
+        # KEYS distinct keys, named as redis-benchmark -r KEYS names them
+        # (key:000000000000 …), so the writes during a sync overwrite them
+        # and the dataset does not grow meanwhile.
         python3 - "$KEYS" <<'PY' | redis-cli -p "$p" --pipe >/dev/null
 import sys
 out = sys.stdout.buffer
 value = b"v" * 1000
 for n in range(int(sys.argv[1])):
-    key = b"key:%d" % n
+    key = b"key:%012d" % n
     out.write(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$1000\r\n%s\r\n" % (len(key), key, value))
 PY
         printf '%-6s primary RSS %d MB\n' "$kind" $(($(rss_kb "${PID[${kind}_p]}") / 1024))

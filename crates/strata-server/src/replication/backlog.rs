@@ -14,9 +14,11 @@
 //! a promotion, the replicas that followed the same primary, share its
 //! offsets and can continue where they were.
 //!
-//! A replica that synchronised from a copy reads the entries after the
-//! copy's start; those whose records the copy already holds are sent with
-//! those records left out — translated from the entry's database before,
+//! A replica that synchronised from a copy gets the entries after the
+//! copy's start; those whose records the copy already holds are written,
+//! as soon as the copy is done, into a file beside it (`primary.rs`,
+//! `catch_up`: the backlog keeps them in RAM only while the copy is being
+//! made) with those records left out — translated from the entry's database before,
 //! and ending with the database after selected — and padded with newlines
 //! to the same length (a newline is an empty command: Redis and Strata
 //! replicas skip it and count it), so its offsets and its selected
@@ -79,11 +81,14 @@ struct State {
     ram_limit: usize,
     /// The newest change appended (WAIT maps changes to offsets).
     last_seq: u64,
-    /// Replicas' positions (by client id): entries a replica has not read
-    /// yet stay past `limit`, as long as it is at most `pin_bytes_max`
-    /// behind (`client-output-buffer-limit replica`): a replica catching
-    /// up after its copy is not sent back to another copy by the backlog.
-    pins: std::collections::HashMap<u64, u64>,
+    /// Replicas' positions (by client id): what a replica has not read
+    /// yet stays past the limits, as long as it is at most
+    /// `pin_bytes_max` behind (`client-output-buffer-limit replica`): a
+    /// replica catching up after its copy is not sent back to another
+    /// copy by the backlog. It stays on disk when the history is kept
+    /// there, in RAM otherwise, and in RAM for a pin that needs the
+    /// entries' records (`true`: a copy being made, see `pin_in_ram`).
+    pins: std::collections::HashMap<u64, (u64, bool)>,
     pin_bytes_max: u64,
     /// The database a replica in step has selected at `end` (None: not
     /// known; the next group selects its own).
@@ -92,16 +97,48 @@ struct State {
     spill: super::spill::Spill,
     /// `repl-backlog-size`: the stream kept, RAM and disk together.
     total_limit: usize,
+    /// Full synchronisations whose copy is being made ([`Backlog::copying`]).
+    copying: usize,
 }
 
 /// RAM the backlog's entries take at most (unless `repl-backlog-size` is
 /// smaller): older history is read back from disk.
-pub const RAM_WINDOW_BYTES: usize = 64 << 20;
+pub const RAM_WINDOW_BYTES: usize = 16 << 20;
 
 /// The stream's recent entries.
 pub struct Backlog {
     state: Mutex<State>,
     grew: Condvar,
+}
+
+/// A copy being made ([`Backlog::copying`]).
+pub struct Copying<'a>(&'a Backlog);
+
+impl Drop for Copying<'_> {
+    fn drop(&mut self) {
+        let mut state = self.0.state.lock();
+        state.copying -= 1;
+        let on = state.copying > 0;
+        state.spill.keep_records(on);
+    }
+}
+
+impl From<super::spill::Frame> for Entry {
+    fn from(frame: super::spill::Frame) -> Entry {
+        Entry {
+            start: frame.start,
+            bytes: frame.bytes.into(),
+            group: frame.group.map(|(seq, records)| {
+                Arc::new(Group {
+                    seq,
+                    changes: Vec::new(),
+                    records,
+                })
+            }),
+            db_before: frame.db_before,
+            db_after: frame.db_after,
+        }
+    }
 }
 
 /// A reader asked for bytes the backlog no longer holds.
@@ -122,6 +159,7 @@ impl Backlog {
                 db: None,
                 spill: super::spill::Spill::off(limit as u64),
                 total_limit: limit,
+                copying: 0,
             }),
             grew: Condvar::new(),
         }
@@ -146,6 +184,11 @@ impl Backlog {
     /// Bytes of stream held (`repl_backlog_histlen`).
     pub fn held(&self) -> u64 {
         self.end() - self.start()
+    }
+
+    /// The newest change the stream has passed (in it, or left out).
+    pub fn last_seq(&self) -> u64 {
+        self.state.lock().last_seq
     }
 
     /// Keeps the history on disk in `dir` from now on.
@@ -175,7 +218,7 @@ impl Backlog {
 
     /// Replica `id` reads from `offset` on (see `State::pins`).
     pub fn pin(&self, id: u64, offset: u64) {
-        self.state.lock().pins.insert(id, offset);
+        self.state.lock().pins.insert(id, (offset, false));
     }
 
     pub fn unpin(&self, id: u64) {
@@ -239,10 +282,13 @@ impl Backlog {
         db_before: Option<u16>,
         db_after: Option<u16>,
     ) -> u64 {
-        if bytes.is_empty() {
-            return self.end();
-        }
         let mut state = self.state.lock();
+        if bytes.is_empty() {
+            // A group that translates to nothing is still passed.
+            let seq = group.map_or(0, |group| group.seq);
+            state.last_seq = state.last_seq.max(seq);
+            return state.end;
+        }
         let entry = Entry {
             start: state.end,
             bytes,
@@ -250,16 +296,30 @@ impl Backlog {
             db_before,
             db_after,
         };
-        state.spill.append(entry.start, &entry.bytes);
+        let pinned = |ram_only: bool| {
+            let spilling = state.spill.is_on();
+            let pins = state.pins.values();
+            let offsets = pins.filter(|(_, in_ram)| !ram_only || *in_ram || !spilling);
+            offsets.map(|&(at, _)| at).min()
+        };
+        let (in_ram, anywhere) = (pinned(true), pinned(false));
+        let keep_from = anywhere.filter(|&at| state.end - at <= state.pin_bytes_max);
+        let appended = super::spill::Appended {
+            start: entry.start,
+            bytes: &entry.bytes,
+            group: (entry.group.as_ref()).map(|g| (g.seq, g.records.as_slice())),
+            db_before,
+            db_after,
+        };
+        state.spill.append(&appended, keep_from);
         state.db = db_after;
         state.end = entry.end();
         state.last_seq = state.last_seq.max(entry.seq());
         state.weight += entry.weight();
         state.entries.push_back(entry);
-        let pinned = state.pins.values().min().copied();
         while state.weight > state.ram_limit && state.entries.len() > 1 {
             let front = state.entries.front().expect("more than one");
-            let needed = pinned.is_some_and(|at| front.end() > at);
+            let needed = in_ram.is_some_and(|at| front.end() > at);
             if needed && state.end - front.start <= state.pin_bytes_max {
                 break;
             }
@@ -276,24 +336,43 @@ impl Backlog {
     /// reader sends its bytes from `from`), up to about `max_bytes`,
     /// waiting up to `wait` for one when there is none yet.
     pub fn read(&self, from: u64, max_bytes: usize, wait: Duration) -> Result<Vec<Entry>, Trimmed> {
+        self.read_from(from, max_bytes, wait, false)
+    }
+
+    /// [`Backlog::read`], without waiting, of entries with the committed
+    /// groups they translate (on disk, those are kept only while a copy
+    /// is being made: [`Backlog::copying`]).
+    pub fn read_with_records(&self, from: u64, max_bytes: usize) -> Result<Vec<Entry>, Trimmed> {
+        self.read_from(from, max_bytes, Duration::ZERO, true)
+    }
+
+    /// While the guard lives, a full synchronisation's copy is being made:
+    /// the history on disk keeps the entries' committed groups too.
+    pub fn copying(&self) -> Copying<'_> {
         let mut state = self.state.lock();
-        if state.end <= from {
+        state.copying += 1;
+        state.spill.keep_records(true);
+        Copying(self)
+    }
+
+    fn read_from(
+        &self,
+        from: u64,
+        max_bytes: usize,
+        wait: Duration,
+        need_records: bool,
+    ) -> Result<Vec<Entry>, Trimmed> {
+        let mut state = self.state.lock();
+        if state.end <= from && !wait.is_zero() {
             self.grew.wait_for(&mut state, wait);
         }
         let first = state.entries.front().map_or(state.end, |e| e.start);
         if from < first {
             // Older history: from disk, if it still holds it.
             return match state.spill.read(from, max_bytes) {
-                Ok(Some(entries)) => Ok(entries
-                    .into_iter()
-                    .map(|(start, bytes)| Entry {
-                        start,
-                        bytes: bytes.into(),
-                        group: None,
-                        db_before: None,
-                        db_after: None,
-                    })
-                    .collect()),
+                Ok(Some(frames)) if !(need_records && frames.iter().any(|f| f.stripped)) => {
+                    Ok(frames.into_iter().map(Entry::from).collect())
+                }
                 _ => Err(Trimmed),
             };
         }
@@ -409,7 +488,10 @@ fn produce(server: &Server, mut changes: strata_engine::feed::Subscription) {
                     .backlog
                     .append(bytes.into(), Some(group), before, after);
             }
-            Ok(_) => {}
+            // A change the stream leaves out (its primary's, applied while
+            // this server was a replica) is still one it has passed.
+            Ok(Some(group)) => replication.backlog.set_baseline(group.seq),
+            Ok(None) => {}
         }
         if replication.is_replica() {
             continue;

@@ -2,8 +2,10 @@
 //! the network threads for a thread of its own. When the backlog still
 //! holds what the replica lacks, it answers `+CONTINUE` and sends the
 //! stream from there; otherwise it writes a copy ([`super::snapshot`]),
-//! answers `+FULLRESYNC`, sends the copy, then the stream
-//! ([`super::backlog`]) for as long as the replica keeps up.
+//! answers `+FULLRESYNC`, writes what followed the copy up to where the
+//! stream needs no more leaving out into a file ([`catch_up`]), sends the
+//! copy and that file, then the stream ([`super::backlog`], from RAM or
+//! disk) for as long as the replica keeps up.
 //!
 //! A replica that falls behind by more than `client-output-buffer-limit
 //! replica` (its hard limit; 256 MB by default), or past what the backlog
@@ -136,20 +138,152 @@ fn run(
             client.addr
         );
         replication.backlog.pin(client.id, from);
-        return online(server, stream, client, attached, request, from, None);
+        let resumed = CatchUp {
+            path: std::path::PathBuf::new(),
+            from,
+            end: from,
+        };
+        return online(server, stream, client, attached, request, &resumed);
     }
     if request.psync && request.replid != "?" {
         replication.partial_refused.fetch_add(1, Relaxed);
     }
+    // From the copy's start until `catch_up` has read what it needs, the
+    // history on disk keeps the entries' records (not RAM).
+    let copying = replication.backlog.copying();
     let (copy, from) = full_copy(server, &config, client, request, &mut stream)?;
+    let path = copy.path.with_extension("stream");
+    let caught_up = catch_up(server, client, &copy, from, &path);
+    drop(copying);
+    if caught_up.is_err() {
+        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(&copy.path);
+    }
+    let caught_up = caught_up?;
     attached.state.store(STATE_SEND_BULK, Relaxed);
     let sent = send_file(&mut stream, &copy);
     let _ = std::fs::remove_file(&copy.path);
-    sent.map_err(io)?;
-    if request.rdb_only {
-        return Ok(());
+    if request.rdb_only || sent.is_err() {
+        let _ = std::fs::remove_file(&path);
+        return sent.map_err(io);
     }
-    online(server, stream, client, attached, request, from, Some(&copy))
+    let online = online(server, stream, client, attached, request, &caught_up);
+    let _ = std::fs::remove_file(&path);
+    online
+}
+
+/// What follows a copy up to where the stream needs no more leaving
+/// out: its bytes in a file, and the offset it ends at.
+struct CatchUp {
+    path: std::path::PathBuf,
+    /// Offsets the file's bytes start and end at.
+    from: u64,
+    end: u64,
+}
+
+/// Writes to `path` the stream from the copy's start (`from`) up to the
+/// first entry the copy holds nothing of: those entries with the records
+/// the copy already holds left out, padded to their length. Done as soon
+/// as the copy is, so the backlog need not keep those entries in RAM
+/// while the copy is sent and loaded (the rest of the stream the replica
+/// reads from the backlog, on disk if RAM no longer holds it): the
+/// primary's memory grows by the writes made during the copy only.
+fn catch_up(
+    server: &Server,
+    client: &ClientInfo,
+    copy: &snapshot::Snapshot,
+    from: u64,
+    path: &std::path::Path,
+) -> Result<CatchUp, String> {
+    let keyspace = &server.keyspace;
+    let backlog = &server.replication.backlog;
+    let io = |e: std::io::Error| e.to_string();
+    // Every change committed before the copy ended must be in the stream
+    // first (the producer follows the commits closely).
+    let target = keyspace.next_change_seq().saturating_sub(1);
+    let waiting = Instant::now();
+    let copies_all = copy.covered.iter().all(|&l| l == 0);
+    while !copies_all && backlog.last_seq() < target {
+        if waiting.elapsed() > CATCH_UP_WAIT {
+            return Err("the stream did not reach the end of its copy; it starts over".into());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).map_err(io)?);
+    let mut at = from;
+    'read: loop {
+        let entries = backlog
+            .read_with_records(at, WRITE_BATCH_BYTES)
+            .map_err(|_| "the writes made during its copy are no longer held; it starts over")?;
+        if entries.is_empty() {
+            break;
+        }
+        for entry in &entries {
+            if entry.end() <= at {
+                continue;
+            }
+            if copies_all || entry.group.as_ref().is_some_and(|g| copy.passed(g)) {
+                break 'read;
+            }
+            let skip = (at - entry.start) as usize;
+            match &entry.group {
+                Some(group) => {
+                    let padded = padded(keyspace, copy, entry, group)?;
+                    out.write_all(&padded[skip..]).map_err(io)?;
+                }
+                None => out.write_all(&entry.bytes[skip..]).map_err(io)?,
+            }
+            at = entry.end();
+        }
+    }
+    out.flush().map_err(io)?;
+    // From here on the replica reads the stream whole: from disk if RAM
+    // no longer holds it.
+    backlog.pin(client.id, at);
+    Ok(CatchUp {
+        path: path.to_path_buf(),
+        from,
+        end: at,
+    })
+}
+
+/// How long a full synchronisation waits for the stream to reach the
+/// end of its copy.
+const CATCH_UP_WAIT: Duration = Duration::from_secs(10);
+
+/// `entry`, translated without the records `copy` already holds, ending
+/// with its database after selected, and padded with newlines to its
+/// length (an empty command replicas skip and count): the offsets stay
+/// the stream's.
+fn padded(
+    keyspace: &strata_engine::Keyspace,
+    copy: &snapshot::Snapshot,
+    entry: &super::backlog::Entry,
+    group: &strata_engine::feed::Group,
+) -> Result<Vec<u8>, String> {
+    let mut partial = Vec::new();
+    let mut restart = false;
+    let kept = |record: &strata_engine::record::Record| match copy.follows(keyspace, record) {
+        Follows::Send => true,
+        Follows::Skip => false,
+        Follows::Restart => {
+            restart = true;
+            false
+        }
+    };
+    let mut translator = Translator::at(entry.db_before);
+    translator.group(keyspace, now_ms(), &group.records, kept, &mut partial);
+    if let Some(db) = entry.db_after {
+        translator.select(db, &mut partial);
+    }
+    if restart {
+        return Err("the whole keyspace changed while it was copied; it starts over".into());
+    }
+    if partial.len() > entry.bytes.len() {
+        return Err("its copy and the stream do not line up; it starts over".into());
+    }
+    partial.resize(entry.bytes.len(), b'\n');
+    Ok(partial)
 }
 
 /// Writes the copy a full synchronisation sends, answering `+FULLRESYNC`
@@ -168,7 +302,9 @@ fn full_copy(
     let replication = &server.replication;
     let paused = replication.pause_applying();
     let (from, stream_db) = replication.backlog.end_and_db(!replication.is_replica());
-    // What comes after the copy's start stays until the replica read it.
+    // What comes after the copy's start stays (on disk, with its
+    // records) until the part the copy holds some of is written out
+    // (`catch_up`).
     replication.backlog.pin(client.id, from);
     if request.psync {
         let line = format!("+FULLRESYNC {} {from}\r\n", replication.replid());
@@ -218,11 +354,10 @@ fn online(
     client: &ClientInfo,
     attached: &Arc<Attached>,
     request: &SyncRequest,
-    from: u64,
-    copy: Option<&snapshot::Snapshot>,
+    caught_up: &CatchUp,
 ) -> Result<(), String> {
-    attached.acknowledge(from, None, now_ms());
-    attached.sent.store(from, Relaxed);
+    attached.acknowledge(caught_up.from, None, now_ms());
+    attached.sent.store(caught_up.from, Relaxed);
     attached.state.store(STATE_ONLINE, Relaxed);
     log_notice!("Synchronization with replica {} succeeded", client.addr);
     let reader = stream.try_clone().map_err(|e| e.to_string())?;
@@ -231,14 +366,31 @@ fn online(
     // than repl-timeout is gone (a cut network), as Redis decides. SYNC
     // clients (`redis-cli --replica`) never acknowledge.
     let watch_acks = request.psync;
+    let config = server.config.get();
+    let timeout = Duration::from_secs(repl_timeout_s(&config));
+    stream
+        .set_write_timeout(Some(POLL))
+        .map_err(|e| e.to_string())?;
+    if caught_up.end > caught_up.from {
+        // What follows the copy up to where the stream is sent whole.
+        let mut file = std::fs::File::open(&caught_up.path).map_err(|e| e.to_string())?;
+        let mut chunk = vec![0u8; WRITE_BATCH_BYTES];
+        loop {
+            let n = file.read(&mut chunk).map_err(|e| e.to_string())?;
+            if n == 0 {
+                break;
+            }
+            write_watching(&mut stream, &chunk[..n], attached, timeout, || false)?;
+        }
+        attached.sent.store(caught_up.end, Relaxed);
+    }
     stream_changes(
         server,
         &mut stream,
         client,
         attached,
         watch_acks,
-        copy,
-        from,
+        caught_up.end,
     )
 }
 
@@ -261,19 +413,16 @@ fn send_file(stream: &mut TcpStream, copy: &snapshot::Snapshot) -> std::io::Resu
     Ok(())
 }
 
-/// Sends the stream from offset `at`: the backlog's entries, each as it
-/// is, except those the replica's copy partly holds, which go without
-/// those records and padded to their length.
+/// Sends the stream from offset `at` on: the backlog's entries, as they
+/// are, from RAM or from disk.
 fn stream_changes(
     server: &Server,
     stream: &mut TcpStream,
     client: &ClientInfo,
     attached: &Attached,
     watch_acks: bool,
-    mut copy: Option<&snapshot::Snapshot>,
     mut at: u64,
 ) -> Result<(), String> {
-    let keyspace = &server.keyspace;
     let backlog = &server.replication.backlog;
     let config = server.config.get();
     let timeout = Duration::from_secs(repl_timeout_s(&config));
@@ -282,9 +431,6 @@ fn stream_changes(
         bytes => bytes,
     };
     backlog.set_pin_limit(limit);
-    stream
-        .set_write_timeout(Some(POLL))
-        .map_err(|e| e.to_string())?;
     let fell_behind = || "it fell behind by more than the backlog holds".to_string();
     let mut out = Vec::new();
     loop {
@@ -301,44 +447,7 @@ fn stream_changes(
         out.clear();
         for entry in &entries {
             let skip = (at - entry.start) as usize;
-            match (copy, &entry.group) {
-                (Some(held), Some(group)) if !held.passed(group) => {
-                    let mut partial = Vec::new();
-                    let mut restart = false;
-                    let kept = |record: &strata_engine::record::Record| match held
-                        .follows(keyspace, record)
-                    {
-                        Follows::Send => true,
-                        Follows::Skip => false,
-                        Follows::Restart => {
-                            restart = true;
-                            false
-                        }
-                    };
-                    let mut translator = Translator::at(entry.db_before);
-                    translator.group(keyspace, now_ms(), &group.records, kept, &mut partial);
-                    if let Some(db) = entry.db_after {
-                        translator.select(db, &mut partial);
-                    }
-                    if restart {
-                        return Err(
-                            "the whole keyspace changed while it was copied; it starts over".into(),
-                        );
-                    }
-                    if partial.len() > entry.bytes.len() {
-                        return Err("its copy and the stream do not line up; it starts over".into());
-                    }
-                    partial.resize(entry.bytes.len(), b'\n');
-                    out.extend_from_slice(&partial[skip..]);
-                }
-                _ => {
-                    if copy.is_some_and(|held| entry.group.as_ref().is_some_and(|g| held.passed(g)))
-                    {
-                        copy = None;
-                    }
-                    out.extend_from_slice(&entry.bytes[skip..]);
-                }
-            }
+            out.extend_from_slice(&entry.bytes[skip..]);
             at = entry.end();
         }
         if out.is_empty() {

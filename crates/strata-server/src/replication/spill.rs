@@ -6,8 +6,16 @@
 //! (`+CONTINUE`) instead of copying everything again; the disk, not RAM,
 //! bounds how long it may be away.
 //!
-//! A file is a run of frames, one per entry: its length (u32,
-//! little-endian) and its bytes. Each file knows the offset its first
+//! A file is a run of frames, one per entry (little-endian): the length
+//! of its bytes (u32) and of its records (u32; `u32::MAX`: not kept),
+//! the sequence number of its committed group (u64; `u64::MAX`: none),
+//! the databases selected before and after it (u16 each; `u16::MAX`:
+//! unknown), then the bytes and the records. The records (the committed
+//! group the entry translates) are kept only while a full synchronisation
+//! is being made: its replica's first entries are sent with what its copy
+//! already holds left out, which needs them, and keeping them here rather
+//! than in RAM is what keeps the primary's memory flat during a sync
+//! under writes. Each file knows the offset its first
 //! frame starts at, and every [`INDEX_EVERY_BYTES`] a frame's offset and
 //! position, so a read finds its place with one short scan. A replica may
 //! continue only from the start of a frame (the same rule as in RAM: an
@@ -26,10 +34,33 @@ use std::path::{Path, PathBuf};
 
 /// A frame's offset and position are noted at least this often.
 const INDEX_EVERY_BYTES: u64 = 64 << 10;
-/// An entry read back: its start offset and its bytes.
-pub type Frame = (u64, Vec<u8>);
+/// An entry read back.
+pub struct Frame {
+    pub start: u64,
+    pub bytes: Vec<u8>,
+    /// Its committed group's sequence number and records: None when it
+    /// has none (a PING) or they were not kept (`stripped`).
+    pub group: Option<(u64, Vec<u8>)>,
+    pub stripped: bool,
+    pub db_before: Option<u16>,
+    pub db_after: Option<u16>,
+}
+
+/// An entry to append: the records of its group are written only while
+/// [`Spill::keep_records`] is on.
+pub struct Appended<'a> {
+    pub start: u64,
+    pub bytes: &'a [u8],
+    pub group: Option<(u64, &'a [u8])>,
+    pub db_before: Option<u16>,
+    pub db_after: Option<u16>,
+}
+
 /// Bytes of frame before an entry's bytes.
-const FRAME_HEADER_BYTES: u64 = 4;
+const FRAME_HEADER_BYTES: u64 = 20;
+const NOT_KEPT: u32 = u32::MAX;
+const NO_GROUP: u64 = u64::MAX;
+const NO_DB: u16 = u16::MAX;
 
 /// One file of the spill.
 struct SpillFile {
@@ -54,6 +85,8 @@ pub struct Spill {
     end: u64,
     /// Off after a failure, or before a directory was given.
     on: bool,
+    /// Records are written too (a full synchronisation is being made).
+    keep_records: bool,
 }
 
 impl Spill {
@@ -66,6 +99,7 @@ impl Spill {
             limit,
             end: 0,
             on: false,
+            keep_records: false,
         }
     }
 
@@ -91,6 +125,11 @@ impl Spill {
         self.limit = limit;
     }
 
+    /// Writes the entries' records too, from now on, or no more.
+    pub fn keep_records(&mut self, on: bool) {
+        self.keep_records = on;
+    }
+
     /// Whether it keeps the history.
     pub fn is_on(&self) -> bool {
         self.on
@@ -109,18 +148,19 @@ impl Spill {
         self.end = end;
     }
 
-    /// Appends an entry starting at `start` (the history's end: entries
-    /// come in order).
-    pub fn append(&mut self, start: u64, bytes: &[u8]) {
+    /// Appends an entry (starting at the history's end: entries come in
+    /// order); a reader still needs what follows `keep_from`.
+    pub fn append(&mut self, entry: &Appended, keep_from: Option<u64>) {
         if !self.on {
             return;
         }
+        let (start, bytes) = (entry.start, entry.bytes);
         if start != self.end {
             // A gap (the backlog went on without the spill): what is on
             // disk no longer continues into what comes.
             self.reset(start);
         }
-        if let Err(e) = self.write(start, bytes) {
+        if let Err(e) = self.write(entry) {
             crate::log_warning!(
                 "The replication backlog on disk stopped ({e}); it keeps what RAM holds"
             );
@@ -129,10 +169,12 @@ impl Spill {
             return;
         }
         self.end = start + bytes.len() as u64;
-        self.trim();
+        self.trim(keep_from);
     }
 
-    fn write(&mut self, start: u64, bytes: &[u8]) -> std::io::Result<()> {
+    fn write(&mut self, entry: &Appended) -> std::io::Result<()> {
+        let (start, bytes) = (entry.start, entry.bytes);
+        let keep_records = self.keep_records;
         let file_bytes = (self.limit / 8).clamp(1 << 20, 64 << 20);
         let roll = self.files.back().is_none_or(|f| f.len >= file_bytes);
         if roll {
@@ -157,6 +199,15 @@ impl Spill {
         }
         let file = self.files.back_mut().expect("a file was opened");
         let len = u32::try_from(bytes.len()).map_err(std::io::Error::other)?;
+        let (seq, records) = match entry.group {
+            Some((seq, records)) => (seq, records),
+            None => (NO_GROUP, &[][..]),
+        };
+        let records_len = if keep_records {
+            u32::try_from(records.len()).map_err(std::io::Error::other)?
+        } else {
+            NOT_KEPT
+        };
         if file
             .index
             .last()
@@ -164,18 +215,31 @@ impl Spill {
         {
             file.index.push((start, file.len));
         }
-        file.writer.write_all(&len.to_le_bytes())?;
+        let mut header = [0u8; FRAME_HEADER_BYTES as usize];
+        header[..4].copy_from_slice(&len.to_le_bytes());
+        header[4..8].copy_from_slice(&records_len.to_le_bytes());
+        header[8..16].copy_from_slice(&seq.to_le_bytes());
+        header[16..18].copy_from_slice(&entry.db_before.unwrap_or(NO_DB).to_le_bytes());
+        header[18..20].copy_from_slice(&entry.db_after.unwrap_or(NO_DB).to_le_bytes());
+        file.writer.write_all(&header)?;
         file.writer.write_all(bytes)?;
-        file.len += FRAME_HEADER_BYTES + bytes.len() as u64;
+        let mut kept = 0;
+        if keep_records {
+            file.writer.write_all(records)?;
+            kept = records.len() as u64;
+        }
+        file.len += FRAME_HEADER_BYTES + bytes.len() as u64 + kept;
         file.end = start + bytes.len() as u64;
         Ok(())
     }
 
-    /// Deletes the oldest files while the others hold `limit` bytes.
-    fn trim(&mut self) {
+    /// Deletes the oldest files while the others hold `limit` bytes and
+    /// none holds what follows `keep_from`.
+    fn trim(&mut self, keep_from: Option<u64>) {
         while self.files.len() > 1 {
             let held_without_first = self.end - self.files[1].start;
-            if held_without_first < self.limit {
+            let needed = keep_from.is_some_and(|at| self.files[0].end > at);
+            if held_without_first < self.limit || needed {
                 break;
             }
             let gone = self.files.pop_front().expect("more than one file");
@@ -211,7 +275,18 @@ impl Spill {
         let mut header = [0u8; FRAME_HEADER_BYTES as usize];
         while position < file.len && taken < max_bytes.max(1) {
             handle.read_exact_at(&mut header, position)?;
-            let len = u64::from(u32::from_le_bytes(header));
+            let field = |at: usize, n: usize| {
+                let mut word = [0u8; 8];
+                word[..n].copy_from_slice(&header[at..at + n]);
+                u64::from_le_bytes(word)
+            };
+            let len = field(0, 4);
+            let records_len = field(4, 4) as u32;
+            let kept = if records_len == NOT_KEPT {
+                0
+            } else {
+                u64::from(records_len)
+            };
             if entries.is_empty() && offset < from && from < offset + len {
                 // `from` lies inside an entry: not a place to continue.
                 return Ok(None);
@@ -219,11 +294,27 @@ impl Spill {
             if offset == from || !entries.is_empty() {
                 let mut bytes = vec![0u8; len as usize];
                 handle.read_exact_at(&mut bytes, position + FRAME_HEADER_BYTES)?;
+                let seq = field(8, 8);
+                let group = if seq == NO_GROUP || records_len == NOT_KEPT {
+                    None
+                } else {
+                    let mut records = vec![0u8; kept as usize];
+                    handle.read_exact_at(&mut records, position + FRAME_HEADER_BYTES + len)?;
+                    Some((seq, records))
+                };
+                let db = |raw: u64| (raw != u64::from(NO_DB)).then_some(raw as u16);
                 taken += bytes.len();
-                entries.push((offset, bytes));
+                entries.push(Frame {
+                    start: offset,
+                    bytes,
+                    group,
+                    stripped: seq != NO_GROUP && records_len == NOT_KEPT,
+                    db_before: db(field(16, 2)),
+                    db_after: db(field(18, 2)),
+                });
             }
             offset += len;
-            position += FRAME_HEADER_BYTES + len;
+            position += FRAME_HEADER_BYTES + len + kept;
         }
         Ok((!entries.is_empty()).then_some(entries))
     }
@@ -254,8 +345,18 @@ mod tests {
     fn bytes_of(entries: &[Frame]) -> Vec<u8> {
         entries
             .iter()
-            .flat_map(|(_, e)| e.iter().copied())
+            .flat_map(|e| e.bytes.iter().copied())
             .collect()
+    }
+
+    fn entry(start: u64, bytes: &[u8]) -> Appended<'_> {
+        Appended {
+            start,
+            bytes,
+            group: Some((start, b"records")),
+            db_before: None,
+            db_after: Some(3),
+        }
     }
 
     #[test]
@@ -267,11 +368,12 @@ mod tests {
         let mut stream = Vec::new();
         let mut at = 100u64;
         for i in 0..60_000u32 {
-            let entry = format!("*1\r\n$5\r\n{i:05}\r\n").repeat(1 + (i % 7) as usize);
+            let text = format!("*1\r\n$5\r\n{i:05}\r\n").repeat(1 + (i % 7) as usize);
             starts.push(at);
-            spill.append(at, entry.as_bytes());
-            stream.extend_from_slice(entry.as_bytes());
-            at += entry.len() as u64;
+            spill.keep_records(i % 2 == 0);
+            spill.append(&entry(at, text.as_bytes()), None);
+            stream.extend_from_slice(text.as_bytes());
+            at += text.len() as u64;
         }
         // Everything since the start, read in pieces, is the stream.
         let mut from = 100;
@@ -282,8 +384,16 @@ mod tests {
                 .unwrap()
                 .expect("an entry starts there");
             read.extend_from_slice(&bytes_of(&entries));
-            let (start, last) = entries.last().unwrap();
-            from = start + last.len() as u64;
+            for frame in &entries {
+                // Records where they were kept, none where not.
+                let kept = frame.group.as_ref().map(|(seq, r)| (*seq, r.as_slice()));
+                let even = starts.binary_search(&frame.start).unwrap() % 2 == 0;
+                assert_eq!(kept, even.then_some((frame.start, &b"records"[..])));
+                assert_eq!(frame.stripped, !even);
+                assert_eq!((frame.db_before, frame.db_after), (None, Some(3)));
+            }
+            let last = entries.last().unwrap();
+            from = last.start + last.bytes.len() as u64;
         }
         assert_eq!(read, stream);
         assert!(spill.holds(starts[1234]));
@@ -292,11 +402,11 @@ mod tests {
         assert!(!spill.holds(at + 1));
         // A smaller limit lets the oldest files go.
         spill.set_limit(1 << 20);
-        let entry = b"*1\r\n$4\r\nPING\r\n";
-        spill.append(at, entry);
+        let ping = b"*1\r\n$4\r\nPING\r\n";
+        spill.append(&entry(at, ping), None);
         assert!(!spill.holds(100));
         assert!(spill.start_offset() > 100);
-        assert!(at + entry.len() as u64 - spill.start_offset() >= 1 << 20);
+        assert!(at + ping.len() as u64 - spill.start_offset() >= 1 << 20);
         let files = std::fs::read_dir(&dir).unwrap().count();
         assert_eq!(files, spill.files.len());
         // A restart of the history empties the directory.
