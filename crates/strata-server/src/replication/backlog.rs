@@ -17,8 +17,9 @@
 //! A replica that synchronised from a copy gets the entries after the
 //! copy's start; those whose records the copy already holds are written,
 //! as soon as the copy is done, into a file beside it (`primary.rs`,
-//! `catch_up`: the backlog keeps them in RAM only while the copy is being
-//! made) with those records left out — translated from the entry's database before,
+//! `catch_up`; while the copy is being made, the files on disk keep the
+//! entries' committed groups, [`Backlog::copying`]) with those records
+//! left out — translated from the entry's database before,
 //! and ending with the database after selected — and padded with newlines
 //! to the same length (a newline is an empty command: Redis and Strata
 //! replicas skip it and count it), so its offsets and its selected

@@ -184,10 +184,10 @@ struct CatchUp {
 /// Writes to `path` the stream from the copy's start (`from`) up to the
 /// first entry the copy holds nothing of: those entries with the records
 /// the copy already holds left out, padded to their length. Done as soon
-/// as the copy is, so the backlog need not keep those entries in RAM
-/// while the copy is sent and loaded (the rest of the stream the replica
-/// reads from the backlog, on disk if RAM no longer holds it): the
-/// primary's memory grows by the writes made during the copy only.
+/// as the copy is, reading the entries with their records from RAM or
+/// from the backlog's files (which keep them while a copy is being made):
+/// nothing written during a full synchronisation is held in RAM for it.
+/// The rest of the stream the replica reads whole, from RAM or disk.
 fn catch_up(
     server: &Server,
     client: &ClientInfo,
