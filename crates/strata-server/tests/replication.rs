@@ -1376,3 +1376,40 @@ fn a_network_cut_longer_than_the_ram_backlog_ends_in_a_partial_resync() {
         "the backlog holds the whole cut: {histlen}"
     );
 }
+
+/// Two replicas asking for a full synchronisation at the same time share
+/// one copy (one set of reads of the keyspace, one file), under writes,
+/// and both end identical to the primary.
+#[test]
+fn replicas_that_sync_at_once_share_one_copy() {
+    let primary = TestServer::start();
+    let replicas = [TestServer::start(), TestServer::start()];
+    let mut p = primary.client();
+    setup_groups(&mut p);
+    fill(&mut p, 80_000, 1, 1_000);
+    let url = primary.url();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writing = stop.clone();
+    let writer = std::thread::spawn(move || {
+        let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let mut round = 0;
+        while !writing.load(std::sync::atomic::Ordering::Relaxed) {
+            write_everything(&mut con, round, true);
+            round += 1;
+        }
+    });
+    for replica in &replicas {
+        replicaof(&mut replica.client(), primary.port);
+    }
+    primary.wait_for_log("shares the copy being made");
+    for replica in &replicas {
+        wait_until("the link to come up", || link_up(&mut replica.client()));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    for replica in &replicas {
+        let (want, got) = settled(&mut p, &mut replica.client(), true);
+        assert_same(&want, &got);
+    }
+    assert_eq!(stat(&mut p, "sync_full"), 2, "one full sync per replica");
+}

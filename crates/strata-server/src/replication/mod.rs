@@ -200,6 +200,9 @@ pub struct Replication {
     /// FAILOVER's state (`failover::NO_FAILOVER` …) and its ABORT.
     pub failover_state: AtomicU8,
     pub failover_abort: AtomicBool,
+    /// The full synchronisation copy being made, which another replica
+    /// asking meanwhile shares.
+    pub sharing: Mutex<Weak<primary::SharedCopy>>,
 }
 
 impl Replication {
@@ -223,6 +226,7 @@ impl Replication {
             acked: tokio::sync::Notify::new(),
             failover_state: AtomicU8::new(failover::NO_FAILOVER),
             failover_abort: AtomicBool::new(false),
+            sharing: Mutex::new(Weak::new()),
         }
     }
 

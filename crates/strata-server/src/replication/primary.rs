@@ -138,38 +138,133 @@ fn run(
             client.addr
         );
         replication.backlog.pin(client.id, from);
-        let resumed = CatchUp {
-            path: std::path::PathBuf::new(),
-            from,
-            end: from,
-        };
-        return online(server, stream, client, attached, request, &resumed);
+        return online(server, stream, client, attached, request, from, None);
     }
     if request.psync && request.replid != "?" {
         replication.partial_refused.fetch_add(1, Relaxed);
     }
+    let prepared = prepare_copy(server, &config, client, request, &mut stream)?;
+    attached.state.store(STATE_SEND_BULK, Relaxed);
+    send_file(&mut stream, &prepared.copy).map_err(io)?;
+    if request.rdb_only {
+        return Ok(());
+    }
+    let from = prepared.caught_up.from;
+    online(
+        server,
+        stream,
+        client,
+        attached,
+        request,
+        from,
+        Some(prepared),
+    )
+}
+
+/// A full synchronisation's copy, shared by the replicas that ask for
+/// one while it is being made (as Redis attaches them to a BGSAVE in
+/// progress): one set of reads of the keyspace, one file.
+pub struct SharedCopy {
+    /// The offset the stream after the copy starts at.
+    from: u64,
+    made: parking_lot::Mutex<Option<Result<Arc<Prepared>, String>>>,
+    ready: parking_lot::Condvar,
+}
+
+/// A copy and what follows it up to where the stream is sent whole; the
+/// files go when the last replica sending them is done.
+pub struct Prepared {
+    copy: snapshot::Snapshot,
+    caught_up: CatchUp,
+}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.copy.path);
+        let _ = std::fs::remove_file(&self.caught_up.path);
+    }
+}
+
+/// Answers `+FULLRESYNC` and makes the copy with what follows it, or
+/// joins the copy another replica's synchronisation is making.
+fn prepare_copy(
+    server: &Server,
+    config: &crate::config::Config,
+    client: &ClientInfo,
+    request: &SyncRequest,
+    stream: &mut TcpStream,
+) -> Result<Arc<Prepared>, String> {
+    let replication = &server.replication;
+    let backlog = &replication.backlog;
+    let fullresync = |stream: &mut TcpStream, from: u64| {
+        if !request.psync {
+            return Ok(());
+        }
+        let line = format!("+FULLRESYNC {} {from}\r\n", replication.replid());
+        stream.write_all(line.as_bytes()).map_err(|e| e.to_string())
+    };
+    let mut slot = replication.sharing.lock();
+    if let Some(shared) = slot.upgrade() {
+        drop(slot);
+        backlog.pin(client.id, shared.from);
+        fullresync(stream, shared.from)?;
+        replication.full_syncs.fetch_add(1, Relaxed);
+        log_notice!(
+            "Replica {} shares the copy being made for another replica",
+            client.addr
+        );
+        let mut made = shared.made.lock();
+        while made.is_none() {
+            shared.ready.wait_for(&mut made, Duration::from_secs(1));
+            // The replica making it is gone without a word (its thread
+            // ended): the copy will never come.
+            if made.is_none() && Arc::strong_count(&shared) == 1 {
+                return Err("the copy it shared was not made".into());
+            }
+        }
+        let prepared = made.clone().expect("made")?;
+        backlog.pin(client.id, prepared.caught_up.end);
+        return Ok(prepared);
+    }
     // From the copy's start until `catch_up` has read what it needs, the
     // history on disk keeps the entries' records (not RAM).
-    let copying = replication.backlog.copying();
-    let (copy, from) = full_copy(server, &config, client, request, &mut stream)?;
-    let path = copy.path.with_extension("stream");
-    let caught_up = catch_up(server, client, &copy, from, &path);
+    let copying = backlog.copying();
+    let paused = replication.pause_applying();
+    let (from, stream_db) = backlog.end_and_db(!replication.is_replica());
+    // What comes after the copy's start stays (on disk, with its
+    // records) until the part the copy holds some of is written out.
+    backlog.pin(client.id, from);
+    let shared = Arc::new(SharedCopy {
+        from,
+        made: parking_lot::Mutex::new(None),
+        ready: parking_lot::Condvar::new(),
+    });
+    *slot = Arc::downgrade(&shared);
+    drop(slot);
+    let made = fullresync(stream, from)
+        .and_then(|()| full_copy(server, config, client, stream_db, paused))
+        .and_then(|copy| {
+            let path = copy.path.with_extension("stream");
+            let caught_up = catch_up(server, client, &copy, from, &path);
+            if caught_up.is_err() {
+                let _ = std::fs::remove_file(&path);
+                let _ = std::fs::remove_file(&copy.path);
+            }
+            Ok(Arc::new(Prepared {
+                copy,
+                caught_up: caught_up?,
+            }))
+        });
     drop(copying);
-    if caught_up.is_err() {
-        let _ = std::fs::remove_file(&path);
-        let _ = std::fs::remove_file(&copy.path);
+    // Later requests make a copy of their own.
+    let mut slot = replication.sharing.lock();
+    if std::ptr::eq(slot.as_ptr(), Arc::as_ptr(&shared)) {
+        *slot = std::sync::Weak::new();
     }
-    let caught_up = caught_up?;
-    attached.state.store(STATE_SEND_BULK, Relaxed);
-    let sent = send_file(&mut stream, &copy);
-    let _ = std::fs::remove_file(&copy.path);
-    if request.rdb_only || sent.is_err() {
-        let _ = std::fs::remove_file(&path);
-        return sent.map_err(io);
-    }
-    let online = online(server, stream, client, attached, request, &caught_up);
-    let _ = std::fs::remove_file(&path);
-    online
+    drop(slot);
+    *shared.made.lock() = Some(made.clone());
+    shared.ready.notify_all();
+    made
 }
 
 /// What follows a copy up to where the stream needs no more leaving
@@ -286,32 +381,20 @@ fn padded(
     Ok(partial)
 }
 
-/// Writes the copy a full synchronisation sends, answering `+FULLRESYNC`
-/// with the offset it starts the stream at. On a replica, applying its
-/// primary's stream pauses meanwhile, so the copy is exactly the stream
-/// up to that offset; on a primary, the copy is shard by shard and the
+/// Writes the copy a full synchronisation sends (`+FULLRESYNC` named
+/// the offset the stream after it starts at). On a replica, applying its
+/// primary's stream is paused (`paused`) until the copy is written, so
+/// the copy is exactly the stream up to that offset; on a primary, the copy is shard by shard and the
 /// records it already holds are left out of what follows
 /// ([`snapshot::Snapshot::follows`]).
 fn full_copy(
     server: &Server,
     config: &crate::config::Config,
     client: &ClientInfo,
-    request: &SyncRequest,
-    stream: &mut TcpStream,
-) -> Result<(snapshot::Snapshot, u64), String> {
+    stream_db: Option<u16>,
+    paused: Option<parking_lot::MutexGuard<'_, ()>>,
+) -> Result<snapshot::Snapshot, String> {
     let replication = &server.replication;
-    let paused = replication.pause_applying();
-    let (from, stream_db) = replication.backlog.end_and_db(!replication.is_replica());
-    // What comes after the copy's start stays (on disk, with its
-    // records) until the part the copy holds some of is written out
-    // (`catch_up`).
-    replication.backlog.pin(client.id, from);
-    if request.psync {
-        let line = format!("+FULLRESYNC {} {from}\r\n", replication.replid());
-        stream
-            .write_all(line.as_bytes())
-            .map_err(|e| e.to_string())?;
-    }
     let path = config
         .dir
         .join("replication")
@@ -343,7 +426,7 @@ fn full_copy(
         copy.bytes,
         started.elapsed().as_millis()
     );
-    Ok((copy, from))
+    Ok(copy)
 }
 
 /// The replica is in step: send the stream from offset `from` for as long
@@ -354,10 +437,11 @@ fn online(
     client: &ClientInfo,
     attached: &Arc<Attached>,
     request: &SyncRequest,
-    caught_up: &CatchUp,
+    from: u64,
+    prepared: Option<Arc<Prepared>>,
 ) -> Result<(), String> {
-    attached.acknowledge(caught_up.from, None, now_ms());
-    attached.sent.store(caught_up.from, Relaxed);
+    attached.acknowledge(from, None, now_ms());
+    attached.sent.store(from, Relaxed);
     attached.state.store(STATE_ONLINE, Relaxed);
     log_notice!("Synchronization with replica {} succeeded", client.addr);
     let reader = stream.try_clone().map_err(|e| e.to_string())?;
@@ -371,8 +455,10 @@ fn online(
     stream
         .set_write_timeout(Some(POLL))
         .map_err(|e| e.to_string())?;
-    if caught_up.end > caught_up.from {
+    let mut at = from;
+    if let Some(prepared) = prepared {
         // What follows the copy up to where the stream is sent whole.
+        let caught_up = &prepared.caught_up;
         let mut file = std::fs::File::open(&caught_up.path).map_err(|e| e.to_string())?;
         let mut chunk = vec![0u8; WRITE_BATCH_BYTES];
         loop {
@@ -382,16 +468,10 @@ fn online(
             }
             write_watching(&mut stream, &chunk[..n], attached, timeout, || false)?;
         }
-        attached.sent.store(caught_up.end, Relaxed);
+        at = caught_up.end;
+        attached.sent.store(at, Relaxed);
     }
-    stream_changes(
-        server,
-        &mut stream,
-        client,
-        attached,
-        watch_acks,
-        caught_up.end,
-    )
+    stream_changes(server, &mut stream, client, attached, watch_acks, at)
 }
 
 /// Redis' `repl-timeout` (seconds).
