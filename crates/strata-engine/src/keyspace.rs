@@ -1194,12 +1194,23 @@ impl Keyspace {
     /// since start, else the one recovered. None when there is none (or
     /// it was cleared).
     pub fn replication_position(&self) -> Option<Vec<u8>> {
-        let committed = self.change_log().and_then(|log| log.position());
+        // Without a log of changes nothing keeps it in step with the data.
+        let committed = self.change_log()?.position();
         let image = match committed {
             Some(image) => image,
             None => self.meta(crate::repl_position::NAME)?,
         };
         (!image.is_empty()).then_some(image)
+    }
+
+    /// Forgets a recovered position without a log of changes to keep
+    /// one (`appendonly no`): the data will move on without it, and
+    /// checkpoints must not carry it into a later run that has a log.
+    pub fn forget_replication_position(&self) {
+        if self.change_log().is_none() {
+            self.lock_unlogged(0)
+                .set_meta(crate::repl_position::NAME, &[]);
+        }
     }
 
     /// Commits `image` as the replication position, alone (empty: there

@@ -241,6 +241,7 @@ fn load(handles: &Handles, pending: Pending) -> Result<(), String> {
     {
         handles.keyspace.save_replication_position(&[]);
     }
+    handles.keyspace.forget_replication_position();
     persistence
         .keys_loaded
         .store(loaded.checkpoint_keys, Relaxed);

@@ -1413,3 +1413,56 @@ fn replicas_that_sync_at_once_share_one_copy() {
     }
     assert_eq!(stat(&mut p, "sync_full"), 2, "one full sync per replica");
 }
+
+fn bgsave_and_wait(con: &mut redis::Connection) {
+    let _: String = redis::cmd("BGSAVE").query(con).unwrap();
+    wait_until("the checkpoint to finish", || {
+        let info: String = redis::cmd("INFO").arg("persistence").query(con).unwrap();
+        info.contains("rdb_bgsave_in_progress:0")
+    });
+}
+
+/// A replica restarted with `appendonly no` keeps no position (nothing
+/// would keep it in step with the data): it synchronises in full, and its
+/// checkpoints do not carry an old position into a later run with the
+/// log on, which would then continue from it on newer data.
+#[test]
+fn a_replica_without_its_log_keeps_no_position_across_runs() {
+    let primary = TestServer::start();
+    let mut p = primary.client();
+    setup_groups(&mut p);
+    let port = primary.port.to_string();
+    let with_log = ["--replicaof", "127.0.0.1", &port];
+    let without_log = [
+        "--replicaof",
+        "127.0.0.1",
+        &port,
+        "--appendonly",
+        "no",
+        "--save",
+        "3600 1",
+    ];
+    let mut round = 0;
+    let mut replica = TestServer::start_with(&with_log);
+    for args in [&without_log[..], &with_log[..]] {
+        for _ in 0..10 {
+            write_everything(&mut p, round, true);
+            round += 1;
+        }
+        wait_until("the link to come up", || link_up(&mut replica.client()));
+        let (want, got) = settled(&mut p, &mut replica.client(), true);
+        assert_same(&want, &got);
+        // A checkpoint of this run, with what it knows of its position.
+        bgsave_and_wait(&mut replica.client());
+        let dir = replica.kill9();
+        replica = TestServer::spawn(dir, args, None, READY);
+    }
+    wait_until("the link to come up", || link_up(&mut replica.client()));
+    for _ in 0..10 {
+        write_everything(&mut p, round, true);
+        round += 1;
+    }
+    let (want, got) = settled(&mut p, &mut replica.client(), true);
+    assert_same(&want, &got);
+    assert_eq!(stat(&mut p, "sync_full"), 3, "a full sync at every start");
+}
