@@ -87,9 +87,9 @@ struct State {
     /// `pin_bytes_max` behind (`client-output-buffer-limit replica`): a
     /// replica catching up after its copy is not sent back to another
     /// copy by the backlog. It stays on disk when the history is kept
-    /// there, in RAM otherwise, and in RAM for a pin that needs the
-    /// entries' records (`true`: a copy being made, see `pin_in_ram`).
-    pins: std::collections::HashMap<u64, (u64, bool)>,
+    /// there (the files keep the entries' records while a copy is being
+    /// made), in RAM otherwise.
+    pins: std::collections::HashMap<u64, u64>,
     pin_bytes_max: u64,
     /// The database a replica in step has selected at `end` (None: not
     /// known; the next group selects its own).
@@ -219,7 +219,7 @@ impl Backlog {
 
     /// Replica `id` reads from `offset` on (see `State::pins`).
     pub fn pin(&self, id: u64, offset: u64) {
-        self.state.lock().pins.insert(id, (offset, false));
+        self.state.lock().pins.insert(id, offset);
     }
 
     pub fn unpin(&self, id: u64) {
@@ -297,14 +297,9 @@ impl Backlog {
             db_before,
             db_after,
         };
-        let pinned = |ram_only: bool| {
-            let spilling = state.spill.is_on();
-            let pins = state.pins.values();
-            let offsets = pins.filter(|(_, in_ram)| !ram_only || *in_ram || !spilling);
-            offsets.map(|&(at, _)| at).min()
-        };
-        let (in_ram, anywhere) = (pinned(true), pinned(false));
-        let keep_from = anywhere.filter(|&at| state.end - at <= state.pin_bytes_max);
+        let pinned = state.pins.values().min().copied();
+        let in_ram = pinned.filter(|_| !state.spill.is_on());
+        let keep_from = pinned.filter(|&at| state.end - at <= state.pin_bytes_max);
         let appended = super::spill::Appended {
             start: entry.start,
             bytes: &entry.bytes,
