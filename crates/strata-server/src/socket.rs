@@ -215,13 +215,19 @@ pub fn bind_one(addr: SocketAddr, backlog: u32) -> std::io::Result<StdListener> 
 
 /// Where CONFIG SET `port` / `bind` hands the new plain TCP listeners to
 /// the accept loop, which stops accepting on the old ones (connections
-/// made through them stay). CONFIG SET binds them itself, so a port in
+/// made through them stay) and says when they are closed: CONFIG SET
+/// answers only then, as Redis closes the old port before its reply (a
+/// client connecting there after the reply is refused, not reset). CONFIG SET binds them itself, so a port in
 /// use is its error and changes nothing; an address it listens on
 /// already keeps its socket (a duplicate of it goes to the new set), so
 /// `bind` can add or drop addresses on the same port.
+/// New listeners for the accept loop, and where it says the old ones
+/// are closed.
+pub type Replacement = (Vec<StdListener>, std::sync::mpsc::Sender<()>);
+
 #[derive(Default)]
 pub struct Relisten {
-    sender: parking_lot::Mutex<Option<tokio::sync::mpsc::UnboundedSender<Vec<StdListener>>>>,
+    sender: parking_lot::Mutex<Option<tokio::sync::mpsc::UnboundedSender<Replacement>>>,
     /// Duplicates of the plain TCP listeners in use.
     current: parking_lot::Mutex<Vec<StdListener>>,
 }
@@ -231,7 +237,7 @@ impl Relisten {
     pub fn connect(
         &self,
         listening: &[StdListener],
-    ) -> tokio::sync::mpsc::UnboundedReceiver<Vec<StdListener>> {
+    ) -> tokio::sync::mpsc::UnboundedReceiver<Replacement> {
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
         *self.sender.lock() = Some(sender);
         *self.current.lock() = listening
@@ -261,14 +267,20 @@ impl Relisten {
         Ok(listen_on(addresses, port, open)?.0)
     }
 
-    /// Hands `listeners` over to the accept loop.
+    /// Hands `listeners` over to the accept loop, and waits (a second
+    /// at most) until the old ones are closed.
     pub fn replace(&self, listeners: Vec<StdListener>) {
         *self.current.lock() = listeners
             .iter()
             .filter_map(|l| l.try_clone().ok())
             .collect();
-        if let Some(sender) = self.sender.lock().as_ref() {
-            let _ = sender.send(listeners);
+        let (closed, wait) = std::sync::mpsc::channel();
+        let sent = match self.sender.lock().as_ref() {
+            Some(sender) => sender.send((listeners, closed)).is_ok(),
+            None => false,
+        };
+        if sent {
+            let _ = wait.recv_timeout(std::time::Duration::from_secs(1));
         }
     }
 }

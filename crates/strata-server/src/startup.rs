@@ -439,17 +439,25 @@ impl Signals {
 /// The plain TCP accept tasks and where CONFIG SET `port` / `bind` sends
 /// their replacements (`crate::socket::Relisten`).
 struct Relistening {
-    new_listeners: mpsc::UnboundedReceiver<Vec<StdListener>>,
+    new_listeners: mpsc::UnboundedReceiver<crate::socket::Replacement>,
     accepting: Vec<tokio::task::JoinHandle<()>>,
     accepted: mpsc::Sender<Incoming>,
 }
 
 impl Relistening {
-    /// Stops accepting on the old listeners and starts on `listeners`.
-    fn replace(&mut self, listeners: Vec<StdListener>) {
-        for task in self.accepting.drain(..) {
+    /// Stops accepting on the old listeners and starts on `listeners`;
+    /// `closed` is told once the old ones are (their tasks dropped them).
+    fn replace(&mut self, listeners: Vec<StdListener>, closed: std::sync::mpsc::Sender<()>) {
+        let old: Vec<_> = self.accepting.drain(..).collect();
+        for task in &old {
             task.abort();
         }
+        tokio::spawn(async move {
+            for task in old {
+                let _ = task.await;
+            }
+            let _ = closed.send(());
+        });
         for listener in listeners {
             let local = listener
                 .local_addr()
@@ -488,7 +496,9 @@ async fn dispatch_connections(
                     next_worker = hand_over(server, &workers, next_worker, admitted);
                 }
             }
-            Some(listeners) = relisten.new_listeners.recv() => relisten.replace(listeners),
+            Some((listeners, closed)) = relisten.new_listeners.recv() => {
+                relisten.replace(listeners, closed);
+            }
             _ = sample.tick(), if !server.cron_paused.load(Relaxed) => {
                 server.stats.sample_ops(now_ms(), server.total_commands());
                 let config = server.config.get();

@@ -359,14 +359,10 @@ fn config_set_port_and_bind_move_the_listener() {
         r.cmd(&["CONFIG", "SET", "port", &new_port.to_string()]),
         ok()
     );
-    assert_eq!(
-        r.cmd(&["PING"]),
-        Reply::simple("PONG"),
-        "the old connection stays"
-    );
-    // The old port is closed (or, under parallel tests, another test's
-    // server took it since: then it is not this one).
-    // (A connection the old listener took just before it closed is reset.)
+    // At once after the reply, the old port is closed: a connection there
+    // is refused (or, under parallel tests, another test's server took
+    // the port since and answers: then it is not this one), never taken
+    // by the old listener and reset.
     if let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", server.port)) {
         use std::io::{Read, Write};
         stream
@@ -385,13 +381,22 @@ fn config_set_port_and_bind_move_the_listener() {
                 }
             }
         }
-        let me = format!("process_id:{}\r", server.pid());
         let text = String::from_utf8_lossy(&reply);
+        assert!(
+            text.contains("process_id:"),
+            "a connection to the old port was taken and dropped: {text:?}"
+        );
+        let me = format!("process_id:{}\r", server.pid());
         assert!(
             !text.contains(&me),
             "this server still listens on its old port"
         );
     }
+    assert_eq!(
+        r.cmd(&["PING"]),
+        Reply::simple("PONG"),
+        "the old connection stays"
+    );
     let mut moved = Raw::connect(new_port);
     assert_eq!(moved.cmd(&["PING"]), Reply::simple("PONG"));
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
