@@ -333,6 +333,29 @@ fn a_strata_replica_ends_identical_to_its_primary_for_every_type() {
     assert_eq!(dataset(&mut r, true).len(), want.len() + 1);
 }
 
+/// A connection to `url` running [`write_everything`] from round `first`
+/// on until the flag returned is set; the thread answers the next round.
+fn write_until_stopped(
+    url: String,
+    first: u32,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<u32>,
+) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writing = stop.clone();
+    let writer = std::thread::spawn(move || {
+        let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let mut round = first;
+        while !writing.load(std::sync::atomic::Ordering::Relaxed) {
+            write_everything(&mut con, round, true);
+            round += 1;
+        }
+        round
+    });
+    (stop, writer)
+}
+
 /// A replica killed with -9 while it applies a stream of every kind of
 /// change (LPUSH, APPEND, INCRBY: applying one twice or skipping one
 /// shows), and started again with `replicaof` in its configuration,
@@ -353,18 +376,7 @@ fn a_replica_killed_and_restarted_continues_without_a_copy() {
     wait_until("the link to come up", || link_up(&mut replica.client()));
     let (want, got) = settled(&mut p, &mut replica.client(), true);
     assert_same(&want, &got);
-    let url = primary.url();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let writing = stop.clone();
-    let writer = std::thread::spawn(move || {
-        let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
-        let mut round = 30;
-        while !writing.load(std::sync::atomic::Ordering::Relaxed) {
-            write_everything(&mut con, round, true);
-            round += 1;
-        }
-        round
-    });
+    let (stop, writer) = write_until_stopped(primary.url(), 30);
     for cycle in 0..3 {
         std::thread::sleep(Duration::from_millis(300));
         if cycle == 1 {
@@ -1387,17 +1399,7 @@ fn replicas_that_sync_at_once_share_one_copy() {
     let mut p = primary.client();
     setup_groups(&mut p);
     fill(&mut p, 80_000, 1, 1_000);
-    let url = primary.url();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let writing = stop.clone();
-    let writer = std::thread::spawn(move || {
-        let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
-        let mut round = 0;
-        while !writing.load(std::sync::atomic::Ordering::Relaxed) {
-            write_everything(&mut con, round, true);
-            round += 1;
-        }
-    });
+    let (stop, writer) = write_until_stopped(primary.url(), 0);
     for replica in &replicas {
         replicaof(&mut replica.client(), primary.port);
     }

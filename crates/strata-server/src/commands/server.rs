@@ -753,6 +753,25 @@ fn wait_deadline(now_ms: u64, arg: &[u8]) -> Result<Option<u64>, CmdError> {
     Ok((ms > 0).then(|| now_ms.saturating_add(ms as u64)))
 }
 
+/// The last change committed before this connection's WAIT or WAITAOF
+/// began (kept while it blocks: a rerun waits for the same one).
+fn wait_target(ctx: &mut Ctx) -> u64 {
+    *ctx.session
+        .wait_target
+        .get_or_insert_with(|| ctx.server.keyspace.next_change_seq().saturating_sub(1))
+}
+
+/// Asks the replicas for an acknowledgement now and blocks the
+/// connection until one arrives or `deadline` (then the command runs
+/// again and answers what it has).
+fn block_for_acks(ctx: &mut Ctx, deadline: Option<u64>) {
+    ctx.server.replication.request_acks();
+    ctx.block(&[], deadline, crate::session::TimeoutReply::Rerun);
+    if let Some(block) = &mut ctx.session.block {
+        block.on_ack = true;
+    }
+}
+
 /// WAIT numreplicas timeout: how many replicas hold every change
 /// committed before it (this connection's writes among them), waiting
 /// until `numreplicas` do or the timeout passes (0: for ever, or until
@@ -766,10 +785,7 @@ pub fn wait(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let wanted = parse_i64(&args[1])?;
     let deadline = wait_deadline(ctx.now_ms, &args[2])?;
-    let target = *ctx
-        .session
-        .wait_target
-        .get_or_insert_with(|| ctx.server.keyspace.next_change_seq().saturating_sub(1));
+    let target = wait_target(ctx);
     let holding = replication.holding(target) as i64;
     let cannot_wait = ctx.session.in_exec || ctx.session.in_script;
     if holding >= wanted || cannot_wait || ctx.session.block_timed_out {
@@ -777,11 +793,7 @@ pub fn wait(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         ctx.out.int(holding);
         return Ok(());
     }
-    replication.request_acks();
-    ctx.block(&[], deadline, crate::session::TimeoutReply::Rerun);
-    if let Some(block) = &mut ctx.session.block {
-        block.on_ack = true;
-    }
+    block_for_acks(ctx, deadline);
     Ok(())
 }
 
@@ -817,10 +829,7 @@ pub fn waitaof(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
         _ => 0,
     };
-    let target = *ctx
-        .session
-        .wait_target
-        .get_or_insert_with(|| ctx.server.keyspace.next_change_seq().saturating_sub(1));
+    let target = wait_target(ctx);
     let holding = replication.holding_synced(target) as i64;
     let cannot_wait = ctx.session.in_exec || ctx.session.in_script;
     if (local >= numlocal && holding >= wanted) || cannot_wait || ctx.session.block_timed_out {
@@ -830,10 +839,6 @@ pub fn waitaof(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         ctx.out.int(holding);
         return Ok(());
     }
-    replication.request_acks();
-    ctx.block(&[], deadline, crate::session::TimeoutReply::Rerun);
-    if let Some(block) = &mut ctx.session.block {
-        block.on_ack = true;
-    }
+    block_for_acks(ctx, deadline);
     Ok(())
 }
