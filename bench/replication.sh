@@ -5,14 +5,28 @@
 # - SET throughput (redis-benchmark, CLIENTS connections, pipeline 16)
 #   of 100-byte and 10 KB values with no replica and with one, rounds
 #   alternated between the four set-ups; medians, and the ratio with /
-#   without a replica for each server;
+#   without a replica for each server. The primary's CPU time per SET is
+#   measured beside the throughput
+#   (all its threads, from /proc/PID/task/*/schedstat): on this 2-core
+#   machine the replica and redis-benchmark take CPU from the primary,
+#   so throughput alone overstates what a replica costs it;
+# - WAIT-acknowledged writes (part "wait"): strata-bench sends, on each of
+#   CLIENTS connections, 15 SETs then `WAIT 1 0`, pipeline 16, so every
+#   WAIT covers the 15 writes before it; SETs acknowledged per second;
 # - a full synchronisation of KEYS keys of 1000 bytes: seconds from
 #   REPLICAOF to the link up, and how much the primary's memory grew
 #   meanwhile (its RSS; for Redis also the forked child's private dirty
 #   pages, the copy-on-write cost);
 # - a partial resynchronisation: the replica's connection is killed under
 #   load, and the primary's sync_full / sync_partial_ok counters say how
-#   it came back.
+#   it came back;
+# - a long cut (part "cut"): the replica reaches its primary through a
+#   TCP proxy (bench/tcp_proxy.py); under a paced load of CUT_RATE SETs/s
+#   of 100 bytes the proxy is stopped for CUT_SECONDS, then started
+#   again: how the replica came back (partial or full), seconds from the
+#   proxy's return until the replica holds the primary's offset, and the
+#   primary's RSS growth. Redis runs with its default backlog (1 MB) and
+#   with `repl-backlog-size 1gb`, Strata with its default (1 GB, on disk).
 #
 # Usage: bench/replication.sh           (defaults below)
 #        ROUNDS=5 KEYS=2000000 bench/replication.sh
@@ -23,7 +37,10 @@ ROUNDS=${ROUNDS:-3}
 CLIENTS=${CLIENTS:-50}
 REQUESTS=${REQUESTS:-400000}
 KEYS=${KEYS:-500000}
-PARTS=${PARTS:-throughput sync partial}
+PARTS=${PARTS:-throughput wait sync partial cut}
+WAIT_SECONDS=${WAIT_SECONDS:-10}
+CUT_SECONDS=${CUT_SECONDS:-60}
+CUT_RATE=${CUT_RATE:-20000}       # SETs per second during the cut
 SIZES=${SIZES:-100 10000}       # SET value sizes of the throughput part
 LOAD_CLIENTS=${LOAD_CLIENTS:-4}
 LOAD_PIPELINE=${LOAD_PIPELINE:-1}
@@ -44,6 +61,18 @@ set_rate() {
         awk -F'","' 'NR>1 { gsub(/"/, "", $2); print $2; exit }'
 }
 
+# CPU time of every thread of process PID so far, in nanoseconds.
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ t += $1 } END { printf "%.0f", t }'; }
+
+# One SET run against KIND's primary: "ops/s primary-µs-per-SET".
+set_run() {
+    local kind=$1 size=$2 before rate after
+    before=$(cpu_ns "${PID[${kind}_p]}")
+    rate=$(set_rate "$(port_of "${kind}_p")" "$size")
+    after=$(cpu_ns "${PID[${kind}_p]}")
+    echo "$rate $(awk -v a="$before" -v b="$after" -v n="$REQUESTS" 'BEGIN { printf "%.3f", (b - a) / 1000 / n }')"
+}
+
 link_up() { [ "$(info "$1" replication master_link_status)" = up ]; }
 
 wait_link() {
@@ -60,32 +89,63 @@ for kind in redis strata; do
     start "${kind}_r" "$kind" --save "" --appendonly no
 done
 
-want throughput && echo "== SET throughput, pipeline 16, $CLIENTS clients (ops/s; medians of $ROUNDS rounds)"
+want throughput && echo "== SET throughput, pipeline 16, $CLIENTS clients (ops/s and the primary's CPU µs per SET; medians of $ROUNDS rounds)"
 want throughput && for size in $SIZES; do
-    declare -A runs=()
+    declare -A runs=() cpus=()
     for round in $(seq "$ROUNDS"); do
         for kind in redis strata; do
             p=$(port_of "${kind}_p")
             r=$(port_of "${kind}_r")
             redis-cli -p "$r" REPLICAOF NO ONE >/dev/null
             redis-cli -p "$p" FLUSHALL >/dev/null
-            runs[$kind,0]+="$(set_rate "$p" "$size") "
+            read -r rate cpu < <(set_run "$kind" "$size")
+            runs[$kind,0]+="$rate "
+            cpus[$kind,0]+="$cpu "
             redis-cli -p "$r" REPLICAOF 127.0.0.1 "$p" >/dev/null
             wait_link "$r"
-            runs[$kind,1]+="$(set_rate "$p" "$size") "
+            read -r rate cpu < <(set_run "$kind" "$size")
+            runs[$kind,1]+="$rate "
+            cpus[$kind,1]+="$cpu "
         done
     done
     for kind in redis strata; do
         none=$(echo "${runs[$kind,0]}" | tr ' ' '\n' | grep . | median)
         one=$(echo "${runs[$kind,1]}" | tr ' ' '\n' | grep . | median)
+        cpu0=$(echo "${cpus[$kind,0]}" | tr ' ' '\n' | grep . | median)
+        cpu1=$(echo "${cpus[$kind,1]}" | tr ' ' '\n' | grep . | median)
         printf -v "none_$kind" '%s' "$none"
         printf -v "one_$kind" '%s' "$one"
-        printf '%-6s %5d B: no replica %10.0f   one replica %10.0f   with/without %s\n' \
-            "$kind" "$size" "$none" "$one" "$(ratio "$one" "$none")"
+        printf '%-6s %5d B: no replica %10.0f (%s µs)   one replica %10.0f (%s µs)   with/without: ops %s, CPU per SET %s\n' \
+            "$kind" "$size" "$none" "$cpu0" "$one" "$cpu1" "$(ratio "$one" "$none")" "$(ratio "$cpu1" "$cpu0")"
     done
     printf '        %5d B: strata/redis with one replica %s, without %s\n' "$size" \
         "$(ratio "$one_strata" "$one_redis")" "$(ratio "$none_strata" "$none_redis")"
 done
+
+# WAIT after every 15 SETs (part "wait"): SETs acknowledged per second.
+if want wait; then
+    echo "== SETs of 100 B acknowledged by WAIT 1 0 after every 15 (pipeline 16, $CLIENTS clients, ${WAIT_SECONDS} s; medians of $ROUNDS rounds)"
+    declare -A acked=()
+    for round in $(seq "$ROUNDS"); do
+        for kind in redis strata; do
+            p=$(port_of "${kind}_p")
+            r=$(port_of "${kind}_r")
+            link_up "$r" || { redis-cli -p "$r" REPLICAOF 127.0.0.1 "$p" >/dev/null; wait_link "$r"; }
+            redis-cli -p "$p" FLUSHALL >/dev/null
+            ops=$(sb_ops "$p" -t 2 -c $((CLIENTS / 2)) --test-time "$WAIT_SECONDS" --pipeline 16 -d 100 \
+                --key-maximum 1000000 --command "SET __key__ __data__" --command-ratio 15 \
+                --command "WAIT 1 0" --command-ratio 1)
+            errors=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sum(d["strata"]["runs"][-1]["Errors"].values()))' "$WORK/sb.json" 2>/dev/null || echo "?")
+            [ "$errors" = 0 ] || echo "$kind: $errors errors in the WAIT run" >&2
+            acked[$kind]+="$((ops * 15 / 16)) "
+        done
+    done
+    for kind in redis strata; do
+        printf -v "w_$kind" '%s' "$(echo "${acked[$kind]}" | tr ' ' '\n' | grep . | median)"
+        printf '%-6s acknowledged SETs/s %s   (rounds: %s)\n' "$kind" "$(eval echo "\$w_$kind")" "${acked[$kind]}"
+    done
+    printf '        strata/redis %s\n' "$(ratio "$w_strata" "$w_redis")"
+fi
 
 # One full synchronisation of KIND's pair, writes going on meanwhile when
 # LOADED is 1 (LOAD_CLIENTS connections, pipeline LOAD_PIPELINE, 1000-byte
@@ -199,3 +259,84 @@ want partial && for kind in redis strata; do
         $(($(info "$p" stats sync_full) - full_before)) "$(info "$p" stats sync_partial_ok)" \
         "$(info "$p" replication master_repl_offset)" "$(info "$(port_of "${kind}_r")" replication slave_repl_offset)"
 done
+
+# A long cut (part "cut"): SETUP is redis (default backlog), redis-1gb or
+# strata. Prints "how seconds rss_growth_MB": how the replica came back
+# (partial / full), seconds from the proxy's return until the replica
+# holds the offset the primary had then, and the primary's peak RSS
+# growth over the whole cut.
+cut_once() {
+    local setup=$1 kind=${1%%-*}
+    local p r pid proxy_port proxy before peak load full0 part0 healed_at target took
+    p=$(port_of "${kind}_p")
+    r=$(port_of "${kind}_r")
+    pid=${PID[${kind}_p]}
+    case "$setup" in
+        redis) redis-cli -p "$p" CONFIG SET repl-backlog-size 1mb >/dev/null ;;
+        redis-1gb) redis-cli -p "$p" CONFIG SET repl-backlog-size 1gb >/dev/null ;;
+    esac
+    proxy_port=$(free_port)
+    python3 bench/tcp_proxy.py "$proxy_port" "$p" &
+    proxy=$!
+    sleep 0.3
+    redis-cli -p "$r" REPLICAOF NO ONE >/dev/null
+    redis-cli -p "$p" FLUSHALL >/dev/null
+    redis-cli -p "$r" REPLICAOF 127.0.0.1 "$proxy_port" >/dev/null
+    wait_link "$r"
+    "$BENCH" -s 127.0.0.1 -p "$p" -t 1 -c 4 --rate "$CUT_RATE" --test-time $((CUT_SECONDS + 30)) \
+        --ratio 1:0 -d 100 --key-maximum 1000000 --hide-histogram >/dev/null 2>&1 &
+    load=$!
+    sleep 5
+    full0=$(info "$p" stats sync_full)
+    part0=$(info "$p" stats sync_partial_ok)
+    before=$(rss_kb "$pid")
+    peak=$before
+    kill "$proxy"
+    wait "$proxy" 2>/dev/null || true
+    for _ in $(seq $((CUT_SECONDS * 4))); do
+        sleep 0.25
+        now=$(rss_kb "$pid")
+        [ "$now" -gt "$peak" ] && peak=$now
+    done
+    python3 bench/tcp_proxy.py "$proxy_port" "$p" &
+    proxy=$!
+    healed_at=$(date +%s.%N)
+    target=$(info "$p" replication master_repl_offset)
+    took=timeout
+    for _ in $(seq 1200); do
+        now=$(rss_kb "$pid")
+        [ "$now" -gt "$peak" ] && peak=$now
+        if link_up "$r" && [ "$(info "$r" replication slave_repl_offset)" -ge "$target" ]; then
+            took=$(awk -v a="$(date +%s.%N)" -v b="$healed_at" 'BEGIN { printf "%.2f", a - b }')
+            break
+        fi
+        sleep 0.05
+    done
+    kill "$load" 2>/dev/null || true
+    wait "$load" 2>/dev/null || true
+    local how=none
+    [ $(($(info "$p" stats sync_partial_ok) - part0)) -gt 0 ] && how=partial
+    [ $(($(info "$p" stats sync_full) - full0)) -gt 0 ] && how=full
+    redis-cli -p "$r" REPLICAOF NO ONE >/dev/null
+    kill "$proxy"
+    wait "$proxy" 2>/dev/null || true
+    printf '%s %s %d\n' "$how" "$took" $(((peak - before) / 1024))
+}
+
+if want cut; then
+    echo "== a ${CUT_SECONDS} s cut under $CUT_RATE SETs/s of 100 B (medians of $ROUNDS rounds)"
+    declare -A how=() took=() grew=()
+    for round in $(seq "$ROUNDS"); do
+        for setup in redis redis-1gb strata; do
+            read -r h t g < <(cut_once "$setup")
+            how[$setup]+="$h "
+            took[$setup]+="$t "
+            grew[$setup]+="$g "
+        done
+    done
+    for setup in redis redis-1gb strata; do
+        printf '%-9s came back by: %s  catch-up %s s  primary RSS growth %s MB\n' "$setup" "${how[$setup]}" \
+            "$(echo "${took[$setup]}" | tr ' ' '\n' | grep . | median)" \
+            "$(echo "${grew[$setup]}" | tr ' ' '\n' | grep . | median)"
+    done
+fi

@@ -1183,6 +1183,56 @@ fn a_continued_stream_stays_in_its_database() {
     assert_eq!(stray, 0, "writes of database 5 landed in database 0");
 }
 
+/// Commands that go into the stream from client threads (PUBLISH, and
+/// the GETACK a WAIT sends) while the producer appends groups that
+/// switch databases never put the stream back in the database it had
+/// before: every write reaches the replica in its own database.
+#[test]
+fn publish_and_wait_never_move_the_stream_to_another_database() {
+    let primary = TestServer::start();
+    let replica = TestServer::start();
+    let mut p = primary.client();
+    let mut r = replica.client();
+    replicaof(&mut r, primary.port);
+    wait_until("the link to come up", || link_up(&mut r));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let noisy: Vec<_> = (0..2)
+        .map(|n| {
+            let url = primary.url();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let mut pipe = redis::pipe();
+                    for _ in 0..50 {
+                        pipe.cmd("PUBLISH").arg("noise").arg(n).ignore();
+                    }
+                    pipe.cmd("WAIT").arg(1).arg(0).ignore();
+                    pipe.query::<()>(&mut con).unwrap();
+                }
+            })
+        })
+        .collect();
+    for round in 0..100 {
+        let mut pipe = redis::pipe();
+        for i in 0..50 {
+            let n = round * 50 + i;
+            pipe.cmd("SELECT").arg(0).ignore();
+            pipe.cmd("SET").arg(format!("zero-{n}")).arg(n).ignore();
+            pipe.cmd("SELECT").arg(7).ignore();
+            pipe.cmd("SET").arg(format!("seven-{n}")).arg(n).ignore();
+        }
+        pipe.query::<()>(&mut p).unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for thread in noisy {
+        thread.join().unwrap();
+    }
+    let (want, got) = settled(&mut p, &mut r, false);
+    assert_eq!(want.len(), 10_000);
+    assert_same(&want, &got);
+}
+
 /// PUBLISH on the primary reaches subscribers of its replica, as Redis
 /// sends it in the stream.
 #[test]

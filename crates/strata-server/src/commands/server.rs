@@ -764,8 +764,8 @@ fn wait_target(ctx: &mut Ctx) -> u64 {
 /// Asks the replicas for an acknowledgement now and blocks the
 /// connection until one arrives or `deadline` (then the command runs
 /// again and answers what it has).
-fn block_for_acks(ctx: &mut Ctx, deadline: Option<u64>) {
-    ctx.server.replication.request_acks();
+fn block_for_acks(ctx: &mut Ctx, target: u64, deadline: Option<u64>) {
+    ctx.server.replication.request_acks(target);
     ctx.block(&[], deadline, crate::session::TimeoutReply::Rerun);
     if let Some(block) = &mut ctx.session.block {
         block.on_ack = true;
@@ -793,7 +793,7 @@ pub fn wait(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         ctx.out.int(holding);
         return Ok(());
     }
-    block_for_acks(ctx, deadline);
+    block_for_acks(ctx, target, deadline);
     Ok(())
 }
 
@@ -839,6 +839,6 @@ pub fn waitaof(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         ctx.out.int(holding);
         return Ok(());
     }
-    block_for_acks(ctx, deadline);
+    block_for_acks(ctx, target, deadline);
     Ok(())
 }

@@ -283,7 +283,26 @@ impl Backlog {
         db_before: Option<u16>,
         db_after: Option<u16>,
     ) -> u64 {
+        self.append_entry(bytes, group, Some((db_before, db_after)))
+    }
+
+    /// Appends a command that selects no database (PING, PUBLISH,
+    /// REPLCONF GETACK), in whichever database the stream has selected
+    /// when it goes in: read under the same lock, so a group the
+    /// producer appends meanwhile, which may select another, is not
+    /// undone by it.
+    pub fn append_neutral(&self, bytes: Arc<[u8]>) -> u64 {
+        self.append_entry(bytes, None, None)
+    }
+
+    fn append_entry(
+        &self,
+        bytes: Arc<[u8]>,
+        group: Option<Arc<Group>>,
+        dbs: Option<(Option<u16>, Option<u16>)>,
+    ) -> u64 {
         let mut state = self.state.lock();
+        let (db_before, db_after) = dbs.unwrap_or((state.db, state.db));
         if bytes.is_empty() {
             // A group that translates to nothing is still passed.
             let seq = group.map_or(0, |group| group.seq);
@@ -498,15 +517,11 @@ fn produce(server: &Server, mut changes: strata_engine::feed::Subscription) {
             write_command(&mut extra, &[b"PING".to_vec()]);
             pinged = Instant::now();
         }
-        if replication.take_getack() {
-            write_command(
-                &mut extra,
-                &[b"REPLCONF".to_vec(), b"GETACK".to_vec(), b"*".to_vec()],
-            );
-        }
         if !extra.is_empty() {
-            let db = replication.backlog.db();
-            replication.backlog.append(extra.into(), None, db, db);
+            replication.backlog.append_neutral(extra.into());
+        }
+        if replication.take_getack() {
+            replication.send_getack();
         }
     }
 }

@@ -93,7 +93,7 @@ fn run(server: &Arc<Server>, request: &Request) -> Result<(), String> {
             }
             return Err("the replica did not catch up within the timeout".into());
         }
-        replication.request_acks();
+        replication.request_acks(last);
         std::thread::sleep(Duration::from_millis(10));
     }
     replication.failover_state.store(IN_PROGRESS, Relaxed);

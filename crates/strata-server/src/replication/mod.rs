@@ -252,10 +252,28 @@ impl Replication {
             .count()
     }
 
-    /// Asks every replica for an acknowledgement now (the producer sends
-    /// `REPLCONF GETACK *` in the stream).
-    pub fn request_acks(&self) {
+    /// Asks every replica for an acknowledgement of the stream up to the
+    /// change numbered `seq` (`REPLCONF GETACK *` in the stream). When
+    /// the stream already holds that change the GETACK goes now, from
+    /// this thread; otherwise the producer sends it after its next group
+    /// (it may then come before `seq`: the waiter, woken by that
+    /// acknowledgement, asks again). Requests made together share one
+    /// GETACK: whoever takes the flag sends it.
+    pub fn request_acks(&self, seq: u64) {
         self.getack.store(true, Relaxed);
+        if self.backlog.last_seq() >= seq && self.take_getack() {
+            self.send_getack();
+        }
+    }
+
+    /// Appends `REPLCONF GETACK *` to the stream.
+    pub fn send_getack(&self) {
+        let mut bytes = Vec::new();
+        translate::write_command(
+            &mut bytes,
+            &[b"REPLCONF".to_vec(), b"GETACK".to_vec(), b"*".to_vec()],
+        );
+        self.backlog.append_neutral(bytes.into());
     }
 
     /// Pauses the link's applying while the guard lives (a replica
@@ -316,8 +334,7 @@ impl Replication {
         let owned: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
         let mut bytes = Vec::new();
         translate::write_command(&mut bytes, &owned);
-        let db = self.backlog.db();
-        self.backlog.append(bytes.into(), None, db, db);
+        self.backlog.append_neutral(bytes.into());
     }
 
     /// The producer takes a GETACK request.
