@@ -283,7 +283,26 @@ impl Backlog {
         db_before: Option<u16>,
         db_after: Option<u16>,
     ) -> u64 {
-        self.append_entry(bytes, group, Some((db_before, db_after)))
+        let end = self.append_entry(bytes, group, Some((db_before, db_after)));
+        self.announce();
+        end
+    }
+
+    /// [`Backlog::append`] without waking the readers: the producer
+    /// appends a batch of groups, then calls [`Backlog::announce`].
+    pub fn append_quietly(
+        &self,
+        bytes: Arc<[u8]>,
+        group: Option<Arc<Group>>,
+        db_before: Option<u16>,
+        db_after: Option<u16>,
+    ) {
+        self.append_entry(bytes, group, Some((db_before, db_after)));
+    }
+
+    /// Wakes the readers waiting for more of the stream.
+    pub fn announce(&self) {
+        self.grew.notify_all();
     }
 
     /// Appends a command that selects no database (PING, PUBLISH,
@@ -292,7 +311,9 @@ impl Backlog {
     /// producer appends meanwhile, which may select another, is not
     /// undone by it.
     pub fn append_neutral(&self, bytes: Arc<[u8]>) -> u64 {
-        self.append_entry(bytes, None, None)
+        let end = self.append_entry(bytes, None, None);
+        self.announce();
+        end
     }
 
     fn append_entry(
@@ -341,10 +362,7 @@ impl Backlog {
             let gone = state.entries.pop_front().expect("more than one");
             state.weight -= gone.weight();
         }
-        let end = state.end;
-        drop(state);
-        self.grew.notify_all();
-        end
+        state.end
     }
 
     /// Entries from offset `from` on (the first may begin before it: a
@@ -453,6 +471,9 @@ impl Backlog {
 /// bound, not a buffer in use).
 const PRODUCER_LAG_BYTES_MAX: usize = 1 << 30;
 
+/// Groups the producer appends before it wakes the senders.
+const PRODUCER_BATCH_GROUPS: usize = 256;
+
 /// Starts the thread that turns committed groups into the stream. It
 /// subscribes here, before returning: a copy taken after this call has
 /// every later change in the stream (one committed before the thread ran
@@ -482,32 +503,44 @@ fn produce(server: &Server, mut changes: strata_engine::feed::Subscription) {
             None => super::BACKLOG_DEFAULT_BYTES,
         };
         replication.backlog.set_limit(limit);
-        match changes.recv_timeout(Duration::from_millis(20)) {
-            Err(_) => {
-                crate::log_warning!(
-                    "The replication stream fell behind the changes; replicas synchronize again"
-                );
-                changes = keyspace.subscribe_records(PRODUCER_LAG_BYTES_MAX);
-                replication.new_history();
-                replication
-                    .backlog
-                    .set_baseline(keyspace.next_change_seq().saturating_sub(1));
+        // One group, then every group already committed (up to a batch):
+        // the replicas' senders are woken once for them all.
+        let mut next = changes.recv_timeout(Duration::from_millis(20));
+        let mut taken = 0;
+        loop {
+            match next {
+                Err(_) => {
+                    crate::log_warning!(
+                        "The replication stream fell behind the changes; replicas synchronize again"
+                    );
+                    changes = keyspace.subscribe_records(PRODUCER_LAG_BYTES_MAX);
+                    replication.new_history();
+                    replication
+                        .backlog
+                        .set_baseline(keyspace.next_change_seq().saturating_sub(1));
+                    break;
+                }
+                Ok(Some(group)) if replication.produces(group.seq) => {
+                    let before = replication.backlog.db();
+                    let mut translator = Translator::at(before);
+                    let mut bytes = Vec::new();
+                    translator.group(keyspace, now_ms(), &group.records, |_| true, &mut bytes);
+                    let after = translator.db();
+                    (replication.backlog).append_quietly(bytes.into(), Some(group), before, after);
+                }
+                // A change the stream leaves out (its primary's, applied
+                // while this server was a replica) is still one it has
+                // passed.
+                Ok(Some(group)) => replication.backlog.set_baseline(group.seq),
+                Ok(None) => break,
             }
-            Ok(Some(group)) if replication.produces(group.seq) => {
-                let before = replication.backlog.db();
-                let mut translator = Translator::at(before);
-                let mut bytes = Vec::new();
-                translator.group(keyspace, now_ms(), &group.records, |_| true, &mut bytes);
-                let after = translator.db();
-                replication
-                    .backlog
-                    .append(bytes.into(), Some(group), before, after);
+            taken += 1;
+            if taken == PRODUCER_BATCH_GROUPS {
+                break;
             }
-            // A change the stream leaves out (its primary's, applied while
-            // this server was a replica) is still one it has passed.
-            Ok(Some(group)) => replication.backlog.set_baseline(group.seq),
-            Ok(None) => {}
+            next = changes.try_recv();
         }
+        replication.backlog.announce();
         if replication.is_replica() {
             continue;
         }
