@@ -8,8 +8,8 @@
 //! - [`commands`]: the declarative command table and one module per family;
 //! - [`info`], [`stats`], [`client`], [`session`]: what INFO and CLIENT see;
 //! - [`persistence`]: loading at start, reply durability, checkpoints;
-//! - [`scripting`], [`functions`], [`lua_stack`], [`lua_libs`],
-//!   [`lua_guards`], [`lua_patterns`]: Lua scripts and functions;
+//! - [`scripting`] (with its VM, hook, libraries and RESP ↔ Lua
+//!   conversions), [`functions`]: Lua scripts and functions;
 //! - [`pubsub`], [`notify`], [`tracking`], [`blocking`], [`monitor`]:
 //!   events other clients see;
 //! - [`alloc`], [`log`]: the counting allocator and the Redis-style log.
@@ -32,10 +32,6 @@ pub mod histogram;
 pub mod info;
 pub mod log;
 pub mod long_double;
-pub mod lua_guards;
-pub mod lua_libs;
-pub mod lua_patterns;
-pub mod lua_stack;
 pub mod metrics;
 pub mod monitor;
 pub mod notify;

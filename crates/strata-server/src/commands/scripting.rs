@@ -31,7 +31,7 @@ const RESTARTING: &str = "ERR strata: the script runs again with every shard loc
 enum Ran {
     /// Its result written, or its error reply's text (and whether that
     /// error is counted already).
-    Done(crate::lua_stack::Ended),
+    Done(crate::scripting::stack::Ended),
     /// It met a busy shard before writing anything, or it needed every
     /// shard in an earlier run: run it (again) with every shard locked.
     Restart,
@@ -40,7 +40,7 @@ enum Ran {
 /// `redis.call` / `redis.pcall` for one run.
 struct Runner<'c, 'a, 's> {
     /// The last call's reply or error text, read by [`raw_call`] once the
-    /// call's own values are gone (`crate::lua_stack`).
+    /// call's own values are gone (`crate::scripting::stack`).
     reply: BytesMut,
     error: String,
     ctx: &'c mut Ctx<'a, 's>,
@@ -157,7 +157,7 @@ const NOT_IN_A_RUN: &str = "ERR redis.call is only available while a script runs
 /// VM's private table.
 fn install_runner(lua: &Lua, private: &mlua::Table) -> mlua::Result<()> {
     // SAFETY: both keep Lua's C function protocol (module docs of
-    // `crate::lua_stack`).
+    // `crate::scripting::stack`).
     let (call, pcall) = unsafe {
         (
             lua.create_c_function(redis_call)?,
@@ -198,7 +198,7 @@ unsafe extern "C-unwind" fn redis_pcall(state: *mut mlua::lua_State) -> std::ffi
 }
 
 /// `redis.call` and `redis.pcall` (`raise`: an error table is raised
-/// rather than returned), plain Lua C functions (see `crate::lua_stack`).
+/// rather than returned), plain Lua C functions (see `crate::scripting::stack`).
 /// The arguments are read and the command runs in [`call_from_stack`],
 /// whose owned values are gone before anything that may raise a Lua
 /// error is pushed.
@@ -223,16 +223,20 @@ unsafe fn raw_call(state: *mut mlua::lua_State, raise: bool) -> std::ffi::c_int 
         mlua::ffi::lua_settop(state, 0);
         let failed = match called {
             None => {
-                crate::lua_stack::push_error_table(state, NOT_IN_A_RUN.as_bytes(), false);
+                crate::scripting::stack::push_error_table(state, NOT_IN_A_RUN.as_bytes(), false);
                 true
             }
             Some(Called::Error { counted }) => {
-                crate::lua_stack::push_error_table(state, (*runner).error.as_bytes(), counted);
+                crate::scripting::stack::push_error_table(
+                    state,
+                    (*runner).error.as_bytes(),
+                    counted,
+                );
                 true
             }
             Some(Called::Reply) => {
                 let reply = &(*runner).reply;
-                if let Err(text) = crate::lua_stack::push_reply(state, reply, 0) {
+                if let Err(text) = crate::scripting::stack::push_reply(state, reply, 0) {
                     mlua::ffi::lua_pushstring(state, text.as_ptr().cast());
                     mlua::ffi::lua_error(state);
                 }
@@ -240,7 +244,7 @@ unsafe fn raw_call(state: *mut mlua::lua_State, raise: bool) -> std::ffi::c_int 
                 let failed = reply.first() == Some(&b'-');
                 if failed {
                     mlua::ffi::lua_pushboolean(state, 1);
-                    mlua::ffi::lua_setfield(state, -2, crate::lua_stack::COUNTED.as_ptr());
+                    mlua::ffi::lua_setfield(state, -2, crate::scripting::stack::COUNTED.as_ptr());
                 }
                 failed
             }
@@ -261,7 +265,7 @@ unsafe fn call_from_stack(state: *mut mlua::lua_State) -> Option<Called> {
     current_runner(|runner| {
         runner.reply.clear();
         // SAFETY: as the function's contract.
-        match unsafe { crate::lua_stack::read_args(state) } {
+        match unsafe { crate::scripting::stack::read_args(state) } {
             Ok(args) => runner.call(&args),
             Err(text) => runner.fail(text, false),
         }

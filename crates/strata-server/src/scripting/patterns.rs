@@ -19,7 +19,7 @@
 //! random patterns and subjects.
 //!
 //! Nothing here owns heap memory while it calls Lua or raises an error
-//! (both may `longjmp` over these frames, `crate::lua_stack`): the match
+//! (both may `longjmp` over these frames, `crate::scripting::stack`): the match
 //! state is borrowed slices and a fixed array, and results are built in a
 //! `luaL_Buffer`, which keeps its pieces on the Lua stack.
 
