@@ -147,6 +147,12 @@ fn modules(src: &Path) -> BTreeMap<String, PathBuf> {
             if !name.ends_with(".rs") || name.ends_with("tests.rs") {
                 continue;
             }
+            // A `main.rs` beside a `lib.rs` is the binary, not the crate
+            // root (both would be `crate`, and whichever the directory
+            // listing gave last would win).
+            if rel == Path::new("main.rs") && src.join("lib.rs").is_file() {
+                continue;
+            }
             let mut parts: Vec<String> = rel
                 .with_extension("")
                 .iter()
@@ -516,8 +522,13 @@ fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     for (module, named) in &names {
         let targets = edges.entry(module.clone()).or_default();
         for path in &named.paths {
+            // An item of the crate root itself is an exported macro
+            // (`crate::log_warning!`, `use crate::log_notice`): macros
+            // live at the root whichever module defines them, and the
+            // root only declares the modules and runs `main`.
             if let Some(target) = resolve(module, path, &names)
                 && &target != module
+                && target != "crate"
             {
                 targets.insert(target);
             }
