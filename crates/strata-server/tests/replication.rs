@@ -1299,10 +1299,13 @@ fn config_set(con: &mut redis::Connection, name: &str, value: &str) {
 /// forwarding, as a network partition does: nothing is closed, bytes just
 /// stop arriving. When the cut ends, the connections that lived through
 /// it are closed (as a partition's peers find out) and new ones forward.
+/// It can also forward slowly, as a thin link does.
 struct Proxy {
     port: u16,
     cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
     epoch: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Bytes each direction forwards per 10 ms at most (0: no limit).
+    slow: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Proxy {
@@ -1312,7 +1315,8 @@ impl Proxy {
         let port = listener.local_addr().unwrap().port();
         let cut = std::sync::Arc::new(AtomicBool::new(false));
         let epoch = std::sync::Arc::new(AtomicU64::new(0));
-        let (cut_, epoch_) = (cut.clone(), epoch.clone());
+        let slow = std::sync::Arc::new(AtomicU64::new(0));
+        let (cut_, epoch_, slow_) = (cut.clone(), epoch.clone(), slow.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
@@ -1324,12 +1328,22 @@ impl Proxy {
                     (client.try_clone().unwrap(), upstream.try_clone().unwrap()),
                     (upstream, client),
                 ] {
-                    let (cut, epoch) = (cut_.clone(), epoch_.clone());
-                    std::thread::spawn(move || pump(from, to, &cut, &epoch, born));
+                    let (cut, epoch, slow) = (cut_.clone(), epoch_.clone(), slow_.clone());
+                    std::thread::spawn(move || pump(from, to, &cut, &epoch, &slow, born));
                 }
             }
         });
-        Proxy { port, cut, epoch }
+        Proxy {
+            port,
+            cut,
+            epoch,
+            slow,
+        }
+    }
+
+    /// Forwards at most `bytes` per 10 ms in each direction from now on.
+    fn slow_down(&self, bytes: u64) {
+        self.slow.store(bytes, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn cut(&self) {
@@ -1350,6 +1364,7 @@ fn pump(
     mut to: std::net::TcpStream,
     cut: &std::sync::atomic::AtomicBool,
     epoch: &std::sync::atomic::AtomicU64,
+    slow: &std::sync::atomic::AtomicU64,
     born: u64,
 ) {
     use std::io::{Read, Write};
@@ -1365,7 +1380,14 @@ fn pump(
             std::thread::sleep(Duration::from_millis(10));
             continue;
         }
-        match from.read(&mut buf) {
+        let limit = match slow.load(Relaxed) {
+            0 => buf.len(),
+            bytes => {
+                std::thread::sleep(Duration::from_millis(10));
+                (bytes as usize).min(buf.len())
+            }
+        };
+        match from.read(&mut buf[..limit]) {
             Ok(0) => break,
             Ok(n) => {
                 if to.write_all(&buf[..n]).is_err() {
@@ -1437,6 +1459,67 @@ fn a_network_cut_longer_than_the_ram_backlog_ends_in_a_partial_resync() {
         histlen > 96_000_000,
         "the backlog holds the whole cut: {histlen}"
     );
+}
+
+/// REPLICAOF NO ONE while the copy is on its way stops the transfer: the
+/// copy is not loaded afterwards over what is now a primary (its data
+/// stays, and it keeps its own history), as Redis cancels the transfer.
+#[test]
+fn replicaof_no_one_during_the_transfer_loads_nothing() {
+    let primary = TestServer::start();
+    let replica = TestServer::start();
+    // A thin link: the copy (about 5 MB) takes seconds to cross it.
+    let proxy = Proxy::start(primary.port);
+    proxy.slow_down(20_000);
+    let mut p = primary.client();
+    let mut r = replica.client();
+    let value = "p".repeat(1000);
+    for batch in 0..5 {
+        let mut pipe = redis::pipe();
+        for i in 0..1000 {
+            pipe.cmd("SET")
+                .arg(format!("primary:{}", batch * 1000 + i))
+                .arg(&value)
+                .ignore();
+        }
+        pipe.query::<()>(&mut p).unwrap();
+    }
+    let _: () = redis::cmd("SET").arg("mine").arg(1).query(&mut r).unwrap();
+    replicaof(&mut r, proxy.port);
+    wait_until("the transfer to begin", || {
+        let info: String = redis::cmd("INFO").arg("replication").query(&mut r).unwrap();
+        info_field(&info, "master_sync_in_progress") == "1"
+            && info_field(&info, "master_sync_read_bytes") != "0"
+    });
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut r)
+        .unwrap();
+    let primary_id = info_field(
+        &redis::cmd("INFO")
+            .arg("replication")
+            .query::<String>(&mut p)
+            .unwrap(),
+        "master_replid",
+    )
+    .to_string();
+    // Long enough for the rest of the copy to cross and load, were the
+    // transfer still going.
+    let until = Instant::now() + Duration::from_secs(6);
+    while Instant::now() < until {
+        let size = redis::cmd("DBSIZE").query::<i64>(&mut r);
+        assert!(
+            matches!(size, Ok(1)),
+            "the copy was loaded after REPLICAOF NO ONE: {size:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mine: Option<String> = redis::cmd("GET").arg("mine").query(&mut r).unwrap();
+    assert_eq!(mine.as_deref(), Some("1"));
+    let info: String = redis::cmd("INFO").arg("replication").query(&mut r).unwrap();
+    assert_eq!(info_field(&info, "role"), "master");
+    assert_ne!(info_field(&info, "master_replid"), primary_id);
 }
 
 /// Two replicas asking for a full synchronisation at the same time share

@@ -155,7 +155,14 @@ fn follow(server: &Arc<Server>, host: &str, port: u16, link: &LinkState) -> Resu
     );
     client.role.store(crate::client::ROLE_MASTER, Relaxed);
     let mut applier = Applier::new(server, client.clone());
-    let outcome = synchronise(server, &mut reader, &mut writer, link, &mut applier);
+    let outcome = synchronise(
+        server,
+        &mut reader,
+        &mut writer,
+        link,
+        &mut applier,
+        timeout,
+    );
     let applied = outcome.and_then(|()| applier.apply_stream(reader, writer, link, timeout));
     server.clients.unregister(client.id);
     applied
@@ -183,6 +190,7 @@ fn synchronise(
     writer: &mut TcpStream,
     link: &LinkState,
     applier: &mut Applier,
+    timeout: Duration,
 ) -> Result<(), String> {
     let failover = link.failover.swap(false, Relaxed);
     let (replid, offset) = match ask_sync(reader, writer, &server.replication, failover)? {
@@ -210,12 +218,18 @@ fn synchronise(
     // Newlines every second until the copy is loaded: the primary sees
     // this replica alive while it has nothing to acknowledge yet.
     let _keepalive = KeepAlive::start(writer)?;
-    let rdb = receive_rdb(reader, link)?;
+    let rdb = receive_rdb(reader, link, timeout)?;
+    let applying = server.replication.applying();
+    // REPLICAOF NO ONE (or another primary) came during the transfer: the
+    // copy is not loaded. One that comes from here on waits for the load
+    // (it takes `applying` too), as Redis' loads before its next command.
+    if link.stop.load(Relaxed) {
+        return Err("stopped during the transfer; the copy is not loaded".into());
+    }
     log_notice!(
         "MASTER <-> REPLICA sync: loading {} bytes of RDB",
         rdb.len()
     );
-    let applying = server.replication.applying();
     // Until the copy is loaded, the data matches no position.
     server.keyspace.save_replication_position(&[]);
     applier.load(&rdb)?;
@@ -397,12 +411,54 @@ fn ask_sync(
 
 /// The RDB bulk: `$<len>\r\n` (newlines may come first while the primary
 /// prepares it) and the bytes.
-fn receive_rdb(reader: &mut impl BufRead, link: &LinkState) -> Result<Vec<u8>, String> {
+/// How often a transfer that waits for bytes looks at the link's stop
+/// flag.
+const TRANSFER_POLL: Duration = Duration::from_millis(200);
+
+/// Reads the RDB file of a full synchronisation (`$<len>` and its bytes,
+/// after any keep-alive newlines). It gives up when the link is stopped
+/// (REPLICAOF NO ONE, or another primary), looked at every
+/// [`TRANSFER_POLL`], and when the primary sends nothing for `timeout`.
+fn receive_rdb(
+    reader: &mut BufReader<TcpStream>,
+    link: &LinkState,
+    timeout: Duration,
+) -> Result<Vec<u8>, String> {
+    (reader.get_ref().set_read_timeout(Some(TRANSFER_POLL))).map_err(|e| e.to_string())?;
+    let waiting = |e: &std::io::Error| -> Result<(), String> {
+        if !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock
+                | std::io::ErrorKind::TimedOut
+                | std::io::ErrorKind::Interrupted
+        ) {
+            return Err(e.to_string());
+        }
+        if link.stop.load(Relaxed) {
+            return Err("stopped during the transfer".into());
+        }
+        let silent = now_ms().saturating_sub(link.last_io_ms.load(Relaxed));
+        if silent > timeout.as_millis() as u64 {
+            return Err("timeout: the primary sent nothing during the transfer".into());
+        }
+        Ok(())
+    };
+    let mut line = Vec::new();
     let header = loop {
-        let line = read_line(reader)?;
-        link.last_io_ms.store(now_ms(), Relaxed);
-        if !line.is_empty() {
-            break line;
+        // `read_until` keeps what it read before an error: a timed-out
+        // read goes on with the same line.
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) => return Err("the primary closed the connection".into()),
+            Ok(_) if line.ends_with(b"\n") => {
+                link.last_io_ms.store(now_ms(), Relaxed);
+                let text = String::from_utf8_lossy(&line).trim_end().to_string();
+                line.clear();
+                if !text.is_empty() {
+                    break text;
+                }
+            }
+            Ok(_) => {}
+            Err(e) => waiting(&e)?,
         }
     };
     let len: u64 = header
@@ -421,8 +477,10 @@ fn receive_rdb(reader: &mut impl BufRead, link: &LinkState) -> Result<Vec<u8>, S
     while got < rdb.len() {
         let n = match reader.read(&mut rdb[got..]) {
             Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e.to_string()),
+            Err(e) => {
+                waiting(&e)?;
+                continue;
+            }
         };
         if n == 0 {
             return Err("the primary closed the connection during the RDB transfer".into());
@@ -431,6 +489,7 @@ fn receive_rdb(reader: &mut impl BufRead, link: &LinkState) -> Result<Vec<u8>, S
         link.sync_read.store(got as u64, Relaxed);
         link.last_io_ms.store(now_ms(), Relaxed);
     }
+    (reader.get_ref().set_read_timeout(Some(timeout))).map_err(|e| e.to_string())?;
     Ok(rdb)
 }
 
