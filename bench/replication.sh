@@ -80,7 +80,8 @@ wait_link() {
         link_up "$1" && return 0
         sleep 0.01
     done
-    echo "replica on port $1 did not come up" >&2
+    echo "replica on port $1 did not come up; the logs end:" >&2
+    tail -n 15 "$WORK"/*.log >&2
     exit 1
 }
 
@@ -91,7 +92,7 @@ done
 
 want throughput && echo "== SET throughput, pipeline 16, $CLIENTS clients (ops/s and the primary's CPU µs per SET; medians of $ROUNDS rounds)"
 want throughput && for size in $SIZES; do
-    declare -A runs=() cpus=()
+    declare -A runs=() cpus=() dropped=()
     for round in $(seq "$ROUNDS"); do
         for kind in redis strata; do
             p=$(port_of "${kind}_p")
@@ -106,9 +107,13 @@ want throughput && for size in $SIZES; do
             redis-cli -p "$p" FLUSHALL >/dev/null
             redis-cli -p "$r" REPLICAOF 127.0.0.1 "$p" >/dev/null
             wait_link "$r"
+            full=$(info "$p" stats sync_full)
             read -r rate cpu < <(set_run "$kind" "$size")
             runs[$kind,1]+="$rate "
             cpus[$kind,1]+="$cpu "
+            # A replica that fell behind further than its primary keeps
+            # was dropped during the run (and synchronises again).
+            dropped[$kind]=$((${dropped[$kind]:-0} + $(info "$p" stats sync_full) - full))
         done
     done
     for kind in redis strata; do
@@ -118,8 +123,9 @@ want throughput && for size in $SIZES; do
         cpu1=$(echo "${cpus[$kind,1]}" | tr ' ' '\n' | grep . | median)
         printf -v "none_$kind" '%s' "$none"
         printf -v "one_$kind" '%s' "$one"
-        printf '%-6s %5d B: no replica %10.0f (%s µs)   one replica %10.0f (%s µs)   with/without: ops %s, CPU per SET %s\n' \
-            "$kind" "$size" "$none" "$cpu0" "$one" "$cpu1" "$(ratio "$one" "$none")" "$(ratio "$cpu1" "$cpu0")"
+        printf '%-6s %5d B: no replica %10.0f (%s µs)   one replica %10.0f (%s µs)   with/without: ops %s, CPU per SET %s   replica dropped in %d of %d runs\n' \
+            "$kind" "$size" "$none" "$cpu0" "$one" "$cpu1" "$(ratio "$one" "$none")" "$(ratio "$cpu1" "$cpu0")" \
+            "${dropped[$kind]:-0}" "$ROUNDS"
     done
     printf '        %5d B: strata/redis with one replica %s, without %s\n' "$size" \
         "$(ratio "$one_strata" "$one_redis")" "$(ratio "$none_strata" "$none_redis")"

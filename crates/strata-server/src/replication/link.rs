@@ -685,10 +685,13 @@ impl<'s> Applier<'s> {
         let mut chunk = vec![0u8; 1 << 16];
         let mut acked_at = Instant::now();
         let mut heard_at = Instant::now();
-        // The bytes `input` holds, kept whole: the parser consumes
-        // `input`, and what each command was is taken from here.
-        let mut raw = input.clone();
-        // Bytes applied since the offset last moved.
+        // The bytes `input` holds, kept whole from `raw_at` on: the parser
+        // consumes `input`, and what each command was is taken from here.
+        let mut raw = input.to_vec();
+        let mut raw_at = 0;
+        // Bytes applied since the offset last moved: it moves once per
+        // batch read (and before an acknowledgement), never inside a
+        // transaction.
         let mut pending = Vec::new();
         loop {
             if link.stop.load(Relaxed) {
@@ -703,31 +706,39 @@ impl<'s> Applier<'s> {
                 let Some(args) = parser.next(&mut input, &limits).map_err(|e| e.0)? else {
                     // Empty lines (keep-alives, padding) the parser skipped
                     // count in the offset too.
-                    let skipped = raw.split_to(raw.len() - input.len());
-                    pending.extend_from_slice(&skipped);
-                    if self.session.multi.is_none() && !pending.is_empty() {
-                        replication.applied(&pending, self.session.db);
-                        pending.clear();
-                    }
+                    let skipped = raw.len() - raw_at - input.len();
+                    pending.extend_from_slice(&raw[raw_at..raw_at + skipped]);
+                    raw_at += skipped;
                     break;
                 };
-                let consumed = raw.split_to(before - input.len());
+                let consumed = before - input.len();
+                let command = &raw[raw_at..raw_at + consumed];
                 if args.len() >= 2
                     && args[0].eq_ignore_ascii_case(b"replconf")
                     && args[1].eq_ignore_ascii_case(b"getack")
                 {
+                    if self.session.multi.is_none() && !pending.is_empty() {
+                        replication.applied(&pending, self.session.db);
+                        pending.clear();
+                    }
                     let synced = self.synced_offset();
                     send_ack(&mut writer, replication.offset(), synced)?;
                     acked_at = Instant::now();
                 } else if !args[0].eq_ignore_ascii_case(b"ping") {
-                    let after = replication.offset() + (pending.len() + consumed.len()) as u64;
+                    let after = replication.offset() + (pending.len() + consumed) as u64;
                     self.run_at(&args, &replid, after);
                 }
-                pending.extend_from_slice(&consumed);
-                if self.session.multi.is_none() {
-                    replication.applied(&pending, self.session.db);
-                    pending.clear();
-                }
+                pending.extend_from_slice(command);
+                raw_at += consumed;
+            }
+            if self.session.multi.is_none() && !pending.is_empty() {
+                replication.applied(&pending, self.session.db);
+                pending.clear();
+            }
+            // What was consumed goes once it is most of the buffer.
+            if raw_at > raw.len() / 2 {
+                raw.drain(..raw_at);
+                raw_at = 0;
             }
             drop(applying);
             self.mark(replication.offset());
