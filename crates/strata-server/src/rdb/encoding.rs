@@ -22,9 +22,31 @@ const ENCODING_LZF: u8 = 3;
 
 /// Redis' CRC64: polynomial 0xad93d23594c935a9, reflected, initial value
 /// and final xor 0 (check value of "123456789": 0xe9c6d914c4b8d9ca).
+///
+/// Eight bytes a step ("slicing by 8": table `k` gives the effect of a
+/// byte followed by `k` zero bytes), so that writing and checking a
+/// full synchronisation's gigabytes costs a fraction of a byte-at-a-time
+/// loop; the tail goes a byte at a time.
 pub fn crc64(mut crc: u64, data: &[u8]) -> u64 {
+    let mut chunks = data.chunks_exact(8);
+    for chunk in &mut chunks {
+        let word = crc ^ u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        let byte = |n: u32| ((word >> (8 * n)) & 0xff) as usize;
+        crc = CRC64_TABLES[7][byte(0)]
+            ^ CRC64_TABLES[6][byte(1)]
+            ^ CRC64_TABLES[5][byte(2)]
+            ^ CRC64_TABLES[4][byte(3)]
+            ^ CRC64_TABLES[3][byte(4)]
+            ^ CRC64_TABLES[2][byte(5)]
+            ^ CRC64_TABLES[1][byte(6)]
+            ^ CRC64_TABLES[0][byte(7)];
+    }
+    crc64_bytewise(crc, chunks.remainder())
+}
+
+fn crc64_bytewise(mut crc: u64, data: &[u8]) -> u64 {
     for &byte in data {
-        crc = CRC64_TABLE[((crc ^ byte as u64) & 0xff) as usize] ^ (crc >> 8);
+        crc = CRC64_TABLES[0][((crc ^ byte as u64) & 0xff) as usize] ^ (crc >> 8);
     }
     crc
 }
@@ -32,8 +54,10 @@ pub fn crc64(mut crc: u64, data: &[u8]) -> u64 {
 /// The reflected polynomial.
 const CRC64_POLY_REFLECTED: u64 = 0x95ac_9329_ac4b_c9b5;
 
-static CRC64_TABLE: [u64; 256] = {
-    let mut table = [0u64; 256];
+/// `CRC64_TABLES[0]` is the byte-at-a-time table; `CRC64_TABLES[k][n]`
+/// is byte `n` followed by `k` zero bytes.
+static CRC64_TABLES: [[u64; 256]; 8] = {
+    let mut tables = [[0u64; 256]; 8];
     let mut n = 0;
     while n < 256 {
         let mut crc = n as u64;
@@ -46,10 +70,20 @@ static CRC64_TABLE: [u64; 256] = {
             };
             bit += 1;
         }
-        table[n] = crc;
+        tables[0][n] = crc;
         n += 1;
     }
-    table
+    let mut k = 1;
+    while k < 8 {
+        let mut n = 0;
+        while n < 256 {
+            let previous = tables[k - 1][n];
+            tables[k][n] = (previous >> 8) ^ tables[0][(previous & 0xff) as usize];
+            n += 1;
+        }
+        k += 1;
+    }
+    tables
 };
 
 /// Appends an RDB length.
@@ -258,6 +292,23 @@ mod tests {
     #[test]
     fn crc64_is_redis_check_value() {
         assert_eq!(crc64(0, b"123456789"), 0xe9c6_d914_c4b8_d9ca);
+        assert_eq!(crc64_bytewise(0, b"123456789"), 0xe9c6_d914_c4b8_d9ca);
+        // Eight at a time gives what a byte at a time does, from any
+        // starting value and for every length and alignment.
+        let data: Vec<u8> = (0..1000u32)
+            .map(|n| (n.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        for start in 0..9 {
+            for len in [0, 1, 7, 8, 9, 15, 16, 17, 100, 991 - start] {
+                let slice = &data[start..start + len];
+                let seed = 0x1234_5678_9abc_def0 ^ len as u64;
+                assert_eq!(
+                    crc64(seed, slice),
+                    crc64_bytewise(seed, slice),
+                    "{start} {len}"
+                );
+            }
+        }
     }
 
     #[test]
