@@ -46,6 +46,7 @@ LOAD_CLIENTS=${LOAD_CLIENTS:-4}
 LOAD_PIPELINE=${LOAD_PIPELINE:-1}
 SYNC_LIMIT=${SYNC_LIMIT:-90}
 SYNC_LOADS=${SYNC_LOADS:-0 1}    # 0: a sync with no writes, 1: with writes
+LOAD_SETTLE=${LOAD_SETTLE:-5}    # seconds of writes before a sync's RSS baseline
 want() { [[ " $PARTS " == *" $1 "* ]]; }
 
 cd "$(dirname "$0")/.."
@@ -169,13 +170,17 @@ sync_once() {
     redis-cli -p "$r" REPLICAOF NO ONE >/dev/null
     redis-cli -p "$r" FLUSHALL >/dev/null
     pid=${PID[${kind}_p]}
-    before=$(rss_kb "$pid")
-    peak=$before
     child_peak=0
     if [ "$loaded" = 1 ]; then
         redis-benchmark -p "$p" -c "$LOAD_CLIENTS" -n 100000000 -r "$KEYS" -P "$LOAD_PIPELINE" -d 1000 -t set >/dev/null 2>&1 &
         load=$!
+        # The writes alone grow a primary's RSS (values replaced, pages
+        # the allocator keeps): the sync's growth is counted from a
+        # primary already under them.
+        sleep "$LOAD_SETTLE"
     fi
+    before=$(rss_kb "$pid")
+    peak=$before
     started=$(date +%s.%N)
     redis-cli -p "$r" REPLICAOF 127.0.0.1 "$p" >/dev/null
     local looped=

@@ -409,16 +409,15 @@ fn ask_sync(
     }
 }
 
-/// The RDB bulk: `$<len>\r\n` (newlines may come first while the primary
-/// prepares it) and the bytes.
 /// How often a transfer that waits for bytes looks at the link's stop
 /// flag.
 const TRANSFER_POLL: Duration = Duration::from_millis(200);
 
-/// Reads the RDB file of a full synchronisation (`$<len>` and its bytes,
-/// after any keep-alive newlines). It gives up when the link is stopped
-/// (REPLICAOF NO ONE, or another primary), looked at every
-/// [`TRANSFER_POLL`], and when the primary sends nothing for `timeout`.
+/// Reads the RDB bulk of a full synchronisation: `$<len>\r\n` (newlines
+/// may come first while the primary prepares it) and the bytes. It gives
+/// up when the link is stopped (REPLICAOF NO ONE, or another primary),
+/// looked at every [`TRANSFER_POLL`], and when the primary sends nothing
+/// for `timeout`.
 fn receive_rdb(
     reader: &mut BufReader<TcpStream>,
     link: &LinkState,
