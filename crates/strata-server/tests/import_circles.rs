@@ -702,3 +702,33 @@ fn the_reader_finds_a_circle_through_super_and_use_groups() {
         "a string is not a path: {edges:?}"
     );
 }
+
+#[test]
+fn the_reader_takes_lib_rs_for_the_root_and_exported_macros_for_no_module() {
+    let dir = std::env::temp_dir().join(format!("strata-import-root-{}", std::process::id()));
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).expect("a scratch crate");
+    let files = [
+        ("lib.rs", "pub mod log;\npub mod work;\n"),
+        ("main.rs", "fn main() { scratch::work::run(); }\n"),
+        (
+            "log.rs",
+            "#[macro_export]\nmacro_rules! note { () => {} }\n",
+        ),
+        (
+            "work.rs",
+            "use crate::note;\npub fn run() { crate::note!(); }\n",
+        ),
+    ];
+    for (path, text) in files {
+        std::fs::write(src.join(path), text).expect("a scratch file");
+    }
+    let edges = graph(&src);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        edges["crate"].contains("work") && edges["crate"].contains("log"),
+        "the root is lib.rs, whatever the listing's order: {edges:?}"
+    );
+    assert!(!edges["work"].contains("crate"), "{edges:?}");
+    assert!(circles(&edges).is_empty(), "{edges:?}");
+}
