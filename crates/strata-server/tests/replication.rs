@@ -1207,7 +1207,7 @@ fn publish_and_wait_never_move_the_stream_to_another_database() {
                     for _ in 0..50 {
                         pipe.cmd("PUBLISH").arg("noise").arg(n).ignore();
                     }
-                    pipe.cmd("WAIT").arg(1).arg(0).ignore();
+                    pipe.cmd("WAIT").arg(1).arg(1000).ignore();
                     pipe.query::<()>(&mut con).unwrap();
                 }
             })
