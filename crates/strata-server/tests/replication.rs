@@ -248,6 +248,12 @@ fn replicaof(con: &mut redis::Connection, port: u16) {
         .unwrap();
 }
 
+/// REPLICAOF `port` on 127.0.0.1, and waits until the link is up.
+fn follow(con: &mut redis::Connection, port: u16) {
+    replicaof(con, port);
+    wait_until("the link to come up", || link_up(con));
+}
+
 fn link_up(con: &mut redis::Connection) -> bool {
     let info: String = redis::cmd("INFO").arg("replication").query(con).unwrap();
     info.contains("master_link_status:up")
@@ -282,8 +288,7 @@ fn a_strata_replica_ends_identical_to_its_primary_for_every_type() {
             write_everything(&mut con, round, true);
         }
     });
-    replicaof(&mut r, primary.port);
-    wait_until("the link to come up", || link_up(&mut r));
+    follow(&mut r, primary.port);
     writer.join().unwrap();
     for round in 200..220 {
         write_everything(&mut p, round, true);
@@ -561,8 +566,7 @@ fn wait_counts_replicas_that_hold_the_writes() {
     let mut p = primary.client();
     let mut r = replica.client();
     assert_eq!(wait_replicas(&mut p, 1, 100), 0, "no replica yet");
-    replicaof(&mut r, primary.port);
-    wait_until("the link to come up", || link_up(&mut r));
+    follow(&mut r, primary.port);
     for n in 0..50 {
         let _: () = redis::cmd("SET")
             .arg(format!("k{n}"))
@@ -653,8 +657,7 @@ fn no_wait_acknowledged_write_is_lost_when_the_primary_dies() {
     let primary = TestServer::start();
     let replica = TestServer::start();
     let mut r = replica.client();
-    replicaof(&mut r, primary.port);
-    wait_until("the link to come up", || link_up(&mut r));
+    follow(&mut r, primary.port);
     let url = primary.url();
     let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let writers: Vec<_> = (0..4)
@@ -856,8 +859,7 @@ fn a_replica_deletes_expired_keys_only_when_its_primary_does() {
     let primary = TestServer::start();
     let replica = TestServer::start();
     let (mut p, mut r) = (primary.client(), replica.client());
-    replicaof(&mut r, primary.port);
-    wait_until("the link to come up", || link_up(&mut r));
+    follow(&mut r, primary.port);
     let _: () = redis::cmd("DEBUG")
         .arg("SET-ACTIVE-EXPIRE")
         .arg(0)
@@ -921,8 +923,7 @@ fn failover_switches_roles_without_losing_an_acknowledged_write() {
         refused.to_string().contains("requires connected replicas"),
         "{refused}"
     );
-    replicaof(&mut r, primary.port);
-    wait_until("the link to come up", || link_up(&mut r));
+    follow(&mut r, primary.port);
     let refused = redis::cmd("FAILOVER").query::<()>(&mut r).unwrap_err();
     assert!(
         refused
@@ -1146,8 +1147,7 @@ fn a_continued_stream_stays_in_its_database() {
         .arg(1)
         .query(&mut p)
         .unwrap();
-    replicaof(&mut r, primary.port);
-    wait_until("the link to come up", || link_up(&mut r));
+    follow(&mut r, primary.port);
     let _: () = redis::cmd("SET")
         .arg("after-copy")
         .arg(1)
@@ -1193,8 +1193,7 @@ fn publish_and_wait_never_move_the_stream_to_another_database() {
     let replica = TestServer::start();
     let mut p = primary.client();
     let mut r = replica.client();
-    replicaof(&mut r, primary.port);
-    wait_until("the link to come up", || link_up(&mut r));
+    follow(&mut r, primary.port);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let noisy: Vec<_> = (0..2)
         .map(|n| {
@@ -1241,8 +1240,7 @@ fn publish_reaches_subscribers_of_the_replica() {
     let replica = TestServer::start();
     let mut p = primary.client();
     let mut r = replica.client();
-    replicaof(&mut r, primary.port);
-    wait_until("the link to come up", || link_up(&mut r));
+    follow(&mut r, primary.port);
     let mut subscriber = replica.raw();
     subscriber.send(&["SUBSCRIBE", "news"]);
     let _ = subscriber.read();
@@ -1264,8 +1262,7 @@ fn replica_settings_apply_when_changed() {
     let primary = TestServer::start();
     let replica = TestServer::start();
     let mut r = replica.client();
-    replicaof(&mut r, primary.port);
-    wait_until("the link to come up", || link_up(&mut r));
+    follow(&mut r, primary.port);
     let refused = redis::cmd("SET")
         .arg("local")
         .arg(1)
@@ -1459,6 +1456,76 @@ fn a_network_cut_longer_than_the_ram_backlog_ends_in_a_partial_resync() {
         histlen > 96_000_000,
         "the backlog holds the whole cut: {histlen}"
     );
+}
+
+/// A primary that goes silent in the middle of a full synchronisation's
+/// transfer (the connection stays open, nothing more comes) is given up
+/// after `repl-timeout`, and the replica connects again; it keeps serving
+/// meanwhile. The primary here is a fake that answers the handshake,
+/// announces a copy and sends ten of its bytes.
+#[test]
+fn a_primary_silent_during_the_transfer_is_given_up_after_repl_timeout() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connections = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = connections.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            counted.fetch_add(1, Relaxed);
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                // Command names: the line after each `*n` array's first `$len`.
+                let mut expect_name = 0;
+                loop {
+                    line.clear();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let text = line.trim_end();
+                    if text.starts_with('*') {
+                        expect_name = 3;
+                    }
+                    if expect_name > 0 {
+                        expect_name -= 1;
+                        if expect_name > 0 {
+                            continue;
+                        }
+                        let reply: &[u8] = match text.to_ascii_uppercase().as_str() {
+                            "PING" => b"+PONG\r\n",
+                            "PSYNC" => b"+FULLRESYNC 0123456789012345678901234567890123456789 0\r\n$100000\r\nREDIS0011\n",
+                            _ => b"+OK\r\n",
+                        };
+                        if stream.write_all(reply).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let replica = TestServer::start_with(&["--repl-timeout", "2"]);
+    let mut r = replica.client();
+    replicaof(&mut r, port);
+    wait_until("the transfer to begin", || {
+        let info: String = redis::cmd("INFO").arg("replication").query(&mut r).unwrap();
+        info.lines().any(|line| line == "master_sync_read_bytes:10")
+    });
+    let started = Instant::now();
+    wait_until("the replica to connect again", || {
+        connections.load(Relaxed) >= 2
+    });
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1500),
+        "gave up after {waited:?}, before repl-timeout"
+    );
+    let pong: String = redis::cmd("PING").query(&mut r).unwrap();
+    assert_eq!(pong, "PONG");
+    assert!(!link_up(&mut r));
 }
 
 /// REPLICAOF NO ONE while the copy is on its way stops the transfer: the

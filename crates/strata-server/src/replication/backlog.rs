@@ -283,7 +283,7 @@ impl Backlog {
         db_before: Option<u16>,
         db_after: Option<u16>,
     ) -> u64 {
-        let end = self.append_entry(bytes, group, Some((db_before, db_after)));
+        let end = self.append_quietly(bytes, group, db_before, db_after);
         self.announce();
         end
     }
@@ -296,8 +296,8 @@ impl Backlog {
         group: Option<Arc<Group>>,
         db_before: Option<u16>,
         db_after: Option<u16>,
-    ) {
-        self.append_entry(bytes, group, Some((db_before, db_after)));
+    ) -> u64 {
+        self.append_entry(bytes, group, Some((db_before, db_after)))
     }
 
     /// Wakes the readers waiting for more of the stream.
