@@ -52,9 +52,9 @@ use strata_resp::{Limits, Protocol, ReplyWriter, RequestParser};
 
 use crate::client::ClientInfo;
 use crate::commands::Gates;
+use crate::commands::Node;
 use crate::commands::functions::write_function_stats;
 use crate::commands::server::shutdown_mode;
-use crate::server::Server;
 use crate::session::Session;
 
 /// How often a busy script's hook serves the idle connections.
@@ -112,7 +112,7 @@ pub struct MultiNow {
 }
 
 struct ThreadConnections {
-    server: Arc<Server>,
+    server: Arc<Node>,
     slots: foldhash::HashMap<u64, Arc<Slot>>,
     last_pass: Option<Instant>,
 }
@@ -122,7 +122,7 @@ thread_local! {
 }
 
 /// Makes the calling network thread's registry.
-pub fn start_thread(server: Arc<Server>) {
+pub fn start_thread(server: Arc<Node>) {
     THREAD.with(|thread| {
         *thread.borrow_mut() = Some(ThreadConnections {
             server,
@@ -254,7 +254,7 @@ pub fn serve_idle() {
 }
 
 /// Reads what `slot`'s client sent and answers it (see the module docs).
-fn serve_one(server: &Server, slot: &Slot) {
+fn serve_one(server: &Node, slot: &Slot) {
     let mut stash = slot.stash.lock();
     let mut chunk = vec![0u8; READ_PER_PASS];
     // SAFETY: `chunk` is writable for its length; the descriptor is the
@@ -303,7 +303,7 @@ struct Waiting {
 /// Answers the complete requests at the head of `input` into `replies`,
 /// stopping at the first one the connection must run itself.
 fn answer(
-    server: &Server,
+    server: &Node,
     slot: &Slot,
     input: &[u8],
     replies: &mut BytesMut,
@@ -337,7 +337,7 @@ fn answer(
 /// says so. False, with nothing written, when the connection must run
 /// the command after the script.
 fn reply_in_multi(
-    server: &Server,
+    server: &Node,
     slot: &Slot,
     args: &[Bytes],
     multi: &mut MultiNow,
@@ -387,7 +387,7 @@ fn reply_in_multi(
 /// from a client whose user has rules (its ACL check runs then); else
 /// what became of the transaction.
 fn reply_while_busy(
-    server: &Server,
+    server: &Node,
     slot: &Slot,
     args: &[Bytes],
     unrestricted: bool,

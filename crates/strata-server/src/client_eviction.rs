@@ -7,15 +7,14 @@
 //! publishes its figure once per turn of its loop
 //! ([`ClientMemory::publish`]), which keeps a running total without
 //! walking the clients; the connection that finds the total over the
-//! limit evicts ([`evict`]), one at a time. Clients with CLIENT NO-EVICT
+//! limit evicts ([`ClientMemory::evict`]), one at a time. Clients with CLIENT NO-EVICT
 //! on are never chosen. INFO's `evicted_clients` counts them.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use parking_lot::Mutex;
 
-use crate::client::ClientInfo;
-use crate::server::Server;
+use crate::client::{ClientInfo, ClientRegistry};
 
 #[derive(Default)]
 pub struct ClientMemory {
@@ -40,49 +39,47 @@ impl ClientMemory {
     pub fn forget(&self, client: &ClientInfo) {
         self.publish(client, 0);
     }
-}
 
-/// Closes the clients holding the most memory until the others fit in
-/// `limit_bytes` (the caller may be one of them: it then finds itself
-/// killed). Does nothing while another connection is evicting.
-pub fn evict(server: &Server, limit_bytes: u64) {
-    let memory = &server.client_memory;
-    let Some(_evicting) = memory.evicting.try_lock() else {
-        return;
-    };
-    // Counted from the clients themselves: one killed a moment ago still
-    // has its figure in the running total until its task ends.
-    let clients: Vec<_> = server
-        .clients
-        .snapshot()
-        .into_iter()
-        .filter(|c| !c.is_killed())
-        .collect();
-    let mut total: u64 = clients.iter().map(|c| c.memory_bytes.load(Relaxed)).sum();
-    if total <= limit_bytes {
-        return;
-    }
-    let mut candidates: Vec<_> = clients
-        .into_iter()
-        .filter(|c| !c.no_evict.load(Relaxed))
-        .collect();
-    candidates.sort_by_key(|c| std::cmp::Reverse(c.memory_bytes.load(Relaxed)));
-    for client in candidates {
+    /// Closes the clients holding the most memory until the others fit in
+    /// `limit_bytes` (the caller may be one of them: it then finds itself
+    /// killed). Does nothing while another connection is evicting.
+    pub fn evict(&self, clients: &ClientRegistry, limit_bytes: u64) {
+        let Some(_evicting) = self.evicting.try_lock() else {
+            return;
+        };
+        // Counted from the clients themselves: one killed a moment ago still
+        // has its figure in the running total until its task ends.
+        let clients: Vec<_> = clients
+            .snapshot()
+            .into_iter()
+            .filter(|c| !c.is_killed())
+            .collect();
+        let mut total: u64 = clients.iter().map(|c| c.memory_bytes.load(Relaxed)).sum();
         if total <= limit_bytes {
-            break;
+            return;
         }
-        let bytes = client.memory_bytes.load(Relaxed);
-        if bytes == 0 {
-            break;
+        let mut candidates: Vec<_> = clients
+            .into_iter()
+            .filter(|c| !c.no_evict.load(Relaxed))
+            .collect();
+        candidates.sort_by_key(|c| std::cmp::Reverse(c.memory_bytes.load(Relaxed)));
+        for client in candidates {
+            if total <= limit_bytes {
+                break;
+            }
+            let bytes = client.memory_bytes.load(Relaxed);
+            if bytes == 0 {
+                break;
+            }
+            crate::log_notice!(
+                "Evicting client: id={} addr={} name={} tot-mem={bytes} (maxmemory-clients {limit_bytes})",
+                client.id,
+                client.addr_text(),
+                client.names.lock().name
+            );
+            client.kill();
+            self.evicted.fetch_add(1, Relaxed);
+            total = total.saturating_sub(bytes);
         }
-        crate::log_notice!(
-            "Evicting client: id={} addr={} name={} tot-mem={bytes} (maxmemory-clients {limit_bytes})",
-            client.id,
-            client.addr_text(),
-            client.names.lock().name
-        );
-        client.kill();
-        memory.evicted.fetch_add(1, Relaxed);
-        total = total.saturating_sub(bytes);
     }
 }

@@ -33,11 +33,13 @@ use strata_resp::{Limits, ProtocolError, ReplyWriter, RequestParser};
 use tokio::sync::watch;
 
 use crate::client::ClientInfo;
+use crate::commands::Node;
 use crate::commands::{Dispatched, dispatch};
 use crate::config::{Config, OutputLimit};
-use crate::server::{Admitted, Server, now_ms};
+use crate::server::Admitted;
 use crate::session::{Block, Session};
 use crate::stats::{ThreadStats, bump};
+use crate::util::now_ms;
 use crate::{log_notice, log_verbose, log_warning};
 
 /// Pending output at which a connection without a configured hard limit
@@ -81,7 +83,7 @@ impl std::fmt::Display for Closed {
 }
 
 struct Connection {
-    server: Arc<Server>,
+    server: Arc<Node>,
     stats: Arc<ThreadStats>,
     stream: crate::socket::Stream,
     session: Session,
@@ -172,7 +174,7 @@ struct Parked {
 /// failed connection never lingers in CLIENT LIST or counts toward
 /// `maxclients`.
 struct Registered {
-    server: Arc<Server>,
+    server: Arc<Node>,
     id: u64,
 }
 
@@ -188,7 +190,7 @@ impl Drop for Registered {
     }
 }
 
-pub async fn serve(server: Arc<Server>, stats: Arc<ThreadStats>, admitted: Admitted) {
+pub async fn serve(server: Arc<Node>, stats: Arc<ThreadStats>, admitted: Admitted) {
     let Admitted {
         stream,
         client,
@@ -466,8 +468,11 @@ impl Connection {
         }
         let table = &self.server.commands;
         match &self.session.multi {
-            Some(multi) => table.is_exec(&args[0]) && multi.may_write(&self.server),
-            None => table.held_by_write_pause(&self.server, args),
+            Some(multi) => {
+                table.is_exec(&args[0])
+                    && crate::commands::transactions::may_write(multi, &self.server)
+            }
+            None => crate::commands::held_by_write_pause(&self.server, args),
         }
     }
 
@@ -542,7 +547,7 @@ impl Connection {
         let limit = self.config.clients_limit_bytes();
         match self.publish_memory(client) {
             Some(total) if total > limit => {
-                crate::client_eviction::evict(&self.server, limit);
+                self.server.client_memory.evict(&self.server.clients, limit);
                 client.is_killed()
             }
             _ => false,

@@ -10,7 +10,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use strata_engine::keyspace::ShardSet;
 
 use crate::alloc;
-use crate::server::{REDIS_VERSION, Server};
+use crate::commands::Node;
+use crate::util::REDIS_VERSION;
 
 /// How the sections that read every shard get each one: `None` locks them
 /// in turn; a script's INFO passes its lock set, which then holds every
@@ -34,7 +35,7 @@ pub const ALL_SECTIONS: &[&str] = &[
     "keyspace",
 ];
 
-pub fn render(server: &Server, requested: &[String], now_ms: u64, held: &mut Held) -> String {
+pub fn render(server: &Node, requested: &[String], now_ms: u64, held: &mut Held) -> String {
     let sections: Vec<&str> = if requested.is_empty() || requested.iter().any(|s| s == "default") {
         ALL_SECTIONS
             .iter()
@@ -92,7 +93,7 @@ macro_rules! field {
     };
 }
 
-fn server_section(server: &Server, out: &mut String, now_ms: u64) {
+fn server_section(server: &Node, out: &mut String, now_ms: u64) {
     let config = server.config.get();
     let uptime_s = server.started.elapsed().as_secs();
     field!(out, "redis_version", REDIS_VERSION);
@@ -126,7 +127,7 @@ fn server_section(server: &Server, out: &mut String, now_ms: u64) {
     field!(out, "threads", config.threads);
 }
 
-fn clients_section(server: &Server, out: &mut String) {
+fn clients_section(server: &Node, out: &mut String) {
     let config = server.config.get();
     let clients = server.clients.snapshot();
     let max_input = clients
@@ -208,7 +209,7 @@ impl Breakdown {
     }
 }
 
-fn breakdown(server: &Server, used: u64, rss: u64, held: &mut Held) -> Breakdown {
+fn breakdown(server: &Node, used: u64, rss: u64, held: &mut Held) -> Breakdown {
     let census = server.keyspace.memory_census_in(held);
     let log_buffers = server.keyspace.log().map_or(0, |log| log.buffer_bytes());
     let client_buffers: u64 = server
@@ -228,7 +229,7 @@ fn breakdown(server: &Server, used: u64, rss: u64, held: &mut Held) -> Breakdown
     }
 }
 
-fn memory_section(server: &Server, out: &mut String, held: &mut Held) {
+fn memory_section(server: &Node, out: &mut String, held: &mut Held) {
     let config = server.config.get();
     let used = alloc::used_bytes();
     let rss = alloc::rss_bytes();
@@ -321,7 +322,7 @@ pub struct MemoryFigures {
 }
 
 impl MemoryFigures {
-    pub fn measure(server: &Server, held: &mut Held) -> MemoryFigures {
+    pub fn measure(server: &Node, held: &mut Held) -> MemoryFigures {
         let used = alloc::used_bytes();
         let rss = alloc::rss_bytes();
         let parts = breakdown(server, used, rss, held);
@@ -358,14 +359,14 @@ impl MemoryFigures {
 }
 
 /// INFO tiering (Strata): the RAM budget and where values are.
-fn tiering_section(server: &Server, out: &mut String, held: &mut Held) {
+fn tiering_section(server: &Node, out: &mut String, held: &mut Held) {
     tiering_ram(server, out, held);
     tiering_traffic(server, out);
     tiering_disk(server, out, held);
 }
 
 /// INFO tiering's first part: the budget, RAM use, where values are.
-fn tiering_ram(server: &Server, out: &mut String, held: &mut Held) {
+fn tiering_ram(server: &Node, out: &mut String, held: &mut Held) {
     let config = server.config.get();
     let keyspace = &server.keyspace;
     let tier = keyspace.tier();
@@ -409,7 +410,7 @@ fn tiering_ram(server: &Server, out: &mut String, held: &mut Held) {
 }
 
 /// INFO tiering's reads, promotions and evictions.
-fn tiering_traffic(server: &Server, out: &mut String) {
+fn tiering_traffic(server: &Node, out: &mut String) {
     let stats = &server.keyspace.tier().stats;
     let rates = server.tiering.rates();
     field!(out, "disk_reads", stats.disk_reads.load(Relaxed));
@@ -455,7 +456,7 @@ fn tiering_traffic(server: &Server, out: &mut String) {
 }
 
 /// INFO tiering's disk use and compaction.
-fn tiering_disk(server: &Server, out: &mut String, held: &mut Held) {
+fn tiering_disk(server: &Node, out: &mut String, held: &mut Held) {
     let config = server.config.get();
     let keyspace = &server.keyspace;
     let tier = keyspace.tier();
@@ -496,7 +497,7 @@ fn tiering_disk(server: &Server, out: &mut String, held: &mut Held) {
     }
 }
 
-fn persistence_section(server: &Server, out: &mut String) {
+fn persistence_section(server: &Node, out: &mut String) {
     loading_fields(server, out);
     save_and_rewrite_fields(server, out);
     let sharding = match server.keyspace.sharding() {
@@ -522,7 +523,7 @@ fn persistence_section(server: &Server, out: &mut String) {
 
 /// INFO persistence's loading fields (and Redis' fork fields, all 0: a
 /// checkpoint never forks).
-fn loading_fields(server: &Server, out: &mut String) {
+fn loading_fields(server: &Node, out: &mut String) {
     let p = &server.persistence;
     let loading = p.is_loading();
     field!(out, "loading", loading as u8);
@@ -551,7 +552,7 @@ fn loading_fields(server: &Server, out: &mut String) {
 
 /// INFO persistence's `rdb_*` and `aof_*` fields: checkpoints answer for
 /// both saves and rewrites.
-fn save_and_rewrite_fields(server: &Server, out: &mut String) {
+fn save_and_rewrite_fields(server: &Node, out: &mut String) {
     let p = &server.persistence;
     let changes = server
         .total_changes()
@@ -559,7 +560,7 @@ fn save_and_rewrite_fields(server: &Server, out: &mut String) {
     let ok = |flag: bool| if flag { "ok" } else { "err" };
     let running_s = match p.checkpoint_started_ms.load(Relaxed) {
         0 => -1,
-        started => (crate::server::now_ms().saturating_sub(started) / 1000) as i64,
+        started => (crate::util::now_ms().saturating_sub(started) / 1000) as i64,
     };
     let last_duration_s = match p.saves.load(Relaxed) {
         0 => -1,
@@ -612,7 +613,7 @@ fn save_and_rewrite_fields(server: &Server, out: &mut String) {
 }
 
 /// INFO persistence's fields of the running log.
-fn log_fields(server: &Server, log: &strata_engine::log::Log, out: &mut String) {
+fn log_fields(server: &Node, log: &strata_engine::log::Log, out: &mut String) {
     let p = &server.persistence;
     let write_error = log.write_error();
     field!(out, "aof_current_size", log.disk_bytes());
@@ -651,7 +652,7 @@ fn log_fields(server: &Server, log: &strata_engine::log::Log, out: &mut String) 
     );
 }
 
-fn stats_section(server: &Server, out: &mut String, held: &mut Held) {
+fn stats_section(server: &Node, out: &mut String, held: &mut Held) {
     let sum = |f: fn(&crate::stats::ThreadStats) -> u64| {
         server.thread_stats.iter().map(|t| f(t)).sum::<u64>()
     };
@@ -750,11 +751,11 @@ fn stats_section(server: &Server, out: &mut String, held: &mut Held) {
     }
 }
 
-fn replication_section(server: &Server, out: &mut String) {
+fn replication_section(server: &Node, out: &mut String) {
     let read_only = server.config.get().replication.read_only;
     server
         .replication
-        .info(out, crate::server::now_ms(), read_only);
+        .info(out, crate::util::now_ms(), read_only);
 }
 
 fn cpu_section(out: &mut String) {
@@ -779,7 +780,7 @@ fn cpu_section(out: &mut String) {
     field!(out, "used_cpu_user_children", "0.000000");
 }
 
-fn commandstats_section(server: &Server, out: &mut String) {
+fn commandstats_section(server: &Node, out: &mut String) {
     for (id, name) in server.commands.full_names.iter().enumerate() {
         let total = |f: fn(&crate::stats::CommandCounters) -> u64| {
             server
@@ -808,7 +809,7 @@ fn commandstats_section(server: &Server, out: &mut String) {
 }
 
 /// Command `id`'s latency histogram summed over the network threads.
-pub fn command_histogram(server: &Server, id: usize) -> crate::histogram::Counts {
+pub fn command_histogram(server: &Node, id: usize) -> crate::histogram::Counts {
     let mut counts = [0; crate::histogram::BUCKETS];
     for thread in &server.thread_stats {
         if let Some(histogram) = thread.commands[id].histogram.get() {
@@ -820,7 +821,7 @@ pub fn command_histogram(server: &Server, id: usize) -> crate::histogram::Counts
 
 /// Per command called since the last reset, the latency percentiles of
 /// `latency-tracking-info-percentiles`, in µs (Redis' format).
-fn latencystats_section(server: &Server, out: &mut String) {
+fn latencystats_section(server: &Node, out: &mut String) {
     let percentiles = server
         .config
         .get()
@@ -846,13 +847,13 @@ fn latencystats_section(server: &Server, out: &mut String) {
     }
 }
 
-fn errorstats_section(server: &Server, out: &mut String) {
+fn errorstats_section(server: &Node, out: &mut String) {
     for (code, count) in server.stats.errors_by_code.lock().iter() {
         let _ = write!(out, "errorstat_{code}:count={count}\r\n");
     }
 }
 
-fn keyspace_section(server: &Server, out: &mut String, now_ms: u64, held: &mut Held) {
+fn keyspace_section(server: &Node, out: &mut String, now_ms: u64, held: &mut Held) {
     for (db, stats) in server
         .keyspace
         .db_stats_in(held, now_ms)

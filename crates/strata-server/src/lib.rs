@@ -16,6 +16,7 @@
 
 pub mod acl;
 pub mod alloc;
+pub mod background;
 pub mod blocking;
 pub mod busy;
 pub mod client;
@@ -50,6 +51,7 @@ pub mod supervise;
 pub mod tiering;
 pub mod tls;
 pub mod tracking;
+pub mod util;
 
 #[global_allocator]
 static GLOBAL: alloc::CountingAlloc = alloc::CountingAlloc;
@@ -62,7 +64,7 @@ pub fn main() {
         println!(
             "Strata server v={} (Redis {} compatible)",
             env!("CARGO_PKG_VERSION"),
-            server::REDIS_VERSION
+            util::REDIS_VERSION
         );
         return;
     }

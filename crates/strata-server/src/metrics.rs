@@ -33,8 +33,9 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::commands::Node;
 use crate::histogram::{self, BUCKETS};
-use crate::server::{Server, now_ms};
+use crate::util::now_ms;
 use crate::{log_notice, log_warning};
 
 const REQUEST_BYTES_MAX: usize = 8 * 1024;
@@ -77,7 +78,7 @@ const COUNTERS: &[&str] = &[
 ];
 
 /// Serves `/metrics` on `listeners` until the process exits.
-pub fn spawn(server: Arc<Server>, listeners: Vec<std::net::TcpListener>) {
+pub fn spawn(server: Arc<Node>, listeners: Vec<std::net::TcpListener>) {
     for listener in listeners {
         let local = listener
             .local_addr()
@@ -116,7 +117,7 @@ pub fn spawn(server: Arc<Server>, listeners: Vec<std::net::TcpListener>) {
 }
 
 /// Reads one request head and answers it.
-async fn answer(server: Arc<Server>, mut stream: TcpStream) -> std::io::Result<()> {
+async fn answer(server: Arc<Node>, mut stream: TcpStream) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -174,7 +175,7 @@ async fn answer(server: Arc<Server>, mut stream: TcpStream) -> std::io::Result<(
 /// Whether the request may read the metrics: always when clients need
 /// no password; otherwise with HTTP Basic credentials of an ACL user who
 /// may run INFO (what the figures come from).
-fn authorized(server: &Server, head: &[u8]) -> bool {
+fn authorized(server: &Node, head: &[u8]) -> bool {
     if !server.acl.auth_required() {
         return true;
     }
@@ -286,7 +287,7 @@ fn metric_name(field: &str) -> String {
 }
 
 /// The whole exposition.
-pub fn render(server: &Server) -> String {
+pub fn render(server: &Node) -> String {
     let mut out = String::new();
     // INFO's sections but the per-command and per-database ones, which
     // get labelled metrics below.
@@ -327,7 +328,7 @@ pub fn render(server: &Server) -> String {
         out,
         "# HELP strata_info The server's versions and run id.\n# TYPE strata_info gauge\n\
          strata_info{{redis_version=\"{}\",strata_version=\"{}\",run_id=\"{}\"}} 1\n",
-        crate::server::REDIS_VERSION,
+        crate::util::REDIS_VERSION,
         env!("CARGO_PKG_VERSION"),
         server.run_id
     );
@@ -339,7 +340,7 @@ pub fn render(server: &Server) -> String {
 
 type DbFigure = fn(&strata_engine::DbStats) -> f64;
 
-fn databases(server: &Server, out: &mut String) {
+fn databases(server: &Node, out: &mut String) {
     let stats = server.keyspace.db_stats(now_ms());
     let figures: [(&str, &str, DbFigure); 3] = [
         ("strata_db_keys", "Keys in the database.", |s| s.keys as f64),
@@ -362,7 +363,7 @@ fn databases(server: &Server, out: &mut String) {
     }
 }
 
-fn commands(server: &Server, out: &mut String) {
+fn commands(server: &Node, out: &mut String) {
     let names = &server.commands.full_names;
     let sum = |id: usize, f: fn(&crate::stats::CommandCounters) -> u64| -> u64 {
         server.thread_stats.iter().map(|t| f(&t.commands[id])).sum()
@@ -429,7 +430,7 @@ fn commands(server: &Server, out: &mut String) {
     }
 }
 
-fn errors(server: &Server, out: &mut String) {
+fn errors(server: &Node, out: &mut String) {
     let name = "strata_errors_total";
     let _ = write!(
         out,

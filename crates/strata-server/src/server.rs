@@ -7,22 +7,17 @@ use std::sync::Arc;
 use std::sync::atomic::{
     AtomicBool, AtomicU8, AtomicU16, AtomicU64, AtomicUsize, Ordering::Relaxed,
 };
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use strata_engine::Keyspace;
 use tokio::sync::Notify;
 
 use crate::blocking::Blocking;
 use crate::client::ClientRegistry;
-use crate::commands::CommandTable;
 use crate::config::SharedConfig;
 use crate::persistence::Persistence;
 use crate::stats::{GlobalStats, ThreadStats};
 use crate::tiering::Tiering;
-
-/// The Redis version we answer to in HELLO and INFO: the behaviour Strata
-/// reproduces, which is what clients use for feature detection.
-pub const REDIS_VERSION: &str = "7.2.4";
 
 pub struct Server {
     pub config: Arc<SharedConfig>,
@@ -31,7 +26,6 @@ pub struct Server {
     pub tiering: Arc<Tiering>,
     /// Clients blocked on keys and the thread that wakes them.
     pub blocking: Arc<Blocking>,
-    pub commands: CommandTable,
     pub clients: ClientRegistry,
     pub stats: GlobalStats,
     pub thread_stats: Vec<Arc<ThreadStats>>,
@@ -76,7 +70,7 @@ pub struct Server {
     /// MONITOR's clients.
     pub monitors: crate::monitor::Monitors,
     /// Replicas served and the primary followed (`crate::replication`).
-    pub replication: crate::replication::Replication,
+    pub replication: Arc<crate::replication::Replication>,
     /// The TLS configuration new connections on `tls-port` get (CONFIG
     /// SET of the tls-* settings replaces it).
     pub tls: parking_lot::RwLock<Option<Arc<rustls::ServerConfig>>>,
@@ -90,35 +84,6 @@ pub struct Server {
     shutdown_signal: Notify,
 }
 
-/// The data side of the server without its connections: what background
-/// threads (loading, checkpoints, the cron) take instead of the whole
-/// [`Server`]. Cheap to clone.
-#[derive(Clone)]
-pub struct Handles {
-    pub keyspace: Arc<Keyspace>,
-    pub config: Arc<SharedConfig>,
-    pub persistence: Arc<Persistence>,
-    pub tiering: Arc<Tiering>,
-    pub active_expire: Arc<AtomicBool>,
-    pub cron_paused: Arc<AtomicBool>,
-    pub functions: Arc<crate::functions::Functions>,
-}
-
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
-pub fn random_hex(len: usize) -> String {
-    (0..len)
-        .map(|_| {
-            char::from_digit((strata_engine::keyspace::random_u64() % 16) as u32, 16).unwrap_or('0')
-        })
-        .collect()
-}
-
 /// The services a [`Server`] is made of, built by start-up.
 pub struct Parts {
     pub config: crate::config::Config,
@@ -126,7 +91,6 @@ pub struct Parts {
     pub persistence: Persistence,
     pub tiering: Tiering,
     pub blocking: Arc<Blocking>,
-    pub commands: CommandTable,
     pub acl: crate::acl::Acl,
     pub thread_stats: Vec<Arc<ThreadStats>>,
     pub tls: Option<Arc<rustls::ServerConfig>>,
@@ -137,15 +101,19 @@ impl Server {
     /// registries start empty.
     pub fn new(parts: Parts) -> Server {
         let port = parts.config.port;
-        let run_id = random_hex(40);
+        let run_id = crate::util::random_hex(40);
+        let config = Arc::new(SharedConfig::new(parts.config));
         Server {
-            replication: crate::replication::Replication::new(&run_id),
+            replication: Arc::new(crate::replication::Replication::new(
+                &run_id,
+                parts.keyspace.clone(),
+                config.clone(),
+            )),
             keyspace: parts.keyspace,
             blocking: parts.blocking,
             persistence: Arc::new(parts.persistence),
             tiering: Arc::new(parts.tiering),
-            config: Arc::new(SharedConfig::new(parts.config)),
-            commands: parts.commands,
+            config,
             acl: parts.acl,
             client_memory: Default::default(),
             clients: ClientRegistry::default(),
@@ -265,19 +233,6 @@ impl Server {
     /// counts from the last checkpoint).
     pub fn total_changes(&self) -> u64 {
         self.persistence.total_changes()
-    }
-
-    /// The data side of the server, for a background thread.
-    pub fn handles(&self) -> Handles {
-        Handles {
-            keyspace: self.keyspace.clone(),
-            config: self.config.clone(),
-            persistence: self.persistence.clone(),
-            tiering: self.tiering.clone(),
-            active_expire: self.active_expire.clone(),
-            cron_paused: self.cron_paused.clone(),
-            functions: self.functions.clone(),
-        }
     }
 }
 

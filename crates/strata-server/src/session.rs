@@ -26,7 +26,7 @@ pub struct Session {
     pub close_after_reply: bool,
     /// Set by SYNC and PSYNC: once the replies before it are out, the
     /// connection becomes a replica's (`crate::replication::primary`).
-    pub sync_request: Option<crate::replication::primary::SyncRequest>,
+    pub sync_request: Option<crate::replication::state::SyncRequest>,
     /// The port REPLCONF listening-port announced.
     pub replica_port: u16,
     /// REPLCONF rdb-only 1: SYNC sends the RDB file and closes.
@@ -48,7 +48,7 @@ pub struct Session {
     /// a client blocked).
     pub block_retry: bool,
     /// Commands queued since MULTI (`commands::transactions`).
-    pub multi: Option<crate::commands::transactions::Multi>,
+    pub multi: Option<crate::commands::multi_state::Multi>,
     /// CLIENT REPLY OFF: no command's reply is sent.
     pub replies_off: bool,
     /// The running command's reply is dropped (CLIENT REPLY SKIP, and the
@@ -64,7 +64,7 @@ pub struct Session {
     /// transaction's locks).
     pub in_exec: bool,
     /// Keys WATCHed, and what has changed since.
-    pub watch: Option<crate::commands::transactions::Watching>,
+    pub watch: Option<crate::commands::multi_state::Watching>,
     /// CLIENT TRACKING's options while on (`crate::tracking`).
     pub tracking: Option<crate::tracking::Options>,
     /// CLIENT CACHING YES/NO was given for the next command.

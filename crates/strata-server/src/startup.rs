@@ -42,13 +42,16 @@ use strata_engine::Keyspace;
 use strata_engine::open::Pending;
 use tokio::sync::mpsc;
 
+use crate::background::{self, Handles};
 use crate::blocking::Blocking;
 use crate::commands::CommandTable;
+use crate::commands::Node;
 use crate::config::Config;
-use crate::persistence::{self, Persistence, Trigger};
-use crate::server::{Admitted, Handles, Parts, REDIS_VERSION, Server, ShutdownSave, now_ms};
+use crate::persistence::{Persistence, Trigger};
+use crate::server::{Admitted, Parts, Server, ShutdownSave};
 use crate::stats::ThreadStats;
 use crate::tiering::Tiering;
+use crate::util::{REDIS_VERSION, now_ms};
 use crate::{connection, log, log_notice, log_warning};
 
 /// Keys the active expiry cycle may delete per shard per run; bounds the
@@ -202,7 +205,7 @@ fn assemble(
     keyspace: Keyspace,
     dir_lock: strata_engine::dir_lock::DirLock,
     tls_config: Option<Arc<rustls::ServerConfig>>,
-) -> Result<Arc<Server>, String> {
+) -> Result<Arc<Node>, String> {
     let tiering = Tiering::start(
         keyspace.tier().clone(),
         config.tiering_io_threads,
@@ -223,24 +226,31 @@ fn assemble(
         .map_err(|e| format!("Can't start the unblocking thread: {e}"))?;
     let persistence = Persistence::new(now_ms() / 1000, thread_stats.clone());
     *persistence.dir_lock.lock() = Some(dir_lock);
-    let server = Arc::new(Server::new(Parts {
-        config,
-        keyspace,
-        persistence,
-        tiering,
-        blocking,
+    let server = Node::new(
+        Server::new(Parts {
+            config,
+            keyspace,
+            persistence,
+            tiering,
+            blocking,
+            acl,
+            thread_stats,
+            tls: tls_config,
+        }),
         commands,
-        acl,
-        thread_stats,
-        tls: tls_config,
-    }));
-    server.replication.set_server(&server);
+    );
+    let backlog_dir = server.config.get().dir.join("replication").join("backlog");
+    server.replication.backlog.spill_to(&backlog_dir);
+    server.scripts.set_busy_hooks(crate::scripting::BusyHooks {
+        serve_idle: crate::busy::serve_idle,
+        release: crate::busy::release,
+    });
     Ok(server)
 }
 
 /// `replicaof host port` in the configuration: the link starts now and
 /// connects once the data directory is loaded.
-fn follow_configured_primary(server: &Arc<Server>) {
+fn follow_configured_primary(server: &Arc<Node>) {
     let config = server.config.get();
     let setting = config.setting("replicaof");
     let mut words = setting.split_whitespace();
@@ -255,7 +265,7 @@ fn follow_configured_primary(server: &Arc<Server>) {
 }
 
 /// The start-up lines of the log.
-fn announce(server: &Server) {
+fn announce(server: &Node) {
     let config = server.config.get();
     log_notice!(
         "Strata {} (Redis {} compatible) starting, pid={}, port={}, threads={}",
@@ -277,7 +287,7 @@ fn announce(server: &Server) {
 /// Network threads (one sender each, to hand them connections) and the
 /// background threads: the cron, the notification and tracking feeds, the
 /// checkpointer.
-fn spawn_threads(server: &Arc<Server>) -> Result<Vec<mpsc::UnboundedSender<Admitted>>, String> {
+fn spawn_threads(server: &Arc<Node>) -> Result<Vec<mpsc::UnboundedSender<Admitted>>, String> {
     let mut workers = Vec::new();
     for index in 0..server.thread_stats.len() {
         let (sender, receiver) = mpsc::unbounded_channel::<Admitted>();
@@ -290,7 +300,7 @@ fn spawn_threads(server: &Arc<Server>) -> Result<Vec<mpsc::UnboundedSender<Admit
             .map_err(|e| format!("Can't start network thread: {e}"))?;
         workers.push(sender);
     }
-    let handles = server.handles();
+    let handles = Handles::of(server);
     std::thread::Builder::new()
         .name("strata-expire".into())
         .spawn(move || expiry_thread(handles))
@@ -308,7 +318,7 @@ fn spawn_threads(server: &Arc<Server>) -> Result<Vec<mpsc::UnboundedSender<Admit
         server.tracking.clone(),
     )
     .map_err(|e| format!("Can't start the tracking thread: {e}"))?;
-    persistence::spawn_checkpointer(server.handles())
+    background::spawn_checkpointer(Handles::of(server))
         .map_err(|e| format!("Can't start the checkpoint thread: {e}"))?;
     Ok(workers)
 }
@@ -316,7 +326,7 @@ fn spawn_threads(server: &Arc<Server>) -> Result<Vec<mpsc::UnboundedSender<Admit
 /// Runs the accept runtime on this thread until SIGTERM, SIGINT or
 /// SHUTDOWN; starts the loader and the metrics endpoint in it.
 fn serve(
-    server: &Arc<Server>,
+    server: &Arc<Node>,
     bound: Bound,
     workers: Vec<mpsc::UnboundedSender<Admitted>>,
     pending: Pending,
@@ -337,7 +347,7 @@ fn serve(
             notifier.send("STATUS=Loading the dataset");
         }
         let ready_lines = bound.ready_lines();
-        persistence::spawn_loader(server.handles(), pending, ready_lines, notifier.clone());
+        background::spawn_loader(Handles::of(&server), pending, ready_lines, notifier.clone());
         crate::metrics::spawn(server.clone(), bound.metrics);
         let (accepted_tx, accepted_rx) = mpsc::channel::<Incoming>(1024);
         let new_listeners = server.relisten.connect(&bound.plain);
@@ -372,7 +382,7 @@ fn listen(
     plain: Vec<StdListener>,
     tls: Vec<StdListener>,
     unix: Option<std::os::unix::net::UnixListener>,
-    server: &Server,
+    server: &Node,
 ) -> Result<Vec<(crate::socket::Listener, bool)>, String> {
     let mut listening = Vec::new();
     let tcp = plain.into_iter().map(|l| (l, false));
@@ -480,7 +490,7 @@ impl Relistening {
 /// samples ops/s and trims the tracking table; returns on a signal or
 /// SHUTDOWN.
 async fn dispatch_connections(
-    server: &Server,
+    server: &Node,
     mut accepted: mpsc::Receiver<Incoming>,
     workers: Vec<mpsc::UnboundedSender<Admitted>>,
     mut signals: Signals,
@@ -524,7 +534,7 @@ async fn dispatch_connections(
 /// that runs a busy script (it serves nobody until the script ends, and
 /// the new client may be an operator's SCRIPT KILL); the next index.
 fn hand_over(
-    server: &Server,
+    server: &Node,
     workers: &[mpsc::UnboundedSender<Admitted>],
     next_worker: usize,
     admitted: Admitted,
@@ -551,7 +561,7 @@ fn bind_all(config: &Config, port: u16) -> Result<(Vec<StdListener>, u16), Strin
 /// client ids follow accept order and `maxclients` counts every accepted
 /// connection. Returns the connection to serve.
 fn admit(
-    server: &Server,
+    server: &Node,
     stream: crate::socket::Accepted,
     peer: SocketAddr,
     tls: Option<Arc<rustls::ServerConfig>>,
@@ -611,7 +621,7 @@ fn bind_unix(path: &str, mode: u32) -> Result<std::os::unix::net::UnixListener, 
 }
 
 fn network_thread(
-    server: Arc<Server>,
+    server: Arc<Node>,
     stats: Arc<ThreadStats>,
     mut receiver: mpsc::UnboundedReceiver<Admitted>,
     index: usize,
@@ -686,7 +696,7 @@ impl Drop for PidFile {
 
 /// Final checkpoint (as [`ShutdownSave`] says; never while still
 /// loading), then the log writes and syncs what it holds.
-fn finish(server: &Server) {
+fn finish(server: &Node) {
     if server.persistence.is_loading() {
         return;
     }
@@ -703,7 +713,7 @@ fn finish(server: &Server) {
         // A background checkpoint may be running; wait for it to finish
         // rather than skip the final one.
         loop {
-            match persistence::checkpoint(&server.handles(), Trigger::Shutdown) {
+            match background::checkpoint(&Handles::of(server), Trigger::Shutdown) {
                 Err(e) if e == "in progress" => std::thread::sleep(Duration::from_millis(20)),
                 Err(e) => {
                     log_warning!(

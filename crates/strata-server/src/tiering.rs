@@ -379,7 +379,7 @@ impl Tiering {
                 let evictable = self.enforce_budget(
                     keyspace,
                     config,
-                    crate::server::now_ms(),
+                    crate::util::now_ms(),
                     false,
                     &mut Vec::new(),
                 );

@@ -24,14 +24,7 @@ use std::path::{Path, PathBuf};
 /// until `Ctx` lives in a leaf; `commands::streams` did so, and its files
 /// when it was split by concern).
 const SERVER_CIRCLES_LEFT: &[&str] = &[
-    "acl",
-    "acl::categories",
-    "acl::file",
-    "acl::log",
-    "acl::selector",
-    "acl::user",
-    "busy",
-    "client_eviction",
+    "background",
     "commands",
     "commands::acl",
     "commands::bits",
@@ -48,6 +41,7 @@ const SERVER_CIRCLES_LEFT: &[&str] = &[
     "commands::latency",
     "commands::lists",
     "commands::memory",
+    "commands::permit",
     "commands::pubsub",
     "commands::replication",
     "commands::scripting",
@@ -86,11 +80,6 @@ const SERVER_CIRCLES_LEFT: &[&str] = &[
     "commands::transactions",
     "commands::zsets",
     "info",
-    "persistence",
-    // Replication's services reach the server (the link runs commands
-    // through dispatch; REPLICAOF starts threads that hold the server).
-    "replication",
-    "replication::backlog",
     "replication::failover",
     "replication::link",
     "replication::primary",
@@ -103,9 +92,6 @@ const SERVER_CIRCLES_LEFT: &[&str] = &[
     "scripting::run",
     "scripting::stack",
     "scripting::vm",
-    "server",
-    "session",
-    "tiering",
 ];
 
 /// The crates' `src` directories, by crate name.

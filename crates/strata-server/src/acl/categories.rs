@@ -2,7 +2,8 @@
 //! (ACL CAT lists them so), and each command's categories as bits, taken
 //! from the command table's `acl` field once at start.
 
-use crate::commands::{Categories as TableCategories, CommandTable};
+use crate::commands::Categories as TableCategories;
+use crate::commands::catalog::{CommandTable, RunKind};
 
 /// Redis 7's categories, in its order (the command table's bits).
 pub const CATEGORIES: [&str; 21] = {
@@ -21,7 +22,7 @@ pub struct Categories {
 }
 
 impl Categories {
-    pub fn new(table: &CommandTable) -> Categories {
+    pub fn new<R: RunKind>(table: &CommandTable<R>) -> Categories {
         let by_id = table.specs.iter().map(|spec| spec.acl.bits()).collect();
         Categories { by_id }
     }

@@ -14,15 +14,19 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::registry::{Acl, user_from_line};
 use super::selector::{RuleError, has_spaces};
 use super::user::User;
-use super::{Acl, user_from_line};
-use crate::commands::CommandTable;
+use crate::commands::catalog::{CommandTable, RunKind};
 use crate::config::Config;
 
 /// Applies `requirepass`, then the `user` lines or the ACL file (not
 /// both, as Redis refuses), at start-up. An error stops the server.
-pub fn load_at_startup(acl: &Acl, table: &CommandTable, config: &Config) -> Result<(), String> {
+pub fn load_at_startup<R: RunKind>(
+    acl: &Acl,
+    table: &CommandTable<R>,
+    config: &Config,
+) -> Result<(), String> {
     let rules = acl.rules(table, config.acl_pubsub_allchannels);
     acl.set_default_password(&rules, &config.requirepass);
     if !config.aclfile.is_empty() && !config.users.is_empty() {
@@ -68,12 +72,16 @@ pub fn load_at_startup(acl: &Acl, table: &CommandTable, config: &Config) -> Resu
 
 /// ACL LOAD: replaces every user by the file's, or changes nothing and
 /// returns every problem found.
-pub fn load_file(acl: &Acl, table: &CommandTable, config: &Config) -> Result<(), String> {
+pub fn load_file<R: RunKind>(
+    acl: &Acl,
+    table: &CommandTable<R>,
+    config: &Config,
+) -> Result<(), String> {
     let path = &config.aclfile;
     let text = std::fs::read(path).map_err(|e| {
         format!(
             "Error loading ACLs, opening file '{path}': {}",
-            crate::persistence::strerror(&e.to_string())
+            crate::util::strerror(&e.to_string())
         )
     })?;
     let rules = acl.rules(table, config.acl_pubsub_allchannels);
@@ -128,7 +136,7 @@ pub fn load_file(acl: &Acl, table: &CommandTable, config: &Config) -> Result<(),
 }
 
 /// Every user as a `user <name> rules…` line, by name.
-pub fn user_lines(acl: &Acl, table: &CommandTable) -> Vec<String> {
+pub fn user_lines<R: RunKind>(acl: &Acl, table: &CommandTable<R>) -> Vec<String> {
     acl.users()
         .iter()
         .map(|user| {
@@ -143,7 +151,11 @@ pub fn user_lines(acl: &Acl, table: &CommandTable) -> Vec<String> {
 
 /// The `user` lines CONFIG REWRITE writes: every user, except a default
 /// user that `requirepass` alone describes (the file has no need of it).
-pub fn rewrite_lines(acl: &Acl, table: &CommandTable, config: &Config) -> Vec<String> {
+pub fn rewrite_lines<R: RunKind>(
+    acl: &Acl,
+    table: &CommandTable<R>,
+    config: &Config,
+) -> Vec<String> {
     let stock = Acl::new(table);
     stock.set_default_password(&stock.rules(table, false), &config.requirepass);
     let stock_default = user_lines(&stock, table).remove(0);
@@ -154,13 +166,17 @@ pub fn rewrite_lines(acl: &Acl, table: &CommandTable, config: &Config) -> Vec<St
 }
 
 /// ACL SAVE: the users into the ACL file, atomically.
-pub fn save_file(acl: &Acl, table: &CommandTable, path: &str) -> std::io::Result<()> {
+pub fn save_file<R: RunKind>(
+    acl: &Acl,
+    table: &CommandTable<R>,
+    path: &str,
+) -> std::io::Result<()> {
     let mut text = user_lines(acl, table).join("\n");
     text.push('\n');
     let temp = format!(
         "{path}.tmp-{}-{}",
         std::process::id(),
-        crate::server::now_ms()
+        crate::util::now_ms()
     );
     let written = std::fs::write(&temp, text.as_bytes())
         .and_then(|()| std::fs::File::open(&temp)?.sync_all())

@@ -52,11 +52,10 @@ pub enum Context {
 
 impl Context {
     /// A client's own command: inside MULTI or not.
-    pub fn of(session: &crate::session::Session) -> Context {
-        if session.multi.is_some() {
-            Context::Multi
-        } else {
-            Context::Toplevel
+    pub fn of_client(in_multi: bool) -> Context {
+        match in_multi {
+            true => Context::Multi,
+            false => Context::Toplevel,
         }
     }
 

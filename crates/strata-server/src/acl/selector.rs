@@ -12,7 +12,7 @@
 //! which decides whether a description starts with `+@all` or `-@all`.
 
 use crate::acl::categories::{CATEGORIES, Categories};
-use crate::commands::CommandTable;
+use crate::commands::catalog::{CommandTable, RunKind};
 
 /// Why a rule was refused, as Redis names it in "Error in ACL SETUSER
 /// modifier '<op>': <why>".
@@ -133,7 +133,7 @@ impl Selector {
     }
 
     /// Allows or denies a command; a container's subcommands follow it.
-    fn change(&mut self, table: &CommandTable, id: usize, on: bool) {
+    fn change<R: RunKind>(&mut self, table: &CommandTable<R>, id: usize, on: bool) {
         self.set_bit(id, on);
         self.first_args.retain(|(of, _)| *of != id);
         for sub in table.subcommand_ids(id) {
@@ -141,7 +141,13 @@ impl Selector {
         }
     }
 
-    fn change_category(&mut self, table: &CommandTable, cats: &Categories, bit: u32, on: bool) {
+    fn change_category<R: RunKind>(
+        &mut self,
+        table: &CommandTable<R>,
+        cats: &Categories,
+        bit: u32,
+        on: bool,
+    ) {
         for id in 0..table.len() {
             if cats.of(id) & bit != 0 {
                 self.change(table, id, on);
@@ -159,9 +165,9 @@ impl Selector {
     }
 
     /// Applies one rule that belongs to a selector (not `on`, passwords…).
-    pub fn apply(
+    pub fn apply<R: RunKind>(
         &mut self,
-        table: &CommandTable,
+        table: &CommandTable<R>,
         cats: &Categories,
         op: &[u8],
     ) -> Result<(), RuleError> {
@@ -253,7 +259,11 @@ impl Selector {
     }
 
     /// `+name`, `+container|sub` or `+command|first-arg`.
-    fn allow_command(&mut self, table: &CommandTable, name: &[u8]) -> Result<(), RuleError> {
+    fn allow_command<R: RunKind>(
+        &mut self,
+        table: &CommandTable<R>,
+        name: &[u8],
+    ) -> Result<(), RuleError> {
         let Some(bar) = name.iter().rposition(|&b| b == b'|') else {
             let id = table.original_id(name).ok_or(RuleError::UnknownCommand)?;
             self.change(table, id, true);
@@ -292,7 +302,12 @@ impl Selector {
 
     /// Whether command `id` may run with these arguments, as far as the
     /// command (not its keys) goes.
-    pub fn allows_command(&self, table: &CommandTable, id: usize, args: &[bytes::Bytes]) -> bool {
+    pub fn allows_command<R: RunKind>(
+        &self,
+        table: &CommandTable<R>,
+        id: usize,
+        args: &[bytes::Bytes],
+    ) -> bool {
         if self.all_commands || self.bit(id) {
             return true;
         }
@@ -357,7 +372,7 @@ impl Selector {
     }
 
     /// The selector in ACL SETUSER's words: keys, channels, then commands.
-    pub fn describe(&self, table: &CommandTable, cats: &Categories) -> String {
+    pub fn describe<R: RunKind>(&self, table: &CommandTable<R>, cats: &Categories) -> String {
         let mut text = String::new();
         if self.all_keys {
             text.push_str("~* ");
@@ -384,7 +399,11 @@ impl Selector {
     /// The command rules that rebuild this selector's bitmap: `+@all` or
     /// `-@all`, then the categories that fit best (greedily, as Redis
     /// picks them), then single commands for what remains.
-    pub fn describe_commands(&self, table: &CommandTable, cats: &Categories) -> String {
+    pub fn describe_commands<R: RunKind>(
+        &self,
+        table: &CommandTable<R>,
+        cats: &Categories,
+    ) -> String {
         let additive = !self.future;
         let mut rules = vec![if additive { "-@all" } else { "+@all" }.to_owned()];
         let mut fake = Selector::empty(table.len(), false);

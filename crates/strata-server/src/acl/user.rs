@@ -7,7 +7,7 @@
 
 use crate::acl::categories::Categories;
 use crate::acl::selector::{RuleError, Selector};
-use crate::commands::CommandTable;
+use crate::commands::catalog::{CommandTable, RunKind};
 
 /// A password hash as hex: 64 lower-case characters.
 pub const HASH_HEX_LEN: usize = 64;
@@ -28,15 +28,15 @@ pub struct User {
 
 /// The context rules are applied in: the command table, its categories,
 /// and `acl-pubsub-default` (what a new selector gets for channels).
-pub struct Rules<'a> {
-    pub table: &'a CommandTable,
+pub struct Rules<'a, R: 'static> {
+    pub table: &'a CommandTable<R>,
     pub categories: &'a Categories,
     pub all_channels_by_default: bool,
 }
 
 impl User {
     /// A new user: off, no password, no permissions.
-    pub fn new(name: &str, rules: &Rules) -> User {
+    pub fn new<R: RunKind>(name: &str, rules: &Rules<R>) -> User {
         User {
             name: name.to_owned(),
             enabled: false,
@@ -51,7 +51,7 @@ impl User {
     }
 
     /// The default user as Redis creates it: `on nopass ~* &* +@all`.
-    pub fn default_user(rules: &Rules) -> User {
+    pub fn default_user<R: RunKind>(rules: &Rules<R>) -> User {
         let mut user = User::new("default", rules);
         for op in ["+@all", "~*", "&*", "on", "nopass"] {
             user.apply(op.as_bytes(), rules)
@@ -71,7 +71,7 @@ impl User {
     }
 
     /// Applies one ACL SETUSER rule.
-    pub fn apply(&mut self, op: &[u8], rules: &Rules) -> Result<(), RuleError> {
+    pub fn apply<R: RunKind>(&mut self, op: &[u8], rules: &Rules<R>) -> Result<(), RuleError> {
         if op.is_empty() {
             return Ok(());
         }
@@ -166,7 +166,7 @@ impl User {
     }
 
     /// The user as ACL LIST and ACL SAVE write it (without `user <name>`).
-    pub fn describe(&self, table: &CommandTable, categories: &Categories) -> String {
+    pub fn describe<R: RunKind>(&self, table: &CommandTable<R>, categories: &Categories) -> String {
         let mut parts: Vec<String> = self.flags().into_iter().map(str::to_owned).collect();
         parts.extend(self.passwords.iter().map(|p| format!("#{p}")));
         let mut text = parts.join(" ");

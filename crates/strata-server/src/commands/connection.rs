@@ -1,6 +1,7 @@
 //! Connection commands: PING, ECHO, QUIT, RESET, HELLO, AUTH, SELECT and
 //! the CLIENT family.
 
+use crate::commands::Node;
 use std::sync::atomic::Ordering::Relaxed;
 
 use bytes::Bytes;
@@ -66,8 +67,8 @@ fn authenticate(ctx: &mut Ctx, command: &[u8], user: &[u8], password: &[u8]) -> 
         ctx.session.log_in(found, acl.generation());
         return Ok(());
     }
-    let context = crate::acl::log::Context::of(ctx.session);
-    crate::acl::record(
+    let context = crate::acl::log::Context::of_client(ctx.session.multi.is_some());
+    crate::commands::permit::record(
         ctx.server,
         ctx.session,
         crate::acl::log::Reason::Auth,
@@ -141,7 +142,7 @@ pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     out.bulk(b"server");
     out.bulk(b"redis");
     out.bulk(b"version");
-    out.bulk(crate::server::REDIS_VERSION.as_bytes());
+    out.bulk(crate::util::REDIS_VERSION.as_bytes());
     out.bulk(b"proto");
     out.int(protocol.version());
     out.bulk(b"id");
@@ -217,7 +218,7 @@ fn request_bytes(args: &[Bytes]) -> usize {
 /// command this client is running now, if it is the caller: as in Redis,
 /// its request still counts in `qbuf` and its arguments in `argv-mem`.
 pub fn describe_client(
-    server: &crate::server::Server,
+    server: &Node,
     client: &ClientInfo,
     now_ms: u64,
     running: Option<&[Bytes]>,

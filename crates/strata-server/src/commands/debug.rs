@@ -127,10 +127,10 @@ pub fn debug_reload(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// Writes a checkpoint, waiting (up to 10 s) for one already running to
 /// end first, as Redis' DEBUG RELOAD waits for its child.
 fn save_waiting(ctx: &Ctx) -> bool {
-    let handles = ctx.server.handles();
+    let handles = crate::background::Handles::of(ctx.server);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        match crate::persistence::checkpoint(&handles, crate::persistence::Trigger::Save) {
+        match crate::background::checkpoint(&handles, crate::persistence::Trigger::Save) {
             Ok(_) => return true,
             Err(_)
                 if handles.persistence.checkpoint_running()

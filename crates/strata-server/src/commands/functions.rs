@@ -4,6 +4,7 @@
 //! (`commands::scripting::run_script`): atomically, under one lock set,
 //! committed as one log group.
 
+use crate::commands::Node;
 use bytes::Bytes;
 
 use super::connection::help_lines;
@@ -273,10 +274,7 @@ pub fn function_stats(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 
 /// FUNCTION STATS' reply; also how `crate::busy` answers it for a client
 /// on a busy script's own thread.
-pub fn write_function_stats(
-    server: &crate::server::Server,
-    out: &mut strata_resp::ReplyWriter,
-) -> CmdResult {
+pub fn write_function_stats(server: &Node, out: &mut strata_resp::ReplyWriter) -> CmdResult {
     let running = server
         .scripts
         .running_function()
@@ -386,7 +384,7 @@ fn fcall_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult {
 
 /// Whether FCALL's function `name` declares `no-writes` (CLIENT PAUSE
 /// WRITE lets it run).
-pub fn declares_no_writes(server: &crate::server::Server, name: &[u8]) -> bool {
+pub fn declares_no_writes(server: &Node, name: &[u8]) -> bool {
     let libraries = server.functions.snapshot();
     libraries
         .function(&text(name))

@@ -18,6 +18,7 @@
 
 pub mod acl;
 pub mod bits;
+pub mod catalog;
 pub mod cluster;
 pub mod connection;
 pub mod debug;
@@ -32,6 +33,8 @@ pub mod keyspec;
 pub mod latency;
 pub mod lists;
 pub mod memory;
+pub mod multi_state;
+pub mod permit;
 pub mod pubsub;
 pub mod replication;
 pub mod scripting;
@@ -48,7 +51,6 @@ pub mod transactions;
 pub mod zsets;
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -58,6 +60,7 @@ use strata_engine::keyspace::Locked;
 use strata_engine::{KeyRef, Keyspace};
 use strata_resp::ReplyWriter;
 
+pub use catalog::Gates;
 pub use spec::{Categories, Flags, Traits};
 use spec::{flag, traits as trait_};
 
@@ -120,35 +123,11 @@ pub const ERR_NOAUTH: &str = "NOAUTH Authentication required.";
 pub const ERR_LOADING: &str = "LOADING Redis is loading the dataset in memory";
 
 /// One command (or subcommand) as data: a row of the table
-/// (`commands/table/`).
-pub struct Spec {
-    /// Lower-case name (for a subcommand, the part after `|`).
-    pub name: &'static str,
-    /// Redis arity: exact argument count including the name, or -N for at
-    /// least N.
-    pub arity: i32,
-    /// Redis' command flags.
-    pub flags: Flags,
-    /// Where the command's keys are and what it does with them.
-    pub keys: &'static [keyspec::KeySpec],
-    /// What its key specs cannot say about its keys (Redis' getkeys
-    /// procedures: SORT's STORE, MIGRATE's KEYS, flags that depend on
-    /// the arguments).
-    pub keys_hook: Option<keyspec::KeysHook>,
-    /// ACL categories.
-    pub acl: Categories,
-    pub group: &'static str,
-    pub since: &'static str,
-    pub summary: &'static str,
-    pub complexity: &'static str,
-    /// Redis' command tips (COMMAND INFO's eighth element).
-    pub tips: &'static [&'static str],
-    /// Strata's own properties (see [`Traits`]).
-    pub traits: Traits,
-    /// How it runs.
-    pub run: Run,
-    pub subcommands: &'static [Spec],
-}
+/// (`commands/table/`), run by a [`Run`].
+pub type Spec = catalog::Spec<Run>;
+
+/// The flattened table of every command Strata serves.
+pub type CommandTable = catalog::CommandTable<Run>;
 
 /// How a command runs.
 #[derive(Clone, Copy)]
@@ -164,6 +143,16 @@ pub enum Run {
     Script(Handler),
     /// A container: its subcommands do the work.
     Container,
+}
+
+impl catalog::RunKind for Run {
+    fn is_exec(&self) -> bool {
+        matches!(self, Run::Exec)
+    }
+
+    fn is_script(&self) -> bool {
+        matches!(self, Run::Script(_))
+    }
 }
 
 impl Spec {
@@ -192,332 +181,12 @@ impl Spec {
             Run::Exec | Run::Container => None,
         }
     }
-
-    pub fn arity_ok(&self, argc: usize) -> bool {
-        let arity = self.arity;
-        (arity >= 0 && argc == arity as usize) || (arity < 0 && argc >= (-arity) as usize)
-    }
-
-    /// Whether it has every one of Redis' `flags`.
-    pub fn has(&self, flags: Flags) -> bool {
-        self.flags.has(flags)
-    }
-
-    /// Whether it has Strata's trait `trait_`.
-    pub fn is(&self, trait_: Traits) -> bool {
-        self.traits.has(trait_)
-    }
-
-    /// Positions of the key arguments in `args`, from the key specs
-    /// (empty when the arguments do not hold the keys the specs promise).
-    pub fn key_positions(&self, args: &[Bytes]) -> Vec<usize> {
-        keyspec::keys_with_specs(self.keys, args)
-            .map(|keys| keys.into_iter().map(|(at, _)| at).collect())
-            .unwrap_or_default()
-    }
 }
-
-/// The flattened table: commands and subcommands with their stats index
-/// and full names (`get`, `client|list`).
-pub struct CommandTable {
-    pub specs: Vec<&'static Spec>,
-    pub full_names: Vec<String>,
-    top_level: NameMap,
-    /// Per command index: its subcommands by name (empty for most).
-    subcommands: Vec<NameMap>,
-    /// Every command and subcommand by its full name as the table names
-    /// it (`config|get`), untouched by `rename-command`: what ACL rules
-    /// name, as in Redis.
-    by_full_name: NameMap,
-    /// PING is refused like a write while the log cannot be written, as
-    /// in Redis, so health checks notice.
-    pub ping_id: usize,
-    /// DEBUG's argument errors follow its own format (see `dispatch`).
-    pub debug_id: usize,
-    /// CLUSTER answers Redis' standalone error for the subcommands it lacks.
-    pub cluster_id: usize,
-    /// EXEC's index (its counters; dispatch knows EXEC by its `Run`).
-    pub exec_id: usize,
-    /// Per command index: the flags dispatch checks on every command, as
-    /// bits ([`Gates`]), so it compares no flag names.
-    gates: Vec<Gates>,
-}
-
-/// The flags dispatch, transactions and scripts check on every command.
-#[derive(Clone, Copy, Default)]
-pub struct Gates(u16);
-
-impl Gates {
-    pub const NO_AUTH: u16 = 1;
-    pub const LOADING: u16 = 2;
-    /// `write`, or PING (refused like a write while the log cannot be
-    /// written, as in Redis, so health checks notice).
-    pub const REFUSED_ON_DISK_ERROR: u16 = 4;
-    pub const DENYOOM: u16 = 8;
-    pub const NO_MULTI: u16 = 16;
-    /// Runs while a script is busy (SCRIPT KILL, …).
-    pub const ALLOW_BUSY: u16 = 32;
-    /// Holds its locks for a whole script (EVAL and its kin).
-    pub const PINNED: u16 = 64;
-    /// Reads or changes a whole database: a transaction or script running
-    /// it holds every shard (the table's `DATABASE_WIDE`).
-    pub const DATABASE_WIDE: u16 = 128;
-    /// Locks shards on its own: a transaction runs it after its commit
-    /// (the table's `RUNS_UNLOCKED`).
-    pub const RUNS_UNLOCKED: u16 = 256;
-    /// Runs at once inside MULTI rather than queue
-    /// (the table's `RUNS_AT_ONCE`).
-    pub const RUNS_AT_ONCE: u16 = 512;
-    /// `write`: refused on a read-only replica.
-    pub const WRITE: u16 = 1024;
-    /// `stale`: runs on a replica whose link is down even with
-    /// `replica-serve-stale-data no`.
-    pub const STALE: u16 = 2048;
-
-    fn of(spec: &Spec, is_ping: bool) -> Gates {
-        let mut bits = 0;
-        for (redis_flag, bit) in [
-            (flag::NO_AUTH, Self::NO_AUTH),
-            (flag::LOADING, Self::LOADING),
-            (flag::WRITE, Self::REFUSED_ON_DISK_ERROR),
-            (flag::DENYOOM, Self::DENYOOM),
-            (flag::NO_MULTI, Self::NO_MULTI),
-            (flag::ALLOW_BUSY, Self::ALLOW_BUSY),
-            (flag::WRITE, Self::WRITE),
-            (flag::STALE, Self::STALE),
-        ] {
-            if spec.has(redis_flag) {
-                bits |= bit;
-            }
-        }
-        if is_ping {
-            bits |= Self::REFUSED_ON_DISK_ERROR;
-        }
-        if matches!(spec.run, Run::Script(_)) {
-            bits |= Self::PINNED;
-        }
-        for (applies, bit) in [
-            (trait_::DATABASE_WIDE, Self::DATABASE_WIDE),
-            (trait_::RUNS_UNLOCKED, Self::RUNS_UNLOCKED),
-            (trait_::RUNS_AT_ONCE, Self::RUNS_AT_ONCE),
-        ] {
-            if spec.is(applies) {
-                bits |= bit;
-            }
-        }
-        Gates(bits)
-    }
-
-    pub fn has(self, bit: u16) -> bool {
-        self.0 & bit != 0
-    }
-}
-
-type NameMap = HashMap<Vec<u8>, usize, foldhash::fast::RandomState>;
-
-/// Longest command or subcommand name looked up without allocating.
-const NAME_LEN_BYTES_MAX: usize = 32;
 
 impl CommandTable {
+    /// The table of every family in [`table::FAMILIES`].
     pub fn new() -> Self {
-        let mut table = CommandTable {
-            specs: Vec::new(),
-            full_names: Vec::new(),
-            top_level: NameMap::default(),
-            subcommands: Vec::new(),
-            by_full_name: NameMap::default(),
-            ping_id: usize::MAX,
-            debug_id: usize::MAX,
-            cluster_id: usize::MAX,
-            exec_id: usize::MAX,
-            gates: Vec::new(),
-        };
-        for spec in table::FAMILIES.iter().flat_map(|family| family.iter()) {
-            let parent = table.specs.len();
-            table.specs.push(spec);
-            table.full_names.push(spec.name.to_owned());
-            table
-                .top_level
-                .insert(spec.name.as_bytes().to_vec(), parent);
-            let mut subs = NameMap::default();
-            for sub in spec.subcommands {
-                let id = table.specs.len();
-                table.specs.push(sub);
-                table.full_names.push(format!("{}|{}", spec.name, sub.name));
-                subs.insert(sub.name.as_bytes().to_vec(), id);
-            }
-            table
-                .subcommands
-                .resize_with(table.specs.len(), NameMap::default);
-            table.subcommands[parent] = subs;
-        }
-        table.by_full_name = (table.full_names.iter().enumerate())
-            .map(|(id, name)| (name.as_bytes().to_vec(), id))
-            .collect();
-        table.ping_id = table.lookup(b"ping").expect("PING is in the table");
-        table.debug_id = table.lookup(b"debug").expect("DEBUG is in the table");
-        table.cluster_id = table.lookup(b"cluster").expect("CLUSTER is in the table");
-        table.exec_id = table.lookup(b"exec").expect("EXEC is in the table");
-        table.gates = (0..table.specs.len())
-            .map(|id| Gates::of(table.specs[id], id == table.ping_id))
-            .collect();
-        table
-    }
-
-    /// Whether `name` (a request's first argument) names EXEC.
-    pub fn is_exec(&self, name: &[u8]) -> bool {
-        self.lookup(name)
-            .is_some_and(|id| matches!(self.specs[id].run, Run::Exec))
-    }
-
-    /// A command or subcommand by its original full name (`get`,
-    /// `config|get`), whatever `rename-command` did.
-    pub fn original_id(&self, full_name: &[u8]) -> Option<usize> {
-        let lower = full_name.to_ascii_lowercase();
-        self.by_full_name.get(&lower).copied()
-    }
-
-    /// The ids of command `id`'s subcommands (they follow it).
-    pub fn subcommand_ids(&self, id: usize) -> std::ops::Range<usize> {
-        if self.is_subcommand(id) {
-            return id..id;
-        }
-        id + 1..id + 1 + self.specs[id].subcommands.len()
-    }
-
-    /// The top-level command of `id` (itself when it is one).
-    pub fn top_level_of(&self, id: usize) -> usize {
-        (0..=id)
-            .rev()
-            .find(|&at| !self.is_subcommand(at))
-            .expect("the first id is a command")
-    }
-
-    pub fn is_subcommand(&self, id: usize) -> bool {
-        self.full_names[id].contains('|')
-    }
-
-    pub fn has_subcommands(&self, id: usize) -> bool {
-        !self.is_subcommand(id) && !self.specs[id].subcommands.is_empty()
-    }
-
-    /// The flags dispatch checks, of command `id`.
-    pub fn gates(&self, id: usize) -> Gates {
-        self.gates[id]
-    }
-
-    /// How many commands the table holds (COMMAND COUNT).
-    pub fn len(&self) -> usize {
-        self.specs.len()
-    }
-
-    /// Never true for the built table; here because `len` is.
-    pub fn is_empty(&self) -> bool {
-        self.specs.is_empty()
-    }
-
-    /// The key arguments of `args` whose values the command reads, so that
-    /// cold values can be read in before it runs (tiering). Commands that
-    /// only look at or replace a key (DEL, EXISTS, TTL, EXPIRE, TYPE, SET,
-    /// MSET, MEMORY USAGE, …: `READS_NO_VALUE` in the table) need no value,
-    /// except SET with GET, which returns the old one.
-    pub fn value_keys<'a>(&self, args: &'a [Bytes]) -> Vec<&'a [u8]> {
-        let Some(mut id) = self.lookup(&args[0]) else {
-            return Vec::new();
-        };
-        if !self.specs[id].subcommands.is_empty() {
-            match args.get(1).and_then(|sub| self.lookup_subcommand(id, sub)) {
-                Some(sub) => id = sub,
-                None => return Vec::new(),
-            }
-        }
-        let spec = self.specs[id];
-        // A command whose key flags depend on its arguments (SET with GET
-        // or IFEQ) reads the value when its key gets "access".
-        let reads_old_value = spec.keys_hook.is_some()
-            && keyspec::keys_and_flags(spec.keys, spec.keys_hook, args)
-                .is_ok_and(|keys| keys.iter().any(|(_, flags)| flags.contains(&"access")));
-        if (spec.is(trait_::READS_NO_VALUE) && !reads_old_value) || !spec.arity_ok(args.len()) {
-            return Vec::new();
-        }
-        spec.key_positions(args)
-            .into_iter()
-            .map(|at| &args[at][..])
-            .collect()
-    }
-
-    /// `rename-command old new`: the command answers to `new` only (to
-    /// nothing when `new` is empty), for clients and scripts alike.
-    pub fn rename(&mut self, old: &str, new: &str) -> Result<(), String> {
-        let old_key = old.to_ascii_lowercase().into_bytes();
-        let Some(id) = self.top_level.remove(&old_key) else {
-            return Err(format!("No such command '{old}' in rename-command"));
-        };
-        if new.is_empty() {
-            return Ok(());
-        }
-        let new_key = new.to_ascii_lowercase().into_bytes();
-        if self.top_level.contains_key(&new_key) {
-            self.top_level.insert(old_key, id);
-            return Err(format!(
-                "Target command name '{new}' already exists in rename-command"
-            ));
-        }
-        self.top_level.insert(new_key, id);
-        Ok(())
-    }
-
-    pub fn lookup(&self, name: &[u8]) -> Option<usize> {
-        with_lowercase(name, |lower| self.top_level.get(lower).copied())
-    }
-
-    /// The command `args` names: its subcommand's id for a container
-    /// given a known subcommand, else the command's; `None` for an
-    /// unknown command or subcommand.
-    pub fn resolve(&self, args: &[Bytes]) -> Option<usize> {
-        let id = self.lookup(args.first()?)?;
-        match args.get(1) {
-            Some(sub) if !self.specs[id].subcommands.is_empty() => self.lookup_subcommand(id, sub),
-            _ => Some(id),
-        }
-    }
-
-    /// Whether `args`, outside MULTI, is a command CLIENT PAUSE WRITE
-    /// holds: one that writes or may (`write`, `may_replicate`: EVAL,
-    /// PUBLISH, PFCOUNT …), except scripts and functions that declare
-    /// `no-writes` (Redis 7 lets them run). Unknown commands and wrong
-    /// argument counts are not held (they fail at once, as in Redis);
-    /// EXEC is the connection's to decide (`Multi::may_write`).
-    pub fn held_by_write_pause(&self, server: &Server, args: &[Bytes]) -> bool {
-        let Some(id) = self.resolve(args) else {
-            return false;
-        };
-        let spec = self.specs[id];
-        if !spec.arity_ok(args.len()) || !(spec.has(flag::WRITE) || spec.has(flag::MAY_REPLICATE)) {
-            return false;
-        }
-        // EVAL, EVALSHA and FCALL have at least 3 arguments here (arity).
-        let name = &args[0];
-        if is(name, "EVAL") || is(name, "EVALSHA") {
-            return !scripting::declares_no_writes(server, &args[1], is(name, "EVALSHA"));
-        }
-        if is(name, "FCALL") {
-            return !functions::declares_no_writes(server, &args[1]);
-        }
-        true
-    }
-
-    pub fn lookup_subcommand(&self, parent: usize, name: &[u8]) -> Option<usize> {
-        with_lowercase(name, |lower| self.subcommands[parent].get(lower).copied())
-    }
-
-    /// Top-level commands, in table order.
-    pub fn top_level(&self) -> impl Iterator<Item = (usize, &'static Spec)> + '_ {
-        self.specs
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !self.full_names[*i].contains('|'))
-            .map(|(i, s)| (i, *s))
+        CommandTable::of_families(table::FAMILIES)
     }
 }
 
@@ -527,22 +196,75 @@ impl Default for CommandTable {
     }
 }
 
-fn with_lowercase<R>(name: &[u8], f: impl FnOnce(&[u8]) -> Option<R>) -> Option<R> {
-    if name.len() > NAME_LEN_BYTES_MAX {
-        return None;
+/// Whether `args`, outside MULTI, is a command CLIENT PAUSE WRITE
+/// holds: one that writes or may (`write`, `may_replicate`: EVAL,
+/// PUBLISH, PFCOUNT …), except scripts and functions that declare
+/// `no-writes` (Redis 7 lets them run). Unknown commands and wrong
+/// argument counts are not held (they fail at once, as in Redis);
+/// EXEC is the connection's to decide (`Multi::may_write`).
+pub fn held_by_write_pause(node: &Node, args: &[Bytes]) -> bool {
+    let Some(id) = node.commands.resolve(args) else {
+        return false;
+    };
+    let spec = node.commands.specs[id];
+    if !spec.arity_ok(args.len()) || !(spec.has(flag::WRITE) || spec.has(flag::MAY_REPLICATE)) {
+        return false;
     }
-    let mut buf = [0u8; NAME_LEN_BYTES_MAX];
-    let lower = &mut buf[..name.len()];
-    lower.copy_from_slice(name);
-    lower.make_ascii_lowercase();
-    f(lower)
+    // EVAL, EVALSHA and FCALL have at least 3 arguments here (arity).
+    let name = &args[0];
+    if is(name, "EVAL") || is(name, "EVALSHA") {
+        return !scripting::declares_no_writes(node, &args[1], is(name, "EVALSHA"));
+    }
+    if is(name, "FCALL") {
+        return !functions::declares_no_writes(node, &args[1]);
+    }
+    true
+}
+
+/// A node as dispatch serves it: the server's state and the command table.
+/// The table is not part of [`Server`] because its rows name handlers,
+/// whose context names the server: what lies below dispatch (the ACL,
+/// replication's state, persistence) reaches the state and, where it
+/// must read the table, takes it as an argument. Derefs to the state, so
+/// `node.keyspace` reads as `server.keyspace` did.
+pub struct Node {
+    pub server: Server,
+    pub commands: CommandTable,
+    /// Itself, for the threads a command starts (REPLICAOF's link).
+    me: std::sync::Weak<Node>,
+}
+
+impl Node {
+    pub fn new(server: Server, commands: CommandTable) -> std::sync::Arc<Node> {
+        std::sync::Arc::new_cyclic(|me| Node {
+            server,
+            commands,
+            me: me.clone(),
+        })
+    }
+
+    /// A counted reference to this node (it lives in an `Arc` from
+    /// [`Node::new`] on).
+    pub fn arc(&self) -> std::sync::Arc<Node> {
+        self.me
+            .upgrade()
+            .expect("a node lives in the Arc it was made in")
+    }
+}
+
+impl std::ops::Deref for Node {
+    type Target = Server;
+
+    fn deref(&self) -> &Server {
+        &self.server
+    }
 }
 
 /// What a handler works with. `'s` is the server's lifetime (what a
 /// transaction's locks borrow, kept across its commands); `'a` one
 /// command's.
 pub struct Ctx<'a, 's> {
-    pub server: &'s Server,
+    pub server: &'s Node,
     pub session: &'a mut Session,
     pub out: ReplyWriter<'a>,
     pub config: &'a Config,
@@ -691,7 +413,7 @@ pub enum Dispatched {
 /// ([`transactions`]).
 #[allow(clippy::too_many_arguments)]
 pub fn dispatch(
-    server: &Server,
+    server: &Node,
     session: &mut Session,
     out: &mut bytes::BytesMut,
     config: &Config,
@@ -712,7 +434,7 @@ pub fn dispatch(
 /// [`dispatch`] but for what BCAST tracking clients are told after.
 #[allow(clippy::too_many_arguments)]
 fn dispatch_one(
-    server: &Server,
+    server: &Node,
     session: &mut Session,
     out: &mut bytes::BytesMut,
     config: &Config,
@@ -790,7 +512,7 @@ pub(crate) fn count_changes(stats: &ThreadStats, committed: &Commit) {
 /// Whether a value one of `args`' keys reads is on disk only (see
 /// [`dispatch`]); `declared` spares hashing the keys again.
 pub(crate) fn reads_cold(
-    server: &Server,
+    server: &Node,
     db: usize,
     now_ms: u64,
     args: &[Bytes],
@@ -818,7 +540,7 @@ pub(crate) fn reads_cold(
 /// loading, a failed log, memory) and answers the error if it may not;
 /// returns its table index if it may.
 fn admit(
-    server: &Server,
+    server: &Node,
     session: &mut Session,
     out: &mut bytes::BytesMut,
     config: &Config,
@@ -870,7 +592,7 @@ type Refusal = Cow<'static, str>;
 /// The command's table index (a container with arguments resolves to its
 /// subcommand), or the error for an unknown command or subcommand.
 fn resolve(
-    server: &Server,
+    server: &Node,
     session: &mut Session,
     config: &Config,
     now_ms: u64,
@@ -910,7 +632,7 @@ fn resolve(
         None if id == table.debug_id => {
             // DEBUG is one command to ACL rules: a subcommand Strata
             // lacks is still refused to a user who may not run it.
-            crate::acl::check_client_command(server, session, id, args, now_ms)?;
+            crate::commands::permit::check_client_command(server, session, id, args, now_ms)?;
             Err(debug_error(args).into())
         }
         None if id == table.cluster_id
@@ -940,7 +662,7 @@ fn debug_error(args: &[Bytes]) -> String {
 
 /// What admission's gates look at: a resolved command and who sends it.
 struct Admission<'a> {
-    server: &'a Server,
+    server: &'a Node,
     session: &'a mut Session,
     config: &'a Config,
     now_ms: u64,
@@ -1001,7 +723,7 @@ fn auth_gate(a: &mut Admission) -> Option<Refusal> {
 }
 
 fn acl_gate(a: &mut Admission) -> Option<Refusal> {
-    crate::acl::check_client_command(a.server, a.session, a.id, a.args, a.now_ms)
+    crate::commands::permit::check_client_command(a.server, a.session, a.id, a.args, a.now_ms)
         .err()
         .map(Into::into)
 }
@@ -1019,7 +741,7 @@ fn disk_error_gate(a: &mut Admission) -> Option<Refusal> {
     Some(
         format!(
             "MISCONF Errors writing to the AOF file: {}",
-            crate::persistence::strerror(&error)
+            crate::util::strerror(&error)
         )
         .into(),
     )
@@ -1039,14 +761,16 @@ fn replica_gate(a: &mut Admission) -> Option<Refusal> {
     // EXEC writes when its queue does (Redis checks the transaction then:
     // EXECABORT … NOREPLICAS / READONLY).
     let queue = a.exec_queue();
-    let writes = gates.has(Gates::WRITE) || queue.is_some_and(|multi| multi.may_write(a.server));
+    let writes = gates.has(Gates::WRITE)
+        || queue.is_some_and(|multi| transactions::may_write(multi, a.server));
     if !replica && writes {
         let good = replication.good_replicas(a.now_ms, settings.min_replicas_max_lag_s);
         if good < settings.min_replicas_to_write {
             return Some("NOREPLICAS Not enough good replicas to write.".into());
         }
     }
-    let stale_ok = gates.has(Gates::STALE) && queue.is_none_or(|multi| multi.all_stale(a.server));
+    let stale_ok =
+        gates.has(Gates::STALE) && queue.is_none_or(|multi| multi.all_stale(&a.server.commands));
     replication
         .refusal(writes, stale_ok, settings)
         .map(Into::into)
@@ -1055,7 +779,7 @@ fn replica_gate(a: &mut Admission) -> Option<Refusal> {
 fn memory_gate(a: &mut Admission) -> Option<Refusal> {
     let denyoom = a.gates().has(Gates::DENYOOM)
         || a.exec_queue()
-            .is_some_and(|multi| multi.uses_memory(a.server));
+            .is_some_and(|multi| multi.uses_memory(&a.server.commands));
     let mut evicted = Vec::new();
     let refused = (a.server.tiering).admit(
         &a.server.keyspace,
@@ -1115,7 +839,7 @@ fn multi_gate(a: &mut Admission) -> Option<Refusal> {
 /// hands the locks back with what the handler committed itself.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn call<'a, 's>(
-    server: &'s Server,
+    server: &'s Node,
     session: &'a mut Session,
     out: &'a mut bytes::BytesMut,
     config: &'a Config,
@@ -1233,7 +957,7 @@ pub(crate) fn call<'a, 's>(
     (keys, ctx.committed)
 }
 
-pub(crate) fn reject(server: &Server, reply: &mut ReplyWriter, text: &str) {
+pub(crate) fn reject(server: &Node, reply: &mut ReplyWriter, text: &str) {
     server.stats.record_error(text);
     reply.error(text);
 }

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use bytes::Bytes;
 
 use super::{CmdResult, Ctx, ERR_SYNTAX, is, parse_i64};
-use crate::replication::primary::SyncRequest;
+use crate::replication::SyncRequest;
 
 /// SYNC: the old protocol (also `redis-cli --rdb`): the RDB file, then
 /// the stream, with no `+FULLRESYNC` line first.
@@ -109,9 +109,7 @@ pub fn replicaof(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         ctx.out.simple("OK Already connected to specified master");
         return Ok(());
     }
-    let Some(server) = replication.server() else {
-        return Err("ERR the server is not running".into());
-    };
+    let server = ctx.server.arc();
     replication.drop_replicas();
     let link = replication.follow(host.clone(), port);
     crate::log_notice!(
@@ -198,9 +196,7 @@ pub fn failover(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             (best.ip.clone(), best.listening_port.load(Relaxed) as u16)
         }
     };
-    let Some(server) = replication.server() else {
-        return Err("ERR the server is not running".into());
-    };
+    let server = ctx.server.arc();
     replication
         .failover_state
         .store(failover::WAITING_FOR_SYNC, Relaxed);

@@ -4,6 +4,7 @@
 //! is also how FCALL runs a function (`commands::functions`).
 
 use super::spec::{flag, traits as trait_};
+use crate::commands::Node;
 use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -449,7 +450,7 @@ impl Runner<'_, '_, '_> {
         if spec.has(flag::NOSCRIPT) && !may_call_noscript(server, id) {
             return Some(self.fail("ERR This Redis command is not allowed from script", false));
         }
-        if let Err(denied) = crate::acl::check_command(
+        if let Err(denied) = crate::commands::permit::check_command(
             server,
             self.ctx.session,
             id,
@@ -545,7 +546,7 @@ impl Runner<'_, '_, '_> {
 /// `NEVER_FROM_SCRIPTS` (itself or its container: commands that run or
 /// manage scripts, transactions or subscriptions would re-enter the
 /// running script's VM or change its session's mode).
-fn may_call_noscript(server: &crate::server::Server, id: usize) -> bool {
+fn may_call_noscript(server: &Node, id: usize) -> bool {
     let table = &server.commands;
     let name = table.full_names[id].as_str();
     let parent = name.split('|').next().unwrap_or(name);
@@ -730,7 +731,7 @@ fn eval_generic(ctx: &mut Ctx, args: &[Bytes], by_sha: bool, read_only: bool) ->
 
 /// Whether EVAL's script (`by_sha`: EVALSHA's cached one) declares
 /// `no-writes` in its shebang (CLIENT PAUSE WRITE lets it run).
-pub fn declares_no_writes(server: &crate::server::Server, script: &[u8], by_sha: bool) -> bool {
+pub fn declares_no_writes(server: &Node, script: &[u8], by_sha: bool) -> bool {
     let body = match by_sha {
         true => match server.scripts.get(script) {
             Some(cached) => cached.body,

@@ -2,6 +2,7 @@
 //! SHUTDOWN, SAVE, BGSAVE, BGREWRITEAOF, LASTSAVE, MEMORY and
 //! COMMAND (generated from the table).
 
+use crate::commands::Node;
 use std::sync::atomic::Ordering::Relaxed;
 
 use bytes::Bytes;
@@ -10,8 +11,9 @@ use super::connection::help_lines;
 use super::keyspec::{self, BeginSearch, FindKeys, KeySpec};
 use super::spec::flag;
 use super::{CmdError, CmdResult, Ctx, ERR_SYNTAX, Spec, is, lossy, parse_i64};
+use crate::background;
 use crate::config::DIRECTIVES;
-use crate::persistence::{self, Trigger};
+use crate::persistence::Trigger;
 use crate::server::ShutdownSave;
 
 pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
@@ -158,7 +160,7 @@ pub fn config_set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// The TCP listeners a CONFIG SET of `port` or `bind` asks for, with
 /// Redis' errors when they cannot be had.
 fn relisten(
-    server: &crate::server::Server,
+    server: &Node,
     old: &crate::config::Config,
     new: &crate::config::Config,
 ) -> Result<Vec<std::net::TcpListener>, String> {
@@ -694,7 +696,7 @@ pub fn command_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 }
 
 pub fn save(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
-    match persistence::checkpoint(&ctx.server.handles(), Trigger::Save) {
+    match background::checkpoint(&background::Handles::of(ctx.server), Trigger::Save) {
         Ok(_) => {
             ctx.out.ok();
             Ok(())

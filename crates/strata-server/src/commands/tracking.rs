@@ -8,8 +8,8 @@ use bytes::Bytes;
 use strata_engine::record::Kind;
 
 use super::{CmdResult, Ctx, ERR_SYNTAX, Spec, is, parse_i64};
+use crate::commands::Node;
 use crate::config::Config;
-use crate::server::Server;
 use crate::session::Session;
 use crate::tracking::Options;
 
@@ -290,7 +290,7 @@ const BCAST_PENDING_KEYS_MAX: usize = 1 << 20;
 
 /// Tells BCAST clients of the keys the finished command (or transaction,
 /// or script) changed.
-pub(crate) fn broadcast_pending(server: &Server, session: &mut Session, config: &Config) {
+pub(crate) fn broadcast_pending(server: &Node, session: &mut Session, config: &Config) {
     let pending = std::mem::take(&mut session.bcast_pending);
     let refs: Vec<&[u8]> = pending.iter().map(|k| &k[..]).collect();
     server

@@ -33,16 +33,16 @@
 use bytes::{Bytes, BytesMut};
 use smallvec::SmallVec;
 use strata_engine::KeyRef;
-use strata_engine::feed::Subscription;
 use strata_engine::keyspace::Locked;
 use strata_engine::record::Kind;
 use strata_resp::ReplyWriter;
 
+pub use super::multi_state::{Multi, Queued, Watched, Watching};
 use super::{
     CmdResult, Ctx, Dispatched, Gates, call, count_changes, declared_keys, reads_cold, reject,
 };
+use crate::commands::Node;
 use crate::config::Config;
-use crate::server::Server;
 use crate::session::Session;
 use crate::stats::{ThreadStats, bump};
 
@@ -54,73 +54,15 @@ const QUEUED_ARG_OVERHEAD_BYTES: usize = 32;
 
 const ERR_EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
 
-/// A transaction being queued.
-#[derive(Default)]
-pub struct Multi {
-    pub queued: Vec<Queued>,
-    /// A command was refused while queuing: EXEC answers EXECABORT.
-    pub dirty: bool,
-    /// Memory the queue holds, limited by `client-query-buffer-limit`.
-    bytes: usize,
-}
-
-impl Multi {
-    /// Memory the queued commands hold.
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-
-    /// Whether every queued command may run on a replica whose link is
-    /// down (`stale`; EXEC answers MASTERDOWN otherwise, as Redis does).
-    pub fn all_stale(&self, server: &Server) -> bool {
-        (self.queued.iter()).all(|queued| server.commands.gates(queued.id).has(super::Gates::STALE))
-    }
-
-    /// Whether a queued command may use memory (`denyoom`: EXEC answers
-    /// OOM when memory is full, as Redis does).
-    pub fn uses_memory(&self, server: &Server) -> bool {
-        (self.queued.iter())
-            .any(|queued| server.commands.gates(queued.id).has(super::Gates::DENYOOM))
-    }
-
-    /// Whether a queued command writes or may (EXEC then waits for a
-    /// CLIENT PAUSE WRITE).
-    pub fn may_write(&self, server: &Server) -> bool {
-        self.queued
-            .iter()
-            .any(|queued| server.commands.held_by_write_pause(server, &queued.args))
-    }
-}
-
-pub struct Queued {
-    id: usize,
-    pub args: Vec<Bytes>,
-}
-
-/// The keys a connection WATCHes.
-#[derive(Default)]
-pub struct Watching {
-    /// Every change committed since the first WATCH (None once broken).
-    subscription: Option<Subscription>,
-    keys: Vec<Watched>,
-    broken: bool,
-}
-
-struct Watched {
-    db: usize,
-    key: Bytes,
-    /// The key existed and had not expired when WATCHed.
-    live: bool,
-    /// The key had expired, unreclaimed, when WATCHed: its removal is no
-    /// change (Redis' rule for stale keys).
-    stale: bool,
-    /// A SWAPDB moved another database's key here: broken if one exists.
-    swapped: bool,
+/// Whether a queued command writes or may (EXEC then waits for a
+/// CLIENT PAUSE WRITE).
+pub fn may_write(multi: &Multi, server: &Node) -> bool {
+    (multi.queued.iter()).any(|queued| super::held_by_write_pause(server, &queued.args))
 }
 
 /// Queues command `id` of a transaction and answers `+QUEUED`.
 pub fn queue(
-    server: &Server,
+    server: &Node,
     session: &mut Session,
     out: &mut BytesMut,
     config: &Config,
@@ -156,7 +98,7 @@ pub fn queue(
 
 /// The keys whose values a queued transaction reads, for the connection
 /// to read from disk before EXEC locks anything.
-pub fn value_keys(server: &Server, session: &Session) -> Vec<Bytes> {
+pub fn value_keys(server: &Node, session: &Session) -> Vec<Bytes> {
     let Some(multi) = &session.multi else {
         return Vec::new();
     };
@@ -316,7 +258,7 @@ pub fn check_feed(session: &mut Session) {
 
 /// Whether the watched keys changed since WATCH: what the feed reported,
 /// or a key that expired meanwhile. `keys` holds their shards.
-fn watch_broken(server: &Server, session: &mut Session, keys: &mut Locked, now_ms: u64) -> bool {
+fn watch_broken(server: &Node, session: &mut Session, keys: &mut Locked, now_ms: u64) -> bool {
     check_feed(session);
     let Some(watching) = &session.watch else {
         return false;
@@ -331,7 +273,7 @@ fn watch_broken(server: &Server, session: &mut Session, keys: &mut Locked, now_m
 
 /// EXEC: runs the queued transaction (see the module docs).
 pub fn run_exec(
-    server: &Server,
+    server: &Node,
     session: &mut Session,
     out: &mut BytesMut,
     config: &Config,
@@ -407,7 +349,7 @@ struct Declared<'a> {
 /// shards, or every shard when a command may reach keys it did not
 /// declare (a script: it must never wait for a shard half way).
 fn lock_transaction<'s, 'm>(
-    server: &'s Server,
+    server: &'s Node,
     session: &Session,
     multi: &'m Multi,
 ) -> (Locked<'s>, Declared<'m>) {
@@ -437,7 +379,7 @@ fn lock_transaction<'s, 'm>(
 
 /// What every command of a running transaction shares.
 struct Run<'s> {
-    server: &'s Server,
+    server: &'s Node,
     config: &'s Config,
     stats: &'s ThreadStats,
     now_ms: u64,
@@ -465,7 +407,7 @@ impl<'s> Run<'s> {
         for (queued, span) in multi.queued.iter().zip(&declared.spans) {
             let buffer: &mut BytesMut = if has_later { &mut body } else { &mut *out };
             // The rules may have changed since the command was queued.
-            if let Err(denied) = crate::acl::check_command(
+            if let Err(denied) = crate::commands::permit::check_command(
                 server,
                 session,
                 queued.id,

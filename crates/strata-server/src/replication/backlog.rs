@@ -36,13 +36,10 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 use strata_engine::feed::Group;
-
-use super::translate::{Translator, write_command};
-use crate::server::{Server, now_ms};
 
 /// One entry of the stream.
 #[derive(Clone)]
@@ -463,98 +460,5 @@ impl Backlog {
             }
         }
         Some(holding.unwrap_or_else(|| state.entries.front().map_or(state.end, |e| e.start)))
-    }
-}
-
-/// Changes the producer may fall behind by before the stream is broken
-/// (it translates as fast as the network threads commit; this is a
-/// bound, not a buffer in use).
-const PRODUCER_LAG_BYTES_MAX: usize = 1 << 30;
-
-/// Groups the producer appends before it wakes the senders.
-const PRODUCER_BATCH_GROUPS: usize = 256;
-
-/// Starts the thread that turns committed groups into the stream. It
-/// subscribes here, before returning: a copy taken after this call has
-/// every later change in the stream (one committed before the thread ran
-/// would be in neither).
-pub fn start_producer(server: Arc<Server>) {
-    let keyspace = &server.keyspace;
-    let changes = keyspace.subscribe_records(PRODUCER_LAG_BYTES_MAX);
-    (server.replication.backlog).set_baseline(keyspace.next_change_seq().saturating_sub(1));
-    let spawned = std::thread::Builder::new()
-        .name("strata-repl-stream".into())
-        .spawn(move || produce(&server, changes));
-    if let Err(e) = spawned {
-        crate::log_warning!("could not start the replication stream: {e}");
-    }
-}
-
-fn produce(server: &Server, mut changes: strata_engine::feed::Subscription) {
-    let replication = &server.replication;
-    let keyspace = &server.keyspace;
-    let mut pinged = Instant::now();
-    loop {
-        let config = server.config.get();
-        // `repl-backlog-size` as set; unset, 1 GB (on disk) rather than
-        // Redis' 1 MB.
-        let limit = match config.accepted.get("repl-backlog-size") {
-            Some(set) => set.parse().unwrap_or(super::BACKLOG_DEFAULT_BYTES),
-            None => super::BACKLOG_DEFAULT_BYTES,
-        };
-        replication.backlog.set_limit(limit);
-        // One group, then every group already committed (up to a batch):
-        // the replicas' senders are woken once for them all.
-        let mut next = changes.recv_timeout(Duration::from_millis(20));
-        let mut taken = 0;
-        loop {
-            match next {
-                Err(_) => {
-                    crate::log_warning!(
-                        "The replication stream fell behind the changes; replicas synchronize again"
-                    );
-                    changes = keyspace.subscribe_records(PRODUCER_LAG_BYTES_MAX);
-                    replication.new_history();
-                    replication
-                        .backlog
-                        .set_baseline(keyspace.next_change_seq().saturating_sub(1));
-                    break;
-                }
-                Ok(Some(group)) if replication.produces(group.seq) => {
-                    let before = replication.backlog.db();
-                    let mut translator = Translator::at(before);
-                    let mut bytes = Vec::new();
-                    translator.group(keyspace, now_ms(), &group.records, |_| true, &mut bytes);
-                    let after = translator.db();
-                    (replication.backlog).append_quietly(bytes.into(), Some(group), before, after);
-                }
-                // A change the stream leaves out (its primary's, applied
-                // while this server was a replica) is still one it has
-                // passed.
-                Ok(Some(group)) => replication.backlog.set_baseline(group.seq),
-                Ok(None) => break,
-            }
-            taken += 1;
-            if taken == PRODUCER_BATCH_GROUPS {
-                break;
-            }
-            next = changes.try_recv();
-        }
-        replication.backlog.announce();
-        if replication.is_replica() {
-            continue;
-        }
-        let period = Duration::from_secs(config.repl_ping_replica_period_s);
-        let mut extra = Vec::new();
-        if pinged.elapsed() >= period && !replication.replicas().is_empty() {
-            write_command(&mut extra, &[b"PING".to_vec()]);
-            pinged = Instant::now();
-        }
-        if !extra.is_empty() {
-            replication.backlog.append_neutral(extra.into());
-        }
-        if replication.take_getack() {
-            replication.send_getack();
-        }
     }
 }

@@ -12,21 +12,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use crate::server::{Server, now_ms};
+pub use super::state::{IN_PROGRESS, NO_FAILOVER, WAITING_FOR_SYNC, state_name};
+use crate::commands::Node;
+use crate::util::now_ms;
 use crate::{log_notice, log_warning};
-
-/// `master_failover_state` values.
-pub const NO_FAILOVER: u8 = 0;
-pub const WAITING_FOR_SYNC: u8 = 1;
-pub const IN_PROGRESS: u8 = 2;
-
-pub fn state_name(state: u8) -> &'static str {
-    match state {
-        WAITING_FOR_SYNC => "waiting-for-sync",
-        IN_PROGRESS => "failover-in-progress",
-        _ => "no-failover",
-    }
-}
 
 /// What FAILOVER asked for.
 pub struct Request {
@@ -37,7 +26,7 @@ pub struct Request {
 }
 
 /// Runs the switch on a thread of its own; FAILOVER has answered OK.
-pub fn start(server: Arc<Server>, request: Request) {
+pub fn start(server: Arc<Node>, request: Request) {
     let spawned = std::thread::Builder::new()
         .name("strata-failover".into())
         .spawn(move || {
@@ -59,7 +48,7 @@ pub fn start(server: Arc<Server>, request: Request) {
     }
 }
 
-fn run(server: &Arc<Server>, request: &Request) -> Result<(), String> {
+fn run(server: &Arc<Node>, request: &Request) -> Result<(), String> {
     let replication = &server.replication;
     // Writes wait from now on (reads go on), for as long as it takes.
     server.client_pause(u64::MAX, true, now_ms());

@@ -15,69 +15,19 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{Relaxed, Release};
-use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use strata_resp::{Limits, RequestParser};
 
-use super::Position;
+use super::state::{LinkState, Position};
+use crate::commands::Node;
 use crate::rdb::file::Item;
-use crate::server::{Server, now_ms};
 use crate::session::Session;
+use crate::util::now_ms;
 use crate::{log_notice, log_warning};
-
-/// The link's state, as INFO and ROLE show it.
-pub struct LinkState {
-    pub stop: AtomicBool,
-    /// Synchronised and applying the stream.
-    pub up: AtomicBool,
-    /// Receiving or loading the RDB file.
-    pub syncing: AtomicBool,
-    pub last_io_ms: AtomicU64,
-    pub down_since_ms: AtomicU64,
-    pub sync_total: AtomicU64,
-    pub sync_read: AtomicU64,
-    pub priority: AtomicU64,
-    /// This server was the primary and hands over (FAILOVER): its PSYNC
-    /// says so and asks to continue its own history.
-    pub failover: AtomicBool,
-    /// Set for the link the configuration starts: its first connection
-    /// continues from the position the data directory holds, if any.
-    pub resume_saved: AtomicBool,
-}
-
-impl Default for LinkState {
-    fn default() -> Self {
-        LinkState {
-            stop: false.into(),
-            up: false.into(),
-            syncing: false.into(),
-            last_io_ms: 0.into(),
-            down_since_ms: now_ms().into(),
-            sync_total: 0.into(),
-            sync_read: 0.into(),
-            priority: 100.into(),
-            failover: false.into(),
-            resume_saved: false.into(),
-        }
-    }
-}
-
-impl LinkState {
-    pub fn sync_left(&self) -> u64 {
-        (self.sync_total.load(Relaxed)).saturating_sub(self.sync_read.load(Relaxed))
-    }
-
-    pub fn sync_percent(&self) -> String {
-        let total = self.sync_total.load(Relaxed).max(1);
-        format!(
-            "{:.2}",
-            self.sync_read.load(Relaxed) as f64 * 100.0 / total as f64
-        )
-    }
-}
 
 /// Wait between connection attempts.
 const RETRY: Duration = Duration::from_secs(1);
@@ -85,7 +35,7 @@ const RETRY: Duration = Duration::from_secs(1);
 const RDB_BYTES_MAX: u64 = 64 << 30;
 
 /// Starts the link thread for `link` to `host:port`.
-pub fn start(server: Arc<Server>, host: String, port: u16, link: Arc<LinkState>) {
+pub fn start(server: Arc<Node>, host: String, port: u16, link: Arc<LinkState>) {
     let spawned = std::thread::Builder::new()
         .name("strata-replica-link".into())
         .spawn(move || {
@@ -114,7 +64,7 @@ pub fn start(server: Arc<Server>, host: String, port: u16, link: Arc<LinkState>)
 }
 
 /// One connection to the primary, from the handshake until it breaks.
-fn follow(server: &Arc<Server>, host: &str, port: u16, link: &LinkState) -> Result<(), String> {
+fn follow(server: &Arc<Node>, host: &str, port: u16, link: &LinkState) -> Result<(), String> {
     // A replica configured at start-up connects once its own data is
     // loaded (it is then replaced by the primary's).
     while server.persistence.is_loading() {
@@ -170,7 +120,7 @@ fn follow(server: &Arc<Server>, host: &str, port: u16, link: &LinkState) -> Resu
 
 /// Takes up the position this replica's data holds after a restart, so
 /// that its PSYNC asks to continue from there.
-fn resume_saved(server: &Server) {
+fn resume_saved(server: &Node) {
     let image = server.keyspace.replication_position();
     let Some(position) = image.as_deref().and_then(Position::decode) else {
         return;
@@ -185,7 +135,7 @@ fn resume_saved(server: &Server) {
 
 /// PSYNC, then the RDB file of a full synchronisation, loaded.
 fn synchronise(
-    server: &Server,
+    server: &Node,
     reader: &mut BufReader<TcpStream>,
     writer: &mut TcpStream,
     link: &LinkState,
@@ -320,7 +270,7 @@ fn ask(
 fn handshake(
     reader: &mut impl BufRead,
     writer: &mut TcpStream,
-    server: &Server,
+    server: &Node,
     config: &crate::config::Config,
 ) -> Result<(), String> {
     let pong = ask(reader, writer, &[b"PING"])?;
@@ -494,7 +444,7 @@ fn receive_rdb(
 
 /// Runs the primary's commands here.
 struct Applier<'s> {
-    server: &'s Arc<Server>,
+    server: &'s Arc<Node>,
     session: Session,
     stats: crate::stats::ThreadStats,
     replies: BytesMut,
@@ -517,7 +467,7 @@ struct Applier<'s> {
 const MARKS_MAX: usize = 4096;
 
 impl<'s> Applier<'s> {
-    fn new(server: &'s Arc<Server>, client: Arc<crate::client::ClientInfo>) -> Self {
+    fn new(server: &'s Arc<Node>, client: Arc<crate::client::ClientInfo>) -> Self {
         let mut session = Session::new(client, &server.acl);
         session.authenticated = true;
         session.primary_link = true;

@@ -22,44 +22,15 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use strata_resp::{Limits, RequestParser};
 
+use super::shared::{CatchUp, Prepared, SharedCopy};
 use super::snapshot::{self, Follows};
+use super::state::SyncRequest;
 use super::translate::Translator;
 use super::{Attached, STATE_ONLINE, STATE_SEND_BULK};
 use crate::client::ClientInfo;
-use crate::server::{Server, now_ms};
+use crate::commands::Node;
+use crate::util::now_ms;
 use crate::{log_notice, log_warning};
-
-/// What the replica asked for.
-#[derive(Clone, Debug)]
-pub struct SyncRequest {
-    /// PSYNC's replication ID (`?`: none) and offset (the first byte it
-    /// wants, as Redis counts: one past what it has).
-    pub replid: String,
-    pub offset: i64,
-    /// PSYNC (answered `+FULLRESYNC`) rather than the old SYNC.
-    pub psync: bool,
-    /// The port it listens on (REPLCONF listening-port), for INFO.
-    pub listening_port: u16,
-    /// `REPLCONF rdb-only 1` (`redis-cli --rdb`): the RDB file only, then
-    /// the connection closes.
-    pub rdb_only: bool,
-}
-
-impl SyncRequest {
-    /// Where the replica continues from, when the backlog can serve it:
-    /// its ID is this server's (or the one before, up to where that
-    /// history ended) and its offset is still held.
-    fn continue_from(&self, replication: &super::Replication) -> Option<u64> {
-        if !self.psync || self.offset < 1 {
-            return None;
-        }
-        let from = self.offset as u64 - 1;
-        let (replid2, second) = replication.replid2();
-        let ours = self.replid == replication.replid()
-            || (self.replid == replid2 && second >= 0 && self.offset <= second);
-        (ours && replication.backlog.holds(from)).then_some(from)
-    }
-}
 
 /// Bytes of translated changes sent in one write at most.
 const WRITE_BATCH_BYTES: usize = 1 << 20;
@@ -70,7 +41,7 @@ const POLL: Duration = Duration::from_millis(20);
 /// Serves the replica on `stream` until it goes, falls behind, or is
 /// told to stop. `keep` (the client's registration) lives as long.
 pub fn serve(
-    server: Arc<Server>,
+    server: Arc<Node>,
     stream: TcpStream,
     client: Arc<ClientInfo>,
     request: SyncRequest,
@@ -114,7 +85,7 @@ pub fn serve(
 }
 
 fn run(
-    server: &Server,
+    server: &Node,
     mut stream: TcpStream,
     client: &ClientInfo,
     attached: &Arc<Attached>,
@@ -161,34 +132,10 @@ fn run(
     )
 }
 
-/// A full synchronisation's copy, shared by the replicas that ask for
-/// one while it is being made (as Redis attaches them to a BGSAVE in
-/// progress): one set of reads of the keyspace, one file.
-pub struct SharedCopy {
-    /// The offset the stream after the copy starts at.
-    from: u64,
-    made: parking_lot::Mutex<Option<Result<Arc<Prepared>, String>>>,
-    ready: parking_lot::Condvar,
-}
-
-/// A copy and what follows it up to where the stream is sent whole; the
-/// files go when the last replica sending them is done.
-pub struct Prepared {
-    copy: snapshot::Snapshot,
-    caught_up: CatchUp,
-}
-
-impl Drop for Prepared {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.copy.path);
-        let _ = std::fs::remove_file(&self.caught_up.path);
-    }
-}
-
 /// Answers `+FULLRESYNC` and makes the copy with what follows it, or
 /// joins the copy another replica's synchronisation is making.
 fn prepare_copy(
-    server: &Server,
+    server: &Node,
     config: &crate::config::Config,
     client: &ClientInfo,
     request: &SyncRequest,
@@ -267,15 +214,6 @@ fn prepare_copy(
     made
 }
 
-/// What follows a copy up to where the stream needs no more leaving
-/// out: its bytes in a file, and the offset it ends at.
-struct CatchUp {
-    path: std::path::PathBuf,
-    /// Offsets the file's bytes start and end at.
-    from: u64,
-    end: u64,
-}
-
 /// Writes to `path` the stream from the copy's start (`from`) up to the
 /// first entry the copy holds nothing of: those entries with the records
 /// the copy already holds left out, padded to their length. Done as soon
@@ -284,7 +222,7 @@ struct CatchUp {
 /// nothing written during a full synchronisation is held in RAM for it.
 /// The rest of the stream the replica reads whole, from RAM or disk.
 fn catch_up(
-    server: &Server,
+    server: &Node,
     client: &ClientInfo,
     copy: &snapshot::Snapshot,
     from: u64,
@@ -388,7 +326,7 @@ fn padded(
 /// records it already holds are left out of what follows
 /// ([`snapshot::Snapshot::follows`]).
 fn full_copy(
-    server: &Server,
+    server: &Node,
     config: &crate::config::Config,
     client: &ClientInfo,
     stream_db: Option<u16>,
@@ -403,7 +341,7 @@ fn full_copy(
     let copy = snapshot::write(
         &server.keyspace,
         &path,
-        crate::server::REDIS_VERSION,
+        crate::util::REDIS_VERSION,
         stream_db.unwrap_or(0),
         now_ms(),
     );
@@ -432,7 +370,7 @@ fn full_copy(
 /// The replica is in step: send the stream from offset `from` for as long
 /// as it keeps up.
 fn online(
-    server: &Server,
+    server: &Node,
     mut stream: TcpStream,
     client: &ClientInfo,
     attached: &Arc<Attached>,
@@ -445,7 +383,7 @@ fn online(
     attached.state.store(STATE_ONLINE, Relaxed);
     log_notice!("Synchronization with replica {} succeeded", client.addr);
     let reader = stream.try_clone().map_err(|e| e.to_string())?;
-    spawn_ack_reader(server.replication.server(), reader, attached.clone());
+    spawn_ack_reader(server.replication.clone(), reader, attached.clone());
     // A PSYNC replica acknowledges every second; one silent for longer
     // than repl-timeout is gone (a cut network), as Redis decides. SYNC
     // clients (`redis-cli --replica`) never acknowledge.
@@ -496,7 +434,7 @@ fn send_file(stream: &mut TcpStream, copy: &snapshot::Snapshot) -> std::io::Resu
 /// Sends the stream from offset `at` on: the backlog's entries, as they
 /// are, from RAM or from disk.
 fn stream_changes(
-    server: &Server,
+    server: &Node,
     stream: &mut TcpStream,
     client: &ClientInfo,
     attached: &Attached,
@@ -586,7 +524,11 @@ fn write_watching(
 
 /// Reads what the replica sends: `REPLCONF ACK <offset>`. A replica that
 /// hangs up stops its sender.
-fn spawn_ack_reader(server: Option<Arc<Server>>, mut stream: TcpStream, attached: Arc<Attached>) {
+fn spawn_ack_reader(
+    replication: Arc<super::Replication>,
+    mut stream: TcpStream,
+    attached: Arc<Attached>,
+) {
     let spawned = std::thread::Builder::new()
         .name("strata-replica-acks".into())
         .spawn(move || {
@@ -631,9 +573,7 @@ fn spawn_ack_reader(server: Option<Arc<Server>>, mut stream: TcpStream, attached
                         .and_then(|_| number(args.get(4)?));
                     if let Some(offset) = is_ack.then(|| number(&args[2])).flatten() {
                         attached.acknowledge(offset, synced, now_ms());
-                        if let Some(server) = &server {
-                            server.replication.acked.notify_waiters();
-                        }
+                        replication.acked.notify_waiters();
                     }
                 }
             }

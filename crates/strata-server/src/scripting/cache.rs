@@ -59,6 +59,19 @@ pub struct Scripts {
     /// Bit `n`: network thread `n` runs a busy script (threads past 64
     /// are not tracked). The accept loop sends new clients elsewhere.
     pub busy_threads: AtomicU64,
+    /// What a busy script does for the other clients of its thread,
+    /// given by the network layer at start-up ([`Scripts::set_busy_hooks`]).
+    busy_hooks: std::sync::OnceLock<BusyHooks>,
+}
+
+/// What a busy script does for the other clients of its network thread:
+/// answers them meanwhile (`serve_idle`) and wakes them when it ends
+/// (`release`). The network layer (`crate::busy`) supplies them, since
+/// scripting sits below dispatch and cannot call it.
+#[derive(Clone, Copy)]
+pub struct BusyHooks {
+    pub serve_idle: fn(),
+    pub release: fn(),
 }
 
 /// One script being run (for BUSY, SCRIPT KILL, FUNCTION KILL and
@@ -106,6 +119,12 @@ pub const BUSY_FUNCTION: &str =
     "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
 
 impl Scripts {
+    /// Start-up gives what a busy script does for its thread's other
+    /// clients (once; later calls change nothing).
+    pub fn set_busy_hooks(&self, hooks: BusyHooks) {
+        let _ = self.busy_hooks.set(hooks);
+    }
+
     /// EVAL's `body`: cached (evicting the least recently used of EVAL's
     /// scripts when there are [`EVAL_SCRIPTS_MAX`]) unless it is already.
     pub fn store_for_eval(&self, body: &[u8]) -> Cached {
@@ -223,7 +242,9 @@ impl Scripts {
             if running.thread < 64 {
                 self.busy_threads.fetch_and(!(1 << running.thread), Relaxed);
             }
-            crate::busy::release();
+            if let Some(hooks) = self.busy_hooks.get() {
+                (hooks.release)();
+            }
         }
     }
 
@@ -318,7 +339,9 @@ impl Running {
         if self.busy.load(Relaxed) {
             // This thread's other clients are answered from here meanwhile
             // (a SCRIPT KILL among them is seen just below).
-            crate::busy::serve_idle();
+            if let Some(hooks) = scripts.busy_hooks.get() {
+                (hooks.serve_idle)();
+            }
         }
         if self.kill.load(Relaxed) {
             return Err("ERR Script killed by user with SCRIPT KILL...");

@@ -75,9 +75,13 @@ impl TestServer {
         let mut early_lines = std::collections::VecDeque::new();
         let port = loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
-            let line = log_lines
-                .recv_timeout(remaining)
-                .expect("server did not report readiness in time");
+            let line = match log_lines.recv_timeout(remaining) {
+                Ok(line) => line,
+                Err(e) => panic!(
+                    "server did not report readiness in time ({e}); its log:\n{}",
+                    Vec::from(early_lines).join("\n")
+                ),
+            };
             if let Some(rest) = line.split(marker).nth(1) {
                 let address = rest.split_whitespace().next().unwrap();
                 break address.rsplit(':').next().unwrap().parse().unwrap();

@@ -1,0 +1,35 @@
+//! Small helpers every layer uses: the wall clock in milliseconds, the
+//! Redis version Strata answers to, random hex identifiers and the text of
+//! an I/O error. A leaf: it names nothing in the crate, so any module may
+//! use it without joining an import circle.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The Redis version we answer to in HELLO and INFO: the behaviour Strata
+/// reproduces, which is what clients use for feature detection.
+pub const REDIS_VERSION: &str = "7.2.4";
+
+/// Milliseconds since the Unix epoch (0 if the clock is before it).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// `len` random lower-case hex digits (run IDs, replication IDs).
+pub fn random_hex(len: usize) -> String {
+    (0..len)
+        .map(|_| {
+            char::from_digit((strata_engine::keyspace::random_u64() % 16) as u32, 16).unwrap_or('0')
+        })
+        .collect()
+}
+
+/// The Redis-style text of an I/O error (strerror, without Rust's suffix).
+pub fn strerror(error: &str) -> &str {
+    match error.find(" (os error") {
+        Some(end) => &error[..end],
+        None => error,
+    }
+}
