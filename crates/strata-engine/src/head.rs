@@ -7,8 +7,10 @@
 //! crashed server is gone, recovery replays the one before it to its end
 //! and starts as if that were all (204 of 40 000 acknowledged writes were
 //! lost so, with no word). The log writes HEAD when it opens a new
-//! segment, before the first record goes in, and again when it deletes
-//! the segment HEAD names (a checkpoint may cover it whole); recovery
+//! segment, before the first record goes in, and again before it deletes
+//! the segment HEAD names (a checkpoint may cover it whole: HEAD first,
+//! so a crash between the two leaves the segment, not a HEAD naming a
+//! segment the log removed); recovery
 //! and `strata-check` refuse a directory whose HEAD names a segment that
 //! is neither there nor deleted by the log.
 //!

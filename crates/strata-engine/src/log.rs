@@ -577,6 +577,27 @@ impl Log {
             *segments = kept;
             doomed
         };
+        // HEAD's segment goes (a checkpoint covered it whole): HEAD says so
+        // before the file is renamed, or a crash between the two would
+        // leave HEAD naming a segment the log removed, which recovery
+        // takes for lost. A HEAD that cannot be written deletes nothing.
+        {
+            let mut head = self.head.lock();
+            if doomed.iter().any(|s| s.seq == head.newest) && !head.newest_deleted() {
+                let next = crate::head::Head {
+                    deleted_below: head.newest + 1,
+                    ..*head
+                };
+                if let Err(error) = crate::head::write(&self.dir, next) {
+                    drop(head);
+                    let mut segments = self.segments.lock();
+                    segments.extend(doomed);
+                    segments.sort_unstable_by_key(|segment| segment.seq);
+                    return Err(error);
+                }
+                *head = next;
+            }
+        }
         let mut deleted = Vec::with_capacity(doomed.len());
         let mut failed = None;
         let mut back = Vec::new();
@@ -602,19 +623,6 @@ impl Log {
         // The renames are durable before any file shrinks: a crash leaves
         // whole segments or trash, never a cut segment.
         sync_dir(&self.dir)?;
-        // HEAD's segment deleted (a checkpoint covered it whole): HEAD says
-        // so, or recovery would take it for lost.
-        {
-            let mut head = self.head.lock();
-            if deleted.contains(&head.newest) && !head.newest_deleted() {
-                let next = crate::head::Head {
-                    deleted_below: head.newest + 1,
-                    ..*head
-                };
-                crate::head::write(&self.dir, next)?;
-                *head = next;
-            }
-        }
         for &seq in &deleted {
             // Best effort: a renamed segment is gone for recovery already,
             // and trash a failed removal leaves is removed at next start.

@@ -406,6 +406,36 @@ fn a_newest_segment_the_log_deleted_is_no_loss() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The log says in HEAD that it deletes the segment HEAD names before it
+/// deletes it: a crash between the two (here, a HEAD that cannot be
+/// written) leaves the segment in place, never a HEAD naming a segment
+/// the log removed (a start refused for a loss that is none).
+#[test]
+fn a_failed_head_write_deletes_no_newest_segment() {
+    let dir = temp_dir("head-before-delete");
+    let ks = open(&dir, 16 << 10).unwrap();
+    workload(&ks, 0);
+    // On disk, with HEAD naming the newest segment.
+    assert!(ks.log().expect("a log").sync_now());
+    let head = crate::head::read(&log_dir(&dir)).unwrap().expect("HEAD");
+    assert!(segment_path(&log_dir(&dir), head.newest).exists());
+    // HEAD is replaced through HEAD.tmp: a directory there fails it.
+    let blocker = log_dir(&dir).join("HEAD.tmp");
+    std::fs::create_dir_all(&blocker).unwrap();
+    assert!(
+        checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).is_err(),
+        "the cycle that deletes HEAD's segment could not write HEAD"
+    );
+    let expected = dump(&ks);
+    // Dropped as a crash leaves it.
+    drop(ks);
+    std::fs::remove_dir(&blocker).unwrap();
+    let recovered = open(&dir, 16 << 10).expect("the directory starts");
+    assert_eq!(dump(&recovered), expected);
+    close(&recovered);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_missing_range_file_with_no_log_left_stops_recovery() {
     let dir = temp_dir("missing-empty");

@@ -279,6 +279,7 @@ pub fn spawn_checkpointer(handles: Handles) -> std::io::Result<()> {
                     requested.take()
                 };
                 if handles.persistence.is_loading() {
+                    handles.persistence.queued.store(false, Relaxed);
                     continue;
                 }
                 let config = handles.config.get();
@@ -294,6 +295,12 @@ pub fn spawn_checkpointer(handles: Handles) -> std::io::Result<()> {
                 let trigger = requested.or_else(|| due_trigger(&handles));
                 if let Some(trigger) = trigger {
                     let _ = checkpoint(&handles, trigger);
+                    // Unless another was queued meanwhile (both under
+                    // the lock `schedule` holds).
+                    let queued_next = handles.persistence.requested.lock();
+                    if requested.is_some() && queued_next.is_none() {
+                        handles.persistence.queued.store(false, Relaxed);
+                    }
                 } else if cache_store_due(&handles) {
                     compact_between_cycles(
                         &handles,

@@ -567,7 +567,11 @@ fn save_and_rewrite_fields(server: &Node, out: &mut String) {
         _ => (p.last_duration_ms.load(Relaxed) / 1000) as i64,
     };
     field!(out, "rdb_changes_since_last_save", changes);
-    field!(out, "rdb_bgsave_in_progress", p.checkpoint_running() as u8);
+    field!(
+        out,
+        "rdb_bgsave_in_progress",
+        p.checkpoint_in_progress() as u8
+    );
     field!(out, "rdb_last_save_time", p.last_save_s.load(Relaxed));
     field!(
         out,
@@ -590,7 +594,11 @@ fn save_and_rewrite_fields(server: &Node, out: &mut String) {
         "aof_enabled",
         (log.is_some() && server.config.get().appendonly) as u8
     );
-    field!(out, "aof_rewrite_in_progress", p.checkpoint_running() as u8);
+    field!(
+        out,
+        "aof_rewrite_in_progress",
+        p.checkpoint_in_progress() as u8
+    );
     field!(out, "aof_rewrite_scheduled", 0);
     field!(out, "aof_last_rewrite_time_sec", last_duration_s);
     field!(out, "aof_current_rewrite_time_sec", running_s);

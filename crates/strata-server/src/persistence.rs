@@ -57,6 +57,12 @@ pub struct Persistence {
     pub changes_at_last_save: AtomicU64,
     /// A background checkpoint was asked for (BGSAVE/BGREWRITEAOF).
     pub(crate) requested: Mutex<Option<Trigger>>,
+    /// A requested checkpoint is queued or running: set when one is
+    /// queued, cleared by the checkpoint thread when it has run it. What
+    /// INFO's `rdb_bgsave_in_progress` shows, so that a client polling it
+    /// right after BGSAVE answered sees the save (as Redis, which forks
+    /// before it answers), not the moment before the thread picked it up.
+    pub(crate) queued: AtomicBool,
     pub(crate) wake: Condvar,
     /// The network threads' counters, whose changes to the dataset save
     /// points count.
@@ -100,6 +106,7 @@ impl Persistence {
             last_checkpoint_lsn: AtomicU64::new(0),
             changes_at_last_save: AtomicU64::new(0),
             requested: Mutex::new(None),
+            queued: AtomicBool::new(false),
             wake: Condvar::new(),
             thread_stats,
         }
@@ -124,6 +131,11 @@ impl Persistence {
         self.checkpoint_started_ms.load(Relaxed) != 0
     }
 
+    /// A checkpoint runs, or a requested one waits for the thread.
+    pub fn checkpoint_in_progress(&self) -> bool {
+        self.checkpoint_running() || self.queued.load(Relaxed)
+    }
+
     /// A receiver of the log's (written, synced) LSNs.
     pub fn durable(&self) -> watch::Receiver<(u64, u64)> {
         self.durable.subscribe()
@@ -146,6 +158,7 @@ impl Persistence {
             return false;
         }
         *requested = Some(trigger);
+        self.queued.store(true, Relaxed);
         self.wake.notify_one();
         true
     }

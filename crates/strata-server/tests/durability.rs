@@ -681,6 +681,34 @@ fn persistence_commands_and_settings_answer_like_redis() {
     assert_eq!(server.raw().cmd(&["GET", "k"]), b("v"));
 }
 
+/// INFO right after BGSAVE's reply (in the same pipeline) shows the save
+/// in progress or done, as Redis does (it forks before it answers):
+/// scripts and tests that wait for `rdb_bgsave_in_progress:0` must not
+/// see the moment before the checkpoint thread picked the request up.
+#[test]
+fn bgsave_is_in_progress_from_its_reply_on() {
+    let server = TestServer::start_with(&["--appendonly", "yes"]);
+    let mut raw = server.raw();
+    for round in 0..200 {
+        raw.cmd(&["SET", &format!("k{round}"), "v"]);
+        let saves = info_field(&info(&mut raw, "persistence"), "rdb_saves").to_string();
+        raw.send(&["BGSAVE"]);
+        raw.send(&["INFO", "persistence"]);
+        assert_eq!(raw.read(), Reply::simple("Background saving started"));
+        let after = raw.read().as_text();
+        assert!(
+            info_field(&after, "rdb_bgsave_in_progress") == "1"
+                || info_field(&after, "rdb_saves") != saves,
+            "round {round}: BGSAVE answered, yet INFO shows no save: {after}"
+        );
+        let deadline = Instant::now() + TIMEOUT;
+        while info_field(&info(&mut raw, "persistence"), "rdb_bgsave_in_progress") != "0" {
+            assert!(Instant::now() < deadline, "bgsave did not finish");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
 #[test]
 fn a_checkpoint_that_hits_a_full_disk_fails_cleanly_and_loses_nothing() {
     // Log segments stay under the file-size limit; a checkpoint range file
