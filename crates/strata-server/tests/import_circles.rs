@@ -83,15 +83,6 @@ const SERVER_CIRCLES_LEFT: &[&str] = &[
     "replication::failover",
     "replication::link",
     "replication::primary",
-    "scripting",
-    "scripting::cache",
-    "scripting::guards",
-    "scripting::hook",
-    "scripting::libs",
-    "scripting::patterns",
-    "scripting::run",
-    "scripting::stack",
-    "scripting::vm",
 ];
 
 /// The crates' `src` directories, by crate name.

@@ -9,8 +9,6 @@ use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
 
-use super::*;
-
 /// How many scripts EVAL may leave in the cache, as in Redis 7.4: a new
 /// one beyond them evicts the least recently used. SCRIPT LOAD's scripts
 /// stay until SCRIPT FLUSH. Without the bound, a client that builds a new
@@ -407,4 +405,14 @@ pub fn parse_shebang(body: &str) -> Result<(ScriptFlags, Cow<'_, str>), String> 
     }
     let rest_of_body = &rest[line_end..];
     Ok((flags, Cow::Owned(format!("--{line}{rest_of_body}"))))
+}
+
+/// Notes which network thread this is (for [`Scripts::busy_threads`]).
+pub fn set_thread_index(index: usize) {
+    THREAD_INDEX.with(|cell| cell.set(index));
+}
+
+thread_local! {
+    /// This network thread's index ([`set_thread_index`]).
+    static THREAD_INDEX: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
 }

@@ -8,7 +8,7 @@
 //!   the stack until the process dies. Ours counts in 64 bits and answers
 //!   Redis' (and Lua's) "too many results to unpack".
 //! - The pattern functions (`string.find`, `match`, `gmatch`, `gsub`) are
-//!   ours (`crate::scripting::patterns`): Lua's recursed on the network thread's
+//!   ours (`super::patterns`): Lua's recursed on the network thread's
 //!   stack once per quantified item (50 000 `a?` items overflowed it) and
 //!   could backtrack for ever where no hook could stop it.
 //! - `string.rep` asked for more than [`REP_BYTES_MAX`] bytes is refused
@@ -17,7 +17,7 @@
 //!
 //! Every function here works on borrowed Lua values only: an error is
 //! raised with `luaL_error`, which unwinds by `longjmp` over frames that
-//! own nothing (see `crate::scripting::stack`).
+//! own nothing (see `super::stack`).
 
 use std::ffi::c_int;
 
@@ -56,13 +56,10 @@ pub unsafe fn install(state: *mut lua_State) {
         ffi::lua_pushcclosure(state, rep_guard, 1);
         ffi::lua_setfield(state, -2, c"rep".as_ptr());
         for (name, function) in [
-            (
-                c"find",
-                crate::scripting::patterns::find as ffi::lua_CFunction,
-            ),
-            (c"match", crate::scripting::patterns::match_),
-            (c"gmatch", crate::scripting::patterns::gmatch),
-            (c"gsub", crate::scripting::patterns::gsub),
+            (c"find", super::patterns::find as ffi::lua_CFunction),
+            (c"match", super::patterns::match_),
+            (c"gmatch", super::patterns::gmatch),
+            (c"gsub", super::patterns::gsub),
         ] {
             ffi::lua_pushcfunction(state, function);
             ffi::lua_setfield(state, -2, name.as_ptr());

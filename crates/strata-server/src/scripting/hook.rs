@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use mlua::ffi::{self, lua_State};
 
-use super::*;
+use super::cache::{Running, Scripts};
 
 thread_local! {
     /// FUNCTION LOAD's deadline for the library being loaded (`None`:
@@ -13,8 +13,16 @@ thread_local! {
     pub(super) static LOAD_DEADLINE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
 }
 
+/// A run the hook checks: the cache, the run and `busy-reply-threshold`.
+type Watched = (std::sync::Arc<Scripts>, std::sync::Arc<Running>, u64);
+
+thread_local! {
+    /// This thread's run being made, set by [`super::vm::Vm::run`].
+    pub(super) static WATCHED: std::cell::RefCell<Option<Watched>> = const { std::cell::RefCell::new(None) };
+}
+
 /// What the instruction hook does, for C code that runs long without Lua
-/// instructions (`crate::scripting::patterns`): notes a busy run, serves the
+/// instructions (`super::patterns`): notes a busy run, serves the
 /// thread's other clients, and raises the error that stops a killed run.
 ///
 /// # Safety
@@ -56,7 +64,7 @@ pub(super) unsafe extern "C-unwind" fn count_hook(state: *mut lua_State, _: *mut
                 ffi::lua_error(state);
             }
             Some(Err(text)) => {
-                crate::scripting::stack::push_error_table(state, text.as_bytes(), false);
+                super::stack::push_error_table(state, text.as_bytes(), false);
                 ffi::lua_error(state);
             }
             None => raise_panicked(state),
@@ -82,5 +90,20 @@ pub fn catch_panic<R>(f: impl FnOnce() -> R) -> Option<R> {
             CAUGHT_PANIC.with(|caught| *caught.borrow_mut() = Some(payload));
             None
         }
+    }
+}
+
+/// Ends the run with a Lua error after [`catch_panic`] caught a panic.
+///
+/// # Safety
+/// `state` is in a protected call; the calling frame owns nothing.
+pub unsafe fn raise_panicked(state: *mut lua_State) -> ! {
+    // SAFETY: as the function's contract.
+    unsafe {
+        ffi::lua_pushstring(
+            state,
+            c"internal error (a panic, resumed after the run)".as_ptr(),
+        );
+        ffi::lua_error(state)
     }
 }

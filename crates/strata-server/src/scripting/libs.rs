@@ -13,7 +13,7 @@ use std::rc::Rc;
 
 use mlua::{Lua, MultiValue, Table, Value, Variadic};
 
-use crate::scripting::{format_g, format_lua_number};
+use super::stack::{format_g, format_lua_number};
 
 fn runtime(text: impl Into<String>) -> mlua::Error {
     mlua::Error::RuntimeError(text.into())

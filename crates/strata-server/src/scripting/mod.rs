@@ -47,7 +47,12 @@ mod run;
 pub mod stack;
 mod vm;
 
-pub use cache::*;
-pub use hook::*;
-pub use run::*;
-pub use vm::*;
+pub use cache::{
+    BUSY_FUNCTION, BUSY_SCRIPT, BusyHooks, Cached, EVAL_SCRIPTS_MAX, Kill, Running, ScriptFlags,
+    ScriptIsBusy, Scripts, parse_shebang, set_thread_index, sha1_hex,
+};
+pub use hook::{catch_panic, raise_panicked};
+pub use run::Slot;
+pub use run::{lua_arg, protocol_of};
+pub use stack::{format_g, format_lua_number, lua_error_text};
+pub use vm::{LOAD_TIMEOUT, Registered, Vm, vms_bytes, with_vm};

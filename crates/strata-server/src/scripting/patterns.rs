@@ -12,14 +12,14 @@
 //! quirks: a pattern ends at its first NUL byte, `%` before a non-digit in
 //! a replacement string is that character), but it counts its steps and
 //! every [`STEPS_PER_CHECK`] asks the running script's hook
-//! (`crate::scripting::check_running`), which marks the script busy, serves
+//! (`super::hook::check_running`), which marks the script busy, serves
 //! the thread's other clients and stops it when killed; its recursion is
 //! bounded by [`DEPTH_MAX`] ("pattern too complex", Lua 5.2's bound and
 //! message). A unit test compares it with Lua's own functions on many
 //! random patterns and subjects.
 //!
 //! Nothing here owns heap memory while it calls Lua or raises an error
-//! (both may `longjmp` over these frames, `crate::scripting::stack`): the match
+//! (both may `longjmp` over these frames, `super::stack`): the match
 //! state is borrowed slices and a fixed array, and results are built in a
 //! `luaL_Buffer`, which keeps its pieces on the Lua stack.
 
@@ -123,7 +123,7 @@ impl<'a> Matcher<'a> {
         if self.steps >= STEPS_PER_CHECK {
             self.steps = 0;
             // SAFETY: a C function's state, with nothing owned here.
-            unsafe { crate::scripting::check_running(self.state) };
+            unsafe { super::hook::check_running(self.state) };
         }
     }
 

@@ -7,7 +7,30 @@ use mlua::ffi::{self, lua_State};
 use mlua::{Lua, Value};
 use strata_resp::{Protocol, ReplyWriter};
 
-use super::*;
+use super::hook::*;
+use super::stack::lua_error_text;
+
+/// A value held in the Lua registry (`luaL_ref`), pushed by a run
+/// through the C API rather than through mlua: a script, a library
+/// function, or one of the prelude's values [`Slots`] names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot(pub(super) c_int);
+
+/// The prelude's values a run pushes.
+#[derive(Clone, Copy)]
+pub(super) struct Slots {
+    /// The globals scripts see (the prelude's `visible`): KEYS and ARGV
+    /// go there.
+    pub(super) visible: Slot,
+    /// Runs a script function, turning any error into an error table.
+    pub(super) trampoline: Slot,
+    /// The same for a library function, given KEYS and ARGV.
+    pub(super) trampoline_args: Slot,
+    /// The C function a run's protected call runs ([`run_protected`]).
+    pub(super) run: Slot,
+    /// The protected call's error handler: the error as text.
+    pub(super) error_text: Slot,
+}
 
 /// Puts `value` in the registry: its slot.
 pub(super) fn pin(lua: &Lua, value: impl mlua::IntoLua) -> mlua::Result<Slot> {
@@ -33,13 +56,13 @@ pub(super) struct RunCall<'r, 'w> {
     pub(super) name: &'r str,
     pub(super) resp3: &'r dyn Fn() -> bool,
     pub(super) out: &'r mut ReplyWriter<'w>,
-    pub(super) ended: Option<crate::scripting::stack::Ended>,
+    pub(super) ended: Option<super::stack::Ended>,
 }
 
 /// The body of a run's protected call (see [`Vm::run`]): KEYS and ARGV
 /// made (globals in `visible`, or the function's arguments), the
 /// trampoline called, its result written. Owns nothing while it calls
-/// Lua (a raised error unwinds over it: `crate::scripting::stack`).
+/// Lua (a raised error unwinds over it: `super::stack`).
 pub(super) unsafe extern "C-unwind" fn run_protected(state: *mut lua_State) -> c_int {
     // SAFETY: `Vm::run` pushed a pointer to its `RunCall`, which outlives
     // this call; Lua gives a C function room for LUA_MINSTACK (20)
@@ -67,28 +90,13 @@ pub(super) unsafe extern "C-unwind" fn run_protected(state: *mut lua_State) -> c
         }
         let written = catch_panic(|| {
             let resp3 = (call.resp3)();
-            crate::scripting::stack::write_result(state, call.out, resp3, call.name)
+            super::stack::write_result(state, call.out, resp3, call.name)
         });
         match written {
             Some(ended) => call.ended = Some(ended),
             None => raise_panicked(state),
         }
         0
-    }
-}
-
-/// Ends the run with a Lua error after [`catch_panic`] caught a panic.
-///
-/// # Safety
-/// `state` is in a protected call; the calling frame owns nothing.
-pub unsafe fn raise_panicked(state: *mut lua_State) -> ! {
-    // SAFETY: as the function's contract.
-    unsafe {
-        ffi::lua_pushstring(
-            state,
-            c"internal error (a panic, resumed after the run)".as_ptr(),
-        );
-        ffi::lua_error(state)
     }
 }
 
@@ -114,58 +122,13 @@ pub(super) fn internal_error(error: &mlua::Error) -> String {
     format!("ERR {}", lua_error_text(error))
 }
 
-/// The text of a Lua error, without mlua's traceback.
-pub fn lua_error_text(error: &mlua::Error) -> String {
-    match error {
-        mlua::Error::RuntimeError(text) | mlua::Error::SyntaxError { message: text, .. } => {
-            text.clone()
-        }
-        mlua::Error::CallbackError { cause, .. } => lua_error_text(cause),
-        other => other.to_string(),
-    }
-}
-
 /// Converts a Lua argument of `redis.call` to a command argument.
 pub fn lua_arg(value: &Value) -> Option<bytes::Bytes> {
     match value {
         Value::String(s) => Some(bytes::Bytes::copy_from_slice(&s.as_bytes())),
         Value::Integer(n) => Some(bytes::Bytes::from(n.to_string())),
-        Value::Number(n) => Some(bytes::Bytes::from(crate::scripting::stack::number_text(*n))),
+        Value::Number(n) => Some(bytes::Bytes::from(super::stack::number_text(*n))),
         _ => None,
-    }
-}
-
-/// A number as Lua 5.1's `tostring` writes it: C's `%.14g`.
-pub fn format_lua_number(n: f64) -> String {
-    format_g(n, 14)
-}
-
-/// A number as C's `%.<digits>g` writes it (`digits` ≥ 1).
-pub fn format_g(n: f64, digits: usize) -> String {
-    if n.is_nan() {
-        return "nan".into();
-    }
-    if n.is_infinite() {
-        return if n > 0.0 { "inf" } else { "-inf" }.into();
-    }
-    if n == 0.0 {
-        return if n.is_sign_negative() { "-0" } else { "0" }.into();
-    }
-    let strip = |text: &str| -> String {
-        match text.contains('.') {
-            true => text.trim_end_matches('0').trim_end_matches('.').to_owned(),
-            false => text.to_owned(),
-        }
-    };
-    // `digits` significant digits, rounded; the exponent decides the style.
-    let scientific = format!("{n:.*e}", digits - 1);
-    let (mantissa, exponent) = scientific.split_once('e').expect("{:e} writes an exponent");
-    let exponent: i32 = exponent.parse().expect("a decimal exponent");
-    if !(-4..digits as i32).contains(&exponent) {
-        let sign = if exponent < 0 { '-' } else { '+' };
-        format!("{}e{sign}{:02}", strip(mantissa), exponent.abs())
-    } else {
-        strip(&format!("{n:.*}", (digits as i32 - 1 - exponent) as usize))
     }
 }
 
@@ -180,7 +143,7 @@ pub fn protocol_of(version: u8) -> Protocol {
 
 #[cfg(test)]
 mod tests {
-    use super::format_lua_number;
+    use crate::scripting::stack::format_lua_number;
 
     #[test]
     fn numbers_are_written_as_lua_5_1_does() {

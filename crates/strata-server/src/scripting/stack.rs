@@ -82,7 +82,7 @@ pub fn number_text(number: f64) -> String {
     {
         return (number as i64).to_string();
     }
-    crate::scripting::format_g(number, 17)
+    format_g(number, 17)
 }
 
 /// Pushes `{err = text}`, marked as counted when `counted`.
@@ -359,9 +359,7 @@ pub unsafe fn text_at(state: *mut lua_State, index: c_int) -> Option<String> {
     unsafe {
         match ffi::lua_type(state, index) {
             ffi::LUA_TSTRING => Some(lossy(string_at(state, index))),
-            ffi::LUA_TNUMBER => Some(crate::scripting::format_lua_number(ffi::lua_tonumber(
-                state, index,
-            ))),
+            ffi::LUA_TNUMBER => Some(format_lua_number(ffi::lua_tonumber(state, index))),
             _ => None,
         }
     }
@@ -579,6 +577,51 @@ fn integer(line: &[u8]) -> i64 {
 
 fn find_crlf(data: &[u8]) -> Option<usize> {
     data.windows(2).position(|pair| pair == b"\r\n")
+}
+
+/// The text of a Lua error, without mlua's traceback.
+pub fn lua_error_text(error: &mlua::Error) -> String {
+    match error {
+        mlua::Error::RuntimeError(text) | mlua::Error::SyntaxError { message: text, .. } => {
+            text.clone()
+        }
+        mlua::Error::CallbackError { cause, .. } => lua_error_text(cause),
+        other => other.to_string(),
+    }
+}
+
+/// A number as Lua 5.1's `tostring` writes it: C's `%.14g`.
+pub fn format_lua_number(n: f64) -> String {
+    format_g(n, 14)
+}
+
+/// A number as C's `%.<digits>g` writes it (`digits` ≥ 1).
+pub fn format_g(n: f64, digits: usize) -> String {
+    if n.is_nan() {
+        return "nan".into();
+    }
+    if n.is_infinite() {
+        return if n > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    if n == 0.0 {
+        return if n.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    let strip = |text: &str| -> String {
+        match text.contains('.') {
+            true => text.trim_end_matches('0').trim_end_matches('.').to_owned(),
+            false => text.to_owned(),
+        }
+    };
+    // `digits` significant digits, rounded; the exponent decides the style.
+    let scientific = format!("{n:.*e}", digits - 1);
+    let (mantissa, exponent) = scientific.split_once('e').expect("{:e} writes an exponent");
+    let exponent: i32 = exponent.parse().expect("a decimal exponent");
+    if !(-4..digits as i32).contains(&exponent) {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", strip(mantissa), exponent.abs())
+    } else {
+        strip(&format!("{n:.*}", (digits as i32 - 1 - exponent) as usize))
+    }
 }
 
 #[cfg(test)]

@@ -13,36 +13,17 @@ use mlua::{Function, Lua, LuaOptions, StdLib, Table};
 use parking_lot::Mutex;
 use strata_resp::ReplyWriter;
 
+use super::cache::*;
+use super::hook::*;
 use super::prelude::{FUNCTIONS_PRELUDE, PRELUDE};
-use super::*;
+use super::run::*;
+use super::stack::lua_error_text;
 
 /// Scripts and functions a VM remembers as needing every shard (beyond
 /// it, others escalate as a first run does).
 const EVERY_SHARD_NAMES_MAX: usize = 10_000;
 /// Lua instructions between two checks of the time limit and SCRIPT KILL.
 const HOOK_INSTRUCTIONS: u32 = 100_000;
-
-/// A value held in the Lua registry (`luaL_ref`), pushed by a run
-/// through the C API rather than through mlua: a script, a library
-/// function, or one of the prelude's values [`Slots`] names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Slot(pub(super) c_int);
-
-/// The prelude's values a run pushes.
-#[derive(Clone, Copy)]
-pub(super) struct Slots {
-    /// The globals scripts see (the prelude's `visible`): KEYS and ARGV
-    /// go there.
-    pub(super) visible: Slot,
-    /// Runs a script function, turning any error into an error table.
-    pub(super) trampoline: Slot,
-    /// The same for a library function, given KEYS and ARGV.
-    pub(super) trampoline_args: Slot,
-    /// The C function a run's protected call runs ([`run_protected`]).
-    pub(super) run: Slot,
-    /// The protected call's error handler: the error as text.
-    pub(super) error_text: Slot,
-}
 
 /// One worker thread's Lua state.
 pub struct Vm {
@@ -74,18 +55,8 @@ pub struct Vm {
     pub runner_installed: bool,
 }
 
-/// A run the hook checks: the cache, the run and `busy-reply-threshold`.
-type Watched = (Arc<Scripts>, Arc<Running>, u64);
-
-/// Notes which network thread this is (for [`Scripts::busy_threads`]).
-pub fn set_thread_index(index: usize) {
-    THREAD_INDEX.with(|cell| cell.set(index));
-}
-
 thread_local! {
-    pub(super) static THREAD_INDEX: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
     static VM: std::cell::RefCell<Option<Vm>> = const { std::cell::RefCell::new(None) };
-    pub(super) static WATCHED: std::cell::RefCell<Option<Watched>> = const { std::cell::RefCell::new(None) };
 }
 
 /// Runs `f` with this thread's VM, made afresh after SCRIPT FLUSH.
@@ -203,12 +174,12 @@ impl Vm {
         )?;
         // SAFETY: the protected call's stack is empty; `install` pushes 4
         // values at most.
-        unsafe { lua.exec_raw::<()>((), |state| crate::scripting::guards::install(state))? };
+        unsafe { lua.exec_raw::<()>((), |state| super::guards::install(state))? };
         let globals = lua.globals();
-        globals.set("cjson", crate::scripting::libs::cjson(&lua)?)?;
-        globals.set("bit", crate::scripting::libs::bit(&lua)?)?;
-        globals.set("cmsgpack", crate::scripting::libs::cmsgpack(&lua)?)?;
-        globals.set("struct", crate::scripting::libs::structs(&lua)?)?;
+        globals.set("cjson", super::libs::cjson(&lua)?)?;
+        globals.set("bit", super::libs::bit(&lua)?)?;
+        globals.set("cmsgpack", super::libs::cmsgpack(&lua)?)?;
+        globals.set("struct", super::libs::structs(&lua)?)?;
         private.set("flag_names", crate::functions::FLAG_NAMES)?;
         let trampoline: Function = lua
             .load(PRELUDE)
@@ -452,7 +423,7 @@ impl Vm {
     /// The run is one protected call made through Lua's C API on the
     /// main state, of a C function ([`run_protected`]) that builds KEYS and
     /// ARGV, calls the trampoline and converts the result on the stack
-    /// (`crate::scripting::stack`): mlua's own protected call makes two C
+    /// (`super::stack`): mlua's own protected call makes two C
     /// closures per call in Lua 5.1, and its values a reference each.
     pub fn run(
         &self,
@@ -462,7 +433,7 @@ impl Vm {
         name: &str,
         resp3: &dyn Fn() -> bool,
         out: &mut ReplyWriter,
-    ) -> crate::scripting::stack::Ended {
+    ) -> super::stack::Ended {
         let mut call = RunCall {
             slots: self.slots,
             function,
@@ -495,7 +466,7 @@ impl Vm {
                 (ffi::LUA_OK, Some(ended)) => ended,
                 // The error handler made the error text.
                 _ => {
-                    let text = crate::scripting::stack::text_at(state, -1);
+                    let text = super::stack::text_at(state, -1);
                     let text = text.as_deref().unwrap_or("unknown error");
                     Err((format!("ERR {text}"), false))
                 }
