@@ -469,8 +469,7 @@ impl Connection {
         let table = &self.server.commands;
         match &self.session.multi {
             Some(multi) => {
-                table.is_exec(&args[0])
-                    && crate::commands::transactions::may_write(multi, &self.server)
+                table.is_exec(&args[0]) && crate::commands::pause::may_write(multi, &self.server)
             }
             None => crate::commands::held_by_write_pause(&self.server, args),
         }

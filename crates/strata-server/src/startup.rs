@@ -238,6 +238,7 @@ fn assemble(
             tls: tls_config,
         }),
         commands,
+        crate::commands::dispatch,
     );
     let backlog_dir = server.config.get().dir.join("replication").join("backlog");
     server.replication.backlog.spill_to(&backlog_dir);

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use super::connection::help_lines;
+use super::ctx::help_lines;
 use super::{CmdError, CmdResult, Ctx, lossy};
 use crate::acl::categories::{CATEGORIES, Categories};
 use crate::acl::log::Reason;

@@ -7,7 +7,7 @@
 use bytes::Bytes;
 use strata_engine::keyspace::key_slot;
 
-use super::connection::help_lines;
+use super::ctx::help_lines;
 use super::{CmdResult, Ctx};
 
 pub const ERR_CLUSTER_DISABLED: &str = "ERR This instance has cluster support disabled";

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use bytes::Bytes;
 
-use super::connection::help_lines;
+use super::ctx::help_lines;
 use strata_resp::Protocol;
 
 use super::{CmdResult, Ctx, ERR_NO_SUCH_KEY, is, parse_i64};

@@ -7,7 +7,7 @@
 use crate::commands::Node;
 use bytes::Bytes;
 
-use super::connection::help_lines;
+use super::ctx::help_lines;
 use super::scripting::{Target, kill, refuse_if_oom, run_script, split_keys};
 use super::{CmdError, CmdResult, Ctx, is, lossy};
 use crate::functions::{

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use super::connection::help_lines;
+use super::ctx::help_lines;
 use super::{CmdResult, Ctx, parse_i64};
 
 /// MONITOR: from now on this client receives a line for every command

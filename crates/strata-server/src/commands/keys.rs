@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use super::connection::{help_lines, parse_db};
+use super::ctx::{help_lines, parse_db};
 use super::{
     CmdError, CmdResult, Ctx, ERR_NO_SUCH_KEY, ERR_SYNTAX, ScanArgs, is, lossy, parse_i64,
 };

@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use strata_engine::latency::{self, History, Sample};
 
-use super::connection::help_lines;
+use super::ctx::help_lines;
 use super::{CmdResult, Ctx, lossy};
 use crate::histogram::{self, Counts};
 

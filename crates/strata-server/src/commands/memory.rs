@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use super::connection::help_lines;
+use super::ctx::help_lines;
 use super::{CmdResult, Ctx, ERR_SYNTAX, is, parse_i64};
 use crate::info::MemoryFigures;
 

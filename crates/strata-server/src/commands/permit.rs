@@ -72,7 +72,7 @@ pub fn record(
     now_ms: u64,
 ) {
     let max_len = server.config.get().acllog_max_len as usize;
-    let client_info = super::connection::describe_client(server, &session.client, now_ms, None);
+    let client_info = super::describe::describe_client(server, &session.client, now_ms, None);
     server.acl.log.add(
         acl::log::Entry {
             count: 1,

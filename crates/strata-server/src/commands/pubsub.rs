@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 
-use super::connection::help_lines;
+use super::ctx::help_lines;
 use super::{CmdResult, Ctx};
 use crate::pubsub::{Counts, Kind};
 

@@ -15,7 +15,7 @@ use mlua::{Lua, Value, Variadic};
 use strata_engine::KeyRef;
 use strata_resp::ReplyWriter;
 
-use super::connection::help_lines;
+use super::ctx::help_lines;
 use super::transactions::answer_blocked;
 use super::{CmdError, CmdResult, Ctx, Gates, call, declared_keys_known, is, parse_i64};
 use crate::functions::Libraries;

@@ -54,12 +54,6 @@ const QUEUED_ARG_OVERHEAD_BYTES: usize = 32;
 
 const ERR_EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
 
-/// Whether a queued command writes or may (EXEC then waits for a
-/// CLIENT PAUSE WRITE).
-pub fn may_write(multi: &Multi, server: &Node) -> bool {
-    (multi.queued.iter()).any(|queued| super::held_by_write_pause(server, &queued.args))
-}
-
 /// Queues command `id` of a transaction and answers `+QUEUED`.
 pub fn queue(
     server: &Node,

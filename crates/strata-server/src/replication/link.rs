@@ -486,7 +486,7 @@ impl<'s> Applier<'s> {
     fn run(&mut self, args: &[Bytes]) {
         let config = self.server.config.get();
         strata_engine::replica_expiry::applying_primary(|| {
-            crate::commands::dispatch(
+            (self.server.dispatch)(
                 self.server,
                 &mut self.session,
                 &mut self.replies,

@@ -75,12 +75,34 @@ pub(super) fn parse_count(arg: &[u8]) -> Result<u64, CmdError> {
     Ok(parse_i64(arg)?.max(0) as u64)
 }
 
+/// What deleting an entry does about the groups that reference it
+/// (`super::refs`: KEEPREF, DELREF, ACKED).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum Refs {
+    #[default]
+    Keep,
+    Delete,
+    Acked,
+}
+
+impl Refs {
+    /// The strategy `arg` names, if it names one.
+    pub(super) fn parse(arg: &[u8]) -> Option<Refs> {
+        match () {
+            _ if is(arg, "KEEPREF") => Some(Refs::Keep),
+            _ if is(arg, "DELREF") => Some(Refs::Delete),
+            _ if is(arg, "ACKED") => Some(Refs::Acked),
+            _ => None,
+        }
+    }
+}
+
 /// XADD's and XTRIM's trimming options, from `args[2..]`; for XADD also
 /// NOMKSTREAM and where the ID is.
 pub(super) struct TrimArgs {
     pub(super) trim: Option<Trim>,
     /// KEEPREF, DELREF or ACKED (Redis 8.2; `super::refs`).
-    pub(super) refs: super::refs::Refs,
+    pub(super) refs: Refs,
     pub(super) nomkstream: bool,
     pub(super) id_at: usize,
 }
@@ -140,7 +162,7 @@ pub(super) fn parse_trim_args(
         } else if xadd && is(opt, "nomkstream") {
             nomkstream = true;
             i += 1;
-        } else if let Some(parsed) = super::refs::Refs::parse(opt).filter(|_| refs.is_none()) {
+        } else if let Some(parsed) = Refs::parse(opt).filter(|_| refs.is_none()) {
             // Once only: XADD then takes a second one for the ID (Redis
             // answers that it is not a valid ID), XTRIM a syntax error.
             refs = Some(parsed);

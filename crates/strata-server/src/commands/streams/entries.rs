@@ -3,8 +3,9 @@
 use bytes::Bytes;
 use strata_engine::stream::{StreamId, StreamOp, StreamValue, Trim};
 
+use super::common::Refs;
 use super::common::*;
-use super::refs::{Refs, trim_with_refs};
+use super::refs::trim_with_refs;
 use crate::commands::{CmdError, CmdResult, Ctx, ERR_NO_SUCH_KEY, ERR_SYNTAX, is, parse_i64};
 use crate::notify;
 

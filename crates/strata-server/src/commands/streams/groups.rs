@@ -5,7 +5,7 @@ use bytes::Bytes;
 use strata_engine::stream::{Group, StreamId, StreamOp};
 
 use super::common::*;
-use crate::commands::connection::help_lines;
+use crate::commands::ctx::help_lines;
 use crate::commands::{CmdError, CmdResult, Ctx, ERR_SYNTAX, is, parse_i64};
 use crate::notify;
 

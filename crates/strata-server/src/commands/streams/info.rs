@@ -4,7 +4,7 @@ use bytes::Bytes;
 use strata_engine::stream::{Group, StreamId, StreamValue};
 
 use super::common::*;
-use crate::commands::connection::help_lines;
+use crate::commands::ctx::help_lines;
 use crate::commands::{CmdError, CmdResult, Ctx, ERR_NO_SUCH_KEY, is, parse_i64};
 
 // --- XINFO ----------------------------------------------------------------------

@@ -22,27 +22,6 @@ use super::common::*;
 use crate::commands::{CmdError, CmdResult, Ctx, ERR_SYNTAX, is};
 use crate::notify;
 
-/// What deleting an entry does about the groups that reference it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) enum Refs {
-    #[default]
-    Keep,
-    Delete,
-    Acked,
-}
-
-impl Refs {
-    /// The strategy `arg` names, if it names one.
-    pub(super) fn parse(arg: &[u8]) -> Option<Refs> {
-        match () {
-            _ if is(arg, "KEEPREF") => Some(Refs::Keep),
-            _ if is(arg, "DELREF") => Some(Refs::Delete),
-            _ if is(arg, "ACKED") => Some(Refs::Acked),
-            _ => None,
-        }
-    }
-}
-
 /// An entry's reply in XDELEX and XACKDEL.
 const NOT_FOUND: i64 = -1;
 const DELETED: i64 = 1;

@@ -1,6 +1,6 @@
 //! The ACL family's entries of the command table.
 
-use super::*;
+use super::prelude::*;
 
 pub(super) const COMMANDS: &[Spec] = &[Spec {
     name: "acl",

@@ -1,6 +1,6 @@
 //! The function commands' entries of the command table (FUNCTION, FCALL).
 
-use super::*;
+use super::prelude::*;
 
 pub(super) const COMMANDS: &[Spec] = &[
     Spec {

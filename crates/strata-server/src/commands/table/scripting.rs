@@ -1,6 +1,6 @@
 //! The scripting commands' entries of the command table.
 
-use super::*;
+use super::prelude::*;
 
 pub(super) const COMMANDS: &[Spec] = &[
     Spec {

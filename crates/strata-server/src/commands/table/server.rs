@@ -1,6 +1,7 @@
 //! The server commands' entries of the command table.
 
-use super::*;
+use super::prelude::*;
+use super::subcommands::*;
 
 pub(super) const COMMANDS: &[Spec] = &[
     Spec {

@@ -1,7 +1,7 @@
 //! The set commands' entries of the command table (flags, key specs and
 //! ACL categories as Redis 7.0.15 declares them).
 
-use super::*;
+use super::prelude::*;
 
 pub(super) const COMMANDS: &[Spec] = &[
     Spec {

@@ -1,6 +1,6 @@
 //! SORT and SORT_RO's entries of the command table.
 
-use super::*;
+use super::prelude::*;
 
 pub(super) const COMMANDS: &[Spec] = &[
     Spec {

@@ -1,7 +1,7 @@
 //! The stream commands' entries of the command table (flags, key specs and
 //! ACL categories as Redis 7.4 declares them).
 
-use super::*;
+use super::prelude::*;
 
 /// XREAD's and XREADGROUP's keys: after STREAMS (searched from `from`),
 /// the first half of what follows.

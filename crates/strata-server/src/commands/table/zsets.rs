@@ -2,7 +2,7 @@
 //! and ACL categories as Redis 7.0.15 declares them; ZRANK and ZREVRANK take
 //! WITHSCORE as in Redis 7.2).
 
-use super::*;
+use super::prelude::*;
 
 pub(super) const COMMANDS: &[Spec] = &[
     Spec {
