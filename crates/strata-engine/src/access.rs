@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32};
 use crate::random::random_u64;
 
 /// The counter of a key that has just been created.
-pub const LFU_INIT: u8 = 5;
+pub(crate) const LFU_INIT: u8 = 5;
 /// The access field's bits.
 pub(crate) const FIELD_MASK: u32 = (1 << 24) - 1;
 

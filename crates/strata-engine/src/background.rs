@@ -20,16 +20,16 @@ pub fn bytes() -> u64 {
 
 /// Accounts for `bytes` of a background buffer while it lives.
 #[derive(Debug)]
-pub struct BackgroundBytes(u64);
+pub(crate) struct BackgroundBytes(u64);
 
 impl BackgroundBytes {
-    pub fn new(bytes: usize) -> BackgroundBytes {
+    pub(crate) fn new(bytes: usize) -> BackgroundBytes {
         BYTES.fetch_add(bytes as u64, Relaxed);
         BackgroundBytes(bytes as u64)
     }
 
     /// Changes the accounted size to `bytes` (a buffer that grew).
-    pub fn set(&mut self, bytes: usize) {
+    pub(crate) fn set(&mut self, bytes: usize) {
         let bytes = bytes as u64;
         if bytes >= self.0 {
             BYTES.fetch_add(bytes - self.0, Relaxed);

@@ -64,9 +64,9 @@ const FORMAT_VERSION: u32 = 4;
 /// sharding field, keys sharded by hash).
 const FORMAT_VERSIONS_READ: [u32; 3] = [2, 3, 4];
 /// Files one checkpoint is split into.
-pub const RANGE_COUNT: usize = 16;
+pub(crate) const RANGE_COUNT: usize = 16;
 /// Shards per range file.
-pub const SHARDS_PER_RANGE: usize = SHARD_COUNT / RANGE_COUNT;
+pub(crate) const SHARDS_PER_RANGE: usize = SHARD_COUNT / RANGE_COUNT;
 /// Bytes of the CheckpointBegin record's key (28 before version 4).
 const META_BYTES: usize = 32;
 const META_BYTES_V3: usize = 28;
@@ -77,12 +77,12 @@ const SYNC_EVERY_BYTES: u64 = 32 << 20;
 
 /// The file name of range `range`'s checkpoint whose first shard covers
 /// the log below `lsn`.
-pub fn checkpoint_path(dir: &Path, range: usize, lsn: u64) -> PathBuf {
+pub(crate) fn checkpoint_path(dir: &Path, range: usize, lsn: u64) -> PathBuf {
     dir.join(format!("checkpoint-{range:02}-{lsn:020}.ckpt"))
 }
 
 /// Parses a checkpoint file name into (range, LSN).
-pub fn parse_name(name: &str) -> Option<(usize, u64)> {
+pub(crate) fn parse_name(name: &str) -> Option<(usize, u64)> {
     let rest = name.strip_prefix("checkpoint-")?.strip_suffix(".ckpt")?;
     let (range, lsn) = rest.split_once('-')?;
     let range: usize = range.parse().ok()?;
@@ -103,14 +103,14 @@ pub struct CheckpointInfo {
 }
 
 /// Spreads a cycle's writes over time: at most `bytes_per_s` (0: no limit).
-pub struct Throttle {
+pub(crate) struct Throttle {
     started: Instant,
     written: u64,
     bytes_per_s: u64,
 }
 
 impl Throttle {
-    pub fn new(bytes_per_s: u64) -> Self {
+    pub(crate) fn new(bytes_per_s: u64) -> Self {
         Throttle {
             started: Instant::now(),
             written: 0,
@@ -339,8 +339,9 @@ fn write(
     Ok(info)
 }
 
+#[cfg(test)]
 /// Writes the file of one range and replaces that range's older file.
-pub fn write_range(
+pub(crate) fn write_range(
     keyspace: &Keyspace,
     dir: &Path,
     range: usize,
@@ -825,7 +826,7 @@ pub struct CheckpointMeta {
 
 /// A problem found in a checkpoint file.
 #[derive(Debug)]
-pub struct CheckpointError {
+pub(crate) struct CheckpointError {
     pub path: PathBuf,
     pub offset: u64,
     pub reason: String,
@@ -855,7 +856,7 @@ fn failure(path: &Path, offset: u64) -> impl Fn(String) -> CheckpointError + '_ 
 /// Reads a checkpoint record by record, checking every CRC and the file's
 /// structure. `visit` gets (shard index, covered LSN, record) for every
 /// key image. Returns the meta and the covered LSN of every shard.
-pub struct CheckpointReader {
+pub(crate) struct CheckpointReader {
     path: PathBuf,
     input: BufReader<File>,
     offset: u64,
@@ -874,7 +875,7 @@ pub struct CheckpointSummary {
 }
 
 impl CheckpointReader {
-    pub fn open(path: &Path) -> Result<CheckpointReader, CheckpointError> {
+    pub(crate) fn open(path: &Path) -> Result<CheckpointReader, CheckpointError> {
         let file = File::open(path).map_err(|e| CheckpointError {
             path: path.to_path_buf(),
             offset: 0,
@@ -926,7 +927,7 @@ impl CheckpointReader {
     }
 
     /// Reads just the first record: the seed and sizes.
-    pub fn meta(path: &Path) -> Result<CheckpointMeta, CheckpointError> {
+    pub(crate) fn meta(path: &Path) -> Result<CheckpointMeta, CheckpointError> {
         let mut reader = CheckpointReader::open(path)?;
         reader.read_meta()
     }
@@ -988,7 +989,7 @@ impl CheckpointReader {
 
     /// Reads the whole file, handing every key image to `visit` as
     /// (shard, record).
-    pub fn read_all(
+    pub(crate) fn read_all(
         mut self,
         mut visit: impl FnMut(usize, &Record) -> Result<(), String>,
     ) -> Result<CheckpointSummary, CheckpointError> {

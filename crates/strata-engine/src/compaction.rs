@@ -13,7 +13,7 @@ use crate::record::{self, HEADER_BYTES, Kind};
 
 /// Share of a segment's records still located in below which compaction
 /// moves them out.
-pub const COMPACT_LIVE_RATIO: f64 = 0.5;
+pub(crate) const COMPACT_LIVE_RATIO: f64 = 0.5;
 
 /// Compaction: for every closed segment where fewer than
 /// [`COMPACT_LIVE_RATIO`] of the records are still some entry's value,
@@ -37,7 +37,7 @@ pub fn compact(
 /// [`compact`], limited to the oldest dying segment that some value is
 /// still located in (compaction between checkpoint cycles takes one
 /// segment at a time).
-pub fn compact_oldest(
+pub(crate) fn compact_oldest(
     keyspace: &Keyspace,
     log: &Log,
     throttle: &mut dyn FnMut(u64),
@@ -54,7 +54,7 @@ pub fn compact_oldest(
 /// each as soon as it was dying moved values that were about to be
 /// overwritten anyway, and compacted without pause (tiered, 1000 B,
 /// SET:GET 1:1 at ~85 % hits: 0.62x of all-in-RAM instead of 0.75x).
-pub fn segments_to_compact_now(keyspace: &Keyspace, log: &Log) -> Vec<u64> {
+pub(crate) fn segments_to_compact_now(keyspace: &Keyspace, log: &Log) -> Vec<u64> {
     let since_last_cycle = keyspace.tier().dying_at_last_cycle();
     segments_to_compact(keyspace, log)
         .into_iter()
@@ -65,7 +65,7 @@ pub fn segments_to_compact_now(keyspace: &Keyspace, log: &Log) -> Vec<u64> {
 /// Notes the log's mostly dead segments as dying since the last cycle,
 /// so compaction can take them at once: after a start, no cycle has run
 /// to note them, and compaction waited for one ([`segments_to_compact_now`]).
-pub fn note_dying_at_start(keyspace: &Keyspace) {
+pub(crate) fn note_dying_at_start(keyspace: &Keyspace) {
     if let Some(log) = keyspace.change_log() {
         let dying = dying_segments(keyspace, log);
         keyspace.tier().still_dying(dying);
@@ -101,7 +101,7 @@ fn compact_one(keyspace: &Keyspace, log: &Log, seq: u64, throttle: &mut dyn FnMu
 /// (none included): what compaction empties, and whose values in RAM a
 /// checkpoint copies rather than names (`Shard::unlocate_in`), so the
 /// next cycle can delete them.
-pub fn dying_segments(keyspace: &Keyspace, log: &Log) -> std::collections::BTreeSet<u64> {
+pub(crate) fn dying_segments(keyspace: &Keyspace, log: &Log) -> std::collections::BTreeSet<u64> {
     let segments = log.segments();
     let Some((_head, closed)) = segments.split_last() else {
         return Default::default();

@@ -27,7 +27,7 @@ use crate::value::{ValueRef, ValueType};
 use crate::zset::ZSetValue;
 
 /// Server state kept beside the keyspace: (name, image).
-pub type MetaItem = (Vec<u8>, Vec<u8>);
+pub(crate) type MetaItem = (Vec<u8>, Vec<u8>);
 
 /// One live key's value as [`Keyspace::copy_shard`] hands it over.
 pub enum Copied<'a> {

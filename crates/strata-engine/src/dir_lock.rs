@@ -26,7 +26,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// The lock file's name inside the data directory.
-pub const LOCK_FILE_NAME: &str = "strata.lock";
+pub(crate) const LOCK_FILE_NAME: &str = "strata.lock";
 
 /// The held lock; dropping it (or exiting) releases it.
 #[derive(Debug)]

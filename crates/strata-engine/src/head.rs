@@ -29,7 +29,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-pub const HEAD_FILE_NAME: &str = "HEAD";
+pub(crate) const HEAD_FILE_NAME: &str = "HEAD";
 const MAGIC: &str = "strata-log-head 1";
 
 /// What HEAD says.

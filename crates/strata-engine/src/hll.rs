@@ -24,12 +24,13 @@ pub const REGISTERS: usize = 1 << 14;
 const P: u32 = 14;
 const Q: u32 = 64 - P;
 const HEADER: usize = 16;
-pub const DENSE_BYTES: usize = HEADER + REGISTERS * 6 / 8;
+pub(crate) const DENSE_BYTES: usize = HEADER + REGISTERS * 6 / 8;
 const DENSE: u8 = 0;
 const SPARSE: u8 = 1;
 const MAX_SPARSE_VALUE: u8 = 32;
 /// Redis' default `hll-sparse-max-bytes`.
-pub const SPARSE_MAX_BYTES_DEFAULT: usize = 3000;
+#[cfg(test)]
+pub(crate) const SPARSE_MAX_BYTES_DEFAULT: usize = 3000;
 
 /// Why bytes are not a HyperLogLog.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -22,7 +22,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Samples kept per event (Redis' `LATENCY_TS_LEN`).
-pub const HISTORY_LEN: usize = 160;
+pub(crate) const HISTORY_LEN: usize = 160;
 
 static THRESHOLD_MS: AtomicU64 = AtomicU64::new(0);
 static EVENTS: Mutex<BTreeMap<&'static str, History>> = Mutex::new(BTreeMap::new());

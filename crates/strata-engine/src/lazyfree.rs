@@ -13,7 +13,7 @@ use std::sync::mpsc::{Sender, channel};
 
 /// Redis' LAZYFREE_THRESHOLD: collections with more elements than this
 /// are freed in the background.
-pub const ELEMENTS_MIN: usize = 64;
+pub(crate) const ELEMENTS_MIN: usize = 64;
 
 type Garbage = Box<dyn Send>;
 

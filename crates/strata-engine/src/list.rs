@@ -37,7 +37,7 @@ pub struct Limits {
 }
 
 /// Redis' default packed threshold: elements of 1 GB and more are plain.
-pub const PLAIN_BYTES_MIN_DEFAULT: usize = 1 << 30;
+pub(crate) const PLAIN_BYTES_MIN_DEFAULT: usize = 1 << 30;
 
 impl Limits {
     /// Redis' `list-max-listpack-size`: a positive value caps a node's
@@ -818,7 +818,7 @@ impl<'a> ListOp<'a> {
 }
 
 /// Checks that `image` is a well-formed list image.
-pub fn check_image(image: &[u8]) -> Result<(), BadImage> {
+pub(crate) fn check_image(image: &[u8]) -> Result<(), BadImage> {
     let (count, mut at) = read_varint(image).ok_or(BadImage)?;
     for _ in 0..count {
         read_bytes(image, &mut at).ok_or(BadImage)?;

@@ -23,4 +23,4 @@ pub fn loc_offset(loc: u64) -> u64 {
 /// brings cold values in through [`crate::fetch::ColdFetch`] and never
 /// handles a record offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ColdLocation(pub(crate) u64);
+pub(crate) struct ColdLocation(pub(crate) u64);

@@ -54,9 +54,9 @@ use crate::segment_file::SegmentFile;
 
 /// Pending (not yet written) bytes above which [`Log::backlogged`] asks
 /// connections to wait before running more commands.
-pub const PENDING_BYTES_MAX: usize = 64 << 20;
+pub(crate) const PENDING_BYTES_MAX: usize = 64 << 20;
 /// How long the writer waits before retrying after a failed write.
-pub const RETRY_INTERVAL: Duration = Duration::from_millis(500);
+pub(crate) const RETRY_INTERVAL: Duration = Duration::from_millis(500);
 /// Longest time between two fsyncs under `everysec`.
 const EVERYSEC_INTERVAL: Duration = Duration::from_secs(1);
 /// Write rounds one [`Log::flush_now`] caller runs at most.
@@ -123,12 +123,12 @@ pub struct SegmentInfo {
 }
 
 /// The file name of segment `seq`.
-pub fn segment_path(dir: &Path, seq: u64) -> PathBuf {
+pub(crate) fn segment_path(dir: &Path, seq: u64) -> PathBuf {
     dir.join(format!("segment-{seq:010}.log"))
 }
 
 /// Parses a segment file name back into its sequence number.
-pub fn segment_seq(name: &str) -> Option<u64> {
+pub(crate) fn segment_seq(name: &str) -> Option<u64> {
     name.strip_prefix("segment-")?
         .strip_suffix(".log")?
         .parse()
@@ -136,7 +136,7 @@ pub fn segment_seq(name: &str) -> Option<u64> {
 }
 
 /// Called by the writer after each round with (written, synced) LSNs.
-pub type ProgressFn = Box<dyn Fn(u64, u64) + Send + Sync>;
+pub(crate) type ProgressFn = Box<dyn Fn(u64, u64) + Send + Sync>;
 
 /// Where the log starts, as recovery left it.
 pub struct LogStart {
@@ -1020,7 +1020,7 @@ fn remove_gradually(path: &Path) -> std::io::Result<()> {
 }
 
 /// Deletes segments a crash left half removed (see [`trash_path`]).
-pub fn remove_trash(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn remove_trash(dir: &Path) -> std::io::Result<()> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -1042,7 +1042,7 @@ pub fn remove_trash(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Makes a directory's entries (created, renamed, removed files) durable.
-pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 

@@ -56,7 +56,7 @@ pub struct ColdReader {
 
 /// Reads one io_uring keeps in flight (the shared thread's, or a
 /// thread's own); more wait in its queue.
-pub const URING_DEPTH: usize = 64;
+pub(crate) const URING_DEPTH: usize = 64;
 /// Longest the io_uring thread waits for a completion before taking newly
 /// queued reads (a device read takes ~100 µs here).
 const URING_WAIT_NS: u32 = 30_000;

@@ -36,27 +36,27 @@
 /// Bytes of the fixed header.
 pub const HEADER_BYTES: usize = 40;
 /// More records follow that belong to the same command.
-pub const FLAG_GROUP_CONTINUES: u8 = 1;
+pub(crate) const FLAG_GROUP_CONTINUES: u8 = 1;
 /// A SET payload that is the canonical text of an integer (encoding int).
 pub const FLAG_INT: u8 = 2;
 /// Checkpoint files only: the SET's payload ends with the 8-byte location
 /// (`tier::loc`) of the same value's record in the log, so the value
 /// loads into RAM already able to leave it without being written again.
-pub const FLAG_LOCATED: u8 = 4;
+pub(crate) const FLAG_LOCATED: u8 = 4;
 /// A DEL or HASH_DEL made because a deadline passed (the key's, or its
 /// fields'), not by a command. Replayed like any other; the change feed
 /// reports it as an expiry (keyspace notifications `expired`, `hexpired`).
-pub const FLAG_EXPIRED: u8 = 8;
+pub(crate) const FLAG_EXPIRED: u8 = 8;
 /// A DEL made by a deleting eviction policy (`allkeys-lru` …): replayed
 /// like any other; the change feed reports it as an eviction.
-pub const FLAG_EVICTED: u8 = 16;
+pub(crate) const FLAG_EVICTED: u8 = 16;
 /// A SET that created its key (it did not exist): replayed like any
 /// other; the change feed reports it as a new key (notification `new`).
-pub const FLAG_NEW: u8 = 32;
+pub(crate) const FLAG_NEW: u8 = 32;
 /// Made by the server's own background work (active expiry, eviction),
 /// not while a command held the lock: the change feed says so (client
 /// tracking invalidates those keys from the feed, the others at once).
-pub const FLAG_BACKGROUND: u8 = 64;
+pub(crate) const FLAG_BACKGROUND: u8 = 64;
 /// Largest record accepted when reading: two maximal bulk strings (key and
 /// value, 512 MB each) plus the header, as `total_len` is 32-bit.
 pub const RECORD_BYTES_MAX: usize = u32::MAX as usize;
@@ -186,18 +186,18 @@ impl<'a> Draft<'a> {
 }
 
 /// `value_type` of a string value.
-pub const VALUE_STRING: u8 = 0;
+pub(crate) const VALUE_STRING: u8 = 0;
 /// `value_type` of a hash value: the payload is its image (`hash` module).
-pub const VALUE_HASH: u8 = 1;
+pub(crate) const VALUE_HASH: u8 = 1;
 /// `value_type` of a list value: the payload is its image (`list` module).
-pub const VALUE_LIST: u8 = 2;
+pub(crate) const VALUE_LIST: u8 = 2;
 /// `value_type` of a set value: the payload is its image (`set` module).
-pub const VALUE_SET: u8 = 3;
+pub(crate) const VALUE_SET: u8 = 3;
 /// `value_type` of a sorted set value: the payload is its image (`zset`
 /// module).
-pub const VALUE_ZSET: u8 = 4;
+pub(crate) const VALUE_ZSET: u8 = 4;
 /// `value_type` of a stream: the payload is its image (`stream` module).
-pub const VALUE_STREAM: u8 = 5;
+pub(crate) const VALUE_STREAM: u8 = 5;
 
 /// Appends `draft` to `out` with LSN 0 and no header CRC yet; returns the
 /// record's length. The body CRC is computed here, outside any log lock.
@@ -288,7 +288,7 @@ impl std::fmt::Display for Invalid {
 }
 
 /// Checks the header at the start of `bytes`.
-pub fn parse_header(bytes: &[u8]) -> Result<Header, Invalid> {
+pub(crate) fn parse_header(bytes: &[u8]) -> Result<Header, Invalid> {
     if bytes.len() < HEADER_BYTES {
         return Err(Invalid::ShortHeader);
     }
@@ -316,7 +316,7 @@ pub fn decode(bytes: &[u8]) -> Result<Record<'_>, Invalid> {
 
 /// Decodes a record whose header was already checked; `bytes` starts with
 /// the header.
-pub fn decode_with_header(bytes: &[u8], header: Header) -> Result<Record<'_>, Invalid> {
+pub(crate) fn decode_with_header(bytes: &[u8], header: Header) -> Result<Record<'_>, Invalid> {
     if bytes.len() < header.total_len {
         return Err(Invalid::ShortBody);
     }

@@ -1034,7 +1034,7 @@ fn first_lsn(path: &Path) -> Result<Option<u64>, RecoveryError> {
 /// than one byte). A server that does not load the directory's data
 /// stamps what it writes from here, so its checkpoints still sort after
 /// anything already on disk.
-pub fn lsn_bound(plan: &Plan) -> Result<u64, RecoveryError> {
+pub(crate) fn lsn_bound(plan: &Plan) -> Result<u64, RecoveryError> {
     const END_MARKER_BYTES: usize = record::HEADER_BYTES + 8;
     let mut bound = 1;
     for path in &plan.checkpoints {
@@ -1069,7 +1069,7 @@ pub fn lsn_bound(plan: &Plan) -> Result<u64, RecoveryError> {
 /// others, for the cache store to start with. With `keep_all` (the
 /// checkpoint on disk was not loaded, so any segment may be named by it)
 /// nothing is deleted.
-pub fn prune_cache_store(
+pub(crate) fn prune_cache_store(
     plan: &Plan,
     keyspace: &Keyspace,
     keep_all: bool,

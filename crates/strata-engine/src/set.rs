@@ -299,7 +299,7 @@ fn self_members_into(from: &SetValue, to: &mut SetValue) {
 }
 
 /// Whether `image` is a well-formed set image.
-pub fn check_image(image: &[u8]) -> Result<(), BadImage> {
+pub(crate) fn check_image(image: &[u8]) -> Result<(), BadImage> {
     let (count, mut at) = read_varint(image).ok_or(BadImage)?;
     for _ in 0..count {
         read_bytes(image, &mut at).ok_or(BadImage)?;

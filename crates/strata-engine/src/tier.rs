@@ -50,15 +50,15 @@ use crate::record::{self, FLAG_INT, HEADER_BYTES, Kind};
 /// save points. Its segment numbers live above the log's, so one location
 /// (`loc`) names the store, the segment and the offset, and checkpoints,
 /// reads and compaction handle both alike.
-pub const CACHE_SEGMENT_BASE: u64 = 1 << 31;
+pub(crate) const CACHE_SEGMENT_BASE: u64 = 1 << 31;
 
 /// The cache store's directory inside the data directory.
-pub fn cache_dir(dir: &Path) -> PathBuf {
+pub(crate) fn cache_dir(dir: &Path) -> PathBuf {
     dir.join("cache")
 }
 
 /// Whether `segment` belongs to the cache store.
-pub fn is_cache_segment(segment: u64) -> bool {
+pub(crate) fn is_cache_segment(segment: u64) -> bool {
     segment >= CACHE_SEGMENT_BASE
 }
 
@@ -466,7 +466,7 @@ fn read_direct(file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>>
 
 /// Per shard: how many entries are located in each segment.
 #[derive(Default)]
-pub struct LiveCounts {
+pub(crate) struct LiveCounts {
     by_segment: std::collections::BTreeMap<u64, u64>,
 }
 
@@ -541,4 +541,4 @@ pub(crate) struct Placed<'r> {
 /// by it instead of copying them (docs/storage.md, "Big values are
 /// named, not copied"). Smaller ones are copied: their location would
 /// cost an 8-byte field in RAM for little saved.
-pub const LOCATE_BIG_BYTES: usize = 4096;
+pub(crate) const LOCATE_BIG_BYTES: usize = 4096;

@@ -27,7 +27,7 @@ use crate::shard::Shard;
 use crate::value::{Value, ValueType};
 
 /// Image bytes one run may keep.
-pub const UNDO_BYTES_MAX: usize = 256 << 10;
+pub(crate) const UNDO_BYTES_MAX: usize = 256 << 10;
 
 /// A key as it was before the run first changed it.
 pub(crate) struct Before {

@@ -36,7 +36,7 @@ use crate::limits::CollectionLimits;
 use crate::varint::{read_bytes, read_varint, varint_len, write_varint};
 
 /// Entries per chunk of a `skiplist`-encoded set before it splits.
-pub const CHUNK_MAX: usize = 256;
+pub(crate) const CHUNK_MAX: usize = 256;
 
 /// A damaged sorted set image or operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -411,7 +411,7 @@ impl ZSetValue {
 }
 
 /// Whether `image` is a well-formed sorted set image.
-pub fn check_image(image: &[u8]) -> Result<(), BadImage> {
+pub(crate) fn check_image(image: &[u8]) -> Result<(), BadImage> {
     let (count, mut at) = read_varint(image).ok_or(BadImage)?;
     for _ in 0..count {
         let (score, _) = read_packed(image, &mut at).ok_or(BadImage)?;
@@ -442,7 +442,7 @@ pub fn image_of<'m>(entries: impl IntoIterator<Item = (f64, &'m [u8])>) -> Vec<u
 /// The image of a new sorted set of `entries` (a later entry for the same
 /// member wins, as applying them in order does) and how many distinct
 /// members it holds: what a put to a missing key creates.
-pub fn image_of_put(entries: &[(f64, &[u8])]) -> (Vec<u8>, usize) {
+pub(crate) fn image_of_put(entries: &[(f64, &[u8])]) -> (Vec<u8>, usize) {
     let mut last: std::collections::HashMap<&[u8], f64> = Default::default();
     for (score, member) in entries {
         last.insert(member, *score);

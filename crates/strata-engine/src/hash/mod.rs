@@ -586,7 +586,7 @@ pub fn image_of(fields: &[Field]) -> Vec<u8> {
 }
 
 /// Checks that `image` is a well-formed hash image with no field twice.
-pub fn check_image(image: &[u8]) -> Result<(), BadImage> {
+pub(crate) fn check_image(image: &[u8]) -> Result<(), BadImage> {
     let (count, mut at) = read_varint(image)?;
     let mut names = std::collections::HashSet::new();
     for _ in 0..count {

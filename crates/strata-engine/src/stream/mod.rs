@@ -1346,7 +1346,7 @@ fn decode_image(p: &[u8]) -> Option<StreamValue> {
 }
 
 /// Checks a stream image (a record's or a checkpoint's).
-pub fn check_image(image: &[u8]) -> Result<(), BadImage> {
+pub(crate) fn check_image(image: &[u8]) -> Result<(), BadImage> {
     decode_image(image).map(|_| ()).ok_or(BadImage)
 }
 
