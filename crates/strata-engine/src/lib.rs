@@ -83,6 +83,7 @@
 
 pub mod access;
 pub mod background;
+pub mod check;
 pub mod checkpoint;
 pub mod collection;
 pub mod commit;
