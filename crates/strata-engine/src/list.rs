@@ -7,9 +7,10 @@
 //! listpack holds them, so either end is reached without a walk), bounded
 //! by `list-max-listpack-size` ([`Limits`]): pushing or
 //! popping at either end touches one node, and an index skips whole nodes
-//! by their counts (Redis' quicklist). A list of one node is what Redis 7.2
-//! calls a `listpack`; more are a `quicklist` (OBJECT ENCODING says
-//! `quicklist` for both, as Redis 7.0 does).
+//! by their counts (Redis' quicklist). OBJECT ENCODING answers as Redis
+//! 7.2+ converts a list (`ListValue::encoding_name`): `listpack` while it
+//! fits one, `quicklist` once it outgrew it, `listpack` again at half the
+//! limit; every [`ListOp`] applies those conversions after its change.
 //!
 //! The image (a SET record's payload, a checkpoint's) is a varint count
 //! followed by every element in that same layout, whatever the nodes, so
@@ -255,7 +256,17 @@ pub fn image_of<'e>(elements: impl ExactSizeIterator<Item = &'e [u8]>) -> Vec<u8
 pub struct ListValue {
     nodes: VecDeque<Node>,
     len: usize,
+    /// What Redis 7.2+ would hold it as: a `quicklist` once it outgrew one
+    /// listpack, a `listpack` again once it shrank to one node of at most
+    /// half the limits (OBJECT ENCODING; [`ListValue::encoding_name`]).
+    quicklist: bool,
 }
+
+/// The byte limit Redis applies to one listpack when `list-max-listpack-size`
+/// counts entries (its SIZE_SAFETY_LIMIT).
+const SIZE_SAFETY_LIMIT_BYTES: usize = 8192;
+/// A listpack's header and end byte.
+const LISTPACK_OVERHEAD_BYTES: usize = 7;
 
 impl ListValue {
     pub fn new() -> ListValue {
@@ -270,11 +281,50 @@ impl ListValue {
         self.len == 0
     }
 
-    /// OBJECT ENCODING's name: `quicklist`, whatever the nodes, as Redis
-    /// 7.0 (the reference) answers for every list; 7.2 calls a list of
-    /// one node `listpack`.
+    /// OBJECT ENCODING's name, as Redis 7.2+ answers: `listpack` for a
+    /// list that fits one listpack, `quicklist` once it outgrew one, until
+    /// it shrinks to one node of at most half the limits (so that a list
+    /// at the edge does not flip at every push and pop). Redis 7.0 said
+    /// `quicklist` for every list.
     pub fn encoding_name(&self) -> &'static str {
-        "quicklist"
+        match self.quicklist {
+            true => "quicklist",
+            false => "listpack",
+        }
+    }
+
+    /// The list's size as one listpack would have it (its entries are
+    /// encoded alike: a length, the bytes, a back length).
+    fn listpack_bytes(&self) -> usize {
+        LISTPACK_OVERHEAD_BYTES + self.nodes.iter().map(|n| n.bytes.len()).sum::<usize>()
+    }
+
+    /// Whether one listpack of this list would pass the limits (Redis'
+    /// `quicklistNodeExceedsLimit`); `half` for a shrinking list.
+    fn over_limits(&self, limits: Limits, half: bool) -> bool {
+        let divide = if half { 2 } else { 1 };
+        if limits.node_bytes_max != usize::MAX {
+            return self.listpack_bytes() > limits.node_bytes_max / divide;
+        }
+        // Counted entries; a grown listpack also has the safety byte limit.
+        self.len > limits.node_entries_max / divide
+            || (!half && self.listpack_bytes() > SIZE_SAFETY_LIMIT_BYTES)
+    }
+
+    /// Redis' conversions after a change: a growing listpack becomes a
+    /// quicklist past the limits; a shrinking quicklist of one node
+    /// becomes a listpack again at half of them.
+    fn convert(&mut self, growing: bool, limits: Limits) {
+        if growing && !self.quicklist && self.over_limits(limits, false) {
+            self.quicklist = true;
+        } else if !growing
+            && self.quicklist
+            && self.nodes.len() <= 1
+            && !self.nodes.iter().any(|n| n.holds_plain(limits))
+            && !self.over_limits(limits, true)
+        {
+            self.quicklist = false;
+        }
     }
 
     /// Bytes of RAM the list holds (node buffers and the deque).
@@ -613,6 +663,11 @@ impl ListValue {
             return Err(BadImage);
         }
         list.shrink();
+        // As Redis picks a loaded or newly built list's encoding: a
+        // listpack when it fits one.
+        list.quicklist = list.nodes.len() > 1
+            || list.nodes.iter().any(|n| n.holds_plain(limits))
+            || list.over_limits(limits, false);
         Ok(list)
     }
 
@@ -679,6 +734,23 @@ fn end_code(end: End) -> u8 {
 impl<'a> ListOp<'a> {
     /// Applies the change to `list`.
     pub fn apply(&self, list: &mut ListValue, limits: Limits) -> Applied {
+        let applied = self.apply_only(list, limits);
+        match self {
+            ListOp::Push(..) | ListOp::Insert { .. } => list.convert(true, limits),
+            // LSET: a growing check for the new element, then a shrinking
+            // one (Redis does both).
+            ListOp::Set(..) => {
+                list.convert(true, limits);
+                list.convert(false, limits);
+            }
+            ListOp::Pop(..) | ListOp::Remove { .. } | ListOp::Trim(..) => {
+                list.convert(false, limits);
+            }
+        }
+        applied
+    }
+
+    fn apply_only(&self, list: &mut ListValue, limits: Limits) -> Applied {
         match self {
             ListOp::Push(end, elements) => {
                 for element in elements {
@@ -896,13 +968,34 @@ mod tests {
     fn a_big_element_gets_a_node_of_its_own() {
         let limits = Limits::from_listpack_size(-1);
         let mut list = list_of(&["small"], limits);
+        assert_eq!(list.encoding_name(), "listpack");
         let big = vec![b'x'; 10_000];
-        list.push(End::Tail, &big, limits);
-        list.push(End::Head, &big, limits);
+        ListOp::Push(End::Tail, vec![&big]).apply(&mut list, limits);
+        ListOp::Push(End::Head, vec![&big]).apply(&mut list, limits);
         assert_eq!(list.len(), 3);
         assert_eq!(list.get(1), Some(&b"small"[..]));
         assert_eq!(list.get(2).map(<[u8]>::len), Some(10_000));
         assert_eq!(list.encoding_name(), "quicklist");
+    }
+
+    /// Redis 7.2's conversions: a quicklist past the limit, a listpack
+    /// again only at half of it.
+    #[test]
+    fn the_encoding_turns_at_the_limit_and_back_at_half() {
+        let limits = Limits::from_listpack_size(4);
+        let mut list = ListValue::new();
+        ListOp::Push(End::Tail, vec![b"a", b"b", b"c", b"d"]).apply(&mut list, limits);
+        assert_eq!(list.encoding_name(), "listpack");
+        ListOp::Push(End::Tail, vec![b"e"]).apply(&mut list, limits);
+        assert_eq!(list.encoding_name(), "quicklist");
+        ListOp::Pop(End::Tail, 2).apply(&mut list, limits);
+        assert_eq!(list.encoding_name(), "quicklist", "3 > 4 / 2");
+        ListOp::Remove {
+            count: 0,
+            element: b"c",
+        }
+        .apply(&mut list, limits);
+        assert_eq!(list.encoding_name(), "listpack", "2 <= 4 / 2");
     }
 
     #[test]
@@ -913,7 +1006,9 @@ mod tests {
         check_image(&image).unwrap();
         let back = ListValue::decode_image(&image, Limits::default()).unwrap();
         assert_eq!(contents(&back), contents(&list));
-        assert_eq!(back.encoding_name(), "quicklist");
+        assert_eq!(back.encoding_name(), "listpack", "fits one listpack");
+        let spread = ListValue::decode_image(&image, Limits::from_listpack_size(2)).unwrap();
+        assert_eq!(spread.encoding_name(), "quicklist", "5 entries over 2");
         assert_eq!(check_image(&image[..image.len() - 1]), Err(BadImage));
         let mut trailing = image.clone();
         trailing.push(0);

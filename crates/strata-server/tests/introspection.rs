@@ -377,7 +377,7 @@ fn debug_object_describes_the_value() {
     assert!(
         raw.cmd(&["DEBUG", "OBJECT", "l"])
             .as_text()
-            .contains("encoding:quicklist")
+            .contains("encoding:listpack")
     );
     assert_eq!(
         raw.cmd(&["DEBUG", "OBJECT", "missing"]),

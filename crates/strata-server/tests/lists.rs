@@ -406,7 +406,7 @@ fn key_commands_work_on_lists() {
         raw.cmd(&["SCAN", "0", "TYPE", "list", "COUNT", "100"]),
         Reply::Array(vec![b("0"), Reply::Array(vec![b("a")])])
     );
-    assert_eq!(raw.cmd(&["OBJECT", "ENCODING", "a"]), b("quicklist"));
+    assert_eq!(raw.cmd(&["OBJECT", "ENCODING", "a"]), b("listpack"));
     assert!(matches!(raw.cmd(&["MEMORY", "USAGE", "a"]), Reply::Int(n) if n > 0));
     assert_eq!(raw.cmd(&["PEXPIRE", "a", "50"]), i(1));
     wait_until("the list to expire", || raw.cmd(&["EXISTS", "a"]) == i(0));
@@ -555,4 +555,48 @@ fn plain_nodes_behave_like_packed_ones() {
     let mut all: Vec<Reply> = expected.iter().map(|e| b(e)).collect();
     all.extend([b("x"), b("y")]);
     assert_eq!(got, Reply::Array(all));
+}
+
+/// OBJECT ENCODING of a list as Redis 7.2+ answers it: `listpack` while it
+/// fits one, `quicklist` past `list-max-listpack-size` (or with an element
+/// past the node's byte limit), `listpack` again only once it shrank to
+/// half the limit.
+#[test]
+fn list_encodings_follow_redis_7_2() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let encoding = |raw: &mut Raw, key: &str| raw.cmd(&["OBJECT", "ENCODING", key]).as_text();
+    assert_eq!(raw.cmd(&["RPUSH", "l", "a", "b", "c"]), i(3));
+    assert_eq!(encoding(&mut raw, "l"), "listpack");
+    assert_eq!(
+        raw.cmd(&["CONFIG", "SET", "list-max-listpack-size", "4"]),
+        ok()
+    );
+    assert_eq!(raw.cmd(&["RPUSH", "l", "d"]), i(4));
+    assert_eq!(encoding(&mut raw, "l"), "listpack", "4 entries fit 4");
+    assert_eq!(raw.cmd(&["RPUSH", "l", "e"]), i(5));
+    assert_eq!(encoding(&mut raw, "l"), "quicklist");
+    assert_eq!(raw.cmd(&["RPOP", "l", "2"]).as_array().len(), 2);
+    assert_eq!(encoding(&mut raw, "l"), "quicklist", "3 is over half of 4");
+    assert_eq!(raw.cmd(&["RPOP", "l"]), b("c"));
+    assert_eq!(encoding(&mut raw, "l"), "listpack", "2 is half of 4");
+    // A new list built past the limit, and one element past the bytes.
+    assert_eq!(raw.cmd(&["RPUSH", "m", "1", "2", "3", "4", "5"]), i(5));
+    assert_eq!(encoding(&mut raw, "m"), "quicklist");
+    assert_eq!(
+        raw.cmd(&["CONFIG", "SET", "list-max-listpack-size", "-2"]),
+        ok()
+    );
+    let big = "x".repeat(8192);
+    assert_eq!(raw.cmd(&["RPUSH", "big", &big]), i(1));
+    assert_eq!(encoding(&mut raw, "big"), "quicklist");
+    assert_eq!(raw.cmd(&["RPUSH", "small", "hello"]), i(1));
+    assert_eq!(encoding(&mut raw, "small"), "listpack");
+    // DUMP and RESTORE pick the encoding again, as a load does.
+    let dumped = raw.cmd(&["DUMP", "small"]);
+    let Reply::Bulk(payload) = dumped else {
+        panic!("DUMP: {dumped:?}");
+    };
+    assert_eq!(raw.cmd_bytes(&[b"RESTORE", b"copy", b"0", &payload]), ok());
+    assert_eq!(encoding(&mut raw, "copy"), "listpack");
 }
