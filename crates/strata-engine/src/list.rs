@@ -664,10 +664,9 @@ impl ListValue {
         }
         list.shrink();
         // As Redis picks a loaded or newly built list's encoding: a
-        // listpack when it fits one.
-        list.quicklist = list.nodes.len() > 1
-            || list.nodes.iter().any(|n| n.holds_plain(limits))
-            || list.over_limits(limits, false);
+        // listpack when it fits one (however its elements would be held
+        // in a quicklist's nodes).
+        list.quicklist = list.over_limits(limits, false);
         Ok(list)
     }
 
