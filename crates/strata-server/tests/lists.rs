@@ -599,4 +599,15 @@ fn list_encodings_follow_redis_7_2() {
     };
     assert_eq!(raw.cmd_bytes(&[b"RESTORE", b"copy", b"0", &payload]), ok());
     assert_eq!(encoding(&mut raw, "copy"), "listpack");
+    // Redis 7.2+ refuses the one rank whose negation overflows.
+    assert_eq!(
+        raw.cmd(&["LPOS", "l", "a", "RANK", "-9223372036854775808"]),
+        e(
+            "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"
+        )
+    );
+    assert_eq!(
+        raw.cmd(&["LPOS", "l", "a", "RANK", "-9223372036854775807"]),
+        Reply::NullBulk
+    );
 }

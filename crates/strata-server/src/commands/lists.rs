@@ -393,6 +393,15 @@ pub fn lpos(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         };
         if is(name, "rank") {
             rank = parse_i64(value)?;
+            // Redis 7.2+ refuses LLONG_MIN (its negation overflows).
+            if rank == i64::MIN {
+                return Err(format!(
+                    "ERR value is out of range, value must between {} and {}",
+                    -i64::MAX,
+                    i64::MAX
+                )
+                .into());
+            }
             if rank == 0 {
                 return Err(ERR_RANK_ZERO.into());
             }
