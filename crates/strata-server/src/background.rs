@@ -1,6 +1,6 @@
 //! The data side's background work, as the running server drives it:
 //! loading the data directory at start ([`spawn_loader`]), checkpoints
-//! ([`checkpoint`]) and the thread that starts them on their triggers
+//! ([`checkpoint()`]) and the thread that starts them on their triggers
 //! ([`spawn_checkpointer`]), and the [`Handles`] they take instead of the
 //! whole server. [`crate::persistence`] holds their shared state.
 

@@ -1,14 +1,15 @@
-//! Persistence as the running server drives it (`docs/storage.md` has the
-//! formats and the recovery rules; the engine has the mechanisms).
+//! Persistence's state as the running server holds it (`docs/storage.md`
+//! has the formats and the recovery rules; the engine has the mechanisms;
+//! [`crate::background`] runs the loading and the checkpoints).
 //!
 //! - **Loading.** The listeners are up before the data is: commands other
-//!   than those flagged `loading` get `-LOADING` until [`load`] has read
+//!   than those flagged `loading` get `-LOADING` until loading (`crate::background`) has read
 //!   the newest checkpoint and replayed the log, then the log is attached
 //!   and "Ready to accept connections" is logged, as in Redis.
 //! - **Durability.** The log writer publishes its written/synced LSNs on a
 //!   watch channel; a connection holds its replies until the LSN its
 //!   commands committed is covered ([`Persistence::durable`]).
-//! - **Checkpoints.** One at a time ([`checkpoint`]): SAVE runs it at full
+//! - **Checkpoints.** One at a time (`crate::background::checkpoint`): SAVE runs it at full
 //!   speed on the caller's thread; BGSAVE, BGREWRITEAOF, save points and
 //!   log growth (`auto-aof-rewrite-*`) run it on the checkpoint thread at
 //!   `checkpoint-max-rate`. A finished checkpoint deletes the log segments

@@ -1,5 +1,5 @@
 //! Running one command's handler under the locks of its declared keys
-//! ([`call`]), and what that needs: the keys a command declares, whether
+//! (`call`), and what that needs: the keys a command declares, whether
 //! one of its values went cold, the counting of its changes, an error
 //! reply. Dispatch, transactions and scripts call it.
 

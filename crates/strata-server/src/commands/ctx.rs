@@ -266,7 +266,7 @@ impl<'a, 's> Ctx<'a, 's> {
     }
 }
 
-/// What [`dispatch`] did with a command.
+/// What dispatch (`crate::commands::dispatch`) did with a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dispatched {
     /// It ran; its reply waits for this LSN, if it logged anything.

@@ -80,7 +80,7 @@ thread_local! {
 }
 
 /// Runs `f`, Rust code called from Lua during a run: a panic must not
-/// unwind through Lua's C frames, so it is kept for [`Vm::run`] to resume
+/// unwind through Lua's C frames, so it is kept for [`super::Vm::run`] to resume
 /// after the protected call, and `None` says the caller should raise a
 /// Lua error to end the run.
 pub fn catch_panic<R>(f: impl FnOnce() -> R) -> Option<R> {
