@@ -327,6 +327,16 @@ impl ListValue {
         }
     }
 
+    /// How many nodes hold the list (DEBUG OBJECT's `ql_nodes`).
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// The nodes' bytes together (DEBUG OBJECT's `ql_uncompressed_size`).
+    pub fn node_bytes(&self) -> usize {
+        self.nodes.iter().map(|n| n.bytes.len()).sum()
+    }
+
     /// Bytes of RAM the list holds (node buffers and the deque).
     pub fn memory_bytes(&self) -> usize {
         self.nodes.capacity() * size_of::<Node>()

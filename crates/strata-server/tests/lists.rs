@@ -583,6 +583,14 @@ fn list_encodings_follow_redis_7_2() {
     // A new list built past the limit, and one element past the bytes.
     assert_eq!(raw.cmd(&["RPUSH", "m", "1", "2", "3", "4", "5"]), i(5));
     assert_eq!(encoding(&mut raw, "m"), "quicklist");
+    // DEBUG OBJECT shows a quicklist's shape, as Redis 7.2+ does.
+    let object = raw.cmd(&["DEBUG", "OBJECT", "m"]).as_text();
+    assert!(
+        object.contains(" ql_nodes:2 ql_avg_node:2.50 ql_listpack_max:4 ql_compressed:0"),
+        "{object}"
+    );
+    let object = raw.cmd(&["DEBUG", "OBJECT", "l"]).as_text();
+    assert!(!object.contains("ql_"), "a listpack has none: {object}");
     assert_eq!(
         raw.cmd(&["CONFIG", "SET", "list-max-listpack-size", "-2"]),
         ok()

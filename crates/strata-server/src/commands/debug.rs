@@ -24,8 +24,24 @@ pub fn debug_object(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let value = entry.value();
     // Redis counts the value's serialization without its type byte.
     let serialized = crate::rdb::object::dump(value, now).len() - 1 - crate::rdb::FOOTER_BYTES;
+    // A quicklist's shape, as Redis 7.2+ adds it (its nodes, their average
+    // fill, `list-max-listpack-size`, whether compression is on, their
+    // bytes).
+    let quicklist = match value {
+        strata_engine::value::ValueRef::List(list) if list.encoding_name() == "quicklist" => {
+            let nodes = list.node_count().max(1);
+            format!(
+                " ql_nodes:{nodes} ql_avg_node:{:.2} ql_listpack_max:{} ql_compressed:{} ql_uncompressed_size:{}",
+                list.len() as f64 / nodes as f64,
+                ctx.config.collection_limits.list_listpack_size,
+                u8::from(ctx.config.list_compress_depth != 0),
+                list.node_bytes()
+            )
+        }
+        _ => String::new(),
+    };
     let line = format!(
-        "Value at:{:p} refcount:1 encoding:{} serializedlength:{serialized} lru:{} lru_seconds_idle:{}",
+        "Value at:{:p} refcount:1 encoding:{} serializedlength:{serialized} lru:{} lru_seconds_idle:{}{quicklist}",
         &*entry,
         value.encoding_name(),
         entry.access_field(),
