@@ -645,3 +645,48 @@ fn config_get_hides_test_options_and_shows_old_names() {
         Reply::Array(vec![b("maxmemory"), b("0")])
     );
 }
+
+/// DEBUG DIGEST-VALUE, as Redis' own tests compare a COPY with its
+/// source: the same digest for equal values whatever their history (a
+/// hash past its listpack limit keeps its fields in table order), zeros
+/// for a missing key, another digest once a value or deadline changes.
+#[test]
+fn debug_digest_value_is_equal_for_equal_values() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    // A table from the first field on, filled one field at a time (as
+    // Redis' COPY test does).
+    let set_entries = ["CONFIG", "SET", "hash-max-listpack-entries", "0"];
+    assert_eq!(raw.cmd(&set_entries), Reply::simple("OK"));
+    for n in 0..64u64 {
+        let field = format!("{:x}", n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        assert_eq!(
+            raw.cmd(&["HSET", "h", &field, &n.to_string()]),
+            Reply::Int(1)
+        );
+    }
+    assert_eq!(
+        raw.cmd(&["OBJECT", "ENCODING", "h"]),
+        Reply::Bulk(b"hashtable".to_vec())
+    );
+    assert_eq!(raw.cmd(&["COPY", "h", "h2"]), Reply::Int(1));
+    assert_eq!(raw.cmd(&["SADD", "s", "b", "a", "c"]), Reply::Int(3));
+    assert_eq!(raw.cmd(&["SADD", "s2", "c", "b", "a"]), Reply::Int(3));
+    let digests = |raw: &mut Raw, keys: &[&str]| -> Vec<String> {
+        let mut args = vec!["DEBUG", "DIGEST-VALUE"];
+        args.extend_from_slice(keys);
+        raw.cmd(&args)
+            .as_array()
+            .iter()
+            .map(Reply::as_text)
+            .collect()
+    };
+    let found = digests(&mut raw, &["h", "h2", "s", "s2", "missing"]);
+    assert_eq!(found[0], found[1], "a hash and its copy");
+    assert_eq!(found[2], found[3], "sets of the same members");
+    assert_ne!(found[0], found[2]);
+    assert_eq!(found[4], "0".repeat(40));
+    assert_eq!(raw.cmd(&["PEXPIRE", "h2", "100000"]), Reply::Int(1));
+    let after = digests(&mut raw, &["h", "h2"]);
+    assert_ne!(after[0], after[1], "a deadline counts");
+}

@@ -607,6 +607,15 @@ fn list_encodings_follow_redis_7_2() {
     };
     assert_eq!(raw.cmd_bytes(&[b"RESTORE", b"copy", b"0", &payload]), ok());
     assert_eq!(encoding(&mut raw, "copy"), "listpack");
+    // DEBUG DIGEST-VALUE: equal for the copy, zeros for a missing key,
+    // another for another value.
+    let digests = raw.cmd(&["DEBUG", "DIGEST-VALUE", "small", "copy", "missing", "m"]);
+    let digests: Vec<String> = digests.as_array().iter().map(Reply::as_text).collect();
+    assert_eq!(digests.len(), 4);
+    assert_eq!(digests[0], digests[1]);
+    assert_eq!(digests[2], "0".repeat(40));
+    assert_ne!(digests[3], digests[0]);
+    assert!(digests.iter().all(|d| d.len() == 40), "{digests:?}");
     // Redis 7.2+ refuses the one rank whose negation overflows.
     assert_eq!(
         raw.cmd(&["LPOS", "l", "a", "RANK", "-9223372036854775808"]),

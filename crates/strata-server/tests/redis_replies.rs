@@ -1455,6 +1455,7 @@ const NOT_IN_REDIS_7_0: &[&str] = &[
     "debug|help",
     "debug|set-active-expire",
     "debug|object",
+    "debug|digest-value",
     "debug|change-repl-id",
     "debug|quicklist-packed-threshold",
     "debug|reload",

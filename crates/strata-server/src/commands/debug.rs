@@ -51,6 +51,71 @@ pub fn debug_object(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
+/// DEBUG DIGEST-VALUE key …: for each key, a 40-hex-digit digest of its
+/// value and deadline (all zeros for a missing key), equal for equal
+/// values: what Redis' tests compare a COPY or a reload with. Strata's
+/// digest is the SHA1 of the value's canonical bytes ([`canonical`]) and
+/// its deadline, so it matches between keys of this server, not with
+/// Redis' digests.
+pub fn debug_digest_value(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (db, now) = (ctx.db(), ctx.now_ms);
+    ctx.out.array(args.len() - 2);
+    for arg in &args[2..] {
+        let key = ctx.key(arg);
+        // As DEBUG OBJECT: a key past its deadline is still shown.
+        let digest = match ctx.keys.shard(key).peek_loaded(db, key, 0)? {
+            Some(entry) => {
+                let mut data = canonical(entry.value(), now);
+                data.extend_from_slice(&entry.expire_at_ms().unwrap_or(0).to_le_bytes());
+                crate::scripting::sha1_hex(&data)
+            }
+            None => "0".repeat(40),
+        };
+        // One shard at a time: the next key may live in another.
+        let released = ctx.keys.release();
+        ctx.committed(released);
+        ctx.out.simple(&digest);
+    }
+    Ok(())
+}
+
+/// A value's bytes for DEBUG DIGEST-VALUE, the same for equal values:
+/// hashes and sets by their fields and members in sorted order (a table's
+/// order depends on its history), everything else as DUMP writes it.
+fn canonical(value: strata_engine::value::ValueRef, now_ms: u64) -> Vec<u8> {
+    use strata_engine::value::ValueRef;
+    let mut out = Vec::new();
+    let mut put = |bytes: &[u8]| {
+        out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        out.extend_from_slice(bytes);
+    };
+    match value {
+        ValueRef::Hash(hash) => {
+            let mut fields: Vec<_> = hash
+                .fields()
+                .map(|f| (f.name, f.value, f.deadline.unwrap_or(0)))
+                .collect();
+            fields.sort_unstable();
+            put(b"hash");
+            for (name, value, deadline) in fields {
+                put(name);
+                put(value);
+                put(&deadline.to_le_bytes());
+            }
+        }
+        ValueRef::Set(set) => {
+            let mut members = set.members();
+            members.sort_unstable();
+            put(b"set");
+            for member in &members {
+                put(member);
+            }
+        }
+        other => put(&crate::rdb::object::dump(other, now_ms)),
+    }
+    out
+}
+
 /// DEBUG CHANGE-REPL-ID: Redis' tests call it between replication
 /// scenarios; Strata has no replication, so there is nothing to change.
 pub fn debug_change_repl_id(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
@@ -276,6 +341,8 @@ pub fn debug_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
         &[
             "CHANGE-REPL-ID",
             "    Accepted for Redis' tests; Strata has no replication ID to change.",
+            "DIGEST-VALUE <key> [<key> ...]",
+            "    Output a hex signature of the values of all the specified keys.",
             "OBJECT <key>",
             "    Show low level info about the key and associated value.",
             "RELOAD [MERGE] [NOFLUSH] [NOSAVE]",

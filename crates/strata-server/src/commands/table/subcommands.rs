@@ -478,6 +478,18 @@ pub(super) const DEBUG_SUBCOMMANDS: &[Spec] = &[
         ..Spec::DEFAULT
     },
     Spec {
+        name: "digest-value",
+        arity: -2,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "1.0.0",
+        summary: "Prints a digest of each key's value and deadline (zeros for a missing key).",
+        complexity: "O(N) for N elements of the values",
+        run: Run::Handler(dbg::debug_digest_value),
+        traits: traits![RUNS_UNLOCKED],
+        ..Spec::DEFAULT
+    },
+    Spec {
         name: "change-repl-id",
         arity: 2,
         flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
