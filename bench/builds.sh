@@ -58,13 +58,15 @@ for round in $(seq "$ROUNDS"); do
 done
 
 echo
+declare -A OPS CPU
 for pipeline in 16 1; do
     for name in A B redis; do
-        ops=$(awk -v n="$name" -v p="$pipeline" '$1 == n && $2 == p { print $3 }' "$RESULTS" | median)
-        cpu=$(awk -v n="$name" -v p="$pipeline" '$1 == n && $2 == p { print $4 }' "$RESULTS" | median)
-        printf "pipeline %-2s %-5s median %10.0f ops/s  %5.2f µs CPU/request\n" "$pipeline" "$name" "$ops" "$cpu"
-        eval "ops_$name=$ops cpu_$name=$cpu"
+        OPS[$name]=$(awk -v n="$name" -v p="$pipeline" '$1 == n && $2 == p { print $3 }' "$RESULTS" | median)
+        CPU[$name]=$(awk -v n="$name" -v p="$pipeline" '$1 == n && $2 == p { print $4 }' "$RESULTS" | median)
+        printf "pipeline %-2s %-5s median %10.0f ops/s  %5.2f µs CPU/request\n" \
+            "$pipeline" "$name" "${OPS[$name]}" "${CPU[$name]}"
     done
-    echo "pipeline $pipeline: B/A ops $(ratio "$ops_B" "$ops_A"), CPU $(ratio "$cpu_B" "$cpu_A"); B/Redis ops $(ratio "$ops_B" "$ops_redis"), CPU $(ratio "$cpu_B" "$cpu_redis")"
+    echo "pipeline $pipeline: B/A ops $(ratio "${OPS[B]}" "${OPS[A]}"), CPU $(ratio "${CPU[B]}" "${CPU[A]}");" \
+        "B/Redis ops $(ratio "${OPS[B]}" "${OPS[redis]}"), CPU $(ratio "${CPU[B]}" "${CPU[redis]}")"
 done
 rm -f "$RESULTS"

@@ -76,6 +76,28 @@ fn newest_segment(dir: &Path) -> PathBuf {
     segments.pop().expect("a segment")
 }
 
+/// Cuts the last `bytes` off `segment` (a write a crash interrupted);
+/// returns the length left.
+fn cut_tail(segment: &Path, bytes: u64) -> u64 {
+    let len = std::fs::metadata(segment).unwrap().len();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(segment)
+        .unwrap();
+    file.set_len(len - bytes).unwrap();
+    len - bytes
+}
+
+/// Flips the byte in the middle of `segment` (a complete record whose
+/// checksum fails); returns its offset.
+fn flip_middle_byte(segment: &Path) -> usize {
+    let mut bytes = std::fs::read(segment).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0xff;
+    std::fs::write(segment, &bytes).unwrap();
+    at
+}
+
 #[test]
 fn what_was_written_before_a_crash_is_there_after_it() {
     let dir = TempDir::new("crash");
@@ -121,14 +143,7 @@ fn a_torn_tail_is_cut_and_reported_and_the_rest_loads() {
     set(&keyspace, b"torn", b"2");
     crash(keyspace);
     // Cut the last record in half: a write the crash interrupted.
-    let segment = newest_segment(&dir.0);
-    let len = std::fs::metadata(&segment).unwrap().len();
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&segment)
-        .unwrap();
-    file.set_len(len - 10).unwrap();
-    drop(file);
+    cut_tail(&newest_segment(&dir.0), 10);
 
     let (keyspace, loaded) = start(&dir.0).expect("a torn tail is no error");
     assert_eq!(loaded.truncated.len(), 1, "{:?}", loaded.truncated);
@@ -152,10 +167,7 @@ fn damage_inside_the_log_stops_the_open_and_says_where() {
     crash(keyspace);
     // Flip a byte in the middle: a complete record whose checksum fails.
     let segment = newest_segment(&dir.0);
-    let mut bytes = std::fs::read(&segment).unwrap();
-    let at = bytes.len() / 2;
-    bytes[at] ^= 0xff;
-    std::fs::write(&segment, &bytes).unwrap();
+    let at = flip_middle_byte(&segment);
 
     match start(&dir.0) {
         Err(RecoveryError::Corrupt { file, offset, .. }) => {
@@ -223,26 +235,17 @@ fn the_check_tells_clean_torn_and_damaged_apart() {
     assert_eq!(check(&[&path]), ExitCode::SUCCESS);
 
     let segment = newest_segment(&dir.0);
-    let len = std::fs::metadata(&segment).unwrap().len();
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&segment)
-        .unwrap();
-    file.set_len(len - 10).unwrap();
-    drop(file);
+    let left = cut_tail(&segment, 10);
     assert_eq!(check(&[&path]), ExitCode::from(1), "a torn tail");
     assert_eq!(
         std::fs::metadata(&segment).unwrap().len(),
-        len - 10,
+        left,
         "left in place"
     );
     assert_eq!(check(&["--fix", "--yes", &path]), ExitCode::SUCCESS);
     assert_eq!(check(&[&path]), ExitCode::SUCCESS, "cut by --fix");
 
-    let mut bytes = std::fs::read(&segment).unwrap();
-    let at = bytes.len() / 2;
-    bytes[at] ^= 0xff;
-    std::fs::write(&segment, &bytes).unwrap();
+    flip_middle_byte(&segment);
     assert_eq!(check(&[&path]), ExitCode::from(2), "a damaged record");
     assert_eq!(check(&[&format!("{path}/missing")]), ExitCode::from(3));
 }

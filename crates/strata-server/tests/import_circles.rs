@@ -559,11 +559,23 @@ fn no_crate_has_an_import_circle() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// The import graph of a scratch crate made of `files` (paths under
+/// `src/`, texts), written under the temp directory and removed after.
+fn scratch_graph(name: &str, files: &[(&str, &str)]) -> BTreeMap<String, BTreeSet<String>> {
+    let dir = std::env::temp_dir().join(format!("strata-import-{name}-{}", std::process::id()));
+    let src = dir.join("src");
+    for (path, text) in files {
+        let path = src.join(path);
+        std::fs::create_dir_all(path.parent().expect("under src")).expect("a scratch crate");
+        std::fs::write(path, text).expect("a scratch file");
+    }
+    let edges = graph(&src);
+    let _ = std::fs::remove_dir_all(&dir);
+    edges
+}
+
 #[test]
 fn the_reader_finds_a_circle_through_super_and_use_groups() {
-    let dir = std::env::temp_dir().join(format!("strata-import-circles-{}", std::process::id()));
-    let src = dir.join("src");
-    std::fs::create_dir_all(src.join("family")).expect("a scratch crate");
     let files = [
         (
             "lib.rs",
@@ -580,12 +592,8 @@ fn the_reader_finds_a_circle_through_super_and_use_groups() {
             "pub fn set() { crate::table::lookup(); }\n#[cfg(test)]\nmod tests { use crate::lib; }\n",
         ),
     ];
-    for (path, text) in files {
-        std::fs::write(src.join(path), text).expect("a scratch file");
-    }
-    let edges = graph(&src);
+    let edges = scratch_graph("circles", &files);
     let found = circles(&edges);
-    let _ = std::fs::remove_dir_all(&dir);
     let modules = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>();
     // one <-> family (child names its parent), and two -> table -> two.
     assert!(
@@ -604,9 +612,6 @@ fn the_reader_finds_a_circle_through_super_and_use_groups() {
 /// trailing comma (as rustfmt writes long ones).
 #[test]
 fn a_re_exported_item_and_a_trailing_comma_name_no_parent() {
-    let dir = std::env::temp_dir().join(format!("strata-import-reexports-{}", std::process::id()));
-    let src = dir.join("src");
-    std::fs::create_dir_all(src.join("family")).expect("a scratch crate");
     let files = [
         ("lib.rs", "mod family;\n"),
         (
@@ -622,21 +627,14 @@ fn a_re_exported_item_and_a_trailing_comma_name_no_parent() {
             "use super::{\n    Ctx,\n    ERR,\n};\npub fn get() {}\n",
         ),
     ];
-    for (path, text) in files {
-        std::fs::write(src.join(path), text).expect("a scratch file");
-    }
-    let edges = graph(&src);
+    let edges = scratch_graph("reexports", &files);
     let found = circles(&edges);
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(found.is_empty(), "{found:?}\n{edges:?}");
     assert!(edges["family::one"].contains("family::ctx"), "{edges:?}");
 }
 
 #[test]
 fn the_reader_takes_lib_rs_for_the_root_and_exported_macros_for_no_module() {
-    let dir = std::env::temp_dir().join(format!("strata-import-root-{}", std::process::id()));
-    let src = dir.join("src");
-    std::fs::create_dir_all(&src).expect("a scratch crate");
     let files = [
         ("lib.rs", "pub mod log;\npub mod work;\n"),
         ("main.rs", "fn main() { scratch::work::run(); }\n"),
@@ -649,11 +647,7 @@ fn the_reader_takes_lib_rs_for_the_root_and_exported_macros_for_no_module() {
             "use crate::note;\npub fn run() { crate::note!(); }\n",
         ),
     ];
-    for (path, text) in files {
-        std::fs::write(src.join(path), text).expect("a scratch file");
-    }
-    let edges = graph(&src);
-    let _ = std::fs::remove_dir_all(&dir);
+    let edges = scratch_graph("root", &files);
     assert!(
         edges["crate"].contains("work") && edges["crate"].contains("log"),
         "the root is lib.rs, whatever the listing's order: {edges:?}"

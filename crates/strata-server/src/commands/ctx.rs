@@ -286,6 +286,22 @@ pub fn parse_i64(arg: &[u8]) -> Result<i64, CmdError> {
     strata_engine::value::parse_canonical_i64(arg).ok_or(CmdError::from(ERR_NOT_INTEGER))
 }
 
+/// An integer a command may negate: any but -9223372036854775808, which
+/// Redis refuses with its range error (`getRangeLongFromObjectOrReply`
+/// from -LONG_MAX to LONG_MAX: HRANDFIELD, SRANDMEMBER and ZRANDMEMBER's
+/// counts, LPOS' RANK).
+pub fn parse_negatable_i64(arg: &[u8]) -> Result<i64, CmdError> {
+    match parse_i64(arg)? {
+        i64::MIN => Err(format!(
+            "ERR value is out of range, value must between {} and {}",
+            -i64::MAX,
+            i64::MAX
+        )
+        .into()),
+        n => Ok(n),
+    }
+}
+
 /// A SCAN-family call's cursor and options: MATCH, COUNT, and the
 /// options only some members take (`extra`: TYPE for SCAN; NOVALUES for
 /// HSCAN, which takes no value).

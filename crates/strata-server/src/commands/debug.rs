@@ -59,7 +59,9 @@ pub fn debug_object(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// Redis' digests.
 pub fn debug_digest_value(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (db, now) = (ctx.db(), ctx.now_ms);
-    ctx.out.array(args.len() - 2);
+    // Every digest before the reply starts: a value that cannot be read
+    // from disk answers an error alone, not inside a half-written array.
+    let mut digests = Vec::with_capacity(args.len() - 2);
     for arg in &args[2..] {
         let key = ctx.key(arg);
         // As DEBUG OBJECT: a key past its deadline is still shown.
@@ -74,7 +76,11 @@ pub fn debug_digest_value(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         // One shard at a time: the next key may live in another.
         let released = ctx.keys.release();
         ctx.committed(released);
-        ctx.out.simple(&digest);
+        digests.push(digest);
+    }
+    ctx.out.array(digests.len());
+    for digest in &digests {
+        ctx.out.simple(digest);
     }
     Ok(())
 }

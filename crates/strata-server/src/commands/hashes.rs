@@ -28,6 +28,7 @@ use crate::long_double::{self, AddError};
 
 use super::{
     CmdError, CmdResult, Ctx, ERR_OVERFLOW, ERR_SYNTAX, ScanArgs, ScanSlice, is, parse_i64,
+    parse_negatable_i64,
 };
 
 /// Largest absolute field deadline, in Unix ms (Redis: 2^48 - 1 >> 2).
@@ -382,15 +383,7 @@ pub fn hrandfield(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             }
         });
     }
-    let count = parse_i64(&args[2])?;
-    if count == i64::MIN {
-        return Err(format!(
-            "ERR value is out of range, value must between {} and {}",
-            -i64::MAX,
-            i64::MAX
-        )
-        .into());
-    }
+    let count = parse_negatable_i64(&args[2])?;
     let with_values = match args.get(3) {
         None => false,
         Some(option) if args.len() == 4 && is(option, "WITHVALUES") => {

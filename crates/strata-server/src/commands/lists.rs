@@ -21,7 +21,8 @@ use strata_engine::list::{Applied, End, ListOp, ListValue};
 use strata_resp::ReplyWriter;
 
 use super::{
-    CmdError, CmdResult, Ctx, ERR_NO_SUCH_KEY, ERR_SYNTAX, is, mpop_args, parse_i64, parse_timeout,
+    CmdError, CmdResult, Ctx, ERR_NO_SUCH_KEY, ERR_SYNTAX, is, mpop_args, parse_i64,
+    parse_negatable_i64, parse_timeout,
 };
 use crate::notify;
 use crate::session::TimeoutReply;
@@ -392,16 +393,8 @@ pub fn lpos(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             return Err(ERR_SYNTAX.into());
         };
         if is(name, "rank") {
-            rank = parse_i64(value)?;
             // Redis 7.2+ refuses LLONG_MIN (its negation overflows).
-            if rank == i64::MIN {
-                return Err(format!(
-                    "ERR value is out of range, value must between {} and {}",
-                    -i64::MAX,
-                    i64::MAX
-                )
-                .into());
-            }
+            rank = parse_negatable_i64(value)?;
             if rank == 0 {
                 return Err(ERR_RANK_ZERO.into());
             }

@@ -68,7 +68,7 @@ pub use ctx::{
     ERR_DEBUG_NOT_ALLOWED, ERR_LOADING, ERR_NO_SUCH_KEY, ERR_NOAUTH, ERR_NOT_FLOAT,
     ERR_NOT_INTEGER, ERR_OVERFLOW, ERR_STRING_TOO_LONG, ERR_SYNTAX, ERR_WRONGTYPE, Handler, Node,
     Run, SCAN_PASSES_MAX, ScanArgs, ScanSlice, Spec, help_lines, is, lossy, mpop_args, parse_db,
-    parse_i64, parse_timeout, write_value,
+    parse_i64, parse_negatable_i64, parse_timeout, write_value,
 };
 pub use pause::{held_by_write_pause, may_write};
 use spec::traits as trait_;

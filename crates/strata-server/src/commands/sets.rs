@@ -21,7 +21,9 @@ use strata_engine::Value;
 use strata_engine::keyspace::{KeyRef, Shard, random_u64};
 use strata_engine::set::{SetOp, SetValue, image_of, image_of_added, scan_position};
 
-use super::{CmdError, CmdResult, Ctx, ERR_SYNTAX, ScanArgs, ScanSlice, is, parse_i64};
+use super::{
+    CmdError, CmdResult, Ctx, ERR_SYNTAX, ScanArgs, ScanSlice, is, parse_i64, parse_negatable_i64,
+};
 
 /// Replies of SRANDMEMBER with a negative count: beyond this many the
 /// reply could not be sent anyway (it would pass every output limit).
@@ -200,13 +202,7 @@ pub fn srandmember(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
         return Ok(());
     };
-    let count = parse_i64(count)?;
-    if count == i64::MIN {
-        return Err(
-            "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"
-                .into(),
-        );
-    }
+    let count = parse_negatable_i64(count)?;
     if count < 0 && count.unsigned_abs() > RANDOM_MEMBERS_MAX {
         return Err(ERR_OUT_OF_RANGE.into());
     }

@@ -29,7 +29,7 @@ use strata_resp::{Protocol, ReplyWriter};
 use super::sets::numkeys_and_limit;
 use super::{
     CmdError, CmdResult, Ctx, ERR_NOT_FLOAT, ERR_SYNTAX, ERR_WRONGTYPE, ScanArgs, ScanSlice, is,
-    mpop_args, parse_i64, parse_timeout,
+    mpop_args, parse_i64, parse_negatable_i64, parse_timeout,
 };
 use crate::session::TimeoutReply;
 
@@ -1064,13 +1064,7 @@ pub fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             }
         });
     };
-    let count = parse_i64(count)?;
-    if count == i64::MIN {
-        return Err(
-            "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"
-                .into(),
-        );
-    }
+    let count = parse_negatable_i64(count)?;
     let too_many = withscores && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count);
     if too_many || count < 0 && count.unsigned_abs() > RANDOM_MEMBERS_MAX {
         return Err("ERR value is out of range".into());
