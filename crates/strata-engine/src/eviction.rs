@@ -74,7 +74,7 @@ impl Evicted {
 pub(crate) enum Installed {
     /// Kept in RAM: it is being read often.
     Promoted,
-    /// In RAM for the coming command; [`Keyspace::release_transient`]
+    /// In RAM for the coming command; [`Shard::release_lent`]
     /// takes it out again.
     Transient,
     /// The entry changed meanwhile (written, deleted, read in by another
@@ -100,74 +100,6 @@ impl Keyspace {
             .peek(db, key, now_ms)?
             .cold_loc()
             .map(ColdLocation)
-    }
-
-    /// Puts a value read from `loc` back into `key`'s entry if it is still
-    /// cold there. A value read twice within [`PROMOTE_WINDOW_S`] stays;
-    /// otherwise it is only lent to the coming command, so a scan does not
-    /// push the hot set out.
-    pub(crate) fn install(
-        &self,
-        db: usize,
-        key: KeyRef,
-        loc: ColdLocation,
-        value: &tier::ColdValue,
-        now_ms: u64,
-    ) -> Installed {
-        let ColdLocation(loc) = loc;
-        let mut shard = self.lock(key);
-        let Some(entry) = shard.peek(db, key, now_ms) else {
-            return Installed::Stale;
-        };
-        if entry.cold_loc() != Some(loc) {
-            return Installed::Stale;
-        }
-        // Without a RAM budget every value read stays; under one, a value
-        // read twice within the window does (a scan does not push the hot
-        // set out).
-        let promote = !self.tier.tracking()
-            || (entry.has(SEEN) && entry.idle_s(now_ms) <= PROMOTE_WINDOW_S as u64);
-        if entry
-            .install(&value.bytes, value.int, self.hash_limits.get())
-            .is_err()
-        {
-            // A damaged image: the value stays cold, and the command's own
-            // read reports the damage.
-            return Installed::Stale;
-        }
-        entry.touch(now_ms);
-        entry.set_flag(FETCHED, true);
-        entry.set_flag(SEEN, !promote);
-        entry.set_flag(TRANSIENT, !promote);
-        self.tier.stats.cold_keys.fetch_sub(1, Relaxed);
-        if promote {
-            self.tier.stats.promotions.fetch_add(1, Relaxed);
-            Installed::Promoted
-        } else {
-            Installed::Transient
-        }
-    }
-
-    /// Takes a value lent by [`Keyspace::install`] out of RAM again, if
-    /// nothing changed it since. Until then eviction leaves it alone, so
-    /// the command it was read for finds it in RAM.
-    pub(crate) fn release_transient(&self, db: usize, key: KeyRef, loc: ColdLocation, now_ms: u64) {
-        let ColdLocation(loc) = loc;
-        let mut shard = self.lock(key);
-        if let Some(entry) = shard.peek(db, key, now_ms)
-            && entry.has(TRANSIENT)
-            && !entry.is_cold()
-        {
-            if entry.loc_raw() == loc {
-                entry.drop_value();
-                self.tier.stats.cold_keys.fetch_add(1, Relaxed);
-            } else {
-                // Its record moved meanwhile (compaction): it stays, as
-                // any value in RAM, no longer lent (eviction skips lent
-                // values).
-                entry.set_flag(TRANSIENT, false);
-            }
-        }
     }
 
     /// Frees about `want_bytes` of RAM under `policy`: visits shards in
@@ -365,7 +297,7 @@ impl Shard {
                         // read it for that command, off the locks): taking
                         // it now would make that command read the disk
                         // under its lock. It leaves RAM right after the
-                        // command (`release_transient`).
+                        // command (`Shard::release_lent`).
                         done.transient += 1;
                         continue;
                     }
@@ -438,6 +370,78 @@ impl Shard {
                 done.keys += 1;
                 done.deleted_keys.push(entry.key().into());
             }
+        }
+    }
+}
+
+/// Values read from disk going back into their entries.
+impl Shard {
+    /// Puts a value read from `loc` back into `key`'s entry if it is still
+    /// cold there. A value read twice within [`PROMOTE_WINDOW_S`] stays;
+    /// otherwise it is only lent to the coming command, so a scan does not
+    /// push the hot set out.
+    pub(crate) fn install_read(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        loc: ColdLocation,
+        value: &tier::ColdValue,
+        now_ms: u64,
+    ) -> Installed {
+        let ColdLocation(loc) = loc;
+        let tracking = self.tier.tracking();
+        let limits = self.hash_limits.get();
+        let Some(entry) = self.peek(db, key, now_ms) else {
+            return Installed::Stale;
+        };
+        if entry.cold_loc() != Some(loc) {
+            return Installed::Stale;
+        }
+        // Without a RAM budget every value read stays; under one, a value
+        // read twice within the window does (a scan does not push the hot
+        // set out).
+        let promote =
+            !tracking || (entry.has(SEEN) && entry.idle_s(now_ms) <= PROMOTE_WINDOW_S as u64);
+        if entry.install(&value.bytes, value.int, limits).is_err() {
+            // A damaged image: the value stays cold, and the command's own
+            // read reports the damage.
+            return Installed::Stale;
+        }
+        entry.touch(now_ms);
+        entry.set_flag(FETCHED, true);
+        entry.set_flag(SEEN, !promote);
+        entry.set_flag(TRANSIENT, !promote);
+        self.tier.stats.cold_keys.fetch_sub(1, Relaxed);
+        if promote {
+            self.tier.stats.promotions.fetch_add(1, Relaxed);
+            Installed::Promoted
+        } else {
+            Installed::Transient
+        }
+    }
+
+    /// Takes a value lent by [`Shard::install_read`] out of RAM again, if
+    /// nothing changed it since. Until then eviction leaves it alone, so
+    /// the command it was read for finds it in RAM.
+    pub(crate) fn release_lent(&mut self, db: usize, key: KeyRef, loc: ColdLocation, now_ms: u64) {
+        let ColdLocation(loc) = loc;
+        let mut dropped = false;
+        if let Some(entry) = self.peek(db, key, now_ms)
+            && entry.has(TRANSIENT)
+            && !entry.is_cold()
+        {
+            if entry.loc_raw() == loc {
+                entry.drop_value();
+                dropped = true;
+            } else {
+                // Its record moved meanwhile (compaction): it stays, as
+                // any value in RAM, no longer lent (eviction skips lent
+                // values).
+                entry.set_flag(TRANSIENT, false);
+            }
+        }
+        if dropped {
+            self.tier.stats.cold_keys.fetch_add(1, Relaxed);
         }
     }
 }

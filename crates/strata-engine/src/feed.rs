@@ -4,7 +4,9 @@
 //!
 //! A group is what one lock hold changed (one command today; a whole
 //! MULTI/EXEC or script later): its sequence number and, per record, the
-//! kind of change, the database and the key. With the log on, the sequence
+//! kind of change, the database and the key. Those are the list the
+//! commit itself hands back (`crate::commit::Changed`), so publishing
+//! never decodes the sealed records again. With the log on, the sequence
 //! number is the group's last LSN and groups are published inside the
 //! log's commit, so the feed's order is the log's order across threads.
 //! With `appendonly no` the feed numbers groups itself, under its own
@@ -27,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::commit::{ChangeRef, Changed};
 use crate::record::{self, Kind};
 
 /// One change of one record.
@@ -151,17 +154,18 @@ impl Feed {
         self.active.load(Ordering::Relaxed)
     }
 
-    /// Publishes the sealed records in `group` as one group numbered `seq`.
-    /// The log calls this inside its commit; see [`Feed::publish_unlogged`]
-    /// otherwise.
-    pub(crate) fn publish(&self, seq: u64, group: &[u8]) {
+    /// Publishes one group numbered `seq`: the `changed` its commit
+    /// listed, and the sealed records in `group` to subscribers that want
+    /// them. The log calls this inside its commit; see
+    /// [`Feed::publish_unlogged`] otherwise.
+    pub(crate) fn publish(&self, seq: u64, changed: &Changed, group: &[u8]) {
         let mut state = self.state.lock();
-        self.deliver(&mut state, seq, group);
+        self.deliver(&mut state, seq, changed, group);
     }
 
     /// Numbers and publishes a group committed without the log: its records
     /// are sealed here with the feed's own sequence numbers.
-    pub(crate) fn publish_unlogged(&self, group: &mut [u8]) {
+    pub(crate) fn publish_unlogged(&self, changed: &Changed, group: &mut [u8]) {
         let mut state = self.state.lock();
         let mut at = 0;
         while at < group.len() {
@@ -171,16 +175,16 @@ impl Feed {
             at += len;
         }
         let seq = state.next_seq;
-        self.deliver(&mut state, seq, group);
+        self.deliver(&mut state, seq, changed, group);
     }
 
-    fn deliver(&self, state: &mut FeedState, seq: u64, group: &[u8]) {
+    fn deliver(&self, state: &mut FeedState, seq: u64, changed: &Changed, group: &[u8]) {
         state.queues.retain(|queue| !queue.state.lock().closed);
         if state.queues.is_empty() {
             self.active.store(false, Ordering::Release);
             return;
         }
-        let changes = decode(group);
+        let changes: Vec<Change> = changed.changes().map(Change::from).collect();
         let wants_records = state
             .queues
             .iter()
@@ -228,38 +232,26 @@ impl Feed {
     }
 }
 
-/// The changes in a run of sealed records.
-fn decode(group: &[u8]) -> Vec<Change> {
-    let mut changes = Vec::new();
-    let mut at = 0;
-    while at < group.len() {
-        let len = record::encoded_len(&group[at..]);
-        // Records were encoded and sealed by this process a moment ago.
-        let found = record::decode(&group[at..at + len]).expect("a sealed record decodes");
-        if found.kind == Kind::Meta {
-            // Server state beside the keyspace, not a key's change.
-            at += len;
-            continue;
-        }
-        changes.push(Change {
-            kind: found.kind,
-            db: found.db,
-            key: found.key.to_vec(),
-            aux: found.aux,
-            cause: if found.flags & record::FLAG_EXPIRED != 0 {
+impl From<ChangeRef<'_>> for Change {
+    fn from(change: ChangeRef) -> Change {
+        let flags = change.flags;
+        Change {
+            kind: change.kind,
+            db: change.db,
+            key: change.key.to_vec(),
+            aux: change.aux,
+            cause: if flags & record::FLAG_EXPIRED != 0 {
                 Cause::Expired
-            } else if found.flags & record::FLAG_EVICTED != 0 {
+            } else if flags & record::FLAG_EVICTED != 0 {
                 Cause::Evicted
-            } else if found.flags & record::FLAG_NEW != 0 {
+            } else if flags & record::FLAG_NEW != 0 {
                 Cause::Created
             } else {
                 Cause::Command
             },
-            background: found.flags & record::FLAG_BACKGROUND != 0,
-        });
-        at += len;
+            background: flags & record::FLAG_BACKGROUND != 0,
+        }
     }
-    changes
 }
 
 /// One subscriber's end of the feed. Dropping it unsubscribes.
@@ -343,7 +335,6 @@ mod tests {
                 next_segment: 1,
                 segments: Vec::new(),
             },
-            Box::new(|_, _| {}),
         )
         .unwrap();
         ks.attach_log(log);
@@ -447,6 +438,48 @@ mod tests {
         );
         let swap = &groups[1].changes[0];
         assert_eq!((swap.kind, swap.db, swap.aux), (Kind::SwapDb, 0, 1));
+        ks.log().unwrap().shutdown();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_group_over_two_shards_is_published_as_its_commit_lists_it() {
+        let (ks, dir) = with_log();
+        let subscription = ks.subscribe(16);
+        let a = ks.key(b"a");
+        let b = (0..)
+            .map(|n| format!("b{n}"))
+            .find(|name| ks.key(name.as_bytes()).shard() != a.shard())
+            .unwrap();
+        let b = ks.key(b.as_bytes());
+        let mut set = ks.lock_many([a, b]);
+        let deadline = NOW_MS + 5_000;
+        set.shard(a.shard())
+            .set(0, a, Value::from_bytes(b"1"), Some(deadline), false, NOW_MS);
+        set.shard(b.shard())
+            .set(0, b, Value::from_bytes(b"2"), None, false, NOW_MS);
+        set.shard(a.shard())
+            .set(0, a, Value::from_bytes(b"3"), None, true, NOW_MS);
+        let commit = set.commit();
+        let groups = receive(&subscription, 3);
+        // One group, in apply order across the two shards, and what the
+        // committer got back is what subscribers got, aux and causes too.
+        assert_eq!(groups.len(), 1, "{groups:?}");
+        assert_eq!(commit.lsn, Some(groups[0].seq));
+        let published: Vec<Change> = commit.changed.changes().map(Change::from).collect();
+        assert_eq!(published, groups[0].changes);
+        let summary: Vec<_> = published
+            .iter()
+            .map(|c| (c.key.clone(), c.aux, c.cause))
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                (b"a".to_vec(), deadline, Cause::Created),
+                (b.bytes.to_vec(), 0, Cause::Created),
+                (b"a".to_vec(), deadline, Cause::Command),
+            ]
+        );
         ks.log().unwrap().shutdown();
         let _ = std::fs::remove_dir_all(dir);
     }

@@ -14,8 +14,16 @@
 //! A value that changed or went cold elsewhere meanwhile is simply not
 //! installed: the command then finds it cold under its locks and the
 //! caller fetches again (the server's dispatch reports `Cold`).
+//!
+//! The command that found its value cold does all of it under its own
+//! locks: it notes what to read while it holds them ([`ColdFetch::want_held`]),
+//! and, once read, installs, runs and releases under one lock hold again
+//! ([`ColdFetch::install_held`], [`Lent::release_held`]). So a cold GET
+//! takes its shard lock twice and is admitted once.
 
 use crate::eviction::Installed;
+use crate::guard::Locked;
+use crate::key::KeyRef;
 use crate::keyspace::Keyspace;
 use crate::location::ColdLocation;
 use crate::reader::{ColdReader, Done};
@@ -54,6 +62,35 @@ impl ColdFetch {
         }
     }
 
+    /// Adds `key` if its value is on disk only (and not wanted already),
+    /// looked up under the locks `keys` the caller holds; returns whether
+    /// it was added.
+    pub fn want_held(&mut self, keys: &mut Locked, key: KeyRef, now_ms: u64) -> bool {
+        if self.wanted.iter().any(|(wanted, _)| wanted == key.bytes) {
+            return false;
+        }
+        let cold = keys
+            .shard(key)
+            .peek(self.db, key, now_ms)
+            .and_then(|e| e.cold_loc());
+        match cold {
+            Some(loc) => {
+                self.wanted.push((key.bytes.to_vec(), ColdLocation(loc)));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Splits off the values wanted from position `at` on (those of the
+    /// commands read ahead), leaving the first `at`.
+    pub fn split_off(&mut self, at: usize) -> ColdFetch {
+        ColdFetch {
+            db: self.db,
+            wanted: self.wanted.split_off(at.min(self.wanted.len())),
+        }
+    }
+
     /// Values to read.
     pub fn len(&self) -> usize {
         self.wanted.len()
@@ -73,13 +110,42 @@ impl ColdFetch {
     }
 
     /// Puts the values read (`results`, in the order wanted) into their
-    /// entries. Returns the values lent to the coming command, and the
-    /// reads that failed.
+    /// entries, each under a short lock of its own. Returns the values
+    /// lent to the coming command, and the reads that failed.
     pub fn install(
         self,
         keyspace: &Keyspace,
         results: Vec<ReadResult>,
         now_ms: u64,
+    ) -> (Lent, Vec<FailedRead>) {
+        let db = self.db;
+        self.install_with(results, |bytes, loc, value| {
+            let key = keyspace.key(bytes);
+            keyspace.lock(key).install_read(db, key, loc, value, now_ms)
+        })
+    }
+
+    /// [`ColdFetch::install`] under the locks `keys` the command about to
+    /// run holds: no lock of its own.
+    pub fn install_held(
+        self,
+        keys: &mut Locked,
+        results: Vec<ReadResult>,
+        now_ms: u64,
+    ) -> (Lent, Vec<FailedRead>) {
+        let db = self.db;
+        self.install_with(results, |bytes, loc, value| {
+            let key = keys.key(bytes);
+            keys.shard(key).install_read(db, key, loc, value, now_ms)
+        })
+    }
+
+    /// Installs each value read with `install`; the values lent and the
+    /// reads that failed.
+    fn install_with(
+        self,
+        results: Vec<ReadResult>,
+        mut install: impl FnMut(&[u8], ColdLocation, &ColdValue) -> Installed,
     ) -> (Lent, Vec<FailedRead>) {
         debug_assert_eq!(results.len(), self.wanted.len());
         let mut lent = Lent {
@@ -90,9 +156,7 @@ impl ColdFetch {
         for (index, ((key, loc), result)) in self.wanted.into_iter().zip(results).enumerate() {
             match result {
                 Ok(value) => {
-                    let installed =
-                        keyspace.install(self.db, keyspace.key(&key), loc, &value, now_ms);
-                    if installed == Installed::Transient {
+                    if install(&key, loc, &value) == Installed::Transient {
                         lent.values.push((key, loc));
                     }
                 }
@@ -123,9 +187,19 @@ pub struct Lent {
 }
 
 impl Lent {
+    /// Releases the values under the locks `keys` the command holds.
+    pub fn release_held(self, keys: &mut Locked, now_ms: u64) {
+        for (bytes, loc) in self.values {
+            let key = keys.key(&bytes);
+            keys.shard(key).release_lent(self.db, key, loc, now_ms);
+        }
+    }
+
+    /// Releases the values, each under a short lock of its own.
     pub fn release(self, keyspace: &Keyspace, now_ms: u64) {
-        for (key, loc) in self.values {
-            keyspace.release_transient(self.db, keyspace.key(&key), loc, now_ms);
+        for (bytes, loc) in self.values {
+            let key = keyspace.key(&bytes);
+            keyspace.lock(key).release_lent(self.db, key, loc, now_ms);
         }
     }
 }

@@ -13,6 +13,23 @@ use crate::shard::Shard;
 use crate::tier;
 use crate::undo::{Undo, UndoFull};
 
+thread_local! {
+    /// Shard locks this thread has taken: a statistic (DEBUG SHARD-LOCKS,
+    /// which tests use to count a request's lock acquisitions), not a
+    /// channel anything else reads.
+    static SHARD_LOCKS_TAKEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many shard locks the calling thread has taken since it started.
+pub fn shard_locks_taken() -> u64 {
+    SHARD_LOCKS_TAKEN.get()
+}
+
+/// Counts one shard lock taken by the calling thread.
+pub(crate) fn count_shard_lock() {
+    SHARD_LOCKS_TAKEN.set(SHARD_LOCKS_TAKEN.get() + 1);
+}
+
 /// Where a lock set takes its shards from: the keyspace. A trait, so that
 /// lock sets (made by the keyspace) do not name the keyspace in turn.
 pub(crate) trait ShardSource: Sync {
@@ -150,6 +167,7 @@ impl<'a> ShardSet<'a> {
         let Err(position) = self.indices.binary_search(&shard) else {
             return true;
         };
+        count_shard_lock();
         let guard = if position == self.indices.len() {
             keyspace.shard_lock(shard).lock()
         } else {
@@ -227,6 +245,14 @@ impl<'a> Locked<'a> {
             undo: None,
             #[cfg(debug_assertions)]
             declared: declared.iter().map(|k| k.hash).collect(),
+        }
+    }
+
+    /// `bytes` as a key (its hash), for [`Locked::shard`].
+    pub fn key<'k>(&self, bytes: &'k [u8]) -> crate::key::KeyRef<'k> {
+        crate::key::KeyRef {
+            bytes,
+            hash: self.keyspace.hash_key(bytes),
         }
     }
 

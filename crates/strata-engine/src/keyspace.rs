@@ -87,6 +87,9 @@ pub struct DbStats {
     pub avg_ttl_ms: u64,
 }
 
+use crate::guard::count_shard_lock;
+pub use crate::guard::shard_locks_taken;
+
 /// All databases, sharded.
 pub struct Keyspace {
     pub(crate) shards: Box<[Mutex<Shard>]>,
@@ -236,13 +239,19 @@ impl Keyspace {
         self.feed.subscribe_records(bytes_max)
     }
 
-    /// Locks shard `index` without logging (recovery, checkpoints, stats).
-    pub(crate) fn lock_unlogged(&self, index: usize) -> MutexGuard<'_, Shard> {
+    /// Shard `index`'s lock, taken and counted ([`shard_locks_taken`]).
+    fn take_shard(&self, index: usize) -> MutexGuard<'_, Shard> {
+        count_shard_lock();
         self.shards[index].lock()
     }
 
+    /// Locks shard `index` without logging (recovery, checkpoints, stats).
+    pub(crate) fn lock_unlogged(&self, index: usize) -> MutexGuard<'_, Shard> {
+        self.take_shard(index)
+    }
+
     pub(crate) fn lock_index(&self, index: usize) -> ShardGuard<'_> {
-        let guard = self.shards[index].lock();
+        let guard = self.take_shard(index);
         ShardGuard {
             guard,
             sink: self.open_group(),
@@ -303,7 +312,7 @@ impl Keyspace {
         let mut indices: Vec<usize> = keys.into_iter().map(|k| k.shard()).collect();
         indices.sort_unstable();
         indices.dedup();
-        let guards = indices.iter().map(|&i| self.shards[i].lock()).collect();
+        let guards = indices.iter().map(|&i| self.take_shard(i)).collect();
         ShardSet {
             indices,
             guards,
@@ -322,7 +331,7 @@ impl Keyspace {
         data_changes: bool,
     ) -> ShardSet<'_> {
         debug_assert!(indices.is_sorted());
-        let guards = indices.iter().map(|&i| self.shards[i].lock()).collect();
+        let guards = indices.iter().map(|&i| self.take_shard(i)).collect();
         ShardSet {
             indices,
             guards,
@@ -336,7 +345,7 @@ impl Keyspace {
 
     /// Locks every shard, in ascending order.
     pub fn lock_all(&self) -> ShardSet<'_> {
-        let guards = self.shards.iter().map(|s| s.lock()).collect();
+        let guards = (0..SHARD_COUNT).map(|i| self.take_shard(i)).collect();
         ShardSet {
             indices: (0..SHARD_COUNT).collect(),
             guards,
@@ -361,7 +370,7 @@ impl Keyspace {
     ) -> R {
         match held {
             Some(set) => f(set.shard(index)),
-            None => f(&mut self.shards[index].lock()),
+            None => f(&mut self.take_shard(index)),
         }
     }
 
@@ -480,7 +489,7 @@ impl Keyspace {
         let key = self.key(key);
         let db_count = self.db_count;
         let mut guard = ShardGuard {
-            guard: self.shards[key.shard()].lock(),
+            guard: self.take_shard(key.shard()),
             sink: self.open_tier_group(),
             index: key.shard(),
         };
@@ -506,7 +515,7 @@ impl Keyspace {
         let mut visited = 0;
         loop {
             let index = self.census_cursor.fetch_add(1, Relaxed) % SHARD_COUNT;
-            visited += self.shards[index].lock().count_memory();
+            visited += self.take_shard(index).count_memory();
             if index == SHARD_COUNT - 1 {
                 return true;
             }
@@ -567,7 +576,7 @@ impl Keyspace {
         }
         for index in 0..SHARD_COUNT {
             let mut guard = ShardGuard {
-                guard: self.shards[index].lock(),
+                guard: self.take_shard(index),
                 sink: self.open_tier_group(),
                 index,
             };

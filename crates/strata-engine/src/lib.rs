@@ -77,7 +77,7 @@
 //!
 //! Every mutation goes through a [`keyspace::Shard`] or [`keyspace::Entry`]
 //! method while the shard lock is held, and that method appends the
-//! change's record to the thread's log group; the lock guard commits the
+//! change's record to its lock set's log group; the lock guard commits the
 //! group before it unlocks. Per-key log order is therefore apply order
 //! (DESIGN.md invariant 2), and no command can change data unlogged.
 
@@ -109,6 +109,7 @@ pub mod list;
 pub mod location;
 pub mod log;
 pub mod open;
+mod progress;
 mod random;
 pub mod reader;
 pub mod record;

@@ -40,6 +40,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::fs::File;
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
@@ -47,8 +48,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::commit::{Changed, Commit};
+use crate::commit::{ChangeRef, Changed, Commit};
 use crate::feed::Feed;
+use crate::progress::Progress;
 use crate::record::{self, Draft, FLAG_GROUP_CONTINUES, Kind};
 use crate::segment_file::SegmentFile;
 
@@ -135,9 +137,6 @@ pub(crate) fn segment_seq(name: &str) -> Option<u64> {
         .ok()
 }
 
-/// Called by the writer after each round with (written, synced) LSNs.
-pub(crate) type ProgressFn = Box<dyn Fn(u64, u64) + Send + Sync>;
-
 /// Where the log starts, as recovery left it.
 pub struct LogStart {
     /// The LSN the next record gets.
@@ -221,7 +220,8 @@ pub struct Log {
     error: Mutex<Option<String>>,
     fsync_failed: AtomicBool,
     segments: Mutex<Vec<SegmentInfo>>,
-    progress: ProgressFn,
+    /// Wakes whoever waits for `written_lsn` / `synced_lsn` to move.
+    progress: Progress,
     pub stats: LogStats,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Held by whichever thread is writing (a network thread or the writer
@@ -246,7 +246,6 @@ impl Log {
         segment_bytes_max: u64,
         fsync: FsyncPolicy,
         start: LogStart,
-        progress: ProgressFn,
     ) -> std::io::Result<Arc<Log>> {
         std::fs::create_dir_all(dir)?;
         remove_trash(dir)?;
@@ -293,7 +292,7 @@ impl Log {
             error: Mutex::new(None),
             fsync_failed: AtomicBool::new(false),
             segments: Mutex::new(start.segments),
-            progress,
+            progress: Progress::default(),
             stats: LogStats::default(),
             writer: Mutex::new(None),
             output: Mutex::new(Output::default()),
@@ -376,6 +375,21 @@ impl Log {
         }
     }
 
+    /// Ready once every record up to `lsn` is durable under the policy in
+    /// force when it is checked ([`Log::durable_lsn`]): what a reply waits
+    /// for before it leaves.
+    pub fn wait_durable(&self, lsn: u64) -> impl Future<Output = ()> + Send + '_ {
+        self.progress.until(move || self.durable_lsn() >= lsn)
+    }
+
+    /// Ready once the log has written or synced anything after this call
+    /// (a writer held back by a full buffer waits for it).
+    pub fn wait_progress(&self) -> impl Future<Output = ()> + Send + '_ {
+        let seen = self.progress.advances();
+        self.progress
+            .until(move || self.progress.advances() != seen)
+    }
+
     /// Why writes are failing, if they are.
     pub fn write_error(&self) -> Option<String> {
         if !self.has_error.load(Ordering::Relaxed) {
@@ -426,9 +440,10 @@ impl Log {
     /// queues them for the writer. Returns the last LSN and where the
     /// group starts (segment, offset). Called with the shard locks that
     /// cover the group still held.
-    /// `feed`, when given, gets the group inside the same critical section,
-    /// so its order is the log's.
-    pub fn commit(&self, group: &mut [u8], feed: Option<&Feed>) -> Committed {
+    /// `feed`, when given, gets the group's changes (and, when it wants
+    /// them, the sealed records) inside the same critical section, so its
+    /// order is the log's.
+    pub fn commit(&self, group: &mut [u8], feed: Option<(&Feed, &Changed)>) -> Committed {
         self.commit_positioned(group, feed, None)
     }
 
@@ -438,7 +453,7 @@ impl Log {
     fn commit_positioned(
         &self,
         group: &mut [u8],
-        feed: Option<&Feed>,
+        feed: Option<(&Feed, &Changed)>,
         position_at: Option<usize>,
     ) -> Committed {
         debug_assert!(!group.is_empty());
@@ -462,8 +477,8 @@ impl Log {
             kept.clear();
             kept.extend_from_slice(record.payload);
         }
-        if let Some(feed) = feed.filter(|feed| feed.is_active()) {
-            feed.publish(last_lsn, group);
+        if let Some((feed, changed)) = feed.filter(|(feed, _)| feed.is_active()) {
+            feed.publish(last_lsn, changed, group);
         }
         let len = group.len() as u64;
         if state.head_bytes > 0 && state.head_bytes + len > self.segment_bytes_max {
@@ -754,7 +769,7 @@ impl Log {
         {
             self.sync(open.file.file(), self.written_lsn());
         }
-        (self.progress)(self.written_lsn(), self.synced_lsn());
+        self.progress.advanced();
         let mut state = self.state.lock();
         match failed_at {
             Some((index, error)) => {
@@ -875,7 +890,7 @@ impl Log {
                 && lsn > self.synced_lsn()
             {
                 self.sync(&file, lsn);
-                (self.progress)(self.written_lsn(), self.synced_lsn());
+                self.progress.advanced();
             }
         }
     }
@@ -1175,7 +1190,8 @@ pub(crate) fn group_close(sink: Sink, placed: Option<&mut Placed>) -> Commit {
                     }
                     at
                 });
-                let committed = log.commit_positioned(&mut group.bytes, sink.feed, position_at);
+                let feed = sink.feed.map(|feed| (feed, &changed));
+                let committed = log.commit_positioned(&mut group.bytes, feed, position_at);
                 lsn = Some(committed.last_lsn);
                 if let Some(placed) = placed {
                     let mut at = 0;
@@ -1190,7 +1206,7 @@ pub(crate) fn group_close(sink: Sink, placed: Option<&mut Placed>) -> Commit {
             }
             None => {
                 if let Some(feed) = sink.feed {
-                    feed.publish_unlogged(&mut group.bytes);
+                    feed.publish_unlogged(&changed, &mut group.bytes);
                 }
             }
         }
@@ -1284,7 +1300,14 @@ pub(crate) fn append(draft: &Draft) {
         }
         // Metadata (`Kind::Meta`) is no key's change.
         if group.collect && draft.kind != Kind::Meta {
-            group.changed.push(draft.kind, draft.db, draft.key);
+            let flags = draft.flags | group.cause;
+            group.changed.push(ChangeRef {
+                kind: draft.kind,
+                flags,
+                db: draft.db,
+                aux: draft.aux,
+                key: draft.key,
+            });
         }
     });
 }

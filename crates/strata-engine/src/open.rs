@@ -18,7 +18,7 @@
 use std::path::Path;
 
 use crate::keyspace::Keyspace;
-use crate::log::{FsyncPolicy, Log, LogStart, ProgressFn};
+use crate::log::{FsyncPolicy, Log, LogStart};
 use crate::recovery::{self, LoadOptions, Plan, Progress, RecoveryError};
 use crate::tier;
 
@@ -56,8 +56,6 @@ pub struct LoadSettings {
     /// without an RDB: `appendonly no` with no save point). A later open
     /// without it loads the directory again.
     pub start_empty: bool,
-    /// Called with the log's written and synced LSNs as they advance.
-    pub durable: ProgressFn,
 }
 
 impl Default for LoadSettings {
@@ -67,7 +65,6 @@ impl Default for LoadSettings {
             appendonly: true,
             log: LogOptions::default(),
             start_empty: false,
-            durable: Box::new(|_, _| {}),
         }
     }
 }
@@ -174,7 +171,7 @@ impl Pending {
                 segments: loaded.segments,
             };
             let dir = recovery::log_dir(&plan.dir);
-            let log = start_log(&dir, settings.log, start, settings.durable)
+            let log = start_log(&dir, settings.log, start)
                 .map_err(|e| e.context("Can't start the log"))?;
             keyspace.attach_log(log);
             // Compaction may take the segments that were mostly dead
@@ -197,7 +194,7 @@ impl Pending {
                 ..settings.log
             };
             let dir = tier::cache_dir(&plan.dir);
-            let store = start_log(&dir, options, start, settings.durable)
+            let store = start_log(&dir, options, start)
                 .map_err(|e| e.context("Can't start the cache store"))?;
             keyspace.attach_cache_store(store);
         }
@@ -210,9 +207,8 @@ fn start_log(
     dir: &Path,
     options: LogOptions,
     start: LogStart,
-    durable: ProgressFn,
 ) -> Result<std::sync::Arc<Log>, RecoveryError> {
-    let log = Log::start(dir, options.segment_bytes, options.fsync, start, durable)
+    let log = Log::start(dir, options.segment_bytes, options.fsync, start)
         .map_err(|e| RecoveryError::io(dir, &e))?;
     // Before it is attached: no segment is opened before this.
     log.set_direct_io(options.direct_io);

@@ -49,7 +49,6 @@ fn start_log(dir: &Path, loaded: Loaded, segment_bytes: u64) -> Arc<Log> {
             next_segment: loaded.next_segment,
             segments: loaded.segments,
         },
-        Box::new(|_, _| {}),
     )
     .unwrap()
 }

@@ -153,7 +153,6 @@ fn load_settings(handles: &Handles) -> LoadSettings {
     let config = handles.config.get();
     let tiered =
         config.maxmemory > 0 && config.maxmemory_policy == crate::config::MaxmemoryPolicy::Tiered;
-    let watcher = handles.persistence.durable.clone();
     LoadSettings {
         load: recovery::LoadOptions {
             truncate_torn_tail: true,
@@ -174,16 +173,6 @@ fn load_settings(handles: &Handles) -> LoadSettings {
         // `appendonly no` with `save ""` is a pure cache: as Redis without
         // an RDB, it starts empty.
         start_empty: !config.appendonly && config.save_points.is_empty(),
-        // Several threads publish progress; taking the maximum keeps the
-        // watermarks monotonic however their calls interleave.
-        durable: Box::new(move |written, synced| {
-            watcher.send_if_modified(|current: &mut (u64, u64)| {
-                let next = (current.0.max(written), current.1.max(synced));
-                let advanced = next != *current;
-                *current = next;
-                advanced
-            });
-        }),
     }
 }
 

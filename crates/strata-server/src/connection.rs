@@ -28,13 +28,11 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use strata_engine::fetch::{ColdFetch, FailedRead};
-use strata_engine::log::FsyncPolicy;
 use strata_resp::{Limits, ProtocolError, ReplyWriter, RequestParser};
-use tokio::sync::watch;
 
 use crate::client::ClientInfo;
 use crate::commands::Node;
-use crate::commands::{Dispatched, dispatch};
+use crate::commands::{ColdCommand, ColdValues, Dispatched, dispatch};
 use crate::config::{Config, OutputLimit};
 use crate::server::Admitted;
 use crate::session::{Block, Session};
@@ -111,8 +109,6 @@ struct Connection {
     /// Highest LSN committed by this connection's commands whose replies
     /// are in `output`.
     awaiting_lsn: u64,
-    /// The log's (written, synced) LSNs, subscribed on first need.
-    durable: Option<watch::Receiver<(u64, u64)>>,
     /// A command waiting for its cold values to be read (tiering).
     parked: Option<Parked>,
     /// Commands parsed ahead of a parked one (their cold values are read
@@ -167,6 +163,10 @@ const LOOKAHEAD_COMMANDS_MAX: usize = 32;
 struct Parked {
     args: Vec<Bytes>,
     cold: ColdFetch,
+    /// Its table index when dispatch admitted it and noted `cold` under
+    /// its locks: it runs with them once read, without a second dispatch
+    /// (EXEC is dispatched again).
+    admitted: Option<usize>,
 }
 
 /// Removes a client from the client list when its connection task ends,
@@ -248,7 +248,6 @@ pub async fn serve(server: Arc<Node>, stats: Arc<ThreadStats>, admitted: Admitte
         timer_at: recheck_at,
         recheck_at,
         awaiting_lsn: 0,
-        durable: None,
         parked: None,
         backlog: std::collections::VecDeque::new(),
         deferred_error: None,
@@ -491,11 +490,6 @@ impl Connection {
             .is_some_and(|log| log.backlogged())
     }
 
-    fn durable_receiver(&mut self) -> &mut watch::Receiver<(u64, u64)> {
-        let persistence = &self.server.persistence;
-        self.durable.get_or_insert_with(|| persistence.durable())
-    }
-
     /// Waits until the replies in `output` may be sent.
     async fn settle(&mut self, client: &ClientInfo) -> Result<(), Closed> {
         if self.replies_durable() {
@@ -514,27 +508,22 @@ impl Connection {
         if self.replies_durable() {
             return Ok(());
         }
-        let target = self.awaiting_lsn;
-        let synced = self
-            .server
-            .keyspace
-            .log()
-            .is_some_and(|log| log.fsync_policy() == FsyncPolicy::Always);
-        let receiver = self.durable_receiver();
+        let Some(log) = self.server.keyspace.log() else {
+            return Ok(());
+        };
         tokio::select! {
-            _ = receiver.wait_for(|&(written, synced_lsn)| {
-                (if synced { synced_lsn } else { written }) >= target
-            }) => Ok(()),
+            _ = log.wait_durable(self.awaiting_lsn) => Ok(()),
             _ = client.killed() => Err(Closed::Killed),
         }
     }
 
     /// Waits for the log writer to make progress (backpressure).
     async fn wait_log_progress(&mut self, client: &ClientInfo) -> Result<(), Closed> {
-        let receiver = self.durable_receiver();
-        receiver.mark_unchanged();
+        let Some(log) = self.server.keyspace.log() else {
+            return Ok(());
+        };
         tokio::select! {
-            _ = receiver.changed() => Ok(()),
+            _ = log.wait_progress() => Ok(()),
             _ = tokio::time::sleep(Duration::from_millis(100)) => Ok(()),
             _ = client.killed() => Err(Closed::Killed),
         }
@@ -743,10 +732,16 @@ impl Connection {
             // Dispatch finds out under its locks whether a value the
             // command reads is on disk, and then does not run it: asking
             // first would cost every command a second lock and lookup.
-            if !self.run_command(&args, now, true) {
+            if let Err(admitted) = self.run_command(&args, now, ColdValues::Defer) {
                 // Read its cold values off the locks, then run it.
-                let cold = self.cold_values(&args, now).unwrap_or_default();
-                self.park(args, cold);
+                let (cold, admitted) = match admitted {
+                    Some(cold) => {
+                        let ColdCommand { id, fetch } = *cold;
+                        (fetch, Some(id))
+                    }
+                    None => (self.cold_values(&args, now).unwrap_or_default(), None),
+                };
+                self.park(args, cold, admitted);
                 break;
             }
             if let Some(block) = self.session.block.take() {
@@ -782,9 +777,15 @@ impl Connection {
         Ok(())
     }
 
-    /// Runs one command (see [`dispatch`]); false when a value it reads
-    /// went cold first and it did not run (`defer_cold`).
-    fn run_command(&mut self, args: &[Bytes], now: u64, defer_cold: bool) -> bool {
+    /// Runs one command (see [`dispatch`]); an error when a value it
+    /// reads is on disk and it did not run ([`ColdValues::Defer`]), with
+    /// what dispatch noted for it when it admitted it.
+    fn run_command(
+        &mut self,
+        args: &[Bytes],
+        now: u64,
+        cold: ColdValues,
+    ) -> Result<(), Option<Box<ColdCommand>>> {
         // A lowered tracking-table-max-keys applies before any command (as
         // in Redis, whose cron may be paused); invalidations that sends this
         // client come before the command's reply.
@@ -804,7 +805,7 @@ impl Connection {
             &self.stats,
             now,
             args,
-            defer_cold,
+            cold,
         );
         let session = &mut self.session;
         if (session.replies_off || session.skip_reply) && !std::mem::take(&mut session.replied_push)
@@ -812,17 +813,15 @@ impl Connection {
             // CLIENT REPLY OFF or SKIP: the reply is not sent.
             self.output.truncate(reply_at);
         }
-        if dispatched != Dispatched::Cold {
-            session.skip_reply = std::mem::take(&mut session.skip_next_reply);
-        }
         match dispatched {
             Dispatched::Ran(committed) => {
+                session.skip_reply = std::mem::take(&mut session.skip_next_reply);
                 if let Some(lsn) = committed {
                     self.awaiting_lsn = self.awaiting_lsn.max(lsn);
                 }
-                true
+                Ok(())
             }
-            Dispatched::Cold => false,
+            Dispatched::Cold(admitted) => Err(admitted),
         }
     }
 
@@ -838,9 +837,13 @@ impl Connection {
     /// Parks `args` until its cold values are read, with the rest of the
     /// pipeline already received parsed ahead (so their cold values are
     /// read together with this command's).
-    fn park(&mut self, args: Vec<Bytes>, cold: ColdFetch) {
+    fn park(&mut self, args: Vec<Bytes>, cold: ColdFetch, admitted: Option<usize>) {
         let limits = self.parser_limits();
-        self.parked = Some(Parked { args, cold });
+        self.parked = Some(Parked {
+            args,
+            cold,
+            admitted,
+        });
         while self.backlog.len() < LOOKAHEAD_COMMANDS_MAX && self.deferred_error.is_none() {
             match self.parser.next(&mut self.input, &limits) {
                 Ok(Some(args)) => self.backlog.push_back(args),
@@ -875,10 +878,17 @@ impl Connection {
     }
 
     /// Reads a parked command's cold values (all in flight together, this
-    /// thread free meanwhile), puts them in their entries, runs the
-    /// command, and takes out again what was only lent to it.
+    /// thread free meanwhile) and runs it with them: an admitted command
+    /// puts them into their entries, runs and takes out again what was
+    /// only lent to it, all under its own locks (dispatch,
+    /// [`ColdValues::Fetched`]); EXEC's are installed first and EXEC is
+    /// dispatched again.
     async fn run_parked(&mut self, parked: Parked) {
-        let Parked { args, mut cold } = parked;
+        let Parked {
+            args,
+            mut cold,
+            admitted,
+        } = parked;
         let own = cold.len();
         let now = now_ms();
         // The commands parsed ahead read their cold values in the same go
@@ -891,23 +901,46 @@ impl Connection {
         }
         let server = self.server.clone();
         let reading = Instant::now();
-        let results = server.tiering.readers.read(&cold).await;
+        let mut results = server.tiering.readers.read(&cold).await;
         strata_engine::latency::sample("cold-read", reading.elapsed());
         let now = now_ms();
-        let (lent, failed) = cold.install(&server.keyspace, results, now);
+        let ahead = cold.split_off(own);
+        let ahead_results = results.split_off(own.min(results.len()));
         // A command parsed ahead meets its own failure when it runs (its
         // value is still cold and is read again).
-        match failed.into_iter().find(|failed| failed.index < own) {
-            None => {
-                // Just read: run it even if its value left RAM again
-                // meanwhile (then read under the lock), so that a command
-                // always makes progress.
-                self.run_command(&args, now, false);
-                match self.session.block.take() {
-                    Some(block) => self.blocked = Some((args, block)),
-                    None => self.run_backlog(now),
-                }
+        let (lent_ahead, _) = ahead.install(&server.keyspace, ahead_results, now);
+        let ran = match admitted {
+            Some(id) => {
+                let fetched =
+                    ColdValues::Fetched(Box::new((ColdCommand { id, fetch: cold }, results)));
+                self.run_command(&args, now, fetched)
             }
+            None => self.run_exec_parked(&args, cold, results, now),
+        };
+        if ran.is_ok() {
+            match self.session.block.take() {
+                Some(block) => self.blocked = Some((args, block)),
+                None => self.run_backlog(now),
+            }
+        }
+        lent_ahead.release(&server.keyspace, now);
+    }
+
+    /// EXEC's part of [`Connection::run_parked`]: its queued commands'
+    /// values are installed, then EXEC is dispatched again and runs even
+    /// if one left RAM meanwhile (then read under the lock), so that it
+    /// always makes progress.
+    fn run_exec_parked(
+        &mut self,
+        args: &[Bytes],
+        cold: ColdFetch,
+        results: Vec<strata_engine::fetch::ReadResult>,
+        now: u64,
+    ) -> Result<(), Option<Box<ColdCommand>>> {
+        let server = self.server.clone();
+        let (lent, failed) = cold.install(&server.keyspace, results, now);
+        let ran = match failed.into_iter().next() {
+            None => self.run_command(args, now, ColdValues::ReadUnderLock),
             Some(FailedRead { key, why, .. }) => {
                 log_warning!(
                     "Could not read the value of key '{}' from disk: {why}",
@@ -919,9 +952,11 @@ impl Connection {
                 );
                 self.server.stats.record_error(&text);
                 ReplyWriter::new(&mut self.output, self.session.protocol).error(&text);
+                Err(None)
             }
-        }
+        };
         lent.release(&server.keyspace, now);
+        ran
     }
 
     /// Waits in a blocking command (see `crate::blocking`): sends the
@@ -957,7 +992,9 @@ impl Connection {
             // Run again first: the feed is subscribed now, so a change
             // after this run wakes the ticket.
             self.session.block_retry = true;
-            self.run_command(&args, now_ms(), false);
+            // A blocked command is not deferred: it runs, reading under
+            // the lock what is on disk.
+            let _ = self.run_command(&args, now_ms(), ColdValues::ReadUnderLock);
             self.session.block_retry = false;
             if self.session.block.take().is_none() {
                 break Ok(());
@@ -998,7 +1035,7 @@ impl Connection {
             if timed_out {
                 if let crate::session::TimeoutReply::Rerun = block.timeout_reply {
                     self.session.block_timed_out = true;
-                    self.run_command(&args, now_ms(), false);
+                    let _ = self.run_command(&args, now_ms(), ColdValues::ReadUnderLock);
                     self.session.block_timed_out = false;
                     self.session.block = None;
                 } else {
@@ -1028,7 +1065,8 @@ impl Connection {
                 self.backlog.push_front(args);
                 return;
             }
-            if !self.run_command(&args, now, true) {
+            if self.run_command(&args, now, ColdValues::Defer).is_err() {
+                // Dispatched again from the main loop, which parks it.
                 self.backlog.push_front(args);
                 return;
             }

@@ -6,9 +6,9 @@
 //!   than those flagged `loading` get `-LOADING` until loading (`crate::background`) has read
 //!   the newest checkpoint and replayed the log, then the log is attached
 //!   and "Ready to accept connections" is logged, as in Redis.
-//! - **Durability.** The log writer publishes its written/synced LSNs on a
-//!   watch channel; a connection holds its replies until the LSN its
-//!   commands committed is covered ([`Persistence::durable`]).
+//! - **Durability.** The engine's log owns the one watermark (its written
+//!   and synced LSNs); a connection holds its replies until the LSN its
+//!   commands committed is covered (`Log::wait_durable`).
 //! - **Checkpoints.** One at a time (`crate::background::checkpoint`): SAVE runs it at full
 //!   speed on the caller's thread; BGSAVE, BGREWRITEAOF, save points and
 //!   log growth (`auto-aof-rewrite-*`) run it on the checkpoint thread at
@@ -22,7 +22,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use parking_lot::{Condvar, Mutex};
 use strata_engine::recovery::Progress;
-use tokio::sync::watch;
 
 use crate::stats::ThreadStats;
 
@@ -31,8 +30,6 @@ pub struct Persistence {
     pub loading_started_s: AtomicU64,
     pub loading_progress: Mutex<Progress>,
     pub keys_loaded: AtomicU64,
-    /// (written, synced) LSNs of the log.
-    pub(crate) durable: watch::Sender<(u64, u64)>,
     /// Next LSN when the log is off: checkpoints are stamped with it.
     pub(crate) base_lsn: AtomicU64,
     pub(crate) running: Mutex<()>,
@@ -88,7 +85,6 @@ impl Persistence {
             loading_started_s: AtomicU64::new(started_s),
             loading_progress: Mutex::new(Progress::default()),
             keys_loaded: AtomicU64::new(0),
-            durable: watch::channel((0, 0)).0,
             base_lsn: AtomicU64::new(1),
             running: Mutex::new(()),
             log_bytes_after_cycle: AtomicU64::new(0),
@@ -135,11 +131,6 @@ impl Persistence {
     /// A checkpoint runs, or a requested one waits for the thread.
     pub fn checkpoint_in_progress(&self) -> bool {
         self.checkpoint_running() || self.queued.load(Relaxed)
-    }
-
-    /// A receiver of the log's (written, synced) LSNs.
-    pub fn durable(&self) -> watch::Receiver<(u64, u64)> {
-        self.durable.subscribe()
     }
 
     /// Asks the checkpoint thread for a background checkpoint. False if

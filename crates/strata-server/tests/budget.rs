@@ -157,12 +157,7 @@ fn the_budget_holds_without_commands_after_config_set_and_at_start() {
     assert!(in_ram <= KEYS / 100, "{in_ram} values still in RAM");
     // A restart under the budget: loading stops keeping values in RAM
     // once the budget is reached, and the cron moves the rest out.
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxmemory")
-        .arg("0")
-        .query(&mut con)
-        .unwrap();
+    config_set(&mut con, "maxmemory", "0");
     check_all(&mut con, 2_000, 1, 1000);
     let dir = server.kill9();
     let server = TestServer::spawn(

@@ -1463,6 +1463,7 @@ const NOT_IN_REDIS_7_0: &[&str] = &[
     "debug|set-disable-deny-scripts",
     "debug|pause-cron",
     "debug|panic",
+    "debug|shard-locks",
     // Known metadata gaps of the new tables (key spec notes, command tips,
     // the PUBSUB container's ACL category), to be filled in: issue 15.
     "pubsub",

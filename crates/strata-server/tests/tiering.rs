@@ -892,3 +892,44 @@ fn transfers_under_tiering_are_whole_or_absent_after_kill_9() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A GET of a value on disk takes its shard lock twice and is admitted
+/// once: dispatch finds the value cold and notes where it lies under the
+/// first lock; once read (off every lock), the value is put back, GET runs
+/// and the value is let go again under the second. Before, it took five
+/// (a lookup of its location, an install and a release of their own, and
+/// a second dispatch).
+#[test]
+fn a_cold_get_takes_its_shard_lock_twice() {
+    const COUNT: u64 = 400;
+    const SIZE: usize = 32 * 1024;
+    let server = TestServer::start_with(TIERED);
+    let mut con = server.client();
+    fill(&mut con, COUNT, 1, SIZE);
+    // No budget from here on: nothing evicts on this connection's thread,
+    // and the values on disk stay there until read.
+    config_set(&mut con, "maxmemory", "0");
+    let cold: Vec<u64> = (0..COUNT)
+        .filter(|&i| residency(&mut con, &key(i)) == "disk")
+        .take(5)
+        .collect();
+    assert_eq!(cold.len(), 5, "values on disk to read");
+    let locks = |con: &mut redis::Connection| -> i64 {
+        redis::cmd("DEBUG").arg("SHARD-LOCKS").query(con).unwrap()
+    };
+    for i in cold {
+        let before = locks(&mut con);
+        let got: Vec<u8> = con.get(key(i)).unwrap();
+        let taken = locks(&mut con) - before;
+        assert_eq!(got, value(i, 1, SIZE));
+        assert_eq!(taken, 2, "shard locks a cold GET of {} took", key(i));
+    }
+    // A value in RAM: one.
+    let hot = (0..COUNT)
+        .find(|&i| residency(&mut con, &key(i)) == "ram")
+        .expect("a value in RAM");
+    let before = locks(&mut con);
+    let got: Vec<u8> = con.get(key(hot)).unwrap();
+    assert_eq!(got, value(hot, 1, SIZE));
+    assert_eq!(locks(&mut con) - before, 1);
+}

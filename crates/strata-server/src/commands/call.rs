@@ -8,6 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use smallvec::SmallVec;
 use strata_engine::commit::Commit;
+use strata_engine::fetch::ColdFetch;
 use strata_engine::keyspace::Locked;
 use strata_engine::{KeyRef, Keyspace};
 use strata_resp::ReplyWriter;
@@ -81,31 +82,38 @@ pub(crate) fn count_changes(stats: &ThreadStats, committed: &Commit) {
     }
 }
 
-/// Whether a value one of `args`' keys reads is on disk only (see
-/// [`dispatch`]); `declared` spares hashing the keys again.
-pub(crate) fn reads_cold(
+/// The values `args`' keys read that are on disk only, noted under the
+/// command's locks `keys` (None when there are none); `declared` spares
+/// hashing the keys again.
+pub(crate) fn cold_values_held(
     server: &Node,
     db: usize,
     now_ms: u64,
     args: &[Bytes],
     declared: &[KeyRef],
     keys: &mut Locked,
-) -> bool {
-    server.commands.value_keys(args).into_iter().any(|bytes| {
-        let key = declared
-            .iter()
-            .find(|k| std::ptr::eq(k.bytes, bytes))
-            .map_or_else(
-                || server.keyspace.key(bytes),
-                |k| KeyRef {
-                    bytes,
-                    hash: k.hash,
-                },
-            );
-        keys.shard(key)
-            .peek(db, key, now_ms)
-            .is_some_and(|entry| entry.is_cold())
-    })
+) -> Option<ColdFetch> {
+    let mut fetch = ColdFetch::new(db);
+    for bytes in server.commands.value_keys(args) {
+        let key = declared_key(server, declared, bytes);
+        fetch.want_held(keys, key, now_ms);
+    }
+    (!fetch.is_empty()).then_some(fetch)
+}
+
+/// `bytes` as a key, its hash taken from `declared` when it is one of
+/// them.
+fn declared_key<'k>(server: &Node, declared: &[KeyRef], bytes: &'k [u8]) -> KeyRef<'k> {
+    declared
+        .iter()
+        .find(|k| std::ptr::eq(k.bytes, bytes))
+        .map_or_else(
+            || server.keyspace.key(bytes),
+            |k| KeyRef {
+                bytes,
+                hash: k.hash,
+            },
+        )
 }
 
 /// Runs command `id`'s handler with `keys` (already locked) and counts it;

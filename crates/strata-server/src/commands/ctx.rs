@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use bytes::Bytes;
 use smallvec::SmallVec;
 use strata_engine::commit::Commit;
+use strata_engine::fetch::{ColdFetch, ReadResult};
 use strata_engine::keyspace::Locked;
 use strata_engine::{KeyRef, Keyspace};
 use strata_resp::ReplyWriter;
@@ -267,13 +268,39 @@ impl<'a, 's> Ctx<'a, 's> {
 }
 
 /// What dispatch (`crate::commands::dispatch`) did with a command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Dispatched {
     /// It ran; its reply waits for this LSN, if it logged anything.
     Ran(Option<u64>),
-    /// A value it reads went cold since the connection checked: nothing
-    /// ran and nothing was replied; read the value first and run it again.
-    Cold,
+    /// A value it reads is on disk only: nothing ran and nothing was
+    /// replied. With the command admitted and its values noted under its
+    /// locks (`Some`), the caller reads them and hands them back
+    /// ([`ColdValues::Fetched`]); EXEC (`None`) is dispatched again once
+    /// its commands' values are read.
+    Cold(Option<Box<ColdCommand>>),
+}
+
+/// A command admitted whose values must be read first.
+#[derive(Debug)]
+pub struct ColdCommand {
+    /// Its index in the table.
+    pub id: usize,
+    /// The values it reads that are on disk only.
+    pub fetch: ColdFetch,
+}
+
+/// What dispatch does about values on disk a command reads.
+pub enum ColdValues {
+    /// Finds them under the locks and does not run the command
+    /// ([`Dispatched::Cold`]): no disk read under a lock.
+    Defer,
+    /// Runs it, reading under the lock what is still on disk (a command
+    /// must make progress).
+    ReadUnderLock,
+    /// They were read for this admitted command: it is not admitted
+    /// again; they go into their entries under its locks, it runs, and
+    /// those only lent to it leave RAM again before it unlocks.
+    Fetched(Box<(ColdCommand, Vec<ReadResult>)>),
 }
 
 /// Argument text for error messages: lossy UTF-8, at most `max` bytes.
@@ -527,7 +554,7 @@ pub type DispatchFn = fn(
     &ThreadStats,
     u64,
     &[Bytes],
-    bool,
+    ColdValues,
 ) -> Dispatched;
 
 /// Writes a HELP reply: an array of status lines.

@@ -161,6 +161,16 @@ pub fn debug_set_active_expire(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
+/// DEBUG SHARD-LOCKS (Strata's own): how many shard locks the thread
+/// serving this connection has taken since it started. Tests read it
+/// before and after a command to count what the command took (the
+/// thread's other connections add to it too).
+pub fn debug_shard_locks(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    let taken = strata_engine::keyspace::shard_locks_taken();
+    ctx.out.int(taken as i64);
+    Ok(())
+}
+
 /// DEBUG PAUSE-CRON 0|1: stops (1) or resumes (0) the periodic work
 /// Redis' serverCron does (`Server::cron_paused`). Tests use it to see
 /// what happens without the cron, e.g. a lowered tracking-table-max-keys
@@ -366,6 +376,8 @@ pub fn debug_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
             "QUICKLIST-PACKED-THRESHOLD <size>",
             "    Sets the threshold for elements to be inserted as plain vs packed nodes",
             "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
+            "SHARD-LOCKS",
+            "    The shard locks this connection's thread has taken (Strata's own).",
             "SET-ACTIVE-EXPIRE <0|1>",
             "    Setting it to 0 disables expiring keys in the background.",
             "SET-DISABLE-DENY-SCRIPTS <0|1>",

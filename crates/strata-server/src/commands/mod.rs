@@ -57,15 +57,16 @@ pub mod zsets;
 use std::borrow::Cow;
 
 use bytes::Bytes;
+use strata_engine::fetch::{ColdFetch, FailedRead, ReadResult};
 use strata_resp::ReplyWriter;
 
 pub(crate) use call::{
-    call, count_changes, declared_keys, declared_keys_known, reads_cold, reject,
+    call, cold_values_held, count_changes, declared_keys, declared_keys_known, reject,
 };
 pub use catalog::Gates;
 pub use ctx::{
-    CmdError, CmdResult, CommandTable, Ctx, DispatchFn, Dispatched, ERR_DB_RANGE,
-    ERR_DEBUG_NOT_ALLOWED, ERR_LOADING, ERR_NO_SUCH_KEY, ERR_NOAUTH, ERR_NOT_FLOAT,
+    CmdError, CmdResult, ColdCommand, ColdValues, CommandTable, Ctx, DispatchFn, Dispatched,
+    ERR_DB_RANGE, ERR_DEBUG_NOT_ALLOWED, ERR_LOADING, ERR_NO_SUCH_KEY, ERR_NOAUTH, ERR_NOT_FLOAT,
     ERR_NOT_INTEGER, ERR_OVERFLOW, ERR_STRING_TOO_LONG, ERR_SYNTAX, ERR_WRONGTYPE, Handler, Node,
     Run, SCAN_PASSES_MAX, ScanArgs, ScanSlice, Spec, help_lines, is, lossy, mpop_args, parse_db,
     parse_i64, parse_negatable_i64, parse_timeout, write_value,
@@ -75,6 +76,7 @@ use spec::traits as trait_;
 pub use spec::{Categories, Flags, Traits};
 
 use crate::config::Config;
+use crate::log_warning;
 use crate::session::Session;
 use crate::stats::{ThreadStats, bump};
 
@@ -91,9 +93,9 @@ impl Default for CommandTable {
     }
 }
 
-/// Runs one command and writes its reply to `out`. With `defer_cold`, a
-/// command whose value went cold after the connection looked is not run
-/// under its locks (which would read the disk there): [`Dispatched::Cold`].
+/// Runs one command and writes its reply to `out`. `cold` says what to do
+/// about values on disk it reads ([`ColdValues`]): normally
+/// [`ColdValues::Defer`], so that no disk read happens under a lock.
 /// Inside MULTI, a command is checked and queued instead
 /// ([`transactions`]).
 #[allow(clippy::too_many_arguments)]
@@ -105,132 +107,222 @@ pub fn dispatch(
     stats: &ThreadStats,
     now_ms: u64,
     args: &[Bytes],
-    defer_cold: bool,
+    cold: ColdValues,
 ) -> Dispatched {
-    let dispatched = dispatch_one(
-        server, session, out, config, stats, now_ms, args, defer_cold,
-    );
+    let mut request = Request {
+        server,
+        session,
+        out,
+        config,
+        stats,
+        now_ms,
+        args,
+    };
+    let dispatched = dispatch_one(&mut request, cold);
     if !session.bcast_pending.is_empty() {
         tracking::broadcast_pending(server, session, config);
     }
     dispatched
 }
 
-/// [`dispatch`] but for what BCAST tracking clients are told after.
-#[allow(clippy::too_many_arguments)]
-fn dispatch_one(
-    server: &Node,
-    session: &mut Session,
-    out: &mut bytes::BytesMut,
-    config: &Config,
-    stats: &ThreadStats,
+/// One command on its way through dispatch: what every step of it reads
+/// or writes, as one value rather than seven parameters.
+struct Request<'a> {
+    server: &'a Node,
+    session: &'a mut Session,
+    out: &'a mut bytes::BytesMut,
+    config: &'a Config,
+    stats: &'a ThreadStats,
     now_ms: u64,
-    args: &[Bytes],
-    defer_cold: bool,
-) -> Dispatched {
-    if session.watch.is_some() {
-        transactions::check_feed(session);
+    args: &'a [Bytes],
+}
+
+/// [`dispatch`] but for what BCAST tracking clients are told after.
+fn dispatch_one(r: &mut Request, cold: ColdValues) -> Dispatched {
+    if r.session.watch.is_some() {
+        transactions::check_feed(r.session);
     }
-    let admitted = admit(server, session, out, config, stats, now_ms, args);
-    if std::mem::take(&mut session.pushes_first)
-        && let Some(mailbox) = session.client.existing_mailbox()
+    let (id, reading) = match cold {
+        // Admitted when its values were found on disk: not again.
+        ColdValues::Fetched(fetched) => {
+            let (admitted, results) = *fetched;
+            (admitted.id, Reading::Fetched(admitted.fetch, results))
+        }
+        cold => {
+            let defer = matches!(cold, ColdValues::Defer);
+            match route(r, defer) {
+                Ok(id) if defer => (id, Reading::Defer),
+                Ok(id) => (id, Reading::UnderLock),
+                Err(handled) => return handled,
+            }
+        }
+    };
+    run_admitted(r, id, reading)
+}
+
+/// Admits a command and routes it: refused, queued inside MULTI, or EXEC
+/// run, it is handled here (`Err`, what dispatch answers); otherwise its
+/// table index, for its handler to run under its locks.
+fn route(r: &mut Request, defer: bool) -> Result<usize, Dispatched> {
+    let admitted = admit(r);
+    if std::mem::take(&mut r.session.pushes_first)
+        && let Some(mailbox) = r.session.client.existing_mailbox()
     {
-        mailbox.drain_into(out);
+        mailbox.drain_into(r.out);
     }
     let Some(id) = admitted else {
         // A command refused while queuing fails the whole transaction;
         // EXEC refused ends it (`admit` answered EXECABORT).
-        if let Some(multi) = &mut session.multi {
+        if let Some(multi) = &mut r.session.multi {
             multi.dirty = true;
-            if server.commands.is_exec(&args[0]) {
-                transactions::end(session);
+            if r.server.commands.is_exec(&r.args[0]) {
+                transactions::end(r.session);
             }
         }
-        return Dispatched::Ran(None);
+        return Err(Dispatched::Ran(None));
     };
-    if session.multi.is_some() && !server.commands.gates(id).has(Gates::RUNS_AT_ONCE) {
-        transactions::queue(server, session, out, config, id, args);
-        return Dispatched::Ran(None);
+    if r.session.multi.is_some() && !r.server.commands.gates(id).has(Gates::RUNS_AT_ONCE) {
+        transactions::queue(r.server, r.session, r.out, r.config, id, r.args);
+        return Err(Dispatched::Ran(None));
     }
-    if matches!(server.commands.specs[id].run, Run::Exec) {
-        let ran = transactions::run_exec(server, session, out, config, stats, now_ms, defer_cold);
+    if matches!(r.server.commands.specs[id].run, Run::Exec) {
+        let ran = transactions::run_exec(
+            r.server, r.session, r.out, r.config, r.stats, r.now_ms, defer,
+        );
         // After the commands it ran, as Redis shows it (not when it
         // waits for cold values: it runs again then).
-        if server.monitors.active() && !matches!(ran, Dispatched::Cold) {
-            let from = session.client.monitor_source();
-            server.monitors.feed(session.db, Some(&from), args, config);
+        if r.server.monitors.active() && !matches!(ran, Dispatched::Cold(_)) {
+            let from = r.session.client.monitor_source();
+            r.server
+                .monitors
+                .feed(r.session.db, Some(&from), r.args, r.config);
         }
-        return ran;
+        return Err(ran);
     }
-    let spec = server.commands.specs[id];
-    let declared = declared_keys(spec, args, &server.keyspace);
-    let mut keys = if server.commands.gates(id).has(Gates::PINNED) {
-        server.keyspace.lock_pinned(&declared, false)
+    Ok(id)
+}
+
+/// How an admitted command meets values on disk (see [`ColdValues`]).
+enum Reading {
+    Defer,
+    UnderLock,
+    Fetched(ColdFetch, Vec<ReadResult>),
+}
+
+/// Locks admitted command `id`'s keys and runs it (unless `reading`
+/// defers it for values on disk), then commits. Inlined: every command
+/// passes here, and a call of its own cost the hot path ~100 instructions
+/// (`bench/instructions.sh`).
+#[inline(always)]
+fn run_admitted(r: &mut Request, id: usize, reading: Reading) -> Dispatched {
+    let spec = r.server.commands.specs[id];
+    let declared = declared_keys(spec, r.args, &r.server.keyspace);
+    let mut keys = if r.server.commands.gates(id).has(Gates::PINNED) {
+        r.server.keyspace.lock_pinned(&declared, false)
     } else {
-        server.keyspace.lock_keys(&declared)
+        r.server.keyspace.lock_keys(&declared)
     };
-    if defer_cold
-        && !declared.is_empty()
-        && server.keyspace.tier().cold_keys() > 0
-        && reads_cold(server, session.db, now_ms, args, &declared, &mut keys)
-    {
-        // Unlocks; what it logged (a lazily expired key) is no reply's.
-        keys.commit();
-        return Dispatched::Cold;
+    let mut lent = None;
+    match reading {
+        Reading::Defer => {
+            if !declared.is_empty()
+                && r.server.keyspace.tier().cold_keys() > 0
+                && let Some(fetch) = cold_values_held(
+                    r.server,
+                    r.session.db,
+                    r.now_ms,
+                    r.args,
+                    &declared,
+                    &mut keys,
+                )
+            {
+                // Unlocks; what it logged (a lazily expired key) is no
+                // reply's.
+                keys.commit();
+                return Dispatched::Cold(Some(Box::new(ColdCommand { id, fetch })));
+            }
+        }
+        Reading::UnderLock => {}
+        Reading::Fetched(fetch, results) => {
+            let (values, failed) = fetch.install_held(&mut keys, results, r.now_ms);
+            if let Some(failed) = failed.first() {
+                values.release_held(&mut keys, r.now_ms);
+                keys.commit();
+                cold_read_failed(r.server, r.session, r.out, failed);
+                return Dispatched::Ran(None);
+            }
+            lent = Some(values);
+        }
     }
-    let (keys, mut committed) = call(
-        server, session, out, config, stats, now_ms, id, args, keys, declared,
+    let (mut keys, mut committed) = call(
+        r.server, r.session, r.out, r.config, r.stats, r.now_ms, id, r.args, keys, declared,
     );
+    if let Some(lent) = lent {
+        // Still under the command's locks: no lock of its own.
+        lent.release_held(&mut keys, r.now_ms);
+    }
     committed.absorb(keys.commit());
-    count_changes(stats, &committed);
+    count_changes(r.stats, &committed);
     Dispatched::Ran(committed.lsn)
+}
+
+/// Answers a command whose value could not be read from disk.
+fn cold_read_failed(
+    server: &Node,
+    session: &Session,
+    out: &mut bytes::BytesMut,
+    failed: &FailedRead,
+) {
+    let FailedRead { key, why, .. } = failed;
+    log_warning!(
+        "Could not read the value of key '{}' from disk: {why}",
+        String::from_utf8_lossy(key)
+    );
+    let text = format!(
+        "ERR could not read the value of '{}' from disk: {why}",
+        lossy(key, 128)
+    );
+    server.stats.record_error(&text);
+    ReplyWriter::new(out, session.protocol).error(&text);
 }
 
 /// Checks a command before it runs (existence, arity, authentication,
 /// loading, a failed log, memory) and answers the error if it may not;
 /// returns its table index if it may.
-fn admit(
-    server: &Node,
-    session: &mut Session,
-    out: &mut bytes::BytesMut,
-    config: &Config,
-    stats: &ThreadStats,
-    now_ms: u64,
-    args: &[Bytes],
-) -> Option<usize> {
-    let id = match resolve(server, session, config, now_ms, args) {
+fn admit(r: &mut Request) -> Option<usize> {
+    let id = match resolve(r.server, r.session, r.config, r.now_ms, r.args) {
         Ok(id) => id,
         Err(message) => {
             reject(
-                server,
-                &mut ReplyWriter::new(out, session.protocol),
+                r.server,
+                &mut ReplyWriter::new(r.out, r.session.protocol),
                 &message,
             );
             return None;
         }
     };
     let mut admission = Admission {
-        server,
-        session,
-        config,
-        now_ms,
-        args,
+        server: r.server,
+        session: &mut *r.session,
+        config: r.config,
+        now_ms: r.now_ms,
+        args: r.args,
         id,
     };
     let Some(refused) = GATES.iter().find_map(|gate| gate(&mut admission)) else {
         return Some(id);
     };
-    bump(&stats.commands[id].rejected, 1);
+    bump(&r.stats.commands[id].rejected, 1);
     // EXEC refused inside MULTI ends the transaction with EXECABORT
     // (`dispatch_one` ends it), as Redis words it.
-    let exec = matches!(server.commands.specs[id].run, Run::Exec);
-    let message = match exec && session.multi.is_some() {
+    let exec = matches!(r.server.commands.specs[id].run, Run::Exec);
+    let message = match exec && r.session.multi.is_some() {
         true => format!("EXECABORT Transaction discarded because of: {refused}").into(),
         false => refused,
     };
     reject(
-        server,
-        &mut ReplyWriter::new(out, session.protocol),
+        r.server,
+        &mut ReplyWriter::new(r.out, r.session.protocol),
         &message,
     );
     None

@@ -39,7 +39,7 @@ use strata_resp::ReplyWriter;
 
 pub use super::multi_state::{Multi, Queued, Watched, Watching};
 use super::{
-    CmdResult, Ctx, Dispatched, Gates, call, count_changes, declared_keys, reads_cold, reject,
+    CmdResult, Ctx, Dispatched, Gates, call, cold_values_held, count_changes, declared_keys, reject,
 };
 use crate::commands::Node;
 use crate::config::Config;
@@ -298,14 +298,13 @@ pub fn run_exec(
     let (mut keys, declared) = lock_transaction(server, session, &multi);
     if defer_cold && server.keyspace.tier().cold_keys() > 0 {
         let db = session.db;
-        let cold = multi
-            .queued
-            .iter()
-            .any(|queued| reads_cold(server, db, now_ms, &queued.args, &[], &mut keys));
+        let cold = multi.queued.iter().any(|queued| {
+            cold_values_held(server, db, now_ms, &queued.args, &[], &mut keys).is_some()
+        });
         if cold {
             keys.commit();
             session.multi = Some(multi);
-            return Dispatched::Cold;
+            return Dispatched::Cold(None);
         }
     }
     if watch_broken(server, session, &mut keys, now_ms) {

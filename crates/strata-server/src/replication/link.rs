@@ -23,7 +23,7 @@ use bytes::{Bytes, BytesMut};
 use strata_resp::{Limits, RequestParser};
 
 use super::state::{LinkState, Position};
-use crate::commands::Node;
+use crate::commands::{ColdValues, Node};
 use crate::rdb::file::Item;
 use crate::session::Session;
 use crate::util::now_ms;
@@ -494,7 +494,7 @@ impl<'s> Applier<'s> {
                 &self.stats,
                 now_ms(),
                 args,
-                false,
+                ColdValues::ReadUnderLock,
             )
         });
         if self.replies.starts_with(b"-") {

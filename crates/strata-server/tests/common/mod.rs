@@ -386,6 +386,16 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// CONFIG SET `name` `value`, which must answer OK.
+pub fn config_set(con: &mut redis::Connection, name: &str, value: &str) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(name)
+        .arg(value)
+        .query(con)
+        .unwrap();
+}
+
 /// The value of field `name` in an INFO reply.
 pub fn info_field(info: &str, name: &str) -> String {
     info.lines()

@@ -526,6 +526,18 @@ pub(super) const DEBUG_SUBCOMMANDS: &[Spec] = &[
         ..Spec::DEFAULT
     },
     Spec {
+        name: "shard-locks",
+        arity: 2,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "7.0.0",
+        summary: "Gives how many shard locks this connection's thread has taken (Strata's own; tests).",
+        complexity: "O(1)",
+        run: Run::Handler(dbg::debug_shard_locks),
+        traits: traits![RUNS_UNLOCKED],
+        ..Spec::DEFAULT
+    },
+    Spec {
         name: "pause-cron",
         arity: 3,
         flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
