@@ -8,14 +8,22 @@
 # and B's ratios to A and to Redis. For a change that must not move the
 # figures (a refactor), A is the build before it.
 #
+# FSYNC=everysec or FSYNC=always runs all three with the log on (Strata's
+# log, Redis' AOF) under that policy instead of with persistence off.
+#
 # Usage: bench/builds.sh OLD/strata-server NEW/strata-server
-#        ROUNDS=5 TEST_TIME=10 bench/builds.sh A B
+#        ROUNDS=5 TEST_TIME=10 FSYNC=always bench/builds.sh A B
 set -euo pipefail
 
 A=$(realpath "${1:?usage: bench/builds.sh A/strata-server B/strata-server}")
 B=$(realpath "${2:?usage: bench/builds.sh A/strata-server B/strata-server}")
 ROUNDS=${ROUNDS:-3}
 TEST_TIME=${TEST_TIME:-8}
+FSYNC=${FSYNC:-}
+PERSIST=(--appendonly no)
+if [ -n "$FSYNC" ]; then
+    PERSIST=(--appendonly yes --appendfsync "$FSYNC")
+fi
 
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -29,9 +37,9 @@ run_one() {
     port=$(free_port)
     dir=$(mktemp -d)
     if [ "$name" = redis ]; then
-        redis-server --port "$port" --save "" --appendonly no --dir "$dir" >/dev/null 2>&1 &
+        redis-server --port "$port" --save "" "${PERSIST[@]}" --dir "$dir" >/dev/null 2>&1 &
     else
-        "$binary" --port "$port" --dir "$dir" --appendonly no --save "" >/dev/null 2>&1 &
+        "$binary" --port "$port" --dir "$dir" "${PERSIST[@]}" --save "" >/dev/null 2>&1 &
     fi
     pid=$!
     wait_ping "$port"
