@@ -70,6 +70,11 @@ pub(crate) const SEEN: u32 = 1 << 27;
 pub(crate) const TRANSIENT: u32 = 1 << 28;
 /// Read from disk for the coming command (which counts it as a disk hit).
 pub(crate) const FETCHED: u32 = 1 << 29;
+/// A string changed in place (APPEND, SETRANGE): OBJECT ENCODING says
+/// `raw` whatever its length, as Redis' in-place changes leave a raw
+/// string until the value is replaced. Not kept across a restart (nor is
+/// it in Redis, whose load encodes strings afresh).
+pub(crate) const RAW: u32 = 1 << 30;
 /// The low 24 bits: the access field, as [`crate::access`] lays it out
 /// (LRU: Unix seconds of the last access, modulo 2^24; LFU: minute and
 /// counter), the width of Redis' `lru` field.
@@ -710,6 +715,15 @@ impl Entry {
         (loc != NO_LOC).then_some(loc)
     }
 
+    /// The value's encoding, as OBJECT ENCODING replies it: a string
+    /// changed in place is `raw` ([`RAW`]).
+    pub fn encoding_name(&self) -> &'static str {
+        if self.value_type() == ValueType::String && self.has(RAW) && !self.has(INT) {
+            return "raw";
+        }
+        self.value().encoding_name()
+    }
+
     /// The location of the value when it is only on disk.
     pub(crate) fn cold_loc(&self) -> Option<u64> {
         self.is_cold().then(|| self.loc_raw())
@@ -767,11 +781,12 @@ impl Entry {
             if self.buf.len() - at == text.len() {
                 self.buf.as_mut_slice()[at..].copy_from_slice(text);
                 self.set_flag(INT, true);
+                self.set_flag(RAW, false);
                 self.set_shape(self.shape() & !TYPE_MASK | TYPE_STRING);
                 return;
             }
         }
-        let mut word = self.word() & !(COLD | SEEN | TRANSIENT | INT);
+        let mut word = self.word() & !(COLD | SEEN | TRANSIENT | INT | RAW);
         if matches!(value, Value::Int(_)) {
             word |= INT;
         }
@@ -995,6 +1010,7 @@ impl EntryMut<'_> {
             entry.buf.len() - start
         };
         entry.set_flag(INT | SEEN | TRANSIENT, false);
+        entry.set_flag(RAW, true);
         log::append(&Draft {
             kind: Kind::SetRange,
             db: db as u16,

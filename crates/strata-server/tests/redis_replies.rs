@@ -45,6 +45,30 @@ const SCRIPTS: &[&[&[&str]]] = &[
         &["STRLEN", "k"],
         &["STRLEN", "missing"],
     ],
+    // Encodings after in-place changes: APPEND and SETRANGE leave a raw
+    // string whatever its length, a new SET or INCR encodes afresh.
+    &[
+        &["SET", "e", "1"],
+        &["APPEND", "e", "2"],
+        &["OBJECT", "ENCODING", "e"],
+        &["SET", "e", "abc"],
+        &["OBJECT", "ENCODING", "e"],
+        &["SETRANGE", "e", "1", "x"],
+        &["OBJECT", "ENCODING", "e"],
+        &["SET", "e", "12"],
+        &["SETRANGE", "e", "0", "3"],
+        &["OBJECT", "ENCODING", "e"],
+        &["INCR", "e"],
+        &["OBJECT", "ENCODING", "e"],
+        &["APPEND", "fresh", "abc"],
+        &["OBJECT", "ENCODING", "fresh"],
+        &["APPEND", "fresh", "d"],
+        &["OBJECT", "ENCODING", "fresh"],
+        &["SET", "fresh", "x"],
+        &["OBJECT", "ENCODING", "fresh"],
+        &["SETRANGE", "made", "2", "ab"],
+        &["OBJECT", "ENCODING", "made"],
+    ],
     // Counters.
     &[
         &["INCR", "n"],

@@ -43,7 +43,7 @@ pub fn debug_object(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let line = format!(
         "Value at:{:p} refcount:1 encoding:{} serializedlength:{serialized} lru:{} lru_seconds_idle:{}{quicklist}",
         &*entry,
-        value.encoding_name(),
+        entry.encoding_name(),
         entry.access_field(),
         entry.idle_s(now),
     );

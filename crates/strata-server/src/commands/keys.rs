@@ -208,7 +208,7 @@ pub fn object_encoding(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .keys
         .shard(key)
         .peek_loaded(ctx.session.db, key, ctx.now_ms)?
-        .map(|e| e.value().encoding_name());
+        .map(|e| e.encoding_name());
     match encoding {
         Some(name) => ctx.out.bulk(name.as_bytes()),
         None => ctx.out.null_bulk(),
