@@ -27,7 +27,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use strata_engine::fetch::{ColdFetch, FailedRead};
+use strata_engine::fetch::ColdFetch;
 use strata_resp::{Limits, ProtocolError, ReplyWriter, RequestParser};
 
 use crate::client::ClientInfo;
@@ -929,7 +929,9 @@ impl Connection {
     /// EXEC's part of [`Connection::run_parked`]: its queued commands'
     /// values are installed, then EXEC is dispatched again and runs even
     /// if one left RAM meanwhile (then read under the lock), so that it
-    /// always makes progress.
+    /// always makes progress. A value that could not be read is read
+    /// under the lock again, and the command that needs it answers the
+    /// error inside EXEC's reply, as any command's error there.
     fn run_exec_parked(
         &mut self,
         args: &[Bytes],
@@ -938,23 +940,8 @@ impl Connection {
         now: u64,
     ) -> Result<(), Option<Box<ColdCommand>>> {
         let server = self.server.clone();
-        let (lent, failed) = cold.install(&server.keyspace, results, now);
-        let ran = match failed.into_iter().next() {
-            None => self.run_command(args, now, ColdValues::ReadUnderLock),
-            Some(FailedRead { key, why, .. }) => {
-                log_warning!(
-                    "Could not read the value of key '{}' from disk: {why}",
-                    String::from_utf8_lossy(&key)
-                );
-                let text = format!(
-                    "ERR could not read the value of '{}' from disk: {why}",
-                    crate::commands::lossy(&key, 128)
-                );
-                self.server.stats.record_error(&text);
-                ReplyWriter::new(&mut self.output, self.session.protocol).error(&text);
-                Err(None)
-            }
-        };
+        let (lent, _failed) = cold.install(&server.keyspace, results, now);
+        let ran = self.run_command(args, now, ColdValues::ReadUnderLock);
         lent.release(&server.keyspace, now);
         ran
     }

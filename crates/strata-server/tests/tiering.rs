@@ -425,6 +425,24 @@ fn a_damaged_cold_value_gets_an_error_and_loses_nothing_else() {
             "{text}"
         );
         assert_eq!(residency(&mut con, &name), "disk", "the entry is kept");
+        // Inside a transaction the command gets that error in EXEC's
+        // reply, and the transaction ends.
+        assert_eq!(raw.cmd(&["MULTI"]), ok());
+        assert_eq!(raw.cmd(&["GET", &name]), Reply::simple("QUEUED"));
+        let reply = raw.cmd(&["EXEC"]);
+        let Reply::Array(replies) = &reply else {
+            panic!("EXEC over a damaged value answered {reply:?}");
+        };
+        assert!(
+            matches!(&replies[..], [Reply::Error(text)]
+                if text.starts_with(&format!("ERR could not read the value of '{name}' from disk"))),
+            "{reply:?}"
+        );
+        assert_eq!(
+            raw.cmd(&["PING"]),
+            Reply::simple("PONG"),
+            "no transaction left open"
+        );
         let others: Vec<u64> = (0..COUNT).filter(|&i| i != victim).collect();
         mget_check(&mut con, &others, |i| value(i, 1, SIZE));
         assert!(info_u64(&mut con, "tiering", "read_errors") >= 1);

@@ -266,7 +266,8 @@ fn run_admitted(r: &mut Request, id: usize, reading: Reading) -> Dispatched {
     Dispatched::Ran(committed.lsn)
 }
 
-/// Answers a command whose value could not be read from disk.
+/// Answers a command whose value could not be read from disk (and logs
+/// why).
 fn cold_read_failed(
     server: &Node,
     session: &Session,
