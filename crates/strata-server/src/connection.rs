@@ -1069,6 +1069,7 @@ impl Connection {
     /// Writes as much pending output as the socket takes without blocking.
     fn flush(&mut self) -> std::io::Result<()> {
         self.output_grew |= self.output.len() > READ_BUFFER_RETAINED_BYTES_MAX;
+        let pending_before = self.output.len();
         if let Some(tls) = self.tls.as_mut() {
             write_tls(tls, &self.stream, &mut self.output, &self.stats)?;
         }
@@ -1086,6 +1087,12 @@ impl Connection {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) => return Err(e),
             }
+        }
+        if self.config.timeout_s != 0 && self.output.len() < pending_before {
+            // A reply going out is activity too (Redis' lastinteraction):
+            // a slow command's client is idle from its answer, not from
+            // its request.
+            self.last_active = Instant::now();
         }
         if closing && self.output.is_empty() {
             // QUIT's reply is out: the close follows it at once.
