@@ -69,6 +69,27 @@ const SCRIPTS: &[&[&[&str]]] = &[
         &["SETRANGE", "made", "2", "ab"],
         &["OBJECT", "ENCODING", "made"],
     ],
+    // DEBUG POPULATE: names, values, padding and cutting, existing keys
+    // left alone, and its argument errors.
+    &[
+        &["SET", "key:1", "mine"],
+        &["DEBUG", "POPULATE", "3"],
+        &["DBSIZE"],
+        &["MGET", "key:0", "key:1", "key:2", "key:3"],
+        &["DEBUG", "POPULATE", "2", "p", "9"],
+        &["MGET", "p:0", "p:1"],
+        &["DEBUG", "POPULATE", "2", "q", "3"],
+        &["MGET", "q:0", "q:1"],
+        &["DEBUG", "POPULATE", "2", "r", "0"],
+        &["MGET", "r:0", "r:1"],
+        &["DEBUG", "POPULATE", "0"],
+        &["DEBUG", "POPULATE", "-1"],
+        &["DEBUG", "POPULATE", "x"],
+        &["DEBUG", "POPULATE", "1", "s", "-2"],
+        &["DEBUG", "POPULATE", "1", "s", "y"],
+        &["DEBUG", "POPULATE", "1", "s", "2", "extra"],
+        &["DBSIZE"],
+    ],
     // Counters.
     &[
         &["INCR", "n"],
@@ -1488,6 +1509,7 @@ const NOT_IN_REDIS_7_0: &[&str] = &[
     "debug|pause-cron",
     "debug|panic",
     "debug|shard-locks",
+    "debug|populate",
     // Known metadata gaps of the new tables (key spec notes, command tips,
     // the PUBSUB container's ACL category), to be filled in: issue 15.
     "pubsub",

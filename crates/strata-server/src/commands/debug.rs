@@ -10,6 +10,7 @@ use super::ctx::help_lines;
 use strata_resp::Protocol;
 
 use super::{CmdResult, Ctx, ERR_NO_SUCH_KEY, is, parse_i64};
+use strata_engine::Value;
 
 /// DEBUG OBJECT key: Redis' one-line summary of a key's value (its
 /// address, encoding, serialized length and access field).
@@ -148,6 +149,76 @@ pub fn debug_sleep(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .pause_until(ctx.now_ms + (seconds * 1000.0) as u64);
     // Its time is the server's, as Redis' DEBUG SLEEP's is (SLOWLOG).
     ctx.session.slept_us = (seconds * 1_000_000.0) as u64;
+    ctx.out.ok();
+    Ok(())
+}
+
+/// DEBUG POPULATE count [prefix] [size]: adds string keys `prefix:0` …
+/// `prefix:count-1` (prefix `key`) holding `value:N`, cut or padded with
+/// zero bytes to `size` when given; a key that exists is left alone, as in
+/// Redis. Redis' tests fill a database with it. Keys are grouped by shard
+/// a batch at a time, so each shard lock is taken once per batch and held
+/// only for its share; every key is logged as any write is.
+pub fn debug_populate(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    const BATCH: u64 = 16 * 1024;
+    if args.len() > 5 {
+        return Err(super::debug_error(args).into());
+    }
+    let positive = |arg: &[u8]| {
+        parse_i64(arg)
+            .ok()
+            .filter(|n| *n >= 0)
+            .ok_or(super::CmdError::from(
+                "ERR value is out of range, must be positive",
+            ))
+    };
+    let count = positive(&args[2])? as u64;
+    let prefix: &[u8] = args.get(3).map_or(b"key", |p| &p[..]);
+    let size = match args.get(4) {
+        Some(size) => Some(positive(size)? as usize),
+        None => None,
+    };
+    if size.is_some_and(|s| s > ctx.config.proto_max_bulk_len as usize) {
+        return Err(super::ERR_STRING_TOO_LONG.into());
+    }
+    let (db, now) = (ctx.db(), ctx.now_ms);
+    let mut start = 0;
+    while start < count {
+        let end = count.min(start + BATCH);
+        let mut names: Vec<Vec<u8>> = (start..end)
+            .map(|n| {
+                let mut name = prefix.to_vec();
+                name.push(b':');
+                name.extend_from_slice(n.to_string().as_bytes());
+                name
+            })
+            .collect();
+        let keyspace = ctx.keyspace();
+        names.sort_by_cached_key(|name| keyspace.key(name).shard());
+        let mut shard_of_previous = None;
+        for name in &names {
+            let key = ctx.key(name);
+            if shard_of_previous.is_some_and(|s| s != key.shard()) {
+                let released = ctx.keys.release();
+                ctx.committed(released);
+            }
+            shard_of_previous = Some(key.shard());
+            let shard = ctx.keys.shard(key);
+            if shard.contains(db, key, now) {
+                continue;
+            }
+            let number = &name[prefix.len() + 1..];
+            let mut value = b"value:".to_vec();
+            value.extend_from_slice(number);
+            if let Some(size) = size.filter(|s| *s != 0) {
+                value.resize(size, 0);
+            }
+            shard.set(db, key, Value::from_bytes(&value), None, false, now);
+        }
+        let released = ctx.keys.release();
+        ctx.committed(released);
+        start = end;
+    }
     ctx.out.ok();
     Ok(())
 }
@@ -369,6 +440,10 @@ pub fn debug_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
             "    (a transaction that wrote first ends the process: nothing half done).",
             "PAUSE-CRON <0|1>",
             "    Stop periodic cron job processing.",
+            "POPULATE <count> [<prefix>] [<size>]",
+            "    Create <count> string keys named key:<num>. If <prefix> is specified then",
+            "    it is used instead of the 'key' prefix. Values are value:<num>, padded",
+            "    or cut to <size>. Strata logs and replicates them as any write.",
             "PROTOCOL <type>",
             "    Reply with a test value of the specified type. <type> can be: string,",
             "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",

@@ -396,7 +396,7 @@ fn resolve(
 
 /// DEBUG is one command in Redis, not a container: an unknown subcommand
 /// and a wrong argument count get one message.
-fn debug_error(args: &[Bytes]) -> String {
+pub(crate) fn debug_error(args: &[Bytes]) -> String {
     format!(
         "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
         lossy(&args[1], 128)

@@ -514,6 +514,18 @@ pub(super) const DEBUG_SUBCOMMANDS: &[Spec] = &[
         ..Spec::DEFAULT
     },
     Spec {
+        name: "populate",
+        arity: -3,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "1.0.0",
+        summary: "Adds count string keys prefix:N holding value:N, padded to size (tests).",
+        complexity: "O(N) for N keys",
+        run: Run::Handler(dbg::debug_populate),
+        traits: traits![RUNS_UNLOCKED],
+        ..Spec::DEFAULT
+    },
+    Spec {
         name: "set-active-expire",
         arity: 3,
         flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
