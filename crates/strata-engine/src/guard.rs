@@ -35,8 +35,9 @@ pub(crate) fn count_shard_lock() {
 pub(crate) trait ShardSource: Sync {
     /// Locks shard `index` with this thread's log group open.
     fn lock_index(&self, index: usize) -> ShardGuard<'_>;
-    /// Shard `index`'s lock.
-    fn shard_lock(&self, index: usize) -> &parking_lot::Mutex<Shard>;
+    /// Locks shard `index` (waiting for it, or not at all when `wait` is
+    /// false and it is busy), counted and noted as possibly changing.
+    fn take_shard(&self, index: usize, wait: bool) -> Option<MutexGuard<'_, Shard>>;
     /// The hash of key `bytes`.
     fn hash_key(&self, bytes: &[u8]) -> u64;
 }
@@ -167,14 +168,9 @@ impl<'a> ShardSet<'a> {
         let Err(position) = self.indices.binary_search(&shard) else {
             return true;
         };
-        count_shard_lock();
-        let guard = if position == self.indices.len() {
-            keyspace.shard_lock(shard).lock()
-        } else {
-            match keyspace.shard_lock(shard).try_lock() {
-                Some(guard) => guard,
-                None => return false,
-            }
+        let wait = position == self.indices.len();
+        let Some(guard) = keyspace.take_shard(shard, wait) else {
+            return false;
         };
         self.indices.insert(position, shard);
         self.guards.insert(position, guard);

@@ -107,6 +107,11 @@ pub struct Keyspace {
     pub(crate) changes_logged: std::sync::atomic::AtomicBool,
     /// The shard the next [`Keyspace::census_step`] counts.
     pub(crate) census_cursor: std::sync::atomic::AtomicUsize,
+    /// Per shard: until when (Unix ms) active expiry has nothing to do
+    /// there, 0 to look. Set by active expiry under the shard's lock,
+    /// cleared by any other lock of the shard ([`Keyspace::take_shard`]):
+    /// an idle server's expiry cycle reads this array and takes no lock.
+    pub(crate) expiry_hints: Box<[std::sync::atomic::AtomicU64]>,
     /// Every committed group of changes, to subscribers.
     pub(crate) feed: Feed,
     /// When hashes convert from packed to table.
@@ -149,6 +154,9 @@ impl Keyspace {
             log: OnceLock::new(),
             changes_logged: std::sync::atomic::AtomicBool::new(true),
             census_cursor: std::sync::atomic::AtomicUsize::new(0),
+            expiry_hints: (0..SHARD_COUNT)
+                .map(|_| std::sync::atomic::AtomicU64::new(0))
+                .collect(),
             feed: Feed::default(),
         }
     }
@@ -239,8 +247,28 @@ impl Keyspace {
         self.feed.subscribe_records(bytes_max)
     }
 
-    /// Shard `index`'s lock, taken and counted ([`shard_locks_taken`]).
+    /// Shard `index`'s lock, taken and counted ([`shard_locks_taken`]),
+    /// for whatever may change the shard: its census and active expiry then look
+    /// at it again ([`Shard::touched`]).
     fn take_shard(&self, index: usize) -> MutexGuard<'_, Shard> {
+        let mut shard = self.peek_shard(index);
+        self.touch(index, &mut shard);
+        shard
+    }
+
+    /// Notes that shard `index`, locked, may change.
+    fn touch(&self, index: usize, shard: &mut Shard) {
+        shard.touched = shard.touched.wrapping_add(1);
+        let hint = &self.expiry_hints[index];
+        if hint.load(Relaxed) != 0 {
+            hint.store(0, Relaxed);
+        }
+    }
+
+    /// Shard `index`'s lock for reading it (statistics, the census) or
+    /// for active expiry (which bumps `touched` itself when it changes it): an idle server's
+    /// census then skips every shard.
+    fn peek_shard(&self, index: usize) -> MutexGuard<'_, Shard> {
         count_shard_lock();
         self.shards[index].lock()
     }
@@ -366,11 +394,11 @@ impl Keyspace {
         &self,
         held: &mut Option<&mut ShardSet<'_>>,
         index: usize,
-        f: impl FnOnce(&mut Shard) -> R,
+        f: impl FnOnce(&Shard) -> R,
     ) -> R {
         match held {
             Some(set) => f(set.shard(index)),
-            None => f(&mut self.take_shard(index)),
+            None => f(&self.peek_shard(index)),
         }
     }
 
@@ -515,7 +543,7 @@ impl Keyspace {
         let mut visited = 0;
         loop {
             let index = self.census_cursor.fetch_add(1, Relaxed) % SHARD_COUNT;
-            visited += self.take_shard(index).count_memory();
+            visited += self.peek_shard(index).count_memory();
             if index == SHARD_COUNT - 1 {
                 return true;
             }
@@ -795,10 +823,23 @@ impl Keyspace {
         }
         (0..SHARD_COUNT)
             .map(|i| {
-                let mut shard = self.lock_index(i);
-                crate::log::with_cause(crate::record::FLAG_BACKGROUND, || {
-                    shard.expire_due(now_ms, budget_per_shard)
-                })
+                let hint = &self.expiry_hints[i];
+                if now_ms < hint.load(Relaxed) {
+                    return 0;
+                }
+                // Peeked: a shard with nothing due keeps its census.
+                let mut shard = ShardGuard {
+                    guard: self.peek_shard(i),
+                    sink: self.open_group(),
+                    index: i,
+                };
+                let removed = crate::log::with_cause(crate::record::FLAG_BACKGROUND, || {
+                    shard.guard.expire_due(now_ms, budget_per_shard)
+                });
+                // Under the lock: a command locking the shard after this
+                // clears it again.
+                hint.store(shard.guard.expiry_next_due_ms.max(1), Relaxed);
+                removed
             })
             .sum()
     }
@@ -933,8 +974,14 @@ impl crate::guard::ShardSource for Keyspace {
         Keyspace::lock_index(self, index)
     }
 
-    fn shard_lock(&self, index: usize) -> &Mutex<Shard> {
-        &self.shards[index]
+    fn take_shard(&self, index: usize, wait: bool) -> Option<MutexGuard<'_, Shard>> {
+        let mut shard = match wait {
+            true => self.shards[index].lock(),
+            false => self.shards[index].try_lock()?,
+        };
+        count_shard_lock();
+        self.touch(index, &mut shard);
+        Some(shard)
     }
 
     fn hash_key(&self, bytes: &[u8]) -> u64 {
@@ -1036,6 +1083,38 @@ mod tests {
         assert_eq!(ks.dbsize(0), 1);
         assert_eq!(ks.expired_keys(), 2);
         assert_eq!(ks.keys(0, b"*", 9000), Vec::<Vec<u8>>::new());
+    }
+
+    #[test]
+    fn active_expiry_skips_idle_shards_until_a_deadline_or_a_change() {
+        let ks = Keyspace::new(1);
+        set(&ks, 0, b"soon", b"v", Some(5000), 1000);
+        let soon = ks.key(b"soon");
+        let shard = soon.shard();
+        assert_eq!(ks.active_expire_cycle(1000, 100), 0);
+        assert_eq!(
+            ks.expiry_hints[shard].load(Relaxed),
+            5000,
+            "nothing due in that shard before its deadline"
+        );
+        assert_eq!(
+            ks.expiry_hints[(shard + 1) % SHARD_COUNT].load(Relaxed),
+            u64::MAX,
+            "nothing due ever in an empty shard"
+        );
+        let locks = shard_locks_taken();
+        assert_eq!(ks.active_expire_cycle(4999, 100), 0);
+        assert_eq!(shard_locks_taken(), locks, "an idle cycle takes no lock");
+        // A key with an earlier deadline, added since: the change clears
+        // the hint, so the next cycle looks at the shard again.
+        let earlier = (0..)
+            .map(|n| format!("earlier{n}").into_bytes())
+            .find(|name| ks.key(name).shard() == shard)
+            .unwrap();
+        set(&ks, 0, &earlier, b"v", Some(2000), 1000);
+        assert_eq!(ks.active_expire_cycle(2000, 100), 1);
+        assert_eq!(ks.active_expire_cycle(5000, 100), 1);
+        assert_eq!(ks.dbsize(0), 0);
     }
 
     #[test]

@@ -65,6 +65,11 @@ const EVERYSEC_INTERVAL: Duration = Duration::from_secs(1);
 const DRAIN_ROUNDS_MAX: usize = 4;
 /// How often the writer thread looks for pending records nobody wrote.
 const WRITER_POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// The same once nothing was committed for [`SPARE_IDLE_RELEASE`]: an idle
+/// server's writer wakes 10 times a second, not 100 (a tenth of a percent
+/// of a core). Only a record committed by a thread that writes for itself
+/// and then did not (none is known) could wait this long, once.
+const WRITER_IDLE_POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// Emptied chunk buffers kept for reuse (the largest ones).
 const SPARE_CHUNKS_MAX: usize = 2;
 /// A spare chunk buffer larger than this is freed instead of kept: one
@@ -818,7 +823,7 @@ impl Log {
     /// The writer thread: writes what threads that do not write for
     /// themselves commit (expiry, or a network thread that found another
     /// writing), retries after errors, and makes sure nothing pending
-    /// waits longer than [`WRITER_POLL_INTERVAL`].
+    /// waits longer than [`WRITER_POLL_INTERVAL`] (while the log moves).
     fn run_writer(self: Arc<Self>) {
         // (next LSN, when it was first seen): the log is idle once it has
         // not moved for SPARE_IDLE_RELEASE.
@@ -838,6 +843,8 @@ impl Log {
                     state.writer_idle = true;
                     let wait = if self.has_error.load(Ordering::Relaxed) {
                         RETRY_INTERVAL
+                    } else if quiet_since.1.elapsed() >= SPARE_IDLE_RELEASE {
+                        WRITER_IDLE_POLL_INTERVAL
                     } else {
                         WRITER_POLL_INTERVAL
                     };

@@ -162,6 +162,16 @@ pub struct Shard {
     pub(crate) disk_hits: u64,
     /// RAM of this shard as of its last census.
     pub(crate) census: MemoryCensus,
+    /// Bumped by every lock that may change the shard
+    /// (`Keyspace::take_shard`) and by active expiry when it changed it:
+    /// the census skips a shard whose count is the one it last saw, so an
+    /// idle server's census visits no entry.
+    pub(crate) touched: u64,
+    /// `touched` at the last census.
+    pub(crate) census_seen: u64,
+    /// The earliest deadline (key or hash field) active expiry found when
+    /// it last looked (`u64::MAX`: none): `Keyspace::expiry_hints`.
+    pub(crate) expiry_next_due_ms: u64,
     /// When hashes convert from packed to table (CONFIG SET changes them).
     pub(crate) hash_limits: Arc<SharedLimits>,
     /// Hashes with field deadlines, for active expiry.
@@ -203,6 +213,9 @@ impl Shard {
             ram_hits: 0,
             disk_hits: 0,
             census: MemoryCensus::default(),
+            touched: 1,
+            census_seen: 0,
+            expiry_next_due_ms: 0,
             meta: std::collections::BTreeMap::new(),
         }
     }
@@ -630,8 +643,9 @@ impl Shard {
     /// first, and shrinks tables that deletions (of any kind) left sparse.
     pub(crate) fn expire_due(&mut self, now_ms: u64, budget: usize) -> usize {
         let mut removed = 0;
+        let mut shrunk = false;
         for (db, table) in self.tables.iter_mut().enumerate() {
-            table.shrink_if_sparse(&self.hasher);
+            shrunk |= table.shrink_if_sparse(&self.hasher);
             while removed < budget {
                 let Some(key) = table.expiring.pop_due(now_ms) else {
                     break;
@@ -646,7 +660,17 @@ impl Shard {
             }
         }
         self.expired_keys += removed as u64;
-        removed + self.expire_fields_due(now_ms, budget.saturating_sub(removed))
+        let removed = removed + self.expire_fields_due(now_ms, budget.saturating_sub(removed));
+        if removed != 0 || shrunk {
+            self.touched = self.touched.wrapping_add(1);
+        }
+        let first_key = self
+            .tables
+            .iter()
+            .filter_map(|t| t.expiring.first_deadline());
+        let first_field = self.fields_due.first().map(|due| due.0);
+        self.expiry_next_due_ms = first_key.chain(first_field).min().unwrap_or(u64::MAX);
+        removed
     }
 
     /// Removes expired fields from up to `budget` hashes whose earliest
@@ -711,6 +735,10 @@ impl Shard {
     /// Counts this shard's RAM (see [`MemoryCensus`]); returns the entries
     /// visited.
     pub(crate) fn count_memory(&mut self) -> usize {
+        if self.census_seen == self.touched {
+            return 0;
+        }
+        self.census_seen = self.touched;
         let slot = std::mem::size_of::<Entry>() + 1;
         let expiry_item = std::mem::size_of::<(u64, Box<[u8]>)>();
         let mut census = MemoryCensus::default();

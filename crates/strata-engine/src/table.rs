@@ -33,13 +33,14 @@ impl Table {
     /// twice its length (hysteresis: the next insertions do not grow it
     /// straight back). Cheap: one table is 1/1024 of a database. SCAN is
     /// unaffected: its cursor is a hash value, not a bucket.
-    pub(crate) fn shrink_if_sparse(&mut self, hasher: &KeyHasher) {
+    pub(crate) fn shrink_if_sparse(&mut self, hasher: &KeyHasher) -> bool {
         let (len, capacity) = (self.entries.len(), self.entries.capacity());
         let sparse =
             capacity > TABLE_SHRINK_CAPACITY_MIN && len * TABLE_SHRINK_SPARSENESS < capacity;
         // An emptied table frees its memory whatever its size: 16 384 small
         // tables left allocated add up.
-        if sparse || (len == 0 && capacity > 0) {
+        let shrink = sparse || (len == 0 && capacity > 0);
+        if shrink {
             self.entries
                 .shrink_to(self.entries.len() * 2, |e| slot_hash(hasher.hash(e.key())));
         }
@@ -47,6 +48,7 @@ impl Table {
         if self.expiring.len() == 0 {
             self.expiring = ExpiryIndex::default();
         }
+        shrink
     }
 }
 
@@ -86,6 +88,11 @@ impl ExpiryIndex {
 
     pub(crate) fn len(&self) -> usize {
         self.deadlines.len()
+    }
+
+    /// The earliest deadline.
+    pub(crate) fn first_deadline(&self) -> Option<u64> {
+        self.deadlines.first().map(|(deadline, _)| *deadline)
     }
 }
 

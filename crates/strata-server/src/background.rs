@@ -21,6 +21,8 @@ use strata_engine::recovery::{self, RecoveryError};
 
 /// How often the checkpoint thread looks at its triggers.
 const TRIGGER_CHECK_INTERVAL: Duration = Duration::from_millis(100);
+/// How often the log's own triggers are looked at while it does not move.
+const QUIET_RECHECK_INTERVAL: Duration = Duration::from_secs(5);
 /// After a failed background checkpoint, wait this long before a save
 /// point may start another (Redis' CONFIG_BGSAVE_RETRY_DELAY).
 const RETRY_DELAY_S: u64 = 5;
@@ -256,6 +258,11 @@ pub fn spawn_checkpointer(handles: Handles) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("strata-checkpoint".into())
         .spawn(move || {
+            // The log position at which, and when, the last look at the
+            // log found nothing to do. The log's figures walk every shard
+            // (1 024 locks): while the log does not move they are looked at
+            // every 5 s, not at every check (an idle server's CPU).
+            let mut quiet: Option<(u64, Instant)> = None;
             loop {
                 let requested = {
                     let mut requested = handles.persistence.requested.lock();
@@ -281,7 +288,17 @@ pub fn spawn_checkpointer(handles: Handles) -> std::io::Result<()> {
                     // Takes effect from the next segment on.
                     log.set_direct_io(config.log_direct_io);
                 }
-                let trigger = requested.or_else(|| due_trigger(&handles));
+                let position = handles.keyspace.log().map(|log| log.next_lsn());
+                let still_quiet = quiet.is_some_and(|(at, since)| {
+                    Some(at) == position && since.elapsed() < QUIET_RECHECK_INTERVAL
+                });
+                let trigger = requested
+                    .or_else(|| save_point_due(&handles))
+                    .or_else(|| (!still_quiet).then(|| log_growth_due(&handles)).flatten());
+                if still_quiet && trigger.is_none() {
+                    continue;
+                }
+                quiet = None;
                 if let Some(trigger) = trigger {
                     let _ = checkpoint(&handles, trigger);
                     // Unless another was queued meanwhile (both under
@@ -299,6 +316,8 @@ pub fn spawn_checkpointer(handles: Handles) -> std::io::Result<()> {
                 } else if checkpoint::log_compaction_due(&handles.keyspace) {
                     // One dying segment per step (cold values moved out).
                     compact_between_cycles(&handles, "the log", checkpoint::compact_log_step);
+                } else if let Some(position) = position {
+                    quiet = Some((position, Instant::now()));
                 }
             }
         })
@@ -339,14 +358,21 @@ fn compact_between_cycles(
     strata_engine::latency::sample("compaction", started.elapsed());
 }
 
-/// A save point or log growth that calls for a checkpoint now.
-fn due_trigger(handles: &Handles) -> Option<Trigger> {
+/// Whether the last checkpoint failed less than [`RETRY_DELAY_S`] ago (no
+/// trigger fires meanwhile).
+fn failed_recently(persistence: &Persistence) -> bool {
+    !persistence.last_save_ok.load(Relaxed)
+        && (now_ms() / 1000).saturating_sub(persistence.last_attempt_s.load(Relaxed))
+            < RETRY_DELAY_S
+}
+
+/// A save point (`save <seconds> <changes>`) that calls for a checkpoint
+/// now.
+fn save_point_due(handles: &Handles) -> Option<Trigger> {
     let persistence = &*handles.persistence;
     let config = handles.config.get();
     let now_s = now_ms() / 1000;
-    let failed_recently = !persistence.last_save_ok.load(Relaxed)
-        && now_s.saturating_sub(persistence.last_attempt_s.load(Relaxed)) < RETRY_DELAY_S;
-    if failed_recently {
+    if failed_recently(persistence) {
         return None;
     }
     let changes = persistence
@@ -359,6 +385,17 @@ fn due_trigger(handles: &Handles) -> Option<Trigger> {
         .any(|&(seconds, needed)| changes >= needed.max(1) && since_save_s >= seconds)
     {
         return Some(Trigger::SavePoint);
+    }
+    None
+}
+
+/// Whether the log has grown enough for a checkpoint cycle
+/// (`auto-aof-rewrite-*`).
+fn log_growth_due(handles: &Handles) -> Option<Trigger> {
+    let persistence = &*handles.persistence;
+    let config = handles.config.get();
+    if failed_recently(persistence) {
+        return None;
     }
     handles.keyspace.change_log()?;
     // The whole log counts, including what was written while the last

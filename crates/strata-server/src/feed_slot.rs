@@ -12,19 +12,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use strata_engine::Keyspace;
 use strata_engine::feed::{Group, Lagged, Subscription};
 
 /// Groups a reader may be behind before it has lagged.
 const FEED_CAPACITY: usize = 65_536;
 
-/// How long [`FeedSlot::recv`] waits with nothing subscribed.
-const IDLE: Duration = Duration::from_millis(100);
-
 #[derive(Default)]
 pub struct FeedSlot {
     current: Mutex<Option<Arc<Subscription>>>,
+    /// Wakes a reader waiting for a subscription ([`FeedSlot::want`]).
+    subscribed: Condvar,
 }
 
 impl FeedSlot {
@@ -33,22 +32,32 @@ impl FeedSlot {
     pub fn want(&self, keyspace: &Keyspace, wanted: bool) {
         let mut current = self.current.lock();
         match (wanted, current.is_some()) {
-            (true, false) => *current = Some(Arc::new(keyspace.subscribe(FEED_CAPACITY))),
+            (true, false) => {
+                *current = Some(Arc::new(keyspace.subscribe(FEED_CAPACITY)));
+                self.subscribed.notify_all();
+            }
             (false, true) => *current = None,
             _ => {}
         }
     }
 
-    /// The next group, waiting up to `timeout` (a little while when not
-    /// subscribed). A reader that lagged gets `Err` once and a fresh
-    /// subscription from then on.
+    /// The next group, waiting up to `timeout` (for a subscription first
+    /// when there is none: an idle reader sleeps until one is taken). A
+    /// reader that lagged gets `Err` once and a fresh subscription from
+    /// then on.
     pub fn recv(
         &self,
         keyspace: &Keyspace,
         timeout: Duration,
     ) -> Result<Option<Arc<Group>>, Lagged> {
-        let Some(subscription) = self.current.lock().clone() else {
-            std::thread::sleep(IDLE.min(timeout));
+        let subscription = {
+            let mut current = self.current.lock();
+            if current.is_none() {
+                self.subscribed.wait_for(&mut current, timeout);
+            }
+            current.clone()
+        };
+        let Some(subscription) = subscription else {
             return Ok(None);
         };
         let received = subscription.recv_timeout(timeout);

@@ -448,8 +448,9 @@ pub fn spawn_feed_invalidations(
     Ok(())
 }
 
-/// How long the thread waits for a group at a time.
-const POLL: Duration = Duration::from_millis(100);
+/// How long the thread waits for a group at a time (nothing is done
+/// between two waits: a long wait only saves an idle server's wake-ups).
+const POLL: Duration = Duration::from_secs(1);
 
 fn feed_invalidations(keyspace: &Keyspace, config: &SharedConfig, tracking: &Tracking) {
     loop {

@@ -119,6 +119,41 @@ fn restart_keeps_data_and_ttls_after_kill_and_after_shutdown() {
     assert_eq!(info_field(&persistence, "aof_enabled"), "1");
 }
 
+/// With the log on, SHUTDOWN writes a final checkpoint only when something
+/// changed since the last one: an idle server exits at once, and nothing
+/// is lost either way.
+#[test]
+fn shutdown_writes_no_final_checkpoint_when_nothing_changed_since_the_last() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    assert_eq!(raw.cmd(&["SET", "before", "1"]), ok());
+    checkpoint_now(&mut raw);
+    raw.send(&["SHUTDOWN"]);
+    let line = server.wait_for_log("final");
+    assert!(line.contains("no final one is needed"), "{line}");
+    assert!(raw.is_closed());
+    let server = TestServer::spawn(server.exited(), &[], None, READY);
+    let mut raw = server.raw();
+    assert_eq!(raw.cmd(&["GET", "before"]), b("1"));
+    checkpoint_now(&mut raw);
+    assert_eq!(raw.cmd(&["SET", "after", "2"]), ok());
+    raw.send(&["SHUTDOWN"]);
+    let line = server.wait_for_log("final");
+    assert!(line.contains("Saving the final checkpoint"), "{line}");
+    assert!(raw.is_closed());
+    let server = TestServer::spawn(server.exited(), &[], None, READY);
+    let mut raw = server.raw();
+    assert_eq!(raw.cmd(&["MGET", "before", "after"]).as_array().len(), 2);
+    assert_eq!(raw.cmd(&["GET", "after"]), b("2"));
+    // SHUTDOWN SAVE asks for one: it is written whatever changed.
+    checkpoint_now(&mut raw);
+    raw.send(&["SHUTDOWN", "SAVE"]);
+    let line = server.wait_for_log("final");
+    assert!(line.contains("Saving the final checkpoint"), "{line}");
+    assert!(raw.is_closed());
+    std::fs::remove_dir_all(server.exited()).unwrap();
+}
+
 /// Writers pipelining SETs of unique keys on several connections record
 /// what was acknowledged; the server is killed mid-stream; every
 /// acknowledged key must come back with its value.

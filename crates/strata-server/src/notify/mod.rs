@@ -95,8 +95,9 @@ pub fn spawn_feed_events(
     Ok(())
 }
 
-/// How long the thread waits for a group at a time.
-const POLL: Duration = Duration::from_millis(100);
+/// How long the thread waits for a group at a time (nothing is done
+/// between two waits: a long wait only saves an idle server's wake-ups).
+const POLL: Duration = Duration::from_secs(1);
 
 fn feed_events(keyspace: &Keyspace, config: &SharedConfig, pubsub: &PubSub, slot: &FeedSlot) {
     loop {
