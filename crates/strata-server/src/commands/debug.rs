@@ -12,6 +12,15 @@ use strata_resp::Protocol;
 use super::{CmdResult, Ctx, ERR_NO_SUCH_KEY, is, parse_i64};
 use strata_engine::Value;
 
+/// DEBUG is one command in Redis, not a container: an unknown subcommand
+/// and a wrong argument count get one message.
+pub(crate) fn debug_error(args: &[Bytes]) -> String {
+    format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+        super::ctx::lossy(&args[1], 128)
+    )
+}
+
 /// DEBUG OBJECT key: Redis' one-line summary of a key's value (its
 /// address, encoding, serialized length and access field).
 pub fn debug_object(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
@@ -162,7 +171,7 @@ pub fn debug_sleep(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn debug_populate(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     const BATCH: u64 = 16 * 1024;
     if args.len() > 5 {
-        return Err(super::debug_error(args).into());
+        return Err(debug_error(args).into());
     }
     let positive = |arg: &[u8]| {
         parse_i64(arg)

@@ -376,7 +376,7 @@ fn resolve(
             // DEBUG is one command to ACL rules: a subcommand Strata
             // lacks is still refused to a user who may not run it.
             crate::commands::permit::check_client_command(server, session, id, args, now_ms)?;
-            Err(debug_error(args).into())
+            Err(debug::debug_error(args).into())
         }
         None if id == table.cluster_id
             && cluster::DISABLED_SUBCOMMANDS
@@ -392,15 +392,6 @@ fn resolve(
         )
         .into()),
     }
-}
-
-/// DEBUG is one command in Redis, not a container: an unknown subcommand
-/// and a wrong argument count get one message.
-pub(crate) fn debug_error(args: &[Bytes]) -> String {
-    format!(
-        "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
-        lossy(&args[1], 128)
-    )
 }
 
 /// What admission's gates look at: a resolved command and who sends it.
@@ -450,7 +441,7 @@ fn arity_gate(a: &mut Admission) -> Option<Refusal> {
         return None;
     }
     Some(match a.full_name().starts_with("debug|") {
-        true => debug_error(a.args).into(),
+        true => debug::debug_error(a.args).into(),
         false => format!(
             "ERR wrong number of arguments for '{}' command",
             a.full_name()
