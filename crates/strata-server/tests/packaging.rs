@@ -31,6 +31,12 @@ fn the_systemd_unit_verifies_and_its_command_line_starts_the_server() {
     let words: Vec<&str> = exec.split_whitespace().collect();
     assert_eq!(words[0], "/usr/local/bin/strata-server");
     assert_eq!(words[1], "/etc/strata/strata.conf");
+    // CONFIG REWRITE writes a file beside the config: ProtectSystem=full
+    // alone would make /etc/strata read-only to it.
+    assert!(
+        unit.lines().any(|l| l == "ReadWritePaths=/etc/strata"),
+        "{unit}"
+    );
     // The unit's arguments, with the binary, config and directory moved
     // to this build and a temporary directory.
     let dir = temp_dir();
