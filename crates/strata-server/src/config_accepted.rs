@@ -592,11 +592,11 @@ fn note_unused(name: &str, starts: impl Fn(&[&str]) -> bool) -> &'static str {
     ]) {
         "Strata's log has its own files and needs no rewrite (docs/storage.md)"
     } else if starts(&["repl", "replica", "master", "min-replicas", "slave"]) {
-        "replication is not built"
+        "Strata's replication ships its log and has no use for it (docs/replication.md)"
     } else if starts(&["cluster"]) {
         "cluster mode is not built"
     } else if starts(&["tls-cluster", "tls-replication", "tls-client"]) {
-        "TLS between servers: there is no replication or cluster"
+        "replication runs over plain TCP; TLS between servers is not built (docs/replication.md)"
     } else if name == "tls-dh-params-file" {
         "Strata's TLS (rustls) uses only ECDHE key exchange, which needs no DH parameters"
     } else if name == "tls-session-cache-timeout" {

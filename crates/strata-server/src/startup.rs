@@ -52,7 +52,7 @@ use crate::server::{Admitted, Parts, Server, ShutdownSave};
 use crate::stats::ThreadStats;
 use crate::tiering::Tiering;
 use crate::util::{REDIS_VERSION, now_ms};
-use crate::{connection, log, log_notice, log_warning};
+use crate::{connection, log, log_notice, log_verbose, log_warning};
 
 /// Keys the active expiry cycle may delete per shard per run; bounds the
 /// time any one shard lock is held by expiry.
@@ -276,8 +276,20 @@ fn announce(server: &Node) {
         server.port(),
         config.threads
     );
+    // A directive left at Redis' default asks for nothing Strata does not
+    // do: noted at `verbose` only, so a stock redis.conf starts with a
+    // warning only where its operator changed something that cannot apply.
     for (name, value) in &config.accepted {
-        if let Some(why) = crate::config_accepted::note(name) {
+        let Some(why) = crate::config_accepted::note(name) else {
+            continue;
+        };
+        let at_default = crate::config_accepted::find(name)
+            .is_some_and(|accepted| accepted.default.eq_ignore_ascii_case(value));
+        if at_default {
+            log_verbose!(
+                "'{name} {value}' (Redis' default) is accepted for redis.conf compatibility and has no effect: {why}"
+            );
+        } else {
             log_warning!(
                 "'{name} {value}' is accepted for redis.conf compatibility and has no effect: {why}"
             );
