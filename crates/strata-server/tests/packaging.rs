@@ -117,6 +117,36 @@ fn the_docker_image_builds_and_answers() {
     assert!(output.contains("Strata server"), "{output}");
 }
 
+/// The Dockerfile's HEALTHCHECK command, run by bash outside Docker on
+/// the port it names moved to a test server's: it passes while the server
+/// answers PING and fails once the server is gone (and with a password
+/// set, as its comment says).
+#[test]
+fn the_docker_healthcheck_passes_only_while_the_server_answers() {
+    let dockerfile = std::fs::read_to_string(Path::new(ROOT).join("Dockerfile")).unwrap();
+    let json = dockerfile
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("CMD [\"bash\""))
+        .map(|rest| format!("[\"bash\"{rest}"))
+        .expect("a HEALTHCHECK CMD run by bash");
+    let command: Vec<String> = serde_json::from_str(&json).unwrap();
+    assert_eq!(command[..2], ["bash", "-c"]);
+    assert!(command[2].contains("/6379"), "{}", command[2]);
+    let server = TestServer::start();
+    let check = |port: u16| {
+        let script = command[2].replace("/6379", &format!("/{port}"));
+        run_bounded(Command::new("bash").arg("-c").arg(script)).0
+    };
+    assert_eq!(check(server.port), 0, "healthy while it answers");
+    let mut raw = server.raw();
+    assert_eq!(raw.cmd(&["CONFIG", "SET", "requirepass", "pw"]), ok());
+    assert_ne!(check(server.port), 0, "PING answers -NOAUTH");
+    let port = server.port;
+    drop(raw);
+    drop(server);
+    assert_ne!(check(port), 0, "unhealthy once the server is gone");
+}
+
 /// `supervised systemd`: readiness and stopping go to $NOTIFY_SOCKET in
 /// sd_notify's protocol (what a `Type=notify` unit waits for).
 #[test]
