@@ -125,6 +125,27 @@ pub fn used_bytes() -> u64 {
     USED_BYTES.load(Ordering::Relaxed).max(0) as u64
 }
 
+/// Memory mimalloc holds committed (read-write mapped) for the process:
+/// what it allocated plus its free pages not yet returned.
+pub fn committed_bytes() -> u64 {
+    let mut committed = 0usize;
+    // SAFETY: mi_process_info writes only through the non-null pointers
+    // it is given.
+    unsafe {
+        libmimalloc_sys::mi_process_info(
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            &mut committed,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        );
+    }
+    committed as u64
+}
+
 pub fn peak_bytes() -> u64 {
     PEAK_BYTES.load(Ordering::Relaxed).max(used_bytes())
 }

@@ -29,9 +29,11 @@ pub const ALL_SECTIONS: &[&str] = &[
     "stats",
     "replication",
     "cpu",
+    "modules",
     "commandstats",
     "errorstats",
     "latencystats",
+    "cluster",
     "keyspace",
 ];
 
@@ -81,6 +83,10 @@ pub fn render(server: &Node, requested: &[String], now_ms: u64, held: &mut Held)
             "errorstats" => errorstats_section(server, &mut out),
             "latencystats" => latencystats_section(server, &mut out),
             "keyspace" => keyspace_section(server, &mut out, now_ms, held),
+            // Modules cannot be loaded (`loadmodule` stops start-up): an
+            // empty section, as Redis' without modules.
+            "modules" => {}
+            "cluster" => out.push_str("cluster_enabled:0\r\n"),
             _ => {}
         }
     }
@@ -104,8 +110,14 @@ fn server_section(server: &Node, out: &mut String, now_ms: u64) {
     field!(out, "os", std::env::consts::OS);
     field!(out, "arch_bits", usize::BITS);
     field!(out, "multiplexing_api", "epoll");
+    field!(out, "atomicvar_api", "rust-std-atomics");
     field!(out, "process_id", std::process::id());
     field!(out, "run_id", server.run_id);
+    field!(
+        out,
+        "process_supervised",
+        process_supervised(&config.supervised)
+    );
     field!(out, "tcp_port", server.port());
     field!(out, "server_time_usec", now_ms * 1000);
     field!(out, "uptime_in_seconds", uptime_s);
@@ -113,6 +125,7 @@ fn server_section(server: &Node, out: &mut String, now_ms: u64) {
     field!(out, "hz", config.hz);
     field!(out, "configured_hz", config.hz);
     field!(out, "lru_clock", (now_ms / 1000) & ((1 << 24) - 1));
+    field!(out, "monotonic_clock", "POSIX clock_gettime");
     field!(out, "executable", server.executable);
     field!(
         out,
@@ -125,6 +138,17 @@ fn server_section(server: &Node, out: &mut String, now_ms: u64) {
     );
     field!(out, "io_threads_active", 0);
     field!(out, "threads", config.threads);
+}
+
+/// INFO's `process_supervised`: `systemd` when systemd supervises the
+/// process (`supervise.rs` sends it notifications), else `no` (upstart's
+/// handshake is not supported).
+fn process_supervised(setting: &str) -> &'static str {
+    let socket = std::env::var_os("NOTIFY_SOCKET").is_some_and(|s| !s.is_empty());
+    match setting {
+        "systemd" | "auto" if socket => "systemd",
+        _ => "no",
+    }
 }
 
 fn clients_section(server: &Node, out: &mut String) {
@@ -185,6 +209,10 @@ struct Breakdown {
     values: u64,
     log_buffers: u64,
     client_buffers: u64,
+    /// Replicas' connections (`mem_clients_slaves`) and the replication
+    /// history in RAM (`mem_replication_backlog`).
+    replica_buffers: u64,
+    backlog: u64,
     /// Allocator rounding, tables' spare slots, threads' scratch space…
     other: u64,
     /// RSS beyond `used_memory`: the allocator's free pages, code, stacks.
@@ -212,19 +240,31 @@ impl Breakdown {
 fn breakdown(server: &Node, used: u64, rss: u64, held: &mut Held) -> Breakdown {
     let census = server.keyspace.memory_census_in(held);
     let log_buffers = server.keyspace.log().map_or(0, |log| log.buffer_bytes());
-    let client_buffers: u64 = server
-        .clients
-        .snapshot()
-        .iter()
-        .map(|c| (c.query_buffer_bytes.load(Relaxed) + c.output_buffer_bytes.load(Relaxed)) as u64)
-        .sum();
+    let (mut client_buffers, mut replica_buffers) = (0, 0);
+    for client in server.clients.snapshot().iter() {
+        let bytes = (client.query_buffer_bytes.load(Relaxed)
+            + client.output_buffer_bytes.load(Relaxed)) as u64;
+        match client.role.load(Relaxed) {
+            crate::client::ROLE_REPLICA => replica_buffers += bytes,
+            _ => client_buffers += bytes,
+        }
+    }
+    let backlog = server.replication.backlog.ram_bytes();
     Breakdown {
         index: census.index_bytes,
         values: census.value_bytes,
         log_buffers,
         client_buffers,
-        other: used
-            .saturating_sub(census.index_bytes + census.value_bytes + log_buffers + client_buffers),
+        replica_buffers,
+        backlog,
+        other: used.saturating_sub(
+            census.index_bytes
+                + census.value_bytes
+                + log_buffers
+                + client_buffers
+                + replica_buffers
+                + backlog,
+        ),
         rss_overhead: rss.saturating_sub(used),
     }
 }
@@ -256,12 +296,32 @@ fn memory_section(server: &Node, out: &mut String, held: &mut Held) {
         "mem_not_counted_for_evict",
         crate::tiering::not_counted_for_evict(&server.keyspace)
     );
+    // The allocator's own figures, under jemalloc's names as Redis shows
+    // them: mimalloc's committed memory stands for jemalloc's active and
+    // resident pages (on Linux mimalloc estimates its resident set so).
+    let allocated = used;
+    let active = alloc::committed_bytes().max(allocated);
+    let resident = active;
+    let ratio = |a: u64, b: u64| format!("{:.2}", a as f64 / b.max(1) as f64);
+    field!(out, "allocator_allocated", allocated);
+    field!(out, "allocator_active", active);
+    field!(out, "allocator_resident", resident);
+    field!(out, "allocator_frag_ratio", ratio(active, allocated));
+    field!(out, "allocator_frag_bytes", active - allocated);
+    field!(out, "allocator_rss_ratio", ratio(resident, active));
+    field!(out, "allocator_rss_bytes", resident - active);
+    field!(out, "rss_overhead_ratio", ratio(rss, resident));
+    // As INFO tiering's field of that name: RSS beyond used_memory (Redis:
+    // beyond the allocator's resident bytes), one meaning for one name.
+    field!(out, "rss_overhead_bytes", rss.saturating_sub(used));
     field!(
         out,
         "mem_fragmentation_ratio",
         format!("{:.2}", rss as f64 / used.max(1) as f64)
     );
+    field!(out, "mem_fragmentation_bytes", rss as i64 - used as i64);
     field!(out, "mem_allocator", "mimalloc");
+    field!(out, "active_defrag_running", 0);
     field!(
         out,
         "lazyfree_pending_objects",
@@ -300,9 +360,21 @@ fn memory_section(server: &Node, out: &mut String, held: &mut Held) {
         format!("{:.2}%", figures.dataset_percentage())
     );
     field!(out, "used_memory_overhead", figures.overhead());
-    for (name, _, bytes) in breakdown(server, used, rss, held).fields() {
+    let parts = breakdown(server, used, rss, held);
+    for (name, _, bytes) in parts.fields() {
         field!(out, name, bytes);
     }
+    // Redis' names for the same parts: the log's buffers stand where the
+    // AOF buffer does; no cluster bus.
+    field!(out, "mem_aof_buffer", parts.log_buffers);
+    field!(out, "mem_clients_slaves", parts.replica_buffers);
+    field!(out, "mem_replication_backlog", parts.backlog);
+    field!(
+        out,
+        "mem_total_replication_buffers",
+        parts.backlog + parts.replica_buffers
+    );
+    field!(out, "mem_cluster_links", 0);
 }
 
 /// The figures INFO memory and MEMORY STATS / DOCTOR share.
@@ -685,6 +757,13 @@ fn stats_section(server: &Node, out: &mut String, held: &mut Held) {
         "total_net_output_bytes",
         sum(|t| t.net_output_bytes.load(Relaxed))
     );
+    let (input_kbps, output_kbps) = server.stats.instantaneous_kbps();
+    field!(out, "instantaneous_input_kbps", format!("{input_kbps:.2}"));
+    field!(
+        out,
+        "instantaneous_output_kbps",
+        format!("{output_kbps:.2}")
+    );
     field!(
         out,
         "rejected_connections",
@@ -729,6 +808,7 @@ fn stats_section(server: &Node, out: &mut String, held: &mut Held) {
     );
     // MIGRATE opens a connection per call and keeps none.
     field!(out, "migrate_cached_sockets", 0);
+    never_happens(out);
     let tracking = server.tracking.counts();
     field!(out, "tracking_total_keys", tracking.keys);
     field!(out, "tracking_total_items", tracking.items);
@@ -748,6 +828,10 @@ fn stats_section(server: &Node, out: &mut String, held: &mut Held) {
         "total_writes_processed",
         sum(|t| t.writes_processed.load(Relaxed))
     );
+    acl_denials(server, out);
+}
+
+fn acl_denials(server: &Node, out: &mut String) {
     use crate::acl::log::Reason;
     for (name, reason) in [
         ("acl_access_denied_auth", Reason::Auth),
@@ -756,6 +840,26 @@ fn stats_section(server: &Node, out: &mut String, held: &mut Held) {
         ("acl_access_denied_channel", Reason::Channel),
     ] {
         field!(out, name, server.acl.log.denied(reason));
+    }
+}
+
+/// Strata never forks and has no defragmenter and no I/O threads in
+/// Redis' sense (its network threads run commands): INFO stats shows
+/// Redis' figures for a server that did none of that.
+fn never_happens(out: &mut String) {
+    for name in [
+        "total_forks",
+        "latest_fork_usec",
+        "active_defrag_hits",
+        "active_defrag_misses",
+        "active_defrag_key_hits",
+        "active_defrag_key_misses",
+        "total_active_defrag_time",
+        "current_active_defrag_time",
+        "io_threaded_reads_processed",
+        "io_threaded_writes_processed",
+    ] {
+        field!(out, name, 0);
     }
 }
 

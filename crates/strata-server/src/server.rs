@@ -152,6 +152,16 @@ impl Server {
         self.port.load(Relaxed)
     }
 
+    /// Bytes read from and written to clients since start (or RESETSTAT).
+    pub fn total_net_bytes(&self) -> (u64, u64) {
+        self.thread_stats.iter().fold((0, 0), |(i, o), t| {
+            (
+                i + t.net_input_bytes.load(Relaxed),
+                o + t.net_output_bytes.load(Relaxed),
+            )
+        })
+    }
+
     pub fn total_commands(&self) -> u64 {
         self.thread_stats
             .iter()

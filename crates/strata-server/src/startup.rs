@@ -523,7 +523,10 @@ async fn dispatch_connections(
                 relisten.replace(listeners, closed);
             }
             _ = sample.tick(), if !server.cron_paused.load(Relaxed) => {
-                server.stats.sample_ops(now_ms(), server.total_commands());
+                let (net_in, net_out) = server.total_net_bytes();
+                server
+                    .stats
+                    .sample_ops(now_ms(), server.total_commands(), net_in, net_out);
                 let config = server.config.get();
                 server.tracking.trim(
                     config.tracking_table_max_keys as usize,

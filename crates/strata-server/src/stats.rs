@@ -91,8 +91,9 @@ pub struct GlobalStats {
     pub error_replies: AtomicU64,
     /// Error replies by their code (`ERR`, `WRONGTYPE`, …) for errorstats.
     pub errors_by_code: Mutex<BTreeMap<String, u64>>,
-    /// Ring of (ms, total commands) samples for instantaneous_ops_per_sec.
-    pub ops_samples: Mutex<Vec<(u64, u64)>>,
+    /// Ring of (ms, total commands, network bytes in, out) samples for
+    /// instantaneous_ops_per_sec and instantaneous_{input,output}_kbps.
+    pub ops_samples: Mutex<Vec<(u64, u64, u64, u64)>>,
     pub expired_keys_base: AtomicU64,
 }
 
@@ -106,22 +107,42 @@ impl GlobalStats {
         *self.errors_by_code.lock().entry(code).or_insert(0) += 1;
     }
 
-    pub fn sample_ops(&self, now_ms: u64, total_commands: u64) {
+    pub fn sample_ops(&self, now_ms: u64, total_commands: u64, net_in: u64, net_out: u64) {
         let mut samples = self.ops_samples.lock();
         if samples.len() == OPS_SAMPLES_MAX {
             samples.remove(0);
         }
-        samples.push((now_ms, total_commands));
+        samples.push((now_ms, total_commands, net_in, net_out));
     }
 
-    pub fn instantaneous_ops_per_sec(&self) -> u64 {
+    /// (commands per second, network KB per second in, out) over the
+    /// samples kept.
+    fn rates(&self) -> (u64, f64, f64) {
         let samples = self.ops_samples.lock();
         match (samples.first(), samples.last()) {
             (Some(first), Some(last)) if last.0 > first.0 => {
-                (last.1.saturating_sub(first.1)) * 1000 / (last.0 - first.0)
+                let ms = last.0 - first.0;
+                let kbps =
+                    |a: u64, b: u64| b.saturating_sub(a) as f64 * 1000.0 / ms as f64 / 1024.0;
+                (
+                    (last.1.saturating_sub(first.1)) * 1000 / ms,
+                    kbps(first.2, last.2),
+                    kbps(first.3, last.3),
+                )
             }
-            _ => 0,
+            _ => (0, 0.0, 0.0),
         }
+    }
+
+    pub fn instantaneous_ops_per_sec(&self) -> u64 {
+        self.rates().0
+    }
+
+    /// Network traffic in and out, KB per second (Redis'
+    /// `instantaneous_input_kbps` and `instantaneous_output_kbps`).
+    pub fn instantaneous_kbps(&self) -> (f64, f64) {
+        let (_, input, output) = self.rates();
+        (input, output)
     }
 
     pub fn reset(&self, threads: &[std::sync::Arc<ThreadStats>]) {

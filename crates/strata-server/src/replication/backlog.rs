@@ -179,6 +179,12 @@ impl Backlog {
         }
     }
 
+    /// RAM the history takes (INFO's `mem_replication_backlog`): its
+    /// entries' stream bytes and records, not the part on disk.
+    pub fn ram_bytes(&self) -> u64 {
+        self.state.lock().weight as u64
+    }
+
     /// Bytes of stream held (`repl_backlog_histlen`).
     pub fn held(&self) -> u64 {
         self.end() - self.start()
