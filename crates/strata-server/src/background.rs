@@ -21,6 +21,8 @@ use strata_engine::recovery::{self, RecoveryError};
 
 /// How often the checkpoint thread looks at its triggers.
 const TRIGGER_CHECK_INTERVAL: Duration = Duration::from_millis(100);
+/// How often triggers are looked at while the log does not move.
+const QUIET_TRIGGER_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// How often the log's own triggers are looked at while it does not move.
 const QUIET_RECHECK_INTERVAL: Duration = Duration::from_secs(5);
 /// After a failed background checkpoint, wait this long before a save
@@ -267,10 +269,13 @@ pub fn spawn_checkpointer(handles: Handles) -> std::io::Result<()> {
                 let requested = {
                     let mut requested = handles.persistence.requested.lock();
                     if requested.is_none() {
-                        handles
-                            .persistence
-                            .wake
-                            .wait_for(&mut requested, TRIGGER_CHECK_INTERVAL);
+                        // A quiet log has nothing due sooner than a save
+                        // point's second; requests wake this thread.
+                        let wait = match quiet {
+                            Some(_) => QUIET_TRIGGER_CHECK_INTERVAL,
+                            None => TRIGGER_CHECK_INTERVAL,
+                        };
+                        handles.persistence.wake.wait_for(&mut requested, wait);
                     }
                     requested.take()
                 };
@@ -278,16 +283,7 @@ pub fn spawn_checkpointer(handles: Handles) -> std::io::Result<()> {
                     handles.persistence.queued.store(false, Relaxed);
                     continue;
                 }
-                let config = handles.config.get();
-                if let Some(log) = handles.keyspace.change_log()
-                    && log.fsync_policy() != config.appendfsync
-                {
-                    log.set_fsync_policy(config.appendfsync);
-                }
-                if let Some(log) = handles.keyspace.log() {
-                    // Takes effect from the next segment on.
-                    log.set_direct_io(config.log_direct_io);
-                }
+                handles.config.get().apply_to_log(&handles.keyspace);
                 let position = handles.keyspace.log().map(|log| log.next_lsn());
                 let still_quiet = quiet.is_some_and(|(at, since)| {
                     Some(at) == position && since.elapsed() < QUIET_RECHECK_INTERVAL

@@ -100,6 +100,23 @@ impl Config {
             self.lfu_decay_time,
         );
         strata_engine::latency::set_threshold_ms(self.latency_monitor_threshold);
+        // At once, not at the checkpoint thread's next look: a write
+        // acknowledged after CONFIG SET appendfsync always is synced.
+        self.apply_to_log(keyspace);
+    }
+
+    /// `appendfsync` and `log-direct-io`, on the log once it is open (the
+    /// checkpoint thread applies them again after loading).
+    pub fn apply_to_log(&self, keyspace: &strata_engine::Keyspace) {
+        if let Some(log) = keyspace.change_log()
+            && log.fsync_policy() != self.appendfsync
+        {
+            log.set_fsync_policy(self.appendfsync);
+        }
+        if let Some(log) = keyspace.log() {
+            // Takes effect from the next segment on.
+            log.set_direct_io(self.log_direct_io);
+        }
     }
 
     /// The value of the accepted directive `name` (as set, else Redis'
