@@ -5,13 +5,33 @@
 //! recent `*`), so a hostile pattern such as `a*a*a*a*b` costs O(n·m) at
 //! worst instead of Redis' exponential recursion.
 
+/// Redis gives up on a pattern whose matching reaches its 1 001st run of
+/// `*` that is not the pattern's end while text remains (its recursion
+/// depth limit, "protection against abusive patterns"): such a pattern
+/// matches nothing there, and so here.
+const STAR_RUNS_MAX: usize = 1000;
+
 pub fn matches(pattern: &[u8], text: &[u8], nocase: bool) -> bool {
     let (mut p, mut t) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
+    // Runs of `*` passed so far, and the furthest `*` counted: backtracking
+    // returns to a `*` already counted, never before it.
+    let (mut star_runs, mut furthest_star) = (0usize, None::<usize>);
     while t < text.len() {
         if p < pattern.len() {
             match pattern[p] {
                 b'*' => {
+                    if furthest_star.is_none_or(|f| p > f) {
+                        let continues_run = p > 0 && furthest_star == Some(p - 1);
+                        if !continues_run {
+                            star_runs += 1;
+                            let ends_pattern = pattern[p..].iter().all(|&b| b == b'*');
+                            if star_runs > STAR_RUNS_MAX && !ends_pattern {
+                                return false;
+                            }
+                        }
+                        furthest_star = Some(p);
+                    }
                     star = Some((p, t));
                     p += 1;
                     continue;
@@ -93,6 +113,33 @@ fn match_one(pattern: &[u8], p: usize, c: u8, nocase: bool) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::matches;
+
+    /// As Redis 7.4 answers them (checked against redis-server): 1 000
+    /// runs of `*` before more pattern match, 1 001 do not, and a run that
+    /// ends the pattern does not count.
+    #[test]
+    fn more_than_a_thousand_runs_of_star_match_nothing() {
+        let text = vec![b'a'; 1100];
+        let runs = |n: usize| b"*a".repeat(n);
+        assert!(matches(&runs(1000), &text, false));
+        assert!(!matches(&runs(1001), &text, false));
+        assert!(matches(&[runs(1000), b"*".to_vec()].concat(), &text, false));
+        assert!(!matches(
+            &[runs(1001), b"**".to_vec()].concat(),
+            &text,
+            false
+        ));
+        // Consecutive stars are one run; an escaped one is no star.
+        assert!(matches(&b"**a".repeat(1000), &text, false));
+        let escaped = [b"\\*".to_vec(), runs(1000)].concat();
+        assert!(matches(
+            &escaped,
+            &[b"*".to_vec(), text.clone()].concat(),
+            false
+        ));
+        // Redis' own regression case: "*?" x 50 000 against 50 000 bytes.
+        assert!(!matches(&b"*?".repeat(50_000), &vec![b'a'; 50_000], false));
+    }
 
     #[test]
     fn redis_glob_cases() {
