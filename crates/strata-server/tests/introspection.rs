@@ -779,3 +779,22 @@ fn info_has_every_field_of_redis_7_in_its_section_but_the_documented_ones() {
         "Redis' fields Strata lacks (left) against the documented list (right)"
     );
 }
+
+/// MODULE where `enable-module-command` allows it: Strata loads no module,
+/// so the list is empty and a load fails as Redis' load of a library that
+/// is not there does (Redis 7.0.15 answers these same texts).
+#[test]
+fn module_commands_answer_that_no_module_is_loaded() {
+    let server = TestServer::start_with(&["--enable-module-command", "yes"]);
+    let mut raw = server.raw();
+    assert_eq!(raw.cmd(&["MODULE", "LIST"]), Reply::Array(vec![]));
+    assert_eq!(
+        raw.cmd(&["MODULE", "LOAD", "/nonexistent/module.so"]),
+        e("ERR Error loading the extension. Please check the server logs.")
+    );
+    assert_eq!(
+        raw.cmd(&["MODULE", "UNLOAD", "m"]),
+        e("ERR Error unloading module: no such module with that name")
+    );
+    server.wait_for_log("Module /nonexistent/module.so failed to load");
+}

@@ -90,6 +90,25 @@ const SCRIPTS: &[&[&[&str]]] = &[
         &["DEBUG", "POPULATE", "1", "s", "2", "extra"],
         &["DBSIZE"],
     ],
+    // MODULE, refused by default (`enable-module-command no`) but for
+    // HELP, after its subcommand is resolved.
+    &[
+        &["MODULE", "HELP"],
+        &["MODULE", "LIST"],
+        &["MODULE", "LIST", "extra"],
+        &["MODULE", "LOAD", "/nonexistent/module.so"],
+        &[
+            "MODULE",
+            "LOADEX",
+            "/nonexistent/module.so",
+            "CONFIG",
+            "a",
+            "b",
+        ],
+        &["MODULE", "UNLOAD", "m"],
+        &["MODULE", "BOGUS"],
+        &["MODULE"],
+    ],
     // Counters.
     &[
         &["INCR", "n"],

@@ -844,3 +844,67 @@ pub fn waitaof(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     block_for_acks(ctx, target, deadline);
     Ok(())
 }
+
+/// MODULE's refusal while `enable-module-command` does not allow it (its
+/// default, `no`, as in Redis 7).
+const ERR_MODULE_NOT_ALLOWED: &str = "ERR MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
+
+/// MODULE LOAD / LOADEX / UNLOAD, where `enable-module-command` allows
+/// them: Strata cannot load Redis modules (they are C libraries
+/// built against Redis' own API), so the list is empty, a load fails as a
+/// Redis load of a bad library does (the log says why) and nothing can be
+/// unloaded.
+fn module_allowed(ctx: &Ctx) -> Result<(), CmdError> {
+    let allowed = match ctx.config.setting("enable-module-command").as_str() {
+        "yes" => true,
+        "local" => ctx.session.client.is_local(),
+        _ => false,
+    };
+    match allowed {
+        true => Ok(()),
+        false => Err(ERR_MODULE_NOT_ALLOWED.into()),
+    }
+}
+
+/// MODULE LIST: not protected in Redis (LOAD, LOADEX and UNLOAD are).
+pub fn module_list(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    ctx.out.array(0);
+    Ok(())
+}
+
+pub fn module_load(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    module_allowed(ctx)?;
+    crate::log_warning!(
+        "Module {} failed to load: Strata cannot load Redis modules",
+        lossy(&args[2], 256)
+    );
+    Err("ERR Error loading the extension. Please check the server logs.".into())
+}
+
+pub fn module_unload(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    module_allowed(ctx)?;
+    Err("ERR Error unloading module: no such module with that name".into())
+}
+
+/// MODULE HELP, word for word Redis 7's (whose last line says "Prints",
+/// where the other containers' helps say "Print").
+pub fn module_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    const LINES: &[&str] = &[
+        "MODULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "LIST",
+        "    Return a list of loaded modules.",
+        "LOAD <path> [<arg> ...]",
+        "    Load a module library from <path>, passing to it any optional arguments.",
+        "LOADEX <path> [[CONFIG NAME VALUE] [CONFIG NAME VALUE]] [ARGS ...]",
+        "    Load a module library from <path>, while passing it module configurations and optional arguments.",
+        "UNLOAD <name>",
+        "    Unload a module.",
+        "HELP",
+        "    Prints this help.",
+    ];
+    ctx.out.array(LINES.len());
+    for line in LINES {
+        ctx.out.simple(line);
+    }
+    Ok(())
+}

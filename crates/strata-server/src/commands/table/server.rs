@@ -63,6 +63,19 @@ pub(super) const COMMANDS: &[Spec] = &[
         ..Spec::DEFAULT
     },
     Spec {
+        name: "module",
+        arity: -2,
+        flags: flags![],
+        acl: categories![SLOW],
+        group: "server",
+        since: "4.0.0",
+        summary: "Groups the subcommands that list, load and unload modules (Strata loads none).",
+        complexity: "Depends on subcommand.",
+        run: Run::Container,
+        subcommands: MODULE_SUBCOMMANDS,
+        ..Spec::DEFAULT
+    },
+    Spec {
         name: "latency",
         arity: -2,
         flags: flags![],
@@ -372,6 +385,70 @@ const SLOWLOG_SUBCOMMANDS: &[Spec] = &[
         summary: "Lists the SLOWLOG subcommands with a short description of each.",
         complexity: "O(1)",
         run: Run::Handler(intro::slowlog_help),
+        ..Spec::DEFAULT
+    },
+];
+
+const MODULE_SUBCOMMANDS: &[Spec] = &[
+    Spec {
+        name: "list",
+        arity: 2,
+        flags: flags![ADMIN, NOSCRIPT],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "4.0.0",
+        summary: "Lists the loaded modules (none: Strata cannot load Redis modules).",
+        complexity: "O(N) where N is the number of loaded modules.",
+        run: Run::Handler(srv::module_list),
+        tips: &["nondeterministic_output_order"],
+        traits: traits![RUNS_UNLOCKED],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "load",
+        arity: -3,
+        flags: flags![ADMIN, NOSCRIPT, NO_ASYNC_LOADING],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "4.0.0",
+        summary: "Fails as a load of a bad library does: Strata cannot load Redis modules.",
+        complexity: "O(1)",
+        run: Run::Handler(srv::module_load),
+        traits: traits![RUNS_UNLOCKED],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "loadex",
+        arity: -3,
+        flags: flags![ADMIN, NOSCRIPT, NO_ASYNC_LOADING],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "7.0.0",
+        summary: "Fails as a load of a bad library does: Strata cannot load Redis modules.",
+        complexity: "O(1)",
+        run: Run::Handler(srv::module_load),
+        traits: traits![RUNS_UNLOCKED],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "unload",
+        arity: 3,
+        flags: flags![ADMIN, NOSCRIPT, NO_ASYNC_LOADING],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "4.0.0",
+        summary: "Answers that no module has that name (none is loaded).",
+        complexity: "O(1)",
+        run: Run::Handler(srv::module_unload),
+        traits: traits![RUNS_UNLOCKED],
+        ..Spec::DEFAULT
+    },
+    Spec {
+        name: "help",
+        arity: 2,
+        flags: flags![LOADING, STALE],
+        acl: categories![SLOW],
+        since: "5.0.0",
+        summary: "Lists the MODULE subcommands with a short description of each.",
+        complexity: "O(1)",
+        run: Run::Handler(srv::module_help),
+        traits: traits![RUNS_UNLOCKED],
         ..Spec::DEFAULT
     },
 ];
