@@ -798,3 +798,37 @@ fn module_commands_answer_that_no_module_is_loaded() {
     );
     server.wait_for_log("Module /nonexistent/module.so failed to load");
 }
+
+/// DEBUG DIGEST: forty zeros for an empty dataset; equal for equal
+/// datasets whatever order they were written in, and after a restart;
+/// different after any change (a value, a deadline, a database).
+#[test]
+fn debug_digest_fingerprints_the_whole_dataset() {
+    const EMPTY: &str = "0000000000000000000000000000000000000000";
+    let one = TestServer::start();
+    let two = TestServer::start();
+    let (mut a, mut b) = (one.raw(), two.raw());
+    assert_eq!(a.cmd(&["DEBUG", "DIGEST"]), Reply::simple(EMPTY));
+    for (raw, order) in [(&mut a, ["k1", "k2"]), (&mut b, ["k2", "k1"])] {
+        for key in order {
+            assert_eq!(raw.cmd(&["SET", key, key]), ok());
+        }
+        assert_eq!(raw.cmd(&["RPUSH", "list", "x", "y"]), i(2));
+    }
+    let digest = a.cmd(&["DEBUG", "DIGEST"]);
+    assert_ne!(digest, Reply::simple(EMPTY));
+    assert_eq!(
+        b.cmd(&["DEBUG", "DIGEST"]),
+        digest,
+        "write order does not count"
+    );
+    assert_eq!(b.cmd(&["EXPIRE", "k1", "1000"]), i(1));
+    assert_ne!(b.cmd(&["DEBUG", "DIGEST"]), digest, "a deadline counts");
+    assert_eq!(b.cmd(&["PERSIST", "k1"]), i(1));
+    assert_eq!(b.cmd(&["DEBUG", "DIGEST"]), digest);
+    assert_eq!(b.cmd(&["MOVE", "k1", "3"]), i(1));
+    assert_ne!(b.cmd(&["DEBUG", "DIGEST"]), digest, "the database counts");
+    drop(a);
+    let one = TestServer::spawn(one.kill9(), &[], None, READY);
+    assert_eq!(one.raw().cmd(&["DEBUG", "DIGEST"]), digest, "after kill -9");
+}

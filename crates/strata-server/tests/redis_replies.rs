@@ -1529,6 +1529,7 @@ const NOT_IN_REDIS_7_0: &[&str] = &[
     "debug|panic",
     "debug|shard-locks",
     "debug|populate",
+    "debug|digest",
     // Known metadata gaps of the new tables (key spec notes, command tips,
     // the PUBSUB container's ACL category), to be filled in: issue 15.
     "pubsub",

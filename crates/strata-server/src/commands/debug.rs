@@ -95,6 +95,43 @@ pub fn debug_digest_value(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
+/// DEBUG DIGEST: one 40-hex-digit digest of the whole dataset (every
+/// database's keys, values and deadlines), forty zeros when it is empty,
+/// as Redis' tests compare a dataset before and after a reload. Each key's
+/// SHA1 (its database, name, value as DIGEST-VALUE sees it, deadline) is
+/// XORed in, so the order keys are visited in does not matter. Equal for
+/// equal datasets on Strata; not Redis' digest.
+pub fn debug_digest(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    let now = ctx.now_ms;
+    let mut total = [0u8; 20];
+    for db in 0..ctx.config.databases {
+        for name in ctx.keyspace().keys(db, b"*", 0) {
+            let key = ctx.key(&name);
+            let digest = match ctx.keys.shard(key).peek_loaded(db, key, 0)? {
+                Some(entry) => {
+                    let mut data = (db as u64).to_le_bytes().to_vec();
+                    data.extend_from_slice(&(name.len() as u64).to_le_bytes());
+                    data.extend_from_slice(&name);
+                    data.extend_from_slice(&canonical(entry.value(), now));
+                    data.extend_from_slice(&entry.expire_at_ms().unwrap_or(0).to_le_bytes());
+                    Some(crate::scripting::sha1_hex(&data))
+                }
+                None => None,
+            };
+            let released = ctx.keys.release();
+            ctx.committed(released);
+            if let Some(hex) = digest {
+                for (i, byte) in total.iter_mut().enumerate() {
+                    *byte ^= u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap_or(0);
+                }
+            }
+        }
+    }
+    let hex: String = total.iter().map(|b| format!("{b:02x}")).collect();
+    ctx.out.simple(&hex);
+    Ok(())
+}
+
 /// A value's bytes for DEBUG DIGEST-VALUE, the same for equal values:
 /// hashes and sets by their fields and members in sorted order (a table's
 /// order depends on its history), everything else as DUMP writes it.
@@ -437,6 +474,8 @@ pub fn debug_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
         &[
             "CHANGE-REPL-ID",
             "    Accepted for Redis' tests; Strata has no replication ID to change.",
+            "DIGEST",
+            "    Output a hex signature representing the current DB content.",
             "DIGEST-VALUE <key> [<key> ...]",
             "    Output a hex signature of the values of all the specified keys.",
             "OBJECT <key>",

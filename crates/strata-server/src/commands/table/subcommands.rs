@@ -478,6 +478,18 @@ pub(super) const DEBUG_SUBCOMMANDS: &[Spec] = &[
         ..Spec::DEFAULT
     },
     Spec {
+        name: "digest",
+        arity: 2,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "1.0.0",
+        summary: "Prints a digest of the whole dataset (zeros when it is empty).",
+        complexity: "O(N) for N keys and their values",
+        run: Run::Handler(dbg::debug_digest),
+        traits: traits![RUNS_UNLOCKED],
+        ..Spec::DEFAULT
+    },
+    Spec {
         name: "digest-value",
         arity: -2,
         flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
