@@ -883,10 +883,13 @@ impl Keyspace {
         now_ms: u64,
         keep: impl FnMut(&Entry) -> bool,
     ) -> (u64, Vec<Vec<u8>>) {
-        self.scan_in(None, db, cursor, count, now_ms, keep)
+        self.scan_in(None, db, cursor, count, now_ms, keep, |_| {})
     }
 
-    /// [`Keyspace::scan`], on shards the caller may hold (see `visit`).
+    /// [`Keyspace::scan`], on shards the caller may hold (see `visit`);
+    /// `expired` sees the entries past their deadline the call passed (SCAN
+    /// reclaims them, as Redis' does).
+    #[allow(clippy::too_many_arguments)]
     pub fn scan_in(
         &self,
         mut held: Option<&mut ShardSet<'_>>,
@@ -895,6 +898,7 @@ impl Keyspace {
         count: usize,
         now_ms: u64,
         mut keep: impl FnMut(&Entry) -> bool,
+        mut expired: impl FnMut(&Entry),
     ) -> (u64, Vec<Vec<u8>>) {
         let count = count.max(1);
         let examine_max = count.saturating_mul(10).max(SCAN_EXAMINED_PER_CALL_MIN);
@@ -916,7 +920,12 @@ impl Keyspace {
                 let end = position + width;
                 for entry in table.entries.iter() {
                     let hash = shard.hasher.hash(entry.key()) as u128;
-                    if hash >= position && hash < end && !entry.is_expired(now_ms) && keep(entry) {
+                    if hash < position || hash >= end {
+                        continue;
+                    }
+                    if entry.is_expired(now_ms) {
+                        expired(entry);
+                    } else if keep(entry) {
                         out.push(entry.key().to_vec());
                     }
                 }

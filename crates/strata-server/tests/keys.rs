@@ -293,3 +293,37 @@ fn expired_keys_are_invisible_and_actively_reclaimed() {
     let info = r.cmd(&["INFO", "stats"]).as_text();
     assert!(info.contains("expired_keys:101"), "{info}");
 }
+
+/// SCAN reclaims the keys past their deadline its cursor passes, as Redis'
+/// does: INFO keyspace then counts only the live keys (with active expiry
+/// off, nothing else would have removed them), and the reclaimed keys are
+/// expired keys in INFO stats.
+#[test]
+fn scan_reclaims_the_expired_keys_it_passes() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    assert_eq!(raw.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), ok());
+    for n in 0..200 {
+        assert_eq!(raw.cmd(&["SET", &format!("k{n}"), "v"]), ok());
+    }
+    assert_eq!(raw.cmd(&["SET", "gone", "v", "PX", "1"]), ok());
+    assert_eq!(raw.cmd(&["HSET", "gone-hash", "f", "v"]), i(1));
+    assert_eq!(raw.cmd(&["PEXPIRE", "gone-hash", "1"]), i(1));
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let mut cursor = "0".to_string();
+    let mut seen = 0;
+    loop {
+        let reply = raw.cmd(&["SCAN", &cursor, "TYPE", "string", "COUNT", "10"]);
+        let parts = reply.as_array();
+        cursor = parts[0].as_text();
+        seen += parts[1].as_array().len();
+        if cursor == "0" {
+            break;
+        }
+    }
+    assert_eq!(seen, 200);
+    let keyspace = raw.cmd(&["INFO", "keyspace"]).as_text();
+    assert!(keyspace.contains("db0:keys=200,"), "{keyspace}");
+    let stats = raw.cmd(&["INFO", "stats"]).as_text();
+    assert_eq!(common::info_field(&stats, "expired_keys"), "2", "{stats}");
+}

@@ -80,12 +80,34 @@ pub fn scan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let scan = ScanArgs::parse(args, 1, true, false)?;
     let (keyspace, db, now) = (ctx.keyspace(), ctx.db(), ctx.now_ms);
     let held = ctx.keys.all();
-    let (next, keys) = keyspace.scan_in(held, db, scan.cursor, scan.count, now, |entry| {
-        scan.matches(entry.key())
-            && scan
-                .type_filter
-                .is_none_or(|t| t.eq_ignore_ascii_case(entry.type_name().as_bytes()))
-    });
+    let holds_all = held.is_some();
+    let mut expired = Vec::new();
+    let (next, keys) = keyspace.scan_in(
+        held,
+        db,
+        scan.cursor,
+        scan.count,
+        now,
+        |entry| {
+            scan.matches(entry.key())
+                && scan
+                    .type_filter
+                    .is_none_or(|t| t.eq_ignore_ascii_case(entry.type_name().as_bytes()))
+        },
+        |entry| expired.push(entry.key().to_vec()),
+    );
+    // Keys past their deadline the cursor passed are reclaimed, as Redis'
+    // SCAN does (its lookup expires them): each as a lazy expiry (logged,
+    // notified), under its own shard lock unless a transaction or script
+    // holds them all.
+    for name in &expired {
+        let key = ctx.key(name);
+        ctx.keys.shard(key).contains(db, key, now);
+        if !holds_all {
+            let released = ctx.keys.release();
+            ctx.committed(released);
+        }
+    }
     ctx.out.array(2);
     ctx.out.bulk(next.to_string().as_bytes());
     ctx.out.array(keys.len());
