@@ -72,8 +72,10 @@ pub(crate) const TRANSIENT: u32 = 1 << 28;
 pub(crate) const FETCHED: u32 = 1 << 29;
 /// A string changed in place (APPEND, SETRANGE): OBJECT ENCODING says
 /// `raw` whatever its length, as Redis' in-place changes leave a raw
-/// string until the value is replaced. Not kept across a restart (nor is
-/// it in Redis, whose load encodes strings afresh).
+/// string until the value is replaced. On an int-encoded string (with
+/// [`INT`]) it marks a copy instead (COPY): not one of Redis' shared
+/// integers. Not kept across a restart (nor is it in Redis, whose load
+/// encodes strings afresh).
 pub(crate) const RAW: u32 = 1 << 30;
 /// The low 24 bits: the access field, as [`crate::access`] lays it out
 /// (LRU: Unix seconds of the last access, modulo 2^24; LFU: minute and
@@ -722,6 +724,12 @@ impl Entry {
             return "raw";
         }
         self.value().encoding_name()
+    }
+
+    /// Whether this int-encoded string was made by COPY ([`RAW`] on an
+    /// int): OBJECT REFCOUNT then says 1, not Redis' shared integer.
+    pub fn is_copied_int(&self) -> bool {
+        self.has(INT) && self.has(RAW)
     }
 
     /// The location of the value when it is only on disk.

@@ -437,6 +437,17 @@ impl Shard {
         self.find(db, key).map(|entry| !entry.is_expired(now_ms))
     }
 
+    /// Marks `key`'s int-encoded string as a copy (COPY made it): Redis'
+    /// copy of a small integer is an object of its own, not one of its
+    /// shared integers, so OBJECT REFCOUNT says 1 ([`Entry::is_copied_int`]).
+    pub fn mark_copied(&mut self, db: usize, key: KeyRef, now_ms: u64) {
+        if let Some(entry) = self.lookup(db, key, now_ms)
+            && entry.has(crate::entry::INT)
+        {
+            entry.set_flag(crate::entry::RAW, true);
+        }
+    }
+
     pub fn contains(&mut self, db: usize, key: KeyRef, now_ms: u64) -> bool {
         self.lookup(db, key, now_ms).is_some()
     }

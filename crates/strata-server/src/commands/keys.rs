@@ -197,6 +197,7 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Ok(());
     }
     target_shard.set(target_db, target, value, expire, false, now);
+    target_shard.mark_copied(target_db, target, now);
     ctx.notify_in(target_db, notify::GENERIC, "copy_to", &args[2]);
     ctx.out.int(1);
     Ok(())
@@ -294,17 +295,36 @@ pub fn object_freq(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
+/// Redis' refcount of a shared object (`OBJ_SHARED_REFCOUNT`).
+const SHARED_REFCOUNT: i64 = i32::MAX as i64;
+
+/// OBJECT REFCOUNT: 1, except for what Redis shares: an int-encoded
+/// string from 0 to 9 999 is one of Redis' shared integers (refcount
+/// 2 147 483 647) unless an LRU or LFU policy with a `maxmemory` keeps
+/// per-key access data, as Redis' tests of shared integers expect.
 pub fn object_refcount(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let key = ctx.key(&args[2]);
-    let exists = ctx
+    let policy = ctx.config.maxmemory_policy;
+    let per_key_access = ctx.config.maxmemory > 0 && (policy.is_lru() || policy.is_lfu());
+    let refcount = ctx
         .keys
         .shard(key)
         .peek(ctx.session.db, key, ctx.now_ms)
-        .is_some();
-    if exists {
-        ctx.out.int(1);
-    } else {
-        ctx.out.null_bulk();
+        .map(|entry| {
+            let small = entry.encoding_name() == "int"
+                && !entry.is_copied_int()
+                && entry
+                    .value()
+                    .as_int()
+                    .is_some_and(|n| (0..10_000).contains(&n));
+            match small && !per_key_access {
+                true => SHARED_REFCOUNT,
+                false => 1,
+            }
+        });
+    match refcount {
+        Some(count) => ctx.out.int(count),
+        None => ctx.out.null_bulk(),
     }
     Ok(())
 }

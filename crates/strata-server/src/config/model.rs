@@ -204,6 +204,13 @@ impl MaxmemoryPolicy {
     }
 
     /// Whether keys count accesses rather than time them (`*-lfu`).
+    pub fn is_lru(self) -> bool {
+        matches!(
+            self,
+            MaxmemoryPolicy::AllKeysLru | MaxmemoryPolicy::VolatileLru
+        )
+    }
+
     pub fn is_lfu(self) -> bool {
         matches!(
             self,
