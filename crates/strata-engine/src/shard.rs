@@ -195,6 +195,13 @@ pub struct MemoryCensus {
 /// outside any lock (in the background for ASYNC).
 pub struct Flushed(#[allow(dead_code)] pub(crate) Vec<Table>);
 
+impl Flushed {
+    /// The keys it holds (what a flush counts as lazily freed objects).
+    pub fn keys(&self) -> u64 {
+        self.0.iter().map(|t| t.entries.len() as u64).sum()
+    }
+}
+
 impl Shard {
     pub(crate) fn new(
         db_count: usize,

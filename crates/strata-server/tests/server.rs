@@ -752,3 +752,28 @@ fn wait_waitaof_and_appendonly_at_runtime() {
         )
     );
 }
+
+/// As Redis 7.4 counts them: a FLUSHALL or FLUSHDB outside MULTI counts
+/// its keys as lazily freed objects (Redis runs it as a blocking ASYNC
+/// flush), ASYNC too; one inside MULTI does not.
+#[test]
+fn flushes_count_their_keys_as_lazily_freed_as_redis_7_4_does() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let freed =
+        |raw: &mut Raw| info_field(&raw.cmd(&["INFO", "memory"]).as_text(), "lazyfreed_objects");
+    for n in 0..10 {
+        assert_eq!(raw.cmd(&["SET", &format!("k{n}"), "v"]), ok());
+    }
+    assert_eq!(raw.cmd(&["FLUSHALL"]), ok());
+    assert_eq!(freed(&mut raw), "10");
+    assert_eq!(raw.cmd(&["CONFIG", "RESETSTAT"]), ok());
+    assert_eq!(raw.cmd(&["SET", "x", "1"]), ok());
+    assert_eq!(raw.cmd(&["MULTI"]), ok());
+    assert_eq!(raw.cmd(&["FLUSHDB"]), Reply::simple("QUEUED"));
+    assert_eq!(raw.cmd(&["EXEC"]), Reply::Array(vec![ok()]));
+    assert_eq!(freed(&mut raw), "0");
+    assert_eq!(raw.cmd(&["MSET", "a", "1", "b", "2"]), ok());
+    assert_eq!(raw.cmd(&["FLUSHDB", "ASYNC"]), ok());
+    common::wait_until("the ASYNC flush counted", || freed(&mut raw) == "2");
+}

@@ -245,15 +245,28 @@ fn parse_flush_mode(args: &[Bytes]) -> Result<bool, CmdError> {
 
 /// Drops flushed tables; in the background for ASYNC so the caller's
 /// connection is not held up by freeing millions of values.
-fn dispose(flushed: strata_engine::keyspace::Flushed, asynchronous: bool) {
+/// Frees a flushed database's contents: in the background for ASYNC.
+/// As in Redis 7.4, the keys count as lazily freed objects (INFO
+/// `lazyfreed_objects`) for ASYNC and for a FLUSHALL / FLUSHDB a client
+/// sends outside MULTI and scripts (Redis runs that one as a blocking
+/// ASYNC; here the command frees them itself, which the client waits for
+/// all the same), not for one inside a transaction or script.
+fn dispose(ctx: &Ctx, flushed: strata_engine::keyspace::Flushed, asynchronous: bool) {
+    let keys = flushed.keys();
     if asynchronous {
         std::thread::Builder::new()
             .name("strata-lazyfree".into())
-            .spawn(move || drop(flushed))
+            .spawn(move || {
+                drop(flushed);
+                strata_engine::lazyfree::count_freed(keys);
+            })
             .map(drop)
             .unwrap_or(());
     } else {
         drop(flushed);
+        if !ctx.session.in_exec && !ctx.session.in_script {
+            strata_engine::lazyfree::count_freed(keys);
+        }
     }
 }
 
@@ -262,7 +275,7 @@ pub fn flushdb(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (keyspace, db) = (ctx.keyspace(), ctx.db());
     let (flushed, lsn) = keyspace.flush_db_in(ctx.keys.all(), db);
     ctx.committed(lsn);
-    dispose(flushed, asynchronous);
+    dispose(ctx, flushed, asynchronous);
     ctx.out.ok();
     Ok(())
 }
@@ -277,7 +290,7 @@ pub fn flushall(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let tracking = &ctx.server.tracking;
     let (flushed, lsn) = keyspace.flush_all_in(ctx.keys.all(), || tracking.forget_keys());
     ctx.committed(lsn);
-    dispose(flushed, asynchronous);
+    dispose(ctx, flushed, asynchronous);
     ctx.out.ok();
     Ok(())
 }
