@@ -267,3 +267,38 @@ fn bitop_diff_diff1_andor_one() {
         Reply::Bulk(b"\x0f\xf0\x00\x01".to_vec())
     );
 }
+
+/// BITPOS checks its arguments in Redis 7.4's order, before it looks at
+/// the key: a bit that is not an integer, too many arguments, a start
+/// that is not an integer, a unit that is neither BYTE nor BIT — whether
+/// the key is missing, a string or another type (Redis 7.4.1's
+/// unit/bitops "BITPOS will illegal arguments" and "against non-integer
+/// value").
+#[test]
+fn bitpos_checks_its_arguments_before_the_key_as_redis_7_4() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    let not_integer = e("ERR value is not an integer or out of range");
+    let syntax = e("ERR syntax error");
+    for setup in [None, Some(["SET", "s", "1"]), Some(["LPUSH", "s", "a"])] {
+        r.cmd(&["DEL", "s"]);
+        if let Some(command) = setup {
+            r.cmd(&command);
+        }
+        assert_reply!(r, ["BITPOS", "s", "a"], not_integer.clone());
+        assert_reply!(r, ["BITPOS", "s", "0", "a", "b"], not_integer.clone());
+        assert_reply!(r, ["BITPOS", "s", "1", "a", "b"], not_integer.clone());
+        assert_reply!(
+            r,
+            ["BITPOS", "s", "0", "1", "hello", "hello2"],
+            syntax.clone()
+        );
+        assert_reply!(r, ["BITPOS", "s", "0", "0", "1", "hello"], syntax.clone());
+        assert_reply!(r, ["BITPOS", "s", "0", "0", "x", "hello"], syntax.clone());
+        assert_reply!(
+            r,
+            ["BITPOS", "s", "2"],
+            e("ERR The bit argument must be 1 or 0.")
+        );
+    }
+}

@@ -154,19 +154,22 @@ pub fn bitcount(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
+/// BITPOS key bit [start [end [BYTE | BIT]]], its arguments checked in
+/// Redis 7.4's order, all before the key is looked at: the bit (an
+/// integer, then 0 or 1), too many arguments, start, the unit, end.
 pub fn bitpos(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let wanted = match args[2].as_ref() {
-        b"0" => 0u8,
-        b"1" => 1u8,
+    let wanted = match parse_i64(&args[2])? {
+        0 => 0u8,
+        1 => 1u8,
         _ => return Err("ERR The bit argument must be 1 or 0.".into()),
     };
     if args.len() > 6 {
         return Err(ERR_SYNTAX.into());
     }
     let start = args.get(3).map(|a| parse_i64(a)).transpose()?.unwrap_or(0);
+    let unit_bits = parse_unit(args.get(5))?;
     let end_given = args.len() >= 5;
     let end = args.get(4).map(|a| parse_i64(a)).transpose()?.unwrap_or(-1);
-    let unit_bits = parse_unit(args.get(5))?;
     let Some(bytes) = read_bytes(ctx, &args[1])? else {
         ctx.out.int(if wanted == 1 { -1 } else { 0 });
         return Ok(());
