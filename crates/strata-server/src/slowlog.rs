@@ -178,8 +178,9 @@ pub fn is_redacted(args: &[Bytes], i: usize) -> bool {
         return false;
     }
     if name.eq_ignore_ascii_case(b"config") && word(1, "set") && i >= 3 && i % 2 == 1 {
-        const SECRET: [&str; 4] = [
+        const SECRET: [&str; 5] = [
             "requirepass",
+            "masteruser",
             "masterauth",
             "tls-key-file-pass",
             "tls-client-key-file-pass",

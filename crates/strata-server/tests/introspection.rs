@@ -832,3 +832,33 @@ fn debug_digest_fingerprints_the_whole_dataset() {
     let one = TestServer::spawn(one.kill9(), &[], None, READY);
     assert_eq!(one.raw().cmd(&["DEBUG", "DIGEST"]), digest, "after kill -9");
 }
+
+/// As Redis 7.4.1's unit/slowlog has it: CONFIG SET masteruser is
+/// redacted like the other secrets, and whether a CONFIG SET of
+/// slowlog-log-slower-than is logged depends on the value it leaves (off:
+/// not logged; on: logged).
+#[test]
+fn slowlog_redacts_masteruser_and_judges_config_set_by_its_result() {
+    let server = TestServer::start();
+    let mut con = server.raw();
+    assert_eq!(con.cmd(&["SLOWLOG", "RESET"]), ok());
+    assert_eq!(
+        con.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]),
+        ok()
+    );
+    assert_eq!(con.cmd(&["CONFIG", "SET", "masteruser", ""]), ok());
+    assert_eq!(
+        con.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "-1"]),
+        ok()
+    );
+    let logged = entries(&mut con, "-1");
+    let commands: Vec<&[String]> = logged.iter().map(|e| &e.2[..]).collect();
+    assert_eq!(
+        commands,
+        [
+            &["CONFIG", "SET", "masteruser", "(redacted)"][..],
+            &["CONFIG", "SET", "slowlog-log-slower-than", "0"][..],
+        ],
+        "{logged:?}"
+    );
+}

@@ -211,7 +211,12 @@ pub(crate) fn call<'a, 's>(
             .monitors
             .feed(ctx.session.db, from.as_deref(), args, config);
     }
-    let threshold = config.slowlog_log_slower_than;
+    // Redis decides with the value after the command: a CONFIG SET
+    // turning the slow log off is not logged, one turning it on is.
+    let threshold = match args[0].eq_ignore_ascii_case(b"config") {
+        true => server.config.get().slowlog_log_slower_than,
+        false => config.slowlog_log_slower_than,
+    };
     if threshold >= 0
         && micros >= threshold as u64
         && !ctx.session.in_script
