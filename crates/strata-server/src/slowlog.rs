@@ -149,7 +149,10 @@ pub fn is_redacted(args: &[Bytes], i: usize) -> bool {
     if name.eq_ignore_ascii_case(b"auth") {
         return i >= 1;
     }
-    if name.eq_ignore_ascii_case(b"acl") && word(1, "setuser") {
+    // Redis 7.4 hides the user names and rules of all three.
+    if name.eq_ignore_ascii_case(b"acl")
+        && (word(1, "setuser") || word(1, "getuser") || word(1, "deluser"))
+    {
         return i >= 2;
     }
     if name.eq_ignore_ascii_case(b"hello") {

@@ -834,7 +834,8 @@ fn debug_digest_fingerprints_the_whole_dataset() {
 }
 
 /// As Redis 7.4.1's unit/slowlog has it: CONFIG SET masteruser is
-/// redacted like the other secrets, and whether a CONFIG SET of
+/// redacted like the other secrets, so are ACL SETUSER, GETUSER and
+/// DELUSER's arguments, and whether a CONFIG SET of
 /// slowlog-log-slower-than is logged depends on the value it leaves (off:
 /// not logged; on: logged).
 #[test]
@@ -847,6 +848,12 @@ fn slowlog_redacts_masteruser_and_judges_config_set_by_its_result() {
         ok()
     );
     assert_eq!(con.cmd(&["CONFIG", "SET", "masteruser", ""]), ok());
+    assert_eq!(con.cmd(&["ACL", "SETUSER", "u", "on"]), ok());
+    assert!(!matches!(
+        con.cmd(&["ACL", "GETUSER", "u"]),
+        Reply::Error(_)
+    ));
+    assert_eq!(con.cmd(&["ACL", "DELUSER", "u", "nobody"]), Reply::Int(1));
     assert_eq!(
         con.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "-1"]),
         ok()
@@ -856,6 +863,9 @@ fn slowlog_redacts_masteruser_and_judges_config_set_by_its_result() {
     assert_eq!(
         commands,
         [
+            &["ACL", "DELUSER", "(redacted)", "(redacted)"][..],
+            &["ACL", "GETUSER", "(redacted)"][..],
+            &["ACL", "SETUSER", "(redacted)", "(redacted)"][..],
             &["CONFIG", "SET", "masteruser", "(redacted)"][..],
             &["CONFIG", "SET", "slowlog-log-slower-than", "0"][..],
         ],
