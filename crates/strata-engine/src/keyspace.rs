@@ -248,8 +248,8 @@ impl Keyspace {
     }
 
     /// Shard `index`'s lock, taken and counted ([`shard_locks_taken`]),
-    /// for whatever may change the shard: its census and active expiry then look
-    /// at it again ([`Shard::touched`]).
+    /// for whatever may change the shard: its census and active expiry
+    /// then look at it again ([`Shard::touched`], `expiry_hints`).
     fn take_shard(&self, index: usize) -> MutexGuard<'_, Shard> {
         let mut shard = self.peek_shard(index);
         self.touch(index, &mut shard);
@@ -265,9 +265,9 @@ impl Keyspace {
         }
     }
 
-    /// Shard `index`'s lock for reading it (statistics, the census) or
-    /// for active expiry (which bumps `touched` itself when it changes it): an idle server's
-    /// census then skips every shard.
+    /// Shard `index`'s lock for reading it (statistics, the census) or for
+    /// active expiry (which bumps `touched` itself when it changes it): an
+    /// idle server's census then skips every shard.
     fn peek_shard(&self, index: usize) -> MutexGuard<'_, Shard> {
         count_shard_lock();
         self.shards[index].lock()
@@ -838,7 +838,7 @@ impl Keyspace {
                 });
                 // Under the lock: a command locking the shard after this
                 // clears it again.
-                hint.store(shard.guard.expiry_next_due_ms.max(1), Relaxed);
+                hint.store(shard.guard.next_due_ms().max(1), Relaxed);
                 removed
             })
             .sum()

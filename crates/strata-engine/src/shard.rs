@@ -169,9 +169,6 @@ pub struct Shard {
     pub(crate) touched: u64,
     /// `touched` at the last census.
     pub(crate) census_seen: u64,
-    /// The earliest deadline (key or hash field) active expiry found when
-    /// it last looked (`u64::MAX`: none): `Keyspace::expiry_hints`.
-    pub(crate) expiry_next_due_ms: u64,
     /// When hashes convert from packed to table (CONFIG SET changes them).
     pub(crate) hash_limits: Arc<SharedLimits>,
     /// Hashes with field deadlines, for active expiry.
@@ -222,7 +219,6 @@ impl Shard {
             census: MemoryCensus::default(),
             touched: 1,
             census_seen: 0,
-            expiry_next_due_ms: 0,
             meta: std::collections::BTreeMap::new(),
         }
     }
@@ -682,13 +678,18 @@ impl Shard {
         if removed != 0 || shrunk {
             self.touched = self.touched.wrapping_add(1);
         }
+        removed
+    }
+
+    /// The earliest deadline of a key or a hash field here (`u64::MAX`:
+    /// none): active expiry's hint (`Keyspace::expiry_hints`).
+    pub(crate) fn next_due_ms(&self) -> u64 {
         let first_key = self
             .tables
             .iter()
             .filter_map(|t| t.expiring.first_deadline());
         let first_field = self.fields_due.first().map(|due| due.0);
-        self.expiry_next_due_ms = first_key.chain(first_field).min().unwrap_or(u64::MAX);
-        removed
+        first_key.chain(first_field).min().unwrap_or(u64::MAX)
     }
 
     /// Removes expired fields from up to `budget` hashes whose earliest

@@ -747,16 +747,9 @@ fn stats_section(server: &Node, out: &mut String, held: &mut Held) {
         "instantaneous_ops_per_sec",
         server.stats.instantaneous_ops_per_sec()
     );
-    field!(
-        out,
-        "total_net_input_bytes",
-        sum(|t| t.net_input_bytes.load(Relaxed))
-    );
-    field!(
-        out,
-        "total_net_output_bytes",
-        sum(|t| t.net_output_bytes.load(Relaxed))
-    );
+    let (net_in, net_out) = server.total_net_bytes();
+    field!(out, "total_net_input_bytes", net_in);
+    field!(out, "total_net_output_bytes", net_out);
     let (input_kbps, output_kbps) = server.stats.instantaneous_kbps();
     field!(out, "instantaneous_input_kbps", format!("{input_kbps:.2}"));
     field!(

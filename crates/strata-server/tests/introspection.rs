@@ -872,3 +872,18 @@ fn slowlog_redacts_masteruser_and_judges_config_set_by_its_result() {
         "{logged:?}"
     );
 }
+
+/// DEBUG POPULATE refuses a value size beyond `proto-max-bulk-len` (a
+/// value no client could have written) and adds nothing.
+#[test]
+fn debug_populate_refuses_values_beyond_the_bulk_limit() {
+    let server = TestServer::start_with(&["--proto-max-bulk-len", "1mb"]);
+    let mut raw = server.raw();
+    assert_eq!(
+        raw.cmd(&["DEBUG", "POPULATE", "3", "big", "2000000"]),
+        e("ERR string exceeds maximum allowed size (proto-max-bulk-len)")
+    );
+    assert_eq!(raw.cmd(&["DBSIZE"]), i(0));
+    assert_eq!(raw.cmd(&["DEBUG", "POPULATE", "3", "ok", "1000"]), ok());
+    assert_eq!(raw.cmd(&["STRLEN", "ok:2"]), i(1000));
+}

@@ -326,4 +326,18 @@ fn scan_reclaims_the_expired_keys_it_passes() {
     assert!(keyspace.contains("db0:keys=200,"), "{keyspace}");
     let stats = raw.cmd(&["INFO", "stats"]).as_text();
     assert_eq!(common::info_field(&stats, "expired_keys"), "2", "{stats}");
+    // Inside a transaction (which holds every shard) as well: a whole scan
+    // in one EXEC, with COUNT beyond the keys.
+    assert_eq!(raw.cmd(&["SET", "late", "v", "PX", "1"]), ok());
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    assert_eq!(raw.cmd(&["MULTI"]), ok());
+    assert_eq!(
+        raw.cmd(&["SCAN", "0", "COUNT", "100000"]),
+        Reply::simple("QUEUED")
+    );
+    let replies = raw.cmd(&["EXEC"]);
+    let scanned = &replies.as_array()[0].as_array()[1];
+    assert_eq!(scanned.as_array().len(), 200);
+    let keyspace = raw.cmd(&["INFO", "keyspace"]).as_text();
+    assert!(keyspace.contains("db0:keys=200,"), "{keyspace}");
 }

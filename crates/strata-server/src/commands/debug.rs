@@ -9,7 +9,7 @@ use bytes::Bytes;
 use super::ctx::help_lines;
 use strata_resp::Protocol;
 
-use super::{CmdResult, Ctx, ERR_NO_SUCH_KEY, is, parse_i64};
+use super::{CmdError, CmdResult, Ctx, ERR_NO_SUCH_KEY, is, parse_i64};
 use strata_engine::Value;
 
 /// DEBUG is one command in Redis, not a container: an unknown subcommand
@@ -68,24 +68,15 @@ pub fn debug_object(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// its deadline, so it matches between keys of this server, not with
 /// Redis' digests.
 pub fn debug_digest_value(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let (db, now) = (ctx.db(), ctx.now_ms);
+    let db = ctx.db();
     // Every digest before the reply starts: a value that cannot be read
     // from disk answers an error alone, not inside a half-written array.
     let mut digests = Vec::with_capacity(args.len() - 2);
     for arg in &args[2..] {
-        let key = ctx.key(arg);
-        // As DEBUG OBJECT: a key past its deadline is still shown.
-        let digest = match ctx.keys.shard(key).peek_loaded(db, key, 0)? {
-            Some(entry) => {
-                let mut data = canonical(entry.value(), now);
-                data.extend_from_slice(&entry.expire_at_ms().unwrap_or(0).to_le_bytes());
-                crate::scripting::sha1_hex(&data)
-            }
+        let digest = match value_image(ctx, db, arg)? {
+            Some(image) => crate::scripting::sha1_hex(&image),
             None => "0".repeat(40),
         };
-        // One shard at a time: the next key may live in another.
-        let released = ctx.keys.release();
-        ctx.committed(released);
         digests.push(digest);
     }
     ctx.out.array(digests.len());
@@ -102,34 +93,43 @@ pub fn debug_digest_value(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// XORed in, so the order keys are visited in does not matter. Equal for
 /// equal datasets on Strata; not Redis' digest.
 pub fn debug_digest(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
-    let now = ctx.now_ms;
     let mut total = [0u8; 20];
     for db in 0..ctx.config.databases {
         for name in ctx.keyspace().keys(db, b"*", 0) {
-            let key = ctx.key(&name);
-            let digest = match ctx.keys.shard(key).peek_loaded(db, key, 0)? {
-                Some(entry) => {
-                    let mut data = (db as u64).to_le_bytes().to_vec();
-                    data.extend_from_slice(&(name.len() as u64).to_le_bytes());
-                    data.extend_from_slice(&name);
-                    data.extend_from_slice(&canonical(entry.value(), now));
-                    data.extend_from_slice(&entry.expire_at_ms().unwrap_or(0).to_le_bytes());
-                    Some(crate::scripting::sha1_hex(&data))
-                }
-                None => None,
+            let Some(image) = value_image(ctx, db, &name)? else {
+                continue;
             };
-            let released = ctx.keys.release();
-            ctx.committed(released);
-            if let Some(hex) = digest {
-                for (i, byte) in total.iter_mut().enumerate() {
-                    *byte ^= u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap_or(0);
-                }
+            let mut data = (db as u64).to_le_bytes().to_vec();
+            data.extend_from_slice(&(name.len() as u64).to_le_bytes());
+            data.extend_from_slice(&name);
+            data.extend_from_slice(&image);
+            let digest = sha1_smol::Sha1::from(&data).digest().bytes();
+            for (byte, mixed) in total.iter_mut().zip(digest) {
+                *byte ^= mixed;
             }
         }
     }
     let hex: String = total.iter().map(|b| format!("{b:02x}")).collect();
     ctx.out.simple(&hex);
     Ok(())
+}
+
+/// `name`'s value in `db` as DIGEST-VALUE and DIGEST hash it: its
+/// canonical bytes ([`canonical`]) and deadline, or `None` when there is no
+/// such key. As DEBUG OBJECT, a key past its deadline still counts. Read
+/// under its shard's lock, released after (the next key may live in
+/// another shard).
+fn value_image(ctx: &mut Ctx, db: usize, name: &[u8]) -> Result<Option<Vec<u8>>, CmdError> {
+    let now = ctx.now_ms;
+    let key = ctx.key(name);
+    let image = ctx.keys.shard(key).peek_loaded(db, key, 0)?.map(|entry| {
+        let mut data = canonical(entry.value(), now);
+        data.extend_from_slice(&entry.expire_at_ms().unwrap_or(0).to_le_bytes());
+        data
+    });
+    let released = ctx.keys.release();
+    ctx.committed(released);
+    Ok(image)
 }
 
 /// A value's bytes for DEBUG DIGEST-VALUE, the same for equal values:
@@ -214,7 +214,7 @@ pub fn debug_populate(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         parse_i64(arg)
             .ok()
             .filter(|n| *n >= 0)
-            .ok_or(super::CmdError::from(
+            .ok_or(CmdError::from(
                 "ERR value is out of range, must be positive",
             ))
     };

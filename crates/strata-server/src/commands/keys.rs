@@ -311,8 +311,8 @@ pub fn object_refcount(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .shard(key)
         .peek(ctx.session.db, key, ctx.now_ms)
         .map(|entry| {
-            let small = entry.encoding_name() == "int"
-                && !entry.is_copied_int()
+            // `as_int` answers only for an int-encoded string.
+            let small = !entry.is_copied_int()
                 && entry
                     .value()
                     .as_int()

@@ -243,9 +243,8 @@ fn parse_flush_mode(args: &[Bytes]) -> Result<bool, CmdError> {
     }
 }
 
-/// Drops flushed tables; in the background for ASYNC so the caller's
-/// connection is not held up by freeing millions of values.
-/// Frees a flushed database's contents: in the background for ASYNC.
+/// Frees a flushed database's contents: in the background for ASYNC, so
+/// the caller's connection is not held up by freeing millions of values.
 /// As in Redis 7.4, the keys count as lazily freed objects (INFO
 /// `lazyfreed_objects`) for ASYNC and for a FLUSHALL / FLUSHDB a client
 /// sends outside MULTI and scripts (Redis runs that one as a blocking
@@ -868,12 +867,10 @@ const ERR_MODULE_NOT_ALLOWED: &str = "ERR MODULE command not allowed. If the ena
 /// Redis load of a bad library does (the log says why) and nothing can be
 /// unloaded.
 fn module_allowed(ctx: &Ctx) -> Result<(), CmdError> {
-    let allowed = match ctx.config.setting("enable-module-command").as_str() {
-        "yes" => true,
-        "local" => ctx.session.client.is_local(),
-        _ => false,
-    };
-    match allowed {
+    // The same gate as `enable-debug-command` (the setting is an accepted
+    // directive, kept as text).
+    let gate = crate::config::Gate::parse(&ctx.config.setting("enable-module-command"));
+    match gate.is_some_and(|gate| gate.allows(ctx.session.client.is_local())) {
         true => Ok(()),
         false => Err(ERR_MODULE_NOT_ALLOWED.into()),
     }

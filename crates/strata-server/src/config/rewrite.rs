@@ -15,30 +15,17 @@ const MULTI_WORD: &[&str] = &[
     "latency-tracking-info-percentiles",
 ];
 
-/// A value as a config file line writes it: quoted (with escapes) when it
-/// is empty or holds spaces, quotes or control characters.
+/// A value as a config file line writes it: quoted ([`repr`]) when it is
+/// empty or holds spaces, quotes or other than printable ASCII.
 fn quoted(value: &str) -> String {
     let plain = !value.is_empty()
         && value
             .bytes()
             .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\'' && b != b'\\');
-    if plain {
-        return value.to_owned();
+    match plain {
+        true => value.to_owned(),
+        false => repr(value),
     }
-    let mut out = String::from("\"");
-    for c in value.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// Directives holding a number of bytes, written as Redis writes them
@@ -177,7 +164,7 @@ fn output_limit_lines(value: &str, default: &str) -> Vec<(String, bool)> {
             };
             let bytes = |text: &str| text.parse().map_or_else(|_| text.to_owned(), memory);
             let line = format!(
-                "client-output-buffer-limit {name} {} {} {}",
+                "{OUTPUT_LIMIT} {name} {} {} {}",
                 bytes(&class[1]),
                 bytes(&class[2]),
                 class[3]
