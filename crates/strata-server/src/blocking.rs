@@ -25,9 +25,24 @@
 //! order they blocked, and a wake a waiter absorbed without using it is
 //! passed on. Wake-ups may be spurious (the command then finds nothing and
 //! waits again); none is lost.
+//!
+//! **Served before the waking command answers.** Redis serves the clients
+//! a command woke before it runs the next command, so once a client has
+//! the reply of its LPUSH, the BLMOVE that push woke has moved the element
+//! (and the BLMOVE that move woke has moved it on). The feed thread alone
+//! wakes a waiter some time after the reply. So dispatch also wakes the
+//! heads of the keys a command changed itself ([`Blocking::wake_changed`])
+//! and notes them ([`Woken`]); the connection awaits their next run
+//! ([`await_runs`]) before it sends its replies. A waiter that ran counts
+//! the run ([`Waiter::ran`]) only after it has left its queues and
+//! awaited the waiters its own run woke, so chains are served whole. The
+//! wait is bounded ([`SERVE_WAIT`]): if a woken client cannot run in that
+//! time the reply goes out anyway, as it did before, and nothing else
+//! changes (the feed thread wakes it as well).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
@@ -40,6 +55,9 @@ use tokio::sync::Notify;
 const FEED_CAPACITY: usize = 65_536;
 /// How often the waking thread looks whether anyone still waits.
 const IDLE_CHECK: Duration = Duration::from_millis(100);
+/// How long a command's replies wait, at most, for the clients it woke
+/// to run again.
+pub const SERVE_WAIT: Duration = Duration::from_secs(1);
 
 /// One blocked connection's wake-up signal.
 #[derive(Default)]
@@ -48,12 +66,69 @@ pub struct Waiter {
     /// Whether it ends when its key is deleted (XREADGROUP), which INFO
     /// counts as `total_blocking_keys_on_nokey`.
     on_nokey: bool,
+    /// Runs done since it blocked (each after the waiters it woke ran).
+    runs: AtomicU64,
+    /// Set when it has left its queues for good.
+    gone: AtomicBool,
+    /// Told of each run and of leaving.
+    ran: Notify,
 }
 
 impl Waiter {
     pub async fn woken(&self) {
         self.notify.notified().await
     }
+
+    /// Counts one more run of the blocked command and tells whoever
+    /// awaits it.
+    pub fn ran(&self) {
+        self.runs.fetch_add(1, SeqCst);
+        self.ran.notify_waiters();
+    }
+
+    fn leave(&self) {
+        self.gone.store(true, SeqCst);
+        self.ran.notify_waiters();
+    }
+
+    /// Whether it ran after `runs` runs, or left.
+    fn ran_since(&self, runs: u64) -> bool {
+        self.runs.load(SeqCst) > runs || self.gone.load(SeqCst)
+    }
+}
+
+/// A waiter a command woke, and how many runs it had done then: the
+/// command's reply waits until it did one more (or left).
+pub struct Woken {
+    waiter: Arc<Waiter>,
+    runs: u64,
+}
+
+impl Woken {
+    /// Whether this is `waiter` (a blocked client does not await itself).
+    pub fn is(&self, waiter: &Waiter) -> bool {
+        std::ptr::eq(Arc::as_ptr(&self.waiter), waiter)
+    }
+}
+
+/// Waits until every client in `woken` ran again or left, for at most
+/// [`SERVE_WAIT`] in all; empties `woken`.
+pub async fn await_runs(woken: &mut Vec<Woken>) {
+    let all = async {
+        for one in woken.iter() {
+            loop {
+                let ran = one.waiter.ran.notified();
+                tokio::pin!(ran);
+                ran.as_mut().enable();
+                if one.waiter.ran_since(one.runs) {
+                    break;
+                }
+                ran.await;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(SERVE_WAIT, all).await;
+    woken.clear();
 }
 
 #[derive(Default)]
@@ -72,6 +147,9 @@ pub struct Blocking {
     keyspace: Arc<Keyspace>,
     state: Mutex<State>,
     subscribed: Condvar,
+    /// `state.waiters`, readable without the lock (the check every
+    /// command that changed something makes).
+    waiting: AtomicUsize,
 }
 
 /// The queue name of `key` in database `db`.
@@ -89,6 +167,7 @@ impl Blocking {
             keyspace,
             state: Mutex::new(State::default()),
             subscribed: Condvar::new(),
+            waiting: AtomicUsize::new(0),
         });
         let waking = blocking.clone();
         std::thread::Builder::new()
@@ -117,8 +196,8 @@ impl Blocking {
     /// database `db`, the feed subscribed before this returns.
     pub fn register(self: &Arc<Self>, db: usize, keys: &[bytes::Bytes], on_nokey: bool) -> Ticket {
         let waiter = Arc::new(Waiter {
-            notify: Notify::new(),
             on_nokey,
+            ..Waiter::default()
         });
         let mut names: Vec<Vec<u8>> = keys.iter().map(|k| queue_key(db, k)).collect();
         names.sort();
@@ -132,6 +211,7 @@ impl Blocking {
                 .push_back(waiter.clone());
         }
         state.waiters += 1;
+        self.waiting.store(state.waiters, Relaxed);
         if !state.subscribed {
             state.handover = Some(self.keyspace.subscribe(FEED_CAPACITY));
             state.subscribed = true;
@@ -141,6 +221,36 @@ impl Blocking {
             blocking: self.clone(),
             waiter,
             names,
+            left: false,
+        }
+    }
+
+    /// Wakes the waiters of the keys in `changed` (database `db`'s, as
+    /// the feed thread would) and adds them to `woken`, so the command's
+    /// replies can wait until they ran. Costs one atomic load when nobody
+    /// waits.
+    pub fn wake_changed(&self, changed: &strata_engine::commit::Changed, woken: &mut Vec<Woken>) {
+        if self.waiting.load(Relaxed) == 0 || changed.is_empty() {
+            return;
+        }
+        let state = self.state.lock();
+        let mut note = |queue: &VecDeque<Arc<Waiter>>| {
+            wake_head(queue, |waiter| {
+                if !woken.iter().any(|w| w.is(waiter)) {
+                    woken.push(Woken {
+                        waiter: waiter.clone(),
+                        runs: waiter.runs.load(SeqCst),
+                    });
+                }
+            })
+        };
+        for change in changed.changes() {
+            if change.key.is_empty() {
+                state.queues.values().for_each(&mut note);
+            } else if let Some(queue) = state.queues.get(&queue_key(change.db as usize, change.key))
+            {
+                note(queue);
+            }
         }
     }
 
@@ -166,7 +276,7 @@ impl Blocking {
                                 .queues
                                 .get(&queue_key(change.db as usize, &change.key))
                             {
-                                wake_head(queue);
+                                wake_head(queue, |_| {});
                             }
                         }
                     }
@@ -199,18 +309,21 @@ impl Blocking {
 /// key, which finds nothing and keeps its place, one would never wake.
 /// Those run again, answer if the stream or group went, and otherwise
 /// wait on without changing anything.
-fn wake_head(queue: &VecDeque<Arc<Waiter>>) {
+/// `woke` is told of each waiter woken.
+fn wake_head(queue: &VecDeque<Arc<Waiter>>, mut woke: impl FnMut(&Arc<Waiter>)) {
     if let Some(head) = queue.front() {
         head.notify.notify_one();
+        woke(head);
     }
     for waiter in queue.iter().skip(1).filter(|w| w.on_nokey) {
         waiter.notify.notify_one();
+        woke(waiter);
     }
 }
 
 fn wake_all(state: &State) {
     for queue in state.queues.values() {
-        wake_head(queue);
+        wake_head(queue, |_| {});
     }
 }
 
@@ -220,16 +333,39 @@ pub struct Ticket {
     blocking: Arc<Blocking>,
     waiter: Arc<Waiter>,
     names: Vec<Vec<u8>>,
+    /// Whether it left the queues already ([`Ticket::leave`]).
+    left: bool,
 }
 
 impl Ticket {
     pub fn waiter(&self) -> &Waiter {
         &self.waiter
     }
-}
 
-impl Drop for Ticket {
-    fn drop(&mut self) {
+    /// Leaves the queues, adding the new heads it wakes to `woken` (the
+    /// turns a client that popped passes on are served before the reply
+    /// of the command that woke it, as Redis serves them). Whoever awaits
+    /// this waiter is released when the [`Leaving`] drops: after the
+    /// caller awaited `woken`.
+    pub fn leave(mut self, woken: &mut Vec<Woken>) -> Leaving {
+        self.leave_noting(|waiter| {
+            if !woken.iter().any(|w| w.is(waiter)) {
+                woken.push(Woken {
+                    waiter: waiter.clone(),
+                    runs: waiter.runs.load(SeqCst),
+                });
+            }
+        });
+        woken.retain(|w| !w.is(&self.waiter));
+        Leaving {
+            waiter: self.waiter.clone(),
+        }
+    }
+
+    fn leave_noting(&mut self, mut woke: impl FnMut(&Arc<Waiter>)) {
+        if std::mem::replace(&mut self.left, true) {
+            return;
+        }
         let mut state = self.blocking.state.lock();
         for name in &self.names {
             let Some(queue) = state.queues.get_mut(name) else {
@@ -239,10 +375,32 @@ impl Drop for Ticket {
             if queue.is_empty() {
                 state.queues.remove(name);
             } else {
-                wake_head(queue);
+                wake_head(queue, &mut woke);
             }
         }
         state.waiters -= 1;
+        self.blocking.waiting.store(state.waiters, Relaxed);
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if !self.left {
+            self.leave_noting(|_| {});
+            self.waiter.leave();
+        }
+    }
+}
+
+/// A waiter that left its queues: dropping it releases whoever awaits
+/// its run ([`await_runs`]).
+pub struct Leaving {
+    waiter: Arc<Waiter>,
+}
+
+impl Drop for Leaving {
+    fn drop(&mut self) {
+        self.waiter.leave();
     }
 }
 

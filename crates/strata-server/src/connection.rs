@@ -492,6 +492,10 @@ impl Connection {
 
     /// Waits until the replies in `output` may be sent.
     async fn settle(&mut self, client: &ClientInfo) -> Result<(), Closed> {
+        if !self.session.woken.is_empty() {
+            // Blocked clients these commands woke run first, as in Redis.
+            crate::blocking::await_runs(&mut self.session.woken).await;
+        }
         if self.replies_durable() {
             return Ok(());
         }
@@ -986,6 +990,10 @@ impl Connection {
             if self.session.block.take().is_none() {
                 break Ok(());
             }
+            // It found nothing: whoever woke it goes on.
+            self.session.woken.retain(|w| !w.is(ticket.waiter()));
+            crate::blocking::await_runs(&mut self.session.woken).await;
+            ticket.waiter().ran();
             let mut timed_out = false;
             let acked = server.replication.acked.notified();
             tokio::select! {
@@ -1032,7 +1040,12 @@ impl Connection {
             }
         };
         client.blocked.store(false, Relaxed);
-        drop(ticket);
+        // The clients its run woke, and those it passes its turn to, run
+        // before whoever woke it goes on (a chain of BLMOVEs is served
+        // whole before the first push answers).
+        let leaving = ticket.leave(&mut self.session.woken);
+        crate::blocking::await_runs(&mut self.session.woken).await;
+        drop(leaving);
         self.parser.recycle(args);
         result
     }

@@ -47,6 +47,10 @@ pub struct Session {
     /// another type is skipped rather than an error (Redis 7.0 keeps such
     /// a client blocked).
     pub block_retry: bool,
+    /// Blocked clients this connection's commands woke since its replies
+    /// last went out: the replies wait until they ran
+    /// (`crate::blocking::await_runs`).
+    pub woken: Vec<crate::blocking::Woken>,
     /// Commands queued since MULTI (`commands::transactions`).
     pub multi: Option<crate::commands::multi_state::Multi>,
     /// CLIENT REPLY OFF: no command's reply is sent.
@@ -156,6 +160,7 @@ impl Session {
             primary_link: false,
             block: None,
             block_retry: false,
+            woken: Vec::new(),
             multi: None,
             watch: None,
             in_exec: false,

@@ -304,3 +304,51 @@ fn a_blocking_command_after_a_cold_read_in_a_pipeline_keeps_reply_order() {
     assert_eq!(raw.read(), pair("q", "x"));
     assert_eq!(raw.read(), Reply::Simple("PONG".into()));
 }
+
+#[test]
+fn clients_a_command_woke_are_served_before_it_answers() {
+    // As in Redis: once the push has its reply, the BLMOVE it woke has
+    // moved the element, and the BLMOVE that move woke has moved it on
+    // (Redis' "Linked LMOVEs"); a push of two elements serves both of
+    // its waiters before it answers.
+    let server = TestServer::start();
+    let mut con = server.client();
+    for round in 0..20 {
+        let _: () = redis::cmd("DEL")
+            .arg(&["l1{t}", "l2{t}", "l3{t}", "q{t}"])
+            .query(&mut con)
+            .unwrap();
+        let mut first = block_on(
+            &server,
+            &mut con,
+            &["BLMOVE", "l1{t}", "l2{t}", "LEFT", "RIGHT", "0"],
+        );
+        let mut second = block_on(
+            &server,
+            &mut con,
+            &["BLMOVE", "l2{t}", "l3{t}", "RIGHT", "LEFT", "0"],
+        );
+        let _: () = con.rpush("l1{t}", "foo").unwrap();
+        let l1: Vec<String> = con.lrange("l1{t}", 0, -1).unwrap();
+        let l2: Vec<String> = con.lrange("l2{t}", 0, -1).unwrap();
+        let l3: Vec<String> = con.lrange("l3{t}", 0, -1).unwrap();
+        assert_eq!(
+            (l1, l2, l3),
+            (vec![], vec![], vec!["foo".to_string()]),
+            "round {round}"
+        );
+        assert_eq!(first.read(), b("foo"));
+        assert_eq!(second.read(), b("foo"));
+
+        let mut a = block_on(&server, &mut con, &["BLPOP", "q{t}", "0"]);
+        let mut c = block_on(&server, &mut con, &["BLPOP", "q{t}", "0"]);
+        let _: () = con.rpush("q{t}", &["x", "y"]).unwrap();
+        let left: i64 = con.llen("q{t}").unwrap();
+        assert_eq!(
+            left, 0,
+            "round {round}: both waiters popped before the push answered"
+        );
+        assert_eq!(a.read(), pair("q{t}", "x"));
+        assert_eq!(c.read(), pair("q{t}", "y"));
+    }
+}

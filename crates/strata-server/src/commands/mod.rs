@@ -263,6 +263,7 @@ fn run_admitted(r: &mut Request, id: usize, reading: Reading) -> Dispatched {
     }
     committed.absorb(keys.commit());
     count_changes(r.stats, &committed);
+    (r.server.blocking).wake_changed(&committed.changed, &mut r.session.woken);
     Dispatched::Ran(committed.lsn)
 }
 

@@ -497,6 +497,9 @@ impl<'s> Applier<'s> {
                 ColdValues::ReadUnderLock,
             )
         });
+        // The clients it woke are served when they run (nothing here
+        // waits for them).
+        self.session.woken.clear();
         if self.replies.starts_with(b"-") {
             log_warning!(
                 "a command from the primary failed here: {} ({})",
