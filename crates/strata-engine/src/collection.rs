@@ -15,7 +15,7 @@
 //! Adding a type is one module with its value and operations, and one
 //! `impl Collection` here.
 
-use crate::entry::{Boxed, EntryMut, HashChanged};
+use crate::entry::{Boxed, EntryMut, HashChanged, log_field_changes, log_op};
 use crate::hash::{self, FieldChange};
 use crate::limits;
 use crate::list::{Applied, ListOp, ListValue};
@@ -53,6 +53,10 @@ pub trait Collection: Typed {
     /// push, a put), with what applying `op` answers; `None` when the
     /// operation makes nothing.
     fn created_by(op: &Self::Op<'_>) -> Option<(Value<'static>, Self::Changed)>;
+
+    /// Logs `op` as the change that made missing key `key` in database
+    /// `db` (already stored, as [`Collection::created_by`] made it).
+    fn log_created(db: usize, key: &[u8], op: &Self::Op<'_>);
 
     /// Whether the change left the collection empty (its key is then
     /// deleted, as Redis deletes an emptied collection).
@@ -124,6 +128,12 @@ impl Collection for Stream {
         }
     }
 
+    fn log_created(db: usize, key: &[u8], op: &StreamOp<'_>) {
+        log_op(db, key, (Kind::StreamOp, VALUE_STREAM), |out| {
+            op.encode(out)
+        });
+    }
+
     fn emptied(_changed: &u64, _after: ValueRef<'_>) -> bool {
         false
     }
@@ -170,19 +180,25 @@ impl Collection for Hash {
     }
 
     fn created_by(op: &[FieldChange<'_>]) -> Option<(Value<'static>, HashChanged)> {
-        // A put of fields makes a hash of them; a removal makes nothing.
-        let puts: Vec<FieldChange> = op
-            .iter()
-            .filter(|c| matches!(c, FieldChange::Put(_)))
-            .copied()
-            .collect();
-        if puts.is_empty() || puts.len() != op.len() {
+        // A put of fields makes a hash of them (a field put twice holds
+        // the last value); a removal makes nothing.
+        if op.is_empty() || !op.iter().all(|c| matches!(c, FieldChange::Put(_))) {
             return None;
         }
+        let mut hash = hash::HashValue::new();
+        for change in op {
+            if let FieldChange::Put(field) = *change {
+                hash.put(field, hash::Limits::NEVER_CONVERT);
+            }
+        }
         let mut image = Vec::new();
-        hash::encode_run(&puts, &mut image);
-        let len = puts.len();
+        hash.encode_image(&mut image);
+        let len = hash.len();
         Some((Value::Hash(image.into()), HashChanged { len }))
+    }
+
+    fn log_created(db: usize, key: &[u8], op: &[FieldChange<'_>]) {
+        log_field_changes(db, key, op);
     }
 }
 
@@ -218,6 +234,10 @@ impl Collection for List {
         list.encode_image(&mut image);
         Some((Value::List(image.into()), applied))
     }
+
+    fn log_created(db: usize, key: &[u8], op: &ListOp<'_>) {
+        log_op(db, key, (Kind::ListOp, VALUE_LIST), |out| op.encode(out));
+    }
 }
 
 impl Collection for Set {
@@ -250,6 +270,10 @@ impl Collection for Set {
             }
             _ => None,
         }
+    }
+
+    fn log_created(db: usize, key: &[u8], op: &SetOp<'_>) {
+        log_op(db, key, (Kind::SetOp, VALUE_SET), |out| op.encode(out));
     }
 }
 
@@ -284,15 +308,18 @@ impl Collection for ZSet {
             _ => None,
         }
     }
+
+    fn log_created(db: usize, key: &[u8], op: &ZSetOp<'_>) {
+        log_op(db, key, (Kind::ZSetOp, VALUE_ZSET), |out| op.encode(out));
+    }
 }
 
 /// A HASH_PUT (the fields stored, as an image) or HASH_DEL (the names
 /// removed) payload as field changes.
 fn decode_fields(kind: Kind, payload: &[u8]) -> Result<Vec<FieldChange<'_>>, DamagedRecord> {
     if kind == Kind::HashPut {
-        hash::check_image(payload).map_err(|_| DamagedRecord)?;
-        let fields = hash::HashRef::Packed(hash::Packed::from_image(payload)).fields();
-        Ok(fields.map(FieldChange::Put).collect())
+        let fields = hash::decode_puts(payload).map_err(|_| DamagedRecord)?;
+        Ok(fields.into_iter().map(FieldChange::Put).collect())
     } else {
         let names = hash::decode_names(payload).map_err(|_| DamagedRecord)?;
         Ok(names.into_iter().map(FieldChange::Remove).collect())

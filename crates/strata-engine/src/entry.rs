@@ -1183,15 +1183,23 @@ impl EntryMut<'_> {
             _ => unreachable!("an operation on another type: commands check the type first"),
         };
         let applied = apply(boxed);
-        let mut payload = Vec::new();
-        encode(&mut payload);
-        log_op(db, entry.key(), kind, value_type, &payload);
+        log_op(db, entry.key(), (kind, value_type), encode);
         applied
     }
 }
 
-/// Logs one collection operation record for `key`.
-fn log_op(db: usize, key: &[u8], kind: Kind, value_type: u8, payload: &[u8]) {
+/// Logs one collection operation record for `key`, its payload made by
+/// `encode` (only when a log or a feed reads it).
+pub(crate) fn log_op(
+    db: usize,
+    key: &[u8],
+    (kind, value_type): (Kind, u8),
+    encode: impl FnOnce(&mut Vec<u8>),
+) {
+    let mut payload = Vec::new();
+    if log::encoding() {
+        encode(&mut payload);
+    }
     log::append(&Draft {
         kind,
         db: db as u16,
@@ -1199,13 +1207,13 @@ fn log_op(db: usize, key: &[u8], kind: Kind, value_type: u8, payload: &[u8]) {
         flags: 0,
         value_type,
         key,
-        payload,
+        payload: &payload,
     });
 }
 
 /// Logs `changes` to the hash at `key`: runs of puts as one HASH_PUT
 /// record, runs of removals as one HASH_DEL record, in order.
-fn log_field_changes(db: usize, key: &[u8], changes: &[FieldChange]) {
+pub(crate) fn log_field_changes(db: usize, key: &[u8], changes: &[FieldChange]) {
     let mut payload = Vec::new();
     let mut rest = changes;
     while let Some(first) = rest.first() {

@@ -691,20 +691,23 @@ impl Keyspace {
 
     /// Empties every database; as [`Keyspace::flush_db`].
     pub fn flush_all(&self) -> (Flushed, Commit) {
-        self.flush_all_in(None, || ())
+        self.flush_all_in(None, 0, || ())
     }
 
     /// [`Keyspace::flush_all`]; `held` as for [`Keyspace::flush_db_in`].
-    /// `under_locks` runs while every shard is still locked, after the
-    /// flush: what the caller must order against every key at once (the
-    /// server empties its client-side caching table there).
+    /// `client_db` is the database of the client that flushed: the record
+    /// names it, so a replication stream selects it first, as Redis'
+    /// does. `under_locks` runs while every shard is still locked, after
+    /// the flush: what the caller must order against every key at once
+    /// (the server empties its client-side caching table there).
     pub fn flush_all_in(
         &self,
         held: Option<&mut ShardSet<'_>>,
+        client_db: usize,
         under_locks: impl FnOnce(),
     ) -> (Flushed, Commit) {
         let (flushed, commit) = self.with_all(held, |all| {
-            log_db_change(Kind::FlushAll, 0, 0);
+            log_db_change(Kind::FlushAll, client_db, 0);
             let mut removed = Vec::new();
             for shard in all.guards.iter_mut() {
                 for db in 0..shard.tables.len() {

@@ -57,6 +57,11 @@ pub(crate) const FLAG_NEW: u8 = 32;
 /// not while a command held the lock: the change feed says so (client
 /// tracking invalidates those keys from the feed, the others at once).
 pub(crate) const FLAG_BACKGROUND: u8 = 64;
+/// A DEL of a collection the operation logged just before it emptied
+/// (Redis deletes an emptied collection): replayed like any other; a
+/// replica's own run of that operation deletes the key too, so the
+/// replication stream leaves it out, as Redis' does.
+pub const FLAG_EMPTIED: u8 = 128;
 /// Largest record accepted when reading: two maximal bulk strings (key and
 /// value, 512 MB each) plus the header, as `total_len` is 32-bit.
 pub const RECORD_BYTES_MAX: usize = u32::MAX as usize;

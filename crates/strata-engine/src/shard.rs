@@ -12,7 +12,7 @@ use crate::entry::{Entry, EntryMut, FETCHED, FieldsDue, VOLATILE, forget_loc, lo
 use crate::hash::{self, SharedLimits};
 use crate::key::{KeyHasher, KeyRef, slot_hash};
 use crate::log;
-use crate::record::{Draft, FLAG_EXPIRED, FLAG_NEW, Kind};
+use crate::record::{Draft, FLAG_EMPTIED, FLAG_EXPIRED, FLAG_NEW, Kind};
 use crate::table::{ExpiryIndex, Table, Tables};
 use crate::tier::{self, LiveCounts, Tier};
 use crate::value::{Value, ValueType};
@@ -487,6 +487,21 @@ impl Shard {
         keep_ttl: bool,
         now_ms: u64,
     ) {
+        self.store(db, key, value, (expire_at_ms, keep_ttl), now_ms, log_image);
+    }
+
+    /// [`Shard::set`], the change logged by `log` (told the database and
+    /// the entry as stored) instead of as the value's image. A key new to
+    /// the table is logged as created (`FLAG_NEW`).
+    fn store(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        value: Value,
+        (expire_at_ms, keep_ttl): (Option<u64>, bool),
+        now_ms: u64,
+        log: impl FnOnce(usize, &Entry),
+    ) {
         // A hash arriving whole (created, renamed, copied, moved, loaded)
         // with field deadlines joins the active expiry queue.
         if let Value::Hash(image) = &value
@@ -519,7 +534,7 @@ impl Shard {
                 if expired {
                     self.expired_keys += 1;
                 }
-                log_image(db, entry);
+                log(db, entry);
             }
             hashbrown::hash_table::Entry::Vacant(vacant) => {
                 let deadline = if keep_ttl {
@@ -534,7 +549,7 @@ impl Shard {
                 let inserted = vacant.insert(Entry::new(
                     key.bytes, value, deadline, limits, now_ms, loc_field,
                 ));
-                log::with_cause(FLAG_NEW, || log_image(db, inserted.get()));
+                log::with_cause(FLAG_NEW, || log(db, inserted.get()));
             }
         }
     }
@@ -558,6 +573,12 @@ impl Shard {
         }
         log_del(db, entry.key());
         Some(entry)
+    }
+
+    /// Deletes `key`, a collection the change just made to it emptied (see
+    /// `record::FLAG_EMPTIED`).
+    pub fn remove_emptied(&mut self, db: usize, key: KeyRef, now_ms: u64) {
+        log::with_cause(FLAG_EMPTIED, || self.remove(db, key, now_ms));
     }
 
     /// A committed record landed at `loc`: a SET's entry takes the
@@ -1052,15 +1073,31 @@ impl Shard {
         if let Some(entry) = self.get_typed(db, key, now_ms, true, Some(C::TYPE))? {
             let (changed, emptied) = entry.change_checked::<C>(db, op, now_ms);
             if emptied {
-                self.remove(db, key, now_ms);
+                self.remove_emptied(db, key, now_ms);
             }
             return Ok(Some(changed));
         }
-        let Some((value, changed)) = create.then(|| C::created_by(op)).flatten() else {
-            return Ok(None);
-        };
-        self.set(db, key, value, None, false, now_ms);
-        Ok(Some(changed))
+        Ok(create
+            .then(|| self.create::<C>(db, key, op, now_ms))
+            .flatten())
+    }
+
+    /// Makes missing `key` the collection `op` creates (None: `op` makes
+    /// nothing, as a removal), logged as the operation rather than the
+    /// image it made: replay makes the same value of a missing key, and a
+    /// replica is sent the command (LPUSH, SADD, ...) as Redis sends it.
+    pub fn create<C: Collection>(
+        &mut self,
+        db: usize,
+        key: KeyRef,
+        op: &C::Op<'_>,
+        now_ms: u64,
+    ) -> Option<C::Changed> {
+        let (value, changed) = C::created_by(op)?;
+        self.store(db, key, value, (None, false), now_ms, |db, entry| {
+            C::log_created(db, entry.key(), op)
+        });
+        Some(changed)
     }
 
     /// Recovery: the replayed SET of `key` is at `loc` in the log.

@@ -64,6 +64,39 @@ fn hashes_survive_kill9_and_checkpoints() {
 }
 
 #[test]
+fn a_field_named_twice_in_one_hset_survives_kill9() {
+    // HSET k f 1 f 2 stores f = 2 (the last value, as in Redis). Its log
+    // record names the field twice; recovery refused such a record as a
+    // damaged hash and the server did not start.
+    let server = TestServer::start();
+    let mut con = server.client();
+    let set = |con: &mut redis::Connection, args: &[&str]| -> i64 {
+        redis::cmd("HSET").arg(args).query(con).unwrap()
+    };
+    assert_eq!(set(&mut con, &["new", "f", "1", "f", "2", "g", "3"]), 2);
+    assert_eq!(set(&mut con, &["old", "a", "1"]), 1);
+    assert_eq!(set(&mut con, &["old", "f", "1", "a", "x", "f", "2"]), 1);
+    let mut model = Model::new();
+    model.insert(
+        "new".into(),
+        [("f", "2"), ("g", "3")]
+            .map(|(f, v)| (f.into(), v.into()))
+            .into(),
+    );
+    model.insert(
+        "old".into(),
+        [("a", "x"), ("f", "2")]
+            .map(|(f, v)| (f.into(), v.into()))
+            .into(),
+    );
+    check(&mut con, &model);
+    let dir = server.kill9();
+    let server = TestServer::spawn(dir, &[], None, READY);
+    let mut con = server.client();
+    check(&mut con, &model);
+}
+
+#[test]
 fn cold_hashes_read_back_and_type_needs_no_disk_read() {
     const KEYS: u64 = 3_000;
     let server = TestServer::start_with(&["--maxmemory", "4mb", "--maxmemory-policy", "tiered"]);

@@ -120,6 +120,23 @@ pub(crate) fn encode_run(run: &[FieldChange], out: &mut Vec<u8>) {
     }
 }
 
+/// The fields of a HASH_PUT payload, in the order they were put. Unlike
+/// a hash's image, a run may name a field twice (HSET k f 1 f 2): applied
+/// in order, the last value wins, as it did when the command ran.
+pub fn decode_puts(payload: &[u8]) -> Result<Vec<Field<'_>>, BadImage> {
+    let (count, mut at) = read_varint(payload)?;
+    let mut fields = Vec::with_capacity(count.min(payload.len()));
+    for _ in 0..count {
+        let (field, used) = Field::parse(payload.get(at..).ok_or(BadImage)?)?;
+        fields.push(field);
+        at += used;
+    }
+    if at != payload.len() {
+        return Err(BadImage);
+    }
+    Ok(fields)
+}
+
 /// The names of a HASH_DEL payload.
 pub fn decode_names(payload: &[u8]) -> Result<Vec<&[u8]>, BadImage> {
     let (count, mut at) = read_varint(payload)?;

@@ -77,8 +77,16 @@ pub(crate) fn declared_keys_known<'k>(
 /// Counts what a command (or transaction) committed as changes to the
 /// dataset (rdb_changes_since_last_save): no handler keeps count itself.
 pub(crate) fn count_changes(stats: &ThreadStats, committed: &Commit) {
-    if !committed.changed.is_empty() {
-        bump(&stats.changes, committed.changed.len() as u64);
+    let mut changes = committed.changed.len();
+    if changes > 1 {
+        // The DEL of a collection its operation emptied is part of that
+        // change (Redis counts the pop, not the deletion).
+        changes -= (committed.changed.changes())
+            .filter(|c| c.flags & strata_engine::record::FLAG_EMPTIED != 0)
+            .count();
+    }
+    if changes > 0 {
+        bump(&stats.changes, changes as u64);
     }
 }
 

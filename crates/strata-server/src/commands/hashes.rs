@@ -108,11 +108,13 @@ fn settle(
     now: u64,
 ) {
     match changed {
-        Changed::Left(0) => {
-            shard.remove(db, key, now);
-        }
+        Changed::Left(0) => shard.remove_emptied(db, key, now),
         Changed::Left(_) => {}
         Changed::Missing => {
+            // Fields put: created as the put (a replica is sent HSET).
+            if shard.create::<Hash>(db, key, changes, now).is_some() {
+                return;
+            }
             let mut hash = HashValue::new();
             for change in changes {
                 match *change {

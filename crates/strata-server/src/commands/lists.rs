@@ -187,9 +187,12 @@ fn pop_from(
     count: usize,
     now: u64,
 ) -> Result<Option<Vec<Vec<u8>>>, CmdError> {
-    if shard.get_as::<List>(db, key, now)?.is_none() {
+    let Some(entry) = shard.get_as::<List>(db, key, now)? else {
         return Ok(None);
-    }
+    };
+    // The count popped, not asked (a replica is sent `LPOP key 2` for
+    // LPOP key 10 of a list of two, as Redis sends it).
+    let count = count.min(entry.value().list().map_or(0, ListValue::len));
     match change(shard, db, key, &ListOp::Pop(end, count), now)? {
         Applied::Popped(popped) => Ok(Some(popped)),
         other => unreachable!("a pop reports its elements: {other:?}"),
@@ -464,7 +467,7 @@ fn move_element(ctx: &mut Ctx, args: &[Bytes], from: End, to: End) -> Result<boo
         .peek(db, source, now)
         .is_some_and(|e| e.value().list().is_some_and(ListValue::is_empty))
     {
-        shard.remove(db, source, now);
+        shard.remove_emptied(db, source, now);
     }
     ctx.out.bulk(&element);
     ctx.notify(notify::LIST, push_event(to), &args[2]);

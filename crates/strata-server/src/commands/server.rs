@@ -287,7 +287,8 @@ pub fn flushall(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     // hears its null invalidation) or comes after (and stays), as Redis
     // empties the table on FLUSHALL.
     let tracking = &ctx.server.tracking;
-    let (flushed, lsn) = keyspace.flush_all_in(ctx.keys.all(), || tracking.forget_keys());
+    let db = ctx.db();
+    let (flushed, lsn) = keyspace.flush_all_in(ctx.keys.all(), db, || tracking.forget_keys());
     ctx.committed(lsn);
     dispose(ctx, flushed, asynchronous);
     ctx.out.ok();

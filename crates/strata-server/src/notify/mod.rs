@@ -141,7 +141,8 @@ fn event_of(change: &Change, previous: Option<&Change>) -> Option<(u32, &'static
         }
         (Kind::HashDel, Cause::Expired) => Some((HASH, "hexpired")),
         (Kind::Del, Cause::Evicted) => Some((EVICTED, "evicted")),
-        (Kind::Set, Cause::Created) => Some((NEW, "new")),
+        // A key made by SET, or by the push, add or put that created it.
+        (_, Cause::Created) => Some((NEW, "new")),
         _ => None,
     }
 }

@@ -18,10 +18,9 @@
 //! Redis propagates its own: XCLAIM with TIME and RETRYCOUNT, XGROUP
 //! SETID, XACK, XGROUP CREATECONSUMER.
 
-use strata_engine::copy::ColdCopy;
-use strata_engine::hash::HashRef;
+use strata_engine::hash::Field;
 use strata_engine::list::{End, ListOp};
-use strata_engine::record::{self, FLAG_INT, Kind, Record};
+use strata_engine::record::{self, FLAG_EMPTIED, FLAG_INT, Kind, Record};
 use strata_engine::set::SetOp;
 use strata_engine::stream::{StreamId, StreamOp};
 use strata_engine::zset::ZSetOp;
@@ -89,10 +88,13 @@ impl Translator {
                 commands.push((found.db, command));
             }
         }
+        // FLUSHALL's record names its client's database, so it selects
+        // it as Redis does; these name none of their own, and select
+        // only the stream's first database.
         let global = |command: &Command| {
             command
                 .first()
-                .is_some_and(|name| name == b"FLUSHALL" || name == b"SWAPDB" || name == b"FUNCTION")
+                .is_some_and(|name| name == b"SWAPDB" || name == b"FUNCTION")
         };
         let wrap = commands.len() > 1;
         // (A SELECT goes inside MULTI, where Redis writes it too.)
@@ -100,7 +102,7 @@ impl Translator {
             write_command(out, &[b"MULTI".to_vec()]);
         }
         for (db, command) in commands {
-            if !global(&command) && self.db != Some(db) {
+            if self.db.is_none() || (!global(&command) && self.db != Some(db)) {
                 write_command(out, &[b"SELECT".to_vec(), num(db)]);
                 self.db = Some(db);
             }
@@ -148,6 +150,8 @@ fn commands_of(keyspace: &Keyspace, found: &Record, now_ms: u64) -> Vec<Command>
     };
     match found.kind {
         Kind::Set => set_commands(keyspace, found, now_ms),
+        // The operation before it empties the replica's copy too.
+        Kind::Del if found.flags & FLAG_EMPTIED != 0 => Vec::new(),
         Kind::Del => vec![cmd("DEL", key)],
         Kind::Expire if found.aux == 0 => vec![cmd("PERSIST", key)],
         Kind::Expire => vec![with(cmd("PEXPIREAT", key), [&num(found.aux)[..]])],
@@ -158,12 +162,11 @@ fn commands_of(keyspace: &Keyspace, found: &Record, now_ms: u64) -> Vec<Command>
             cmd("SETRANGE", key),
             [&num(found.aux)[..], found.payload],
         )],
-        Kind::HashPut => {
-            match keyspace.image_copy(ValueType::Hash, found.payload.to_vec(), false) {
-                Ok(ColdCopy::Hash(hash)) => hash_put(key, HashRef::Value(&hash)),
-                _ => bad("hash"),
-            }
-        }
+        Kind::HashPut => match strata_engine::hash::decode_puts(found.payload) {
+            // As put, a field named twice included (HSET k f 1 f 2).
+            Ok(fields) => hash_put(key, fields.into_iter()),
+            Err(_) => bad("hash"),
+        },
         Kind::HashDel => match strata_engine::hash::decode_names(found.payload) {
             Ok(names) => vec![with(cmd("HDEL", key), names)],
             Err(_) => bad("hash"),
@@ -242,10 +245,10 @@ fn set_commands(keyspace: &Keyspace, found: &Record, now_ms: u64) -> Vec<Command
 }
 
 /// HSET of the fields put, then HPEXPIREAT of those with deadlines.
-fn hash_put(key: &[u8], hash: HashRef) -> Vec<Command> {
+fn hash_put<'a>(key: &[u8], fields: impl Iterator<Item = Field<'a>>) -> Vec<Command> {
     let mut set = cmd("HSET", key);
     let mut expiring = Vec::new();
-    for field in hash.fields() {
+    for field in fields {
         set.push(field.name.to_vec());
         set.push(field.value.to_vec());
         if let Some(at) = field.deadline {
