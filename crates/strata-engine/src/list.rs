@@ -42,12 +42,12 @@ pub(crate) const PLAIN_BYTES_MIN_DEFAULT: usize = 1 << 30;
 
 impl Limits {
     /// Redis' `list-max-listpack-size`: a positive value caps a node's
-    /// elements; -1 to -5 cap its bytes at 4, 8, 16, 32 or 64 KiB (values
-    /// below -5 count as -5).
+    /// elements (0 counts as 1, as in Redis 7.2+); -1 to -5 cap its bytes
+    /// at 4, 8, 16, 32 or 64 KiB (values below -5 count as -5).
     pub fn from_listpack_size(size: i64) -> Limits {
-        if size > 0 {
+        if size >= 0 {
             Limits {
-                node_entries_max: size as usize,
+                node_entries_max: size.max(1) as usize,
                 node_bytes_max: usize::MAX,
                 plain_bytes_min: PLAIN_BYTES_MIN_DEFAULT,
             }
@@ -302,13 +302,22 @@ impl ListValue {
     /// Whether one listpack of this list would pass the limits (Redis'
     /// `quicklistNodeExceedsLimit`); `half` for a shrinking list.
     fn over_limits(&self, limits: Limits, half: bool) -> bool {
+        self.over_limits_adding(limits, half, 0)
+    }
+
+    /// [`ListValue::over_limits`] with one more element of `added` bytes
+    /// in its image (0: none).
+    fn over_limits_adding(&self, limits: Limits, half: bool, added: usize) -> bool {
         let divide = if half { 2 } else { 1 };
+        let (len, bytes) = match added {
+            0 => (self.len, self.listpack_bytes()),
+            _ => (self.len + 1, self.listpack_bytes() + added),
+        };
         if limits.node_bytes_max != usize::MAX {
-            return self.listpack_bytes() > limits.node_bytes_max / divide;
+            return bytes > limits.node_bytes_max / divide;
         }
         // Counted entries; a grown listpack also has the safety byte limit.
-        self.len > limits.node_entries_max / divide
-            || (!half && self.listpack_bytes() > SIZE_SAFETY_LIMIT_BYTES)
+        len > limits.node_entries_max / divide || (!half && bytes > SIZE_SAFETY_LIMIT_BYTES)
     }
 
     /// Redis' conversions after a change: a growing listpack becomes a
@@ -441,6 +450,12 @@ impl ListValue {
         let Some((position, within)) = self.find(index) else {
             return false;
         };
+        // Redis 7.2+ judges the encoding before LSET as if the element
+        // were added (it does not subtract the one replaced), then as
+        // shrinking after it.
+        if !self.quicklist && self.over_limits_adding(limits, false, image_bytes_of(element)) {
+            self.quicklist = true;
+        }
         let node = &mut self.nodes[position];
         let span = node.span(within);
         node.image_bytes -= image_bytes_of(node.element(&span));
@@ -449,6 +464,7 @@ impl ListValue {
         encode_entry(element, &mut encoded);
         node.bytes.splice(span, encoded);
         self.split_if_over(position, limits);
+        self.convert(false, limits);
         true
     }
 
@@ -950,7 +966,7 @@ mod tests {
         assert_eq!(Limits::from_listpack_size(-1).node_bytes_max, 4096);
         assert_eq!(Limits::from_listpack_size(-5).node_bytes_max, 65536);
         assert_eq!(Limits::from_listpack_size(-9).node_bytes_max, 65536);
-        assert_eq!(Limits::from_listpack_size(0).node_bytes_max, 4096);
+        assert_eq!(Limits::from_listpack_size(0).node_entries_max, 1);
         assert_eq!(Limits::from_listpack_size(128).node_entries_max, 128);
     }
 

@@ -979,17 +979,37 @@ impl Connection {
         let deadline = block
             .deadline_ms
             .map(|at| Instant::now() + Duration::from_millis(at.saturating_sub(now_ms())));
+        let mut woken_before = false;
         let result = loop {
             // Run again first: the feed is subscribed now, so a change
-            // after this run wakes the ticket.
-            self.session.block_retry = true;
-            // A blocked command is not deferred: it runs, reading under
-            // the lock what is on disk.
-            let _ = self.run_command(&args, now_ms(), ColdValues::ReadUnderLock);
-            self.session.block_retry = false;
-            if self.session.block.take().is_none() {
-                break Ok(());
+            // after this run wakes the ticket. A wake-up runs it only if
+            // one of its keys exists, looked at without effects: an
+            // expired key is left for a command that reads it to delete
+            // (and log), as Redis does.
+            // Nothing runs while DEBUG SLEEP or CLIENT PAUSE holds the
+            // server: a woken client runs after, as in Redis.
+            let paused_until = server.paused_until_ms();
+            if woken_before && paused_until > now_ms() {
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(paused_until - now_ms().min(paused_until))) => {}
+                    _ = client.killed() => break Err(Closed::Killed),
+                }
             }
+            if !woken_before
+                || block.on_nokey
+                || block.keys.is_empty()
+                || self.any_key_live(&block.keys)
+            {
+                self.session.block_retry = true;
+                // A blocked command is not deferred: it runs, reading
+                // under the lock what is on disk.
+                let _ = self.run_command(&args, now_ms(), ColdValues::ReadUnderLock);
+                self.session.block_retry = false;
+                if self.session.block.take().is_none() {
+                    break Ok(());
+                }
+            }
+            woken_before = true;
             // It found nothing: whoever woke it goes on.
             self.session.woken.retain(|w| !w.is(ticket.waiter()));
             crate::blocking::await_runs(&mut self.session.woken).await;
@@ -1048,6 +1068,17 @@ impl Connection {
         drop(leaving);
         self.parser.recycle(args);
         result
+    }
+
+    /// Whether one of `keys` exists, unexpired, in this client's database
+    /// (nothing is deleted or logged: see `run_blocked`).
+    fn any_key_live(&self, keys: &[Bytes]) -> bool {
+        let keyspace = &self.server.keyspace;
+        let now = now_ms();
+        keys.iter().any(|bytes| {
+            let key = keyspace.key(bytes);
+            keyspace.lock(key).is_live(self.session.db, key, now) == Some(true)
+        })
     }
 
     /// Runs the commands parsed ahead while the values read for them are

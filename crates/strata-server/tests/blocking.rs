@@ -71,8 +71,8 @@ fn timeouts_answer_null_after_the_time_given() {
     );
     raw.cmd(&["HELLO", "3"]);
     assert_eq!(raw.cmd(&["BRPOP", "none", "0.05"]), Reply::Null);
-    // Bad timeouts are errors at once (Redis 7.0 calls one too large to
-    // convert negative).
+    // Bad timeouts are errors at once, with Redis 7.4's texts (7.0
+    // called one too large to convert negative).
     assert_eq!(
         raw.cmd(&["BLPOP", "none", "-1"]),
         e("ERR timeout is negative")
@@ -83,7 +83,7 @@ fn timeouts_answer_null_after_the_time_given() {
     );
     assert_eq!(
         raw.cmd(&["BLPOP", "none", "0x7FFFFFFFFFFFFF"]),
-        e("ERR timeout is negative")
+        e("ERR timeout is out of range")
     );
 }
 

@@ -464,9 +464,12 @@ pub fn parse_timeout(arg: &[u8], now_ms: u64) -> Result<Option<u64>, CmdError> {
     .filter(|s: &f64| !s.is_nan())
     .ok_or(CmdError::from(ERR_NOT_FLOAT))?;
     let ms = (seconds * 1000.0).ceil();
-    // Redis converts to a 64-bit integer without a range check, and x86
-    // gives the most negative one for anything out of range.
-    if ms < 0.0 || ms >= i64::MAX as f64 {
+    // Redis 7.4's checks (7.0 converted without one, and called what
+    // overflowed negative).
+    if ms >= i64::MAX as f64 {
+        return Err("ERR timeout is out of range".into());
+    }
+    if ms < 0.0 {
         return Err("ERR timeout is negative".into());
     }
     let ms = ms as u64;
