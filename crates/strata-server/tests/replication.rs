@@ -1683,3 +1683,90 @@ fn a_replica_without_its_log_keeps_no_position_across_runs() {
     assert_same(&want, &got);
     assert_eq!(stat(&mut p, "sync_full"), 3, "a full sync at every start");
 }
+
+/// Reads one line (without its CRLF) of what `SYNC` sends.
+fn stream_line(stream: &mut std::io::BufReader<std::net::TcpStream>) -> String {
+    use std::io::BufRead;
+    let mut line = String::new();
+    stream.read_line(&mut line).unwrap();
+    line.trim_end().to_string()
+}
+
+/// The next command of a replication stream (after its RDB file), its
+/// arguments joined by spaces, lower-case name first; PINGs skipped.
+fn stream_command(stream: &mut std::io::BufReader<std::net::TcpStream>) -> String {
+    use std::io::Read;
+    loop {
+        let header = stream_line(stream);
+        let count: usize = header.strip_prefix('*').unwrap().parse().unwrap();
+        let mut args = Vec::new();
+        for _ in 0..count {
+            let len: usize = stream_line(stream)[1..].parse().unwrap();
+            let mut arg = vec![0; len + 2];
+            stream.read_exact(&mut arg).unwrap();
+            arg.truncate(len);
+            args.push(String::from_utf8_lossy(&arg).into_owned());
+        }
+        args[0] = args[0].to_ascii_lowercase();
+        if args[0] != "ping" {
+            return args.join(" ");
+        }
+    }
+}
+
+/// As Redis' own tests read the stream (`attach_to_replication_stream`):
+/// a collection a command creates goes to a replica as that command (it
+/// went as RESTORE of the whole value), a pop of more than the list holds
+/// as the count popped, and the DEL of the list that pop emptied not at
+/// all (the replica's pop deletes it).
+#[test]
+fn the_stream_carries_the_commands_redis_sends_for_new_and_emptied_collections() {
+    use std::io::Read;
+    let server = TestServer::start();
+    let mut con = server.client();
+    let _: () = redis::cmd("SELECT").arg(3).query(&mut con).unwrap();
+    let socket = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut writer = socket.try_clone().unwrap();
+    std::io::Write::write_all(&mut writer, b"SYNC\r\n").unwrap();
+    let mut stream = std::io::BufReader::new(socket);
+    let mut header = stream_line(&mut stream);
+    while header.is_empty() {
+        // Newlines keep the link alive while the copy is made.
+        header = stream_line(&mut stream);
+    }
+    let rdb_len: usize = header.strip_prefix('$').unwrap().parse().unwrap();
+    let mut rdb = vec![0; rdb_len];
+    stream.read_exact(&mut rdb).unwrap();
+    for args in [
+        &["RPUSH", "l", "a", "b"][..],
+        &["LPUSH", "l2", "x", "y"],
+        &["SADD", "s", "m"],
+        &["ZADD", "z", "1", "m"],
+        &["HSET", "h", "f", "1", "f", "2"],
+        &["LPOP", "l", "5"],
+        &["SET", "end", "1"],
+    ] {
+        let _: redis::Value = redis::cmd(args[0]).arg(&args[1..]).query(&mut con).unwrap();
+    }
+    let mut seen = Vec::new();
+    while seen.last().is_none_or(|c: &String| c != "set end 1") {
+        seen.push(stream_command(&mut stream));
+        assert!(seen.len() < 20, "{seen:?}");
+    }
+    assert_eq!(
+        seen,
+        [
+            "select 3",
+            "rpush l a b",
+            "lpush l2 x y",
+            "sadd s m",
+            "zadd z 1 m",
+            "hset h f 1 f 2",
+            "lpop l 2",
+            "set end 1"
+        ]
+    );
+}
