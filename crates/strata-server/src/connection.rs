@@ -119,6 +119,10 @@ struct Connection {
     deferred_error: Option<ProtocolError>,
     /// A blocking command that found nothing and waits (`crate::blocking`).
     blocked: Option<(Vec<Bytes>, Block)>,
+    /// Commands are left in the input because one before them woke
+    /// blocked clients, which run first (`crate::blocking`): the main loop
+    /// goes on with them without waiting for the socket.
+    run_after_woken: bool,
     /// Where `crate::busy` serves this connection while a script on its
     /// thread is busy.
     busy_slot: Arc<crate::busy::Slot>,
@@ -252,6 +256,7 @@ pub async fn serve(server: Arc<Node>, stats: Arc<ThreadStats>, admitted: Admitte
         backlog: std::collections::VecDeque::new(),
         deferred_error: None,
         blocked: None,
+        run_after_woken: false,
         busy_slot,
         tls,
     };
@@ -444,6 +449,9 @@ impl Connection {
             client.query_buffer_bytes.store(self.input.len(), Relaxed);
             if self.evicted(client) {
                 return Closed::Killed;
+            }
+            if std::mem::take(&mut self.run_after_woken) {
+                continue;
             }
             if let Err(closed) = self.wait(client).await {
                 return closed;
@@ -754,6 +762,15 @@ impl Connection {
             }
             self.parser.recycle(args);
             if client.is_killed() {
+                break;
+            }
+            if !self.session.woken.is_empty()
+                && (!self.input.is_empty() || !self.backlog.is_empty())
+            {
+                // The clients it woke run before the next command, as in
+                // Redis (a pipelined LPUSH then BLPOP serves the client
+                // that waited, not this one).
+                self.run_after_woken = true;
                 break;
             }
             if self.server.paused_until_ms() > now {

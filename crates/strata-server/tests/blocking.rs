@@ -352,3 +352,22 @@ fn clients_a_command_woke_are_served_before_it_answers() {
         assert_eq!(c.read(), pair("q{t}", "y"));
     }
 }
+
+#[test]
+fn a_pipelined_push_serves_the_waiting_client_before_the_next_command() {
+    // Redis' "Unblock fairness is kept while pipelining": LPUSH then
+    // BLPOP in one pipeline serve the client that was waiting, and the
+    // BLPOP waits.
+    let server = TestServer::start();
+    let mut con = server.client();
+    let mut waiting = block_on(&server, &mut con, &["BLPOP", "q", "0"]);
+    let mut pipeline = server.raw();
+    let mut bytes = Raw::encode(&[b"LPUSH", b"q", b"1"]);
+    bytes.extend(Raw::encode(&[b"BLPOP", b"q", b"0"]));
+    pipeline.send_raw(&bytes);
+    assert_eq!(waiting.read(), pair("q", "1"));
+    assert_eq!(pipeline.read(), i(1));
+    wait_until("the pipelined BLPOP to wait", || blocked(&mut con) == 1);
+    let _: () = con.lpush("q", "2").unwrap();
+    assert_eq!(pipeline.read(), pair("q", "2"));
+}
