@@ -968,12 +968,22 @@ impl Keyspace {
                     }
                     let pick = (random_u64() as usize) % table.entries.len();
                     let entry = table.entries.iter().nth(pick).expect("index below len");
-                    Some((!entry.is_expired(now_ms)).then(|| entry.key().to_vec()))
+                    Some((entry.key().to_vec(), entry.is_expired(now_ms)))
                 });
                 match picked {
                     None => continue,
-                    Some(Some(key)) => return Some(key),
-                    Some(None) => break,
+                    Some((key, false)) => return Some(key),
+                    Some((key, true)) => {
+                        // Met expired, it goes (and the deletion is
+                        // logged and replicated), as Redis' RANDOMKEY
+                        // deletes the expired keys it meets.
+                        let key = self.key(&key);
+                        match held.as_mut() {
+                            Some(set) => set.shard(key.shard()).peek(db, key, now_ms),
+                            None => self.lock(key).peek(db, key, now_ms),
+                        };
+                        break;
+                    }
                 }
             }
         }

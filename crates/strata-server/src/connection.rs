@@ -1006,7 +1006,7 @@ impl Connection {
             // Nothing runs while DEBUG SLEEP or CLIENT PAUSE holds the
             // server: a woken client runs after, as in Redis.
             let paused_until = server.paused_until_ms();
-            if woken_before && paused_until > now_ms() {
+            if paused_until > now_ms() {
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_millis(paused_until - now_ms().min(paused_until))) => {}
                     _ = client.killed() => break Err(Closed::Killed),

@@ -341,3 +341,31 @@ fn scan_reclaims_the_expired_keys_it_passes() {
     let keyspace = raw.cmd(&["INFO", "keyspace"]).as_text();
     assert!(keyspace.contains("db0:keys=200,"), "{keyspace}");
 }
+
+/// RANDOMKEY deletes the expired keys it meets, as Redis' does (its
+/// replication stream then carries their DELs): with active expiry off,
+/// nothing else removes them. Alone and inside MULTI (which holds every
+/// shard).
+#[test]
+fn randomkey_deletes_the_expired_keys_it_meets() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    assert_eq!(raw.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), ok());
+    for transaction in [false, true] {
+        assert_eq!(raw.cmd(&["SET", "a", "v", "PX", "1"]), ok());
+        assert_eq!(raw.cmd(&["SET", "b", "v", "PX", "1"]), ok());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let reply = match transaction {
+            false => raw.cmd(&["RANDOMKEY"]),
+            true => {
+                assert_eq!(raw.cmd(&["MULTI"]), ok());
+                assert_eq!(raw.cmd(&["RANDOMKEY"]), Reply::Simple("QUEUED".into()));
+                raw.cmd(&["EXEC"]).as_array()[0].clone()
+            }
+        };
+        assert_eq!(reply, Reply::NullBulk, "transaction: {transaction}");
+        assert_eq!(raw.cmd(&["DBSIZE"]), i(0), "transaction: {transaction}");
+    }
+    let stats = raw.cmd(&["INFO", "stats"]).as_text();
+    assert_eq!(common::info_field(&stats, "expired_keys"), "4", "{stats}");
+}

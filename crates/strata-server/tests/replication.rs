@@ -1718,7 +1718,8 @@ fn stream_command(stream: &mut std::io::BufReader<std::net::TcpStream>) -> Strin
 /// a collection a command creates goes to a replica as that command (it
 /// went as RESTORE of the whole value), a pop of more than the list holds
 /// as the count popped, and the DEL of the list that pop emptied not at
-/// all (the replica's pop deletes it).
+/// all (the replica's pop deletes it); a PUBLISH first in the stream
+/// selects its client's database first.
 #[test]
 fn the_stream_carries_the_commands_redis_sends_for_new_and_emptied_collections() {
     use std::io::Read;
@@ -1741,7 +1742,8 @@ fn the_stream_carries_the_commands_redis_sends_for_new_and_emptied_collections()
     let mut rdb = vec![0; rdb_len];
     stream.read_exact(&mut rdb).unwrap();
     for args in [
-        &["RPUSH", "l", "a", "b"][..],
+        &["PUBLISH", "ch", "hi"][..],
+        &["RPUSH", "l", "a", "b"],
         &["LPUSH", "l2", "x", "y"],
         &["SADD", "s", "m"],
         &["ZADD", "z", "1", "m"],
@@ -1760,6 +1762,7 @@ fn the_stream_carries_the_commands_redis_sends_for_new_and_emptied_collections()
         seen,
         [
             "select 3",
+            "publish ch hi",
             "rpush l a b",
             "lpush l2 x y",
             "sadd s m",

@@ -111,7 +111,7 @@ pub fn unsubscribe_all(ctx: &mut Ctx) {
 pub fn publish(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let limit = ctx.config.output_limit_pubsub;
     let received = ctx.server.pubsub.publish(&args[1], &args[2], false, limit);
-    (ctx.server.replication).propagate(&[b"PUBLISH", &args[1], &args[2]]);
+    (ctx.server.replication).propagate(ctx.db(), &[b"PUBLISH", &args[1], &args[2]]);
     ctx.out.int(received as i64);
     Ok(())
 }
@@ -119,7 +119,7 @@ pub fn publish(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn spublish(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let limit = ctx.config.output_limit_pubsub;
     let received = ctx.server.pubsub.publish(&args[1], &args[2], true, limit);
-    (ctx.server.replication).propagate(&[b"SPUBLISH", &args[1], &args[2]]);
+    (ctx.server.replication).propagate(ctx.db(), &[b"SPUBLISH", &args[1], &args[2]]);
     ctx.out.int(received as i64);
     Ok(())
 }

@@ -41,6 +41,14 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex};
 use strata_engine::feed::Group;
 
+/// The database an entry leaves the stream in.
+enum Db {
+    /// A group of the producer's: selected before and after it.
+    Moved(Option<u16>, Option<u16>),
+    /// A client's command that needs this database selected first.
+    Client(u16),
+}
+
 /// One entry of the stream.
 #[derive(Clone)]
 pub struct Entry {
@@ -300,7 +308,7 @@ impl Backlog {
         db_before: Option<u16>,
         db_after: Option<u16>,
     ) -> u64 {
-        self.append_entry(bytes, group, Some((db_before, db_after)))
+        self.append_entry(bytes, group, Some(Db::Moved(db_before, db_after)))
     }
 
     /// Wakes the readers waiting for more of the stream.
@@ -308,8 +316,8 @@ impl Backlog {
         self.grew.notify_all();
     }
 
-    /// Appends a command that selects no database (PING, PUBLISH,
-    /// REPLCONF GETACK), in whichever database the stream has selected
+    /// Appends a command that selects no database (PING, REPLCONF
+    /// GETACK), in whichever database the stream has selected
     /// when it goes in: read under the same lock, so a group the
     /// producer appends meanwhile, which may select another, is not
     /// undone by it.
@@ -319,14 +327,32 @@ impl Backlog {
         end
     }
 
-    fn append_entry(
-        &self,
-        bytes: Arc<[u8]>,
-        group: Option<Arc<Group>>,
-        dbs: Option<(Option<u16>, Option<u16>)>,
-    ) -> u64 {
+    /// Appends a command a client ran in database `db` that changes no
+    /// data (PUBLISH, SPUBLISH): after a SELECT of `db` when the stream
+    /// has another selected (or none yet), as Redis sends it. Read and
+    /// set under the lock, as [`Backlog::append_neutral`] does.
+    pub fn append_in_db(&self, db: u16, command: &[Vec<u8>]) -> u64 {
+        let end = self.append_entry(Arc::from(&command.concat()[..]), None, Some(Db::Client(db)));
+        self.announce();
+        end
+    }
+
+    fn append_entry(&self, bytes: Arc<[u8]>, group: Option<Arc<Group>>, dbs: Option<Db>) -> u64 {
         let mut state = self.state.lock();
-        let (db_before, db_after) = dbs.unwrap_or((state.db, state.db));
+        let (db_before, db_after, bytes) = match dbs {
+            None => (state.db, state.db, bytes),
+            Some(Db::Moved(before, after)) => (before, after, bytes),
+            Some(Db::Client(db)) if state.db == Some(db) => (state.db, state.db, bytes),
+            Some(Db::Client(db)) => {
+                let mut selected = Vec::new();
+                super::translate::write_command(
+                    &mut selected,
+                    &[b"SELECT".to_vec(), db.to_string().into_bytes()],
+                );
+                selected.extend_from_slice(&bytes);
+                (state.db, Some(db), selected.into())
+            }
+        };
         if bytes.is_empty() {
             // A group that translates to nothing is still passed.
             let seq = group.map_or(0, |group| group.seq);

@@ -290,16 +290,16 @@ impl Replication {
 
     /// A command that changes no data but goes to replicas (PUBLISH and
     /// SPUBLISH, as Redis sends them: subscribers of a replica hear what
-    /// is published on its primary). Nothing without replicas, or on a
+    /// is published on its primary), in its client's database `db`. Nothing without replicas, or on a
     /// replica (its primary's stream carries them).
-    pub fn propagate(&self, args: &[&[u8]]) {
+    pub fn propagate(&self, db: usize, args: &[&[u8]]) {
         if !self.stream_started.load(Relaxed) || self.is_replica() {
             return;
         }
         let owned: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
         let mut bytes = Vec::new();
         translate::write_command(&mut bytes, &owned);
-        self.backlog.append_neutral(bytes.into());
+        self.backlog.append_in_db(db as u16, &[bytes]);
     }
 
     /// The producer takes a GETACK request.
