@@ -457,10 +457,19 @@ pub enum ZSetOp<'a> {
     /// Members with their final scores.
     Put(Vec<(f64, &'a [u8])>),
     Remove(Vec<&'a [u8]>),
+    /// The members ZPOPMIN (`max` false) or ZPOPMAX and their blocking and
+    /// ZMPOP kin popped, lowest (highest) first: replayed as a removal of
+    /// exactly those; a replica is sent the pop, as Redis sends it.
+    Pop {
+        max: bool,
+        members: Vec<&'a [u8]>,
+    },
 }
 
 const OP_PUT: u8 = 1;
 const OP_REMOVE: u8 = 2;
+const OP_POP_MIN: u8 = 3;
+const OP_POP_MAX: u8 = 4;
 
 impl<'a> ZSetOp<'a> {
     /// Applies the change; returns how many members were added (a put) or
@@ -471,7 +480,9 @@ impl<'a> ZSetOp<'a> {
                 .iter()
                 .filter(|(s, m)| zset.put(*s, m, limits) == Put::Added)
                 .count(),
-            ZSetOp::Remove(members) => members.iter().filter(|m| zset.remove(m)).count(),
+            ZSetOp::Remove(members) | ZSetOp::Pop { members, .. } => {
+                members.iter().filter(|m| zset.remove(m)).count()
+            }
         }
     }
 
@@ -484,8 +495,12 @@ impl<'a> ZSetOp<'a> {
                     write_packed(out, *s, m);
                 }
             }
-            ZSetOp::Remove(members) => {
-                out.push(OP_REMOVE);
+            ZSetOp::Remove(members) | ZSetOp::Pop { members, .. } => {
+                out.push(match self {
+                    ZSetOp::Pop { max: false, .. } => OP_POP_MIN,
+                    ZSetOp::Pop { max: true, .. } => OP_POP_MAX,
+                    _ => OP_REMOVE,
+                });
                 write_varint(out, members.len());
                 for m in members {
                     write_varint(out, m.len());
@@ -510,12 +525,18 @@ impl<'a> ZSetOp<'a> {
                 }
                 ZSetOp::Put(entries)
             }
-            OP_REMOVE => {
+            OP_REMOVE | OP_POP_MIN | OP_POP_MAX => {
                 let mut members = Vec::with_capacity(count.min(rest.len()));
                 for _ in 0..count {
                     members.push(read_bytes(rest, &mut at).ok_or(BadImage)?);
                 }
-                ZSetOp::Remove(members)
+                match code {
+                    OP_REMOVE => ZSetOp::Remove(members),
+                    _ => ZSetOp::Pop {
+                        max: code == OP_POP_MAX,
+                        members,
+                    },
+                }
             }
             _ => return Err(BadImage),
         };
@@ -550,7 +571,7 @@ mod tests {
     proptest! {
         #[test]
         fn a_sorted_set_behaves_like_a_sorted_model(ops in proptest::collection::vec(
-            (0..3u8, "[a-f]{1,8}", -5..5i32),
+            (0..4u8, "[a-f]{1,8}", -5..5i32),
             1..1500,
         )) {
             let limits = small();
@@ -559,13 +580,18 @@ mod tests {
             for (kind, member, score) in &ops {
                 let member = member.as_bytes();
                 let score = *score as f64 / 2.0;
-                let op = if *kind == 0 { ZSetOp::Remove(vec![member]) } else { ZSetOp::Put(vec![(score, member)]) };
+                // 0 removes, 3 pops (logged as a removal of what it took).
+                let op = match kind {
+                    0 => ZSetOp::Remove(vec![member]),
+                    3 => ZSetOp::Pop { max: score > 0.0, members: vec![member] },
+                    _ => ZSetOp::Put(vec![(score, member)]),
+                };
                 let mut payload = Vec::new();
                 op.encode(&mut payload);
                 let decoded = ZSetOp::decode(&payload).unwrap();
                 prop_assert_eq!(&decoded, &op);
                 let changed = decoded.apply(&mut zset, &limits);
-                let expected = if *kind == 0 {
+                let expected = if *kind == 0 || *kind == 3 {
                     model.remove(member).is_some() as usize
                 } else {
                     model.insert(member.to_vec(), score).is_none() as usize

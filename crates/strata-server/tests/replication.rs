@@ -1717,7 +1717,7 @@ fn stream_command(stream: &mut std::io::BufReader<std::net::TcpStream>) -> Strin
 /// As Redis' own tests read the stream (`attach_to_replication_stream`):
 /// a collection a command creates goes to a replica as that command (it
 /// went as RESTORE of the whole value), a pop of more than the list holds
-/// as the count popped, and the DEL of the list that pop emptied not at
+/// as the count popped, ZPOPMAX as ZPOPMAX (it went as ZREM), and the DEL of the list that pop emptied not at
 /// all (the replica's pop deletes it); a PUBLISH first in the stream
 /// selects its client's database first.
 #[test]
@@ -1746,7 +1746,8 @@ fn the_stream_carries_the_commands_redis_sends_for_new_and_emptied_collections()
         &["RPUSH", "l", "a", "b"],
         &["LPUSH", "l2", "x", "y"],
         &["SADD", "s", "m"],
-        &["ZADD", "z", "1", "m"],
+        &["ZADD", "z", "1", "m", "2", "n"],
+        &["ZPOPMAX", "z", "5"],
         &["HSET", "h", "f", "1", "f", "2"],
         &["LPOP", "l", "5"],
         &["SET", "end", "1"],
@@ -1766,7 +1767,8 @@ fn the_stream_carries_the_commands_redis_sends_for_new_and_emptied_collections()
             "rpush l a b",
             "lpush l2 x y",
             "sadd s m",
-            "zadd z 1 m",
+            "zadd z 1 m 2 n",
+            "zpopmax z 2",
             "hset h f 1 f 2",
             "lpop l 2",
             "set end 1"

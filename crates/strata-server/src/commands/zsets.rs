@@ -704,7 +704,7 @@ fn pop_from(
         Err(e) => return Err(e.into()),
     };
     let members = popped.iter().map(|(_, m)| &m[..]).collect();
-    change(shard, db, key, &ZSetOp::Remove(members), now)?;
+    change(shard, db, key, &ZSetOp::Pop { max, members }, now)?;
     ctx.notify_write(notify::ZSET, if max { "zpopmax" } else { "zpopmin" }, name);
     Ok(Some(popped))
 }

@@ -190,6 +190,10 @@ fn commands_of(keyspace: &Keyspace, found: &Record, now_ms: u64) -> Vec<Command>
                 vec![command]
             }
             Ok(ZSetOp::Remove(members)) => vec![with(cmd("ZREM", key), members)],
+            Ok(ZSetOp::Pop { max, members }) => {
+                let name = if max { "ZPOPMAX" } else { "ZPOPMIN" };
+                vec![with(cmd(name, key), [&num(members.len())[..]])]
+            }
             Err(_) => bad("sorted set"),
         },
         Kind::StreamOp => match StreamOp::decode(found.payload) {
