@@ -254,6 +254,18 @@ impl Blocking {
         }
     }
 
+    /// Whether `waiter` is first in line for `key` of database `db`:
+    /// no client that blocked on it earlier still waits. A key's
+    /// clients are served in the order they blocked, so a client woken
+    /// for one key leaves another's elements to whoever waits there
+    /// before it.
+    pub fn first_in_line(&self, db: usize, key: &[u8], waiter: &Waiter) -> bool {
+        let state = self.state.lock();
+        (state.queues.get(&queue_key(db, key)))
+            .and_then(VecDeque::front)
+            .is_none_or(|first| std::ptr::eq(Arc::as_ptr(first), waiter))
+    }
+
     fn wake_loop(&self) {
         loop {
             let subscription = {
@@ -340,6 +352,12 @@ pub struct Ticket {
 impl Ticket {
     pub fn waiter(&self) -> &Waiter {
         &self.waiter
+    }
+
+    /// Its waiter, to keep while its command runs again
+    /// ([`Blocking::first_in_line`]).
+    pub fn shared_waiter(&self) -> Arc<Waiter> {
+        self.waiter.clone()
     }
 
     /// Leaves the queues, adding the new heads it wakes to `woken` (the

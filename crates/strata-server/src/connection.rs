@@ -993,6 +993,7 @@ impl Connection {
             .register(self.session.db, &block.keys, block.on_nokey);
         client.blocked.store(true, Relaxed);
         client.take_unblock();
+        self.session.block_waiter = Some(ticket.shared_waiter());
         let deadline = block
             .deadline_ms
             .map(|at| Instant::now() + Duration::from_millis(at.saturating_sub(now_ms())));
@@ -1077,6 +1078,7 @@ impl Connection {
             }
         };
         client.blocked.store(false, Relaxed);
+        self.session.block_waiter = None;
         // The clients its run woke, and those it passes its turn to, run
         // before whoever woke it goes on (a chain of BLMOVEs is served
         // whole before the first push answers).

@@ -47,6 +47,9 @@ pub struct Session {
     /// another type is skipped rather than an error (Redis 7.0 keeps such
     /// a client blocked).
     pub block_retry: bool,
+    /// The blocked client's place in its keys' queues while it waits
+    /// (`Ctx::waits_behind`).
+    pub block_waiter: Option<std::sync::Arc<crate::blocking::Waiter>>,
     /// Blocked clients this connection's commands woke since its replies
     /// last went out: the replies wait until they ran
     /// (`crate::blocking::await_runs`).
@@ -160,6 +163,7 @@ impl Session {
             primary_link: false,
             block: None,
             block_retry: false,
+            block_waiter: None,
             woken: Vec::new(),
             multi: None,
             watch: None,

@@ -371,3 +371,47 @@ fn a_pipelined_push_serves_the_waiting_client_before_the_next_command() {
     let _: () = con.lpush("q", "2").unwrap();
     assert_eq!(pipeline.read(), pair("q", "2"));
 }
+
+#[test]
+fn a_client_woken_for_one_key_leaves_another_keys_elements_to_its_first_waiter() {
+    // Redis' "Unblock fairness is kept during nested unblock": one EXEC
+    // pushes to l1 and l2; the BRPOPLPUSH on l1 moves its element to l3,
+    // which wakes the BLMPOP on l2 and l3. That BLMPOP blocked on l2
+    // after the BLPOP did, so l2's element is the BLPOP's and the
+    // BLMPOP takes l3's, whichever of the two runs first.
+    let server = TestServer::start();
+    let mut con = server.client();
+    for round in 0..20 {
+        let _: () = redis::cmd("DEL")
+            .arg(&["l1{t}", "l2{t}", "l3{t}"])
+            .query(&mut con)
+            .unwrap();
+        let mut mover = block_on(&server, &mut con, &["BRPOPLPUSH", "l1{t}", "l3{t}", "0"]);
+        let mut first = block_on(&server, &mut con, &["BLPOP", "l2{t}", "0"]);
+        let mut second = block_on(
+            &server,
+            &mut con,
+            &["BLMPOP", "0", "2", "l2{t}", "l3{t}", "LEFT", "COUNT", "1"],
+        );
+        let _: () = redis::cmd("MULTI").query(&mut con).unwrap();
+        let _: () = redis::cmd("LPUSH")
+            .arg("l1{t}")
+            .arg("1")
+            .query(&mut con)
+            .unwrap();
+        let _: () = redis::cmd("LPUSH")
+            .arg("l2{t}")
+            .arg("2")
+            .query(&mut con)
+            .unwrap();
+        let _: redis::Value = redis::cmd("EXEC").query(&mut con).unwrap();
+        assert_eq!(mover.read(), b("1"), "round {round}");
+        assert_eq!(first.read(), pair("l2{t}", "2"), "round {round}");
+        assert_eq!(
+            second.read(),
+            Reply::Array(vec![b("l3{t}"), Reply::Array(vec![b("1")])]),
+            "round {round}"
+        );
+        assert_eq!(blocked(&mut con), 0, "round {round}");
+    }
+}

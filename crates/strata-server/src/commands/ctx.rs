@@ -215,6 +215,19 @@ impl<'a, 's> Ctx<'a, 's> {
         &self.server.keyspace
     }
 
+    /// While a blocked command runs again: whether a client that blocked
+    /// on `key` before this one still waits there. Its turn comes first
+    /// (Redis serves a key's clients in the order they blocked), so the
+    /// command treats the key as empty.
+    pub fn waits_behind(&self, key: &[u8]) -> bool {
+        match &self.session.block_waiter {
+            Some(waiter) if self.session.block_retry => {
+                !(self.server.blocking).first_in_line(self.session.db, key, waiter)
+            }
+            _ => false,
+        }
+    }
+
     pub fn key<'k>(&self, bytes: &'k [u8]) -> KeyRef<'k> {
         match self.declared.iter().find(|k| std::ptr::eq(k.bytes, bytes)) {
             // The same argument (same address and length: same bytes).

@@ -476,8 +476,12 @@ fn move_element(ctx: &mut Ctx, args: &[Bytes], from: End, to: End) -> Result<boo
 }
 
 /// Whether the list at `key` exists (WRONGTYPE for another type, except
-/// while a blocked command runs again: then it counts as missing).
+/// while a blocked command runs again: then it counts as missing, as it
+/// does while a client that blocked on it earlier still waits).
 fn source_list(ctx: &mut Ctx, key: KeyRef) -> Result<Option<()>, CmdError> {
+    if ctx.waits_behind(key.bytes) {
+        return Ok(None);
+    }
     let (db, now, retry) = (ctx.db(), ctx.now_ms, ctx.session.block_retry);
     match ctx.keys.shard(key).get_as::<List>(db, key, now) {
         Ok(found) => Ok(found.map(|_| ())),

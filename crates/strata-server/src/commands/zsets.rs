@@ -683,6 +683,10 @@ fn pop_from(
     count: usize,
 ) -> Result<Option<Entries>, CmdError> {
     let (db, key, now, retry) = (ctx.db(), ctx.key(name), ctx.now_ms, ctx.session.block_retry);
+    if ctx.waits_behind(name) {
+        // Another client's turn on this key comes first.
+        return Ok(None);
+    }
     let shard = ctx.keys.shard(key);
     let popped: Entries = match shard.get_as::<ZSet>(db, key, now) {
         Ok(Some(entry)) => {
