@@ -787,7 +787,9 @@ fn produce(replication: &Replication, mut changes: strata_engine::feed::Subscrip
         if replication.is_replica() {
             continue;
         }
-        let period = Duration::from_secs(config.repl_ping_replica_period_s);
+        // Read now, not before the wait above: a CONFIG SET meanwhile
+        // (Redis' tests set 3600 before they read the stream) holds at once.
+        let period = Duration::from_secs(replication.config.get().repl_ping_replica_period_s);
         let mut extra = Vec::new();
         if pinged.elapsed() >= period && !replication.replicas().is_empty() {
             write_command(&mut extra, &[b"PING".to_vec()]);
