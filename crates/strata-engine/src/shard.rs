@@ -58,10 +58,16 @@ pub(crate) fn unlink(live: &mut LiveCounts, tier: &Tier, entry: &mut Entry) {
 
 /// Logs that `key` no longer exists in `db`.
 pub(crate) fn log_del(db: usize, key: &[u8]) {
+    log_del_as(db, key, 0);
+}
+
+/// [`log_del`], `aux` 1 when the deletion is an UNLINK (see
+/// [`Shard::remove_unlinked`]).
+fn log_del_as(db: usize, key: &[u8], aux: u64) {
     log::append(&Draft {
         kind: Kind::Del,
         db: db as u16,
-        aux: 0,
+        aux,
         flags: 0,
         value_type: 0,
         key,
@@ -558,6 +564,17 @@ impl Shard {
     /// value may be on disk only ([`Entry::is_cold`]); use
     /// [`Shard::take`] to have it in RAM.
     pub fn remove(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<Entry> {
+        self.remove_logged_as(db, key, now_ms, 0)
+    }
+
+    /// [`Shard::remove`], logged as an UNLINK (the DEL record's `aux` is
+    /// 1): replayed alike, sent to a replica as UNLINK, as Redis sends
+    /// UNLINK and SPOP of a whole set under `lazyfree-lazy-server-del`.
+    pub fn remove_unlinked(&mut self, db: usize, key: KeyRef, now_ms: u64) -> Option<Entry> {
+        self.remove_logged_as(db, key, now_ms, 1)
+    }
+
+    fn remove_logged_as(&mut self, db: usize, key: KeyRef, now_ms: u64, aux: u64) -> Option<Entry> {
         let table = &mut self.tables[db];
         let found = table
             .entries
@@ -571,7 +588,7 @@ impl Shard {
             self.expired_keys += 1;
             return None;
         }
-        log_del(db, entry.key());
+        log_del_as(db, entry.key(), aux);
         Some(entry)
     }
 

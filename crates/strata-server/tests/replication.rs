@@ -1718,7 +1718,8 @@ fn stream_command(stream: &mut std::io::BufReader<std::net::TcpStream>) -> Strin
 /// a collection a command creates goes to a replica as that command (it
 /// went as RESTORE of the whole value), a pop of more than the list holds
 /// as the count popped, ZPOPMAX as ZPOPMAX (it went as ZREM), and the DEL of the list that pop emptied not at
-/// all (the replica's pop deletes it); a PUBLISH first in the stream
+/// all (the replica's pop deletes it), SPOP of a whole set as DEL (UNLINK
+/// under lazyfree-lazy-server-del) and UNLINK as UNLINK; a PUBLISH first in the stream
 /// selects its client's database first.
 #[test]
 fn the_stream_carries_the_commands_redis_sends_for_new_and_emptied_collections() {
@@ -1750,6 +1751,12 @@ fn the_stream_carries_the_commands_redis_sends_for_new_and_emptied_collections()
         &["ZPOPMAX", "z", "5"],
         &["HSET", "h", "f", "1", "f", "2"],
         &["LPOP", "l", "5"],
+        &["SPOP", "s", "5"],
+        &["CONFIG", "SET", "lazyfree-lazy-server-del", "yes"],
+        &["SADD", "s3", "a"],
+        &["SPOP", "s3", "2"],
+        &["CONFIG", "SET", "lazyfree-lazy-server-del", "no"],
+        &["UNLINK", "l2"],
         &["SET", "end", "1"],
     ] {
         let _: redis::Value = redis::cmd(args[0]).arg(&args[1..]).query(&mut con).unwrap();
@@ -1771,6 +1778,10 @@ fn the_stream_carries_the_commands_redis_sends_for_new_and_emptied_collections()
             "zpopmax z 2",
             "hset h f 1 f 2",
             "lpop l 2",
+            "del s",
+            "sadd s3 a",
+            "unlink s3",
+            "unlink l2",
             "set end 1"
         ]
     );

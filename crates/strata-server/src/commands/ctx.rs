@@ -228,6 +228,14 @@ impl<'a, 's> Ctx<'a, 's> {
         }
     }
 
+    /// `lazyfree-lazy-server-del`: deletions the server makes for a
+    /// command (SPOP of a whole set, RESTORE of an expired value over a
+    /// key) go to replicas as UNLINK rather than DEL, as in Redis.
+    pub fn lazy_server_del(&self) -> bool {
+        (self.config.accepted.get("lazyfree-lazy-server-del"))
+            .is_some_and(|value| value.eq_ignore_ascii_case("yes"))
+    }
+
     pub fn key<'k>(&self, bytes: &'k [u8]) -> KeyRef<'k> {
         match self.declared.iter().find(|k| std::ptr::eq(k.bytes, bytes)) {
             // The same argument (same address and length: same bytes).

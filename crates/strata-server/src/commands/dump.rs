@@ -72,14 +72,23 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let body = rdb::verify(&args[3]).ok_or("ERR DUMP payload version or checksum are wrong")?;
     let value = rdb::object::restore(body).map_err(|_| "ERR Bad data format")?;
-    let shard = ctx.keys.shard(key);
-    let deleted = replace && shard.remove(db, key, now).is_some();
     let deadline = match ttl as u64 {
         0 => None,
         ms if absolute => Some(ms),
         ms => Some(now.saturating_add(ms)),
     };
-    if deadline.is_some_and(|at| at <= now) {
+    let expired = deadline.is_some_and(|at| at <= now);
+    // A key replaced by a value restored already expired is deleted, and
+    // a replica is sent DEL, or UNLINK under lazyfree-lazy-server-del.
+    let unlink = expired && ctx.lazy_server_del();
+    let shard = ctx.keys.shard(key);
+    let deleted = replace
+        && match unlink {
+            true => shard.remove_unlinked(db, key, now),
+            false => shard.remove(db, key, now),
+        }
+        .is_some();
+    if expired {
         // Restored already expired: nothing is added; a replaced key is
         // gone.
         if deleted {

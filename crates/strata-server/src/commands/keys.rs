@@ -10,22 +10,30 @@ use super::{
 use crate::notify;
 
 pub fn del(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let removed = remove_keys(ctx, &args[1..]);
+    let removed = remove_keys(ctx, &args[1..], false);
     ctx.out.int(removed as i64);
     Ok(())
 }
 
-/// UNLINK: like DEL; values are dropped after the locks are released.
+/// UNLINK: like DEL; values are dropped after the locks are released. A
+/// replica is sent UNLINK, as Redis sends it.
 pub fn unlink(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    del(ctx, args)
+    let removed = remove_keys(ctx, &args[1..], true);
+    ctx.out.int(removed as i64);
+    Ok(())
 }
 
-fn remove_keys(ctx: &mut Ctx, keys: &[Bytes]) -> usize {
+fn remove_keys(ctx: &mut Ctx, keys: &[Bytes], unlink: bool) -> usize {
     let (db, now) = (ctx.db(), ctx.now_ms);
     let refs: Vec<_> = keys.iter().map(|k| ctx.key(k)).collect();
     let mut removed = Vec::new();
     for (key, name) in refs.iter().zip(keys) {
-        if let Some(entry) = ctx.keys.shard(*key).remove(db, *key, now) {
+        let shard = ctx.keys.shard(*key);
+        let entry = match unlink {
+            true => shard.remove_unlinked(db, *key, now),
+            false => shard.remove(db, *key, now),
+        };
+        if let Some(entry) = entry {
             removed.push(entry);
             ctx.notify(notify::GENERIC, "del", name);
         }

@@ -155,13 +155,16 @@ pub fn spop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         None => None,
     };
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let unlink = ctx.lazy_server_del();
     let shard = ctx.keys.shard(key);
+    let mut whole = false;
     let picked: Vec<Vec<u8>> = match shard.get_as::<Set>(db, key, now)? {
         None => Vec::new(),
         Some(entry) => {
             let set = entry.value().set().expect("a set");
             let wanted = count.unwrap_or(1);
             if wanted >= set.len() {
+                whole = count.is_some();
                 set.members()
             } else {
                 distinct_positions(set.len(), wanted)
@@ -171,7 +174,16 @@ pub fn spop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             }
         }
     };
-    if !picked.is_empty() {
+    if whole {
+        // The whole set: deleted, and sent to a replica as DEL, or UNLINK
+        // under lazyfree-lazy-server-del, as Redis sends it.
+        match unlink {
+            true => shard.remove_unlinked(db, key, now),
+            false => shard.remove(db, key, now),
+        };
+        ctx.notify_write(notify::SET, "spop", &args[1]);
+        ctx.notify(notify::GENERIC, "del", &args[1]);
+    } else if !picked.is_empty() {
         let members = picked.iter().map(|m| &m[..]).collect();
         change(shard, db, key, &SetOp::Remove(members), now)?;
         ctx.notify_write(notify::SET, "spop", &args[1]);

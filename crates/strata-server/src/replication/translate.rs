@@ -152,6 +152,7 @@ fn commands_of(keyspace: &Keyspace, found: &Record, now_ms: u64) -> Vec<Command>
         Kind::Set => set_commands(keyspace, found, now_ms),
         // The operation before it empties the replica's copy too.
         Kind::Del if found.flags & FLAG_EMPTIED != 0 => Vec::new(),
+        Kind::Del if found.aux == 1 => vec![cmd("UNLINK", key)],
         Kind::Del => vec![cmd("DEL", key)],
         Kind::Expire if found.aux == 0 => vec![cmd("PERSIST", key)],
         Kind::Expire => vec![with(cmd("PEXPIREAT", key), [&num(found.aux)[..]])],
