@@ -12,7 +12,8 @@
 //! 12     4    key_len
 //! 16     8    lsn         log sequence number, +1 per record
 //! 24     8    aux         SET/EXPIRE: deadline in Unix ms (0: none);
-//!                         SWAPDB: the second database; checkpoint: an LSN
+//!                         SWAPDB: the second database; DEL: 1 for an
+//!                         UNLINK; checkpoint: an LSN
 //! 32     2    db
 //! 34     1    kind        see [`Kind`]
 //! 35     1    flags       [`FLAG_GROUP_CONTINUES`], [`FLAG_INT`], [`FLAG_LOCATED`],
@@ -72,7 +73,8 @@ pub const RECORD_BYTES_MAX: usize = u32::MAX as usize;
 pub enum Kind {
     /// The full current image of a value, with its deadline in `aux`.
     Set = 1,
-    /// The key no longer exists.
+    /// The key no longer exists (`aux` 1: deleted as an UNLINK, which a
+    /// replica is sent as such; replayed alike).
     Del = 2,
     /// The key's deadline is now `aux` (0: persist).
     Expire = 3,
