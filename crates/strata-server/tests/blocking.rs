@@ -415,3 +415,29 @@ fn a_client_woken_for_one_key_leaves_another_keys_elements_to_its_first_waiter()
         assert_eq!(blocked(&mut con), 0, "round {round}");
     }
 }
+
+#[test]
+fn a_blocking_command_shows_in_the_slow_log_once_served() {
+    // Redis' "SLOWLOG - blocking command is reported only after
+    // unblocked": not when it blocks, nor when a wake-up finds nothing,
+    // and once when it is served.
+    let server = TestServer::start();
+    let mut con = server.client();
+    config_set(&mut con, "slowlog-log-slower-than", "0");
+    let _: () = redis::cmd("SLOWLOG").arg("RESET").query(&mut con).unwrap();
+    let blpops = |con: &mut redis::Connection| {
+        let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
+            .arg("GET")
+            .arg(100)
+            .query(con)
+            .unwrap();
+        format!("{entries:?}").matches("BLPOP").count()
+    };
+    let mut waiting = block_on(&server, &mut con, &["BLPOP", "q", "0"]);
+    let _: () = con.set("q", "a string wakes it, and it waits on").unwrap();
+    let _: () = con.del("q").unwrap();
+    assert_eq!(blpops(&mut con), 0);
+    let _: () = con.lpush("q", "1").unwrap();
+    assert_eq!(waiting.read(), pair("q", "1"));
+    assert_eq!(blpops(&mut con), 1);
+}

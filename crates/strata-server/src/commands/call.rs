@@ -225,10 +225,13 @@ pub(crate) fn call<'a, 's>(
         true => server.config.get().slowlog_log_slower_than,
         false => config.slowlog_log_slower_than,
     };
+    // A run that blocked (it found nothing) is not logged: a blocking
+    // command shows once it is served, as in Redis.
     if threshold >= 0
         && micros >= threshold as u64
         && !ctx.session.in_script
         && !spec.has(flag::SKIP_SLOWLOG)
+        && ctx.session.block.is_none()
     {
         let client = &ctx.session.client;
         let who = (client.addr_text(), client.names.lock().name.clone());
