@@ -111,6 +111,16 @@ impl Woken {
     }
 }
 
+/// Adds `waiter` to `woken` (once), with the runs it has done so far.
+fn note_woken(woken: &mut Vec<Woken>, waiter: &Arc<Waiter>) {
+    if !woken.iter().any(|w| w.is(waiter)) {
+        woken.push(Woken {
+            waiter: waiter.clone(),
+            runs: waiter.runs.load(SeqCst),
+        });
+    }
+}
+
 /// Waits until every client in `woken` ran again or left, for at most
 /// [`SERVE_WAIT`] in all; empties `woken`.
 pub async fn await_runs(woken: &mut Vec<Woken>) {
@@ -234,16 +244,8 @@ impl Blocking {
             return;
         }
         let state = self.state.lock();
-        let mut note = |queue: &VecDeque<Arc<Waiter>>| {
-            wake_head(queue, |waiter| {
-                if !woken.iter().any(|w| w.is(waiter)) {
-                    woken.push(Woken {
-                        waiter: waiter.clone(),
-                        runs: waiter.runs.load(SeqCst),
-                    });
-                }
-            })
-        };
+        let mut note =
+            |queue: &VecDeque<Arc<Waiter>>| wake_head(queue, |waiter| note_woken(woken, waiter));
         for change in changed.changes() {
             if change.key.is_empty() {
                 state.queues.values().for_each(&mut note);
@@ -366,14 +368,7 @@ impl Ticket {
     /// this waiter is released when the [`Leaving`] drops: after the
     /// caller awaited `woken`.
     pub fn leave(mut self, woken: &mut Vec<Woken>) -> Leaving {
-        self.leave_noting(|waiter| {
-            if !woken.iter().any(|w| w.is(waiter)) {
-                woken.push(Woken {
-                    waiter: waiter.clone(),
-                    runs: waiter.runs.load(SeqCst),
-                });
-            }
-        });
+        self.leave_noting(|waiter| note_woken(woken, waiter));
         woken.retain(|w| !w.is(&self.waiter));
         Leaving {
             waiter: self.waiter.clone(),

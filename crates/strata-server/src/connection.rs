@@ -999,20 +999,23 @@ impl Connection {
             .map(|at| Instant::now() + Duration::from_millis(at.saturating_sub(now_ms())));
         let mut woken_before = false;
         let result = loop {
+            // Nothing runs while DEBUG SLEEP or CLIENT PAUSE holds the
+            // server: a woken client runs after, as in Redis.
+            let paused_until = server.paused_until_ms();
+            if paused_until > now_ms() {
+                let unpaused = server.unpaused.notified();
+                let left = Duration::from_millis(paused_until.saturating_sub(now_ms()));
+                tokio::select! {
+                    _ = tokio::time::sleep(left) => {}
+                    _ = unpaused => {}
+                    _ = client.killed() => break Err(Closed::Killed),
+                }
+            }
             // Run again first: the feed is subscribed now, so a change
             // after this run wakes the ticket. A wake-up runs it only if
             // one of its keys exists, looked at without effects: an
             // expired key is left for a command that reads it to delete
             // (and log), as Redis does.
-            // Nothing runs while DEBUG SLEEP or CLIENT PAUSE holds the
-            // server: a woken client runs after, as in Redis.
-            let paused_until = server.paused_until_ms();
-            if paused_until > now_ms() {
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis(paused_until - now_ms().min(paused_until))) => {}
-                    _ = client.killed() => break Err(Closed::Killed),
-                }
-            }
             if !woken_before
                 || block.on_nokey
                 || block.keys.is_empty()
