@@ -54,6 +54,8 @@ pub struct Evicted {
     /// Candidates passed over because they are lent to a command about to
     /// run (read from disk for it): they leave RAM right after it.
     pub transient: u64,
+    /// Buckets of the keyspace's tables looked at.
+    pub swept: u64,
 }
 
 impl Evicted {
@@ -134,16 +136,20 @@ impl Keyspace {
                 {
                     break;
                 }
+                let deletes = matches!(policy, EvictionPolicy::Keys { .. });
                 let mut indices: Vec<usize> = (window..window + EVICTION_WINDOW_SHARDS)
                     .map(|i| (start + i) % SHARD_COUNT)
+                    .filter(|&i| deletes || !self.nothing_to_move(i, written_pos, &mut done))
                     .collect();
+                if indices.is_empty() {
+                    continue;
+                }
                 indices.sort_unstable();
-                let deletes = matches!(policy, EvictionPolicy::Keys { .. });
                 let mut set = self.lock_indices_for_eviction(indices, deletes);
                 pool.clear();
                 for position in 0..set.guards.len() {
                     let before = pool.len();
-                    set.guards[position].sample(
+                    let until = set.guards[position].sample(
                         policy,
                         samples,
                         written_pos,
@@ -151,6 +157,12 @@ impl Keyspace {
                         &mut done,
                         &mut pool,
                     );
+                    if let Some(until) = until {
+                        // Under the lock, and nothing of it is in the pool.
+                        self.hints[set.indices[position]]
+                            .eviction
+                            .store(until, Relaxed);
+                    }
                     for candidate in &mut pool[before..] {
                         // Remember the shard in the spare high bits of db.
                         candidate.1 |= position << 32;
@@ -205,6 +217,22 @@ impl Keyspace {
         done
     }
 
+    /// Whether shard `index`'s hint says it has no value that can leave RAM
+    /// with the log written up to `written_pos` (read without its lock: a
+    /// shard changed meanwhile is looked at next time, as any shard a
+    /// sample did not reach). Its values waiting for the log count as
+    /// pending.
+    fn nothing_to_move(&self, index: usize, written_pos: u64, done: &mut Evicted) -> bool {
+        let until = self.hints[index].eviction.load(Relaxed);
+        if until == 0 || written_pos > until {
+            return false;
+        }
+        if until != u64::MAX {
+            done.unwritten += 1;
+        }
+        true
+    }
+
     /// Moves values whose image is on disk out of RAM, without logging
     /// (recovery, when the replayed data passes the RAM budget).
     pub(crate) fn evict_loaded(&self, want_bytes: u64, samples: usize, now_ms: u64) -> u64 {
@@ -240,9 +268,64 @@ impl Keyspace {
 impl Shard {
     /// Samples eviction candidates of a random non-empty database: up to
     /// `samples` (a small table is looked at whole), as (score, db,
-    /// bucket); the higher the score, the sooner it should go.
+    /// bucket); the higher the score, the sooner it should go. Moving
+    /// values out (`policy` Values), it returns the shard's
+    /// [`ShardHints::eviction`](crate::keyspace::ShardHints) when it has
+    /// nothing to move until the log is written further.
     pub(crate) fn sample(
-        &self,
+        &mut self,
+        policy: EvictionPolicy,
+        samples: usize,
+        written_pos: u64,
+        now_ms: u64,
+        done: &mut Evicted,
+        out: &mut Vec<(u64, usize, usize)>,
+    ) -> Option<u64> {
+        let tables = || self.tables.iter().filter(|t| !t.entries.is_empty());
+        let non_empty = tables().count();
+        if non_empty > 0 {
+            let nth = (random_u64() as usize) % non_empty;
+            let db = self
+                .tables
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| !t.entries.is_empty())
+                .nth(nth)
+                .map(|(db, _)| db)
+                .expect("counted");
+            self.sample_table(db, policy, samples, written_pos, now_ms, done, out);
+        }
+        (policy == EvictionPolicy::Values)
+            .then(|| self.nothing_to_move_until())
+            .flatten()
+    }
+
+    /// The shard's eviction hint: when every table was swept whole since
+    /// the shard last changed ([`FruitlessRun`](crate::table::FruitlessRun))
+    /// and holds no value lent to a command, the lowest log position of a
+    /// value waiting for its log write (`u64::MAX`: none).
+    fn nothing_to_move_until(&self) -> Option<u64> {
+        let mut until = u64::MAX;
+        for table in self.tables.iter().filter(|t| !t.entries.is_empty()) {
+            let run = &table.fruitless;
+            if run.touched != self.touched
+                || run.covered < table.entries.num_buckets()
+                || run.transient > 0
+            {
+                return None;
+            }
+            until = until.min(run.first_unwritten);
+        }
+        Some(until)
+    }
+
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "sample's, and the table it picked"
+    )]
+    fn sample_table(
+        &mut self,
+        db: usize,
         policy: EvictionPolicy,
         samples: usize,
         written_pos: u64,
@@ -250,15 +333,19 @@ impl Shard {
         done: &mut Evicted,
         out: &mut Vec<(u64, usize, usize)>,
     ) {
-        let dbs: Vec<usize> = (0..self.tables.len())
-            .filter(|&db| !self.tables[db].entries.is_empty())
-            .collect();
-        if dbs.is_empty() {
+        let touched = self.touched;
+        let table = &mut self.tables[db];
+        let buckets = table.entries.num_buckets();
+        let values = policy == EvictionPolicy::Values;
+        if values && table.fruitless.holds(touched, buckets, written_pos) {
+            // Swept whole since it last changed, with nothing to move out
+            // until the log is written further or the shard changes.
+            done.unwritten += table.fruitless.unwritten;
+            done.transient += table.fruitless.transient;
             return;
         }
-        let db = dbs[(random_u64() as usize) % dbs.len()];
-        let table = &self.tables[db];
-        let buckets = table.entries.num_buckets();
+        let mut passed = crate::table::FruitlessRun::NONE;
+        let found_before = out.len();
         let samples = samples.max(1);
         let mut seen = 0;
         let whole = buckets <= 64;
@@ -289,7 +376,8 @@ impl Shard {
                         continue;
                     }
                     if entry.loc_raw() != NO_LOC && entry.loc_raw() >= written_pos {
-                        done.unwritten += 1;
+                        passed.unwritten += 1;
+                        passed.first_unwritten = passed.first_unwritten.min(entry.loc_raw());
                         continue;
                     }
                     if entry.has(TRANSIENT) {
@@ -298,7 +386,7 @@ impl Shard {
                         // it now would make that command read the disk
                         // under its lock. It leaves RAM right after the
                         // command (`Shard::release_lent`).
-                        done.transient += 1;
+                        passed.transient += 1;
                         continue;
                     }
                     entry.idle_s(now_ms)
@@ -322,6 +410,13 @@ impl Shard {
             out.push((score, db, index));
         }
         table.sweep.store((first + probed) % buckets, Relaxed);
+        done.swept += probed as u64;
+        done.unwritten += passed.unwritten;
+        done.transient += passed.transient;
+        if values {
+            let found = out.len() > found_before;
+            table.fruitless.extend(touched, probed, found, &passed);
+        }
     }
 
     /// Evicts the entry in `bucket` of `db`'s table (sampled under this
@@ -333,6 +428,10 @@ impl Shard {
         bucket: usize,
         done: &mut Evicted,
     ) {
+        // Eviction's lock does not mark the shard changed (a sweep that
+        // finds nothing must not undo its own `FruitlessRun`): what it
+        // evicts does.
+        self.touched = self.touched.wrapping_add(1);
         let table = &mut self.tables[db];
         match policy {
             EvictionPolicy::Values => {

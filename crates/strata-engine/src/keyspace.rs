@@ -107,15 +107,32 @@ pub struct Keyspace {
     pub(crate) changes_logged: std::sync::atomic::AtomicBool,
     /// The shard the next [`Keyspace::census_step`] counts.
     pub(crate) census_cursor: std::sync::atomic::AtomicUsize,
-    /// Per shard: until when (Unix ms) active expiry has nothing to do
-    /// there, 0 to look. Set by active expiry under the shard's lock,
-    /// cleared by any other lock of the shard ([`Keyspace::take_shard`]):
-    /// an idle server's expiry cycle reads this array and takes no lock.
-    pub(crate) expiry_hints: Box<[std::sync::atomic::AtomicU64]>,
+    /// Per shard: what active expiry and eviction need not look at, read
+    /// without its lock ([`ShardHints`]).
+    pub(crate) hints: Box<[ShardHints]>,
     /// Every committed group of changes, to subscribers.
     pub(crate) feed: Feed,
     /// When hashes convert from packed to table.
     pub(crate) hash_limits: Arc<SharedLimits>,
+}
+
+/// What a shard holds nothing for, so that a cycle over all 1 024 shards
+/// can pass it over without taking its lock. Each is set under the
+/// shard's lock by the one that looked, and cleared (0: look) by any
+/// other lock of the shard ([`Keyspace::take_shard`]). One cache line per
+/// shard's pair, read by every lock that may change the shard.
+#[derive(Default)]
+pub(crate) struct ShardHints {
+    /// Until when (Unix ms) active expiry has nothing to do there: an idle
+    /// server's expiry cycle reads these and takes no lock.
+    pub(crate) expiry: std::sync::atomic::AtomicU64,
+    /// Under `tiered`: the log position up to which (inclusive) the log
+    /// may be written with still no value there able to leave RAM (every
+    /// value in RAM waits for its log write, none is lent to a command;
+    /// `u64::MAX`: none in RAM at all). A budget the keys nearly fill
+    /// leaves only such values in RAM, and eviction used to lock and sweep
+    /// every shard on every write to find that out (`docs/tiering.md`).
+    pub(crate) eviction: std::sync::atomic::AtomicU64,
 }
 
 use crate::shard::expiry_paused;
@@ -154,9 +171,7 @@ impl Keyspace {
             log: OnceLock::new(),
             changes_logged: std::sync::atomic::AtomicBool::new(true),
             census_cursor: std::sync::atomic::AtomicUsize::new(0),
-            expiry_hints: (0..SHARD_COUNT)
-                .map(|_| std::sync::atomic::AtomicU64::new(0))
-                .collect(),
+            hints: (0..SHARD_COUNT).map(|_| ShardHints::default()).collect(),
             feed: Feed::default(),
         }
     }
@@ -248,8 +263,8 @@ impl Keyspace {
     }
 
     /// Shard `index`'s lock, taken and counted ([`shard_locks_taken`]),
-    /// for whatever may change the shard: its census and active expiry
-    /// then look at it again ([`Shard::touched`], `expiry_hints`).
+    /// for whatever may change the shard: its census, active expiry and eviction
+    /// then look at it again ([`Shard::touched`], `ShardHints`).
     fn take_shard(&self, index: usize) -> MutexGuard<'_, Shard> {
         let mut shard = self.peek_shard(index);
         self.touch(index, &mut shard);
@@ -259,9 +274,11 @@ impl Keyspace {
     /// Notes that shard `index`, locked, may change.
     fn touch(&self, index: usize, shard: &mut Shard) {
         shard.touched = shard.touched.wrapping_add(1);
-        let hint = &self.expiry_hints[index];
-        if hint.load(Relaxed) != 0 {
-            hint.store(0, Relaxed);
+        let hints = &self.hints[index];
+        for hint in [&hints.expiry, &hints.eviction] {
+            if hint.load(Relaxed) != 0 {
+                hint.store(0, Relaxed);
+            }
         }
     }
 
@@ -359,7 +376,19 @@ impl Keyspace {
         data_changes: bool,
     ) -> ShardSet<'_> {
         debug_assert!(indices.is_sorted());
-        let guards = indices.iter().map(|&i| self.take_shard(i)).collect();
+        // Moving values out bumps `Shard::touched` itself, for what it
+        // moves (`Shard::evict_at`): a sweep that moves nothing leaves the
+        // shard as it was, and its census and `FruitlessRun` stand.
+        let guards = indices
+            .iter()
+            .map(|&i| {
+                if data_changes {
+                    self.take_shard(i)
+                } else {
+                    self.peek_shard(i)
+                }
+            })
+            .collect();
         ShardSet {
             indices,
             guards,
@@ -826,7 +855,7 @@ impl Keyspace {
         }
         (0..SHARD_COUNT)
             .map(|i| {
-                let hint = &self.expiry_hints[i];
+                let hint = &self.hints[i].expiry;
                 if now_ms < hint.load(Relaxed) {
                     return 0;
                 }
@@ -1115,12 +1144,12 @@ mod tests {
         let shard = soon.shard();
         assert_eq!(ks.active_expire_cycle(1000, 100), 0);
         assert_eq!(
-            ks.expiry_hints[shard].load(Relaxed),
+            ks.hints[shard].expiry.load(Relaxed),
             5000,
             "nothing due in that shard before its deadline"
         );
         assert_eq!(
-            ks.expiry_hints[(shard + 1) % SHARD_COUNT].load(Relaxed),
+            ks.hints[(shard + 1) % SHARD_COUNT].expiry.load(Relaxed),
             u64::MAX,
             "nothing due ever in an empty shard"
         );

@@ -679,6 +679,59 @@ fn evict_everything(ks: &Keyspace) {
     panic!("values stayed in RAM");
 }
 
+/// A table whose values in RAM all wait for their log write is swept
+/// once: the next samples skip it (they used to sweep it on every write,
+/// 88 % of the CPU with a budget the keys nearly fill) until the log is
+/// written past them or the shard changes, and then its values can go.
+#[test]
+fn eviction_skips_a_table_with_nothing_to_move_until_it_can() {
+    use crate::eviction::{Evicted, EvictionPolicy};
+    let dir = temp_dir("fruitless");
+    let ks = open(&dir, 1 << 20).unwrap();
+    ks.tier().set_tracking(true);
+    let key = ks.key(b"first");
+    set(&ks, 0, b"first", b"a value", None);
+    // Nothing is written yet as far as these samples know (written_pos 0).
+    let sample = |written_pos: u64| {
+        let mut shard = ks.lock_unlogged(key.shard());
+        // The lock above marked the shard changed, as a command's would;
+        // sample under a lock that does not (eviction's own).
+        shard.touched = shard.touched.wrapping_sub(1);
+        let (mut done, mut out) = (Evicted::default(), Vec::new());
+        let hint = shard.sample(
+            EvictionPolicy::Values,
+            4,
+            written_pos,
+            NOW_MS,
+            &mut done,
+            &mut out,
+        );
+        (done, out.len(), hint)
+    };
+    let loc = ks.lock(key).peek(0, key, NOW_MS).unwrap().loc_raw();
+    let (first, found, hint) = sample(0);
+    assert_eq!(found, 0);
+    assert!(first.swept > 0 && first.unwritten >= 1, "{first:?}");
+    // The shard's hint for eviction cycles: nothing here until the log is
+    // written past the value's record.
+    assert_eq!(hint, Some(loc));
+    let (again, found, _) = sample(0);
+    assert_eq!(found, 0);
+    assert_eq!(again.swept, 0, "swept the same table again: {again:?}");
+    assert_eq!(again.unwritten, first.unwritten, "still reported pending");
+    // Written past it: the value can leave, and is found.
+    let (written, found, hint) = sample(u64::MAX);
+    assert!(written.swept > 0 && found >= 1, "{written:?}");
+    assert_eq!(hint, None);
+    // Swept fruitlessly again, then the shard changes: swept again.
+    assert_eq!(sample(0).1, 0);
+    assert_eq!(sample(0).0.swept, 0);
+    set(&ks, 0, b"first", b"another value", None);
+    assert!(sample(0).0.swept > 0, "a changed shard was skipped");
+    close(&ks);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// The engine's reader, as an embedder would use it: values evicted to
 /// the log come back through io_uring and through pread threads, and
 /// a location that holds another key's record is an error, not a panic.

@@ -169,9 +169,10 @@ pub struct Shard {
     /// RAM of this shard as of its last census.
     pub(crate) census: MemoryCensus,
     /// Bumped by every lock that may change the shard
-    /// (`Keyspace::take_shard`) and by active expiry when it changed it:
-    /// the census skips a shard whose count is the one it last saw, so an
-    /// idle server's census visits no entry.
+    /// (`Keyspace::take_shard`), and by active expiry and value eviction
+    /// when they changed it: the census skips a shard whose count is the
+    /// one it last saw, so an idle server's census visits no entry, and
+    /// eviction skips a table it found nothing in (`FruitlessRun`).
     pub(crate) touched: u64,
     /// `touched` at the last census.
     pub(crate) census_seen: u64,
@@ -720,7 +721,7 @@ impl Shard {
     }
 
     /// The earliest deadline of a key or a hash field here (`u64::MAX`:
-    /// none): active expiry's hint (`Keyspace::expiry_hints`).
+    /// none): active expiry's hint (`ShardHints::expiry`).
     pub(crate) fn next_due_ms(&self) -> u64 {
         let first_key = self
             .tables

@@ -19,6 +19,75 @@ pub(crate) struct Table {
     /// order (neighbouring slots share cache lines) instead of probing at
     /// random. Atomic only so that the shared empty table can be a static.
     pub(crate) sweep: AtomicUsize,
+    /// What eviction's sweeps found since the table last changed: when
+    /// they covered it all and found no value that can leave RAM, the
+    /// next eviction skips it until the shard changes or the log is
+    /// written past its oldest unwritten value (see [`FruitlessRun`]).
+    pub(crate) fruitless: FruitlessRun,
+}
+
+/// A run of eviction sweeps over one table (under `tiered`) that found
+/// nothing to move out: every value in RAM was either waiting for its
+/// log write or lent to a command about to run. A budget the keys nearly
+/// fill leaves only such values in RAM, and without this record every
+/// write swept all 1 024 shards to find that out again (`docs/tiering.md`).
+/// The run belongs to one state of the shard ([`crate::shard::Shard::touched`],
+/// which every change bumps and eviction's own sampling does not).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FruitlessRun {
+    /// `Shard::touched` when the run began.
+    pub(crate) touched: u64,
+    /// Buckets swept in the run (once it reaches the table's size, the
+    /// whole table was seen).
+    pub(crate) covered: usize,
+    /// Values passed over because their log write is pending, and the
+    /// lowest log position among them: the run stops holding once the log
+    /// is written past it.
+    pub(crate) unwritten: u64,
+    pub(crate) first_unwritten: u64,
+    /// Values passed over because they are lent to a command.
+    pub(crate) transient: u64,
+}
+
+impl FruitlessRun {
+    pub(crate) const NONE: FruitlessRun = FruitlessRun {
+        touched: 0,
+        covered: 0,
+        unwritten: 0,
+        first_unwritten: u64::MAX,
+        transient: 0,
+    };
+
+    /// Whether the run says that the table (of `buckets` buckets, in a
+    /// shard at `touched`) holds no value that can leave RAM with the log
+    /// written up to `written_pos`.
+    pub(crate) fn holds(&self, touched: u64, buckets: usize, written_pos: u64) -> bool {
+        self.touched == touched && self.covered >= buckets && written_pos <= self.first_unwritten
+    }
+
+    /// Adds a sweep of `probed` buckets to the run. A sweep that found a
+    /// candidate, or a shard that changed since, starts a new one.
+    pub(crate) fn extend(&mut self, touched: u64, probed: usize, found: bool, seen: &FruitlessRun) {
+        if found || self.touched != touched {
+            *self = FruitlessRun {
+                touched,
+                ..FruitlessRun::NONE
+            };
+            if found {
+                return;
+            }
+        }
+        self.covered += probed;
+        self.unwritten += seen.unwritten;
+        self.transient += seen.transient;
+        self.first_unwritten = self.first_unwritten.min(seen.first_unwritten);
+    }
+}
+
+impl Default for FruitlessRun {
+    fn default() -> Self {
+        FruitlessRun::NONE
+    }
 }
 
 /// Non-empty tables of at most this many slots are not shrunk.
@@ -113,6 +182,7 @@ static EMPTY_TABLE: Table = Table {
         deadline_sum_ms: 0,
     },
     sweep: AtomicUsize::new(0),
+    fruitless: FruitlessRun::NONE,
 };
 
 impl Tables {
