@@ -98,6 +98,14 @@ impl SetValue {
         self.len() == 0
     }
 
+    /// Members its hash table holds before it grows (`None`: not a table).
+    pub fn table_capacity(&self) -> Option<usize> {
+        match self {
+            SetValue::Table(table) => Some(table.capacity()),
+            _ => None,
+        }
+    }
+
     /// The encoding's name, as OBJECT ENCODING replies it.
     pub fn encoding_name(&self) -> &'static str {
         match self {

@@ -295,6 +295,18 @@ impl<'a> ValueRef<'a> {
         }
     }
 
+    /// For a hash, set or sorted set kept in a hash table, the elements the
+    /// table holds before it grows and the elements it holds (`None`
+    /// otherwise): DEBUG HTSTATS-KEY.
+    pub fn table_shape(&self) -> Option<(usize, usize)> {
+        match self {
+            ValueRef::Hash(HashRef::Value(hash)) => Some((hash.table_capacity()?, hash.len())),
+            ValueRef::Set(set) => Some((set.table_capacity()?, set.len())),
+            ValueRef::ZSet(zset) => Some((zset.table_capacity()?, zset.len())),
+            _ => None,
+        }
+    }
+
     /// The encoding's name, as OBJECT ENCODING replies it.
     pub fn encoding_name(&self) -> &'static str {
         match self {

@@ -190,6 +190,15 @@ impl Sorted {
 }
 
 impl ZSetValue {
+    /// Members its hash table (member to score) holds before it grows
+    /// (`None`: packed).
+    pub fn table_capacity(&self) -> Option<usize> {
+        match self {
+            ZSetValue::Packed { .. } => None,
+            ZSetValue::Sorted(sorted) => Some(sorted.scores.capacity()),
+        }
+    }
+
     pub fn len(&self) -> usize {
         match self {
             ZSetValue::Packed { count, .. } => *count,

@@ -383,7 +383,64 @@ fn debug_object_describes_the_value() {
         raw.cmd(&["DEBUG", "OBJECT", "missing"]),
         e("ERR no such key")
     );
+}
+
+/// DEBUG HTSTATS-KEY: Redis' words for the hash table a set, hash or
+/// sorted set is kept in (Redis' unit/type/set runs it and stopped there);
+/// DEBUG CHANGE-REPL-ID: a new replication ID, the second one cleared.
+#[test]
+fn debug_htstats_key_and_change_repl_id() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let members: Vec<String> = (0..600).map(|n| format!("m{n}")).collect();
+    for (kind, key) in [("SADD", "s"), ("ZADD", "z"), ("HSET", "h")] {
+        let mut args = vec![kind, key];
+        for member in &members {
+            match kind {
+                "ZADD" => args.extend(["1", member]),
+                "HSET" => args.extend([member, "1"]),
+                _ => args.push(member),
+            }
+        }
+        raw.cmd(&args);
+        let text = raw.cmd(&["DEBUG", "HTSTATS-KEY", key]).as_text();
+        assert!(
+            text.starts_with("Hash table 0 stats (main hash table):\n"),
+            "{text}"
+        );
+        assert!(text.contains(" number of elements: 600\n"), "{key}: {text}");
+        let size: usize = text
+            .split(" table size: ")
+            .nth(1)
+            .and_then(|rest| rest.split('\n').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(size >= 600, "{key}: {text}");
+        assert!(!text.contains("rehashing target"), "{text}");
+        let full = raw.cmd(&["DEBUG", "HTSTATS-KEY", key, "FULL"]).as_text();
+        assert!(full.contains(" max chain length: 1\n"), "{full}");
+    }
+    raw.cmd(&["SADD", "small", "a"]);
+    assert_eq!(
+        raw.cmd(&["DEBUG", "HTSTATS-KEY", "small"]),
+        e("ERR The value stored at the specified key is not represented using an hash table")
+    );
+    assert_eq!(
+        raw.cmd(&["DEBUG", "HTSTATS-KEY", "missing"]),
+        e("ERR no such key")
+    );
+    let field = |raw: &mut Raw, name: &str| {
+        let info = raw.cmd(&["INFO", "replication"]).as_text();
+        info.lines()
+            .find_map(|line| line.strip_prefix(&format!("{name}:")).map(str::to_string))
+            .unwrap_or_else(|| panic!("{name} in {info}"))
+    };
+    let before = field(&mut raw, "master_replid");
     assert_eq!(raw.cmd(&["DEBUG", "CHANGE-REPL-ID"]), ok());
+    let after = field(&mut raw, "master_replid");
+    assert_eq!(after.len(), 40);
+    assert_ne!(before, after);
+    assert_eq!(field(&mut raw, "master_replid2"), "0".repeat(40));
 }
 
 /// LATENCY: events over `latency-monitor-threshold` (LATEST, HISTORY,

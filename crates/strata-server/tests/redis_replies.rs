@@ -1547,6 +1547,7 @@ const NOT_IN_REDIS_7_0: &[&str] = &[
     "debug|set-active-expire",
     "debug|object",
     "debug|digest-value",
+    "debug|htstats-key",
     "debug|change-repl-id",
     "debug|quicklist-packed-threshold",
     "debug|reload",

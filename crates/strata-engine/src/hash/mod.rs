@@ -444,6 +444,14 @@ impl HashValue {
         HashRef::Value(self)
     }
 
+    /// Fields its hash table holds before it grows (`None`: packed).
+    pub fn table_capacity(&self) -> Option<usize> {
+        match &self.repr {
+            Repr::Packed { .. } => None,
+            Repr::Table(table) => Some(table.capacity()),
+        }
+    }
+
     /// Fields stored, expired ones included until removed.
     pub fn len(&self) -> usize {
         match &self.repr {

@@ -205,6 +205,11 @@ impl FieldTable {
     }
 
     /// Bytes of RAM held (requested sizes).
+    /// Fields the index holds before it grows.
+    pub(super) fn capacity(&self) -> usize {
+        self.index.capacity()
+    }
+
     pub(super) fn memory_bytes(&self) -> usize {
         self.arena.capacity() + self.index.num_buckets() * (size_of::<u32>() + 1)
     }

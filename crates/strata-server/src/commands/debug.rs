@@ -172,7 +172,43 @@ fn canonical(value: strata_engine::value::ValueRef, now_ms: u64) -> Vec<u8> {
 /// DEBUG CHANGE-REPL-ID: Redis' tests call it between replication
 /// scenarios; Strata has no replication, so there is nothing to change.
 pub fn debug_change_repl_id(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    ctx.server.replication.change_id();
     ctx.out.ok();
+    Ok(())
+}
+
+/// DEBUG HTSTATS-KEY key [FULL]: the shape of the hash table a hash, set
+/// or sorted set is kept in, in Redis' words. Strata's tables are open
+/// addressing (one element per slot, no chains, no incremental rehash):
+/// "table size" is the elements the table holds before it grows, and FULL
+/// says that every element has a slot of its own.
+pub fn debug_htstats_key(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    // As Redis: a fourth argument other than FULL is ignored.
+    let full = args.get(3).is_some_and(|word| is(word, "full"));
+    let db = ctx.db();
+    let key = ctx.key(&args[2]);
+    let now = ctx.now_ms;
+    let stats = {
+        let Some(entry) = ctx.keys.shard(key).peek_loaded(db, key, now)? else {
+            return Err(ERR_NO_SUCH_KEY.into());
+        };
+        entry.value().table_shape()
+    };
+    let Some((capacity, elements)) = stats else {
+        return Err(
+            "ERR The value stored at the specified key is not represented using an hash table"
+                .into(),
+        );
+    };
+    let mut text = format!(
+        "Hash table 0 stats (main hash table):\n table size: {capacity}\n number of elements: {elements}\n"
+    );
+    if full && elements > 0 {
+        text.push_str(&format!(
+            " different slots: {elements}\n max chain length: 1\n avg chain length (counted): 1.00\n avg chain length (computed): 1.00\n Chain length distribution:\n   1: {elements} (100.00%)\n"
+        ));
+    }
+    ctx.out.verbatim("txt", text.as_bytes());
     Ok(())
 }
 
@@ -473,11 +509,15 @@ pub fn debug_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
         "DEBUG",
         &[
             "CHANGE-REPL-ID",
-            "    Accepted for Redis' tests; Strata has no replication ID to change.",
+            "    Change the replication IDs of the instance.",
+            "    Dangerous: should be used only for testing the replication subsystem.",
             "DIGEST",
             "    Output a hex signature representing the current DB content.",
             "DIGEST-VALUE <key> [<key> ...]",
             "    Output a hex signature of the values of all the specified keys.",
+            "HTSTATS-KEY <key> [full]",
+            "    Show the hash table of a hash, set or sorted set kept in one: its",
+            "    capacity and elements (open addressing: one element per slot).",
             "OBJECT <key>",
             "    Show low level info about the key and associated value.",
             "RELOAD [MERGE] [NOFLUSH] [NOSAVE]",

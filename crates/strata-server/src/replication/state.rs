@@ -283,6 +283,15 @@ impl Replication {
         self.drop_replicas();
     }
 
+    /// DEBUG CHANGE-REPL-ID: the history goes on under a new random ID and
+    /// no second one (as Redis' changeReplicationId and
+    /// clearReplicationId2): a replica asking to continue the old one gets
+    /// a full synchronisation. Connected replicas stay connected.
+    pub fn change_id(&self) {
+        *self.replid.lock() = crate::util::random_hex(40);
+        *self.replid2.lock() = ("0".repeat(40), -1);
+    }
+
     /// Whether the producer should translate the change numbered `seq`.
     pub fn produces(&self, seq: u64) -> bool {
         !self.is_replica() && seq >= self.own_from.load(Relaxed)

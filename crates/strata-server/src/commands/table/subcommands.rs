@@ -478,6 +478,18 @@ pub(super) const DEBUG_SUBCOMMANDS: &[Spec] = &[
         ..Spec::DEFAULT
     },
     Spec {
+        name: "htstats-key",
+        arity: -3,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "1.0.0",
+        summary: "Shows the hash table a hash, set or sorted set is kept in.",
+        complexity: "O(1)",
+        run: Run::Handler(dbg::debug_htstats_key),
+        traits: traits![RUNS_UNLOCKED],
+        ..Spec::DEFAULT
+    },
+    Spec {
         name: "digest",
         arity: 2,
         flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
@@ -507,7 +519,7 @@ pub(super) const DEBUG_SUBCOMMANDS: &[Spec] = &[
         flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
         acl: categories![ADMIN, SLOW, DANGEROUS],
         since: "1.0.0",
-        summary: "Does nothing: accepted for Redis' test suite (Strata has no replication).",
+        summary: "Starts a new replication ID and clears the second one (testing replication).",
         complexity: "O(1)",
         run: Run::Handler(dbg::debug_change_repl_id),
         traits: traits![RUNS_UNLOCKED],
