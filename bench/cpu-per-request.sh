@@ -18,14 +18,23 @@
 # Targets (issue): <= 0.8x Redis at pipeline 1, <= 0.7x at pipeline 16,
 # <= 1.0x for every other load.
 #
+# With OLD set to another strata-server binary, that build runs too, in
+# the same alternation (Redis, old, Strata, ...), and the table adds this
+# build ÷ the old one: how a change moved CPU per request, with Redis as
+# the control for a busy machine.
+#
 # Usage: bench/cpu-per-request.sh
 #        ROUNDS=3 TEST_TIME=8 LOADS="get-p1 set-p1" bench/cpu-per-request.sh
+#        OLD=/tmp/old/target/release/strata-server LOADS="get-p1" bench/cpu-per-request.sh
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
 TEST_TIME=${TEST_TIME:-8}
 ALL_LOADS="get-p1 set-p1 get-p16 set-p16 set10k-everysec evalsha multi-exec hset-hget lpush-lpop zadd xadd"
 LOADS=${LOADS:-$ALL_LOADS}
+OLD=${OLD:-}
+KINDS="redis strata"
+[ -n "$OLD" ] && KINDS="redis old strata"
 KEYS_FILLED=100000
 # return redis.call('GET', KEYS[1]); loaded on each server before its run.
 SCRIPT="return redis.call('GET', KEYS[1])"
@@ -71,7 +80,9 @@ run_one() {
         redis-server --port "$port" --save "" "${persist[@]}" --dir "$dir" \
             --enable-debug-command yes >/dev/null 2>&1 &
     else
-        "$STRATA" --port "$port" --dir "$dir" --save "" "${persist[@]}" \
+        local binary=$STRATA
+        [ "$kind" = old ] && binary=$OLD
+        "$binary" --port "$port" --dir "$dir" --save "" "${persist[@]}" \
             --enable-debug-command yes >/dev/null 2>&1 &
     fi
     pid=$!
@@ -96,7 +107,7 @@ echo "| round | load | server | ops/s | CPU µs per request |"
 echo "|---|---|---|---|---|"
 for round in $(seq "$ROUNDS"); do
     for load in $LOADS; do
-        for kind in redis strata; do
+        for kind in $KINDS; do
             line=$(run_one "$kind" "$load")
             echo "$line" >>"$RESULTS"
             read -r k l o c <<<"$line"
@@ -116,3 +127,14 @@ for load in $LOADS; do
     sc=$(med strata 4)
     echo "| $load | $ro | $so | $rc | $sc | **$(ratio "$sc" "$rc")×** |"
 done
+if [ -n "$OLD" ]; then
+    echo
+    echo "| load | old build ops/s | old build CPU µs/request | old ÷ Redis | this build ÷ old |"
+    echo "|---|---|---|---|---|"
+    for load in $LOADS; do
+        med() { awk -v k="$1" -v l="$load" -v f="$2" '$1 == k && $2 == l { print $f }' "$RESULTS" | median; }
+        oo=$(med old 3)
+        oc=$(med old 4)
+        echo "| $load | $oo | $oc | $(ratio "$oc" "$(med redis 4)")× | **$(ratio "$(med strata 4)" "$oc")×** |"
+    done
+fi

@@ -680,7 +680,14 @@ impl Connection {
         }
         let received = match self.tls.as_mut() {
             Some(tls) => read_tls(tls, &self.stream, &mut self.input),
-            None => self.stream.try_read_buf(&mut self.input),
+            None => {
+                let offered = self.input.capacity() - self.input.len();
+                let received = self.stream.try_read_buf(&mut self.input);
+                if matches!(received, Ok(n) if n > 0 && n < offered) {
+                    self.stream.forget_readable();
+                }
+                received
+            }
         };
         match received {
             Ok(0) => Err(Closed::Hangup),

@@ -86,6 +86,23 @@ impl Stream {
         }
     }
 
+    /// After a read that took less than it offered: the receive queue was
+    /// empty, so the socket is no longer readable until new bytes arrive,
+    /// which epoll (edge-triggered) reports as a new event. Forgetting the
+    /// readiness now spares the next wait a read that could only fail
+    /// with `EAGAIN` (one `recvfrom` in two per unpipelined request
+    /// before). Tokio's own `poll_read` does the same after a short read;
+    /// `try_read_buf` does not. Safe on the current-thread runtimes the
+    /// connections run on: the I/O driver runs between task polls, so no
+    /// event can have been recorded since the read within this poll.
+    pub fn forget_readable(&self) {
+        let not_ready = || Err::<(), _>(std::io::ErrorKind::WouldBlock.into());
+        let _ = match self {
+            Stream::Tcp(s) => s.try_io(tokio::io::Interest::READABLE, not_ready),
+            Stream::Unix(s) => s.try_io(tokio::io::Interest::READABLE, not_ready),
+        };
+    }
+
     pub fn try_write(&self, buf: &[u8]) -> std::io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.try_write(buf),
