@@ -11,6 +11,13 @@
 # REQUESTS requests; reported: SETs/s, the keys written, and RAM used
 # against the budget at the end (INFO used_memory / maxmemory).
 #
+# Then, over the budget with nothing to evict: `volatile-lru`, 259 k keys
+# with no deadline written by `redis-benchmark -r 1000000 -n 300000 -P 16
+# -d 64 -t set`, then CONFIG SET maxmemory 15mb (below what they use) and
+# `redis-benchmark -c 10 -n GETS -t get`: GETs/s before and after the
+# budget is lowered, for redis-server as well (it finds no volatile key at
+# once).
+#
 # Usage: OLD=/tmp/old/target/release/strata-server bench/tight-budget.sh
 #        (without OLD, only this tree's build runs)
 #        BUDGET=4mb KEYSPACE=30000 REQUESTS=100000 ROUNDS=3 bench/tight-budget.sh
@@ -21,6 +28,7 @@ KEYSPACE=${KEYSPACE:-30000}
 REQUESTS=${REQUESTS:-100000}
 ROUNDS=${ROUNDS:-3}
 OLD=${OLD:-}
+GETS=${GETS:-20000}
 
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -69,3 +77,38 @@ if [ -n "$OLD" ]; then
 else
     echo "median SETs/s: $new_m"
 fi
+
+# over_budget KIND [BUILD]: prints "gets_per_s_under gets_per_s_over".
+over_budget() {
+    local kind=$1 port under over
+    STRATA=${2:-$NEW}
+    start v "$kind" --save "" --appendonly no --maxmemory-policy volatile-lru
+    port=$(port_of v)
+    redis-benchmark -p "$port" -r 1000000 -n 300000 -P 16 -d 64 -t set -q >/dev/null 2>&1
+    gets() {
+        timeout 600 redis-benchmark -p "$port" -c 10 -n "$GETS" -r 1000000 -t get -q 2>/dev/null |
+            tr '\r' '\n' | grep -a 'requests per second' | tail -1 | awk '{ print $2 }'
+    }
+    under=$(gets)
+    redis-cli -p "$port" config set maxmemory 15mb >/dev/null
+    over=$(gets)
+    stop v
+    rm -rf "$WORK/v"
+    echo "$under $over"
+}
+
+echo
+echo "# GETs over the budget, volatile-lru, no key with a deadline"
+echo
+echo "| round | server | GETs/s under the budget | GETs/s over it |"
+echo "|---|---|---|---|"
+for round in $(seq "$ROUNDS"); do
+    for kind in redis old new; do
+        case $kind in
+        redis) read -r under over <<<"$(over_budget redis)" ;;
+        old) [ -n "$OLD" ] || continue; read -r under over <<<"$(over_budget strata "$OLD")" ;;
+        new) read -r under over <<<"$(over_budget strata "$NEW")" ;;
+        esac
+        echo "| $round | $kind | $under | $over |"
+    done
+done

@@ -139,7 +139,12 @@ impl Keyspace {
                 let deletes = matches!(policy, EvictionPolicy::Keys { .. });
                 let mut indices: Vec<usize> = (window..window + EVICTION_WINDOW_SHARDS)
                     .map(|i| (start + i) % SHARD_COUNT)
-                    .filter(|&i| deletes || !self.nothing_to_move(i, written_pos, &mut done))
+                    .filter(|&i| match policy {
+                        EvictionPolicy::Values => !self.nothing_to_move(i, written_pos, &mut done),
+                        EvictionPolicy::Keys { volatile_only, .. } => {
+                            !(volatile_only && self.hints[i].no_volatile.load(Relaxed))
+                        }
+                    })
                     .collect();
                 if indices.is_empty() {
                     continue;
@@ -157,11 +162,18 @@ impl Keyspace {
                         &mut done,
                         &mut pool,
                     );
+                    // Under the lock, and nothing of the shard is in the pool.
+                    let hints = &self.hints[set.indices[position]];
                     if let Some(until) = until {
-                        // Under the lock, and nothing of it is in the pool.
-                        self.hints[set.indices[position]]
-                            .eviction
-                            .store(until, Relaxed);
+                        hints.eviction.store(until, Relaxed);
+                    }
+                    if let EvictionPolicy::Keys {
+                        volatile_only: true,
+                        ..
+                    } = policy
+                        && set.guards[position].holds_no_deadline()
+                    {
+                        hints.no_volatile.store(true, Relaxed);
                     }
                     for candidate in &mut pool[before..] {
                         // Remember the shard in the spare high bits of db.
@@ -281,15 +293,27 @@ impl Shard {
         done: &mut Evicted,
         out: &mut Vec<(u64, usize, usize)>,
     ) -> Option<u64> {
-        let tables = || self.tables.iter().filter(|t| !t.entries.is_empty());
-        let non_empty = tables().count();
-        if non_empty > 0 {
-            let nth = (random_u64() as usize) % non_empty;
+        // Under a volatile-* policy only tables with keys that have a
+        // deadline hold candidates.
+        let volatile_only = matches!(
+            policy,
+            EvictionPolicy::Keys {
+                volatile_only: true,
+                ..
+            }
+        );
+        let eligible = |t: &crate::table::Table| match volatile_only {
+            true => t.expiring.len() > 0,
+            false => !t.entries.is_empty(),
+        };
+        let count = self.tables.iter().filter(|t| eligible(t)).count();
+        if count > 0 {
+            let nth = (random_u64() as usize) % count;
             let db = self
                 .tables
                 .iter()
                 .enumerate()
-                .filter(|(_, t)| !t.entries.is_empty())
+                .filter(|(_, t)| eligible(t))
                 .nth(nth)
                 .map(|(db, _)| db)
                 .expect("counted");
@@ -298,6 +322,12 @@ impl Shard {
         (policy == EvictionPolicy::Values)
             .then(|| self.nothing_to_move_until())
             .flatten()
+    }
+
+    /// Whether no key here has a deadline (nothing for a `volatile-*`
+    /// policy to evict).
+    pub(crate) fn holds_no_deadline(&self) -> bool {
+        self.tables.iter().all(|t| t.expiring.len() == 0)
     }
 
     /// The shard's eviction hint: when every table was swept whole since

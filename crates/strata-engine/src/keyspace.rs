@@ -119,9 +119,10 @@ pub struct Keyspace {
 /// What a shard holds nothing for, so that a cycle over all 1 024 shards
 /// can pass it over without taking its lock. Each is set under the
 /// shard's lock by the one that looked, and cleared (0: look) by any
-/// other lock of the shard ([`Keyspace::take_shard`]). One cache line per
-/// shard's pair, read by every lock that may change the shard.
+/// other lock of the shard ([`Keyspace::take_shard`]). A shard's hints
+/// share a cache line, read by every lock that may change the shard.
 #[derive(Default)]
+#[repr(align(32))]
 pub(crate) struct ShardHints {
     /// Until when (Unix ms) active expiry has nothing to do there: an idle
     /// server's expiry cycle reads these and takes no lock.
@@ -133,6 +134,10 @@ pub(crate) struct ShardHints {
     /// leaves only such values in RAM, and eviction used to lock and sweep
     /// every shard on every write to find that out (`docs/tiering.md`).
     pub(crate) eviction: std::sync::atomic::AtomicU64,
+    /// Under a `volatile-*` policy: the shard holds no key with a
+    /// deadline. Over the budget with none anywhere, every command used to
+    /// lock and sweep all 1 024 shards (GETs at 343/s instead of 87 000/s).
+    pub(crate) no_volatile: std::sync::atomic::AtomicBool,
 }
 
 use crate::shard::expiry_paused;
@@ -279,6 +284,9 @@ impl Keyspace {
             if hint.load(Relaxed) != 0 {
                 hint.store(0, Relaxed);
             }
+        }
+        if hints.no_volatile.load(Relaxed) {
+            hints.no_volatile.store(false, Relaxed);
         }
     }
 
@@ -1134,6 +1142,46 @@ mod tests {
         assert_eq!(ks.dbsize(0), 1);
         assert_eq!(ks.expired_keys(), 2);
         assert_eq!(ks.keys(0, b"*", 9000), Vec::<Vec<u8>>::new());
+    }
+
+    /// Under a volatile-* policy, a shard with no key that has a deadline
+    /// is passed over without its lock once eviction has seen that, until
+    /// a command locks it; then its volatile key is found and evicted.
+    #[test]
+    fn volatile_eviction_passes_over_shards_without_deadlines() {
+        use crate::eviction::{EvictionPolicy, KeyRank};
+        let ks = Keyspace::new(1);
+        for i in 0..2000 {
+            set(&ks, 0, format!("k{i}").as_bytes(), b"v", None, 1000);
+        }
+        let policy = EvictionPolicy::Keys {
+            volatile_only: true,
+            rank: KeyRank::Idle,
+        };
+        let done = ks.evict(policy, u64::MAX, 5, 1 << 20, 1000);
+        assert_eq!(done.keys, 0);
+        let marked = (0..SHARD_COUNT)
+            .filter(|&i| ks.hints[i].no_volatile.load(Relaxed))
+            .count();
+        assert_eq!(marked, SHARD_COUNT, "every shard seen without deadlines");
+        let locks = shard_locks_taken();
+        assert_eq!(ks.evict(policy, u64::MAX, 5, 1 << 20, 1000).keys, 0);
+        assert_eq!(shard_locks_taken(), locks, "a second cycle took locks");
+        set(&ks, 0, b"k7", b"v", Some(9000), 1000);
+        let shard = ks.key(b"k7").shard();
+        assert!(
+            !ks.hints[shard].no_volatile.load(Relaxed),
+            "cleared by the write"
+        );
+        let done = ks.evict(policy, u64::MAX, 5, 1 << 20, 1000);
+        assert_eq!(done.keys, 1);
+        assert_eq!(done.deleted_keys, vec![Box::from(&b"k7"[..])]);
+        // Allkeys policies do not look at the hint.
+        let allkeys = EvictionPolicy::Keys {
+            volatile_only: false,
+            rank: KeyRank::Idle,
+        };
+        assert_eq!(ks.evict(allkeys, 1, 5, 1, 1000).keys, 1);
     }
 
     #[test]
