@@ -133,7 +133,7 @@ impl Registers {
 
     /// Redis' bytes for these registers with a stale cache: sparse when
     /// every register is at most 32 and that form takes at most
-    /// `sparse_max` bytes, else dense.
+    /// `sparse_max` bytes (header included), else dense.
     pub fn encode(&self, sparse_max: usize) -> Vec<u8> {
         self.encode_sparse(sparse_max, STALE)
             .unwrap_or_else(|| self.encode_dense(STALE))
@@ -182,7 +182,9 @@ impl Registers {
                     left -= n;
                 }
             }
-            if out.len() - HEADER > sparse_max {
+            // As Redis: the whole string, header included, against
+            // hll-sparse-max-bytes (STRLEN of a sparse HLL never passes it).
+            if out.len() > sparse_max {
                 return None;
             }
             i += run;

@@ -133,3 +133,37 @@ fn registers_past_the_longest_run_are_counted_as_redis_counts_them() {
         assert_eq!(theirs.cmd(&["PFCOUNT", "h"]), ours);
     }
 }
+
+/// `hll-sparse-max-bytes` bounds the whole string, header included, as in
+/// Redis (its unit/hyperloglog checks STRLEN against it): a sparse HLL
+/// is never longer, and the first update past it makes it dense. (Strata
+/// counted only the bytes after the 16-byte header, so an HLL of up to
+/// max + 16 bytes stayed sparse.)
+#[test]
+fn the_sparse_limit_counts_the_whole_string() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    for max in [100u64, 500, 3000] {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("hll-sparse-max-bytes")
+            .arg(max)
+            .query(&mut con)
+            .unwrap();
+        let _: () = con.del("hll").unwrap();
+        let mut next = 0;
+        loop {
+            pfadd_all(&mut con, "hll", next, next + 10);
+            next += 10;
+            let bytes: Vec<u8> = con.get("hll").unwrap();
+            let sparse = bytes[4] == 1;
+            if bytes.len() as u64 <= max {
+                assert!(sparse, "{} bytes under {max} went dense", bytes.len());
+            } else {
+                assert!(!sparse, "{} bytes past {max} stayed sparse", bytes.len());
+                break;
+            }
+            assert!(next < 100_000, "never left sparse under {max}");
+        }
+    }
+}
