@@ -463,10 +463,14 @@ impl Shard {
     }
 
     /// Creates `key` (absent) as a string of `offset` zero bytes followed
-    /// by `bytes` (SETRANGE, SETBIT, BITFIELD on a new key), logged as an
-    /// empty SET and one SETRANGE record: a write far into a new key costs
-    /// its arguments in the log, not the zeros (a SETRANGE at 512 MB used
-    /// to log, copy and CRC a 512 MB image while holding the shard).
+    /// by `bytes` (SETRANGE, SETBIT, BITFIELD on a new key), logged as one
+    /// SETRANGE record, which replay and replicas apply to a missing key
+    /// by creating it: a write far into a new key costs its arguments in
+    /// the log, not the zeros (a SETRANGE at 512 MB used to log, copy and
+    /// CRC a 512 MB image while holding the shard), and it is one change,
+    /// as Redis counts it (`rdb_changes_since_last_save`). A key still
+    /// stored though expired (expiry paused) is replaced by an empty SET
+    /// first, so that replay does not meet the old one.
     /// Returns the value's length.
     pub fn create_at(
         &mut self,
@@ -476,7 +480,15 @@ impl Shard {
         bytes: &[u8],
         now_ms: u64,
     ) -> usize {
-        self.set(db, key, Value::owned(Vec::new()), None, false, now_ms);
+        let stored = self.tables[db]
+            .entries
+            .find(key.slot_hash(), |e| e.key() == key.bytes)
+            .is_some();
+        if stored {
+            self.set(db, key, Value::owned(Vec::new()), None, false, now_ms);
+        } else {
+            self.store(db, key, Value::owned(Vec::new()), (None, false), now_ms, |_, _| {});
+        }
         match self.get_as::<crate::collection::Str>(db, key, now_ms) {
             Ok(Some(entry)) => entry.write_at(db, offset, bytes),
             _ => unreachable!("a string value was just set in RAM"),

@@ -302,3 +302,63 @@ fn bitpos_checks_its_arguments_before_the_key_as_redis_7_4() {
         );
     }
 }
+
+/// SETBIT, SETRANGE and BITFIELD on a new key count one change each, as
+/// Redis counts them (its unit/bitops checks `rdb_changes_since_last_save`),
+/// and the keys they create survive kill -9: one SETRANGE record creates
+/// the key on replay (it was an empty SET and a SETRANGE, two changes).
+/// A key that expired while expiry was paused is replaced, not revived.
+#[test]
+fn bit_writes_to_new_keys_count_once_and_survive_kill9() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    let changes = |r: &mut common::Raw| -> i64 {
+        let info = r.cmd(&["INFO", "persistence"]).as_text();
+        common::info_field(&info, "rdb_changes_since_last_save")
+            .parse()
+            .unwrap()
+    };
+    let before = changes(&mut r);
+    assert_eq!(r.cmd(&["SETBIT", "bits", "100", "1"]), i(0));
+    assert_eq!(r.cmd(&["SETRANGE", "range", "5", "abc"]), i(8));
+    assert_eq!(
+        r.cmd(&["BITFIELD", "field", "SET", "i5", "0", "7"]),
+        ints(&[0])
+    );
+    assert_eq!(changes(&mut r), before + 3);
+    // Unchanged bits are no change.
+    assert_eq!(r.cmd(&["SETBIT", "bits", "100", "1"]), i(1));
+    assert_eq!(changes(&mut r), before + 3);
+    // An expired key met while expiry is paused (inside a script).
+    assert_eq!(r.cmd(&["SET", "old", "xxxxxxxxxx", "PX", "1"]), common::ok());
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(
+        r.cmd(&[
+            "EVAL",
+            "return redis.call('SETRANGE', KEYS[1], 2, 'z')",
+            "1",
+            "old"
+        ]),
+        i(3)
+    );
+    let expected: [(&str, &[u8]); 4] = [
+        ("bits", &{
+            let mut v = vec![0u8; 13];
+            v[12] = 0x08;
+            v
+        }),
+        ("range", b"\0\0\0\0\0abc"),
+        ("field", &[0x38]),
+        ("old", b"\0\0z"),
+    ];
+    for (key, value) in expected {
+        assert_eq!(r.cmd(&["GET", key]), Reply::Bulk(value.to_vec()), "{key}");
+    }
+    let dir = server.kill9();
+    let server = TestServer::spawn(dir, &[], None, common::READY);
+    let mut r = server.raw();
+    for (key, value) in expected {
+        assert_eq!(r.cmd(&["GET", key]), Reply::Bulk(value.to_vec()), "{key}");
+        assert_eq!(r.cmd(&["TTL", key]), i(-1), "{key}");
+    }
+}

@@ -49,19 +49,29 @@ pub fn setbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let byte = (offset >> 3) as usize;
     let mask = 1u8 << (7 - (offset & 7));
     let shard = ctx.keys.shard(key);
-    let old = match shard.get_as::<Str>(db, key, now)? {
+    let (old, wrote) = match shard.get_as::<Str>(db, key, now)? {
         Some(entry) => {
-            let current = entry.value().as_bytes().get(byte).copied().unwrap_or(0);
+            let value = entry.value().as_bytes();
+            let grows = byte >= value.len();
+            let current = value.get(byte).copied().unwrap_or(0);
             let new = if on { current | mask } else { current & !mask };
-            entry.write_at(db, byte, &[new]);
-            current & mask != 0
+            // As Redis: a bit set to what it was is no change (nothing
+            // logged, sent to replicas, counted or notified), unless the
+            // string grows.
+            let wrote = grows || new != current;
+            if wrote {
+                entry.write_at(db, byte, &[new]);
+            }
+            (current & mask != 0, wrote)
         }
         None => {
             shard.create_at(db, key, byte, &[if on { mask } else { 0 }], now);
-            false
+            (false, true)
         }
     };
-    ctx.notify(notify::STRING, "setbit", &args[1]);
+    if wrote {
+        ctx.notify(notify::STRING, "setbit", &args[1]);
+    }
     ctx.out.int(old as i64);
     Ok(())
 }
@@ -497,7 +507,9 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
                 match field.fit(value as i128, overflow) {
                     Some(fitted) => {
                         field.write(&mut bytes, offset, fitted);
-                        changed = true;
+                        // As Redis: setting a field to its value is no
+                        // change (unless the string grows, below).
+                        changed |= fitted != old;
                         ctx.out.int(old as i64);
                     }
                     None => ctx.out.null_bulk(),
@@ -516,7 +528,7 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
             }
         }
     }
-    if writes && changed {
+    if writes && (changed || new_len > old_len) {
         // Only the changed window is written and logged.
         let patch = &bytes[..new_len.clamp(lo, hi) - lo];
         match shard.get_as::<Str>(db, key, now)? {
