@@ -487,7 +487,14 @@ impl Shard {
         if stored {
             self.set(db, key, Value::owned(Vec::new()), None, false, now_ms);
         } else {
-            self.store(db, key, Value::owned(Vec::new()), (None, false), now_ms, |_, _| {});
+            self.store(
+                db,
+                key,
+                Value::owned(Vec::new()),
+                (None, false),
+                now_ms,
+                |_, _| {},
+            );
         }
         match self.get_as::<crate::collection::Str>(db, key, now_ms) {
             Ok(Some(entry)) => entry.write_at(db, offset, bytes),

@@ -330,7 +330,10 @@ fn bit_writes_to_new_keys_count_once_and_survive_kill9() {
     assert_eq!(r.cmd(&["SETBIT", "bits", "100", "1"]), i(1));
     assert_eq!(changes(&mut r), before + 3);
     // An expired key met while expiry is paused (inside a script).
-    assert_eq!(r.cmd(&["SET", "old", "xxxxxxxxxx", "PX", "1"]), common::ok());
+    assert_eq!(
+        r.cmd(&["SET", "old", "xxxxxxxxxx", "PX", "1"]),
+        common::ok()
+    );
     std::thread::sleep(std::time::Duration::from_millis(20));
     assert_eq!(
         r.cmd(&[
