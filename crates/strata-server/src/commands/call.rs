@@ -76,7 +76,8 @@ pub(crate) fn declared_keys_known<'k>(
 
 /// Counts what a command (or transaction) committed as changes to the
 /// dataset (rdb_changes_since_last_save): no handler keeps count itself.
-pub(crate) fn count_changes(stats: &ThreadStats, committed: &Commit) {
+/// `one`: the command counts as one change at most (`ONE_CHANGE`).
+pub(crate) fn count_changes(stats: &ThreadStats, committed: &Commit, one: bool) {
     let mut changes = committed.changed.len();
     if changes > 1 {
         // The DEL of a collection its operation emptied is part of that
@@ -84,6 +85,9 @@ pub(crate) fn count_changes(stats: &ThreadStats, committed: &Commit) {
         changes -= (committed.changed.changes())
             .filter(|c| c.flags & strata_engine::record::FLAG_EMPTIED != 0)
             .count();
+    }
+    if one {
+        changes = changes.min(1);
     }
     if changes > 0 {
         bump(&stats.changes, changes as u64);

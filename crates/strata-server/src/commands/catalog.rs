@@ -134,6 +134,8 @@ impl Gates {
     /// `stale`: runs on a replica whose link is down even with
     /// `replica-serve-stale-data no`.
     pub const STALE: u16 = 2048;
+    /// Counts as one change (the table's `ONE_CHANGE`).
+    pub const ONE_CHANGE: u16 = 4096;
 
     fn of<R: RunKind>(spec: &Spec<R>, is_ping: bool) -> Gates {
         let mut bits = 0;
@@ -161,6 +163,7 @@ impl Gates {
             (trait_::DATABASE_WIDE, Self::DATABASE_WIDE),
             (trait_::RUNS_UNLOCKED, Self::RUNS_UNLOCKED),
             (trait_::RUNS_AT_ONCE, Self::RUNS_AT_ONCE),
+            (trait_::ONE_CHANGE, Self::ONE_CHANGE),
         ] {
             if spec.is(applies) {
                 bits |= bit;

@@ -262,7 +262,8 @@ fn run_admitted(r: &mut Request, id: usize, reading: Reading) -> Dispatched {
         lent.release_held(&mut keys, r.now_ms);
     }
     committed.absorb(keys.commit());
-    count_changes(r.stats, &committed);
+    let one = r.server.commands.gates(id).has(Gates::ONE_CHANGE);
+    count_changes(r.stats, &committed, one);
     (r.server.blocking).wake_changed(&committed.changed, &mut r.session.woken);
     Dispatched::Ran(committed.lsn)
 }

@@ -168,6 +168,10 @@ bit_set!(
         /// Never called from a script, even with deny-scripts disabled:
         /// it would re-enter the script's VM or change its session's mode.
         NEVER_FROM_SCRIPTS = "never_from_scripts",
+        /// Counts as one change to the dataset (`rdb_changes_since_last_save`)
+        /// whatever it logs, as Redis counts it: LMOVE's pop and push,
+        /// RENAME's delete and set.
+        ONE_CHANGE = "one_change",
     ]
 );
 

@@ -327,7 +327,7 @@ pub fn run_exec(
     let counters = &stats.commands[exec_id];
     bump(&counters.calls, 1);
     bump(&counters.usec, started.elapsed().as_micros() as u64);
-    count_changes(stats, &committed);
+    count_changes(stats, &committed, false);
     Dispatched::Ran(committed.lsn)
 }
 

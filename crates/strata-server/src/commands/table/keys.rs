@@ -119,6 +119,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         summary: "Gives a key a new name, replacing any key that already has it.",
         complexity: "O(1)",
         run: Run::Handler(ks::rename),
+        traits: traits![ONE_CHANGE],
         ..Spec::DEFAULT
     },
     Spec {
@@ -135,6 +136,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         summary: "Gives a key a new name only if no key has that name yet.",
         complexity: "O(1)",
         run: Run::Handler(ks::renamenx),
+        traits: traits![ONE_CHANGE],
         ..Spec::DEFAULT
     },
     Spec {
@@ -206,6 +208,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         summary: "Moves a key from the selected database to another one.",
         complexity: "O(1)",
         run: Run::Handler(ks::move_),
+        traits: traits![ONE_CHANGE],
         ..Spec::DEFAULT
     },
     Spec {

@@ -199,6 +199,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         summary: "Moves an element from an end of one list to an end of another and returns it.",
         complexity: "O(1)",
         run: Run::Handler(ls::lmove),
+        traits: traits![ONE_CHANGE],
         ..Spec::DEFAULT
     },
     Spec {
@@ -215,6 +216,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         summary: "Moves the tail element of a list to the head of another and returns it.",
         complexity: "O(1)",
         run: Run::Handler(ls::rpoplpush),
+        traits: traits![ONE_CHANGE],
         ..Spec::DEFAULT
     },
     Spec {
@@ -270,6 +272,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         summary: "Like LMOVE, but waits for an element while the source list is empty.",
         complexity: "O(1)",
         run: Run::Handler(ls::blmove),
+        traits: traits![ONE_CHANGE],
         ..Spec::DEFAULT
     },
     Spec {
@@ -286,6 +289,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         summary: "Like RPOPLPUSH, but waits for an element while the source list is empty.",
         complexity: "O(1)",
         run: Run::Handler(ls::brpoplpush),
+        traits: traits![ONE_CHANGE],
         ..Spec::DEFAULT
     },
     Spec {
