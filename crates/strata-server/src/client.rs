@@ -53,6 +53,8 @@ pub struct ClientInfo {
     /// Command table index + 1 of the last command run; 0 for none.
     pub last_command: AtomicUsize,
     pub query_buffer_bytes: AtomicUsize,
+    /// Room left in the query buffer (CLIENT LIST `qbuf-free`).
+    pub query_buffer_free: AtomicUsize,
     pub output_buffer_bytes: AtomicUsize,
     pub names: Mutex<Names>,
     pub no_evict: AtomicBool,
@@ -264,6 +266,7 @@ impl ClientRegistry {
             resp: AtomicU8::new(2),
             last_command: AtomicUsize::new(0),
             query_buffer_bytes: AtomicUsize::new(0),
+            query_buffer_free: AtomicUsize::new(0),
             output_buffer_bytes: AtomicUsize::new(0),
             names: Mutex::new(Names::default()),
             no_evict: AtomicBool::new(false),

@@ -50,6 +50,11 @@ const CONFIG_RECHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// Read buffers larger than this are released when they become empty, so an
 /// idle connection that once sent a huge value does not keep its memory.
 const READ_BUFFER_RETAINED_BYTES_MAX: usize = 64 * 1024;
+/// A connection idle this long with nothing buffered gives its read and
+/// write buffers back (as Redis frees an idle client's query buffer after
+/// 2 s): a pool of idle connections costs its sockets and little else.
+/// The next request allocates them again.
+const IDLE_BUFFERS_RELEASED_AFTER: Duration = Duration::from_secs(2);
 
 enum Closed {
     ClientQuit,
@@ -446,7 +451,14 @@ impl Connection {
                 return Closed::Killed;
             }
             client.output_buffer_bytes.store(self.output.len(), Relaxed);
+            if self.input.is_empty() && (1..READ_CHUNK_BYTES).contains(&self.input.capacity()) {
+                // The requests were split off its front: take the space
+                // back now (no allocation, as the next read would), so
+                // `qbuf-free` says what the buffer holds.
+                self.input.reserve(READ_CHUNK_BYTES);
+            }
             client.query_buffer_bytes.store(self.input.len(), Relaxed);
+            (client.query_buffer_free).store(self.input.capacity() - self.input.len(), Relaxed);
             if self.evicted(client) {
                 return Closed::Killed;
             }
@@ -573,6 +585,7 @@ impl Connection {
 
     /// Waits until the socket can make progress, then reads what it has.
     async fn wait(&mut self, client: &ClientInfo) -> Result<(), Closed> {
+        self.release_idle_buffers(client);
         let want_read =
             self.output.len() < self.output_pause_bytes() && !self.session.close_after_reply;
         let want_write = self.output_pending();
@@ -629,6 +642,25 @@ impl Connection {
             true => self.read(),
             false => Ok(()),
         }
+    }
+
+    /// Gives the read and write buffers back once the connection has been
+    /// idle for [`IDLE_BUFFERS_RELEASED_AFTER`] with nothing in them (the
+    /// timer's recheck brings an idle connection here every second).
+    fn release_idle_buffers(&mut self, client: &ClientInfo) {
+        let held = self.input.capacity() + self.output.capacity();
+        if held == 0
+            || self.last_active.elapsed() < IDLE_BUFFERS_RELEASED_AFTER
+            || !self.input.is_empty()
+            || self.parser.in_request()
+            || self.parser.buffered_bytes() > 0
+            || self.output_pending()
+        {
+            return;
+        }
+        self.input = BytesMut::new();
+        self.output = BytesMut::new();
+        client.query_buffer_free.store(0, Relaxed);
     }
 
     /// Takes over what `crate::busy` did to the transaction while a script

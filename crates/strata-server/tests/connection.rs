@@ -432,3 +432,52 @@ fn config_set_port_and_bind_move_the_listener() {
         Reply::Array(vec![b("port"), b(&new_port.to_string())])
     );
 }
+
+/// CLIENT LIST reports the query buffer's room (`qbuf-free`), and a
+/// connection idle for 2 s with nothing buffered gives its buffers back,
+/// as Redis frees an idle client's query buffer (its unit/querybuf checks
+/// both): a pool of idle connections costs little RAM. The connection
+/// works as before afterwards.
+#[test]
+fn idle_connections_give_their_buffers_back() {
+    let server = TestServer::start();
+    let mut admin = server.raw();
+    let mut idle = server.raw();
+    assert_eq!(idle.cmd(&["CLIENT", "SETNAME", "idler"]), common::ok());
+    let room = |admin: &mut common::Raw| -> (u64, u64) {
+        let list = admin.cmd(&["CLIENT", "LIST"]).as_text();
+        let line = list
+            .lines()
+            .find(|l| l.contains("name=idler"))
+            .unwrap_or_else(|| panic!("{list}"))
+            .to_string();
+        let field = |name: &str| -> u64 {
+            line.split(' ')
+                .find_map(|f| f.strip_prefix(&format!("{name}=")))
+                .unwrap_or_else(|| panic!("{name} in {line}"))
+                .parse()
+                .unwrap()
+        };
+        (field("qbuf"), field("qbuf-free"))
+    };
+    let (qbuf, free) = room(&mut admin);
+    assert_eq!(qbuf, 0);
+    assert!((16384..32768).contains(&free), "qbuf-free={free}");
+    let started = std::time::Instant::now();
+    loop {
+        let (_, free) = room(&mut admin);
+        if free == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "an idle connection kept qbuf-free={free}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(started.elapsed() >= std::time::Duration::from_millis(1500));
+    assert_eq!(idle.cmd(&["PING"]), common::Reply::Simple("PONG".into()));
+    assert_eq!(idle.cmd(&["SET", "k", "v"]), common::ok());
+    assert_eq!(idle.cmd(&["GET", "k"]), common::b("v"));
+    assert!(room(&mut admin).1 >= 16384);
+}

@@ -36,12 +36,17 @@ pub fn describe_client(
         server.commands.full_names[last - 1].clone()
     };
     let idle_s = now_ms.saturating_sub(client.last_active_ms.load(Relaxed)) / 1000;
-    let (qbuf, argv_mem) = match running {
+    let (qbuf, qbuf_free, argv_mem) = match running {
         Some(args) => (
             request_bytes(args),
+            0,
             args.iter().map(|a| a.len()).sum::<usize>(),
         ),
-        None => (client.query_buffer_bytes.load(Relaxed), 0),
+        None => (
+            client.query_buffer_bytes.load(Relaxed),
+            client.query_buffer_free.load(Relaxed),
+            0,
+        ),
     };
     let omem = client.output_buffer_bytes.load(Relaxed);
     let mut flags = String::new();
@@ -78,7 +83,7 @@ pub fn describe_client(
         flags.push('N');
     }
     format!(
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} watch={} qbuf={} qbuf-free=0 argv-mem={} multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} watch={} qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
         client.id,
         client.addr_text(),
         client.laddr_text(),
@@ -94,6 +99,7 @@ pub fn describe_client(
         multi,
         client.watched_keys.load(Relaxed),
         qbuf,
+        qbuf_free,
         argv_mem,
         omem,
         (qbuf + omem).max(client.memory_bytes.load(Relaxed) as usize),
