@@ -100,9 +100,28 @@ impl Collection for Stream {
     const RECORDS: &'static [Kind] = &[Kind::StreamOp];
 
     fn change(entry: EntryMut<'_>, db: usize, op: &StreamOp<'_>, _now_ms: u64) -> u64 {
+        // Another delivery of pending entries to a consumer that exists
+        // is no change to the dataset; one that creates the consumer is
+        // (as Redis 7.4 counts them).
+        let aux = match (op, entry.value()) {
+            (
+                StreamOp::Deliver {
+                    history: true,
+                    group,
+                    consumer,
+                    ..
+                },
+                ValueRef::Stream(stream),
+            ) if (stream.groups.get(*group))
+                .is_some_and(|g| g.consumers.contains_key(*consumer)) =>
+            {
+                crate::record::STREAM_AUX_DELIVERY_ONLY
+            }
+            _ => 0,
+        };
         entry.change_boxed(
             db,
-            (Kind::StreamOp, VALUE_STREAM),
+            (Kind::StreamOp, VALUE_STREAM, aux),
             |value| match value {
                 Boxed::Stream(stream) => op.apply(stream),
                 _ => unreachable!("a stream"),
@@ -129,7 +148,7 @@ impl Collection for Stream {
     }
 
     fn log_created(db: usize, key: &[u8], op: &StreamOp<'_>) {
-        log_op(db, key, (Kind::StreamOp, VALUE_STREAM), |out| {
+        log_op(db, key, (Kind::StreamOp, VALUE_STREAM, 0), |out| {
             op.encode(out)
         });
     }
@@ -211,7 +230,7 @@ impl Collection for List {
     fn change(entry: EntryMut<'_>, db: usize, op: &ListOp<'_>, _now_ms: u64) -> Applied {
         entry.change_boxed(
             db,
-            (Kind::ListOp, VALUE_LIST),
+            (Kind::ListOp, VALUE_LIST, 0),
             |value| match value {
                 Boxed::List(list) => op.apply(list, limits::list()),
                 _ => unreachable!("a list"),
@@ -236,7 +255,7 @@ impl Collection for List {
     }
 
     fn log_created(db: usize, key: &[u8], op: &ListOp<'_>) {
-        log_op(db, key, (Kind::ListOp, VALUE_LIST), |out| op.encode(out));
+        log_op(db, key, (Kind::ListOp, VALUE_LIST, 0), |out| op.encode(out));
     }
 }
 
@@ -249,7 +268,7 @@ impl Collection for Set {
     fn change(entry: EntryMut<'_>, db: usize, op: &SetOp<'_>, _now_ms: u64) -> usize {
         entry.change_boxed(
             db,
-            (Kind::SetOp, VALUE_SET),
+            (Kind::SetOp, VALUE_SET, 0),
             |value| match value {
                 Boxed::Set(set) => op.apply(set, &limits::get()),
                 _ => unreachable!("a set"),
@@ -273,7 +292,7 @@ impl Collection for Set {
     }
 
     fn log_created(db: usize, key: &[u8], op: &SetOp<'_>) {
-        log_op(db, key, (Kind::SetOp, VALUE_SET), |out| op.encode(out));
+        log_op(db, key, (Kind::SetOp, VALUE_SET, 0), |out| op.encode(out));
     }
 }
 
@@ -286,7 +305,7 @@ impl Collection for ZSet {
     fn change(entry: EntryMut<'_>, db: usize, op: &ZSetOp<'_>, _now_ms: u64) -> usize {
         entry.change_boxed(
             db,
-            (Kind::ZSetOp, VALUE_ZSET),
+            (Kind::ZSetOp, VALUE_ZSET, 0),
             |value| match value {
                 Boxed::ZSet(zset) => op.apply(zset, &limits::get()),
                 _ => unreachable!("a sorted set"),
@@ -310,7 +329,7 @@ impl Collection for ZSet {
     }
 
     fn log_created(db: usize, key: &[u8], op: &ZSetOp<'_>) {
-        log_op(db, key, (Kind::ZSetOp, VALUE_ZSET), |out| op.encode(out));
+        log_op(db, key, (Kind::ZSetOp, VALUE_ZSET, 0), |out| op.encode(out));
     }
 }
 

@@ -1164,11 +1164,12 @@ impl EntryMut<'_> {
     /// `apply`, and logs it as one `kind` record (type tag `value_type`)
     /// whose payload `encode` writes: the bytes logged grow with the
     /// command's arguments, not with the value. A collection left empty
-    /// stays an (empty) entry: the caller deletes the key.
+    /// stays an (empty) entry: the caller deletes the key. `aux` is the
+    /// record's (0 but for [`record::STREAM_AUX_DELIVERY_ONLY`]).
     pub(crate) fn change_boxed<R>(
         self,
         db: usize,
-        (kind, value_type): (Kind, u8),
+        (kind, value_type, aux): (Kind, u8, u64),
         apply: impl FnOnce(Boxed) -> R,
         encode: impl FnOnce(&mut Vec<u8>),
     ) -> R {
@@ -1183,7 +1184,7 @@ impl EntryMut<'_> {
             _ => unreachable!("an operation on another type: commands check the type first"),
         };
         let applied = apply(boxed);
-        log_op(db, entry.key(), (kind, value_type), encode);
+        log_op(db, entry.key(), (kind, value_type, aux), encode);
         applied
     }
 }
@@ -1193,7 +1194,7 @@ impl EntryMut<'_> {
 pub(crate) fn log_op(
     db: usize,
     key: &[u8],
-    (kind, value_type): (Kind, u8),
+    (kind, value_type, aux): (Kind, u8, u64),
     encode: impl FnOnce(&mut Vec<u8>),
 ) {
     let mut payload = Vec::new();
@@ -1203,7 +1204,7 @@ pub(crate) fn log_op(
     log::append(&Draft {
         kind,
         db: db as u16,
-        aux: 0,
+        aux,
         flags: 0,
         value_type,
         key,

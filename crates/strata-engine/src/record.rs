@@ -34,6 +34,13 @@
 //! [`FLAG_GROUP_CONTINUES`]. Recovery applies a group only when its last
 //! record is present and valid, so a multi-key command is all or nothing.
 
+/// A STREAM_OP record's `aux` when the operation only counts another
+/// delivery of entries already pending (XREADGROUP with an ID, not `>`):
+/// replayed like any other, so the counts survive a restart, but not a
+/// change to the dataset (`rdb_changes_since_last_save`), as Redis 7.4
+/// counts it.
+pub const STREAM_AUX_DELIVERY_ONLY: u64 = 1;
+
 /// Bytes of the fixed header.
 pub const HEADER_BYTES: usize = 40;
 /// More records follow that belong to the same command.
@@ -113,7 +120,8 @@ pub enum Kind {
     /// (`stream::StreamOp`: an entry added, entries deleted or trimmed,
     /// group and consumer changes, deliveries, acknowledgements, claims);
     /// a missing key becomes the stream an XADD or XGROUP CREATE MKSTREAM
-    /// makes.
+    /// makes. `aux` is [`STREAM_AUX_DELIVERY_ONLY`] for a delivery of
+    /// entries already pending (XREADGROUP with an ID), 0 otherwise.
     StreamOp = 14,
     /// Server state kept beside the keyspace (today the function
     /// libraries, `FUNCTION LOAD`): key: the item's name; payload: its

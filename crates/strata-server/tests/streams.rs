@@ -1082,3 +1082,47 @@ fn streams_and_groups_behave_like_a_model() {
         panic!("{e}");
     }
 }
+
+/// Reading a consumer's pending entries again (XREADGROUP with an ID) is
+/// no change to the dataset, as in Redis 7.4 (its unit/type/stream-cgroups
+/// checks `rdb_changes_since_last_save`) unless it creates the consumer,
+/// yet the delivery counts it raises survive kill -9: the record is logged
+/// and replayed, only not counted.
+#[test]
+fn rereading_pending_entries_is_no_change_but_survives_kill9() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    let changes = |r: &mut Raw| -> i64 {
+        let info = r.cmd(&["INFO", "persistence"]).as_text();
+        info_field(&info, "rdb_changes_since_last_save")
+            .parse()
+            .unwrap()
+    };
+    r.cmd(&["XADD", "x", "1-0", "f", "a"]);
+    r.cmd(&["XADD", "x", "2-0", "f", "b"]);
+    r.cmd(&["XGROUP", "CREATE", "x", "g", "0"]);
+    let before = changes(&mut r);
+    r.cmd(&["XREADGROUP", "GROUP", "g", "alice", "STREAMS", "x", ">"]);
+    let after_new = changes(&mut r);
+    assert!(after_new > before, "a read of new entries is a change");
+    for _ in 0..2 {
+        r.cmd(&["XREADGROUP", "GROUP", "g", "alice", "STREAMS", "x", "0"]);
+    }
+    assert_eq!(changes(&mut r), after_new, "rereading pending entries");
+    // A consumer the read creates is a change (Redis counts it too).
+    r.cmd(&["XREADGROUP", "GROUP", "g", "bob", "STREAMS", "x", "0"]);
+    assert_eq!(changes(&mut r), after_new + 1, "a consumer created");
+    let pending = |r: &mut Raw| r.cmd(&["XPENDING", "x", "g", "-", "+", "10"]);
+    let delivered = |reply: Reply| -> Vec<i64> {
+        reply
+            .as_array()
+            .iter()
+            .map(|entry| entry.as_array()[3].as_int())
+            .collect()
+    };
+    assert_eq!(delivered(pending(&mut r)), vec![3, 3]);
+    let dir = server.kill9();
+    let server = TestServer::spawn(dir, &[], None, READY);
+    let mut r = server.raw();
+    assert_eq!(delivered(pending(&mut r)), vec![3, 3]);
+}

@@ -78,12 +78,17 @@ pub(crate) fn declared_keys_known<'k>(
 /// dataset (rdb_changes_since_last_save): no handler keeps count itself.
 /// `one`: the command counts as one change at most (`ONE_CHANGE`).
 pub(crate) fn count_changes(stats: &ThreadStats, committed: &Commit, one: bool) {
+    use strata_engine::record::{FLAG_EMPTIED, Kind, STREAM_AUX_DELIVERY_ONLY};
     let mut changes = committed.changed.len();
-    if changes > 1 {
+    if changes > 0 {
         // The DEL of a collection its operation emptied is part of that
-        // change (Redis counts the pop, not the deletion).
+        // change (Redis counts the pop, not the deletion); another
+        // delivery of pending stream entries is no change (Redis 7.4).
         changes -= (committed.changed.changes())
-            .filter(|c| c.flags & strata_engine::record::FLAG_EMPTIED != 0)
+            .filter(|c| {
+                (changes > 1 && c.flags & FLAG_EMPTIED != 0)
+                    || (c.kind == Kind::StreamOp && c.aux == STREAM_AUX_DELIVERY_ONLY)
+            })
             .count();
     }
     if one {
