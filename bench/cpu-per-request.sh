@@ -116,11 +116,13 @@ for round in $(seq "$ROUNDS"); do
     done
 done
 
+# med KIND FIELD: the median of FIELD (3 ops/s, 4 CPU) of $load's runs.
+med() { awk -v k="$1" -v l="$load" -v f="$2" '$1 == k && $2 == l { print $f }' "$RESULTS" | median; }
+
 echo
 echo "| load | Redis ops/s | Strata ops/s | Redis CPU µs/request | Strata CPU µs/request | Strata ÷ Redis CPU per request |"
 echo "|---|---|---|---|---|---|"
 for load in $LOADS; do
-    med() { awk -v k="$1" -v l="$load" -v f="$2" '$1 == k && $2 == l { print $f }' "$RESULTS" | median; }
     ro=$(med redis 3)
     so=$(med strata 3)
     rc=$(med redis 4)
@@ -132,7 +134,6 @@ if [ -n "$OLD" ]; then
     echo "| load | old build ops/s | old build CPU µs/request | old ÷ Redis | this build ÷ old |"
     echo "|---|---|---|---|---|"
     for load in $LOADS; do
-        med() { awk -v k="$1" -v l="$load" -v f="$2" '$1 == k && $2 == l { print $f }' "$RESULTS" | median; }
         oo=$(med old 3)
         oc=$(med old 4)
         echo "| $load | $oo | $oc | $(ratio "$oc" "$(med redis 4)")× | **$(ratio "$(med strata 4)" "$oc")×** |"

@@ -18,13 +18,11 @@ OLD=${OLD:-}
 cd "$(dirname "$0")/.."
 source bench/lib.sh
 bench_setup idle-connections
-NEW=$STRATA
 
-# per_connection KIND [BUILD]: bytes of RSS per idle connection.
+# per_connection KIND (of compared_kinds): bytes of RSS per idle connection.
 per_connection() {
-    local kind=$1 pid
-    STRATA=${2:-$NEW}
-    start c "$kind" --maxclients $((CONNS + 100)) --save ""
+    local pid
+    start_compared c "$1" --maxclients $((CONNS + 100)) --save ""
     pid=${PID[c]}
     python3 - "$(port_of c)" "$pid" "$CONNS" "$SETTLE" <<'PY'
 import socket, sys, time
@@ -52,12 +50,8 @@ echo
 echo "| round | server | bytes per connection |"
 echo "|---|---|---|"
 for round in $(seq "$ROUNDS"); do
-    for kind in redis old new; do
-        case $kind in
-        redis) bytes=$(per_connection redis) ;;
-        old) [ -n "$OLD" ] || continue; bytes=$(per_connection strata "$OLD") ;;
-        new) bytes=$(per_connection strata "$NEW") ;;
-        esac
+    for kind in $(compared_kinds); do
+        bytes=$(per_connection "$kind")
         echo "| $round | $kind | $bytes |"
     done
 done

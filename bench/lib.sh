@@ -27,6 +27,7 @@ bench_setup() {
     ensure_redis_tools
     cargo build --release --bin strata-server --bin strata-bench >&2
     STRATA=${STRATA_BIN:-target/release/strata-server}
+    STRATA_NEW=$STRATA
     BENCH=target/release/strata-bench
     WORK=$(mktemp -d "${WORK_PARENT:-/tmp}/strata-$1.XXXXXX")
     trap cleanup EXIT
@@ -69,6 +70,25 @@ start() {
     PID[$name]=$!
     printf -v "PORT_$name" '%s' "$port"
     wait_ping "$port"
+}
+
+# compared_kinds: the servers a side-by-side run alternates, in order:
+# redis-server, the strata-server build $OLD when it is set ("old"), and
+# this tree's build ("new").
+compared_kinds() { echo redis ${OLD:+old} new; }
+
+# start_compared NAME KIND ARGS...: `start` for a kind of compared_kinds.
+start_compared() {
+    local name=$1 kind=$2 binary=$STRATA_NEW
+    shift 2
+    case $kind in
+    redis)
+        start "$name" redis "$@"
+        return
+        ;;
+    old) binary=$OLD ;;
+    esac
+    STRATA=$binary start "$name" strata "$@"
 }
 
 stop() {

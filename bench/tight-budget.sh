@@ -33,7 +33,6 @@ GETS=${GETS:-20000}
 cd "$(dirname "$0")/.."
 source bench/lib.sh
 bench_setup tight-budget
-NEW=$STRATA
 
 # one_run BUILD: prints "sets_per_s keys used_percent".
 one_run() {
@@ -65,7 +64,7 @@ for round in $(seq "$ROUNDS"); do
         old_rps+=("$rps")
         echo "| $round | old | $rps | $keys | $used % |"
     fi
-    read -r rps keys used <<<"$(one_run "$NEW")"
+    read -r rps keys used <<<"$(one_run "$STRATA_NEW")"
     new_rps+=("$rps")
     echo "| $round | new | $rps | $keys | $used % |"
 done
@@ -78,11 +77,10 @@ else
     echo "median SETs/s: $new_m"
 fi
 
-# over_budget KIND [BUILD]: prints "gets_per_s_under gets_per_s_over".
+# over_budget KIND (of compared_kinds): prints "gets_per_s_under gets_per_s_over".
 over_budget() {
-    local kind=$1 port under over
-    STRATA=${2:-$NEW}
-    start v "$kind" --save "" --appendonly no --maxmemory-policy volatile-lru
+    local port under over
+    start_compared v "$1" --save "" --appendonly no --maxmemory-policy volatile-lru
     port=$(port_of v)
     redis-benchmark -p "$port" -r 1000000 -n 300000 -P 16 -d 64 -t set -q >/dev/null 2>&1
     gets() {
@@ -103,12 +101,8 @@ echo
 echo "| round | server | GETs/s under the budget | GETs/s over it |"
 echo "|---|---|---|---|"
 for round in $(seq "$ROUNDS"); do
-    for kind in redis old new; do
-        case $kind in
-        redis) read -r under over <<<"$(over_budget redis)" ;;
-        old) [ -n "$OLD" ] || continue; read -r under over <<<"$(over_budget strata "$OLD")" ;;
-        new) read -r under over <<<"$(over_budget strata "$NEW")" ;;
-        esac
+    for kind in $(compared_kinds); do
+        read -r under over <<<"$(over_budget "$kind")"
         echo "| $round | $kind | $under | $over |"
     done
 done

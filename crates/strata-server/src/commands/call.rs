@@ -79,18 +79,16 @@ pub(crate) fn declared_keys_known<'k>(
 /// `one`: the command counts as one change at most (`ONE_CHANGE`).
 pub(crate) fn count_changes(stats: &ThreadStats, committed: &Commit, one: bool) {
     use strata_engine::record::{FLAG_EMPTIED, Kind, STREAM_AUX_DELIVERY_ONLY};
-    let mut changes = committed.changed.len();
-    if changes > 0 {
-        // The DEL of a collection its operation emptied is part of that
-        // change (Redis counts the pop, not the deletion); another
-        // delivery of pending stream entries is no change (Redis 7.4).
-        changes -= (committed.changed.changes())
-            .filter(|c| {
-                (changes > 1 && c.flags & FLAG_EMPTIED != 0)
-                    || (c.kind == Kind::StreamOp && c.aux == STREAM_AUX_DELIVERY_ONLY)
-            })
-            .count();
-    }
+    // The DEL of a collection its operation emptied is part of that
+    // operation's change (Redis counts the pop, not the deletion);
+    // another delivery of pending stream entries is no change (Redis 7.4).
+    let not_changes = (committed.changed.changes())
+        .filter(|c| {
+            c.flags & FLAG_EMPTIED != 0
+                || (c.kind == Kind::StreamOp && c.aux == STREAM_AUX_DELIVERY_ONLY)
+        })
+        .count();
+    let mut changes = committed.changed.len() - not_changes;
     if one {
         changes = changes.min(1);
     }
