@@ -1216,6 +1216,23 @@ mod tests {
         assert_eq!(ks.dbsize(0), 0);
     }
 
+    /// Keys that all expire in one cycle leave no table allocated behind:
+    /// the shards' hints then say nothing is due, and no later cycle looks
+    /// at them again.
+    #[test]
+    fn tables_emptied_by_one_expiry_cycle_are_freed() {
+        let ks = Keyspace::new(1);
+        for i in 0..50_000 {
+            set(&ks, 0, format!("k{i}").as_bytes(), b"v", Some(2000), 1000);
+        }
+        assert_eq!(ks.active_expire_cycle(2000, 1000), 50_000);
+        assert_eq!(ks.active_expire_cycle(3000, 1000), 0);
+        let left: usize = (0..SHARD_COUNT)
+            .map(|i| ks.shards[i].lock().tables[0].entries.capacity())
+            .sum();
+        assert_eq!(left, 0, "slots still allocated");
+    }
+
     #[test]
     fn keep_ttl_and_overwrite() {
         let ks = Keyspace::new(1);

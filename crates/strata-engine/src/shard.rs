@@ -717,7 +717,6 @@ impl Shard {
         let mut removed = 0;
         let mut shrunk = false;
         for (db, table) in self.tables.iter_mut().enumerate() {
-            shrunk |= table.shrink_if_sparse(&self.hasher);
             while removed < budget {
                 let Some(key) = table.expiring.pop_due(now_ms) else {
                     break;
@@ -730,6 +729,9 @@ impl Shard {
                     removed += 1;
                 }
             }
+            // After this pass's deletions: a table this pass emptied is
+            // not looked at again (its shard's hint says nothing is due).
+            shrunk |= table.shrink_if_sparse(&self.hasher);
         }
         self.expired_keys += removed as u64;
         let removed = removed + self.expire_fields_due(now_ms, budget.saturating_sub(removed));
