@@ -913,6 +913,41 @@ impl Keyspace {
         out
     }
 
+    /// The live keys of `db` in cluster slot `slot`: how many, and the
+    /// first `max` of them (CLUSTER COUNTKEYSINSLOT / GETKEYSINSLOT).
+    /// Sharded by slot, one shard holds them all; a directory sharded by
+    /// hash is searched whole.
+    pub fn keys_in_slot(
+        &self,
+        mut held: Option<&mut ShardSet<'_>>,
+        db: usize,
+        slot: u16,
+        max: usize,
+        now_ms: u64,
+    ) -> (usize, Vec<Vec<u8>>) {
+        let shards = match self.hasher.sharding() {
+            crate::key::Sharding::Slots => {
+                let shard = slot as usize % SHARD_COUNT;
+                shard..shard + 1
+            }
+            crate::key::Sharding::Hash => 0..SHARD_COUNT,
+        };
+        let (mut count, mut keys) = (0, Vec::new());
+        for index in shards {
+            self.visit(&mut held, index, |shard| {
+                for entry in shard.tables[db].entries.iter() {
+                    if !entry.is_expired(now_ms) && key_slot(entry.key()) == slot {
+                        count += 1;
+                        if keys.len() < max {
+                            keys.push(entry.key().to_vec());
+                        }
+                    }
+                }
+            });
+        }
+        (count, keys)
+    }
+
     /// One SCAN step from `cursor`: returns the next cursor (0 when done) and
     /// the live keys that `keep` accepts among those visited.
     pub fn scan(

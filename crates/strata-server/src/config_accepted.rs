@@ -14,7 +14,7 @@
 //! - CONFIG GET shows it (the value set, else Redis' default) and CONFIG
 //!   SET changes it where Redis allows, answering Redis' errors otherwise;
 //! - a value that asks for something Strata cannot do and that would be
-//!   unsafe to ignore (a replica of another server, cluster mode) stops
+//!   unsafe to ignore (a replica address without a port) stops
 //!   start-up with the reason
 //!   ([`refused`]) rather than run without it.
 //!
@@ -547,9 +547,6 @@ impl Accepted {
 /// the operator with a server that silently lacks what was asked for.
 pub fn refused(name: &str, value: &str) -> Option<&'static str> {
     match (name, value) {
-        ("cluster-enabled", "yes") => {
-            Some("cluster mode is not supported: cluster-enabled must be no")
-        }
         ("replicaof", primary) if !primary.is_empty() => {
             let words: Vec<&str> = primary.split_whitespace().collect();
             let port_ok = words.len() == 2 && words[1].parse::<u16>().is_ok_and(|p| p > 0);
@@ -569,7 +566,8 @@ pub fn note(name: &str) -> Option<&'static str> {
 }
 
 /// Directives kept in this table (their values are Redis' in every way)
-/// that replication reads (`crate::replication`).
+/// that replication (`crate::replication`) or cluster mode
+/// (`crate::cluster`) reads.
 pub const USED: &[&str] = &[
     "replicaof",
     "masterauth",
@@ -579,6 +577,17 @@ pub const USED: &[&str] = &[
     "repl-timeout",
     "min-replicas-to-write",
     "min-replicas-max-lag",
+    "cluster-enabled",
+    "cluster-config-file",
+    "cluster-require-full-coverage",
+    "cluster-allow-reads-when-down",
+    "cluster-allow-pubsubshard-when-down",
+    "cluster-announce-ip",
+    "cluster-announce-hostname",
+    "cluster-announce-port",
+    "cluster-announce-bus-port",
+    "cluster-port",
+    "cluster-preferred-endpoint-type",
 ];
 
 fn note_unused(name: &str, starts: impl Fn(&[&str]) -> bool) -> &'static str {
@@ -594,7 +603,7 @@ fn note_unused(name: &str, starts: impl Fn(&[&str]) -> bool) -> &'static str {
     } else if starts(&["repl", "replica", "master", "min-replicas", "slave"]) {
         "Strata's replication ships its log and has no use for it (docs/replication.md)"
     } else if starts(&["cluster"]) {
-        "cluster mode is not built"
+        "Strata's cluster nodes do not talk to each other yet (docs/cluster.md)"
     } else if starts(&["tls-cluster", "tls-replication", "tls-client"]) {
         "replication runs over plain TCP; TLS between servers is not built (docs/replication.md)"
     } else if name == "tls-dh-params-file" {

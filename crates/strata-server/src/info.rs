@@ -86,7 +86,10 @@ pub fn render(server: &Node, requested: &[String], now_ms: u64, held: &mut Held)
             // Modules cannot be loaded (`loadmodule` stops start-up): an
             // empty section, as Redis' without modules.
             "modules" => {}
-            "cluster" => out.push_str("cluster_enabled:0\r\n"),
+            "cluster" => {
+                let enabled = u8::from(server.cluster.enabled());
+                out.push_str(&format!("cluster_enabled:{enabled}\r\n"));
+            }
             _ => {}
         }
     }
@@ -106,7 +109,11 @@ fn server_section(server: &Node, out: &mut String, now_ms: u64) {
     field!(out, "strata_version", env!("CARGO_PKG_VERSION"));
     field!(out, "redis_git_sha1", "00000000");
     field!(out, "redis_git_dirty", 0);
-    field!(out, "redis_mode", "standalone");
+    let mode = match server.cluster.enabled() {
+        true => "cluster",
+        false => "standalone",
+    };
+    field!(out, "redis_mode", mode);
     field!(out, "os", std::env::consts::OS);
     field!(out, "arch_bits", usize::BITS);
     field!(out, "multiplexing_api", "epoll");

@@ -21,6 +21,7 @@ pub mod blocking;
 pub mod busy;
 pub mod client;
 pub mod client_eviction;
+pub mod cluster;
 pub mod commands;
 pub mod config;
 pub mod config_accepted;

@@ -71,6 +71,9 @@ pub struct Server {
     pub monitors: crate::monitor::Monitors,
     /// Replicas served and the primary followed (`crate::replication`).
     pub replication: Arc<crate::replication::Replication>,
+    /// Cluster mode's topology (`crate::cluster`), disabled unless
+    /// `cluster-enabled yes`.
+    pub cluster: crate::cluster::Cluster,
     /// The TLS configuration new connections on `tls-port` get (CONFIG
     /// SET of the tls-* settings replaces it).
     pub tls: parking_lot::RwLock<Option<Arc<rustls::ServerConfig>>>,
@@ -94,6 +97,7 @@ pub struct Parts {
     pub acl: crate::acl::Acl,
     pub thread_stats: Vec<Arc<ThreadStats>>,
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub cluster: crate::cluster::Cluster,
 }
 
 impl Server {
@@ -110,6 +114,7 @@ impl Server {
                 config.clone(),
             )),
             keyspace: parts.keyspace,
+            cluster: parts.cluster,
             blocking: parts.blocking,
             persistence: Arc::new(parts.persistence),
             tiering: Arc::new(parts.tiering),

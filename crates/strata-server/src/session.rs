@@ -98,6 +98,12 @@ pub struct Session {
     /// How long the command that just ran held the server without
     /// running (DEBUG SLEEP's pause), added to its measured duration.
     pub slept_us: u64,
+    /// Cluster mode: ASKING was the last command (the next one may use a
+    /// slot this node imports).
+    pub asking: bool,
+    /// Cluster mode: READONLY (reads of the slots of the primary this
+    /// node replicates are served here).
+    pub cluster_readonly: bool,
 }
 
 /// What a blocking command waits for (see `crate::blocking`).
@@ -182,6 +188,8 @@ impl Session {
             pushes_first: false,
             script_time: None,
             slept_us: 0,
+            asking: false,
+            cluster_readonly: false,
         }
     }
 

@@ -197,6 +197,17 @@ impl Bound {
     }
 }
 
+/// Cluster mode's state: its config file opened (created for a new
+/// node) under `cluster-enabled yes`.
+fn open_cluster(config: &Config) -> Result<crate::cluster::Cluster, String> {
+    let settings = &config.cluster;
+    if !settings.enabled {
+        return Ok(crate::cluster::Cluster::disabled());
+    }
+    let path = config.dir.join(&settings.config_file);
+    crate::cluster::Cluster::open(&path, &crate::cluster::Announced::of(settings, config.port))
+}
+
 /// The server's state, built from the configuration and the (still empty)
 /// keyspace; starts the tiering readers and the unblocking thread it
 /// holds.
@@ -226,6 +237,7 @@ fn assemble(
         .map_err(|e| format!("Can't start the unblocking thread: {e}"))?;
     let persistence = Persistence::new(now_ms() / 1000, thread_stats.clone());
     *persistence.dir_lock.lock() = Some(dir_lock);
+    let cluster = open_cluster(&config)?;
     let server = Node::new(
         Server::new(Parts {
             config,
@@ -236,6 +248,7 @@ fn assemble(
             acl,
             thread_stats,
             tls: tls_config,
+            cluster,
         }),
         commands,
         crate::commands::dispatch,

@@ -141,8 +141,8 @@ fn unsafe_or_bad_values_stop_start_up() {
             "replicaof needs the primary's host and port",
         ),
         (
-            ["--cluster-enabled", "yes"],
-            "cluster mode is not supported",
+            ["--cluster-node-timeout", "-1"],
+            "argument must be between 0 and 9223372036854775807 inclusive",
         ),
         (
             ["--aclfile", "/etc/redis/users.acl"],

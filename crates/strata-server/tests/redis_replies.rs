@@ -1516,6 +1516,10 @@ const NOSCRIPT_UNTIL_7_2: &[&str] = &[
 /// `CLIENT NO-TOUCH`, the hash field expiry of 7.4 and 8.0), and DEBUG's
 /// subcommands (one command in Redis).
 const NOT_IN_REDIS_7_0: &[&str] = &[
+    // Redis 7.2's; 7.4 flags SLOTS and SHARDS `loading` too, as Strata.
+    "cluster|myshardid",
+    "cluster|slots",
+    "cluster|shards",
     // WAIT is 7.0's too, but flagged `noscript` there and `blocking` in
     // 7.4, as Strata has it.
     "wait",

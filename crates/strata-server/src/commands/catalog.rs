@@ -95,8 +95,10 @@ pub struct CommandTable<R: 'static> {
     pub ping_id: usize,
     /// DEBUG's argument errors follow its own format (see `dispatch`).
     pub debug_id: usize,
-    /// CLUSTER answers Redis' standalone error for the subcommands it lacks.
-    pub cluster_id: usize,
+    /// ASKING's flag lasts until the next command that is not ASKING;
+    /// MIGRATE is served wherever a slot is being moved (cluster mode).
+    pub asking_id: usize,
+    pub migrate_id: usize,
     /// EXEC's index (its counters; dispatch knows EXEC by its `Run`).
     pub exec_id: usize,
     /// Per command index: the flags dispatch checks on every command, as
@@ -194,7 +196,8 @@ impl<R: RunKind> CommandTable<R> {
             by_full_name: NameMap::default(),
             ping_id: usize::MAX,
             debug_id: usize::MAX,
-            cluster_id: usize::MAX,
+            asking_id: usize::MAX,
+            migrate_id: usize::MAX,
             exec_id: usize::MAX,
             gates: Vec::new(),
         };
@@ -222,7 +225,8 @@ impl<R: RunKind> CommandTable<R> {
             .collect();
         table.ping_id = table.lookup(b"ping").expect("PING is in the table");
         table.debug_id = table.lookup(b"debug").expect("DEBUG is in the table");
-        table.cluster_id = table.lookup(b"cluster").expect("CLUSTER is in the table");
+        table.asking_id = table.lookup(b"asking").expect("ASKING is in the table");
+        table.migrate_id = table.lookup(b"migrate").expect("MIGRATE is in the table");
         table.exec_id = table.lookup(b"exec").expect("EXEC is in the table");
         table.gates = (0..table.specs.len())
             .map(|id| Gates::of(table.specs[id], id == table.ping_id))

@@ -43,6 +43,8 @@ pub fn reset(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     super::pubsub::unsubscribe_all(ctx);
     ctx.session.select(0);
     ctx.session.set_protocol(Protocol::Resp2);
+    ctx.session.asking = false;
+    ctx.session.cluster_readonly = false;
     // Back to the state of a new connection (Redis' RESET): the default
     // user, authenticated if it needs no password.
     let acl = &ctx.server.acl;
@@ -155,6 +157,9 @@ pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 pub fn select(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let db = parse_i64(&args[1])?;
+    if ctx.server.cluster.enabled() && db != 0 {
+        return Err("ERR SELECT is not allowed in cluster mode".into());
+    }
     if db < 0 || db as usize >= ctx.keyspace().db_count() {
         return Err(ERR_DB_RANGE.into());
     }

@@ -142,7 +142,13 @@ pub fn migrate(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Ok(());
     }
 
-    let request = migrate_request(auth, target_db, &moving, replace);
+    // A cluster node's target imports the slot: RESTORE-ASKING is served
+    // there without ASKING, as Redis' MIGRATE sends it.
+    let restore: &[u8] = match ctx.server.cluster.enabled() {
+        true => b"RESTORE-ASKING",
+        false => b"RESTORE",
+    };
+    let request = migrate_request(auth, target_db, &moving, replace, restore);
     let host = String::from_utf8_lossy(&args[1]);
     let port = parse_i64(&args[2])?;
     let mut target =
@@ -243,12 +249,14 @@ impl<'a> MigrateOptions<'a> {
     }
 }
 
-/// The commands MIGRATE sends: AUTH, SELECT, then a RESTORE per key.
+/// The commands MIGRATE sends: AUTH, SELECT, then a RESTORE (`restore`)
+/// per key.
 fn migrate_request(
     auth: Option<(Option<&[u8]>, &[u8])>,
     target_db: i64,
     moving: &[(&Bytes, u64, Vec<u8>)],
     replace: bool,
+    restore: &[u8],
 ) -> Vec<u8> {
     let mut request = Vec::new();
     if let Some((user, password)) = auth {
@@ -260,7 +268,7 @@ fn migrate_request(
     write_command(&mut request, &[b"SELECT", target_db.to_string().as_bytes()]);
     for (name, ttl, payload) in moving {
         let ttl = ttl.to_string();
-        let mut words: Vec<&[u8]> = vec![b"RESTORE", name, ttl.as_bytes(), payload];
+        let mut words: Vec<&[u8]> = vec![restore, name, ttl.as_bytes(), payload];
         if replace {
             words.push(b"REPLACE");
         }

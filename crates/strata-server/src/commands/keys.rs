@@ -190,6 +190,9 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             return Err(ERR_SYNTAX.into());
         }
     }
+    if ctx.server.cluster.enabled() && (source_db != 0 || target_db != 0) {
+        return Err("ERR Copying to another database is not allowed in cluster mode".into());
+    }
     let (source, target) = (ctx.key(&args[1]), ctx.key(&args[2]));
     if source.bytes == target.bytes && source_db == target_db {
         return Err("ERR source and destination objects are the same".into());
@@ -212,6 +215,9 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 pub fn move_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    if ctx.server.cluster.enabled() {
+        return Err("ERR MOVE is not allowed in cluster mode".into());
+    }
     let (source_db, now) = (ctx.db(), ctx.now_ms);
     let target_db = parse_db(ctx, &args[2])?;
     if target_db == source_db {

@@ -119,6 +119,9 @@ pub fn dispatch(
         args,
     };
     let dispatched = dispatch_one(&mut request, cold);
+    if session.asking && session.multi.is_none() && !is(&args[0], "asking") {
+        session.asking = false;
+    }
     if !session.bcast_pending.is_empty() {
         tracking::broadcast_pending(server, session, config);
     }
@@ -319,7 +322,8 @@ fn admit(r: &mut Request) -> Option<usize> {
     // EXEC refused inside MULTI ends the transaction with EXECABORT
     // (`dispatch_one` ends it), as Redis words it.
     let exec = matches!(r.server.commands.specs[id].run, Run::Exec);
-    let message = match exec && r.session.multi.is_some() {
+    let redirect = crate::cluster::route::is_redirect(&refused);
+    let message = match exec && r.session.multi.is_some() && !redirect {
         true => format!("EXECABORT Transaction discarded because of: {refused}").into(),
         false => refused,
     };
@@ -380,13 +384,6 @@ fn resolve(
             crate::commands::permit::check_client_command(server, session, id, args, now_ms)?;
             Err(debug::debug_error(args).into())
         }
-        None if id == table.cluster_id
-            && cluster::DISABLED_SUBCOMMANDS
-                .iter()
-                .any(|name| args[1].eq_ignore_ascii_case(name.as_bytes())) =>
-        {
-            Err(cluster::ERR_CLUSTER_DISABLED.into())
-        }
         None => Err(format!(
             "ERR unknown subcommand '{}'. Try {} HELP.",
             lossy(&args[1], 128),
@@ -429,6 +426,7 @@ const GATES: &[fn(&mut Admission) -> Option<Refusal>] = &[
     arity_gate,
     auth_gate,
     acl_gate,
+    cluster_gate,
     loading_gate,
     disk_error_gate,
     memory_gate,
@@ -462,6 +460,65 @@ fn acl_gate(a: &mut Admission) -> Option<Refusal> {
     crate::commands::permit::check_client_command(a.server, a.session, a.id, a.args, a.now_ms)
         .err()
         .map(Into::into)
+}
+
+/// Cluster mode: whether this node serves the command's keys, else the
+/// redirection (`crate::cluster::route`). Commands that name no key
+/// pass, and so does the primary's stream; EXEC is judged on every
+/// command it queued.
+fn cluster_gate(a: &mut Admission) -> Option<Refusal> {
+    if !a.server.cluster.enabled() || a.session.primary_link {
+        return None;
+    }
+    let table = &a.server.commands;
+    let spec = table.specs[a.id];
+    let exec = matches!(spec.run, Run::Exec);
+    if !exec && spec.keys.is_empty() && spec.keys_hook.is_none() {
+        return None;
+    }
+    let commands: Vec<(usize, &[Bytes])> = match exec {
+        true => (a.session.multi.as_ref()?.queued.iter())
+            .map(|queued| (queued.id, &queued.args[..]))
+            .collect(),
+        false => vec![(a.id, a.args)],
+    };
+    let mut query = crate::cluster::route::Query {
+        keys: Vec::new(),
+        write: false,
+        asking: a.session.asking || spec.has(spec::flag::ASKING),
+        readonly: a.session.cluster_readonly,
+        migrate: a.id == table.migrate_id,
+    };
+    for (id, args) in commands {
+        let spec = table.specs[id];
+        query.write |= table.gates(id).has(Gates::WRITE);
+        let Ok(keys) = keyspec::keys_and_flags(spec.keys, spec.keys_hook, args) else {
+            continue;
+        };
+        for (at, flags) in keys {
+            let key = &args[at][..];
+            let channel = flags.contains(&"not_key");
+            query
+                .keys
+                .push((key, strata_engine::keyspace::key_slot(key), channel));
+        }
+    }
+    let settings = &a.config.cluster;
+    let topology = a.server.cluster.topology();
+    let health = crate::cluster::route::Health {
+        ok: topology.is_ok(settings.require_full_coverage),
+        allow_reads_when_down: settings.allow_reads_when_down,
+        allow_pubsubshard_when_down: settings.allow_pubsubshard_when_down,
+    };
+    let keyspace = &a.server.keyspace;
+    let exists = |key: &[u8]| {
+        let key = keyspace.key(key);
+        keyspace.lock(key).is_live(0, key, a.now_ms) == Some(true)
+    };
+    let redirect = crate::cluster::route::route(&topology, &query, health, exists).err()?;
+    let me = cluster::endpoint_for(settings, a.server.port(), &a.session.client);
+    let text = redirect.text(|node| cluster::redirect_address(settings, &me, &topology, node));
+    Some(text.into())
 }
 
 fn loading_gate(a: &mut Admission) -> Option<Refusal> {

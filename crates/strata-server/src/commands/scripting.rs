@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use mlua::{Lua, Value, Variadic};
 use strata_engine::KeyRef;
+use strata_engine::keyspace::key_slot;
 use strata_resp::ReplyWriter;
 
 use super::ctx::help_lines;
@@ -60,6 +61,9 @@ struct Runner<'c, 'a, 's> {
     /// `redis.setresp`.
     resp: u8,
     running: Arc<Running>,
+    /// Cluster mode: the slot the script's keys are in (its declared
+    /// keys', else the first key a command of it named).
+    cluster_slot: Option<u16>,
 }
 
 fn error_table(lua: &Lua, text: &str) -> mlua::Result<Value> {
@@ -419,17 +423,6 @@ impl Runner<'_, '_, '_> {
         }
         match table.lookup_subcommand(id, &args[1]) {
             Some(sub) => Ok(sub),
-            // Redis' only script-forbidden CLUSTER subcommand.
-            None if id == table.cluster_id && args[1].eq_ignore_ascii_case(b"reset") => {
-                Err("ERR This Redis command is not allowed from script")
-            }
-            None if id == table.cluster_id
-                && super::cluster::DISABLED_SUBCOMMANDS
-                    .iter()
-                    .any(|name| args[1].eq_ignore_ascii_case(name.as_bytes())) =>
-            {
-                Err(super::cluster::ERR_CLUSTER_DISABLED)
-            }
             None => Err(UNKNOWN),
         }
     }
@@ -449,6 +442,9 @@ impl Runner<'_, '_, '_> {
         }
         if spec.has(flag::NOSCRIPT) && !may_call_noscript(server, id) {
             return Some(self.fail("ERR This Redis command is not allowed from script", false));
+        }
+        if let Some(refused) = self.cluster_refusal(id, args) {
+            return Some(self.fail(&refused, false));
         }
         if let Err(denied) = crate::commands::permit::check_command(
             server,
@@ -496,6 +492,55 @@ impl Runner<'_, '_, '_> {
             return Some(self.reject(id, error));
         }
         None
+    }
+
+    /// Cluster mode: a command of the script may only name keys this
+    /// node serves, all in the script's one slot (Redis' texts for
+    /// scripts).
+    fn cluster_refusal(&mut self, id: usize, args: &[Bytes]) -> Option<String> {
+        let server = self.ctx.server;
+        if !server.cluster.enabled() || self.ctx.session.primary_link {
+            return None;
+        }
+        let table = &server.commands;
+        let spec = table.specs[id];
+        let keys = super::keyspec::keys_and_flags(spec.keys, spec.keys_hook, args).ok()?;
+        let query = crate::cluster::route::Query {
+            keys: (keys.iter())
+                .map(|(at, flags)| {
+                    let key = &args[*at][..];
+                    (key, key_slot(key), flags.contains(&"not_key"))
+                })
+                .collect(),
+            write: spec.has(flag::WRITE),
+            asking: self.ctx.session.asking,
+            readonly: self.ctx.session.cluster_readonly,
+            migrate: false,
+        };
+        let settings = &self.ctx.config.cluster;
+        let topology = server.cluster.topology();
+        let health = crate::cluster::route::Health {
+            ok: topology.is_ok(settings.require_full_coverage),
+            allow_reads_when_down: settings.allow_reads_when_down,
+            allow_pubsubshard_when_down: settings.allow_pubsubshard_when_down,
+        };
+        // Keys of a slot being moved: the script's own locks hold them.
+        let keyspace = &server.keyspace;
+        let (keys_held, now_ms) = (&mut self.ctx.keys, self.ctx.now_ms);
+        let exists = |key: &[u8]| {
+            let key = keyspace.key(key);
+            (keys_held.shard_or_escalate(key)).is_some_and(|shard| shard.contains(0, key, now_ms))
+        };
+        match crate::cluster::route::route(&topology, &query, health, exists) {
+            Err(redirect) => Some(redirect.script_text(&table.full_names[id])),
+            Ok(Some(slot)) => match self.cluster_slot.replace(slot) {
+                Some(before) if before != slot => Some(
+                    "ERR Script attempted to access keys that do not hash to the same slot".into(),
+                ),
+                _ => None,
+            },
+            Ok(None) => None,
+        }
     }
 
     /// Before a write: keeps the images the run needs to be undone
@@ -631,6 +676,7 @@ fn run_once(
             vm.runner_installed = true;
         }
         vm.watch(server.scripts.clone(), running.clone(), busy_after_ms);
+        let cluster_slot = (ctx.declared.first()).map(|key| key_slot(key.bytes));
         let mut runner = Runner {
             reply: std::mem::take(&mut scratch.reply),
             error: std::mem::take(&mut scratch.error),
@@ -642,6 +688,7 @@ fn run_once(
             every_shard: false,
             resp: 2,
             running: running.clone(),
+            cluster_slot,
         };
         // A function's KEYS and ARGV are its arguments; a script's, globals.
         let as_arguments = matches!(target, Target::Function { .. });
@@ -719,6 +766,9 @@ fn eval_generic(ctx: &mut Ctx, args: &[Bytes], by_sha: bool, read_only: bool) ->
     };
     // A script that declares its flags and may write is refused at once
     // when memory is full, whatever it would do (Redis 7).
+    if flags.no_cluster && ctx.server.cluster.enabled() {
+        return Err("ERR Can not run script on cluster, 'no-cluster' flag is set.".into());
+    }
     if flags.declared {
         if read_only && !flags.no_writes {
             return Err("ERR Can not execute a script with write flag using *_ro command.".into());

@@ -312,6 +312,9 @@ pub fn time(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 }
 
 pub fn swapdb(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    if ctx.server.cluster.enabled() {
+        return Err("ERR SWAPDB is not allowed in cluster mode".into());
+    }
     let a = parse_i64(&args[1]).map_err(|_| CmdError::from("ERR invalid first DB index"))?;
     let b = parse_i64(&args[2]).map_err(|_| CmdError::from("ERR invalid second DB index"))?;
     let count = ctx.keyspace().db_count() as i64;

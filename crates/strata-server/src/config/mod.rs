@@ -25,7 +25,7 @@ mod rewrite;
 
 pub use directives::{DIRECTIVES, directive, parse_memory};
 pub use model::{
-    ClientsLimit, Config, Gate, MaxmemoryPolicy, OutputLimit, ReplicationSettings,
+    ClientsLimit, ClusterSettings, Config, Gate, MaxmemoryPolicy, OutputLimit, ReplicationSettings,
     format_percentile,
 };
 pub use rewrite::rewrite_file;
@@ -86,6 +86,7 @@ impl Config {
         }
         self.accepted.insert(accepted.name, value);
         self.replication = ReplicationSettings::of(self);
+        self.cluster = ClusterSettings::of(self);
         Ok(())
     }
 

@@ -133,6 +133,8 @@ pub struct Config {
     pub accepted: std::collections::BTreeMap<&'static str, String>,
     /// Replication's settings among `accepted`, parsed.
     pub replication: ReplicationSettings,
+    /// Cluster mode's settings among `accepted`, parsed.
+    pub cluster: ClusterSettings,
     /// When a hash converts from packed to table (fields; bytes of a
     /// field or value).
     pub hash_max_listpack_entries: u64,
@@ -370,6 +372,7 @@ impl Default for Config {
             tcp_backlog: 511,
             accepted: Default::default(),
             replication: Default::default(),
+            cluster: Default::default(),
             rename_commands: Vec::new(),
             users: Vec::new(),
             maxmemory_clients: ClientsLimit::Bytes(0),
@@ -417,6 +420,65 @@ impl ReplicationSettings {
             min_replicas_max_lag_s: config.setting("min-replicas-max-lag").parse().unwrap_or(10),
             serve_stale_data: config.setting("replica-serve-stale-data") != "no",
             read_only: config.setting("replica-read-only") != "no",
+        }
+    }
+}
+
+/// The `cluster-*` directives cluster mode reads (`crate::cluster`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterSettings {
+    pub enabled: bool,
+    /// `cluster-config-file`, relative to `dir` unless absolute.
+    pub config_file: String,
+    pub require_full_coverage: bool,
+    pub allow_reads_when_down: bool,
+    pub allow_pubsubshard_when_down: bool,
+    pub announce_ip: String,
+    pub announce_hostname: String,
+    /// 0: the server's own port.
+    pub announce_port: u16,
+    /// 0: `cluster-port`, else the port plus 10 000.
+    pub announce_bus_port: u16,
+    pub bus_port: u16,
+    /// `cluster-preferred-endpoint-type`: `ip`, `hostname` or
+    /// `unknown-endpoint`.
+    pub preferred_endpoint: String,
+}
+
+impl Default for ClusterSettings {
+    fn default() -> Self {
+        ClusterSettings {
+            enabled: false,
+            config_file: "nodes.conf".into(),
+            require_full_coverage: true,
+            allow_reads_when_down: false,
+            allow_pubsubshard_when_down: true,
+            announce_ip: String::new(),
+            announce_hostname: String::new(),
+            announce_port: 0,
+            announce_bus_port: 0,
+            bus_port: 0,
+            preferred_endpoint: "ip".into(),
+        }
+    }
+}
+
+impl ClusterSettings {
+    pub(super) fn of(config: &Config) -> Self {
+        let yes = |name: &str| config.setting(name) == "yes";
+        let port = |name: &str| config.setting(name).parse().unwrap_or(0);
+        ClusterSettings {
+            enabled: yes("cluster-enabled"),
+            config_file: config.setting("cluster-config-file"),
+            require_full_coverage: yes("cluster-require-full-coverage"),
+            allow_reads_when_down: yes("cluster-allow-reads-when-down"),
+            allow_pubsubshard_when_down: yes("cluster-allow-pubsubshard-when-down"),
+            announce_ip: config.setting("cluster-announce-ip"),
+            announce_hostname: config.setting("cluster-announce-hostname"),
+            announce_port: port("cluster-announce-port"),
+            announce_bus_port: port("cluster-announce-bus-port"),
+            bus_port: port("cluster-port"),
+            preferred_endpoint: config.setting("cluster-preferred-endpoint-type"),
         }
     }
 }

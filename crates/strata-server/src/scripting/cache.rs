@@ -372,6 +372,8 @@ pub struct ScriptFlags {
     pub declared: bool,
     pub no_writes: bool,
     pub allow_oom: bool,
+    /// `no-cluster`: refused under `cluster-enabled yes`.
+    pub no_cluster: bool,
 }
 
 /// Parses a shebang line; returns the flags and the body with the line
@@ -398,7 +400,8 @@ pub fn parse_shebang(body: &str) -> Result<(ScriptFlags, Cow<'_, str>), String> 
             match flag {
                 "no-writes" => flags.no_writes = true,
                 "allow-oom" => flags.allow_oom = true,
-                "allow-stale" | "no-cluster" | "allow-cross-slot-keys" => {}
+                "no-cluster" => flags.no_cluster = true,
+                "allow-stale" | "allow-cross-slot-keys" => {}
                 other => return Err(format!("ERR Unexpected flag in script shebang: {other}")),
             }
         }

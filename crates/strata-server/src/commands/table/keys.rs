@@ -180,6 +180,19 @@ pub(super) const COMMANDS: &[Spec] = &[
         ..Spec::DEFAULT
     },
     Spec {
+        name: "restore-asking",
+        arity: -4,
+        flags: flags![WRITE, DENYOOM, ASKING],
+        keys: &[range(K_OW_UPDATE, 1, 0, 1)],
+        acl: categories![KEYSPACE, WRITE, SLOW, DANGEROUS],
+        group: "server",
+        since: "3.0.0",
+        summary: "RESTORE as MIGRATE sends it in cluster mode: served by a node importing the key's slot without ASKING.",
+        complexity: "O(1) to create the new key and additional O(N*M) to reconstruct the serialized value, where N is the number of Redis objects composing the value and M their average size. For small string values the time complexity is thus O(1)+O(1*M) where M is small, so simply O(1). However for sorted set values the complexity is O(N*M*log(N)) because inserting values into sorted sets is O(log(N)).",
+        run: Run::Handler(dump::restore),
+        ..Spec::DEFAULT
+    },
+    Spec {
         name: "migrate",
         arity: -6,
         flags: flags![WRITE],

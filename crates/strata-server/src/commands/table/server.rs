@@ -306,7 +306,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         since: "3.0.0",
         summary: "Allows reads from a cluster replica on this connection.",
         complexity: "O(1)",
-        run: Run::Handler(cl::cluster_only),
+        run: Run::Handler(cl::readonly),
         ..Spec::DEFAULT
     },
     Spec {
@@ -318,7 +318,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         since: "3.0.0",
         summary: "Turns off the replica reads that READONLY allowed on this connection.",
         complexity: "O(1)",
-        run: Run::Handler(cl::cluster_only),
+        run: Run::Handler(cl::readwrite),
         ..Spec::DEFAULT
     },
     Spec {
@@ -330,7 +330,7 @@ pub(super) const COMMANDS: &[Spec] = &[
         since: "3.0.0",
         summary: "Tells a cluster node that the next command follows an -ASK redirect.",
         complexity: "O(1)",
-        run: Run::Handler(cl::cluster_only),
+        run: Run::Handler(cl::asking),
         ..Spec::DEFAULT
     },
 ];
