@@ -25,6 +25,7 @@ pub mod route;
 pub mod topology;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use parking_lot::{RwLock, RwLockReadGuard};
 
@@ -66,6 +67,9 @@ impl Announced {
 pub struct Cluster {
     enabled: bool,
     topology: RwLock<Topology>,
+    /// [`Topology::serves_every_slot`] of the current topology, read by
+    /// every command without the lock.
+    serves_every_slot: AtomicBool,
     path: PathBuf,
     /// The config file, locked for as long as this process runs (two
     /// servers given the same file would overwrite each other's
@@ -79,6 +83,7 @@ impl Cluster {
         Cluster {
             enabled: false,
             topology: RwLock::new(Topology::fresh(String::new(), String::new())),
+            serves_every_slot: AtomicBool::new(true),
             path: PathBuf::new(),
             _lock: None,
         }
@@ -120,6 +125,7 @@ impl Cluster {
         nodes_file::save(path, &topology).map_err(why)?;
         Ok(Cluster {
             enabled: true,
+            serves_every_slot: AtomicBool::new(topology.serves_every_slot()),
             topology: RwLock::new(topology),
             path: path.to_path_buf(),
             _lock: Some(lock),
@@ -128,6 +134,12 @@ impl Cluster {
 
     pub fn enabled(&self) -> bool {
         self.enabled
+    }
+
+    /// Whether this node owns every slot and moves none, without the
+    /// topology's lock.
+    pub fn serves_every_slot(&self) -> bool {
+        self.serves_every_slot.load(Relaxed)
     }
 
     pub fn topology(&self) -> RwLockReadGuard<'_, Topology> {
@@ -146,7 +158,9 @@ impl Cluster {
         let result = change(&mut changed)?;
         if changed != *topology {
             self.save_topology(&changed)?;
+            let every = changed.serves_every_slot();
             *topology = changed;
+            self.serves_every_slot.store(every, Relaxed);
         }
         Ok(result)
     }

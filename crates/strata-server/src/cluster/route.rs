@@ -18,11 +18,12 @@
 
 use super::topology::Topology;
 
+/// A key (or sharded channel) with its slot and whether it is a channel.
+pub type SlotKey<'k> = (&'k [u8], u16, bool);
+
 /// A command's keys as routing sees them.
-pub struct Query<'k> {
-    /// Each key (or sharded channel) with its slot and whether it is a
-    /// channel.
-    pub keys: Vec<(&'k [u8], u16, bool)>,
+pub struct Query<'q, 'k> {
+    pub keys: &'q [SlotKey<'k>],
     /// The command writes (EXEC: one of its commands does).
     pub write: bool,
     /// The client sent ASKING before it (or the command implies it).
@@ -65,7 +66,7 @@ pub enum Redirect {
 /// slots being moved).
 pub fn route(
     t: &Topology,
-    query: &Query,
+    query: &Query<'_, '_>,
     health: Health,
     mut exists: impl FnMut(&[u8]) -> bool,
 ) -> Result<Option<u16>, Redirect> {
@@ -79,7 +80,7 @@ pub fn route(
     let importing = !migrating && t.importing_from(slot).is_some();
     let channels = query.keys.iter().any(|k| k.2);
     let (mut missing, mut present, mut several) = (0, 0, false);
-    for &(key, key_slot, _) in &query.keys {
+    for &(key, key_slot, _) in query.keys {
         if key_slot != slot {
             return Err(Redirect::CrossSlot);
         }
@@ -158,6 +159,15 @@ impl Redirect {
     }
 }
 
+/// The CROSSSLOT refusal, if `keys` are not all of one slot (all that can
+/// refuse a command on a node that serves every slot).
+pub fn cross_slot(keys: &[SlotKey]) -> Option<Redirect> {
+    let first = keys.first()?.1;
+    keys.iter()
+        .any(|k| k.1 != first)
+        .then_some(Redirect::CrossSlot)
+}
+
 /// Whether an error text is one of the redirections (EXEC answers it
 /// as it is, not as EXECABORT).
 pub fn is_redirect(text: &str) -> bool {
@@ -197,12 +207,13 @@ mod tests {
         t
     }
 
-    fn query<'k>(keys: &[&'k str], write: bool) -> Query<'k> {
+    fn query<'k>(keys: &[&'k str], write: bool) -> Query<'static, 'k> {
+        let keys: Vec<SlotKey<'k>> = keys
+            .iter()
+            .map(|k| (k.as_bytes(), key_slot(k.as_bytes()), false))
+            .collect();
         Query {
-            keys: keys
-                .iter()
-                .map(|k| (k.as_bytes(), key_slot(k.as_bytes()), false))
-                .collect(),
+            keys: Vec::leak(keys),
             write,
             asking: false,
             readonly: false,

@@ -202,6 +202,13 @@ impl Topology {
             .collect()
     }
 
+    /// Whether this node owns every slot and moves none (nothing but
+    /// CROSSSLOT can refuse a command then).
+    pub fn serves_every_slot(&self) -> bool {
+        let mine = self.provisional || self.owners.iter().all(|&o| o == 0);
+        mine && self.moving.is_empty() && self.nodes[0].primary.is_none()
+    }
+
     /// Whether the cluster can serve: every slot has an owner, unless
     /// `cluster-require-full-coverage no`.
     pub fn is_ok(&self, require_full_coverage: bool) -> bool {

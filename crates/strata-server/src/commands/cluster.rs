@@ -16,11 +16,16 @@
 use bytes::Bytes;
 use strata_engine::keyspace::key_slot;
 
+use smallvec::SmallVec;
+
+use super::Node;
 use super::ctx::help_lines;
-use super::{CmdResult, Ctx, ERR_SYNTAX, is, parse_i64};
+use super::keyspec::{BeginSearch, FindKeys, KeySpec};
+use super::{CmdResult, Ctx, ERR_SYNTAX, Spec, is, parse_i64};
 use crate::client::ClientInfo;
 use crate::cluster::Announced;
 use crate::cluster::nodes_file::node_line;
+use crate::cluster::route::{Health, Query, Redirect, SlotKey, cross_slot};
 use crate::cluster::topology::{Endpoint, SLOTS, Topology};
 use crate::config::ClusterSettings;
 
@@ -94,6 +99,80 @@ pub fn redirect_address(
     let endpoint = preferred_endpoint(settings, me, t, index).unwrap_or_else(|| "?".into());
     format!("{endpoint}:{port}")
 }
+
+/// The keys (and sharded channels) of one command, with their slots, as
+/// Redis' key extraction finds them, appended to `out`. The usual shape
+/// (one key at argument 1) is read without extracting.
+pub fn slot_keys<'k>(spec: &Spec, args: &'k [Bytes], out: &mut SlotKeys<'k>) {
+    let channel = |flags: &[&str]| flags.contains(&"not_key");
+    if let [
+        KeySpec {
+            begin: BeginSearch::Index(1),
+            find:
+                FindKeys::Range {
+                    last_key: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            flags,
+            ..
+        },
+    ] = spec.keys
+        && spec.keys_hook.is_none()
+        && args.len() > 1
+    {
+        out.push((&args[1], key_slot(&args[1]), channel(flags)));
+        return;
+    }
+    let Ok(keys) = super::keyspec::keys_and_flags(spec.keys, spec.keys_hook, args) else {
+        return;
+    };
+    for (at, flags) in keys {
+        out.push((&args[at], key_slot(&args[at]), channel(flags)));
+    }
+}
+
+/// Where this node stands on a command's keys: the slot it serves them
+/// in (None: no key), or the redirection. A node that serves every slot
+/// only checks that they share one, without the topology's lock.
+/// `exists` tells whether a key is here (asked only for slots being
+/// moved).
+pub fn route(
+    server: &Node,
+    settings: &ClusterSettings,
+    query: &Query,
+    exists: impl FnMut(&[u8]) -> bool,
+) -> Result<Option<u16>, Redirect> {
+    if server.cluster.serves_every_slot() {
+        return match cross_slot(query.keys) {
+            Some(redirect) => Err(redirect),
+            None => Ok(query.keys.first().map(|key| key.1)),
+        };
+    }
+    let topology = server.cluster.topology();
+    let health = Health {
+        ok: topology.is_ok(settings.require_full_coverage),
+        allow_reads_when_down: settings.allow_reads_when_down,
+        allow_pubsubshard_when_down: settings.allow_pubsubshard_when_down,
+    };
+    crate::cluster::route::route(&topology, query, health, exists)
+}
+
+/// The error `client` gets for `redirect` (MOVED and ASK name the node
+/// as that client reaches it).
+pub fn redirect_text(
+    server: &Node,
+    settings: &ClusterSettings,
+    client: &ClientInfo,
+    redirect: Redirect,
+) -> String {
+    let me = endpoint_for(settings, server.port(), client);
+    let topology = server.cluster.topology();
+    redirect.text(|node| redirect_address(settings, &me, &topology, node))
+}
+
+/// A command's keys with their slots, kept inline for the usual few.
+pub type SlotKeys<'k> = SmallVec<[SlotKey<'k>; 4]>;
 
 /// A slot argument of ADDSLOTS and the like.
 fn slot_arg(arg: &[u8]) -> Result<u16, super::CmdError> {

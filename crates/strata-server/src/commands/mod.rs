@@ -476,48 +476,32 @@ fn cluster_gate(a: &mut Admission) -> Option<Refusal> {
     if !exec && spec.keys.is_empty() && spec.keys_hook.is_none() {
         return None;
     }
-    let commands: Vec<(usize, &[Bytes])> = match exec {
-        true => (a.session.multi.as_ref()?.queued.iter())
-            .map(|queued| (queued.id, &queued.args[..]))
-            .collect(),
-        false => vec![(a.id, a.args)],
-    };
-    let mut query = crate::cluster::route::Query {
-        keys: Vec::new(),
-        write: false,
+    let mut keys = cluster::SlotKeys::new();
+    let mut write = a.gates().has(Gates::WRITE);
+    match exec {
+        true => {
+            for queued in &a.session.multi.as_ref()?.queued {
+                cluster::slot_keys(table.specs[queued.id], &queued.args, &mut keys);
+                write |= table.gates(queued.id).has(Gates::WRITE);
+            }
+        }
+        false => cluster::slot_keys(spec, a.args, &mut keys),
+    }
+    let query = crate::cluster::route::Query {
+        keys: &keys,
+        write,
         asking: a.session.asking || spec.has(spec::flag::ASKING),
         readonly: a.session.cluster_readonly,
         migrate: a.id == table.migrate_id,
-    };
-    for (id, args) in commands {
-        let spec = table.specs[id];
-        query.write |= table.gates(id).has(Gates::WRITE);
-        let Ok(keys) = keyspec::keys_and_flags(spec.keys, spec.keys_hook, args) else {
-            continue;
-        };
-        for (at, flags) in keys {
-            let key = &args[at][..];
-            let channel = flags.contains(&"not_key");
-            query
-                .keys
-                .push((key, strata_engine::keyspace::key_slot(key), channel));
-        }
-    }
-    let settings = &a.config.cluster;
-    let topology = a.server.cluster.topology();
-    let health = crate::cluster::route::Health {
-        ok: topology.is_ok(settings.require_full_coverage),
-        allow_reads_when_down: settings.allow_reads_when_down,
-        allow_pubsubshard_when_down: settings.allow_pubsubshard_when_down,
     };
     let keyspace = &a.server.keyspace;
     let exists = |key: &[u8]| {
         let key = keyspace.key(key);
         keyspace.lock(key).is_live(0, key, a.now_ms) == Some(true)
     };
-    let redirect = crate::cluster::route::route(&topology, &query, health, exists).err()?;
-    let me = cluster::endpoint_for(settings, a.server.port(), &a.session.client);
-    let text = redirect.text(|node| cluster::redirect_address(settings, &me, &topology, node));
+    let settings = &a.config.cluster;
+    let redirect = cluster::route(a.server, settings, &query, exists).err()?;
+    let text = cluster::redirect_text(a.server, settings, &a.session.client, redirect);
     Some(text.into())
 }
 

@@ -504,25 +504,14 @@ impl Runner<'_, '_, '_> {
         }
         let table = &server.commands;
         let spec = table.specs[id];
-        let keys = super::keyspec::keys_and_flags(spec.keys, spec.keys_hook, args).ok()?;
+        let mut keys = super::cluster::SlotKeys::new();
+        super::cluster::slot_keys(spec, args, &mut keys);
         let query = crate::cluster::route::Query {
-            keys: (keys.iter())
-                .map(|(at, flags)| {
-                    let key = &args[*at][..];
-                    (key, key_slot(key), flags.contains(&"not_key"))
-                })
-                .collect(),
+            keys: &keys,
             write: spec.has(flag::WRITE),
             asking: self.ctx.session.asking,
             readonly: self.ctx.session.cluster_readonly,
             migrate: false,
-        };
-        let settings = &self.ctx.config.cluster;
-        let topology = server.cluster.topology();
-        let health = crate::cluster::route::Health {
-            ok: topology.is_ok(settings.require_full_coverage),
-            allow_reads_when_down: settings.allow_reads_when_down,
-            allow_pubsubshard_when_down: settings.allow_pubsubshard_when_down,
         };
         // Keys of a slot being moved: the script's own locks hold them.
         let keyspace = &server.keyspace;
@@ -531,7 +520,7 @@ impl Runner<'_, '_, '_> {
             let key = keyspace.key(key);
             (keys_held.shard_or_escalate(key)).is_some_and(|shard| shard.contains(0, key, now_ms))
         };
-        match crate::cluster::route::route(&topology, &query, health, exists) {
+        match super::cluster::route(server, &self.ctx.config.cluster, &query, exists) {
             Err(redirect) => Some(redirect.script_text(&table.full_names[id])),
             Ok(Some(slot)) => match self.cluster_slot.replace(slot) {
                 Some(before) if before != slot => Some(
