@@ -70,6 +70,8 @@ pub struct Cluster {
     /// [`Topology::serves_every_slot`] of the current topology, read by
     /// every command without the lock.
     serves_every_slot: AtomicBool,
+    /// Whether every slot has an owner, likewise.
+    covered: AtomicBool,
     path: PathBuf,
     /// The config file, locked for as long as this process runs (two
     /// servers given the same file would overwrite each other's
@@ -84,6 +86,7 @@ impl Cluster {
             enabled: false,
             topology: RwLock::new(Topology::fresh(String::new(), String::new())),
             serves_every_slot: AtomicBool::new(true),
+            covered: AtomicBool::new(true),
             path: PathBuf::new(),
             _lock: None,
         }
@@ -126,6 +129,7 @@ impl Cluster {
         Ok(Cluster {
             enabled: true,
             serves_every_slot: AtomicBool::new(topology.serves_every_slot()),
+            covered: AtomicBool::new(topology.is_ok(true)),
             topology: RwLock::new(topology),
             path: path.to_path_buf(),
             _lock: Some(lock),
@@ -140,6 +144,12 @@ impl Cluster {
     /// topology's lock.
     pub fn serves_every_slot(&self) -> bool {
         self.serves_every_slot.load(Relaxed)
+    }
+
+    /// Whether every slot has an owner (the cluster is ok unless
+    /// `cluster-require-full-coverage yes` and it is not).
+    pub fn covered(&self) -> bool {
+        self.covered.load(Relaxed)
     }
 
     pub fn topology(&self) -> RwLockReadGuard<'_, Topology> {
@@ -158,9 +168,10 @@ impl Cluster {
         let result = change(&mut changed)?;
         if changed != *topology {
             self.save_topology(&changed)?;
-            let every = changed.serves_every_slot();
+            let (every, covered) = (changed.serves_every_slot(), changed.is_ok(true));
             *topology = changed;
             self.serves_every_slot.store(every, Relaxed);
+            self.covered.store(covered, Relaxed);
         }
         Ok(result)
     }

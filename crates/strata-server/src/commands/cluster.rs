@@ -151,7 +151,7 @@ pub fn route(
     }
     let topology = server.cluster.topology();
     let health = Health {
-        ok: topology.is_ok(settings.require_full_coverage),
+        ok: server.cluster.covered() || !settings.require_full_coverage,
         allow_reads_when_down: settings.allow_reads_when_down,
         allow_pubsubshard_when_down: settings.allow_pubsubshard_when_down,
     };
