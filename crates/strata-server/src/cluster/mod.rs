@@ -120,7 +120,8 @@ impl Cluster {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => fresh(),
             Err(e) => return Err(why(e)),
         };
-        let me = &mut topology.nodes[0];
+        let me = topology.me;
+        let me = &mut topology.nodes[me];
         me.ip = announced.ip.clone();
         me.port = announced.port;
         me.cport = announced.cport;

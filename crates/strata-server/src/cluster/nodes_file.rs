@@ -24,9 +24,9 @@ use super::topology::{Endpoint, Moving, NodeRecord, SLOTS, Topology};
 /// file keeps it, with the shard id). `me` is where this node is reached.
 pub fn node_line(t: &Topology, index: usize, me: &Endpoint, for_file: bool) -> String {
     let node = &t.nodes[index];
-    let (ip, port, cport, hostname) = match index {
-        0 => (&me.ip, me.port, me.cport, &me.hostname),
-        _ => (&node.ip, node.port, node.cport, &node.hostname),
+    let (ip, port, cport, hostname) = match index == t.me {
+        true => (&me.ip, me.port, me.cport, &me.hostname),
+        false => (&node.ip, node.port, node.cport, &node.hostname),
     };
     let mut address = format!("{ip}:{port}@{cport}");
     if !hostname.is_empty() || for_file {
@@ -37,7 +37,7 @@ pub fn node_line(t: &Topology, index: usize, me: &Endpoint, for_file: bool) -> S
         address.push_str(&format!(",shard-id={}", node.shard_id));
     }
     let mut flags = Vec::new();
-    if index == 0 {
+    if index == t.me {
         flags.push("myself");
     }
     flags.push(if node.primary.is_some() {
@@ -63,8 +63,8 @@ pub fn node_line(t: &Topology, index: usize, me: &Endpoint, for_file: bool) -> S
             false => line.push_str(&format!(" {}-{}", range.first, range.last)),
         }
     }
-    if index == 0 {
-        for (slot, moving) in t.moving() {
+    if index == t.me {
+        for (slot, moving) in t.moving_of(index) {
             match moving {
                 Moving::To(n) => line.push_str(&format!(" [{slot}->-{}]", t.nodes[n as usize].id)),
                 Moving::From(n) => {
@@ -130,15 +130,9 @@ pub fn decode(text: &str) -> Result<Topology, String> {
     let Some(me) = myself else {
         return Err("no node is flagged myself".into());
     };
-    // This node first, as the topology keeps it.
-    nodes.swap(0, me);
-    let index_of = |i: usize| match i {
-        0 => me,
-        i if i == me => 0,
-        i => i,
-    };
-    let mut t = Topology::fresh(nodes[0].id.clone(), nodes[0].shard_id.clone());
+    let mut t = Topology::fresh(nodes[me].id.clone(), nodes[me].shard_id.clone());
     t.nodes = nodes;
+    t.me = me;
     let mut provisional = false;
     for pair in vars.chunks(2) {
         let [name, value] = pair else {
@@ -156,7 +150,6 @@ pub fn decode(text: &str) -> Result<Topology, String> {
     }
     t.set_owner(0, None);
     for (index, words) in slot_words {
-        let index = index_of(index);
         for word in words {
             apply_slot_word(&mut t, index, word)
                 .map_err(|why| format!("node {}: {why}: {word}", t.nodes[index].id))?;
@@ -227,7 +220,7 @@ fn apply_slot_word(t: &mut Topology, index: usize, word: &str) -> Result<(), Str
             true => Moving::To(other),
             false => Moving::From(other),
         };
-        t.set_moving(slot(slot_text)?, moving);
+        t.set_moving(index, slot(slot_text)?, moving);
         return Ok(());
     }
     let (first, last) = match word.split_once('-') {
@@ -313,7 +306,13 @@ mod tests {
         // This node need not come first in the file.
         let mut lines: Vec<&str> = text.lines().collect();
         lines.swap(0, 1);
-        assert!(decode(&lines.join("\n")) == Ok(sample()), "reordered");
+        let reordered = decode(&lines.join("\n")).unwrap();
+        assert_eq!((reordered.me, &reordered.myself().id), (1, &"a".repeat(40)));
+        assert_eq!(reordered.owner(200), Some(1));
+        assert_eq!(reordered.owner(400), Some(0), "b's");
+        assert_eq!(reordered.migrating_to(300), Some(0), "to b");
+        assert_eq!(reordered.importing_from(500), Some(0), "from b");
+        assert!(decode(&encode(&reordered)) == Ok(reordered), "reordered");
         let fresh = Topology::fresh("d".repeat(40), "e".repeat(40));
         assert!(decode(&encode(&fresh)) == Ok(fresh), "fresh");
     }

@@ -76,7 +76,7 @@ pub fn route(
     let Some(owner) = t.owner(slot) else {
         return Err(Redirect::Unbound);
     };
-    let migrating = owner == 0 && t.migrating_to(slot).is_some();
+    let migrating = owner == t.me && t.migrating_to(slot).is_some();
     let importing = !migrating && t.importing_from(slot).is_some();
     let channels = query.keys.iter().any(|k| k.2);
     let (mut missing, mut present, mut several) = (0, 0, false);
@@ -125,9 +125,9 @@ pub fn route(
     if (query.readonly || channels) && !query.write && replica_of_owner {
         return Ok(Some(slot));
     }
-    match owner {
-        0 => Ok(Some(slot)),
-        node => Err(Redirect::Moved { slot, node }),
+    match owner == t.me {
+        true => Ok(Some(slot)),
+        false => Err(Redirect::Moved { slot, node: owner }),
     }
 }
 

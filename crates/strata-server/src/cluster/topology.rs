@@ -54,18 +54,23 @@ pub enum Moving {
     From(u16),
 }
 
-/// The whole topology as this node knows it.
+/// The whole topology, seen from one of its nodes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Topology {
-    /// `nodes[0]` is this node.
+    /// Every node, in the order they joined.
     pub nodes: Vec<NodeRecord>,
+    /// The index in `nodes` of the node this topology is seen from: the
+    /// one the slot-administration methods act as (`myself`).
+    pub me: usize,
     /// Per slot: the index in `nodes` of its owner, or [`UNOWNED`].
     owners: Vec<u16>,
-    /// Slots this node is moving out or in, with the other node's index.
-    moving: BTreeMap<u16, Moving>,
+    /// The slots each node is moving out or in, by (node, slot), with the
+    /// other node's index (in Redis each node keeps its own).
+    moving: BTreeMap<(u16, u16), Moving>,
     pub current_epoch: u64,
     pub last_vote_epoch: u64,
-    /// This node serves every slot until given a topology (module doc).
+    /// The one node serves every slot until given a topology (module
+    /// doc).
     pub provisional: bool,
 }
 
@@ -102,6 +107,7 @@ impl Topology {
                 primary: None,
                 config_epoch: 0,
             }],
+            me: 0,
             owners: vec![UNOWNED; SLOTS],
             moving: BTreeMap::new(),
             current_epoch: 0,
@@ -111,7 +117,12 @@ impl Topology {
     }
 
     pub fn myself(&self) -> &NodeRecord {
-        &self.nodes[0]
+        &self.nodes[self.me]
+    }
+
+    fn myself_mut(&mut self) -> &mut NodeRecord {
+        let me = self.me;
+        &mut self.nodes[me]
     }
 
     /// The index of node `id` (a node's id is case-insensitive hex).
@@ -128,6 +139,7 @@ impl Topology {
 
     /// The index of the node that owns `slot`.
     pub fn owner(&self, slot: u16) -> Option<usize> {
+        // A provisional claim is the one node's.
         if self.provisional {
             return Some(0);
         }
@@ -139,7 +151,7 @@ impl Topology {
 
     /// The node this node sends `slot` to, while it migrates.
     pub fn migrating_to(&self, slot: u16) -> Option<usize> {
-        match self.moving.get(&slot) {
+        match self.moving.get(&(self.me as u16, slot)) {
             Some(Moving::To(node)) => Some(*node as usize),
             _ => None,
         }
@@ -147,14 +159,17 @@ impl Topology {
 
     /// The node this node receives `slot` from, while it imports.
     pub fn importing_from(&self, slot: u16) -> Option<usize> {
-        match self.moving.get(&slot) {
+        match self.moving.get(&(self.me as u16, slot)) {
             Some(Moving::From(node)) => Some(*node as usize),
             _ => None,
         }
     }
 
-    pub fn moving(&self) -> impl Iterator<Item = (u16, Moving)> + '_ {
-        self.moving.iter().map(|(slot, moving)| (*slot, *moving))
+    /// The slots node `index` is moving, in order.
+    pub fn moving_of(&self, index: usize) -> impl Iterator<Item = (u16, Moving)> + '_ {
+        (self.moving.iter())
+            .filter(move |((node, _), _)| *node as usize == index)
+            .map(|((_, slot), moving)| (*slot, *moving))
     }
 
     /// Slots that have an owner.
@@ -182,6 +197,13 @@ impl Topology {
         ranges
     }
 
+    /// The slots node `index` owns.
+    pub fn slots_of(&self, index: usize) -> Vec<u16> {
+        (0..SLOTS as u16)
+            .filter(|&s| self.owner(s) == Some(index))
+            .collect()
+    }
+
     /// The primaries that own at least one slot (CLUSTER INFO's
     /// `cluster_size`).
     pub fn serving_primaries(&self) -> usize {
@@ -205,8 +227,10 @@ impl Topology {
     /// Whether this node owns every slot and moves none (nothing but
     /// CROSSSLOT can refuse a command then).
     pub fn serves_every_slot(&self) -> bool {
-        let mine = self.provisional || self.owners.iter().all(|&o| o == 0);
-        mine && self.moving.is_empty() && self.nodes[0].primary.is_none()
+        let me = self.me as u16;
+        let mine = self.provisional || self.owners.iter().all(|&o| o == me);
+        let moving = self.moving_of(self.me).next().is_some();
+        mine && !moving && self.myself().primary.is_none()
     }
 
     /// Whether the cluster can serve: every slot has an owner, unless
@@ -216,7 +240,7 @@ impl Topology {
     }
 
     /// Ends the provisional claim: from no slot (`keep` false) or from
-    /// every slot this node's (`keep` true).
+    /// every slot the one node's (`keep` true).
     fn settle(&mut self, keep: bool) {
         if std::mem::take(&mut self.provisional) {
             let owner = if keep { 0 } else { UNOWNED };
@@ -237,15 +261,15 @@ impl Topology {
             }
         }
         self.settle(false);
+        let me = self.me as u16;
         for &slot in slots {
-            self.moving.remove(&slot);
-            self.owners[slot as usize] = 0;
+            self.moving.remove(&(me, slot));
+            self.owners[slot as usize] = me;
         }
         Ok(())
     }
 
-    /// CLUSTER DELSLOTS / DELSLOTSRANGE: `slots` no longer have an owner
-    /// (here; each node forgets them by itself, as in Redis).
+    /// CLUSTER DELSLOTS / DELSLOTSRANGE: `slots` no longer have an owner.
     pub fn del_slots(&mut self, slots: &[u16]) -> Result<()> {
         let mut seen = vec![false; SLOTS];
         for &slot in slots {
@@ -257,9 +281,10 @@ impl Topology {
             }
         }
         self.settle(true);
+        let me = self.me as u16;
         for &slot in slots {
             self.owners[slot as usize] = UNOWNED;
-            self.moving.remove(&slot);
+            self.moving.remove(&(me, slot));
         }
         Ok(())
     }
@@ -267,17 +292,18 @@ impl Topology {
     /// CLUSTER FLUSHSLOTS (the caller checks that the database is empty).
     pub fn flush_slots(&mut self) {
         self.settle(false);
+        let me = self.me as u16;
         for owner in &mut self.owners {
-            if *owner == 0 {
+            if *owner == me {
                 *owner = UNOWNED;
             }
         }
-        self.moving.clear();
+        self.moving.retain(|(node, _), _| *node != me);
     }
 
     /// CLUSTER SETSLOT slot MIGRATING node-id.
     pub fn set_migrating(&mut self, slot: u16, to: &str) -> Result<()> {
-        if self.owner(slot) != Some(0) {
+        if self.owner(slot) != Some(self.me) {
             return Err(format!("ERR I'm not the owner of hash slot {slot}"));
         }
         let to = self.known(to)?;
@@ -285,13 +311,13 @@ impl Topology {
             return Err("ERR Target node is not a master".into());
         }
         self.settle(true);
-        self.moving.insert(slot, Moving::To(to as u16));
+        (self.moving).insert((self.me as u16, slot), Moving::To(to as u16));
         Ok(())
     }
 
     /// CLUSTER SETSLOT slot IMPORTING node-id.
     pub fn set_importing(&mut self, slot: u16, from: &str) -> Result<()> {
-        if self.owner(slot) == Some(0) {
+        if self.owner(slot) == Some(self.me) {
             return Err(format!("ERR I'm already the owner of hash slot {slot}"));
         }
         let from = self.known(from)?;
@@ -299,13 +325,13 @@ impl Topology {
             return Err("ERR Target node is not a master".into());
         }
         self.settle(true);
-        self.moving.insert(slot, Moving::From(from as u16));
+        (self.moving).insert((self.me as u16, slot), Moving::From(from as u16));
         Ok(())
     }
 
     /// CLUSTER SETSLOT slot STABLE.
     pub fn set_stable(&mut self, slot: u16) {
-        self.moving.remove(&slot);
+        self.moving.remove(&(self.me as u16, slot));
     }
 
     /// CLUSTER SETSLOT slot NODE node-id: `keys_here` is how many keys of
@@ -319,18 +345,16 @@ impl Topology {
         if self.nodes[node].primary.is_some() {
             return Err("ERR Target node is not a master".into());
         }
-        if self.owner(slot) == Some(0) && node != 0 && keys_here > 0 {
+        let me = self.me;
+        if self.owner(slot) == Some(me) && node != me && keys_here > 0 {
             return Err(format!(
                 "ERR Can't assign hashslot {slot} to a different node while I still hold keys for this hash slot."
             ));
         }
         self.settle(true);
-        let imported = node == 0 && self.importing_from(slot).is_some();
-        if self.migrating_to(slot).is_some() && keys_here == 0 {
-            self.moving.remove(&slot);
-        }
-        if imported {
-            self.moving.remove(&slot);
+        let imported = node == me && self.importing_from(slot).is_some();
+        if (self.migrating_to(slot).is_some() && keys_here == 0) || imported {
+            self.moving.remove(&(me as u16, slot));
         }
         self.owners[slot as usize] = node as u16;
         if imported {
@@ -343,12 +367,12 @@ impl Topology {
     /// one, unless it already is the greatest (and not 0). Returns
     /// whether it changed.
     pub fn bump_epoch(&mut self) -> bool {
-        let mine = self.nodes[0].config_epoch;
+        let mine = self.myself().config_epoch;
         let greatest =
             (self.nodes.iter().map(|n| n.config_epoch)).fold(self.current_epoch, u64::max);
         if mine == 0 || mine != greatest {
-            self.current_epoch += 1;
-            self.nodes[0].config_epoch = self.current_epoch;
+            self.current_epoch = greatest + 1;
+            self.myself_mut().config_epoch = greatest + 1;
             true
         } else {
             false
@@ -367,10 +391,10 @@ impl Topology {
                     .into(),
             );
         }
-        if self.nodes[0].config_epoch != 0 {
+        if self.myself().config_epoch != 0 {
             return Err("ERR Node config epoch is already non-zero".into());
         }
-        self.nodes[0].config_epoch = epoch as u64;
+        self.myself_mut().config_epoch = epoch as u64;
         self.current_epoch = self.current_epoch.max(epoch as u64);
         Ok(())
     }
@@ -380,54 +404,73 @@ impl Topology {
         let node = self
             .find(id)
             .ok_or_else(|| format!("ERR Unknown node {id}"))?;
-        if node == 0 {
+        if node == self.me {
             return Err("ERR I tried hard but I can't forget myself...".into());
         }
-        if self.nodes[0].primary.as_deref() == Some(&self.nodes[node].id) {
+        if self.myself().primary.as_deref() == Some(&self.nodes[node].id) {
             return Err("ERR Can't forget my master!".into());
         }
         self.remove_node(node);
         Ok(())
     }
 
-    /// Drops node `index`: its slots lose their owner, indices above it
-    /// move down.
-    fn remove_node(&mut self, index: usize) {
+    /// Drops node `index` (never this one): its slots lose their owner
+    /// and its moves end; indices above it move down.
+    pub fn remove_node(&mut self, index: usize) {
+        assert_ne!(index, self.me, "a node never drops itself");
         let removed = index as u16;
+        let shift = |n: u16| if n > removed { n - 1 } else { n };
         for owner in &mut self.owners {
             if *owner == removed {
                 *owner = UNOWNED;
-            } else if *owner != UNOWNED && *owner > removed {
-                *owner -= 1;
+            } else if *owner != UNOWNED {
+                *owner = shift(*owner);
             }
         }
-        self.moving.retain(|_, moving| match moving {
-            Moving::To(n) | Moving::From(n) => *n != removed,
-        });
-        for moving in self.moving.values_mut() {
-            match moving {
-                Moving::To(n) | Moving::From(n) if *n > removed => *n -= 1,
-                _ => {}
+        let moving = std::mem::take(&mut self.moving);
+        for ((node, slot), moving) in moving {
+            let other = match moving {
+                Moving::To(n) | Moving::From(n) => n,
+            };
+            if node == removed || other == removed {
+                continue;
+            }
+            let moving = match moving {
+                Moving::To(n) => Moving::To(shift(n)),
+                Moving::From(n) => Moving::From(shift(n)),
+            };
+            self.moving.insert((shift(node), slot), moving);
+        }
+        let removed_id = self.nodes[index].id.clone();
+        for node in &mut self.nodes {
+            if node.primary.as_deref() == Some(&removed_id) {
+                node.primary = None;
             }
         }
         self.nodes.remove(index);
+        if self.me > index {
+            self.me -= 1;
+        }
     }
 
     /// CLUSTER RESET: this node forgets every other node and its slots
     /// (the caller checks that a primary holds no keys). HARD also takes
     /// a new id and sets the epochs to 0.
     pub fn reset(&mut self, hard: Option<(String, String)>) {
-        while self.nodes.len() > 1 {
-            self.remove_node(self.nodes.len() - 1);
-        }
-        self.settle(false);
-        self.owners.iter_mut().for_each(|o| *o = UNOWNED);
-        self.moving.clear();
-        self.nodes[0].primary = None;
+        let myself = self.myself().clone();
+        let epochs = (self.current_epoch, self.last_vote_epoch);
+        *self = Topology::fresh(myself.id.clone(), myself.shard_id.clone());
+        self.provisional = false;
+        self.nodes[0] = NodeRecord {
+            primary: None,
+            ..myself
+        };
+        (self.current_epoch, self.last_vote_epoch) = epochs;
         if let Some((id, shard_id)) = hard {
-            self.nodes[0].id = id;
-            self.nodes[0].shard_id = shard_id;
-            self.nodes[0].config_epoch = 0;
+            let me = self.myself_mut();
+            me.id = id;
+            me.shard_id = shard_id;
+            me.config_epoch = 0;
             self.current_epoch = 0;
             self.last_vote_epoch = 0;
         }
@@ -453,9 +496,9 @@ impl Topology {
         self.owners[slot as usize] = index.map_or(UNOWNED, |i| i as u16);
     }
 
-    /// Sets how `slot` moves directly (loading a nodes file).
-    pub(crate) fn set_moving(&mut self, slot: u16, moving: Moving) {
-        self.moving.insert(slot, moving);
+    /// Sets how node `index` moves `slot` directly (loading a nodes file).
+    pub(crate) fn set_moving(&mut self, index: usize, slot: u16, moving: Moving) {
+        self.moving.insert((index as u16, slot), moving);
     }
 }
 
@@ -553,6 +596,30 @@ mod tests {
             t.forget(&"a".repeat(40)),
             Err("ERR I tried hard but I can't forget myself...".into())
         );
+    }
+
+    #[test]
+    fn forgetting_a_node_keeps_the_others_straight() {
+        let mut t = Topology::fresh("a".repeat(40), "s".repeat(40));
+        t.add_slots(&[1, 2, 3]).unwrap();
+        let b = t.upsert(node("b", 7001));
+        let c = t.upsert(node("c", 7002));
+        t.set_owner(10, Some(b));
+        t.set_owner(11, Some(c));
+        t.set_migrating(1, &"c".repeat(40)).unwrap();
+        t.set_migrating(2, &"b".repeat(40)).unwrap();
+        // Seen from c, with c's own move.
+        let mut from_c = t.clone();
+        from_c.me = c;
+        from_c.set_importing(1, &"a".repeat(40)).unwrap();
+        from_c.forget(&"b".repeat(40)).unwrap();
+        assert_eq!((from_c.me, from_c.nodes.len()), (1, 2));
+        assert_eq!(from_c.owner(11), Some(1), "c's slot, c now index 1");
+        assert_eq!(from_c.owner(10), None, "b's slot");
+        assert_eq!(from_c.importing_from(1), Some(0), "from a");
+        from_c.me = 0;
+        assert_eq!(from_c.migrating_to(1), Some(1), "a's move to c");
+        assert_eq!(from_c.migrating_to(2), None, "a's move to b ended");
     }
 
     #[test]

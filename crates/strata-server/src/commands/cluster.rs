@@ -62,9 +62,9 @@ fn my_endpoint(ctx: &Ctx) -> Endpoint {
 
 /// Node `index`'s (ip, port, hostname), this node's as `me`.
 fn address_of(t: &Topology, me: &Endpoint, index: usize) -> (String, u16, String) {
-    match index {
-        0 => (me.ip.clone(), me.port, me.hostname.clone()),
-        _ => {
+    match index == t.me {
+        true => (me.ip.clone(), me.port, me.hostname.clone()),
+        false => {
             let node = &t.nodes[index];
             (node.ip.clone(), node.port, node.hostname.clone())
         }
@@ -222,7 +222,7 @@ pub fn cluster_info(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 /// A replica's epoch is its primary's (Redis' `cluster_my_epoch`).
 fn my_epoch(t: &Topology) -> u64 {
     let primary = t.myself().primary.as_deref().and_then(|id| t.find(id));
-    t.nodes[primary.unwrap_or(0)].config_epoch
+    t.nodes[primary.unwrap_or(t.me)].config_epoch
 }
 
 pub fn cluster_myid(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
@@ -346,9 +346,9 @@ fn write_shard_node(ctx: &mut Ctx, t: &Topology, index: usize) {
         Some(_) => "replica",
         None => "master",
     };
-    let offset = match index {
-        0 => ctx.server.replication.offset() as i64,
-        _ => 0,
+    let offset = match index == t.me {
+        true => ctx.server.replication.offset() as i64,
+        false => 0,
     };
     let mut fields: Vec<(&str, Result<String, i64>)> = vec![
         ("id", Ok(node.id.clone())),
@@ -579,7 +579,7 @@ pub fn cluster_replicate(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let t = ctx.server.cluster.topology();
     match t.find(&id) {
         None => Err(format!("ERR Unknown node {id}").into()),
-        Some(0) => Err("ERR Can't replicate myself".into()),
+        Some(node) if node == t.me => Err("ERR Can't replicate myself".into()),
         Some(node) if t.nodes[node].primary.is_some() => {
             Err("ERR I can only replicate a master, not a replica.".into())
         }
