@@ -205,7 +205,49 @@ fn open_cluster(config: &Config) -> Result<crate::cluster::Cluster, String> {
         return Ok(crate::cluster::Cluster::disabled());
     }
     let path = config.dir.join(&settings.config_file);
-    crate::cluster::Cluster::open(&path, &crate::cluster::Announced::of(settings, config.port))
+    let mut announced = crate::cluster::Announced::of(settings, config.port);
+    let bus = bind_bus(config, &mut announced)?;
+    let raft_dir = config.dir.join("cluster-raft");
+    crate::cluster::Cluster::open(&path, &announced, &raft_dir, bus)
+}
+
+/// The cluster bus's listener, on the first bind address: `cluster-port`
+/// if set, else the port plus 10 000 (as Redis); when that is taken or
+/// past 65 535, any free port (peers learn it from this node), with a
+/// warning. Notes the port in `announced` unless one is announced.
+fn bind_bus(
+    config: &Config,
+    announced: &mut crate::cluster::Announced,
+) -> Result<StdListener, String> {
+    let first = config
+        .bind
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "127.0.0.1".into());
+    let addresses = [first.trim_start_matches('-').to_string()];
+    let settings = &config.cluster;
+    let wanted = match settings.bus_port {
+        0 => config.port.checked_add(10000),
+        port => Some(port),
+    };
+    let bound = match wanted {
+        Some(port) => crate::socket::bind_addresses(&addresses, config.tcp_backlog, port),
+        None => Err("the port plus 10000 is past 65535".into()),
+    };
+    let (mut listeners, port) = match bound {
+        Ok(bound) => bound,
+        Err(why) if settings.bus_port == 0 => {
+            log_warning!("Cluster bus: {why}; listening on a free port instead");
+            crate::socket::bind_addresses(&addresses, config.tcp_backlog, 0)?
+        }
+        Err(why) => return Err(format!("cluster-port {}: {why}", settings.bus_port)),
+    };
+    if settings.announce_bus_port == 0 {
+        announced.cport = port;
+    }
+    listeners
+        .pop()
+        .ok_or_else(|| "the cluster bus has no address to listen on".into())
 }
 
 /// The server's state, built from the configuration and the (still empty)

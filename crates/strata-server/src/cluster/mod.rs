@@ -1,35 +1,45 @@
 //! Redis Cluster mode (`cluster-enabled yes`): the topology this node
-//! serves by, the redirections it answers and the file that keeps it.
+//! serves by, the redirections it answers, the file that keeps it, and
+//! the Raft group that decides it once nodes have met.
 //!
-//! What is built: a node speaks the Redis Cluster protocol to clients.
-//! It has an id, serves the slots its topology gives it, answers MOVED,
-//! ASK, CROSSSLOT, TRYAGAIN and CLUSTERDOWN as Redis does
-//! ([`route`]), and answers CLUSTER INFO/NODES/SLOTS/SHARDS and the
-//! slot-administration subcommands from its [`topology::Topology`], kept
-//! in `cluster-config-file` ([`nodes_file`]). A fresh node serves every
-//! slot, so cluster clients (redis-py `RedisCluster`, redis-rs cluster,
-//! `redis-cli -c`) work against one Strata. `docs/cluster.md` says what a
+//! - [`topology`]: the nodes, each slot's owner, the slots being moved,
+//!   the epochs; every change a deterministic method answering Redis'
+//!   error.
+//! - [`change`]: a change as a value, made by one node (the actor);
+//!   applied at once on a node alone, or as an entry of the group's log.
+//! - [`route`]: a command's keys to "served here" or MOVED, ASK,
+//!   CROSSSLOT, TRYAGAIN, CLUSTERDOWN, as Redis decides.
+//! - [`nodes_file`]: CLUSTER NODES' lines and `cluster-config-file`.
+//! - [`local`]: the topology commands read, replaced whole.
+//! - [`consensus`], [`raft_store`], [`bus`]: the Raft group (openraft
+//!   0.9), its storage in `cluster-raft/`, and the bus between nodes.
+//!
+//! A fresh node serves every slot, so cluster clients (redis-py
+//! `RedisCluster`, redis-rs cluster, `redis-cli -c`) work against one
+//! Strata; CLUSTER MEET (or `redis-cli --cluster create`) joins nodes
+//! into one group. Not built yet: replicas and failover in cluster mode,
+//! leases, slots moving by their shards. `docs/cluster.md` says what a
 //! user sees.
 //!
-//! What is not built yet: nodes learning about each other (CLUSTER MEET
-//! answers an error). The design (`../shared/DESIGN.md`, `docs/cluster.md`)
-//! puts membership, slot ownership, epochs and failover in a Raft log
-//! (openraft) whose entries are the [`topology::Topology`] changes: each
-//! change is a deterministic method on the topology for that reason.
-//!
 //! Layering: below `commands`; it names only the engine's key slots,
-//! `config` and `util`. The commands layer takes the lock, calls a change, saves.
+//! `config`, `log` and `util`.
 
+pub mod bus;
+pub mod change;
+pub mod consensus;
+pub mod local;
 pub mod nodes_file;
+pub mod raft_store;
 pub mod route;
 pub mod topology;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
 
-use parking_lot::{RwLock, RwLockReadGuard};
+use parking_lot::RwLockReadGuard;
 
 use crate::config::ClusterSettings;
+pub use local::Local;
 use topology::Topology;
 
 /// How this node is reached, as it announces itself.
@@ -62,17 +72,12 @@ impl Announced {
     }
 }
 
-/// The cluster state a server holds: disabled, or a topology and its
-/// file.
+/// The cluster state a server holds: disabled, or a topology, its file
+/// and (once the node met another) its Raft group.
 pub struct Cluster {
     enabled: bool,
-    topology: RwLock<Topology>,
-    /// [`Topology::serves_every_slot`] of the current topology, read by
-    /// every command without the lock.
-    serves_every_slot: AtomicBool,
-    /// Whether every slot has an owner, likewise.
-    covered: AtomicBool,
-    path: PathBuf,
+    local: Arc<Local>,
+    consensus: Option<consensus::Consensus>,
     /// The config file, locked for as long as this process runs (two
     /// servers given the same file would overwrite each other's
     /// topology, as Redis' own lock prevents).
@@ -82,19 +87,24 @@ pub struct Cluster {
 impl Cluster {
     /// A server started without `cluster-enabled yes`.
     pub fn disabled() -> Cluster {
+        let topology = Topology::fresh(String::new(), String::new());
         Cluster {
             enabled: false,
-            topology: RwLock::new(Topology::fresh(String::new(), String::new())),
-            serves_every_slot: AtomicBool::new(true),
-            covered: AtomicBool::new(true),
-            path: PathBuf::new(),
+            local: Arc::new(Local::new(topology, PathBuf::new())),
+            consensus: None,
             _lock: None,
         }
     }
 
     /// Opens the cluster config file at `path` (creating it for a new
-    /// node) and notes where this node is reached.
-    pub fn open(path: &Path, announced: &Announced) -> Result<Cluster, String> {
+    /// node), notes where this node is reached, and starts its part in a
+    /// Raft group (storage in `raft_dir`, the bus on `bus`).
+    pub fn open(
+        path: &Path,
+        announced: &Announced,
+        raft_dir: &Path,
+        bus: std::net::TcpListener,
+    ) -> Result<Cluster, String> {
         let why = |e: std::io::Error| format!("{}: {}", path.display(), e);
         let lock = std::fs::OpenOptions::new()
             .read(true)
@@ -122,17 +132,20 @@ impl Cluster {
         };
         let me = topology.me;
         let me = &mut topology.nodes[me];
-        me.ip = announced.ip.clone();
+        // An IP learnt from a peer is kept unless one is announced.
+        if !announced.ip.is_empty() {
+            me.ip = announced.ip.clone();
+        }
         me.port = announced.port;
         me.cport = announced.cport;
         me.hostname = announced.hostname.clone();
         nodes_file::save(path, &topology).map_err(why)?;
+        let local = Arc::new(Local::new(topology, path.to_path_buf()));
+        let consensus = consensus::Consensus::start(raft_dir, local.clone(), bus)?;
         Ok(Cluster {
             enabled: true,
-            serves_every_slot: AtomicBool::new(topology.serves_every_slot()),
-            covered: AtomicBool::new(topology.is_ok(true)),
-            topology: RwLock::new(topology),
-            path: path.to_path_buf(),
+            local,
+            consensus: Some(consensus),
             _lock: Some(lock),
         })
     }
@@ -144,47 +157,60 @@ impl Cluster {
     /// Whether this node owns every slot and moves none, without the
     /// topology's lock.
     pub fn serves_every_slot(&self) -> bool {
-        self.serves_every_slot.load(Relaxed)
+        self.local.serves_every_slot()
     }
 
     /// Whether every slot has an owner (the cluster is ok unless
     /// `cluster-require-full-coverage yes` and it is not).
     pub fn covered(&self) -> bool {
-        self.covered.load(Relaxed)
+        self.local.covered()
     }
 
     pub fn topology(&self) -> RwLockReadGuard<'_, Topology> {
-        self.topology.read()
+        self.local.read()
     }
 
-    /// Applies `change` to a copy of the topology, saves the copy and
-    /// only then makes it current: a refused change or a failed save
-    /// leaves everything as it was.
-    pub fn change<R>(
+    /// Whether this node belongs to a Raft group.
+    pub fn in_group(&self) -> bool {
+        self.consensus.as_ref().is_some_and(|c| c.in_group())
+    }
+
+    /// Makes `change` as this node: through the group once it has one,
+    /// else at once. Answers the reply's text or Redis' error.
+    pub fn submit(&self, change: change::Change) -> change::Applied {
+        match &self.consensus {
+            Some(consensus) if consensus.in_group() => consensus.propose(change),
+            _ => self.local.change(|t| {
+                let me = t.me;
+                change.apply(t, me)
+            }),
+        }
+    }
+
+    /// Changes this node's own topology without the group (CLUSTER RESET
+    /// of a node alone).
+    pub fn change_alone<R>(
         &self,
         change: impl FnOnce(&mut Topology) -> Result<R, String>,
     ) -> Result<R, String> {
-        let mut topology = self.topology.write();
-        let mut changed = topology.clone();
-        let result = change(&mut changed)?;
-        if changed != *topology {
-            self.save_topology(&changed)?;
-            let (every, covered) = (changed.serves_every_slot(), changed.is_ok(true));
-            *topology = changed;
-            self.serves_every_slot.store(every, Relaxed);
-            self.covered.store(covered, Relaxed);
+        self.local.change(change)
+    }
+
+    /// CLUSTER MEET: joins the node whose bus is at `ip:cport` (in the
+    /// background).
+    pub fn meet(&self, ip: String, cport: u16) -> Result<(), String> {
+        match &self.consensus {
+            Some(consensus) => {
+                consensus.meet(ip, cport);
+                Ok(())
+            }
+            None => Err("ERR This instance has cluster support disabled".into()),
         }
-        Ok(result)
     }
 
     /// CLUSTER SAVECONFIG.
     pub fn save(&self) -> Result<(), String> {
-        self.save_topology(&self.topology.read())
-    }
-
-    fn save_topology(&self, topology: &Topology) -> Result<(), String> {
-        nodes_file::save(&self.path, topology)
-            .map_err(|e| format!("ERR error saving the cluster node config: {e}"))
+        self.local.save()
     }
 }
 

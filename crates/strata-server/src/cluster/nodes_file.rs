@@ -52,8 +52,12 @@ pub fn node_line(t: &Topology, index: usize, me: &Endpoint, for_file: bool) -> S
         flags.join(","),
         node.config_epoch
     );
-    // The file keeps a provisional claim in its vars line only.
-    let claimed = match for_file && t.provisional {
+    // A provisional claim is not listed: the file keeps it in its vars
+    // line, and CLUSTER NODES shows a fresh node as Redis does, with no
+    // slot (`redis-cli --cluster create` reads the slots a node lists as
+    // the ones to assign it). CLUSTER SLOTS and SHARDS, which clients
+    // route by, show the claim.
+    let claimed = match t.provisional {
         true => Vec::new(),
         false => t.ranges_of(index),
     };

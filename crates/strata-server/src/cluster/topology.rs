@@ -25,7 +25,7 @@ pub const SLOTS: usize = 16384;
 const UNOWNED: u16 = u16::MAX;
 
 /// One node of the cluster as the topology knows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct NodeRecord {
     /// 40 hex digits, fixed for the node's life (CLUSTER RESET HARD
     /// gives a new one).
@@ -474,6 +474,28 @@ impl Topology {
             self.current_epoch = 0;
             self.last_vote_epoch = 0;
         }
+    }
+
+    /// CLUSTER MEET's outcome: `node` joins (or, known already, has its
+    /// address updated), and the `slots` it had given itself become its
+    /// own where no node owns them. The one node's provisional claim
+    /// becomes its own first.
+    pub fn join(&mut self, node: NodeRecord, slots: &[u16]) -> Result<()> {
+        if let Some(known) = self.find(&node.id) {
+            let record = &mut self.nodes[known];
+            (record.ip, record.port, record.cport) = (node.ip, node.port, node.cport);
+            return Ok(());
+        }
+        self.settle(true);
+        self.current_epoch = self.current_epoch.max(node.config_epoch);
+        let index = self.upsert(node) as u16;
+        for &slot in slots {
+            let owner = &mut self.owners[slot as usize % SLOTS];
+            if *owner == UNOWNED {
+                *owner = index;
+            }
+        }
+        Ok(())
     }
 
     /// Adds a node (or updates the one with its id); returns its index.

@@ -24,6 +24,7 @@ use super::keyspec::{BeginSearch, FindKeys, KeySpec};
 use super::{CmdResult, Ctx, ERR_SYNTAX, Spec, is, parse_i64};
 use crate::client::ClientInfo;
 use crate::cluster::Announced;
+use crate::cluster::change::Change;
 use crate::cluster::nodes_file::node_line;
 use crate::cluster::route::{Health, Query, Redirect, SlotKey, cross_slot};
 use crate::cluster::topology::{Endpoint, SLOTS, Topology};
@@ -471,35 +472,39 @@ fn slots_in_ranges(args: &[Bytes]) -> Result<Vec<u16>, super::CmdError> {
     Ok(slots)
 }
 
-/// Applies a topology change and answers OK.
-fn change(ctx: &mut Ctx, change: impl FnOnce(&mut Topology) -> Result<(), String>) -> CmdResult {
-    ctx.server.cluster.change(change)?;
-    ctx.out.ok();
+/// Makes a topology change as this node (through its Raft group once it
+/// has one) and answers its reply.
+fn submit(ctx: &mut Ctx, change: Change) -> CmdResult {
+    let answer = ctx.server.cluster.submit(change)?;
+    match answer.as_str() {
+        "OK" => ctx.out.ok(),
+        text => ctx.out.simple(text),
+    }
     Ok(())
 }
 
 pub fn cluster_addslots(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     enabled(ctx)?;
     let slots = slots_listed(args)?;
-    change(ctx, |t| t.add_slots(&slots))
+    submit(ctx, Change::AddSlots(slots))
 }
 
 pub fn cluster_addslotsrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     enabled(ctx)?;
     let slots = slots_in_ranges(args)?;
-    change(ctx, |t| t.add_slots(&slots))
+    submit(ctx, Change::AddSlots(slots))
 }
 
 pub fn cluster_delslots(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     enabled(ctx)?;
     let slots = slots_listed(args)?;
-    change(ctx, |t| t.del_slots(&slots))
+    submit(ctx, Change::DelSlots(slots))
 }
 
 pub fn cluster_delslotsrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     enabled(ctx)?;
     let slots = slots_in_ranges(args)?;
-    change(ctx, |t| t.del_slots(&slots))
+    submit(ctx, Change::DelSlots(slots))
 }
 
 pub fn cluster_flushslots(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
@@ -507,10 +512,7 @@ pub fn cluster_flushslots(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     if ctx.keyspace().dbsize_in(ctx.keys.all(), 0) != 0 {
         return Err("ERR DB must be empty to perform CLUSTER FLUSHSLOTS.".into());
     }
-    change(ctx, |t| {
-        t.flush_slots();
-        Ok(())
-    })
+    submit(ctx, Change::FlushSlots)
 }
 
 /// CLUSTER SETSLOT slot IMPORTING|MIGRATING node-id | STABLE | NODE node-id.
@@ -524,38 +526,37 @@ pub fn cluster_setslot(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .get(4)
         .map(|id| String::from_utf8_lossy(id).into_owned());
     let action = &args[3];
-    match (node, args.len()) {
-        (Some(to), 5) if is(action, "migrating") => change(ctx, |t| t.set_migrating(slot, &to)),
-        (Some(from), 5) if is(action, "importing") => change(ctx, |t| t.set_importing(slot, &from)),
-        (None, 4) if is(action, "stable") => change(ctx, |t| {
-            t.set_stable(slot);
-            Ok(())
-        }),
+    let change = match (node, args.len()) {
+        (Some(to), 5) if is(action, "migrating") => Change::SetMigrating { slot, to },
+        (Some(from), 5) if is(action, "importing") => Change::SetImporting { slot, from },
+        (None, 4) if is(action, "stable") => Change::SetStable { slot },
         (Some(node), 5) if is(action, "node") => {
             let (keys_here, _) = keys_in_slot(ctx, slot, 0);
-            change(ctx, |t| t.set_node(slot, &node, keys_here).map(|_| ()))
+            Change::SetNode {
+                slot,
+                node,
+                keys_here,
+            }
         }
-        _ => Err(
-            "ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP".into(),
-        ),
-    }
+        _ => {
+            return Err(
+                "ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP"
+                    .into(),
+            );
+        }
+    };
+    submit(ctx, change)
 }
 
 pub fn cluster_bumpepoch(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     enabled(ctx)?;
-    let (bumped, epoch) = ctx.server.cluster.change(|t| {
-        let bumped = t.bump_epoch();
-        Ok((bumped, t.myself().config_epoch))
-    })?;
-    let word = if bumped { "BUMPED" } else { "STILL" };
-    ctx.out.simple(&format!("{word} {epoch}"));
-    Ok(())
+    submit(ctx, Change::BumpEpoch)
 }
 
 pub fn cluster_set_config_epoch(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     enabled(ctx)?;
     let epoch = parse_i64(&args[2])?;
-    change(ctx, |t| t.set_config_epoch(epoch))
+    submit(ctx, Change::SetConfigEpoch(epoch))
 }
 
 pub fn cluster_saveconfig(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
@@ -568,11 +569,11 @@ pub fn cluster_saveconfig(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 pub fn cluster_forget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     enabled(ctx)?;
     let id = String::from_utf8_lossy(&args[2]).into_owned();
-    change(ctx, |t| t.forget(&id))
+    submit(ctx, Change::Forget(id))
 }
 
-/// CLUSTER REPLICATE node-id: only nodes this one knows can be
-/// replicated, and it knows none but itself yet.
+/// CLUSTER REPLICATE node-id: checked as Redis checks it; replicas in
+/// cluster mode are not built yet.
 pub fn cluster_replicate(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     enabled(ctx)?;
     let id = String::from_utf8_lossy(&args[2]);
@@ -583,7 +584,7 @@ pub fn cluster_replicate(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         Some(node) if t.nodes[node].primary.is_some() => {
             Err("ERR I can only replicate a master, not a replica.".into())
         }
-        Some(_) => Err(ERR_NO_MEMBERSHIP.into()),
+        Some(_) => Err(ERR_NOT_BUILT.into()),
     }
 }
 
@@ -598,11 +599,12 @@ pub fn cluster_failover(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     match ctx.server.cluster.topology().myself().primary {
         None => Err("ERR You should send CLUSTER FAILOVER to a replica".into()),
-        Some(_) => Err(ERR_NO_MEMBERSHIP.into()),
+        Some(_) => Err(ERR_NOT_BUILT.into()),
     }
 }
 
-/// CLUSTER RESET [HARD|SOFT].
+/// CLUSTER RESET [HARD|SOFT]: of a node alone (one in a Raft group
+/// cannot leave it yet).
 pub fn cluster_reset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     enabled(ctx)?;
     let hard = match &args[2..] {
@@ -615,42 +617,52 @@ pub fn cluster_reset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if primary && ctx.keyspace().dbsize_in(ctx.keys.all(), 0) != 0 {
         return Err("ERR CLUSTER RESET can't be called with master nodes containing keys".into());
     }
+    if ctx.server.cluster.in_group() {
+        return Err(ERR_NOT_BUILT.into());
+    }
     let fresh = hard.then(|| (crate::util::random_hex(40), crate::util::random_hex(40)));
-    change(ctx, |t| {
+    ctx.server.cluster.change_alone(|t| {
         t.reset(fresh);
         Ok(())
-    })
+    })?;
+    ctx.out.ok();
+    Ok(())
 }
 
-/// What MEET, REPLICATE of a known node and a replica's FAILOVER answer
-/// until nodes learn about each other.
-const ERR_NO_MEMBERSHIP: &str = "ERR Strata cluster nodes do not join each other yet: each node serves the slots it is given by itself (docs/cluster.md)";
+/// What REPLICATE, FAILOVER on a replica and RESET of a node in a group
+/// answer: replicas, failover and leaving a group are not built yet.
+const ERR_NOT_BUILT: &str = "ERR Strata cluster nodes have no replicas, failover or RESET of a joined node yet (docs/cluster.md)";
 
 /// CLUSTER MEET ip port [cluster-bus-port]: the arguments checked as
-/// Redis checks them, then refused.
+/// Redis checks them, then the join goes on in the background.
 pub fn cluster_meet(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     enabled(ctx)?;
     if args.len() > 5 {
         return Err(ERR_SYNTAX.into());
     }
-    let port = |arg: &Bytes| parse_i64(arg).ok().filter(|p| (0..=65535).contains(p));
-    if port(&args[3]).is_none() {
+    let port = |arg: &Bytes| {
+        parse_i64(arg)
+            .ok()
+            .filter(|p| (0..=65535).contains(p))
+            .map(|p| p as u16)
+    };
+    let Some(base) = port(&args[3]) else {
         return Err(format!(
             "ERR Invalid base port specified: {}",
             String::from_utf8_lossy(&args[3])
         )
         .into());
-    }
-    if let Some(bus) = args.get(4)
-        && port(bus).is_none()
-    {
-        return Err(format!(
-            "ERR Invalid bus port specified: {}",
-            String::from_utf8_lossy(bus)
-        )
-        .into());
-    }
-    let ip = String::from_utf8_lossy(&args[2]);
+    };
+    let bus = match args.get(4) {
+        None => base.checked_add(10000).unwrap_or(0),
+        Some(bus) => port(bus).ok_or_else(|| {
+            format!(
+                "ERR Invalid bus port specified: {}",
+                String::from_utf8_lossy(bus)
+            )
+        })?,
+    };
+    let ip = String::from_utf8_lossy(&args[2]).into_owned();
     if ip.parse::<std::net::IpAddr>().is_err() {
         return Err(format!(
             "ERR Invalid node address specified: {ip}:{}",
@@ -658,7 +670,9 @@ pub fn cluster_meet(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         )
         .into());
     }
-    Err(ERR_NO_MEMBERSHIP.into())
+    ctx.server.cluster.meet(ip, bus)?;
+    ctx.out.ok();
+    Ok(())
 }
 
 /// READONLY: reads of the slots of the primary this node replicates are

@@ -1,0 +1,261 @@
+//! Nodes that join each other: three strata-servers made one cluster by
+//! `redis-cli --cluster create` (ADDSLOTS, SET-CONFIG-EPOCH, MEET), their
+//! topology a Raft group's. A change sent to any node reaches every
+//! node; `redis-cli --cluster reshard` moves slots under a cluster
+//! client; kill -9 of the group's leader leaves the others changing the
+//! topology, and the node restarted on its data directory comes back to
+//! the group's topology.
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{Reply, TestServer, e, ok, temp_dir};
+use redis::Commands;
+
+fn have_redis_cli() -> bool {
+    let found = Command::new("redis-cli")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "redis-cli is not installed, and CI must run this test (apt install redis-tools)"
+        );
+        eprintln!("skipped: no redis-cli (apt install redis-tools)");
+    }
+    found
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A cluster node on fixed ports (its address is in the others'
+/// topology, so a restart must keep it), in `dir`.
+fn node(dir: std::path::PathBuf, port: u16, bus: u16) -> TestServer {
+    let (port, bus) = (port.to_string(), bus.to_string());
+    TestServer::spawn(
+        dir,
+        &[
+            "--cluster-enabled",
+            "yes",
+            "--port",
+            &port,
+            "--cluster-port",
+            &bus,
+        ],
+        None,
+        common::READY,
+    )
+}
+
+/// Every node's CLUSTER NODES, as (id, slots) per line, sorted: what
+/// `redis-cli --cluster check` compares.
+fn signature(server: &TestServer) -> Vec<String> {
+    let nodes = server.raw().cmd(&["CLUSTER", "NODES"]).as_text();
+    let mut lines: Vec<String> = nodes
+        .lines()
+        .map(|l| {
+            let words: Vec<&str> = l.split(' ').collect();
+            format!("{} {}", words[0], words[8..].join(" "))
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn n(nodes: &[Option<TestServer>], i: usize) -> &TestServer {
+    nodes[i].as_ref().unwrap()
+}
+
+/// Runs redis-cli to its end (at most a minute), its output through a
+/// file: a reshard prints more than a pipe holds.
+fn redis_cli(args: &[&str]) -> String {
+    let log = temp_dir().join("redis-cli.out");
+    let file = std::fs::File::create(&log).unwrap();
+    let mut child = Command::new("redis-cli")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "redis-cli {args:?} did not finish:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let output = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(status.success(), "redis-cli {args:?}:\n{output}");
+    output
+}
+
+#[test]
+fn three_nodes_joined_by_redis_cli_share_one_topology() {
+    if !have_redis_cli() {
+        return;
+    }
+    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+    let dirs: Vec<_> = (0..3).map(|_| temp_dir()).collect();
+    let mut nodes: Vec<Option<TestServer>> = (0..3)
+        .map(|n| Some(node(dirs[n].clone(), ports[n].0, ports[n].1)))
+        .collect();
+    let addresses: Vec<String> = ports
+        .iter()
+        .map(|(p, _)| format!("127.0.0.1:{p}"))
+        .collect();
+    let mut create = vec!["--cluster", "create"];
+    create.extend(addresses.iter().map(String::as_str));
+    create.push("--cluster-yes");
+    let output = redis_cli(&create);
+    assert!(output.contains("All 16384 slots covered"), "{output}");
+    wait_until("every node to see three", || {
+        (0..3).all(|i| signature(n(&nodes, i)).len() == 3)
+    });
+    let first = signature(n(&nodes, 0));
+    for i in 1..3 {
+        assert_eq!(signature(n(&nodes, i)), first, "node {i} differs");
+    }
+    let info = n(&nodes, 1).raw().cmd(&["CLUSTER", "INFO"]).as_text();
+    assert!(info.contains("cluster_state:ok"), "{info}");
+    assert!(info.contains("cluster_known_nodes:3"), "{info}");
+
+    // A cluster client spreads keys over the three.
+    let client =
+        redis::cluster::ClusterClient::new(vec![format!("redis://{}", addresses[0])]).unwrap();
+    let mut con = client.get_connection().unwrap();
+    for k in 0..300 {
+        let _: () = con.set(format!("key:{k}"), k).unwrap();
+    }
+    let sizes: Vec<i64> = (0..3)
+        .map(|i| n(&nodes, i).raw().cmd(&["DBSIZE"]).as_int())
+        .collect();
+    assert_eq!(sizes.iter().sum::<i64>(), 300);
+    assert!(sizes.iter().all(|&s| s > 50), "{sizes:?}");
+
+    // A change made on one node reaches the others.
+    let mut raw2 = n(&nodes, 2).raw();
+    assert_eq!(raw2.cmd(&["CLUSTER", "DELSLOTS", "16383"]), ok());
+    wait_until("node 0 to see slot 16383 unassigned", || {
+        let info = n(&nodes, 0).raw().cmd(&["CLUSTER", "INFO"]).as_text();
+        info.contains("cluster_slots_assigned:16383")
+    });
+    assert_eq!(
+        n(&nodes, 0).raw().cmd(&["CLUSTER", "ADDSLOTS", "16383"]),
+        ok(),
+        "node 0 takes it"
+    );
+    assert_eq!(
+        raw2.cmd(&["CLUSTER", "ADDSLOTS", "16383"]),
+        e("ERR Slot 16383 is already busy"),
+        "the group's answer, on another node"
+    );
+
+    // redis-cli moves 500 slots from node 0 to node 2 under the client.
+    let from = n(&nodes, 0).raw().cmd(&["CLUSTER", "MYID"]).as_text();
+    let to = raw2.cmd(&["CLUSTER", "MYID"]).as_text();
+    redis_cli(&[
+        "--cluster",
+        "reshard",
+        &addresses[1],
+        "--cluster-from",
+        &from,
+        "--cluster-to",
+        &to,
+        "--cluster-slots",
+        "500",
+        "--cluster-yes",
+    ]);
+    let check = redis_cli(&["--cluster", "check", &addresses[1]]);
+    assert!(
+        check.contains("All nodes agree about slots configuration"),
+        "{check}"
+    );
+    assert!(check.contains("All 16384 slots covered"), "{check}");
+    for k in 0..300 {
+        let got: i64 = con.get(format!("key:{k}")).unwrap();
+        assert_eq!(got, k);
+    }
+
+    kill_and_restart_each(&mut nodes, &ports);
+}
+
+/// kill -9 of each node in turn but the last: the others still change
+/// the topology, and the node restarted on its directory catches up.
+fn kill_and_restart_each(nodes: &mut [Option<TestServer>], ports: &[(u16, u16)]) {
+    for victim in 0..nodes.len() - 1 {
+        let dir = nodes[victim].take().unwrap().kill9();
+        let survivor = (victim + 1) % nodes.len();
+        let started = Instant::now();
+        loop {
+            let reply = n(nodes, survivor).raw().cmd(&["CLUSTER", "BUMPEPOCH"]);
+            if let Reply::Simple(text) = &reply {
+                assert!(
+                    text.starts_with("BUMPED") || text.starts_with("STILL"),
+                    "{text}"
+                );
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "no change accepted without node {victim}: {reply:?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        nodes[victim] = Some(node(dir, ports[victim].0, ports[victim].1));
+        wait_until("the restarted node to catch up", || {
+            signature(n(nodes, victim)) == signature(n(nodes, survivor))
+        });
+    }
+    assert_eq!(signature(n(nodes, 0)).len(), 3);
+}
+
+#[test]
+fn meet_checks_its_arguments_and_a_node_is_not_met_twice() {
+    let server = TestServer::start_with(&["--cluster-enabled", "yes"]);
+    let mut raw = server.raw();
+    assert_eq!(
+        raw.cmd(&["CLUSTER", "MEET", "127.0.0.1", "70000"]),
+        e("ERR Invalid base port specified: 70000")
+    );
+    assert_eq!(
+        raw.cmd(&["CLUSTER", "MEET", "nowhere", "7000"]),
+        e("ERR Invalid node address specified: nowhere:7000")
+    );
+    // Meeting itself changes nothing.
+    let nodes = raw.cmd(&["CLUSTER", "NODES"]).as_text();
+    let cport = nodes.split('@').nth(1).unwrap().split(' ').next().unwrap();
+    let port = server.port.to_string();
+    assert_eq!(
+        raw.cmd(&["CLUSTER", "MEET", "127.0.0.1", &port, cport]),
+        ok()
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let info = raw.cmd(&["CLUSTER", "INFO"]).as_text();
+    assert!(info.contains("cluster_known_nodes:1"), "{info}");
+}
