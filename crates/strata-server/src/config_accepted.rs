@@ -425,12 +425,14 @@ pub static ACCEPTED: &[Accepted] = &[
         Kind::Int(1, i64::MAX),
         "1000",
     ),
+    // Strata's default, not Redis' 15000: a failover 2 s after a primary
+    // stops answering, its lease (1 s) ended before (docs/cluster.md).
     accepted(
         "cluster-node-timeout",
         None,
         true,
         Kind::Int(0, i64::MAX),
-        "15000",
+        "2000",
     ),
     accepted(
         "repl-backlog-size",
@@ -588,6 +590,7 @@ pub const USED: &[&str] = &[
     "cluster-announce-bus-port",
     "cluster-port",
     "cluster-preferred-endpoint-type",
+    "cluster-node-timeout",
 ];
 
 fn note_unused(name: &str, starts: impl Fn(&[&str]) -> bool) -> &'static str {

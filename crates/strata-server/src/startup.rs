@@ -88,6 +88,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
     let _pidfile = PidFile::write(&server.config.get().pidfile);
     let workers = spawn_threads(&server)?;
     follow_configured_primary(&server);
+    hook_cluster(&server);
     serve(&server, bound, workers, pending)?;
     // A script still running holds its thread and shards: it stops now
     // (see `scripting::Running::check`), so the final checkpoint can lock
@@ -318,6 +319,50 @@ fn follow_configured_primary(server: &Arc<Node>) {
     link.resume_saved
         .store(true, std::sync::atomic::Ordering::Relaxed);
     crate::replication::link::start(server.clone(), host.to_string(), port, link);
+}
+
+/// Gives cluster mode what it asks of the server: to follow the primary
+/// its topology names (or be a primary), and this node's replication
+/// offset.
+fn hook_cluster(server: &Arc<Node>) {
+    if !server.cluster.enabled() {
+        return;
+    }
+    let (follow_node, offset_node) = (Arc::downgrade(server), Arc::downgrade(server));
+    server.cluster.set_hooks(crate::cluster::local::Hooks {
+        follow: Box::new(move |primary| {
+            if let Some(server) = follow_node.upgrade() {
+                cluster_role(&server, primary);
+            }
+        }),
+        offset: Box::new(move || {
+            offset_node
+                .upgrade()
+                .map_or(0, |server| server.replication.offset())
+        }),
+    });
+}
+
+/// Makes this node a replica of `primary`, or a primary (None), as the
+/// cluster's topology says.
+fn cluster_role(server: &Arc<Node>, primary: Option<(String, u16)>) {
+    let replication = &server.replication;
+    match primary {
+        Some((host, port)) => {
+            if replication.following() == Some((host.clone(), port)) {
+                return;
+            }
+            replication.drop_replicas();
+            let link = replication.follow(host.clone(), port);
+            log_notice!("Cluster: this node replicates {host}:{port}");
+            crate::replication::link::start(server.clone(), host, port, link);
+        }
+        None => {
+            if replication.promote() {
+                log_notice!("Cluster: this node is a primary now");
+            }
+        }
+    }
 }
 
 /// The start-up lines of the log.

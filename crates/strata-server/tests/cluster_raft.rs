@@ -259,3 +259,187 @@ fn meet_checks_its_arguments_and_a_node_is_not_met_twice() {
     let info = raw.cmd(&["CLUSTER", "INFO"]).as_text();
     assert!(info.contains("cluster_known_nodes:1"), "{info}");
 }
+
+/// A node given `extra` arguments besides the fixed ports.
+fn node_with(dir: std::path::PathBuf, port: u16, bus: u16, extra: &[&str]) -> TestServer {
+    let (port, bus) = (port.to_string(), bus.to_string());
+    let mut args = vec![
+        "--cluster-enabled",
+        "yes",
+        "--port",
+        &port,
+        "--cluster-port",
+        &bus,
+    ];
+    args.extend_from_slice(extra);
+    TestServer::spawn(dir, &args, None, common::READY)
+}
+
+/// Three primaries and a replica of the first: kill -9 of that primary
+/// under writes acknowledged by `WAIT 1`; the replica takes its slots
+/// with every acknowledged write, and the old primary, restarted, comes
+/// back as the new primary's replica.
+#[test]
+fn a_replica_takes_over_a_killed_primary_with_every_acknowledged_write() {
+    if !have_redis_cli() {
+        return;
+    }
+    let timeout = ["--cluster-node-timeout", "500"];
+    let ports: Vec<(u16, u16)> = (0..4).map(|_| (free_port(), free_port())).collect();
+    let dirs: Vec<_> = (0..4).map(|_| temp_dir()).collect();
+    let mut nodes: Vec<Option<TestServer>> = (0..4)
+        .map(|n| Some(node_with(dirs[n].clone(), ports[n].0, ports[n].1, &timeout)))
+        .collect();
+    let addresses: Vec<String> = ports
+        .iter()
+        .map(|(p, _)| format!("127.0.0.1:{p}"))
+        .collect();
+    redis_cli(&[
+        "--cluster",
+        "create",
+        &addresses[0],
+        &addresses[1],
+        &addresses[2],
+        "--cluster-yes",
+    ]);
+    let primary_id = n(&nodes, 0).raw().cmd(&["CLUSTER", "MYID"]).as_text();
+    redis_cli(&[
+        "--cluster",
+        "add-node",
+        &addresses[3],
+        &addresses[0],
+        "--cluster-slave",
+        "--cluster-master-id",
+        &primary_id,
+    ]);
+    wait_until("the replica to follow its primary", || {
+        let role = n(&nodes, 3).raw().cmd(&["ROLE"]);
+        role.as_array().len() > 3 && role.as_array()[3].as_text() == "connected"
+    });
+    // "{bar}" keys are in slot 5061, the first primary's.
+    let mut primary = n(&nodes, 0).raw();
+    let mut acknowledged = 0;
+    for k in 0..200 {
+        assert_eq!(
+            primary.cmd(&["SET", &format!("{{bar}}{k}"), &k.to_string()]),
+            ok()
+        );
+        if primary.cmd(&["WAIT", "1", "1000"]) == Reply::Int(1) {
+            acknowledged = k + 1;
+        }
+    }
+    assert!(
+        acknowledged > 150,
+        "only {acknowledged} writes reached the replica"
+    );
+    let killed = Instant::now();
+    let dir = nodes[0].take().unwrap().kill9();
+    // Writes to the slot, through any surviving node, until one lands.
+    let mut survivor = n(&nodes, 1).raw();
+    let took = loop {
+        let reply = survivor.cmd(&["SET", "{bar}after", "1"]);
+        let served_by_replica = matches!(&reply, Reply::Error(text)
+            if text.starts_with(&format!("MOVED 5061 {}", addresses[3])));
+        if served_by_replica {
+            break killed.elapsed();
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(20),
+            "no failover: {reply:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut promoted = n(&nodes, 3).raw();
+    assert_eq!(promoted.cmd(&["SET", "{bar}after", "1"]), ok());
+    eprintln!("failover: the replica owned the slot {took:?} after kill -9");
+    assert!(took < Duration::from_secs(5), "failover took {took:?}");
+    for k in 0..acknowledged {
+        assert_eq!(
+            promoted.cmd(&["GET", &format!("{{bar}}{k}")]),
+            common::b(&k.to_string()),
+            "write {k} was acknowledged by WAIT and lost"
+        );
+    }
+    // The old primary comes back as the new one's replica.
+    nodes[0] = Some(node_with(dir, ports[0].0, ports[0].1, &timeout));
+    wait_until("the old primary to follow the new one", || {
+        let role = n(&nodes, 0).raw().cmd(&["ROLE"]);
+        role.as_array()[0].as_text() == "slave"
+            && role.as_array()[2] == Reply::Int(ports[3].0 as i64)
+    });
+    assert!(
+        n(&nodes, 0)
+            .raw()
+            .cmd(&["SET", "{bar}x", "1"])
+            .as_text()
+            .starts_with("MOVED 5061"),
+        "the old primary redirects to the new one"
+    );
+}
+
+fn signal(server: &TestServer, signal: &str) {
+    let status = Command::new("kill")
+        .args([signal, &server.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill {signal}");
+}
+
+/// A primary cut off from its group's majority (the two others stopped
+/// with SIGSTOP) stops serving its slots once its lease (half the node
+/// timeout) ends, so no write lands on a primary that a failover may be
+/// replacing; it serves again once the others are back.
+#[test]
+fn a_primary_without_a_majority_stops_serving_within_its_lease() {
+    if !have_redis_cli() {
+        return;
+    }
+    let timeout = ["--cluster-node-timeout", "1000"];
+    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+    let nodes: Vec<TestServer> = (0..3)
+        .map(|i| node_with(temp_dir(), ports[i].0, ports[i].1, &timeout))
+        .collect();
+    let addresses: Vec<String> = ports
+        .iter()
+        .map(|(p, _)| format!("127.0.0.1:{p}"))
+        .collect();
+    redis_cli(&[
+        "--cluster",
+        "create",
+        &addresses[0],
+        &addresses[1],
+        &addresses[2],
+        "--cluster-yes",
+    ]);
+    let mut raw = nodes[0].raw();
+    wait_until("the first node to serve its slot", || {
+        raw.cmd(&["SET", "{bar}k", "v"]) == ok()
+    });
+    signal(&nodes[1], "-STOP");
+    signal(&nodes[2], "-STOP");
+    let cut = Instant::now();
+    let refused_after = loop {
+        let reply = raw.cmd(&["SET", "{bar}k", "v"]);
+        if reply == e("CLUSTERDOWN The cluster is down") {
+            break cut.elapsed();
+        }
+        assert_eq!(reply, ok(), "only OK or CLUSTERDOWN");
+        assert!(cut.elapsed() < Duration::from_secs(10), "still serving");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    eprintln!("lease: writes refused {refused_after:?} after the majority went away");
+    assert!(
+        refused_after < Duration::from_millis(1500),
+        "served for {refused_after:?}"
+    );
+    assert_eq!(
+        raw.cmd(&["SET", "{bar}k", "v"]),
+        e("CLUSTERDOWN The cluster is down")
+    );
+    assert_eq!(raw.cmd(&["PING"]), Reply::Simple("PONG".into()), "no key");
+    signal(&nodes[1], "-CONT");
+    signal(&nodes[2], "-CONT");
+    wait_until("the node to serve again", || {
+        raw.cmd(&["SET", "{bar}k", "v"]) == ok()
+    });
+}

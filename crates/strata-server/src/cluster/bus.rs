@@ -73,6 +73,9 @@ pub struct Hello {
     pub slots: Vec<u16>,
     /// Whether it belongs to a Raft group already.
     pub in_group: bool,
+    /// Its replication offset (a failover promotes the replica with the
+    /// most).
+    pub offset: u64,
 }
 
 /// Reads one frame (None: the peer closed the connection between frames).

@@ -56,6 +56,17 @@ pub enum Change {
     BumpEpoch,
     SetConfigEpoch(i64),
     Forget(String),
+    /// CLUSTER REPLICATE, with how many keys the actor holds.
+    Replicate {
+        primary: String,
+        keys_here: usize,
+    },
+    /// A replica takes over from its primary (failure detected by the
+    /// group's leader, or CLUSTER FAILOVER on the replica).
+    Failover {
+        failed: String,
+        promoted: String,
+    },
 }
 
 /// What applying a change answers: the reply's text (`OK`, `BUMPED 3`)
@@ -109,6 +120,12 @@ impl Change {
             }
             Change::SetConfigEpoch(epoch) => t.set_config_epoch(*epoch).map(ok),
             Change::Forget(id) => t.forget(id).map(ok),
+            Change::Replicate { primary, keys_here } => t.replicate(primary, *keys_here).map(ok),
+            Change::Failover { failed, promoted } => {
+                let find = |id: &str| t.find(id).ok_or_else(|| format!("ERR Unknown node {id}"));
+                let (failed, promoted) = (find(failed)?, find(promoted)?);
+                t.fail_over(failed, promoted).map(ok)
+            }
         }
     }
 }

@@ -19,14 +19,20 @@
 //! beside the bus's listener. Commands reach it from network threads by
 //! spawning onto it and waiting (bounded) for the answer.
 //!
-//! Not built yet: failover (a primary's death is not acted on), leases,
-//! slots moving by their shards, FORGET leaving the group.
+//! Replicas follow their primary (`Local`'s role hook). Every 100 ms the
+//! leader asks each primary that has replicas who it is; one that has
+//! not answered for `cluster-node-timeout` is failed over to its replica
+//! with the greatest replication offset (a FAILOVER entry). Each node
+//! notes when it last heard from the majority, for its lease
+//! (`Local::lease_ok`). Not built yet: slots moving by their shards,
+//! FORGET leaving the group.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::error::{ClientWriteError, RaftError};
+use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
+use openraft::raft::AppendEntriesResponse;
 use openraft::{BasicNode, ChangeMembers, Config, Raft, ServerState};
 
 use super::bus::{self, Hello, Peer, Request, Response};
@@ -129,7 +135,36 @@ impl Consensus {
             local,
         };
         consensus.serve_bus(listener);
+        consensus.watch();
         Ok(consensus)
+    }
+
+    /// Every 100 ms: notes the group's size and, on the leader, its
+    /// contact with a majority (the lease), and looks for failed
+    /// primaries to fail over.
+    fn watch(&self) {
+        let (raft, local) = (self.raft.clone(), self.local.clone());
+        self.runtime.spawn(async move {
+            let mut answered: BTreeMap<String, u64> = BTreeMap::new();
+            loop {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let metrics = raft.metrics().borrow().clone();
+                let voters = metrics.membership_config.membership().voter_ids().count();
+                local.set_voters(voters);
+                if metrics.state != ServerState::Leader {
+                    answered.clear();
+                    continue;
+                }
+                let now = crate::util::now_ms();
+                if let Some(ms) = metrics.millis_since_quorum_ack {
+                    local.note_contact(now.saturating_sub(ms));
+                }
+                if voters <= 1 {
+                    local.note_contact(now);
+                }
+                detect_failures(&raft, &local, &mut answered, now).await;
+            }
+        });
     }
 
     /// Whether this node belongs to a group (it changes its topology by
@@ -146,6 +181,22 @@ impl Consensus {
         };
         let raft = self.raft.clone();
         self.block_on(async move { propose(&raft, proposal).await })
+    }
+
+    /// CLUSTER FAILOVER on a replica: it takes over from its primary now.
+    pub fn fail_over(&self) -> Applied {
+        let (me, primary) = {
+            let topology = self.local.read();
+            let myself = topology.myself();
+            (myself.id.clone(), myself.primary.clone())
+        };
+        let Some(failed) = primary else {
+            return Err("ERR You should send CLUSTER FAILOVER to a replica".into());
+        };
+        self.propose(Change::Failover {
+            failed,
+            promoted: me,
+        })
     }
 
     /// CLUSTER MEET: joins the node whose bus is at `ip:cport` in the
@@ -211,7 +262,15 @@ async fn serve_peer(
     while let Some(body) = bus::read_frame(&mut stream).await? {
         let request: Request = serde_json::from_slice(&body).map_err(std::io::Error::other)?;
         let response = match request {
-            Request::Append(rpc) => Response::Append(raft.append_entries(rpc).await),
+            Request::Append(rpc) => {
+                let answer = raft.append_entries(rpc).await;
+                // The leader reached this node: it is in its group's
+                // majority (the lease, `Local::lease_ok`).
+                if matches!(&answer, Ok(r) if !matches!(r, AppendEntriesResponse::HigherVote(_))) {
+                    local.note_contact(crate::util::now_ms());
+                }
+                Response::Append(answer)
+            }
             Request::Vote(rpc) => Response::Vote(raft.vote(rpc).await),
             Request::Snapshot(rpc) => Response::Snapshot(raft.install_snapshot(rpc).await),
             Request::Hello { seen_as } => {
@@ -248,6 +307,7 @@ fn hello(store: &Store, local: &Local) -> Hello {
         node: topology.myself().clone(),
         slots,
         in_group: store.has_state(),
+        offset: local.offset(),
     }
 }
 
@@ -380,11 +440,20 @@ async fn admit(
         Ok(Err(e)) => return Err(format!("adding the node as a learner: {e}")),
         Err(_) => return Err("the node did not catch up with the group in time".into()),
     }
-    let voters = ChangeMembers::AddVoterIds(BTreeSet::from([id]));
-    match tokio::time::timeout(WAIT, raft.change_membership(voters, true)).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(format!("making the node a voter: {e}")),
-        Err(_) => Err("the group did not accept the node in time".into()),
+    // Nodes met at once (redis-cli MEETs every node together) change the
+    // membership at once: one waits for the other's change to commit.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let voters = ChangeMembers::AddVoterIds(BTreeSet::from([id]));
+        let changed = tokio::time::timeout_at(deadline, raft.change_membership(voters, true)).await;
+        match changed {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(
+                ChangeMembershipError::InProgress(_),
+            )))) => tokio::time::sleep(Duration::from_millis(50)).await,
+            Ok(Err(e)) => return Err(format!("making the node a voter: {e}")),
+            Err(_) => return Err("the group did not accept the node in time".into()),
+        }
     }
 }
 
@@ -423,4 +492,76 @@ async fn start_group(raft: &Raft<TypeConfig>, local: &Arc<Local>) -> Result<(), 
     )
     .await
     .map(|_| ())
+}
+
+/// On the leader: pings every primary that has replicas; one that has
+/// not answered for `cluster-node-timeout` is failed over to its replica
+/// with the greatest replication offset. `answered` holds when each
+/// primary last answered (first seen: now).
+async fn detect_failures(
+    raft: &Raft<TypeConfig>,
+    local: &Arc<Local>,
+    answered: &mut BTreeMap<String, u64>,
+    now: u64,
+) {
+    let topology = local.read().clone();
+    let timeout = local.node_timeout_ms();
+    let ping = Duration::from_millis((timeout / 4).clamp(50, 500));
+    for primary in 0..topology.nodes.len() {
+        let node = &topology.nodes[primary];
+        let replicas = topology.replicas_of(primary);
+        if node.primary.is_some() || replicas.is_empty() || primary == topology.me {
+            continue;
+        }
+        let last = *answered.entry(node.id.clone()).or_insert(now);
+        if hello_of(node, ping).await.is_some() {
+            answered.insert(node.id.clone(), now);
+            continue;
+        }
+        if now.saturating_sub(last) < timeout {
+            continue;
+        }
+        let mut best: Option<(u64, String)> = None;
+        for replica in replicas {
+            let candidate = &topology.nodes[replica];
+            let offset = match replica == topology.me {
+                true => Some(local.offset()),
+                false => hello_of(candidate, ping).await.map(|hello| hello.offset),
+            };
+            if let Some(offset) = offset
+                && best.as_ref().is_none_or(|(most, _)| offset > *most)
+            {
+                best = Some((offset, candidate.id.clone()));
+            }
+        }
+        let Some((offset, promoted)) = best else {
+            continue;
+        };
+        crate::log_warning!(
+            "Cluster: primary {} did not answer for {timeout} ms: failing over to {promoted} (offset {offset})",
+            node.id
+        );
+        let change = Change::Failover {
+            failed: node.id.clone(),
+            promoted,
+        };
+        let actor = topology.myself().id.clone();
+        if let Err(why) = propose(raft, Proposal { actor, change }).await {
+            crate::log_warning!("Cluster: the failover was not applied: {why}");
+        }
+        answered.insert(node.id.clone(), now);
+    }
+}
+
+/// A node's answer to HELLO within `timeout`, if it answers.
+async fn hello_of(node: &NodeRecord, timeout: Duration) -> Option<Hello> {
+    let address = bus_address(node);
+    let mut peer = Peer::new(address.clone(), raft_id(&node.id));
+    match peer
+        .call(&Request::Hello { seen_as: address }, timeout)
+        .await
+    {
+        Ok(Response::Hello(hello)) => Some(hello),
+        _ => None,
+    }
 }

@@ -3,12 +3,27 @@
 //! and kept in the cluster config file.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 use parking_lot::{RwLock, RwLockReadGuard};
 
 use super::nodes_file;
 use super::topology::Topology;
+
+/// A primary to follow, as (ip, port); None: be a primary.
+pub type Role = Option<(String, u16)>;
+
+/// What cluster mode needs from the rest of the server, given at
+/// start-up (the server's layers above name cluster, not the reverse).
+pub struct Hooks {
+    /// Follow this primary (`Some((ip, port))`) or be a primary (`None`):
+    /// called when the topology changes this node's role.
+    pub follow: Box<dyn Fn(Role) + Send + Sync>,
+    /// This node's replication offset (a failover promotes the replica
+    /// that has the most).
+    pub offset: Box<dyn Fn() -> u64 + Send + Sync>,
+}
 
 /// The topology this node serves by, and the file that keeps it.
 pub struct Local {
@@ -19,6 +34,16 @@ pub struct Local {
     /// Whether every slot has an owner, likewise.
     covered: AtomicBool,
     path: PathBuf,
+    hooks: OnceLock<Hooks>,
+    /// `cluster-node-timeout`: how long a primary may not answer before
+    /// a replica takes over. A primary in a group of several voters
+    /// serves only for half of it after it last heard from a majority
+    /// (its lease), so two primaries never serve one slot at once.
+    node_timeout_ms: AtomicU64,
+    /// When (Unix ms) this node last heard from its group's majority.
+    last_contact_ms: AtomicU64,
+    /// The group's voters (0 or 1: no lease to keep).
+    voters: AtomicUsize,
 }
 
 impl Local {
@@ -28,7 +53,58 @@ impl Local {
             covered: AtomicBool::new(topology.is_ok(true)),
             topology: RwLock::new(topology),
             path,
+            hooks: OnceLock::new(),
+            node_timeout_ms: AtomicU64::new(15_000),
+            last_contact_ms: AtomicU64::new(0),
+            voters: AtomicUsize::new(0),
         }
+    }
+
+    /// Gives the hooks and, as the topology says, sets this node's role.
+    pub fn set_hooks(&self, hooks: Hooks) {
+        let role = role_of(&self.read());
+        if self.hooks.set(hooks).is_ok() && role.is_some() {
+            self.announce_role(role);
+        }
+    }
+
+    fn announce_role(&self, role: Role) {
+        if let Some(hooks) = self.hooks.get() {
+            (hooks.follow)(role);
+        }
+    }
+
+    /// This node's replication offset (0 before the hooks are given).
+    pub fn offset(&self) -> u64 {
+        self.hooks.get().map_or(0, |hooks| (hooks.offset)())
+    }
+
+    pub fn set_node_timeout_ms(&self, ms: u64) {
+        self.node_timeout_ms.store(ms.max(100), Relaxed);
+    }
+
+    pub fn node_timeout_ms(&self) -> u64 {
+        self.node_timeout_ms.load(Relaxed)
+    }
+
+    /// Notes that this node heard from its group's majority at `ms`.
+    pub fn note_contact(&self, ms: u64) {
+        self.last_contact_ms.fetch_max(ms, Relaxed);
+    }
+
+    pub fn set_voters(&self, voters: usize) {
+        self.voters.store(voters, Relaxed);
+    }
+
+    /// Whether this node may serve now: alone or in a group of one, or
+    /// within its lease (half the node timeout since it last heard from
+    /// a majority).
+    pub fn lease_ok(&self, now_ms: u64) -> bool {
+        if self.voters.load(Relaxed) <= 1 {
+            return true;
+        }
+        let lease = self.node_timeout_ms() / 2;
+        now_ms.saturating_sub(self.last_contact_ms.load(Relaxed)) < lease
     }
 
     pub fn read(&self) -> RwLockReadGuard<'_, Topology> {
@@ -47,16 +123,23 @@ impl Local {
         let result = change(&mut changed)?;
         if changed != *topology {
             self.save_topology(&changed)?;
-            self.replace(&mut topology, changed);
+            let role = self.replace(&mut topology, changed);
+            drop(topology);
+            if let Some(role) = role {
+                self.announce_role(role);
+            }
         }
         Ok(result)
     }
 
-    fn replace(&self, current: &mut Topology, new: Topology) {
+    /// Makes `new` current; returns this node's new role if it changed.
+    fn replace(&self, current: &mut Topology, new: Topology) -> Option<Role> {
         let (every, covered) = (new.serves_every_slot(), new.is_ok(true));
+        let (before, after) = (role_of(current), role_of(&new));
         *current = new;
         self.serves_every_slot.store(every, Relaxed);
         self.covered.store(covered, Relaxed);
+        (before != after).then_some(after)
     }
 
     /// Serves by the group's topology from now on (seen from this node;
@@ -72,7 +155,11 @@ impl Local {
             if let Err(why) = self.save_topology(&new) {
                 crate::log_warning!("{why}");
             }
-            self.replace(&mut topology, new);
+            let role = self.replace(&mut topology, new);
+            drop(topology);
+            if let Some(role) = role {
+                self.announce_role(role);
+            }
         }
     }
 
@@ -105,4 +192,11 @@ impl Local {
         nodes_file::save(&self.path, topology)
             .map_err(|e| format!("ERR error saving the cluster node config: {e}"))
     }
+}
+
+/// The primary this node replicates, as (ip, port); None for a primary.
+fn role_of(topology: &Topology) -> Role {
+    let primary = topology.myself().primary.as_deref()?;
+    let node = &topology.nodes[topology.find(primary)?];
+    Some((node.ip.clone(), node.port))
 }

@@ -17,9 +17,11 @@
 //! A fresh node serves every slot, so cluster clients (redis-py
 //! `RedisCluster`, redis-rs cluster, `redis-cli -c`) work against one
 //! Strata; CLUSTER MEET (or `redis-cli --cluster create`) joins nodes
-//! into one group. Not built yet: replicas and failover in cluster mode,
-//! leases, slots moving by their shards. `docs/cluster.md` says what a
-//! user sees.
+//! into one group; replicas follow their primary, a failed primary is
+//! replaced by its replica, and a primary cut off from the majority
+//! stops serving (its lease). Not built yet: slots moving by their
+//! shards, a node leaving its group. `docs/cluster.md` says what a user
+//! sees.
 //!
 //! Layering: below `commands`; it names only the engine's key slots,
 //! `config`, `log` and `util`.
@@ -50,6 +52,8 @@ pub struct Announced {
     pub port: u16,
     pub cport: u16,
     pub hostname: String,
+    /// `cluster-node-timeout`.
+    pub node_timeout_ms: u64,
 }
 
 impl Announced {
@@ -68,6 +72,7 @@ impl Announced {
             },
             cport: bus,
             hostname: settings.announce_hostname.clone(),
+            node_timeout_ms: settings.node_timeout_ms,
         }
     }
 }
@@ -141,6 +146,7 @@ impl Cluster {
         me.hostname = announced.hostname.clone();
         nodes_file::save(path, &topology).map_err(why)?;
         let local = Arc::new(Local::new(topology, path.to_path_buf()));
+        local.set_node_timeout_ms(announced.node_timeout_ms);
         let consensus = consensus::Consensus::start(raft_dir, local.clone(), bus)?;
         Ok(Cluster {
             enabled: true,
@@ -194,6 +200,26 @@ impl Cluster {
         change: impl FnOnce(&mut Topology) -> Result<R, String>,
     ) -> Result<R, String> {
         self.local.change(change)
+    }
+
+    /// Gives cluster mode what it needs from the server (`Hooks`) and
+    /// sets this node's role as its topology says.
+    pub fn set_hooks(&self, hooks: local::Hooks) {
+        self.local.set_hooks(hooks);
+    }
+
+    /// Whether this node may serve keys now: alone, or within its lease
+    /// from its group's majority.
+    pub fn lease_ok(&self, now_ms: u64) -> bool {
+        self.local.lease_ok(now_ms)
+    }
+
+    /// CLUSTER FAILOVER on a replica of a joined node.
+    pub fn fail_over(&self) -> change::Applied {
+        match &self.consensus {
+            Some(consensus) if consensus.in_group() => consensus.fail_over(),
+            _ => Err("ERR You should send CLUSTER FAILOVER to a replica".into()),
+        }
     }
 
     /// CLUSTER MEET: joins the node whose bus is at `ip:cport` (in the

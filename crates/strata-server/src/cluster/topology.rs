@@ -476,6 +476,68 @@ impl Topology {
         }
     }
 
+    /// CLUSTER REPLICATE node-id: this node becomes a replica of that
+    /// primary (and of its shard). A primary must hold no slot and, by
+    /// `keys_here`, no key first.
+    pub fn replicate(&mut self, id: &str, keys_here: usize) -> Result<()> {
+        let primary = self
+            .find(id)
+            .ok_or_else(|| format!("ERR Unknown node {id}"))?;
+        if primary == self.me {
+            return Err("ERR Can't replicate myself".into());
+        }
+        if self.nodes[primary].primary.is_some() {
+            return Err("ERR I can only replicate a master, not a replica.".into());
+        }
+        let owns_slots = !self.provisional && self.owners.contains(&(self.me as u16));
+        if self.myself().primary.is_none() && (owns_slots || keys_here > 0) {
+            return Err(
+                "ERR To set a master the node must be empty and without assigned slots.".into(),
+            );
+        }
+        let (id, shard_id) = (
+            self.nodes[primary].id.clone(),
+            self.nodes[primary].shard_id.clone(),
+        );
+        let me = self.me as u16;
+        self.moving.retain(|(node, _), _| *node != me);
+        let myself = self.myself_mut();
+        myself.primary = Some(id);
+        myself.shard_id = shard_id;
+        Ok(())
+    }
+
+    /// A failover: replica `promoted` takes primary `failed`'s slots with
+    /// a new greatest config epoch; `failed` and the other replicas of it
+    /// become the new primary's replicas.
+    pub fn fail_over(&mut self, failed: usize, promoted: usize) -> Result<()> {
+        let failed_id = self.nodes[failed].id.clone();
+        if self.nodes[promoted].primary.as_deref() != Some(&failed_id) {
+            return Err("ERR the node to promote does not replicate that primary".into());
+        }
+        let promoted_id = self.nodes[promoted].id.clone();
+        for owner in &mut self.owners {
+            if *owner == failed as u16 {
+                *owner = promoted as u16;
+            }
+        }
+        let (failed16, promoted16) = (failed as u16, promoted as u16);
+        self.moving
+            .retain(|(node, _), _| *node != failed16 && *node != promoted16);
+        for (index, node) in self.nodes.iter_mut().enumerate() {
+            if index == promoted {
+                node.primary = None;
+            } else if index == failed || node.primary.as_deref() == Some(&failed_id) {
+                node.primary = Some(promoted_id.clone());
+            }
+        }
+        let greatest =
+            (self.nodes.iter().map(|n| n.config_epoch)).fold(self.current_epoch, u64::max);
+        self.current_epoch = greatest + 1;
+        self.nodes[promoted].config_epoch = greatest + 1;
+        Ok(())
+    }
+
     /// CLUSTER MEET's outcome: `node` joins (or, known already, has its
     /// address updated), and the `slots` it had given itself become its
     /// own where no node owns them. The one node's provisional claim
@@ -642,6 +704,43 @@ mod tests {
         from_c.me = 0;
         assert_eq!(from_c.migrating_to(1), Some(1), "a's move to c");
         assert_eq!(from_c.migrating_to(2), None, "a's move to b ended");
+    }
+
+    #[test]
+    fn a_replica_takes_over_its_primarys_slots() {
+        let mut t = Topology::fresh("a".repeat(40), "s".repeat(40));
+        t.add_slots(&[1, 2]).unwrap();
+        let b = t.upsert(node("b", 7001));
+        let c = t.upsert(node("c", 7002));
+        // b replicates a (b has no slot); a cannot, holding slots.
+        t.me = b;
+        assert_eq!(
+            t.replicate(&"b".repeat(40), 0),
+            Err("ERR Can't replicate myself".into())
+        );
+        t.replicate(&"a".repeat(40), 0).unwrap();
+        assert_eq!(t.myself().shard_id, "s".repeat(40), "a's shard");
+        t.me = c;
+        assert_eq!(
+            t.replicate(&"b".repeat(40), 0),
+            Err("ERR I can only replicate a master, not a replica.".into())
+        );
+        assert_eq!(
+            t.replicate(&"a".repeat(40), 3),
+            Err("ERR To set a master the node must be empty and without assigned slots.".into())
+        );
+        t.me = 0;
+        assert_eq!(
+            t.replicate(&"c".repeat(40), 0),
+            Err("ERR To set a master the node must be empty and without assigned slots.".into())
+        );
+        assert_eq!(t.replicas_of(0), vec![b]);
+        t.fail_over(0, b).unwrap();
+        assert_eq!((t.owner(1), t.owner(2)), (Some(b), Some(b)));
+        assert_eq!(t.nodes[0].primary.as_deref(), Some(&*"b".repeat(40)));
+        assert_eq!(t.nodes[b].primary, None);
+        assert_eq!(t.nodes[b].config_epoch, t.current_epoch);
+        assert!(t.fail_over(0, c).is_err(), "c does not replicate a");
     }
 
     #[test]

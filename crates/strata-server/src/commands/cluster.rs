@@ -142,9 +142,11 @@ pub fn route(
     server: &Node,
     settings: &ClusterSettings,
     query: &Query,
+    now_ms: u64,
     exists: impl FnMut(&[u8]) -> bool,
 ) -> Result<Option<u16>, Redirect> {
-    if server.cluster.serves_every_slot() {
+    let lease = server.cluster.lease_ok(now_ms);
+    if lease && server.cluster.serves_every_slot() {
         return match cross_slot(query.keys) {
             Some(redirect) => Err(redirect),
             None => Ok(query.keys.first().map(|key| key.1)),
@@ -152,7 +154,7 @@ pub fn route(
     }
     let topology = server.cluster.topology();
     let health = Health {
-        ok: server.cluster.covered() || !settings.require_full_coverage,
+        ok: lease && (server.cluster.covered() || !settings.require_full_coverage),
         allow_reads_when_down: settings.allow_reads_when_down,
         allow_pubsubshard_when_down: settings.allow_pubsubshard_when_down,
     };
@@ -572,24 +574,18 @@ pub fn cluster_forget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     submit(ctx, Change::Forget(id))
 }
 
-/// CLUSTER REPLICATE node-id: checked as Redis checks it; replicas in
-/// cluster mode are not built yet.
+/// CLUSTER REPLICATE node-id: this node becomes a replica of that
+/// primary (it must hold no slot and no key first).
 pub fn cluster_replicate(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     enabled(ctx)?;
-    let id = String::from_utf8_lossy(&args[2]);
-    let t = ctx.server.cluster.topology();
-    match t.find(&id) {
-        None => Err(format!("ERR Unknown node {id}").into()),
-        Some(node) if node == t.me => Err("ERR Can't replicate myself".into()),
-        Some(node) if t.nodes[node].primary.is_some() => {
-            Err("ERR I can only replicate a master, not a replica.".into())
-        }
-        Some(_) => Err(ERR_NOT_BUILT.into()),
-    }
+    let primary = String::from_utf8_lossy(&args[2]).into_owned();
+    let keys_here = ctx.keyspace().dbsize_in(ctx.keys.all(), 0);
+    submit(ctx, Change::Replicate { primary, keys_here })
 }
 
-/// CLUSTER FAILOVER [FORCE|TAKEOVER]: for a replica, and this node is
-/// a primary.
+/// CLUSTER FAILOVER [FORCE|TAKEOVER]: a replica takes over from its
+/// primary at once (as FORCE: it does not wait for the primary to stop
+/// writes first).
 pub fn cluster_failover(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     enabled(ctx)?;
     match &args[2..] {
@@ -597,10 +593,9 @@ pub fn cluster_failover(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         [option] if is(option, "force") || is(option, "takeover") => {}
         _ => return Err(ERR_SYNTAX.into()),
     }
-    match ctx.server.cluster.topology().myself().primary {
-        None => Err("ERR You should send CLUSTER FAILOVER to a replica".into()),
-        Some(_) => Err(ERR_NOT_BUILT.into()),
-    }
+    ctx.server.cluster.fail_over()?;
+    ctx.out.ok();
+    Ok(())
 }
 
 /// CLUSTER RESET [HARD|SOFT]: of a node alone (one in a Raft group
@@ -629,9 +624,9 @@ pub fn cluster_reset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-/// What REPLICATE, FAILOVER on a replica and RESET of a node in a group
-/// answer: replicas, failover and leaving a group are not built yet.
-const ERR_NOT_BUILT: &str = "ERR Strata cluster nodes have no replicas, failover or RESET of a joined node yet (docs/cluster.md)";
+/// What RESET of a node in a group answers: leaving a group is not built
+/// yet.
+const ERR_NOT_BUILT: &str = "ERR a Strata cluster node cannot leave its group yet: CLUSTER RESET works on a node alone (docs/cluster.md)";
 
 /// CLUSTER MEET ip port [cluster-bus-port]: the arguments checked as
 /// Redis checks them, then the join goes on in the background.

@@ -500,7 +500,7 @@ fn cluster_gate(a: &mut Admission) -> Option<Refusal> {
         keyspace.lock(key).is_live(0, key, a.now_ms) == Some(true)
     };
     let settings = &a.config.cluster;
-    let redirect = cluster::route(a.server, settings, &query, exists).err()?;
+    let redirect = cluster::route(a.server, settings, &query, a.now_ms, exists).err()?;
     let text = cluster::redirect_text(a.server, settings, &a.session.client, redirect);
     Some(text.into())
 }

@@ -520,7 +520,8 @@ impl Runner<'_, '_, '_> {
             let key = keyspace.key(key);
             (keys_held.shard_or_escalate(key)).is_some_and(|shard| shard.contains(0, key, now_ms))
         };
-        match super::cluster::route(server, &self.ctx.config.cluster, &query, exists) {
+        let settings = &self.ctx.config.cluster;
+        match super::cluster::route(server, settings, &query, now_ms, exists) {
             Err(redirect) => Some(redirect.script_text(&table.full_names[id])),
             Ok(Some(slot)) => match self.cluster_slot.replace(slot) {
                 Some(before) if before != slot => Some(

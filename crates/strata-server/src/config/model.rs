@@ -443,6 +443,8 @@ pub struct ClusterSettings {
     /// `cluster-preferred-endpoint-type`: `ip`, `hostname` or
     /// `unknown-endpoint`.
     pub preferred_endpoint: String,
+    /// `cluster-node-timeout`.
+    pub node_timeout_ms: u64,
 }
 
 impl Default for ClusterSettings {
@@ -459,6 +461,7 @@ impl Default for ClusterSettings {
             announce_bus_port: 0,
             bus_port: 0,
             preferred_endpoint: "ip".into(),
+            node_timeout_ms: 2000,
         }
     }
 }
@@ -479,6 +482,10 @@ impl ClusterSettings {
             announce_bus_port: port("cluster-announce-bus-port"),
             bus_port: port("cluster-port"),
             preferred_endpoint: config.setting("cluster-preferred-endpoint-type"),
+            node_timeout_ms: config
+                .setting("cluster-node-timeout")
+                .parse()
+                .unwrap_or(2000),
         }
     }
 }
