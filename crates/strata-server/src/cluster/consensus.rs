@@ -426,6 +426,10 @@ async fn admit(
             Err(e) => Err(e.to_string()),
         };
     }
+    // Nodes met at once (redis-cli MEETs every node together) are taken
+    // in one after the other: the group changes its membership one step
+    // at a time.
+    let _one_at_a_time = ADMITTING.lock().await;
     let actor = local.read().myself().id.clone();
     let id = raft_id(&node.id);
     let address = bus_address(&node);
@@ -434,25 +438,37 @@ async fn admit(
         change: Change::Join { node, slots },
     };
     propose(raft, join).await?;
-    let learner = raft.add_learner(id, BasicNode::new(address), true);
-    match tokio::time::timeout(WAIT, learner).await {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => return Err(format!("adding the node as a learner: {e}")),
-        Err(_) => return Err("the node did not catch up with the group in time".into()),
-    }
-    // Nodes met at once (redis-cli MEETs every node together) change the
-    // membership at once: one waits for the other's change to commit.
-    let deadline = tokio::time::Instant::now() + WAIT;
+    let deadline = tokio::time::Instant::now() + WAIT * 2;
+    let learner = BTreeMap::from([(id, BasicNode::new(address))]);
+    change_membership(raft, ChangeMembers::AddNodes(learner), deadline)
+        .await
+        .map_err(|e| format!("adding the node as a learner: {e}"))?;
+    let voter = ChangeMembers::AddVoterIds(BTreeSet::from([id]));
+    change_membership(raft, voter, deadline)
+        .await
+        .map_err(|e| format!("making the node a voter: {e}"))
+}
+
+/// One node taken into the group at a time (`admit`).
+static ADMITTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Changes the group's membership by `change`, waiting for a change in
+/// progress to commit first, until `deadline`.
+async fn change_membership(
+    raft: &Raft<TypeConfig>,
+    change: ChangeMembers<NodeId, BasicNode>,
+    deadline: tokio::time::Instant,
+) -> Result<(), String> {
     loop {
-        let voters = ChangeMembers::AddVoterIds(BTreeSet::from([id]));
-        let changed = tokio::time::timeout_at(deadline, raft.change_membership(voters, true)).await;
-        match changed {
+        let changed =
+            tokio::time::timeout_at(deadline, raft.change_membership(change.clone(), true));
+        match changed.await {
             Ok(Ok(_)) => return Ok(()),
             Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(
                 ChangeMembershipError::InProgress(_),
             )))) => tokio::time::sleep(Duration::from_millis(50)).await,
-            Ok(Err(e)) => return Err(format!("making the node a voter: {e}")),
-            Err(_) => return Err("the group did not accept the node in time".into()),
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err("not done in time".into()),
         }
     }
 }

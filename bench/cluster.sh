@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# A 3-primary + 3-replica cluster of Strata nodes against a Redis Cluster
+# of the same shape (redis-server with cluster-enabled yes), both made by
+# `redis-cli --cluster create --cluster-replicas 1`, on this one machine,
+# one cluster at a time, ROUNDS times alternated:
+#
+# 1. throughput of a cluster-aware load: redis-benchmark --cluster,
+#    SET and GET, 50 connections, pipeline 16, 100 000 keys of 100 B;
+# 2. failover: kill -9 of the primary of slot 0 -> the first SET to a
+#    key of that slot that succeeds through another node
+#    (cluster-node-timeout NODE_TIMEOUT on both);
+# 3. a move of 4096 slots (MOVE_MB of data first loaded) from one primary
+#    to another by `redis-cli --cluster reshard`, under a concurrent
+#    redis-benchmark --cluster SET load: its duration and the load's
+#    error lines.
+#
+# On 2 cores, with six servers and the load generator sharing them, this
+# shows the overhead and correctness of cluster mode, not scaling.
+#
+# Usage: bench/cluster.sh
+#        ROUNDS=3 NODE_TIMEOUT=2000 MOVE_MB=200 bench/cluster.sh
+set -euo pipefail
+
+ROUNDS=${ROUNDS:-3}
+NODE_TIMEOUT=${NODE_TIMEOUT:-2000}
+MOVE_MB=${MOVE_MB:-200}
+
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+bench_setup cluster
+
+declare -A RESULTS
+record() { RESULTS[$1,$2]+="$3 "; }
+
+# make_cluster KIND: six nodes of KIND made one cluster; sets PORTS.
+make_cluster() {
+    local kind=$1 i
+    PORTS=()
+    for i in 1 2 3 4 5 6; do
+        start "$kind$i" "$kind" --cluster-enabled yes --cluster-node-timeout "$NODE_TIMEOUT" \
+            --save "" --appendonly no
+        PORTS+=("$(port_of "$kind$i")")
+    done
+    local addresses=()
+    for port in "${PORTS[@]}"; do addresses+=("127.0.0.1:$port"); done
+    redis-cli --cluster create "${addresses[@]}" --cluster-replicas 1 --cluster-yes >"$WORK/create.log" 2>&1
+    until redis-cli --cluster check "127.0.0.1:${PORTS[0]}" 2>&1 | grep -q "All 16384 slots covered"; do
+        sleep 0.2
+    done
+    # Every replica attached.
+    until [ "$(redis-cli -p "${PORTS[0]}" cluster nodes | grep -c slave)" = 3 ]; do sleep 0.2; done
+}
+
+stop_cluster() {
+    local kind=$1 i
+    for i in 1 2 3 4 5 6; do
+        [ -n "${PID[$kind$i]:-}" ] && stop "$kind$i"
+    done
+}
+
+# The port of the primary that owns slot $1.
+owner_of() {
+    redis-cli -p "${PORTS[0]}" cluster nodes |
+        awk -v slot="$1" '$3 ~ /master/ { for (i = 9; i <= NF; i++) { split($i, r, "-"); if (r[2] == "") r[2] = r[1]; if (slot >= r[1] && slot <= r[2]) { split($2, a, "[:@]"); print a[2] } } }'
+}
+
+throughput() {
+    local kind=$1
+    redis-benchmark --cluster -p "${PORTS[0]}" -t set,get -n 400000 -P 16 -c 50 -r 100000 -d 100 --csv 2>/dev/null |
+        tr -d '"' | awk -F, 'NR > 1 { print $1, $2 }' |
+        while read -r test rps; do echo "$kind $test $rps"; done
+}
+
+failover() {
+    local kind=$1 victim survivor start now
+    victim=$(owner_of 0)
+    for port in "${PORTS[@]}"; do
+        [ "$port" != "$victim" ] && survivor=$port && break
+    done
+    local name
+    for i in 1 2 3 4 5 6; do
+        [ "$(port_of "$kind$i")" = "$victim" ] && name=$kind$i
+    done
+    start=$(date +%s%N)
+    stop "$name"
+    # "{06S}" is in slot 0.
+    until [ "$(redis-cli -c -p "$survivor" set '{06S}failover' 1 2>/dev/null)" = OK ]; do
+        now=$(date +%s%N)
+        if [ $(((now - start) / 1000000)) -gt 60000 ]; then echo "$kind failover-ms 60000+"; return; fi
+        sleep 0.02
+    done
+    now=$(date +%s%N)
+    echo "$kind failover-ms $(((now - start) / 1000000))"
+}
+
+move_slots() {
+    local kind=$1 from to keys
+    from=$(owner_of 0)
+    to=$(owner_of 16383)
+    keys=$((MOVE_MB * 1024 * 1024 / 1000))
+    redis-benchmark --cluster -p "${PORTS[0]}" -t set -n "$keys" -r "$keys" -d 1000 -P 16 -c 20 -q >/dev/null 2>&1
+    local from_id to_id
+    from_id=$(redis-cli -p "$from" cluster myid)
+    to_id=$(redis-cli -p "$to" cluster myid)
+    redis-benchmark --cluster -p "$to" -t set -n 100000000 -r 100000 -d 100 -c 10 >"$WORK/load.log" 2>&1 &
+    local load=$! start end
+    start=$(date +%s%N)
+    redis-cli --cluster reshard "127.0.0.1:$from" --cluster-from "$from_id" --cluster-to "$to_id" \
+        --cluster-slots 4096 --cluster-yes --cluster-pipeline 100 >"$WORK/reshard.log" 2>&1
+    end=$(date +%s%N)
+    kill "$load" 2>/dev/null || true
+    wait "$load" 2>/dev/null || true
+    echo "$kind move-ms $(((end - start) / 1000000))"
+    echo "$kind move-errors $(grep -ci 'error' "$WORK/load.log" || true)"
+}
+
+for round in $(seq "$ROUNDS"); do
+    for kind in strata redis; do
+        make_cluster "$kind"
+        while read -r name what value; do
+            record "$name" "$what" "$value"
+        done < <(throughput "$kind"; move_slots "$kind"; failover "$kind")
+        stop_cluster "$kind"
+    done
+done
+
+m() { tr ' ' '\n' <<<"${RESULTS[$1,$2]:-}" | grep . | median; }
+echo "# A 3 + 3 cluster on one machine ($ROUNDS rounds, medians; cluster-node-timeout $NODE_TIMEOUT ms)"
+echo
+echo "| what | Strata | Redis | Strata ÷ Redis |"
+echo "|---|---|---|---|"
+for what in SET GET; do
+    s=$(m strata "$what") r=$(m redis "$what")
+    echo "| $what, pipeline 16 (requests/s) | $s | $r | $(ratio "$s" "$r") |"
+done
+for what in failover-ms move-ms move-errors; do
+    s=$(m strata "$what") r=$(m redis "$what")
+    echo "| $what | $s | $r | |"
+done
+echo
+echo "Raw: $(for k in "${!RESULTS[@]}"; do echo "$k=[${RESULTS[$k]}]"; done | sort | tr '\n' ' ')"
