@@ -37,8 +37,9 @@ make_cluster() {
     local kind=$1 i
     PORTS=()
     for i in 1 2 3 4 5 6; do
+        # A bus port of its own: the port plus 10 000 may be past 65 535.
         start "$kind$i" "$kind" --cluster-enabled yes --cluster-node-timeout "$NODE_TIMEOUT" \
-            --save "" --appendonly no
+            --cluster-port "$(free_port)" --save "" --appendonly no
         PORTS+=("$(port_of "$kind$i")")
     done
     local addresses=()
@@ -118,6 +119,7 @@ for round in $(seq "$ROUNDS"); do
     for kind in strata redis; do
         make_cluster "$kind"
         while read -r name what value; do
+            echo "round $round: $name $what $value" >&2
             record "$name" "$what" "$value"
         done < <(throughput "$kind"; move_slots "$kind"; failover "$kind")
         stop_cluster "$kind"

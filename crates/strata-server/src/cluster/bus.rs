@@ -62,7 +62,9 @@ pub enum Response {
     Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
     Hello(Hello),
     Joined(Result<(), String>),
-    Proposed(Result<Applied, String>),
+    /// The answer and the entry's log index (the proposer waits until it
+    /// applied that far itself).
+    Proposed(Result<(Applied, u64), String>),
 }
 
 /// A node's answer to HELLO.

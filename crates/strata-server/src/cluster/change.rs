@@ -47,11 +47,15 @@ pub enum Change {
     SetStable {
         slot: u16,
     },
-    /// SETSLOT … NODE, with how many keys of the slot the actor holds.
+    /// SETSLOT … NODE, with how many keys of the slot the actor holds,
+    /// and whether the actor was importing the slot (it then takes a new
+    /// config epoch; in a group, slots being moved are each node's own
+    /// state, not the log's).
     SetNode {
         slot: u16,
         node: String,
         keys_here: usize,
+        imported: bool,
     },
     BumpEpoch,
     SetConfigEpoch(i64),
@@ -74,6 +78,16 @@ pub enum Change {
 pub type Applied = Result<String, String>;
 
 impl Change {
+    /// Whether the change is the acting node's own state only (SETSLOT
+    /// MIGRATING, IMPORTING, STABLE: Redis keeps them per node and does
+    /// not propagate them), not an entry of the group's log.
+    pub fn is_own_state(&self) -> bool {
+        matches!(
+            self,
+            Change::SetMigrating { .. } | Change::SetImporting { .. } | Change::SetStable { .. }
+        )
+    }
+
     /// Applies the change to `topology`, made by the node `actor` (its
     /// index). A refused change leaves the topology as it was.
     pub fn apply(&self, topology: &mut Topology, actor: usize) -> Applied {
@@ -113,7 +127,14 @@ impl Change {
                 slot,
                 node,
                 keys_here,
-            } => t.set_node(*slot, node, *keys_here).map(|_| "OK".into()),
+                imported,
+            } => {
+                let bumped = t.set_node(*slot, node, *keys_here)?;
+                if *imported && !bumped && t.find(node) == Some(t.me) {
+                    t.bump_epoch();
+                }
+                Ok("OK".into())
+            }
             Change::BumpEpoch => {
                 let word = if t.bump_epoch() { "BUMPED" } else { "STILL" };
                 Ok(format!("{word} {}", t.myself().config_epoch))

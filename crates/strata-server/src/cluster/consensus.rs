@@ -288,7 +288,14 @@ async fn serve_peer(
                 }
                 Response::Joined(admit(&raft, &store, &local, node, slots).await)
             }
-            Request::Propose(proposal) => Response::Proposed(Ok(propose(&raft, proposal).await)),
+            Request::Propose(proposal) => {
+                let proposed = match propose_at_leader(&raft, proposal).await {
+                    (answer, Some(index)) => Ok((answer, index)),
+                    (Err(why), None) => Err(why),
+                    (Ok(_), None) => Err("ERR the change has no log index".into()),
+                };
+                Response::Proposed(proposed)
+            }
         };
         let body = serde_json::to_vec(&response).map_err(std::io::Error::other)?;
         bus::write_frame(&mut stream, &body).await?;
@@ -330,23 +337,50 @@ fn bus_address(node: &NodeRecord) -> String {
 /// Proposes through the leader: here if this node leads, else sent to
 /// the leader over the bus.
 async fn propose(raft: &Raft<TypeConfig>, proposal: Proposal) -> Applied {
+    let (answer, index) = propose_at_leader(raft, proposal).await;
+    // Answered once this node applied it too: a client's next command
+    // here (MIGRATE after SETSLOT … IMPORTING) sees the change.
+    if let Some(index) = index {
+        let applied = raft
+            .wait(Some(WAIT))
+            .applied_index_at_least(Some(index), "the change applied here")
+            .await;
+        if applied.is_err() {
+            return Err("ERR the change was not applied on this node in time".into());
+        }
+    }
+    answer
+}
+
+/// Proposes through the leader; the answer and the entry's log index.
+async fn propose_at_leader(raft: &Raft<TypeConfig>, proposal: Proposal) -> (Applied, Option<u64>) {
     let written = tokio::time::timeout(WAIT, raft.client_write(proposal.clone())).await;
     match written {
-        Err(_) => Err("ERR the cluster did not apply the change in time".into()),
-        Ok(Ok(response)) => response.data,
+        Err(_) => (
+            Err("ERR the cluster did not apply the change in time".into()),
+            None,
+        ),
+        Ok(Ok(response)) => (response.data, Some(response.log_id.index)),
         Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward)))) => {
             let Some(leader) = forward.leader_node else {
-                return Err("CLUSTERDOWN the cluster has no leader to change its topology".into());
+                let why = "CLUSTERDOWN the cluster has no leader to change its topology";
+                return (Err(why.into()), None);
             };
             let mut peer = Peer::new(leader.addr.clone(), forward.leader_id.unwrap_or(0));
             match peer.call(&Request::Propose(proposal), WAIT).await {
-                Ok(Response::Proposed(Ok(applied))) => applied,
-                Ok(Response::Proposed(Err(why))) => Err(why),
-                Ok(_) => Err("ERR the leader answered something else".into()),
-                Err(e) => Err(format!("ERR the cluster's leader cannot be reached: {e}")),
+                Ok(Response::Proposed(Ok((applied, index)))) => (applied, Some(index)),
+                Ok(Response::Proposed(Err(why))) => (Err(why), None),
+                Ok(_) => (Err("ERR the leader answered something else".into()), None),
+                Err(e) => (
+                    Err(format!("ERR the cluster's leader cannot be reached: {e}")),
+                    None,
+                ),
             }
         }
-        Ok(Err(e)) => Err(format!("ERR the cluster cannot change its topology: {e}")),
+        Ok(Err(e)) => (
+            Err(format!("ERR the cluster cannot change its topology: {e}")),
+            None,
+        ),
     }
 }
 

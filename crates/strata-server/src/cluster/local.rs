@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use parking_lot::{RwLock, RwLockReadGuard};
 
 use super::nodes_file;
-use super::topology::Topology;
+use super::topology::{Moving, Topology};
 
 /// A primary to follow, as (ip, port); None: be a primary.
 pub type Role = Option<(String, u16)>;
@@ -151,9 +151,23 @@ impl Local {
         };
         let mut new = group.clone();
         new.me = me;
+        // Slots this node moves are its own state, not the group's.
+        for (slot, moving) in topology.moving_of(topology.me).collect::<Vec<_>>() {
+            let other = match moving {
+                Moving::To(n) | Moving::From(n) => &topology.nodes[n as usize].id,
+            };
+            let Some(other) = new.find(other) else {
+                continue;
+            };
+            let moving = match moving {
+                Moving::To(_) => Moving::To(other as u16),
+                Moving::From(_) => Moving::From(other as u16),
+            };
+            new.set_moving(me, slot, moving);
+        }
         if new != *topology {
-            if let Err(why) = self.save_topology(&new) {
-                crate::log_warning!("{why}");
+            if let Err(why) = nodes_file::save_unsynced(&self.path, &new) {
+                crate::log_warning!("error saving the cluster node config: {why}");
             }
             let role = self.replace(&mut topology, new);
             drop(topology);

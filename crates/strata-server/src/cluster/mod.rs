@@ -184,13 +184,38 @@ impl Cluster {
     /// Makes `change` as this node: through the group once it has one,
     /// else at once. Answers the reply's text or Redis' error.
     pub fn submit(&self, change: change::Change) -> change::Applied {
-        match &self.consensus {
-            Some(consensus) if consensus.in_group() => consensus.propose(change),
-            _ => self.local.change(|t| {
+        let apply_here = |change: &change::Change| {
+            self.local.change(|t| {
                 let me = t.me;
                 change.apply(t, me)
-            }),
+            })
+        };
+        let Some(consensus) = self.consensus.as_ref().filter(|c| c.in_group()) else {
+            return apply_here(&change);
+        };
+        if change.is_own_state() {
+            return apply_here(&change);
         }
+        if let change::Change::SetNode { slot, node, .. } = &change {
+            // Checked here first (keys, node). A slot the group already
+            // gives to that node changes only this node's own move:
+            // redis-cli sends SETSLOT … NODE to every primary.
+            let mut view = self.local.read().clone();
+            let me = view.me;
+            change.apply(&mut view, me)?;
+            let settled = {
+                let topology = self.local.read();
+                let owner = topology.owner(*slot);
+                owner.is_some() && owner == topology.find(node)
+            };
+            let answer = match settled {
+                true => "OK".to_string(),
+                false => consensus.propose(change.clone())?,
+            };
+            apply_here(&change::Change::SetStable { slot: *slot })?;
+            return Ok(answer);
+        }
+        consensus.propose(change)
     }
 
     /// Changes this node's own topology without the group (CLUSTER RESET

@@ -243,14 +243,27 @@ fn apply_slot_word(t: &mut Topology, index: usize, word: &str) -> Result<(), Str
 /// Writes `t` to `path`: a new file, synced, renamed over the old one,
 /// and the directory synced.
 pub fn save(path: &Path, t: &Topology) -> std::io::Result<()> {
+    write(path, t, true)
+}
+
+/// [`save`] without the syncs: for a node in a Raft group, whose log
+/// holds the topology (the file is its copy for operators and for a
+/// start before the group answers).
+pub fn save_unsynced(path: &Path, t: &Topology) -> std::io::Result<()> {
+    write(path, t, false)
+}
+
+fn write(path: &Path, t: &Topology, sync: bool) -> std::io::Result<()> {
     let temporary = path.with_extension("tmp-strata");
     {
         let mut file = std::fs::File::create(&temporary)?;
         file.write_all(encode(t).as_bytes())?;
-        file.sync_all()?;
+        if sync {
+            file.sync_all()?;
+        }
     }
     std::fs::rename(&temporary, path)?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+    if let Some(dir) = path.parent().filter(|d| sync && !d.as_os_str().is_empty()) {
         std::fs::File::open(dir)?.sync_all()?;
     }
     Ok(())

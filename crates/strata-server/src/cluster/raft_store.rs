@@ -5,10 +5,12 @@
 //! The topology changes rarely and is small (a CLUSTER NODES text), so
 //! every file is written whole: to a new file, synced, renamed over the
 //! old one, the directory synced (a crash leaves the old file or the new
-//! one). `log.json` holds the entries after the last snapshot, `state.json`
-//! the vote and the commit point, `snapshot.json` the last snapshot. At
-//! start the state machine is the snapshot's topology; openraft applies
-//! the committed entries after it again.
+//! one), except the log: `log.jsonl` holds the entries after the last
+//! snapshot, one JSON line each, appended and synced (rewritten whole
+//! after a truncation or a purge). `state.json` holds the vote and the
+//! purge point, `snapshot.json` the last snapshot. At start the state
+//! machine is the snapshot's topology; the entries after it are applied
+//! again once the group's leader says they are committed.
 //!
 //! Implements openraft's v1 `RaftStorage` on `Arc<Store>` (the log reader
 //! and snapshot builder openraft hands to its tasks are clones), with
@@ -60,7 +62,6 @@ pub struct Store {
 #[derive(Default, Serialize, Deserialize)]
 struct Durable {
     vote: Option<Vote<NodeId>>,
-    committed: Option<LogId<NodeId>>,
     last_purged: Option<LogId<NodeId>>,
 }
 
@@ -95,12 +96,38 @@ fn read_json<T: for<'a> Deserialize<'a>>(path: &Path) -> std::io::Result<Option<
 }
 
 fn write_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
+    write_bytes(path, &serde_json::to_vec(value).map_err(io_error)?)
+}
+
+/// The log's entries, one JSON line each; a torn last line (a crash in
+/// the middle of an append that was never acknowledged) is dropped.
+fn read_log(path: &Path) -> std::io::Result<Vec<Entry<TypeConfig>>> {
+    let text = match std::fs::read(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let lines: Vec<&[u8]> = text
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    let mut entries = Vec::with_capacity(lines.len());
+    for (n, line) in lines.iter().enumerate() {
+        match serde_json::from_slice(line) {
+            Ok(entry) => entries.push(entry),
+            Err(_) if n + 1 == lines.len() && !text.ends_with(b"\n") => break,
+            Err(e) => return Err(io_error(format!("{}: line {}: {e}", path.display(), n + 1))),
+        }
+    }
+    Ok(entries)
+}
+
+fn write_bytes(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    let bytes = serde_json::to_vec(value).map_err(io_error)?;
     let temporary = path.with_extension("tmp");
     {
         let mut file = std::fs::File::create(&temporary)?;
-        file.write_all(&bytes)?;
+        file.write_all(bytes)?;
         file.sync_all()?;
     }
     std::fs::rename(&temporary, path)?;
@@ -112,7 +139,7 @@ impl Store {
     pub fn open(dir: &Path, on_applied: OnApplied) -> std::io::Result<Arc<Store>> {
         std::fs::create_dir_all(dir)?;
         let durable: Durable = read_json(&dir.join("state.json"))?.unwrap_or_default();
-        let entries: Vec<Entry<TypeConfig>> = read_json(&dir.join("log.json"))?.unwrap_or_default();
+        let entries = read_log(&dir.join("log.jsonl"))?;
         let snapshot: Option<StoredSnapshot> = read_json(&dir.join("snapshot.json"))?;
         let mut inner = Inner {
             durable,
@@ -149,9 +176,33 @@ impl Store {
         write_json(&self.dir.join("state.json"), &inner.durable)
     }
 
+    /// Rewrites the whole log (after a truncation or a purge).
     fn save_log(&self, inner: &Inner) -> std::io::Result<()> {
-        let entries: Vec<&Entry<TypeConfig>> = inner.log.values().collect();
-        write_json(&self.dir.join("log.json"), &entries)
+        let mut text = Vec::new();
+        for entry in inner.log.values() {
+            serde_json::to_writer(&mut text, entry).map_err(io_error)?;
+            text.push(b'\n');
+        }
+        write_bytes(&self.dir.join("log.jsonl"), &text)
+    }
+
+    /// Appends entries to the log, synced (one line each).
+    fn append_log<'e>(
+        &self,
+        entries: impl Iterator<Item = &'e Entry<TypeConfig>>,
+    ) -> std::io::Result<()> {
+        use std::io::Write;
+        let mut text = Vec::new();
+        for entry in entries {
+            serde_json::to_writer(&mut text, entry).map_err(io_error)?;
+            text.push(b'\n');
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("log.jsonl"))?;
+        file.write_all(&text)?;
+        file.sync_data()
     }
 }
 
@@ -209,20 +260,6 @@ impl RaftStorage<TypeConfig> for Arc<Store> {
         Ok(self.inner.lock().durable.vote)
     }
 
-    async fn save_committed(
-        &mut self,
-        committed: Option<LogId<NodeId>>,
-    ) -> Result<(), StorageError<NodeId>> {
-        let mut inner = self.inner.lock();
-        inner.durable.committed = committed;
-        self.save_durable(&inner)
-            .map_err(|e| StorageIOError::write(&e).into())
-    }
-
-    async fn read_committed(&mut self) -> Result<Option<LogId<NodeId>>, StorageError<NodeId>> {
-        Ok(self.inner.lock().durable.committed)
-    }
-
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError<NodeId>> {
         let inner = self.inner.lock();
         let last_purged = inner.durable.last_purged;
@@ -242,11 +279,26 @@ impl RaftStorage<TypeConfig> for Arc<Store> {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
     {
         let mut inner = self.inner.lock();
+        let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
+        // Appended after the last entry (openraft truncates a conflict
+        // first): a line each; out of order, the log is written whole.
+        let in_order = match (inner.log.keys().next_back(), entries.first()) {
+            (Some(last), Some(first)) => first.log_id.index == last + 1,
+            _ => true,
+        };
+        let written = match in_order && !inner.log.is_empty() {
+            true => self.append_log(entries.iter()),
+            false => {
+                for entry in &entries {
+                    inner.log.insert(entry.log_id.index, entry.clone());
+                }
+                self.save_log(&inner)
+            }
+        };
         for entry in entries {
             inner.log.insert(entry.log_id.index, entry);
         }
-        self.save_log(&inner)
-            .map_err(|e| StorageIOError::write_logs(&e).into())
+        written.map_err(|e| StorageIOError::write_logs(&e).into())
     }
 
     async fn delete_conflict_logs_since(
@@ -360,5 +412,44 @@ impl RaftStorage<TypeConfig> for Arc<Store> {
             meta: stored.meta.clone(),
             snapshot: Box::new(Cursor::new(stored.data.clone().into_bytes())),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::CommittedLeaderId;
+
+    fn entry(index: u64) -> Entry<TypeConfig> {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 7), index),
+            payload: EntryPayload::Blank,
+        }
+    }
+
+    #[test]
+    fn the_log_reads_back_and_drops_a_torn_last_line() {
+        let dir = std::env::temp_dir().join(format!("strata-raft-log-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("log.jsonl");
+        let mut text = Vec::new();
+        for index in 1..=3 {
+            serde_json::to_writer(&mut text, &entry(index)).unwrap();
+            text.push(b'\n');
+        }
+        let whole = text.clone();
+        text.extend_from_slice(br#"{"log_id":{"leader_id""#);
+        std::fs::write(&path, &text).unwrap();
+        let read = read_log(&path).unwrap();
+        assert_eq!(
+            read.iter().map(|e| e.log_id.index).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+        // A bad line before the last is corruption, not a torn append.
+        let mut corrupt = b"{oops}\n".to_vec();
+        corrupt.extend_from_slice(&whole);
+        std::fs::write(&path, &corrupt).unwrap();
+        assert!(read_log(&path).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

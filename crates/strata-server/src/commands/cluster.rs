@@ -534,10 +534,12 @@ pub fn cluster_setslot(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         (None, 4) if is(action, "stable") => Change::SetStable { slot },
         (Some(node), 5) if is(action, "node") => {
             let (keys_here, _) = keys_in_slot(ctx, slot, 0);
+            let imported = ctx.server.cluster.topology().importing_from(slot).is_some();
             Change::SetNode {
                 slot,
                 node,
                 keys_here,
+                imported,
             }
         }
         _ => {
