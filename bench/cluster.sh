@@ -37,6 +37,7 @@ make_cluster() {
     local kind=$1 i
     PORTS=()
     for i in 1 2 3 4 5 6; do
+        rm -rf "${WORK:?}/$kind$i" # a fresh node each round
         # A bus port of its own: the port plus 10 000 may be past 65 535.
         start "$kind$i" "$kind" --cluster-enabled yes --cluster-node-timeout "$NODE_TIMEOUT" \
             --cluster-port "$(free_port)" --save "" --appendonly no
@@ -55,7 +56,7 @@ make_cluster() {
 stop_cluster() {
     local kind=$1 i
     for i in 1 2 3 4 5 6; do
-        [ -n "${PID[$kind$i]:-}" ] && stop "$kind$i"
+        if [ -n "${PID[$kind$i]:-}" ]; then stop "$kind$i"; fi
     done
 }
 
@@ -68,7 +69,7 @@ owner_of() {
 throughput() {
     local kind=$1
     redis-benchmark --cluster -p "${PORTS[0]}" -t set,get -n 400000 -P 16 -c 50 -r 100000 -d 100 --csv 2>/dev/null |
-        tr -d '"' | awk -F, 'NR > 1 { print $1, $2 }' |
+        tr -d '"' | awk -F, '$1 == "SET" || $1 == "GET" { print $1, $2 }' |
         while read -r test rps; do echo "$kind $test $rps"; done
 }
 
