@@ -307,6 +307,10 @@ fn line(id: &str, port: u16, myself: bool, epoch: u64, slots: &str) -> String {
 /// Two nodes, A with slots 0-8191 and B with 8192-16383, each told of
 /// the other through its config file.
 fn two_nodes() -> (TestServer, TestServer, String, String) {
+    common::with_free_ports(two_nodes_once)
+}
+
+fn two_nodes_once() -> (TestServer, TestServer, String, String) {
     let (id_a, id_b) = ("a".repeat(40), "b".repeat(40));
     let (port_a, port_b) = (free_port(), free_port());
     let mut servers = Vec::new();

@@ -56,6 +56,25 @@ fn node(dir: std::path::PathBuf, port: u16, bus: u16) -> TestServer {
     )
 }
 
+/// A new node on ports picked now (again, if another test took one
+/// first), with `extra` arguments; its ports.
+fn fresh_node(extra: &[&str]) -> (TestServer, (u16, u16)) {
+    common::with_free_ports(|| {
+        let ports = (free_port(), free_port());
+        (node_with(temp_dir(), ports.0, ports.1, extra), ports)
+    })
+}
+
+/// `count` new nodes, and their ports.
+fn fresh_nodes(count: usize, extra: &[&str]) -> (Vec<Option<TestServer>>, Vec<(u16, u16)>) {
+    (0..count)
+        .map(|_| {
+            let (server, ports) = fresh_node(extra);
+            (Some(server), ports)
+        })
+        .unzip()
+}
+
 /// Every node's CLUSTER NODES, as (id, slots) per line, sorted: what
 /// `redis-cli --cluster check` compares.
 fn signature(server: &TestServer) -> Vec<String> {
@@ -120,11 +139,7 @@ fn three_nodes_joined_by_redis_cli_share_one_topology() {
     if !have_redis_cli() {
         return;
     }
-    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
-    let dirs: Vec<_> = (0..3).map(|_| temp_dir()).collect();
-    let mut nodes: Vec<Option<TestServer>> = (0..3)
-        .map(|n| Some(node(dirs[n].clone(), ports[n].0, ports[n].1)))
-        .collect();
+    let (mut nodes, ports) = fresh_nodes(3, &[]);
     let addresses: Vec<String> = ports
         .iter()
         .map(|(p, _)| format!("127.0.0.1:{p}"))
@@ -285,11 +300,7 @@ fn a_replica_takes_over_a_killed_primary_with_every_acknowledged_write() {
         return;
     }
     let timeout = ["--cluster-node-timeout", "1000"];
-    let ports: Vec<(u16, u16)> = (0..4).map(|_| (free_port(), free_port())).collect();
-    let dirs: Vec<_> = (0..4).map(|_| temp_dir()).collect();
-    let mut nodes: Vec<Option<TestServer>> = (0..4)
-        .map(|n| Some(node_with(dirs[n].clone(), ports[n].0, ports[n].1, &timeout)))
-        .collect();
+    let (mut nodes, ports) = fresh_nodes(4, &timeout);
     let addresses: Vec<String> = ports
         .iter()
         .map(|(p, _)| format!("127.0.0.1:{p}"))
@@ -396,10 +407,8 @@ fn a_primary_without_a_majority_stops_serving_within_its_lease() {
         return;
     }
     let timeout = ["--cluster-node-timeout", "1000"];
-    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
-    let nodes: Vec<TestServer> = (0..3)
-        .map(|i| node_with(temp_dir(), ports[i].0, ports[i].1, &timeout))
-        .collect();
+    let (nodes, ports) = fresh_nodes(3, &timeout);
+    let nodes: Vec<TestServer> = nodes.into_iter().flatten().collect();
     let addresses: Vec<String> = ports
         .iter()
         .map(|(p, _)| format!("127.0.0.1:{p}"))

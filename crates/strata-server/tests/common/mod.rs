@@ -300,6 +300,19 @@ pub fn reap(child: &mut Child) {
     }
 }
 
+/// Runs `attempt` until it does not panic, five times at most: for
+/// servers started on ports picked in advance (a cluster node's address
+/// is in its peers' topology), which another test may take first.
+pub fn with_free_ports<T>(mut attempt: impl FnMut() -> T) -> T {
+    for _ in 0..4 {
+        let tried = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&mut attempt));
+        if let Ok(value) = tried {
+            return value;
+        }
+    }
+    attempt()
+}
+
 /// Runs `command` to its end with standard input closed, at most
 /// [`TIMEOUT`]; returns its exit code and its standard output and error.
 pub fn run_bounded(command: &mut Command) -> (i32, String) {
