@@ -28,7 +28,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 
@@ -88,38 +88,6 @@ const BUILD_LIMIT: Duration = Duration::from_secs(600);
 /// How long a smoke run may take.
 const RUN_LIMIT: Duration = Duration::from_secs(120);
 
-/// Runs `command` to its end, at most `limit`; its exit code and output
-/// (through a file, so a chatty build cannot fill a pipe and stall).
-fn run_within(command: &mut Command, limit: Duration) -> (i32, String) {
-    let dir = temp_dir();
-    let log = dir.join("output.log");
-    let file = std::fs::File::create(&log).unwrap();
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(file.try_clone().unwrap())
-        .stderr(file)
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "{command:?} did not finish in {limit:?}:\n{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let output = std::fs::read_to_string(&log).unwrap_or_default();
-    let _ = std::fs::remove_dir_all(&dir);
-    (status.code().unwrap_or(-1), output)
-}
-
 /// Whether `program` runs (`args` being a harmless version query).
 fn have(program: &str, args: &[&str]) -> bool {
     Command::new(program)
@@ -155,7 +123,7 @@ fn copy_to_temp(from: &Path, names: &[&str]) -> PathBuf {
 /// ended with `ok <n>` for at least `min_checks` checks.
 fn run_smoke(what: &str, command: &mut Command, min_checks: u32) {
     let server = TestServer::start_with(&["--threads", "2"]);
-    let (code, output) = run_within(command.arg(server.port.to_string()), RUN_LIMIT);
+    let (code, output) = common::run_within(command.arg(server.port.to_string()), RUN_LIMIT);
     assert_eq!(code, 0, "{what} smoke test failed:\n{output}");
     let last = output
         .lines()
@@ -177,7 +145,7 @@ fn go_redis_tx_pipelined_watch_scripts_and_functions() {
     }
     let source = client_dir("go-redis");
     let bin = temp_dir().join("go-redis-smoke");
-    let (code, output) = run_within(
+    let (code, output) = common::run_within(
         Command::new("go")
             .args(["build", "-mod=readonly", "-o"])
             .arg(&bin)
@@ -200,7 +168,7 @@ fn ioredis_multi_watch_define_command_and_functions() {
         &client_dir("ioredis"),
         &["package.json", "package-lock.json", "smoke.js"],
     );
-    let (code, output) = run_within(
+    let (code, output) = common::run_within(
         Command::new("npm")
             .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
             .current_dir(&dir),
@@ -230,7 +198,7 @@ fn jedis_multi_watch_scripts_and_functions_and_a_lettuce_consumer_group() {
         ],
     );
     let classpath_file = dir.join("classpath.txt");
-    let (code, output) = run_within(
+    let (code, output) = common::run_within(
         Command::new("mvn")
             .args(["-q", "-B", "compile", "dependency:build-classpath"])
             .arg(format!("-Dmdep.outputFile={}", classpath_file.display()))
@@ -271,7 +239,7 @@ fn bullmq_queue_worker_events_delays_retries_and_schedulers() {
         &client_dir("bullmq"),
         &["package.json", "package-lock.json", "smoke.js"],
     );
-    let (code, output) = run_within(
+    let (code, output) = common::run_within(
         Command::new("npm")
             .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
             .current_dir(&dir),
@@ -290,12 +258,12 @@ fn rq_jobs_dependencies_schedules_retries_and_results() {
     }
     let dir = copy_to_temp(&client_dir(""), &["rq_smoke.py", "rq_smoke_jobs.py"]);
     let venv = dir.join("venv");
-    let (code, output) = run_within(
+    let (code, output) = common::run_within(
         Command::new("python3").arg("-m").arg("venv").arg(&venv),
         BUILD_LIMIT,
     );
     assert_eq!(code, 0, "python3 -m venv failed:\n{output}");
-    let (code, output) = run_within(
+    let (code, output) = common::run_within(
         Command::new(venv.join("bin/pip")).args(["install", "--quiet", "rq==2.12.0"]),
         BUILD_LIMIT,
     );

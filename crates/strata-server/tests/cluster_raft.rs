@@ -11,7 +11,7 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Reply, TestServer, e, ok, temp_dir};
+use common::{Reply, TestServer, e, ok, temp_dir, wait_until};
 use redis::Commands;
 
 fn have_redis_cli() -> bool {
@@ -90,48 +90,26 @@ fn signature(server: &TestServer) -> Vec<String> {
     lines
 }
 
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn n(nodes: &[Option<TestServer>], i: usize) -> &TestServer {
     nodes[i].as_ref().unwrap()
 }
 
-/// Runs redis-cli to its end (at most a minute), its output through a
-/// file: a reshard prints more than a pipe holds.
+/// Runs redis-cli to its end (at most a minute); its output. A reshard
+/// prints more than a pipe holds: `run_within` goes through a file.
 fn redis_cli(args: &[&str]) -> String {
-    let log = temp_dir().join("redis-cli.out");
-    let file = std::fs::File::create(&log).unwrap();
-    let mut child = Command::new("redis-cli")
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(file.try_clone().unwrap())
-        .stderr(file)
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "redis-cli {args:?} did not finish:\n{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let output = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(status.success(), "redis-cli {args:?}:\n{output}");
+    let limit = Duration::from_secs(60);
+    let (code, output) = common::run_within(Command::new("redis-cli").args(args), limit);
+    assert_eq!(code, 0, "redis-cli {args:?}:\n{output}");
     output
+}
+
+/// `redis-cli --cluster create` of the nodes at `addresses`, primaries
+/// only.
+fn create(addresses: &[String]) -> String {
+    let mut args = vec!["--cluster", "create"];
+    args.extend(addresses.iter().map(String::as_str));
+    args.push("--cluster-yes");
+    redis_cli(&args)
 }
 
 #[test]
@@ -144,10 +122,7 @@ fn three_nodes_joined_by_redis_cli_share_one_topology() {
         .iter()
         .map(|(p, _)| format!("127.0.0.1:{p}"))
         .collect();
-    let mut create = vec!["--cluster", "create"];
-    create.extend(addresses.iter().map(String::as_str));
-    create.push("--cluster-yes");
-    let output = redis_cli(&create);
+    let output = create(&addresses);
     assert!(output.contains("All 16384 slots covered"), "{output}");
     wait_until("every node to see three", || {
         (0..3).all(|i| signature(n(&nodes, i)).len() == 3)
@@ -305,14 +280,7 @@ fn a_replica_takes_over_a_killed_primary_with_every_acknowledged_write() {
         .iter()
         .map(|(p, _)| format!("127.0.0.1:{p}"))
         .collect();
-    redis_cli(&[
-        "--cluster",
-        "create",
-        &addresses[0],
-        &addresses[1],
-        &addresses[2],
-        "--cluster-yes",
-    ]);
+    create(&addresses[..3]);
     let primary_id = n(&nodes, 0).raw().cmd(&["CLUSTER", "MYID"]).as_text();
     redis_cli(&[
         "--cluster",
@@ -413,14 +381,7 @@ fn a_primary_without_a_majority_stops_serving_within_its_lease() {
         .iter()
         .map(|(p, _)| format!("127.0.0.1:{p}"))
         .collect();
-    redis_cli(&[
-        "--cluster",
-        "create",
-        &addresses[0],
-        &addresses[1],
-        &addresses[2],
-        "--cluster-yes",
-    ]);
+    create(&addresses[..3]);
     let mut raw = nodes[0].raw();
     wait_until("the first node to serve its slot", || {
         raw.cmd(&["SET", "{bar}k", "v"]) == ok()

@@ -373,27 +373,11 @@ enum SingleKey {
 /// [`SingleKey`] of a command whose only key is argument 1; `None` for
 /// any other shape.
 fn single_key_need(specs: &'static [keyspec::KeySpec]) -> Option<SingleKey> {
-    use keyspec::{BeginSearch, FindKeys, KeySpec};
-    match specs {
-        [
-            KeySpec {
-                begin: BeginSearch::Index(1),
-                find:
-                    FindKeys::Range {
-                        last_key: 0,
-                        step: 1,
-                        limit: 0,
-                    },
-                flags,
-                ..
-            },
-        ] if !flags.contains(&"not_key") => Some(if flags.contains(&"variable_flags") {
-            SingleKey::Variable(flags)
-        } else {
-            SingleKey::Fixed(need_of(flags))
-        }),
-        _ => None,
-    }
+    let flags = keyspec::single_key_at_1(specs).filter(|flags| !flags.contains(&"not_key"))?;
+    Some(match flags.contains(&"variable_flags") {
+        true => SingleKey::Variable(flags),
+        false => SingleKey::Fixed(need_of(flags)),
+    })
 }
 
 /// What each key of a command needs, from its key flags: `access` reads;

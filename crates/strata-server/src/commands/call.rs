@@ -47,20 +47,7 @@ pub(crate) fn declared_keys_known<'k>(
         },
         None => keyspace.key(bytes),
     };
-    if let [
-        keyspec::KeySpec {
-            begin: keyspec::BeginSearch::Index(1),
-            find:
-                keyspec::FindKeys::Range {
-                    last_key: 0,
-                    step: 1,
-                    limit: 0,
-                },
-            ..
-        },
-    ] = spec.keys
-        && args.len() > 1
-    {
+    if keyspec::single_key_at_1(spec.keys).is_some() && args.len() > 1 {
         return smallvec::smallvec![key(&args[1])];
     }
     let mut keys = SmallVec::new();

@@ -20,7 +20,6 @@ use smallvec::SmallVec;
 
 use super::Node;
 use super::ctx::help_lines;
-use super::keyspec::{BeginSearch, FindKeys, KeySpec};
 use super::{CmdResult, Ctx, ERR_SYNTAX, Spec, is, parse_i64};
 use crate::client::ClientInfo;
 use crate::cluster::Announced;
@@ -106,19 +105,7 @@ pub fn redirect_address(
 /// (one key at argument 1) is read without extracting.
 pub fn slot_keys<'k>(spec: &Spec, args: &'k [Bytes], out: &mut SlotKeys<'k>) {
     let channel = |flags: &[&str]| flags.contains(&"not_key");
-    if let [
-        KeySpec {
-            begin: BeginSearch::Index(1),
-            find:
-                FindKeys::Range {
-                    last_key: 0,
-                    step: 1,
-                    limit: 0,
-                },
-            flags,
-            ..
-        },
-    ] = spec.keys
+    if let Some(flags) = super::keyspec::single_key_at_1(spec.keys)
         && spec.keys_hook.is_none()
         && args.len() > 1
     {

@@ -245,6 +245,28 @@ impl KeySpec {
     }
 }
 
+/// The flags of a command's only key spec when it is the usual shape,
+/// one key at argument 1 (GET, SET, SPUBLISH…): dispatch, the ACL and
+/// cluster routing read that key without extracting keys.
+pub fn single_key_at_1(specs: &[KeySpec]) -> Option<KeyFlags> {
+    match specs {
+        [
+            KeySpec {
+                begin: BeginSearch::Index(1),
+                find:
+                    FindKeys::Range {
+                        last_key: 0,
+                        step: 1,
+                        limit: 0,
+                    },
+                flags,
+                ..
+            },
+        ] => Some(flags),
+        _ => None,
+    }
+}
+
 /// Every key of a command with its spec, in spec order.
 pub fn keys_with_specs<'a>(
     specs: &'a [KeySpec],

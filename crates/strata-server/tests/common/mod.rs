@@ -300,6 +300,38 @@ pub fn reap(child: &mut Child) {
     }
 }
 
+/// Runs `command` to its end, at most `limit`; its exit code and output
+/// (through a file, so a chatty build cannot fill a pipe and stall).
+pub fn run_within(command: &mut Command, limit: Duration) -> (i32, String) {
+    let dir = temp_dir();
+    let log = dir.join("output.log");
+    let file = std::fs::File::create(&log).unwrap();
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{command:?} did not finish in {limit:?}:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let output = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    (status.code().unwrap_or(-1), output)
+}
+
 /// Runs `attempt` until it does not panic, five times at most: for
 /// servers started on ports picked in advance (a cluster node's address
 /// is in its peers' topology), which another test may take first.
