@@ -248,6 +248,7 @@ impl KeySpec {
 /// The flags of a command's only key spec when it is the usual shape,
 /// one key at argument 1 (GET, SET, SPUBLISH…): dispatch, the ACL and
 /// cluster routing read that key without extracting keys.
+#[inline]
 pub fn single_key_at_1(specs: &[KeySpec]) -> Option<KeyFlags> {
     match specs {
         [
