@@ -59,7 +59,23 @@ static GLOBAL: alloc::CountingAlloc = alloc::CountingAlloc;
 
 /// The `strata-server` command: `--version`, `--help`, or a server run
 /// with the configuration the arguments give (exits on failure).
+/// `STRATA_TRACE=error|warn|info|debug|trace`: what the libraries that
+/// trace (openraft, for the cluster's Raft group) say, on stderr.
+fn trace_to_stderr() {
+    let Ok(level) = std::env::var("STRATA_TRACE") else {
+        return;
+    };
+    match level.parse::<tracing_subscriber::filter::LevelFilter>() {
+        Ok(level) => tracing_subscriber::fmt()
+            .with_max_level(level)
+            .with_writer(std::io::stderr)
+            .init(),
+        Err(_) => eprintln!("STRATA_TRACE={level}: not a level (error, warn, info, debug, trace)"),
+    }
+}
+
 pub fn main() {
+    trace_to_stderr();
     let args: Vec<String> = std::env::args().skip(1).collect();
     if matches!(args.first().map(String::as_str), Some("-v" | "--version")) {
         println!(

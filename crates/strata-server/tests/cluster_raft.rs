@@ -195,6 +195,169 @@ fn three_nodes_joined_by_redis_cli_share_one_topology() {
     kill_and_restart_each(&mut nodes, &ports);
 }
 
+/// `redis-cli --cluster` grows a cluster by a node (add-node,
+/// rebalance), shrinks it again (rebalance to weight 0, del-node: FORGET
+/// on every node, RESET SOFT of the removed one, which leaves the Raft
+/// group), takes the removed node back as a replica, and fixes an open
+/// slot and a slot without an owner.
+#[test]
+fn redis_cli_grows_shrinks_and_fixes_a_cluster() {
+    if !have_redis_cli() {
+        return;
+    }
+    let (nodes, ports) = fresh_nodes(4, &[]);
+    let addresses: Vec<String> = ports
+        .iter()
+        .map(|(p, _)| format!("127.0.0.1:{p}"))
+        .collect();
+    create(&addresses[..3]);
+    let id = |i: usize| n(&nodes, i).raw().cmd(&["CLUSTER", "MYID"]).as_text();
+    let (first, added) = (id(0), id(3));
+    let output = redis_cli(&["--cluster", "add-node", &addresses[3], &addresses[0]]);
+    assert!(output.contains("New node added correctly"), "{output}");
+    wait_until("every node to see four", || {
+        (0..4).all(|i| signature(n(&nodes, i)).len() == 4)
+    });
+    let client =
+        redis::cluster::ClusterClient::new(vec![format!("redis://{}", addresses[0])]).unwrap();
+    let mut con = client.get_connection().unwrap();
+    for k in 0..2000 {
+        let _: () = con.set(format!("key:{k}"), k).unwrap();
+    }
+    let slots_of_added = || {
+        let nodes = n(&nodes, 1).raw().cmd(&["CLUSTER", "NODES"]).as_text();
+        let line = nodes.lines().find(|l| l.starts_with(&added)).unwrap_or("");
+        line.split(' ').skip(8).count()
+    };
+
+    // A small weight moves about a hundred slots (with their keys) in.
+    let weight = format!("{}=0.02", &added[..8]);
+    redis_cli(&[
+        "--cluster",
+        "rebalance",
+        &addresses[0],
+        "--cluster-use-empty-masters",
+        "--cluster-weight",
+        &weight,
+    ]);
+    assert!(slots_of_added() > 0, "the new node was given slots");
+    assert!(n(&nodes, 3).raw().cmd(&["DBSIZE"]).as_int() > 0);
+    agreed(&addresses[1]);
+
+    // Weight 0 empties it; del-node removes it.
+    let weight = format!("{}=0", &added[..8]);
+    redis_cli(&[
+        "--cluster",
+        "rebalance",
+        &addresses[0],
+        "--cluster-weight",
+        &weight,
+    ]);
+    assert_eq!(slots_of_added(), 0);
+    assert_eq!(n(&nodes, 3).raw().cmd(&["DBSIZE"]).as_int(), 0);
+    let output = redis_cli(&["--cluster", "del-node", &addresses[0], &added]);
+    assert!(output.contains("RESET SOFT"), "{output}");
+    wait_until("the others to forget it", || {
+        (0..3).all(|i| signature(n(&nodes, i)).len() == 3)
+    });
+    assert_eq!(signature(n(&nodes, 3)).len(), 1, "it forgot the others");
+    agreed(&addresses[2]);
+    for k in (0..2000).step_by(7) {
+        let got: i64 = con.get(format!("key:{k}")).unwrap();
+        assert_eq!(got, k);
+    }
+
+    // The removed node comes back, as a replica of the first.
+    redis_cli(&[
+        "--cluster",
+        "add-node",
+        &addresses[3],
+        &addresses[1],
+        "--cluster-slave",
+        "--cluster-master-id",
+        &first,
+    ]);
+    wait_until("the node to replicate the first", || {
+        let keys = n(&nodes, 0).raw().cmd(&["DBSIZE"]).as_int();
+        let nodes_seen = signature(n(&nodes, 3)).len();
+        nodes_seen == 4 && n(&nodes, 3).raw().cmd(&["DBSIZE"]).as_int() == keys
+    });
+    agreed(&addresses[3]);
+
+    fix_closes_and_covers(&nodes, &addresses, &first);
+    let got: i64 = con.get("key:0").unwrap();
+    assert_eq!(got, 0, "the moved key is read where fix put it");
+}
+
+/// `redis-cli --cluster check` at `at` finds every node agreeing, every
+/// slot covered and no warning.
+fn agreed(at: &str) {
+    let check = redis_cli(&["--cluster", "check", at]);
+    assert!(
+        check.contains("All nodes agree about slots configuration"),
+        "{check}"
+    );
+    assert!(check.contains("All 16384 slots covered"), "{check}");
+    assert!(!check.contains("[WARNING]"), "{check}");
+}
+
+/// `redis-cli --cluster fix`: a slot left open by a move (MIGRATING on
+/// its owner, IMPORTING on another) is moved and closed; a slot with no
+/// owner and no key is given to a node.
+fn fix_closes_and_covers(nodes: &[Option<TestServer>], addresses: &[String], first: &str) {
+    let second = n(nodes, 1).raw().cmd(&["CLUSTER", "MYID"]).as_text();
+    let slot = n(nodes, 0)
+        .raw()
+        .cmd(&["CLUSTER", "KEYSLOT", "key:0"])
+        .as_int();
+    let slot = slot.to_string();
+    let mut raw0 = n(nodes, 0).raw();
+    let keys = raw0.cmd(&["CLUSTER", "COUNTKEYSINSLOT", &slot]).as_int();
+    assert!(keys > 0, "key:0 lives on the first node (slot {slot})");
+    assert_eq!(
+        raw0.cmd(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &second]),
+        ok()
+    );
+    let mut raw1 = n(nodes, 1).raw();
+    assert_eq!(
+        raw1.cmd(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", first]),
+        ok()
+    );
+    let limit = Duration::from_secs(60);
+    let mut check = Command::new("redis-cli");
+    check.args(["--cluster", "check", &addresses[0]]);
+    let (code, check) = common::run_within(&mut check, limit);
+    assert_ne!(code, 0, "check fails on an open slot");
+    assert!(check.contains("The following slots are open"), "{check}");
+    redis_cli(&["--cluster", "fix", &addresses[0], "--cluster-yes"]);
+    let empty = (0..5461)
+        .find(|s| {
+            raw0.cmd(&["CLUSTER", "COUNTKEYSINSLOT", &s.to_string()])
+                .as_int()
+                == 0
+        })
+        .unwrap()
+        .to_string();
+    assert_eq!(raw0.cmd(&["CLUSTER", "DELSLOTS", &empty]), ok());
+    wait_until("the slot to have no owner everywhere", || {
+        let info = n(nodes, 2).raw().cmd(&["CLUSTER", "INFO"]).as_text();
+        info.contains("cluster_slots_assigned:16383")
+    });
+    // Covering asks on its standard input even with --cluster-yes.
+    let answer = temp_dir().join("yes");
+    std::fs::write(&answer, "yes\n").unwrap();
+    let mut fix = Command::new("redis-cli");
+    fix.args(["--cluster", "fix", &addresses[0]]);
+    let answer = std::fs::File::open(&answer).unwrap().into();
+    let (code, output) = common::run_within_reading(&mut fix, answer, limit);
+    assert_eq!(code, 0, "{output}");
+    assert!(
+        output.contains(&format!("Covering slot {empty}")),
+        "{output}"
+    );
+    agreed(&addresses[2]);
+}
+
 /// kill -9 of each node in turn but the last: the others still change
 /// the topology, and the node restarted on its directory catches up.
 fn kill_and_restart_each(nodes: &mut [Option<TestServer>], ports: &[(u16, u16)]) {

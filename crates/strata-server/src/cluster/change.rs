@@ -60,6 +60,9 @@ pub enum Change {
     BumpEpoch,
     SetConfigEpoch(i64),
     Forget(String),
+    /// The actor leaves the group (CLUSTER RESET of a joined node): the
+    /// others forget it.
+    Leave,
     /// CLUSTER REPLICATE, with how many keys the actor holds.
     Replicate {
         primary: String,
@@ -93,15 +96,26 @@ impl Change {
     pub fn apply(&self, topology: &mut Topology, actor: usize) -> Applied {
         let mut view = topology.clone();
         let me = std::mem::replace(&mut view.me, actor);
-        let answer = self.apply_as_actor(&mut view)?;
-        // Indices may have moved (FORGET): find this node again by id.
         let my_id = topology.nodes[me].id.clone();
-        view.me = view.find(&my_id).unwrap_or(0);
-        *topology = view;
+        let answer = self.apply_as_actor(&mut view, me)?;
+        // Indices may have moved (FORGET): find this node again by id. A
+        // node the group forgot keeps its own view, as in Redis, until
+        // it is reset; it only notes that it was forgotten.
+        match view.find(&my_id) {
+            Some(me) => {
+                view.me = me;
+                *topology = view;
+            }
+            None => {
+                topology.forgotten.insert(my_id);
+            }
+        }
         Ok(answer)
     }
 
-    fn apply_as_actor(&self, t: &mut Topology) -> Applied {
+    /// Applies the change to `t`, whose `me` is the actor; `viewer` is
+    /// the node applying it.
+    fn apply_as_actor(&self, t: &mut Topology, viewer: usize) -> Applied {
         let ok = |_| "OK".to_string();
         match self {
             Change::Seed(text) => {
@@ -141,6 +155,11 @@ impl Change {
             }
             Change::SetConfigEpoch(epoch) => t.set_config_epoch(*epoch).map(ok),
             Change::Forget(id) => t.forget(id).map(ok),
+            Change::Leave => {
+                let leaving = t.myself().id.clone();
+                t.me = viewer;
+                t.leave(&leaving).map(ok)
+            }
             Change::Replicate { primary, keys_here } => t.replicate(primary, *keys_here).map(ok),
             Change::Failover { failed, promoted } => {
                 let find = |id: &str| t.find(id).ok_or_else(|| format!("ERR Unknown node {id}"));
@@ -217,5 +236,41 @@ mod tests {
             change: Change::BumpEpoch,
         };
         assert_eq!(apply_proposal(&mut state, &bump), Ok("BUMPED 1".into()));
+    }
+
+    #[test]
+    fn a_forgotten_or_leaving_node_keeps_its_own_view() {
+        let mut a = Topology::fresh("a".repeat(40), "s".repeat(40));
+        let mut b_node = a.myself().clone();
+        b_node.id = "b".repeat(40);
+        a.upsert(b_node.clone());
+        let mut c_node = b_node.clone();
+        c_node.id = "c".repeat(40);
+        a.upsert(c_node);
+        let mut b = a.clone();
+        b.me = 1;
+        // FORGET b, made by a: a drops it; b keeps its view, noting it.
+        let forget = Change::Forget("b".repeat(40));
+        assert_eq!(forget.apply(&mut a, 0), Ok("OK".into()));
+        assert_eq!(a.nodes.len(), 2);
+        assert!(a.forgotten.contains(&"b".repeat(40)));
+        let before = b.nodes.clone();
+        assert_eq!(forget.apply(&mut b, 0), Ok("OK".into()));
+        assert_eq!((b.nodes.clone(), b.me), (before, 1));
+        assert!(b.forgotten.contains(&"b".repeat(40)));
+        // c leaves (RESET): the others drop it, itself included nowhere
+        // but its own view.
+        let mut c = a.clone();
+        c.me = c.find(&"c".repeat(40)).unwrap();
+        let actor = c.me;
+        assert_eq!(Change::Leave.apply(&mut a, actor), Ok("OK".into()));
+        assert_eq!(a.nodes.len(), 1);
+        assert_eq!(a.myself().id, "a".repeat(40));
+        assert_eq!(Change::Leave.apply(&mut c, actor), Ok("OK".into()));
+        assert_eq!(c.nodes.len(), 2);
+        assert_eq!(c.myself().id, "c".repeat(40));
+        // A node joining again is no longer forgotten.
+        a.join(b_node, &[]).unwrap();
+        assert!(!a.forgotten.contains(&"b".repeat(40)));
     }
 }

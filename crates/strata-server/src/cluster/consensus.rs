@@ -24,11 +24,17 @@
 //! not answered for `cluster-node-timeout` is failed over to its replica
 //! with the greatest replication offset (a FAILOVER entry). Each node
 //! notes when it last heard from the majority, for its lease
-//! (`Local::lease_ok`). Not built yet: slots moving by their shards,
-//! FORGET leaving the group.
+//! (`Local::lease_ok`).
+//!
+//! A node leaves the group by FORGET (every member drops it; the leader
+//! takes nodes the topology no longer has out of the Raft membership) or
+//! by its own RESET (it asks the group to forget it, then drops its Raft
+//! files and starts a fresh Raft instance, alone). Not built yet: slots
+//! moving by their shards.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
@@ -46,6 +52,9 @@ use super::topology::{NodeRecord, Topology};
 /// command answers that it timed out.
 const WAIT: Duration = Duration::from_secs(10);
 
+/// How long a node leaving its group waits for the group to forget it.
+const LEAVING: Duration = Duration::from_secs(2);
+
 /// A node's Raft id: the first 16 hex digits of its 40-digit id.
 pub fn raft_id(id: &str) -> NodeId {
     u64::from_str_radix(id.get(..16).unwrap_or("0"), 16).unwrap_or(0)
@@ -54,9 +63,38 @@ pub fn raft_id(id: &str) -> NodeId {
 /// This node's part in its group.
 pub struct Consensus {
     runtime: tokio::runtime::Handle,
+    group: Shared,
+    local: Arc<Local>,
+    dir: std::path::PathBuf,
+}
+
+/// The Raft instance and its storage; replaced whole when the node
+/// leaves its group (CLUSTER RESET).
+#[derive(Clone)]
+struct Group {
     raft: Raft<TypeConfig>,
     store: Arc<Store>,
-    local: Arc<Local>,
+}
+
+/// The current [`Group`], read afresh by every request and every tick,
+/// and whether it takes Raft messages: a node that left its group
+/// refuses them (its old leader may still be sending) until it is met
+/// again (a HELLO, or its own JOIN).
+#[derive(Clone)]
+struct Shared(Arc<parking_lot::RwLock<Group>>, Arc<AtomicBool>);
+
+impl Shared {
+    fn get(&self) -> Group {
+        self.0.read().clone()
+    }
+
+    fn open_to_raft(&self, open: bool) {
+        self.1.store(open, Ordering::Release);
+    }
+
+    fn takes_raft(&self) -> bool {
+        self.1.load(Ordering::Acquire)
+    }
 }
 
 /// The timings: a heartbeat every 100 ms, an election after 300–600 ms
@@ -75,6 +113,25 @@ fn config() -> Arc<Config> {
     Arc::new(config.validate().expect("valid Raft timings"))
 }
 
+/// Opens the storage in `dir` and starts a Raft instance on it as the
+/// node `id` (on the cluster runtime).
+async fn open_group(dir: &std::path::Path, local: &Arc<Local>, id: &str) -> Result<Group, String> {
+    let installer = local.clone();
+    let store = Store::open(
+        dir,
+        Box::new(move |topology: &Topology| installer.install(topology)),
+    )
+    .map_err(|e| format!("{}: {e}", dir.display()))?;
+    if let Some(topology) = store.topology() {
+        local.install(&topology);
+    }
+    let (log, machine) = openraft::storage::Adaptor::new(store.clone());
+    let raft = Raft::new(raft_id(id), config(), bus::Network, log, machine)
+        .await
+        .map_err(|e| format!("cluster Raft: {e}"))?;
+    Ok(Group { raft, store })
+}
+
 impl Consensus {
     /// Starts this node's Raft instance on its own thread, over the
     /// storage in `dir`, and serves the bus on `listener`.
@@ -83,21 +140,12 @@ impl Consensus {
         local: Arc<Local>,
         listener: std::net::TcpListener,
     ) -> Result<Consensus, String> {
-        let installer = local.clone();
-        let store = Store::open(
-            dir,
-            Box::new(move |topology: &Topology| installer.install(topology)),
-        )
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
-        if let Some(topology) = store.topology() {
-            local.install(&topology);
-        }
         listener
             .set_nonblocking(true)
             .map_err(|e| format!("cluster bus: {e}"))?;
-        let my_id = raft_id(&local.read().myself().id);
+        let my_id = local.read().myself().id.clone();
         let (sender, receiver) = std::sync::mpsc::channel();
-        let thread_store = store.clone();
+        let (thread_dir, thread_local) = (dir.to_path_buf(), local.clone());
         std::thread::Builder::new()
             .name("strata-cluster".into())
             .spawn(move || {
@@ -112,27 +160,27 @@ impl Consensus {
                     }
                 };
                 runtime.block_on(async move {
-                    let (log, machine) = openraft::storage::Adaptor::new(thread_store);
-                    let raft = match Raft::new(my_id, config(), bus::Network, log, machine).await {
-                        Ok(raft) => raft,
-                        Err(e) => {
-                            let _ = sender.send(Err(format!("cluster Raft: {e}")));
-                            return;
-                        }
-                    };
-                    let _ = sender.send(Ok((tokio::runtime::Handle::current(), raft)));
-                    std::future::pending::<()>().await;
+                    let opened = open_group(&thread_dir, &thread_local, &my_id).await;
+                    let opened = opened.map(|group| (tokio::runtime::Handle::current(), group));
+                    let failed = opened.is_err();
+                    let _ = sender.send(opened);
+                    if !failed {
+                        std::future::pending::<()>().await;
+                    }
                 });
             })
             .map_err(|e| format!("cluster thread: {e}"))?;
-        let (runtime, raft) = receiver
+        let (runtime, group) = receiver
             .recv()
             .map_err(|_| "the cluster thread stopped".to_string())??;
         let consensus = Consensus {
             runtime,
-            raft,
-            store,
+            group: Shared(
+                Arc::new(parking_lot::RwLock::new(group)),
+                Arc::new(AtomicBool::new(true)),
+            ),
             local,
+            dir: dir.to_path_buf(),
         };
         consensus.serve_bus(listener);
         consensus.watch();
@@ -143,11 +191,12 @@ impl Consensus {
     /// contact with a majority (the lease), and looks for failed
     /// primaries to fail over.
     fn watch(&self) {
-        let (raft, local) = (self.raft.clone(), self.local.clone());
+        let (group, local) = (self.group.clone(), self.local.clone());
         self.runtime.spawn(async move {
             let mut answered: BTreeMap<String, u64> = BTreeMap::new();
             loop {
                 tokio::time::sleep(Duration::from_millis(100)).await;
+                let raft = group.get().raft;
                 let metrics = raft.metrics().borrow().clone();
                 let voters = metrics.membership_config.membership().voter_ids().count();
                 local.set_voters(voters);
@@ -162,6 +211,7 @@ impl Consensus {
                 if voters <= 1 {
                     local.note_contact(now);
                 }
+                prune_members(&raft, &local);
                 detect_failures(&raft, &local, &mut answered, now).await;
             }
         });
@@ -170,7 +220,7 @@ impl Consensus {
     /// Whether this node belongs to a group (it changes its topology by
     /// proposals then).
     pub fn in_group(&self) -> bool {
-        self.store.has_state()
+        self.group.get().store.has_state()
     }
 
     /// Proposes `change` made by this node and waits for its answer.
@@ -179,7 +229,7 @@ impl Consensus {
             actor: self.local.read().myself().id.clone(),
             change,
         };
-        let raft = self.raft.clone();
+        let raft = self.group.get().raft;
         self.block_on(async move { propose(&raft, proposal).await })
     }
 
@@ -202,12 +252,54 @@ impl Consensus {
     /// CLUSTER MEET: joins the node whose bus is at `ip:cport` in the
     /// background (as Redis' MEET answers before the handshake).
     pub fn meet(&self, ip: String, cport: u16) {
-        let (raft, store, local) = (self.raft.clone(), self.store.clone(), self.local.clone());
+        let Group { raft, store } = self.group.get();
+        let local = self.local.clone();
+        self.group.open_to_raft(true);
         self.runtime.spawn(async move {
             if let Err(why) = meet(&raft, &store, &local, &ip, cport).await {
                 crate::log_warning!("CLUSTER MEET {ip}:{cport} failed: {why}");
             }
         });
+    }
+
+    /// CLUSTER RESET of a node in a group: asks the group to forget this
+    /// node (unless it did already), then drops its Raft state and
+    /// starts afresh, alone, as the node `next_id` (a new id after
+    /// RESET HARD). The group's answer is not waited for long: a node
+    /// cut off from its group still leaves.
+    pub fn leave(&self, next_id: String) -> Applied {
+        let (group, local, dir) = (self.group.clone(), self.local.clone(), self.dir.clone());
+        self.block_on(async move {
+            let Group { raft, .. } = group.get();
+            let (me, others, forgotten) = {
+                let topology = local.read();
+                let me = topology.myself().id.clone();
+                let forgotten = topology.forgotten.contains(&me);
+                (me, topology.nodes.len() > 1, forgotten)
+            };
+            if others && !forgotten {
+                let proposal = Proposal {
+                    actor: me,
+                    change: Change::Leave,
+                };
+                let asked = tokio::time::timeout(LEAVING, propose_at_leader(&raft, proposal)).await;
+                match asked {
+                    Ok((Err(why), _)) if !why.starts_with("ERR Unknown node") => {
+                        crate::log_warning!("Cluster: leaving the group: {why}");
+                    }
+                    Err(_) => crate::log_warning!("Cluster: the group did not answer: left alone"),
+                    _ => {}
+                }
+            }
+            if let Err(e) = raft.shutdown().await {
+                crate::log_warning!("Cluster: stopping Raft: {e}");
+            }
+            Store::wipe(&dir).map_err(|e| format!("ERR {}: {e}", dir.display()))?;
+            group.open_to_raft(false);
+            let fresh = open_group(&dir, &local, &next_id).await?;
+            *group.0.write() = fresh;
+            Ok("OK".into())
+        })
     }
 
     /// Runs `work` on the cluster runtime and waits for it, at most
@@ -227,7 +319,7 @@ impl Consensus {
 
     /// Accepts bus connections and answers their requests.
     fn serve_bus(&self, listener: std::net::TcpListener) {
-        let (raft, store, local) = (self.raft.clone(), self.store.clone(), self.local.clone());
+        let (group, local) = (self.group.clone(), self.local.clone());
         self.runtime.spawn(async move {
             let listener = match tokio::net::TcpListener::from_std(listener) {
                 Ok(listener) => listener,
@@ -241,9 +333,9 @@ impl Consensus {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 };
-                let (raft, store, local) = (raft.clone(), store.clone(), local.clone());
+                let (group, local) = (group.clone(), local.clone());
                 tokio::spawn(async move {
-                    let _ = serve_peer(stream, peer, raft, store, local).await;
+                    let _ = serve_peer(stream, peer, group, local).await;
                 });
             }
         });
@@ -254,13 +346,31 @@ impl Consensus {
 async fn serve_peer(
     mut stream: tokio::net::TcpStream,
     peer: std::net::SocketAddr,
-    raft: Raft<TypeConfig>,
-    store: Arc<Store>,
+    group: Shared,
     local: Arc<Local>,
 ) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     while let Some(body) = bus::read_frame(&mut stream).await? {
         let request: Request = serde_json::from_slice(&body).map_err(std::io::Error::other)?;
+        let Group { raft, store } = group.get();
+        let raft_message = matches!(
+            request,
+            Request::Append(_) | Request::Vote(_) | Request::Snapshot(_)
+        );
+        if raft_message && !group.takes_raft() {
+            return Ok(());
+        }
+        if let Request::Append(rpc) = &request
+            && rpc.prev_log_id.is_none()
+            && rpc.entries.first().is_some_and(|e| e.log_id.index > 1)
+        {
+            // Entries after a gap, from the start of the log (seen from
+            // openraft 0.9.25's leader once, for a node that lost its
+            // log): taking them would leave a log that cannot be applied.
+            // Unanswered, the leader tries again.
+            crate::log_warning!("Cluster: the leader sent log entries after a gap; refused");
+            return Ok(());
+        }
         let response = match request {
             Request::Append(rpc) => {
                 let answer = raft.append_entries(rpc).await;
@@ -274,6 +384,7 @@ async fn serve_peer(
             Request::Vote(rpc) => Response::Vote(raft.vote(rpc).await),
             Request::Snapshot(rpc) => Response::Snapshot(raft.install_snapshot(rpc).await),
             Request::Hello { seen_as } => {
+                group.open_to_raft(true);
                 learn_my_ip(&local, &seen_as);
                 Response::Hello(hello(&store, &local))
             }
@@ -543,6 +654,47 @@ async fn start_group(raft: &Raft<TypeConfig>, local: &Arc<Local>) -> Result<(), 
     .await
     .map(|_| ())
 }
+
+/// On the leader: takes nodes the topology no longer has (FORGET, a
+/// node leaving) out of the Raft membership, in the background (a
+/// membership change in progress makes it wait for the next tick).
+fn prune_members(raft: &Raft<TypeConfig>, local: &Local) {
+    let kept: BTreeSet<NodeId> = {
+        let topology = local.read();
+        topology
+            .nodes
+            .iter()
+            .filter(|node| !topology.forgotten.contains(&node.id))
+            .map(|node| raft_id(&node.id))
+            .collect()
+    };
+    let metrics = raft.metrics().borrow().clone();
+    let membership = metrics.membership_config.membership();
+    let gone = |ids: &mut dyn Iterator<Item = NodeId>| -> BTreeSet<NodeId> {
+        ids.filter(|id| !kept.contains(id)).collect()
+    };
+    let voters = gone(&mut membership.voter_ids());
+    let learners = gone(&mut membership.learner_ids());
+    let change = match (voters.is_empty(), learners.is_empty()) {
+        (false, _) => ChangeMembers::RemoveVoters(voters),
+        (true, false) => ChangeMembers::RemoveNodes(learners),
+        (true, true) => return,
+    };
+    if PRUNING.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let raft = raft.clone();
+    tokio::spawn(async move {
+        let changed = tokio::time::timeout(WAIT, raft.change_membership(change, false));
+        if let Ok(Err(e)) = changed.await {
+            crate::log_warning!("Cluster: removing forgotten nodes from the group: {e}");
+        }
+        PRUNING.store(false, Ordering::Release);
+    });
+}
+
+/// One membership pruning at a time (`prune_members`).
+static PRUNING: AtomicBool = AtomicBool::new(false);
 
 /// On the leader: pings every primary that has replicas; one that has
 /// not answered for `cluster-node-timeout` is failed over to its replica

@@ -19,9 +19,9 @@
 //! Strata; CLUSTER MEET (or `redis-cli --cluster create`) joins nodes
 //! into one group; replicas follow their primary, a failed primary is
 //! replaced by its replica, and a primary cut off from the majority
-//! stops serving (its lease). Not built yet: slots moving by their
-//! shards, a node leaving its group. `docs/cluster.md` says what a user
-//! sees.
+//! stops serving (its lease); FORGET and RESET take a node out of its
+//! group. Not built yet: slots moving by their shards. `docs/cluster.md`
+//! says what a user sees.
 //!
 //! Layering: below `commands`; it names only the engine's key slots,
 //! `config`, `log` and `util`.
@@ -196,6 +196,14 @@ impl Cluster {
         if change.is_own_state() {
             return apply_here(&change);
         }
+        if let change::Change::Forget(id) = &change {
+            // redis-cli sends FORGET to every node: the group forgot the
+            // node at the first.
+            let topology = self.local.read();
+            if topology.find(id).is_none() && topology.forgotten.contains(id) {
+                return Ok("OK".into());
+            }
+        }
         if let change::Change::SetNode { slot, node, .. } = &change {
             // Checked here first (keys, node). A slot the group already
             // gives to that node changes only this node's own move:
@@ -216,6 +224,23 @@ impl Cluster {
             return Ok(answer);
         }
         consensus.propose(change)
+    }
+
+    /// CLUSTER RESET: leaves the group, if this node is in one, then
+    /// forgets every other node and its slots; HARD (`fresh` ids) also
+    /// takes a new id and sets the epochs to 0.
+    pub fn reset(&self, fresh: Option<(String, String)>) -> Result<(), String> {
+        if let Some(consensus) = self.consensus.as_ref().filter(|c| c.in_group()) {
+            let next_id = match &fresh {
+                Some((id, _)) => id.clone(),
+                None => self.local.read().myself().id.clone(),
+            };
+            consensus.leave(next_id)?;
+        }
+        self.local.change(|t| {
+            t.reset(fresh);
+            Ok(())
+        })
     }
 
     /// Changes this node's own topology without the group (CLUSTER RESET

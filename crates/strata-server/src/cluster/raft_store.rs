@@ -161,6 +161,25 @@ impl Store {
         }))
     }
 
+    /// Removes the group's storage from `dir` (a node leaving its
+    /// group starts afresh).
+    pub fn wipe(dir: &Path) -> std::io::Result<()> {
+        for name in [
+            "log.jsonl",
+            "state.json",
+            "snapshot.json",
+            "log.tmp",
+            "state.tmp",
+            "snapshot.tmp",
+        ] {
+            match std::fs::remove_file(dir.join(name)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        std::fs::File::open(dir)?.sync_all()
+    }
+
     /// Whether this node has ever been part of a group (a vote or a log).
     pub fn has_state(&self) -> bool {
         let inner = self.inner.lock();

@@ -16,7 +16,7 @@
 //! node its range that way); DELSLOTS(RANGE) and SETSLOT start from it
 //! (every slot is this node's, then the change applies).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Redis Cluster's slot count.
 pub const SLOTS: usize = 16384;
@@ -72,6 +72,11 @@ pub struct Topology {
     /// The one node serves every slot until given a topology (module
     /// doc).
     pub provisional: bool,
+    /// Nodes the group forgot (FORGET, a node leaving) while this node
+    /// ran: a FORGET of one of them again answers OK (redis-cli sends
+    /// FORGET to every node), and the group's leader takes them out of
+    /// the Raft membership. Not kept in the config file.
+    pub forgotten: BTreeSet<String>,
 }
 
 /// What a redirection names: a node's id, address and ports.
@@ -113,6 +118,7 @@ impl Topology {
             current_epoch: 0,
             last_vote_epoch: 0,
             provisional: true,
+            forgotten: BTreeSet::new(),
         }
     }
 
@@ -448,9 +454,26 @@ impl Topology {
             }
         }
         self.nodes.remove(index);
+        self.forgotten.insert(removed_id);
         if self.me > index {
             self.me -= 1;
         }
+    }
+
+    /// The node `id` leaves (CLUSTER RESET of a node in a group): the
+    /// others forget it as FORGET would, with no check but that it is
+    /// known. Seen from the leaving node nothing changes but `forgotten`
+    /// (its own view is reset by itself).
+    pub fn leave(&mut self, id: &str) -> Result<()> {
+        let node = self
+            .find(id)
+            .ok_or_else(|| format!("ERR Unknown node {id}"))?;
+        if node == self.me {
+            self.forgotten.insert(id.to_string());
+            return Ok(());
+        }
+        self.remove_node(node);
+        Ok(())
     }
 
     /// CLUSTER RESET: this node forgets every other node and its slots
@@ -549,6 +572,7 @@ impl Topology {
             return Ok(());
         }
         self.settle(true);
+        self.forgotten.remove(&node.id);
         self.current_epoch = self.current_epoch.max(node.config_epoch);
         let index = self.upsert(node) as u16;
         for &slot in slots {

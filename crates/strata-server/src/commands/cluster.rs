@@ -587,8 +587,8 @@ pub fn cluster_failover(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-/// CLUSTER RESET [HARD|SOFT]: of a node alone (one in a Raft group
-/// cannot leave it yet).
+/// CLUSTER RESET [HARD|SOFT]: a node in a Raft group leaves it first
+/// (the group forgets it), then forgets every other node.
 pub fn cluster_reset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     enabled(ctx)?;
     let hard = match &args[2..] {
@@ -601,21 +601,11 @@ pub fn cluster_reset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if primary && ctx.keyspace().dbsize_in(ctx.keys.all(), 0) != 0 {
         return Err("ERR CLUSTER RESET can't be called with master nodes containing keys".into());
     }
-    if ctx.server.cluster.in_group() {
-        return Err(ERR_NOT_BUILT.into());
-    }
     let fresh = hard.then(|| (crate::util::random_hex(40), crate::util::random_hex(40)));
-    ctx.server.cluster.change_alone(|t| {
-        t.reset(fresh);
-        Ok(())
-    })?;
+    ctx.server.cluster.reset(fresh)?;
     ctx.out.ok();
     Ok(())
 }
-
-/// What RESET of a node in a group answers: leaving a group is not built
-/// yet.
-const ERR_NOT_BUILT: &str = "ERR a Strata cluster node cannot leave its group yet: CLUSTER RESET works on a node alone (docs/cluster.md)";
 
 /// CLUSTER MEET ip port [cluster-bus-port]: the arguments checked as
 /// Redis checks them, then the join goes on in the background.

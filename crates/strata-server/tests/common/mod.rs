@@ -303,11 +303,16 @@ pub fn reap(child: &mut Child) {
 /// Runs `command` to its end, at most `limit`; its exit code and output
 /// (through a file, so a chatty build cannot fill a pipe and stall).
 pub fn run_within(command: &mut Command, limit: Duration) -> (i32, String) {
+    run_within_reading(command, Stdio::null(), limit)
+}
+
+/// [`run_within`], with `stdin` as the command's standard input.
+pub fn run_within_reading(command: &mut Command, stdin: Stdio, limit: Duration) -> (i32, String) {
     let dir = temp_dir();
     let log = dir.join("output.log");
     let file = std::fs::File::create(&log).unwrap();
     let mut child = command
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(file.try_clone().unwrap())
         .stderr(file)
         .spawn()
