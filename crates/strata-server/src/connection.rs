@@ -369,14 +369,8 @@ impl Connection {
             if self.evicted(client) {
                 return Closed::Killed;
             }
-            let paused_until = self.server.paused_until_ms();
             let now = now_ms();
-            // DEBUG SLEEP or CLIENT PAUSE ALL; or CLIENT PAUSE WRITE with a
-            // command that may write next (held at the backlog's front).
-            let until = match self.server.writes_paused_until(now) {
-                Some(until) if self.write_waits(now) => until.max(paused_until),
-                _ => paused_until,
-            };
+            let until = self.paused_until(now);
             if until > now {
                 // A client with a command waiting counts as blocked
                 // (INFO's blocked_clients), as Redis counts it.
@@ -465,13 +459,24 @@ impl Connection {
             if std::mem::take(&mut self.run_after_woken) {
                 continue;
             }
-            if let Err(closed) = self.wait(client).await {
+            if let Err(closed) = self.wait(client, now).await {
                 return closed;
             }
         }
     }
 
     /// The next command is one CLIENT PAUSE WRITE holds.
+    /// Until when (Unix ms) this connection waits before its next
+    /// command: DEBUG SLEEP or CLIENT PAUSE ALL; or CLIENT PAUSE WRITE
+    /// with a command that may write next (held at the backlog's front).
+    fn paused_until(&self, now: u64) -> u64 {
+        let paused_until = self.server.paused_until_ms();
+        match self.server.writes_paused_until(now) {
+            Some(until) if self.write_waits(now) => until.max(paused_until),
+            _ => paused_until,
+        }
+    }
+
     fn write_waits(&self, now: u64) -> bool {
         self.backlog
             .front()
@@ -583,8 +588,10 @@ impl Connection {
         Some(self.server.client_memory.publish(client, bytes))
     }
 
-    /// Waits until the socket can make progress, then reads what it has.
-    async fn wait(&mut self, client: &ClientInfo) -> Result<(), Closed> {
+    /// Waits until the socket can make progress (or a pause holding the
+    /// next command ends), then reads what it has. `now`: when this turn
+    /// of the connection's loop began (Unix ms).
+    async fn wait(&mut self, client: &ClientInfo, now: u64) -> Result<(), Closed> {
         let want_read =
             self.output.len() < self.output_pause_bytes() && !self.session.close_after_reply;
         let want_write = self.output_pending();
@@ -598,11 +605,26 @@ impl Connection {
         // Without a deadline of its own, an idle connection still looks at
         // the configuration now and then: CONFIG SET timeout must reach
         // clients that are already idle (Redis' clientsCron does the same).
-        let wake_at = [idle_deadline, soft_deadline, Some(self.recheck_at)]
-            .into_iter()
-            .flatten()
-            .min()
-            .expect("the recheck is always set");
+        // A command held by a pause runs when the pause ends or is lifted
+        // (a planned cluster failover lifts its pause within
+        // milliseconds), not at the next recheck.
+        let paused = self.paused_until(now) > now;
+        let pause_ends = paused.then(|| {
+            let left = self.paused_until(now).saturating_sub(now);
+            Instant::now()
+                + Duration::from_millis(left.min(CONFIG_RECHECK_INTERVAL.as_millis() as u64))
+        });
+        let unpaused = self.server.unpaused.notified();
+        let wake_at = [
+            idle_deadline,
+            soft_deadline,
+            Some(self.recheck_at),
+            pause_ends,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .expect("the recheck is always set");
         if wake_at != self.timer_at {
             self.timer.as_mut().reset(wake_at.into());
             self.timer_at = wake_at;
@@ -615,6 +637,7 @@ impl Connection {
         let mut timer_fired = false;
         let woken = tokio::select! {
             _ = message => Ok(false),
+            _ = unpaused, if paused => Ok(false),
             readable = self.stream.readable(), if want_read => readable.map(|_| true).map_err(Closed::Io),
             writable = self.stream.writable(), if want_write => writable.map(|_| false).map_err(Closed::Io),
             // Also a nudge (`crate::busy`, a mailbox made), not a kill.

@@ -520,6 +520,110 @@ fn a_replica_takes_over_a_killed_primary_with_every_acknowledged_write() {
     );
 }
 
+/// A planned CLUSTER FAILOVER under a write load with no WAIT: the
+/// primary holds its writes while its replica catches up, so every write
+/// it acknowledged is on the new primary; the writes held are redirected
+/// to it (MOVED) and go on there; the old primary follows the new one.
+#[test]
+fn a_planned_failover_keeps_every_acknowledged_write() {
+    if !have_redis_cli() {
+        return;
+    }
+    let (nodes, ports) = fresh_nodes(4, &[]);
+    let addresses: Vec<String> = ports
+        .iter()
+        .map(|(p, _)| format!("127.0.0.1:{p}"))
+        .collect();
+    create(&addresses[..3]);
+    let primary_id = n(&nodes, 0).raw().cmd(&["CLUSTER", "MYID"]).as_text();
+    redis_cli(&[
+        "--cluster",
+        "add-node",
+        &addresses[3],
+        &addresses[0],
+        "--cluster-slave",
+        "--cluster-master-id",
+        &primary_id,
+    ]);
+    wait_until("the replica to follow its primary", || {
+        let role = n(&nodes, 3).raw().cmd(&["ROLE"]);
+        role.as_array().len() > 3 && role.as_array()[3].as_text() == "connected"
+    });
+    // "{bar}" keys are in slot 5061, the first primary's. The writer
+    // follows MOVED and notes each write acknowledged, and the longest
+    // wait for one.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (stop, first_port) = (stop.clone(), ports[0].0);
+        std::thread::spawn(move || {
+            let mut con = common::Raw::connect(first_port);
+            let (mut acknowledged, mut longest, mut moved) = (Vec::new(), Duration::ZERO, 0);
+            let mut k = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let started = Instant::now();
+                // Values of 64 KB keep the replica a little behind.
+                let value = format!("{k}:{}", "v".repeat(64 << 10));
+                let reply = con.cmd(&["SET", &format!("{{bar}}{k}"), &value]);
+                longest = longest.max(started.elapsed());
+                match reply {
+                    Reply::Error(text) if text.starts_with("MOVED") => {
+                        let port = text.rsplit(':').next().unwrap().parse().unwrap();
+                        con = common::Raw::connect(port);
+                        moved += 1;
+                        assert!(moved < 5, "redirected again and again: {text}");
+                    }
+                    reply => {
+                        assert_eq!(reply, ok(), "write {k}");
+                        acknowledged.push(k);
+                        k += 1;
+                    }
+                }
+            }
+            (acknowledged, longest, moved)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    assert_eq!(n(&nodes, 3).raw().cmd(&["CLUSTER", "FAILOVER"]), ok());
+    let took = started.elapsed();
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (acknowledged, longest, moved) = writer.join().unwrap();
+    eprintln!(
+        "planned failover: answered in {took:?}; {} writes, the longest took {longest:?}",
+        acknowledged.len()
+    );
+    assert_eq!(
+        moved, 1,
+        "the writer was redirected once, to the new primary"
+    );
+    let role = n(&nodes, 3).raw().cmd(&["ROLE"]);
+    assert_eq!(role.as_array()[0].as_text(), "master");
+    let mut promoted = n(&nodes, 3).raw();
+    for k in &acknowledged {
+        let value = promoted.cmd(&["GET", &format!("{{bar}}{k}")]).as_text();
+        assert!(
+            value.starts_with(&format!("{k}:")),
+            "write {k} was acknowledged and lost"
+        );
+    }
+    wait_until("the old primary to follow the new one", || {
+        let role = n(&nodes, 0).raw().cmd(&["ROLE"]);
+        role.as_array()[0].as_text() == "slave"
+            && role.as_array()[2] == Reply::Int(ports[3].0 as i64)
+            && role.as_array()[3].as_text() == "connected"
+    });
+    // It had no write the new primary lacks: it went on from where it
+    // was, without a full copy.
+    let stats = promoted.cmd(&["INFO", "stats"]).as_text();
+    assert!(stats.contains("sync_full:0\r\n"), "{stats}");
+    assert!(!stats.contains("sync_partial_ok:0\r\n"), "{stats}");
+    // Planned again, back the other way.
+    assert_eq!(n(&nodes, 0).raw().cmd(&["CLUSTER", "FAILOVER"]), ok());
+    let role = n(&nodes, 0).raw().cmd(&["ROLE"]);
+    assert_eq!(role.as_array()[0].as_text(), "master");
+}
+
 fn signal(server: &TestServer, signal: &str) {
     let status = Command::new("kill")
         .args([signal, &server.pid().to_string()])

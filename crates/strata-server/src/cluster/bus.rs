@@ -5,8 +5,9 @@
 //! frame: a 4-byte big-endian length, then that many bytes of JSON. A
 //! frame over [`FRAME_MAX`] closes the connection. The requests are
 //! Raft's three RPCs and the few a node needs to join or change the
-//! topology (`consensus`): HELLO (who are you), JOIN (take me in) and
-//! PROPOSE (a change, sent to the leader).
+//! topology (`consensus`): HELLO (who are you), JOIN (take me in),
+//! PROPOSE (a change, sent to the leader), and HOLD / RELEASE (a planned
+//! failover pausing its primary's writes).
 //!
 //! The network side of openraft ([`Network`]) opens one connection per
 //! peer and keeps it; a failed call drops it, and the next one connects
@@ -53,6 +54,18 @@ pub enum Request {
     },
     /// Apply this change (sent to the leader).
     Propose(Proposal),
+    /// A planned failover, sent by a replica to its primary: hold
+    /// clients' writes until `until_ms` (Unix) or the release, and say
+    /// the replication offset that holds every write before.
+    Hold {
+        until_ms: u64,
+    },
+    /// The failover is over: writes go on. `committed`: the switch of
+    /// roles the group committed (the old primary applies it at once, not
+    /// waiting for its log to bring it: the writes held are redirected).
+    Release {
+        committed: Option<Proposal>,
+    },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -65,6 +78,9 @@ pub enum Response {
     /// The answer and the entry's log index (the proposer waits until it
     /// applied that far itself).
     Proposed(Result<(Applied, u64), String>),
+    /// The offset holding every write made before the hold.
+    Held(Result<u64, String>),
+    Released,
 }
 
 /// A node's answer to HELLO.

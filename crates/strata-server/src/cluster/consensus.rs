@@ -233,19 +233,36 @@ impl Consensus {
         self.block_on(async move { propose(&raft, proposal).await })
     }
 
-    /// CLUSTER FAILOVER on a replica: it takes over from its primary now.
-    pub fn fail_over(&self) -> Applied {
+    /// CLUSTER FAILOVER on a replica. Planned (no option): the primary
+    /// holds its clients' writes, this replica catches up with every
+    /// write it acknowledged, the group switches their roles, and the
+    /// writes held go on (redirected here). FORCE and TAKEOVER (`planned`
+    /// false): the switch at once, without the primary.
+    pub fn fail_over(&self, planned: bool) -> Applied {
         let (me, primary) = {
             let topology = self.local.read();
             let myself = topology.myself();
-            (myself.id.clone(), myself.primary.clone())
+            let primary = myself
+                .primary
+                .as_ref()
+                .and_then(|id| topology.find(id))
+                .map(|index| topology.nodes[index].clone());
+            (myself.id.clone(), primary)
         };
-        let Some(failed) = primary else {
+        let Some(primary) = primary else {
             return Err("ERR You should send CLUSTER FAILOVER to a replica".into());
         };
-        self.propose(Change::Failover {
-            failed,
-            promoted: me,
+        let change = Change::Failover {
+            failed: primary.id.clone(),
+            promoted: me.clone(),
+        };
+        if !planned {
+            return self.propose(change);
+        }
+        let (raft, local) = (self.group.get().raft, self.local.clone());
+        self.block_on(async move {
+            let proposal = Proposal { actor: me, change };
+            hand_over(&raft, &local, &primary, proposal).await
         })
     }
 
@@ -399,6 +416,11 @@ async fn serve_peer(
                 }
                 Response::Joined(admit(&raft, &store, &local, node, slots).await)
             }
+            Request::Hold { until_ms } => Response::Held(hold(&local, until_ms).await),
+            Request::Release { committed } => {
+                release(&local, committed).await;
+                Response::Released
+            }
             Request::Propose(proposal) => {
                 let proposed = match propose_at_leader(&raft, proposal).await {
                     (answer, Some(index)) => Ok((answer, index)),
@@ -412,6 +434,88 @@ async fn serve_peer(
         bus::write_frame(&mut stream, &body).await?;
     }
     Ok(())
+}
+
+/// How long a planned failover waits for the replica to catch up (Redis'
+/// manual failover timeout).
+const HANDOVER: Duration = Duration::from_secs(5);
+
+/// A planned failover, on the replica: HOLD on the primary, catch up
+/// with the offset it answers, propose the switch, RELEASE.
+async fn hand_over(
+    raft: &Raft<TypeConfig>,
+    local: &Local,
+    primary: &NodeRecord,
+    proposal: Proposal,
+) -> Applied {
+    let mut peer = Peer::new(bus_address(primary), raft_id(&primary.id));
+    let started = std::time::Instant::now();
+    // Should this replica stop before RELEASE, the hold ends by itself.
+    let until_ms = crate::util::now_ms() + 2 * HANDOVER.as_millis() as u64;
+    let offset = match peer.call(&Request::Hold { until_ms }, WAIT).await {
+        Ok(Response::Held(Ok(offset))) => offset,
+        Ok(Response::Held(Err(why))) => return Err(format!("ERR the primary refused: {why}")),
+        _ => return Err("ERR Master is down or failed, please use CLUSTER FAILOVER FORCE".into()),
+    };
+    let deadline = tokio::time::Instant::now() + HANDOVER;
+    let mut answer = Err("ERR Manual failover timed out: this replica did not catch up with its primary (CLUSTER FAILOVER FORCE does not wait)".to_string());
+    let mut committed = None;
+    while tokio::time::Instant::now() < deadline {
+        if local.offset() >= offset {
+            answer = propose(raft, proposal.clone()).await;
+            committed = answer.is_ok().then_some(proposal);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let released = peer.call(&Request::Release { committed }, WAIT).await;
+    if !matches!(released, Ok(Response::Released)) {
+        crate::log_warning!(
+            "Cluster: the old primary did not answer RELEASE; its hold ends by itself"
+        );
+    }
+    crate::log_notice!(
+        "Cluster: manual failover {} in {} ms (the primary's writes were held meanwhile)",
+        if answer.is_ok() { "done" } else { "abandoned" },
+        started.elapsed().as_millis()
+    );
+    answer
+}
+
+/// HOLD on a primary: its writes wait (`Hooks::hold_writes`).
+async fn hold(local: &Arc<Local>, until_ms: u64) -> Result<u64, String> {
+    if local.read().myself().primary.is_some() {
+        return Err("a replica has no writes to hold".into());
+    }
+    let local = local.clone();
+    let held = tokio::task::spawn_blocking(move || local.hold_writes(until_ms)).await;
+    held.map_err(|e| e.to_string())?
+}
+
+/// RELEASE on the old primary: it applies the switch the group committed
+/// (its log brings the same change later) so that it serves as a
+/// replica and the writes held are redirected; they go on as soon as the
+/// topology says so, while the node starts following its new primary.
+async fn release(local: &Arc<Local>, committed: Option<Proposal>) {
+    let still_primary = local.read().myself().primary.is_none();
+    if let Some(proposal) = committed.filter(|_| still_primary) {
+        let applying = local.clone();
+        tokio::task::spawn_blocking(move || {
+            let applied = applying.change(|t| {
+                let actor =
+                    (t.find(&proposal.actor)).ok_or("ERR the new primary is unknown here")?;
+                proposal.change.apply(t, actor)
+            });
+            if let Err(why) = applied {
+                crate::log_warning!("Cluster: applying the failover here: {why}");
+            }
+        });
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+        while local.read().myself().primary.is_none() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+    }
+    local.release_writes();
 }
 
 /// This node's answer to HELLO.

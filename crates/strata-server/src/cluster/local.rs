@@ -23,6 +23,13 @@ pub struct Hooks {
     /// This node's replication offset (a failover promotes the replica
     /// that has the most).
     pub offset: Box<dyn Fn() -> u64 + Send + Sync>,
+    /// A planned failover, on the primary: clients' writes wait until
+    /// the given Unix ms (or the release); once every write begun before
+    /// has committed and is in the replication stream, the stream's
+    /// offset that holds them all.
+    pub hold_writes: Box<dyn Fn(u64) -> Result<u64, String> + Send + Sync>,
+    /// The end of that pause.
+    pub release_writes: Box<dyn Fn() + Send + Sync>,
 }
 
 /// The topology this node serves by, and the file that keeps it.
@@ -77,6 +84,21 @@ impl Local {
     /// This node's replication offset (0 before the hooks are given).
     pub fn offset(&self) -> u64 {
         self.hooks.get().map_or(0, |hooks| (hooks.offset)())
+    }
+
+    /// [`Hooks::hold_writes`].
+    pub fn hold_writes(&self, until_ms: u64) -> Result<u64, String> {
+        match self.hooks.get() {
+            Some(hooks) => (hooks.hold_writes)(until_ms),
+            None => Err("the node is starting".into()),
+        }
+    }
+
+    /// [`Hooks::release_writes`].
+    pub fn release_writes(&self) {
+        if let Some(hooks) = self.hooks.get() {
+            (hooks.release_writes)();
+        }
     }
 
     pub fn set_node_timeout_ms(&self, ms: u64) {

@@ -264,10 +264,11 @@ impl Cluster {
         self.local.lease_ok(now_ms)
     }
 
-    /// CLUSTER FAILOVER on a replica of a joined node.
-    pub fn fail_over(&self) -> change::Applied {
+    /// CLUSTER FAILOVER on a replica of a joined node: planned (the
+    /// primary's writes held while this replica catches up) or at once.
+    pub fn fail_over(&self, planned: bool) -> change::Applied {
         match &self.consensus {
-            Some(consensus) if consensus.in_group() => consensus.fail_over(),
+            Some(consensus) if consensus.in_group() => consensus.fail_over(planned),
             _ => Err("ERR You should send CLUSTER FAILOVER to a replica".into()),
         }
     }

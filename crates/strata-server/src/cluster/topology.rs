@@ -407,9 +407,14 @@ impl Topology {
 
     /// CLUSTER FORGET node-id.
     pub fn forget(&mut self, id: &str) -> Result<()> {
-        let node = self
-            .find(id)
-            .ok_or_else(|| format!("ERR Unknown node {id}"))?;
+        let Some(node) = self.find(id) else {
+            // Forgotten already: redis-cli sends FORGET to every node, and
+            // in a group the first one removed it from all.
+            return match self.forgotten.contains(id) {
+                true => Ok(()),
+                false => Err(format!("ERR Unknown node {id}")),
+            };
+        };
         if node == self.me {
             return Err("ERR I tried hard but I can't forget myself...".into());
         }

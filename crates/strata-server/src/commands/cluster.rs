@@ -573,16 +573,17 @@ pub fn cluster_replicate(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 /// CLUSTER FAILOVER [FORCE|TAKEOVER]: a replica takes over from its
-/// primary at once (as FORCE: it does not wait for the primary to stop
-/// writes first).
+/// primary; without an option once it has every write the primary
+/// acknowledged (the primary's writes are held meanwhile), with one at
+/// once. Answered when done (Redis answers OK first).
 pub fn cluster_failover(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     enabled(ctx)?;
-    match &args[2..] {
-        [] => {}
-        [option] if is(option, "force") || is(option, "takeover") => {}
+    let planned = match &args[2..] {
+        [] => true,
+        [option] if is(option, "force") || is(option, "takeover") => false,
         _ => return Err(ERR_SYNTAX.into()),
-    }
-    ctx.server.cluster.fail_over()?;
+    };
+    ctx.server.cluster.fail_over(planned)?;
     ctx.out.ok();
     Ok(())
 }

@@ -325,7 +325,8 @@ fn ask_sync(
     replication: &super::Replication,
     failover: bool,
 ) -> Result<Sync, String> {
-    let (replid, offset) = if replication.synced() || failover {
+    let own = replication.synced() || replication.streams_own_history();
+    let (replid, offset) = if own || failover {
         let next = (replication.offset() + 1).to_string();
         (replication.replid(), next)
     } else {

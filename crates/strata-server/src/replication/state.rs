@@ -266,6 +266,14 @@ impl Replication {
         self.synced.load(Relaxed)
     }
 
+    /// Whether this server, as a primary, streams its changes: its data
+    /// is its own history up to its offset, so when it becomes a replica
+    /// (a cluster failover) it may ask to continue that history, as
+    /// Redis' primary caches itself as the master to continue from.
+    pub fn streams_own_history(&self) -> bool {
+        self.stream_started.load(Relaxed)
+    }
+
     /// Starts the producer of the stream, once (the first replica).
     pub fn start_stream(self: &Arc<Self>) {
         if self.stream_started.swap(true, Relaxed) {
