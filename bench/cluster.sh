@@ -6,8 +6,11 @@
 #
 # 1. throughput of a cluster-aware load: redis-benchmark --cluster,
 #    SET and GET, 50 connections, pipeline 16, 100 000 keys of 100 B;
-# 2. failover: kill -9 of the primary of slot 0 -> the first SET to a
-#    key of that slot that succeeds through another node
+# 2. a planned failover: CLUSTER FAILOVER on the replica of slot 0's
+#    primary -> that replica reports itself a primary and a SET to slot
+#    0 through the old primary (following MOVED) succeeds;
+#    then failover: kill -9 of the primary of slot 0 -> the first SET to
+#    a key of that slot that succeeds through another node
 #    (cluster-node-timeout NODE_TIMEOUT on both);
 # 3. a move of 4096 slots (MOVE_MB of data first loaded) from one primary
 #    to another by `redis-cli --cluster reshard`, under a concurrent
@@ -19,6 +22,7 @@
 #
 # Usage: bench/cluster.sh
 #        ROUNDS=3 NODE_TIMEOUT=2000 MOVE_MB=200 bench/cluster.sh
+#        KINDS=strata bench/cluster.sh      (one kind only)
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
@@ -73,6 +77,26 @@ throughput() {
         while read -r test rps; do echo "$kind $test $rps"; done
 }
 
+planned() {
+    local kind=$1 owner owner_id replica start now
+    owner=$(owner_of 0)
+    owner_id=$(redis-cli -p "$owner" cluster myid)
+    replica=$(redis-cli -p "${PORTS[0]}" cluster nodes |
+        awk -v id="$owner_id" '$4 == id { split($2, a, "[:@]"); print a[2]; exit }')
+    start=$(date +%s%N)
+    redis-cli -p "$replica" cluster failover >/dev/null
+    until [ "$(redis-cli -p "$replica" role | head -1)" = master ] &&
+        [ "$(redis-cli -c -p "$owner" set '{06S}planned' 1 2>/dev/null)" = OK ]; do
+        now=$(date +%s%N)
+        if [ $(((now - start) / 1000000)) -gt 30000 ]; then echo "$kind planned-failover-ms 30000+"; return; fi
+        sleep 0.005
+    done
+    now=$(date +%s%N)
+    echo "$kind planned-failover-ms $(((now - start) / 1000000))"
+    # Every node's view names the new owner before the next measurement.
+    until [ "$(owner_of 0)" = "$replica" ]; do sleep 0.05; done
+}
+
 failover() {
     local kind=$1 victim survivor start now
     victim=$(owner_of 0)
@@ -108,35 +132,39 @@ move_slots() {
     local load=$! start end
     start=$(date +%s%N)
     redis-cli --cluster reshard "127.0.0.1:$from" --cluster-from "$from_id" --cluster-to "$to_id" \
-        --cluster-slots 4096 --cluster-yes --cluster-pipeline 100 >"$WORK/reshard.log" 2>&1
+        --cluster-slots 4096 --cluster-yes --cluster-pipeline 100 >"$WORK/reshard.log" 2>&1 ||
+        echo "$kind reshard-failed 1"
     end=$(date +%s%N)
     kill "$load" 2>/dev/null || true
     wait "$load" 2>/dev/null || true
     echo "$kind move-ms $(((end - start) / 1000000))"
     echo "$kind move-errors $(grep -ci 'error' "$WORK/load.log" || true)"
+    # Each move's logs stay in $WORK (KEEP_WORK=1 keeps it).
+    mv "$WORK/load.log" "$WORK/$kind-load-$start.log"
+    mv "$WORK/reshard.log" "$WORK/$kind-reshard-$start.log"
 }
 
 for round in $(seq "$ROUNDS"); do
-    for kind in strata redis; do
+    for kind in ${KINDS:-strata redis}; do
         make_cluster "$kind"
         while read -r name what value; do
             echo "round $round: $name $what $value" >&2
             record "$name" "$what" "$value"
-        done < <(throughput "$kind"; move_slots "$kind"; failover "$kind")
+        done < <(throughput "$kind"; move_slots "$kind"; planned "$kind"; failover "$kind")
         stop_cluster "$kind"
     done
 done
 
-m() { tr ' ' '\n' <<<"${RESULTS[$1,$2]:-}" | grep . | median; }
+m() { tr ' ' '\n' <<<"${RESULTS[$1,$2]:-}" | { grep . || true; } | median; }
 echo "# A 3 + 3 cluster on one machine ($ROUNDS rounds, medians; cluster-node-timeout $NODE_TIMEOUT ms)"
 echo
 echo "| what | Strata | Redis | Strata ÷ Redis |"
 echo "|---|---|---|---|"
 for what in SET GET; do
     s=$(m strata "$what") r=$(m redis "$what")
-    echo "| $what, pipeline 16 (requests/s) | $s | $r | $(ratio "$s" "$r") |"
+    echo "| $what, pipeline 16 (requests/s) | $s | $r | $([ -n "$r" ] && [ -n "$s" ] && ratio "$s" "$r") |"
 done
-for what in failover-ms move-ms move-errors; do
+for what in planned-failover-ms failover-ms move-ms move-errors reshard-failed; do
     s=$(m strata "$what") r=$(m redis "$what")
     echo "| $what | $s | $r | |"
 done

@@ -51,7 +51,7 @@ declare -A PID
 cleanup() {
     for pid in "${PID[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
-    rm -rf "$WORK"
+    if [ -n "${KEEP_WORK:-}" ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
 }
 
 # start NAME KIND ARGS...: starts a server (KIND redis|strata) in its own

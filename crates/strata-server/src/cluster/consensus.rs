@@ -26,6 +26,12 @@
 //! notes when it last heard from the majority, for its lease
 //! (`Local::lease_ok`).
 //!
+//! A planned CLUSTER FAILOVER ([`hand_over`]) is run by the replica: its
+//! primary holds clients' writes (HOLD) and answers the replication
+//! offset holding every write before; the replica catches up to it,
+//! proposes the switch, and tells the primary (RELEASE), which applies
+//! the committed switch at once so the writes it held are redirected.
+//!
 //! A node leaves the group by FORGET (every member drops it; the leader
 //! takes nodes the topology no longer has out of the Raft membership) or
 //! by its own RESET (it asks the group to forget it, then drops its Raft

@@ -11,7 +11,8 @@
 //! with `[slot->-id]` / `[slot-<-id]` on this node's line for slots it
 //! migrates or imports, then `vars currentEpoch N lastVoteEpoch N`, to
 //! which Strata adds `provisional 1` while a fresh node serves every slot
-//! by itself (`topology`'s module doc). It is written whole to a new
+//! by itself (`topology`'s module doc) and `forgotten <id>,<id>…`, the
+//! nodes its group forgot. It is written whole to a new
 //! file, synced and renamed over the old one: a crash leaves one or the
 //! other.
 
@@ -100,6 +101,11 @@ pub fn encode(t: &Topology) -> String {
     if t.provisional {
         text.push_str(" provisional 1");
     }
+    if !t.forgotten.is_empty() {
+        // Strata's own: the nodes its group forgot (ids, comma-separated).
+        let ids: Vec<&str> = t.forgotten.iter().map(String::as_str).collect();
+        text.push_str(&format!(" forgotten {}", ids.join(",")));
+    }
     text.push('\n');
     text
 }
@@ -142,6 +148,10 @@ pub fn decode(text: &str) -> Result<Topology, String> {
         let [name, value] = pair else {
             return Err("the vars line has a name without a value".into());
         };
+        if *name == "forgotten" {
+            t.forgotten = value.split(',').map(str::to_owned).collect();
+            continue;
+        }
         let number = value
             .parse::<u64>()
             .map_err(|_| format!("vars: {name} is not a number"))?;
@@ -319,7 +329,15 @@ mod tests {
             "b".repeat(40)
         )));
         assert!(text.ends_with("vars currentEpoch 3 lastVoteEpoch 0\n"));
-        assert!(decode(&text) == Ok(t), "read back differs");
+        assert!(decode(&text) == Ok(t.clone()), "read back differs");
+        // The nodes a group forgot are kept (a Raft snapshot is this
+        // text too).
+        let mut forgot = t;
+        forgot.forgotten = ["d".repeat(40), "e".repeat(40)].into_iter().collect();
+        assert!(
+            decode(&encode(&forgot)) == Ok(forgot),
+            "forgotten nodes lost"
+        );
         // This node need not come first in the file.
         let mut lines: Vec<&str> = text.lines().collect();
         lines.swap(0, 1);

@@ -75,7 +75,7 @@ pub struct Topology {
     /// Nodes the group forgot (FORGET, a node leaving) while this node
     /// ran: a FORGET of one of them again answers OK (redis-cli sends
     /// FORGET to every node), and the group's leader takes them out of
-    /// the Raft membership. Not kept in the config file.
+    /// the Raft membership. Kept in the config file's `vars` line.
     pub forgotten: BTreeSet<String>,
 }
 
