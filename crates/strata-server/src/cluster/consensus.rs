@@ -194,12 +194,13 @@ impl Consensus {
     }
 
     /// Every 100 ms: notes the group's size and, on the leader, its
-    /// contact with a majority (the lease), and looks for failed
-    /// primaries to fail over.
+    /// contact with a majority (the lease), and takes forgotten nodes
+    /// out of the membership. The search for failed primaries runs in a
+    /// loop of its own: its pings to busy primaries (up to a quarter of
+    /// the node timeout each) must not hold back the leader's lease.
     fn watch(&self) {
         let (group, local) = (self.group.clone(), self.local.clone());
         self.runtime.spawn(async move {
-            let mut answered: BTreeMap<String, u64> = BTreeMap::new();
             loop {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 let raft = group.get().raft;
@@ -207,7 +208,6 @@ impl Consensus {
                 let voters = metrics.membership_config.membership().voter_ids().count();
                 local.set_voters(voters);
                 if metrics.state != ServerState::Leader {
-                    answered.clear();
                     continue;
                 }
                 let now = crate::util::now_ms();
@@ -218,7 +218,19 @@ impl Consensus {
                     local.note_contact(now);
                 }
                 prune_members(&raft, &local);
-                detect_failures(&raft, &local, &mut answered, now).await;
+            }
+        });
+        let (group, local) = (self.group.clone(), self.local.clone());
+        self.runtime.spawn(async move {
+            let mut answered: BTreeMap<String, u64> = BTreeMap::new();
+            loop {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let raft = group.get().raft;
+                if raft.metrics().borrow().state != ServerState::Leader {
+                    answered.clear();
+                    continue;
+                }
+                detect_failures(&raft, &local, &mut answered, crate::util::now_ms()).await;
             }
         });
     }
@@ -460,8 +472,14 @@ async fn hand_over(
     let until_ms = crate::util::now_ms() + 2 * HANDOVER.as_millis() as u64;
     let offset = match peer.call(&Request::Hold { until_ms }, WAIT).await {
         Ok(Response::Held(Ok(offset))) => offset,
-        Ok(Response::Held(Err(why))) => return Err(format!("ERR the primary refused: {why}")),
-        _ => return Err("ERR Master is down or failed, please use CLUSTER FAILOVER FORCE".into()),
+        held => {
+            let why = match held {
+                Ok(Response::Held(Err(why))) => format!("ERR the primary refused: {why}"),
+                _ => "ERR Master is down or failed, please use CLUSTER FAILOVER FORCE".into(),
+            };
+            crate::log_warning!("Cluster: manual failover refused: {why}");
+            return Err(why);
+        }
     };
     let deadline = tokio::time::Instant::now() + HANDOVER;
     let mut answer = Err("ERR Manual failover timed out: this replica did not catch up with its primary (CLUSTER FAILOVER FORCE does not wait)".to_string());
@@ -480,9 +498,12 @@ async fn hand_over(
             "Cluster: the old primary did not answer RELEASE; its hold ends by itself"
         );
     }
+    let outcome = match &answer {
+        Ok(_) => "done".to_string(),
+        Err(why) => format!("abandoned ({why})"),
+    };
     crate::log_notice!(
-        "Cluster: manual failover {} in {} ms (the primary's writes were held meanwhile)",
-        if answer.is_ok() { "done" } else { "abandoned" },
+        "Cluster: manual failover {outcome} in {} ms (the primary's writes were held meanwhile)",
         started.elapsed().as_millis()
     );
     answer
