@@ -503,8 +503,21 @@ fn a_replica_takes_over_a_killed_primary_with_every_acknowledged_write() {
             "write {k} was acknowledged by WAIT and lost"
         );
     }
-    // The old primary comes back as the new one's replica.
+    // The old primary comes back as the new one's replica. Its nodes
+    // file still makes it the slot's primary: until it has heard from
+    // the group and applied the failover, it serves nothing (an old
+    // value read there would be a stale read).
+    assert_eq!(promoted.cmd(&["SET", "{bar}0", "new"]), ok());
     nodes[0] = Some(node_with(dir, ports[0].0, ports[0].1, &timeout));
+    let mut restarted = n(&nodes, 0).raw();
+    let watching = Instant::now();
+    while watching.elapsed() < Duration::from_millis(1500) {
+        match restarted.cmd(&["GET", "{bar}0"]) {
+            Reply::Error(text) if text.starts_with("MOVED") => break,
+            Reply::Error(text) => assert!(text.starts_with("CLUSTERDOWN"), "{text}"),
+            reply => panic!("the restarted old primary served {reply:?}"),
+        }
+    }
     wait_until("the old primary to follow the new one", || {
         let role = n(&nodes, 0).raw().cmd(&["ROLE"]);
         role.as_array()[0].as_text() == "slave"

@@ -179,6 +179,17 @@ impl Consensus {
         let (runtime, group) = receiver
             .recv()
             .map_err(|_| "the cluster thread stopped".to_string())??;
+        // A node of a group serves only within its lease from the start:
+        // it knows its group's size before its first tick.
+        let voters = group
+            .raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .count();
+        local.set_voters(voters);
         let consensus = Consensus {
             runtime,
             group: Shared(
@@ -408,11 +419,12 @@ async fn serve_peer(
         }
         let response = match request {
             Request::Append(rpc) => {
+                let (received, commit) = (crate::util::now_ms(), rpc.leader_commit);
                 let answer = raft.append_entries(rpc).await;
                 // The leader reached this node: it is in its group's
                 // majority (the lease, `Local::lease_ok`).
                 if matches!(&answer, Ok(r) if !matches!(r, AppendEntriesResponse::HigherVote(_))) {
-                    local.note_contact(crate::util::now_ms());
+                    renew_lease(&raft, &local, received, commit.map(|c| c.index));
                 }
                 Response::Append(answer)
             }
@@ -507,6 +519,30 @@ async fn hand_over(
         started.elapsed().as_millis()
     );
     answer
+}
+
+/// Renews this node's lease from the leader's message received at
+/// `received`, once the node has applied what the leader had committed
+/// then (`commit`). Until then its topology may be behind the group's:
+/// a node restarted on an old nodes file, or back from a partition,
+/// would otherwise serve slots the group gave to another node before
+/// it applied that change. Not waited for in the reply to the leader.
+fn renew_lease(raft: &Raft<TypeConfig>, local: &Arc<Local>, received: u64, commit: Option<u64>) {
+    let applied = raft.metrics().borrow().last_applied.map(|id| id.index);
+    if commit.is_none() || applied >= commit {
+        local.note_contact(received);
+        return;
+    }
+    let (raft, local) = (raft.clone(), local.clone());
+    tokio::spawn(async move {
+        let caught_up = raft
+            .wait(Some(Duration::from_millis(500)))
+            .applied_index_at_least(commit, "the leader's commit applied here")
+            .await;
+        if caught_up.is_ok() {
+            local.note_contact(received);
+        }
+    });
 }
 
 /// HOLD on a primary: its writes wait (`Hooks::hold_writes`).
