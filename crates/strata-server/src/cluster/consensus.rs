@@ -179,17 +179,14 @@ impl Consensus {
         let (runtime, group) = receiver
             .recv()
             .map_err(|_| "the cluster thread stopped".to_string())??;
-        // A node of a group serves only within its lease from the start:
-        // it knows its group's size before its first tick.
-        let voters = group
-            .raft
-            .metrics()
-            .borrow()
-            .membership_config
-            .membership()
-            .voter_ids()
-            .count();
-        local.set_voters(voters);
+        // A node of a group serves only within its lease from the start,
+        // before its first tick counts the voters (openraft's metrics may
+        // not hold the membership yet): taken as at least two.
+        if group.store.has_state() {
+            let metrics = group.raft.metrics().borrow().clone();
+            let voters = metrics.membership_config.membership().voter_ids().count();
+            local.set_voters(voters.max(2));
+        }
         let consensus = Consensus {
             runtime,
             group: Shared(
