@@ -608,9 +608,9 @@ impl Connection {
         // A command held by a pause runs when the pause ends or is lifted
         // (a planned cluster failover lifts its pause within
         // milliseconds), not at the next recheck.
-        let paused = self.paused_until(now) > now;
+        let left = self.paused_until(now).saturating_sub(now);
+        let paused = left > 0;
         let pause_ends = paused.then(|| {
-            let left = self.paused_until(now).saturating_sub(now);
             Instant::now()
                 + Duration::from_millis(left.min(CONFIG_RECHECK_INTERVAL.as_millis() as u64))
         });

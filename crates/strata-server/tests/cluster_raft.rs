@@ -428,17 +428,15 @@ fn node_with(dir: std::path::PathBuf, port: u16, bus: u16, extra: &[&str]) -> Te
     TestServer::spawn(dir, &args, None, common::READY)
 }
 
-/// Three primaries and a replica of the first: kill -9 of that primary
-/// under writes acknowledged by `WAIT 1`; the replica takes its slots
-/// with every acknowledged write, and the old primary, restarted, comes
-/// back as the new primary's replica.
-#[test]
-fn a_replica_takes_over_a_killed_primary_with_every_acknowledged_write() {
-    if !have_redis_cli() {
-        return;
-    }
-    let timeout = ["--cluster-node-timeout", "1000"];
-    let (mut nodes, ports) = fresh_nodes(4, &timeout);
+/// Nodes (taken out when killed), their (client, bus) ports and client
+/// addresses.
+type Started = (Vec<Option<TestServer>>, Vec<(u16, u16)>, Vec<String>);
+
+/// Three primaries made one cluster by `redis-cli --cluster create`, and
+/// a fourth node added as the first one's replica (following it), each
+/// started with `extra`; their ports and client addresses.
+fn primaries_and_a_replica(extra: &[&str]) -> Started {
+    let (nodes, ports) = fresh_nodes(4, extra);
     let addresses: Vec<String> = ports
         .iter()
         .map(|(p, _)| format!("127.0.0.1:{p}"))
@@ -458,6 +456,20 @@ fn a_replica_takes_over_a_killed_primary_with_every_acknowledged_write() {
         let role = n(&nodes, 3).raw().cmd(&["ROLE"]);
         role.as_array().len() > 3 && role.as_array()[3].as_text() == "connected"
     });
+    (nodes, ports, addresses)
+}
+
+/// Three primaries and a replica of the first: kill -9 of that primary
+/// under writes acknowledged by `WAIT 1`; the replica takes its slots
+/// with every acknowledged write, and the old primary, restarted, comes
+/// back as the new primary's replica.
+#[test]
+fn a_replica_takes_over_a_killed_primary_with_every_acknowledged_write() {
+    if !have_redis_cli() {
+        return;
+    }
+    let timeout = ["--cluster-node-timeout", "1000"];
+    let (mut nodes, ports, addresses) = primaries_and_a_replica(&timeout);
     // "{bar}" keys are in slot 5061, the first primary's.
     let mut primary = n(&nodes, 0).raw();
     let mut acknowledged = 0;
@@ -477,6 +489,12 @@ fn a_replica_takes_over_a_killed_primary_with_every_acknowledged_write() {
     );
     let killed = Instant::now();
     let dir = nodes[0].take().unwrap().kill9();
+    // A planned failover needs its primary: refused at once, as Redis
+    // refuses it (the group fails the primary over by itself later).
+    assert_eq!(
+        n(&nodes, 3).raw().cmd(&["CLUSTER", "FAILOVER"]),
+        e("ERR Master is down or failed, please use CLUSTER FAILOVER FORCE")
+    );
     // Writes to the slot, through any surviving node, until one lands.
     let mut survivor = n(&nodes, 1).raw();
     let took = loop {
@@ -542,26 +560,7 @@ fn a_planned_failover_keeps_every_acknowledged_write() {
     if !have_redis_cli() {
         return;
     }
-    let (nodes, ports) = fresh_nodes(4, &[]);
-    let addresses: Vec<String> = ports
-        .iter()
-        .map(|(p, _)| format!("127.0.0.1:{p}"))
-        .collect();
-    create(&addresses[..3]);
-    let primary_id = n(&nodes, 0).raw().cmd(&["CLUSTER", "MYID"]).as_text();
-    redis_cli(&[
-        "--cluster",
-        "add-node",
-        &addresses[3],
-        &addresses[0],
-        "--cluster-slave",
-        "--cluster-master-id",
-        &primary_id,
-    ]);
-    wait_until("the replica to follow its primary", || {
-        let role = n(&nodes, 3).raw().cmd(&["ROLE"]);
-        role.as_array().len() > 3 && role.as_array()[3].as_text() == "connected"
-    });
+    let (nodes, ports, _) = primaries_and_a_replica(&[]);
     // "{bar}" keys are in slot 5061, the first primary's. The writer
     // follows MOVED and notes each write acknowledged, and the longest
     // wait for one.

@@ -87,19 +87,26 @@ struct Group {
 /// refuses them (its old leader may still be sending) until it is met
 /// again (a HELLO, or its own JOIN).
 #[derive(Clone)]
-struct Shared(Arc<parking_lot::RwLock<Group>>, Arc<AtomicBool>);
+struct Shared {
+    group: Arc<parking_lot::RwLock<Group>>,
+    takes_raft: Arc<AtomicBool>,
+}
 
 impl Shared {
     fn get(&self) -> Group {
-        self.0.read().clone()
+        self.group.read().clone()
+    }
+
+    fn replace(&self, group: Group) {
+        *self.group.write() = group;
     }
 
     fn open_to_raft(&self, open: bool) {
-        self.1.store(open, Ordering::Release);
+        self.takes_raft.store(open, Ordering::Release);
     }
 
     fn takes_raft(&self) -> bool {
-        self.1.load(Ordering::Acquire)
+        self.takes_raft.load(Ordering::Acquire)
     }
 }
 
@@ -189,10 +196,10 @@ impl Consensus {
         }
         let consensus = Consensus {
             runtime,
-            group: Shared(
-                Arc::new(parking_lot::RwLock::new(group)),
-                Arc::new(AtomicBool::new(true)),
-            ),
+            group: Shared {
+                group: Arc::new(parking_lot::RwLock::new(group)),
+                takes_raft: Arc::new(AtomicBool::new(true)),
+            },
             local,
             dir: dir.to_path_buf(),
         };
@@ -340,7 +347,7 @@ impl Consensus {
             Store::wipe(&dir).map_err(|e| format!("ERR {}: {e}", dir.display()))?;
             group.open_to_raft(false);
             let fresh = open_group(&dir, &local, &next_id).await?;
-            *group.0.write() = fresh;
+            group.replace(fresh);
             Ok("OK".into())
         })
     }
