@@ -342,7 +342,7 @@ fn hook_cluster(server: &Arc<Node>) {
                 .map_or(0, |server| server.replication.offset())
         }),
         hold_writes: Box::new(move |until_ms| match hold_node.upgrade() {
-            Some(server) => hold_writes(&server, until_ms),
+            Some(server) => crate::replication::failover::hold_writes(&server, until_ms),
             None => Err("the server is stopping".into()),
         }),
         release_writes: Box::new(move || {
@@ -351,27 +351,6 @@ fn hook_cluster(server: &Arc<Node>) {
             }
         }),
     });
-}
-
-/// A planned cluster failover, on the primary: clients' writes wait until
-/// `until_ms`; once every shard lock was free (each write begun before
-/// the pause has committed) and the stream holds the last change, its
-/// offset.
-fn hold_writes(server: &Node, until_ms: u64) -> Result<u64, String> {
-    server.client_pause(until_ms, true, crate::util::now_ms());
-    drop(server.keyspace.lock_all());
-    let last = server.keyspace.next_change_seq().saturating_sub(1);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
-    loop {
-        if let Some(offset) = server.replication.backlog.offset_holding(last) {
-            return Ok(offset);
-        }
-        if std::time::Instant::now() >= deadline {
-            server.client_unpause();
-            return Err("the replication stream did not take the last writes in time".into());
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
 }
 
 /// Makes this node a replica of `primary`, or a primary (None), as the

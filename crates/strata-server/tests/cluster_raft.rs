@@ -693,3 +693,300 @@ fn a_primary_without_a_majority_stops_serving_within_its_lease() {
         raw.cmd(&["SET", "{bar}k", "v"]) == ok()
     });
 }
+
+/// The reply of CLUSTER MIGRATION STATUS ID `id`: its one task's fields.
+fn migration(server: &TestServer, id: &str) -> std::collections::HashMap<String, String> {
+    let reply = server
+        .raw()
+        .cmd(&["CLUSTER", "MIGRATION", "STATUS", "ID", id]);
+    let tasks = reply.as_array();
+    assert_eq!(tasks.len(), 1, "{reply:?}");
+    let fields = tasks[0].as_array();
+    fields
+        .chunks(2)
+        .map(|pair| (pair[0].as_text(), pair[1].as_text()))
+        .collect()
+}
+
+/// Waits until task `id` has finished on `server`; its fields.
+fn migration_done(server: &TestServer, id: &str) -> std::collections::HashMap<String, String> {
+    let mut fields = migration(server, id);
+    wait_until("the slot move to finish", || {
+        fields = migration(server, id);
+        ["completed", "failed", "cancelled"].contains(&fields["state"].as_str())
+    });
+    fields
+}
+
+/// Keys `prefix<n>` whose slots are below `below` (the first primary's
+/// after `redis-cli --cluster create` of three), `count` of them.
+fn keys_below(prefix: &str, below: u16, count: usize) -> Vec<String> {
+    (0..)
+        .map(|n| format!("{prefix}{n}"))
+        .filter(|key| strata_engine::keyspace::key_slot(key.as_bytes()) < below)
+        .take(count)
+        .collect()
+}
+
+/// A cluster client writes and reads all over the key space (the
+/// slots moved included) until told to stop; answers the last value
+/// acknowledged per key and every error it saw.
+fn cluster_load(
+    address: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<(std::collections::HashMap<String, u64>, Vec<String>)> {
+    std::thread::spawn(move || {
+        let client =
+            redis::cluster::ClusterClient::new(vec![format!("redis://{address}")]).unwrap();
+        let mut con = client.get_connection().unwrap();
+        let (mut acknowledged, mut errors) = (std::collections::HashMap::new(), Vec::new());
+        let mut n = 0u64;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let key = format!("load:{}", n % 2000);
+            match con.set::<_, _, ()>(&key, n) {
+                Ok(()) => {
+                    acknowledged.insert(key.clone(), n);
+                }
+                Err(error) => errors.push(format!("SET {key}: {error}")),
+            }
+            if let Err(error) = con.get::<_, Option<u64>>(&key) {
+                errors.push(format!("GET {key}: {error}"));
+            }
+            n += 1;
+        }
+        (acknowledged, errors)
+    })
+}
+
+/// A plain connection to the old owner reads a moved key throughout:
+/// served there until the switch, MOVED after it, never ASK. Answers
+/// the other errors it got.
+fn watch_moved_key(
+    port: u16,
+    key: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<Vec<String>> {
+    std::thread::spawn(move || {
+        let mut con = common::Raw::connect(port);
+        let mut seen = Vec::new();
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            match con.cmd(&["GET", &key]) {
+                Reply::Error(text) if !text.starts_with("MOVED") => seen.push(text),
+                Reply::Error(_) => {}
+                reply => assert_eq!(reply, common::b(&key), "before the switch"),
+            }
+        }
+        seen
+    })
+}
+
+/// Waits until every node gives slots 0-4095 to the node `owner`.
+fn wait_for_owner(nodes: &[Option<TestServer>], owner: &str) {
+    wait_until("every node to give slots 0-4095 to the target", || {
+        (0..nodes.len()).all(|i| {
+            let slots = n(nodes, i).raw().cmd(&["CLUSTER", "SLOTS"]);
+            slots.as_array().iter().any(|range| {
+                let range = range.as_array();
+                range[0] == Reply::Int(0)
+                    && range[1] == Reply::Int(4095)
+                    && range[2].as_array()[2].as_text() == owner
+            })
+        })
+    });
+}
+
+/// CLUSTER MIGRATION IMPORT moves 4096 slots whole from the first
+/// primary to the second while a cluster client writes and reads all
+/// over the key space: no client error, no ASK redirection, every key
+/// (and its type and deadline) on the new owner, every acknowledged
+/// write there, the group agreeing on the new owner, and the keys gone
+/// from the old one.
+#[test]
+fn slots_move_whole_under_load_with_no_client_error() {
+    if !have_redis_cli() {
+        return;
+    }
+    let (nodes, ports) = fresh_nodes(3, &[]);
+    let addresses: Vec<String> = ports
+        .iter()
+        .map(|(p, _)| format!("127.0.0.1:{p}"))
+        .collect();
+    create(&addresses);
+    let mut source = n(&nodes, 0).raw();
+    let keys = keys_below("k:", 4096, 20_000);
+    for key in &keys {
+        assert_eq!(source.cmd(&["SET", key, key]), ok());
+    }
+    let typed = keys_below("typed:", 4096, 4);
+    assert_eq!(
+        source.cmd(&["HSET", &typed[0], "f", "v", "g", "w"]),
+        Reply::Int(2)
+    );
+    assert_eq!(
+        source.cmd(&["RPUSH", &typed[1], "a", "b", "c"]),
+        Reply::Int(3)
+    );
+    assert_eq!(source.cmd(&["ZADD", &typed[2], "1.5", "m"]), Reply::Int(1));
+    assert_eq!(source.cmd(&["SET", &typed[3], "soon", "EX", "1000"]), ok());
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = cluster_load(addresses[0].clone(), stop.clone());
+    let watcher = watch_moved_key(ports[0].0, keys[0].clone(), stop.clone());
+    std::thread::sleep(Duration::from_millis(300));
+    let mut target = n(&nodes, 1).raw();
+    let id = target
+        .cmd(&["CLUSTER", "MIGRATION", "IMPORT", "0", "4095"])
+        .as_text();
+    let imported = migration_done(n(&nodes, 1), &id);
+    assert_eq!(imported["state"], "completed", "{imported:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (acknowledged, errors) = load.join().unwrap();
+    let not_moved = watcher.join().unwrap();
+    assert_eq!(
+        errors,
+        Vec::<String>::new(),
+        "the cluster client saw errors"
+    );
+    assert_eq!(
+        not_moved,
+        Vec::<String>::new(),
+        "the old owner answered other than MOVED"
+    );
+    let exported = migration(n(&nodes, 0), &id);
+    eprintln!("slot move: {exported:?}");
+    assert_eq!(exported["state"], "completed", "{exported:?}");
+    assert!(
+        exported["keys"].parse::<u64>().unwrap() >= 20_004,
+        "{exported:?}"
+    );
+
+    wait_for_owner(&nodes, &target.cmd(&["CLUSTER", "MYID"]).as_text());
+    for key in &keys {
+        assert_eq!(target.cmd(&["GET", key]), common::b(key), "{key}");
+    }
+    assert_eq!(
+        target.cmd(&["HGET", &typed[0], "g"]),
+        common::b("w"),
+        "a hash"
+    );
+    assert_eq!(target.cmd(&["LINDEX", &typed[1], "2"]), common::b("c"));
+    assert_eq!(target.cmd(&["ZSCORE", &typed[2], "m"]), common::b("1.5"));
+    let ttl = target.cmd(&["TTL", &typed[3]]).as_int();
+    assert!((990..=1000).contains(&ttl), "the deadline moved too: {ttl}");
+    let client =
+        redis::cluster::ClusterClient::new(vec![format!("redis://{}", addresses[2])]).unwrap();
+    let mut con = client.get_connection().unwrap();
+    for (key, value) in &acknowledged {
+        let got: Option<u64> = con.get(key).unwrap();
+        assert_eq!(got, Some(*value), "the last write acknowledged to {key}");
+    }
+    wait_until("the old owner to delete the keys it gave", || {
+        let count = source.cmd(&["CLUSTER", "COUNTKEYSINSLOT", "0"]).as_int()
+            + (0..4096)
+                .step_by(97)
+                .map(|slot| {
+                    source
+                        .cmd(&["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()])
+                        .as_int()
+                })
+                .sum::<i64>();
+        count == 0
+    });
+    assert!(
+        source
+            .cmd(&["GET", &keys[0]])
+            .as_text()
+            .starts_with("MOVED ")
+    );
+}
+
+/// A slot move the target cannot take (its memory is full) fails: the
+/// slots stay with their owner, every key still there, and the target
+/// deletes what it had been sent; the same move succeeds once the
+/// target has room. IMPORT checks its slots first.
+#[test]
+fn a_failed_slot_move_leaves_the_slots_where_they_were() {
+    if !have_redis_cli() {
+        return;
+    }
+    let (nodes, ports) = fresh_nodes(3, &[]);
+    let addresses: Vec<String> = ports
+        .iter()
+        .map(|(p, _)| format!("127.0.0.1:{p}"))
+        .collect();
+    create(&addresses);
+    let mut target = n(&nodes, 1).raw();
+    for (args, error) in [
+        (
+            vec!["6000", "6000"],
+            "ERR Slot 6000 is already served by this node",
+        ),
+        (
+            vec!["5000", "5000", "11000", "11000"],
+            "ERR The slots are served by more than one node: import them from each with an IMPORT of its own",
+        ),
+        (
+            vec!["7", "3"],
+            "ERR start slot number 7 is greater than end slot number 3",
+        ),
+        (vec!["0", "16384"], "ERR Invalid or out of range slot"),
+    ] {
+        let mut command = vec!["CLUSTER", "MIGRATION", "IMPORT"];
+        command.extend(args);
+        assert_eq!(target.cmd(&command), e(error));
+    }
+    assert_eq!(
+        target.cmd(&["CLUSTER", "MIGRATION", "STATUS"]),
+        Reply::Array(vec![])
+    );
+    assert_eq!(
+        target.cmd(&["CLUSTER", "MIGRATION", "CANCEL", "ALL"]),
+        Reply::Int(0)
+    );
+
+    let mut source = n(&nodes, 0).raw();
+    let keys = keys_below("big:", 100, 1000);
+    let value = "x".repeat(4096);
+    for key in &keys {
+        assert_eq!(source.cmd(&["SET", key, &value]), ok());
+    }
+    assert_eq!(target.cmd(&["CONFIG", "SET", "maxmemory", "1mb"]), ok());
+    let id = target
+        .cmd(&["CLUSTER", "MIGRATION", "IMPORT", "0", "99"])
+        .as_text();
+    let imported = migration_done(n(&nodes, 1), &id);
+    assert_eq!(imported["state"], "failed", "{imported:?}");
+    let exported = migration_done(n(&nodes, 0), &id);
+    assert_eq!(exported["state"], "failed", "{exported:?}");
+    assert!(exported["last_error"].contains("OOM"), "{exported:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    for i in 0..3 {
+        let slots = n(&nodes, i).raw().cmd(&["CLUSTER", "SLOTS"]);
+        let first = slots
+            .as_array()
+            .iter()
+            .find(|range| range.as_array()[0] == Reply::Int(0))
+            .unwrap_or_else(|| panic!("node {i}: {slots:?}"));
+        assert_eq!(first.as_array()[1], Reply::Int(5460), "node {i}: {slots:?}");
+    }
+    for key in &keys {
+        assert_eq!(source.cmd(&["STRLEN", key]), Reply::Int(4096), "{key}");
+    }
+    wait_until("the target to delete what it was sent", || {
+        keys.iter()
+            .map(|key| strata_engine::keyspace::key_slot(key.as_bytes()).to_string())
+            .all(|slot| target.cmd(&["CLUSTER", "COUNTKEYSINSLOT", &slot]) == Reply::Int(0))
+    });
+
+    assert_eq!(target.cmd(&["CONFIG", "SET", "maxmemory", "0"]), ok());
+    let id = target
+        .cmd(&["CLUSTER", "MIGRATION", "IMPORT", "0", "99"])
+        .as_text();
+    assert_eq!(migration_done(n(&nodes, 1), &id)["state"], "completed");
+    for key in &keys {
+        assert_eq!(target.cmd(&["STRLEN", key]), Reply::Int(4096), "{key}");
+    }
+    let listed = target.cmd(&["CLUSTER", "MIGRATION", "STATUS", "ALL"]);
+    assert_eq!(listed.as_array().len(), 2, "both tasks are reported");
+}

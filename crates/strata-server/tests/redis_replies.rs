@@ -1520,6 +1520,8 @@ const NOT_IN_REDIS_7_0: &[&str] = &[
     "cluster|myshardid",
     "cluster|slots",
     "cluster|shards",
+    // Redis 8.4's atomic slot migration.
+    "cluster|migration",
     // WAIT is 7.0's too, but flagged `noscript` there and `blocking` in
     // 7.4, as Strata has it.
     "wait",

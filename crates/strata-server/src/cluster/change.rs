@@ -68,6 +68,12 @@ pub enum Change {
         primary: String,
         keys_here: usize,
     },
+    /// CLUSTER MIGRATION's switch: the actor (the importing node) takes
+    /// `slots` from the node `from`, which served them until now.
+    TakeSlots {
+        slots: Vec<u16>,
+        from: String,
+    },
     /// A replica takes over from its primary (failure detected by the
     /// group's leader, or CLUSTER FAILOVER on the replica).
     Failover {
@@ -161,6 +167,7 @@ impl Change {
                 t.leave(&leaving).map(ok)
             }
             Change::Replicate { primary, keys_here } => t.replicate(primary, *keys_here).map(ok),
+            Change::TakeSlots { slots, from } => t.take_slots(slots, from).map(ok),
             Change::Failover { failed, promoted } => {
                 let find = |id: &str| t.find(id).ok_or_else(|| format!("ERR Unknown node {id}"));
                 let (failed, promoted) = (find(failed)?, find(promoted)?);

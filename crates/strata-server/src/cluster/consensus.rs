@@ -568,12 +568,7 @@ async fn release(local: &Arc<Local>, committed: Option<Proposal>) {
     if let Some(proposal) = committed.filter(|_| still_primary) {
         let applying = local.clone();
         tokio::task::spawn_blocking(move || {
-            let applied = applying.change(|t| {
-                let actor =
-                    (t.find(&proposal.actor)).ok_or("ERR the new primary is unknown here")?;
-                proposal.change.apply(t, actor)
-            });
-            if let Err(why) = applied {
+            if let Err(why) = applying.apply_committed(&proposal.actor, &proposal.change) {
                 crate::log_warning!("Cluster: applying the failover here: {why}");
             }
         });

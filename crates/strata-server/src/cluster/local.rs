@@ -154,6 +154,22 @@ impl Local {
         Ok(result)
     }
 
+    /// Applies here at once a change the group has committed, made by the
+    /// node `actor` (its log brings the same change later, and the
+    /// group's topology then replaces this one).
+    pub fn apply_committed(
+        &self,
+        actor: &str,
+        change: &super::change::Change,
+    ) -> super::change::Applied {
+        self.change(|t| {
+            let actor = t
+                .find(actor)
+                .ok_or("ERR the node that made the change is unknown here")?;
+            change.apply(t, actor)
+        })
+    }
+
     /// Makes `new` current; returns this node's new role if it changed.
     fn replace(&self, current: &mut Topology, new: Topology) -> Option<Role> {
         let (every, covered) = (new.serves_every_slot(), new.is_ok(true));

@@ -273,6 +273,13 @@ impl Cluster {
         }
     }
 
+    /// Applies here at once `change`, made by the node `actor`, which
+    /// the group has committed (CLUSTER MIGRATION's switch, on the node
+    /// that gave the slots, before its held clients go on).
+    pub fn apply_committed(&self, actor: &str, change: &change::Change) -> change::Applied {
+        self.local.apply_committed(actor, change)
+    }
+
     /// CLUSTER MEET: joins the node whose bus is at `ip:cport` (in the
     /// background).
     pub fn meet(&self, ip: String, cport: u16) -> Result<(), String> {

@@ -369,6 +369,34 @@ impl Topology {
         Ok(imported)
     }
 
+    /// CLUSTER MIGRATION's switch, as the importing node: `slots`, each
+    /// served by `from` until now, become this node's in one step, with a
+    /// new greatest config epoch; any move of them noted by SETSLOT ends.
+    /// Slots already this node's are taken again without a change (the
+    /// switch may be retried).
+    pub fn take_slots(&mut self, slots: &[u16], from: &str) -> Result<()> {
+        let from_index = self
+            .find(from)
+            .ok_or_else(|| format!("ERR Unknown node {from}"))?;
+        let me = self.me;
+        if self.myself().primary.is_some() {
+            return Err("ERR Target node is not a master".into());
+        }
+        if slots.iter().all(|&slot| self.owner(slot) == Some(me)) {
+            return Ok(());
+        }
+        if let Some(&slot) = (slots.iter()).find(|&&slot| self.owner(slot) != Some(from_index)) {
+            return Err(format!("ERR Slot {slot} is not served by node {from}"));
+        }
+        self.settle(true);
+        for &slot in slots {
+            self.owners[slot as usize] = me as u16;
+            self.moving.retain(|&(_, moving), _| moving != slot);
+        }
+        self.bump_epoch();
+        Ok(())
+    }
+
     /// CLUSTER BUMPEPOCH: this node's config epoch becomes a new greatest
     /// one, unless it already is the greatest (and not 0). Returns
     /// whether it changed.
@@ -655,6 +683,44 @@ mod tests {
         assert_eq!(t.owner(9), None, "a refused change changes nothing");
         assert!(!t.is_ok(true));
         assert!(t.is_ok(false));
+    }
+
+    /// CLUSTER MIGRATION's switch: the slots change hands at once, the
+    /// taker gets the greatest epoch, and a slot the giver does not
+    /// serve refuses the whole change.
+    #[test]
+    fn taking_slots_moves_them_in_one_step() {
+        let mut t = Topology::fresh("a".repeat(40), "s".repeat(40));
+        t.add_slots(&[1]).unwrap();
+        let b = t.upsert(node("b", 7001));
+        t.set_owner(10, Some(b));
+        t.set_owner(11, Some(b));
+        t.set_owner(12, Some(b));
+        t.nodes[b].config_epoch = 5;
+        t.set_moving(0, 10, Moving::From(b as u16));
+        t.take_slots(&[10, 11], &"b".repeat(40)).unwrap();
+        assert_eq!(
+            (t.owner(10), t.owner(11), t.owner(12)),
+            (Some(0), Some(0), Some(b))
+        );
+        assert_eq!(t.myself().config_epoch, 6, "a new greatest epoch");
+        assert_eq!(
+            t.importing_from(10),
+            None,
+            "the move noted by SETSLOT ended"
+        );
+        let before = t.clone();
+        t.take_slots(&[10, 11], &"b".repeat(40)).unwrap();
+        assert_eq!(t, before, "taken again: nothing changes");
+        assert_eq!(
+            t.take_slots(&[12, 13], &"b".repeat(40)),
+            Err(format!(
+                "ERR Slot 13 is not served by node {}",
+                "b".repeat(40)
+            ))
+        );
+        assert_eq!(t.owner(12), Some(b), "a refused change changes nothing");
+        assert!(t.take_slots(&[12], &"c".repeat(40)).is_err());
     }
 
     #[test]

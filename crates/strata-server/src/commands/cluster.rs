@@ -9,9 +9,9 @@
 //! With it, the reports (INFO, MYID, MYSHARDID, NODES, SLOTS, SHARDS,
 //! COUNTKEYSINSLOT, GETKEYSINSLOT, LINKS, REPLICAS, COUNT-FAILURE-REPORTS)
 //! read the topology, and the administrative subcommands change it as
-//! Redis' do, saved to `cluster-config-file` before they answer. MEET
-//! answers an error: nodes do not learn about each other yet
-//! (`docs/cluster.md`).
+//! Redis' do, saved to `cluster-config-file` before they answer, through
+//! the Raft group once nodes have met (`docs/cluster.md`). MIGRATION
+//! moves slots whole (`crate::replication::migration`).
 
 use bytes::Bytes;
 use strata_engine::keyspace::key_slot;
@@ -650,6 +650,98 @@ pub fn cluster_meet(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
+/// CLUSTER MIGRATION (Redis 8.4): IMPORT, STATUS and CANCEL, and the
+/// nodes' own EXPORT, LINK and COMMIT (`crate::replication::migration`).
+pub fn cluster_migration(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    use crate::replication::migration;
+    enabled(ctx)?;
+    let text = |arg: &Bytes| String::from_utf8_lossy(arg).into_owned();
+    let verb = &args[2];
+    let tasks = &ctx.server.replication.migrations;
+    let client_id = ctx.session.client.id;
+    if is(verb, "import") && args.len() >= 5 {
+        let slots = slots_in_ranges(&args[1..])?;
+        let id = migration::import(&ctx.server.arc(), slots)?;
+        ctx.out.bulk(id.as_bytes());
+    } else if is(verb, "status") {
+        let id = match &args[3..] {
+            [] => None,
+            [all] if is(all, "all") => None,
+            [word, id] if is(word, "id") => Some(text(id)),
+            _ => return Err(ERR_SYNTAX.into()),
+        };
+        let listed: Vec<_> = (tasks.all().into_iter())
+            .filter(|t| id.as_ref().is_none_or(|id| &t.id == id))
+            .collect();
+        ctx.out.array(listed.len());
+        for task in listed {
+            migration_status(ctx, &task);
+        }
+    } else if is(verb, "cancel") {
+        let id = match &args[3..] {
+            [all] if is(all, "all") => None,
+            [word, id] if is(word, "id") => Some(text(id)),
+            _ => return Err(ERR_SYNTAX.into()),
+        };
+        ctx.out.int(tasks.cancel(id.as_deref()) as i64);
+    } else if is(verb, "export") && args.len() >= 7 {
+        let slots = slots_in_ranges(&args[3..])?;
+        migration::export(&ctx.server.arc(), text(&args[3]), text(&args[4]), slots)?;
+        ctx.out.ok();
+    } else if is(verb, "link") && args.len() == 4 {
+        migration::link(ctx.server, &text(&args[3]), client_id)?;
+        ctx.session.primary_link = true;
+        ctx.out.ok();
+    } else if is(verb, "commit") && args.len() == 4 {
+        migration::commit(ctx.server, &text(&args[3]), client_id)?;
+        ctx.out.simple("COMMITTED");
+    } else {
+        return Err(ERR_SYNTAX.into());
+    }
+    Ok(())
+}
+
+/// One task, as CLUSTER MIGRATION STATUS reports it (a map).
+fn migration_status(ctx: &mut Ctx, task: &crate::replication::slot_tasks::Task) {
+    use crate::replication::slot_tasks::Operation;
+    let (phase, error) = task.phase();
+    let operation = match task.operation {
+        Operation::Import => "import",
+        Operation::Export => "export",
+    };
+    let fields: [(&str, String); 10] = [
+        ("id", task.id.clone()),
+        ("slots", task.ranges()),
+        ("source", task.source.clone()),
+        ("dest", task.dest.clone()),
+        ("operation", operation.into()),
+        ("state", phase.name().into()),
+        ("last_error", error),
+        (
+            "keys",
+            task.keys
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .to_string(),
+        ),
+        ("create_time", task.created_ms.to_string()),
+        (
+            "end_time",
+            task.ended_ms
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .to_string(),
+        ),
+    ];
+    let pause = task
+        .pause_ms
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .to_string();
+    ctx.out.map(fields.len() + 1);
+    for (name, value) in fields.iter().chain([&("write_pause_ms", pause)]) {
+        ctx.out.bulk(name.as_bytes());
+        ctx.out.bulk(value.as_bytes());
+    }
+}
+
 /// READONLY: reads of the slots of the primary this node replicates are
 /// served here.
 pub fn readonly(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
@@ -708,7 +800,13 @@ pub fn cluster_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
             "LINKS",
             "    Return information about all network links between this node and its peers.",
             "MEET <ip> <port> [<bus-port>]",
-            "    Connect nodes into a working cluster (not built in Strata yet).",
+            "    Connect nodes into a working cluster.",
+            "MIGRATION IMPORT <start slot> <end slot> [<start slot> <end slot> ...]",
+            "    Move the slots whole from the node that serves them to this node; returns a task id.",
+            "MIGRATION STATUS [ID <task-id> | ALL]",
+            "    Report slot moves this node takes part in.",
+            "MIGRATION CANCEL <ID <task-id> | ALL>",
+            "    Stop running slot moves; returns how many.",
             "MYID",
             "    Return the node id.",
             "MYSHARDID",

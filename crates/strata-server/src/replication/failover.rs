@@ -25,6 +25,28 @@ pub struct Request {
     pub force: bool,
 }
 
+/// A planned cluster failover or the end of a slot move
+/// (`super::migration`), on the primary: clients' writes wait until
+/// `until_ms`; once every shard lock was free (each write begun before
+/// the pause has committed) and the stream holds the last change, its
+/// offset.
+pub fn hold_writes(server: &Node, until_ms: u64) -> Result<u64, String> {
+    server.client_pause(until_ms, true, crate::util::now_ms());
+    drop(server.keyspace.lock_all());
+    let last = server.keyspace.next_change_seq().saturating_sub(1);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        if let Some(offset) = server.replication.backlog.offset_holding(last) {
+            return Ok(offset);
+        }
+        if std::time::Instant::now() >= deadline {
+            server.client_unpause();
+            return Err("the replication stream did not take the last writes in time".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// Runs the switch on a thread of its own; FAILOVER has answered OK.
 pub fn start(server: Arc<Node>, request: Request) {
     let spawned = std::thread::Builder::new()

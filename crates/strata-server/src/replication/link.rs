@@ -256,7 +256,7 @@ fn read_line(reader: &mut impl BufRead) -> Result<String, String> {
 }
 
 /// Sends a command and reads its one-line reply.
-fn ask(
+pub(super) fn ask(
     reader: &mut impl BufRead,
     writer: &mut TcpStream,
     args: &[&[u8]],
@@ -265,6 +265,34 @@ fn ask(
         .write_all(&command(args))
         .map_err(|e| e.to_string())?;
     read_line(reader)
+}
+
+/// AUTH with `masteruser`/`masterauth`, when set: what this server
+/// sends to the servers it connects to (its primary, or the node a slot
+/// moves to).
+pub(super) fn authenticate(
+    reader: &mut impl BufRead,
+    writer: &mut TcpStream,
+    config: &crate::config::Config,
+) -> Result<(), String> {
+    let password = config.setting("masterauth");
+    if password.is_empty() {
+        return Ok(());
+    }
+    let user = config.setting("masteruser");
+    let reply = if user.is_empty() {
+        ask(reader, writer, &[b"AUTH", password.as_bytes()])?
+    } else {
+        ask(
+            reader,
+            writer,
+            &[b"AUTH", user.as_bytes(), password.as_bytes()],
+        )?
+    };
+    match reply.starts_with('-') {
+        true => Err(format!("unable to AUTH to MASTER: {reply}")),
+        false => Ok(()),
+    }
 }
 
 fn handshake(
@@ -277,22 +305,7 @@ fn handshake(
     if pong.starts_with('-') && !pong.starts_with("-NOAUTH") {
         return Err(format!("the primary answered PING with {pong}"));
     }
-    let password = config.setting("masterauth");
-    if !password.is_empty() {
-        let user = config.setting("masteruser");
-        let reply = if user.is_empty() {
-            ask(reader, writer, &[b"AUTH", password.as_bytes()])?
-        } else {
-            ask(
-                reader,
-                writer,
-                &[b"AUTH", user.as_bytes(), password.as_bytes()],
-            )?
-        };
-        if reply.starts_with('-') {
-            return Err(format!("unable to AUTH to MASTER: {reply}"));
-        }
-    }
+    authenticate(reader, writer, config)?;
     let port = server.port().to_string();
     let reply = ask(
         reader,
@@ -444,7 +457,7 @@ fn receive_rdb(
 }
 
 /// Runs the primary's commands here.
-struct Applier<'s> {
+pub(super) struct Applier<'s> {
     server: &'s Arc<Node>,
     session: Session,
     stats: crate::stats::ThreadStats,
@@ -468,7 +481,7 @@ struct Applier<'s> {
 const MARKS_MAX: usize = 4096;
 
 impl<'s> Applier<'s> {
-    fn new(server: &'s Arc<Node>, client: Arc<crate::client::ClientInfo>) -> Self {
+    pub(super) fn new(server: &'s Arc<Node>, client: Arc<crate::client::ClientInfo>) -> Self {
         let mut session = Session::new(client, &server.acl);
         session.authenticated = true;
         session.primary_link = true;
@@ -484,7 +497,7 @@ impl<'s> Applier<'s> {
         }
     }
 
-    fn run(&mut self, args: &[Bytes]) {
+    pub(super) fn run(&mut self, args: &[Bytes]) {
         let config = self.server.config.get();
         strata_engine::replica_expiry::applying_primary(|| {
             (self.server.dispatch)(

@@ -32,6 +32,9 @@
 //! - One thread per replica on the primary ([`primary`]) and one for the
 //!   link on a replica ([`link`]): blocking sockets with timeouts, apart
 //!   from the network threads.
+//! - **Slots move whole** ([`migration`]): CLUSTER MIGRATION ships a
+//!   cluster's slots to another primary the same way, a copy and then
+//!   the stream's records of those slots.
 //!
 //! - **A restarted replica continues.** The position in its primary's
 //!   stream (ID, offset, database selected) ends every log group the
@@ -45,8 +48,10 @@
 pub mod backlog;
 pub mod failover;
 pub mod link;
+pub mod migration;
 pub mod primary;
 pub mod shared;
+pub mod slot_tasks;
 pub mod snapshot;
 pub mod spill;
 pub mod state;

@@ -169,6 +169,8 @@ pub struct Replication {
     /// The full synchronisation copy being made, which another replica
     /// asking meanwhile shares.
     pub sharing: Mutex<Weak<SharedCopy>>,
+    /// CLUSTER MIGRATION's tasks on this node.
+    pub migrations: super::slot_tasks::Tasks,
 }
 
 impl Replication {
@@ -194,6 +196,7 @@ impl Replication {
             failover_state: AtomicU8::new(NO_FAILOVER),
             failover_abort: AtomicBool::new(false),
             sharing: Mutex::new(Weak::new()),
+            migrations: super::slot_tasks::Tasks::default(),
         }
     }
 

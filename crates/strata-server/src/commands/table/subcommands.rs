@@ -508,6 +508,17 @@ pub(super) const CLUSTER_SUBCOMMANDS: &[Spec] = &[
         ..Spec::DEFAULT
     },
     Spec {
+        name: "migration",
+        arity: -3,
+        flags: flags![NO_ASYNC_LOADING, ADMIN, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "8.4.0",
+        summary: "Moves hash slots whole from another node (IMPORT), reports (STATUS) and stops (CANCEL) such moves.",
+        complexity: "O(N) where N is the total number of the slots between the start slot and end slot arguments.",
+        run: Run::Handler(cl::cluster_migration),
+        ..Spec::DEFAULT
+    },
+    Spec {
         name: "myid",
         arity: 2,
         flags: flags![STALE],
