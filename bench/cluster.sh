@@ -13,9 +13,13 @@
 #    a key of that slot that succeeds through another node
 #    (cluster-node-timeout NODE_TIMEOUT on both);
 # 3. a move of 4096 slots (MOVE_MB of data first loaded) from one primary
-#    to another by `redis-cli --cluster reshard`, under a concurrent
-#    redis-benchmark --cluster SET load: its duration and the load's
-#    error lines.
+#    to another under a concurrent redis-benchmark --cluster SET load:
+#    Strata's by CLUSTER MIGRATION IMPORT (slots whole; STRATA_MOVE=reshard
+#    moves them as Redis does), Redis' by `redis-cli --cluster reshard`
+#    (MIGRATE key by key). Its duration, how long Strata held writes, the
+#    load's error lines, and the load's rate during the move against the
+#    3 s before it (median, and the worst 250 ms; from redis-benchmark's
+#    progress lines, 250 ms apart).
 #
 # On 2 cores, with six servers and the load generator sharing them, this
 # shows the overhead and correctness of cluster mode, not scaling.
@@ -119,6 +123,23 @@ failover() {
     echo "$kind failover-ms $(((now - start) / 1000000))"
 }
 
+# The SET load's rate in 250 ms samples (redis-benchmark's progress
+# lines), the first taken at $1 (ns): "median before ÷ median during" of
+# the move from $2 to $3 (ns), and the worst sample during it ÷ median before.
+load_dip() {
+    tr '\r' '\n' <"$WORK/load.log" | sed -n 's/.*SET: rps=\([0-9.]*\).*/\1/p' |
+        awk -v t0="$1" -v s="$2" -v e="$3" '
+            { t = t0 + (NR - 1) * 250000000
+              if (t >= s - 3000000000 && t < s) before[++nb] = $1
+              if (t >= s && t <= e) { during[++nd] = $1; if (nd == 1 || $1 < worst) worst = $1 } }
+            function med(a, n,   i, j, x) { for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j > 0 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
+                return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+            END { if (nb && nd) { b = med(before, nb); printf "%.2f %.2f\n", med(during, nd) / b, worst / b } }'
+}
+
+# Strata moves slots whole (CLUSTER MIGRATION IMPORT on the target; with
+# STRATA_MOVE=reshard, as Redis does); Redis 7.0 by redis-cli reshard
+# (MIGRATE key by key).
 move_slots() {
     local kind=$1 from to keys
     from=$(owner_of 0)
@@ -128,17 +149,38 @@ move_slots() {
     local from_id to_id
     from_id=$(redis-cli -p "$from" cluster myid)
     to_id=$(redis-cli -p "$to" cluster myid)
+    local load_start=$(date +%s%N)
     redis-benchmark --cluster -p "$to" -t set -n 100000000 -r 100000 -d 100 -c 10 >"$WORK/load.log" 2>&1 &
     local load=$! start end
+    sleep 4
     start=$(date +%s%N)
-    redis-cli --cluster reshard "127.0.0.1:$from" --cluster-from "$from_id" --cluster-to "$to_id" \
-        --cluster-slots 4096 --cluster-yes --cluster-pipeline 100 >"$WORK/reshard.log" 2>&1 ||
-        echo "$kind reshard-failed 1"
+    if [ "$kind" = strata ] && [ "${STRATA_MOVE:-}" != reshard ]; then
+        local id state
+        id=$(redis-cli -p "$to" cluster migration import 0 4095)
+        until state=$(redis-cli -p "$to" cluster migration status id "$id" | sed -n '/^state$/{n;p}') &&
+            [ "$state" != connecting ] && [ "$state" != copying ] && [ "$state" != streaming ] && [ "$state" != switching ]; do
+            sleep 0.01
+        done
+        [ "$state" = completed ] || echo "$kind reshard-failed 1"
+        redis-cli -p "$from" cluster migration status id "$id" >"$WORK/reshard.log"
+        echo "$kind move-pause-ms $(sed -n '/^write_pause_ms$/{n;p}' "$WORK/reshard.log")"
+    else
+        redis-cli --cluster reshard "127.0.0.1:$from" --cluster-from "$from_id" --cluster-to "$to_id" \
+            --cluster-slots 4096 --cluster-yes --cluster-pipeline 100 >"$WORK/reshard.log" 2>&1 ||
+            echo "$kind reshard-failed 1"
+    fi
     end=$(date +%s%N)
+    sleep 2
     kill "$load" 2>/dev/null || true
     wait "$load" 2>/dev/null || true
     echo "$kind move-ms $(((end - start) / 1000000))"
     echo "$kind move-errors $(grep -ci 'error' "$WORK/load.log" || true)"
+    local dip
+    dip=$(load_dip "$load_start" "$start" "$end")
+    if [ -n "$dip" ]; then
+        echo "$kind move-load-median ${dip% *}"
+        echo "$kind move-load-worst ${dip#* }"
+    fi
     # Each move's logs stay in $WORK (KEEP_WORK=1 keeps it).
     mv "$WORK/load.log" "$WORK/$kind-load-$start.log"
     mv "$WORK/reshard.log" "$WORK/$kind-reshard-$start.log"
@@ -164,7 +206,7 @@ for what in SET GET; do
     s=$(m strata "$what") r=$(m redis "$what")
     echo "| $what, pipeline 16 (requests/s) | $s | $r | $([ -n "$r" ] && [ -n "$s" ] && ratio "$s" "$r") |"
 done
-for what in planned-failover-ms failover-ms move-ms move-errors reshard-failed; do
+for what in planned-failover-ms failover-ms move-ms move-pause-ms move-errors move-load-median move-load-worst reshard-failed; do
     s=$(m strata "$what") r=$(m redis "$what")
     echo "| $what | $s | $r | |"
 done
