@@ -27,6 +27,7 @@
 # Usage: bench/cluster.sh
 #        ROUNDS=3 NODE_TIMEOUT=2000 MOVE_MB=200 bench/cluster.sh
 #        KINDS=strata bench/cluster.sh      (one kind only)
+#        MIGRATION_RATE=16mb bench/cluster.sh  (Strata's cluster-migration-max-rate)
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
@@ -47,8 +48,12 @@ make_cluster() {
     for i in 1 2 3 4 5 6; do
         rm -rf "${WORK:?}/$kind$i" # a fresh node each round
         # A bus port of its own: the port plus 10 000 may be past 65 535.
+        local own=()
+        if [ "$kind" = strata ] && [ -n "${MIGRATION_RATE:-}" ]; then
+            own=(--cluster-migration-max-rate "$MIGRATION_RATE")
+        fi
         start "$kind$i" "$kind" --cluster-enabled yes --cluster-node-timeout "$NODE_TIMEOUT" \
-            --cluster-port "$(free_port)" --save "" --appendonly no
+            --cluster-port "$(free_port)" --save "" --appendonly no "${own[@]}"
         PORTS+=("$(port_of "$kind$i")")
     done
     local addresses=()

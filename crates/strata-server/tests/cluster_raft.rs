@@ -979,11 +979,20 @@ fn a_failed_slot_move_leaves_the_slots_where_they_were() {
             .all(|slot| target.cmd(&["CLUSTER", "COUNTKEYSINSLOT", &slot]) == Reply::Int(0))
     });
 
+    // With room, the move succeeds; the source copies the 4 MB at
+    // 2 MB/s at most (`cluster-migration-max-rate`).
     assert_eq!(target.cmd(&["CONFIG", "SET", "maxmemory", "0"]), ok());
+    assert_eq!(
+        source.cmd(&["CONFIG", "SET", "cluster-migration-max-rate", "2mb"]),
+        ok()
+    );
+    let started = Instant::now();
     let id = target
         .cmd(&["CLUSTER", "MIGRATION", "IMPORT", "0", "99"])
         .as_text();
     assert_eq!(migration_done(n(&nodes, 1), &id)["state"], "completed");
+    let took = started.elapsed();
+    assert!(took > Duration::from_millis(1500), "paced: {took:?}");
     for key in &keys {
         assert_eq!(target.cmd(&["STRLEN", key]), Reply::Int(4096), "{key}");
     }

@@ -740,6 +740,16 @@ pub static DIRECTIVES: &[Directive] = &[
             Ok(())
         },
     },
+    // How fast CLUSTER MIGRATION copies slots (docs/cluster.md).
+    Directive {
+        name: "cluster-migration-max-rate",
+        mutable: true,
+        get: |c| c.migration_rate_bytes.to_string(),
+        set: |c, a| {
+            c.migration_rate_bytes = parse_memory_arg(a, 0, MEMORY_ARG_MAX)?;
+            Ok(())
+        },
+    },
     // Tiering and eviction (docs/tiering.md).
     Directive {
         name: "maxmemory",

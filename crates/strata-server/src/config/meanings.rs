@@ -63,6 +63,7 @@ pub(crate) fn meaning(name: &str) -> &'static str {
         "log-segment-size" => "largest log segment file",
         "key-load-delay" => "microseconds of delay per key loaded (testing)",
         "checkpoint-max-rate" => "bytes per second checkpoints write (0: no limit)",
+        "cluster-migration-max-rate" => "bytes per second a slot move copies (0: no limit)",
         "maxmemory" => "RAM budget (0: none); see maxmemory-policy",
         "maxmemory-policy" => "tiered (values go to disk) or one of Redis' eviction policies",
         "lfu-log-factor" => "how slowly the LFU counter grows",

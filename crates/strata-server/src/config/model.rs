@@ -59,6 +59,9 @@ pub struct Config {
     pub log_segment_bytes: u64,
     /// Write rate of background checkpoints, bytes per second (0: none).
     pub checkpoint_rate_bytes: u64,
+    /// `cluster-migration-max-rate`: bytes per second a slot move copies
+    /// at most (0: no limit).
+    pub migration_rate_bytes: u64,
     /// Microseconds of delay per key loaded at start (Redis' testing knob
     /// `key-load-delay`).
     pub key_load_delay_us: u64,
@@ -334,6 +337,7 @@ impl Default for Config {
             auto_rewrite_min_bytes: 64 << 20,
             log_segment_bytes: 64 << 20,
             checkpoint_rate_bytes: 256 << 20,
+            migration_rate_bytes: 0,
             key_load_delay_us: 0,
             config_file: None,
             maxmemory: 0,

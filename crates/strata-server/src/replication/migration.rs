@@ -606,6 +606,7 @@ fn copy(server: &Node, task: &Task, link: &mut Link, filter: &mut Filter) -> Res
     let now = now_ms();
     let mut out = Vec::new();
     let mut cold = Vec::new();
+    let (started, mut sent) = (Instant::now(), 0u64);
     for index in shards {
         task.cancelled()?;
         let mut keys = 0;
@@ -641,10 +642,25 @@ fn copy(server: &Node, task: &Task, link: &mut Link, filter: &mut Filter) -> Res
         task.keys.fetch_add(keys, Relaxed);
         if out.len() >= BATCH_BYTES {
             link.write(&out)?;
+            sent += out.len() as u64;
             out.clear();
+            pace(server, started, sent);
         }
     }
     link.write(&out)
+}
+
+/// Sleeps as long as `cluster-migration-max-rate` asks after `sent`
+/// bytes copied since `started`.
+fn pace(server: &Node, started: Instant, sent: u64) {
+    let rate = server.config.get().migration_rate_bytes;
+    if rate == 0 {
+        return;
+    }
+    let due = Duration::from_secs_f64(sent as f64 / rate as f64);
+    if let Some(early) = due.checked_sub(started.elapsed()) {
+        std::thread::sleep(early.min(Duration::from_secs(1)));
+    }
 }
 
 /// Appends `RESTORE key deadline payload REPLACE ABSTTL`.
