@@ -721,9 +721,14 @@ fn migration_done(server: &TestServer, id: &str) -> std::collections::HashMap<St
 /// Keys `prefix<n>` whose slots are below `below` (the first primary's
 /// after `redis-cli --cluster create` of three), `count` of them.
 fn keys_below(prefix: &str, below: u16, count: usize) -> Vec<String> {
+    keys_in(prefix, 0..below, count)
+}
+
+/// `count` keys `prefix<n>` whose slots are in `slots`.
+fn keys_in(prefix: &str, slots: std::ops::Range<u16>, count: usize) -> Vec<String> {
     (0..)
         .map(|n| format!("{prefix}{n}"))
-        .filter(|key| strata_engine::keyspace::key_slot(key.as_bytes()) < below)
+        .filter(|key| slots.contains(&strata_engine::keyspace::key_slot(key.as_bytes())))
         .take(count)
         .collect()
 }
@@ -998,4 +1003,58 @@ fn a_failed_slot_move_leaves_the_slots_where_they_were() {
     }
     let listed = target.cmd(&["CLUSTER", "MIGRATION", "STATUS", "ALL"]);
     assert_eq!(listed.as_array().len(), 2, "both tasks are reported");
+}
+
+/// A slot move reaches the replicas: the target's replica gets the keys
+/// moved in (through the target's stream), the source's replica loses
+/// the keys moved out (the DELs that follow the switch).
+#[test]
+fn a_slot_move_reaches_the_replicas_of_both_nodes() {
+    if !have_redis_cli() {
+        return;
+    }
+    let (nodes, _, _) = primaries_and_a_replica(&[]);
+    let (mut first, mut second) = (n(&nodes, 0).raw(), n(&nodes, 1).raw());
+    let mut replica = n(&nodes, 3).raw();
+    assert_eq!(replica.cmd(&["READONLY"]), ok());
+    // In: slots 5461-5600 from the second primary to the first.
+    let moving_in = keys_in("in:", 5461..5601, 300);
+    for key in &moving_in {
+        assert_eq!(second.cmd(&["SET", key, key]), ok());
+    }
+    let id = first
+        .cmd(&["CLUSTER", "MIGRATION", "IMPORT", "5461", "5600"])
+        .as_text();
+    assert_eq!(migration_done(n(&nodes, 0), &id)["state"], "completed");
+    wait_until(
+        "the first primary's replica to hold the keys moved in",
+        || {
+            moving_in
+                .iter()
+                .all(|key| replica.cmd(&["GET", key]) == common::b(key))
+        },
+    );
+    // Out: slots 0-99 from the first primary to the third.
+    let moving_out = keys_below("out:", 100, 300);
+    for key in &moving_out {
+        assert_eq!(first.cmd(&["SET", key, key]), ok());
+    }
+    wait_until("the replica to hold them first", || {
+        moving_out
+            .iter()
+            .all(|key| replica.cmd(&["GET", key]) == common::b(key))
+    });
+    let id = n(&nodes, 2)
+        .raw()
+        .cmd(&["CLUSTER", "MIGRATION", "IMPORT", "0", "99"])
+        .as_text();
+    assert_eq!(migration_done(n(&nodes, 2), &id)["state"], "completed");
+    wait_until(
+        "the first primary's replica to lose the keys moved out",
+        || {
+            (0..100).all(|slot| {
+                replica.cmd(&["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()]) == Reply::Int(0)
+            })
+        },
+    );
 }

@@ -77,6 +77,13 @@ const COMMIT_WAIT: Duration = Duration::from_secs(12);
 const HOLD: Duration = Duration::from_secs(20);
 /// How long the target waits for the source to connect back.
 const LINK_WAIT: Duration = Duration::from_secs(10);
+/// How far the target's replicas may fall behind the target's stream
+/// before the copy waits for them (a replica more than 256 MB behind is
+/// dropped and must copy its primary again), how often the source looks,
+/// and for how long at most it waits each time.
+const TARGET_REPLICA_LAG_MAX: u64 = 96 << 20;
+const LAG_CHECK_BYTES: u64 = 16 << 20;
+const LAG_WAIT_MAX: Duration = Duration::from_secs(30);
 /// Bytes sent in one write at most.
 const BATCH_BYTES: usize = 1 << 20;
 /// How long one wait for new changes (or for the task's end) lasts.
@@ -148,6 +155,9 @@ pub fn export(server: &Arc<Node>, id: String, dest: String, slots: Vec<u16>) -> 
         }
         if let Some(slot) = slots.iter().find(|&&slot| t.owner(slot) != Some(t.me)) {
             return Err(format!("ERR Slot {slot} is not served by this node"));
+        }
+        if let Some(slot) = slots.iter().find(|&&slot| t.migrating_to(slot).is_some()) {
+            return Err(format!("ERR Slot {slot} is being moved by CLUSTER SETSLOT"));
         }
         let target = t
             .find(&dest)
@@ -554,7 +564,10 @@ fn send(server: &Arc<Node>, task: &Task, host: &str, port: u16) -> Result<(), St
     let (from, _) = backlog.end_and_db(true);
     backlog.pin(task.pin, from);
     let mut filter = Filter::new(&task.slots);
-    copy(server, task, &mut link, &mut filter)?;
+    // A second connection asks the target how far its replicas are.
+    let mut control = connect(server, host, port).ok();
+    copy(server, task, &mut link, &mut filter, &mut control)?;
+    drop(control);
     task.set_phase(Phase::Streaming);
     let mut at = from;
     // Close to the stream's end, the target is asked to confirm it has
@@ -588,7 +601,13 @@ fn send(server: &Arc<Node>, task: &Task, host: &str, port: u16) -> Result<(), St
 
 /// Copies the keys of the slots, shard by shard, as RESTORE commands;
 /// notes in `filter` where each shard's copy ends.
-fn copy(server: &Node, task: &Task, link: &mut Link, filter: &mut Filter) -> Result<(), String> {
+fn copy(
+    server: &Node,
+    task: &Task,
+    link: &mut Link,
+    filter: &mut Filter,
+    control: &mut Option<Control>,
+) -> Result<(), String> {
     let keyspace = &server.keyspace;
     let shards: Vec<usize> = match keyspace.sharding() {
         Sharding::Slots => {
@@ -642,12 +661,68 @@ fn copy(server: &Node, task: &Task, link: &mut Link, filter: &mut Filter) -> Res
         task.keys.fetch_add(keys, Relaxed);
         if out.len() >= BATCH_BYTES {
             link.write(&out)?;
+            let before = sent;
             sent += out.len() as u64;
             out.clear();
             pace(server, started, sent);
+            if sent / LAG_CHECK_BYTES != before / LAG_CHECK_BYTES {
+                wait_for_target_replicas(task, control)?;
+            }
         }
     }
     link.write(&out)
+}
+
+/// A connection to the target for its INFO.
+type Control = (BufReader<TcpStream>, TcpStream);
+
+/// Waits (up to [`LAG_WAIT_MAX`]) while the target's replicas are more
+/// than [`TARGET_REPLICA_LAG_MAX`] behind it: a copy faster than they
+/// apply would make them drop out and copy the whole target again.
+/// Without an answer from the target, it does not wait.
+fn wait_for_target_replicas(task: &Task, control: &mut Option<Control>) -> Result<(), String> {
+    let started = Instant::now();
+    while started.elapsed() < LAG_WAIT_MAX {
+        task.cancelled()?;
+        let Some((reader, writer)) = control.as_mut() else {
+            return Ok(());
+        };
+        let lag = (writer.write_all(b"*2\r\n$4\r\nINFO\r\n$11\r\nreplication\r\n"))
+            .ok()
+            .and_then(|()| match read_reply(reader) {
+                Ok(Parsed::Bulk(info)) => Some(replica_lag(&info)),
+                _ => None,
+            });
+        match lag {
+            None => {
+                *control = None;
+                return Ok(());
+            }
+            Some(lag) if lag <= TARGET_REPLICA_LAG_MAX => return Ok(()),
+            Some(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+    Ok(())
+}
+
+/// How far the furthest online replica is behind, by INFO replication's
+/// `master_repl_offset` and `slaveN:…offset=…` (what it acknowledged).
+fn replica_lag(info: &str) -> u64 {
+    let field = |line: &str, name: &str| {
+        line.split(',')
+            .find_map(|part| part.strip_prefix(name))
+            .and_then(|value| value.trim().parse::<u64>().ok())
+    };
+    let end = (info.lines())
+        .find_map(|line| line.strip_prefix("master_repl_offset:"))
+        .and_then(|value| value.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    (info.lines())
+        .filter(|line| line.starts_with("slave") && line.contains("state=online"))
+        .filter_map(|line| field(line.split_once(':')?.1, "offset="))
+        .map(|offset| end.saturating_sub(offset))
+        .max()
+        .unwrap_or(0)
 }
 
 /// Sleeps as long as `cluster-migration-max-rate` asks after `sent`
@@ -734,29 +809,30 @@ fn switch(
         slots: task.slots.clone(),
         from: task.source.clone(),
     };
+    let moved = || {
+        let t = server.cluster.topology();
+        t.owner(task.slots[0]).is_some_and(|owner| owner != t.me)
+    };
     match link.commit(&task.id, Instant::now() + COMMIT_WAIT) {
-        Ok(()) => {}
-        Err(Some(why)) => return Err(format!("the switch was refused: {why}")),
-        Err(None) => {
-            // The group may have committed it: its log tells this node
-            // soon, and clients wait until then.
-            let wait = Instant::now() + Duration::from_secs(2);
-            let moved = || {
-                let t = server.cluster.topology();
-                t.owner(task.slots[0]).is_some_and(|owner| owner != t.me)
-            };
-            while !moved() && Instant::now() < wait {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            if !moved() {
-                return Err("the importing node did not answer the switch".into());
+        Ok(()) => {
+            if let Err(why) = server.cluster.apply_committed(&task.dest, &change) {
+                log_warning!("Cluster: applying the slot move here: {why}");
             }
         }
+        Err(Some(why)) => return Err(format!("the switch was refused: {why}")),
+        Err(None) => {}
     }
-    if let Err(why) = server.cluster.apply_committed(&task.dest, &change) {
-        log_warning!("Cluster: applying the slot move here: {why} (the group's log brings it)");
+    // Until this node no longer serves the slots, its clients wait: the
+    // group may have given them away (a switch committed but not
+    // answered, or not applied here), and its log tells this node soon.
+    let wait = Instant::now() + Duration::from_secs(2);
+    while !moved() && Instant::now() < wait {
+        std::thread::sleep(Duration::from_millis(5));
     }
-    Ok(())
+    match moved() {
+        true => Ok(()),
+        false => Err("the importing node did not answer the switch".into()),
+    }
 }
 
 /// Deletes this node's keys of those of `slots` it does not serve, as
@@ -793,6 +869,17 @@ fn drop_keys(server: &Arc<Node>, slots: &[u16]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_furthest_online_replica_gives_the_lag() {
+        let info = "# Replication\r\nrole:master\r\nconnected_slaves:3\r\n\
+            slave0:ip=127.0.0.1,port=7001,state=online,offset=900,lag=0\r\n\
+            slave1:ip=127.0.0.1,port=7002,state=online,offset=400,lag=1\r\n\
+            slave2:ip=127.0.0.1,port=7003,state=wait_bgsave,offset=0,lag=0\r\n\
+            master_repl_offset:1000\r\n";
+        assert_eq!(replica_lag(info), 600);
+        assert_eq!(replica_lag("role:master\r\nmaster_repl_offset:5\r\n"), 0);
+    }
 
     #[test]
     fn replies_are_read_whole_with_their_first_error() {
