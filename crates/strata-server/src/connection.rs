@@ -477,6 +477,36 @@ impl Connection {
         }
     }
 
+    /// Runs a blocked command again, inside the write gate; false (once
+    /// the pause is over) if a pause held it.
+    async fn retry_blocked(&mut self, args: &[Bytes]) -> bool {
+        let server = self.server.clone();
+        let inside = server.write_gate.enter();
+        if self.held_by_write_pause(args, now_ms()) {
+            drop(inside);
+            self.wait_write_pause().await;
+            return false;
+        }
+        self.session.block_retry = true;
+        // A blocked command is not deferred: it runs, reading under the
+        // lock what is on disk.
+        let _ = self.run_command(args, now_ms(), ColdValues::ReadUnderLock);
+        self.session.block_retry = false;
+        true
+    }
+
+    /// Waits while CLIENT PAUSE WRITE (or a hold of writes) lasts.
+    async fn wait_write_pause(&self) {
+        let now = now_ms();
+        if let Some(until) = self.server.writes_paused_until(now) {
+            let unpaused = self.server.unpaused.notified();
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(until - now)) => {}
+                _ = unpaused => {}
+            }
+        }
+    }
+
     fn write_waits(&self, now: u64) -> bool {
         self.backlog
             .front()
@@ -803,6 +833,8 @@ impl Connection {
                     return Err(Closed::Protocol(error));
                 }
             };
+            let server = self.server.clone();
+            let inside = server.write_gate.enter();
             if self.held_by_write_pause(&args, now) {
                 // CLIENT PAUSE WRITE: it waits (see `run`), and all after it.
                 self.backlog.push_front(args);
@@ -811,7 +843,9 @@ impl Connection {
             // Dispatch finds out under its locks whether a value the
             // command reads is on disk, and then does not run it: asking
             // first would cost every command a second lock and lookup.
-            if let Err(admitted) = self.run_command(&args, now, ColdValues::Defer) {
+            let ran = self.run_command(&args, now, ColdValues::Defer);
+            drop(inside);
+            if let Err(admitted) = ran {
                 // Read its cold values off the locks, then run it.
                 let (cold, admitted) = match admitted {
                     Some(cold) => {
@@ -997,6 +1031,16 @@ impl Connection {
         // A command parsed ahead meets its own failure when it runs (its
         // value is still cold and is read again).
         let (lent_ahead, _) = ahead.install(&server.keyspace, ahead_results, now);
+        // A write pause that began during the read holds it now.
+        let inside = loop {
+            let inside = server.write_gate.enter();
+            if !self.held_by_write_pause(&args, now_ms()) {
+                break inside;
+            }
+            drop(inside);
+            self.wait_write_pause().await;
+        };
+        let now = now_ms();
         let ran = match admitted {
             Some(id) => {
                 let fetched =
@@ -1005,6 +1049,7 @@ impl Connection {
             }
             None => self.run_exec_parked(&args, cold, results, now),
         };
+        drop(inside);
         if ran.is_ok() {
             match self.session.block.take() {
                 Some(block) => self.blocked = Some((args, block)),
@@ -1088,11 +1133,9 @@ impl Connection {
                 || block.keys.is_empty()
                 || self.any_key_live(&block.keys)
             {
-                self.session.block_retry = true;
-                // A blocked command is not deferred: it runs, reading
-                // under the lock what is on disk.
-                let _ = self.run_command(&args, now_ms(), ColdValues::ReadUnderLock);
-                self.session.block_retry = false;
+                if !self.retry_blocked(&args).await {
+                    continue;
+                }
                 if self.session.block.take().is_none() {
                     break Ok(());
                 }
@@ -1175,7 +1218,9 @@ impl Connection {
     /// cold, the connection killed, paused or closing, output backing up).
     fn run_backlog(&mut self, now: u64) {
         let pause_bytes = self.output_pause_bytes();
+        let server = self.server.clone();
         while let Some(args) = self.backlog.pop_front() {
+            let inside = server.write_gate.enter();
             let stop = self.session.close_after_reply
                 || self.session.client.is_killed()
                 || self.server.paused_until_ms() > now
@@ -1185,7 +1230,9 @@ impl Connection {
                 self.backlog.push_front(args);
                 return;
             }
-            if self.run_command(&args, now, ColdValues::Defer).is_err() {
+            let ran = self.run_command(&args, now, ColdValues::Defer);
+            drop(inside);
+            if ran.is_err() {
                 // Dispatched again from the main loop, which parks it.
                 self.backlog.push_front(args);
                 return;

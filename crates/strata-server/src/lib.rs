@@ -53,6 +53,7 @@ pub mod tiering;
 pub mod tls;
 pub mod tracking;
 pub mod util;
+pub mod write_gate;
 
 #[global_allocator]
 static GLOBAL: alloc::CountingAlloc = alloc::CountingAlloc;

@@ -5,7 +5,8 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{
-    AtomicBool, AtomicU8, AtomicU16, AtomicU64, AtomicUsize, Ordering::Relaxed,
+    AtomicBool, AtomicU8, AtomicU16, AtomicU64, AtomicUsize,
+    Ordering::{Relaxed, SeqCst},
 };
 use std::time::Instant;
 
@@ -42,6 +43,9 @@ pub struct Server {
     pub unpaused: Notify,
     /// Connections whose next command waits for a pause.
     pub paused_clients: AtomicUsize,
+    /// Commands between their pause check and their commit
+    /// (`crate::write_gate`).
+    pub write_gate: crate::write_gate::WriteGate,
     /// DEBUG SET-ACTIVE-EXPIRE: whether the cron reclaims expired keys.
     pub active_expire: Arc<AtomicBool>,
     /// DEBUG PAUSE-CRON: the periodic work Redis' serverCron does stops
@@ -135,6 +139,7 @@ impl Server {
             client_pause_writes_only: AtomicBool::new(false),
             unpaused: Notify::new(),
             paused_clients: AtomicUsize::new(0),
+            write_gate: Default::default(),
             active_expire: Arc::new(AtomicBool::new(true)),
             cron_paused: Arc::new(AtomicBool::new(false)),
             deny_scripts_disabled: AtomicBool::new(false),
@@ -200,10 +205,13 @@ impl Server {
     pub fn client_pause(&self, until_ms: u64, writes_only: bool, now_ms: u64) {
         let active = self.client_pause_until_ms.load(Relaxed) > now_ms;
         let writes_only = writes_only && (!active || self.client_pause_writes_only.load(Relaxed));
-        self.client_pause_writes_only.store(writes_only, Relaxed);
+        // Sequentially consistent, as the checks in `writes_paused_until`
+        // and `crate::write_gate`: a command either sees the pause or is
+        // seen in the gate by whoever waits for it to end.
+        self.client_pause_writes_only.store(writes_only, SeqCst);
         let until = self
             .client_pause_until_ms
-            .fetch_max(until_ms, Relaxed)
+            .fetch_max(until_ms, SeqCst)
             .max(until_ms);
         strata_engine::keyspace::pause_expiry_until(until);
     }
@@ -216,11 +224,11 @@ impl Server {
         self.unpaused.notify_waiters();
     }
 
-    /// Until when commands that may write wait (CLIENT PAUSE WRITE), if
-    /// such a pause is on.
+    /// Until when commands that may write wait, if a CLIENT PAUSE (WRITE
+    /// or ALL) is on.
     pub fn writes_paused_until(&self, now_ms: u64) -> Option<u64> {
-        let until = self.client_pause_until_ms.load(Relaxed);
-        (until > now_ms && self.client_pause_writes_only.load(Relaxed)).then_some(until)
+        let until = self.client_pause_until_ms.load(SeqCst);
+        (until > now_ms).then_some(until)
     }
 
     /// Asks the server to exit, saving a final checkpoint as `save` says.

@@ -32,6 +32,15 @@ pub struct Request {
 /// offset.
 pub fn hold_writes(server: &Node, until_ms: u64) -> Result<u64, String> {
     server.client_pause(until_ms, true, crate::util::now_ms());
+    // A command that checked the pause just before it began has run
+    // once the gate is empty (`crate::write_gate`).
+    if !server
+        .write_gate
+        .wait_idle(std::time::Duration::from_secs(1))
+    {
+        server.client_unpause();
+        return Err("a command that may write did not end within 1 s".into());
+    }
     drop(server.keyspace.lock_all());
     let last = server.keyspace.next_change_seq().saturating_sub(1);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
