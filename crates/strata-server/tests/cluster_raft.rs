@@ -1058,3 +1058,81 @@ fn a_slot_move_reaches_the_replicas_of_both_nodes() {
         },
     );
 }
+
+/// The port of the primary CLUSTER SLOTS (asked of `server`) gives `slot`.
+fn owner_port(server: &TestServer, slot: i64) -> u16 {
+    let slots = server.raw().cmd(&["CLUSTER", "SLOTS"]);
+    let range = slots
+        .as_array()
+        .iter()
+        .find(|range| {
+            let range = range.as_array();
+            range[0].as_int() <= slot && slot <= range[1].as_int()
+        })
+        .unwrap_or_else(|| panic!("no owner of {slot}: {slots:?}"));
+    range.as_array()[2].as_array()[1].as_int() as u16
+}
+
+/// Six nodes, three primaries with a replica each (`redis-cli --cluster
+/// create --cluster-replicas 1`): 4096 slots move whole to another
+/// primary, writes to them go on there (acknowledged by `WAIT 1`), and
+/// after kill -9 of that new owner its replica serves every key moved
+/// and every acknowledged write.
+#[test]
+fn six_nodes_move_slots_whole_and_survive_the_new_owners_failover() {
+    if !have_redis_cli() {
+        return;
+    }
+    let (mut nodes, ports) = fresh_nodes(6, &["--cluster-node-timeout", "1000"]);
+    let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
+    args.extend(ports.iter().map(|(p, _)| format!("127.0.0.1:{p}")));
+    args.extend([
+        "--cluster-replicas".into(),
+        "1".into(),
+        "--cluster-yes".into(),
+    ]);
+    redis_cli(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    wait_until("three replicas to follow their primaries", || {
+        (0..6)
+            .filter(|&i| {
+                let role = n(&nodes, i).raw().cmd(&["ROLE"]);
+                role.as_array()[0].as_text() == "slave"
+                    && role.as_array()[3].as_text() == "connected"
+            })
+            .count()
+            == 3
+    });
+    let index_of = |port: u16| ports.iter().position(|(p, _)| *p == port).unwrap();
+    let source = index_of(owner_port(n(&nodes, 0), 0));
+    let target = index_of(owner_port(n(&nodes, 0), 16383));
+    let keys = keys_below("six:", 4096, 2000);
+    let mut con = n(&nodes, source).raw();
+    for key in &keys {
+        assert_eq!(con.cmd(&["SET", key, key]), ok());
+    }
+    let id = n(&nodes, target)
+        .raw()
+        .cmd(&["CLUSTER", "MIGRATION", "IMPORT", "0", "4095"])
+        .as_text();
+    assert_eq!(migration_done(n(&nodes, target), &id)["state"], "completed");
+    let mut con = n(&nodes, target).raw();
+    for key in keys.iter().take(100) {
+        assert_eq!(con.cmd(&["SET", key, "after"]), ok());
+    }
+    assert_eq!(con.cmd(&["WAIT", "1", "5000"]), Reply::Int(1));
+    let survivor = (0..6).find(|&i| i != target && i != source).unwrap();
+    nodes[target].take().unwrap().kill9();
+    wait_until("the new owner's replica to take slot 0", || {
+        let port = owner_port(n(&nodes, survivor), 0);
+        port != ports[target].0
+    });
+    let promoted = index_of(owner_port(n(&nodes, survivor), 0));
+    let mut con = n(&nodes, promoted).raw();
+    wait_until("the promoted replica to serve", || {
+        con.cmd(&["GET", &keys[0]]) == common::b("after")
+    });
+    for (k, key) in keys.iter().enumerate() {
+        let expected = if k < 100 { "after" } else { key.as_str() };
+        assert_eq!(con.cmd(&["GET", key]), common::b(expected), "{key}");
+    }
+}
