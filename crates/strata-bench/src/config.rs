@@ -105,6 +105,17 @@ pub struct Config {
     /// `--out-file`: write the report there instead of stdout.
     pub out_file: Option<PathBuf>,
     pub show_config: bool,
+    /// `--ipv4` / `--ipv6`: connect only over that family.
+    pub family: Option<Family>,
+    /// `--connection-timeout` (memtier's seconds); 10 s unless set.
+    pub connect_timeout: Duration,
+}
+
+/// An address family `--ipv4` or `--ipv6` asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    V4,
+    V6,
 }
 
 #[derive(Parser, Debug)]
@@ -137,8 +148,38 @@ pub enum Tool {
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// Server address.
-    #[arg(short = 's', long = "server", default_value = "localhost")]
+    #[arg(
+        short = 's',
+        long = "server",
+        alias = "host",
+        default_value = "localhost"
+    )]
     server: String,
+    /// redis://[[user:]password@]host[:port][/db]: sets the server, port,
+    /// credentials and database at once.
+    #[arg(long = "uri")]
+    uri: Option<String>,
+    /// Connect over IPv4 only.
+    #[arg(long = "ipv4", conflicts_with = "ipv6")]
+    ipv4: bool,
+    /// Connect over IPv6 only.
+    #[arg(long = "ipv6")]
+    ipv6: bool,
+    /// Seconds to wait for a connection (10 unless set).
+    #[arg(long = "connection-timeout")]
+    connection_timeout: Option<u64>,
+    /// Print every run's results (with -x, strata-bench always does).
+    #[arg(long = "print-all-runs")]
+    print_all_runs: bool,
+    /// memtier's debug output: accepted, nothing more is printed.
+    #[arg(long = "debug", short = 'D')]
+    debug: bool,
+    /// memtier ignores the deadlines of imported data; strata-bench
+    /// imports none (see --data-import), so it changes nothing.
+    #[arg(long = "no-expiry")]
+    no_expiry: bool,
+    #[command(flatten)]
+    refused: Refused,
     /// Server port.
     #[arg(short = 'p', long = "port", default_value_t = 6379)]
     port: u16,
@@ -252,6 +293,279 @@ pub struct RunArgs {
     show_config: bool,
 }
 
+/// memtier flags strata-bench refuses, each with the reason: a command
+/// line that uses one stops at once rather than measure something else.
+#[derive(Args, Debug)]
+struct Refused {
+    #[arg(long = "unix-socket", hide = true)]
+    unix_socket: Option<String>,
+    #[arg(long = "tls", hide = true)]
+    tls: bool,
+    #[arg(long = "cert", hide = true)]
+    cert: Option<String>,
+    #[arg(long = "key", hide = true)]
+    key: Option<String>,
+    #[arg(long = "cacert", hide = true)]
+    cacert: Option<String>,
+    #[arg(long = "tls-skip-verify", hide = true)]
+    tls_skip_verify: bool,
+    #[arg(long = "sni", hide = true)]
+    sni: Option<String>,
+    #[arg(long = "tls-protocols", hide = true)]
+    tls_protocols: Option<String>,
+    #[arg(long = "hdr-file-prefix", hide = true)]
+    hdr_file_prefix: Option<String>,
+    #[arg(long = "client-stats", hide = true)]
+    client_stats: Option<String>,
+    #[arg(long = "data-offset", hide = true)]
+    data_offset: Option<String>,
+    #[arg(long = "data-size-list", hide = true)]
+    data_size_list: Option<String>,
+    #[arg(long = "data-import", hide = true)]
+    data_import: Option<String>,
+    #[arg(long = "data-verify", hide = true)]
+    data_verify: bool,
+    #[arg(long = "verify-only", hide = true)]
+    verify_only: bool,
+    #[arg(long = "generate-keys", hide = true)]
+    generate_keys: bool,
+    #[arg(long = "key-zipf-exp", hide = true)]
+    key_zipf_exp: Option<String>,
+    #[arg(long = "reconnect-interval", hide = true)]
+    reconnect_interval: Option<String>,
+    #[arg(long = "reconnect-on-error", hide = true)]
+    reconnect_on_error: bool,
+    #[arg(long = "max-reconnect-attempts", hide = true)]
+    max_reconnect_attempts: Option<String>,
+    #[arg(long = "reconnect-backoff-factor", hide = true)]
+    reconnect_backoff_factor: Option<String>,
+    #[arg(long = "thread-conn-start-min-jitter-micros", hide = true)]
+    jitter_min: Option<String>,
+    #[arg(long = "thread-conn-start-max-jitter-micros", hide = true)]
+    jitter_max: Option<String>,
+    #[arg(long = "multi-key-get", hide = true)]
+    multi_key_get: Option<String>,
+    #[arg(long = "wait-ratio", hide = true)]
+    wait_ratio: Option<String>,
+    #[arg(long = "num-slaves", hide = true)]
+    num_slaves: Option<String>,
+    #[arg(long = "wait-timeout", hide = true)]
+    wait_timeout: Option<String>,
+    #[arg(long = "cluster-mode", hide = true)]
+    cluster_mode: bool,
+    #[arg(long = "monitor-input", hide = true)]
+    monitor_input: Option<String>,
+    #[arg(long = "monitor-pattern", hide = true)]
+    monitor_pattern: Option<String>,
+    #[arg(long = "command-stats-breakdown", hide = true)]
+    command_stats_breakdown: Option<String>,
+    #[arg(long = "statsd-host", hide = true)]
+    statsd_host: Option<String>,
+    #[arg(long = "statsd-port", hide = true)]
+    statsd_port: Option<String>,
+    #[arg(long = "statsd-prefix", hide = true)]
+    statsd_prefix: Option<String>,
+    #[arg(long = "statsd-run-label", hide = true)]
+    statsd_run_label: Option<String>,
+    #[arg(long = "graphite-port", hide = true)]
+    graphite_port: Option<String>,
+    #[arg(long = "scan-incremental-iteration", hide = true)]
+    scan_incremental_iteration: bool,
+    #[arg(long = "scan-incremental-max-iterations", hide = true)]
+    scan_incremental_max_iterations: Option<String>,
+    #[arg(long = "clients-start", hide = true)]
+    clients_start: Option<String>,
+    #[arg(long = "clients-step", hide = true)]
+    clients_step: Option<String>,
+    #[arg(long = "step-duration", hide = true)]
+    step_duration: Option<String>,
+}
+
+const TLS: &str = "strata-bench does not speak TLS yet";
+const RECONNECT: &str = "strata-bench does not reconnect: a connection that fails ends the run";
+const STATSD: &str = "strata-bench sends no statsd or graphite metrics (see --json-out-file)";
+const STEPS: &str = "strata-bench runs one client count (see --clients, and -x for repeats)";
+
+/// Why each of [`Refused`]'s flags is refused.
+const REFUSALS: &[(&str, &str)] = &[
+    ("unix-socket", "strata-bench connects over TCP only"),
+    ("tls", TLS),
+    ("cert", TLS),
+    ("key", TLS),
+    ("cacert", TLS),
+    ("tls-skip-verify", TLS),
+    ("sni", TLS),
+    ("tls-protocols", TLS),
+    (
+        "hdr-file-prefix",
+        "strata-bench writes no HDR histogram files (its JSON has the percentiles)",
+    ),
+    (
+        "client-stats",
+        "strata-bench writes no per-client statistics files",
+    ),
+    (
+        "data-offset",
+        "strata-bench sends whole values (see --data-size)",
+    ),
+    (
+        "data-size-list",
+        "weighted size lists are not built yet (see --data-size-range)",
+    ),
+    ("data-import", "strata-bench does not import data files"),
+    ("data-verify", "strata-bench does not verify values"),
+    ("verify-only", "strata-bench does not verify values"),
+    ("generate-keys", "strata-bench does not import data files"),
+    (
+        "key-zipf-exp",
+        "the Zipf key pattern (Z) is not built yet (see S, R, G, P)",
+    ),
+    ("reconnect-interval", RECONNECT),
+    ("reconnect-on-error", RECONNECT),
+    ("max-reconnect-attempts", RECONNECT),
+    ("reconnect-backoff-factor", RECONNECT),
+    (
+        "thread-conn-start-min-jitter-micros",
+        "strata-bench opens every connection at once",
+    ),
+    (
+        "thread-conn-start-max-jitter-micros",
+        "strata-bench opens every connection at once",
+    ),
+    (
+        "multi-key-get",
+        "MGET batches are not built yet (see --command)",
+    ),
+    (
+        "wait-ratio",
+        "WAIT is not sent (see --command=\"WAIT 1 0\")",
+    ),
+    (
+        "num-slaves",
+        "WAIT is not sent (see --command=\"WAIT 1 0\")",
+    ),
+    (
+        "wait-timeout",
+        "WAIT is not sent (see --command=\"WAIT 1 0\")",
+    ),
+    (
+        "cluster-mode",
+        "strata-bench does not follow cluster redirections yet (redis-benchmark --cluster does)",
+    ),
+    (
+        "monitor-input",
+        "replaying MONITOR output is not built yet (see --command)",
+    ),
+    (
+        "monitor-pattern",
+        "replaying MONITOR output is not built yet (see --command)",
+    ),
+    (
+        "command-stats-breakdown",
+        "results are broken down by command only",
+    ),
+    ("statsd-host", STATSD),
+    ("statsd-port", STATSD),
+    ("statsd-prefix", STATSD),
+    ("statsd-run-label", STATSD),
+    ("graphite-port", STATSD),
+    (
+        "scan-incremental-iteration",
+        "incremental SCAN runs are not built yet (see --command)",
+    ),
+    (
+        "scan-incremental-max-iterations",
+        "incremental SCAN runs are not built yet (see --command)",
+    ),
+    ("clients-start", STEPS),
+    ("clients-step", STEPS),
+    ("step-duration", STEPS),
+];
+
+impl Refused {
+    /// The first refused flag given, with why it is refused.
+    fn check(&self) -> Result<(), String> {
+        let given = self.given();
+        match REFUSALS.iter().find(|(name, _)| given.contains(name)) {
+            Some((name, why)) => Err(format!("--{name} is not supported: {why}")),
+            None => Ok(()),
+        }
+    }
+
+    /// The refused flags given.
+    fn given(&self) -> Vec<&'static str> {
+        let flags = [
+            ("unix-socket", self.unix_socket.is_some()),
+            ("tls", self.tls),
+            ("cert", self.cert.is_some()),
+            ("key", self.key.is_some()),
+            ("cacert", self.cacert.is_some()),
+            ("tls-skip-verify", self.tls_skip_verify),
+            ("sni", self.sni.is_some()),
+            ("tls-protocols", self.tls_protocols.is_some()),
+            ("hdr-file-prefix", self.hdr_file_prefix.is_some()),
+            ("client-stats", self.client_stats.is_some()),
+            ("data-offset", self.data_offset.is_some()),
+            ("data-size-list", self.data_size_list.is_some()),
+            ("data-import", self.data_import.is_some()),
+            ("data-verify", self.data_verify),
+            ("verify-only", self.verify_only),
+            ("generate-keys", self.generate_keys),
+            ("key-zipf-exp", self.key_zipf_exp.is_some()),
+            ("reconnect-interval", self.reconnect_interval.is_some()),
+            ("reconnect-on-error", self.reconnect_on_error),
+            (
+                "max-reconnect-attempts",
+                self.max_reconnect_attempts.is_some(),
+            ),
+            (
+                "reconnect-backoff-factor",
+                self.reconnect_backoff_factor.is_some(),
+            ),
+            (
+                "thread-conn-start-min-jitter-micros",
+                self.jitter_min.is_some(),
+            ),
+            (
+                "thread-conn-start-max-jitter-micros",
+                self.jitter_max.is_some(),
+            ),
+            ("multi-key-get", self.multi_key_get.is_some()),
+            ("wait-ratio", self.wait_ratio.is_some()),
+            ("num-slaves", self.num_slaves.is_some()),
+            ("wait-timeout", self.wait_timeout.is_some()),
+            ("cluster-mode", self.cluster_mode),
+            ("monitor-input", self.monitor_input.is_some()),
+            ("monitor-pattern", self.monitor_pattern.is_some()),
+            (
+                "command-stats-breakdown",
+                self.command_stats_breakdown.is_some(),
+            ),
+            ("statsd-host", self.statsd_host.is_some()),
+            ("statsd-port", self.statsd_port.is_some()),
+            ("statsd-prefix", self.statsd_prefix.is_some()),
+            ("statsd-run-label", self.statsd_run_label.is_some()),
+            ("graphite-port", self.graphite_port.is_some()),
+            (
+                "scan-incremental-iteration",
+                self.scan_incremental_iteration,
+            ),
+            (
+                "scan-incremental-max-iterations",
+                self.scan_incremental_max_iterations.is_some(),
+            ),
+            ("clients-start", self.clients_start.is_some()),
+            ("clients-step", self.clients_step.is_some()),
+            ("step-duration", self.step_duration.is_some()),
+        ];
+        flags
+            .iter()
+            .filter(|(_, set)| *set)
+            .map(|(name, _)| *name)
+            .collect()
+    }
+}
+
 fn parse_pair(text: &str, what: &str) -> Result<(String, String), String> {
     text.split_once(':')
         .map(|(a, b)| (a.to_owned(), b.to_owned()))
@@ -259,7 +573,11 @@ fn parse_pair(text: &str, what: &str) -> Result<(String, String), String> {
 }
 
 impl RunArgs {
-    pub fn into_config(self) -> Result<Config, String> {
+    pub fn into_config(mut self) -> Result<Config, String> {
+        self.refused.check()?;
+        if let Some(uri) = self.uri.take() {
+            self.apply_uri(&uri)?;
+        }
         let resp3 = parse_protocol(&self.protocol)?;
         if self.threads == 0 || self.clients == 0 || self.pipeline == 0 {
             return Err("--threads, --clients and --pipeline must be at least 1".into());
@@ -324,7 +642,64 @@ impl RunArgs {
             expiry_range,
             out_file: self.out_file,
             show_config: self.show_config,
+            family: match (self.ipv4, self.ipv6) {
+                (true, _) => Some(Family::V4),
+                (_, true) => Some(Family::V6),
+                _ => None,
+            },
+            connect_timeout: Duration::from_secs(self.connection_timeout.unwrap_or(10).max(1)),
         })
+    }
+
+    /// `--uri redis://[[user:]password@]host[:port][/db]` (memtier's):
+    /// it overrides --server, --port, --authenticate and --select-db.
+    fn apply_uri(&mut self, uri: &str) -> Result<(), String> {
+        let bad = || {
+            format!("invalid --uri '{uri}': expected redis://[[user:]password@]host[:port][/db]")
+        };
+        let rest = match uri.split_once("://") {
+            Some(("redis", rest)) => rest,
+            Some(("rediss", _)) => {
+                return Err(
+                    "--uri rediss:// is not supported: strata-bench does not speak TLS yet".into(),
+                );
+            }
+            _ => return Err(bad()),
+        };
+        let (authority, db) = match rest.split_once('/') {
+            Some((authority, "")) => (authority, None),
+            Some((authority, db)) => (authority, Some(db.parse::<u32>().map_err(|_| bad())?)),
+            None => (rest, None),
+        };
+        let (credentials, address) = match authority.rsplit_once('@') {
+            Some((credentials, address)) => (Some(credentials), address),
+            None => (None, authority),
+        };
+        let (host, port) = match address.rsplit_once(':') {
+            Some((host, port)) if !host.ends_with(':') => {
+                (host, Some(port.parse::<u16>().map_err(|_| bad())?))
+            }
+            _ => (address, None),
+        };
+        if host.is_empty() {
+            return Err(bad());
+        }
+        self.server = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        if let Some(port) = port {
+            self.port = port;
+        }
+        if let Some(credentials) = credentials.filter(|c| !c.is_empty()) {
+            // `:password@`: a password alone (the default user).
+            let credentials = credentials.strip_prefix(':').unwrap_or(credentials);
+            self.authenticate = Some(credentials.to_owned());
+        }
+        if db.is_some() {
+            self.select_db = db;
+        }
+        Ok(())
     }
 
     /// The value sizes: `--data-size`, or `--data-size-range` with
@@ -479,6 +854,100 @@ pub fn parse(args: &[&str]) -> Result<Config, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// memtier_benchmark's long options (its `long_options` table) and
+    /// whether each takes a value; --help and --version are clap's own.
+    const MEMTIER_FLAGS: &str = "server 1;host 1;port 1;unix-socket 1;ipv4 0;ipv6 0;protocol 1;\
+        tls 0;cert 1;key 1;cacert 1;tls-skip-verify 0;sni 1;tls-protocols 1;out-file 1;\
+        hdr-file-prefix 1;client-stats 1;run-count 1;debug 0;show-config 0;hide-histogram 0;\
+        print-percentiles 1;print-all-runs 0;distinct-client-seed 0;randomize 0;requests 1;\
+        clients 1;threads 1;test-time 1;ratio 1;pipeline 1;data-size 1;data-offset 1;\
+        random-data 0;data-size-range 1;data-size-list 1;data-size-pattern 1;expiry-range 1;\
+        data-import 1;data-verify 0;verify-only 0;generate-keys 0;key-prefix 1;key-minimum 1;\
+        key-maximum 1;key-pattern 1;key-stddev 1;key-median 1;key-zipf-exp 1;\
+        reconnect-interval 1;reconnect-on-error 0;max-reconnect-attempts 1;\
+        reconnect-backoff-factor 1;connection-timeout 1;thread-conn-start-min-jitter-micros 1;\
+        thread-conn-start-max-jitter-micros 1;multi-key-get 1;authenticate 1;select-db 1;\
+        no-expiry 0;wait-ratio 1;num-slaves 1;wait-timeout 1;json-out-file 1;cluster-mode 0;\
+        command 1;command-key-pattern 1;command-ratio 1;monitor-input 1;monitor-pattern 1;\
+        command-stats-breakdown 1;rate-limiting 1;uri 1;statsd-host 1;statsd-port 1;\
+        statsd-prefix 1;statsd-run-label 1;graphite-port 1;scan-incremental-iteration 0;\
+        scan-incremental-max-iterations 1;clients-start 1;clients-step 1;step-duration 1";
+
+    /// A value each memtier option accepts.
+    fn value_for(flag: &str) -> &'static str {
+        match flag {
+            "server" | "host" => "localhost",
+            "protocol" => "redis",
+            "ratio" => "1:1",
+            "key-pattern" => "R:R",
+            "data-size-range" | "expiry-range" => "1-2",
+            "data-size-pattern" | "command-key-pattern" => "R",
+            "print-percentiles" => "50",
+            "command" => "get __key__",
+            "uri" => "redis://localhost:6380/2",
+            "out-file" | "json-out-file" => "/dev/null",
+            "key-stddev" | "key-median" => "1.5",
+            _ => "1",
+        }
+    }
+
+    /// Every memtier flag is taken with memtier's meaning, or refused
+    /// with the reason: none is an unknown argument.
+    #[test]
+    fn every_memtier_flag_is_accepted_or_refused_with_a_reason() {
+        let mut refused = Vec::new();
+        for entry in MEMTIER_FLAGS.split(';') {
+            let (flag, takes_value) = entry.trim().split_once(' ').unwrap();
+            let option = format!("--{flag}");
+            let mut args = vec![option.as_str()];
+            if takes_value == "1" {
+                args.push(value_for(flag));
+            }
+            if flag == "command-key-pattern" || flag == "command-ratio" {
+                args.extend(["--command", "get __key__"]);
+            }
+            match parse(&args) {
+                Ok(_) => {}
+                Err(why) => {
+                    let expected = format!("--{flag} is not supported: ");
+                    assert!(why.starts_with(&expected), "--{flag}: {why}");
+                    refused.push(flag);
+                }
+            }
+        }
+        assert!(
+            refused.contains(&"cluster-mode") && refused.contains(&"tls"),
+            "{refused:?}"
+        );
+        assert!(
+            !refused.contains(&"uri") && !refused.contains(&"ipv4"),
+            "{refused:?}"
+        );
+    }
+
+    #[test]
+    fn a_uri_sets_server_port_credentials_and_database() {
+        let c = parse(&["--uri", "redis://user:secret@example.org:6380/3", "-p", "1"]).unwrap();
+        assert_eq!(
+            (c.server.as_str(), c.port, c.select_db),
+            ("example.org", 6380, Some(3))
+        );
+        assert_eq!(c.auth, Some((Some("user".into()), "secret".into())));
+        let c = parse(&["--uri", "redis://:pw@[::1]"]).unwrap();
+        assert_eq!((c.server.as_str(), c.port), ("::1", 6379));
+        assert_eq!(c.auth, Some((None, "pw".into())));
+        let c = parse(&["--host", "h", "--ipv6", "--connection-timeout", "3"]).unwrap();
+        assert_eq!((c.server.as_str(), c.family), ("h", Some(Family::V6)));
+        assert_eq!(c.connect_timeout, Duration::from_secs(3));
+        assert!(parse(&["--uri", "rediss://h"]).unwrap_err().contains("TLS"));
+        assert!(
+            parse(&["--uri", "http://h"])
+                .unwrap_err()
+                .starts_with("invalid --uri")
+        );
+        assert!(parse(&["--ipv4", "--ipv6"]).is_err());
+    }
 
     #[test]
     fn defaults_are_memtiers() {

@@ -33,8 +33,6 @@ use crate::workload::{Budget, KeyGen, Op, Rng, Shared, Values, client_seed, op_c
 const LATENCY_US_MAX: u64 = 3_600_000_000;
 /// Largest reply accepted from a server before it is treated as broken.
 const REPLY_BYTES_MAX: usize = 1 << 30;
-/// Longest wait for a connection to be accepted.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest a client waits for the server to take a request or send a
 /// reply; past it the run fails instead of hanging on a stalled server.
 const IO_TIMEOUT: Duration = Duration::from_secs(60);
@@ -469,6 +467,22 @@ impl Client {
         }
     }
 
+    /// The server's address, of the family `--ipv4`/`--ipv6` asks for.
+    async fn address(&self) -> Result<std::net::SocketAddr, String> {
+        let (server, port) = (self.config.server.as_str(), self.config.port);
+        let found = tokio::net::lookup_host((server, port))
+            .await
+            .map_err(|e| format!("resolving {server}: {e}"))?;
+        let mut found = found.filter(|address| match self.config.family {
+            Some(crate::config::Family::V4) => address.is_ipv4(),
+            Some(crate::config::Family::V6) => address.is_ipv6(),
+            None => true,
+        });
+        found
+            .next()
+            .ok_or_else(|| format!("{server} has no address of the family asked for"))
+    }
+
     /// Sends a command and waits for its reply (connection set-up only).
     async fn handshake(&self, stream: &mut TcpStream, args: &[&[u8]]) -> Result<(), String> {
         let mut out = Vec::new();
@@ -493,8 +507,9 @@ impl Client {
     }
 
     async fn connect(&self) -> Result<TcpStream, String> {
-        let address = (self.config.server.as_str(), self.config.port);
-        let mut stream = within(CONNECT_TIMEOUT, "connecting", TcpStream::connect(address))
+        let address = self.address().await?;
+        let timeout = self.config.connect_timeout;
+        let mut stream = within(timeout, "connecting", TcpStream::connect(address))
             .await
             .map_err(|e| {
                 format!(

@@ -104,6 +104,31 @@ fn ratio_auth_select_and_resp3() {
     assert_eq!(r.cmd(&["DBSIZE"]), i(0));
 }
 
+/// memtier's `--uri` (credentials, port and database in one) and
+/// `--ipv4` reach the server as -a, -p and --select-db do.
+#[test]
+fn a_memtier_uri_sets_credentials_port_and_database() {
+    let server = TestServer::start_with(&["--requirepass", "pw"]);
+    let uri = format!("redis://:pw@localhost:{}/5", server.port);
+    let args = [
+        "-p", "1", "--uri", &uri, "--ipv4", "-t", "1", "-c", "1", "-n", "100",
+    ];
+    let config = strata_bench::config::parse(&args).unwrap();
+    let result = strata_bench::run_benchmark(config, false)
+        .unwrap()
+        .pop()
+        .unwrap();
+    let (sets, gets) = (&result.ops[0], &result.ops[1]);
+    assert_eq!((sets.ops + gets.ops, sets.errors + gets.errors), (100, 0));
+    let mut r = server.raw();
+    r.cmd(&["AUTH", "pw"]);
+    r.cmd(&["SELECT", "5"]);
+    assert!(
+        r.cmd(&["DBSIZE"]).as_int() > 0,
+        "the SETs went to database 5"
+    );
+}
+
 #[test]
 fn error_replies_are_counted_not_treated_as_hits() {
     let server = TestServer::start();
