@@ -258,6 +258,16 @@ fn pattern_letter(pattern: crate::config::KeyPattern) -> char {
 }
 
 /// memtier's `configuration` object, key for key.
+/// memtier's `rate_limit`: requests per second per connection (0:
+/// none), --rate's total shared over the connections, a whole number as
+/// memtier writes it.
+fn rate_limit(config: &Config) -> u64 {
+    let connections = (config.threads * config.clients) as f64;
+    config
+        .rate
+        .map_or(0, |rate| (rate / connections).round() as u64)
+}
+
 fn memtier_configuration(config: &Config) -> Value {
     let (data_size, range, pattern) = match config.data_size {
         crate::config::DataSize::Fixed(size) => (size, (0, 0), "R"),
@@ -294,7 +304,7 @@ fn memtier_configuration(config: &Config) -> Value {
                 crate::config::Requests::AllKeys => 0,
             }),
         ),
-        ("rate_limit", json!(0)),
+        ("rate_limit", json!(rate_limit(config))),
         ("clients", json!(config.clients)),
         ("threads", json!(config.threads)),
         (
@@ -407,8 +417,8 @@ fn memtier_op(op: &OpResult, result: &RunResult, config: &Config, with_series: b
             series.insert(
                 second.second.to_string(),
                 json!({
-                    "Bytes RX": 0,
-                    "Bytes TX": 0,
+                    "Bytes RX": second.bytes_rx,
+                    "Bytes TX": second.bytes - second.bytes_rx,
                     "Count": second.ops,
                     "Average Latency": second.avg_latency_ms,
                     "Max Latency": second.max_latency_ms,

@@ -108,6 +108,8 @@ pub struct Second {
     /// The slowest reply that arrived in this second.
     pub max_latency_ms: f64,
     pub bytes: u64,
+    /// Of `bytes`, those received (replies); the rest were sent.
+    pub bytes_rx: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -139,6 +141,8 @@ struct Live {
     /// Slowest reply since the main thread last took it.
     max_latency_us: AtomicU64,
     bytes: AtomicU64,
+    /// Of `bytes`, those received (replies); the rest were sent.
+    bytes_rx: AtomicU64,
 }
 
 /// Labels of the operation types, in table order.
@@ -253,6 +257,7 @@ fn sample_seconds(
 ) -> Vec<Second> {
     let mut series = Vec::new();
     let (mut last_ops, mut last_latency, mut last_bytes) = (0u64, 0u64, 0u64);
+    let mut last_rx = 0u64;
     let mut next_tick = started + Duration::from_secs(1);
     while !finished.load(Relaxed) {
         std::thread::sleep(
@@ -264,6 +269,7 @@ fn sample_seconds(
         let ops: u64 = live.iter().map(|l| l.ops.load(Relaxed)).sum();
         let latency: u64 = live.iter().map(|l| l.latency_us.load(Relaxed)).sum();
         let bytes: u64 = live.iter().map(|l| l.bytes.load(Relaxed)).sum();
+        let rx: u64 = live.iter().map(|l| l.bytes_rx.load(Relaxed)).sum();
         let max_us = live
             .iter()
             .map(|l| l.max_latency_us.swap(0, Relaxed))
@@ -282,12 +288,13 @@ fn sample_seconds(
             avg_latency_ms,
             max_latency_ms: max_us as f64 / 1000.0,
             bytes: bytes - last_bytes,
+            bytes_rx: rx - last_rx,
         };
         if config.progress {
             print_progress(config, run, started, ops, latency, &sample);
         }
         series.push(sample);
-        (last_ops, last_latency, last_bytes) = (ops, latency, bytes);
+        (last_ops, last_latency, last_bytes, last_rx) = (ops, latency, bytes, rx);
         next_tick += Duration::from_secs(1);
     }
     if config.progress {
@@ -698,6 +705,7 @@ impl Client {
         let now = Instant::now();
         let mut collector = self.collector.borrow_mut();
         let (mut ops, mut latency_us, mut bytes, mut max_us) = (0u64, 0u64, 0u64, 0u64);
+        let mut bytes_rx = 0u64;
         while let Some((len, kind)) = scan_reply(input).map_err(|e| e.to_string())? {
             let Some((slot, measured_from, request_len)) = in_flight.pop_front() else {
                 return Err("reply without a request".into());
@@ -725,6 +733,7 @@ impl Client {
             latency_us += micros;
             max_us = max_us.max(micros);
             bytes += (len + request_len) as u64;
+            bytes_rx += len as u64;
             input.advance(len);
         }
         self.live.ops.fetch_add(ops, Relaxed);
@@ -733,6 +742,7 @@ impl Client {
             self.live.max_latency_us.fetch_max(max_us, Relaxed);
         }
         self.live.bytes.fetch_add(bytes, Relaxed);
+        self.live.bytes_rx.fetch_add(bytes_rx, Relaxed);
         Ok(())
     }
 }

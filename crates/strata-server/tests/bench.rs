@@ -413,3 +413,45 @@ fn json_out_file_has_memtiers_layout() {
     let series = strata_bench::plot::series_from_json("x", &document).unwrap();
     assert_eq!(series.len(), 1);
 }
+
+/// memtier's per-second entries carry the bytes each second received
+/// and sent, and `rate_limit` is the --rate-limiting asked for.
+#[test]
+fn json_seconds_carry_bytes_and_the_rate_limit_is_kept() {
+    let server = TestServer::start();
+    let path = server.dir.join("seconds.json");
+    let path_text = path.display().to_string();
+    bench(
+        server.port,
+        &[
+            "-t",
+            "1",
+            "-c",
+            "2",
+            "--test-time",
+            "2",
+            "--rate-limiting",
+            "200",
+            "--json-out-file",
+            &path_text,
+        ],
+    );
+    let document: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(document["configuration"]["rate_limit"], 200);
+    let seconds = document["ALL STATS"]["Totals"]["Time-Serie"]
+        .as_object()
+        .expect("a per-second series");
+    assert!(!seconds.is_empty());
+    for (second, entry) in seconds {
+        assert!(entry["Count"].as_u64().unwrap() > 0, "second {second}");
+        assert!(
+            entry["Bytes RX"].as_u64().unwrap() > 0,
+            "second {second}: {entry}"
+        );
+        assert!(
+            entry["Bytes TX"].as_u64().unwrap() > 0,
+            "second {second}: {entry}"
+        );
+    }
+}
