@@ -89,6 +89,8 @@ pub struct Config {
     pub distinct_client_seed: bool,
     pub randomize: bool,
     pub run_count: usize,
+    /// `--print-all-runs`: with -x, each run's table too.
+    pub print_all_runs: bool,
     pub hide_histogram: bool,
     pub print_percentiles: Vec<f64>,
     pub json_out_file: Option<PathBuf>,
@@ -168,7 +170,8 @@ pub struct RunArgs {
     /// Seconds to wait for a connection (10 unless set).
     #[arg(long = "connection-timeout")]
     connection_timeout: Option<u64>,
-    /// Print every run's results (with -x, strata-bench always does).
+    /// With -x: print each run's results too, before the best, worst and
+    /// aggregated ones.
     #[arg(long = "print-all-runs")]
     print_all_runs: bool,
     /// memtier's debug output: accepted, nothing more is printed.
@@ -631,6 +634,7 @@ impl RunArgs {
             distinct_client_seed: self.distinct_client_seed,
             randomize: self.randomize,
             run_count: self.run_count.max(1),
+            print_all_runs: self.print_all_runs,
             hide_histogram: self.hide_histogram,
             print_percentiles,
             json_out_file: self.json_out_file,

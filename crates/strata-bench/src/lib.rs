@@ -35,15 +35,15 @@ pub fn run_benchmark(config: Config, print: bool) -> Result<Vec<RunResult>, Stri
     }
     for run in 1..=config.run_count {
         let result = run::run(&config, run)?;
-        if config.run_count > 1 {
-            text.push_str(&format!("\n[RUN #{run} RESULTS]\n"));
-        }
-        text.push_str(&report::table(&config, &result));
-        if !config.hide_histogram {
-            text.push_str(&report::histogram(&result));
-        }
         documents.push(report::run_json(&config, run, &result));
         results.push(result);
+    }
+    let sections = sections(&config, &results);
+    for (title, result) in &sections {
+        text.push_str(&report::table(&config, result, title));
+        if !config.hide_histogram {
+            text.push_str(&report::histogram(result));
+        }
     }
     match &config.out_file {
         Some(path) => {
@@ -52,7 +52,8 @@ pub fn run_benchmark(config: Config, print: bool) -> Result<Vec<RunResult>, Stri
         None if print => print!("{text}"),
         None => {}
     }
-    let document = report::document(&config, results.last(), &documents);
+    let titled: Vec<(String, &RunResult)> = sections.iter().map(|(t, r)| (t.clone(), r)).collect();
+    let document = report::document(&config, &titled, &documents);
     if let Some(path) = &config.json_out_file {
         std::fs::write(
             path,
@@ -66,6 +67,34 @@ pub fn run_benchmark(config: Config, print: bool) -> Result<Vec<RunResult>, Stri
             .map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
     Ok(results)
+}
+
+/// What is reported, as memtier reports it: one run's `ALL STATS`; with
+/// -x, each run (`--print-all-runs`), then the best and worst by
+/// requests per second, and the runs aggregated.
+fn sections(config: &Config, results: &[RunResult]) -> Vec<(String, RunResult)> {
+    if results.len() == 1 {
+        return vec![("ALL STATS".into(), results[0].clone())];
+    }
+    let mut sections = Vec::new();
+    if config.print_all_runs {
+        for (i, result) in results.iter().enumerate() {
+            sections.push((format!("RUN #{} RESULTS", i + 1), result.clone()));
+        }
+    }
+    let by_rate = |a: &&RunResult, b: &&RunResult| a.ops_per_sec().total_cmp(&b.ops_per_sec());
+    if let (Some(best), Some(worst)) = (
+        results.iter().max_by(by_rate),
+        results.iter().min_by(by_rate),
+    ) {
+        sections.push(("BEST RUN RESULTS".into(), best.clone()));
+        sections.push(("WORST RUN RESULTS".into(), worst.clone()));
+    }
+    if let Some(all) = RunResult::aggregate(results) {
+        let title = format!("AGGREGATED AVERAGE RESULTS ({} runs)", results.len());
+        sections.push((title, all));
+    }
+    sections
 }
 
 /// `strata-bench report --plot out.svg a.json b.json …`

@@ -29,12 +29,12 @@ fn percentile_label(p: f64) -> String {
     format!("p{text}")
 }
 
-/// The `ALL STATS` table.
-pub fn table(config: &Config, result: &RunResult) -> String {
+/// A result table under `title` (`ALL STATS`, `BEST RUN RESULTS`, …).
+pub fn table(config: &Config, result: &RunResult, title: &str) -> String {
     let mut out = String::new();
     let percentiles = &config.print_percentiles;
     let width = 64 + 16 * percentiles.len();
-    let _ = writeln!(out, "\nALL STATS\n{}", "=".repeat(width));
+    let _ = writeln!(out, "\n{title}\n{}", "=".repeat(width));
     let _ = write!(
         out,
         "{:<10}{:>12}{:>13}{:>13}{:>16}",
@@ -204,8 +204,9 @@ pub fn run_json(config: &Config, run: usize, result: &RunResult) -> Value {
 }
 
 /// The whole JSON document (see the module documentation): memtier's
-/// layout for `last`, and every run under `strata`.
-pub fn document(config: &Config, last: Option<&RunResult>, runs: &[Value]) -> Value {
+/// layout, a section per titled result (`ALL STATS`, or with -x the best,
+/// worst and aggregated runs), and every run under `strata`.
+pub fn document(config: &Config, sections: &[(String, &RunResult)], runs: &[Value]) -> Value {
     let mut document = serde_json::Map::new();
     document.insert("configuration".into(), memtier_configuration(config));
     let mut information = serde_json::Map::new();
@@ -226,8 +227,8 @@ pub fn document(config: &Config, last: Option<&RunResult>, runs: &[Value]) -> Va
     };
     information.insert("Format version".into(), json!(2));
     document.insert("run information".into(), Value::Object(information));
-    if let Some(result) = last {
-        document.insert("ALL STATS".into(), memtier_stats(config, result));
+    for (title, result) in sections {
+        document.insert(title.clone(), memtier_stats(config, result));
     }
     document.insert(
         "strata".into(),

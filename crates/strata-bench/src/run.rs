@@ -124,6 +124,30 @@ pub struct RunResult {
 }
 
 impl RunResult {
+    /// Requests per second over all operation types.
+    pub fn ops_per_sec(&self) -> f64 {
+        self.totals().ops as f64 / self.duration.as_secs_f64().max(1e-9)
+    }
+
+    /// Several runs as one (memtier's `AGGREGATED AVERAGE RESULTS`): their
+    /// requests, bytes and latencies together over their summed time, so
+    /// its rates are the runs' average weighted by their length.
+    pub fn aggregate(runs: &[RunResult]) -> Option<RunResult> {
+        let (first, rest) = runs.split_first()?;
+        let mut all = first.clone();
+        all.series.clear();
+        for run in rest {
+            all.duration += run.duration;
+            for (op, other) in all.ops.iter_mut().zip(&run.ops) {
+                op.merge(other);
+            }
+            for (code, count) in &run.errors {
+                *all.errors.entry(code.clone()).or_insert(0) += count;
+            }
+        }
+        Some(all)
+    }
+
     pub fn totals(&self) -> OpResult {
         let mut total = OpResult::new("Totals");
         for op in &self.ops {

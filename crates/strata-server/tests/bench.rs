@@ -455,3 +455,68 @@ fn json_seconds_carry_bytes_and_the_rate_limit_is_kept() {
         );
     }
 }
+
+/// `-x 3` reports as memtier does: the best and worst runs by requests
+/// per second and the runs aggregated, in the text and as the JSON's
+/// sections; `--print-all-runs` adds each run first.
+#[test]
+fn run_count_reports_best_worst_and_aggregated_runs() {
+    let server = TestServer::start();
+    let out = server.dir.join("report.txt");
+    let json = server.dir.join("runs.json");
+    let (out_text, json_text) = (out.display().to_string(), json.display().to_string());
+    let port = server.port.to_string();
+    let args = [
+        "-s",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-t",
+        "1",
+        "-c",
+        "2",
+        "-n",
+        "200",
+        "-x",
+        "3",
+        "--print-all-runs",
+        "--hide-histogram",
+        "-o",
+        &out_text,
+        "--json-out-file",
+        &json_text,
+    ];
+    let config = strata_bench::config::parse(&args).unwrap();
+    let results = strata_bench::run_benchmark(config, false).unwrap();
+    assert_eq!(results.len(), 3);
+    let report = std::fs::read_to_string(&out).unwrap();
+    let titles = [
+        "RUN #1 RESULTS",
+        "RUN #2 RESULTS",
+        "RUN #3 RESULTS",
+        "BEST RUN RESULTS",
+        "WORST RUN RESULTS",
+        "AGGREGATED AVERAGE RESULTS (3 runs)",
+    ];
+    let mut at = 0;
+    for title in titles {
+        let found = report[at..].find(&format!("\n{title}\n"));
+        at += found.unwrap_or_else(|| panic!("{title} missing or out of order:\n{report}"));
+    }
+    assert!(!report.contains("ALL STATS"), "{report}");
+    let document: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rates: Vec<f64> = results.iter().map(|r| r.ops_per_sec()).collect();
+    let best = rates.iter().copied().fold(f64::MIN, f64::max);
+    let section = |title: &str| document[title]["Totals"]["Count"].as_u64();
+    assert_eq!(section("AGGREGATED AVERAGE RESULTS (3 runs)"), Some(1200));
+    assert_eq!(section("BEST RUN RESULTS"), Some(400));
+    let best_rate = document["BEST RUN RESULTS"]["Totals"]["Ops/sec"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (best_rate - best).abs() <= best * 1e-6,
+        "{best_rate} vs {rates:?}"
+    );
+    assert!(section("WORST RUN RESULTS").is_some() && section("RUN #2 RESULTS").is_some());
+}
