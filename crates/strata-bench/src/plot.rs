@@ -7,13 +7,15 @@ use std::fmt::Write;
 use serde_json::Value;
 
 /// A run to draw: a label, ops/s per second, and (percent, latency ms).
+#[derive(Debug)]
 pub struct Series {
     pub label: String,
     pub ops_per_sec: Vec<f64>,
     pub percentiles: Vec<(f64, f64)>,
 }
 
-/// Extracts every run of a JSON result document.
+/// Extracts every run of a JSON result document: strata-bench's, or
+/// memtier_benchmark's own ([`memtier_series`]).
 pub fn series_from_json(label: &str, document: &Value) -> Result<Vec<Series>, String> {
     // Every run is under "strata" (files before memtier's layout had it
     // at the top).
@@ -21,8 +23,10 @@ pub fn series_from_json(label: &str, document: &Value) -> Result<Vec<Series>, St
         .get("strata")
         .and_then(|strata| strata.get("runs"))
         .or_else(|| document.get("runs"))
-        .and_then(Value::as_array)
-        .ok_or("not a strata-bench JSON file: no \"strata\".\"runs\"")?;
+        .and_then(Value::as_array);
+    let Some(runs) = runs else {
+        return memtier_series(label, document).map(|series| vec![series]);
+    };
     let mut out = Vec::new();
     for run in runs {
         let number = run.get("run").and_then(Value::as_u64).unwrap_or(1);
@@ -57,6 +61,53 @@ pub fn series_from_json(label: &str, document: &Value) -> Result<Vec<Series>, St
         });
     }
     Ok(out)
+}
+
+/// A memtier_benchmark JSON file's totals: its `ALL STATS` (with -x, the
+/// aggregated runs, else the best): each second's `Count` of the
+/// `Time-Serie`, and the `Percentile Latencies`.
+fn memtier_series(label: &str, document: &Value) -> Result<Series, String> {
+    let object = document.as_object().ok_or("not a JSON object")?;
+    let section = object
+        .get("ALL STATS")
+        .or_else(|| {
+            let aggregated = object.keys().find(|k| k.starts_with("AGGREGATED AVERAGE RESULTS"));
+            aggregated.and_then(|k| object.get(k))
+        })
+        .or_else(|| object.get("BEST RUN RESULTS"))
+        .and_then(|stats| stats.get("Totals"))
+        .ok_or("neither a strata-bench nor a memtier_benchmark JSON file: no \"strata\".\"runs\" and no \"ALL STATS\".\"Totals\"")?;
+    let mut seconds: Vec<(u64, f64)> = section
+        .get("Time-Serie")
+        .and_then(Value::as_object)
+        .map(|serie| {
+            serie
+                .iter()
+                .filter_map(|(second, entry)| {
+                    Some((second.parse().ok()?, entry.get("Count")?.as_f64()?))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    seconds.sort_by_key(|(second, _)| *second);
+    let mut percentiles: Vec<(f64, f64)> = section
+        .get("Percentile Latencies")
+        .and_then(Value::as_object)
+        .map(|points| {
+            points
+                .iter()
+                .filter_map(|(name, value)| {
+                    Some((name.strip_prefix('p')?.parse().ok()?, value.as_f64()?))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    percentiles.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Ok(Series {
+        label: label.to_owned(),
+        ops_per_sec: seconds.into_iter().map(|(_, count)| count).collect(),
+        percentiles,
+    })
 }
 
 const WIDTH: f64 = 960.0;
@@ -275,6 +326,39 @@ fn axes(out: &mut String, top: f64, plot_width: f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file memtier_benchmark wrote (its layout, trimmed) is plotted
+    /// from its totals.
+    #[test]
+    fn memtier_json_is_read() {
+        let document: Value = serde_json::from_str(
+            r#"{"configuration": {}, "ALL STATS": {"Totals": {
+                "Time-Serie": {"1": {"Count": 900}, "0": {"Count": 1000}, "10": {"Count": 5}},
+                "Percentile Latencies": {"p99.900": 3.5, "p50.000": 0.2, "p99.000": 1.0}}}}"#,
+        )
+        .unwrap();
+        let series = series_from_json("memtier", &document).unwrap();
+        assert_eq!(series.len(), 1);
+        assert_eq!(series[0].ops_per_sec, vec![1000.0, 900.0, 5.0]);
+        assert_eq!(
+            series[0].percentiles,
+            vec![(50.0, 0.2), (99.0, 1.0), (99.9, 3.5)]
+        );
+        let runs: Value = serde_json::from_str(
+            r#"{"AGGREGATED AVERAGE RESULTS (3 runs)": {"Totals": {"Percentile Latencies": {"p50.000": 1.0}}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            series_from_json("x", &runs).unwrap()[0].percentiles,
+            vec![(50.0, 1.0)]
+        );
+        let other: Value = serde_json::from_str(r#"{"a": 1}"#).unwrap();
+        assert!(
+            series_from_json("x", &other)
+                .unwrap_err()
+                .contains("memtier_benchmark")
+        );
+    }
 
     #[test]
     fn draws_every_series_with_its_label() {
