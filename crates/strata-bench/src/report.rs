@@ -269,6 +269,27 @@ fn rate_limit(config: &Config) -> u64 {
         .map_or(0, |rate| (rate / connections).round() as u64)
 }
 
+/// memtier's settings of what strata-bench does not do (it refuses the
+/// flags): TLS, reconnection, connection jitter, MGET, WAIT.
+fn memtier_fixed_fields() -> [(&'static str, Value); 14] {
+    [
+        ("reconnect_interval", json!(0)),
+        ("thread_conn_start_min_jitter_micros", json!(0)),
+        ("thread_conn_start_max_jitter_micros", json!(0)),
+        ("multi_key_get", json!(0)),
+        ("no-expiry", json!("false")),
+        ("wait-ratio", json!("0:0")),
+        ("num-slaves", json!("0:0")),
+        ("wait-timeout", json!("0-0")),
+        ("tls", json!("false")),
+        ("cert", Value::Null),
+        ("key", Value::Null),
+        ("cacert", Value::Null),
+        ("tls_skip_verify", json!("false")),
+        ("sni", Value::Null),
+    ]
+}
+
 fn memtier_configuration(config: &Config) -> Value {
     let (data_size, range, pattern) = match config.data_size {
         crate::config::DataSize::Fixed(size) => (size, (0, 0), "R"),
@@ -345,11 +366,7 @@ fn memtier_configuration(config: &Config) -> Value {
         ("key_stddev", json!(config.key_stddev)),
         ("key_median", json!(config.key_median)),
         ("key_zipf_exp", json!(0.0)),
-        ("reconnect_interval", json!(0)),
         ("connection_timeout", json!(0)),
-        ("thread_conn_start_min_jitter_micros", json!(0)),
-        ("thread_conn_start_max_jitter_micros", json!(0)),
-        ("multi_key_get", json!(0)),
         (
             "authenticate",
             json!(if config.auth.is_some() {
@@ -359,14 +376,25 @@ fn memtier_configuration(config: &Config) -> Value {
             }),
         ),
         ("select-db", json!(config.select_db.unwrap_or(0))),
-        ("no-expiry", json!("false")),
-        ("wait-ratio", json!("0:0")),
-        ("num-slaves", json!("0:0")),
-        ("wait-timeout", json!("0-0")),
-        ("print-all-runs", json!("false")),
-        ("json-out-file", json!(text(&config.json_out_file))),
+        (
+            "print-all-runs",
+            json!(if config.print_all_runs {
+                "true"
+            } else {
+                "false"
+            }),
+        ),
     ];
-    Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+    (fields.into_iter().chain(memtier_fixed_fields()))
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+/// memtier's key for a percentile: `p%.3f` written into 7 bytes, so
+/// six characters are kept (`p50.00`, `p99.90`, `p100.0`, `p5.000`).
+fn memtier_percentile_key(p: f64) -> String {
+    format!("p{p:.3}").chars().take(6).collect()
 }
 
 /// memtier's `ALL STATS` object of one run.
@@ -408,7 +436,7 @@ fn memtier_op(op: &OpResult, result: &RunResult, config: &Config, with_series: b
         } else {
             0.0
         };
-        percentiles.insert(format!("p{p:.3}"), json!(value));
+        percentiles.insert(memtier_percentile_key(*p), json!(value));
     }
     // The per-second series is kept over all operation types: memtier's
     // per-type series are left empty.
@@ -422,8 +450,9 @@ fn memtier_op(op: &OpResult, result: &RunResult, config: &Config, with_series: b
                     "Bytes TX": second.bytes - second.bytes_rx,
                     "Count": second.ops,
                     "Average Latency": second.avg_latency_ms,
+                    "Accumulated Latency": (second.avg_latency_ms * second.ops as f64) as u64,
+                    "Min Latency": second.min_latency_ms,
                     "Max Latency": second.max_latency_ms,
-                    "Strata bytes": second.bytes,
                 }),
             );
         }

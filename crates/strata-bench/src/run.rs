@@ -105,8 +105,9 @@ pub struct Second {
     pub second: u64,
     pub ops: u64,
     pub avg_latency_ms: f64,
-    /// The slowest reply that arrived in this second.
+    /// The slowest reply that arrived in this second, and the quickest.
     pub max_latency_ms: f64,
+    pub min_latency_ms: f64,
     pub bytes: u64,
     /// Of `bytes`, those received (replies); the rest were sent.
     pub bytes_rx: u64,
@@ -158,15 +159,29 @@ impl RunResult {
 }
 
 /// Counters the main thread samples once a second.
-#[derive(Default)]
 struct Live {
     ops: AtomicU64,
     latency_us: AtomicU64,
     /// Slowest reply since the main thread last took it.
     max_latency_us: AtomicU64,
+    /// Quickest reply since then (`u64::MAX`: none).
+    min_latency_us: AtomicU64,
     bytes: AtomicU64,
     /// Of `bytes`, those received (replies); the rest were sent.
     bytes_rx: AtomicU64,
+}
+
+impl Default for Live {
+    fn default() -> Self {
+        Live {
+            ops: AtomicU64::new(0),
+            latency_us: AtomicU64::new(0),
+            max_latency_us: AtomicU64::new(0),
+            min_latency_us: AtomicU64::new(u64::MAX),
+            bytes: AtomicU64::new(0),
+            bytes_rx: AtomicU64::new(0),
+        }
+    }
 }
 
 /// Labels of the operation types, in table order.
@@ -299,6 +314,12 @@ fn sample_seconds(
             .map(|l| l.max_latency_us.swap(0, Relaxed))
             .max()
             .unwrap_or(0);
+        let min_us = live
+            .iter()
+            .map(|l| l.min_latency_us.swap(u64::MAX, Relaxed))
+            .filter(|&us| us != u64::MAX)
+            .min()
+            .unwrap_or(0);
         let second = series.len() as u64 + 1;
         let delta_ops = ops - last_ops;
         let avg_latency_ms = if delta_ops == 0 {
@@ -311,6 +332,7 @@ fn sample_seconds(
             ops: delta_ops,
             avg_latency_ms,
             max_latency_ms: max_us as f64 / 1000.0,
+            min_latency_ms: min_us as f64 / 1000.0,
             bytes: bytes - last_bytes,
             bytes_rx: rx - last_rx,
         };
@@ -729,7 +751,7 @@ impl Client {
         let now = Instant::now();
         let mut collector = self.collector.borrow_mut();
         let (mut ops, mut latency_us, mut bytes, mut max_us) = (0u64, 0u64, 0u64, 0u64);
-        let mut bytes_rx = 0u64;
+        let (mut bytes_rx, mut min_us) = (0u64, u64::MAX);
         while let Some((len, kind)) = scan_reply(input).map_err(|e| e.to_string())? {
             let Some((slot, measured_from, request_len)) = in_flight.pop_front() else {
                 return Err("reply without a request".into());
@@ -756,6 +778,7 @@ impl Client {
             ops += 1;
             latency_us += micros;
             max_us = max_us.max(micros);
+            min_us = min_us.min(micros);
             bytes += (len + request_len) as u64;
             bytes_rx += len as u64;
             input.advance(len);
@@ -767,6 +790,9 @@ impl Client {
         }
         self.live.bytes.fetch_add(bytes, Relaxed);
         self.live.bytes_rx.fetch_add(bytes_rx, Relaxed);
+        if ops > 0 {
+            self.live.min_latency_us.fetch_min(min_us.max(1), Relaxed);
+        }
         Ok(())
     }
 }

@@ -402,7 +402,8 @@ fn json_out_file_has_memtiers_layout() {
     let tx = totals["KB/sec TX"].as_f64().unwrap();
     assert!(rx > 0.0 && tx > 0.0);
     assert!((totals["KB/sec"].as_f64().unwrap() - (rx + tx)).abs() < 1e-6 * (rx + tx) + 1e-9);
-    for p in ["p50.000", "p99.000", "p99.900"] {
+    // memtier writes `p%.3f` into 7 bytes: six characters are kept.
+    for p in ["p50.00", "p99.00", "p99.90"] {
         assert!(
             totals["Percentile Latencies"][p].as_f64().unwrap() > 0.0,
             "{p}"
@@ -453,6 +454,10 @@ fn json_seconds_carry_bytes_and_the_rate_limit_is_kept() {
             entry["Bytes TX"].as_u64().unwrap() > 0,
             "second {second}: {entry}"
         );
+        let min = entry["Min Latency"].as_f64().unwrap();
+        let max = entry["Max Latency"].as_f64().unwrap();
+        assert!(0.0 < min && min <= max, "second {second}: {entry}");
+        assert!(entry["Accumulated Latency"].as_u64().is_some(), "{entry}");
     }
 }
 
