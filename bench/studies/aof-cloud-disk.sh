@@ -90,6 +90,8 @@ mkdir -p "$OUT"
 machine="$(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $(free -g | awk '/Mem:/ { print $2 }') GiB, Linux $(uname -r), $(findmnt -no SOURCE,FSTYPE --target "$WORK" | head -1)"
 python3 - "$WORK/runs" "$OUT/$STUDY.md" "$(date -u +%Y-%m-%d)" "$machine" "$ROUNDS" "$SECONDS_PER_RUN" "$DELAY_MS" "$(git rev-parse --short HEAD)" "$DISKS" <<'PY'
 import json, os, statistics, sys
+sys.path.insert(0, "bench/studies")
+from study import finish, heading, median_of
 runs, out, day, machine, rounds, seconds, delay, commit, disks = sys.argv[1:]
 figures = {}
 for round_dir in sorted(os.listdir(runs)):
@@ -102,14 +104,11 @@ for round_dir in sorted(os.listdir(runs)):
         p = totals["Percentile Latencies"]
         row = (totals["Ops/sec"], p.get("p50.00", 0), p.get("p99.00", 0), p.get("p99.90", 0), totals["Max Latency"], stalls)
         figures.setdefault(file[:-5], []).append(row)
-def med(name, i):
-    return statistics.median(r[i] for r in figures[name])
-lines = [
-    "# AOF on cloud-like disks",
-    "",
-    f"Measured {day} at {commit} on {machine}, by `bench/studies/run.sh aof-cloud-disk`",
-    f"(ROUNDS={rounds}, SECONDS_PER_RUN={seconds}, DELAY_MS={delay}). The load, strata-bench",
-    f"(memtier_benchmark's flags): `-t 2 -c 25 --pipeline 25 -d 10000 --ratio 1:0 --key-maximum 20000 --test-time {seconds}`.",
+med = median_of(figures)
+settings = f"ROUNDS={rounds}, SECONDS_PER_RUN={seconds}, DELAY_MS={delay}"
+lines = heading("AOF on cloud-like disks", "aof-cloud-disk", day, commit, machine, settings) + [
+    "The load, strata-bench (memtier_benchmark's flags):",
+    f"`-t 2 -c 25 --pipeline 25 -d 10000 --ratio 1:0 --key-maximum 20000 --test-time {seconds}`.",
     "redis-server runs with `--appendonly yes --appendfsync <policy> --save \"\"`, strata-server with `--appendfsync <policy>`.",
     "The slow disk: device-mapper's delay target over a loop file, every write " + delay + " ms late, ext4."
     if "slow" in disks else "The slow disk was not measured: it needs root and device-mapper's delay target, which this machine's kernel lacks (cgroup v1's blkio throttle would slow only direct I/O, Strata's log and not Redis' buffered AOF).",
@@ -132,13 +131,6 @@ for disk in disks.split():
                 f"| {disk} | {fsync} | {kind} | {med(name, 0):,.0f} | {ratio} | {med(name, 1):.2f} | "
                 f"{med(name, 2):.2f} | {med(name, 3):.2f} | {med(name, 4):.1f} | {med(name, 5):.0f} |"
             )
-lines += [
-    "",
-    f"Each round's figures: {json.dumps({k: [[round(x, 3) for x in r] for r in v] for k, v in sorted(figures.items())})}",
-    "",
-    "![throughput per second and latency percentiles of the last round](aof-cloud-disk.svg)",
-    "",
-]
-open(out, "w").write("\n".join(lines))
-print("\n".join(lines))
+columns = "requests/s, p50, p99, p99.9, max, stalls"
+finish(lines, figures, columns, "aof-cloud-disk", out)
 PY
