@@ -1,6 +1,6 @@
 //! Slots that move whole: `CLUSTER MIGRATION` (Redis 8.4's command),
 //! Strata's own way of moving slots between the primaries of a cluster
-//! whose nodes form a Raft group (docs/cluster.md, "Moving slots").
+//! whose nodes form a Raft group (docs/cluster.md, "Moving slots whole").
 //!
 //! Where `redis-cli --cluster reshard` moves keys one by one (MIGRATE,
 //! with ASK redirections and one consensus round per slot), a migration
@@ -21,15 +21,22 @@
 //!    ([`super::backlog`], kept from before the copy began): those of the
 //!    slots numbered at or above their shard's copy point are translated
 //!    ([`super::translate`]) and sent, so the target ends exact. Clients
-//!    go on meanwhile, on the source, with no ASK redirection.
-//! 4. Once the target is less than [`SWITCH_LAG_BYTES`] behind, the source
-//!    holds its clients' writes ([`super::failover::hold_writes`]), sends
+//!    go on meanwhile, on the source, with no ASK redirection. The copy
+//!    waits while the target's replicas fall far behind (the target's
+//!    INFO, every 16 MB), and keeps to `cluster-migration-max-rate`.
+//! 4. Once the target is less than [`SWITCH_LAG_BYTES`] behind and
+//!    confirms quickly what it was sent (an ECHO marker, unheld, a few
+//!    tries), the source holds its clients' writes
+//!    ([`super::failover::hold_writes`], which waits out the write gate,
+//!    `crate::write_gate`), sends
 //!    the rest, waits until the target has applied everything (an ECHO
 //!    marker), holds reads too, and sends `… COMMIT`: the target proposes
 //!    the switch to the group (`Change::TakeSlots`: the slots become the
 //!    target's with a new greatest config epoch) and answers once it is
 //!    committed. The source applies it at once and lets its clients go
 //!    on: the writes it held are answered MOVED to the target.
+//!    Should COMMIT go unanswered, the clients stay held until this node's
+//!    topology says who serves the slots (2 s at most).
 //! 5. The source then deletes its keys of the slots; a task that fails
 //!    leaves the slots where they were, and the target deletes what it
 //!    had been sent.
