@@ -258,6 +258,12 @@ impl Cluster {
         self.local.set_hooks(hooks);
     }
 
+    /// `cluster-node-timeout` changed (CONFIG SET): failure detection and
+    /// the lease (half of it) follow at once.
+    pub fn set_node_timeout_ms(&self, ms: u64) {
+        self.local.set_node_timeout_ms(ms);
+    }
+
     /// Whether this node may serve keys now: alone, or within its lease
     /// from its group's majority.
     pub fn lease_ok(&self, now_ms: u64) -> bool {

@@ -147,6 +147,9 @@ pub fn config_set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let feed_needed = crate::notify::needs_feed(config.notify_keyspace_events);
     ctx.server.notify_feed.want(ctx.keyspace(), feed_needed);
     ctx.server.slowlog.trim(config.slowlog_max_len as usize);
+    if ctx.server.cluster.enabled() {
+        (ctx.server.cluster).set_node_timeout_ms(config.cluster.node_timeout_ms);
+    }
     ctx.server.acl.log.trim(config.acllog_max_len as usize);
     if pairs.iter().any(|(name, _)| name == "requirepass") {
         let acl = &ctx.server.acl;
