@@ -26,6 +26,7 @@ STUDY=aof-cloud-disk
 OUT=docs/studies
 
 source bench/lib.sh
+source bench/studies/lib.sh
 bench_setup "study-$STUDY"
 
 SLOW= DM_NAME= LOOP=
@@ -85,18 +86,15 @@ for round in $(seq "$ROUNDS"); do
     done
 done
 
-mkdir -p "$OUT"
-"$BENCH" report --plot "$OUT/$STUDY.svg" "$WORK/runs/$ROUNDS"/*.json
-machine="$(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $(free -g | awk '/Mem:/ { print $2 }') GiB, Linux $(uname -r), $(findmnt -no SOURCE,FSTYPE --target "$WORK" | head -1)"
-python3 - "$WORK/runs" "$OUT/$STUDY.md" "$(date -u +%Y-%m-%d)" "$machine" "$ROUNDS" "$SECONDS_PER_RUN" "$DELAY_MS" "$(git rev-parse --short HEAD)" "$DISKS" <<'PY'
-import json, os, statistics, sys
-sys.path.insert(0, "bench/studies")
-from study import finish, heading, median_of
-runs, out, day, machine, rounds, seconds, delay, commit, disks = sys.argv[1:]
+study_plot "$WORK/runs/$ROUNDS"/*.json
+study_report "$WORK/runs" "$OUT/$STUDY.md" "$ROUNDS" "$SECONDS_PER_RUN" "$DELAY_MS" "$DISKS" <<'PY'
+from study import context, finish, heading, median_of, round_dirs
+import json, os, statistics
+(day, machine, commit), (runs, out, rounds, seconds, delay, disks) = context()
 figures = {}
-for round_dir in sorted(os.listdir(runs)):
-    for file in sorted(os.listdir(os.path.join(runs, round_dir))):
-        doc = json.load(open(os.path.join(runs, round_dir, file)))
+for round_dir in round_dirs(runs):
+    for file in sorted(os.listdir(round_dir)):
+        doc = json.load(open(os.path.join(round_dir, file)))
         totals = doc["ALL STATS"]["Totals"]
         per_second = [e["Count"] for _, e in sorted(totals["Time-Serie"].items(), key=lambda kv: int(kv[0]))]
         median = statistics.median(per_second) if per_second else 0

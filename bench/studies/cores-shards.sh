@@ -28,6 +28,7 @@ STUDY=cores-shards
 OUT=docs/studies
 
 source bench/lib.sh
+source bench/studies/lib.sh
 bench_setup "study-$STUDY"
 
 # CPU ticks (user + system) of the processes given.
@@ -82,12 +83,9 @@ for round in $(seq "$ROUNDS"); do
 done
 
 mkdir -p "$OUT"
-machine="$CORES cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $(free -g | awk '/Mem:/ { print $2 }') GiB, Linux $(uname -r)"
-python3 - "$WORK/results.txt" "$OUT/$STUDY.md" "$OUT/$STUDY.svg" "$(date -u +%Y-%m-%d)" "$machine" "$ROUNDS" "$SECONDS_PER_RUN" "$CONNECTIONS" "$KEYS" "$(git rev-parse --short HEAD)" <<'PY'
-import statistics, sys
-sys.path.insert(0, "bench/studies")
-from study import finish, heading, line_chart, median_of
-results, out, svg, day, machine, rounds, seconds, connections, keys, commit = sys.argv[1:]
+study_report "$WORK/results.txt" "$OUT/$STUDY.md" "$OUT/$STUDY.svg" "$ROUNDS" "$SECONDS_PER_RUN" "$CONNECTIONS" "$KEYS" <<'PY'
+from study import context, finish, heading, line_chart, median_of
+(day, machine, commit), (results, out, svg, rounds, seconds, connections, keys) = context()
 rows = {}
 for line in open(results):
     round_, kind, n, requests, cpu = line.split()

@@ -27,6 +27,7 @@ STUDY=fork-snapshot
 OUT=docs/studies
 
 source bench/lib.sh
+source bench/studies/lib.sh
 bench_setup "study-$STUDY"
 
 # watch PORT SERVER_PID LOAD_PID OUT_JSON: samples the memory of the
@@ -87,18 +88,15 @@ for round in $(seq "$ROUNDS"); do
     done
 done
 
-mkdir -p "$OUT"
-"$BENCH" report --plot "$OUT/$STUDY.svg" "$WORK/runs/$ROUNDS"/*.json
-machine="$(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $(free -g | awk '/Mem:/ { print $2 }') GiB, Linux $(uname -r)"
-python3 - "$WORK/runs" "$OUT/$STUDY.md" "$(date -u +%Y-%m-%d)" "$machine" "$ROUNDS" "$SECONDS_PER_RUN" "$SAVE_AT" "$KEYS" "$(git rev-parse --short HEAD)" <<'PY'
-import json, os, statistics, sys
-sys.path.insert(0, "bench/studies")
-from study import finish, heading, median_of
-runs, out, day, machine, rounds, seconds, save_at, keys, commit = sys.argv[1:]
+study_plot "$WORK/runs/$ROUNDS"/*.json
+study_report "$WORK/runs" "$OUT/$STUDY.md" "$ROUNDS" "$SECONDS_PER_RUN" "$SAVE_AT" "$KEYS" <<'PY'
+from study import context, finish, heading, median_of, round_dirs
+import json, os, statistics
+(day, machine, commit), (runs, out, rounds, seconds, save_at, keys) = context()
 rows = {}
-for round_dir in sorted(os.listdir(runs)):
+for round_dir in round_dirs(runs):
     for kind in ("redis", "strata"):
-        base = os.path.join(runs, round_dir, kind)
+        base = os.path.join(round_dir, kind)
         if not os.path.exists(base + ".json"):
             continue
         serie = json.load(open(base + ".json"))["ALL STATS"]["Totals"]["Time-Serie"]

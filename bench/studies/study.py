@@ -68,3 +68,16 @@ def line_chart(path, title, x_label, xs, series, y_label):
     out.append("</svg>")
     with open(path, "w") as file:
         file.write("\n".join(out))
+
+
+def context():
+    """(day, machine, commit) and the study's own arguments, as
+    bench/studies/lib.sh's study_report passes them."""
+    import sys
+    return sys.argv[1:4], sys.argv[4:]
+
+
+def round_dirs(runs):
+    """The rounds' directories under `runs`, in order."""
+    import os
+    return [os.path.join(runs, name) for name in sorted(os.listdir(runs))]
