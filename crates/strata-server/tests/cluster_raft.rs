@@ -103,6 +103,23 @@ fn redis_cli(args: &[&str]) -> String {
     output
 }
 
+/// The client addresses of nodes on `ports`.
+fn addresses_of(ports: &[(u16, u16)]) -> Vec<String> {
+    ports
+        .iter()
+        .map(|(p, _)| format!("127.0.0.1:{p}"))
+        .collect()
+}
+
+/// Three new nodes, started with `extra`, made one cluster of primaries
+/// by `redis-cli --cluster create`.
+fn three_primaries(extra: &[&str]) -> Started {
+    let (nodes, ports) = fresh_nodes(3, extra);
+    let addresses = addresses_of(&ports);
+    create(&addresses);
+    (nodes, ports, addresses)
+}
+
 /// `redis-cli --cluster create` of the nodes at `addresses`, primaries
 /// only.
 fn create(addresses: &[String]) -> String {
@@ -118,10 +135,7 @@ fn three_nodes_joined_by_redis_cli_share_one_topology() {
         return;
     }
     let (mut nodes, ports) = fresh_nodes(3, &[]);
-    let addresses: Vec<String> = ports
-        .iter()
-        .map(|(p, _)| format!("127.0.0.1:{p}"))
-        .collect();
+    let addresses = addresses_of(&ports);
     let output = create(&addresses);
     assert!(output.contains("All 16384 slots covered"), "{output}");
     wait_until("every node to see three", || {
@@ -206,10 +220,7 @@ fn redis_cli_grows_shrinks_and_fixes_a_cluster() {
         return;
     }
     let (nodes, ports) = fresh_nodes(4, &[]);
-    let addresses: Vec<String> = ports
-        .iter()
-        .map(|(p, _)| format!("127.0.0.1:{p}"))
-        .collect();
+    let addresses = addresses_of(&ports);
     create(&addresses[..3]);
     let id = |i: usize| n(&nodes, i).raw().cmd(&["CLUSTER", "MYID"]).as_text();
     let (first, added) = (id(0), id(3));
@@ -437,10 +448,7 @@ type Started = (Vec<Option<TestServer>>, Vec<(u16, u16)>, Vec<String>);
 /// started with `extra`; their ports and client addresses.
 fn primaries_and_a_replica(extra: &[&str]) -> Started {
     let (nodes, ports) = fresh_nodes(4, extra);
-    let addresses: Vec<String> = ports
-        .iter()
-        .map(|(p, _)| format!("127.0.0.1:{p}"))
-        .collect();
+    let addresses = addresses_of(&ports);
     create(&addresses[..3]);
     let primary_id = n(&nodes, 0).raw().cmd(&["CLUSTER", "MYID"]).as_text();
     redis_cli(&[
@@ -655,13 +663,8 @@ fn a_primary_without_a_majority_stops_serving_within_its_lease() {
     }
     // Started with a lease of 2 s; CONFIG SET makes it 0.5 s at once.
     let timeout = ["--cluster-node-timeout", "4000"];
-    let (nodes, ports) = fresh_nodes(3, &timeout);
+    let (nodes, _, _) = three_primaries(&timeout);
     let nodes: Vec<TestServer> = nodes.into_iter().flatten().collect();
-    let addresses: Vec<String> = ports
-        .iter()
-        .map(|(p, _)| format!("127.0.0.1:{p}"))
-        .collect();
-    create(&addresses[..3]);
     let mut raw = nodes[0].raw();
     wait_until("the first node to serve its slot", || {
         raw.cmd(&["SET", "{bar}k", "v"]) == ok()
@@ -816,12 +819,7 @@ fn slots_move_whole_under_load_with_no_client_error() {
     if !have_redis_cli() {
         return;
     }
-    let (nodes, ports) = fresh_nodes(3, &[]);
-    let addresses: Vec<String> = ports
-        .iter()
-        .map(|(p, _)| format!("127.0.0.1:{p}"))
-        .collect();
-    create(&addresses);
+    let (nodes, ports, addresses) = three_primaries(&[]);
     let mut source = n(&nodes, 0).raw();
     let keys = keys_below("k:", 4096, 20_000);
     for key in &keys {
@@ -911,22 +909,11 @@ fn slots_move_whole_under_load_with_no_client_error() {
     );
 }
 
-/// A slot move the target cannot take (its memory is full) fails: the
-/// slots stay with their owner, every key still there, and the target
-/// deletes what it had been sent; the same move succeeds once the
-/// target has room. IMPORT checks its slots first.
-#[test]
-fn a_failed_slot_move_leaves_the_slots_where_they_were() {
-    if !have_redis_cli() {
-        return;
-    }
-    let (nodes, ports) = fresh_nodes(3, &[]);
-    let addresses: Vec<String> = ports
-        .iter()
-        .map(|(p, _)| format!("127.0.0.1:{p}"))
-        .collect();
-    create(&addresses);
-    let mut target = n(&nodes, 1).raw();
+/// What CLUSTER MIGRATION refuses among three primaries: IMPORTs of
+/// slots that cannot move, and the nodes' own steps that no task asked
+/// for.
+fn migration_refusals(nodes: &[Option<TestServer>]) {
+    let mut target = n(nodes, 1).raw();
     for (args, error) in [
         (
             vec!["6000", "6000"],
@@ -954,7 +941,43 @@ fn a_failed_slot_move_leaves_the_slots_where_they_were() {
         target.cmd(&["CLUSTER", "MIGRATION", "CANCEL", "ALL"]),
         Reply::Int(0)
     );
+    // The nodes' own steps refuse what no task asked for.
+    let target_id = target.cmd(&["CLUSTER", "MYID"]).as_text();
+    for (args, error) in [
+        (
+            vec!["LINK", "nosuch"],
+            "ERR No slot import waits for this link",
+        ),
+        (
+            vec!["COMMIT", "nosuch"],
+            "ERR No slot import is linked to this connection",
+        ),
+        (
+            vec!["EXPORT", "t", &target_id, "6000", "6000"],
+            "ERR Slot 6000 is not served by this node",
+        ),
+        (vec!["STATUS", "ID"], "ERR syntax error"),
+        (vec!["CANCEL"], "ERR syntax error"),
+        (vec!["NOSUCH"], "ERR syntax error"),
+    ] {
+        let mut command = vec!["CLUSTER", "MIGRATION"];
+        command.extend(args);
+        assert_eq!(n(nodes, 0).raw().cmd(&command), e(error), "{command:?}");
+    }
+}
 
+/// A slot move the target cannot take (its memory is full) fails: the
+/// slots stay with their owner, every key still there, and the target
+/// deletes what it had been sent; the same move succeeds once the
+/// target has room. IMPORT checks its slots first.
+#[test]
+fn a_failed_slot_move_leaves_the_slots_where_they_were() {
+    if !have_redis_cli() {
+        return;
+    }
+    let (nodes, _, _) = three_primaries(&[]);
+    migration_refusals(&nodes);
+    let mut target = n(&nodes, 1).raw();
     let mut source = n(&nodes, 0).raw();
     let keys = keys_below("big:", 100, 1000);
     let value = "x".repeat(4096);
@@ -1090,7 +1113,7 @@ fn six_nodes_move_slots_whole_and_survive_the_new_owners_failover() {
     }
     let (mut nodes, ports) = fresh_nodes(6, &["--cluster-node-timeout", "1000"]);
     let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
-    args.extend(ports.iter().map(|(p, _)| format!("127.0.0.1:{p}")));
+    args.extend(addresses_of(&ports));
     args.extend([
         "--cluster-replicas".into(),
         "1".into(),

@@ -78,23 +78,7 @@ fn follow(server: &Arc<Node>, host: &str, port: u16, link: &LinkState) -> Result
     }
     let config = server.config.get();
     let timeout = Duration::from_secs(super::primary::repl_timeout_s(&config));
-    let addr = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| e.to_string())?
-        .next()
-        .ok_or("the primary's name resolves to no address")?;
-    let stream =
-        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
-    stream
-        .set_read_timeout(Some(timeout))
-        .map_err(|e| e.to_string())?;
-    stream
-        .set_write_timeout(Some(timeout))
-        .map_err(|e| e.to_string())?;
-    let _ = stream.set_nodelay(true);
-    let mut reader =
-        BufReader::with_capacity(1 << 16, stream.try_clone().map_err(|e| e.to_string())?);
-    let mut writer = stream;
+    let (addr, mut reader, mut writer) = open(host, port, timeout)?;
     handshake(&mut reader, &mut writer, server, &config)?;
     let client = server.clients.register(
         addr,
@@ -239,7 +223,31 @@ impl Drop for KeepAlive {
     }
 }
 
-fn command(args: &[&[u8]]) -> Vec<u8> {
+/// A connection to another server at `host:port` (5 s to connect), with
+/// `timeout` on its reads and writes: its address, a buffered reader and
+/// the writer.
+pub(super) fn open(
+    host: &str,
+    port: u16,
+    timeout: Duration,
+) -> Result<(std::net::SocketAddr, BufReader<TcpStream>, TcpStream), String> {
+    let addr = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("{host}:{port}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{host}:{port} resolves to no address"))?;
+    let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+        .map_err(|e| format!("{host}:{port}: {e}"))?;
+    let io = |e: std::io::Error| e.to_string();
+    stream.set_read_timeout(Some(timeout)).map_err(io)?;
+    stream.set_write_timeout(Some(timeout)).map_err(io)?;
+    let _ = stream.set_nodelay(true);
+    let reader = BufReader::with_capacity(1 << 16, stream.try_clone().map_err(io)?);
+    Ok((addr, reader, stream))
+}
+
+/// One command in RESP.
+pub(super) fn command(args: &[&[u8]]) -> Vec<u8> {
     let mut out = Vec::new();
     let owned: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
     super::translate::write_command(&mut out, &owned);

@@ -46,7 +46,7 @@
 //! STATUS` reports tasks, `CANCEL` stops them.
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc;
@@ -57,7 +57,7 @@ use strata_engine::copy::Copied;
 use strata_engine::keyspace::{SHARD_COUNT, Sharding, key_slot};
 use strata_engine::record::{Kind, Record};
 
-use super::link::{Applier, ask, authenticate};
+use super::link::{Applier, ask, authenticate, command, open};
 use super::slot_tasks::{Operation, Phase, Task, ranges};
 use super::translate::{Translator, write_command};
 use crate::cluster::change::Change;
@@ -299,21 +299,9 @@ fn connect(
     host: &str,
     port: u16,
 ) -> Result<(BufReader<TcpStream>, TcpStream), String> {
-    let addr = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("{host}:{port}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{host}:{port} resolves to no address"))?;
-    let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
-        .map_err(|e| format!("{host}:{port}: {e}"))?;
     let config = server.config.get();
     let timeout = Duration::from_secs(super::primary::repl_timeout_s(&config));
-    let io = |e: std::io::Error| e.to_string();
-    stream.set_read_timeout(Some(timeout)).map_err(io)?;
-    stream.set_write_timeout(Some(timeout)).map_err(io)?;
-    let _ = stream.set_nodelay(true);
-    let mut reader = BufReader::with_capacity(1 << 16, stream.try_clone().map_err(io)?);
-    let mut writer = stream;
+    let (_, mut reader, mut writer) = open(host, port, timeout)?;
     authenticate(&mut reader, &mut writer, &config)
         .map_err(|why| why.replace("MASTER", "the other node"))?;
     Ok((reader, writer))
@@ -395,10 +383,7 @@ impl Link {
     }
 
     fn command(&mut self, args: &[&[u8]]) -> Result<(), String> {
-        let mut out = Vec::new();
-        let owned: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
-        write_command(&mut out, &owned);
-        self.write(&out)
+        self.write(&command(args))
     }
 
     /// Waits until the target has applied everything sent so far.
@@ -694,7 +679,7 @@ fn wait_for_target_replicas(task: &Task, control: &mut Option<Control>) -> Resul
         let Some((reader, writer)) = control.as_mut() else {
             return Ok(());
         };
-        let lag = (writer.write_all(b"*2\r\n$4\r\nINFO\r\n$11\r\nreplication\r\n"))
+        let lag = (writer.write_all(&command(&[b"INFO", b"replication"])))
             .ok()
             .and_then(|()| match read_reply(reader) {
                 Ok(Parsed::Bulk(info)) => Some(replica_lag(&info)),
