@@ -5,7 +5,7 @@
 //! A group is what one lock hold changed (one command today; a whole
 //! MULTI/EXEC or script later): its sequence number and, per record, the
 //! kind of change, the database and the key. Those are the list the
-//! commit itself hands back (`crate::commit::Changed`), so publishing
+//! commit itself hands back (`crate::keyspace::commit::Changed`), so publishing
 //! never decodes the sealed records again. With the log on, the sequence
 //! number is the group's last LSN and groups are published inside the
 //! log's commit, so the feed's order is the log's order across threads.
@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::commit::{ChangeRef, Changed};
-use crate::record::{self, Kind};
+use crate::keyspace::commit::{ChangeRef, Changed};
+use crate::storage::record::{self, Kind};
 
 /// One change of one record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -312,8 +312,8 @@ impl Drop for Subscription {
 mod tests {
     use super::*;
     use crate::Keyspace;
-    use crate::log::{FsyncPolicy, Log, LogStart};
-    use crate::value::Value;
+    use crate::storage::log::{FsyncPolicy, Log, LogStart};
+    use crate::types::value::Value;
 
     const NOW_MS: u64 = 1_000_000;
     const WAIT: Duration = Duration::from_secs(10);
@@ -322,7 +322,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!(
             "strata-feed-{}-{}",
             std::process::id(),
-            crate::keyspace::random_u64()
+            crate::keyspace::shards::random_u64()
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let ks = Keyspace::new(4);

@@ -5,7 +5,7 @@
 //!    exists) and makes the empty [`Keyspace`]. A server binds its
 //!    listeners and answers `-LOADING` from here on.
 //! 2. [`Pending::load`] loads the newest checkpoint and replays the log
-//!    after it ([`crate::recovery`]), prunes the cache store, starts the
+//!    after it ([`crate::storage::recovery`]), prunes the cache store, starts the
 //!    log (or, without one, the cache store that takes values leaving
 //!    RAM), attaches it to the keyspace and lets compaction take the
 //!    segments that were mostly dead before the restart. From then on
@@ -17,10 +17,10 @@
 
 use std::path::Path;
 
-use crate::keyspace::Keyspace;
-use crate::log::{FsyncPolicy, Log, LogStart};
-use crate::recovery::{self, LoadOptions, Plan, Progress, RecoveryError};
-use crate::tier;
+use crate::keyspace::shards::Keyspace;
+use crate::storage::log::{FsyncPolicy, Log, LogStart};
+use crate::storage::recovery::{self, LoadOptions, Plan, Progress, RecoveryError};
+use crate::tiering::tier;
 
 /// How [`Pending::load`] opens the log.
 #[derive(Clone, Copy, Debug)]
@@ -176,7 +176,7 @@ impl Pending {
             keyspace.attach_log(log);
             // Compaction may take the segments that were mostly dead
             // before the restart at once, without waiting a cycle.
-            crate::compaction::note_dying_at_start(keyspace);
+            crate::storage::compaction::note_dying_at_start(keyspace);
             result.next_lsn = loaded.next_lsn;
         } else {
             let next_segment = cache_segments

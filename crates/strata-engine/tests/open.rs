@@ -4,12 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
-use strata_engine::collection::{List, Str};
-use strata_engine::list::{End, ListOp};
 use strata_engine::open::{LoadSettings, Loaded, open};
-use strata_engine::recovery::RecoveryError;
-use strata_engine::value::Value;
-use strata_engine::{Keyspace, check};
+use strata_engine::storage::recovery::RecoveryError;
+use strata_engine::types::collection::{List, Str};
+use strata_engine::types::list::{End, ListOp};
+use strata_engine::types::value::Value;
+use strata_engine::{Keyspace, storage::check};
 
 const NOW_MS: u64 = 1_700_000_000_000;
 
@@ -218,7 +218,7 @@ fn start_empty_leaves_the_directory_for_a_later_open() {
     assert_eq!(get(&keyspace, b"k"), Some(b"v".to_vec()), "the data stayed");
 }
 
-/// `strata-check` (`strata_engine::check::run`) on directories this
+/// `strata-check` (`strata_engine::storage::check::run`) on directories this
 /// engine wrote: 0 clean, 1 a torn tail left in place, 0 again after
 /// `--fix --yes` cuts it, 2 a damaged record, 3 no directory.
 #[test]

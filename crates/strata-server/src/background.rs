@@ -15,9 +15,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::time::{Duration, Instant};
 use strata_engine::Keyspace;
-use strata_engine::checkpoint::{self, CheckpointInfo};
 use strata_engine::open::{LoadSettings, LogOptions, Pending};
-use strata_engine::recovery::{self, RecoveryError};
+use strata_engine::storage::checkpoint::{self, CheckpointInfo};
+use strata_engine::storage::recovery::{self, RecoveryError};
 
 /// How often the checkpoint thread looks at its triggers.
 const TRIGGER_CHECK_INTERVAL: Duration = Duration::from_millis(100);

@@ -239,7 +239,11 @@ impl Blocking {
     /// the feed thread would) and adds them to `woken`, so the command's
     /// replies can wait until they ran. Costs one atomic load when nobody
     /// waits.
-    pub fn wake_changed(&self, changed: &strata_engine::commit::Changed, woken: &mut Vec<Woken>) {
+    pub fn wake_changed(
+        &self,
+        changed: &strata_engine::keyspace::commit::Changed,
+        woken: &mut Vec<Woken>,
+    ) {
         if self.waiting.load(Relaxed) == 0 || changed.is_empty() {
             return;
         }

@@ -27,7 +27,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use strata_engine::fetch::ColdFetch;
+use strata_engine::tiering::fetch::ColdFetch;
 use strata_resp::{Limits, ProtocolError, ReplyWriter, RequestParser};
 
 use crate::client::ClientInfo;
@@ -1069,7 +1069,7 @@ impl Connection {
         &mut self,
         args: &[Bytes],
         cold: ColdFetch,
-        results: Vec<strata_engine::fetch::ReadResult>,
+        results: Vec<strata_engine::tiering::fetch::ReadResult>,
         now: u64,
     ) -> Result<(), Option<Box<ColdCommand>>> {
         let server = self.server.clone();

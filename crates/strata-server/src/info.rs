@@ -7,7 +7,7 @@
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
 
-use strata_engine::keyspace::ShardSet;
+use strata_engine::keyspace::shards::ShardSet;
 
 use crate::alloc;
 use crate::commands::Node;
@@ -332,9 +332,13 @@ fn memory_section(server: &Node, out: &mut String, held: &mut Held) {
     field!(
         out,
         "lazyfree_pending_objects",
-        strata_engine::lazyfree::pending()
+        strata_engine::keyspace::lazyfree::pending()
     );
-    field!(out, "lazyfreed_objects", strata_engine::lazyfree::freed());
+    field!(
+        out,
+        "lazyfreed_objects",
+        strata_engine::keyspace::lazyfree::freed()
+    );
     let (scripts, script_bytes) = server.scripts.cached();
     let libraries = server.functions.snapshot();
     let library_bytes: usize = libraries.libraries.values().map(|l| l.code.len()).sum();
@@ -580,8 +584,8 @@ fn persistence_section(server: &Node, out: &mut String) {
     loading_fields(server, out);
     save_and_rewrite_fields(server, out);
     let sharding = match server.keyspace.sharding() {
-        strata_engine::keyspace::Sharding::Slots => "slot",
-        strata_engine::keyspace::Sharding::Hash => "hash",
+        strata_engine::keyspace::shards::Sharding::Slots => "slot",
+        strata_engine::keyspace::shards::Sharding::Hash => "hash",
     };
     field!(out, "strata_key_sharding", sharding);
     if let Some(log) = server.keyspace.change_log() {
@@ -700,7 +704,7 @@ fn save_and_rewrite_fields(server: &Node, out: &mut String) {
 }
 
 /// INFO persistence's fields of the running log.
-fn log_fields(server: &Node, log: &strata_engine::log::Log, out: &mut String) {
+fn log_fields(server: &Node, log: &strata_engine::storage::log::Log, out: &mut String) {
     let p = &server.persistence;
     let write_error = log.write_error();
     field!(out, "aof_current_size", log.disk_bytes());

@@ -108,7 +108,7 @@ pub fn main() {
         }
     }
     // Entries choose their layout by what the allocator really hands out.
-    strata_engine::keyspace::set_size_class(alloc::size_class);
+    strata_engine::keyspace::shards::set_size_class(alloc::size_class);
     // As Redis' `disable-thp yes`: transparent huge pages make the
     // allocator's partly used 2 MB regions fully resident (measured: RSS
     // 105 MB instead of 87 MB under a 64 MB budget with 1-4 KB values), and

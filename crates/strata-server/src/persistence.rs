@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use parking_lot::{Condvar, Mutex};
-use strata_engine::recovery::Progress;
+use strata_engine::storage::recovery::Progress;
 
 use crate::stats::ThreadStats;
 
@@ -34,8 +34,8 @@ pub struct Persistence {
     pub(crate) base_lsn: AtomicU64,
     pub(crate) running: Mutex<()>,
     /// The data directory's lock, checked before each checkpoint writes
-    /// (`strata_engine::dir_lock`; none in unit tests).
-    pub dir_lock: Mutex<Option<strata_engine::dir_lock::DirLock>>,
+    /// (`strata_engine::storage::dir_lock`; none in unit tests).
+    pub dir_lock: Mutex<Option<strata_engine::storage::dir_lock::DirLock>>,
     pub checkpoint_started_ms: AtomicU64,
     /// Bytes of the log when the last checkpoint cycle ended (what log
     /// growth is measured from).

@@ -296,7 +296,7 @@ impl Encoded {
 
 /// Messages a thread holds back: a script's PUBLISH and keyspace events
 /// go out when the script ends, so a run that is undone and run again
-/// (`strata_engine::undo`) publishes nothing twice. Subscribers see them
+/// (`strata_engine::keyspace::undo`) publishes nothing twice. Subscribers see them
 /// at the same point as with Redis, where nothing else runs during a
 /// script.
 type HeldMessage = (Vec<u8>, Vec<u8>, bool, OutputLimit);

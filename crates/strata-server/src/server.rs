@@ -213,14 +213,14 @@ impl Server {
             .client_pause_until_ms
             .fetch_max(until_ms, SeqCst)
             .max(until_ms);
-        strata_engine::keyspace::pause_expiry_until(until);
+        strata_engine::keyspace::shards::pause_expiry_until(until);
     }
 
     /// CLIENT UNPAUSE.
     pub fn client_unpause(&self) {
         self.client_pause_until_ms.store(0, Relaxed);
         self.client_pause_writes_only.store(false, Relaxed);
-        strata_engine::keyspace::pause_expiry_until(0);
+        strata_engine::keyspace::shards::pause_expiry_until(0);
         self.unpaused.notify_waiters();
     }
 

@@ -106,7 +106,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
 /// on it (the keyspace, not loaded yet).
 fn prepare(
     config: &Config,
-) -> Result<(strata_engine::dir_lock::DirLock, Keyspace, Pending), String> {
+) -> Result<(strata_engine::storage::dir_lock::DirLock, Keyspace, Pending), String> {
     log::set_level(config.loglevel);
     log::set_file(&config.logfile)
         .map_err(|e| format!("Can't open the log file '{}': {e}", config.logfile))?;
@@ -118,8 +118,8 @@ fn prepare(
     })?;
     // Before any other file in the directory is touched: a second server
     // on the same directory would delete this one's log (invariant 7).
-    let dir_lock =
-        strata_engine::dir_lock::DirLock::acquire(&config.dir).map_err(|e| e.to_string())?;
+    let dir_lock = strata_engine::storage::dir_lock::DirLock::acquire(&config.dir)
+        .map_err(|e| e.to_string())?;
     // Only the directory listing and the checkpoint's header are read here
     // (the hash seed must be known before the keyspace exists); the data
     // loads after the listeners are up, answering -LOADING meanwhile.
@@ -257,7 +257,7 @@ fn bind_bus(
 fn assemble(
     config: Config,
     keyspace: Keyspace,
-    dir_lock: strata_engine::dir_lock::DirLock,
+    dir_lock: strata_engine::storage::dir_lock::DirLock,
     tls_config: Option<Arc<rustls::ServerConfig>>,
 ) -> Result<Arc<Node>, String> {
     let tiering = Tiering::start(
@@ -775,7 +775,7 @@ fn network_thread(
     };
     // Connections on this thread write the log themselves when they wait
     // for it (see connection.rs), so commits here need not wake the writer.
-    strata_engine::log::set_flushes_itself();
+    strata_engine::storage::log::set_flushes_itself();
     runtime.block_on(async move {
         server.tiering.readers.serve_thread_ring();
         tokio::spawn(async {

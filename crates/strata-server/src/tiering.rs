@@ -22,9 +22,9 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
 use parking_lot::Mutex;
-use strata_engine::fetch::{ColdFetch, ReadResult};
-use strata_engine::reader::ColdReader;
-use strata_engine::tier::Tier;
+use strata_engine::tiering::fetch::{ColdFetch, ReadResult};
+use strata_engine::tiering::reader::ColdReader;
+use strata_engine::tiering::tier::Tier;
 
 use crate::config::{Config, MaxmemoryPolicy};
 use crate::persistence::Persistence;
@@ -149,7 +149,7 @@ impl ReaderPool {
                 // Cleared before reaping, so a completion that lands while
                 // reaping signals again.
                 ready.clear_ready();
-                strata_engine::reader::reap_thread_ring();
+                strata_engine::tiering::reader::reap_thread_ring();
             }
         });
     }
@@ -338,7 +338,7 @@ impl Tiering {
     fn wait_for_eviction(
         &self,
         keyspace: &Keyspace,
-        evict: &dyn Fn() -> strata_engine::eviction::Evicted,
+        evict: &dyn Fn() -> strata_engine::tiering::eviction::Evicted,
         under: &dyn Fn() -> bool,
     ) {
         let started = Instant::now();

@@ -45,7 +45,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 use strata_engine::Keyspace;
-use strata_engine::record::Kind;
+use strata_engine::storage::record::Kind;
 use strata_resp::Protocol;
 
 use crate::client::ClientInfo;

@@ -21,7 +21,11 @@ pub fn now_ms() -> u64 {
 pub fn random_hex(len: usize) -> String {
     (0..len)
         .map(|_| {
-            char::from_digit((strata_engine::keyspace::random_u64() % 16) as u32, 16).unwrap_or('0')
+            char::from_digit(
+                (strata_engine::keyspace::shards::random_u64() % 16) as u32,
+                16,
+            )
+            .unwrap_or('0')
         })
         .collect()
 }

@@ -736,7 +736,7 @@ fn keys_below(prefix: &str, below: u16, count: usize) -> Vec<String> {
 fn keys_in(prefix: &str, slots: std::ops::Range<u16>, count: usize) -> Vec<String> {
     (0..)
         .map(|n| format!("{prefix}{n}"))
-        .filter(|key| slots.contains(&strata_engine::keyspace::key_slot(key.as_bytes())))
+        .filter(|key| slots.contains(&strata_engine::keyspace::shards::key_slot(key.as_bytes())))
         .take(count)
         .collect()
 }
@@ -1008,7 +1008,7 @@ fn a_failed_slot_move_leaves_the_slots_where_they_were() {
     }
     wait_until("the target to delete what it was sent", || {
         keys.iter()
-            .map(|key| strata_engine::keyspace::key_slot(key.as_bytes()).to_string())
+            .map(|key| strata_engine::keyspace::shards::key_slot(key.as_bytes()).to_string())
             .all(|slot| target.cmd(&["CLUSTER", "COUNTKEYSINSLOT", &slot]) == Reply::Int(0))
     });
 

@@ -1,7 +1,7 @@
 //! `strata-check [--fix] [--yes] DIR`: verifies a Strata data directory
-//! (`strata_engine::check` is the tool; `docs/storage.md` its exit
+//! (`strata_engine::storage::check` is the tool; `docs/storage.md` its exit
 //! statuses). Shipped with strata-server.
 
 fn main() -> std::process::ExitCode {
-    strata_engine::check::run(std::env::args().skip(1))
+    strata_engine::storage::check::run(std::env::args().skip(1))
 }

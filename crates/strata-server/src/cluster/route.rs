@@ -180,7 +180,7 @@ pub fn is_redirect(text: &str) -> bool {
 mod tests {
     use super::super::topology::NodeRecord;
     use super::*;
-    use strata_engine::keyspace::key_slot;
+    use strata_engine::keyspace::shards::key_slot;
 
     const OK: Health = Health {
         ok: true,

@@ -5,7 +5,7 @@
 use crate::notify;
 use bytes::Bytes;
 use strata_engine::Value;
-use strata_engine::collection::Str;
+use strata_engine::types::collection::Str;
 
 use super::strings::byte_range;
 use super::{CmdError, CmdResult, Ctx, ERR_NOT_INTEGER, ERR_SYNTAX, is, parse_i64};

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use smallvec::SmallVec;
-use strata_engine::commit::Commit;
-use strata_engine::fetch::ColdFetch;
-use strata_engine::keyspace::Locked;
+use strata_engine::keyspace::commit::Commit;
+use strata_engine::keyspace::shards::Locked;
+use strata_engine::tiering::fetch::ColdFetch;
 use strata_engine::{KeyRef, Keyspace};
 use strata_resp::ReplyWriter;
 
@@ -65,7 +65,7 @@ pub(crate) fn declared_keys_known<'k>(
 /// dataset (rdb_changes_since_last_save): no handler keeps count itself.
 /// `one`: the command counts as one change at most (`ONE_CHANGE`).
 pub(crate) fn count_changes(stats: &ThreadStats, committed: &Commit, one: bool) {
-    use strata_engine::record::{FLAG_EMPTIED, Kind, STREAM_AUX_DELIVERY_ONLY};
+    use strata_engine::storage::record::{FLAG_EMPTIED, Kind, STREAM_AUX_DELIVERY_ONLY};
     // The DEL of a collection its operation emptied is part of that
     // operation's change (Redis counts the pop, not the deletion);
     // another delivery of pending stream entries is no change (Redis 7.4).
@@ -167,7 +167,8 @@ pub(crate) fn call<'a, 's>(
         .no_touch
         .load(std::sync::atomic::Ordering::Relaxed)
         && spec.name != "touch";
-    let result = strata_engine::access::with_no_touch(no_touch, || handler(&mut ctx, args));
+    let result =
+        strata_engine::keyspace::access::with_no_touch(no_touch, || handler(&mut ctx, args));
     if let Some(before) = changes_before {
         tracking::invalidate_changes(&mut ctx, before);
     }

@@ -14,7 +14,7 @@
 //! moves slots whole (`crate::replication::migration`).
 
 use bytes::Bytes;
-use strata_engine::keyspace::key_slot;
+use strata_engine::keyspace::shards::key_slot;
 
 use smallvec::SmallVec;
 

@@ -9,9 +9,9 @@ use std::borrow::Cow;
 
 use bytes::Bytes;
 use smallvec::SmallVec;
-use strata_engine::commit::Commit;
-use strata_engine::fetch::{ColdFetch, ReadResult};
-use strata_engine::keyspace::Locked;
+use strata_engine::keyspace::commit::Commit;
+use strata_engine::keyspace::shards::Locked;
+use strata_engine::tiering::fetch::{ColdFetch, ReadResult};
 use strata_engine::{KeyRef, Keyspace};
 use strata_resp::ReplyWriter;
 
@@ -40,8 +40,8 @@ impl From<String> for CmdError {
 
 /// A value that had to be read from disk under the lock and could not
 /// be: the same error the connection answers when its own read fails.
-impl From<strata_engine::keyspace::ColdReadError> for CmdError {
-    fn from(error: strata_engine::keyspace::ColdReadError) -> Self {
+impl From<strata_engine::keyspace::shards::ColdReadError> for CmdError {
+    fn from(error: strata_engine::keyspace::shards::ColdReadError) -> Self {
         CmdError(Cow::Owned(format!(
             "ERR could not read the value of '{}' from disk: {}",
             lossy(&error.key, 128),
@@ -50,11 +50,11 @@ impl From<strata_engine::keyspace::ColdReadError> for CmdError {
     }
 }
 
-impl From<strata_engine::keyspace::GetError> for CmdError {
-    fn from(error: strata_engine::keyspace::GetError) -> Self {
+impl From<strata_engine::keyspace::shards::GetError> for CmdError {
+    fn from(error: strata_engine::keyspace::shards::GetError) -> Self {
         match error {
-            strata_engine::keyspace::GetError::WrongType => CmdError::from(ERR_WRONGTYPE),
-            strata_engine::keyspace::GetError::ColdRead(error) => error.into(),
+            strata_engine::keyspace::shards::GetError::WrongType => CmdError::from(ERR_WRONGTYPE),
+            strata_engine::keyspace::shards::GetError::ColdRead(error) => error.into(),
         }
     }
 }
@@ -331,7 +331,7 @@ pub fn lossy(arg: &[u8], max: usize) -> Cow<'_, str> {
 
 /// Parses a strict 64-bit integer argument, as Redis' `getLongLongFromObject`.
 pub fn parse_i64(arg: &[u8]) -> Result<i64, CmdError> {
-    strata_engine::value::parse_canonical_i64(arg).ok_or(CmdError::from(ERR_NOT_INTEGER))
+    strata_engine::types::value::parse_canonical_i64(arg).ok_or(CmdError::from(ERR_NOT_INTEGER))
 }
 
 /// An integer a command may negate: any but -9223372036854775808, which

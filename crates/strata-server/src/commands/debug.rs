@@ -38,7 +38,9 @@ pub fn debug_object(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     // fill, `list-max-listpack-size`, whether compression is on, their
     // bytes).
     let quicklist = match value {
-        strata_engine::value::ValueRef::List(list) if list.encoding_name() == "quicklist" => {
+        strata_engine::types::value::ValueRef::List(list)
+            if list.encoding_name() == "quicklist" =>
+        {
             let nodes = list.node_count().max(1);
             format!(
                 " ql_nodes:{nodes} ql_avg_node:{:.2} ql_listpack_max:{} ql_compressed:{} ql_uncompressed_size:{}",
@@ -135,8 +137,8 @@ fn value_image(ctx: &mut Ctx, db: usize, name: &[u8]) -> Result<Option<Vec<u8>>,
 /// A value's bytes for DEBUG DIGEST-VALUE, the same for equal values:
 /// hashes and sets by their fields and members in sorted order (a table's
 /// order depends on its history), everything else as DUMP writes it.
-fn canonical(value: strata_engine::value::ValueRef, now_ms: u64) -> Vec<u8> {
-    use strata_engine::value::ValueRef;
+fn canonical(value: strata_engine::types::value::ValueRef, now_ms: u64) -> Vec<u8> {
+    use strata_engine::types::value::ValueRef;
     let mut out = Vec::new();
     let mut put = |bytes: &[u8]| {
         out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
@@ -319,7 +321,7 @@ pub fn debug_set_active_expire(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// before and after a command to count what the command took (the
 /// thread's other connections add to it too).
 pub fn debug_shard_locks(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
-    let taken = strata_engine::keyspace::shard_locks_taken();
+    let taken = strata_engine::keyspace::shards::shard_locks_taken();
     ctx.out.int(taken as i64);
     Ok(())
 }
@@ -423,7 +425,7 @@ pub fn debug_quicklist_packed_threshold(ctx: &mut Ctx, args: &[Bytes]) -> CmdRes
             "ERR argument must be a memory value bigger than 1 and smaller than 4gb".into(),
         );
     };
-    strata_engine::limits::set_list_plain_bytes_min(bytes as usize);
+    strata_engine::types::limits::set_list_plain_bytes_min(bytes as usize);
     ctx.out.ok();
     Ok(())
 }
@@ -489,7 +491,7 @@ pub fn debug_protocol(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// can never re-enter.
 /// DEBUG PANIC: a panic in a command, for the tests that check what one
 /// leaves behind (nothing of a script or transaction that had written:
-/// `strata_engine::undo`). Unlike Redis', which crashes the server, it
+/// `strata_engine::keyspace::undo`). Unlike Redis', which crashes the server, it
 /// ends only its connection (or the process, when a transaction's writes
 /// could not be undone otherwise).
 pub fn debug_panic(_ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {

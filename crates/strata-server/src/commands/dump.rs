@@ -98,7 +98,7 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Ok(());
     }
     shard.set(db, key, value, deadline, false, now);
-    // IDLETIME counts under LRU, FREQ under LFU (`strata_engine::access`).
+    // IDLETIME counts under LRU, FREQ under LFU (`strata_engine::keyspace::access`).
     if let Some(entry) = shard.peek(db, key, now) {
         if let Some(seconds) = idle {
             entry.set_idle_s(seconds, now);

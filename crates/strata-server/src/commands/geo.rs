@@ -13,8 +13,8 @@
 //! shape), so without ASC/DESC the order of results may differ.
 
 use bytes::Bytes;
-use strata_engine::collection::ZSet;
-use strata_engine::zset::ZSetValue;
+use strata_engine::types::collection::ZSet;
+use strata_engine::types::zset::ZSetValue;
 use strata_resp::ReplyWriter;
 
 use super::zsets::{self, parse_double};

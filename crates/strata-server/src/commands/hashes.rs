@@ -19,9 +19,9 @@
 use crate::notify;
 use bytes::Bytes;
 use strata_engine::Value;
-use strata_engine::collection::Hash;
-use strata_engine::hash::{Field, HashRef, HashValue, IMAGE_BYTES_MAX, Limits};
-use strata_engine::keyspace::{EntryMut, FieldChange, KeyRef, Shard, random_u64};
+use strata_engine::keyspace::shards::{EntryMut, FieldChange, KeyRef, Shard, random_u64};
+use strata_engine::types::collection::Hash;
+use strata_engine::types::hash::{Field, HashRef, HashValue, IMAGE_BYTES_MAX, Limits};
 use strata_resp::{Protocol, ReplyWriter};
 
 use crate::long_double::{self, AddError};
@@ -349,7 +349,7 @@ pub fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     increment(ctx, args, "hincrby", |current| {
         let current = match current {
             None => 0,
-            Some(text) => strata_engine::value::parse_canonical_i64(text)
+            Some(text) => strata_engine::types::value::parse_canonical_i64(text)
                 .ok_or(CmdError::from("ERR hash value is not an integer"))?,
         };
         result = current
@@ -512,7 +512,7 @@ fn fields_block<'a>(
     }
     let count = args
         .get(at + 1)
-        .and_then(|a| strata_engine::value::parse_canonical_i64(a))
+        .and_then(|a| strata_engine::types::value::parse_canonical_i64(a))
         .filter(|&n| n >= 1)
         .ok_or(CmdError::from(count_error))?;
     let fields = &args[at + 2..];
@@ -779,7 +779,7 @@ pub fn hsetex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             if i + 3 >= args.len() {
                 return Err(wrong_arity("hsetex"));
             }
-            let count = strata_engine::value::parse_canonical_i64(&args[i + 1])
+            let count = strata_engine::types::value::parse_canonical_i64(&args[i + 1])
                 .filter(|n| (1..=i32::MAX as i64).contains(n))
                 .ok_or(CmdError::from("ERR invalid number of fields"))?;
             let rest = &args[i + 2..];

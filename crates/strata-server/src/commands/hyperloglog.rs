@@ -1,6 +1,6 @@
 //! HyperLogLog commands: PFADD, PFCOUNT, PFMERGE, PFDEBUG, PFSELFTEST.
 //!
-//! An HLL is a string value in Redis' own format (`strata_engine::hll`),
+//! An HLL is a string value in Redis' own format (`strata_engine::types::hll`),
 //! so GET, SET, COPY and the rest treat it as the string it is, and its
 //! bytes move between Redis and Strata unchanged. A change decodes the
 //! registers, changes them and stores the re-encoded string (a SET record,
@@ -12,8 +12,8 @@
 use crate::notify;
 use bytes::Bytes;
 use strata_engine::Value;
-use strata_engine::collection::Str;
-use strata_engine::hll::{self, BadHll, Hll, REGISTERS, Registers};
+use strata_engine::types::collection::Str;
+use strata_engine::types::hll::{self, BadHll, Hll, REGISTERS, Registers};
 
 use super::{CmdError, CmdResult, Ctx, is};
 

@@ -262,7 +262,7 @@ pub fn object_idletime(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .peek(ctx.session.db, key, now)
         .map(|e| e.idle_s(now));
     match idle {
-        Some(_) if strata_engine::access::is_lfu() => Err("ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.".into()),
+        Some(_) if strata_engine::keyspace::access::is_lfu() => Err("ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.".into()),
         Some(seconds) => {
             ctx.out.int(seconds as i64);
             Ok(())
@@ -292,7 +292,7 @@ pub fn object_residency(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 /// OBJECT FREQ: the key's decayed LFU counter, under an LFU policy
-/// (`strata_engine::access`); what `redis-cli --hotkeys` reads.
+/// (`strata_engine::keyspace::access`); what `redis-cli --hotkeys` reads.
 pub fn object_freq(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let key = ctx.key(&args[2]);
     let now = ctx.now_ms;
@@ -303,7 +303,7 @@ pub fn object_freq(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .map(|e| e.frequency(now));
     match frequency {
         None => ctx.out.null_bulk(),
-        Some(_) if !strata_engine::access::is_lfu() => return Err("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.".into()),
+        Some(_) if !strata_engine::keyspace::access::is_lfu() => return Err("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.".into()),
         Some(counter) => ctx.out.int(counter as i64),
     }
     Ok(())

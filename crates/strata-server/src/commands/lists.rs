@@ -15,9 +15,9 @@
 
 use bytes::Bytes;
 use strata_engine::Value;
-use strata_engine::collection::List;
-use strata_engine::keyspace::{KeyRef, Shard};
-use strata_engine::list::{Applied, End, ListOp, ListValue};
+use strata_engine::keyspace::shards::{KeyRef, Shard};
+use strata_engine::types::collection::List;
+use strata_engine::types::list::{Applied, End, ListOp, ListValue};
 use strata_resp::ReplyWriter;
 
 use super::{

@@ -57,7 +57,7 @@ pub mod zsets;
 use std::borrow::Cow;
 
 use bytes::Bytes;
-use strata_engine::fetch::{ColdFetch, FailedRead, ReadResult};
+use strata_engine::tiering::fetch::{ColdFetch, FailedRead, ReadResult};
 use strata_resp::ReplyWriter;
 
 pub(crate) use call::{

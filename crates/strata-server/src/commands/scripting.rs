@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use mlua::{Lua, Value, Variadic};
 use strata_engine::KeyRef;
-use strata_engine::keyspace::key_slot;
+use strata_engine::keyspace::shards::key_slot;
 use strata_resp::ReplyWriter;
 
 use super::ctx::help_lines;
@@ -333,7 +333,7 @@ impl Runner<'_, '_, '_> {
                 self.restart = true;
                 return Err(RESTARTING);
             }
-            // It has written: undone whole (`strata_engine::undo`), it runs
+            // It has written: undone whole (`strata_engine::keyspace::undo`), it runs
             // again with every shard locked.
             if !self.in_transaction && self.ctx.keys.undo() {
                 self.restart = true;
@@ -534,7 +534,7 @@ impl Runner<'_, '_, '_> {
     }
 
     /// Before a write: keeps the images the run needs to be undone
-    /// (`strata_engine::undo`) of the keys it may change, `declared`, in
+    /// (`strata_engine::keyspace::undo`) of the keys it may change, `declared`, in
     /// the current database (MOVE and COPY: in every one). A write the
     /// images cannot cover (a database-wide one, or past their bound)
     /// makes the run hold every shard first, after which nothing will
@@ -809,7 +809,7 @@ pub fn run_script(
     let caller_db = ctx.session.db;
     let running = scripts.begin(client_id, function);
     let mut scratch = Scratch::take();
-    // A top-level run can be undone (`strata_engine::undo`); inside EXEC
+    // A top-level run can be undone (`strata_engine::keyspace::undo`); inside EXEC
     // the lock set is the transaction's, which holds every shard when it
     // runs scripts.
     let undoable = !ctx.session.in_exec;

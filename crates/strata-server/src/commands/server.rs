@@ -202,7 +202,7 @@ pub fn config_resetstat(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     ctx.server.acl.log.reset_counts();
     ctx.server.client_memory.evicted.store(0, Relaxed);
     ctx.server.scripts.evicted.store(0, Relaxed);
-    strata_engine::lazyfree::reset_freed();
+    strata_engine::keyspace::lazyfree::reset_freed();
     ctx.server
         .stats
         .expired_keys_base
@@ -253,21 +253,21 @@ fn parse_flush_mode(args: &[Bytes]) -> Result<bool, CmdError> {
 /// sends outside MULTI and scripts (Redis runs that one as a blocking
 /// ASYNC; here the command frees them itself, which the client waits for
 /// all the same), not for one inside a transaction or script.
-fn dispose(ctx: &Ctx, flushed: strata_engine::keyspace::Flushed, asynchronous: bool) {
+fn dispose(ctx: &Ctx, flushed: strata_engine::keyspace::shards::Flushed, asynchronous: bool) {
     let keys = flushed.keys();
     if asynchronous {
         std::thread::Builder::new()
             .name("strata-lazyfree".into())
             .spawn(move || {
                 drop(flushed);
-                strata_engine::lazyfree::count_freed(keys);
+                strata_engine::keyspace::lazyfree::count_freed(keys);
             })
             .map(drop)
             .unwrap_or(());
     } else {
         drop(flushed);
         if !ctx.session.in_exec && !ctx.session.in_script {
-            strata_engine::lazyfree::count_freed(keys);
+            strata_engine::keyspace::lazyfree::count_freed(keys);
         }
     }
 }

@@ -14,12 +14,12 @@
 
 use crate::notify;
 use std::collections::HashSet;
-use strata_engine::collection::Set;
+use strata_engine::types::collection::Set;
 
 use bytes::Bytes;
 use strata_engine::Value;
-use strata_engine::keyspace::{KeyRef, Shard, random_u64};
-use strata_engine::set::{SetOp, SetValue, image_of, image_of_added, scan_position};
+use strata_engine::keyspace::shards::{KeyRef, Shard, random_u64};
+use strata_engine::types::set::{SetOp, SetValue, image_of, image_of_added, scan_position};
 
 use super::{
     CmdError, CmdResult, Ctx, ERR_SYNTAX, ScanArgs, ScanSlice, is, parse_i64, parse_negatable_i64,

@@ -14,7 +14,7 @@
 
 use crate::notify;
 use bytes::Bytes;
-use strata_engine::list::End;
+use strata_engine::types::list::End;
 
 use super::lists::new_list;
 use super::zsets::strtod_whole;

@@ -3,8 +3,8 @@
 use crate::long_double::{self, AddError};
 use crate::notify;
 use bytes::Bytes;
-use strata_engine::collection::Str;
-use strata_engine::value::parse_canonical_i64;
+use strata_engine::types::collection::Str;
+use strata_engine::types::value::parse_canonical_i64;
 use strata_engine::{Value, ValueType};
 
 use super::{
@@ -326,7 +326,7 @@ pub fn delex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let shard = ctx.keys.shard(key);
     if args.len() == 4 {
         let existing = match shard.get_as::<Str>(db, key, now) {
-            Err(strata_engine::keyspace::GetError::WrongType) => {
+            Err(strata_engine::keyspace::shards::GetError::WrongType) => {
                 return Err("ERR Key should be of string type if conditions are specified".into());
             }
             other => other?,

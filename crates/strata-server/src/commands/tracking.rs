@@ -5,7 +5,7 @@
 
 use super::spec::flag;
 use bytes::Bytes;
-use strata_engine::record::Kind;
+use strata_engine::storage::record::Kind;
 
 use super::{CmdResult, Ctx, ERR_SYNTAX, Spec, is, parse_i64};
 use crate::commands::Node;

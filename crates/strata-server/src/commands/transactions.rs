@@ -6,7 +6,7 @@
 //! EXECABORT). EXEC runs the queue atomically across shards and threads
 //! without stopping the world: it locks the shards of every key its
 //! commands declare (and of the keys WATCHed) in ascending order, as one
-//! pinned lock set ([`strata_engine::keyspace::Locked::is_pinned`]), runs
+//! pinned lock set ([`strata_engine::keyspace::shards::Locked::is_pinned`]), runs
 //! the commands one after another under it, and commits everything they
 //! changed as one log group. Other clients wait only for those shards;
 //! nobody observes part of a transaction, and after a crash the log has
@@ -33,8 +33,8 @@
 use bytes::{Bytes, BytesMut};
 use smallvec::SmallVec;
 use strata_engine::KeyRef;
-use strata_engine::keyspace::Locked;
-use strata_engine::record::Kind;
+use strata_engine::keyspace::shards::Locked;
+use strata_engine::storage::record::Kind;
 use strata_resp::ReplyWriter;
 
 pub use super::multi_state::{Multi, Queued, Watched, Watching};
@@ -388,14 +388,14 @@ impl<'s> Run<'s> {
         multi: &Multi,
         mut keys: Locked<'s>,
         declared: &Declared,
-    ) -> strata_engine::commit::Commit {
+    ) -> strata_engine::keyspace::commit::Commit {
         let server = self.server;
         // Replies go straight to `out` except where a command runs after
         // the locks: there the reply is spliced in afterwards.
         let mut later: Vec<(usize, &Queued)> = Vec::new();
         let has_later = (multi.queued.iter()).any(|q| self.runs_unlocked(q.id));
         let mut body = BytesMut::new();
-        let mut committed = strata_engine::commit::Commit::default();
+        let mut committed = strata_engine::keyspace::commit::Commit::default();
         session.in_exec = true;
         for (queued, span) in multi.queued.iter().zip(&declared.spans) {
             let buffer: &mut BytesMut = if has_later { &mut body } else { &mut *out };
@@ -451,7 +451,7 @@ impl<'s> Run<'s> {
         queued: &Queued,
         keys: Locked<'s>,
         declared: SmallVec<[KeyRef<'a>; 4]>,
-    ) -> (Locked<'s>, strata_engine::commit::Commit)
+    ) -> (Locked<'s>, strata_engine::keyspace::commit::Commit)
     where
         's: 'a,
     {

@@ -17,13 +17,13 @@
 use crate::notify;
 use std::collections::HashMap;
 use std::ffi::CString;
-use strata_engine::collection::ZSet;
+use strata_engine::types::collection::ZSet;
 
 use bytes::Bytes;
 use strata_engine::Value;
-use strata_engine::keyspace::{KeyRef, Shard, random_u64};
-use strata_engine::set::scan_position;
-use strata_engine::zset::{ZSetOp, ZSetValue, image_of};
+use strata_engine::keyspace::shards::{KeyRef, Shard, random_u64};
+use strata_engine::types::set::scan_position;
+use strata_engine::types::zset::{ZSetOp, ZSetValue, image_of};
 use strata_resp::{Protocol, ReplyWriter};
 
 use super::sets::numkeys_and_limit;
@@ -985,7 +985,7 @@ fn algebra(
                 .collect()
         }
     };
-    result.sort_by(|a, b| strata_engine::zset::cmp_entry((a.0, &a.1), (b.0, &b.1)));
+    result.sort_by(|a, b| strata_engine::types::zset::cmp_entry((a.0, &a.1), (b.0, &b.1)));
     Ok((result, withscores))
 }
 

@@ -6,7 +6,7 @@ use super::model::*;
 use std::path::PathBuf;
 
 use crate::log::Level;
-use strata_engine::log::FsyncPolicy;
+use strata_engine::storage::log::FsyncPolicy;
 
 type Setter = fn(&mut Config, &[String]) -> Result<(), String>;
 
@@ -103,7 +103,7 @@ macro_rules! yes_no_directive {
     };
 }
 
-/// A collection encoding threshold (`strata_engine::limits`): a count or
+/// A collection encoding threshold (`strata_engine::types::limits`): a count or
 /// size from 0 to LLONG_MAX.
 macro_rules! collection_limit {
     ($name:literal, $field:ident) => {
@@ -125,8 +125,10 @@ const MEMORY_ARG_MAX: u64 = i64::MAX as u64;
 /// The largest `proto-max-bulk-len`: a key and a value of that size, and
 /// the record header, still fit one log record (32-bit length). Redis
 /// allows up to LLONG_MAX.
-pub(crate) const PROTO_MAX_BULK_LEN_MAX: u64 =
-    (strata_engine::record::RECORD_BYTES_MAX - strata_engine::record::HEADER_BYTES) as u64 / 2;
+pub(crate) const PROTO_MAX_BULK_LEN_MAX: u64 = (strata_engine::storage::record::RECORD_BYTES_MAX
+    - strata_engine::storage::record::HEADER_BYTES)
+    as u64
+    / 2;
 
 /// Splits single arguments holding several space-separated values, so
 /// `--bind "127.0.0.1 ::1"` and `bind 127.0.0.1 ::1` mean the same.

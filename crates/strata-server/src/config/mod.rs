@@ -94,8 +94,8 @@ impl Config {
     /// collection encodings, and how keys record access (LRU or LFU).
     pub fn apply_to_engine(&self, keyspace: &strata_engine::Keyspace) {
         keyspace.hash_limits().set(self.hash_limits());
-        strata_engine::limits::set(self.collection_limits);
-        strata_engine::access::set_lfu(
+        strata_engine::types::limits::set(self.collection_limits);
+        strata_engine::keyspace::access::set_lfu(
             self.maxmemory_policy.is_lfu(),
             self.lfu_log_factor,
             self.lfu_decay_time,
@@ -345,7 +345,7 @@ impl SharedConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use strata_engine::log::FsyncPolicy;
+    use strata_engine::storage::log::FsyncPolicy;
 
     fn strings(args: &[&str]) -> Vec<String> {
         args.iter().map(|s| s.to_string()).collect()

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use crate::log::Level;
-use strata_engine::log::FsyncPolicy;
+use strata_engine::storage::log::FsyncPolicy;
 
 /// Output buffer limits of one client class (`client-output-buffer-limit`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,7 +71,7 @@ pub struct Config {
     pub maxmemory: u64,
     pub maxmemory_policy: MaxmemoryPolicy,
     /// `lfu-log-factor` and `lfu-decay-time`: how the LFU policies count
-    /// accesses (`strata_engine::access`).
+    /// accesses (`strata_engine::keyspace::access`).
     pub lfu_log_factor: u32,
     pub lfu_decay_time: u32,
     /// Entries sampled per eviction step.
@@ -145,7 +145,7 @@ pub struct Config {
     /// When lists, sets and sorted sets change encoding (redis.conf's
     /// names); `list-compress-depth` is accepted and reported, but nodes
     /// are not compressed.
-    pub collection_limits: strata_engine::limits::CollectionLimits,
+    pub collection_limits: strata_engine::types::limits::CollectionLimits,
     pub list_compress_depth: u64,
     /// Bytes past which a HyperLogLog leaves the sparse encoding.
     pub hll_sparse_max_bytes: u64,
@@ -157,8 +157,8 @@ pub struct Config {
 
 impl Config {
     /// The hash encoding limits for the engine.
-    pub fn hash_limits(&self) -> strata_engine::hash::Limits {
-        strata_engine::hash::Limits {
+    pub fn hash_limits(&self) -> strata_engine::types::hash::Limits {
+        strata_engine::types::hash::Limits {
             max_packed_entries: self.hash_max_listpack_entries as usize,
             max_packed_value: self.hash_max_listpack_value as usize,
         }
@@ -224,8 +224,8 @@ impl MaxmemoryPolicy {
     }
 
     /// What eviction does under this policy (None: nothing, noeviction).
-    pub fn eviction(self) -> Option<strata_engine::eviction::EvictionPolicy> {
-        use strata_engine::eviction::{EvictionPolicy, KeyRank};
+    pub fn eviction(self) -> Option<strata_engine::tiering::eviction::EvictionPolicy> {
+        use strata_engine::tiering::eviction::{EvictionPolicy, KeyRank};
         let keys = |volatile_only, rank| {
             Some(EvictionPolicy::Keys {
                 volatile_only,

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use strata_engine::Keyspace;
 use strata_engine::feed::{Cause, Change};
-use strata_engine::record::Kind;
+use strata_engine::storage::record::Kind;
 
 use crate::config::{OutputLimit, SharedConfig};
 use crate::feed_slot::FeedSlot;

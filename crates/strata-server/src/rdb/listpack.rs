@@ -127,7 +127,7 @@ pub fn encode(elements: &[&[u8]]) -> Vec<u8> {
     let mut body = Vec::new();
     for element in elements {
         let start = body.len();
-        match strata_engine::value::parse_canonical_i64(element) {
+        match strata_engine::types::value::parse_canonical_i64(element) {
             Some(n) if (0..=127).contains(&n) => body.push(n as u8),
             Some(n) if (-4096..4096).contains(&n) => {
                 let raw = (n as u16) & 0x1fff;

@@ -18,8 +18,8 @@
 
 use std::collections::HashSet;
 
-use strata_engine::hash::{self, Field};
-use strata_engine::{Value, ValueRef, list, set, zset};
+use strata_engine::types::hash::{self, Field};
+use strata_engine::{Value, ValueRef, types::list, types::set, types::zset};
 
 use super::encoding::{self, Malformed, Reader, write_len, write_string};
 use super::{intset, listpack, ziplist};
@@ -131,7 +131,7 @@ pub fn read_typed(reader: &mut Reader, kind: u8) -> Result<Value<'static>, Malfo
     let value = match kind {
         TYPE_STRING => {
             let bytes = reader.string()?;
-            match strata_engine::value::parse_canonical_i64(&bytes) {
+            match strata_engine::types::value::parse_canonical_i64(&bytes) {
                 Some(n) => Value::Int(n),
                 None => Value::owned(bytes),
             }

@@ -17,7 +17,7 @@
 //! with nodes of up to 100 entries, and reads 15, 19 and 21.
 
 use strata_engine::Value;
-use strata_engine::stream::{Group, StreamId, StreamValue};
+use strata_engine::types::stream::{Group, StreamId, StreamValue};
 
 use super::encoding::{Malformed, Reader, write_len, write_string};
 use super::listpack;
@@ -218,7 +218,7 @@ fn read_group(reader: &mut Reader, kind: u8, group: &mut Group) -> Result<(), Ma
 fn read_node(stream: &mut StreamValue, master: StreamId, e: &[Vec<u8>]) -> Result<(), Malformed> {
     let mut at = 0;
     let number = |bytes: &[u8]| -> Result<u64, Malformed> {
-        let n = strata_engine::value::parse_canonical_i64(bytes).ok_or(Malformed)?;
+        let n = strata_engine::types::value::parse_canonical_i64(bytes).ok_or(Malformed)?;
         Ok(n as u64)
     };
     let _live = number(take(e, &mut at)?)?;

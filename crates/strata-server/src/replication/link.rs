@@ -507,7 +507,7 @@ impl<'s> Applier<'s> {
 
     pub(super) fn run(&mut self, args: &[Bytes]) {
         let config = self.server.config.get();
-        strata_engine::replica_expiry::applying_primary(|| {
+        strata_engine::keyspace::replica_expiry::applying_primary(|| {
             (self.server.dispatch)(
                 self.server,
                 &mut self.session,
@@ -575,7 +575,7 @@ impl<'s> Applier<'s> {
         }
         let mut image = std::mem::take(&mut self.position);
         Position::encode(&mut image, replid, after, self.stream_db);
-        strata_engine::repl_position::with_trailer(&image, || self.run(args));
+        strata_engine::storage::repl_position::with_trailer(&image, || self.run(args));
         self.position = image;
     }
 

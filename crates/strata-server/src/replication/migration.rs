@@ -15,7 +15,7 @@
 //!    connection to the task (`… LINK`): what it sends there is applied
 //!    as a primary's stream is, whichever node serves the slots.
 //! 3. It copies the shards that hold the slots, one shard locked at a time
-//!    ([`strata_engine::copy`], as a full synchronisation does), sending
+//!    ([`strata_engine::keyspace::copy`], as a full synchronisation does), sending
 //!    each key of the slots as `RESTORE … REPLACE ABSTTL`. The changes
 //!    made meanwhile are the replication stream's records
 //!    ([`super::backlog`], kept from before the copy began): those of the
@@ -53,9 +53,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use strata_engine::copy::Copied;
-use strata_engine::keyspace::{SHARD_COUNT, Sharding, key_slot};
-use strata_engine::record::{Kind, Record};
+use strata_engine::keyspace::copy::Copied;
+use strata_engine::keyspace::shards::{SHARD_COUNT, Sharding, key_slot};
+use strata_engine::storage::record::{Kind, Record};
 
 use super::link::{Applier, ask, authenticate, command, open};
 use super::slot_tasks::{Operation, Phase, Task, ranges};
@@ -493,7 +493,7 @@ struct Filter {
 
 impl Filter {
     fn new(slots: &[u16]) -> Filter {
-        let mut wanted = vec![false; strata_engine::keyspace::SLOT_COUNT as usize];
+        let mut wanted = vec![false; strata_engine::keyspace::shards::SLOT_COUNT as usize];
         for &slot in slots {
             wanted[slot as usize] = true;
         }

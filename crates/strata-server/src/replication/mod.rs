@@ -12,7 +12,7 @@
 //!
 //! What is Strata's own:
 //! - **No fork.** The RDB file is written from a copy made shard by shard
-//!   ([`strata_engine::copy`]): one shard locked at a time, each key
+//!   ([`strata_engine::keyspace::copy`]): one shard locked at a time, each key
 //!   serialised straight into a file under the data directory, which is
 //!   then sent from disk. Writers go on meanwhile; the primary's memory
 //!   grows by the changes made during the copy (bounded by
@@ -38,7 +38,7 @@
 //!
 //! - **A restarted replica continues.** The position in its primary's
 //!   stream (ID, offset, database selected) ends every log group the
-//!   stream's commands commit ([`strata_engine::repl_position`]), so after
+//!   stream's commands commit ([`strata_engine::storage::repl_position`]), so after
 //!   a restart, even a `kill -9`, the replica asks to continue from
 //!   exactly what its data holds ([`Position`]).
 //!

@@ -296,14 +296,15 @@ fn padded(
 ) -> Result<Vec<u8>, String> {
     let mut partial = Vec::new();
     let mut restart = false;
-    let kept = |record: &strata_engine::record::Record| match copy.follows(keyspace, record) {
-        Follows::Send => true,
-        Follows::Skip => false,
-        Follows::Restart => {
-            restart = true;
-            false
-        }
-    };
+    let kept =
+        |record: &strata_engine::storage::record::Record| match copy.follows(keyspace, record) {
+            Follows::Send => true,
+            Follows::Skip => false,
+            Follows::Restart => {
+                restart = true;
+                false
+            }
+        };
     let mut translator = Translator::at(entry.db_before);
     translator.group(keyspace, now_ms(), &group.records, kept, &mut partial);
     if let Some(db) = entry.db_after {

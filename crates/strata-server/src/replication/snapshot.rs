@@ -1,5 +1,5 @@
 //! The RDB file a full synchronisation sends, written from a copy of the
-//! keyspace made shard by shard ([`strata_engine::copy`]) into a file
+//! keyspace made shard by shard ([`strata_engine::keyspace::copy`]) into a file
 //! under the data directory: no fork, one shard locked at a time, the
 //! file on disk rather than in RAM.
 
@@ -7,9 +7,9 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
-use strata_engine::copy::Copied;
-use strata_engine::keyspace::SHARD_COUNT;
-use strata_engine::record::{Kind, Record};
+use strata_engine::keyspace::copy::Copied;
+use strata_engine::keyspace::shards::SHARD_COUNT;
+use strata_engine::storage::record::{Kind, Record};
 use strata_engine::{Keyspace, ValueType};
 
 use crate::rdb::file::Writer;
@@ -47,8 +47,9 @@ impl Snapshot {
         if records.is_empty() {
             return true;
         }
-        let len = strata_engine::record::encoded_len(records).min(records.len());
-        let first = strata_engine::record::decode(&records[..len]).map_or(u64::MAX, |r| r.lsn);
+        let len = strata_engine::storage::record::encoded_len(records).min(records.len());
+        let first =
+            strata_engine::storage::record::decode(&records[..len]).map_or(u64::MAX, |r| r.lsn);
         first >= last
     }
 

@@ -86,7 +86,7 @@ impl Attached {
 }
 
 /// A replica's place in its primary's stream, as its log keeps it
-/// ([`strata_engine::repl_position`]): the primary's replication ID, the
+/// ([`strata_engine::storage::repl_position`]): the primary's replication ID, the
 /// offset the data holds every command below, and the database the
 /// stream has selected there.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -407,7 +407,7 @@ impl Replication {
             before.link.stop.store(true, Relaxed);
         }
         self.following.store(true, Relaxed);
-        strata_engine::replica_expiry::set_following(true);
+        strata_engine::keyspace::replica_expiry::set_following(true);
         link
     }
 
@@ -424,7 +424,7 @@ impl Replication {
         // every change numbered from here on is this server's own.
         let applying = self.applying.lock();
         self.following.store(false, Relaxed);
-        strata_engine::replica_expiry::set_following(false);
+        strata_engine::keyspace::replica_expiry::set_following(false);
         drop(upstream);
         self.own_from
             .store(self.keyspace.next_change_seq(), Relaxed);

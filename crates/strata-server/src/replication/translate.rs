@@ -18,12 +18,12 @@
 //! Redis propagates its own: XCLAIM with TIME and RETRYCOUNT, XGROUP
 //! SETID, XACK, XGROUP CREATECONSUMER.
 
-use strata_engine::hash::Field;
-use strata_engine::list::{End, ListOp};
-use strata_engine::record::{self, FLAG_EMPTIED, FLAG_INT, Kind, Record};
-use strata_engine::set::SetOp;
-use strata_engine::stream::{StreamId, StreamOp};
-use strata_engine::zset::ZSetOp;
+use strata_engine::storage::record::{self, FLAG_EMPTIED, FLAG_INT, Kind, Record};
+use strata_engine::types::hash::Field;
+use strata_engine::types::list::{End, ListOp};
+use strata_engine::types::set::SetOp;
+use strata_engine::types::stream::{StreamId, StreamOp};
+use strata_engine::types::zset::ZSetOp;
 use strata_engine::{Keyspace, ValueType};
 
 /// One command: its arguments.
@@ -163,12 +163,12 @@ fn commands_of(keyspace: &Keyspace, found: &Record, now_ms: u64) -> Vec<Command>
             cmd("SETRANGE", key),
             [&num(found.aux)[..], found.payload],
         )],
-        Kind::HashPut => match strata_engine::hash::decode_puts(found.payload) {
+        Kind::HashPut => match strata_engine::types::hash::decode_puts(found.payload) {
             // As put, a field named twice included (HSET k f 1 f 2).
             Ok(fields) => hash_put(key, fields.into_iter()),
             Err(_) => bad("hash"),
         },
-        Kind::HashDel => match strata_engine::hash::decode_names(found.payload) {
+        Kind::HashDel => match strata_engine::types::hash::decode_names(found.payload) {
             Ok(names) => vec![with(cmd("HDEL", key), names)],
             Err(_) => bad("hash"),
         },

@@ -3,9 +3,9 @@
 //! stream at a key.
 
 use bytes::Bytes;
-use strata_engine::collection::Stream;
-use strata_engine::keyspace::KeyRef;
-use strata_engine::stream::{Fields, StreamId, StreamOp, StreamValue, Trim};
+use strata_engine::keyspace::shards::KeyRef;
+use strata_engine::types::collection::Stream;
+use strata_engine::types::stream::{Fields, StreamId, StreamOp, StreamValue, Trim};
 
 use crate::commands::{CmdError, Ctx, ERR_SYNTAX, is, parse_i64};
 

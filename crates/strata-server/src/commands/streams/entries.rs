@@ -1,7 +1,7 @@
 //! XADD, XLEN, XRANGE, XREVRANGE, XDEL, XTRIM, XSETID: a stream's entries.
 
 use bytes::Bytes;
-use strata_engine::stream::{StreamId, StreamOp, StreamValue, Trim};
+use strata_engine::types::stream::{StreamId, StreamOp, StreamValue, Trim};
 
 use super::common::Refs;
 use super::common::*;

@@ -2,7 +2,7 @@
 //! pending entries.
 
 use bytes::Bytes;
-use strata_engine::stream::{Group, StreamId, StreamOp};
+use strata_engine::types::stream::{Group, StreamId, StreamOp};
 
 use super::common::*;
 use crate::commands::ctx::help_lines;
@@ -331,7 +331,7 @@ pub fn xclaim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if !found {
         return Err(no_group(key, group_name));
     }
-    let min_idle = strata_engine::value::parse_canonical_i64(&args[4])
+    let min_idle = strata_engine::types::value::parse_canonical_i64(&args[4])
         .ok_or(CmdError::from(
             "ERR Invalid min-idle-time argument for XCLAIM",
         ))?
@@ -417,7 +417,7 @@ fn claim_options(args: &[Bytes], mut j: usize, now: i64) -> Result<ClaimOptions,
         let more = j + 1 < args.len();
         let opt = &args[j][..];
         let number = |text: &str| {
-            strata_engine::value::parse_canonical_i64(&args[j + 1]).ok_or_else(|| {
+            strata_engine::types::value::parse_canonical_i64(&args[j + 1]).ok_or_else(|| {
                 CmdError::from(format!("ERR Invalid {text} option argument for XCLAIM"))
             })
         };
@@ -533,7 +533,7 @@ fn apply_claims(
 /// XAUTOCLAIM key group consumer min-idle-time start [COUNT n] [JUSTID].
 pub fn xautoclaim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (key, group_name, consumer) = (&args[1], &args[2][..], &args[3][..]);
-    let min_idle = strata_engine::value::parse_canonical_i64(&args[4])
+    let min_idle = strata_engine::types::value::parse_canonical_i64(&args[4])
         .ok_or(CmdError::from(
             "ERR Invalid min-idle-time argument for XAUTOCLAIM",
         ))?
@@ -543,7 +543,7 @@ pub fn xautoclaim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut j = 6;
     while j < args.len() {
         if is(&args[j], "count") && j + 1 < args.len() {
-            count = match strata_engine::value::parse_canonical_i64(&args[j + 1]) {
+            count = match strata_engine::types::value::parse_canonical_i64(&args[j + 1]) {
                 Some(n) if (1..=i64::MAX / 16).contains(&n) => n as u64,
                 _ => return Err("ERR COUNT must be > 0".into()),
             };

@@ -1,7 +1,7 @@
 //! XINFO STREAM [FULL], GROUPS, CONSUMERS, HELP.
 
 use bytes::Bytes;
-use strata_engine::stream::{Group, StreamId, StreamValue};
+use strata_engine::types::stream::{Group, StreamId, StreamValue};
 
 use super::common::*;
 use crate::commands::ctx::help_lines;

@@ -5,7 +5,7 @@
 //! error texts; and Redis 8.2's XDELEX, XACKDEL and the KEEPREF / DELREF /
 //! ACKED options of XADD and XTRIM.
 //!
-//! Reads borrow the stored stream (`strata_engine::stream::StreamValue`)
+//! Reads borrow the stored stream (`strata_engine::types::stream::StreamValue`)
 //! under the shard lock. Every change is a [`StreamOp`] the engine applies
 //! and logs as it is: XADD logs its entry, XACK its IDs, XREADGROUP the
 //! IDs it delivered, never the stream. A command decides everything that

@@ -1,7 +1,7 @@
 //! XREAD and XREADGROUP, with BLOCK (see the parent module).
 
 use bytes::Bytes;
-use strata_engine::stream::{Fields, Group, StreamId, StreamOp, StreamValue};
+use strata_engine::types::stream::{Fields, Group, StreamId, StreamOp, StreamValue};
 use strata_resp::Protocol;
 
 use super::common::*;
@@ -84,7 +84,7 @@ fn parse_read_args<'a>(
 
 /// BLOCK's milliseconds as a deadline (`None`: 0, for ever).
 fn parse_block_timeout(arg: &[u8], now_ms: u64) -> Result<Option<u64>, CmdError> {
-    let ms = strata_engine::value::parse_canonical_i64(arg).ok_or(CmdError::from(
+    let ms = strata_engine::types::value::parse_canonical_i64(arg).ok_or(CmdError::from(
         "ERR timeout is not an integer or out of range",
     ))?;
     if ms < 0 {

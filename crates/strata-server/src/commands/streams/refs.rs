@@ -16,7 +16,7 @@
 //! it is, so replay repeats it exactly.
 
 use bytes::Bytes;
-use strata_engine::stream::{StreamId, StreamOp, StreamValue, Trim};
+use strata_engine::types::stream::{StreamId, StreamOp, StreamValue, Trim};
 
 use super::common::*;
 use crate::commands::{CmdError, CmdResult, Ctx, ERR_SYNTAX, is};
