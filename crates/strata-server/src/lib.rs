@@ -1,57 +1,49 @@
 //! strata-server as a library: everything the `strata-server` binary
 //! runs (its `main.rs` only calls [`main`]), in modules the integration
-//! tests and tools can reach. The map of the crate:
-//! - [`config`]: redis.conf directives, command line, CONFIG GET/SET;
-//! - [`startup`]: listeners, threads, the accept loop, shutdown;
-//! - [`server`]: the shared state every connection and thread reaches;
-//! - [`connection`]: one client's read → execute → write loop and limits;
-//! - [`commands`]: the declarative command table and one module per family;
-//! - [`info`], [`stats`], [`client`], [`session`]: what INFO and CLIENT see;
-//! - [`persistence`]: loading at start, reply durability, checkpoints;
-//! - [`scripting`] (with its VM, hook, libraries and RESP ↔ Lua
-//!   conversions), [`functions`]: Lua scripts and functions;
-//! - [`pubsub`], [`notify`], [`tracking`], [`blocking`], [`monitor`]:
-//!   events other clients see;
-//! - [`alloc`], [`log`]: the counting allocator and the Redis-style log.
+//! tests and tools can reach. The map of the crate, by layer:
+//! - [`startup`]: the steps from the configuration to serving, the accept
+//!   loop, shutdown; [`supervise`]: systemd readiness;
+//! - [`server`]: the shared state below dispatch (the node: state and
+//!   command table); [`config`] (with [`config_accepted`]): redis.conf
+//!   directives, command line, CONFIG GET/SET;
+//! - [`net`]: connections, sockets, TLS, sessions, the client registry,
+//!   client eviction, serving idle connections while a script is busy;
+//! - [`commands`]: the declarative command table, admission, the call,
+//!   and one module per command family; [`write_gate`]: the commands each
+//!   thread runs between their pause check and their commit;
+//! - [`events`]: pub/sub, keyspace notifications, tracking, blocked
+//!   commands, MONITOR: what one client's command makes others see;
+//! - [`observe`]: INFO, metrics, statistics, latency histograms, SLOWLOG;
+//! - [`data`]: loading at start, checkpoints, reply durability, the
+//!   server's side of tiering;
+//! - [`scripting`] (its VM, hook, libraries and RESP ↔ Lua conversions),
+//!   [`functions`]: Lua scripts and functions;
+//! - [`replication`], [`cluster`], [`rdb`]: replicas and failover, Redis
+//!   Cluster, the RDB format;
+//! - [`acl`]: users and their rules; [`alloc`], [`log`]: the counting
+//!   allocator and the Redis-style log; [`util`], [`geohash`],
+//!   [`long_double`]: small leaves.
 
 pub mod acl;
 pub mod alloc;
-pub mod background;
-pub mod blocking;
-pub mod busy;
-pub mod client;
-pub mod client_eviction;
 pub mod cluster;
 pub mod commands;
 pub mod config;
 pub mod config_accepted;
-pub mod connection;
-pub mod counter;
-pub mod feed_slot;
+pub mod data;
+pub mod events;
 pub mod functions;
 pub mod geohash;
-pub mod histogram;
-pub mod info;
 pub mod log;
 pub mod long_double;
-pub mod metrics;
-pub mod monitor;
-pub mod notify;
-pub mod persistence;
-pub mod pubsub;
+pub mod net;
+pub mod observe;
 pub mod rdb;
 pub mod replication;
 pub mod scripting;
 pub mod server;
-pub mod session;
-pub mod slowlog;
-pub mod socket;
 pub mod startup;
-pub mod stats;
 pub mod supervise;
-pub mod tiering;
-pub mod tls;
-pub mod tracking;
 pub mod util;
 pub mod write_gate;
 

@@ -13,12 +13,12 @@ use std::time::Instant;
 use strata_engine::Keyspace;
 use tokio::sync::Notify;
 
-use crate::blocking::Blocking;
-use crate::client::ClientRegistry;
 use crate::config::SharedConfig;
-use crate::persistence::Persistence;
-use crate::stats::{GlobalStats, ThreadStats};
-use crate::tiering::Tiering;
+use crate::data::persistence::Persistence;
+use crate::data::tiering::Tiering;
+use crate::events::blocking::Blocking;
+use crate::net::client::ClientRegistry;
+use crate::observe::stats::{GlobalStats, ThreadStats};
 
 pub struct Server {
     pub config: Arc<SharedConfig>,
@@ -56,13 +56,13 @@ pub struct Server {
     /// commands (`commands::scripting` keeps the script commands out).
     pub deny_scripts_disabled: AtomicBool,
     /// Channels and their subscribers.
-    pub pubsub: Arc<crate::pubsub::PubSub>,
+    pub pubsub: Arc<crate::events::pubsub::PubSub>,
     /// The change feed while keyspace notifications need it.
-    pub notify_feed: Arc<crate::feed_slot::FeedSlot>,
+    pub notify_feed: Arc<crate::events::feed_slot::FeedSlot>,
     /// Clients tracking keys (client-side caching).
-    pub tracking: Arc<crate::tracking::Tracking>,
+    pub tracking: Arc<crate::events::tracking::Tracking>,
     /// What clients hold in buffers (`maxmemory-clients`).
-    pub client_memory: crate::client_eviction::ClientMemory,
+    pub client_memory: crate::net::client_eviction::ClientMemory,
     /// ACL users and the log of denials.
     pub acl: crate::acl::Acl,
     /// Lua scripts: the cache and the ones running.
@@ -70,9 +70,9 @@ pub struct Server {
     /// Function libraries (FUNCTION LOAD, FCALL).
     pub functions: Arc<crate::functions::Functions>,
     /// SLOWLOG's entries.
-    pub slowlog: crate::slowlog::SlowLog,
+    pub slowlog: crate::observe::slowlog::SlowLog,
     /// MONITOR's clients.
-    pub monitors: crate::monitor::Monitors,
+    pub monitors: crate::events::monitor::Monitors,
     /// Replicas served and the primary followed (`crate::replication`).
     pub replication: Arc<crate::replication::Replication>,
     /// Cluster mode's topology (`crate::cluster`), disabled unless
@@ -82,7 +82,7 @@ pub struct Server {
     /// SET of the tls-* settings replaces it).
     pub tls: parking_lot::RwLock<Option<Arc<rustls::ServerConfig>>>,
     /// CONFIG SET `port` / `bind`: new TCP listeners for the accept loop.
-    pub relisten: crate::socket::Relisten,
+    pub relisten: crate::net::socket::Relisten,
     /// `used_memory` once the server was set up, before any data
     /// (INFO `used_memory_startup`, MEMORY STATS `startup.allocated`).
     pub startup_memory: u64,
@@ -151,7 +151,7 @@ impl Server {
             slowlog: Default::default(),
             monitors: Default::default(),
             tls: parking_lot::RwLock::new(parts.tls),
-            relisten: crate::socket::Relisten::default(),
+            relisten: crate::net::socket::Relisten::default(),
             startup_memory: crate::alloc::used_bytes(),
             shutdown_save: AtomicU8::new(ShutdownSave::Default as u8),
             shutdown_signal: Notify::new(),
@@ -276,8 +276,8 @@ pub enum ShutdownSave {
 /// An accepted connection, registered as a client, on its way to a network
 /// thread.
 pub struct Admitted {
-    pub stream: crate::socket::Accepted,
-    pub client: Arc<crate::client::ClientInfo>,
+    pub stream: crate::net::socket::Accepted,
+    pub client: Arc<crate::net::client::ClientInfo>,
     /// For a connection on `tls-port`: the TLS configuration to serve it.
     pub tls: Option<Arc<rustls::ServerConfig>>,
 }

@@ -25,12 +25,12 @@
 //!   thread);
 //! - one expiry thread (the cron) runs, `hz` times a second, the active
 //!   expiry cycle (which also shrinks emptied tables), the tiering cron
-//!   ([`crate::tiering`]: the RAM budget when no command enforces it) and
+//!   ([`crate::data::tiering`]: the RAM budget when no command enforces it) and
 //!   a step of the RAM census behind INFO's memory breakdown; once a
 //!   second it returns freed pages to the OS ([`crate::alloc::collect`],
 //!   which network threads call too);
 //! - `tiering-io-threads` reader threads read cold values;
-//! - persistence ([`crate::persistence`]): a loading thread at start, the
+//! - persistence ([`crate::data::persistence`]): a loading thread at start, the
 //!   engine's log writer, and a checkpoint thread.
 
 use std::net::{SocketAddr, TcpListener as StdListener};
@@ -42,17 +42,17 @@ use strata_engine::Keyspace;
 use strata_engine::open::Pending;
 use tokio::sync::mpsc;
 
-use crate::background::{self, Handles};
-use crate::blocking::Blocking;
 use crate::commands::CommandTable;
 use crate::commands::Node;
 use crate::config::Config;
-use crate::persistence::{Persistence, Trigger};
+use crate::data::background::{self, Handles};
+use crate::data::persistence::{Persistence, Trigger};
+use crate::data::tiering::Tiering;
+use crate::events::blocking::Blocking;
+use crate::observe::stats::ThreadStats;
 use crate::server::{Admitted, Parts, Server, ShutdownSave};
-use crate::stats::ThreadStats;
-use crate::tiering::Tiering;
 use crate::util::{REDIS_VERSION, now_ms};
-use crate::{connection, log, log_notice, log_verbose, log_warning};
+use crate::{log, log_notice, log_verbose, log_warning, net::connection};
 
 /// Keys the active expiry cycle may delete per shard per run; bounds the
 /// time any one shard lock is held by expiry.
@@ -154,7 +154,7 @@ impl Bound {
         let (tls_config, tls) = match config.tls.port {
             0 => (None, Vec::new()),
             tls_port => {
-                let tls_config = crate::tls::server_config(&config.tls)?;
+                let tls_config = crate::net::tls::server_config(&config.tls)?;
                 let (tls_listeners, _) =
                     bind_all(config, tls_port).map_err(|e| format!("tls-port {tls_port}: {e}"))?;
                 (Some(tls_config), tls_listeners)
@@ -167,7 +167,7 @@ impl Bound {
         let metrics = match config.metrics_port {
             0 => Vec::new(),
             metrics_port => {
-                crate::socket::bind_addresses(
+                crate::net::socket::bind_addresses(
                     &config.metrics_bind,
                     config.tcp_backlog,
                     metrics_port,
@@ -232,14 +232,14 @@ fn bind_bus(
         port => Some(port),
     };
     let bound = match wanted {
-        Some(port) => crate::socket::bind_addresses(&addresses, config.tcp_backlog, port),
+        Some(port) => crate::net::socket::bind_addresses(&addresses, config.tcp_backlog, port),
         None => Err("the port plus 10000 is past 65535".into()),
     };
     let (mut listeners, port) = match bound {
         Ok(bound) => bound,
         Err(why) if settings.bus_port == 0 => {
             log_warning!("Cluster bus: {why}; listening on a free port instead");
-            crate::socket::bind_addresses(&addresses, config.tcp_backlog, 0)?
+            crate::net::socket::bind_addresses(&addresses, config.tcp_backlog, 0)?
         }
         Err(why) => return Err(format!("cluster-port {}: {why}", settings.bus_port)),
     };
@@ -299,8 +299,8 @@ fn assemble(
     let backlog_dir = server.config.get().dir.join("replication").join("backlog");
     server.replication.backlog.spill_to(&backlog_dir);
     server.scripts.set_busy_hooks(crate::scripting::BusyHooks {
-        serve_idle: crate::busy::serve_idle,
-        release: crate::busy::release,
+        serve_idle: crate::net::busy::serve_idle,
+        release: crate::net::busy::release,
     });
     Ok(server)
 }
@@ -428,14 +428,14 @@ fn spawn_threads(server: &Arc<Node>) -> Result<Vec<mpsc::UnboundedSender<Admitte
         .name("strata-expire".into())
         .spawn(move || expiry_thread(handles))
         .map_err(|e| format!("Can't start expiry thread: {e}"))?;
-    crate::notify::spawn_feed_events(
+    crate::events::notify::spawn_feed_events(
         server.keyspace.clone(),
         server.config.clone(),
         server.pubsub.clone(),
         server.notify_feed.clone(),
     )
     .map_err(|e| format!("Can't start the notification thread: {e}"))?;
-    crate::tracking::spawn_feed_invalidations(
+    crate::events::tracking::spawn_feed_invalidations(
         server.keyspace.clone(),
         server.config.clone(),
         server.tracking.clone(),
@@ -471,13 +471,13 @@ fn serve(
         }
         let ready_lines = bound.ready_lines();
         background::spawn_loader(Handles::of(&server), pending, ready_lines, notifier.clone());
-        crate::metrics::spawn(server.clone(), bound.metrics);
+        crate::observe::metrics::spawn(server.clone(), bound.metrics);
         let (accepted_tx, accepted_rx) = mpsc::channel::<Incoming>(1024);
         let new_listeners = server.relisten.connect(&bound.plain);
         let listening = listen(bound.plain, bound.tls, bound.unix, &server)?;
         let mut plain = Vec::new();
         for (listener, tls) in listening {
-            let is_plain = !tls && matches!(listener, crate::socket::Listener::Tcp(_));
+            let is_plain = !tls && matches!(listener, crate::net::socket::Listener::Tcp(_));
             let task = tokio::spawn(accept_forever(listener, tls, accepted_tx.clone()));
             if is_plain {
                 plain.push(task);
@@ -498,7 +498,7 @@ fn serve(
 
 /// A connection as accepted: the socket, its peer, and whether it came in
 /// on `tls-port`.
-type Incoming = (crate::socket::Accepted, SocketAddr, bool);
+type Incoming = (crate::net::socket::Accepted, SocketAddr, bool);
 
 /// The listeners in the runtime, each with whether it is `tls-port`'s.
 fn listen(
@@ -506,7 +506,7 @@ fn listen(
     tls: Vec<StdListener>,
     unix: Option<std::os::unix::net::UnixListener>,
     server: &Node,
-) -> Result<Vec<(crate::socket::Listener, bool)>, String> {
+) -> Result<Vec<(crate::net::socket::Listener, bool)>, String> {
     let mut listening = Vec::new();
     let tcp = plain.into_iter().map(|l| (l, false));
     for (listener, tls) in tcp.chain(tls.into_iter().map(|l| (l, true))) {
@@ -517,7 +517,7 @@ fn listen(
         let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
         let kind = if tls { "tls" } else { "tcp" };
         log_notice!("Listening on {kind} {local} (loading the dataset)");
-        listening.push((crate::socket::Listener::Tcp(listener), tls));
+        listening.push((crate::net::socket::Listener::Tcp(listener), tls));
     }
     if let Some(listener) = unix {
         let listener = tokio::net::UnixListener::from_std(listener).map_err(|e| e.to_string())?;
@@ -525,14 +525,14 @@ fn listen(
             "Listening on unix socket {}",
             server.config.get().unixsocket
         );
-        listening.push((crate::socket::Listener::Unix(listener), false));
+        listening.push((crate::net::socket::Listener::Unix(listener), false));
     }
     Ok(listening)
 }
 
 /// Accepts on one listener until the dispatcher is gone.
 async fn accept_forever(
-    listener: crate::socket::Listener,
+    listener: crate::net::socket::Listener,
     tls: bool,
     accepted: mpsc::Sender<Incoming>,
 ) {
@@ -570,9 +570,9 @@ impl Signals {
 }
 
 /// The plain TCP accept tasks and where CONFIG SET `port` / `bind` sends
-/// their replacements (`crate::socket::Relisten`).
+/// their replacements (`crate::net::socket::Relisten`).
 struct Relistening {
-    new_listeners: mpsc::UnboundedReceiver<crate::socket::Replacement>,
+    new_listeners: mpsc::UnboundedReceiver<crate::net::socket::Replacement>,
     accepting: Vec<tokio::task::JoinHandle<()>>,
     accepted: mpsc::Sender<Incoming>,
 }
@@ -599,7 +599,7 @@ impl Relistening {
             match tokio::net::TcpListener::from_std(listener) {
                 Ok(listener) => {
                     log_notice!("Ready to accept connections tcp on {local}");
-                    let listener = crate::socket::Listener::Tcp(listener);
+                    let listener = crate::net::socket::Listener::Tcp(listener);
                     let task = accept_forever(listener, false, self.accepted.clone());
                     self.accepting.push(tokio::spawn(task));
                 }
@@ -680,7 +680,7 @@ fn hand_over(
 /// (skipped if unavailable, as Redis' default `-::1`). Port 0 picks a free
 /// port for the first address and reuses it for the others.
 fn bind_all(config: &Config, port: u16) -> Result<(Vec<StdListener>, u16), String> {
-    crate::socket::bind_addresses(&config.bind, config.tcp_backlog, port)
+    crate::net::socket::bind_addresses(&config.bind, config.tcp_backlog, port)
 }
 
 /// Applies connection-level admission rules and registers the client, so
@@ -688,7 +688,7 @@ fn bind_all(config: &Config, port: u16) -> Result<(Vec<StdListener>, u16), Strin
 /// connection. Returns the connection to serve.
 fn admit(
     server: &Node,
-    stream: crate::socket::Accepted,
+    stream: crate::net::socket::Accepted,
     peer: SocketAddr,
     tls: Option<Arc<rustls::ServerConfig>>,
 ) -> Option<Admitted> {
@@ -701,7 +701,7 @@ fn admit(
         return None;
     }
     let (local, unix_socket) = match &stream {
-        crate::socket::Accepted::Tcp(tcp) => {
+        crate::net::socket::Accepted::Tcp(tcp) => {
             if config.protected_mode && server.acl.default_user().nopass && !is_local(peer.ip()) {
                 server.stats.rejected_connections.fetch_add(1, Relaxed);
                 stream.refuse(ERR_DENIED.as_bytes());
@@ -716,7 +716,9 @@ fn admit(
             (tcp.local_addr().ok()?, None)
         }
         // A unix socket is local: protected mode lets it in, as in Redis.
-        crate::socket::Accepted::Unix(_) => (peer, Some(Arc::from(config.unixsocket.as_str()))),
+        crate::net::socket::Accepted::Unix(_) => {
+            (peer, Some(Arc::from(config.unixsocket.as_str())))
+        }
     };
     let fd = stream.as_raw_fd();
     let client = server
@@ -753,7 +755,7 @@ fn network_thread(
     index: usize,
 ) {
     crate::scripting::set_thread_index(index);
-    crate::busy::start_thread(server.clone());
+    crate::net::busy::start_thread(server.clone());
     // Before the thread sleeps for lack of work, it yields its core once:
     // a client (or another thread) runnable on that core runs now, and
     // what it sends is often there when this thread looks again, so the

@@ -51,7 +51,7 @@ pub fn acl_setuser(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// longer cover what they subscribed to (Redis does so at SETUSER).
 fn kill_revoked_subscribers(ctx: &mut Ctx, old: &User, new: &User) {
     use crate::acl::selector::{ChannelUse, channel_in};
-    use crate::pubsub::Kind;
+    use crate::events::pubsub::Kind;
     if new.selectors.iter().any(|s| s.all_channels) {
         return;
     }
@@ -90,7 +90,7 @@ fn kill_revoked_subscribers(ctx: &mut Ctx, old: &User, new: &User) {
 }
 
 /// Closes a client: at once, or after this reply for the caller itself.
-fn close_client(ctx: &mut Ctx, client: &crate::client::ClientInfo) {
+fn close_client(ctx: &mut Ctx, client: &crate::net::client::ClientInfo) {
     if client.id == ctx.session.client.id {
         ctx.session.close_after_reply = true;
     } else {

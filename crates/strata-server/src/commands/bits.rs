@@ -2,7 +2,7 @@
 //! BITFIELD_RO. Bits are numbered from the most significant bit of byte 0,
 //! as in Redis.
 
-use crate::notify;
+use crate::events::notify;
 use bytes::Bytes;
 use strata_engine::Value;
 use strata_engine::types::collection::Str;

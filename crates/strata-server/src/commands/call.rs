@@ -18,8 +18,8 @@ use super::keyspec;
 use super::spec::flag;
 use super::tracking;
 use crate::config::Config;
-use crate::session::Session;
-use crate::stats::{ThreadStats, bump};
+use crate::net::session::Session;
+use crate::observe::stats::{ThreadStats, bump};
 
 /// The keys a command declares through its key specs, as the engine
 /// locks them. The common single-key shape (one key at argument 1) is

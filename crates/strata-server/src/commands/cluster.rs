@@ -21,13 +21,13 @@ use smallvec::SmallVec;
 use super::Node;
 use super::ctx::help_lines;
 use super::{CmdResult, Ctx, ERR_SYNTAX, Spec, is, parse_i64};
-use crate::client::ClientInfo;
 use crate::cluster::Announced;
 use crate::cluster::change::Change;
 use crate::cluster::nodes_file::node_line;
 use crate::cluster::route::{Health, Query, Redirect, SlotKey, cross_slot};
 use crate::cluster::topology::{Endpoint, SLOTS, Topology};
 use crate::config::ClusterSettings;
+use crate::net::client::ClientInfo;
 
 pub const ERR_CLUSTER_DISABLED: &str = "ERR This instance has cluster support disabled";
 

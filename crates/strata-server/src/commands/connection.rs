@@ -7,7 +7,7 @@ use bytes::Bytes;
 use strata_resp::Protocol;
 
 use super::{CmdError, CmdResult, Ctx, ERR_DB_RANGE, ERR_SYNTAX, help_lines, is, lossy, parse_i64};
-use crate::client::ClientInfo;
+use crate::net::client::ClientInfo;
 
 pub fn ping(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if ctx.session.subscriptions > 0 && ctx.session.protocol == Protocol::Resp2 {
@@ -467,9 +467,9 @@ pub fn client_no_evict(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn client_unblock(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let id = parse_i64(&args[2])?;
     let how = match args.get(3..) {
-        Some([]) | None => crate::client::UNBLOCK_TIMEOUT,
-        Some([reason]) if is(reason, "timeout") => crate::client::UNBLOCK_TIMEOUT,
-        Some([reason]) if is(reason, "error") => crate::client::UNBLOCK_ERROR,
+        Some([]) | None => crate::net::client::UNBLOCK_TIMEOUT,
+        Some([reason]) if is(reason, "timeout") => crate::net::client::UNBLOCK_TIMEOUT,
+        Some([reason]) if is(reason, "error") => crate::net::client::UNBLOCK_ERROR,
         Some([_]) => return Err("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR".into()),
         Some(_) => return Err(ERR_SYNTAX.into()),
     };

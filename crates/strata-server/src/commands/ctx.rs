@@ -18,9 +18,9 @@ use strata_resp::ReplyWriter;
 use super::catalog;
 use super::spec::{Categories, Flags, Traits};
 use crate::config::Config;
+use crate::net::session::{Block, Session, TimeoutReply};
+use crate::observe::stats::ThreadStats;
 use crate::server::Server;
-use crate::session::{Block, Session, TimeoutReply};
-use crate::stats::ThreadStats;
 
 /// An error reply: the full text after `-`, starting with its code.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -257,14 +257,14 @@ impl<'a, 's> Ctx<'a, 's> {
     /// when the change left it empty (and so deleted it), as Redis does.
     pub fn notify_write(&mut self, class: u32, event: &str, key: &[u8]) {
         let flags = self.config.notify_keyspace_events;
-        if !crate::notify::wanted(flags, class | crate::notify::GENERIC) {
+        if !crate::events::notify::wanted(flags, class | crate::events::notify::GENERIC) {
             return;
         }
         self.notify(class, event, key);
-        if crate::notify::wanted(flags, crate::notify::GENERIC) {
+        if crate::events::notify::wanted(flags, crate::events::notify::GENERIC) {
             let (db, now, key_ref) = (self.db(), self.now_ms, self.key(key));
             if self.keys.shard(key_ref).peek(db, key_ref, now).is_none() {
-                self.notify(crate::notify::GENERIC, "del", key);
+                self.notify(crate::events::notify::GENERIC, "del", key);
             }
         }
     }
@@ -272,9 +272,9 @@ impl<'a, 's> Ctx<'a, 's> {
     /// [`Ctx::notify`] for a key of database `db`.
     pub fn notify_in(&self, db: usize, class: u32, event: &str, key: &[u8]) {
         let flags = self.config.notify_keyspace_events;
-        if crate::notify::wanted(flags, class) {
+        if crate::events::notify::wanted(flags, class) {
             let limit = self.config.output_limit_pubsub;
-            crate::notify::publish(&self.server.pubsub, limit, flags, event, db, key);
+            crate::events::notify::publish(&self.server.pubsub, limit, flags, event, db, key);
         }
     }
 

@@ -379,10 +379,11 @@ pub fn debug_reload(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// Writes a checkpoint, waiting (up to 10 s) for one already running to
 /// end first, as Redis' DEBUG RELOAD waits for its child.
 fn save_waiting(ctx: &Ctx) -> bool {
-    let handles = crate::background::Handles::of(ctx.server);
+    let handles = crate::data::background::Handles::of(ctx.server);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        match crate::background::checkpoint(&handles, crate::persistence::Trigger::Save) {
+        match crate::data::background::checkpoint(&handles, crate::data::persistence::Trigger::Save)
+        {
             Ok(_) => return true,
             Err(_)
                 if handles.persistence.checkpoint_running()

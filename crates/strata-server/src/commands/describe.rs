@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use bytes::Bytes;
 
 use super::ctx::Node;
-use crate::client::ClientInfo;
+use crate::net::client::ClientInfo;
 
 /// The bytes `args` took as a RESP request.
 fn request_bytes(args: &[Bytes]) -> usize {
@@ -60,8 +60,8 @@ pub fn describe_client(
         client.subscribed_shard.load(Relaxed),
     );
     match client.role.load(Relaxed) {
-        crate::client::ROLE_REPLICA => flags.push('S'),
-        crate::client::ROLE_MASTER => flags.push('M'),
+        crate::net::client::ROLE_REPLICA => flags.push('S'),
+        crate::net::client::ROLE_MASTER => flags.push('M'),
         _ => {}
     }
     if sub + psub + ssub > 0 {

@@ -14,7 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::{CmdResult, Ctx, ERR_SYNTAX, is, parse_i64};
-use crate::notify;
+use crate::events::notify;
 use crate::rdb;
 
 pub fn dump(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {

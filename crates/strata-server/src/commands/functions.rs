@@ -272,7 +272,7 @@ pub fn function_stats(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     write_function_stats(ctx.server, &mut ctx.out)
 }
 
-/// FUNCTION STATS' reply; also how `crate::busy` answers it for a client
+/// FUNCTION STATS' reply; also how `crate::net::busy` answers it for a client
 /// on a busy script's own thread.
 pub fn write_function_stats(server: &Node, out: &mut strata_resp::ReplyWriter) -> CmdResult {
     let running = server

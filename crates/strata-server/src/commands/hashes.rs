@@ -16,7 +16,7 @@
 //! active expiry cycle (and logs the removal), deleting the key with its
 //! last field.
 
-use crate::notify;
+use crate::events::notify;
 use bytes::Bytes;
 use strata_engine::Value;
 use strata_engine::keyspace::shards::{EntryMut, FieldChange, KeyRef, Shard, random_u64};

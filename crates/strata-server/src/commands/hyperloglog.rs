@@ -9,7 +9,7 @@
 //! stale, and PFCOUNT of one key writes the cardinality it computed back
 //! into the value (so the bytes are Redis' after the same commands).
 
-use crate::notify;
+use crate::events::notify;
 use bytes::Bytes;
 use strata_engine::Value;
 use strata_engine::types::collection::Str;

@@ -1,6 +1,6 @@
 //! Watching the server run: SLOWLOG GET / LEN / RESET / HELP (the slow
-//! log, `crate::slowlog`, which says what is logged) and MONITOR
-//! (`crate::monitor`).
+//! log, `crate::observe::slowlog`, which says what is logged) and MONITOR
+//! (`crate::events::monitor`).
 
 use bytes::Bytes;
 

@@ -7,7 +7,7 @@ use super::ctx::{help_lines, parse_db};
 use super::{
     CmdError, CmdResult, Ctx, ERR_NO_SUCH_KEY, ERR_SYNTAX, ScanArgs, is, lossy, parse_i64,
 };
-use crate::notify;
+use crate::events::notify;
 
 pub fn del(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let removed = remove_keys(ctx, &args[1..], false);

@@ -1,6 +1,6 @@
 //! LATENCY: the latency monitor's events (`strata_engine::latency`, fed
 //! when `latency-monitor-threshold` is set) and the per-command histograms
-//! (`crate::histogram`, kept while `latency-tracking` is on), with Redis'
+//! (`crate::observe::histogram`, kept while `latency-tracking` is on), with Redis'
 //! replies.
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -10,7 +10,7 @@ use strata_engine::latency::{self, History, Sample};
 
 use super::ctx::help_lines;
 use super::{CmdResult, Ctx, lossy};
-use crate::histogram::{self, Counts};
+use crate::observe::histogram::{self, Counts};
 
 /// Columns of LATENCY GRAPH (Redis' `LATENCY_GRAPH_COLS`).
 const GRAPH_COLUMNS: usize = 80;
@@ -293,7 +293,7 @@ pub fn latency_histogram(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 /// Command `id`'s histogram summed over the network threads.
 fn command_counts(ctx: &Ctx, id: usize) -> Counts {
-    crate::info::command_histogram(ctx.server, id)
+    crate::observe::info::command_histogram(ctx.server, id)
 }
 
 pub fn latency_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {

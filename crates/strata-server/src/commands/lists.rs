@@ -11,7 +11,7 @@
 //!
 //! A blocking command that finds nothing replies nothing and blocks
 //! ([`Ctx::block`]); its connection runs it again when a key changes
-//! (`crate::blocking`), so the blocking forms are the plain ones plus that.
+//! (`crate::events::blocking`), so the blocking forms are the plain ones plus that.
 
 use bytes::Bytes;
 use strata_engine::Value;
@@ -24,8 +24,8 @@ use super::{
     CmdError, CmdResult, Ctx, ERR_NO_SUCH_KEY, ERR_SYNTAX, is, mpop_args, parse_i64,
     parse_negatable_i64, parse_timeout,
 };
-use crate::notify;
-use crate::session::TimeoutReply;
+use crate::events::notify;
+use crate::net::session::TimeoutReply;
 
 /// The event of a push or pop at `end`.
 fn push_event(end: End) -> &'static str {

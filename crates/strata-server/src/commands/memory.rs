@@ -6,7 +6,7 @@ use bytes::Bytes;
 
 use super::ctx::help_lines;
 use super::{CmdResult, Ctx, ERR_SYNTAX, is, parse_i64};
-use crate::info::MemoryFigures;
+use crate::observe::info::MemoryFigures;
 
 pub fn memory_usage(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     match args.len() {

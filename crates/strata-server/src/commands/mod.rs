@@ -77,8 +77,8 @@ pub use spec::{Categories, Flags, Traits};
 
 use crate::config::Config;
 use crate::log_warning;
-use crate::session::Session;
-use crate::stats::{ThreadStats, bump};
+use crate::net::session::Session;
+use crate::observe::stats::{ThreadStats, bump};
 
 impl CommandTable {
     /// The table of every family in [`table::FAMILIES`].

@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use super::Node;
 use crate::acl;
-use crate::session::Session;
+use crate::net::session::Session;
 
 /// Checks command `id` for the session's user (refreshed first) and logs
 /// a denial in ACL LOG under `context`.

@@ -1,6 +1,6 @@
 //! Pub/sub commands: SUBSCRIBE, UNSUBSCRIBE, PSUBSCRIBE, PUNSUBSCRIBE,
 //! SSUBSCRIBE, SUNSUBSCRIBE, PUBLISH, SPUBLISH and PUBSUB's subcommands.
-//! Delivery and limits are in `crate::pubsub`. A RESP2 client with a
+//! Delivery and limits are in `crate::events::pubsub`. A RESP2 client with a
 //! subscription may only (un)subscribe, PING, QUIT and RESET (checked by
 //! dispatch, the table's `WHEN_SUBSCRIBED`); a RESP3 client receives
 //! messages as pushes between its replies.
@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use super::ctx::help_lines;
 use super::{CmdResult, Ctx};
-use crate::pubsub::{Counts, Kind};
+use crate::events::pubsub::{Counts, Kind};
 
 /// The count a (un)subscribe confirmation carries: channels and patterns
 /// together, shard channels on their own.

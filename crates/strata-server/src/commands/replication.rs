@@ -42,7 +42,7 @@ fn become_replica(ctx: &mut Ctx, psync: bool, replid: String, offset: i64) -> Cm
     if ctx.session.sync_request.is_some() {
         return Ok(());
     }
-    (ctx.session.client.role).store(crate::client::ROLE_REPLICA, Relaxed);
+    (ctx.session.client.role).store(crate::net::client::ROLE_REPLICA, Relaxed);
     ctx.session.sync_request = Some(SyncRequest {
         replid,
         offset,

@@ -20,8 +20,8 @@ use super::ctx::help_lines;
 use super::transactions::answer_blocked;
 use super::{CmdError, CmdResult, Ctx, Gates, call, declared_keys_known, is, parse_i64};
 use crate::functions::Libraries;
+use crate::observe::stats::bump;
 use crate::scripting::{Running, lua_arg, lua_error_text, parse_shebang, protocol_of, with_vm};
-use crate::stats::bump;
 
 /// How long a script that has written waits for the shard of a key it did
 /// not declare before the call fails (see `crate::scripting`).
@@ -813,7 +813,7 @@ pub fn run_script(
     // the lock set is the transaction's, which holds every shard when it
     // runs scripts.
     let undoable = !ctx.session.in_exec;
-    let messages = crate::pubsub::Held::begin();
+    let messages = crate::events::pubsub::Held::begin();
     let ended = loop {
         if undoable {
             ctx.keys.keep_undo(ctx.now_ms);

@@ -11,9 +11,9 @@ use super::ctx::help_lines;
 use super::keyspec::{self, BeginSearch, FindKeys, KeySpec};
 use super::spec::flag;
 use super::{CmdError, CmdResult, Ctx, ERR_SYNTAX, Spec, is, lossy, parse_i64};
-use crate::background;
 use crate::config::DIRECTIVES;
-use crate::persistence::Trigger;
+use crate::data::background;
+use crate::data::persistence::Trigger;
 use crate::server::ShutdownSave;
 
 pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
@@ -24,7 +24,7 @@ pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     // In a script, INFO runs on the script's lock set, which then holds
     // every shard (it escalated as for a database-wide command).
     let mut held = ctx.keys.all();
-    let text = crate::info::render(ctx.server, &sections, ctx.now_ms, &mut held);
+    let text = crate::observe::info::render(ctx.server, &sections, ctx.now_ms, &mut held);
     ctx.out.verbatim("txt", text.as_bytes());
     Ok(())
 }
@@ -121,7 +121,7 @@ pub fn config_set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             if new.tls == old.tls || new.tls.port == 0 {
                 return Ok(());
             }
-            match crate::tls::server_config(&new.tls) {
+            match crate::net::tls::server_config(&new.tls) {
                 Ok(tls) => {
                     new_tls = Some(tls);
                     Ok(())
@@ -144,7 +144,7 @@ pub fn config_set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let config = ctx.server.config.get();
     config.apply_to_engine(ctx.keyspace());
-    let feed_needed = crate::notify::needs_feed(config.notify_keyspace_events);
+    let feed_needed = crate::events::notify::needs_feed(config.notify_keyspace_events);
     ctx.server.notify_feed.want(ctx.keyspace(), feed_needed);
     ctx.server.slowlog.trim(config.slowlog_max_len as usize);
     if ctx.server.cluster.enabled() {
@@ -787,7 +787,7 @@ fn wait_target(ctx: &mut Ctx) -> u64 {
 /// again and answers what it has).
 fn block_for_acks(ctx: &mut Ctx, target: u64, deadline: Option<u64>) {
     ctx.server.replication.request_acks(target);
-    ctx.block(&[], deadline, crate::session::TimeoutReply::Rerun);
+    ctx.block(&[], deadline, crate::net::session::TimeoutReply::Rerun);
     if let Some(block) = &mut ctx.session.block {
         block.on_ack = true;
     }

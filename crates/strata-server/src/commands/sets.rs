@@ -12,7 +12,7 @@
 //! The STORE forms replace the destination with one SET record of the
 //! result's image.
 
-use crate::notify;
+use crate::events::notify;
 use std::collections::HashSet;
 use strata_engine::types::collection::Set;
 

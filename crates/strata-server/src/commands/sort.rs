@@ -12,7 +12,7 @@
 //! one by one, not as one snapshot with the source (Redis is single
 //! threaded); each value read is a committed one.
 
-use crate::notify;
+use crate::events::notify;
 use bytes::Bytes;
 use strata_engine::types::list::End;
 

@@ -1,7 +1,7 @@
 //! String commands.
 
+use crate::events::notify;
 use crate::long_double::{self, AddError};
-use crate::notify;
 use bytes::Bytes;
 use strata_engine::types::collection::Str;
 use strata_engine::types::value::parse_canonical_i64;
@@ -407,8 +407,8 @@ pub fn mget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             _ => ctx.out.null_bulk(),
         }
     }
-    crate::stats::bump(&ctx.stats.keyspace_hits, hits);
-    crate::stats::bump(&ctx.stats.keyspace_misses, refs.len() as u64 - hits);
+    crate::observe::stats::bump(&ctx.stats.keyspace_hits, hits);
+    crate::observe::stats::bump(&ctx.stats.keyspace_misses, refs.len() as u64 - hits);
     Ok(())
 }
 

@@ -1,6 +1,6 @@
 //! Client-side caching commands: CLIENT TRACKING, CLIENT CACHING, CLIENT
 //! GETREDIR and CLIENT TRACKINGINFO, with Redis 7's options and errors.
-//! What is remembered and when invalidations go out is `crate::tracking`;
+//! What is remembered and when invalidations go out is `crate::events::tracking`;
 //! dispatch calls [`remember_read`] and [`invalidate_changes`].
 
 use super::spec::flag;
@@ -10,8 +10,8 @@ use strata_engine::storage::record::Kind;
 use super::{CmdResult, Ctx, ERR_SYNTAX, Spec, is, parse_i64};
 use crate::commands::Node;
 use crate::config::Config;
-use crate::session::Session;
-use crate::tracking::Options;
+use crate::events::tracking::Options;
+use crate::net::session::Session;
 
 /// CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p …] [BCAST] [OPTIN]
 /// [OPTOUT] [NOLOOP].
@@ -245,7 +245,7 @@ pub(crate) fn remember_read(ctx: &mut Ctx, spec: &Spec) {
 /// After a command ran, before its locks go: tells default-mode tracking
 /// clients of the keys it changed (the changes after the first `before`
 /// of its locks' group: a transaction's earlier commands told theirs),
-/// under those locks (`crate::tracking`), and of what it committed itself
+/// under those locks (`crate::events::tracking`), and of what it committed itself
 /// (FLUSHALL …); gathers the keys for BCAST clients, told once the whole
 /// command, transaction or script is done ([`broadcast_pending`]).
 pub(crate) fn invalidate_changes(ctx: &mut Ctx, before: usize) {

@@ -43,8 +43,8 @@ use super::{
 };
 use crate::commands::Node;
 use crate::config::Config;
-use crate::session::Session;
-use crate::stats::{ThreadStats, bump};
+use crate::net::session::Session;
+use crate::observe::stats::{ThreadStats, bump};
 
 /// Groups of changes a WATCHing connection may have unread before its
 /// watch counts as broken (see the module docs).

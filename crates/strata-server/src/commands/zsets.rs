@@ -14,7 +14,7 @@
 //! scores (a ZSET_OP record); ZPOPMIN and the range removals log the
 //! members they removed.
 
-use crate::notify;
+use crate::events::notify;
 use std::collections::HashMap;
 use std::ffi::CString;
 use strata_engine::types::collection::ZSet;
@@ -31,7 +31,7 @@ use super::{
     CmdError, CmdResult, Ctx, ERR_NOT_FLOAT, ERR_SYNTAX, ERR_WRONGTYPE, ScanArgs, ScanSlice, is,
     mpop_args, parse_i64, parse_negatable_i64, parse_timeout,
 };
-use crate::session::TimeoutReply;
+use crate::net::session::TimeoutReply;
 
 /// Owned entries (score, member), as commands copy them out of a set.
 type Entries = Vec<(f64, Vec<u8>)>;

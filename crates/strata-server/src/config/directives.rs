@@ -436,7 +436,7 @@ pub static DIRECTIVES: &[Directive] = &[
         mutable: true,
         get: |c| c.tls.auth_clients.name().into(),
         set: |c, a| {
-            c.tls.auth_clients = crate::tls::ClientAuth::parse(one(a)?).ok_or_else(|| {
+            c.tls.auth_clients = crate::net::tls::ClientAuth::parse(one(a)?).ok_or_else(|| {
                 "argument(s) must be one of the following: no, yes, optional".to_string()
             })?;
             Ok(())
@@ -629,7 +629,7 @@ pub static DIRECTIVES: &[Directive] = &[
             Ok(())
         },
     },
-    // Client eviction (`crate::client_eviction`).
+    // Client eviction (`crate::net::client_eviction`).
     Directive {
         name: "maxmemory-clients",
         mutable: true,
@@ -929,9 +929,9 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "notify-keyspace-events",
         mutable: true,
-        get: |c| crate::notify::classes::flags_to_string(c.notify_keyspace_events),
+        get: |c| crate::events::notify::classes::flags_to_string(c.notify_keyspace_events),
         set: |c, a| {
-            c.notify_keyspace_events = crate::notify::classes::parse_flags(one(a)?)
+            c.notify_keyspace_events = crate::events::notify::classes::parse_flags(one(a)?)
                 .ok_or("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")?;
             Ok(())
         },

@@ -92,7 +92,7 @@ pub struct Config {
     /// Detach from the terminal at start (`daemonize yes`).
     pub daemonize: bool,
     /// The TLS listener's settings (`tls.rs`).
-    pub tls: crate::tls::TlsSettings,
+    pub tls: crate::net::tls::TlsSettings,
     /// `metrics-port`: Prometheus metrics over HTTP on the `bind`
     /// addresses (`metrics.rs`); 0: off.
     pub metrics_port: u16,
@@ -351,7 +351,7 @@ impl Default for Config {
             latency_monitor_threshold: 0,
             metrics_port: 0,
             metrics_bind: vec!["127.0.0.1".into(), "-::1".into()],
-            tls: crate::tls::TlsSettings::default(),
+            tls: crate::net::tls::TlsSettings::default(),
             latency_tracking: true,
             latency_tracking_info_percentiles: vec![50.0, 99.0, 99.9],
             lfu_log_factor: 10,

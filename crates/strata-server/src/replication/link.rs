@@ -24,8 +24,8 @@ use strata_resp::{Limits, RequestParser};
 
 use super::state::{LinkState, Position};
 use crate::commands::{ColdValues, Node};
+use crate::net::session::Session;
 use crate::rdb::file::Item;
-use crate::session::Session;
 use crate::util::now_ms;
 use crate::{log_notice, log_warning};
 
@@ -87,7 +87,7 @@ fn follow(server: &Arc<Node>, host: &str, port: u16, link: &LinkState) -> Result
         -1,
         now_ms(),
     );
-    client.role.store(crate::client::ROLE_MASTER, Relaxed);
+    client.role.store(crate::net::client::ROLE_MASTER, Relaxed);
     let mut applier = Applier::new(server, client.clone());
     let outcome = synchronise(
         server,
@@ -468,7 +468,7 @@ fn receive_rdb(
 pub(super) struct Applier<'s> {
     server: &'s Arc<Node>,
     session: Session,
-    stats: crate::stats::ThreadStats,
+    stats: crate::observe::stats::ThreadStats,
     replies: BytesMut,
     /// The database the primary's stream has selected (a SELECT queued
     /// in a MULTI counts at once: it is in force after the EXEC).
@@ -489,14 +489,14 @@ pub(super) struct Applier<'s> {
 const MARKS_MAX: usize = 4096;
 
 impl<'s> Applier<'s> {
-    pub(super) fn new(server: &'s Arc<Node>, client: Arc<crate::client::ClientInfo>) -> Self {
+    pub(super) fn new(server: &'s Arc<Node>, client: Arc<crate::net::client::ClientInfo>) -> Self {
         let mut session = Session::new(client, &server.acl);
         session.authenticated = true;
         session.primary_link = true;
         Applier {
             server,
             session,
-            stats: crate::stats::ThreadStats::new(server.commands.specs.len()),
+            stats: crate::observe::stats::ThreadStats::new(server.commands.specs.len()),
             replies: BytesMut::new(),
             stream_db: 0,
             position: Vec::new(),

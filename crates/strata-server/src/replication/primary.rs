@@ -27,8 +27,8 @@ use super::snapshot::{self, Follows};
 use super::state::SyncRequest;
 use super::translate::Translator;
 use super::{Attached, STATE_ONLINE, STATE_SEND_BULK};
-use crate::client::ClientInfo;
 use crate::commands::Node;
+use crate::net::client::ClientInfo;
 use crate::util::now_ms;
 use crate::{log_notice, log_warning};
 

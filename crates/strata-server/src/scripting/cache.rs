@@ -64,7 +64,7 @@ pub struct Scripts {
 
 /// What a busy script does for the other clients of its network thread:
 /// answers them meanwhile (`serve_idle`) and wakes them when it ends
-/// (`release`). The network layer (`crate::busy`) supplies them, since
+/// (`release`). The network layer (`crate::net::busy`) supplies them, since
 /// scripting sits below dispatch and cannot call it.
 #[derive(Clone, Copy)]
 pub struct BusyHooks {

@@ -7,7 +7,7 @@ use super::common::Refs;
 use super::common::*;
 use super::refs::trim_with_refs;
 use crate::commands::{CmdError, CmdResult, Ctx, ERR_NO_SUCH_KEY, ERR_SYNTAX, is, parse_i64};
-use crate::notify;
+use crate::events::notify;
 
 // --- XADD, XLEN, XRANGE, XDEL, XTRIM, XSETID ---------------------------------
 

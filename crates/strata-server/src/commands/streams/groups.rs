@@ -7,7 +7,7 @@ use strata_engine::types::stream::{Group, StreamId, StreamOp};
 use super::common::*;
 use crate::commands::ctx::help_lines;
 use crate::commands::{CmdError, CmdResult, Ctx, ERR_SYNTAX, is, parse_i64};
-use crate::notify;
+use crate::events::notify;
 
 // --- XGROUP -------------------------------------------------------------------
 

@@ -15,7 +15,7 @@
 //! in Redis.
 //!
 //! XREAD and XREADGROUP with BLOCK that find nothing block like BLPOP
-//! (`crate::blocking`): they run again when a key changes. XREAD's `$` is
+//! (`crate::events::blocking`): they run again when a key changes. XREAD's `$` is
 //! replaced by the stream's last ID when it blocks, as Redis does, so the
 //! command that runs again waits for entries after that one.
 //!

@@ -6,8 +6,8 @@ use strata_resp::Protocol;
 
 use super::common::*;
 use crate::commands::{CmdError, CmdResult, Ctx, ERR_SYNTAX, is};
-use crate::notify;
-use crate::session::TimeoutReply;
+use crate::events::notify;
+use crate::net::session::TimeoutReply;
 
 // --- XREAD, XREADGROUP --------------------------------------------------------
 

@@ -20,7 +20,7 @@ use strata_engine::types::stream::{StreamId, StreamOp, StreamValue, Trim};
 
 use super::common::*;
 use crate::commands::{CmdError, CmdResult, Ctx, ERR_SYNTAX, is};
-use crate::notify;
+use crate::events::notify;
 
 /// An entry's reply in XDELEX and XACKDEL.
 const NOT_FOUND: i64 = -1;

@@ -252,7 +252,7 @@ fn breakdown(server: &Node, used: u64, rss: u64, held: &mut Held) -> Breakdown {
         let bytes = (client.query_buffer_bytes.load(Relaxed)
             + client.output_buffer_bytes.load(Relaxed)) as u64;
         match client.role.load(Relaxed) {
-            crate::client::ROLE_REPLICA => replica_buffers += bytes,
+            crate::net::client::ROLE_REPLICA => replica_buffers += bytes,
             _ => client_buffers += bytes,
         }
     }
@@ -301,7 +301,7 @@ fn memory_section(server: &Node, out: &mut String, held: &mut Held) {
     field!(
         out,
         "mem_not_counted_for_evict",
-        crate::tiering::not_counted_for_evict(&server.keyspace)
+        crate::data::tiering::not_counted_for_evict(&server.keyspace)
     );
     // The allocator's own figures, under jemalloc's names as Redis shows
     // them: mimalloc's committed memory stands for jemalloc's active and
@@ -744,7 +744,7 @@ fn log_fields(server: &Node, log: &strata_engine::storage::log::Log, out: &mut S
 }
 
 fn stats_section(server: &Node, out: &mut String, held: &mut Held) {
-    let sum = |f: fn(&crate::stats::ThreadStats) -> u64| {
+    let sum = |f: fn(&crate::observe::stats::ThreadStats) -> u64| {
         server.thread_stats.iter().map(|t| f(t)).sum::<u64>()
     };
     field!(
@@ -898,7 +898,7 @@ fn cpu_section(out: &mut String) {
 
 fn commandstats_section(server: &Node, out: &mut String) {
     for (id, name) in server.commands.full_names.iter().enumerate() {
-        let total = |f: fn(&crate::stats::CommandCounters) -> u64| {
+        let total = |f: fn(&crate::observe::stats::CommandCounters) -> u64| {
             server
                 .thread_stats
                 .iter()
@@ -925,8 +925,8 @@ fn commandstats_section(server: &Node, out: &mut String) {
 }
 
 /// Command `id`'s latency histogram summed over the network threads.
-pub fn command_histogram(server: &Node, id: usize) -> crate::histogram::Counts {
-    let mut counts = [0; crate::histogram::BUCKETS];
+pub fn command_histogram(server: &Node, id: usize) -> crate::observe::histogram::Counts {
+    let mut counts = [0; crate::observe::histogram::BUCKETS];
     for thread in &server.thread_stats {
         if let Some(histogram) = thread.commands[id].histogram.get() {
             histogram.add_to(&mut counts);
@@ -945,13 +945,13 @@ fn latencystats_section(server: &Node, out: &mut String) {
         .clone();
     for (id, name) in server.commands.full_names.iter().enumerate() {
         let counts = command_histogram(server, id);
-        if crate::histogram::total(&counts) == 0 {
+        if crate::observe::histogram::total(&counts) == 0 {
             continue;
         }
         let values: Vec<String> = percentiles
             .iter()
             .map(|p| {
-                let micros = crate::histogram::percentile_ns(&counts, *p) as f64 / 1000.0;
+                let micros = crate::observe::histogram::percentile_ns(&counts, *p) as f64 / 1000.0;
                 format!("p{}={micros:.3}", crate::config::format_percentile(*p))
             })
             .collect();

@@ -50,12 +50,12 @@ use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use strata_resp::{Limits, Protocol, ReplyWriter, RequestParser};
 
-use crate::client::ClientInfo;
 use crate::commands::Gates;
 use crate::commands::Node;
 use crate::commands::functions::write_function_stats;
 use crate::commands::server::shutdown_mode;
-use crate::session::Session;
+use crate::net::client::ClientInfo;
+use crate::net::session::Session;
 
 /// How often a busy script's hook serves the idle connections.
 pub const PASS_INTERVAL: Duration = Duration::from_millis(5);

@@ -48,10 +48,10 @@ use strata_engine::Keyspace;
 use strata_engine::storage::record::Kind;
 use strata_resp::Protocol;
 
-use crate::client::ClientInfo;
 use crate::config::{OutputLimit, SharedConfig};
-use crate::feed_slot::FeedSlot;
-use crate::pubsub::Mailbox;
+use crate::events::feed_slot::FeedSlot;
+use crate::events::pubsub::Mailbox;
+use crate::net::client::ClientInfo;
 
 /// The channel a RESP2 redirect target receives invalidations on.
 pub const CHANNEL: &[u8] = b"__redis__:invalidate";

@@ -34,7 +34,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::commands::Node;
-use crate::histogram::{self, BUCKETS};
+use crate::observe::histogram::{self, BUCKETS};
 use crate::util::now_ms;
 use crate::{log_notice, log_warning};
 
@@ -291,7 +291,7 @@ pub fn render(server: &Node) -> String {
     let mut out = String::new();
     // INFO's sections but the per-command and per-database ones, which
     // get labelled metrics below.
-    let sections: Vec<String> = crate::info::ALL_SECTIONS
+    let sections: Vec<String> = crate::observe::info::ALL_SECTIONS
         .iter()
         .filter(|s| {
             !matches!(
@@ -301,7 +301,7 @@ pub fn render(server: &Node) -> String {
         })
         .map(|s| s.to_string())
         .collect();
-    let info = crate::info::render(server, &sections, now_ms(), &mut None);
+    let info = crate::observe::info::render(server, &sections, now_ms(), &mut None);
     let mut seen = std::collections::HashSet::new();
     for line in info.lines() {
         let Some((field, value)) = line.split_once(':') else {
@@ -365,7 +365,7 @@ fn databases(server: &Node, out: &mut String) {
 
 fn commands(server: &Node, out: &mut String) {
     let names = &server.commands.full_names;
-    let sum = |id: usize, f: fn(&crate::stats::CommandCounters) -> u64| -> u64 {
+    let sum = |id: usize, f: fn(&crate::observe::stats::CommandCounters) -> u64| -> u64 {
         server.thread_stats.iter().map(|t| f(&t.commands[id])).sum()
     };
     let called: Vec<usize> = (0..names.len())
@@ -373,7 +373,7 @@ fn commands(server: &Node, out: &mut String) {
             sum(id, |c| c.calls.load(Relaxed)) + sum(id, |c| c.rejected.load(Relaxed)) > 0
         })
         .collect();
-    type Counter = fn(&crate::stats::CommandCounters) -> u64;
+    type Counter = fn(&crate::observe::stats::CommandCounters) -> u64;
     let counters: [(&str, &str, Counter); 3] = [
         ("strata_commands_total", "Calls per command.", |c| {
             c.calls.load(Relaxed)
@@ -401,7 +401,7 @@ fn commands(server: &Node, out: &mut String) {
         "# HELP {name} Time commands took to run (latency-tracking).\n# TYPE {name} histogram\n"
     );
     for &id in &called {
-        let counts = crate::info::command_histogram(server, id);
+        let counts = crate::observe::info::command_histogram(server, id);
         let total = histogram::total(&counts);
         if total == 0 {
             continue;

@@ -2,7 +2,7 @@
 //! BZPOPMIN, BZPOPMAX, BZMPOP) and what wakes them.
 //!
 //! A blocking command that finds nothing to pop asks to block
-//! ([`crate::session::Block`]); its connection registers a [`Ticket`] here,
+//! ([`crate::net::session::Block`]); its connection registers a [`Ticket`] here,
 //! one place in the queue of each key it waits on, and runs the command
 //! again whenever woken, until it pops something, times out, is unblocked
 //! (CLIENT UNBLOCK), killed or disconnected. Running the same command again

@@ -2,12 +2,12 @@
 //! loading the data directory at start ([`spawn_loader`]), checkpoints
 //! ([`checkpoint()`]) and the thread that starts them on their triggers
 //! ([`spawn_checkpointer`]), and the [`Handles`] they take instead of the
-//! whole server. [`crate::persistence`] holds their shared state.
+//! whole server. [`crate::data::persistence`] holds their shared state.
 
 use crate::config::SharedConfig;
-use crate::persistence::{Persistence, Trigger};
+use crate::data::persistence::{Persistence, Trigger};
+use crate::data::tiering::Tiering;
 use crate::server::Server;
-use crate::tiering::Tiering;
 use crate::util::now_ms;
 use crate::{log_notice, log_warning};
 use std::sync::Arc;

@@ -59,7 +59,7 @@ pub struct ClientInfo {
     pub names: Mutex<Names>,
     pub no_evict: AtomicBool,
     /// What the client holds in buffers, as last published
-    /// (`crate::client_eviction`; CLIENT LIST's `tot-mem`).
+    /// (`crate::net::client_eviction`; CLIENT LIST's `tot-mem`).
     pub memory_bytes: AtomicU64,
     pub no_touch: AtomicBool,
     /// [`ROLE_NORMAL`], [`ROLE_REPLICA`] (a replica's connection to this
@@ -81,7 +81,7 @@ pub struct ClientInfo {
     unblock_signal: Notify,
     killed: AtomicBool,
     kill_signal: Notify,
-    /// Where pushes wait for the connection (`crate::pubsub::Mailbox`),
+    /// Where pushes wait for the connection (`crate::events::pubsub::Mailbox`),
     /// made on first need: a subscription, MONITOR, tracking, or another
     /// client's tracking redirected here.
     mailbox: OnceLock<Arc<Mailbox>>,
@@ -123,7 +123,7 @@ impl ClientInfo {
     }
 
     /// Wakes the connection from its wait for a request without killing
-    /// it, so that it looks again: at what `crate::busy` kept for it, or
+    /// it, so that it looks again: at what `crate::net::busy` kept for it, or
     /// at a mailbox another client made for it. Other waits ignore it
     /// ([`ClientInfo::killed`]).
     pub fn nudge(&self) {

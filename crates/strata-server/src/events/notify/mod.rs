@@ -21,7 +21,7 @@
 //!   keys created (`new`). One thread ([`spawn_feed_events`]) reads the
 //!   feed while a flag that needs it is on, and publishes these in commit
 //!   order, moments after the commit. It subscribes when CONFIG SET turns
-//!   such a flag on, before replying ([`crate::feed_slot`]). If it falls
+//!   such a flag on, before replying ([`crate::events::feed_slot`]). If it falls
 //!   more than the feed's capacity behind, the events in between are lost
 //!   (as a Redis subscriber past its output limit loses them) and it goes
 //!   on.
@@ -36,8 +36,8 @@ use strata_engine::feed::{Cause, Change};
 use strata_engine::storage::record::Kind;
 
 use crate::config::{OutputLimit, SharedConfig};
-use crate::feed_slot::FeedSlot;
-use crate::pubsub::PubSub;
+use crate::events::feed_slot::FeedSlot;
+use crate::events::pubsub::PubSub;
 
 pub mod classes;
 

@@ -14,7 +14,7 @@
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 
-use crate::counter::bump;
+use crate::observe::counter::bump;
 
 const EXACT: usize = 16;
 const SUB_BITS: u32 = 3;

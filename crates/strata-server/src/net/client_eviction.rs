@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use parking_lot::Mutex;
 
-use crate::client::{ClientInfo, ClientRegistry};
+use crate::net::client::{ClientInfo, ClientRegistry};
 
 #[derive(Default)]
 pub struct ClientMemory {

@@ -27,7 +27,7 @@ use strata_engine::tiering::reader::ColdReader;
 use strata_engine::tiering::tier::Tier;
 
 use crate::config::{Config, MaxmemoryPolicy};
-use crate::persistence::Persistence;
+use crate::data::persistence::Persistence;
 use strata_engine::Keyspace;
 
 pub const ERR_OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
@@ -375,7 +375,7 @@ impl Tiering {
                 // to evict, or images still being written): each round
                 // visits every shard, and the next tick tries again.
                 // Keys deleted here reach tracking clients through the
-                // feed (`crate::tracking`), as other background deletes.
+                // feed (`crate::events::tracking`), as other background deletes.
                 let evictable = self.enforce_budget(
                     keyspace,
                     config,

@@ -21,8 +21,8 @@ use bytes::{Bytes, BytesMut};
 use parking_lot::RwLock;
 use strata_resp::{Protocol, ReplyWriter};
 
-pub use crate::client::Mailbox;
 use crate::config::OutputLimit;
+pub use crate::net::client::Mailbox;
 
 /// The three namespaces a client can subscribe in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

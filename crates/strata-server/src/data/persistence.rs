@@ -1,15 +1,15 @@
 //! Persistence's state as the running server holds it (`docs/storage.md`
 //! has the formats and the recovery rules; the engine has the mechanisms;
-//! [`crate::background`] runs the loading and the checkpoints).
+//! [`crate::data::background`] runs the loading and the checkpoints).
 //!
 //! - **Loading.** The listeners are up before the data is: commands other
-//!   than those flagged `loading` get `-LOADING` until loading (`crate::background`) has read
+//!   than those flagged `loading` get `-LOADING` until loading (`crate::data::background`) has read
 //!   the newest checkpoint and replayed the log, then the log is attached
 //!   and "Ready to accept connections" is logged, as in Redis.
 //! - **Durability.** The engine's log owns the one watermark (its written
 //!   and synced LSNs); a connection holds its replies until the LSN its
 //!   commands committed is covered (`Log::wait_durable`).
-//! - **Checkpoints.** One at a time (`crate::background::checkpoint`): SAVE runs it at full
+//! - **Checkpoints.** One at a time (`crate::data::background::checkpoint`): SAVE runs it at full
 //!   speed on the caller's thread; BGSAVE, BGREWRITEAOF, save points and
 //!   log growth (`auto-aof-rewrite-*`) run it on the checkpoint thread at
 //!   `checkpoint-max-rate`. A finished checkpoint deletes the log segments
@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use parking_lot::{Condvar, Mutex};
 use strata_engine::storage::recovery::Progress;
 
-use crate::stats::ThreadStats;
+use crate::observe::stats::ThreadStats;
 
 pub struct Persistence {
     pub loading: AtomicBool,

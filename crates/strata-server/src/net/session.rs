@@ -9,7 +9,7 @@ use strata_resp::Protocol;
 
 use crate::acl::Acl;
 use crate::acl::user::User;
-use crate::client::ClientInfo;
+use crate::net::client::ClientInfo;
 
 pub struct Session {
     pub client: Arc<ClientInfo>,
@@ -49,11 +49,11 @@ pub struct Session {
     pub block_retry: bool,
     /// The blocked client's place in its keys' queues while it waits
     /// (`Ctx::waits_behind`).
-    pub block_waiter: Option<std::sync::Arc<crate::blocking::Waiter>>,
+    pub block_waiter: Option<std::sync::Arc<crate::events::blocking::Waiter>>,
     /// Blocked clients this connection's commands woke since its replies
     /// last went out: the replies wait until they ran
-    /// (`crate::blocking::await_runs`).
-    pub woken: Vec<crate::blocking::Woken>,
+    /// (`crate::events::blocking::await_runs`).
+    pub woken: Vec<crate::events::blocking::Woken>,
     /// Commands queued since MULTI (`commands::transactions`).
     pub multi: Option<crate::commands::multi_state::Multi>,
     /// CLIENT REPLY OFF: no command's reply is sent.
@@ -72,8 +72,8 @@ pub struct Session {
     pub in_exec: bool,
     /// Keys WATCHed, and what has changed since.
     pub watch: Option<crate::commands::multi_state::Watching>,
-    /// CLIENT TRACKING's options while on (`crate::tracking`).
-    pub tracking: Option<crate::tracking::Options>,
+    /// CLIENT TRACKING's options while on (`crate::events::tracking`).
+    pub tracking: Option<crate::events::tracking::Options>,
     /// CLIENT CACHING YES/NO was given for the next command.
     pub caching: bool,
     /// Keys changed by the running command, transaction or script, for
@@ -106,7 +106,7 @@ pub struct Session {
     pub cluster_readonly: bool,
 }
 
-/// What a blocking command waits for (see `crate::blocking`).
+/// What a blocking command waits for (see `crate::events::blocking`).
 pub struct Block {
     pub keys: Vec<bytes::Bytes>,
     /// When to give up (Unix ms); `None` waits for ever.

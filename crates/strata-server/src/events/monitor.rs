@@ -14,7 +14,7 @@
 //! transaction show when EXEC runs them. AUTH's and HELLO's secrets are
 //! redacted.
 //!
-//! A monitor's lines go to its mailbox (`crate::pubsub::Mailbox`), the
+//! A monitor's lines go to its mailbox (`crate::events::pubsub::Mailbox`), the
 //! same bounded queue a subscriber has: a monitor that does not read is
 //! disconnected at its output limit (the normal class's, or the pubsub
 //! class's when the normal one is unlimited, as it is by default), and
@@ -28,7 +28,7 @@ use bytes::Bytes;
 use parking_lot::RwLock;
 
 use crate::config::{Config, OutputLimit};
-use crate::pubsub::Mailbox;
+use crate::events::pubsub::Mailbox;
 
 #[derive(Default)]
 pub struct Monitors {
@@ -100,7 +100,7 @@ fn line(micros: u128, db: usize, from: Option<&str>, args: &[Bytes]) -> Vec<u8> 
     out.push(b']');
     for (i, arg) in args.iter().enumerate() {
         out.push(b' ');
-        if crate::slowlog::is_redacted(args, i) {
+        if crate::observe::slowlog::is_redacted(args, i) {
             quote(&mut out, b"(redacted)");
         } else {
             quote(&mut out, arg);

@@ -30,13 +30,13 @@ use bytes::{Bytes, BytesMut};
 use strata_engine::tiering::fetch::ColdFetch;
 use strata_resp::{Limits, ProtocolError, ReplyWriter, RequestParser};
 
-use crate::client::ClientInfo;
 use crate::commands::Node;
 use crate::commands::{ColdCommand, ColdValues, Dispatched, dispatch};
 use crate::config::{Config, OutputLimit};
+use crate::net::client::ClientInfo;
+use crate::net::session::{Block, Session};
+use crate::observe::stats::{ThreadStats, bump};
 use crate::server::Admitted;
-use crate::session::{Block, Session};
-use crate::stats::{ThreadStats, bump};
 use crate::util::now_ms;
 use crate::{log_notice, log_verbose, log_warning};
 
@@ -88,7 +88,7 @@ impl std::fmt::Display for Closed {
 struct Connection {
     server: Arc<Node>,
     stats: Arc<ThreadStats>,
-    stream: crate::socket::Stream,
+    stream: crate::net::socket::Stream,
     session: Session,
     parser: RequestParser,
     input: BytesMut,
@@ -122,16 +122,16 @@ struct Connection {
     /// A protocol error met while parsing ahead: reported once the
     /// commands before it have run.
     deferred_error: Option<ProtocolError>,
-    /// A blocking command that found nothing and waits (`crate::blocking`).
+    /// A blocking command that found nothing and waits (`crate::events::blocking`).
     blocked: Option<(Vec<Bytes>, Block)>,
     /// Commands are left in the input because one before them woke
-    /// blocked clients, which run first (`crate::blocking`): the main loop
+    /// blocked clients, which run first (`crate::events::blocking`): the main loop
     /// goes on with them without waiting for the socket.
     run_after_woken: bool,
-    /// Where `crate::busy` serves this connection while a script on its
+    /// Where `crate::net::busy` serves this connection while a script on its
     /// thread is busy.
-    busy_slot: Arc<crate::busy::Slot>,
-    /// The TLS session of a connection on `tls-port` (`crate::tls`): the
+    busy_slot: Arc<crate::net::busy::Slot>,
+    /// The TLS session of a connection on `tls-port` (`crate::net::tls`): the
     /// socket carries its records, `input` and `output` the plain text.
     tls: Option<Box<rustls::ServerConnection>>,
 }
@@ -146,7 +146,7 @@ const TLS_READ_PER_CALL_BYTES_MAX: usize = 1 << 20;
 
 /// The socket as `std::io` sees it, for rustls: never blocks, says
 /// `WouldBlock` instead.
-struct NonBlocking<'a>(&'a crate::socket::Stream);
+struct NonBlocking<'a>(&'a crate::net::socket::Stream);
 
 impl std::io::Read for NonBlocking<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
@@ -189,7 +189,7 @@ struct Registered {
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        crate::busy::unregister(self.id);
+        crate::net::busy::unregister(self.id);
         self.server.monitors.remove(self.id);
         self.server.pubsub.forget(self.id);
         self.server.tracking.disable(&self.server.keyspace, self.id);
@@ -224,8 +224,8 @@ pub async fn serve(server: Arc<Node>, stats: Arc<ThreadStats>, admitted: Admitte
         return;
     };
     // A busy script's thread answers idle plain connections itself
-    // (`crate::busy`); a TLS one's bytes only its session can write.
-    let busy_slot = crate::busy::register(
+    // (`crate::net::busy`); a TLS one's bytes only its session can write.
+    let busy_slot = crate::net::busy::register(
         client.clone(),
         if tls.is_some() {
             -1
@@ -307,7 +307,7 @@ fn hand_to_replica_sender(connection: Connection, client: Arc<ClientInfo>, regis
     } = connection;
     let request = session.sync_request.clone().expect("set by SYNC or PSYNC");
     let stream = match (stream, tls) {
-        (crate::socket::Stream::Tcp(tcp), None) => tcp.into_std(),
+        (crate::net::socket::Stream::Tcp(tcp), None) => tcp.into_std(),
         _ => {
             log_warning!(
                 "Replica {} asked for a synchronization over a unix socket or TLS, which Strata does not serve yet",
@@ -549,7 +549,7 @@ impl Connection {
     async fn settle(&mut self, client: &ClientInfo) -> Result<(), Closed> {
         if !self.session.woken.is_empty() {
             // Blocked clients these commands woke run first, as in Redis.
-            crate::blocking::await_runs(&mut self.session.woken).await;
+            crate::events::blocking::await_runs(&mut self.session.woken).await;
         }
         if self.replies_durable() {
             return Ok(());
@@ -661,7 +661,7 @@ impl Connection {
         }
         let message = client.message();
         // While it waits with nothing buffered, a busy script on this
-        // thread may answer its requests (`crate::busy`).
+        // thread may answer its requests (`crate::net::busy`).
         let idle = want_read && !want_write && self.servable_while_busy();
         self.busy_slot.set_idle(idle, &self.session);
         let mut timer_fired = false;
@@ -670,7 +670,7 @@ impl Connection {
             _ = unpaused, if paused => Ok(false),
             readable = self.stream.readable(), if want_read => readable.map(|_| true).map_err(Closed::Io),
             writable = self.stream.writable(), if want_write => writable.map(|_| false).map_err(Closed::Io),
-            // Also a nudge (`crate::busy`, a mailbox made), not a kill.
+            // Also a nudge (`crate::net::busy`, a mailbox made), not a kill.
             _ = client.killed_or_nudged() => match client.is_killed() {
                 true => Err(Closed::Killed),
                 false => Ok(false),
@@ -721,9 +721,9 @@ impl Connection {
         client.query_buffer_free.store(0, Relaxed);
     }
 
-    /// Takes over what `crate::busy` did to the transaction while a script
+    /// Takes over what `crate::net::busy` did to the transaction while a script
     /// was busy: ended it (and its WATCHes), began or failed one.
-    fn take_multi(&mut self, multi: crate::busy::MultiNow) {
+    fn take_multi(&mut self, multi: crate::net::busy::MultiNow) {
         if multi.ended {
             crate::commands::transactions::end(&mut self.session);
         }
@@ -742,7 +742,7 @@ impl Connection {
     }
 
     /// Whether nothing is buffered for this connection and its session is
-    /// plain (not TLS), so that `crate::busy` may answer its next requests.
+    /// plain (not TLS), so that `crate::net::busy` may answer its next requests.
     fn servable_while_busy(&self) -> bool {
         let session = &self.session;
         self.tls.is_none()
@@ -1079,7 +1079,7 @@ impl Connection {
         ran
     }
 
-    /// Waits in a blocking command (see `crate::blocking`): sends the
+    /// Waits in a blocking command (see `crate::events::blocking`): sends the
     /// replies before it, takes a place in its keys' queues, and runs it
     /// again whenever woken until it replies, times out or is unblocked.
     /// Meanwhile what the client sends is buffered (within its limit), not
@@ -1143,7 +1143,7 @@ impl Connection {
             woken_before = true;
             // It found nothing: whoever woke it goes on.
             self.session.woken.retain(|w| !w.is(ticket.waiter()));
-            crate::blocking::await_runs(&mut self.session.woken).await;
+            crate::events::blocking::await_runs(&mut self.session.woken).await;
             ticket.waiter().ran();
             let mut timed_out = false;
             let acked = server.replication.acked.notified();
@@ -1160,9 +1160,9 @@ impl Connection {
                 }
             }
             let unblock = client.take_unblock();
-            if unblock == crate::client::UNBLOCK_ERROR
+            if unblock == crate::net::client::UNBLOCK_ERROR
                 || timed_out
-                || unblock == crate::client::UNBLOCK_TIMEOUT
+                || unblock == crate::net::client::UNBLOCK_TIMEOUT
             {
                 // Its one call (runs that blocked again counted none).
                 if let Some(id) = server.commands.lookup(&args[0]) {
@@ -1171,15 +1171,15 @@ impl Connection {
             }
             let mut reply = ReplyWriter::new(&mut self.output, self.session.protocol);
             match unblock {
-                crate::client::UNBLOCK_ERROR => {
+                crate::net::client::UNBLOCK_ERROR => {
                     reply.error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
                     break Ok(());
                 }
-                crate::client::UNBLOCK_TIMEOUT => timed_out = true,
+                crate::net::client::UNBLOCK_TIMEOUT => timed_out = true,
                 _ => {}
             }
             if timed_out {
-                if let crate::session::TimeoutReply::Rerun = block.timeout_reply {
+                if let crate::net::session::TimeoutReply::Rerun = block.timeout_reply {
                     self.session.block_timed_out = true;
                     let _ = self.run_command(&args, now_ms(), ColdValues::ReadUnderLock);
                     self.session.block_timed_out = false;
@@ -1196,7 +1196,7 @@ impl Connection {
         // before whoever woke it goes on (a chain of BLMOVEs is served
         // whole before the first push answers).
         let leaving = ticket.leave(&mut self.session.woken);
-        crate::blocking::await_runs(&mut self.session.woken).await;
+        crate::events::blocking::await_runs(&mut self.session.woken).await;
         drop(leaving);
         self.parser.recycle(args);
         result
@@ -1320,7 +1320,7 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
 /// alert records the session answers go out with the next flush.
 fn read_tls(
     tls: &mut rustls::ServerConnection,
-    stream: &crate::socket::Stream,
+    stream: &crate::net::socket::Stream,
     input: &mut BytesMut,
 ) -> std::io::Result<usize> {
     use std::io::Read;
@@ -1373,7 +1373,7 @@ fn read_tls(
 /// its records onto the socket, as far as the socket takes them.
 fn write_tls(
     tls: &mut rustls::ServerConnection,
-    stream: &crate::socket::Stream,
+    stream: &crate::net::socket::Stream,
     output: &mut BytesMut,
     stats: &ThreadStats,
 ) -> std::io::Result<()> {

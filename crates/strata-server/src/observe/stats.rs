@@ -17,7 +17,7 @@ pub struct CommandCounters {
     pub rejected: AtomicU64,
     pub failed: AtomicU64,
     /// Call durations (`latency-tracking`), made on the first call.
-    pub histogram: std::sync::OnceLock<Box<crate::histogram::Histogram>>,
+    pub histogram: std::sync::OnceLock<Box<crate::observe::histogram::Histogram>>,
 }
 
 pub struct ThreadStats {
@@ -33,7 +33,7 @@ pub struct ThreadStats {
     pub changes: AtomicU64,
 }
 
-pub use crate::counter::bump;
+pub use crate::observe::counter::bump;
 
 impl ThreadStats {
     pub fn new(command_count: usize) -> Self {
