@@ -285,11 +285,6 @@ impl Subscription {
         }
     }
 
-    /// Whether the subscription fell behind (what waits was dropped).
-    pub fn is_lagged(&self) -> bool {
-        self.queue.state.lock().lagged
-    }
-
     fn take(state: &mut QueueState) -> Result<Option<Arc<Group>>, Lagged> {
         match state.groups.pop_front() {
             Some(group) => {

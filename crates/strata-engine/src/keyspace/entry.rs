@@ -83,7 +83,7 @@ pub(crate) const RAW: u32 = 1 << 30;
 pub(crate) const CLOCK_MASK: u32 = crate::keyspace::access::FIELD_MASK;
 /// A cold value read twice within this many seconds is promoted to RAM; a
 /// value read once (a scan) is not.
-pub const PROMOTE_WINDOW_S: u32 = 60;
+pub(crate) const PROMOTE_WINDOW_S: u32 = 60;
 
 /// Where the shape byte is, and the bytes before the optional fields.
 const SHAPE_AT: usize = 4;
@@ -755,7 +755,7 @@ impl Entry {
     }
 
     /// Whether the value is a hash (known without the value).
-    pub fn is_hash(&self) -> bool {
+    pub(crate) fn is_hash(&self) -> bool {
         self.value_type() == ValueType::Hash
     }
 
@@ -861,7 +861,7 @@ impl Entry {
         }
     }
 
-    pub fn is_int(&self) -> bool {
+    pub(crate) fn is_int(&self) -> bool {
         self.has(INT)
     }
 

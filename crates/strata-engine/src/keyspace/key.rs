@@ -19,7 +19,7 @@ use std::hash::BuildHasher;
 use foldhash::SharedSeed;
 use foldhash::quality::SeedableRandomState;
 
-pub const SHARD_BITS: u32 = 10;
+pub(crate) const SHARD_BITS: u32 = 10;
 pub const SHARD_COUNT: usize = 1 << SHARD_BITS;
 /// Redis Cluster's slot count.
 pub const SLOT_COUNT: u16 = 16384;
@@ -72,7 +72,7 @@ impl Sharding {
         }
     }
 
-    pub fn from_code(code: u32) -> Option<Sharding> {
+    pub(crate) fn from_code(code: u32) -> Option<Sharding> {
         match code {
             0 => Some(Sharding::Hash),
             1 => Some(Sharding::Slots),

@@ -56,13 +56,13 @@ use crate::storage::log::{self, Log, Sink};
 use crate::storage::record::Kind;
 use crate::tiering::tier::Tier;
 
-pub use crate::keyspace::entry::HashChanged;
-pub use crate::keyspace::entry::{Entry, EntryMut, PROMOTE_WINDOW_S, set_size_class};
+pub use crate::keyspace::entry::{Entry, EntryMut, set_size_class};
 use crate::keyspace::guard::Held;
 pub use crate::keyspace::guard::Locked;
 pub use crate::keyspace::guard::{ShardGuard, ShardSet};
 pub(crate) use crate::keyspace::key::KeyHasher;
-pub use crate::keyspace::key::{KeyRef, SHARD_BITS, SHARD_COUNT};
+pub(crate) use crate::keyspace::key::SHARD_BITS;
+pub use crate::keyspace::key::{KeyRef, SHARD_COUNT};
 pub use crate::keyspace::key::{SLOT_COUNT, Sharding, key_slot};
 pub use crate::keyspace::shard::{ColdReadError, Flushed, GetError, MemoryCensus, Shard};
 use crate::random::random_seed;
@@ -198,7 +198,7 @@ impl Keyspace {
 
     /// From now on every change is logged to `log`. Set once, after
     /// recovery has replayed the existing log.
-    pub fn attach_log(&self, log: Arc<Log>) {
+    pub(crate) fn attach_log(&self, log: Arc<Log>) {
         self.tier.set_log_dir(log.dir());
         // Checkpoints name big values by their location in the log.
         self.tier.set_locating_big(true);
@@ -208,7 +208,7 @@ impl Keyspace {
     /// Attaches the cache store instead of a log (`appendonly no`): from
     /// now on values can leave RAM into `store`, whose records are never
     /// replayed; commands log nothing.
-    pub fn attach_cache_store(&self, store: Arc<Log>) {
+    pub(crate) fn attach_cache_store(&self, store: Arc<Log>) {
         self.tier.set_cache_dir(store.dir());
         self.changes_logged.store(false, Relaxed);
         assert!(self.log.set(store).is_ok(), "log attached twice");
@@ -492,12 +492,7 @@ impl Keyspace {
     }
 
     /// (reads served from RAM, reads that needed the disk), over all
-    /// shards: the RAM hit ratio.
-    pub fn value_hits(&self) -> (u64, u64) {
-        self.value_hits_in(&mut None)
-    }
-
-    /// [`Keyspace::value_hits`], on shards the caller may hold.
+    /// shards (the RAM hit ratio), on shards the caller may hold.
     pub fn value_hits_in(&self, held: &mut Option<&mut ShardSet<'_>>) -> (u64, u64) {
         (0..SHARD_COUNT).fold((0, 0), |(ram, disk), index| {
             self.visit(held, index, |shard| {
@@ -659,7 +654,7 @@ impl Keyspace {
 
     /// The keys whose value is at one of `locations` (in RAM with that
     /// location, or there only): (db, key, location). Walks every entry.
-    pub fn keys_located_at(&self, locations: &[u64]) -> Vec<(usize, Vec<u8>, u64)> {
+    pub(crate) fn keys_located_at(&self, locations: &[u64]) -> Vec<(usize, Vec<u8>, u64)> {
         let mut found = Vec::new();
         if locations.is_empty() {
             return found;
@@ -680,7 +675,7 @@ impl Keyspace {
         found
     }
 
-    pub fn located_segments(&self) -> std::collections::BTreeMap<u64, u64> {
+    pub(crate) fn located_segments(&self) -> std::collections::BTreeMap<u64, u64> {
         self.located_segments_in(&mut None)
     }
 
@@ -712,7 +707,8 @@ impl Keyspace {
 
     /// Empties database `db`; returns its contents (to drop outside the
     /// locks) and what was committed.
-    pub fn flush_db(&self, db: usize) -> (Flushed, Commit) {
+    #[cfg(test)]
+    pub(crate) fn flush_db(&self, db: usize) -> (Flushed, Commit) {
         self.flush_db_in(None, db)
     }
 
@@ -727,7 +723,8 @@ impl Keyspace {
     }
 
     /// Empties every database; as [`Keyspace::flush_db`].
-    pub fn flush_all(&self) -> (Flushed, Commit) {
+    #[cfg(test)]
+    pub(crate) fn flush_all(&self) -> (Flushed, Commit) {
         self.flush_all_in(None, 0, || ())
     }
 
@@ -792,7 +789,8 @@ impl Keyspace {
     }
 
     /// Swaps two databases atomically; returns what was committed.
-    pub fn swap_db(&self, a: usize, b: usize) -> Commit {
+    #[cfg(test)]
+    pub(crate) fn swap_db(&self, a: usize, b: usize) -> Commit {
         self.swap_db_in(None, a, b)
     }
 
@@ -1019,7 +1017,8 @@ impl Keyspace {
     }
 
     /// A random live key of `db`, or `None` if it has none.
-    pub fn random_key(&self, db: usize, now_ms: u64) -> Option<Vec<u8>> {
+    #[cfg(test)]
+    pub(crate) fn random_key(&self, db: usize, now_ms: u64) -> Option<Vec<u8>> {
         self.random_key_in(None, db, now_ms)
     }
 

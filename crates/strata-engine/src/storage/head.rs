@@ -44,7 +44,7 @@ pub struct Head {
 
 impl Head {
     /// Whether segment `newest` may be absent from the directory.
-    pub fn newest_deleted(&self) -> bool {
+    pub(crate) fn newest_deleted(&self) -> bool {
         self.newest < self.deleted_below
     }
 }

@@ -346,7 +346,7 @@ impl Log {
 
     /// The next LSN and the last replication position committed below
     /// it, read together (a checkpoint's copy of shard 0 covers both).
-    pub fn next_lsn_and_position(&self) -> (u64, Option<Vec<u8>>) {
+    pub(crate) fn next_lsn_and_position(&self) -> (u64, Option<Vec<u8>>) {
         let state = self.state.lock();
         (state.next_lsn, state.position.clone())
     }
@@ -363,7 +363,7 @@ impl Log {
 
     /// End of the written bytes, as a location: records placed before it
     /// are in their segment file.
-    pub fn written_pos(&self) -> u64 {
+    pub(crate) fn written_pos(&self) -> u64 {
         self.written_pos.load(Ordering::Acquire)
     }
 
@@ -535,7 +535,7 @@ impl Log {
     /// Makes the next commit start a new segment. A checkpoint cycle does
     /// this first, so that when it completes, every segment before it can
     /// be deleted rather than kept for its uncovered tail.
-    pub fn roll_segment(&self) {
+    pub(crate) fn roll_segment(&self) {
         let mut state = self.state.lock();
         if state.head_bytes > 0 {
             state.head_segment += 1;
@@ -544,7 +544,7 @@ impl Log {
     }
 
     /// The segment new records go to.
-    pub fn head_segment(&self) -> u64 {
+    pub(crate) fn head_segment(&self) -> u64 {
         self.state.lock().head_segment
     }
 
@@ -566,7 +566,7 @@ impl Log {
     /// Deletes every closed segment whose records all have LSNs below
     /// `lsn` (a checkpoint covers them) and for which `keep` says no.
     /// Returns the deleted segments.
-    pub fn delete_segments_before(
+    pub(crate) fn delete_segments_before(
         &self,
         lsn: u64,
         keep: impl Fn(u64) -> bool,

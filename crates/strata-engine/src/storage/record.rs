@@ -146,7 +146,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub fn from_u8(byte: u8) -> Option<Kind> {
+    pub(crate) fn from_u8(byte: u8) -> Option<Kind> {
         Some(match byte {
             1 => Kind::Set,
             2 => Kind::Del,
@@ -265,7 +265,7 @@ pub struct Record<'a> {
 }
 
 impl Record<'_> {
-    pub fn continues_group(&self) -> bool {
+    pub(crate) fn continues_group(&self) -> bool {
         self.flags & FLAG_GROUP_CONTINUES != 0
     }
 }

@@ -1241,7 +1241,7 @@ fn apply(
 /// memory as the data.
 /// What a dry-run recovery of a directory holds.
 #[derive(Debug, Default)]
-pub struct LiveData {
+pub(crate) struct LiveData {
     pub keys: u64,
     /// Bytes of keys and values.
     pub bytes: u64,
@@ -1253,7 +1253,7 @@ pub struct LiveData {
 /// Recovers `dir` into a scratch keyspace (read-only): its live data, and
 /// which live keys have their value at one of `locations` (damaged
 /// records [`verify`] found).
-pub fn live_data(
+pub(crate) fn live_data(
     dir: &Path,
     db_count: usize,
     now_ms: u64,

@@ -3,7 +3,7 @@
 //! value's newest image; the log reports where committed records landed.
 
 /// "No location": the value's current image is only in RAM.
-pub const NO_LOC: u64 = u64::MAX;
+pub(crate) const NO_LOC: u64 = u64::MAX;
 
 /// A location: segment in the high 32 bits, byte offset in the low 32.
 pub fn loc(segment: u64, offset: u64) -> u64 {
@@ -11,11 +11,11 @@ pub fn loc(segment: u64, offset: u64) -> u64 {
     segment << 32 | offset
 }
 
-pub fn loc_segment(loc: u64) -> u64 {
+pub(crate) fn loc_segment(loc: u64) -> u64 {
     loc >> 32
 }
 
-pub fn loc_offset(loc: u64) -> u64 {
+pub(crate) fn loc_offset(loc: u64) -> u64 {
     loc & u32::MAX as u64
 }
 

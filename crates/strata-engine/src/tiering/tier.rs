@@ -40,7 +40,8 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::storage::log::segment_path;
 use crate::storage::record::{self, FLAG_INT, HEADER_BYTES, Kind};
-pub use crate::tiering::location::{NO_LOC, loc, loc_offset, loc_segment};
+pub use crate::tiering::location::loc;
+pub(crate) use crate::tiering::location::{NO_LOC, loc_offset, loc_segment};
 
 /// Segment numbers of the *cache store* start here. With `appendonly no`
 /// there is no log of changes, yet values must still be able to leave
@@ -160,22 +161,22 @@ impl Default for Tier {
 
 impl Tier {
     /// Where segment files are (set by recovery or when the log starts).
-    pub fn set_log_dir(&self, dir: &Path) {
+    pub(crate) fn set_log_dir(&self, dir: &Path) {
         *self.log_dir.write() = Some(dir.to_path_buf());
     }
 
     /// Where the cache store's segment files are.
-    pub fn set_cache_dir(&self, dir: &Path) {
+    pub(crate) fn set_cache_dir(&self, dir: &Path) {
         *self.cache_dir.write() = Some(dir.to_path_buf());
     }
 
     /// See `named_below`: set at start and at the end of each checkpoint
     /// cycle to the cache store's head segment.
-    pub fn set_named_below(&self, segment: u64) {
+    pub(crate) fn set_named_below(&self, segment: u64) {
         self.named_below.store(segment, Ordering::Relaxed);
     }
 
-    pub fn named_below(&self) -> u64 {
+    pub(crate) fn named_below(&self) -> u64 {
         self.named_below.load(Ordering::Relaxed)
     }
 
@@ -185,18 +186,18 @@ impl Tier {
 
     /// With the log of changes on: big values get their locations too
     /// ([`LOCATE_BIG_BYTES`]).
-    pub fn set_locating_big(&self, on: bool) {
+    pub(crate) fn set_locating_big(&self, on: bool) {
         self.locating_big.store(on, Ordering::Relaxed);
     }
 
     /// The segments that were mostly dead when the last cycle began.
-    pub fn dying_at_last_cycle(&self) -> BTreeSet<u64> {
+    pub(crate) fn dying_at_last_cycle(&self) -> BTreeSet<u64> {
         self.dying.lock().clone()
     }
 
     /// Notes the segments mostly dead now (`compaction::dying_segments`)
     /// and returns those that were so at the last call too.
-    pub fn still_dying(&self, now: BTreeSet<u64>) -> BTreeSet<u64> {
+    pub(crate) fn still_dying(&self, now: BTreeSet<u64>) -> BTreeSet<u64> {
         let mut dying = self.dying.lock();
         let still = dying.intersection(&now).copied().collect();
         *dying = now;
@@ -210,7 +211,7 @@ impl Tier {
 
     /// Whether a value whose image is `image_len` bytes long gets its
     /// location (all of them while tiering tracks locations).
-    pub fn locates(&self, image_len: usize) -> bool {
+    pub(crate) fn locates(&self, image_len: usize) -> bool {
         self.tracking()
             || (image_len >= LOCATE_BIG_BYTES && self.locating_big.load(Ordering::Relaxed))
     }
@@ -226,7 +227,7 @@ impl Tier {
 
     /// The segment the log appends to now (the server's cron keeps this
     /// current; lagging behind only means a buffered read).
-    pub fn set_head_segment(&self, segment: u64) {
+    pub(crate) fn set_head_segment(&self, segment: u64) {
         self.head_segment.store(segment, Ordering::Relaxed);
     }
 
@@ -270,13 +271,13 @@ impl Tier {
     }
 
     /// Closes the cached descriptor of a deleted segment.
-    pub fn forget_segment(&self, segment: u64) {
+    pub(crate) fn forget_segment(&self, segment: u64) {
         self.files.write().remove(&segment);
     }
 
     /// Reads the value of `key` stored at `loc`: the record must be intact
     /// (both CRCs), a SET, and for this key.
-    pub fn read_value(&self, loc: u64, key: &[u8]) -> Result<ColdValue, String> {
+    pub(crate) fn read_value(&self, loc: u64, key: &[u8]) -> Result<ColdValue, String> {
         let result = self.read_record(loc, key);
         if result.is_err() {
             self.stats.read_errors.fetch_add(1, Ordering::Relaxed);
@@ -306,7 +307,7 @@ impl Tier {
     /// What to read for the value at `loc` of a key `key_len` bytes long:
     /// one read of at least [`FIRST_READ_BYTES`] (aligned blocks for a
     /// direct read) that covers the header, the key and most values.
-    pub fn plan_read(&self, loc: u64, key_len: usize) -> Result<ReadPlan, String> {
+    pub(crate) fn plan_read(&self, loc: u64, key_len: usize) -> Result<ReadPlan, String> {
         let (segment, record_at) = (loc_segment(loc), loc_offset(loc));
         let open = self
             .file(segment)
@@ -334,7 +335,7 @@ impl Tier {
     /// record, which asynchronous readers submit instead of letting
     /// [`Tier::finish_read`] block for the rest. A damaged header is left
     /// for `finish_read` to report.
-    pub fn rest_of_record(&self, plan: &ReadPlan, got: &[u8]) -> Option<ReadPlan> {
+    pub(crate) fn rest_of_record(&self, plan: &ReadPlan, got: &[u8]) -> Option<ReadPlan> {
         let header = record::parse_header(got.get(plan.skip..)?).ok()?;
         if header.total_len <= got.len() - plan.skip {
             return None;
@@ -365,7 +366,7 @@ impl Tier {
     /// rest of a longer record (blocking), checks both CRCs and the key,
     /// and counts the read (errors are counted by the caller, in
     /// `stats.read_errors`).
-    pub fn finish_read(
+    pub(crate) fn finish_read(
         &self,
         plan: &ReadPlan,
         key: &[u8],
@@ -406,7 +407,7 @@ impl Tier {
 /// buffer (aligned to [`DIRECT_ALIGN`] when `direct`); the record starts
 /// `skip` bytes into them. Any reader (blocking threads, io_uring) does
 /// the read and hands the bytes to [`Tier::finish_read`].
-pub struct ReadPlan {
+pub(crate) struct ReadPlan {
     pub file: Arc<File>,
     pub direct: bool,
     pub loc: u64,
@@ -417,16 +418,16 @@ pub struct ReadPlan {
 
 impl ReadPlan {
     /// Bytes to allocate for the buffer (room to align it).
-    pub fn buffer_len(&self) -> usize {
+    pub(crate) fn buffer_len(&self) -> usize {
         self.len + DIRECT_ALIGN
     }
 
     /// Where in `raw` (of [`ReadPlan::buffer_len`] bytes) the read goes.
-    pub fn buffer_start(&self, raw: &[u8]) -> usize {
+    pub(crate) fn buffer_start(&self, raw: &[u8]) -> usize {
         raw.as_ptr().align_offset(DIRECT_ALIGN)
     }
 
-    pub fn error(&self, why: impl std::fmt::Display) -> String {
+    pub(crate) fn error(&self, why: impl std::fmt::Display) -> String {
         format!(
             "segment {} offset {}: {why}",
             loc_segment(self.loc),

@@ -44,7 +44,7 @@ impl Limits {
     /// Redis' `list-max-listpack-size`: a positive value caps a node's
     /// elements (0 counts as 1, as in Redis 7.2+); -1 to -5 cap its bytes
     /// at 4, 8, 16, 32 or 64 KiB (values below -5 count as -5).
-    pub fn from_listpack_size(size: i64) -> Limits {
+    pub(crate) fn from_listpack_size(size: i64) -> Limits {
         if size >= 0 {
             Limits {
                 node_entries_max: size.max(1) as usize,
@@ -678,7 +678,7 @@ impl ListValue {
     }
 
     /// The list an image holds, in nodes of at most `limits`.
-    pub fn decode_image(image: &[u8], limits: Limits) -> Result<ListValue, BadImage> {
+    pub(crate) fn decode_image(image: &[u8], limits: Limits) -> Result<ListValue, BadImage> {
         let (count, mut at) = read_varint(image).ok_or(BadImage)?;
         let mut list = ListValue::new();
         for _ in 0..count {

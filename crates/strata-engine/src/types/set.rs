@@ -99,7 +99,7 @@ impl SetValue {
     }
 
     /// Members its hash table holds before it grows (`None`: not a table).
-    pub fn table_capacity(&self) -> Option<usize> {
+    pub(crate) fn table_capacity(&self) -> Option<usize> {
         match self {
             SetValue::Table(table) => Some(table.capacity()),
             _ => None,
@@ -275,7 +275,10 @@ impl SetValue {
     }
 
     /// The set an image holds, in the smallest encoding its members allow.
-    pub fn decode_image(image: &[u8], limits: &CollectionLimits) -> Result<SetValue, BadImage> {
+    pub(crate) fn decode_image(
+        image: &[u8],
+        limits: &CollectionLimits,
+    ) -> Result<SetValue, BadImage> {
         let (count, mut at) = read_varint(image).ok_or(BadImage)?;
         let mut set = SetValue::default();
         for _ in 0..count {

@@ -94,7 +94,7 @@ impl ValueType {
     }
 
     /// The record `value_type` byte of this type's images.
-    pub fn record_code(self) -> u8 {
+    pub(crate) fn record_code(self) -> u8 {
         match self {
             ValueType::String => crate::storage::record::VALUE_STRING,
             ValueType::Hash => crate::storage::record::VALUE_HASH,
@@ -188,11 +188,6 @@ impl std::fmt::Debug for ValueRef<'_> {
 }
 
 impl<'a> ValueRef<'a> {
-    /// Whether this is a hash.
-    pub fn is_hash(&self) -> bool {
-        matches!(self, ValueRef::Hash(_))
-    }
-
     /// The hash, when this is one.
     pub fn hash(&self) -> Option<HashRef<'a>> {
         match self {
@@ -235,7 +230,7 @@ impl<'a> ValueRef<'a> {
 
     /// Whether this is a list, set or sorted set with nothing in it (which
     /// a command deletes before it returns).
-    pub fn is_empty_collection(&self) -> bool {
+    pub(crate) fn is_empty_collection(&self) -> bool {
         match self {
             ValueRef::List(list) => list.is_empty(),
             ValueRef::Set(set) => set.is_empty(),

@@ -192,7 +192,7 @@ impl Sorted {
 impl ZSetValue {
     /// Members its hash table (member to score) holds before it grows
     /// (`None`: packed).
-    pub fn table_capacity(&self) -> Option<usize> {
+    pub(crate) fn table_capacity(&self) -> Option<usize> {
         match self {
             ZSetValue::Packed { .. } => None,
             ZSetValue::Sorted(sorted) => Some(sorted.scores.capacity()),
@@ -399,7 +399,10 @@ impl ZSetValue {
         self.for_each(|s, m| write_packed(out, s, m));
     }
 
-    pub fn decode_image(image: &[u8], limits: &CollectionLimits) -> Result<ZSetValue, BadImage> {
+    pub(crate) fn decode_image(
+        image: &[u8],
+        limits: &CollectionLimits,
+    ) -> Result<ZSetValue, BadImage> {
         let (count, mut at) = read_varint(image).ok_or(BadImage)?;
         let mut zset = ZSetValue::default();
         for _ in 0..count {

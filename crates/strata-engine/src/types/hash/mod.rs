@@ -34,7 +34,8 @@ use crate::varint::{put_varint, write_varint};
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 
-pub use field::{BadImage, Field};
+pub(crate) use field::BadImage;
+pub use field::Field;
 use field::{HAS_DEADLINE, read_bytes, read_varint};
 use table::FieldTable;
 
@@ -300,7 +301,7 @@ impl<'a> HashRef<'a> {
     }
 
     /// Whether any field has a deadline.
-    pub fn has_deadlines(self) -> bool {
+    pub(crate) fn has_deadlines(self) -> bool {
         match self {
             HashRef::Packed(_) => self.fields().any(|f| f.deadline.is_some()),
             HashRef::Value(hash) => hash.deadlines > 0,
@@ -361,7 +362,7 @@ impl<'a> HashRef<'a> {
     }
 
     /// The earliest field deadline, if any field has one.
-    pub fn next_deadline(self) -> Option<u64> {
+    pub(crate) fn next_deadline(self) -> Option<u64> {
         if !self.has_deadlines() {
             return None;
         }
@@ -445,7 +446,7 @@ impl HashValue {
     }
 
     /// Fields its hash table holds before it grows (`None`: packed).
-    pub fn table_capacity(&self) -> Option<usize> {
+    pub(crate) fn table_capacity(&self) -> Option<usize> {
         match &self.repr {
             Repr::Packed { .. } => None,
             Repr::Table(table) => Some(table.capacity()),
@@ -586,7 +587,7 @@ impl HashValue {
     }
 
     /// A packed hash's image: what the keyspace stores for it.
-    pub fn packed_image(&self) -> Option<Vec<u8>> {
+    pub(crate) fn packed_image(&self) -> Option<Vec<u8>> {
         match &self.repr {
             Repr::Packed { bytes, count } => {
                 let mut out = Vec::with_capacity(bytes.len() + 3);
@@ -788,7 +789,7 @@ impl HashValue {
 
     /// Gives a field a deadline (`None`: persist); false when there is no
     /// such live field.
-    pub fn set_deadline(&mut self, name: &[u8], deadline: Option<u64>, now_ms: u64) -> bool {
+    pub(crate) fn set_deadline(&mut self, name: &[u8], deadline: Option<u64>, now_ms: u64) -> bool {
         let Some(found) = self.find(name).filter(|f| f.is_live(now_ms)) else {
             return false;
         };
@@ -806,7 +807,7 @@ impl HashValue {
 
     /// A hash from its image, in the encoding `limits` call for. Checks
     /// the image (every field well formed, no field twice).
-    pub fn decode_image(image: &[u8], limits: Limits) -> Result<HashValue, BadImage> {
+    pub(crate) fn decode_image(image: &[u8], limits: Limits) -> Result<HashValue, BadImage> {
         check_image(image)?;
         Ok(HashRef::Packed(Packed::from_image(image)).to_value(limits))
     }

@@ -221,7 +221,7 @@ impl StreamValue {
 
     /// Whether `from..=to` may hold a deleted entry (Redis' tombstone
     /// test, which only knows the largest ID deleted).
-    pub fn has_tombstones(&self, from: StreamId, to: StreamId) -> bool {
+    pub(crate) fn has_tombstones(&self, from: StreamId, to: StreamId) -> bool {
         if self.is_empty() || self.max_deleted.is_zero() {
             return false;
         }
@@ -1185,18 +1185,6 @@ fn decode_op(p: &[u8]) -> Option<StreamOp<'_>> {
 const IMAGE_VERSION: u8 = 1;
 
 impl StreamValue {
-    /// The stream made of one entry (XADD of a new key).
-    pub fn image_of_entry(id: StreamId, fields: &[&[u8]]) -> Vec<u8> {
-        let mut stream = StreamValue::new();
-        StreamOp::Add {
-            id,
-            fields: fields.to_vec(),
-            new_node: true,
-        }
-        .apply(&mut stream);
-        stream.image()
-    }
-
     /// The image of this stream (checkpoints, cold values, COPY).
     pub fn image(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.data_bytes + self.chunks.bytes + self.len * 24 + 64);
@@ -1253,7 +1241,7 @@ impl StreamValue {
         }
     }
 
-    pub fn decode_image(image: &[u8]) -> Result<StreamValue, BadImage> {
+    pub(crate) fn decode_image(image: &[u8]) -> Result<StreamValue, BadImage> {
         decode_image(image).ok_or(BadImage)
     }
 }
