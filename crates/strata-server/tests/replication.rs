@@ -1720,20 +1720,11 @@ fn stream_command(stream: &mut std::io::BufReader<std::net::TcpStream>) -> Strin
     }
 }
 
-/// As Redis' own tests read the stream (`attach_to_replication_stream`):
-/// a collection a command creates goes to a replica as that command (it
-/// went as RESTORE of the whole value), a pop of more than the list holds
-/// as the count popped, ZPOPMAX as ZPOPMAX (it went as ZREM), and the DEL of the list that pop emptied not at
-/// all (the replica's pop deletes it), SPOP of a whole set as DEL (UNLINK
-/// under lazyfree-lazy-server-del) and UNLINK as UNLINK; a PUBLISH first in the stream
-/// selects its client's database first.
-#[test]
-fn the_stream_carries_the_commands_redis_sends_for_new_and_emptied_collections() {
+/// Attaches to the replication stream of the server on `port` as Redis'
+/// tests do (SYNC), and reads past its RDB file.
+fn attach_stream(port: u16) -> std::io::BufReader<std::net::TcpStream> {
     use std::io::Read;
-    let server = TestServer::start();
-    let mut con = server.client();
-    let _: () = redis::cmd("SELECT").arg(3).query(&mut con).unwrap();
-    let socket = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    let socket = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     socket
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
@@ -1748,6 +1739,128 @@ fn the_stream_carries_the_commands_redis_sends_for_new_and_emptied_collections()
     let rdb_len: usize = header.strip_prefix('$').unwrap().parse().unwrap();
     let mut rdb = vec![0; rdb_len];
     stream.read_exact(&mut rdb).unwrap();
+    stream
+}
+
+/// What a server on `port` sends its replicas for `commands` (run after
+/// `setup`, which the replica receives in its copy), up to `SET end 1`,
+/// each command's arguments joined by spaces; the time an XCLAIM carries
+/// reads `TIME *`.
+fn stream_for(port: u16, setup: &[&[&str]], commands: &[&[&str]]) -> Vec<String> {
+    let mut con = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let mut run = |args: &[&str]| {
+        let _: redis::Value = redis::cmd(args[0]).arg(&args[1..]).query(&mut con).unwrap();
+    };
+    setup.iter().for_each(|args| run(args));
+    let mut stream = attach_stream(port);
+    commands.iter().for_each(|args| run(args));
+    run(&["SET", "end", "1"]);
+    let mut seen = Vec::new();
+    while seen.last().is_none_or(|c: &String| c != "set end 1") {
+        let command = stream_command(&mut stream);
+        let mut words: Vec<&str> = command.split(' ').collect();
+        if let Some(at) = words.iter().position(|w| *w == "TIME") {
+            words[at + 1] = "*";
+        }
+        seen.push(words.join(" "));
+        assert!(seen.len() < 40, "{seen:?}");
+    }
+    seen
+}
+
+/// XREADGROUP reaches replicas as Redis 7.4 sends it: XCLAIM … FORCE
+/// JUSTID LASTID per new entry, then `XGROUP SETID … ENTRIESREAD`, and
+/// XGROUP CREATECONSUMER only with NOACK (an XCLAIM makes the consumer
+/// otherwise), inside MULTI/EXEC. The expected stream is what
+/// redis-server 7.4.1 (built from its tag) sent for the same commands;
+/// Debian's 7.0.15 sends SETID only with NOACK. Strata sent
+/// CREATECONSUMER every time and SETID without the read counter, so a
+/// replica's XINFO lag was unknown. A read of the consumer's history
+/// sends XCLAIMs that count the delivery (Redis sends nothing, and its
+/// replicas' delivery counts fall behind: a deliberate difference).
+#[test]
+fn xreadgroup_reaches_replicas_as_redis_sends_it() {
+    let strata = TestServer::start();
+    let setup: &[&[&str]] = &[
+        &["XADD", "s", "1-0", "a", "1"],
+        &["XADD", "s", "2-0", "b", "2"],
+        &["XADD", "s", "3-0", "c", "3"],
+        &["XADD", "s", "4-0", "d", "4"],
+        &["XGROUP", "CREATE", "s", "g", "0"],
+    ];
+    let commands: &[&[&str]] = &[
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "alice",
+            "COUNT",
+            "2",
+            "STREAMS",
+            "s",
+            ">",
+        ],
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "bob",
+            "NOACK",
+            "COUNT",
+            "1",
+            "STREAMS",
+            "s",
+            ">",
+        ],
+        &["XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", "0"],
+        &["XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", ">"],
+    ];
+    let claim =
+        |at: &str| format!("xclaim s g alice 0 {at} TIME * RETRYCOUNT 1 FORCE JUSTID LASTID {at}");
+    let mut want = vec![
+        "multi".to_string(),
+        "select 0".to_string(),
+        claim("1-0"),
+        claim("2-0"),
+    ];
+    want.extend(
+        [
+            "xgroup SETID s g 2-0 ENTRIESREAD 2",
+            "exec",
+            "multi",
+            "xgroup CREATECONSUMER s g bob",
+            "xgroup SETID s g 3-0 ENTRIESREAD 3",
+            "exec",
+            // Strata's own: the history read counts its deliveries.
+            "multi",
+            "xclaim s g alice 0 1-0 TIME *",
+            "xclaim s g alice 0 2-0 TIME *",
+            "exec",
+            "multi",
+        ]
+        .map(String::from),
+    );
+    want.push(claim("4-0"));
+    want.extend(["xgroup SETID s g 4-0 ENTRIESREAD 4", "exec", "set end 1"].map(String::from));
+    assert_eq!(stream_for(strata.port, setup, commands), want);
+}
+
+/// As Redis' own tests read the stream (`attach_to_replication_stream`):
+/// a collection a command creates goes to a replica as that command (it
+/// went as RESTORE of the whole value), a pop of more than the list holds
+/// as the count popped, ZPOPMAX as ZPOPMAX (it went as ZREM), and the DEL of the list that pop emptied not at
+/// all (the replica's pop deletes it), SPOP of a whole set as DEL (UNLINK
+/// under lazyfree-lazy-server-del) and UNLINK as UNLINK; a PUBLISH first in the stream
+/// selects its client's database first.
+#[test]
+fn the_stream_carries_the_commands_redis_sends_for_new_and_emptied_collections() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let _: () = redis::cmd("SELECT").arg(3).query(&mut con).unwrap();
+    let mut stream = attach_stream(server.port);
     for args in [
         &["PUBLISH", "ch", "hi"][..],
         &["RPUSH", "l", "a", "b"],

@@ -388,7 +388,16 @@ fn stream_commands(key: &[u8], op: StreamOp) -> Vec<Command> {
             ids,
             history,
             noack,
-        } => deliver(key, group, consumer, now_ms, &ids, history, noack),
+            entries_read,
+        } => {
+            let read = Delivery {
+                now_ms,
+                history,
+                noack,
+                entries_read,
+            };
+            deliver(key, group, consumer, &ids, read)
+        }
         StreamOp::Ack { group, ids } => {
             let mut command = with(cmd("XACK", key), [group]);
             command.extend(ids.into_iter().map(id));
@@ -433,23 +442,44 @@ fn claim(
     )
 }
 
-/// XREADGROUP's effects: new entries become pending with the consumer
-/// (XCLAIM … FORCE JUSTID with a count of 1) and move the group's last
-/// ID; a history read counts one more delivery (XCLAIM without JUSTID
-/// counts it).
+/// How an XREADGROUP delivered: when, whether from the consumer's
+/// history or new entries, with NOACK, and the group's read counter
+/// after.
+struct Delivery {
+    now_ms: u64,
+    history: bool,
+    noack: bool,
+    entries_read: Option<u64>,
+}
+
+/// XREADGROUP's effects, as Redis 7.4 propagates them: new entries become
+/// pending with the consumer (XCLAIM … FORCE JUSTID with a count of 1,
+/// which also makes the consumer) and move the group's last ID and read
+/// counter (`XGROUP SETID … ENTRIESREAD`); a history read counts one more
+/// delivery (XCLAIM without JUSTID counts it). The consumer is made by
+/// `XGROUP CREATECONSUMER` only where no XCLAIM makes it: with NOACK, as
+/// Redis does, and for a read that delivered nothing (Redis sends nothing
+/// then, and its replica lacks the consumer; a Strata replica keeps it).
 fn deliver(
     key: &[u8],
     group: &[u8],
     consumer: &[u8],
-    now_ms: u64,
     ids: &[StreamId],
-    history: bool,
-    noack: bool,
+    read: Delivery,
 ) -> Vec<Command> {
-    let mut commands = vec![with(
-        cmd("XGROUP", b"CREATECONSUMER"),
-        [key, group, consumer],
-    )];
+    let Delivery {
+        now_ms,
+        history,
+        noack,
+        entries_read,
+    } = read;
+    let mut commands = Vec::new();
+    if noack || ids.is_empty() {
+        commands.push(with(
+            cmd("XGROUP", b"CREATECONSUMER"),
+            [key, group, consumer],
+        ));
+    }
     if history {
         for &at in ids {
             commands.push(with(
@@ -461,17 +491,16 @@ fn deliver(
     }
     if !noack {
         for &at in ids {
-            commands.push(claim(key, group, consumer, at, now_ms, 1));
+            // LASTID: the group's last ID moves with each new entry.
+            let mut claimed = claim(key, group, consumer, at, now_ms, 1);
+            claimed.extend([b"LASTID".to_vec(), id(at)]);
+            commands.push(claimed);
         }
     }
     if let Some(&last) = ids.iter().max() {
-        commands.push(vec![
-            b"XGROUP".to_vec(),
-            b"SETID".to_vec(),
-            key.to_vec(),
-            group.to_vec(),
-            id(last),
-        ]);
+        let mut setid = with(cmd("XGROUP", b"SETID"), [key, group]);
+        setid.extend(group_id(last, entries_read));
+        commands.push(setid);
     }
     commands
 }

@@ -573,6 +573,24 @@ impl StreamValue {
         }
     }
 
+    /// The read counter `group` will have once new entries `ids` (in
+    /// ascending order) are delivered from it, as [`StreamOp::Deliver`]
+    /// moves it.
+    pub fn read_counter_after(&self, group: &Group, ids: &[StreamId]) -> Option<u64> {
+        let mut moved = Group {
+            last_id: group.last_id,
+            entries_read: group.entries_read,
+            ..Group::default()
+        };
+        for &id in ids {
+            if id > moved.last_id {
+                moved.entries_read = self.read_counter(&moved, id);
+                moved.last_id = id;
+            }
+        }
+        moved.entries_read
+    }
+
     /// The group's read counter after it reads the new entry `id`.
     fn read_counter(&self, group: &Group, id: StreamId) -> Option<u64> {
         match group.entries_read {
@@ -725,6 +743,11 @@ pub enum StreamOp<'a> {
         ids: Vec<StreamId>,
         history: bool,
         noack: bool,
+        /// The group's read counter after the delivery
+        /// ([`StreamValue::read_counter_after`]), for the replication
+        /// stream's `XGROUP SETID … ENTRIESREAD`. Applying recomputes it;
+        /// records written before it existed decode `None`.
+        entries_read: Option<u64>,
     },
     /// XACK (and claims of deleted entries): these stop being pending.
     Ack { group: &'a [u8], ids: Vec<StreamId> },
@@ -754,6 +777,9 @@ const OP_DELIVER: u8 = 10;
 const OP_ACK: u8 = 11;
 const OP_CLAIM: u8 = 12;
 const OP_TRIM_ENTRIES: u8 = 13;
+
+/// In a DELIVER record's flags: the group's read counter follows the IDs.
+const DELIVER_COUNTER: u8 = 4;
 
 /// A stream image or operation that does not decode.
 #[derive(Debug, PartialEq, Eq)]
@@ -806,6 +832,7 @@ impl<'a> StreamOp<'a> {
                 ids,
                 history,
                 noack,
+                ..
             } => deliver(stream, group, consumer, *now_ms, ids, *history, *noack),
             StreamOp::Ack { group, ids } => {
                 let Some(found) = stream.groups.get_mut(*group) else {
@@ -931,13 +958,17 @@ impl<'a> StreamOp<'a> {
                 ids,
                 history,
                 noack,
+                entries_read,
             } => {
                 out.push(OP_DELIVER);
                 write_bytes(out, group);
                 write_bytes(out, consumer);
                 write_u64(out, *now_ms);
-                out.push(*history as u8 | (*noack as u8) << 1);
+                // Bit 2: the read counter follows the IDs (an older
+                // record ends with them).
+                out.push(*history as u8 | (*noack as u8) << 1 | DELIVER_COUNTER);
                 write_ids(out, ids);
+                write_option(out, *entries_read);
             }
             StreamOp::Ack { group, ids } => {
                 out.push(OP_ACK);
@@ -1142,13 +1173,19 @@ fn decode_op(p: &[u8]) -> Option<StreamOp<'_>> {
             let now_ms = read_u64(p, &mut at)?;
             let flags = *p.get(at)?;
             at += 1;
+            let ids = read_ids(p, &mut at)?;
+            let entries_read = match flags & DELIVER_COUNTER {
+                0 => None,
+                _ => read_option(p, &mut at)?,
+            };
             StreamOp::Deliver {
                 group,
                 consumer,
                 now_ms,
-                ids: read_ids(p, &mut at)?,
+                ids,
                 history: flags & 1 != 0,
                 noack: flags & 2 != 0,
+                entries_read,
             }
         }
         OP_ACK => StreamOp::Ack {

@@ -116,6 +116,7 @@ fn operations_round_trip_through_their_records_and_images() {
             ids: vec![StreamId::new(1, 0), StreamId::new(2, 5)],
             history: false,
             noack: false,
+            entries_read: Some(7),
         },
         StreamOp::Claim {
             group: b"g",
@@ -228,4 +229,53 @@ fn ids_step_across_their_parts() {
     assert_eq!(StreamId::new(2, 0).prev(), Some(StreamId::new(1, u64::MAX)));
     assert_eq!(StreamId::MAX.next(), None);
     assert_eq!(StreamId::MIN.prev(), None);
+}
+
+/// A DELIVER record carries the group's read counter after it, which is
+/// what applying it makes; a record written before the counter existed
+/// (flags without bit 2, nothing after the IDs) still decodes.
+#[test]
+fn deliveries_carry_the_read_counter_they_make() {
+    let mut stream = StreamValue::new();
+    for ms in 1..=3 {
+        added(&mut stream, ms, 0);
+    }
+    StreamOp::CreateGroup {
+        group: b"g",
+        last_id: StreamId::new(0, 0),
+        entries_read: Some(0),
+    }
+    .apply(&mut stream);
+    let ids = vec![StreamId::new(1, 0), StreamId::new(2, 0)];
+    let counter = stream.read_counter_after(&stream.groups[&b"g"[..]], &ids);
+    let op = StreamOp::Deliver {
+        group: b"g",
+        consumer: b"alice",
+        now_ms: 5,
+        ids: ids.clone(),
+        history: false,
+        noack: false,
+        entries_read: counter,
+    };
+    op.apply(&mut stream);
+    assert_eq!(counter, Some(2));
+    assert_eq!(stream.groups[&b"g"[..]].entries_read, counter);
+
+    let mut payload = Vec::new();
+    op.encode(&mut payload);
+    assert_eq!(StreamOp::decode(&payload).unwrap(), op);
+    // The old layout: the same bytes without the counter and its flag
+    // (tag, "g" and "alice" with their lengths, now_ms 5, then the flags;
+    // each number a one-byte varint here).
+    let flags_at = 1 + 2 + 6 + 1;
+    assert_eq!(payload[flags_at], 4, "the counter's flag");
+    payload[flags_at] = 0;
+    assert_eq!(payload.pop(), Some(3), "Some(2), written as 3");
+    let StreamOp::Deliver {
+        entries_read, ids: read_ids, ..
+    } = StreamOp::decode(&payload).unwrap()
+    else {
+        panic!("not a delivery");
+    };
+    assert_eq!((entries_read, read_ids), (None, ids));
 }

@@ -269,8 +269,14 @@ pub fn xreadgroup(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             .filter(|(_, fields)| fields.is_some())
             .map(|(id, _)| *id)
             .collect();
-        let created = with_stream(ctx, key, |stream, _| {
-            stream.is_some_and(|s| !s.groups[group].consumers.contains_key(consumer))
+        let (created, entries_read) = with_stream(ctx, key, |stream, _| {
+            let stream = stream.expect("checked above");
+            let found = &stream.groups[group];
+            let entries_read = match history {
+                Some(_) => found.entries_read,
+                None => stream.read_counter_after(found, &ids),
+            };
+            (!found.consumers.contains_key(consumer), entries_read)
         })?;
         // A read that delivers nothing to a known consumer changes only
         // its seen time; while blocked it changes nothing at all, or
@@ -283,6 +289,7 @@ pub fn xreadgroup(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 ids,
                 history: history.is_some(),
                 noack: read.noack,
+                entries_read,
             };
             let key_ref = ctx.key(key);
             change(ctx, key_ref, &op, false)?;
