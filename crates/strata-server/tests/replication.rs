@@ -1848,6 +1848,56 @@ fn xreadgroup_reaches_replicas_as_redis_sends_it() {
     assert_eq!(stream_for(strata.port, setup, commands), want);
 }
 
+/// A move goes to replicas as one LMOVE, as Redis sends it (a blocked
+/// BLMOVE that a push serves as `lmove … left right`, Redis' own words):
+/// LMOVE, RPOPLPUSH and a served BLMOVE. They went as MULTI, LPOP, RPUSH,
+/// EXEC. A MULTI of a pop and a push stays as it was.
+#[test]
+fn moves_reach_replicas_as_lmove() {
+    let server = TestServer::start();
+    let blocked = {
+        let mut con = server.client();
+        std::thread::spawn(move || {
+            let moved: Option<String> = redis::cmd("BLMOVE")
+                .arg(&["q", "dst", "LEFT", "RIGHT", "10"])
+                .query(&mut con)
+                .unwrap();
+            moved
+        })
+    };
+    let mut con = server.client();
+    wait_until("the BLMOVE to block", || {
+        info_u64(&mut con, "clients", "blocked_clients") == 1
+    });
+    let setup: &[&[&str]] = &[&["RPUSH", "src", "a", "b", "c"]];
+    let commands: &[&[&str]] = &[
+        &["LMOVE", "src", "dst", "LEFT", "RIGHT"],
+        &["RPOPLPUSH", "src", "dst"],
+        &["LPUSH", "q", "v"],
+        &["MULTI"],
+        &["LPOP", "src"],
+        &["RPUSH", "dst", "z"],
+        &["EXEC"],
+    ];
+    let got = stream_for(server.port, setup, commands);
+    assert_eq!(blocked.join().unwrap().as_deref(), Some("v"));
+    assert_eq!(
+        got,
+        [
+            "select 0",
+            "lmove src dst left right",
+            "lmove src dst right left",
+            "lpush q v",
+            "lmove q dst left right",
+            "multi",
+            "lpop src 1",
+            "rpush dst z",
+            "exec",
+            "set end 1"
+        ]
+    );
+}
+
 /// As Redis' own tests read the stream (`attach_to_replication_stream`):
 /// a collection a command creates goes to a replica as that command (it
 /// went as RESTORE of the whole value), a pop of more than the list holds

@@ -244,7 +244,7 @@ impl Collection for List {
     }
 
     fn created_by(op: &ListOp<'_>) -> Option<(Value<'static>, Applied)> {
-        let ListOp::Push(..) = op else {
+        let (ListOp::Push(..) | ListOp::Moved(..)) = op else {
             return None;
         };
         let mut list = ListValue::new();

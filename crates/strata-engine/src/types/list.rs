@@ -714,6 +714,11 @@ pub enum ListOp<'a> {
     Push(End, Vec<&'a [u8]>),
     /// Up to this many elements popped at an end.
     Pop(End, usize),
+    /// One element pushed at an end: the element the pop just before it
+    /// in the same group took (LMOVE, RPOPLPUSH and their blocking
+    /// forms). Applied as a push; the replication stream sends the pair
+    /// as one LMOVE.
+    Moved(End, &'a [u8]),
     /// Element `index` (from the head) replaced.
     Set(usize, &'a [u8]),
     /// `element` inserted before or after the first `pivot`.
@@ -748,6 +753,7 @@ const OP_SET: u8 = 3;
 const OP_INSERT: u8 = 4;
 const OP_REMOVE: u8 = 5;
 const OP_TRIM: u8 = 6;
+const OP_MOVED: u8 = 7;
 
 fn end_code(end: End) -> u8 {
     match end {
@@ -761,7 +767,9 @@ impl<'a> ListOp<'a> {
     pub fn apply(&self, list: &mut ListValue, limits: Limits) -> Applied {
         let applied = self.apply_only(list, limits);
         match self {
-            ListOp::Push(..) | ListOp::Insert { .. } => list.convert(true, limits),
+            ListOp::Push(..) | ListOp::Moved(..) | ListOp::Insert { .. } => {
+                list.convert(true, limits)
+            }
             // LSET: a growing check for the new element, then a shrinking
             // one (Redis does both).
             ListOp::Set(..) => {
@@ -781,6 +789,10 @@ impl<'a> ListOp<'a> {
                 for element in elements {
                     list.push(*end, element, limits);
                 }
+                Applied::Len(Some(list.len()))
+            }
+            ListOp::Moved(end, element) => {
+                list.push(*end, element, limits);
                 Applied::Len(Some(list.len()))
             }
             ListOp::Pop(end, count) => {
@@ -815,6 +827,10 @@ impl<'a> ListOp<'a> {
             ListOp::Pop(end, count) => {
                 out.extend_from_slice(&[OP_POP, end_code(*end)]);
                 write_varint(out, *count);
+            }
+            ListOp::Moved(end, element) => {
+                out.extend_from_slice(&[OP_MOVED, end_code(*end)]);
+                encode(element, out);
             }
             ListOp::Set(index, element) => {
                 out.push(OP_SET);
@@ -872,6 +888,11 @@ impl<'a> ListOp<'a> {
                 let end = end(rest.first())?;
                 at = 1;
                 ListOp::Pop(end, varint(&mut at)?)
+            }
+            OP_MOVED => {
+                let end = end(rest.first())?;
+                at = 1;
+                ListOp::Moved(end, read_bytes(rest, &mut at).ok_or(BadImage)?)
             }
             OP_SET => {
                 let index = varint(&mut at)?;
@@ -1045,6 +1066,7 @@ mod tests {
         let ops = [
             ListOp::Push(End::Head, vec![&b"a"[..], b"", b"ccc"]),
             ListOp::Pop(End::Tail, 3),
+            ListOp::Moved(End::Head, b"moved"),
             ListOp::Set(7, b"x"),
             ListOp::Insert {
                 pivot: b"p",

@@ -452,15 +452,10 @@ fn move_element(ctx: &mut Ctx, args: &[Bytes], from: End, to: End) -> Result<boo
         unreachable!("a pop reports its elements");
     };
     let element = popped.pop().expect("a list is never empty");
-    push_to(
-        ctx.keys.shard(destination),
-        db,
-        destination,
-        to,
-        vec![&element],
-        false,
-        now,
-    )?;
+    // The push says it moves what the pop took: the replication stream
+    // sends the two as one LMOVE, as Redis does.
+    let moved = ListOp::Moved(to, &element);
+    (ctx.keys.shard(destination)).change_as::<List>(db, destination, now, &moved, true)?;
     // Only now: moving the last element of a list onto itself keeps it.
     let shard = ctx.keys.shard(source);
     if shard

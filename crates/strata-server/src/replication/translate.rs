@@ -72,6 +72,9 @@ impl Translator {
         out: &mut Vec<u8>,
     ) -> usize {
         let mut commands: Vec<(u16, Command)> = Vec::new();
+        // The record before, if it is a pop of one element this replica
+        // takes: its command's index and its end.
+        let mut popped: Option<(usize, End)> = None;
         let mut taken = 0;
         let mut at = 0;
         while at < records.len() {
@@ -80,10 +83,30 @@ impl Translator {
                 break;
             };
             at += len;
+            // Only the record right after the pop completes a move.
+            let after_pop = popped.take();
             if !keep(&found) {
                 continue;
             }
             taken += 1;
+            let list_op = match found.kind {
+                Kind::ListOp => ListOp::decode(found.payload).ok(),
+                _ => None,
+            };
+            // A move is a pop and the push of what it took, next to each
+            // other: one LMOVE, as Redis sends it. (A push whose pop this
+            // replica does not take, as a copy already holds it, goes as
+            // a push.)
+            if let (Some(ListOp::Moved(to, _)), Some((pop_at, from))) = (&list_op, after_pop)
+                && commands[pop_at].0 == found.db
+            {
+                let source = commands[pop_at].1[1].clone();
+                commands[pop_at].1 = lmove(source, found.key, from, *to);
+                continue;
+            }
+            if let Some(ListOp::Pop(end, 1)) = list_op {
+                popped = Some((commands.len(), end));
+            }
             for command in commands_of(keyspace, &found, now_ms) {
                 commands.push((found.db, command));
             }
@@ -272,6 +295,22 @@ fn hash_put<'a>(key: &[u8], fields: impl Iterator<Item = Field<'a>>) -> Vec<Comm
     commands
 }
 
+/// LMOVE source destination from to, with the ends in lower case as
+/// Redis writes them for a blocked client it serves.
+fn lmove(source: Vec<u8>, destination: &[u8], from: End, to: End) -> Command {
+    let word = |end: End| match end {
+        End::Head => b"left".to_vec(),
+        End::Tail => b"right".to_vec(),
+    };
+    vec![
+        b"LMOVE".to_vec(),
+        source,
+        destination.to_vec(),
+        word(from),
+        word(to),
+    ]
+}
+
 fn list_command(key: &[u8], op: ListOp) -> Command {
     let end = |end: End, head: &str, tail: &str| match end {
         End::Head => cmd(head, key),
@@ -279,6 +318,7 @@ fn list_command(key: &[u8], op: ListOp) -> Command {
     };
     match op {
         ListOp::Push(at, elements) => with(end(at, "LPUSH", "RPUSH"), elements),
+        ListOp::Moved(at, element) => with(end(at, "LPUSH", "RPUSH"), [element]),
         ListOp::Pop(at, count) => with(end(at, "LPOP", "RPOP"), [&num(count)[..]]),
         ListOp::Set(index, element) => with(cmd("LSET", key), [&num(index)[..], element]),
         ListOp::Insert {

@@ -272,7 +272,9 @@ fn deliveries_carry_the_read_counter_they_make() {
     payload[flags_at] = 0;
     assert_eq!(payload.pop(), Some(3), "Some(2), written as 3");
     let StreamOp::Deliver {
-        entries_read, ids: read_ids, ..
+        entries_read,
+        ids: read_ids,
+        ..
     } = StreamOp::decode(&payload).unwrap()
     else {
         panic!("not a delivery");
