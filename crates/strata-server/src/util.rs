@@ -9,6 +9,15 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// reproduces, which is what clients use for feature detection.
 pub const REDIS_VERSION: &str = "7.2.4";
 
+/// [`REDIS_VERSION`] as Lua's `redis.REDIS_VERSION_NUM` gives it: one
+/// byte each for major, minor and patch (7.2.4 is 0x070204).
+pub fn redis_version_num() -> u32 {
+    REDIS_VERSION
+        .split('.')
+        .map(|part| part.parse::<u32>().unwrap_or(0))
+        .fold(0, |num, part| (num << 8) | (part & 0xff))
+}
+
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
 pub fn now_ms() -> u64 {
     SystemTime::now()

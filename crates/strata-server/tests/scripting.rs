@@ -271,6 +271,27 @@ fn scripts_are_atomic_across_shards_and_threads() {
 /// every shard is in it, so it sees the script's own writes (keyspace
 /// counts) and never waits for a shard the script holds, while scripts
 /// and writers on other threads go on. INFO in MULTI still answers.
+/// `redis.REDIS_VERSION` is the version INFO reports, and
+/// `redis.REDIS_VERSION_NUM` the same as 0x00MMmmpp (it said 7.0.15 while
+/// INFO said 7.2.4).
+#[test]
+fn scripts_see_the_version_info_reports() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let (text, num): (String, i64) =
+        redis::Script::new("return {redis.REDIS_VERSION, redis.REDIS_VERSION_NUM}")
+            .invoke(&mut con)
+            .unwrap();
+    let info: String = redis::cmd("INFO").arg("server").query(&mut con).unwrap();
+    let reported = info
+        .lines()
+        .find_map(|line| line.strip_prefix("redis_version:"))
+        .unwrap();
+    assert_eq!(text, reported);
+    let parts: Vec<i64> = text.split('.').map(|p| p.parse().unwrap()).collect();
+    assert_eq!(num, parts[0] << 16 | parts[1] << 8 | parts[2]);
+}
+
 #[test]
 fn info_runs_inside_scripts() {
     const SCRIPT: &str = "redis.call('SET', KEYS[1], 'v') \

@@ -43,8 +43,8 @@ redis.REPL_SLAVE = 1
 redis.REPL_REPLICA = 1
 redis.REPL_AOF = 2
 redis.REPL_ALL = 3
-redis.REDIS_VERSION = '7.0.15'
-redis.REDIS_VERSION_NUM = 0x07000f
+redis.REDIS_VERSION = private.redis_version
+redis.REDIS_VERSION_NUM = private.redis_version_num
 local handler = function(err)
     if type(err) ~= 'table' then
         err = {err = 'ERR ' .. tostring(err)}

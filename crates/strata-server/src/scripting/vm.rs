@@ -181,6 +181,9 @@ impl Vm {
         globals.set("cmsgpack", super::libs::cmsgpack(&lua)?)?;
         globals.set("struct", super::libs::structs(&lua)?)?;
         private.set("flag_names", crate::functions::FLAG_NAMES)?;
+        // The version INFO and HELLO report, also as 0x00MMmmpp.
+        private.set("redis_version", crate::util::REDIS_VERSION)?;
+        private.set("redis_version_num", crate::util::redis_version_num())?;
         let trampoline: Function = lua
             .load(PRELUDE)
             .set_name("=prelude")
