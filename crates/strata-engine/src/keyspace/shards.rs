@@ -947,6 +947,49 @@ impl Keyspace {
         (count, keys)
     }
 
+    /// The live keys of `db` in any of `slots`, one shard at a time: each
+    /// shard that may hold them is locked once, its keys of those slots
+    /// copied, and `each` called with them after the lock is released (so
+    /// it may change them). Sharded by slot, only the shards of `slots`
+    /// are read; a directory sharded by hash is read whole, once.
+    pub fn keys_in_slots(
+        &self,
+        db: usize,
+        slots: &[u16],
+        now_ms: u64,
+        mut each: impl FnMut(Vec<Vec<u8>>),
+    ) {
+        let mut wanted = vec![false; usize::from(crate::keyspace::key::SLOT_COUNT)];
+        for &slot in slots {
+            wanted[slot as usize] = true;
+        }
+        let shards: Vec<usize> = match self.hasher.sharding() {
+            crate::keyspace::key::Sharding::Slots => {
+                let mut shards: Vec<usize> = slots
+                    .iter()
+                    .map(|&slot| slot as usize % SHARD_COUNT)
+                    .collect();
+                shards.sort_unstable();
+                shards.dedup();
+                shards
+            }
+            crate::keyspace::key::Sharding::Hash => (0..SHARD_COUNT).collect(),
+        };
+        for index in shards {
+            let mut keys = Vec::new();
+            self.visit(&mut None, index, |shard| {
+                for entry in shard.tables[db].entries.iter() {
+                    if !entry.is_expired(now_ms) && wanted[key_slot(entry.key()) as usize] {
+                        keys.push(entry.key().to_vec());
+                    }
+                }
+            });
+            if !keys.is_empty() {
+                each(keys);
+            }
+        }
+    }
+
     /// One SCAN step from `cursor`: returns the next cursor (0 when done) and
     /// the live keys that `keep` accepts among those visited.
     pub fn scan(

@@ -331,3 +331,41 @@ fn swap_and_random() {
     assert_eq!(ks.random_key(1, 0), Some(b"k".to_vec()));
     assert_eq!(ks.random_key(0, 0), None);
 }
+
+/// `keys_in_slots` hands over the live keys of the slots asked, each
+/// shard's at once and each shard once, under either sharding; keys of
+/// other slots, of other databases and expired ones stay out.
+#[test]
+fn keys_in_slots_reads_each_shard_once() {
+    for sharding in [Sharding::Slots, Sharding::Hash] {
+        let ks = Keyspace::with_seed(2, 7, sharding);
+        let mut want = HashSet::new();
+        let slots: Vec<u16> = (0..64u16).map(|i| i * 3).collect();
+        for i in 0..4000u32 {
+            let key = format!("key:{i}").into_bytes();
+            let slot = key_slot(&key);
+            set(&ks, 0, &key, b"v", None, 0);
+            if slots.contains(&slot) {
+                want.insert(key);
+            }
+        }
+        set(&ks, 1, b"other-db", b"v", None, 0);
+        let expired = (0..)
+            .map(|i| format!("gone:{i}").into_bytes())
+            .find(|key| slots.contains(&key_slot(key)))
+            .unwrap();
+        set(&ks, 0, &expired, b"v", Some(5), 0);
+        let mut got = HashSet::new();
+        let mut calls = 0;
+        ks.keys_in_slots(0, &slots, 10, |keys| {
+            calls += 1;
+            for key in keys {
+                assert!(got.insert(key), "a key handed over twice");
+            }
+        });
+        assert!(!want.is_empty());
+        assert_eq!(got, want, "{sharding:?}");
+        let shards: HashSet<usize> = want.iter().map(|key| ks.key(key).shard()).collect();
+        assert_eq!(calls, shards.len(), "one call per shard holding them");
+    }
+}

@@ -842,18 +842,16 @@ fn drop_keys(server: &Arc<Node>, slots: &[u16]) -> u64 {
         .register(somewhere, somewhere, None, -1, now_ms());
     let mut applier = Applier::new(server, client.clone());
     let mut dropped = 0;
-    for slot in unserved {
-        loop {
-            let (_, keys) = server.keyspace.keys_in_slot(None, 0, slot, 512, now_ms());
-            if keys.is_empty() {
-                break;
-            }
-            dropped += keys.len() as u64;
+    // Each shard is read once for all the slots (it was read again for
+    // every slot and every 512 keys), then its keys go 512 to a DEL.
+    (server.keyspace).keys_in_slots(0, &unserved, now_ms(), |keys| {
+        dropped += keys.len() as u64;
+        for chunk in keys.chunks(512) {
             let mut args = vec![Bytes::from_static(b"DEL")];
-            args.extend(keys.into_iter().map(Bytes::from));
+            args.extend(chunk.iter().map(|key| Bytes::copy_from_slice(key)));
             applier.run(&args);
         }
-    }
+    });
     server.clients.unregister(client.id);
     dropped
 }
