@@ -9,13 +9,20 @@
 //! run a function of a generation (`crate::scripting::Vm`), so FCALL on
 //! different threads runs in parallel, as EVAL does.
 //!
-//! **Durability.** The libraries are a metadata item of the keyspace
-//! (`Keyspace::update_meta_in`, record kind META in `docs/storage.md`):
-//! every FUNCTION LOAD, DELETE, FLUSH and RESTORE commits the whole set's
-//! image as one log record, with every shard locked, before it replies;
-//! checkpoints copy it and recovery restores it, and start-up loads it
-//! back. The image is FUNCTION DUMP's payload (`crate::rdb`), so the one
-//! format serves both. FLUSHALL does not touch libraries, as in Redis.
+//! **Durability.** Each library is a metadata item of the keyspace,
+//! `function:<lower-case name>` holding its code (`Keyspace::update_metas_in`,
+//! record kind META in `docs/storage.md`): FUNCTION LOAD and DELETE commit
+//! the one library they change as one log record, FLUSH and RESTORE the
+//! libraries they change in one group, with every shard locked, before
+//! they reply; checkpoints copy the items and recovery restores them, and
+//! start-up loads them back. (The whole set used to be one item,
+//! `functions`, FUNCTION DUMP's payload, logged again at every change: a
+//! thousand libraries loaded one by one logged half a million. A data
+//! directory that has it is read as before, and the next change moves it
+//! to items per library.) FLUSHALL does not touch libraries, as in Redis.
+//!
+//! A change runs in place on the current snapshot (copied first only if
+//! a reader holds it), so FUNCTION LOAD does not copy the other libraries.
 //!
 //! Names of libraries and functions are matched without regard to case,
 //! as Redis matches them; their spelling is kept for FUNCTION LIST.
@@ -28,8 +35,30 @@ use parking_lot::RwLock;
 
 use crate::rdb;
 
-/// The metadata item the libraries are stored under.
+/// The metadata item every library was stored under as one image (data
+/// directories written before items per library; see the module doc).
 pub const META_NAME: &[u8] = b"functions";
+/// What the metadata item of one library is called: this, then its name
+/// in lower case.
+pub const LIBRARY_META_PREFIX: &[u8] = b"function:";
+
+/// The metadata item of the library called `name` (lower case).
+pub fn library_meta_name(name: &str) -> Vec<u8> {
+    let mut item = LIBRARY_META_PREFIX.to_vec();
+    item.extend_from_slice(name.as_bytes());
+    item
+}
+
+/// FUNCTION DUMP's payload without its footer for these library codes,
+/// as an RDB file's function records hold them.
+pub fn dump_body<'a>(codes: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for code in codes {
+        out.push(rdb::OPCODE_FUNCTION2);
+        rdb::write_string(&mut out, code);
+    }
+    out
+}
 /// The only engine.
 pub const ENGINE: &str = "LUA";
 
@@ -217,11 +246,7 @@ impl Libraries {
     /// FUNCTION DUMP's payload: each library's code after its opcode,
     /// then the RDB version and CRC64.
     pub fn dump(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        for library in self.libraries.values() {
-            out.push(rdb::OPCODE_FUNCTION2);
-            rdb::write_string(&mut out, library.code.as_bytes());
-        }
+        let mut out = dump_body(self.libraries.values().map(|l| l.code.as_bytes()));
         rdb::seal(&mut out);
         out
     }
@@ -285,6 +310,20 @@ impl Functions {
     /// Installs `libraries` (renumbered) as the current snapshot.
     pub fn install(&self, libraries: Libraries) {
         *self.current.write() = Arc::new(libraries.renumbered());
+    }
+
+    /// Changes the current snapshot through `f`, in place unless a reader
+    /// holds it, under a new generation. `f` must change nothing when it
+    /// fails (check, then change).
+    pub fn change<T>(
+        &self,
+        f: impl FnOnce(&mut Libraries) -> Result<T, String>,
+    ) -> Result<T, String> {
+        let mut current = self.current.write();
+        let libraries = Arc::make_mut(&mut current);
+        let result = f(libraries)?;
+        libraries.generation = NEXT_GENERATION.fetch_add(1, Relaxed);
+        Ok(result)
     }
 }
 

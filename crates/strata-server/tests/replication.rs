@@ -1898,6 +1898,36 @@ fn moves_reach_replicas_as_lmove() {
     );
 }
 
+/// Function libraries reach replicas one by one: FUNCTION LOAD … REPLACE
+/// of the library loaded, FUNCTION DELETE of the one deleted, and FLUSH
+/// as FUNCTION FLUSH alone (the whole set went as FUNCTION FLUSH and
+/// RESTORE at every change).
+#[test]
+fn function_libraries_reach_replicas_one_by_one() {
+    let server = TestServer::start();
+    let one = "#!lua name=one\nredis.register_function('f1', function() return 1 end)";
+    let two = "#!lua name=Two\nredis.register_function('f2', function() return 2 end)";
+    let commands: &[&[&str]] = &[
+        &["FUNCTION", "LOAD", one],
+        &["FUNCTION", "LOAD", two],
+        &["FUNCTION", "DELETE", "one"],
+        &["FUNCTION", "FLUSH"],
+    ];
+    let got = stream_for(server.port, &[], commands);
+    let load = |code: &str| format!("function LOAD REPLACE {code}");
+    assert_eq!(
+        got,
+        [
+            "select 0".to_string(),
+            load(one),
+            load(two),
+            "function DELETE one".to_string(),
+            "function FLUSH".to_string(),
+            "set end 1".to_string(),
+        ]
+    );
+}
+
 /// As Redis' own tests read the stream (`attach_to_replication_stream`):
 /// a collection a command creates goes to a replica as that command (it
 /// went as RESTORE of the whole value), a pop of more than the list holds

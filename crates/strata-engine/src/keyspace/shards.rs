@@ -143,6 +143,24 @@ pub(crate) struct ShardHints {
 use crate::keyspace::shard::expiry_paused;
 pub use crate::keyspace::shard::pause_expiry_until;
 
+/// The metadata items as [`Keyspace::update_metas_in`] shows them.
+#[derive(Clone, Copy)]
+pub struct Metas<'a>(&'a std::collections::BTreeMap<Vec<u8>, Vec<u8>>);
+
+impl<'a> Metas<'a> {
+    /// The item called `name`.
+    pub fn get(&self, name: &[u8]) -> Option<&'a [u8]> {
+        self.0.get(name).map(Vec::as_slice)
+    }
+
+    /// The names of the items that start with `prefix`, in order.
+    pub fn names_with_prefix(&self, prefix: &'a [u8]) -> impl Iterator<Item = &'a [u8]> + 'a {
+        (self.0.range(prefix.to_vec()..))
+            .map(|(name, _)| name.as_slice())
+            .take_while(move |name| name.starts_with(prefix))
+    }
+}
+
 impl Keyspace {
     /// A new data directory's keyspace: a fresh random hash seed, shards
     /// by cluster slot.
@@ -818,6 +836,38 @@ impl Keyspace {
     /// holds exactly those below its LSN. `f` runs under those locks (the
     /// caller updates its own view of the item there); when it fails,
     /// nothing changes. An empty image removes the item.
+    /// The metadata items whose names start with `prefix`, in name order.
+    pub fn metas_with_prefix(&self, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let shard = self.lock_unlogged(0);
+        let mut found: Vec<(Vec<u8>, Vec<u8>)> = (shard.meta.iter())
+            .filter(|(name, _)| name.starts_with(prefix))
+            .map(|(name, image)| (name.clone(), image.clone()))
+            .collect();
+        found.sort();
+        found
+    }
+
+    /// Changes several metadata items in one lock hold of every shard (one
+    /// log group): `f` reads the current items (by name) and answers the
+    /// new images, in order (an empty image removes its item), or an error
+    /// that changes nothing. As [`Keyspace::update_meta_in`] otherwise.
+    pub fn update_metas_in<R, E>(
+        &self,
+        held: Option<&mut ShardSet<'_>>,
+        f: impl FnOnce(Metas<'_>) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, R), E>,
+    ) -> Result<(R, Commit), E> {
+        let (result, commit) = self.with_all(held, |all| {
+            let shard = &mut all.guards[0];
+            let (images, result) = f(Metas(&shard.meta))?;
+            for (name, image) in &images {
+                crate::storage::log::append(&crate::storage::record::Draft::meta(name, image));
+                shard.set_meta(name, image);
+            }
+            Ok(result)
+        });
+        result.map(|r| (r, commit))
+    }
+
     pub fn update_meta_in<R, E>(
         &self,
         held: Option<&mut ShardSet<'_>>,

@@ -11,8 +11,8 @@ use super::ctx::help_lines;
 use super::scripting::{Target, kill, refuse_if_oom, run_script, split_keys};
 use super::{CmdError, CmdResult, Ctx, is, lossy};
 use crate::functions::{
-    ENGINE, FLAG_ALLOW_OOM, FLAG_NAMES, FLAG_NO_WRITES, Libraries, Library, META_NAME, Metadata,
-    codes_of_payload, parse_metadata, valid_name,
+    ENGINE, FLAG_ALLOW_OOM, FLAG_NAMES, FLAG_NO_WRITES, LIBRARY_META_PREFIX, Libraries, Library,
+    META_NAME, Metadata, codes_of_payload, library_meta_name, parse_metadata, valid_name,
 };
 use crate::scripting::{LOAD_TIMEOUT, Vm, with_vm};
 
@@ -66,21 +66,46 @@ fn check_header(engine: &str, name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Changes the libraries through `f` and commits their new image (see
-/// `crate::functions`): all of it, or nothing when `f` fails.
-fn update(ctx: &mut Ctx, f: impl FnOnce(&mut Libraries) -> Result<(), String>) -> CmdResult {
+/// What a change of the libraries touched.
+enum Touched {
+    /// These libraries (lower-case names): loaded, replaced or deleted.
+    Some(Vec<String>),
+    /// Every library: the set was replaced (FLUSH, RESTORE … FLUSH).
+    All,
+}
+
+/// Changes the libraries through `f` (which changes nothing when it
+/// fails) and commits the items of the libraries it touched (see
+/// `crate::functions`) as one group. When every library changed, or the
+/// set is still stored as one item, the group starts with that item
+/// emptied (a replica's FUNCTION FLUSH) and holds every library.
+fn update(ctx: &mut Ctx, f: impl FnOnce(&mut Libraries) -> Result<Touched, String>) -> CmdResult {
     let functions = ctx.server.functions.clone();
     let keyspace = ctx.keyspace();
     let (_, commit) = keyspace
-        .update_meta_in(ctx.keys.all(), META_NAME, |_| {
-            let mut next = (*functions.snapshot()).clone();
-            f(&mut next)?;
-            let image = match next.libraries.is_empty() {
-                true => Vec::new(),
-                false => next.dump(),
+        .update_metas_in(ctx.keys.all(), |metas| {
+            let touched = functions.change(f)?;
+            let current = functions.snapshot();
+            let whole = metas.get(META_NAME).is_some() || matches!(touched, Touched::All);
+            let mut images = Vec::new();
+            let names: Vec<String> = match touched {
+                Touched::Some(names) if !whole => names,
+                _ => {
+                    images.push((META_NAME.to_vec(), Vec::new()));
+                    let stored = (metas.names_with_prefix(LIBRARY_META_PREFIX))
+                        .map(|item| String::from_utf8_lossy(&item[LIBRARY_META_PREFIX.len()..]));
+                    let mut names: Vec<String> = stored.map(|name| name.into_owned()).collect();
+                    names.extend(current.libraries.keys().cloned());
+                    names.sort();
+                    names.dedup();
+                    names
+                }
             };
-            functions.install(next);
-            Ok::<_, String>((image, ()))
+            for name in names {
+                let code = current.libraries.get(&name).map(|l| l.code.as_bytes());
+                images.push((library_meta_name(&name), code.unwrap_or_default().to_vec()));
+            }
+            Ok::<_, String>((images, ()))
         })
         .map_err(CmdError::from)?;
     ctx.committed(commit);
@@ -113,7 +138,11 @@ pub fn function_load(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         compile_parsed(vm, &code, meta, Some(LOAD_TIMEOUT))
     })?;
     let name = library.name.clone();
-    update(ctx, |libraries| libraries.add(library, replace, true))?;
+    let key = name.to_ascii_lowercase();
+    update(ctx, |libraries| {
+        libraries.add(library, replace, true)?;
+        Ok(Touched::Some(vec![key]))
+    })?;
     ctx.out.bulk(name.as_bytes());
     Ok(())
 }
@@ -121,7 +150,7 @@ pub fn function_load(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn function_delete(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let name = text(&args[2]);
     update(ctx, |libraries| match libraries.remove(&name) {
-        true => Ok(()),
+        true => Ok(Touched::Some(vec![name.to_ascii_lowercase()])),
         false => Err("ERR Library not found".into()),
     })?;
     ctx.out.ok();
@@ -140,7 +169,7 @@ pub fn function_flush(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     update(ctx, |libraries| {
         *libraries = Libraries::default();
-        Ok(())
+        Ok(Touched::All)
     })?;
     ctx.out.ok();
     Ok(())
@@ -191,12 +220,16 @@ pub fn function_restore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     update(ctx, |libraries| {
         if policy == Policy::Flush {
             *libraries = restored;
-            return Ok(());
+            return Ok(Touched::All);
         }
+        // All of them or none: added to a copy, which then replaces the set.
+        let mut next = libraries.clone();
+        let names: Vec<String> = restored.libraries.keys().cloned().collect();
         for library in restored.libraries.into_values() {
-            libraries.add(library, policy == Policy::Replace, false)?;
+            next.add(library, policy == Policy::Replace, false)?;
         }
-        Ok(())
+        *libraries = next;
+        Ok(Touched::Some(names))
     })?;
     ctx.out.ok();
     Ok(())
@@ -405,10 +438,20 @@ pub fn load_at_start(
     functions: &crate::functions::Functions,
     keyspace: &strata_engine::Keyspace,
 ) -> Result<(), String> {
-    let Some(image) = keyspace.meta(META_NAME) else {
-        return Ok(());
+    // The set stored whole (older data directories), then each library's
+    // own item.
+    let mut codes = match keyspace.meta(META_NAME) {
+        Some(image) => {
+            codes_of_payload(&image).map_err(|e| format!("Stored function libraries: {e}"))?
+        }
+        None => Vec::new(),
     };
-    let codes = codes_of_payload(&image).map_err(|e| format!("Stored function libraries: {e}"))?;
+    for (_, code) in keyspace.metas_with_prefix(LIBRARY_META_PREFIX) {
+        codes.push(String::from_utf8_lossy(&code).into_owned());
+    }
+    if codes.is_empty() {
+        return Ok(());
+    }
     let vm = Vm::scratch().map_err(|e| e.to_string())?;
     let mut libraries = Libraries::default();
     for code in &codes {

@@ -124,10 +124,18 @@ pub fn write(
             }
         });
         covered.push(from);
-        for (name, image) in meta {
-            if name == b"functions" && image.len() > crate::rdb::FOOTER_BYTES {
+        // Function libraries: each in its own item, or (older data
+        // directories) all in one, FUNCTION DUMP's payload.
+        let mut libraries = Vec::new();
+        for (name, image) in &meta {
+            if name == crate::functions::META_NAME && image.len() > crate::rdb::FOOTER_BYTES {
                 writer.functions(&image[..image.len() - crate::rdb::FOOTER_BYTES])?;
+            } else if name.starts_with(crate::functions::LIBRARY_META_PREFIX) {
+                libraries.push(image.as_slice());
             }
+        }
+        if !libraries.is_empty() {
+            writer.functions(&crate::functions::dump_body(libraries))?;
         }
         for ColdKey {
             db,

@@ -75,6 +75,7 @@ impl Translator {
         // The record before, if it is a pop of one element this replica
         // takes: its command's index and its end.
         let mut popped: Option<(usize, End)> = None;
+        let mut functions_flushed = false;
         let mut taken = 0;
         let mut at = 0;
         while at < records.len() {
@@ -106,6 +107,17 @@ impl Translator {
             }
             if let Some(ListOp::Pop(end, 1)) = list_op {
                 popped = Some((commands.len(), end));
+            }
+            // After the FUNCTION FLUSH a change of the whole set starts
+            // with, its deleted libraries are gone already.
+            if found.kind == Kind::Meta && found.key == crate::functions::META_NAME {
+                functions_flushed = true;
+            } else if functions_flushed
+                && found.kind == Kind::Meta
+                && found.key.starts_with(crate::functions::LIBRARY_META_PREFIX)
+                && found.payload.is_empty()
+            {
+                continue;
             }
             for command in commands_of(keyspace, &found, now_ms) {
                 commands.push((found.db, command));
@@ -224,7 +236,20 @@ fn commands_of(keyspace: &Keyspace, found: &Record, now_ms: u64) -> Vec<Command>
             Ok(op) => stream_commands(key, op),
             Err(_) => bad("stream"),
         },
-        Kind::Meta if key == b"functions" => {
+        // One library's item: its code, or nothing once it is deleted.
+        Kind::Meta if key.starts_with(crate::functions::LIBRARY_META_PREFIX) => {
+            match found.payload.is_empty() {
+                true => vec![with(
+                    cmd("FUNCTION", b"DELETE"),
+                    [&key[crate::functions::LIBRARY_META_PREFIX.len()..]],
+                )],
+                false => vec![with(
+                    cmd("FUNCTION", b"LOAD"),
+                    [&b"REPLACE"[..], found.payload],
+                )],
+            }
+        }
+        Kind::Meta if key == crate::functions::META_NAME => {
             let mut commands = vec![vec![b"FUNCTION".to_vec(), b"FLUSH".to_vec()]];
             if !found.payload.is_empty() {
                 commands.push(vec![
