@@ -271,6 +271,49 @@ fn scripts_are_atomic_across_shards_and_threads() {
 /// every shard is in it, so it sees the script's own writes (keyspace
 /// counts) and never waits for a shard the script holds, while scripts
 /// and writers on other threads go on. INFO in MULTI still answers.
+/// With `min-replicas-to-write` unmet, a script or function that may
+/// write is refused at once (NOREPLICAS), and a write inside a script
+/// without flags is refused; reads run (Redis 7.4's "not enough good
+/// replicas"). Strata ran them all.
+#[test]
+fn scripts_that_may_write_need_good_replicas() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let library = "#!lua name=lib\n\
+        redis.register_function('w', function(keys) return redis.call('set', keys[1], 1) end)\n\
+        redis.register_function{function_name='r', callback=function(keys) \
+            return redis.call('get', keys[1]) end, flags={'no-writes'}}";
+    // (FUNCTION LOAD is a write: loaded while writes are allowed.)
+    assert_eq!(raw.cmd(&["FUNCTION", "LOAD", library]), b("lib"));
+    assert_eq!(raw.cmd(&["SET", "x", "some value"]), ok());
+    assert_eq!(
+        raw.cmd(&["CONFIG", "SET", "min-replicas-to-write", "1"]),
+        ok()
+    );
+    let refused = e("NOREPLICAS Not enough good replicas to write.");
+    let read = "return redis.call('get','x')";
+    let no_writes = format!("#!lua flags=no-writes\n{read}");
+    assert_eq!(raw.cmd(&["EVAL", &no_writes, "1", "x"]), b("some value"));
+    assert_eq!(raw.cmd(&["EVAL", read, "1", "x"]), b("some value"));
+    let declared = format!("#!lua\n{read}");
+    assert_eq!(raw.cmd(&["EVAL", &declared, "1", "x"]), refused);
+    // Inside the script, with where it was raised, as Redis words it.
+    let write = "return redis.call('set','x', 1)";
+    let inside = raw.cmd(&["EVAL", write, "1", "x"]).as_text();
+    assert!(
+        inside.starts_with("NOREPLICAS Not enough good replicas to write. script: "),
+        "{inside}"
+    );
+    assert_eq!(raw.cmd(&["FCALL", "w", "1", "x"]), refused);
+    assert_eq!(raw.cmd(&["FCALL", "r", "1", "x"]), b("some value"));
+    assert_eq!(raw.cmd(&["SET", "x", "1"]), refused);
+    assert_eq!(
+        raw.cmd(&["CONFIG", "SET", "min-replicas-to-write", "0"]),
+        ok()
+    );
+    assert_eq!(raw.cmd(&["EVAL", &declared, "1", "x"]), b("some value"));
+}
+
 /// `redis.REDIS_VERSION` is the version INFO reports, and
 /// `redis.REDIS_VERSION_NUM` the same as 0x00MMmmpp (it said 7.0.15 while
 /// INFO said 7.2.4).

@@ -8,7 +8,9 @@ use crate::commands::Node;
 use bytes::Bytes;
 
 use super::ctx::help_lines;
-use super::scripting::{Target, kill, refuse_if_oom, run_script, split_keys};
+use super::scripting::{
+    Target, kill, refuse_if_oom, refuse_without_replicas, run_script, split_keys,
+};
 use super::{CmdError, CmdResult, Ctx, is, lossy};
 use crate::functions::{
     ENGINE, FLAG_ALLOW_OOM, FLAG_NAMES, FLAG_NO_WRITES, LIBRARY_META_PREFIX, Libraries, Library,
@@ -406,6 +408,9 @@ fn fcall_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult {
     }
     let allow_oom = info.flags & FLAG_ALLOW_OOM != 0;
     refuse_if_oom(ctx, no_writes || allow_oom)?;
+    if !no_writes {
+        refuse_without_replicas(ctx)?;
+    }
     let modes = (read_only || no_writes, allow_oom);
     let target = Target::Function {
         libraries: &libraries,

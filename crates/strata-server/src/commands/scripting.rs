@@ -479,6 +479,11 @@ impl Runner<'_, '_, '_> {
                 "ERR Write commands are not allowed from read-only scripts.",
             ));
         }
+        if spec.has(flag::WRITE)
+            && let Err(error) = refuse_without_replicas(self.ctx)
+        {
+            return Some(self.reject(id, &error.0));
+        }
         // Memory is checked before the run's first write only: once it has
         // written, a script runs to its end (as in Redis), or it would be
         // left half done.
@@ -764,6 +769,9 @@ fn eval_generic(ctx: &mut Ctx, args: &[Bytes], by_sha: bool, read_only: bool) ->
             return Err("ERR Can not execute a script with write flag using *_ro command.".into());
         }
         refuse_if_oom(ctx, flags.no_writes || flags.allow_oom)?;
+        if !flags.no_writes {
+            refuse_without_replicas(ctx)?;
+        }
     }
     let modes = (read_only || flags.no_writes, flags.allow_oom);
     run_script(ctx, target, keys, argv, modes, None)
@@ -780,6 +788,22 @@ pub fn declares_no_writes(server: &Node, script: &[u8], by_sha: bool) -> bool {
         false => String::from_utf8_lossy(script).into(),
     };
     parse_shebang(&body).is_ok_and(|(flags, _)| flags.declared && flags.no_writes)
+}
+
+/// Refuses a write, or a script or function that may write, while fewer
+/// replicas are good than `min-replicas-to-write` asks (on a primary; its
+/// own primary's stream passes), as Redis refuses it.
+pub fn refuse_without_replicas(ctx: &Ctx) -> CmdResult {
+    let settings = ctx.config.replication;
+    let replication = &ctx.server.replication;
+    if settings.min_replicas_to_write == 0 || ctx.session.primary_link || replication.is_replica() {
+        return Ok(());
+    }
+    let good = replication.good_replicas(ctx.now_ms, settings.min_replicas_max_lag_s);
+    match good < settings.min_replicas_to_write {
+        true => Err("NOREPLICAS Not enough good replicas to write.".into()),
+        false => Ok(()),
+    }
 }
 
 /// Refuses a script or function that may write, not being `exempt`
