@@ -501,3 +501,39 @@ fn evictions_are_invalidated_before_the_reply_and_scripts_track_what_they_read()
     assert_eq!(r.read(), invalidate(&["k2"]));
     assert_eq!(r.cmd(&["PING"]), Reply::simple("PONG"));
 }
+
+/// A redirect target that QUITs is gone for the tracking client as soon
+/// as QUIT is answered: the next invalidation is `tracking-redir-broken`,
+/// never lost on the closing connection (Redis 7.4.1's "RESP3 based
+/// basic tracking-redir-broken with client reply off" hung on that once
+/// under load). Fifty rounds, each with a new target.
+#[test]
+fn a_target_that_quits_is_broken_at_once() {
+    let server = TestServer::start();
+    let mut reader = resp3(&server);
+    let mut writer = server.raw();
+    for round in 0..50 {
+        let mut target = resp3(&server);
+        let target_id = target.cmd(&["CLIENT", "ID"]).as_int();
+        assert_eq!(
+            reader.cmd(&[
+                "CLIENT",
+                "TRACKING",
+                "ON",
+                "REDIRECT",
+                &target_id.to_string()
+            ]),
+            ok()
+        );
+        assert_eq!(writer.cmd(&["SET", "k", "1"]), ok());
+        assert_eq!(reader.cmd(&["GET", "k"]), b("1"));
+        assert_eq!(target.cmd(&["QUIT"]), ok());
+        assert_eq!(writer.cmd(&["SET", "k", "2"]), ok());
+        assert_eq!(
+            reader.read(),
+            Reply::Push(vec![b("tracking-redir-broken"), i(target_id)]),
+            "round {round}"
+        );
+        assert_eq!(reader.cmd(&["CLIENT", "TRACKING", "OFF"]), ok());
+    }
+}

@@ -93,6 +93,7 @@ fn kill_revoked_subscribers(ctx: &mut Ctx, old: &User, new: &User) {
 fn close_client(ctx: &mut Ctx, client: &crate::net::client::ClientInfo) {
     if client.id == ctx.session.client.id {
         ctx.session.close_after_reply = true;
+        client.mark_closing();
     } else {
         client.kill();
     }

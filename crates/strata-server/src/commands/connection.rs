@@ -33,6 +33,7 @@ pub fn echo(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn quit(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     ctx.out.ok();
     ctx.session.close_after_reply = true;
+    ctx.session.client.mark_closing();
     Ok(())
 }
 

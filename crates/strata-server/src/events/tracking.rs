@@ -385,7 +385,7 @@ fn deliver(state: &mut State, id: u64, keys: Option<&[&[u8]]>, limit: OutputLimi
     // As Redis: any live client may be the target; a RESP2 one hears
     // invalidations only as a subscriber (the `__redis__:invalidate`
     // message), a RESP3 one as pushes.
-    match target.is_killed() {
+    match target.is_gone() {
         false => {
             let mailbox = target.mailbox();
             match mailbox.protocol() {

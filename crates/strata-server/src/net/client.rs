@@ -81,6 +81,9 @@ pub struct ClientInfo {
     unblock_signal: Notify,
     killed: AtomicBool,
     kill_signal: Notify,
+    /// Set when the connection closes after its pending replies (QUIT):
+    /// from then on it is as good as gone to other clients.
+    closing: AtomicBool,
     /// Where pushes wait for the connection (`crate::events::pubsub::Mailbox`),
     /// made on first need: a subscription, MONITOR, tracking, or another
     /// client's tracking redirected here.
@@ -120,6 +123,19 @@ impl ClientInfo {
 
     pub fn is_killed(&self) -> bool {
         self.killed.load(Relaxed)
+    }
+
+    /// Notes that the connection closes once its replies are out (QUIT):
+    /// a client that redirects its tracking here hears
+    /// `tracking-redir-broken` at once, as Redis, which frees the client
+    /// before it runs another command, says it.
+    pub fn mark_closing(&self) {
+        self.closing.store(true, Relaxed);
+    }
+
+    /// Killed, or closing once its replies are out.
+    pub fn is_gone(&self) -> bool {
+        self.is_killed() || self.closing.load(Relaxed)
     }
 
     /// Wakes the connection from its wait for a request without killing
@@ -283,6 +299,7 @@ impl ClientRegistry {
             unblock_signal: Notify::new(),
             killed: AtomicBool::new(false),
             kill_signal: Notify::new(),
+            closing: AtomicBool::new(false),
             mailbox: OnceLock::new(),
         });
         self.clients.lock().insert(id, client.clone());
