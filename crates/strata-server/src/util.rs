@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The Redis version we answer to in HELLO and INFO: the behaviour Strata
 /// reproduces, which is what clients use for feature detection.
-pub const REDIS_VERSION: &str = "7.2.4";
+pub const REDIS_VERSION: &str = "7.4.1";
 
 /// [`REDIS_VERSION`] as Lua's `redis.REDIS_VERSION_NUM` gives it: one
 /// byte each for major, minor and patch (7.2.4 is 0x070204).
