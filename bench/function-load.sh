@@ -19,7 +19,8 @@ cd "$(dirname "$0")/.."
 source bench/lib.sh
 bench_setup function-load
 if [ -n "${REDIS_SERVER:-}" ]; then
-    redis-server() { "$REDIS_SERVER" "$@"; }
+    # exec: `start` runs it in the background and kills that process.
+    redis-server() { exec "$REDIS_SERVER" "$@"; }
 fi
 
 # loads PORT: one line per block, "loaded seconds".
@@ -46,8 +47,11 @@ EOF
 
 for round in $(seq "$ROUNDS"); do
     for kind in redis strata; do
-        start "$kind" "$kind" --save ""
-        port=$(port_of "$kind")
+        # A fresh directory each round: Strata would load the last
+        # round's libraries back.
+        name=$kind$round
+        start "$name" "$kind" --save ""
+        port=$(port_of "$name")
         before=$(redis-cli -p "$port" info persistence | tr -d '\r' | awk -F: '$1 == "strata_log_bytes_written" { print $2 }')
         loads "$port" | while read -r loaded seconds; do
             echo "round $round $kind: $loaded libraries in $seconds s"
@@ -56,6 +60,6 @@ for round in $(seq "$ROUNDS"); do
             after=$(redis-cli -p "$port" info persistence | tr -d '\r' | awk -F: '$1 == "strata_log_bytes_written" { print $2 }')
             echo "round $round strata: the log took $((after - before)) bytes"
         fi
-        stop "$kind"
+        stop "$name"
     done
 done
