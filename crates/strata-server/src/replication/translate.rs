@@ -15,8 +15,12 @@
 //! images) travel as `RESTORE key deadline payload REPLACE ABSTTL`, the
 //! DUMP payload Redis reads. Field deadlines of hashes travel as
 //! `HPEXPIREAT` (Redis 7.4). Stream consumer-group changes travel as
-//! Redis propagates its own: XCLAIM with TIME and RETRYCOUNT, XGROUP
-//! SETID, XACK, XGROUP CREATECONSUMER.
+//! Redis 7.4 propagates its own: XCLAIM with TIME and RETRYCOUNT (and
+//! LASTID for a delivery), `XGROUP SETID … ENTRIESREAD`, XACK, XGROUP
+//! CREATECONSUMER. A pop of one element and the push of what it took (a
+//! LIST_OP "moved" right after it) travel as one LMOVE. Function
+//! libraries travel one at a time: FUNCTION LOAD … REPLACE, FUNCTION
+//! DELETE, and FUNCTION FLUSH for a change of the whole set.
 
 use strata_engine::storage::record::{self, FLAG_EMPTIED, FLAG_INT, Kind, Record};
 use strata_engine::types::hash::Field;
