@@ -540,11 +540,8 @@ fn replica_gate(a: &mut Admission) -> Option<Refusal> {
     let queue = a.exec_queue();
     let writes =
         gates.has(Gates::WRITE) || queue.is_some_and(|multi| pause::may_write(multi, a.server));
-    if !replica && writes {
-        let good = replication.good_replicas(a.now_ms, settings.min_replicas_max_lag_s);
-        if good < settings.min_replicas_to_write {
-            return Some("NOREPLICAS Not enough good replicas to write.".into());
-        }
+    if writes && let Some(refused) = replication.too_few_replicas(a.now_ms, settings) {
+        return Some(refused.into());
     }
     let stale_ok =
         gates.has(Gates::STALE) && queue.is_none_or(|multi| multi.all_stale(&a.server.commands));

@@ -794,15 +794,10 @@ pub fn declares_no_writes(server: &Node, script: &[u8], by_sha: bool) -> bool {
 /// replicas are good than `min-replicas-to-write` asks (on a primary; its
 /// own primary's stream passes), as Redis refuses it.
 pub fn refuse_without_replicas(ctx: &Ctx) -> CmdResult {
-    let settings = ctx.config.replication;
     let replication = &ctx.server.replication;
-    if settings.min_replicas_to_write == 0 || ctx.session.primary_link || replication.is_replica() {
-        return Ok(());
-    }
-    let good = replication.good_replicas(ctx.now_ms, settings.min_replicas_max_lag_s);
-    match good < settings.min_replicas_to_write {
-        true => Err("NOREPLICAS Not enough good replicas to write.".into()),
-        false => Ok(()),
+    match replication.too_few_replicas(ctx.now_ms, ctx.config.replication) {
+        Some(refused) if !ctx.session.primary_link => Err(refused.into()),
+        _ => Ok(()),
     }
 }
 

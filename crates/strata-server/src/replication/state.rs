@@ -339,6 +339,21 @@ impl Replication {
             .count()
     }
 
+    /// NOREPLICAS when a write must wait for good replicas this primary
+    /// lacks (`min-replicas-to-write`; a replica refuses writes its own way).
+    pub fn too_few_replicas(
+        &self,
+        now_ms: u64,
+        settings: crate::config::ReplicationSettings,
+    ) -> Option<&'static str> {
+        if settings.min_replicas_to_write == 0 || self.is_replica() {
+            return None;
+        }
+        let good = self.good_replicas(now_ms, settings.min_replicas_max_lag_s);
+        (good < settings.min_replicas_to_write)
+            .then_some("NOREPLICAS Not enough good replicas to write.")
+    }
+
     /// The primary followed (host, port).
     pub fn following(&self) -> Option<(String, u16)> {
         let upstream = self.upstream.lock();
