@@ -974,15 +974,8 @@ impl Keyspace {
         max: usize,
         now_ms: u64,
     ) -> (usize, Vec<Vec<u8>>) {
-        let shards = match self.hasher.sharding() {
-            crate::keyspace::key::Sharding::Slots => {
-                let shard = slot as usize % SHARD_COUNT;
-                shard..shard + 1
-            }
-            crate::keyspace::key::Sharding::Hash => 0..SHARD_COUNT,
-        };
         let (mut count, mut keys) = (0, Vec::new());
-        for index in shards {
+        for index in self.shards_holding(&[slot]) {
             self.visit(&mut held, index, |shard| {
                 for entry in shard.tables[db].entries.iter() {
                     if !entry.is_expired(now_ms) && key_slot(entry.key()) == slot {
@@ -995,6 +988,23 @@ impl Keyspace {
             });
         }
         (count, keys)
+    }
+
+    /// The shards that may hold keys of `slots`, in ascending order:
+    /// sharded by slot, each slot's one; sharded by hash, all of them.
+    fn shards_holding(&self, slots: &[u16]) -> Vec<usize> {
+        match self.hasher.sharding() {
+            crate::keyspace::key::Sharding::Slots => {
+                let mut shards: Vec<usize> = slots
+                    .iter()
+                    .map(|&slot| slot as usize % SHARD_COUNT)
+                    .collect();
+                shards.sort_unstable();
+                shards.dedup();
+                shards
+            }
+            crate::keyspace::key::Sharding::Hash => (0..SHARD_COUNT).collect(),
+        }
     }
 
     /// The live keys of `db` in any of `slots`, one shard at a time: each
@@ -1013,19 +1023,7 @@ impl Keyspace {
         for &slot in slots {
             wanted[slot as usize] = true;
         }
-        let shards: Vec<usize> = match self.hasher.sharding() {
-            crate::keyspace::key::Sharding::Slots => {
-                let mut shards: Vec<usize> = slots
-                    .iter()
-                    .map(|&slot| slot as usize % SHARD_COUNT)
-                    .collect();
-                shards.sort_unstable();
-                shards.dedup();
-                shards
-            }
-            crate::keyspace::key::Sharding::Hash => (0..SHARD_COUNT).collect(),
-        };
-        for index in shards {
+        for index in self.shards_holding(slots) {
             let mut keys = Vec::new();
             self.visit(&mut None, index, |shard| {
                 for entry in shard.tables[db].entries.iter() {
