@@ -11,11 +11,12 @@
 //!
 //! **What wakes a waiter.** Every committed change reaches the change feed
 //! (`strata_engine::feed`), from whichever thread made it; one thread here
-//! reads the feed while anyone waits and wakes the *first* waiter of each
-//! changed key (database-wide changes, FLUSHDB, FLUSHALL, SWAPDB, wake the
-//! first of every key). So the feed is subscribed only while someone waits
-//! (subscribing costs every commit), and a ticket subscribes it before its
-//! command runs again, so no change after that run is missed.
+//! reads the feed while anyone waits on keys and wakes the *first* waiter
+//! of each changed key (database-wide changes, FLUSHDB, FLUSHALL, SWAPDB,
+//! wake the first of every key). So the feed is subscribed only while
+//! someone waits on keys (subscribing costs every commit; WAIT and WAITAOF
+//! wait on none), and a ticket subscribes it before its command runs
+//! again, so no change after that run is missed.
 //!
 //! **FIFO among waiters.** Only the head of a key's queue is woken. A waiter
 //! keeps its place while it finds nothing (another client popped first, or
@@ -145,7 +146,11 @@ pub async fn await_runs(woken: &mut Vec<Woken>) {
 struct State {
     /// Waiters by database and key (see [`queue_key`]), first come first.
     queues: HashMap<Vec<u8>, VecDeque<Arc<Waiter>>>,
+    /// Blocked clients (INFO's `blocked_clients`).
     waiters: usize,
+    /// Those of them that wait on keys: WAIT and WAITAOF wait on none
+    /// (replicas' acknowledgements wake them) and need no feed.
+    keyed: usize,
     /// Whether a feed subscription exists (handed over or held by the
     /// waking thread).
     subscribed: bool,
@@ -157,7 +162,7 @@ pub struct Blocking {
     keyspace: Arc<Keyspace>,
     state: Mutex<State>,
     subscribed: Condvar,
-    /// `state.waiters`, readable without the lock (the check every
+    /// `state.keyed`, readable without the lock (the check every
     /// command that changed something makes).
     waiting: AtomicUsize,
 }
@@ -221,8 +226,13 @@ impl Blocking {
                 .push_back(waiter.clone());
         }
         state.waiters += 1;
-        self.waiting.store(state.waiters, Relaxed);
-        if !state.subscribed {
+        if !names.is_empty() {
+            state.keyed += 1;
+        }
+        self.waiting.store(state.keyed, Relaxed);
+        // Only a waiter on keys needs the feed: a WAIT under a write load
+        // would otherwise keep it subscribed, which costs every commit.
+        if state.keyed > 0 && !state.subscribed {
             state.handover = Some(self.keyspace.subscribe(FEED_CAPACITY));
             state.subscribed = true;
             self.subscribed.notify_one();
@@ -286,7 +296,14 @@ impl Blocking {
             loop {
                 match subscription.recv_timeout(IDLE_CHECK) {
                     Ok(Some(group)) => {
-                        let state = self.state.lock();
+                        let mut state = self.state.lock();
+                        // Under a steady write load the feed never goes
+                        // quiet: the last keyed waiter leaving ends the
+                        // subscription here, not at the next idle check.
+                        if state.keyed == 0 {
+                            state.subscribed = false;
+                            break;
+                        }
                         for change in &group.changes {
                             if change.key.is_empty() {
                                 wake_all(&state);
@@ -300,7 +317,7 @@ impl Blocking {
                     }
                     Ok(None) => {
                         let mut state = self.state.lock();
-                        if state.waiters == 0 {
+                        if state.keyed == 0 {
                             state.subscribed = false;
                             break;
                         }
@@ -309,7 +326,7 @@ impl Blocking {
                         // Changes were missed: every waiter looks again.
                         let mut state = self.state.lock();
                         wake_all(&state);
-                        if state.waiters == 0 {
+                        if state.keyed == 0 {
                             state.subscribed = false;
                         } else {
                             state.handover = Some(self.keyspace.subscribe(FEED_CAPACITY));
@@ -396,7 +413,10 @@ impl Ticket {
             }
         }
         state.waiters -= 1;
-        self.blocking.waiting.store(state.waiters, Relaxed);
+        if !self.names.is_empty() {
+            state.keyed -= 1;
+        }
+        self.blocking.waiting.store(state.keyed, Relaxed);
     }
 }
 
@@ -457,6 +477,32 @@ mod tests {
         drop(first);
         assert!(wait(second.waiter(), Duration::from_secs(10)));
         drop(second);
+        assert_eq!(blocking.blocked_clients(), 0);
+    }
+
+    #[test]
+    fn the_feed_is_read_only_while_someone_waits_on_keys() {
+        let keyspace = Arc::new(Keyspace::new(1));
+        let blocking = Blocking::start(keyspace.clone()).unwrap();
+        let subscribed = || blocking.state.lock().subscribed;
+        // A WAIT waits on no key: no subscription.
+        let wait_ticket = blocking.register(0, &[], false);
+        assert_eq!(blocking.blocked_clients(), 1);
+        assert!(!subscribed());
+        let keyed = blocking.register(0, &[bytes::Bytes::from_static(b"k")], false);
+        assert!(subscribed());
+        // Once the keyed waiter leaves, the subscription ends although
+        // writes never stop (the WAIT still waits).
+        drop(keyed);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut n = 0u32;
+        while subscribed() {
+            assert!(std::time::Instant::now() < deadline, "still subscribed");
+            n += 1;
+            set(&keyspace, format!("w{}", n % 64).as_bytes());
+        }
+        assert_eq!(blocking.blocked_clients(), 1);
+        drop(wait_ticket);
         assert_eq!(blocking.blocked_clients(), 0);
     }
 }
