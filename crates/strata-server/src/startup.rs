@@ -756,17 +756,17 @@ fn network_thread(
 ) {
     crate::scripting::set_thread_index(index);
     crate::net::busy::start_thread(server.clone());
-    // Before the thread sleeps for lack of work, it yields its core once:
-    // a client (or another thread) runnable on that core runs now, and
-    // what it sends is often there when this thread looks again, so the
-    // thread is not put to sleep and woken for every request. On a small
-    // machine shared with the load (2 cores: redis-benchmark, two network
-    // threads) that was most of the gap to Redis for unpipelined small
-    // commands (README, "Transactions, scripts and pub/sub"); a thread
-    // alone on its core pays one syscall per sleep.
+    // The thread parks without yielding first. A yield before each park
+    // once won a little on unpipelined small commands with the load
+    // generator on the same 2 cores, but the kernel's scheduler (EEVDF)
+    // pushes a yielding thread's deadline back a whole slice each time,
+    // so under CPU contention (a full sync's copy, a busy neighbour) the
+    // network threads fell behind everything else: 40 000 SETs/s dropped
+    // to 30 000 with 0.5 s latencies while two busy loops ran, where Redis
+    // and Strata without the yield kept 40 000 at 11-14 ms
+    // (docs/performance.md, "CPU contention").
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .on_thread_park(std::thread::yield_now)
         .build()
     {
         Ok(runtime) => runtime,
