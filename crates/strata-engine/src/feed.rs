@@ -68,6 +68,8 @@ pub enum Cause {
 pub struct Group {
     /// The group's last LSN with the log on; the feed's own count without.
     pub seq: u64,
+    /// Empty when every subscriber takes records instead
+    /// ([`Feed::subscribe_records`]).
     pub changes: Vec<Change>,
     /// The sealed records themselves (each numbered: its LSN, or the
     /// feed's count), when some subscriber asked for them
@@ -184,11 +186,21 @@ impl Feed {
             self.active.store(false, Ordering::Release);
             return;
         }
-        let changes: Vec<Change> = changed.changes().map(Change::from).collect();
         let wants_records = state
             .queues
             .iter()
             .any(|queue| queue.records_bytes_max.is_some());
+        // Only subscribers without records read the change list (the
+        // replication stream reads the records): with none, the list is
+        // not built (an allocation per change and per key on every commit).
+        let wants_changes = state
+            .queues
+            .iter()
+            .any(|queue| queue.records_bytes_max.is_none());
+        let changes: Vec<Change> = match wants_changes {
+            true => changed.changes().map(Change::from).collect(),
+            false => Vec::new(),
+        };
         if changes.is_empty() && !wants_records {
             return;
         }
@@ -435,6 +447,28 @@ mod tests {
         assert_eq!((swap.kind, swap.db, swap.aux), (Kind::SwapDb, 0, 1));
         ks.log().unwrap().shutdown();
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn the_change_list_is_built_only_for_subscribers_that_read_it() {
+        let ks = Keyspace::new(4);
+        let set_one = |name: &[u8]| {
+            let key = ks.key(name);
+            let mut set = ks.lock_many([key]);
+            set.shard(key.shard())
+                .set(0, key, Value::from_bytes(b"1"), None, false, NOW_MS);
+            set.commit();
+        };
+        let records = ks.subscribe_records(1 << 20);
+        let next = || records.recv_timeout(WAIT).unwrap().expect("a group");
+        set_one(b"a");
+        let alone = next();
+        assert!(!alone.records.is_empty());
+        assert!(alone.changes.is_empty(), "{alone:?}");
+        let changes = ks.subscribe(16);
+        set_one(b"b");
+        assert_eq!(next().changes.len(), 1);
+        assert_eq!(receive(&changes, 1)[0].changes[0].key, b"b");
     }
 
     #[test]
