@@ -590,6 +590,63 @@ fn waitaof_counts_replicas_that_synced_the_writes() {
 /// when one does, the count so far when the timeout passes, none when the
 /// replica stopped (SIGSTOP) before it acknowledged; min-replicas-to-write
 /// refuses writes without a good replica.
+/// Reads from `stream` until `done` holds for what arrived, or `within`
+/// passes; everything read.
+fn read_until(
+    stream: &mut std::net::TcpStream,
+    within: Duration,
+    done: impl Fn(&[u8]) -> bool,
+) -> Vec<u8> {
+    use std::io::Read;
+    let deadline = Instant::now() + within;
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 65536];
+    stream
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    while !done(&got) && Instant::now() < deadline {
+        if let Ok(n) = stream.read(&mut chunk) {
+            assert!(n > 0, "the primary closed the stream");
+            got.extend_from_slice(&chunk[..n]);
+        }
+    }
+    got
+}
+
+/// WAITs that find a `REPLCONF GETACK` already in the stream after their
+/// writes send no other: each WAIT used to send one, and under load
+/// every acknowledgement woke every WAIT, which sent one more each.
+#[test]
+fn waits_covered_by_a_getack_on_its_way_send_no_other() {
+    use std::io::Write;
+    let primary = TestServer::start();
+    let mut p = primary.client();
+    let _: () = redis::cmd("SET").arg("x").arg(1).query(&mut p).unwrap();
+    // A replica that never acknowledges (the old SYNC): every WAIT times
+    // out, and the GETACKs it is sent can be counted.
+    let mut sync = std::net::TcpStream::connect(("127.0.0.1", primary.port)).unwrap();
+    sync.write_all(b"SYNC\r\n").unwrap();
+    let copied = |got: &[u8]| {
+        let text = String::from_utf8_lossy(got);
+        let start = text.trim_start_matches('\n');
+        let skipped = text.len() - start.len();
+        let Some(header) = start.strip_prefix('$').and_then(|r| r.split_once("\r\n")) else {
+            return false;
+        };
+        let len: usize = header.0.parse().unwrap();
+        got.len() >= skipped + 1 + header.0.len() + 2 + len
+    };
+    let got = read_until(&mut sync, Duration::from_secs(10), copied);
+    assert!(copied(&got), "no copy within 10 s");
+    let _: () = redis::cmd("SET").arg("x").arg(2).query(&mut p).unwrap();
+    for _ in 0..10 {
+        assert_eq!(wait_replicas(&mut p, 1, 20), 0);
+    }
+    let stream = read_until(&mut sync, Duration::from_millis(500), |_| false);
+    let getacks = String::from_utf8_lossy(&stream).matches("GETACK").count();
+    assert_eq!(getacks, 1, "{}", String::from_utf8_lossy(&stream));
+}
+
 #[test]
 fn wait_counts_replicas_that_hold_the_writes() {
     let primary = TestServer::start();

@@ -139,6 +139,9 @@ pub struct Replication {
     stream_started: AtomicBool,
     /// WAIT asked for acknowledgements: the producer sends GETACK.
     getack: AtomicBool,
+    /// Where the last `REPLCONF GETACK` starts in the stream: a replica
+    /// answers it with an offset at least this (0: none sent yet).
+    getack_at: AtomicU64,
     /// Changes numbered below this are a primary's, applied while this
     /// server was its replica: the producer leaves them out.
     own_from: AtomicU64,
@@ -181,6 +184,7 @@ impl Replication {
             backlog: backlog::Backlog::new(BACKLOG_DEFAULT_BYTES),
             stream_started: AtomicBool::new(false),
             getack: AtomicBool::new(false),
+            getack_at: AtomicU64::new(0),
             own_from: AtomicU64::new(0),
             applying: Mutex::new(()),
             synced: AtomicBool::new(false),
@@ -229,9 +233,21 @@ impl Replication {
     /// (it may then come before `seq`: the waiter, woken by that
     /// acknowledgement, asks again). Requests made together share one
     /// GETACK: whoever takes the flag sends it.
+    ///
+    /// A GETACK already in the stream after that change is answered with
+    /// an offset that covers it, so none is sent then: every waiting WAIT
+    /// runs again when an acknowledgement comes, and each used to send
+    /// a GETACK of its own, whose answers woke them all again.
     pub fn request_acks(&self, seq: u64) {
+        let Some(needed) = self.backlog.offset_holding(seq) else {
+            self.getack.store(true, Relaxed);
+            return;
+        };
+        if self.getack_at.load(Relaxed) >= needed {
+            return;
+        }
         self.getack.store(true, Relaxed);
-        if self.backlog.last_seq() >= seq && self.take_getack() {
+        if self.take_getack() {
             self.send_getack();
         }
     }
@@ -243,7 +259,9 @@ impl Replication {
             &mut bytes,
             &[b"REPLCONF".to_vec(), b"GETACK".to_vec(), b"*".to_vec()],
         );
-        self.backlog.append_neutral(bytes.into());
+        let len = bytes.len() as u64;
+        let end = self.backlog.append_neutral(bytes.into());
+        self.getack_at.fetch_max(end - len, Relaxed);
     }
 
     /// Pauses the link's applying while the guard lives (a replica
@@ -292,6 +310,7 @@ impl Replication {
         *self.replid2.lock() = ("0".repeat(40), -1);
         self.backlog.reset(self.backlog.end());
         self.drop_replicas();
+        self.getack_at.store(0, Relaxed);
     }
 
     /// DEBUG CHANGE-REPL-ID: the history goes on under a new random ID and
@@ -480,6 +499,7 @@ impl Replication {
         *self.replid2.lock() = ("0".repeat(40), -1);
         self.backlog
             .reset_in(position.offset, u16::try_from(position.db).ok());
+        self.getack_at.store(0, Relaxed);
         self.synced.store(true, Relaxed);
     }
 
@@ -489,6 +509,7 @@ impl Replication {
         *self.replid2.lock() = ("0".repeat(40), -1);
         self.backlog.reset(offset);
         self.synced.store(true, Relaxed);
+        self.getack_at.store(0, Relaxed);
     }
 
     pub fn attach(&self, replica: Arc<Attached>) {
