@@ -153,11 +153,15 @@ impl<'a> Metas<'a> {
         self.0.get(name).map(Vec::as_slice)
     }
 
-    /// The names of the items that start with `prefix`, in order.
-    pub fn names_with_prefix(&self, prefix: &'a [u8]) -> impl Iterator<Item = &'a [u8]> + 'a {
+    /// The items whose names start with `prefix` (name, image), in name
+    /// order.
+    pub fn with_prefix<'p>(
+        &self,
+        prefix: &'p [u8],
+    ) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + use<'a, 'p> {
         (self.0.range(prefix.to_vec()..))
-            .map(|(name, _)| name.as_slice())
-            .take_while(move |name| name.starts_with(prefix))
+            .map(|(name, image)| (name.as_slice(), image.as_slice()))
+            .take_while(move |(name, _)| name.starts_with(prefix))
     }
 }
 
@@ -829,22 +833,12 @@ impl Keyspace {
         self.lock_unlogged(0).meta.get(name).cloned()
     }
 
-    /// Replaces metadata item `name` with the image `f` makes of the
-    /// current one, durably: one [`Kind::Meta`] record, committed with
-    /// every shard locked (`held` as for [`Keyspace::flush_db_in`]), so
-    /// updates are totally ordered and a checkpoint's copy of shard 0
-    /// holds exactly those below its LSN. `f` runs under those locks (the
-    /// caller updates its own view of the item there); when it fails,
-    /// nothing changes. An empty image removes the item.
     /// The metadata items whose names start with `prefix`, in name order.
     pub fn metas_with_prefix(&self, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
         let shard = self.lock_unlogged(0);
-        let mut found: Vec<(Vec<u8>, Vec<u8>)> = (shard.meta.iter())
-            .filter(|(name, _)| name.starts_with(prefix))
-            .map(|(name, image)| (name.clone(), image.clone()))
-            .collect();
-        found.sort();
-        found
+        (Metas(&shard.meta).with_prefix(prefix))
+            .map(|(name, image)| (name.to_vec(), image.to_vec()))
+            .collect()
     }
 
     /// Changes several metadata items in one lock hold of every shard (one
@@ -868,20 +862,23 @@ impl Keyspace {
         result.map(|r| (r, commit))
     }
 
+    /// Replaces metadata item `name` with the image `f` makes of the
+    /// current one, durably: one [`Kind::Meta`] record, committed with
+    /// every shard locked (`held` as for [`Keyspace::flush_db_in`]), so
+    /// updates are totally ordered and a checkpoint's copy of shard 0
+    /// holds exactly those below its LSN. `f` runs under those locks (the
+    /// caller updates its own view of the item there); when it fails,
+    /// nothing changes. An empty image removes the item.
     pub fn update_meta_in<R, E>(
         &self,
         held: Option<&mut ShardSet<'_>>,
         name: &[u8],
         f: impl FnOnce(Option<&[u8]>) -> Result<(Vec<u8>, R), E>,
     ) -> Result<(R, Commit), E> {
-        let (result, commit) = self.with_all(held, |all| {
-            let shard = &mut all.guards[0];
-            let (image, result) = f(shard.meta.get(name).map(Vec::as_slice))?;
-            crate::storage::log::append(&crate::storage::record::Draft::meta(name, &image));
-            shard.set_meta(name, &image);
-            Ok(result)
-        });
-        result.map(|r| (r, commit))
+        self.update_metas_in(held, |metas| {
+            let (image, result) = f(metas.get(name))?;
+            Ok((vec![(name.to_vec(), image)], result))
+        })
     }
 
     /// Runs `f` with every shard locked: `held`, or locked here and

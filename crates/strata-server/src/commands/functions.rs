@@ -94,8 +94,9 @@ fn update(ctx: &mut Ctx, f: impl FnOnce(&mut Libraries) -> Result<Touched, Strin
                 Touched::Some(names) if !whole => names,
                 _ => {
                     images.push((META_NAME.to_vec(), Vec::new()));
-                    let stored = (metas.names_with_prefix(LIBRARY_META_PREFIX))
-                        .map(|item| String::from_utf8_lossy(&item[LIBRARY_META_PREFIX.len()..]));
+                    let stored = (metas.with_prefix(LIBRARY_META_PREFIX)).map(|(item, _)| {
+                        String::from_utf8_lossy(&item[LIBRARY_META_PREFIX.len()..])
+                    });
                     let mut names: Vec<String> = stored.map(|name| name.into_owned()).collect();
                     names.extend(current.libraries.keys().cloned());
                     names.sort();
