@@ -14,7 +14,7 @@ use std::fmt::Write;
 use serde_json::{Value, json};
 
 use crate::config::Config;
-use crate::run::{OpResult, RunResult};
+use crate::run::{OpResult, RunResult, Second};
 
 fn ms(micros: u64) -> f64 {
     micros as f64 / 1000.0
@@ -198,6 +198,7 @@ pub fn run_json(config: &Config, run: usize, result: &RunResult) -> Value {
             "ops/sec": s.ops,
             "avg_latency_ms": s.avg_latency_ms,
             "max_latency_ms": s.max_latency_ms,
+            "percentile_latencies_ms": second_percentiles(s, &config.print_percentiles),
             "KB/sec": s.bytes as f64 / 1024.0,
         })).collect::<Vec<_>>(),
     })
@@ -397,6 +398,16 @@ fn memtier_percentile_key(p: f64) -> String {
     format!("p{p:.3}").chars().take(6).collect()
 }
 
+/// One second's latency percentiles under memtier's keys (`p50.00`, …).
+fn second_percentiles(second: &Second, percentiles: &[f64]) -> Value {
+    let map: serde_json::Map<String, Value> = percentiles
+        .iter()
+        .zip(&second.percentiles_ms)
+        .map(|(p, ms)| (memtier_percentile_key(*p), json!(ms)))
+        .collect();
+    Value::Object(map)
+}
+
 /// memtier's `ALL STATS` object of one run.
 fn memtier_stats(config: &Config, result: &RunResult) -> Value {
     let mut stats = serde_json::Map::new();
@@ -440,21 +451,31 @@ fn memtier_op(op: &OpResult, result: &RunResult, config: &Config, with_series: b
     }
     // The per-second series is kept over all operation types: memtier's
     // per-type series are left empty.
+    // As memtier, a second without replies has only its bytes and count.
     let mut series = serde_json::Map::new();
     if with_series {
         for second in &result.series {
-            series.insert(
-                second.second.to_string(),
-                json!({
-                    "Bytes RX": second.bytes_rx,
-                    "Bytes TX": second.bytes - second.bytes_rx,
-                    "Count": second.ops,
+            let mut entry = json!({
+                "Bytes RX": second.bytes_rx,
+                "Bytes TX": second.bytes - second.bytes_rx,
+                "Count": second.ops,
+            });
+            if second.ops > 0 {
+                let entry = entry.as_object_mut().expect("an object");
+                let latencies = json!({
                     "Average Latency": second.avg_latency_ms,
                     "Accumulated Latency": (second.avg_latency_ms * second.ops as f64) as u64,
                     "Min Latency": second.min_latency_ms,
                     "Max Latency": second.max_latency_ms,
-                }),
-            );
+                });
+                let percentiles = second_percentiles(second, &config.print_percentiles);
+                for part in [latencies, percentiles] {
+                    if let Value::Object(fields) = part {
+                        entry.extend(fields);
+                    }
+                }
+            }
+            series.insert(second.second.to_string(), entry);
         }
     }
     let kb = |bytes: u64| per_sec(bytes, result) / 1024.0;

@@ -15,8 +15,8 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
@@ -82,8 +82,7 @@ impl OpResult {
             bytes: 0,
             bytes_tx: 0,
             bytes_rx: 0,
-            latency: Histogram::new_with_bounds(1, LATENCY_US_MAX, 3)
-                .expect("valid histogram bounds"),
+            latency: latency_histogram(),
         }
     }
 
@@ -108,6 +107,10 @@ pub struct Second {
     /// The slowest reply that arrived in this second, and the quickest.
     pub max_latency_ms: f64,
     pub min_latency_ms: f64,
+    /// The latency at each of `--print-percentiles` among this second's
+    /// replies, in milliseconds (memtier's per-second `p50.00`, …); empty
+    /// when no reply arrived.
+    pub percentiles_ms: Vec<f64>,
     pub bytes: u64,
     /// Of `bytes`, those received (replies); the rest were sent.
     pub bytes_rx: u64,
@@ -169,6 +172,10 @@ struct Live {
     bytes: AtomicU64,
     /// Of `bytes`, those received (replies); the rest were sent.
     bytes_rx: AtomicU64,
+    /// This second's latencies (µs), taken and reset by the sampler once
+    /// a second: locked once per batch of replies, by this thread and the
+    /// sampler only.
+    second_latency: Mutex<Histogram<u64>>,
 }
 
 impl Default for Live {
@@ -180,8 +187,15 @@ impl Default for Live {
             min_latency_us: AtomicU64::new(u64::MAX),
             bytes: AtomicU64::new(0),
             bytes_rx: AtomicU64::new(0),
+            second_latency: Mutex::new(latency_histogram()),
         }
     }
+}
+
+/// An empty histogram of latencies in microseconds, 1 µs to an hour, three
+/// significant digits.
+fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, LATENCY_US_MAX, 3).expect("valid bounds")
 }
 
 /// Labels of the operation types, in table order.
@@ -320,6 +334,18 @@ fn sample_seconds(
             .filter(|&us| us != u64::MAX)
             .min()
             .unwrap_or(0);
+        let mut this_second = latency_histogram();
+        for l in live {
+            let mut taken = l.second_latency.lock().unwrap_or_else(|e| e.into_inner());
+            this_second.add(&*taken).expect("same bounds");
+            taken.reset();
+        }
+        let percentiles_ms = if this_second.is_empty() {
+            Vec::new()
+        } else {
+            let at = |p: f64| this_second.value_at_quantile(p / 100.0) as f64 / 1000.0;
+            config.print_percentiles.iter().map(|&p| at(p)).collect()
+        };
         let second = series.len() as u64 + 1;
         let delta_ops = ops - last_ops;
         let avg_latency_ms = if delta_ops == 0 {
@@ -333,6 +359,7 @@ fn sample_seconds(
             avg_latency_ms,
             max_latency_ms: max_us as f64 / 1000.0,
             min_latency_ms: min_us as f64 / 1000.0,
+            percentiles_ms,
             bytes: bytes - last_bytes,
             bytes_rx: rx - last_rx,
         };
@@ -750,6 +777,11 @@ impl Client {
     ) -> Result<(), String> {
         let now = Instant::now();
         let mut collector = self.collector.borrow_mut();
+        let mut this_second = self
+            .live
+            .second_latency
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let (mut ops, mut latency_us, mut bytes, mut max_us) = (0u64, 0u64, 0u64, 0u64);
         let (mut bytes_rx, mut min_us) = (0u64, u64::MAX);
         while let Some((len, kind)) = scan_reply(input).map_err(|e| e.to_string())? {
@@ -763,6 +795,7 @@ impl Client {
             stats.bytes_rx += len as u64;
             stats.bytes_tx += request_len as u64;
             stats.latency.saturating_record(micros.max(1));
+            this_second.saturating_record(micros.max(1));
             let is_get = self.config.commands.is_empty() && slot == 1;
             match kind {
                 ReplyKind::Error { start, end } => {
