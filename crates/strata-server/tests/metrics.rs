@@ -21,6 +21,194 @@ fn http_get(port: u16, path: &str) -> (String, String) {
     (head.lines().next().unwrap().to_owned(), body.to_owned())
 }
 
+/// promlint's unit rules for one metric name: abbreviated units, non-base
+/// units and prefixed units, one problem per word.
+fn unit_problems(name: &str) -> Vec<&'static str> {
+    const ABBREVIATIONS: [&str; 14] = [
+        "s", "ms", "us", "ns", "sec", "b", "kb", "mb", "gb", "tb", "pb", "m", "h", "d",
+    ];
+    const UNITS: [&str; 10] = [
+        "amperes", "bytes", "celsius", "grams", "joules", "kelvin", "meters", "metres", "seconds",
+        "volts",
+    ];
+    const NOT_BASE_UNITS: [&str; 14] = [
+        "minutes",
+        "hours",
+        "days",
+        "weeks",
+        "kelvins",
+        "fahrenheit",
+        "rankine",
+        "inches",
+        "yards",
+        "miles",
+        "bits",
+        "calories",
+        "pounds",
+        "ounces",
+    ];
+    const PREFIXES: [&str; 18] = [
+        "pico", "nano", "micro", "milli", "centi", "deci", "deca", "hecto", "kilo", "kibi", "mega",
+        "mebi", "giga", "gibi", "tera", "tebi", "peta", "pebi",
+    ];
+    let mut problems = Vec::new();
+    for word in name.split('_') {
+        if ABBREVIATIONS.contains(&word) {
+            problems.push("metric names should not contain abbreviated units");
+        }
+        if NOT_BASE_UNITS.contains(&word) {
+            problems.push("use base unit instead of a non-base one");
+        }
+        for prefix in PREFIXES {
+            if word
+                .strip_prefix(prefix)
+                .is_some_and(|unit| UNITS.contains(&unit))
+            {
+                problems.push("use base unit instead of a prefixed one");
+            }
+        }
+    }
+    problems
+}
+
+/// Prometheus' naming rules, as `promtool check metrics` (Prometheus
+/// 2.42's promlint) applies them to every family: a HELP line; counters
+/// and only counters end in `_total`; no abbreviated units (`_sec`,
+/// `_us`, …) and no non-base units (`milliseconds`, `kilobytes`, …); no
+/// type in the name; no `:` and no camelCase; `_bucket`, `_count`, `_sum`
+/// and the `le`/`quantile` labels kept for histograms and summaries.
+/// Returns each problem as "name: what".
+fn promlint(body: &str) -> Vec<String> {
+    let camel = |text: &str| {
+        text.as_bytes()
+            .windows(2)
+            .any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase())
+    };
+    let mut helped = std::collections::HashSet::new();
+    let mut families: Vec<(String, String)> = Vec::new();
+    let mut labels: Vec<(String, String)> = Vec::new();
+    for line in body.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            helped.insert(rest.split(' ').next().unwrap_or_default().to_owned());
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, ""));
+            families.push((name.to_owned(), kind.to_owned()));
+        } else if let Some((name, rest)) = line.split_once('{') {
+            for pair in rest.split("\",") {
+                if let Some((label, _)) = pair.split_once("=\"") {
+                    labels.push((name.to_owned(), label.to_owned()));
+                }
+            }
+        }
+    }
+    let mut problems = Vec::new();
+    for (name, kind) in &families {
+        let mut problem = |what: &str| problems.push(format!("{name}: {what}"));
+        if !helped.contains(name) {
+            problem("no help text");
+        }
+        if kind == "counter" && !name.ends_with("_total") {
+            problem("counter metrics should have \"_total\" suffix");
+        }
+        if kind != "counter" && name.ends_with("_total") {
+            problem("non-counter metrics should not have \"_total\" suffix");
+        }
+        for what in unit_problems(name) {
+            problem(what);
+        }
+        for type_name in ["counter", "gauge", "histogram", "summary", "untyped"] {
+            if name.contains(&format!("_{type_name}_")) || name.ends_with(&format!("_{type_name}"))
+            {
+                problem("metric name should not include its type");
+            }
+        }
+        if name.contains(':') {
+            problem("metric names should not contain ':'");
+        }
+        if camel(name) {
+            problem("metric names should be written in 'snake_case' not 'camelCase'");
+        }
+        if kind != "histogram" && name.ends_with("_bucket") {
+            problem("non-histogram metrics should not have \"_bucket\" suffix");
+        }
+        if kind != "histogram"
+            && kind != "summary"
+            && (name.ends_with("_count") || name.ends_with("_sum"))
+        {
+            problem(
+                "non-histogram and non-summary metrics should not have \"_count\" or \"_sum\" suffix",
+            );
+        }
+    }
+    for (series, label) in &labels {
+        let family = families
+            .iter()
+            .find(|(name, kind)| {
+                series == name
+                    || kind == "histogram"
+                        && ["_bucket", "_count", "_sum"]
+                            .iter()
+                            .any(|suffix| series.strip_suffix(suffix) == Some(name.as_str()))
+            })
+            .map_or("", |(_, kind)| kind.as_str());
+        if camel(label) {
+            problems.push(format!(
+                "{series}: label names should be written in 'snake_case'"
+            ));
+        }
+        if label == "le" && family != "histogram" {
+            problems.push(format!(
+                "{series}: non-histogram metrics should not have \"le\" label"
+            ));
+        }
+        if label == "quantile" && family != "summary" {
+            problems.push(format!(
+                "{series}: non-summary metrics should not have \"quantile\" label"
+            ));
+        }
+    }
+    problems
+}
+
+/// The naming rules catch what promtool does.
+#[test]
+fn promlint_finds_what_promtool_finds() {
+    let body = "# HELP ok_seconds_total x\n# TYPE ok_seconds_total counter\nok_seconds_total 1\n\
+                # TYPE save_time_sec gauge\nsave_time_sec 1\n\
+                # HELP wait_us_total x\n# TYPE wait_us_total gauge\nwait_us_total 1\n\
+                # HELP calls x\n# TYPE calls counter\ncalls{cmdName=\"x\",le=\"1\"} 1\n\
+                # HELP delay_milliseconds x\n# TYPE delay_milliseconds gauge\ndelay_milliseconds 1\n\
+                # HELP latency x\n# TYPE latency histogram\nlatency_bucket{le=\"+Inf\"} 1\nlatency_sum 1\nlatency_count 1\n\
+                # HELP uptime_in_days x\n# TYPE uptime_in_days gauge\nuptime_in_days 1\n";
+    let problems = promlint(body);
+    let of = |name: &str| {
+        problems
+            .iter()
+            .filter(|p| p.starts_with(&format!("{name}:")))
+            .count()
+    };
+    assert_eq!(of("ok_seconds_total"), 0, "{problems:?}");
+    assert_eq!(
+        of("save_time_sec"),
+        2,
+        "no help, abbreviation: {problems:?}"
+    );
+    assert_eq!(
+        of("wait_us_total"),
+        2,
+        "gauge _total, abbreviation: {problems:?}"
+    );
+    assert_eq!(
+        of("calls"),
+        3,
+        "no _total, camelCase label, le: {problems:?}"
+    );
+    assert_eq!(of("delay_milliseconds"), 1, "{problems:?}");
+    assert_eq!(of("latency"), 0, "{problems:?}");
+    assert_eq!(of("uptime_in_days"), 1, "{problems:?}");
+    assert_eq!(problems.len(), 9, "{problems:?}");
+}
+
 /// Samples by `name{labels}`, checking the exposition format on the way:
 /// every sample's family has one TYPE line before it, names are valid and
 /// values are numbers.
@@ -86,6 +274,11 @@ fn metrics_endpoint_exports_info_commands_and_histograms() {
     let (status, body) = http_get(port, "/metrics");
     assert_eq!(status, "HTTP/1.1 200 OK");
     let samples = parse(&body);
+    let problems = promlint(&body);
+    assert!(
+        problems.is_empty(),
+        "promtool check metrics would say: {problems:#?}"
+    );
     let get = |series: &str| {
         *samples
             .get(series)

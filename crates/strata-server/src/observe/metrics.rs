@@ -7,7 +7,14 @@
 //!   as `strata_<field>`: the server, clients, memory, persistence (log,
 //!   checkpoint, compaction), tiering and stats figures. Fields Redis
 //!   defines as running totals (`total_*`, `expired_keys`, `keyspace_hits`
-//!   …) are counters named `…_total`; the rest are gauges;
+//!   …) are counters named `…_total`; the rest are gauges. Names follow
+//!   Prometheus' conventions (`promtool check metrics` finds nothing):
+//!   INFO's abbreviated units become base units (`…_sec` → `…_seconds`,
+//!   `…_per_sec` → `…_per_second`, `…_us` and `…_ms` → `…_seconds` with
+//!   the value scaled), and a gauge loses a trailing `_total`
+//!   (`used_memory_vm_total` → `strata_used_memory_vm`). `uptime_in_days`
+//!   is left out (`strata_uptime_in_seconds` says it) and `arch_bits` is
+//!   a label of `strata_info`;
 //! - per database: `strata_db_keys`, `strata_db_keys_expiring`,
 //!   `strata_db_avg_ttl_seconds` with a `db` label;
 //! - per command: `strata_commands_total`, `strata_commands_rejected_total`,
@@ -43,6 +50,17 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Histogram bucket edges: 1024·2^k ns for k in 0..=25 (about 1 µs to
 /// 34 s), edges of the latency histograms, so the counts are exact.
 const HISTOGRAM_EDGES: u32 = 26;
+
+/// INFO fields not exported as metrics of their own: `uptime_in_days`
+/// repeats `uptime_in_seconds` in a unit Prometheus does not use,
+/// `arch_bits` describes the build (a label of `strata_info`), and the
+/// replication ids are names, not numbers (an id of zeros would parse).
+const NOT_METRICS: &[&str] = &[
+    "uptime_in_days",
+    "arch_bits",
+    "master_replid",
+    "master_replid2",
+];
 
 /// INFO fields that count since start (or CONFIG RESETSTAT): exported as
 /// counters.
@@ -270,8 +288,11 @@ async fn respond(
 }
 
 /// A metric name made of INFO field `field` (Strata's own fields already
-/// start with `strata_`).
-fn metric_name(field: &str) -> String {
+/// start with `strata_`), and the factor its value is multiplied by: the
+/// words of the field with abbreviated units spelt as base units
+/// (`sec` → `seconds`, or `second` after `per`; `us` and `ms` →
+/// `seconds`, scaled), a counter ending in `_total` and a gauge not.
+fn metric_name(field: &str, counter: bool) -> (String, f64) {
     let field = field.strip_prefix("strata_").unwrap_or(field);
     let clean: String = field
         .chars()
@@ -283,7 +304,31 @@ fn metric_name(field: &str) -> String {
             }
         })
         .collect();
-    format!("strata_{clean}")
+    let mut scale = 1.0;
+    let mut words: Vec<&str> = Vec::new();
+    for word in clean.split('_') {
+        let after_per = words.last() == Some(&"per");
+        words.push(match word {
+            "sec" if after_per => "second",
+            "sec" => "seconds",
+            "ms" => {
+                scale = 1e-3;
+                "seconds"
+            }
+            "us" => {
+                scale = 1e-6;
+                "seconds"
+            }
+            other => other,
+        });
+    }
+    if words.last() == Some(&"total") {
+        words.pop();
+    }
+    if counter {
+        words.push("total");
+    }
+    (format!("strata_{}", words.join("_")), scale)
 }
 
 /// The whole exposition.
@@ -310,27 +355,26 @@ pub fn render(server: &Node) -> String {
         let Ok(number) = value.trim().parse::<f64>() else {
             continue;
         };
-        if !seen.insert(field.to_owned()) {
+        if NOT_METRICS.contains(&field) || !seen.insert(field.to_owned()) {
             continue;
         }
         let counter = field.starts_with("total_") || COUNTERS.contains(&field);
-        let mut name = metric_name(field);
-        if counter && !name.ends_with("_total") {
-            name.push_str("_total");
-        }
+        let (name, scale) = metric_name(field, counter);
         let kind = if counter { "counter" } else { "gauge" };
         let _ = write!(
             out,
-            "# HELP {name} INFO field {field}.\n# TYPE {name} {kind}\n{name} {number}\n"
+            "# HELP {name} INFO field {field}.\n# TYPE {name} {kind}\n{name} {}\n",
+            number * scale
         );
     }
     let _ = write!(
         out,
-        "# HELP strata_info The server's versions and run id.\n# TYPE strata_info gauge\n\
-         strata_info{{redis_version=\"{}\",strata_version=\"{}\",run_id=\"{}\"}} 1\n",
+        "# HELP strata_info The server's versions, run id and word size.\n# TYPE strata_info gauge\n\
+         strata_info{{redis_version=\"{}\",strata_version=\"{}\",run_id=\"{}\",arch_bits=\"{}\"}} 1\n",
         crate::util::REDIS_VERSION,
         env!("CARGO_PKG_VERSION"),
-        server.run_id
+        server.run_id,
+        usize::BITS
     );
     databases(server, &mut out);
     commands(server, &mut out);
@@ -455,13 +499,36 @@ mod tests {
 
     #[test]
     fn names_and_labels_are_valid() {
-        assert_eq!(metric_name("used_memory"), "strata_used_memory");
+        let name = |field: &str, counter: bool| metric_name(field, counter).0;
+        assert_eq!(name("used_memory", false), "strata_used_memory");
         assert_eq!(
-            metric_name("mem_fragmentation_ratio"),
+            name("mem_fragmentation_ratio", false),
             "strata_mem_fragmentation_ratio"
         );
-        assert_eq!(metric_name("a-b.c"), "strata_a_b_c");
-        assert_eq!(metric_name("strata_log_fsyncs"), "strata_log_fsyncs");
+        assert_eq!(name("a-b.c", false), "strata_a_b_c");
+        assert_eq!(name("strata_log_fsyncs", true), "strata_log_fsyncs_total");
+        assert_eq!(
+            name("total_commands_processed", true),
+            "strata_total_commands_processed_total"
+        );
+        // Gauges lose `_total`; abbreviated units become base units.
+        assert_eq!(name("used_memory_vm_total", false), "strata_used_memory_vm");
+        assert_eq!(
+            name("rdb_last_bgsave_time_sec", false),
+            "strata_rdb_last_bgsave_time_seconds"
+        );
+        assert_eq!(
+            name("instantaneous_ops_per_sec", false),
+            "strata_instantaneous_ops_per_second"
+        );
+        assert_eq!(
+            metric_name("strata_log_last_fsync_us", false),
+            ("strata_log_last_fsync_seconds".to_owned(), 1e-6)
+        );
+        assert_eq!(
+            metric_name("eviction_wait_us", true),
+            ("strata_eviction_wait_seconds_total".to_owned(), 1e-6)
+        );
         assert_eq!(escape_label("x\"y\\z\n"), "x\\\"y\\\\z\\n");
     }
 }
