@@ -6,10 +6,12 @@
 # 25, SETs only): redis-server (appendonly yes) against strata-server (its
 # log), with appendfsync everysec and always, SECONDS_PER_RUN seconds each,
 # ROUNDS rounds alternated, on this machine's disk and, when run as root,
-# on a slow disk: device-mapper's delay target over a loop file, every
-# write DELAY_MS late (a cloud volume's latency; this machine's cgroup v1
-# blkio throttle would slow only direct I/O, that is Strata's and not
-# Redis' buffered AOF, so it is not used).
+# on a slow disk with a cloud volume's limits: a loop device over a file,
+# throttled to SLOW_MBPS MB/s and SLOW_IOPS writes/s (AWS gp3's baseline,
+# 125 MB/s and 3 000 IOPS, by default) by the blkio throttle of the root
+# cgroup (cgroup v1). Throttling the device in the root cgroup limits every
+# write it gets, the kernel's writeback of Redis' buffered AOF as much as
+# Strata's direct writes (a child cgroup would not see the writeback).
 #
 # Writes docs/studies/aof-cloud-disk.md (medians: requests/s, p50, p99,
 # p99.9 and max latency, and stalls: seconds whose throughput fell below a
@@ -17,11 +19,12 @@
 # throughput per second and the latency percentile curve of every run).
 #
 # Usage: bench/studies/run.sh aof-cloud-disk
-#        ROUNDS=3 SECONDS_PER_RUN=15 DELAY_MS=2 bench/studies/run.sh aof-cloud-disk
+#        ROUNDS=3 SECONDS_PER_RUN=15 SLOW_MBPS=125 SLOW_IOPS=3000 bench/studies/run.sh aof-cloud-disk
 set -euo pipefail
 ROUNDS=${ROUNDS:-3}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-15}
-DELAY_MS=${DELAY_MS:-2}
+SLOW_MBPS=${SLOW_MBPS:-125}
+SLOW_IOPS=${SLOW_IOPS:-3000}
 STUDY=aof-cloud-disk
 OUT=docs/studies
 
@@ -29,29 +32,38 @@ source bench/lib.sh
 source bench/studies/lib.sh
 bench_setup "study-$STUDY"
 
-SLOW= DM_NAME= LOOP=
+SLOW= LOOP= DEVICE=
+THROTTLE=/sys/fs/cgroup/blkio
+# Stops the servers (their files keep the disk busy), unmounts, detaches
+# and lifts the throttle; before bench/lib.sh's cleanup removes $WORK.
 cleanup_slow() {
+    for pid in "${PID[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    if [ -n "$DEVICE" ]; then
+        echo "$DEVICE 0" >"$THROTTLE/blkio.throttle.write_bps_device" || true
+        echo "$DEVICE 0" >"$THROTTLE/blkio.throttle.write_iops_device" || true
+    fi
     if [ -n "$SLOW" ]; then umount "$SLOW" 2>/dev/null || true; fi
-    if [ -n "$DM_NAME" ]; then dmsetup remove "$DM_NAME" 2>/dev/null || true; fi
     if [ -n "$LOOP" ]; then losetup -d "$LOOP" 2>/dev/null || true; fi
 }
-trap 'cleanup; cleanup_slow' EXIT
+trap 'cleanup_slow; cleanup' EXIT
 
 DISKS=local
-# The delay target must be in the kernel (`dmsetup targets` lists it).
-if [ "$(id -u)" = 0 ] && command -v mkfs.ext4 >/dev/null &&
-    dmsetup targets 2>/dev/null | grep -q '^delay'; then
+if [ "$(id -u)" = 0 ] && command -v mkfs.ext4 >/dev/null && command -v losetup >/dev/null &&
+    [ -w "$THROTTLE/blkio.throttle.write_bps_device" ]; then
+    # A sparse file; `discard` gives deleted runs' blocks back to it.
     truncate -s 32G "$WORK/slow.img"
-    LOOP=$(losetup -f --show "$WORK/slow.img")
-    DM_NAME=strata-study-$$
-    dmsetup create "$DM_NAME" --table "0 $(blockdev --getsz "$LOOP") delay $LOOP 0 $DELAY_MS"
-    mkfs.ext4 -q -F "/dev/mapper/$DM_NAME"
+    LOOP=$(losetup -f --show --direct-io=on "$WORK/slow.img")
+    mkfs.ext4 -q -F "$LOOP"
     SLOW=$WORK/slow-disk
     mkdir -p "$SLOW"
-    mount "/dev/mapper/$DM_NAME" "$SLOW"
+    mount -o discard "$LOOP" "$SLOW"
+    DEVICE=$(lsblk -dno MAJ:MIN "$LOOP" | tr -d ' ')
+    echo "$DEVICE $((SLOW_MBPS * 1000 * 1000))" >"$THROTTLE/blkio.throttle.write_bps_device"
+    echo "$DEVICE $SLOW_IOPS" >"$THROTTLE/blkio.throttle.write_iops_device"
     DISKS="local slow"
 else
-    echo "the slow disk needs root, mkfs.ext4 and device-mapper's delay target in the kernel: local disk only" >&2
+    echo "the slow disk needs root, mkfs.ext4, losetup and cgroup v1's blkio throttle: local disk only" >&2
 fi
 
 LOAD=(-t 2 -c 25 --pipeline 25 -d 10000 --ratio 1:0 --key-maximum 20000 --test-time "$SECONDS_PER_RUN")
@@ -87,10 +99,10 @@ for round in $(seq "$ROUNDS"); do
 done
 
 study_plot "$WORK/runs/$ROUNDS"/*.json
-study_report "$WORK/runs" "$OUT/$STUDY.md" "$ROUNDS" "$SECONDS_PER_RUN" "$DELAY_MS" "$DISKS" <<'PY'
+study_report "$WORK/runs" "$OUT/$STUDY.md" "$ROUNDS" "$SECONDS_PER_RUN" "$SLOW_MBPS" "$SLOW_IOPS" "$DISKS" <<'PY'
 from study import context, finish, heading, median_of, round_dirs
 import json, os, statistics
-(day, machine, commit), (runs, out, rounds, seconds, delay, disks) = context()
+(day, machine, commit), (runs, out, rounds, seconds, mbps, iops, disks) = context()
 figures = {}
 for round_dir in round_dirs(runs):
     for file in sorted(os.listdir(round_dir)):
@@ -103,13 +115,14 @@ for round_dir in round_dirs(runs):
         row = (totals["Ops/sec"], p.get("p50.00", 0), p.get("p99.00", 0), p.get("p99.90", 0), totals["Max Latency"], stalls)
         figures.setdefault(file[:-5], []).append(row)
 med = median_of(figures)
-settings = f"ROUNDS={rounds}, SECONDS_PER_RUN={seconds}, DELAY_MS={delay}"
+settings = f"ROUNDS={rounds}, SECONDS_PER_RUN={seconds}, SLOW_MBPS={mbps}, SLOW_IOPS={iops}"
 lines = heading("AOF on cloud-like disks", "aof-cloud-disk", day, commit, machine, settings) + [
     "The load, strata-bench (memtier_benchmark's flags):",
     f"`-t 2 -c 25 --pipeline 25 -d 10000 --ratio 1:0 --key-maximum 20000 --test-time {seconds}`.",
     "redis-server runs with `--appendonly yes --appendfsync <policy> --save \"\"`, strata-server with `--appendfsync <policy>`.",
-    "The slow disk: device-mapper's delay target over a loop file, every write " + delay + " ms late, ext4."
-    if "slow" in disks else "The slow disk was not measured: it needs root and device-mapper's delay target, which this machine's kernel lacks (cgroup v1's blkio throttle would slow only direct I/O, Strata's log and not Redis' buffered AOF).",
+    f"The slow disk: a loop device over a file on this disk (ext4, `losetup --direct-io=on`), its writes throttled to {mbps} MB/s and {iops} per second "
+    "(a cloud volume's baseline, e.g. AWS gp3's) by the root cgroup's blkio throttle, which also holds the kernel's writeback of Redis' buffered AOF."
+    if "slow" in disks else "The slow disk was not measured: it needs root, losetup and cgroup v1's blkio throttle.",
     "",
     f"Medians of {rounds} rounds (servers alternated). Stalls: seconds whose throughput fell below a tenth of the run's median.",
     "",

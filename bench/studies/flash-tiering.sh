@@ -1,30 +1,41 @@
 #!/usr/bin/env bash
 # Flash tiering: values on SSD under a RAM budget at ~85 % and ~50 % RAM hits, against all in RAM
 #
-# The published flash-tiering measurements (Redis on Flash): 1000 B
-# values, GET:SET 4:1, reads that find their value in RAM about 85 % and
-# about 50 % of the time. strata-server with a RAM budget of BUDGET_MB
-# holding a dataset five times larger (`--maxmemory-policy tiered`: cold
-# values on disk) against strata-server and redis-server holding it all
-# in RAM. Gaussian keys (strata-bench `--key-pattern G:G`) with a
-# standard deviation calibrated for each target; the table shows the hit
-# ratio measured (INFO tiering), not the one aimed at. ROUNDS rounds, the
-# three servers alternated, SECONDS_PER_RUN seconds each.
+# The published flash-tiering measurements (Redis on Flash): 100 B and
+# 1000 B values, GET:SET 1:1 and 4:1, reads that find their value in RAM
+# about 85 % and about 50 % of the time. strata-server with a RAM budget
+# of BUDGET_MB holding a larger dataset (`--maxmemory-policy tiered`:
+# cold values on disk) against strata-server and redis-server holding it
+# all in RAM. 1000 B values: five times the budget. 100 B values: ten
+# times the budget's worth of values, which is only about 1.2 times the
+# budget in all, because every key's index entry stays in RAM (at 100 B
+# the index takes about 70 % of the budget). Gaussian keys (strata-bench
+# `--key-pattern G:G`) with a standard deviation calibrated for each
+# target; the table shows the hit ratio measured (INFO tiering), not the
+# one aimed at. ROUNDS rounds, the three servers alternated,
+# SECONDS_PER_RUN seconds each.
 #
-# Writes docs/studies/flash-tiering.md and flash-tiering.svg (the last
-# round at ~85 %: throughput per second and latency percentiles).
+# Writes docs/studies/flash-tiering.md, flash-tiering.svg (1000 B, 4:1,
+# ~85 %: throughput per second and latency percentiles, the last round)
+# and flash-tiering-100.svg (the same for 100 B).
 #
 # Usage: bench/studies/run.sh flash-tiering
-#        ROUNDS=3 SECONDS_PER_RUN=20 BUDGET_MB=256 bench/studies/run.sh flash-tiering
+#        ROUNDS=3 SECONDS_PER_RUN=8 BUDGET_MB=256 SIZES="1000 100" RATIOS="1:4 1:1" bench/studies/run.sh flash-tiering
 set -euo pipefail
 ROUNDS=${ROUNDS:-3}
-SECONDS_PER_RUN=${SECONDS_PER_RUN:-20}
+SECONDS_PER_RUN=${SECONDS_PER_RUN:-8}
 BUDGET_MB=${BUDGET_MB:-256}
-KEYS=${KEYS:-$((BUDGET_MB * 5 * 1024 * 1024 / 1000))}
+SIZES=${SIZES:-1000 100}
+# SET:GET, memtier's --ratio.
+RATIOS=${RATIOS:-1:4 1:1}
+KEYS_1000=${KEYS_1000:-$((BUDGET_MB * 5 * 1024 * 1024 / 1000))}
+KEYS_100=${KEYS_100:-$((BUDGET_MB * 10 * 1024 * 1024 / 1000))}
 # Standard deviations, as a fraction of the keys, for ~85 % and ~50 %
 # RAM hits (calibrated on this machine, as bench/tiering.sh's).
-SD_85=${SD_85:-0.03}
-SD_50=${SD_50:-0.07}
+SD_1000_85=${SD_1000_85:-0.03}
+SD_1000_50=${SD_1000_50:-0.07}
+SD_100_85=${SD_100_85:-0.07}
+SD_100_50=${SD_100_50:-0.17}
 STUDY=flash-tiering
 OUT=docs/studies
 
@@ -32,75 +43,106 @@ source bench/lib.sh
 source bench/studies/lib.sh
 bench_setup "study-$STUDY"
 
-start tiered strata --maxmemory "${BUDGET_MB}mb" --maxmemory-policy tiered --save ""
-start ram strata --save ""
-start redis redis --appendonly no --save ""
-for server in tiered ram redis; do
-    "$BENCH" -s 127.0.0.1 -p "$(port_of "$server")" -t 2 -c 25 --pipeline 16 --ratio 1:0 \
-        --key-pattern P:P -n allkeys --key-minimum 1 --key-maximum "$KEYS" -d 1000 \
-        --hide-histogram >/dev/null 2>&1
-done
-
 # hits PORT: the tiered server's RAM and disk hits so far.
 hits() {
     redis-cli -p "$1" info tiering | tr -d '\r' |
         awk -F: '$1 == "ram_hits" { r = $2 } $1 == "disk_hits" { d = $2 } END { print r + 0, d + 0 }'
 }
 
-for round in $(seq "$ROUNDS"); do
-    for target in 85 50; do
-        sd_var=SD_$target
-        sd=$(awk -v k="$KEYS" -v f="${!sd_var}" 'BEGIN { printf "%d", k * f }')
-        mkdir -p "$WORK/runs/$round/$target"
-        for server in tiered ram redis; do
-            port=$(port_of "$server")
-            before=$(hits "$port")
-            "$BENCH" -s 127.0.0.1 -p "$port" -t 2 -c 25 --pipeline 16 --ratio 1:4 --key-pattern G:G \
-                --key-stddev "$sd" --key-minimum 1 --key-maximum "$KEYS" -d 1000 \
-                --test-time "$SECONDS_PER_RUN" --distinct-client-seed --randomize --hide-histogram \
-                --json-out-file "$WORK/runs/$round/$target/$server.json" >/dev/null 2>&1
-            echo "$before $(hits "$port")" >"$WORK/runs/$round/$target/$server.hits"
-            echo "round $round: $server at ~$target % done" >&2
+for size in $SIZES; do
+    keys_var=KEYS_$size
+    keys=${!keys_var}
+    start tiered strata --maxmemory "${BUDGET_MB}mb" --maxmemory-policy tiered --save ""
+    start ram strata --save ""
+    start redis redis --appendonly no --save ""
+    for server in tiered ram redis; do
+        "$BENCH" -s 127.0.0.1 -p "$(port_of "$server")" -t 2 -c 25 --pipeline 16 --ratio 1:0 \
+            --key-pattern P:P -n allkeys --key-minimum 1 --key-maximum "$keys" -d "$size" \
+            --hide-histogram >/dev/null 2>&1
+    done
+    for round in $(seq "$ROUNDS"); do
+        for ratio in $RATIOS; do
+            for target in 85 50; do
+                sd_var=SD_${size}_$target
+                sd=$(awk -v k="$keys" -v f="${!sd_var}" 'BEGIN { printf "%d", k * f }')
+                dir=$WORK/runs/$round/$size-${ratio/:/-}-$target
+                mkdir -p "$dir"
+                for server in tiered ram redis; do
+                    port=$(port_of "$server")
+                    before=$(hits "$port")
+                    "$BENCH" -s 127.0.0.1 -p "$port" -t 2 -c 25 --pipeline 16 --ratio "$ratio" --key-pattern G:G \
+                        --key-stddev "$sd" --key-minimum 1 --key-maximum "$keys" -d "$size" \
+                        --test-time "$SECONDS_PER_RUN" --distinct-client-seed --randomize --hide-histogram \
+                        --json-out-file "$dir/$server.json" >/dev/null 2>&1
+                    echo "$before $(hits "$port")" >"$dir/$server.hits"
+                    echo "round $round: $server, $size B, $ratio at ~$target % done" >&2
+                done
+            done
         done
     done
+    for server in tiered ram redis; do stop "$server"; done
+    rm -rf "${WORK:?}/tiered" "$WORK/ram" "$WORK/redis"
 done
 
-study_plot "$WORK/runs/$ROUNDS/85"/*.json
-study_report "$WORK/runs" "$OUT/$STUDY.md" "$ROUNDS" "$SECONDS_PER_RUN" "$BUDGET_MB" "$KEYS" <<'PY'
+# plot SIZE FILE: the last round's runs at SIZE B, 4:1 (or the first
+# ratio measured), ~85 %.
+plot() {
+    local ratio=1:4
+    [[ " $RATIOS " == *" 1:4 "* ]] || ratio=${RATIOS%% *}
+    "$BENCH" report --plot "$OUT/$2" "$WORK/runs/$ROUNDS/$1-${ratio/:/-}-85"/*.json
+}
+mkdir -p "$OUT"
+for size in $SIZES; do
+    case $size in
+    1000) plot 1000 "$STUDY.svg" ;;
+    100) plot 100 "$STUDY-100.svg" ;;
+    esac
+done
+study_report "$WORK/runs" "$OUT/$STUDY.md" "$ROUNDS" "$SECONDS_PER_RUN" "$BUDGET_MB" "$KEYS_1000" "$KEYS_100" <<'PY'
 from study import context, finish, heading, median_of, round_dirs
 import json, os
-(day, machine, commit), (runs, out, rounds, seconds, budget, keys) = context()
+(day, machine, commit), (runs, out, rounds, seconds, budget, keys_1000, keys_100) = context()
 rows = {}
+cases = []
 for round_dir in round_dirs(runs):
-    for target in ("85", "50"):
+    # 1000 B before 100 B, 4:1 before 1:1, ~85 % before ~50 %.
+    for case in sorted(os.listdir(round_dir), key=lambda c: [-int(c.split("-")[i]) for i in (0, 2, 3)]):
+        if case not in cases:
+            cases.append(case)
         for server in ("tiered", "ram", "redis"):
-            base = os.path.join(round_dir, target, server)
+            base = os.path.join(round_dir, case, server)
             totals = json.load(open(base + ".json"))["ALL STATS"]["Totals"]
             r0, d0, r1, d1 = map(int, open(base + ".hits").read().split())
             ram, disk = r1 - r0, d1 - d0
             hit = ram / (ram + disk) if ram + disk else 1.0
             p = totals["Percentile Latencies"]
-            rows.setdefault(f"{server} {target}", []).append(
+            rows.setdefault(f"{server} {case}", []).append(
                 (totals["Ops/sec"], p["p50.00"], p["p99.00"], p["p99.90"], hit))
 med = median_of(rows)
-settings = f"ROUNDS={rounds}, SECONDS_PER_RUN={seconds}, BUDGET_MB={budget}, KEYS={keys}"
+settings = f"ROUNDS={rounds}, SECONDS_PER_RUN={seconds}, BUDGET_MB={budget}, KEYS_1000={keys_1000}, KEYS_100={keys_100}"
 lines = heading("Flash tiering: values on disk under a RAM budget", "flash-tiering", day, commit, machine, settings) + [
-    f"{keys} keys of 1000 B (five times the budget) in each server: `strata-server --maxmemory {budget}mb",
-    "--maxmemory-policy tiered --save \"\"` (tiered), `strata-server --save \"\"` and `redis-server --appendonly no",
-    "--save \"\"` (all in RAM). The load: strata-bench `-t 2 -c 25 --pipeline 16 --ratio 1:4 --key-pattern G:G",
-    f"--key-stddev <keys x SD> --key-minimum 1 --key-maximum {keys} -d 1000 --test-time {seconds} --distinct-client-seed --randomize`.",
+    f"Each server holds {keys_1000} keys of 1000 B (five times the budget) or {keys_100} keys of 100 B (ten times the",
+    "budget's worth of values; with the keys' index, which always stays in RAM, about 1.2 times the budget in all):",
+    f"`strata-server --maxmemory {budget}mb --maxmemory-policy tiered --save \"\"` (tiered), `strata-server --save \"\"` and",
+    "`redis-server --appendonly no --save \"\"` (all in RAM). The load: strata-bench `-t 2 -c 25 --pipeline 16 --ratio <SET:GET>",
+    f"--key-pattern G:G --key-stddev <keys x SD> --key-minimum 1 --key-maximum <keys> -d <size> --test-time {seconds}",
+    "--distinct-client-seed --randomize`.",
     "",
     f"Medians of {rounds} rounds (the three servers alternated). The hit ratio is the tiered server's, measured.",
     "",
-    "| target RAM hits | measured | tiered Strata: requests/s | p50 ms | p99 ms | p99.9 ms | Strata in RAM: requests/s | Redis in RAM: requests/s | p99 ms (Redis) | tiered ÷ Strata in RAM | tiered ÷ Redis |",
-    "|---|---|---|---|---|---|---|---|---|---|---|",
+    "| value | GET:SET | target RAM hits | measured | tiered Strata: requests/s | p50 ms | p99 ms | p99.9 ms | Strata in RAM: requests/s | Redis in RAM: requests/s | p99 ms (Redis) | tiered ÷ Strata in RAM | tiered ÷ Redis |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
 ]
-for target in ("85", "50"):
-    t, r, x = f"tiered {target}", f"ram {target}", f"redis {target}"
+for case in cases:
+    size, sets, gets, target = case.split("-")
+    t, r, x = f"tiered {case}", f"ram {case}", f"redis {case}"
     lines.append(
-        f"| ~{target} % | {med(t, 4):.3f} | {med(t, 0):,.0f} | {med(t, 1):.2f} | {med(t, 2):.2f} | {med(t, 3):.2f} | "
+        f"| {size} B | {gets}:{sets} | ~{target} % | {med(t, 4):.3f} | {med(t, 0):,.0f} | {med(t, 1):.2f} | {med(t, 2):.2f} | {med(t, 3):.2f} | "
         f"{med(r, 0):,.0f} | {med(x, 0):,.0f} | {med(x, 2):.2f} | {med(t, 0) / med(r, 0):.2f} | {med(t, 0) / med(x, 0):.2f} |"
     )
 finish(lines, rows, "requests/s, p50, p99, p99.9, RAM hit ratio", "flash-tiering", out,
-       "throughput per second and latency percentiles at ~85 % hits, the last round")
+       "1000 B, GET:SET 4:1, ~85 % hits: throughput per second and latency percentiles, the last round")
+if any(case.startswith("100-") for case in cases):
+    with open(out, "a") as file:
+        file.write("![100 B, GET:SET 4:1, ~85 % hits: throughput per second and latency percentiles, the last round](flash-tiering-100.svg)\n")
 PY

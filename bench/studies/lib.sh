@@ -9,7 +9,7 @@ study_machine() {
 # bench/studies/study.py importable; `study.context()` gives it the day,
 # this machine, the commit, and ARGS.
 study_report() {
-    PYTHONPATH=bench/studies python3 - "$(date -u +%Y-%m-%d)" "$(study_machine)" "$(git rev-parse --short HEAD)" "$@"
+    PYTHONPATH=bench/studies python3 - "$(date -u +%Y-%m-%d)" "$(study_machine)" "$(git describe --always --dirty)" "$@"
 }
 
 # study_plot JSON...: the study's plot ($OUT/$STUDY.svg) of strata-bench
