@@ -102,11 +102,19 @@ impl ColdFetch {
 
     /// Submits every read to `reader`; `done(index)` makes the callback
     /// that receives the `index`th result (on a reader thread).
-    pub fn submit(&self, reader: &ColdReader, mut done: impl FnMut(usize) -> Done) {
+    pub fn submit(&self, reader: &ColdReader, done: impl FnMut(usize) -> Done) {
+        self.submit_unflushed(reader, done);
+        reader.flush();
+    }
+
+    /// [`ColdFetch::submit`] without sending a thread's own ring's reads
+    /// to the kernel: the caller calls [`ColdReader::flush`] once more
+    /// reads have joined them (one system call, and one doorbell to the
+    /// device, for the whole batch).
+    pub fn submit_unflushed(&self, reader: &ColdReader, mut done: impl FnMut(usize) -> Done) {
         for (index, (key, loc)) in self.wanted.iter().enumerate() {
             reader.submit(*loc, key.clone(), done(index));
         }
-        reader.flush();
     }
 
     /// Puts the values read (`results`, in the order wanted) into their

@@ -373,33 +373,40 @@ impl Tier {
         got: &[u8],
     ) -> Result<ColdValue, String> {
         let record_at = plan.offset + plan.skip as u64;
-        let mut buf = got.get(plan.skip..).unwrap_or_default().to_vec();
-        let header = record::parse_header(&buf).map_err(|e| plan.error(e))?;
-        if header.total_len > buf.len() {
-            if plan.direct {
-                buf = read_direct(&plan.file, record_at, header.total_len)
-                    .map_err(|e| plan.error(e))?;
+        let got = got.get(plan.skip..).unwrap_or_default();
+        let header = record::parse_header(got).map_err(|e| plan.error(e))?;
+        // The record is usually all in the first read: decoded in place,
+        // and only its value copied out.
+        let whole;
+        let buf: &[u8] = if header.total_len > got.len() {
+            whole = if plan.direct {
+                read_direct(&plan.file, record_at, header.total_len).map_err(|e| plan.error(e))?
             } else {
-                let have = buf.len();
+                let mut buf = got.to_vec();
                 buf.resize(header.total_len, 0);
                 plan.file
-                    .read_exact_at(&mut buf[have..], record_at + have as u64)
+                    .read_exact_at(&mut buf[got.len()..], record_at + got.len() as u64)
                     .map_err(|e| plan.error(e))?;
-            }
-        }
+                buf
+            };
+            &whole
+        } else {
+            got
+        };
         self.stats.disk_reads.fetch_add(1, Ordering::Relaxed);
         self.stats
             .disk_read_bytes
             .fetch_add(header.total_len as u64, Ordering::Relaxed);
-        let record = record::decode_with_header(&buf, header).map_err(|e| plan.error(e))?;
+        let record = record::decode_with_header(buf, header).map_err(|e| plan.error(e))?;
         if record.kind != Kind::Set || record.key != key {
             return Err(plan.error("not this key's image"));
         }
         let int = record.flags & FLAG_INT != 0;
         let start = HEADER_BYTES + header.key_len;
-        buf.truncate(header.total_len);
-        buf.drain(..start);
-        Ok(ColdValue { bytes: buf, int })
+        Ok(ColdValue {
+            bytes: buf[start..header.total_len].to_vec(),
+            int,
+        })
     }
 }
 

@@ -93,15 +93,34 @@ impl ReaderPool {
 
     /// Reads every value `fetch` wants, all in flight together, this
     /// task free meanwhile; the results in the order wanted.
+    ///
+    /// The reads go to the kernel after this thread's other ready
+    /// connections have queued theirs: one `io_uring_enter`, and one
+    /// doorbell to the device (a costly exit from the VM on a virtual
+    /// disk), for the whole batch instead of one per read (the same
+    /// yield as the log's group commit in `Connection::settle`). A
+    /// profile of tiered GETs at ~90 % RAM hits had the doorbell at 5.8 %
+    /// of the network threads' time with a submission per read.
     pub async fn read(&self, fetch: &ColdFetch) -> Vec<ReadResult> {
+        /// Sends the batch even if this task is dropped while it waits.
+        struct FlushOnDrop<'a>(&'a ColdReader);
+        impl Drop for FlushOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.flush();
+            }
+        }
         let mut pending = Vec::with_capacity(fetch.len());
-        fetch.submit(&self.reader, |_| {
+        fetch.submit_unflushed(&self.reader, |_| {
             let (reply, receive) = tokio::sync::oneshot::channel();
             pending.push(receive);
             Box::new(move |value| {
                 let _ = reply.send(value);
             })
         });
+        {
+            let _flush = FlushOnDrop(&self.reader);
+            tokio::task::yield_now().await;
+        }
         let mut results = Vec::with_capacity(pending.len());
         for read in pending {
             results.push(
