@@ -1111,18 +1111,16 @@ impl Connection {
             .map(|at| Instant::now() + Duration::from_millis(at.saturating_sub(now_ms())));
         let mut woken_before = false;
         let result = loop {
-            // Nothing runs while DEBUG SLEEP or CLIENT PAUSE holds the
-            // server: a woken client runs after, as in Redis.
-            let paused_until = server.paused_until_ms();
-            if paused_until > now_ms() {
-                let unpaused = server.unpaused.notified();
-                let left = Duration::from_millis(paused_until.saturating_sub(now_ms()));
-                tokio::select! {
-                    _ = tokio::time::sleep(left) => {}
-                    _ = unpaused => {}
-                    _ = client.killed() => break Err(Closed::Killed),
-                }
+            if let Err(closed) = wait_out_pause(&server, client).await {
+                break Err(closed);
             }
+            // Listening for replicas' acknowledgements (WAIT) starts before
+            // the run, so one that lands between the run and the wait below
+            // still wakes it: `notify_waiters` keeps no permit, and a WAIT
+            // that missed the acknowledgement to its GETACK waited for the
+            // replica's next one (once a second).
+            let mut acked = std::pin::pin!(server.replication.acked.notified());
+            acked.as_mut().enable();
             // Run again first: the feed is subscribed now, so a change
             // after this run wakes the ticket. A wake-up runs it only if
             // one of its keys exists, looked at without effects: an
@@ -1146,10 +1144,9 @@ impl Connection {
             crate::events::blocking::await_runs(&mut self.session.woken).await;
             ticket.waiter().ran();
             let mut timed_out = false;
-            let acked = server.replication.acked.notified();
             tokio::select! {
                 _ = ticket.waiter().woken() => {}
-                _ = acked, if block.on_ack => {}
+                _ = acked.as_mut(), if block.on_ack => {}
                 _ = sleep_until_opt(deadline) => timed_out = true,
                 _ = client.unblocked() => {}
                 _ = client.killed() => break Err(Closed::Killed),
@@ -1305,6 +1302,22 @@ impl Connection {
             self.soft_limit_since = None;
         }
         Ok(())
+    }
+}
+
+/// Nothing runs while DEBUG SLEEP or CLIENT PAUSE holds the server: a
+/// woken blocked client runs after the pause, as in Redis (or is killed).
+async fn wait_out_pause(server: &Node, client: &ClientInfo) -> Result<(), Closed> {
+    let paused_until = server.paused_until_ms();
+    if paused_until <= now_ms() {
+        return Ok(());
+    }
+    let unpaused = server.unpaused.notified();
+    let left = Duration::from_millis(paused_until.saturating_sub(now_ms()));
+    tokio::select! {
+        _ = tokio::time::sleep(left) => Ok(()),
+        _ = unpaused => Ok(()),
+        _ = client.killed() => Err(Closed::Killed),
     }
 }
 
