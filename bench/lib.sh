@@ -98,6 +98,35 @@ stop() {
     unset "PID[$name]"
 }
 
+# info_field PORT SECTION FIELD: one field of a server's INFO section.
+info_field() { redis-cli -p "$1" info "$2" | tr -d '\r' | awk -F: -v f="$3" '$1 == f { print $2 }'; }
+
+# tiering_hits PORT: a tiered server's RAM hits and disk hits so far (0 0
+# from a server without them, e.g. redis-server).
+tiering_hits() {
+    local ram disk
+    ram=$(info_field "$1" tiering ram_hits)
+    disk=$(info_field "$1" tiering disk_hits)
+    echo "${ram:-0} ${disk:-0}"
+}
+
+# tiering_defaults: the datasets and key spreads of the tiering loads
+# (bench/tiering.sh, the flash-tiering study, bench/tiered-builds.sh) for
+# BUDGET_MB; any of them set beforehand is kept.
+tiering_defaults() {
+    # 1000 B values make a dataset 5x the budget; with 100 B values the
+    # keys' own index (RAM, always) caps the ratio lower.
+    KEYS_1000=${KEYS_1000:-$((BUDGET_MB * 5 * 1024 * 1024 / 1000))}
+    KEYS_100=${KEYS_100:-$((BUDGET_MB * 10 * 1024 * 1024 / 1000))}
+    # Gaussian standard deviation as a fraction of the key count, per size
+    # and target RAM hit ratio (calibrated on this machine; tables show
+    # the ratio measured).
+    SD_1000_85=${SD_1000_85:-0.03}
+    SD_1000_50=${SD_1000_50:-0.07}
+    SD_100_85=${SD_100_85:-0.07}
+    SD_100_50=${SD_100_50:-0.17}
+}
+
 port_of() { local v="PORT_$1"; echo "${!v}"; }
 
 # ops/s of one strata-bench run: port, then strata-bench options. The full

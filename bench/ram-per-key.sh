@@ -20,7 +20,6 @@ cd "$(dirname "$0")/.."
 source bench/lib.sh
 bench_setup ram-per-key
 
-info_field() { redis-cli -p "$1" info "$2" | tr -d '\r' | awk -F: -v f="$3" '$1 == f { print $2 }'; }
 
 # fill PORT KEYS SIZE: writes memtier-1 .. memtier-KEYS once each.
 fill() {

@@ -35,7 +35,6 @@ cd "$(dirname "$0")/.."
 source bench/lib.sh
 bench_setup soak
 
-info_field() { redis-cli -p "$1" info "$2" | tr -d '\r' | awk -F: -v f="$3" '$1 == f { print $2 }'; }
 
 # shellcheck disable=SC2086
 start soak strata --maxmemory "${BUDGET_MB}mb" --maxmemory-policy tiered $EXTRA_ARGS

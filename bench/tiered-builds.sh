@@ -34,10 +34,6 @@ TICK_US=$((1000000 / $(getconf CLK_TCK)))
 RESULTS=$WORK/results
 
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-hits() {
-    redis-cli -p "$1" info tiering | tr -d '\r' |
-        awk -F: '$1 == "ram_hits" { r = $2 } $1 == "disk_hits" { d = $2 } END { print r + 0, d + 0 }'
-}
 
 for n in "${!BUILDS[@]}"; do
     STRATA=${BUILDS[$n]} start "b$n" strata --maxmemory "${BUDGET_MB}mb" --maxmemory-policy tiered --save ""
@@ -54,11 +50,11 @@ for round in $(seq "$ROUNDS"); do
                 --key-stddev "$stddev" --key-minimum 1 --key-maximum "$KEYS" -d "$SIZE"
                 --distinct-client-seed --randomize --hide-histogram)
             "$BENCH" "${load[@]}" --test-time "$WARMUP" >/dev/null 2>&1
-            read -r ram0 disk0 < <(hits "$port")
+            read -r ram0 disk0 < <(tiering_hits "$port")
             before=$(cpu_ticks "${PID[b$n]}")
             "$BENCH" "${load[@]}" --test-time "$TEST_TIME" --json-out-file "$WORK/run.json" >/dev/null 2>&1
             after=$(cpu_ticks "${PID[b$n]}")
-            read -r ram1 disk1 < <(hits "$port")
+            read -r ram1 disk1 < <(tiering_hits "$port")
             python3 - "$WORK/run.json" "$n" "$sd" "$round" "$((ram1 - ram0))" "$((disk1 - disk0))" \
                 "$(((after - before) * TICK_US))" <<'PY' | tee -a "$RESULTS"
 import json, sys

@@ -27,23 +27,12 @@ BUDGET_MB=${BUDGET_MB:-256}
 SIZES=${SIZES:-"1000 100"}
 SECTIONS=${SECTIONS:-"load latency fio"}
 TARGETS=${TARGETS:-"85 50"}
-# Keys per value size: 1000 B values make a dataset 5x the budget; with
-# 100 B values the keys' own index (RAM, always) caps the ratio lower.
-KEYS_1000=${KEYS_1000:-$((BUDGET_MB * 5 * 1024 * 1024 / 1000))}
-KEYS_100=${KEYS_100:-$((BUDGET_MB * 10 * 1024 * 1024 / 1000))}
-# Gaussian standard deviation as a fraction of the key count, per size and
-# target hit ratio (calibrated on this machine; the measured ratio is what
-# the table shows).
-SD_1000_85=${SD_1000_85:-0.03}
-SD_1000_50=${SD_1000_50:-0.07}
-SD_100_85=${SD_100_85:-0.07}
-SD_100_50=${SD_100_50:-0.17}
 
 cd "$(dirname "$0")/.."
 source bench/lib.sh
+tiering_defaults
 bench_setup tiering
 
-info_field() { redis-cli -p "$1" info "$2" | tr -d '\r' | awk -F: -v f="$3" '$1 == f { print $2 }'; }
 
 # fill PORT KEYS SIZE: writes every key once, sequentially.
 fill() {

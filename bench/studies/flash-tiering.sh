@@ -34,26 +34,13 @@ BUDGET_MB=${BUDGET_MB:-256}
 SIZES=${SIZES:-1000 100}
 # SET:GET, memtier's --ratio.
 RATIOS=${RATIOS:-1:4 1:1}
-KEYS_1000=${KEYS_1000:-$((BUDGET_MB * 5 * 1024 * 1024 / 1000))}
-KEYS_100=${KEYS_100:-$((BUDGET_MB * 10 * 1024 * 1024 / 1000))}
-# Standard deviations, as a fraction of the keys, for ~85 % and ~50 %
-# RAM hits (calibrated on this machine, as bench/tiering.sh's).
-SD_1000_85=${SD_1000_85:-0.03}
-SD_1000_50=${SD_1000_50:-0.07}
-SD_100_85=${SD_100_85:-0.07}
-SD_100_50=${SD_100_50:-0.17}
 STUDY=flash-tiering
 OUT=docs/studies
 
 source bench/lib.sh
 source bench/studies/lib.sh
+tiering_defaults
 bench_setup "study-$STUDY"
-
-# hits PORT: the tiered server's RAM and disk hits so far.
-hits() {
-    redis-cli -p "$1" info tiering | tr -d '\r' |
-        awk -F: '$1 == "ram_hits" { r = $2 } $1 == "disk_hits" { d = $2 } END { print r + 0, d + 0 }'
-}
 
 for size in $SIZES; do
     keys_var=KEYS_$size
@@ -81,10 +68,10 @@ for size in $SIZES; do
                     if [ "$server" = tiered ] && [ "$WARMUP_SECONDS" -gt 0 ]; then
                         "$BENCH" "${load[@]}" --test-time "$WARMUP_SECONDS" >/dev/null 2>&1
                     fi
-                    before=$(hits "$port")
+                    before=$(tiering_hits "$port")
                     "$BENCH" "${load[@]}" --test-time "$SECONDS_PER_RUN" \
                         --json-out-file "$dir/$server.json" >/dev/null 2>&1
-                    echo "$before $(hits "$port")" >"$dir/$server.hits"
+                    echo "$before $(tiering_hits "$port")" >"$dir/$server.hits"
                     echo "round $round: $server, $size B, $ratio at ~$target % done" >&2
                 done
             done

@@ -163,8 +163,15 @@ pub fn svg(series: &[Series]) -> String {
 
     let top = 40.0;
     let panel = PANEL_HEIGHT + 80.0;
-    throughput_panel(&mut out, series, top, plot_width);
-    p99_panel(&mut out, series, top + panel, plot_width);
+    // Both time panels share one time axis: the longest run's seconds.
+    let seconds = series
+        .iter()
+        .map(|s| s.ops_per_sec.len())
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    throughput_panel(&mut out, series, top, plot_width, seconds);
+    p99_panel(&mut out, series, top + panel, plot_width, seconds);
     latency_panel(&mut out, series, top + 2.0 * panel, plot_width);
     legend(&mut out, series);
     out.push_str("</svg>\n");
@@ -173,13 +180,7 @@ pub fn svg(series: &[Series]) -> String {
 
 /// The top panel, from `top` down: throughput per second over time, one
 /// line per run.
-fn throughput_panel(out: &mut String, series: &[Series], top: f64, plot_width: f64) {
-    let seconds = series
-        .iter()
-        .map(|s| s.ops_per_sec.len())
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64;
+fn throughput_panel(out: &mut String, series: &[Series], top: f64, plot_width: f64, seconds: f64) {
     let ops_max = nice_ceiling(
         series
             .iter()
@@ -187,12 +188,7 @@ fn throughput_panel(out: &mut String, series: &[Series], top: f64, plot_width: f
             .fold(1.0, f64::max)
             * 1.05,
     );
-    let _ = writeln!(
-        out,
-        r#"<text x="{LEFT}" y="{}" font-size="15">Throughput (ops/sec) per second</text>"#,
-        top - 12.0
-    );
-    axes(out, top, plot_width);
+    frame(out, "Throughput (ops/sec) per second", top, plot_width);
     for i in 0..=5 {
         let value = ops_max * i as f64 / 5.0;
         let y = top + PANEL_HEIGHT - PANEL_HEIGHT * i as f64 / 5.0;
@@ -226,19 +222,8 @@ fn throughput_panel(out: &mut String, series: &[Series], top: f64, plot_width: f
 /// time, on a logarithmic axis (a stall's seconds-long replies and the
 /// usual milliseconds both show). A second without a figure breaks the
 /// line.
-fn p99_panel(out: &mut String, series: &[Series], top: f64, plot_width: f64) {
-    let _ = writeln!(
-        out,
-        r#"<text x="{LEFT}" y="{}" font-size="15">p99 latency (ms) per second</text>"#,
-        top - 12.0
-    );
-    axes(out, top, plot_width);
-    let seconds = series
-        .iter()
-        .map(|s| s.p99_per_sec.len())
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64;
+fn p99_panel(out: &mut String, series: &[Series], top: f64, plot_width: f64, seconds: f64) {
+    frame(out, "p99 latency (ms) per second", top, plot_width);
     let scale = LogScale::over(
         series
             .iter()
@@ -270,12 +255,7 @@ fn p99_panel(out: &mut String, series: &[Series], top: f64, plot_width: f64) {
 /// The bottom panel, from `top` down: latency by percentile, both axes
 /// logarithmic, so the rare slow requests get as much room as the median.
 fn latency_panel(out: &mut String, series: &[Series], top: f64, plot_width: f64) {
-    let _ = writeln!(
-        out,
-        r#"<text x="{LEFT}" y="{}" font-size="15">Latency (ms) by percentile</text>"#,
-        top - 12.0
-    );
-    axes(out, top, plot_width);
+    frame(out, "Latency (ms) by percentile", top, plot_width);
     let scale = LogScale::over(
         series
             .iter()
@@ -461,6 +441,17 @@ fn nice_ceiling(value: f64) -> f64 {
         .map(|m| m * magnitude)
         .find(|v| *v >= value)
         .unwrap_or(10.0 * magnitude)
+}
+
+/// A panel's title above it and its two axes.
+fn frame(out: &mut String, title: &str, top: f64, plot_width: f64) {
+    let _ = writeln!(
+        out,
+        r#"<text x="{LEFT}" y="{}" font-size="15">{}</text>"#,
+        top - 12.0,
+        escape(title)
+    );
+    axes(out, top, plot_width);
 }
 
 fn axes(out: &mut String, top: f64, plot_width: f64) {
