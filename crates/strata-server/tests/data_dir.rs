@@ -13,7 +13,7 @@ use common::*;
 /// stderr). Bounded by [`TIMEOUT`].
 fn check(dir: &Path, args: &[&str]) -> (i32, String) {
     run_bounded(
-        Command::new(env!("CARGO_BIN_EXE_strata-check"))
+        Command::new(strata_check())
             .args(args)
             .arg(dir.join("data")),
     )
@@ -385,7 +385,7 @@ fn save_empty_without_the_log_means_no_checkpoint_written_or_loaded() {
 fn strata_check_fix_asks_before_truncating() {
     let answer = |dir: &Path, text: &str| -> (i32, String) {
         use std::io::Write;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_strata-check"))
+        let mut child = Command::new(strata_check())
             .arg("--fix")
             .arg(dir.join("data"))
             .stdin(std::process::Stdio::piped())

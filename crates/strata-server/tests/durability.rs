@@ -42,7 +42,7 @@ fn segments(dir: &Path) -> Vec<PathBuf> {
 
 fn check(dir: &Path, extra: &[&str]) -> (i32, String) {
     run_bounded(
-        Command::new(env!("CARGO_BIN_EXE_strata-check"))
+        Command::new(strata_check())
             .args(extra)
             .arg(dir.join("data")),
     )

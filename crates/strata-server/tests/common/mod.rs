@@ -853,11 +853,63 @@ pub fn kill9_while_the_log_grows(server: TestServer, before: u64, growth: u64) -
     server.kill9()
 }
 
+/// The `strata-check` binary. It belongs to the engine crate, so cargo
+/// does not hand this package its path: it is built beside
+/// strata-server, in the same target directory and profile. `cargo test
+/// --workspace` builds it with the engine's tests; a run of this package
+/// alone (`cargo test -p strata-server`) builds it here, once.
+pub fn strata_check() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let server = PathBuf::from(env!("CARGO_BIN_EXE_strata-server"));
+            let check = server.with_file_name("strata-check");
+            if !check.exists() {
+                let profile_dir = server.parent().expect("the binary's directory");
+                let mut build = Command::new(env!("CARGO"));
+                build.args([
+                    "build",
+                    "--quiet",
+                    "-p",
+                    "strata-engine",
+                    "--bin",
+                    "strata-check",
+                ]);
+                if profile_dir
+                    .file_name()
+                    .is_some_and(|name| name == "release")
+                {
+                    build.arg("--release");
+                }
+                if let Some(target) = profile_dir.parent() {
+                    build.arg("--target-dir").arg(target);
+                }
+                // A build may compile the engine again (features unify per
+                // build): bounded, but by minutes rather than TIMEOUT.
+                let mut child = build.stdin(Stdio::null()).spawn().unwrap();
+                let deadline = Instant::now() + Duration::from_secs(900);
+                let status = loop {
+                    if let Some(status) = child.try_wait().unwrap() {
+                        break status;
+                    }
+                    if Instant::now() >= deadline {
+                        let _ = child.kill();
+                        panic!("building strata-check took more than 15 minutes");
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                };
+                assert!(status.success(), "building strata-check failed: {status}");
+            }
+            assert!(check.exists(), "no strata-check at {}", check.display());
+            check
+        })
+        .clone()
+}
+
 /// Whether `strata-check` finds a torn tail in `dir`'s log: a commit the
 /// kill cut in the middle, which recovery must drop whole.
 pub fn has_torn_tail(dir: &std::path::Path) -> bool {
-    let (code, output) =
-        run_bounded(Command::new(env!("CARGO_BIN_EXE_strata-check")).arg(dir.join("data")));
+    let (code, output) = run_bounded(Command::new(strata_check()).arg(dir.join("data")));
     assert!(code == 0 || code == 1, "strata-check: {output}");
     code == 1
 }
