@@ -368,7 +368,7 @@ fn cluster_role(server: &Arc<Node>, primary: Option<(String, u16)>) {
             crate::replication::link::start(server.clone(), host, port, link);
         }
         None => {
-            if replication.promote() {
+            if replication.promote(None) {
                 log_notice!("Cluster: this node is a primary now");
             }
         }

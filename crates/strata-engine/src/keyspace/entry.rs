@@ -45,7 +45,7 @@ use std::sync::OnceLock;
 
 use crate::keyspace::access;
 use crate::keyspace::thin::ThinBuf;
-use crate::storage::log;
+use crate::storage::group::GroupSlot;
 use crate::storage::record::{Draft, FLAG_INT, Kind, VALUE_HASH};
 use crate::tiering::tier::{LiveCounts, NO_LOC};
 use crate::types::hash::{self, FieldChange, HashRef, HashValue, Limits, Packed};
@@ -949,6 +949,8 @@ pub struct EntryMut<'a> {
     pub(crate) limits: Limits,
     /// The shard's hashes with field deadlines (see [`FieldsDue`]).
     pub(crate) fields_due: &'a mut FieldsDue,
+    /// The log group the change is appended to (the shard's).
+    pub(crate) group: &'a mut GroupSlot,
 }
 
 /// Hashes that have fields with deadlines, by their earliest: (deadline
@@ -970,7 +972,7 @@ impl EntryMut<'_> {
     pub fn set_value(self, db: usize, value: Value) {
         forget_loc(self.live, self.entry);
         self.entry.replace_value(value, self.limits);
-        log_image(db, self.entry);
+        log_image(self.group, db, self.entry);
     }
 }
 
@@ -1019,7 +1021,7 @@ impl EntryMut<'_> {
         };
         entry.set_flag(INT | SEEN | TRANSIENT, false);
         entry.set_flag(RAW, true);
-        log::append(&Draft {
+        self.group.append(&Draft {
             kind: Kind::SetRange,
             db: db as u16,
             aux: offset as u64,
@@ -1098,7 +1100,7 @@ impl EntryMut<'_> {
             let start = entry.value_at();
             if let Some(len) = hash::change_packed_in_place(&mut entry.buf, start, changes, limits)
             {
-                log_field_changes(db, entry.key(), changes);
+                log_field_changes(self.group, db, entry.key(), changes);
                 return HashChanged { len };
             }
         }
@@ -1138,9 +1140,9 @@ impl EntryMut<'_> {
                 .iter()
                 .map(|name| FieldChange::Remove(name))
                 .collect();
-            log_field_changes(db, entry.key(), &removals);
+            log_field_changes(self.group, db, entry.key(), &removals);
         }
-        log_field_changes(db, entry.key(), changes);
+        log_field_changes(self.group, db, entry.key(), changes);
         if let Some(deadline) = next_deadline {
             self.fields_due
                 .insert((deadline, db as u16, entry.key().into()));
@@ -1184,7 +1186,7 @@ impl EntryMut<'_> {
             _ => unreachable!("an operation on another type: commands check the type first"),
         };
         let applied = apply(boxed);
-        log_op(db, entry.key(), (kind, value_type, aux), encode);
+        log_op(self.group, db, entry.key(), (kind, value_type, aux), encode);
         applied
     }
 }
@@ -1192,16 +1194,17 @@ impl EntryMut<'_> {
 /// Logs one collection operation record for `key`, its payload made by
 /// `encode` (only when a log or a feed reads it).
 pub(crate) fn log_op(
+    group: &mut GroupSlot,
     db: usize,
     key: &[u8],
     (kind, value_type, aux): (Kind, u8, u64),
     encode: impl FnOnce(&mut Vec<u8>),
 ) {
     let mut payload = Vec::new();
-    if log::encoding() {
+    if group.encoding() {
         encode(&mut payload);
     }
-    log::append(&Draft {
+    group.append(&Draft {
         kind,
         db: db as u16,
         aux,
@@ -1214,7 +1217,12 @@ pub(crate) fn log_op(
 
 /// Logs `changes` to the hash at `key`: runs of puts as one HASH_PUT
 /// record, runs of removals as one HASH_DEL record, in order.
-pub(crate) fn log_field_changes(db: usize, key: &[u8], changes: &[FieldChange]) {
+pub(crate) fn log_field_changes(
+    group: &mut GroupSlot,
+    db: usize,
+    key: &[u8],
+    changes: &[FieldChange],
+) {
     let mut payload = Vec::new();
     let mut rest = changes;
     while let Some(first) = rest.first() {
@@ -1226,7 +1234,7 @@ pub(crate) fn log_field_changes(db: usize, key: &[u8], changes: &[FieldChange]) 
         payload.clear();
         hash::encode_run(&rest[..run], &mut payload);
         let kind = if put { Kind::HashPut } else { Kind::HashDel };
-        log::append(&Draft {
+        group.append(&Draft {
             kind,
             db: db as u16,
             aux: 0,
@@ -1246,15 +1254,15 @@ pub(crate) fn forget_loc(live: &mut LiveCounts, entry: &mut Entry) {
 }
 
 /// Logs the full current image of `entry` (a SET record).
-pub(crate) fn log_image(db: usize, entry: &Entry) {
+pub(crate) fn log_image(group: &mut GroupSlot, db: usize, entry: &Entry) {
     let mut scratch = Vec::new();
     // Nothing takes the record (no log, no feed subscriber): only its key
     // counts, and a collection's image would be built for nothing.
-    let payload = match log::encoding() {
+    let payload = match group.encoding() {
         true => entry.image(&mut scratch),
         false => &[],
     };
-    log::append(&Draft {
+    group.append(&Draft {
         kind: Kind::Set,
         db: db as u16,
         aux: entry.deadline(),
@@ -1302,11 +1310,13 @@ mod tests {
     fn change(entry: &mut Entry, change: impl FnOnce(EntryMut)) {
         let mut live = LiveCounts::default();
         let mut fields_due = FieldsDue::new();
+        let mut group = GroupSlot::default();
         change(EntryMut {
             entry,
             live: &mut live,
             limits: limits(),
             fields_due: &mut fields_due,
+            group: &mut group,
         });
     }
 
@@ -1470,11 +1480,13 @@ mod layout_tests {
         let mut live = crate::tiering::tier::LiveCounts::default();
         live.add(99);
         let mut fields_due = FieldsDue::new();
+        let mut group = GroupSlot::default();
         let handle = EntryMut {
             entry: &mut entry,
             live: &mut live,
             limits: Limits::default(),
             fields_due: &mut fields_due,
+            group: &mut group,
         };
         assert_eq!(handle.write_at(0, 1500, b"end"), 1503);
         assert!(entry.out_bytes().is_some());

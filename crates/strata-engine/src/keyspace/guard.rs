@@ -1,6 +1,7 @@
 //! Locked shards ([`ShardGuard`], [`ShardSet`]): the changes made through
-//! them collect in the thread's log group, committed as one group when the
-//! guard drops, before the locks are released.
+//! them collect in the log group the guard owns (`storage::group`),
+//! committed as one group when the guard drops, before the locks are
+//! released.
 
 use std::ops::{Deref, DerefMut};
 
@@ -10,7 +11,8 @@ use crate::keyspace::commit::Commit;
 use crate::keyspace::key::SHARD_BITS;
 use crate::keyspace::shard::Shard;
 use crate::keyspace::undo::{Undo, UndoFull};
-use crate::storage::log::{self, Sink};
+use crate::storage::group::{Group, GroupSlot};
+use crate::storage::log::Sink;
 use crate::tiering::tier;
 
 thread_local! {
@@ -33,7 +35,7 @@ pub(crate) fn count_shard_lock() {
 /// Where a lock set takes its shards from: the keyspace. A trait, so that
 /// lock sets (made by the keyspace) do not name the keyspace in turn.
 pub(crate) trait ShardSource: Sync {
-    /// Locks shard `index` with this thread's log group open.
+    /// Locks shard `index` with a log group of its own.
     fn lock_index(&self, index: usize) -> ShardGuard<'_>;
     /// Locks shard `index` (waiting for it, or not at all when `wait` is
     /// false and it is busy), counted and noted as possibly changing.
@@ -43,8 +45,9 @@ pub(crate) trait ShardSource: Sync {
 }
 
 /// One locked shard. While it is held, the records of the changes made
-/// through it collect in this thread's log group, committed as one group
-/// when the guard drops — before the lock is released.
+/// through it collect in its log group (lent to the shard's
+/// [`GroupSlot`]), committed as one group when the guard drops — before
+/// the lock is released.
 pub struct ShardGuard<'a> {
     pub(crate) guard: MutexGuard<'a, Shard>,
     pub(crate) sink: Sink<'a>,
@@ -71,20 +74,37 @@ impl Drop for ShardGuard<'_> {
     }
 }
 
+impl<'a> ShardGuard<'a> {
+    /// Shard `index`, locked as `guard`, with `group` for what `sink`
+    /// takes.
+    pub(crate) fn new(
+        mut guard: MutexGuard<'a, Shard>,
+        (sink, group): (Sink<'a>, Box<Group>),
+        index: usize,
+    ) -> Self {
+        guard.group.lend(group);
+        ShardGuard { guard, sink, index }
+    }
+}
+
 impl ShardGuard<'_> {
-    /// Commits the changes made through this guard (if this closes the
-    /// thread's outermost group).
+    /// Commits the changes made through this guard.
     fn close(&mut self) -> Commit {
         let sink = std::mem::replace(&mut self.sink, Sink::closed());
-        if !sink.open {
+        let Some(group) = self.guard.group.take() else {
             return Commit::default();
-        }
+        };
         if sink.log.is_some() && self.guard.tier.places() {
             let shard = &mut *self.guard;
-            log::group_close(sink, Some(&mut |record, loc| shard.place(record, loc)))
+            group.commit(sink, Some(&mut |record, loc| shard.place(record, loc)))
         } else {
-            log::group_close(sink, None)
+            group.commit(sink, None)
         }
+    }
+
+    /// The log group of the changes made so far.
+    fn group(&self) -> Option<&Group> {
+        self.guard.group.get()
     }
 
     /// Commits and unlocks; returns the LSN of the last record logged and
@@ -96,15 +116,40 @@ impl ShardGuard<'_> {
 
 /// Several shards locked together, in ascending index order. Everything
 /// changed through them is one log group: all or nothing after a crash.
+/// The group rests in `group` and is lent to the shard the set last
+/// handed out ([`ShardSet::shard_at`]), whose changes it then takes.
 pub struct ShardSet<'a> {
-    pub(crate) indices: Vec<usize>,
-    pub(crate) guards: Vec<MutexGuard<'a, Shard>>,
-    pub(crate) sink: Sink<'a>,
+    indices: Vec<usize>,
+    guards: Vec<MutexGuard<'a, Shard>>,
+    sink: Sink<'a>,
+    group: GroupSlot,
+    /// The position in `guards` of the shard the group is lent to.
+    lent_to: Option<usize>,
 }
 
 impl Drop for ShardSet<'_> {
     fn drop(&mut self) {
         self.close();
+    }
+}
+
+impl<'a> ShardSet<'a> {
+    /// The shards `indices` (ascending), locked as `guards`, with `group`
+    /// for what `sink` takes.
+    pub(crate) fn new(
+        indices: Vec<usize>,
+        guards: Vec<MutexGuard<'a, Shard>>,
+        (sink, group): (Sink<'a>, Box<Group>),
+    ) -> Self {
+        let mut slot = GroupSlot::default();
+        slot.lend(group);
+        ShardSet {
+            indices,
+            guards,
+            sink,
+            group: slot,
+            lent_to: None,
+        }
     }
 }
 
@@ -115,17 +160,67 @@ impl ShardSet<'_> {
         self.close()
     }
 
+    /// The set's log group, taken back from the shard it was lent to:
+    /// for changes that belong to no one shard (a flush, metadata).
+    pub(crate) fn group_mut(&mut self) -> &mut GroupSlot {
+        if let Some(position) = self.lent_to.take()
+            && let Some(group) = self.guards[position].group.take()
+        {
+            self.group.lend(group);
+        }
+        &mut self.group
+    }
+
+    /// The log group of the changes made so far.
+    fn group(&self) -> Option<&Group> {
+        match self.lent_to {
+            Some(position) => self.guards[position].group.get(),
+            None => self.group.get(),
+        }
+    }
+
+    /// How many shards the set holds.
+    pub(crate) fn len(&self) -> usize {
+        self.guards.len()
+    }
+
+    /// The index of the shard at `position` (of those held, ascending).
+    pub(crate) fn index_at(&self, position: usize) -> usize {
+        self.indices[position]
+    }
+
+    /// The shard at `position` (of those held, in ascending order), with
+    /// the set's log group lent to it, so that its changes join the set's
+    /// group.
+    pub(crate) fn shard_at(&mut self, position: usize) -> &mut Shard {
+        if self.lent_to != Some(position)
+            && let Some(group) = self.group_mut().take()
+        {
+            self.guards[position].group.lend(group);
+            self.lent_to = Some(position);
+        }
+        &mut self.guards[position]
+    }
+
+    /// Every shard held, for a change that does not log per shard (a
+    /// flush takes their tables; SWAPDB swaps them): the group stays with
+    /// the set.
+    pub(crate) fn shards_unlogged(&mut self) -> impl Iterator<Item = &mut Shard> {
+        self.group_mut();
+        self.guards.iter_mut().map(|guard| &mut **guard)
+    }
+
     fn close(&mut self) -> Commit {
         let sink = std::mem::replace(&mut self.sink, Sink::closed());
-        if !sink.open {
+        let Some(group) = self.group_mut().take() else {
             return Commit::default();
-        }
+        };
         let places = self.guards.first().is_some_and(|g| g.tier.places());
         if sink.log.is_none() || !places {
-            return log::group_close(sink, None);
+            return group.commit(sink, None);
         }
         let (indices, guards) = (&self.indices, &mut self.guards);
-        log::group_close(
+        group.commit(
             sink,
             Some(&mut |record, loc| {
                 if let Some(placed) = tier::placed(record) {
@@ -147,7 +242,7 @@ impl<'a> ShardSet<'a> {
             .indices
             .binary_search(&shard)
             .expect("shard was locked");
-        &mut self.guards[position]
+        self.shard_at(position)
     }
 
     /// Whether shard `shard` is among those held.
@@ -172,6 +267,8 @@ impl<'a> ShardSet<'a> {
         let Some(guard) = keyspace.take_shard(shard, wait) else {
             return false;
         };
+        // Positions move: the group comes back to the set first.
+        self.group_mut();
         self.indices.insert(position, shard);
         self.guards.insert(position, guard);
         true
@@ -207,7 +304,7 @@ impl Drop for Locked<'_> {
     /// process ends before its group is written, and recovery finds the
     /// data as it was before the run.
     fn drop(&mut self) {
-        if !self.pinned || !std::thread::panicking() || !crate::storage::log::group_dirty() {
+        if !self.pinned || !std::thread::panicking() || !self.group().is_some_and(Group::is_dirty) {
             return;
         }
         if self.undo() {
@@ -302,12 +399,38 @@ impl<'a> Locked<'a> {
         skip: usize,
         f: impl FnMut(crate::storage::record::Kind, u16, &[u8]),
     ) {
-        crate::storage::log::with_pending_changes(skip, f);
+        let Some(group) = self.group() else {
+            return;
+        };
+        let mut f = f;
+        for (kind, db, key) in group.changed().iter().skip(skip) {
+            f(kind, db, key);
+        }
     }
 
     /// How many changes [`Locked::pending_changes`] would see now.
     pub fn pending_count(&self) -> usize {
-        crate::storage::log::pending_count()
+        self.group().map_or(0, |group| group.changed().len())
+    }
+
+    /// The log group of the changes made so far under these locks.
+    fn group(&self) -> Option<&Group> {
+        match &self.held {
+            Held::Nothing => None,
+            Held::One(guard) => guard.group(),
+            Held::Many(set) => set.group(),
+        }
+    }
+
+    /// Adds a replication position record (`repl_position`) to the
+    /// group of these locks, committed with it; false when they hold no
+    /// shard yet (and so have no group).
+    pub fn append_position(&mut self, image: &[u8]) -> bool {
+        match &mut self.held {
+            Held::Nothing => false,
+            Held::One(guard) => guard.guard.group.append_position(image),
+            Held::Many(set) => set.group_mut().append_position(image),
+        }
     }
 
     /// Commits what the command changed and unlocks; returns the LSN of

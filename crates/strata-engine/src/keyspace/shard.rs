@@ -12,7 +12,7 @@ use crate::keyspace::entry::{
 };
 use crate::keyspace::key::{KeyHasher, KeyRef, slot_hash};
 use crate::keyspace::table::{ExpiryIndex, Table, Tables};
-use crate::storage::log;
+use crate::storage::group::GroupSlot;
 use crate::storage::record::{Draft, FLAG_EMPTIED, FLAG_EXPIRED, FLAG_NEW, Kind};
 use crate::tiering::tier::{self, LiveCounts, Tier};
 use crate::types::collection::{Collection, Typed};
@@ -27,6 +27,7 @@ pub(crate) fn lookup<'t>(
     live: &mut LiveCounts,
     expired_keys: &mut u64,
     tier: &Tier,
+    group: &mut GroupSlot,
     db: usize,
     key: KeyRef,
     now_ms: u64,
@@ -45,7 +46,9 @@ pub(crate) fn lookup<'t>(
     let (mut expired, _) = found.remove();
     forget_deadline(&mut table.expiring, &expired);
     unlink(live, tier, &mut expired);
-    log::with_cause(FLAG_EXPIRED, || log_del(db, expired.key()));
+    let before = group.add_cause(FLAG_EXPIRED);
+    log_del(group, db, expired.key());
+    group.restore_cause(before);
     *expired_keys += 1;
     None
 }
@@ -59,14 +62,14 @@ pub(crate) fn unlink(live: &mut LiveCounts, tier: &Tier, entry: &mut Entry) {
 }
 
 /// Logs that `key` no longer exists in `db`.
-pub(crate) fn log_del(db: usize, key: &[u8]) {
-    log_del_as(db, key, 0);
+pub(crate) fn log_del(group: &mut GroupSlot, db: usize, key: &[u8]) {
+    log_del_as(group, db, key, 0);
 }
 
 /// [`log_del`], `aux` 1 when the deletion is an UNLINK (see
 /// [`Shard::remove_unlinked`]).
-fn log_del_as(db: usize, key: &[u8], aux: u64) {
-    log::append(&Draft {
+fn log_del_as(group: &mut GroupSlot, db: usize, key: &[u8], aux: u64) {
+    group.append(&Draft {
         kind: Kind::Del,
         db: db as u16,
         aux,
@@ -78,8 +81,8 @@ fn log_del_as(db: usize, key: &[u8], aux: u64) {
 }
 
 /// Logs a database-level change (FLUSHDB, FLUSHALL, SWAPDB).
-pub(crate) fn log_db_change(kind: Kind, db: usize, aux: u64) {
-    log::append(&Draft {
+pub(crate) fn log_db_change(group: &mut GroupSlot, kind: Kind, db: usize, aux: u64) {
+    group.append(&Draft {
         kind,
         db: db as u16,
         aux,
@@ -185,6 +188,9 @@ pub struct Shard {
     /// Shard 0 only: server state kept beside the keyspace, by name
     /// ([`Kind::Meta`] records; [`Keyspace::update_meta_in`](crate::Keyspace::update_meta_in)).
     pub(crate) meta: std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
+    /// The log group of the lock set that handed this shard out, which
+    /// every change made through it appends to (`storage::group`).
+    pub(crate) group: GroupSlot,
 }
 
 /// Where a part of the keyspace's RAM goes, as counted by walking it
@@ -229,6 +235,7 @@ impl Shard {
             touched: 1,
             census_seen: 0,
             meta: std::collections::BTreeMap::new(),
+            group: GroupSlot::default(),
         }
     }
 
@@ -350,11 +357,13 @@ impl Shard {
         if !due {
             return;
         }
-        let left = log::with_cause(FLAG_EXPIRED, || entry.change_hash(db, &[], now_ms).len);
+        let before = entry.group.add_cause(FLAG_EXPIRED);
+        let left = entry.change_hash(db, &[], now_ms).len;
         if left == 0 {
             // Deleted by the expiry (the feed tells `del` after `hexpired`).
-            log::with_cause(FLAG_EXPIRED, || self.remove(db, key, now_ms));
+            self.remove(db, key, now_ms);
         }
+        self.group.restore_cause(before);
     }
 
     /// [`Shard::get_typed`] without lazy field expiry.
@@ -372,6 +381,7 @@ impl Shard {
             &mut self.live,
             &mut self.expired_keys,
             tier,
+            &mut self.group,
             db,
             key,
             now_ms,
@@ -413,6 +423,7 @@ impl Shard {
             live: &mut self.live,
             limits: self.hash_limits.get(),
             fields_due: &mut self.fields_due,
+            group: &mut self.group,
         }))
     }
 
@@ -436,6 +447,7 @@ impl Shard {
             &mut self.live,
             &mut self.expired_keys,
             &self.tier,
+            &mut self.group,
             db,
             key,
             now_ms,
@@ -495,7 +507,7 @@ impl Shard {
                 Value::owned(Vec::new()),
                 (None, false),
                 now_ms,
-                |_, _| {},
+                |_, _, _| {},
             );
         }
         match self.get_as::<crate::types::collection::Str>(db, key, now_ms) {
@@ -528,7 +540,7 @@ impl Shard {
         value: Value,
         (expire_at_ms, keep_ttl): (Option<u64>, bool),
         now_ms: u64,
-        log: impl FnOnce(usize, &Entry),
+        log: impl FnOnce(&mut GroupSlot, usize, &Entry),
     ) {
         // A hash arriving whole (created, renamed, copied, moved, loaded)
         // with field deadlines joins the active expiry queue.
@@ -562,7 +574,7 @@ impl Shard {
                 if expired {
                     self.expired_keys += 1;
                 }
-                log(db, entry);
+                log(&mut self.group, db, entry);
             }
             hashbrown::hash_table::Entry::Vacant(vacant) => {
                 let deadline = if keep_ttl {
@@ -577,7 +589,9 @@ impl Shard {
                 let inserted = vacant.insert(Entry::new(
                     key.bytes, value, deadline, limits, now_ms, loc_field,
                 ));
-                log::with_cause(FLAG_NEW, || log(db, inserted.get()));
+                let before = self.group.add_cause(FLAG_NEW);
+                log(&mut self.group, db, inserted.get());
+                self.group.restore_cause(before);
             }
         }
     }
@@ -606,18 +620,22 @@ impl Shard {
         forget_deadline(&mut table.expiring, &entry);
         unlink(&mut self.live, &self.tier, &mut entry);
         if entry.is_expired(now_ms) {
-            log::with_cause(FLAG_EXPIRED, || log_del(db, entry.key()));
+            let before = self.group.add_cause(FLAG_EXPIRED);
+            log_del(&mut self.group, db, entry.key());
+            self.group.restore_cause(before);
             self.expired_keys += 1;
             return None;
         }
-        log_del_as(db, entry.key(), aux);
+        log_del_as(&mut self.group, db, entry.key(), aux);
         Some(entry)
     }
 
     /// Deletes `key`, a collection the change just made to it emptied (see
     /// `record::FLAG_EMPTIED`).
     pub fn remove_emptied(&mut self, db: usize, key: KeyRef, now_ms: u64) {
-        log::with_cause(FLAG_EMPTIED, || self.remove(db, key, now_ms));
+        let before = self.group.add_cause(FLAG_EMPTIED);
+        self.remove(db, key, now_ms);
+        self.group.restore_cause(before);
     }
 
     /// A committed record landed at `loc`: a SET's entry takes the
@@ -691,7 +709,7 @@ impl Shard {
             .expect("looked up above");
         let deadline = expire_at_ms.unwrap_or(0);
         set_deadline(&mut table.expiring, entry, deadline);
-        log::append(&Draft {
+        self.group.append(&Draft {
             kind: Kind::Expire,
             db: db as u16,
             aux: deadline,
@@ -727,7 +745,9 @@ impl Shard {
                 if let Ok(found) = table.entries.find_entry(hash, |e| e.key() == &*key) {
                     let (mut entry, _) = found.remove();
                     unlink(&mut self.live, &self.tier, &mut entry);
-                    log::with_cause(FLAG_EXPIRED, || log_del(db, &key));
+                    let before = self.group.add_cause(FLAG_EXPIRED);
+                    log_del(&mut self.group, db, &key);
+                    self.group.restore_cause(before);
                     removed += 1;
                 }
             }
@@ -799,7 +819,9 @@ impl Shard {
                 }
                 continue;
             }
-            let left = log::with_cause(FLAG_EXPIRED, || entry.change_hash(db, &[], now_ms).len);
+            let before = entry.group.add_cause(FLAG_EXPIRED);
+            let left = entry.change_hash(db, &[], now_ms).len;
+            self.group.restore_cause(before);
             if left == 0 {
                 // The hash's last fields expired: the key is deleted (a
                 // plain DEL after the expired fields' HASH_DEL).
@@ -926,7 +948,7 @@ impl Shard {
                     && let Some(loc) = entry.loc()
                     && dying.contains(&tier::loc_segment(loc))
                 {
-                    log_image(db, entry);
+                    log_image(&mut self.group, db, entry);
                     bytes += entry.image_len() as u64;
                 }
             }
@@ -970,7 +992,7 @@ impl Shard {
                 }
                 self.tier.stats.cold_keys.fetch_sub(1, Relaxed);
             }
-            log_image(d, entry);
+            log_image(&mut self.group, d, entry);
             return true;
         }
         false
@@ -1135,8 +1157,8 @@ impl Shard {
         now_ms: u64,
     ) -> Option<C::Changed> {
         let (value, changed) = C::created_by(op)?;
-        self.store(db, key, value, (None, false), now_ms, |db, entry| {
-            C::log_created(db, entry.key(), op)
+        self.store(db, key, value, (None, false), now_ms, |group, db, entry| {
+            C::log_created(group, db, entry.key(), op)
         });
         Some(changed)
     }

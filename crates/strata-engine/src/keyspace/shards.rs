@@ -34,9 +34,11 @@
 //! `docs/tiering.md` and the `tier` module.
 //!
 //! Logging: every method that changes an entry appends the change's record
-//! (a full SET image, DEL, EXPIRE, or a database-level record) to the
-//! calling thread's log group, and the lock guards ([`ShardGuard`],
-//! [`ShardSet`]) commit that group when they drop, before unlocking. So no
+//! (a full SET image, DEL, EXPIRE, or a database-level record) to the log
+//! group of the lock set that handed the shard out (`storage::group`: the
+//! group is lent to the shard's `group` slot), and the lock sets
+//! ([`ShardGuard`], [`ShardSet`]) commit that group when they drop, before
+//! unlocking. So no
 //! command can change data without logging it, and a multi-key command's
 //! records are one all-or-nothing group. Recovery and checkpoints lock
 //! shards without a group (`lock_unlogged`) and log nothing. The hash seed
@@ -52,7 +54,8 @@ use parking_lot::{Mutex, MutexGuard};
 use crate::feed::{Feed, Subscription};
 use crate::glob;
 use crate::keyspace::shard::log_db_change;
-use crate::storage::log::{self, Log, Sink};
+use crate::storage::group::Group;
+use crate::storage::log::{Log, Sink};
 use crate::storage::record::Kind;
 use crate::tiering::tier::Tier;
 
@@ -251,30 +254,28 @@ impl Keyspace {
         self.log.get()
     }
 
-    /// Opens this thread's group for a command's changes: their records
-    /// go to the log and the change feed when either takes them, and the
-    /// keys changed come back from the commit ([`crate::keyspace::commit::Commit`]).
-    pub(crate) fn open_group(&self) -> Sink<'_> {
+    /// A group for a command's changes: their records go to the log and
+    /// the change feed when either takes them, and the keys changed come
+    /// back from the commit ([`crate::keyspace::commit::Commit`]).
+    pub(crate) fn open_group(&self) -> (Sink<'_>, Box<Group>) {
         let sink = Sink {
             log: self.change_log().map(|log| &**log),
             feed: Some(&self.feed).filter(|feed| feed.is_active()),
-            open: true,
         };
-        log::group_open(&sink, true);
-        sink
+        let group = Group::open(&sink, true);
+        (sink, group)
     }
 
-    /// Opens this thread's group for value images that let values leave
-    /// RAM (eviction, compaction): into the log or the cache store, never
-    /// to the change feed, not listed as changes (no data changes).
-    pub(crate) fn open_tier_group(&self) -> Sink<'_> {
+    /// A group for value images that let values leave RAM (eviction,
+    /// compaction): into the log or the cache store, never to the change
+    /// feed, not listed as changes (no data changes).
+    pub(crate) fn open_tier_group(&self) -> (Sink<'_>, Box<Group>) {
         let sink = Sink {
             log: self.log.get().map(|log| &**log),
             feed: None,
-            open: true,
         };
-        log::group_open(&sink, false);
-        sink
+        let group = Group::open(&sink, false);
+        (sink, group)
     }
 
     /// Subscribes to the change feed (see [`crate::feed`]): every group of
@@ -326,12 +327,7 @@ impl Keyspace {
     }
 
     pub(crate) fn lock_index(&self, index: usize) -> ShardGuard<'_> {
-        let guard = self.take_shard(index);
-        ShardGuard {
-            guard,
-            sink: self.open_group(),
-            index,
-        }
+        ShardGuard::new(self.take_shard(index), self.open_group(), index)
     }
 
     pub fn db_count(&self) -> usize {
@@ -388,11 +384,7 @@ impl Keyspace {
         indices.sort_unstable();
         indices.dedup();
         let guards = indices.iter().map(|&i| self.take_shard(i)).collect();
-        ShardSet {
-            indices,
-            guards,
-            sink: self.open_group(),
-        }
+        ShardSet::new(indices, guards, self.open_group())
     }
 
     /// Locks the shards `indices` (ascending) for eviction. Moving values
@@ -419,25 +411,18 @@ impl Keyspace {
                 }
             })
             .collect();
-        ShardSet {
-            indices,
-            guards,
-            sink: if data_changes {
-                self.open_group()
-            } else {
-                self.open_tier_group()
-            },
-        }
+        let group = if data_changes {
+            self.open_group()
+        } else {
+            self.open_tier_group()
+        };
+        ShardSet::new(indices, guards, group)
     }
 
     /// Locks every shard, in ascending order.
     pub fn lock_all(&self) -> ShardSet<'_> {
         let guards = (0..SHARD_COUNT).map(|i| self.take_shard(i)).collect();
-        ShardSet {
-            indices: (0..SHARD_COUNT).collect(),
-            guards,
-            sink: self.open_group(),
-        }
+        ShardSet::new((0..SHARD_COUNT).collect(), guards, self.open_group())
     }
 
     pub fn dbsize(&self, db: usize) -> usize {
@@ -570,11 +555,11 @@ impl Keyspace {
         }
         let key = self.key(key);
         let db_count = self.db_count;
-        let mut guard = ShardGuard {
-            guard: self.take_shard(key.shard()),
-            sink: self.open_tier_group(),
-            index: key.shard(),
-        };
+        let mut guard = ShardGuard::new(
+            self.take_shard(key.shard()),
+            self.open_tier_group(),
+            key.shard(),
+        );
         guard.relocate(db_count, db, key, loc, payload)
     }
 
@@ -657,11 +642,7 @@ impl Keyspace {
             return;
         }
         for index in 0..SHARD_COUNT {
-            let mut guard = ShardGuard {
-                guard: self.take_shard(index),
-                sink: self.open_tier_group(),
-                index,
-            };
+            let mut guard = ShardGuard::new(self.take_shard(index), self.open_tier_group(), index);
             let bytes = guard.relocate_in(dying);
             drop(guard);
             if bytes > 0 {
@@ -739,8 +720,8 @@ impl Keyspace {
     /// returned is empty), locked here otherwise.
     pub fn flush_db_in(&self, held: Option<&mut ShardSet<'_>>, db: usize) -> (Flushed, Commit) {
         self.with_all(held, |all| {
-            log_db_change(Kind::FlushDb, db, 0);
-            Flushed(all.guards.iter_mut().map(|s| s.take_table(db)).collect())
+            log_db_change(all.group_mut(), Kind::FlushDb, db, 0);
+            Flushed(all.shards_unlogged().map(|s| s.take_table(db)).collect())
         })
     }
 
@@ -763,9 +744,9 @@ impl Keyspace {
         under_locks: impl FnOnce(),
     ) -> (Flushed, Commit) {
         let (flushed, commit) = self.with_all(held, |all| {
-            log_db_change(Kind::FlushAll, client_db, 0);
+            log_db_change(all.group_mut(), Kind::FlushAll, client_db, 0);
             let mut removed = Vec::new();
-            for shard in all.guards.iter_mut() {
+            for shard in all.shards_unlogged() {
                 for db in 0..shard.tables.len() {
                     removed.push(shard.take_table(db));
                 }
@@ -819,8 +800,8 @@ impl Keyspace {
     /// [`Keyspace::swap_db`]; `held` as for [`Keyspace::flush_db_in`].
     pub fn swap_db_in(&self, held: Option<&mut ShardSet<'_>>, a: usize, b: usize) -> Commit {
         self.with_all(held, |all| {
-            log_db_change(Kind::SwapDb, a, b as u64);
-            for shard in all.guards.iter_mut() {
+            log_db_change(all.group_mut(), Kind::SwapDb, a, b as u64);
+            for shard in all.shards_unlogged() {
                 shard.swap_dbs(a, b);
             }
         })
@@ -851,10 +832,12 @@ impl Keyspace {
         f: impl FnOnce(Metas<'_>) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, R), E>,
     ) -> Result<(R, Commit), E> {
         let (result, commit) = self.with_all(held, |all| {
-            let shard = &mut all.guards[0];
+            let shard = all.shard_at(0);
             let (images, result) = f(Metas(&shard.meta))?;
             for (name, image) in &images {
-                crate::storage::log::append(&crate::storage::record::Draft::meta(name, image));
+                shard
+                    .group
+                    .append(&crate::storage::record::Draft::meta(name, image));
                 shard.set_meta(name, image);
             }
             Ok(result)
@@ -913,15 +896,11 @@ impl Keyspace {
                     return 0;
                 }
                 // Peeked: a shard with nothing due keeps its census.
-                let mut shard = ShardGuard {
-                    guard: self.peek_shard(i),
-                    sink: self.open_group(),
-                    index: i,
-                };
-                let removed = crate::storage::log::with_cause(
-                    crate::storage::record::FLAG_BACKGROUND,
-                    || shard.guard.expire_due(now_ms, budget_per_shard),
-                );
+                let mut shard = ShardGuard::new(self.peek_shard(i), self.open_group(), i);
+                shard
+                    .group
+                    .add_cause(crate::storage::record::FLAG_BACKGROUND);
+                let removed = shard.guard.expire_due(now_ms, budget_per_shard);
                 // Under the lock: a command locking the shard after this
                 // clears it again.
                 hint.store(shard.guard.next_due_ms().max(1), Relaxed);
@@ -1201,19 +1180,19 @@ impl Keyspace {
         }
     }
 
-    /// Commits `image` as the replication position, alone (empty: there
-    /// is none); inside a lock hold of this thread (a command, EXEC), with
-    /// the rest of its group. Nothing without a log of changes.
-    pub fn save_replication_position(&self, image: &[u8]) -> Commit {
+    /// Commits `image` as the replication position (empty: there is
+    /// none): with the rest of `held`'s group when the caller runs under
+    /// locks that hold a shard (a command, EXEC), alone otherwise.
+    /// Nothing without a log of changes.
+    pub fn save_replication_position(&self, held: Option<&mut Locked>, image: &[u8]) -> Commit {
         let Some(_) = self.change_log() else {
             return Commit::default();
         };
-        if log::group_is_open() {
-            log::append_position(image);
+        if held.is_some_and(|held| held.append_position(image)) {
             return Commit::default();
         }
-        let guard = self.lock_index(0);
-        crate::storage::log::append_position(image);
+        let mut guard = self.lock_index(0);
+        guard.group.append_position(image);
         guard.commit()
     }
 }

@@ -46,6 +46,65 @@ fn a_command_runs_under_the_locks_of_its_declared_keys() {
     assert!(ks.lock(a).contains(0, a, 0) && ks.lock(c).contains(0, c, 0));
 }
 
+/// A lock set owns one log group, lent to whichever of its shards it
+/// hands out: changes made through several shards, in any order, and
+/// through a shard added later (escalation moves the others' positions),
+/// are one commit listing every change in the order made.
+#[test]
+fn a_lock_set_s_changes_form_one_group_whichever_shard_they_touch() {
+    let ks = Keyspace::new(1);
+    // Three keys of three shards, in ascending shard order.
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    let mut shards = HashSet::new();
+    for i in 0.. {
+        let bytes = format!("k{i}").into_bytes();
+        if shards.insert(ks.key(&bytes).shard()) {
+            keys.push(bytes);
+            if keys.len() == 3 {
+                break;
+            }
+        }
+    }
+    keys.sort_by_key(|bytes| ks.key(bytes).shard());
+    let (low, middle, high) = (ks.key(&keys[0]), ks.key(&keys[1]), ks.key(&keys[2]));
+    let mut locked = ks.lock_pinned(&[low, high], false);
+    assert!(!ks.lock_nothing().append_position(b"nothing held"));
+    let value = || Value::from_bytes(b"v");
+    locked.shard(high).set(0, high, value(), None, false, 0);
+    // Taken between the two held: positions move under the lent group.
+    let added = locked.shard_or_escalate(middle).expect("free, so taken");
+    added.set(0, middle, value(), None, false, 0);
+    locked.shard(low).set(0, low, value(), None, false, 0);
+    assert_eq!(locked.pending_count(), 3);
+    locked.shard(high).remove(0, high, 0);
+    let mut pending = Vec::new();
+    locked.pending_changes(2, |kind, _, key| pending.push((kind, key.to_vec())));
+    assert_eq!(
+        pending,
+        vec![(Kind::Set, keys[0].clone()), (Kind::Del, keys[2].clone())]
+    );
+    let commit = locked.commit();
+    let changed: Vec<_> = commit
+        .changed
+        .iter()
+        .map(|(kind, _, key)| (kind, key.to_vec()))
+        .collect();
+    assert_eq!(
+        changed,
+        vec![
+            (Kind::Set, keys[2].clone()),
+            (Kind::Set, keys[1].clone()),
+            (Kind::Set, keys[0].clone()),
+            (Kind::Del, keys[2].clone()),
+        ]
+    );
+    // The next lock set starts with an empty group.
+    let mut next = ks.lock_keys(&[low]);
+    assert_eq!(next.pending_count(), 0);
+    assert!(next.shard(low).contains(0, low, 0));
+    assert!(next.commit().changed.is_empty());
+}
+
 #[test]
 fn set_get_remove() {
     let ks = Keyspace::new(16);

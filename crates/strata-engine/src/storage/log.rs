@@ -1,8 +1,8 @@
 //! The append-only log: segment files, group commit, fsync policy.
 //!
 //! Commands never touch a file. While a command holds its shard lock(s) it
-//! encodes its records into a per-thread *group* buffer ([`append`]); when
-//! the lock guard is released the group is *committed*
+//! encodes its records into its lock set's *group* (`storage::group`); when
+//! the lock set is released the group is *committed*
 //! ([`Log::commit`]): under one short mutex it gets consecutive LSNs, its
 //! header CRCs, and is copied into the pending buffer. That keeps per-key
 //! log order equal to apply order (DESIGN.md invariant 2) without holding a
@@ -38,7 +38,7 @@
 //! so it is sticky: nothing after it is ever reported synced, and writes
 //! stay refused until a restart recovers from what the disk really holds.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::fs::File;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -49,9 +49,9 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::feed::Feed;
-use crate::keyspace::commit::{ChangeRef, Changed, Commit};
+use crate::keyspace::commit::Changed;
 use crate::storage::progress::Progress;
-use crate::storage::record::{self, Draft, FLAG_GROUP_CONTINUES, Kind};
+use crate::storage::record::{self, FLAG_GROUP_CONTINUES};
 use crate::storage::segment_file::SegmentFile;
 
 /// Pending (not yet written) bytes above which [`Log::backlogged`] asks
@@ -80,9 +80,6 @@ const SPARE_CHUNK_BYTES_MAX: usize = 8 << 20;
 const SPARE_IDLE_RELEASE: Duration = Duration::from_secs(1);
 /// Capacity of a fresh chunk buffer.
 const CHUNK_BYTES_INITIAL: usize = 1 << 20;
-/// Group buffers larger than this are released after a commit, so one huge
-/// command does not pin memory in every network thread.
-const GROUP_BUFFER_RETAINED_BYTES_MAX: usize = 64 << 10;
 
 /// When the log is fsynced (`appendfsync`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -455,7 +452,7 @@ impl Log {
     /// [`Log::commit`] of a group whose record at byte `position_at` is
     /// a replication position (`repl_position`), remembered as the last
     /// one in the same critical section that numbers it.
-    fn commit_positioned(
+    pub(crate) fn commit_positioned(
         &self,
         group: &mut [u8],
         feed: Option<(&Feed, &Changed)>,
@@ -1070,37 +1067,7 @@ pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-struct GroupBuffer {
-    depth: u32,
-    /// Whether records are encoded into `bytes` (a log or feed takes them).
-    encode: bool,
-    /// Whether changes are listed in `changed` (data changes, not value
-    /// images).
-    collect: bool,
-    bytes: Vec<u8>,
-    changed: Changed,
-    /// Flags added to every record appended meanwhile ([`with_cause`]).
-    cause: u8,
-    /// A record was appended to the open group (encoded or not).
-    dirty: bool,
-    /// Where in `bytes` a replication position record starts, if the
-    /// group holds one (`repl_position`).
-    position_at: Option<usize>,
-}
-
 thread_local! {
-    static GROUP: RefCell<GroupBuffer> = const {
-        RefCell::new(GroupBuffer {
-            depth: 0,
-            encode: false,
-            collect: false,
-            bytes: Vec::new(),
-            changed: Changed::new(),
-            cause: 0,
-            dirty: false,
-            position_at: None,
-        })
-    };
     /// Set on threads that call [`Log::flush_now`] themselves before
     /// waiting for the log, so their commits do not wake the writer.
     static FLUSHES_ITSELF: Cell<bool> = const { Cell::new(false) };
@@ -1110,27 +1077,6 @@ thread_local! {
 /// threads).
 pub fn set_flushes_itself() {
     FLUSHES_ITSELF.set(true);
-}
-
-/// Whether this thread's open group encodes records (a log or the change
-/// feed takes them): when not, a record's payload is never read, so
-/// callers need not build it (only the key changed is noted).
-pub(crate) fn encoding() -> bool {
-    GROUP.with(|group| group.borrow().encode)
-}
-
-/// Starts collecting this thread's changes into one group (a lock guard
-/// does this): their records when `sink` takes them, and the list of keys
-/// changed when `collect` (data changes, as opposed to value images).
-pub(crate) fn group_open(sink: &Sink, collect: bool) {
-    GROUP.with(|group| {
-        let mut group = group.borrow_mut();
-        debug_assert_eq!(group.depth, 0, "lock guards do not nest");
-        group.depth += 1;
-        group.encode = sink.log.is_some() || sink.feed.is_some();
-        group.collect = collect;
-        group.dirty = false;
-    });
 }
 
 /// Told each committed record and its location (`location::loc`).
@@ -1153,8 +1099,6 @@ pub struct Committed {
 pub(crate) struct Sink<'a> {
     pub log: Option<&'a Log>,
     pub feed: Option<&'a Feed>,
-    /// Whether a group was opened for this sink and not yet closed.
-    pub open: bool,
 }
 
 impl Sink<'_> {
@@ -1162,163 +1106,4 @@ impl Sink<'_> {
     pub(crate) fn closed() -> Self {
         Sink::default()
     }
-}
-
-/// Commits the group opened by [`group_open`] to `sink`. Must run before
-/// the shard locks covering the group are released. `placed`, when given,
-/// is called with each record and its location in the log. Returns the
-/// LSN of the group's last record when it went to the log, and the keys
-/// it changed (empty unless this closed the outermost group).
-pub(crate) fn group_close(sink: Sink, placed: Option<&mut Placed>) -> Commit {
-    GROUP.with(|group| {
-        let mut group = group.borrow_mut();
-        group.depth -= 1;
-        if group.depth != 0 {
-            return Commit::default();
-        }
-        let changed = std::mem::take(&mut group.changed);
-        let position_at = group.position_at.take();
-        if group.bytes.is_empty() {
-            return Commit { lsn: None, changed };
-        }
-        let mut lsn = None;
-        match sink.log {
-            Some(log) => {
-                // A replica applying its primary's stream ends each group
-                // of data changes with its position after the command.
-                let position_at = position_at.or_else(|| {
-                    let mut at = None;
-                    if group.collect && !changed.is_empty() {
-                        crate::storage::repl_position::with_current(|image| {
-                            at = Some(group.bytes.len());
-                            record::encode(
-                                &mut group.bytes,
-                                &Draft::meta(crate::storage::repl_position::NAME, image),
-                            );
-                        });
-                    }
-                    at
-                });
-                let feed = sink.feed.map(|feed| (feed, &changed));
-                let committed = log.commit_positioned(&mut group.bytes, feed, position_at);
-                lsn = Some(committed.last_lsn);
-                if let Some(placed) = placed {
-                    let mut at = 0;
-                    while at < group.bytes.len() {
-                        let len = record::encoded_len(&group.bytes[at..]);
-                        let loc = crate::tiering::location::loc(
-                            committed.segment,
-                            committed.offset + at as u64,
-                        );
-                        placed(&group.bytes[at..at + len], loc);
-                        at += len;
-                    }
-                }
-            }
-            None => {
-                if let Some(feed) = sink.feed {
-                    feed.publish_unlogged(&changed, &mut group.bytes);
-                }
-            }
-        }
-        group.bytes.clear();
-        if group.bytes.capacity() > GROUP_BUFFER_RETAINED_BYTES_MAX {
-            group.bytes = Vec::new();
-        }
-        Commit { lsn, changed }
-    })
-}
-
-/// Calls `f` with each change of this thread's open group so far, after
-/// the first `skip`.
-pub(crate) fn with_pending_changes(skip: usize, mut f: impl FnMut(record::Kind, u16, &[u8])) {
-    GROUP.with(|group| {
-        for (kind, db, key) in group.borrow().changed.iter().skip(skip) {
-            f(kind, db, key);
-        }
-    });
-}
-
-/// Whether this thread's open group holds any record (a change not yet
-/// committed).
-pub(crate) fn group_dirty() -> bool {
-    // Called while unwinding: a panic inside `append` leaves the group
-    // borrowed, and then it must count as holding changes.
-    GROUP.with(|group| match group.try_borrow() {
-        Ok(group) => group.depth > 0 && group.dirty,
-        Err(_) => true,
-    })
-}
-
-/// How many changes this thread's open group holds.
-pub(crate) fn pending_count() -> usize {
-    GROUP.with(|group| group.borrow().changed.len())
-}
-
-/// Runs `f` with `cause` ([`record::FLAG_EXPIRED`],
-/// [`record::FLAG_EVICTED`], [`record::FLAG_NEW`],
-/// [`record::FLAG_BACKGROUND`]) added to the flags of every record it
-/// appends: why the data changed, for the change feed.
-pub(crate) fn with_cause<R>(cause: u8, f: impl FnOnce() -> R) -> R {
-    let before = GROUP.with(|group| {
-        let mut group = group.borrow_mut();
-        let before = group.cause;
-        group.cause |= cause;
-        before
-    });
-    let result = f();
-    GROUP.with(|group| group.borrow_mut().cause = before);
-    result
-}
-
-/// Whether this thread holds a lock whose group is open (a command runs).
-pub(crate) fn group_is_open() -> bool {
-    GROUP.with(|group| group.borrow().depth > 0)
-}
-
-/// Adds a replication position record (`repl_position`) to this thread's
-/// open group, remembered by the log when the group commits.
-pub(crate) fn append_position(image: &[u8]) {
-    GROUP.with(|group| {
-        let mut group = group.borrow_mut();
-        if group.depth == 0 || !group.encode {
-            return;
-        }
-        group.dirty = true;
-        group.position_at = Some(group.bytes.len());
-        let draft = Draft::meta(crate::storage::repl_position::NAME, image);
-        record::encode(&mut group.bytes, &draft);
-    });
-}
-
-/// Adds a record to this thread's open group (encoded if a log or feed
-/// takes it; its key listed if the group lists changes); does nothing when
-/// no group is open (recovery applying records).
-pub(crate) fn append(draft: &Draft) {
-    GROUP.with(|group| {
-        let mut group = group.borrow_mut();
-        if group.depth == 0 {
-            return;
-        }
-        group.dirty = true;
-        if group.encode {
-            if group.cause == 0 {
-                record::encode(&mut group.bytes, draft);
-            } else {
-                let flags = draft.flags | group.cause;
-                record::encode(&mut group.bytes, &Draft { flags, ..*draft });
-            }
-        }
-        // Metadata (`Kind::Meta`) is no key's change.
-        if group.collect && draft.kind != Kind::Meta {
-            let flags = draft.flags | group.cause;
-            group.changed.push(ChangeRef {
-                kind: draft.kind,
-                flags,
-                db: draft.db,
-                aux: draft.aux,
-                key: draft.key,
-            });
-        }
-    });
 }

@@ -1,6 +1,7 @@
 //! What lies on disk: the log and its records, checkpoints, recovery.
 //!
-//! - `log`: segment files, group commit, fsync policies, the writer and sync
+//! - `group`: the records of one lock set's changes, committed as one log
+//!   group; `log`: segment files, group commit, fsync policies, the writer and sync
 //!   threads; `segment_file`: one segment appended with `O_DIRECT`;
 //!   `progress`: the log's durability watermarks and their waiters.
 //! - `record`: the log record format (`docs/storage.md`); `head`: the HEAD
@@ -15,6 +16,7 @@ pub mod check;
 pub mod checkpoint;
 pub mod compaction;
 pub mod dir_lock;
+pub mod group;
 pub mod head;
 pub mod log;
 pub(crate) mod progress;

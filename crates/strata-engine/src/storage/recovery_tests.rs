@@ -1298,7 +1298,7 @@ fn the_replication_position_survives_restarts_and_checkpoints() {
     let dir = temp_dir("position");
     let ks = open(&dir, 4096).unwrap();
     assert_eq!(ks.replication_position(), None);
-    ks.save_replication_position(b"p0");
+    ks.save_replication_position(None, b"p0");
     assert_eq!(ks.replication_position().as_deref(), Some(&b"p0"[..]));
     set_positioned(&ks, b"a", b"1", b"p1");
     // A change made outside the stream carries no position.
@@ -1320,7 +1320,7 @@ fn the_replication_position_survives_restarts_and_checkpoints() {
     assert_eq!(ks.replication_position().as_deref(), Some(&b"q39"[..]));
     assert_eq!(dump(&ks), expected);
     // Cleared, it stays cleared across a checkpoint and a restart.
-    ks.save_replication_position(b"");
+    ks.save_replication_position(None, b"");
     assert_eq!(ks.replication_position(), None);
     checkpoint::run_cycle(&ks, &dir, 0, 0, NOW_MS).unwrap();
     close(&ks);
@@ -1379,12 +1379,12 @@ fn a_cut_log_never_parts_a_change_from_its_position() {
 fn a_position_saved_inside_a_lock_hold_commits_with_it() {
     let dir = temp_dir("position-nested");
     let ks = open(&dir, 4096).unwrap();
-    ks.save_replication_position(b"p0");
+    ks.save_replication_position(None, b"p0");
     {
         let k = ks.key(b"a");
         let mut guard = ks.lock(k);
         guard.set(0, k, Value::from_bytes(b"1"), None, false, NOW_MS);
-        ks.save_replication_position(b"");
+        ks.save_replication_position(None, b"");
     }
     assert_eq!(ks.replication_position(), None);
     close(&ks);

@@ -152,9 +152,9 @@ impl Keyspace {
                 indices.sort_unstable();
                 let mut set = self.lock_indices_for_eviction(indices, deletes);
                 pool.clear();
-                for position in 0..set.guards.len() {
+                for position in 0..set.len() {
                     let before = pool.len();
-                    let until = set.guards[position].sample(
+                    let until = set.shard_at(position).sample(
                         policy,
                         samples,
                         written_pos,
@@ -163,7 +163,7 @@ impl Keyspace {
                         &mut pool,
                     );
                     // Under the lock, and nothing of the shard is in the pool.
-                    let hints = &self.hints[set.indices[position]];
+                    let hints = &self.hints[set.index_at(position)];
                     if let Some(until) = until {
                         hints.eviction.store(until, Relaxed);
                     }
@@ -171,7 +171,7 @@ impl Keyspace {
                         volatile_only: true,
                         ..
                     } = policy
-                        && set.guards[position].holds_no_deadline()
+                        && set.shard_at(position).holds_no_deadline()
                     {
                         hints.no_volatile.store(true, Relaxed);
                     }
@@ -217,7 +217,8 @@ impl Keyspace {
                 };
                 for &(_, tagged, bucket) in &pool[..leaving] {
                     let (position, db) = (tagged >> 32, tagged & u32::MAX as usize);
-                    set.guards[position].evict_at(policy, db, bucket, &mut done);
+                    set.shard_at(position)
+                        .evict_at(policy, db, bucket, &mut done);
                 }
             }
             let enough = done.bytes >= want_bytes
@@ -474,7 +475,7 @@ impl Shard {
                 if entry.loc_raw() == NO_LOC {
                     // Dirty: its image goes to the log now; the commit
                     // locates it, and a later step can drop it.
-                    log_image(db, entry);
+                    log_image(&mut self.group, db, entry);
                     done.images_written += 1;
                     self.tier.stats.eviction_writes.fetch_add(1, Relaxed);
                     return;
@@ -495,7 +496,9 @@ impl Shard {
                 // Eviction runs in the background, never inside a command.
                 let cause =
                     crate::storage::record::FLAG_EVICTED | crate::storage::record::FLAG_BACKGROUND;
-                crate::storage::log::with_cause(cause, || log_del(db, entry.key()));
+                let before = self.group.add_cause(cause);
+                log_del(&mut self.group, db, entry.key());
+                self.group.restore_cause(before);
                 done.bytes += entry.memory_bytes() as u64;
                 done.keys += 1;
                 done.deleted_keys.push(entry.key().into());

@@ -16,6 +16,7 @@
 //! `impl Collection` here.
 
 use crate::keyspace::entry::{Boxed, EntryMut, HashChanged, log_field_changes, log_op};
+use crate::storage::group::GroupSlot;
 use crate::storage::record::{Kind, VALUE_LIST, VALUE_SET, VALUE_STREAM, VALUE_ZSET};
 use crate::types::hash::{self, FieldChange};
 use crate::types::limits;
@@ -56,7 +57,7 @@ pub trait Collection: Typed {
 
     /// Logs `op` as the change that made missing key `key` in database
     /// `db` (already stored, as [`Collection::created_by`] made it).
-    fn log_created(db: usize, key: &[u8], op: &Self::Op<'_>);
+    fn log_created(group: &mut GroupSlot, db: usize, key: &[u8], op: &Self::Op<'_>);
 
     /// Whether the change left the collection empty (its key is then
     /// deleted, as Redis deletes an emptied collection).
@@ -147,8 +148,8 @@ impl Collection for Stream {
         }
     }
 
-    fn log_created(db: usize, key: &[u8], op: &StreamOp<'_>) {
-        log_op(db, key, (Kind::StreamOp, VALUE_STREAM, 0), |out| {
+    fn log_created(group: &mut GroupSlot, db: usize, key: &[u8], op: &StreamOp<'_>) {
+        log_op(group, db, key, (Kind::StreamOp, VALUE_STREAM, 0), |out| {
             op.encode(out)
         });
     }
@@ -216,8 +217,8 @@ impl Collection for Hash {
         Some((Value::Hash(image.into()), HashChanged { len }))
     }
 
-    fn log_created(db: usize, key: &[u8], op: &[FieldChange<'_>]) {
-        log_field_changes(db, key, op);
+    fn log_created(group: &mut GroupSlot, db: usize, key: &[u8], op: &[FieldChange<'_>]) {
+        log_field_changes(group, db, key, op);
     }
 }
 
@@ -254,8 +255,10 @@ impl Collection for List {
         Some((Value::List(image.into()), applied))
     }
 
-    fn log_created(db: usize, key: &[u8], op: &ListOp<'_>) {
-        log_op(db, key, (Kind::ListOp, VALUE_LIST, 0), |out| op.encode(out));
+    fn log_created(group: &mut GroupSlot, db: usize, key: &[u8], op: &ListOp<'_>) {
+        log_op(group, db, key, (Kind::ListOp, VALUE_LIST, 0), |out| {
+            op.encode(out)
+        });
     }
 }
 
@@ -291,8 +294,10 @@ impl Collection for Set {
         }
     }
 
-    fn log_created(db: usize, key: &[u8], op: &SetOp<'_>) {
-        log_op(db, key, (Kind::SetOp, VALUE_SET, 0), |out| op.encode(out));
+    fn log_created(group: &mut GroupSlot, db: usize, key: &[u8], op: &SetOp<'_>) {
+        log_op(group, db, key, (Kind::SetOp, VALUE_SET, 0), |out| {
+            op.encode(out)
+        });
     }
 }
 
@@ -328,8 +333,10 @@ impl Collection for ZSet {
         }
     }
 
-    fn log_created(db: usize, key: &[u8], op: &ZSetOp<'_>) {
-        log_op(db, key, (Kind::ZSetOp, VALUE_ZSET, 0), |out| op.encode(out));
+    fn log_created(group: &mut GroupSlot, db: usize, key: &[u8], op: &ZSetOp<'_>) {
+        log_op(group, db, key, (Kind::ZSetOp, VALUE_ZSET, 0), |out| {
+            op.encode(out)
+        });
     }
 }
 
@@ -364,12 +371,14 @@ impl EntryMut<'_> {
             live,
             limits,
             fields_due,
+            group,
         } = self;
         let view = EntryMut {
             entry: &mut *entry,
             live,
             limits,
             fields_due,
+            group,
         };
         let changed = C::change(view, db, op, now_ms);
         let emptied = C::emptied(&changed, entry.value());

@@ -23,7 +23,7 @@ pub fn psync(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
         // Our primary hands over (FAILOVER): this server becomes the
         // primary, keeping the history it shares with it as its second.
-        if ctx.server.replication.promote() {
+        if ctx.server.replication.promote(Some(&mut ctx.keys)) {
             crate::log_notice!(
                 "Becoming the primary at the request of {} (FAILOVER)",
                 ctx.session.client.addr
@@ -90,7 +90,7 @@ pub fn replconf(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn replicaof(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let replication = &ctx.server.replication;
     if is(&args[1], "no") && is(&args[2], "one") {
-        if replication.promote() {
+        if replication.promote(Some(&mut ctx.keys)) {
             crate::log_notice!(
                 "MASTER MODE enabled (user request from '{}')",
                 ctx.session.client.addr

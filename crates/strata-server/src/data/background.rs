@@ -126,7 +126,7 @@ fn load(handles: &Handles, pending: Pending) -> Result<(), String> {
     if handles.config.get().setting("replicaof").is_empty()
         && handles.keyspace.replication_position().is_some()
     {
-        handles.keyspace.save_replication_position(&[]);
+        handles.keyspace.save_replication_position(None, &[]);
     }
     handles.keyspace.forget_replication_position();
     persistence

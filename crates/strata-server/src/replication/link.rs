@@ -165,13 +165,13 @@ fn synchronise(
         rdb.len()
     );
     // Until the copy is loaded, the data matches no position.
-    server.keyspace.save_replication_position(&[]);
+    server.keyspace.save_replication_position(None, &[]);
     applier.load(&rdb)?;
     drop(rdb);
     server.replication.adopt(&replid, offset);
     let mut image = Vec::new();
     Position::encode(&mut image, &replid, offset, applier.session.db);
-    server.keyspace.save_replication_position(&image);
+    server.keyspace.save_replication_position(None, &image);
     drop(applying);
     link.syncing.store(false, Relaxed);
     link.up.store(true, Relaxed);

@@ -447,8 +447,13 @@ impl Replication {
 
     /// REPLICAOF NO ONE: stops following; the data stays, and this server
     /// starts a new history (a new replication ID, the old one kept as
-    /// the second).
-    pub fn promote(self: &Arc<Self>) -> bool {
+    /// the second). `held`: the locks of the command that promotes, if
+    /// it runs under any (REPLICAOF in a transaction): the forgotten
+    /// position joins their log group.
+    pub fn promote(
+        self: &Arc<Self>,
+        held: Option<&mut strata_engine::keyspace::shards::Locked>,
+    ) -> bool {
         let mut upstream = self.upstream.lock();
         let Some(before) = upstream.take() else {
             return false;
@@ -465,7 +470,7 @@ impl Replication {
         self.config.record_replicaof(None);
         // Its own writes follow: the primary's position no longer
         // describes the data.
-        self.keyspace.save_replication_position(&[]);
+        self.keyspace.save_replication_position(held, &[]);
         drop(applying);
         let old = std::mem::replace(&mut *self.replid.lock(), crate::util::random_hex(40));
         *self.replid2.lock() = (old, self.offset() as i64 + 1);
