@@ -461,3 +461,98 @@ fn migrate_moves_keys_to_redis_and_to_strata() {
         assert_eq!(raw.cmd(&["EXISTS", "h"]), i(0));
     }
 }
+
+/// DEBUG RELOAD NOSAVE loads an RDB file left where Redis keeps its own
+/// (`dir`/`dbfilename`), as Redis' reload does: here the dump.rdb a real
+/// redis-server saved, with a deadline, a list, a hash and a function
+/// library. What Strata held before (a key, a library) is replaced; the
+/// loaded data is logged (it is there after `kill -9`); a damaged file
+/// fails as in Redis and changes nothing.
+#[test]
+fn debug_reload_nosave_loads_the_rdb_file_redis_saved() {
+    let Some(redis_server) = RedisServer::start_unless_missing("loading Redis' RDB file") else {
+        return;
+    };
+    let mut redis = redis_connection(&redis_server);
+    let library = "#!lua name=lib1\nredis.register_function('func1', function() return 123 end)";
+    let _: () = redis::cmd("SET")
+        .arg(&["s", "v", "EX", "1000"])
+        .query(&mut redis)
+        .unwrap();
+    let _: () = redis::cmd("RPUSH")
+        .arg(&["l", "a", "b", "c"])
+        .query(&mut redis)
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(&["h", "f", "1", "g", "2"])
+        .query(&mut redis)
+        .unwrap();
+    let _: String = redis::cmd("FUNCTION")
+        .arg(&["LOAD", library])
+        .query(&mut redis)
+        .unwrap();
+    let _: () = redis::cmd("SAVE").query(&mut redis).unwrap();
+    let config: Vec<String> = redis::cmd("CONFIG")
+        .arg(&["GET", "dir"])
+        .query(&mut redis)
+        .unwrap();
+    let saved = std::path::PathBuf::from(&config[1]).join("dump.rdb");
+
+    let server = TestServer::start();
+    let mut r = server.raw();
+    let dir = r.cmd(&["CONFIG", "GET", "dir"]);
+    let dump = std::path::PathBuf::from(dir.as_array()[1].as_text()).join("dump.rdb");
+    r.cmd(&["SET", "gone", "1"]);
+    r.cmd(&[
+        "FUNCTION",
+        "LOAD",
+        "#!lua name=other\nredis.register_function('f2', function() return 1 end)",
+    ]);
+    std::fs::copy(&saved, &dump).unwrap();
+    assert_eq!(r.cmd(&["DEBUG", "RELOAD", "NOSAVE"]), ok());
+    let check = |r: &mut Raw| {
+        assert_eq!(r.cmd(&["DBSIZE"]), Reply::Int(3));
+        assert_eq!(r.cmd(&["GET", "gone"]), Reply::NullBulk);
+        assert_eq!(r.cmd(&["GET", "s"]), b("v"));
+        assert!(r.cmd(&["TTL", "s"]).as_int() > 990);
+        assert_eq!(
+            r.cmd(&["LRANGE", "l", "0", "-1"]),
+            Reply::Array(vec![b("a"), b("b"), b("c")])
+        );
+        assert_eq!(r.cmd(&["HGET", "h", "g"]), b("2"));
+        assert_eq!(r.cmd(&["FCALL", "func1", "0"]), Reply::Int(123));
+        assert_eq!(
+            r.cmd(&["FCALL", "f2", "0"]),
+            Reply::err("ERR Function not found")
+        );
+    };
+    check(&mut r);
+    // A damaged file: Redis' error, and the data as it was.
+    std::fs::write(&dump, b"REDIS0011 not really").unwrap();
+    assert_eq!(
+        r.cmd(&["DEBUG", "RELOAD", "NOSAVE"]),
+        Reply::err("ERR Error trying to load the RDB dump, check server logs.")
+    );
+    check(&mut r);
+    std::fs::remove_file(&dump).unwrap();
+    let dir = server.kill9();
+    let server = TestServer::spawn(dir, &[], None, READY);
+    let mut r = server.raw();
+    check(&mut r);
+    // `redis-cli --functions-rdb` asks for the libraries alone (REPLCONF
+    // rdb-filter-only functions); reloaded, that file leaves no key.
+    let port = server.port.to_string();
+    let (code, output) = run_bounded(
+        std::process::Command::new("redis-cli")
+            .args(["-p", &port, "--functions-rdb"])
+            .arg(&dump),
+    );
+    assert_eq!(code, 0, "redis-cli --functions-rdb: {output}");
+    assert_eq!(r.cmd(&["DEBUG", "RELOAD", "NOSAVE"]), ok());
+    assert_eq!(r.cmd(&["DBSIZE"]), Reply::Int(0));
+    assert_eq!(r.cmd(&["FCALL", "func1", "0"]), Reply::Int(123));
+    assert_eq!(
+        r.cmd(&["REPLCONF", "rdb-filter-only", "keys"]),
+        Reply::err("ERR Unsupported rdb-filter-only option: keys")
+    );
+}

@@ -346,6 +346,10 @@ pub fn debug_pause_cron(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// anything. NOFLUSH without MERGE fails as in Redis when there is data (a
 /// load on top of it would meet every key twice); with MERGE it is a
 /// plain reload.
+///
+/// NOSAVE with an RDB file where Redis keeps its own (`dir`/`dbfilename`,
+/// put there by `redis-cli --rdb` or copied from a Redis) loads that
+/// file instead, as Redis' reload does: see [`reload_rdb_file`].
 pub fn debug_reload(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (mut save, mut flush, mut merge) = (true, true, false);
     for option in &args[2..] {
@@ -361,6 +365,14 @@ pub fn debug_reload(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             );
         }
     }
+    if !save && flush && !merge {
+        let config = ctx.server.config.get();
+        let path = config.dir.join(config.setting("dbfilename"));
+        drop(config);
+        if path.is_file() {
+            return reload_rdb_file(ctx, &path);
+        }
+    }
     if save && !save_waiting(ctx) {
         return Err("ERR Error trying to save the DB".into());
     }
@@ -372,6 +384,65 @@ pub fn debug_reload(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (rebuilt, committed) = ctx.keyspace().rebuild_values(ctx.now_ms);
     ctx.committed(committed);
     crate::log_notice!("DB reloaded by DEBUG RELOAD ({rebuilt} values rebuilt)");
+    ctx.out.ok();
+    Ok(())
+}
+
+/// Replaces the dataset and the function libraries with the RDB file at
+/// `path`. The file is read whole and checked (its CRC too) before
+/// anything changes; a damaged one fails as Redis' does and leaves the
+/// data as it was. Then every database is emptied, the file's libraries
+/// replace the current ones, and each key is stored as a write (logged,
+/// so a restart finds the loaded data), with other clients answered
+/// LOADING meanwhile.
+fn reload_rdb_file(ctx: &mut Ctx, path: &std::path::Path) -> CmdResult {
+    use crate::rdb::file::Item;
+    let failed = |why: String| {
+        crate::log_warning!("DEBUG RELOAD of {}: {why}", path.display());
+        CmdError::from("ERR Error trying to load the RDB dump, check server logs.")
+    };
+    let rdb = std::fs::read(path).map_err(|e| failed(e.to_string()))?;
+    let mut codes = Vec::new();
+    crate::rdb::file::read(&rdb, |item| {
+        if let Item::Function(code) = item {
+            codes.push(String::from_utf8_lossy(&code).into_owned());
+        }
+    })
+    .map_err(failed)?;
+    let persistence = &ctx.server.persistence;
+    persistence
+        .loading
+        .store(true, std::sync::atomic::Ordering::Release);
+    super::server::flush_all_keys(ctx, false);
+    let replaced = super::functions::replace_all(ctx, &codes);
+    let keyspace = ctx.keyspace();
+    let (now, mut keys) = (ctx.now_ms, 0u64);
+    let read = crate::rdb::file::read(&rdb, |item| {
+        if let Item::Key {
+            db,
+            key,
+            deadline,
+            value,
+        } = item
+            && db < keyspace.db_count()
+            && deadline.is_none_or(|at| at > now)
+        {
+            let k = keyspace.key(&key);
+            let mut shard = keyspace.lock(k);
+            shard.set(db, k, value, deadline, false, now);
+            ctx.committed(shard.commit());
+            keys += 1;
+        }
+    });
+    persistence
+        .loading
+        .store(false, std::sync::atomic::Ordering::Release);
+    read.map_err(failed)?;
+    replaced?;
+    crate::log_notice!(
+        "DB reloaded by DEBUG RELOAD from {} ({keys} keys)",
+        path.display()
+    );
     ctx.out.ok();
     Ok(())
 }

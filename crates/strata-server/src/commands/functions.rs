@@ -214,12 +214,7 @@ pub fn function_restore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
     };
     let codes = codes_of_payload(&args[2])?;
-    let scripts = ctx.server.scripts.clone();
-    let mut restored = Libraries::default();
-    for code in &codes {
-        let library = with_vm(&scripts, |vm| compile(vm, code, None))?;
-        restored.add(library, false, true)?;
-    }
+    let restored = compile_all(ctx, &codes)?;
     update(ctx, |libraries| {
         if policy == Policy::Flush {
             *libraries = restored;
@@ -236,6 +231,28 @@ pub fn function_restore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     })?;
     ctx.out.ok();
     Ok(())
+}
+
+/// The libraries of `codes`, compiled into a set of their own (an error:
+/// the first that does not load).
+fn compile_all(ctx: &Ctx, codes: &[String]) -> Result<Libraries, CmdError> {
+    let scripts = ctx.server.scripts.clone();
+    let mut compiled = Libraries::default();
+    for code in codes {
+        let library = with_vm(&scripts, |vm| compile(vm, code, None))?;
+        compiled.add(library, false, true)?;
+    }
+    Ok(compiled)
+}
+
+/// Replaces every library with those of `codes`, all or none, as one
+/// logged change (DEBUG RELOAD of an RDB file).
+pub fn replace_all(ctx: &mut Ctx, codes: &[String]) -> CmdResult {
+    let compiled = compile_all(ctx, codes)?;
+    update(ctx, |libraries| {
+        *libraries = compiled;
+        Ok(Touched::All)
+    })
 }
 
 pub fn function_list(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {

@@ -49,6 +49,7 @@ fn become_replica(ctx: &mut Ctx, psync: bool, replid: String, offset: i64) -> Cm
         psync,
         listening_port: ctx.session.replica_port,
         rdb_only: ctx.session.rdb_only,
+        functions_only: ctx.session.rdb_functions_only,
     });
     Ok(())
 }
@@ -67,10 +68,25 @@ pub fn replconf(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             ctx.session.replica_port = u16::try_from(port).map_err(|_| "ERR invalid port")?;
         } else if is(option, "rdb-only") {
             ctx.session.rdb_only = value.as_ref() == b"1";
+        } else if is(option, "rdb-filter-only") {
+            // A space-separated list of what the file keeps: "functions",
+            // or nothing (everything), as Redis 7 reads it.
+            let mut functions_only = false;
+            for filter in value.split(|&c| c == b' ').filter(|f| !f.is_empty()) {
+                if !is(filter, "functions") {
+                    return Err(format!(
+                        "ERR Unsupported rdb-filter-only option: {}",
+                        String::from_utf8_lossy(filter)
+                    )
+                    .into());
+                }
+                functions_only = true;
+            }
+            ctx.session.rdb_functions_only = functions_only;
         } else if is(option, "ack") || is(option, "getack") {
             // Only meaningful on a replica's link, which reads them itself.
             return Ok(());
-        } else if !["ip-address", "capa", "rdb-filter-only", "rdb-channel"]
+        } else if !["ip-address", "capa", "rdb-channel"]
             .iter()
             .any(|known| is(option, known))
         {

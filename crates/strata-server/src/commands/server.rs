@@ -284,6 +284,13 @@ pub fn flushdb(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 pub fn flushall(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let asynchronous = parse_flush_mode(args)?;
+    flush_all_keys(ctx, asynchronous);
+    ctx.out.ok();
+    Ok(())
+}
+
+/// Empties every database (FLUSHALL, DEBUG RELOAD of an RDB file).
+pub(crate) fn flush_all_keys(ctx: &mut Ctx, asynchronous: bool) {
     let keyspace = ctx.keyspace();
     // The tracking table empties with every shard locked: a read registers
     // its key under its shard's lock, so it came before the flush (and
@@ -294,8 +301,6 @@ pub fn flushall(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (flushed, lsn) = keyspace.flush_all_in(ctx.keys.all(), db, || tracking.forget_keys());
     ctx.committed(lsn);
     dispose(ctx, flushed, asynchronous);
-    ctx.out.ok();
-    Ok(())
 }
 
 pub fn time(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {

@@ -31,6 +31,8 @@ pub struct Session {
     pub replica_port: u16,
     /// REPLCONF rdb-only 1: SYNC sends the RDB file and closes.
     pub rdb_only: bool,
+    /// `REPLCONF rdb-filter-only functions`: a copy of the libraries only.
+    pub rdb_functions_only: bool,
     /// The blocked command's wait ended by its timeout: it runs once more
     /// to answer ([`TimeoutReply::Rerun`]).
     pub block_timed_out: bool,
@@ -164,6 +166,7 @@ impl Session {
             sync_request: None,
             replica_port: 0,
             rdb_only: false,
+            rdb_functions_only: false,
             block_timed_out: false,
             wait_target: None,
             primary_link: false,

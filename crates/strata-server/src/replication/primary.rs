@@ -114,6 +114,9 @@ fn run(
     if request.psync && request.replid != "?" {
         replication.partial_refused.fetch_add(1, Relaxed);
     }
+    if request.rdb_only && request.functions_only {
+        return send_functions_only(server, &config, client, request, &mut stream);
+    }
     let prepared = prepare_copy(server, &config, client, request, &mut stream)?;
     attached.state.store(STATE_SEND_BULK, Relaxed);
     send_file(&mut stream, &prepared.copy).map_err(io)?;
@@ -130,6 +133,39 @@ fn run(
         from,
         Some(prepared),
     )
+}
+
+/// `redis-cli --functions-rdb`: a file of the function libraries alone,
+/// made for this request (never shared with a replica's copy), and no
+/// stream after it.
+fn send_functions_only(
+    server: &Node,
+    config: &crate::config::Config,
+    client: &ClientInfo,
+    request: &SyncRequest,
+    stream: &mut TcpStream,
+) -> Result<(), String> {
+    let replication = &server.replication;
+    if request.psync {
+        let line = format!(
+            "+FULLRESYNC {} {}\r\n",
+            replication.replid(),
+            replication.offset()
+        );
+        stream
+            .write_all(line.as_bytes())
+            .map_err(|e| e.to_string())?;
+    }
+    let path = config
+        .dir
+        .join("replication")
+        .join(format!("functions-{}.rdb", client.id));
+    let libraries = server.functions.snapshot();
+    let written =
+        snapshot::write_functions(&libraries, &path, crate::util::REDIS_VERSION, now_ms());
+    let sent = written.and_then(|copy| send_file(stream, &copy));
+    let _ = std::fs::remove_file(&path);
+    sent.map_err(|e| format!("the functions-only copy failed: {e}"))
 }
 
 /// Answers `+FULLRESYNC` and makes the copy with what follows it, or

@@ -90,6 +90,34 @@ struct ColdKey {
     value_type: ValueType,
 }
 
+/// Writes a copy that holds the function libraries only, no key
+/// (`REPLCONF rdb-filter-only functions`, which `redis-cli
+/// --functions-rdb` sends), to `path`.
+pub fn write_functions(
+    functions: &crate::functions::Libraries,
+    path: &Path,
+    redis_version: &str,
+    now_ms: u64,
+) -> std::io::Result<Snapshot> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let file = BufWriter::new(File::create(path)?);
+    let mut writer = Writer::new(file, redis_version, now_ms)?;
+    if !functions.libraries.is_empty() {
+        let codes = functions.libraries.values().map(|l| l.code.as_bytes());
+        writer.functions(&crate::functions::dump_body(codes))?;
+    }
+    let (file, bytes) = writer.finish()?;
+    file.into_inner().map_err(|e| e.into_error())?;
+    Ok(Snapshot {
+        path: path.to_path_buf(),
+        bytes,
+        keys: 0,
+        covered: Vec::new(),
+    })
+}
+
 /// Writes the copy to `path`; the file says it is from Redis
 /// `redis_version`, and that the stream after it has database
 /// `stream_db` selected.

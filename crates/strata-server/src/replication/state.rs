@@ -740,6 +740,9 @@ pub struct SyncRequest {
     /// `REPLCONF rdb-only 1` (`redis-cli --rdb`): the RDB file only, then
     /// the connection closes.
     pub rdb_only: bool,
+    /// `REPLCONF rdb-filter-only functions` (`redis-cli
+    /// --functions-rdb`): the file holds the function libraries and no key.
+    pub functions_only: bool,
 }
 
 impl SyncRequest {

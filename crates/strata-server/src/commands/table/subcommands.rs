@@ -899,7 +899,7 @@ pub(super) const DEBUG_SUBCOMMANDS: &[Spec] = &[
         flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
         acl: categories![ADMIN, SLOW, DANGEROUS],
         since: "1.0.0",
-        summary: "Writes a checkpoint and rebuilds every value the way loading does (tests).",
+        summary: "Writes a checkpoint and rebuilds every value the way loading does; NOSAVE with an RDB file in dir loads that file (tests).",
         complexity: "O(1)",
         run: Run::Handler(dbg::debug_reload),
         traits: traits![RUNS_UNLOCKED],
