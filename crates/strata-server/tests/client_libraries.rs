@@ -277,3 +277,24 @@ fn rq_jobs_dependencies_schedules_retries_and_results() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn sidekiq_jobs_retries_schedules_stats_and_no_eviction_warning() {
+    if !have("ruby", &["-e", "require 'sidekiq'"]) {
+        skip_without("Sidekiq", "apt install ruby-sidekiq");
+        return;
+    }
+    let dir = copy_to_temp(
+        &client_dir(""),
+        &["sidekiq_smoke.rb", "sidekiq_smoke_jobs.rb"],
+    );
+    run_smoke(
+        "Sidekiq",
+        Command::new("ruby")
+            .arg(dir.join("sidekiq_smoke.rb"))
+            .current_dir(&dir)
+            .env("SIDEKIQ_SMOKE_DIR", &dir),
+        20,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
