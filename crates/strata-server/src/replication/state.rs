@@ -26,6 +26,9 @@ use crate::util::now_ms;
 /// replica that is a moment behind under load into a full
 /// synchronisation, and one away for a minute always.
 pub const BACKLOG_DEFAULT_BYTES: usize = 1 << 30;
+/// How long [`Replication::drop_replicas`] lets senders send what was
+/// committed before it.
+const DROP_FLUSH_MAX: Duration = Duration::from_millis(200);
 
 /// A replica attached to this server, as INFO and ROLE show it.
 pub struct Attached {
@@ -531,8 +534,30 @@ impl Replication {
 
     /// Tells every replica sender to stop (REPLICAOF makes this server a
     /// replica: its own replicas start over from the new history).
+    ///
+    /// What was committed before still reaches them first, as Redis'
+    /// replicas have the writes it propagated before the REPLICAOF (it
+    /// writes them out before it reads the next command): each sender is
+    /// given up to [`DROP_FLUSH_MAX`] to send the stream up to there.
     pub fn drop_replicas(&self) {
-        for replica in self.replicas.lock().iter() {
+        let replicas = self.replicas.lock().clone();
+        let committed = self.keyspace.next_change_seq().saturating_sub(1);
+        let deadline = Instant::now() + DROP_FLUSH_MAX;
+        let online: Vec<_> = replicas
+            .iter()
+            .filter(|r| r.state.load(Relaxed) == STATE_ONLINE)
+            .collect();
+        if !online.is_empty() {
+            let sent_all = || {
+                self.backlog
+                    .offset_holding(committed)
+                    .is_some_and(|end| online.iter().all(|r| r.sent.load(Relaxed) >= end))
+            };
+            while committed > 0 && !sent_all() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        for replica in &replicas {
             replica.stop.store(true, Relaxed);
         }
     }
