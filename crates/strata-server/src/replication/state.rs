@@ -839,6 +839,9 @@ fn produce(replication: &Replication, mut changes: strata_engine::feed::Subscrip
         // the replicas' senders are woken once for them all.
         let mut next = changes.recv_timeout(Duration::from_millis(20));
         let mut taken = 0;
+        // One clock read for the batch (it dates the TTLs of RESTOREs):
+        // read per group, it was a twentieth of this thread's time.
+        let now = now_ms();
         loop {
             match next {
                 Err(_) => {
@@ -855,8 +858,9 @@ fn produce(replication: &Replication, mut changes: strata_engine::feed::Subscrip
                 Ok(Some(group)) if replication.produces(group.seq) => {
                     let before = replication.backlog.db();
                     let mut translator = Translator::at(before);
-                    let mut bytes = Vec::new();
-                    translator.group(keyspace, now_ms(), &group.records, |_| true, &mut bytes);
+                    // Commands take about what their records take.
+                    let mut bytes = Vec::with_capacity(group.records.len() + 64);
+                    translator.group(keyspace, now, &group.records, |_| true, &mut bytes);
                     let after = translator.db();
                     (replication.backlog).append_quietly(bytes.into(), Some(group), before, after);
                 }
