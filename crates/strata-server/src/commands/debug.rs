@@ -391,10 +391,11 @@ pub fn debug_reload(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// Replaces the dataset and the function libraries with the RDB file at
 /// `path`. The file is read whole and checked (its CRC too) before
 /// anything changes; a damaged one fails as Redis' does and leaves the
-/// data as it was. Then every database is emptied, the file's libraries
-/// replace the current ones, and each key is stored as a write (logged,
-/// so a restart finds the loaded data), with other clients answered
-/// LOADING meanwhile.
+/// data as it was. Then the file's libraries replace the current ones
+/// (all or none: one that does not load fails the reload there), every
+/// database is emptied, and each key is stored as a write (logged, so a
+/// restart finds the loaded data), with other clients answered LOADING
+/// meanwhile.
 fn reload_rdb_file(ctx: &mut Ctx, path: &std::path::Path) -> CmdResult {
     use crate::rdb::file::Item;
     let failed = |why: String| {
@@ -409,12 +410,11 @@ fn reload_rdb_file(ctx: &mut Ctx, path: &std::path::Path) -> CmdResult {
         }
     })
     .map_err(failed)?;
-    let persistence = &ctx.server.persistence;
-    persistence
-        .loading
-        .store(true, std::sync::atomic::Ordering::Release);
+    // The libraries first: one that does not load fails the reload
+    // before anything else changed.
+    super::functions::replace_all(ctx, &codes)?;
+    let _loading = Loading::begin(&ctx.server.persistence.loading);
     super::server::flush_all_keys(ctx, false);
-    let replaced = super::functions::replace_all(ctx, &codes);
     let keyspace = ctx.keyspace();
     let (now, mut keys) = (ctx.now_ms, 0u64);
     let read = crate::rdb::file::read(&rdb, |item| {
@@ -434,17 +434,30 @@ fn reload_rdb_file(ctx: &mut Ctx, path: &std::path::Path) -> CmdResult {
             keys += 1;
         }
     });
-    persistence
-        .loading
-        .store(false, std::sync::atomic::Ordering::Release);
     read.map_err(failed)?;
-    replaced?;
     crate::log_notice!(
         "DB reloaded by DEBUG RELOAD from {} ({keys} keys)",
         path.display()
     );
     ctx.out.ok();
     Ok(())
+}
+
+/// Other clients are answered LOADING while it lives (a reload from an
+/// RDB file), whichever way the reload ends.
+struct Loading<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl<'a> Loading<'a> {
+    fn begin(flag: &'a std::sync::atomic::AtomicBool) -> Self {
+        flag.store(true, std::sync::atomic::Ordering::Release);
+        Loading(flag)
+    }
+}
+
+impl Drop for Loading<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, std::sync::atomic::Ordering::Release);
+    }
 }
 
 /// Writes a checkpoint, waiting (up to 10 s) for one already running to
