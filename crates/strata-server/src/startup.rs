@@ -362,7 +362,7 @@ fn cluster_role(server: &Arc<Node>, primary: Option<(String, u16)>) {
             if replication.following() == Some((host.clone(), port)) {
                 return;
             }
-            replication.drop_replicas();
+            replication.drop_replicas_after_sending();
             let link = replication.follow(host.clone(), port);
             log_notice!("Cluster: this node replicates {host}:{port}");
             crate::replication::link::start(server.clone(), host, port, link);

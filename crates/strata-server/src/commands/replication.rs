@@ -126,7 +126,7 @@ pub fn replicaof(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Ok(());
     }
     let server = ctx.server.arc();
-    replication.drop_replicas();
+    replication.drop_replicas_after_sending();
     let link = replication.follow(host.clone(), port);
     crate::log_notice!(
         "REPLICAOF {host}:{port} enabled (user request from '{}')",

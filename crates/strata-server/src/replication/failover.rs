@@ -117,7 +117,7 @@ fn run(server: &Arc<Node>, request: &Request) -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(10));
     }
     replication.failover_state.store(IN_PROGRESS, Relaxed);
-    replication.drop_replicas();
+    replication.drop_replicas_after_sending();
     let link = replication.follow(request.host.clone(), request.port);
     link.failover.store(true, Relaxed);
     super::link::start(

@@ -532,20 +532,33 @@ impl Replication {
         self.replicas.lock().clone()
     }
 
-    /// Tells every replica sender to stop (REPLICAOF makes this server a
-    /// replica: its own replicas start over from the new history).
-    ///
-    /// What was committed before still reaches them first, as Redis'
-    /// replicas have the writes it propagated before the REPLICAOF (it
-    /// writes them out before it reads the next command): each sender is
-    /// given up to [`DROP_FLUSH_MAX`] to send the stream up to there.
+    /// Tells every replica sender to stop at once (the stream has a hole:
+    /// they synchronise again).
     pub fn drop_replicas(&self) {
+        for replica in self.replicas.lock().iter() {
+            replica.stop.store(true, Relaxed);
+        }
+    }
+
+    /// Tells every replica sender to stop once it has sent what was
+    /// committed so far (REPLICAOF, FAILOVER: this server becomes a
+    /// replica, and its own replicas start over from the new history).
+    /// As Redis' replicas have the writes it propagated before the
+    /// REPLICAOF (it writes them out before it reads the next command),
+    /// each sender (online, or sending its copy) is given up to
+    /// [`DROP_FLUSH_MAX`] to send the stream up to the last committed
+    /// change. Not for the producer's thread,
+    /// which makes that stream.
+    pub fn drop_replicas_after_sending(&self) {
         let replicas = self.replicas.lock().clone();
         let committed = self.keyspace.next_change_seq().saturating_sub(1);
         let deadline = Instant::now() + DROP_FLUSH_MAX;
+        // Those sending their copy come online right after it: they are
+        // waited for too (one whose copy is still being made gets the
+        // stream from the copy's end, whatever it holds).
         let online: Vec<_> = replicas
             .iter()
-            .filter(|r| r.state.load(Relaxed) == STATE_ONLINE)
+            .filter(|r| matches!(r.state.load(Relaxed), STATE_SEND_BULK | STATE_ONLINE))
             .collect();
         if !online.is_empty() {
             let sent_all = || {
