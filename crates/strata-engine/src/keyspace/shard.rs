@@ -46,9 +46,7 @@ pub(crate) fn lookup<'t>(
     let (mut expired, _) = found.remove();
     forget_deadline(&mut table.expiring, &expired);
     unlink(live, tier, &mut expired);
-    let before = group.add_cause(FLAG_EXPIRED);
-    log_del(group, db, expired.key());
-    group.restore_cause(before);
+    log_del_for(group, FLAG_EXPIRED, db, expired.key());
     *expired_keys += 1;
     None
 }
@@ -64,6 +62,14 @@ pub(crate) fn unlink(live: &mut LiveCounts, tier: &Tier, entry: &mut Entry) {
 /// Logs that `key` no longer exists in `db`.
 pub(crate) fn log_del(group: &mut GroupSlot, db: usize, key: &[u8]) {
     log_del_as(group, db, key, 0);
+}
+
+/// [`log_del`] of a deletion made for `cause` (`FLAG_EXPIRED`,
+/// `FLAG_EVICTED` …: why the data changed, for the change feed).
+pub(crate) fn log_del_for(group: &mut GroupSlot, cause: u8, db: usize, key: &[u8]) {
+    let before = group.add_cause(cause);
+    log_del(group, db, key);
+    group.restore_cause(before);
 }
 
 /// [`log_del`], `aux` 1 when the deletion is an UNLINK (see
@@ -620,9 +626,7 @@ impl Shard {
         forget_deadline(&mut table.expiring, &entry);
         unlink(&mut self.live, &self.tier, &mut entry);
         if entry.is_expired(now_ms) {
-            let before = self.group.add_cause(FLAG_EXPIRED);
-            log_del(&mut self.group, db, entry.key());
-            self.group.restore_cause(before);
+            log_del_for(&mut self.group, FLAG_EXPIRED, db, entry.key());
             self.expired_keys += 1;
             return None;
         }
@@ -745,9 +749,7 @@ impl Shard {
                 if let Ok(found) = table.entries.find_entry(hash, |e| e.key() == &*key) {
                     let (mut entry, _) = found.remove();
                     unlink(&mut self.live, &self.tier, &mut entry);
-                    let before = self.group.add_cause(FLAG_EXPIRED);
-                    log_del(&mut self.group, db, &key);
-                    self.group.restore_cause(before);
+                    log_del_for(&mut self.group, FLAG_EXPIRED, db, &key);
                     removed += 1;
                 }
             }

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use crate::keyspace::entry::{FETCHED, PROMOTE_WINDOW_S, SEEN, TRANSIENT, VOLATILE, log_image};
 use crate::keyspace::key::{KeyRef, SHARD_COUNT};
-use crate::keyspace::shard::{Shard, forget_deadline, log_del, unlink};
+use crate::keyspace::shard::{Shard, forget_deadline, log_del_for, unlink};
 use crate::keyspace::shards::Keyspace;
 use crate::random::random_u64;
 use crate::tiering::location::ColdLocation;
@@ -496,9 +496,7 @@ impl Shard {
                 // Eviction runs in the background, never inside a command.
                 let cause =
                     crate::storage::record::FLAG_EVICTED | crate::storage::record::FLAG_BACKGROUND;
-                let before = self.group.add_cause(cause);
-                log_del(&mut self.group, db, entry.key());
-                self.group.restore_cause(before);
+                log_del_for(&mut self.group, cause, db, entry.key());
                 done.bytes += entry.memory_bytes() as u64;
                 done.keys += 1;
                 done.deleted_keys.push(entry.key().into());
