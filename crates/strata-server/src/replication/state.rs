@@ -26,8 +26,8 @@ use crate::util::now_ms;
 /// replica that is a moment behind under load into a full
 /// synchronisation, and one away for a minute always.
 pub const BACKLOG_DEFAULT_BYTES: usize = 1 << 30;
-/// How long [`Replication::drop_replicas`] lets senders send what was
-/// committed before it.
+/// How long [`Replication::drop_replicas_after_sending`] lets senders
+/// send what was committed before it.
 const DROP_FLUSH_MAX: Duration = Duration::from_millis(200);
 
 /// A replica attached to this server, as INFO and ROLE show it.
@@ -547,8 +547,7 @@ impl Replication {
     /// REPLICAOF (it writes them out before it reads the next command),
     /// each sender (online, or sending its copy) is given up to
     /// [`DROP_FLUSH_MAX`] to send the stream up to the last committed
-    /// change. Not for the producer's thread,
-    /// which makes that stream.
+    /// change. Not for the producer's thread, which makes that stream.
     pub fn drop_replicas_after_sending(&self) {
         let replicas = self.replicas.lock().clone();
         let committed = self.keyspace.next_change_seq().saturating_sub(1);
@@ -853,7 +852,7 @@ fn produce(replication: &Replication, mut changes: strata_engine::feed::Subscrip
         let mut next = changes.recv_timeout(Duration::from_millis(20));
         let mut taken = 0;
         // One clock read for the batch (it dates the TTLs of RESTOREs):
-        // read per group, it was a twentieth of this thread's time.
+        // read per group, it was 4 % of this thread's samples.
         let now = now_ms();
         loop {
             match next {
