@@ -886,19 +886,8 @@ pub fn strata_check() -> PathBuf {
                 }
                 // A build may compile the engine again (features unify per
                 // build): bounded, but by minutes rather than TIMEOUT.
-                let mut child = build.stdin(Stdio::null()).spawn().unwrap();
-                let deadline = Instant::now() + Duration::from_secs(900);
-                let status = loop {
-                    if let Some(status) = child.try_wait().unwrap() {
-                        break status;
-                    }
-                    if Instant::now() >= deadline {
-                        let _ = child.kill();
-                        panic!("building strata-check took more than 15 minutes");
-                    }
-                    std::thread::sleep(Duration::from_millis(100));
-                };
-                assert!(status.success(), "building strata-check failed: {status}");
+                let (code, output) = run_within(&mut build, Duration::from_secs(900));
+                assert_eq!(code, 0, "building strata-check failed:\n{output}");
             }
             assert!(check.exists(), "no strata-check at {}", check.display());
             check
