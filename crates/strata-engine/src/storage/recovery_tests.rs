@@ -877,6 +877,8 @@ fn the_cold_reader_reads_values_back_with_either_engine() {
     lent.release(&ks, NOW_MS);
     assert_eq!(in_ram(&ks), 0, "lent, then released");
     close(&ks);
+    drop(ks);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -1096,6 +1098,8 @@ fn list_changes_replay_to_the_same_lists() {
     with_tail.push(b"tail".to_vec());
     assert_eq!(contents(&ks, b"queue"), Some(with_tail));
     close(&ks);
+    drop(ks);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -1238,6 +1242,8 @@ fn set_and_sorted_set_changes_replay_to_the_same_values() {
     let s_now = Some(vec![b"1".to_vec(), b"later".to_vec(), b"x".to_vec()]);
     assert_eq!(members(&ks, b"s"), s_now);
     close(&ks);
+    drop(ks);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Sets metadata item `name` to `image` as a command would.

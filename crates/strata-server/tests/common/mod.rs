@@ -10,6 +10,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -35,17 +36,44 @@ pub const LISTENING: &str = "Listening on tcp ";
 
 static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
 
+/// This test process's directory, parent of every [`temp_dir`].
+static PROCESS_DIR: OnceLock<PathBuf> = OnceLock::new();
+
+/// Removes [`PROCESS_DIR`] when the test process exits: libtest returns
+/// from `main` or calls `exit`, and both run `atexit` handlers.
+extern "C" fn remove_process_dir() {
+    if let Some(dir) = PROCESS_DIR.get() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// A new directory of its own for a test. Every one lives under one
+/// directory per test process, removed as the process exits, so a
+/// directory kept for a restart that never came (a node killed for
+/// good, a server that exited) does not stay behind: a full run leaked
+/// gigabytes of logs and Raft state before, and filled CI's disk.
+/// `STRATA_KEEP_TEST_DIRS=1` keeps them to look at after a failure.
 pub fn temp_dir() -> PathBuf {
+    let parent = PROCESS_DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("strata-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        if std::env::var_os("STRATA_KEEP_TEST_DIRS").is_none() {
+            // SAFETY: `remove_process_dir` is an `extern "C" fn()` that
+            // neither unwinds nor depends on anything `exit` tears down
+            // before it (it only reads a static and removes files).
+            unsafe { libc::atexit(remove_process_dir) };
+        }
+        dir
+    });
     let unique = format!(
-        "strata-test-{}-{}-{}",
-        std::process::id(),
+        "{}-{}",
         NEXT_DIR.fetch_add(1, Ordering::Relaxed),
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_nanos()
     );
-    let dir = std::env::temp_dir().join(unique);
+    let dir = parent.join(unique);
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
