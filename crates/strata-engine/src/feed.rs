@@ -21,7 +21,18 @@
 //! (it must resubscribe and resynchronise, as a Redis replica does after a
 //! backlog overrun). Publishing never waits for a subscriber. With no
 //! subscriber, committing costs one relaxed atomic load.
+//!
+//! **Wake-ups wait for the end of a turn.** A subscriber that sleeps on
+//! its queue is woken by a futex call, and on this machine's VMs a
+//! wake-up costs the waker more than the commit itself. A thread that
+//! commits many small groups in a row (a network thread running a
+//! pipeline for each of its ready connections) calls [`defer_wakeups`]
+//! once: its groups are queued at once as before (a subscriber that looks
+//! sees them), but the sleepers are woken when it calls [`wake_deferred`],
+//! at the end of its turn and before it parks, once for all the groups
+//! of that turn, as Redis writes to its replicas before it sleeps.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -239,8 +250,52 @@ impl Feed {
                 }
                 queued.groups.push_back(group.clone());
             }
-            queue.ready.notify_all();
+            wake(queue);
         }
+    }
+}
+
+thread_local! {
+    /// While this thread defers ([`defer_wakeups`]), the queues whose
+    /// sleeping reader it owes a wake-up.
+    static OWED: RefCell<Option<Vec<Arc<Queue>>>> = const { RefCell::new(None) };
+}
+
+/// From now on this thread's commits wake sleeping subscribers only when
+/// it calls [`wake_deferred`] (see the module docs). The thread must call
+/// it before it waits for anything and at the end of every turn of work.
+pub fn defer_wakeups() {
+    OWED.with(|owed| {
+        owed.borrow_mut().get_or_insert_with(Vec::new);
+    });
+}
+
+/// Wakes the subscribers this thread's commits have owed since its last
+/// call; nothing for a thread that does not defer.
+pub fn wake_deferred() {
+    OWED.with(|owed| {
+        if let Some(queues) = owed.borrow_mut().as_mut() {
+            for queue in queues.drain(..) {
+                queue.ready.notify_all();
+            }
+        }
+    });
+}
+
+/// Wakes `queue`'s reader now, or owes it the wake-up on a deferring
+/// thread.
+fn wake(queue: &Arc<Queue>) {
+    let deferred = OWED.with(|owed| match owed.borrow_mut().as_mut() {
+        Some(queues) => {
+            if !queues.iter().any(|owed| Arc::ptr_eq(owed, queue)) {
+                queues.push(queue.clone());
+            }
+            true
+        }
+        None => false,
+    });
+    if !deferred {
+        queue.ready.notify_all();
     }
 }
 
@@ -401,6 +456,48 @@ mod tests {
         }
         assert_eq!(next, [PER_THREAD; THREADS]);
         assert_eq!(subscription.try_recv(), Ok(None));
+    }
+
+    /// A deferring thread's groups are queued at once (a reader that
+    /// looks sees them) but a sleeping reader wakes only at
+    /// `wake_deferred`; a thread that does not defer wakes it at once.
+    #[test]
+    fn a_deferring_thread_wakes_sleeping_readers_at_the_end_of_its_turn() {
+        let ks = Keyspace::new(4);
+        let subscription = ks.subscribe(16);
+        let (sender, woke) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                // Asleep before the commit (see the pause below).
+                let group = subscription.recv_timeout(WAIT).unwrap();
+                sender.send(group.is_some()).unwrap();
+            });
+            std::thread::sleep(Duration::from_millis(100));
+            let (committed_tx, committed_rx) = std::sync::mpsc::channel();
+            let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+            let ks = &ks;
+            scope.spawn(move || {
+                defer_wakeups();
+                set(ks, 0, b"deferred");
+                committed_tx.send(()).unwrap();
+                go_rx.recv().unwrap();
+                wake_deferred();
+            });
+            committed_rx.recv_timeout(WAIT).unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            assert!(woke.try_recv().is_err(), "woken before wake_deferred");
+            go_tx.send(()).unwrap();
+            assert_eq!(woke.recv_timeout(WAIT), Ok(true));
+        });
+        // Not deferring: the reader is woken by the commit itself.
+        std::thread::scope(|scope| {
+            let reader = scope.spawn(|| subscription.recv_timeout(WAIT).unwrap().is_some());
+            std::thread::sleep(Duration::from_millis(100));
+            let started = Instant::now();
+            set(&ks, 0, b"at once");
+            assert!(reader.join().unwrap());
+            assert!(started.elapsed() < Duration::from_secs(5));
+        });
     }
 
     #[test]

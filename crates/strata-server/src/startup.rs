@@ -765,8 +765,13 @@ fn network_thread(
     // to 30 000 with 0.5 s latencies while two busy loops ran, where Redis
     // and Strata without the yield kept 40 000 at 11-14 ms
     // (docs/performance.md, "CPU contention").
+    // The change feed's sleeping readers are woken at the end of each
+    // connection's turn and, at the latest, before this thread parks
+    // (`strata_engine::feed`, "Wake-ups wait for the end of a turn").
+    strata_engine::feed::defer_wakeups();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        .on_thread_park(strata_engine::feed::wake_deferred)
         .build()
     {
         Ok(runtime) => runtime,

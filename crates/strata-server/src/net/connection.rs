@@ -549,9 +549,11 @@ impl Connection {
     async fn settle(&mut self, client: &ClientInfo) -> Result<(), Closed> {
         if !self.session.woken.is_empty() {
             // Blocked clients these commands woke run first, as in Redis.
+            strata_engine::feed::wake_deferred();
             crate::events::blocking::await_runs(&mut self.session.woken).await;
         }
         if self.replies_durable() && self.output.is_empty() {
+            strata_engine::feed::wake_deferred();
             return Ok(());
         }
         // Let this thread's other ready connections run their commands
@@ -562,6 +564,9 @@ impl Connection {
         // next requests and sleeps again before the next reply: a wake-up
         // per reply, which cost XADD at pipeline 16 a fifth of its CPU.
         tokio::task::yield_now().await;
+        // The change feed's readers (the replication stream, keyspace
+        // events) are woken once for every commit of this turn.
+        strata_engine::feed::wake_deferred();
         if self.replies_durable() {
             return Ok(());
         }
