@@ -767,11 +767,16 @@ fn network_thread(
     // (docs/performance.md, "CPU contention").
     // The change feed's sleeping readers are woken at the end of each
     // connection's turn and, at the latest, before this thread parks
-    // (`strata_engine::feed`, "Wake-ups wait for the end of a turn").
+    // (`strata_engine::feed`, "Wake-ups wait for the end of a turn"). A
+    // Lua VM that SCRIPT FLUSH made stale is dropped then too.
     strata_engine::feed::defer_wakeups();
+    let parking = server.clone();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .on_thread_park(strata_engine::feed::wake_deferred)
+        .on_thread_park(move || {
+            strata_engine::feed::wake_deferred();
+            crate::scripting::drop_stale_vm(&parking.scripts);
+        })
         .build()
     {
         Ok(runtime) => runtime,

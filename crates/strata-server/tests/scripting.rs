@@ -3,8 +3,9 @@
 //! sandbox, cjson and bit, atomic transfers between keys on different
 //! shards from several threads while an observer checks the invariant,
 //! keys a script did not declare, a looping script answered with -BUSY
-//! and SCRIPT KILL, and a large script cut by `kill -9` coming back whole
-//! or not at all.
+//! and SCRIPT KILL, a large script cut by `kill -9` coming back whole
+//! or not at all, and the VMs' memory given back after SCRIPT FLUSH and
+//! replaced libraries (`used_memory_lua`).
 
 mod common;
 
@@ -1243,4 +1244,56 @@ fn time_is_frozen_inside_a_script() {
     let first = raw.cmd(&["TIME"]);
     std::thread::sleep(std::time::Duration::from_millis(2));
     assert_ne!(raw.cmd(&["TIME"]), first);
+}
+
+/// `used_memory_lua` as INFO reports it.
+fn lua_memory(con: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("memory").query(con).unwrap();
+    info_field(&info, "used_memory_lua").parse().unwrap()
+}
+
+/// Redis' "EVAL does not leak in the Lua stack" flushes the scripts on one
+/// connection and reads `used_memory_lua` after running scripts on
+/// another: every thread's VM that SCRIPT FLUSH made stale is given back
+/// (each thread drops its own before it sleeps), and libraries replaced
+/// over and over leave no garbage behind.
+#[test]
+fn script_flush_and_replaced_libraries_give_the_vms_memory_back() {
+    let server = TestServer::start_with(&["--threads", "2"]);
+    // Enough connections that both threads compile many scripts.
+    let mut connections: Vec<redis::Connection> = (0..4).map(|_| server.client()).collect();
+    for (n, con) in connections.iter_mut().enumerate() {
+        for script in 0..300 {
+            let body = format!("return {{'{n}', {script}, '{}'}}", "x".repeat(100));
+            let _: redis::Value = redis::cmd("EVAL").arg(body).arg(0).query(con).unwrap();
+        }
+    }
+    let mut con = server.client();
+    let before = lua_memory(&mut con);
+    assert!(before > 200 * 1024, "{before} bytes before the flush");
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con).unwrap();
+    wait_until("the stale VMs are dropped", || {
+        lua_memory(&mut con) < 100 * 1024
+    });
+    // The library Redis' test loads, as its run_script_on_connection
+    // writes it.
+    let library = "#!lua name=test\nredis.register_function('test', function(KEYS, ARGV)\n \
+                   return redis.call(\"incr\",KEYS[1]) \nend)";
+    let mut pipe = redis::pipe();
+    for _ in 0..10_000 {
+        pipe.cmd("FUNCTION")
+            .arg("LOAD")
+            .arg("REPLACE")
+            .arg(library)
+            .ignore();
+        pipe.cmd("FCALL").arg("test").arg(1).arg("x").ignore();
+    }
+    let _: () = pipe.query(&mut connections[0]).unwrap();
+    let count: u64 = connections[0].get("x").unwrap();
+    assert_eq!(count, 10_000);
+    let after = lua_memory(&mut con);
+    assert!(
+        after < 100 * 1024,
+        "{after} bytes after 10 000 replaced libraries"
+    );
 }

@@ -47,7 +47,11 @@ fn compile_parsed(
     meta: Metadata,
     timeout: Option<std::time::Duration>,
 ) -> Result<Library, String> {
-    let registered = vm.load_library(meta.body, timeout, false)?;
+    let registered = vm.load_library(meta.body, timeout, false);
+    // The check compiled the library in this thread's VM: what it made is
+    // garbage now, collected at once (FUNCTION LOAD is rare).
+    let _ = vm.lua.gc_collect();
+    let registered = registered?;
     if registered.is_empty() {
         return Err("ERR No functions registered".into());
     }

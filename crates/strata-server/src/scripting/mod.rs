@@ -55,4 +55,4 @@ pub use hook::{catch_panic, raise_panicked};
 pub use run::Slot;
 pub use run::{lua_arg, protocol_of};
 pub use stack::{format_g, format_lua_number, lua_error_text};
-pub use vm::{LOAD_TIMEOUT, Registered, Vm, vms_bytes, with_vm};
+pub use vm::{LOAD_TIMEOUT, Registered, Vm, drop_stale_vm, vms_bytes, with_vm};

@@ -79,6 +79,25 @@ pub fn with_vm<R>(scripts: &Scripts, f: impl FnOnce(&mut Vm) -> R) -> R {
     })
 }
 
+/// Drops this thread's VM once SCRIPT FLUSH has made it stale, so the
+/// memory it holds is given back, and no longer counted in
+/// `used_memory_lua`, without waiting for this thread's next script
+/// (Redis' test of a leak in the Lua stack flushes on one connection and
+/// reads `used_memory_lua` after scripts on another). Network threads
+/// call it before they park.
+pub fn drop_stale_vm(scripts: &Scripts) {
+    VM.with(|cell| {
+        let Ok(mut slot) = cell.try_borrow_mut() else {
+            return;
+        };
+        let generation = scripts.generation.load(Relaxed);
+        if slot.as_ref().is_some_and(|vm| vm.generation != generation) {
+            *slot = None;
+            VM_BYTES.with(|bytes| bytes.store(0, Relaxed));
+        }
+    });
+}
+
 /// What every thread's VM holds, as each last saw it after a run: it is
 /// read from the VM's allocator, so each thread publishes its own.
 static VMS_BYTES: Mutex<Vec<Arc<AtomicUsize>>> = Mutex::new(Vec::new());
@@ -331,6 +350,10 @@ impl Vm {
                 }
             }
             self.library_generation = libraries.generation;
+            // The replaced libraries' functions are garbage now: collect
+            // them at once (libraries change rarely) rather than let the
+            // incremental collector hold up to twice the live heap.
+            let _ = self.lua.gc_collect();
         }
         self.callbacks.get(&name.to_ascii_lowercase()).copied()
     }
