@@ -205,7 +205,15 @@ pub(super) fn parse_trim_args(
 // --- replies ---------------------------------------------------------------
 
 pub(super) fn write_id(out: &mut strata_resp::ReplyWriter, id: StreamId) {
-    out.bulk(id.to_string().as_bytes());
+    // `ms-seq` on the stack: every XADD answers one, and formatting it
+    // into a String was an allocation and two `Display` calls per XADD.
+    let (mut ms, mut seq) = (itoa::Buffer::new(), itoa::Buffer::new());
+    let (ms, seq) = (ms.format(id.ms).as_bytes(), seq.format(id.seq).as_bytes());
+    let mut text = [0u8; 41];
+    text[..ms.len()].copy_from_slice(ms);
+    text[ms.len()] = b'-';
+    text[ms.len() + 1..ms.len() + 1 + seq.len()].copy_from_slice(seq);
+    out.bulk(&text[..ms.len() + 1 + seq.len()]);
 }
 
 /// `[id, [field, value, ...]]`.
