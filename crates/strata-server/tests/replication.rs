@@ -1427,9 +1427,10 @@ impl Proxy {
     }
 
     fn heal(&self) {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.epoch.fetch_add(1, Relaxed);
-        self.cut.store(false, Relaxed);
+        use std::sync::atomic::Ordering::{AcqRel, Release};
+        // The epoch first: a pump that sees the cut lifted sees it too.
+        self.epoch.fetch_add(1, AcqRel);
+        self.cut.store(false, Release);
     }
 }
 
@@ -1444,17 +1445,25 @@ fn pump(
     born: u64,
 ) {
     use std::io::{Read, Write};
-    use std::sync::atomic::Ordering::Relaxed;
+    use std::sync::atomic::Ordering::{Acquire, Relaxed};
     from.set_read_timeout(Some(Duration::from_millis(20)))
         .unwrap();
     let mut buf = vec![0u8; 1 << 16];
+    // A connection made during a cut must never forward: the replica gave
+    // it up, and a handshake it left buffered reaching the primary after
+    // the heal made a second PSYNC (`sync_partial_ok` 2, once in a full
+    // run). So the epoch is read after the cut is seen lifted (heal moves
+    // it first) and again before every write.
     loop {
-        if epoch.load(Relaxed) != born {
-            break;
-        }
-        if cut.load(Relaxed) {
+        if cut.load(Acquire) {
+            if epoch.load(Acquire) != born {
+                break;
+            }
             std::thread::sleep(Duration::from_millis(10));
             continue;
+        }
+        if epoch.load(Acquire) != born {
+            break;
         }
         let limit = match slow.load(Relaxed) {
             0 => buf.len(),
@@ -1466,7 +1475,7 @@ fn pump(
         match from.read(&mut buf[..limit]) {
             Ok(0) => break,
             Ok(n) => {
-                if to.write_all(&buf[..n]).is_err() {
+                if epoch.load(Acquire) != born || to.write_all(&buf[..n]).is_err() {
                     break;
                 }
             }
