@@ -47,11 +47,7 @@ fn compile_parsed(
     meta: Metadata,
     timeout: Option<std::time::Duration>,
 ) -> Result<Library, String> {
-    let registered = vm.load_library(meta.body, timeout, false);
-    // The check compiled the library in this thread's VM: what it made is
-    // garbage now, collected at once (FUNCTION LOAD is rare).
-    let _ = vm.lua.gc_collect();
-    let registered = registered?;
+    let registered = vm.load_library(meta.body, timeout, false)?;
     if registered.is_empty() {
         return Err("ERR No functions registered".into());
     }
@@ -142,7 +138,9 @@ pub fn function_load(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let scripts = ctx.server.scripts.clone();
     let library = with_vm(&scripts, |vm| {
-        compile_parsed(vm, &code, meta, Some(LOAD_TIMEOUT))
+        let compiled = compile_parsed(vm, &code, meta, Some(LOAD_TIMEOUT));
+        collect_garbage(vm);
+        compiled
     })?;
     let name = library.name.clone();
     let key = name.to_ascii_lowercase();
@@ -241,12 +239,28 @@ pub fn function_restore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// the first that does not load).
 fn compile_all(ctx: &Ctx, codes: &[String]) -> Result<Libraries, CmdError> {
     let scripts = ctx.server.scripts.clone();
-    let mut compiled = Libraries::default();
-    for code in codes {
-        let library = with_vm(&scripts, |vm| compile(vm, code, None))?;
-        compiled.add(library, false, true)?;
-    }
-    Ok(compiled)
+    with_vm(&scripts, |vm| {
+        let mut compiled = Libraries::default();
+        for code in codes {
+            if let Err(error) = compile(vm, code, None).and_then(|library| {
+                compiled.add(library, false, true)?;
+                Ok(())
+            }) {
+                collect_garbage(vm);
+                return Err(error.into());
+            }
+        }
+        collect_garbage(vm);
+        Ok(compiled)
+    })
+}
+
+/// Compiling a library to check it leaves what it made in this thread's
+/// VM as garbage: collected at once, once per command (libraries change
+/// rarely), rather than left for the incremental collector, which holds
+/// up to twice the live heap (`used_memory_lua`).
+fn collect_garbage(vm: &Vm) {
+    let _ = vm.lua.gc_collect();
 }
 
 /// Replaces every library with those of `codes`, all or none, as one
