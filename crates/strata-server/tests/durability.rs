@@ -721,6 +721,47 @@ fn persistence_commands_and_settings_answer_like_redis() {
 /// in progress or done, as Redis does (it forks before it answers):
 /// scripts and tests that wait for `rdb_bgsave_in_progress:0` must not
 /// see the moment before the checkpoint thread picked the request up.
+/// Switching to `always` after writes under `everysec`: the replies that
+/// follow (CONFIG SET's own, and the next reply of another client that
+/// wrote before) are not held for an fsync nothing would make. A build
+/// that only changed the policy left them waiting until the next write's
+/// round: CONFIG SET never answered.
+#[test]
+fn config_set_always_after_writes_answers_at_once() {
+    let server = TestServer::start_with(&["--save", ""]);
+    let mut raw = server.raw();
+    let mut other = server.raw();
+    assert_eq!(other.cmd(&["SET", "before", "1"]), ok());
+    assert_eq!(raw.cmd(&["SET", "k", "v"]), ok());
+    for client in [&raw, &other] {
+        (client.stream)
+            .set_read_timeout(Some(Duration::from_secs(3)))
+            .unwrap();
+    }
+    raw.send(&["CONFIG", "SET", "appendfsync", "always"]);
+    assert_eq!(
+        raw.try_read(),
+        Some(ok()),
+        "CONFIG SET appendfsync always did not answer within 3 s of writes"
+    );
+    other.send(&["EXISTS", "before"]);
+    assert_eq!(
+        other.try_read(),
+        Some(Reply::Int(1)),
+        "a client that wrote before the switch got no reply within 3 s"
+    );
+    let persistence = info(&mut raw, "persistence");
+    let lsn = |name: &str| -> u64 { info_field(&persistence, name).parse().unwrap() };
+    assert!(
+        lsn("strata_log_synced_lsn") >= lsn("strata_log_written_lsn"),
+        "written before the switch but not synced: {persistence}"
+    );
+    // And back: `everysec` answers at once too.
+    assert_eq!(raw.cmd(&["SET", "k", "w"]), ok());
+    assert_eq!(raw.cmd(&["CONFIG", "SET", "appendfsync", "everysec"]), ok());
+    assert_eq!(raw.cmd(&["GET", "k"]), b("w"));
+}
+
 #[test]
 fn bgsave_is_in_progress_from_its_reply_on() {
     let server = TestServer::start_with(&["--appendonly", "yes"]);

@@ -331,9 +331,18 @@ impl Log {
         self.direct_io.store(direct, Ordering::Relaxed);
     }
 
+    /// Changes the policy now. Moving to `always` also syncs what was
+    /// written under the policy before: replies are held for the synced
+    /// watermark from now on, and a client whose record was written (and
+    /// answered) but not yet synced would otherwise wait, with CONFIG
+    /// SET's own reply, for an fsync that only the next write's round
+    /// would make.
     pub fn set_fsync_policy(&self, policy: FsyncPolicy) {
-        self.fsync.store(policy as u8, Ordering::Relaxed);
+        let before = FsyncPolicy::from_u8(self.fsync.swap(policy as u8, Ordering::AcqRel));
         self.wake.notify_one();
+        if policy == FsyncPolicy::Always && before != FsyncPolicy::Always {
+            self.sync_now();
+        }
     }
 
     /// The LSN the next committed record will get.
@@ -682,6 +691,8 @@ impl Log {
         };
         if let Some(file) = file {
             self.sync(&file, written);
+            // Wakes whoever waits for the synced watermark (`always`).
+            self.progress.advanced();
         }
         !self.has_error.load(Ordering::Relaxed) && !self.fsync_failed.load(Ordering::Relaxed)
     }
