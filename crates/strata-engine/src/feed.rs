@@ -192,7 +192,6 @@ impl Feed {
     }
 
     fn deliver(&self, state: &mut FeedState, seq: u64, changed: &Changed, group: &[u8]) {
-        state.queues.retain(|queue| !queue.state.lock().closed);
         if state.queues.is_empty() {
             self.active.store(false, Ordering::Release);
             return;
@@ -226,8 +225,15 @@ impl Feed {
             changes,
             records,
         });
+        // Each queue's lock is taken once per group: its line moves
+        // between the committing threads and the queue's reader.
+        let mut closed = false;
         for queue in &state.queues {
             let mut queued = queue.state.lock();
+            if queued.closed {
+                closed = true;
+                continue;
+            }
             if queued.lagged || (group.changes.is_empty() && queue.records_bytes_max.is_none()) {
                 // (A group of server state only, the function
                 // libraries, is of interest to replication alone.)
@@ -251,6 +257,12 @@ impl Feed {
                 queued.groups.push_back(group.clone());
             }
             wake(queue);
+        }
+        if closed {
+            state.queues.retain(|queue| !queue.state.lock().closed);
+            if state.queues.is_empty() {
+                self.active.store(false, Ordering::Release);
+            }
         }
     }
 }
