@@ -1320,6 +1320,57 @@ fn publish_and_wait_never_move_the_stream_to_another_database() {
     assert_same(&want, &got);
 }
 
+/// Writes that all go to one database while PUBLISHes from another go
+/// into the stream between them: each write still reaches that database
+/// of the replica. The producer translates a batch of writes before it
+/// appends them, knowing the database the stream had selected when it
+/// began; a PUBLISH appended meanwhile selects its own, and the batch
+/// must select its database again. A build that appended without
+/// selecting again put writes into database 0 of the replica.
+#[test]
+fn writes_stay_in_their_database_while_publishes_from_another_go_between() {
+    let primary = TestServer::start();
+    let replica = TestServer::start();
+    let mut p = primary.client();
+    let mut r = replica.client();
+    follow(&mut r, primary.port);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let noisy: Vec<_> = (0..2)
+        .map(|n| {
+            let url = primary.url();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let mut pipe = redis::pipe();
+                    for _ in 0..20 {
+                        pipe.cmd("PUBLISH").arg("noise").arg(n).ignore();
+                    }
+                    pipe.query::<()>(&mut con).unwrap();
+                }
+            })
+        })
+        .collect();
+    let _: () = redis::cmd("SELECT").arg(7).query(&mut p).unwrap();
+    for round in 0..400 {
+        let mut pipe = redis::pipe();
+        for i in 0..100 {
+            pipe.cmd("SET")
+                .arg(format!("seven-{}", round * 100 + i))
+                .arg(i)
+                .ignore();
+        }
+        pipe.query::<()>(&mut p).unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for thread in noisy {
+        thread.join().unwrap();
+    }
+    let (want, got) = settled(&mut p, &mut r, false);
+    assert_eq!(want.len(), 40_000);
+    assert_same(&want, &got);
+}
+
 /// PUBLISH on the primary reaches subscribers of its replica, as Redis
 /// sends it in the stream.
 #[test]

@@ -854,9 +854,18 @@ fn produce(replication: &Replication, mut changes: strata_engine::feed::Subscrip
         // One clock read for the batch (it dates the TTLs of RESTOREs):
         // read per group, it was 4 % of this thread's samples.
         let now = now_ms();
+        // The batch's groups go into the backlog under one hold of its
+        // lock, each translated from the database the one before leaves
+        // selected (the backlog selects again if something else went in
+        // meanwhile).
+        let mut db = replication.backlog.db();
+        let mut batch = Vec::new();
         loop {
             match next {
                 Err(_) => {
+                    replication
+                        .backlog
+                        .append_groups(std::mem::take(&mut batch));
                     crate::log_warning!(
                         "The replication stream fell behind the changes; replicas synchronize again"
                     );
@@ -868,18 +877,29 @@ fn produce(replication: &Replication, mut changes: strata_engine::feed::Subscrip
                     break;
                 }
                 Ok(Some(group)) if replication.produces(group.seq) => {
-                    let before = replication.backlog.db();
-                    let mut translator = Translator::at(before);
+                    let mut translator = Translator::at(db);
                     // Commands take about what their records take.
                     let mut bytes = Vec::with_capacity(group.records.len() + 64);
                     translator.group(keyspace, now, &group.records, |_| true, &mut bytes);
                     let after = translator.db();
-                    (replication.backlog).append_quietly(bytes.into(), Some(group), before, after);
+                    batch.push(backlog::Translated {
+                        bytes: bytes.into(),
+                        group,
+                        db_before: db,
+                        db_after: after,
+                    });
+                    db = after;
                 }
                 // A change the stream leaves out (its primary's, applied
                 // while this server was a replica) is still one it has
                 // passed.
-                Ok(Some(group)) => replication.backlog.set_baseline(group.seq),
+                Ok(Some(group)) => {
+                    replication
+                        .backlog
+                        .append_groups(std::mem::take(&mut batch));
+                    replication.backlog.set_baseline(group.seq);
+                    db = replication.backlog.db();
+                }
                 Ok(None) => break,
             }
             taken += 1;
@@ -887,6 +907,9 @@ fn produce(replication: &Replication, mut changes: strata_engine::feed::Subscrip
                 break;
             }
             next = changes.try_recv();
+        }
+        if !batch.is_empty() {
+            replication.backlog.append_groups(batch);
         }
         replication.backlog.announce();
         if replication.is_replica() {
