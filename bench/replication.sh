@@ -7,7 +7,7 @@
 #   alternated between the four set-ups; medians, and the ratio with /
 #   without a replica for each server. The primary's CPU time per SET is
 #   measured beside the throughput
-#   (all its threads, from /proc/PID/task/*/schedstat): on this 2-core
+#   (all its threads, from /proc/PID/stat): on this 2-core
 #   machine the replica and redis-benchmark take CPU from the primary,
 #   so throughput alone overstates what a replica costs it;
 # - WAIT-acknowledged writes (part "wait"): strata-bench sends, on each of
@@ -62,8 +62,12 @@ set_rate() {
         awk -F'","' 'NR>1 { gsub(/"/, "", $2); print $2; exit }'
 }
 
-# CPU time of every thread of process PID so far, in nanoseconds.
-cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ t += $1 } END { printf "%.0f", t }'; }
+# CPU time of process PID so far (user + system, every thread's, also
+# those that have exited: summing /proc/PID/task/*/schedstat lost a
+# thread that ended during the run, such as the one a FLUSHALL ASYNC
+# frees memory on, and gave negative figures), in nanoseconds; the
+# kernel counts it in clock ticks (10 ms).
+cpu_ns() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.0f", ($14 + $15) * 1e9 / hz }' /proc/"$1"/stat; }
 
 # One SET run against KIND's primary: "ops/s primary-µs-per-SET".
 set_run() {
