@@ -326,21 +326,9 @@ impl Backlog {
         db_before: Option<u16>,
         db_after: Option<u16>,
     ) -> u64 {
-        let end = self.append_quietly(bytes, group, db_before, db_after);
+        let end = self.append_entry(bytes, group, Some(Db::Moved(db_before, db_after)));
         self.announce();
         end
-    }
-
-    /// [`Backlog::append`] without waking the readers: the producer
-    /// appends a batch of groups, then calls [`Backlog::announce`].
-    pub fn append_quietly(
-        &self,
-        bytes: Arc<[u8]>,
-        group: Option<Arc<Group>>,
-        db_before: Option<u16>,
-        db_after: Option<u16>,
-    ) -> u64 {
-        self.append_entry(bytes, group, Some(Db::Moved(db_before, db_after)))
     }
 
     /// Wakes the readers waiting for more of the stream.
@@ -381,7 +369,8 @@ impl Backlog {
     /// Appends the producer's translated groups in order under one hold
     /// of the lock (per group, the lock's cache line moving between the
     /// producer and the senders was half of the producer's time in the
-    /// backlog). Returns the new end.
+    /// backlog), without waking the readers: the producer calls
+    /// [`Backlog::announce`] after its batch. Returns the new end.
     pub fn append_groups(&self, groups: Vec<Translated>) -> u64 {
         // What leaves RAM is freed after the lock is let go.
         let mut gone = Vec::new();
