@@ -762,6 +762,44 @@ fn config_set_always_after_writes_answers_at_once() {
     assert_eq!(raw.cmd(&["GET", "k"]), b("w"));
 }
 
+/// A failed fsync under `always`: the client whose write waits for it
+/// loses its connection instead of waiting for ever (Redis exits then),
+/// other clients still read, and writes are refused with -MISCONF. A
+/// build that kept waiting left the writer without an answer.
+#[test]
+fn a_failed_fsync_under_always_closes_the_waiting_writer_and_keeps_reads() {
+    let server =
+        TestServer::start_with(&["--appendfsync", "always", "--enable-debug-command", "yes"]);
+    let mut raw = server.raw();
+    assert_eq!(raw.cmd(&["SET", "kept", "1"]), ok());
+    assert_eq!(raw.cmd(&["DEBUG", "FAIL-FSYNC"]), ok());
+    let mut writer = server.raw();
+    writer
+        .stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let started = Instant::now();
+    writer.send(&["SET", "lost", "2"]);
+    let mut byte = [0u8; 1];
+    let read = std::io::Read::read(&mut writer.stream, &mut byte);
+    assert!(
+        matches!(read, Ok(0)),
+        "the writer waiting for the failed fsync was not disconnected: {read:?} after {:?}",
+        started.elapsed()
+    );
+    let mut reader = server.raw();
+    assert_eq!(reader.cmd(&["GET", "kept"]), b("1"));
+    match reader.cmd(&["SET", "refused", "3"]) {
+        Reply::Error(e) => assert!(e.starts_with("MISCONF"), "{e}"),
+        other => panic!("a write after the failed fsync answered {other:?}"),
+    }
+    let persistence = info(&mut reader, "persistence");
+    assert!(
+        persistence.contains("fsync failed"),
+        "INFO does not say why: {persistence}"
+    );
+}
+
 #[test]
 fn bgsave_is_in_progress_from_its_reply_on() {
     let server = TestServer::start_with(&["--appendonly", "yes"]);

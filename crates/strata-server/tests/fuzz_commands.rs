@@ -42,6 +42,9 @@ const EXCLUDED: &[&str] = &[
     "debug|sleep",
     // Panics on purpose (`script_safety.rs` checks what that leaves).
     "debug|panic",
+    // Fails the log's next fsync, after which every write is refused
+    // until a restart (`durability.rs` covers it).
+    "debug|fail-fsync",
     "client|pause",
     "client|reply",
     "blpop",

@@ -1562,6 +1562,7 @@ const NOT_IN_REDIS_7_0: &[&str] = &[
     "debug|pause-cron",
     "debug|panic",
     "debug|shard-locks",
+    "debug|fail-fsync",
     "debug|populate",
     "debug|digest",
     // Known metadata gaps of the new tables (key spec notes, command tips,

@@ -37,6 +37,8 @@
 //! cannot be retried safely (the kernel may have dropped the dirty pages),
 //! so it is sticky: nothing after it is ever reported synced, and writes
 //! stay refused until a restart recovers from what the disk really holds.
+//! Whoever waits for the synced watermark is told ([`Log::wait_durable`]
+//! returns, [`Log::fsync_failed`] says why), rather than waiting for ever.
 
 use std::cell::Cell;
 use std::fs::File;
@@ -221,6 +223,9 @@ pub struct Log {
     has_error: AtomicBool,
     error: Mutex<Option<String>>,
     fsync_failed: AtomicBool,
+    /// Set by [`Log::fail_next_fsync`] (DEBUG FAIL-FSYNC): the next fsync
+    /// fails as if the device had refused it.
+    fail_next_fsync: AtomicBool,
     segments: Mutex<Vec<SegmentInfo>>,
     /// Wakes whoever waits for `written_lsn` / `synced_lsn` to move.
     progress: Progress,
@@ -293,6 +298,7 @@ impl Log {
             has_error: AtomicBool::new(false),
             error: Mutex::new(None),
             fsync_failed: AtomicBool::new(false),
+            fail_next_fsync: AtomicBool::new(false),
             segments: Mutex::new(start.segments),
             progress: Progress::default(),
             stats: LogStats::default(),
@@ -389,8 +395,25 @@ impl Log {
     /// Ready once every record up to `lsn` is durable under the policy in
     /// force when it is checked ([`Log::durable_lsn`]): what a reply waits
     /// for before it leaves.
+    ///
+    /// Also ready once an fsync has failed: under `always` nothing after
+    /// it will ever count as durable, and the caller must not wait for
+    /// ever ([`Log::fsync_failed`] says so).
     pub fn wait_durable(&self, lsn: u64) -> impl Future<Output = ()> + Send + '_ {
-        self.progress.until(move || self.durable_lsn() >= lsn)
+        self.progress
+            .until(move || self.durable_lsn() >= lsn || self.fsync_failed())
+    }
+
+    /// Whether an fsync has failed: sticky until a restart, which
+    /// recovers from what the disk really holds.
+    pub fn fsync_failed(&self) -> bool {
+        self.fsync_failed.load(Ordering::Relaxed)
+    }
+
+    /// Makes the next fsync fail as if the device had refused it (DEBUG
+    /// FAIL-FSYNC, for tests of what clients see then).
+    pub fn fail_next_fsync(&self) {
+        self.fail_next_fsync.store(true, Ordering::Relaxed);
     }
 
     /// Ready once the log has written or synced anything after this call
@@ -992,7 +1015,14 @@ impl Log {
             return;
         }
         let started = Instant::now();
-        match file.sync_data() {
+        let synced = if self.fail_next_fsync.swap(false, Ordering::Relaxed) {
+            Err(std::io::Error::other(
+                "failed on purpose (DEBUG FAIL-FSYNC)",
+            ))
+        } else {
+            file.sync_data()
+        };
+        match synced {
             Ok(()) => {
                 self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
                 let took = started.elapsed();
@@ -1005,6 +1035,8 @@ impl Log {
             Err(error) => {
                 self.fsync_failed.store(true, Ordering::Relaxed);
                 self.set_error(format!("fsync failed: {error}; restart to recover"));
+                // Replies waiting for the synced watermark give up.
+                self.progress.advanced();
             }
         }
     }

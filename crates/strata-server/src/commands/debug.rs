@@ -326,6 +326,21 @@ pub fn debug_shard_locks(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
+/// DEBUG FAIL-FSYNC (Strata's own): the log's next fsync fails as if the
+/// device had refused it. Tests use it to see what clients get then:
+/// writes refused with -MISCONF, reads served, and under `appendfsync
+/// always` the connections whose replies wait for that fsync closed.
+pub fn debug_fail_fsync(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    let log = ctx
+        .server
+        .keyspace
+        .change_log()
+        .ok_or("ERR the log is off (appendonly no)")?;
+    log.fail_next_fsync();
+    ctx.out.ok();
+    Ok(())
+}
+
 /// DEBUG PAUSE-CRON 0|1: stops (1) or resumes (0) the periodic work
 /// Redis' serverCron does (`Server::cron_paused`). Tests use it to see
 /// what happens without the cron, e.g. a lowered tracking-table-max-keys
@@ -602,6 +617,9 @@ pub fn debug_help(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
             "    Output a hex signature representing the current DB content.",
             "DIGEST-VALUE <key> [<key> ...]",
             "    Output a hex signature of the values of all the specified keys.",
+            "FAIL-FSYNC",
+            "    Make the log's next fsync fail, as a device that refused it would",
+            "    (Strata's own; writes are refused until a restart).",
             "HTSTATS-KEY <key> [full]",
             "    Show the hash table of a hash, set or sorted set kept in one: its",
             "    capacity and elements (open addressing: one element per slot).",

@@ -67,6 +67,10 @@ enum Closed {
     Io(std::io::Error),
     /// SYNC or PSYNC: the socket now belongs to a replica's sender.
     BecameReplica,
+    /// Under `appendfsync always`, replies that wait for an fsync after
+    /// the log's fsync failed: they can never be covered, so they are
+    /// not sent (Redis exits then; this server goes on serving reads).
+    Unsynced,
 }
 
 impl std::fmt::Display for Closed {
@@ -81,6 +85,7 @@ impl std::fmt::Display for Closed {
             Closed::IdleTimeout => write!(f, "idle timeout"),
             Closed::Io(e) => write!(f, "{e}"),
             Closed::BecameReplica => write!(f, "became a replica"),
+            Closed::Unsynced => write!(f, "its writes cannot be synced (the log's fsync failed)"),
         }
     }
 }
@@ -278,6 +283,11 @@ pub async fn serve(server: Arc<Node>, stats: Arc<ThreadStats>, admitted: Admitte
         ),
         Closed::QueryBufferLimit => log_notice!(
             "Closing client id={} addr={} that reached max query buffer length",
+            client.id,
+            client.addr
+        ),
+        Closed::Unsynced => log_warning!(
+            "Closing client id={} addr={}: its writes cannot be synced (the log's fsync failed)",
             client.id,
             client.addr
         ),
@@ -580,9 +590,13 @@ impl Connection {
             return Ok(());
         };
         tokio::select! {
-            _ = log.wait_durable(self.awaiting_lsn) => Ok(()),
-            _ = client.killed() => Err(Closed::Killed),
+            _ = log.wait_durable(self.awaiting_lsn) => {}
+            _ = client.killed() => return Err(Closed::Killed),
         }
+        if !self.replies_durable() && log.fsync_failed() {
+            return Err(Closed::Unsynced);
+        }
+        Ok(())
     }
 
     /// Waits for the log writer to make progress (backpressure).

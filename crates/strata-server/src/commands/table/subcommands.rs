@@ -882,6 +882,18 @@ pub(super) const DEBUG_SUBCOMMANDS: &[Spec] = &[
         ..Spec::DEFAULT
     },
     Spec {
+        name: "fail-fsync",
+        arity: 2,
+        flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
+        acl: categories![ADMIN, SLOW, DANGEROUS],
+        since: "7.0.0",
+        summary: "Makes the log's next fsync fail (Strata's own; tests).",
+        complexity: "O(1)",
+        run: Run::Handler(dbg::debug_fail_fsync),
+        traits: traits![RUNS_UNLOCKED],
+        ..Spec::DEFAULT
+    },
+    Spec {
         name: "pause-cron",
         arity: 3,
         flags: flags![ADMIN, NOSCRIPT, LOADING, STALE],
