@@ -396,12 +396,15 @@ impl Log {
     /// force when it is checked ([`Log::durable_lsn`]): what a reply waits
     /// for before it leaves.
     ///
-    /// Also ready once an fsync has failed: under `always` nothing after
+    /// Also ready, under `always`, once an fsync has failed: nothing after
     /// it will ever count as durable, and the caller must not wait for
-    /// ever ([`Log::fsync_failed`] says so).
+    /// ever ([`Log::fsync_failed`] says so). (Under `everysec` and `no`
+    /// replies wait for the write only, which goes on.)
     pub fn wait_durable(&self, lsn: u64) -> impl Future<Output = ()> + Send + '_ {
-        self.progress
-            .until(move || self.durable_lsn() >= lsn || self.fsync_failed())
+        self.progress.until(move || {
+            self.durable_lsn() >= lsn
+                || (self.fsync_failed() && self.fsync_policy() == FsyncPolicy::Always)
+        })
     }
 
     /// Whether an fsync has failed: sticky until a restart, which
