@@ -800,6 +800,18 @@ fn a_failed_fsync_under_always_closes_the_waiting_writer_and_keeps_reads() {
     );
 }
 
+/// DEBUG FAIL-FSYNC without a log says so, and the server goes on.
+#[test]
+fn debug_fail_fsync_without_the_log_is_an_error() {
+    let server = TestServer::start_with(&["--appendonly", "no", "--enable-debug-command", "yes"]);
+    let mut raw = server.raw();
+    match raw.cmd(&["DEBUG", "FAIL-FSYNC"]) {
+        Reply::Error(e) => assert_eq!(e, "ERR the log is off (appendonly no)"),
+        other => panic!("DEBUG FAIL-FSYNC with appendonly no answered {other:?}"),
+    }
+    assert_eq!(raw.cmd(&["SET", "k", "v"]), ok());
+}
+
 #[test]
 fn bgsave_is_in_progress_from_its_reply_on() {
     let server = TestServer::start_with(&["--appendonly", "yes"]);

@@ -1271,6 +1271,47 @@ fn a_continued_stream_stays_in_its_database() {
     assert_eq!(stray, 0, "writes of database 5 landed in database 0");
 }
 
+/// Two clients publishing from database 0 until stopped: pipelines of
+/// `publishes` PUBLISHes, each ended by `WAIT 1 1000` when `wait` is set
+/// (its GETACK goes into the stream from the client's thread too).
+struct Publishers {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Publishers {
+    fn start(url: &str, publishes: usize, wait: bool) -> Publishers {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let threads = (0..2)
+            .map(|n| {
+                let url = url.to_string();
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let mut pipe = redis::pipe();
+                        for _ in 0..publishes {
+                            pipe.cmd("PUBLISH").arg("noise").arg(n).ignore();
+                        }
+                        if wait {
+                            pipe.cmd("WAIT").arg(1).arg(1000).ignore();
+                        }
+                        pipe.query::<()>(&mut con).unwrap();
+                    }
+                })
+            })
+            .collect();
+        Publishers { stop, threads }
+    }
+
+    fn stop(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for thread in self.threads {
+            thread.join().unwrap();
+        }
+    }
+}
+
 /// Commands that go into the stream from client threads (PUBLISH, and
 /// the GETACK a WAIT sends) while the producer appends groups that
 /// switch databases never put the stream back in the database it had
@@ -1282,24 +1323,7 @@ fn publish_and_wait_never_move_the_stream_to_another_database() {
     let mut p = primary.client();
     let mut r = replica.client();
     follow(&mut r, primary.port);
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let noisy: Vec<_> = (0..2)
-        .map(|n| {
-            let url = primary.url();
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let mut pipe = redis::pipe();
-                    for _ in 0..50 {
-                        pipe.cmd("PUBLISH").arg("noise").arg(n).ignore();
-                    }
-                    pipe.cmd("WAIT").arg(1).arg(1000).ignore();
-                    pipe.query::<()>(&mut con).unwrap();
-                }
-            })
-        })
-        .collect();
+    let noisy = Publishers::start(&primary.url(), 50, true);
     for round in 0..100 {
         let mut pipe = redis::pipe();
         for i in 0..50 {
@@ -1311,10 +1335,7 @@ fn publish_and_wait_never_move_the_stream_to_another_database() {
         }
         pipe.query::<()>(&mut p).unwrap();
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    for thread in noisy {
-        thread.join().unwrap();
-    }
+    noisy.stop();
     let (want, got) = settled(&mut p, &mut r, false);
     assert_eq!(want.len(), 10_000);
     assert_same(&want, &got);
@@ -1334,23 +1355,7 @@ fn writes_stay_in_their_database_while_publishes_from_another_go_between() {
     let mut p = primary.client();
     let mut r = replica.client();
     follow(&mut r, primary.port);
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let noisy: Vec<_> = (0..2)
-        .map(|n| {
-            let url = primary.url();
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let mut pipe = redis::pipe();
-                    for _ in 0..20 {
-                        pipe.cmd("PUBLISH").arg("noise").arg(n).ignore();
-                    }
-                    pipe.query::<()>(&mut con).unwrap();
-                }
-            })
-        })
-        .collect();
+    let noisy = Publishers::start(&primary.url(), 20, false);
     let _: () = redis::cmd("SELECT").arg(7).query(&mut p).unwrap();
     for round in 0..400 {
         let mut pipe = redis::pipe();
@@ -1362,10 +1367,7 @@ fn writes_stay_in_their_database_while_publishes_from_another_go_between() {
         }
         pipe.query::<()>(&mut p).unwrap();
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    for thread in noisy {
-        thread.join().unwrap();
-    }
+    noisy.stop();
     let (want, got) = settled(&mut p, &mut r, false);
     assert_eq!(want.len(), 40_000);
     assert_same(&want, &got);

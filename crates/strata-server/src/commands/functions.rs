@@ -139,7 +139,7 @@ pub fn function_load(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let scripts = ctx.server.scripts.clone();
     let library = with_vm(&scripts, |vm| {
         let compiled = compile_parsed(vm, &code, meta, Some(LOAD_TIMEOUT));
-        collect_garbage(vm);
+        vm.collect_garbage();
         compiled
     })?;
     let name = library.name.clone();
@@ -241,26 +241,14 @@ fn compile_all(ctx: &Ctx, codes: &[String]) -> Result<Libraries, CmdError> {
     let scripts = ctx.server.scripts.clone();
     with_vm(&scripts, |vm| {
         let mut compiled = Libraries::default();
-        for code in codes {
-            if let Err(error) = compile(vm, code, None).and_then(|library| {
-                compiled.add(library, false, true)?;
-                Ok(())
-            }) {
-                collect_garbage(vm);
-                return Err(error.into());
-            }
-        }
-        collect_garbage(vm);
+        let added = codes
+            .iter()
+            .try_for_each(|code| compiled.add(compile(vm, code, None)?, false, true));
+        // Compiling to check leaves garbage: collected once per command.
+        vm.collect_garbage();
+        added?;
         Ok(compiled)
     })
-}
-
-/// Compiling a library to check it leaves what it made in this thread's
-/// VM as garbage: collected at once, once per command (libraries change
-/// rarely), rather than left for the incremental collector, which holds
-/// up to twice the live heap (`used_memory_lua`).
-fn collect_garbage(vm: &Vm) {
-    let _ = vm.lua.gc_collect();
 }
 
 /// Replaces every library with those of `codes`, all or none, as one

@@ -135,6 +135,15 @@ pub struct Registered {
 pub const LOAD_TIMEOUT: Duration = Duration::from_millis(500);
 
 impl Vm {
+    /// Collects this VM's garbage at once. Work on function libraries
+    /// (compiling one to check it, replacing them) leaves garbage in bulk;
+    /// libraries change rarely, so a full collection then is cheap, where
+    /// the incremental collector would hold up to twice the live heap
+    /// (`used_memory_lua`).
+    pub fn collect_garbage(&self) {
+        let _ = self.lua.gc_collect();
+    }
+
     /// A VM of no thread, for work outside commands (loading libraries at
     /// start-up).
     pub fn scratch() -> mlua::Result<Vm> {
@@ -350,10 +359,8 @@ impl Vm {
                 }
             }
             self.library_generation = libraries.generation;
-            // The replaced libraries' functions are garbage now: collect
-            // them at once (libraries change rarely) rather than let the
-            // incremental collector hold up to twice the live heap.
-            let _ = self.lua.gc_collect();
+            // The replaced libraries' functions are garbage now.
+            self.collect_garbage();
         }
         self.callbacks.get(&name.to_ascii_lowercase()).copied()
     }
