@@ -260,6 +260,39 @@ const SCRIPTS: &[&[&[&str]]] = &[
         &["XLEN", "u"],
         &["CONFIG", "SET", "stream-node-max-entries", "100"],
     ],
+    // Streams: what a differential fuzzer against redis-server found.
+    // XDEL looks the key up before its IDs; XADD parses its ID before
+    // the checks after its options; a group whose ENTRIESREAD is past the
+    // entries added lags by a negative count; XREADGROUP takes the
+    // largest ID for `>` (Redis stands for `>` with it).
+    &[
+        &["XDEL", "missing", "4-*", "bad"],
+        &["SET", "str", "x"],
+        &["XDEL", "str", "0-*"],
+        &[
+            "XADD", "s", "MINID", "=", "3-0", "LIMIT", "3", "-1", "f", "v",
+        ],
+        &["XADD", "s", "MAXLEN", "2", "LIMIT", "3", "+", "f", "v"],
+        &["XADD", "s", "1-0", "f", "v"],
+        &["XADD", "s", "2-0", "f", "v"],
+        &["XGROUP", "CREATE", "s", "g", "0", "ENTRIESREAD", "5"],
+        &["XINFO", "GROUPS", "s"],
+        &["XGROUP", "SETID", "s", "g", "1-0", "ENTRIESREAD", "9"],
+        &["XINFO", "GROUPS", "s"],
+        &["XGROUP", "CREATE", "s", "h", "0"],
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "h",
+            "c",
+            "COUNT",
+            "1",
+            "STREAMS",
+            "s",
+            "18446744073709551615-18446744073709551615",
+        ],
+        &["XPENDING", "s", "h"],
+    ],
     // Streams: XSETID.
     &[
         &["XSETID", "missing", "1-1"],

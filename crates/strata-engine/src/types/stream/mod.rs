@@ -262,16 +262,19 @@ impl StreamValue {
     }
 
     /// A group's lag (entries it has not read yet), when it can be told.
-    pub fn lag(&self, group: &Group) -> Option<u64> {
+    /// Signed, as Redis answers it: a group given an ENTRIESREAD past the
+    /// entries added lags by a negative count.
+    pub fn lag(&self, group: &Group) -> Option<i64> {
         if self.entries_added == 0 {
             return Some(0);
         }
+        let lag = |read: u64| (self.entries_added as i64).wrapping_sub(read as i64);
         if let Some(read) = group.entries_read
             && !self.has_tombstones(group.last_id, StreamId::MAX)
         {
-            return Some(self.entries_added.saturating_sub(read));
+            return Some(lag(read));
         }
-        (self.entries_up_to(group.last_id)).map(|read| self.entries_added.saturating_sub(read))
+        self.entries_up_to(group.last_id).map(lag)
     }
 
     /// The nodes, in order, with their first IDs.

@@ -105,6 +105,10 @@ pub(super) struct TrimArgs {
     pub(super) refs: Refs,
     pub(super) nomkstream: bool,
     pub(super) id_at: usize,
+    /// XADD's ID when it is not `*` (and whether its sequence was given),
+    /// parsed where Redis parses it: before the checks that follow the
+    /// options, so a bad ID is the error a bad ID and bad LIMIT give.
+    pub(super) given: Option<(StreamId, bool)>,
 }
 
 pub(super) fn parse_trim_args(
@@ -118,6 +122,7 @@ pub(super) fn parse_trim_args(
     let (mut strategy, mut approx, mut limit) = (None, false, None);
     let mut nomkstream = false;
     let mut refs = None;
+    let mut given = None;
     while i < args.len() {
         let more = args.len() - 1 - i;
         let opt = &args[i][..];
@@ -168,6 +173,7 @@ pub(super) fn parse_trim_args(
             refs = Some(parsed);
             i += 1;
         } else if xadd {
+            given = Some(parse_id_full(opt, 0, true, true)?);
             break;
         } else {
             return Err(ERR_SYNTAX.into());
@@ -199,6 +205,7 @@ pub(super) fn parse_trim_args(
         refs: refs.unwrap_or_default(),
         nomkstream,
         id_at: i,
+        given,
     })
 }
 

@@ -37,12 +37,7 @@ fn next_id(
 pub fn xadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (node_entries, node_bytes) = node_limits(ctx);
     let parsed = parse_trim_args(args, true, node_entries)?;
-    let id_at = parsed.id_at;
-    let given = match args.get(id_at) {
-        Some(arg) if &arg[..] == b"*" => None,
-        Some(arg) => Some(parse_id_full(arg, 0, true, true)?),
-        None => None,
-    };
+    let (id_at, given) = (parsed.id_at, parsed.given);
     let fields_at = id_at + 1;
     if args.len() < fields_at + 2 || (args.len() - fields_at) % 2 == 1 {
         return Err("ERR wrong number of arguments for 'xadd' command".into());
@@ -164,11 +159,13 @@ pub fn xrevrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 pub fn xdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let ids = (args[2..].iter())
-        .map(|a| parse_id(a, 0, true))
-        .collect::<Result<Vec<_>, _>>()?;
+    // As Redis: a missing key answers 0 (and a wrong type its error)
+    // before the IDs are looked at.
     let exists = with_stream(ctx, &args[1], |stream, _| stream.is_some())?;
     let deleted = if exists {
+        let ids = (args[2..].iter())
+            .map(|a| parse_id(a, 0, true))
+            .collect::<Result<Vec<_>, _>>()?;
         let key = ctx.key(&args[1]);
         change(ctx, key, &StreamOp::Delete(ids), false)?
     } else {

@@ -11,7 +11,7 @@ use crate::commands::{CmdError, CmdResult, Ctx, ERR_NO_SUCH_KEY, is, parse_i64};
 
 fn write_lag(out: &mut strata_resp::ReplyWriter, stream: &StreamValue, group: &Group) {
     match stream.lag(group) {
-        Some(lag) => out.int(lag as i64),
+        Some(lag) => out.int(lag),
         None => out.null_bulk(),
     }
 }

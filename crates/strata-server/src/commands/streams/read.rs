@@ -241,7 +241,9 @@ pub fn xreadgroup(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 let which = String::from_utf8_lossy(id);
                 return Err(format!("ERR The {which} ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The {which} ID would just return an empty result set.").into());
             }
-            _ => Some(parse_id(id, 0, true)?),
+            // Redis stands for `>` with the largest ID, so that ID given
+            // explicitly reads new entries too.
+            _ => Some(parse_id(id, 0, true)?).filter(|&id| id != StreamId::MAX),
         };
         wanted.push(history);
     }
