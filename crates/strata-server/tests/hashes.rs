@@ -902,3 +902,45 @@ fn replay_keeps_a_field_persisted_before_its_deadline() {
         Reply::Array(vec![Reply::Int(-1)])
     );
 }
+
+/// A field named twice in one HEXPIRE-family call sees what its first
+/// mention did, as Redis applies the fields one by one (the replies are
+/// redis-server 7.4.1's, seen by a differential fuzzer); and another type
+/// is refused before the time is read.
+#[test]
+fn a_field_named_twice_in_hexpire_sees_its_first_mention() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    raw.cmd(&["HSET", "h", "f", "v", "g", "w", "k", "x"]);
+    // Deleted by its first mention: the second finds no field.
+    assert_eq!(
+        raw.cmd(&["HPEXPIREAT", "h", "0", "FIELDS", "2", "f", "f"]),
+        Reply::Array(vec![i(2), i(-2)])
+    );
+    // A deadline set by the first mention: GT against it is not met.
+    assert_eq!(
+        raw.cmd(&["HEXPIRE", "h", "100", "GT", "FIELDS", "2", "g", "g"]),
+        Reply::Array(vec![i(0), i(0)])
+    );
+    assert_eq!(
+        raw.cmd(&["HEXPIRE", "h", "100", "NX", "FIELDS", "2", "g", "g"]),
+        Reply::Array(vec![i(1), i(0)])
+    );
+    assert_eq!(
+        raw.cmd(&["HPERSIST", "h", "FIELDS", "2", "g", "g"]),
+        Reply::Array(vec![i(1), i(-1)])
+    );
+    assert_eq!(
+        raw.cmd(&["HTTL", "h", "FIELDS", "1", "g"]),
+        Reply::Array(vec![i(-1)])
+    );
+    raw.cmd(&["SET", "s", "v"]);
+    assert_eq!(
+        raw.cmd(&["HPEXPIREAT", "s", "x", "FIELDS", "1", "f"]),
+        Reply::err("WRONGTYPE Operation against a key holding the wrong kind of value")
+    );
+    assert_eq!(
+        raw.cmd(&["HEXPIRE", "s", "-1", "FIELDS", "1", "f"]),
+        Reply::err("WRONGTYPE Operation against a key holding the wrong kind of value")
+    );
+}

@@ -478,6 +478,18 @@ impl Shard {
         }
     }
 
+    /// Marks `key`'s string as `raw` for OBJECT ENCODING, whatever its
+    /// length: what BITOP stores, as Redis builds it, is no `embstr`.
+    pub fn mark_raw(&mut self, db: usize, key: KeyRef, now_ms: u64) {
+        use crate::keyspace::entry::{INT, RAW};
+        if let Some(entry) = self.lookup(db, key, now_ms)
+            && entry.value_type() == ValueType::String
+            && !entry.has(INT)
+        {
+            entry.set_flag(RAW, true);
+        }
+    }
+
     pub fn contains(&mut self, db: usize, key: KeyRef, now_ms: u64) -> bool {
         self.lookup(db, key, now_ms).is_some()
     }

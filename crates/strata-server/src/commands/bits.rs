@@ -7,7 +7,7 @@ use bytes::Bytes;
 use strata_engine::Value;
 use strata_engine::types::collection::Str;
 
-use super::strings::byte_range;
+use super::strings::{byte_range, clamped_range};
 use super::{CmdError, CmdResult, Ctx, ERR_NOT_INTEGER, ERR_SYNTAX, is, parse_i64};
 
 const ERR_BIT_OFFSET: &str = "ERR bit offset is not an integer or out of range";
@@ -102,10 +102,26 @@ fn read_bytes(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Vec<u8>>, CmdError> {
 /// Parses the optional `start end [BYTE|BIT]` of BITCOUNT/BITPOS into an
 /// inclusive bit range over `len` bytes; `None` when the range is empty.
 fn bit_range(start: i64, end: i64, unit_bits: bool, len: usize) -> Option<(u64, u64)> {
+    unit_range(byte_range, start, end, unit_bits, len)
+}
+
+/// BITPOS's range: as [`bit_range`], but two negative ends are clamped
+/// whatever their order ([`clamped_range`]).
+fn bitpos_range(start: i64, end: i64, unit_bits: bool, len: usize) -> Option<(u64, u64)> {
+    unit_range(clamped_range, start, end, unit_bits, len)
+}
+
+fn unit_range(
+    range: fn(i64, i64, usize) -> Option<(usize, usize)>,
+    start: i64,
+    end: i64,
+    unit_bits: bool,
+    len: usize,
+) -> Option<(u64, u64)> {
     if unit_bits {
-        byte_range(start, end, len * 8).map(|(s, e)| (s as u64, e as u64))
+        range(start, end, len * 8).map(|(s, e)| (s as u64, e as u64))
     } else {
-        byte_range(start, end, len).map(|(s, e)| (s as u64 * 8, e as u64 * 8 + 7))
+        range(start, end, len).map(|(s, e)| (s as u64 * 8, e as u64 * 8 + 7))
     }
 }
 
@@ -184,7 +200,7 @@ pub fn bitpos(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         ctx.out.int(if wanted == 1 { -1 } else { 0 });
         return Ok(());
     };
-    let Some((from, to)) = bit_range(start, end, unit_bits, bytes.len()) else {
+    let Some((from, to)) = bitpos_range(start, end, unit_bits, bytes.len()) else {
         ctx.out.int(-1);
         return Ok(());
     };
@@ -274,6 +290,7 @@ pub fn bitop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
     } else {
         target_shard.set(db, target, Value::owned(result), None, false, now);
+        target_shard.mark_raw(db, target, now);
         ctx.notify(notify::STRING, "set", &args[2]);
     }
     ctx.out.int(length as i64);
@@ -330,6 +347,26 @@ impl FieldType {
         } else {
             (1i128 << self.bits) - 1
         }
+    }
+
+    /// SET's value under the overflow policy: as [`FieldType::fit`], but a
+    /// signed value far below the field's range saturates where Redis'
+    /// check sends it. Redis computes `max - value` in 64 bits; for a value
+    /// within `max` of i64::MIN that wraps, and its SAT then gives the
+    /// field's largest value, not its smallest (`SET i8 … -2^63` stores
+    /// 127). The same replies as Redis, quirk included.
+    fn fit_set(self, value: i64, overflow: Overflow) -> Option<i128> {
+        if !self.signed {
+            // An unsigned field reads the value as a u64: -1 is 2^64 - 1,
+            // which SAT makes the field's largest value.
+            return self.fit(value as u64 as i128, overflow);
+        }
+        let below = (value as i128) < self.min();
+        let max_minus_value = (self.max() as i64 as u64).wrapping_sub(value as u64) as i64;
+        if overflow == Overflow::Sat && below && self.bits != 64 && max_minus_value < 0 {
+            return Some(self.max());
+        }
+        self.fit(value as i128, overflow)
     }
 
     /// Applies the overflow policy; `None` when FAIL rejects the value.
@@ -504,7 +541,7 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
             FieldOp::Get(field, offset) => ctx.out.int(field.read(&bytes, offset) as i64),
             FieldOp::Set(field, offset, value, overflow) => {
                 let old = field.read(&bytes, offset);
-                match field.fit(value as i128, overflow) {
+                match field.fit_set(value, overflow) {
                     Some(fitted) => {
                         field.write(&mut bytes, offset, fitted);
                         // As Redis: setting a field to its value is no
@@ -580,6 +617,22 @@ mod tests {
         assert_eq!(u8_.fit(-1, Overflow::Fail), None);
         assert_eq!(i8_.fit(128, Overflow::Wrap), Some(-128));
         assert_eq!(i8_.fit(-129, Overflow::Sat), Some(-128));
+        // SET as redis-server 7.4.1 answers it (seen by a differential
+        // fuzzer): -1 into an unsigned field is 2^64 - 1; a value within
+        // the field's max of i64::MIN saturates high.
+        assert_eq!(u8_.fit_set(-1, Overflow::Sat), Some(255));
+        assert_eq!(u8_.fit_set(-1, Overflow::Wrap), Some(255));
+        assert_eq!(u8_.fit_set(-1, Overflow::Fail), None);
+        assert_eq!(i8_.fit_set(-200, Overflow::Sat), Some(-128));
+        assert_eq!(i8_.fit_set(i64::MIN, Overflow::Sat), Some(127));
+        assert_eq!(i8_.fit_set(i64::MIN + 127, Overflow::Sat), Some(127));
+        assert_eq!(i8_.fit_set(i64::MIN + 128, Overflow::Sat), Some(-128));
+        assert_eq!(i8_.fit_set(i64::MIN, Overflow::Wrap), Some(0));
+        let i1 = FieldType {
+            signed: true,
+            bits: 1,
+        };
+        assert_eq!(i1.fit_set(i64::MIN, Overflow::Sat), Some(0));
     }
 
     #[test]

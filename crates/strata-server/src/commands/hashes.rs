@@ -362,14 +362,18 @@ pub fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let error = |error| match error {
+        AddError::CurrentNotFloat => CmdError::from("ERR hash value is not a float"),
+        AddError::IncrementNotFloat => CmdError::from(super::ERR_NOT_FLOAT),
+        AddError::NotFinite => CmdError::from("ERR increment would produce NaN or Infinity"),
+        // Redis 7.4 checks the increment before the sum.
+        AddError::IncrementNotFinite => CmdError::from("ERR value is NaN or Infinity"),
+    };
+    // Redis reads the increment before it looks the key up: a bad one is
+    // the error even on a key of another type.
+    long_double::add(None, &args[3]).map_err(error)?;
     let text = increment(ctx, args, "hincrbyfloat", |current| {
-        long_double::add(current, &args[3]).map_err(|error| match error {
-            AddError::CurrentNotFloat => CmdError::from("ERR hash value is not a float"),
-            AddError::IncrementNotFloat => CmdError::from(super::ERR_NOT_FLOAT),
-            AddError::NotFinite => CmdError::from("ERR increment would produce NaN or Infinity"),
-            // Redis 7.4 checks the increment before the sum.
-            AddError::IncrementNotFinite => CmdError::from("ERR value is NaN or Infinity"),
-        })
+        long_double::add(current, &args[3]).map_err(error)
     })?;
     ctx.out.bulk(&text);
     Ok(())
@@ -573,9 +577,33 @@ fn change_deadlines(
             codes.push(missing_key_code);
             continue;
         };
-        let Some(field) = hash.field(name, now) else {
-            codes.push(-2);
-            continue;
+        // A field named twice sees what its first mention did, as Redis
+        // applies them one by one: gone (a deadline in the past), or its
+        // new deadline.
+        let earlier = (updates.iter().rev())
+            .find(|(n, _, _)| *n == &name[..])
+            .map(|(_, value, deadline)| (value.clone(), *deadline));
+        let value_then;
+        let field = match earlier {
+            Some((_, Some(at))) if at <= now => {
+                codes.push(-2);
+                continue;
+            }
+            Some((value, deadline)) => {
+                value_then = value;
+                Field {
+                    name,
+                    value: &value_then,
+                    deadline,
+                }
+            }
+            None => match hash.field(name, now) {
+                Some(field) => field,
+                None => {
+                    codes.push(-2);
+                    continue;
+                }
+            },
         };
         let (change, code) = decide(field, now);
         if let Some(deadline) = change {
@@ -611,6 +639,9 @@ fn change_deadlines(
 /// FIELDS numfields field…`. Per field: -2 no such field, 0 condition not
 /// met, 1 deadline set, 2 deleted (a deadline already past).
 pub fn hexpire_generic(ctx: &mut Ctx, args: &[Bytes], seconds: bool, relative: bool) -> CmdResult {
+    // Another type is refused before the time is read, as in Redis.
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    ctx.keys.shard(key).get_as::<Hash>(db, key, now)?;
     let command = String::from_utf8_lossy(&args[0]).to_lowercase();
     let base = if relative { ctx.now_ms } else { 0 };
     let at = field_deadline(&args[2], seconds, base, &command)?;

@@ -134,6 +134,14 @@ pub fn randomkey(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
+/// Whether a string is `raw` only for having been changed in place or
+/// built so (APPEND, SETRANGE, BITOP): RENAME, MOVE and COPY keep that, as
+/// Redis moves or copies the object with its encoding. (A long string is
+/// `raw` by its length wherever it goes.)
+fn is_raw(encoding: &str) -> bool {
+    encoding == "raw"
+}
+
 /// RENAME and RENAMENX. Returns whether the key was renamed; errors when
 /// the source does not exist.
 fn rename_generic(ctx: &mut Ctx, args: &[Bytes], only_if_absent: bool) -> Result<bool, CmdError> {
@@ -153,10 +161,12 @@ fn rename_generic(ctx: &mut Ctx, args: &[Bytes], only_if_absent: bool) -> Result
         .shard(source)
         .take(db, source, now)?
         .expect("checked above");
-    let expire = entry.expire_at_ms();
-    ctx.keys
-        .shard(target)
-        .set(db, target, entry.value().to_value(), expire, false, now);
+    let (expire, raw) = (entry.expire_at_ms(), is_raw(entry.encoding_name()));
+    let target_shard = ctx.keys.shard(target);
+    target_shard.set(db, target, entry.value().to_value(), expire, false, now);
+    if raw {
+        target_shard.mark_raw(db, target, now);
+    }
     ctx.notify(notify::GENERIC, "rename_from", &args[1]);
     ctx.notify(notify::GENERIC, "rename_to", &args[2]);
     Ok(true)
@@ -202,6 +212,7 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Ok(());
     };
     let (value, expire) = (entry.value().to_value(), entry.expire_at_ms());
+    let raw = is_raw(entry.encoding_name());
     let target_shard = ctx.keys.shard(target);
     if !replace && target_shard.contains(target_db, target, now) {
         ctx.out.int(0);
@@ -209,6 +220,9 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     target_shard.set(target_db, target, value, expire, false, now);
     target_shard.mark_copied(target_db, target, now);
+    if raw {
+        target_shard.mark_raw(target_db, target, now);
+    }
     ctx.notify_in(target_db, notify::GENERIC, "copy_to", &args[2]);
     ctx.out.int(1);
     Ok(())
@@ -231,8 +245,11 @@ pub fn move_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Ok(());
     }
     let entry = shard.take(source_db, key, now)?.expect("checked above");
-    let expire = entry.expire_at_ms();
+    let (expire, raw) = (entry.expire_at_ms(), is_raw(entry.encoding_name()));
     shard.set(target_db, key, entry.value().to_value(), expire, false, now);
+    if raw {
+        shard.mark_raw(target_db, key, now);
+    }
     ctx.notify_in(source_db, notify::GENERIC, "move_from", &args[1]);
     ctx.notify_in(target_db, notify::GENERIC, "move_to", &args[1]);
     ctx.out.int(1);
@@ -376,7 +393,7 @@ enum TimeUnit {
 
 /// EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT with NX/XX/GT/LT.
 fn expire_generic(ctx: &mut Ctx, args: &[Bytes], unit: TimeUnit, absolute: bool) -> CmdResult {
-    let amount = parse_i64(&args[2])?;
+    // The options are checked before the time is read, as in Redis.
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
     for option in &args[3..] {
         match () {
@@ -393,6 +410,7 @@ fn expire_generic(ctx: &mut Ctx, args: &[Bytes], unit: TimeUnit, absolute: bool)
     if gt && lt {
         return Err("ERR GT and LT options at the same time are not compatible".into());
     }
+    let amount = parse_i64(&args[2])?;
     let now = ctx.now_ms;
     let invalid = || {
         CmdError::from(format!(

@@ -280,18 +280,25 @@ fn index_of(index: i64, len: usize) -> Option<usize> {
     (0..len as i64).contains(&index).then_some(index as usize)
 }
 
+/// LINDEX and LSET look their key up before they read the index, as
+/// Redis does: a missing key or another type is the answer whatever the
+/// index says.
 pub fn lindex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+    let entry = ctx.keys.shard(key).get_as::<List>(db, key, now)?;
+    let Some(list) = entry.as_ref().and_then(|e| e.value().list()) else {
+        ctx.out.null_bulk();
+        return Ok(());
+    };
     let index = parse_i64(&args[2])?;
-    read_list(ctx, &args[1], |out, list| {
-        match list.and_then(|l| index_of(index, l.len()).and_then(|i| l.get(i))) {
-            Some(element) => out.bulk(element),
-            None => out.null_bulk(),
-        }
-    })
+    match index_of(index, list.len()).and_then(|i| list.get(i)) {
+        Some(element) => ctx.out.bulk(element),
+        None => ctx.out.null_bulk(),
+    }
+    Ok(())
 }
 
 pub fn lset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let index = parse_i64(&args[2])?;
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
     let len = shard
@@ -300,6 +307,7 @@ pub fn lset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .value()
         .list()
         .map_or(0, ListValue::len);
+    let index = parse_i64(&args[2])?;
     let index = index_of(index, len).ok_or(ERR_INDEX_RANGE)?;
     change(shard, db, key, &ListOp::Set(index, &args[3]), now)?;
     ctx.notify(notify::LIST, "lset", &args[1]);
@@ -402,10 +410,12 @@ pub fn lpos(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 return Err(ERR_RANK_ZERO.into());
             }
         } else if is(name, "count") {
-            let n = parse_i64(value)?;
+            // Redis answers its "can't be negative" for anything but a
+            // count, a word included.
+            let n = parse_i64(value).map_err(|_| ERR_COUNT_NEGATIVE)?;
             count = Some(usize::try_from(n).map_err(|_| ERR_COUNT_NEGATIVE)?);
         } else if is(name, "maxlen") {
-            let n = parse_i64(value)?;
+            let n = parse_i64(value).map_err(|_| ERR_MAXLEN_NEGATIVE)?;
             maxlen = usize::try_from(n).map_err(|_| ERR_MAXLEN_NEGATIVE)?;
         } else {
             return Err(ERR_SYNTAX.into());

@@ -80,9 +80,17 @@ fn expire_option(
     now_ms: u64,
     command: &str,
 ) -> Option<Result<Expiry, CmdError>> {
+    is_expire_option(args, i).then(|| deadline(&args[i], &args[i + 1], now_ms, command))
+}
+
+/// Whether `args[i]` is `EX|PX|EXAT|PXAT` with an amount after it. SET
+/// and GETEX read the amount only once every option was checked (GETEX
+/// once the key was found too), as Redis does: a conflict of options is
+/// a syntax error whatever the amount, and GETEX of a missing key answers
+/// nil.
+fn is_expire_option(args: &[Bytes], i: usize) -> bool {
     let option = &args[i];
-    let known = ["EX", "PX", "EXAT", "PXAT"].iter().any(|o| is(option, o));
-    (known && i + 1 < args.len()).then(|| deadline(option, &args[i + 1], now_ms, command))
+    ["EX", "PX", "EXAT", "PXAT"].iter().any(|o| is(option, o)) && i + 1 < args.len()
 }
 
 /// SET's and DELEX's compare-and-set conditions (Redis 8.4): IFEQ holds
@@ -164,6 +172,7 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (mut nx, mut xx, mut get) = (false, false, false);
     let mut condition = None;
     let mut expiry = Expiry::Unchanged;
+    let mut expire_at = None;
     let mut i = 3;
     while i < args.len() {
         let option = &args[i];
@@ -186,17 +195,18 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             i += 1;
         } else if is(option, "GET") {
             get = true;
-        } else if is(option, "KEEPTTL") && expiry == Expiry::Unchanged {
+        } else if is(option, "KEEPTTL") && expiry == Expiry::Unchanged && expire_at.is_none() {
             expiry = Expiry::KeepTtl;
-        } else if expiry == Expiry::Unchanged
-            && let Some(parsed) = expire_option(args, i, ctx.now_ms, "set")
-        {
-            expiry = parsed?;
+        } else if expiry == Expiry::Unchanged && expire_at.is_none() && is_expire_option(args, i) {
+            expire_at = Some(i);
             i += 1;
         } else {
             return Err(ERR_SYNTAX.into());
         }
         i += 1;
+    }
+    if let Some(at) = expire_at {
+        expiry = deadline(&args[at], &args[at + 1], ctx.now_ms, "set")?;
     }
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
@@ -352,15 +362,15 @@ pub fn delex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut expiry = Expiry::Unchanged;
+    let mut expire_at = None;
     let mut i = 2;
     while i < args.len() {
         let option = &args[i];
-        if is(option, "PERSIST") && expiry == Expiry::Unchanged {
+        let free = expiry == Expiry::Unchanged && expire_at.is_none();
+        if is(option, "PERSIST") && free {
             expiry = Expiry::Persist;
-        } else if expiry == Expiry::Unchanged
-            && let Some(parsed) = expire_option(args, i, ctx.now_ms, "getex")
-        {
-            expiry = parsed?;
+        } else if free && is_expire_option(args, i) {
+            expire_at = Some(i);
             i += 1;
         } else {
             return Err(ERR_SYNTAX.into());
@@ -374,6 +384,9 @@ pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         ctx.out.null_bulk();
         return Ok(());
     };
+    if let Some(at) = expire_at {
+        expiry = deadline(&args[at], &args[at + 1], now, "getex")?;
+    }
     write_value(&mut ctx.out, entry.value());
     let had_deadline = entry.expire_at_ms().is_some();
     // The change, if any, is counted and logged by the commit.
@@ -639,8 +652,18 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// Resolves Redis' inclusive, possibly negative [start, end] over `len`
 /// bytes; `None` for an empty range.
 pub fn byte_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+    if start < 0 && end < 0 && start > end {
+        return None;
+    }
+    clamped_range(start, end, len)
+}
+
+/// [`byte_range`] without its first rule: BITPOS clamps a range of two
+/// negative ends whatever their order (`-2 -100` of one byte is byte 0),
+/// as Redis does.
+pub fn clamped_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
     let len = len as i64;
-    if len == 0 || (start < 0 && end < 0 && start > end) {
+    if len == 0 {
         return None;
     }
     let start = if start < 0 {
@@ -702,6 +725,21 @@ pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 pub fn lcs(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    // Both keys first, as Redis reads them: another type is LCS's own
+    // error, before any option is looked at.
+    let (db, now) = (ctx.db(), ctx.now_ms);
+    let string_at = |ctx: &mut Ctx, name: &[u8]| -> Result<Vec<u8>, CmdError> {
+        let key = ctx.key(name);
+        match ctx.keys.shard(key).get(db, key, now)? {
+            None => Ok(Vec::new()),
+            Some(entry) if entry.value_type() == ValueType::String => {
+                Ok(entry.value().as_bytes().to_vec())
+            }
+            Some(_) => Err("ERR The specified keys must contain string values".into()),
+        }
+    };
+    let a = string_at(ctx, &args[1])?;
+    let b = string_at(ctx, &args[2])?;
     let (mut want_len, mut want_idx, mut with_match_len) = (false, false, false);
     let mut min_match_len = 0usize;
     let mut i = 3;
@@ -723,23 +761,6 @@ pub fn lcs(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if want_len && want_idx {
         return Err("ERR If you want both the length and indexes, please just use IDX.".into());
     }
-    let (db, now) = (ctx.db(), ctx.now_ms);
-    let (ka, kb) = (ctx.key(&args[1]), ctx.key(&args[2]));
-    let (a, b) = {
-        let a = ctx
-            .keys
-            .shard(ka)
-            .get_as::<Str>(db, ka, now)?
-            .map(|e| e.value().as_bytes().to_vec())
-            .unwrap_or_default();
-        let b = ctx
-            .keys
-            .shard(kb)
-            .get_as::<Str>(db, kb, now)?
-            .map(|e| e.value().as_bytes().to_vec())
-            .unwrap_or_default();
-        (a, b)
-    };
     // The table below is O(len(a) × len(b)) work on copies: no lock for it.
     let lsn = ctx.keys.release();
     ctx.committed(lsn);

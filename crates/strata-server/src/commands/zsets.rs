@@ -144,31 +144,99 @@ enum RangeBy {
 
 impl RangeBy {
     /// Positions `[lo, hi)` of a score or lex range (empty when the bounds
-    /// cross).
-    fn positions(&self, zset: &ZSetValue) -> (usize, usize) {
+    /// cross); `rev` for the reversed commands, whose lex range on a
+    /// listpack is found from its end (see [`packed_lex_positions`]).
+    fn positions(&self, zset: &ZSetValue, rev: bool) -> (usize, usize) {
         let (lo, hi) = match self {
             RangeBy::Rank(..) => unreachable!("ranks are positions already"),
             RangeBy::Score(min, max) => (
                 zset.partition_point(|s, _| s < min.value || (min.exclusive && s == min.value)),
                 zset.partition_point(|s, _| s < max.value || (!max.exclusive && s == max.value)),
             ),
+            // Redis' first check (zslIsInLexRange): nothing when the last
+            // member is below the minimum or the first above the maximum.
+            RangeBy::Lex(min, max) if !lex_may_hold(zset, min, max) => (0, 0),
+            RangeBy::Lex(min, max) if zset.encoding_name() == "listpack" => {
+                packed_lex_positions(zset, min, max, rev)
+            }
             RangeBy::Lex(min, max) => (
-                zset.partition_point(|_, m| match min {
-                    LexBound::Min => false,
-                    LexBound::Max => true,
-                    LexBound::Inclusive(v) => m < &v[..],
-                    LexBound::Exclusive(v) => m <= &v[..],
-                }),
-                zset.partition_point(|_, m| match max {
-                    LexBound::Min => false,
-                    LexBound::Max => true,
-                    LexBound::Inclusive(v) => m <= &v[..],
-                    LexBound::Exclusive(v) => m < &v[..],
-                }),
+                zset.partition_point(|_, m| !at_least(m, min)),
+                zset.partition_point(|_, m| at_most(m, max)),
             ),
         };
         (lo, hi.max(lo))
     }
+}
+
+/// Whether `member` is at or past the lex bound `min`.
+fn at_least(member: &[u8], min: &LexBound) -> bool {
+    match min {
+        LexBound::Min => true,
+        LexBound::Max => false,
+        LexBound::Inclusive(v) => member >= &v[..],
+        LexBound::Exclusive(v) => member > &v[..],
+    }
+}
+
+/// Whether `member` is at or before the lex bound `max`.
+fn at_most(member: &[u8], max: &LexBound) -> bool {
+    match max {
+        LexBound::Min => false,
+        LexBound::Max => true,
+        LexBound::Inclusive(v) => member <= &v[..],
+        LexBound::Exclusive(v) => member < &v[..],
+    }
+}
+
+/// A lex range of a listpack as Redis walks one: from the first member
+/// at or past `min` (from the last at or before `max` when reversed), on
+/// while members stay in range. With equal scores, as lex ranges assume,
+/// that is the range a binary search finds; with mixed scores it is the
+/// answer Redis gives (a small set only; a large one is searched, as
+/// Redis' skiplist is).
+fn packed_lex_positions(
+    zset: &ZSetValue,
+    min: &LexBound,
+    max: &LexBound,
+    rev: bool,
+) -> (usize, usize) {
+    let members: Vec<&[u8]> = zset
+        .range(0, zset.len())
+        .into_iter()
+        .map(|(_, m)| m)
+        .collect();
+    if rev {
+        let Some(hi) = members.iter().rposition(|m| at_most(m, max)) else {
+            return (0, 0);
+        };
+        let lo = members[..=hi]
+            .iter()
+            .rposition(|m| !at_least(m, min))
+            .map_or(0, |below| below + 1);
+        (lo, hi + 1)
+    } else {
+        let Some(lo) = members.iter().position(|m| at_least(m, min)) else {
+            return (0, 0);
+        };
+        let hi = members[lo..]
+            .iter()
+            .position(|m| !at_most(m, max))
+            .map_or(members.len(), |past| lo + past);
+        (lo, hi)
+    }
+}
+
+/// Whether the members at the ends of `zset` leave room for members in
+/// `[min, max]` (Redis' `zslIsInLexRange`).
+fn lex_may_hold(zset: &ZSetValue, min: &LexBound, max: &LexBound) -> bool {
+    let len = zset.len();
+    let (Some(&(_, first)), Some(&(_, last))) = (
+        zset.range(0, 1).first(),
+        zset.range(len.saturating_sub(1), len).first(),
+    ) else {
+        return false;
+    };
+    at_least(last, min) && at_most(first, max)
 }
 
 /// Redis' rank normalization: the inclusive positions `start..=stop` of a
@@ -212,7 +280,7 @@ fn select<'z>(zset: &'z ZSetValue, spec: &RangeSpec) -> Vec<(f64, &'z [u8])> {
         out.reverse();
         return out;
     }
-    let (lo, hi) = spec.by.positions(zset);
+    let (lo, hi) = spec.by.positions(zset, spec.rev);
     let (offset, count) = spec.limit.unwrap_or((0, -1));
     if offset < 0 {
         return Vec::new();
@@ -465,7 +533,7 @@ pub fn zcard(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 fn count_in(ctx: &mut Ctx, args: &[Bytes], by: RangeBy) -> CmdResult {
     read_zset(ctx, &args[1], |out, zset| {
         let count = zset.map_or(0, |z| {
-            let (lo, hi) = by.positions(z);
+            let (lo, hi) = by.positions(z, false);
             hi - lo
         });
         out.int(count as i64)
@@ -529,11 +597,16 @@ fn parse_range(args: &[Bytes], at: usize, form: Form) -> Result<RangeSpec, CmdEr
         }
         i += 1;
     }
-    if limit.is_some() && by == Fixed::Rank {
-        return Err(
+    if by == Fixed::Rank {
+        // Redis refuses a LIMIT on ranks only when its count is not -1
+        // (what it reads as no LIMIT); the offset is then ignored.
+        if limit.is_some_and(|(_, count)| count != -1) {
+            return Err(
             "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX"
                 .into(),
         );
+        }
+        limit = None;
     }
     if withscores && by == Fixed::Lex {
         return Err("ERR syntax error, WITHSCORES not supported in combination with BYLEX".into());
@@ -878,7 +951,9 @@ fn intersect(inputs: &[Entries], weights: &[f64], how: Aggregate) -> Entries {
             let mut value = weighted(*score, weights[first]);
             for &other in &order[1..] {
                 let score = lookups[other].get(&member[..])?;
-                aggregate(how, &mut value, weighted(*score, weights[other]));
+                // Unlike the first, these products go to the sum as they
+                // are, as in Redis: inf + (inf × 0) is NaN, so 0.
+                aggregate(how, &mut value, *score * weights[other]);
             }
             Some((value, member.clone()))
         })
@@ -1039,11 +1114,14 @@ pub fn zintercard(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if numkeys as u64 > (args.len() - 2) as u64 {
         return Err(ERR_SYNTAX.into());
     }
-    let (names, limit) = numkeys_and_limit(args)?;
+    // The keys are read before the options, as in Redis: another type is
+    // the error whatever LIMIT says.
+    let names = &args[2..2 + numkeys as usize];
     let mut inputs = Vec::with_capacity(names.len());
     for name in names {
         inputs.push(input_entries(ctx, name)?.unwrap_or_default());
     }
+    let (_, limit) = numkeys_and_limit(args)?;
     let found = intersect(&inputs, &vec![1.0; inputs.len()], Aggregate::Sum).len();
     let count = if limit > 0 { found.min(limit) } else { found };
     ctx.out.int(count as i64);
