@@ -385,6 +385,26 @@ const SCRIPTS: &[&[&[&str]]] = &[
         &["ZRANGE", "zl", "(z", "[c", "BYLEX", "REV"],
         &["ZREMRANGEBYLEX", "zl", "[c", "(z"],
         &["ZRANGE", "zl", "0", "-1"],
+        // -0: a listpack holds it as 0, a skiplist keeps it; a new member
+        // of ZINCRBY takes the increment itself.
+        &["ZADD", "z0", "-0", "m"],
+        &["ZSCORE", "z0", "m"],
+        &["ZINCRBY", "z0", "-0", "m"],
+        &["ZINCRBY", "z4", "-0", "m"],
+        &["ZADD", "z5", "INCR", "-0", "m"],
+        &["ZSCORE", "z5", "m"],
+        &["ZADD", "z1", "0", "m"],
+        &["ZUNIONSTORE", "z2", "1", "z1", "WEIGHTS", "-1"],
+        &["ZSCORE", "z2", "m"],
+        &["CONFIG", "SET", "zset-max-listpack-entries", "0"],
+        &["ZADD", "z3", "-0", "m"],
+        &["ZSCORE", "z3", "m"],
+        &["ZINCRBY", "z3", "-0", "m"],
+        &["ZINCRBY", "z3", "-0", "n"],
+        &["ZRANGE", "z3", "0", "-1", "WITHSCORES"],
+        &["ZUNIONSTORE", "z6", "1", "z1", "WEIGHTS", "-1"],
+        &["ZSCORE", "z6", "m"],
+        &["CONFIG", "SET", "zset-max-listpack-entries", "128"],
     ],
     // Streams: what a differential fuzzer against redis-server found.
     // XDEL looks the key up before its IDs; XADD parses its ID before

@@ -76,10 +76,11 @@ fn write_packed(out: &mut Vec<u8>, score: f64, member: &[u8]) {
 /// A score as a `listpack` entry holds it: an integral score of at most
 /// 2^53 in magnitude as a zigzag varint shifted left once (low bit 0), as
 /// Redis' listpack stores integral scores as integers; any other score as
-/// the byte 1 and its 8 bytes.
+/// the byte 1 and its 8 bytes. -0 is integral too: it reads back as 0, as
+/// from Redis' listpack (a `skiplist` keeps -0, as Redis' does).
 fn write_mem(out: &mut Vec<u8>, score: f64, member: &[u8]) {
     const EXACT: f64 = (1u64 << 53) as f64;
-    if score.fract() == 0.0 && score.abs() <= EXACT && !(score == 0.0 && score.is_sign_negative()) {
+    if score.fract() == 0.0 && score.abs() <= EXACT {
         let n = score as i64;
         let zigzag = ((n << 1) ^ (n >> 63)) as u64;
         write_varint(out, (zigzag as usize) << 1);

@@ -411,8 +411,9 @@ pub fn zadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let mut wanted = Vec::with_capacity(pairs.len() / 2);
     for pair in pairs.chunks(2) {
-        // -0 is stored as 0 (Redis' listpack keeps it as the integer 0).
-        wanted.push((parse_score(&pair[0])? + 0.0, &pair[1][..]));
+        // (-0 stays -0 here: a listpack stores it as 0, a skiplist keeps
+        // it, as in Redis; see the engine's `write_mem`.)
+        wanted.push((parse_score(&pair[0])?, &pair[1][..]));
     }
     let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
     let shard = ctx.keys.shard(key);
@@ -482,7 +483,8 @@ pub fn zincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let old = shard
         .get_as::<ZSet>(db, key, now)?
         .and_then(|e| e.value().zset().and_then(|z| z.score(member)));
-    let new = old.unwrap_or(0.0) + increment + 0.0;
+    // A new member takes the increment itself (-0 stays -0, as in Redis).
+    let new = old.map_or(increment, |old| old + increment);
     if new.is_nan() {
         return Err(ERR_NAN.into());
     }
