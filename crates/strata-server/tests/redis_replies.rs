@@ -405,6 +405,13 @@ const SCRIPTS: &[&[&[&str]]] = &[
         &["ZUNIONSTORE", "z6", "1", "z1", "WEIGHTS", "-1"],
         &["ZSCORE", "z6", "m"],
         &["CONFIG", "SET", "zset-max-listpack-entries", "128"],
+        // HSCAN, SSCAN and ZSCAN read the cursor, then the key, then the
+        // options.
+        &["SSCAN", "missing", "0", "COUNT", "x"],
+        &["HSCAN", "s", "0", "COUNT", "0"],
+        &["ZSCAN", "missing", "x"],
+        &["ZSCAN", "s", "x"],
+        &["HSCAN", "missing", "1", "BOGUS"],
     ],
     // Streams: what a differential fuzzer against redis-server found.
     // XDEL looks the key up before its IDs; XADD parses its ID before

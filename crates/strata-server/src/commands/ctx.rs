@@ -12,6 +12,7 @@ use smallvec::SmallVec;
 use strata_engine::keyspace::commit::Commit;
 use strata_engine::keyspace::shards::Locked;
 use strata_engine::tiering::fetch::{ColdFetch, ReadResult};
+use strata_engine::types::collection::Typed;
 use strata_engine::{KeyRef, Keyspace};
 use strata_resp::ReplyWriter;
 
@@ -350,6 +351,14 @@ pub fn parse_negatable_i64(arg: &[u8]) -> Result<i64, CmdError> {
     }
 }
 
+/// A SCAN-family cursor.
+fn parse_cursor(arg: &[u8]) -> Result<u64, CmdError> {
+    std::str::from_utf8(arg)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or(CmdError::from("ERR invalid cursor"))
+}
+
 /// A SCAN-family call's cursor and options: MATCH, COUNT, and the
 /// options only some members take (`extra`: TYPE for SCAN; NOVALUES for
 /// HSCAN, which takes no value).
@@ -372,10 +381,7 @@ impl<'a> ScanArgs<'a> {
         with_type: bool,
         with_novalues: bool,
     ) -> Result<ScanArgs<'a>, CmdError> {
-        let cursor = std::str::from_utf8(&args[at])
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .ok_or(CmdError::from("ERR invalid cursor"))?;
+        let cursor = parse_cursor(&args[at])?;
         let mut parsed = ScanArgs {
             cursor,
             pattern: None,
@@ -409,6 +415,26 @@ impl<'a> ScanArgs<'a> {
             i += 2;
         }
         Ok(parsed)
+    }
+
+    /// HSCAN, SSCAN and ZSCAN (`key cursor …` in `args[1..]`): as
+    /// [`ScanArgs::parse`], in Redis' order of checks: the cursor, then
+    /// the key (another type is WRONGTYPE; a missing key answers an empty
+    /// scan, `Ok(None)`, whatever the options say), then the options.
+    pub fn parse_for_key<C: Typed>(
+        ctx: &mut Ctx,
+        args: &'a [Bytes],
+        with_novalues: bool,
+    ) -> Result<Option<ScanArgs<'a>>, CmdError> {
+        parse_cursor(&args[2])?;
+        let (db, key, now) = (ctx.db(), ctx.key(&args[1]), ctx.now_ms);
+        if ctx.keys.shard(key).get_as::<C>(db, key, now)?.is_none() {
+            ctx.out.array(2);
+            ctx.out.bulk(b"0");
+            ctx.out.array(0);
+            return Ok(None);
+        }
+        ScanArgs::parse(args, 2, false, with_novalues).map(Some)
     }
 
     /// Whether `name` passes MATCH.

@@ -464,7 +464,9 @@ pub fn hrandfield(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// every field present for the whole iteration is returned at least
 /// once). Each call returns the fields in the next slice of that order.
 pub fn hscan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let scan = ScanArgs::parse(args, 2, false, true)?;
+    let Some(scan) = ScanArgs::parse_for_key::<Hash>(ctx, args, true)? else {
+        return Ok(());
+    };
     let (cursor, count, values) = (scan.cursor, scan.count, !scan.no_values);
     read_hash(ctx, &args[1], |out, hash, now| {
         let Some(hash) = hash else {

@@ -467,7 +467,9 @@ pub fn numkeys_and_limit(args: &[Bytes]) -> Result<(&[Bytes], usize), CmdError> 
 /// whole with cursor 0, as Redis does; a hash table in slices of a fixed
 /// order ([`ScanSlice`]).
 pub fn sscan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let scan = ScanArgs::parse(args, 2, false, false)?;
+    let Some(scan) = ScanArgs::parse_for_key::<Set>(ctx, args, false)? else {
+        return Ok(());
+    };
     let (next, found) = with_set(ctx, &args[1], |set| {
         let Some(set) = set else {
             return (0, Vec::new());

@@ -1231,7 +1231,9 @@ pub fn zremrangebylex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// cursor 0, as Redis does; a skiplist in slices of a fixed order
 /// ([`ScanSlice`]). Scores are bulk strings, `%.17g`.
 pub fn zscan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let scan = ScanArgs::parse(args, 2, false, false)?;
+    let Some(scan) = ScanArgs::parse_for_key::<ZSet>(ctx, args, false)? else {
+        return Ok(());
+    };
     read_zset(ctx, &args[1], |out, zset| {
         let mut found = Vec::new();
         let mut next = 0;
