@@ -1126,3 +1126,24 @@ fn rereading_pending_entries_is_no_change_but_survives_kill9() {
     let mut r = server.raw();
     assert_eq!(delivered(pending(&mut r)), vec![3, 3]);
 }
+
+/// XCLAIM FORCE of an entry no consumer has pending makes it delivered
+/// once and then counts the claim, as redis-server 7.0 and 7.4 do (seen by
+/// the differential fuzzer): 2 deliveries, 1 with JUSTID.
+#[test]
+fn xclaim_force_counts_as_redis_does() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    r.cmd(&["XADD", "x", "1-0", "f", "v"]);
+    r.cmd(&["XADD", "x", "2-0", "f", "v"]);
+    r.cmd(&["XGROUP", "CREATE", "x", "g", "$"]);
+    r.cmd(&["XCLAIM", "x", "g", "c", "0", "1-0", "FORCE"]);
+    r.cmd(&["XCLAIM", "x", "g", "c", "0", "2-0", "FORCE", "JUSTID"]);
+    let pending = r.cmd(&["XPENDING", "x", "g", "-", "+", "10"]);
+    let counts: Vec<i64> = pending
+        .as_array()
+        .iter()
+        .map(|entry| entry.as_array()[3].as_int())
+        .collect();
+    assert_eq!(counts, [2, 1], "{pending:?}");
+}

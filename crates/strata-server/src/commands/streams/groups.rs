@@ -368,7 +368,10 @@ pub fn xclaim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             };
             let count = match pending {
                 None if !force => continue,
-                None => 0,
+                // FORCE makes a pending entry delivered once, which the
+                // claim then counts again, as Redis does (a new entry
+                // claimed without JUSTID shows 2 deliveries).
+                None => 1,
                 Some(p) => {
                     if min_idle > 0 && now - (p.delivered_ms as i64) < min_idle {
                         continue;
