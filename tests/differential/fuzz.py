@@ -617,23 +617,46 @@ def run_seed(redis_port, strata_port, seed, count, resp3, family):
         norm = norm_stream if streams else norm_other
         if cmd[0] in ("SORT", "SORT_RO") and a.cmd(["TYPE", cmd[1]]) == ("ok", b"zset"):
             continue
-        ra = norm(a.cmd(cmd), cmd)
+        wrap = rng.random()
+        if wrap < 0.05:
+            # The same command inside a script: the reply converted to Lua
+            # and back, an error raised with the script's own text.
+            cmd = ["EVAL", "return redis.call(unpack(ARGV))", "0"] + cmd
+            norm = lambda r, c, inner=norm: inner(r, c[3:])
+        elif wrap < 0.1:
+            # Inside MULTI/EXEC, with one more command after it (never a
+            # SORT, whose key's type is not known by then).
+            extra = gen_other(rng)
+            cmd = ["MULTI-EXEC", cmd, ["PING"] if extra[0].startswith("SORT") else extra]
         try:
-            rb = norm(b.cmd(cmd), cmd)
+            ra, rb = (transaction(a, cmd, norm), transaction(b, cmd, norm)) if cmd[0] == "MULTI-EXEC" \
+                else (norm(a.cmd(cmd), cmd), None)
+            if rb is None:
+                rb = norm(b.cmd(cmd), cmd)
         except (OSError, EOFError) as e:
-            print("seed %d step %d: strata-server failed (%r) on %s" % (seed, i, e, " ".join(cmd)))
+            print("seed %d step %d: strata-server failed (%r) on %r" % (seed, i, e, cmd))
             return False
         if ra != rb:
-            print("seed %d step %d: %s\n  redis:  %r\n  strata: %r" % (seed, i, " ".join(cmd), ra, rb))
+            print("seed %d step %d: %r\n  redis:  %r\n  strata: %r" % (seed, i, cmd, ra, rb))
             both_errors = all(isinstance(r, tuple) and r[0] == "err" for r in (ra, rb))
             if not both_errors:
                 return False
         if i % 50 == 49:
             sa, sb = state(a), state(b)
             if sa != sb:
-                print("seed %d step %d: state after %s\n  redis:  %r\n  strata: %r" % (seed, i, " ".join(cmd), sa, sb))
+                print("seed %d step %d: state after %r\n  redis:  %r\n  strata: %r" % (seed, i, cmd, sa, sb))
                 return False
     return True
+
+
+def transaction(conn, cmd, norm):
+    """MULTI, the commands in `cmd[1:]`, EXEC: every reply, normalized."""
+    inner = cmd[1:]
+    replies = [conn.cmd(["MULTI"])] + [conn.cmd(c) for c in inner]
+    done = conn.cmd(["EXEC"])
+    if isinstance(done, list):
+        done = [norm(r, c) if n == 0 else norm_other(r, c) for n, (r, c) in enumerate(zip(done, inner))]
+    return replies + [done]
 
 
 def main():

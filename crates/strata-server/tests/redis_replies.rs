@@ -405,6 +405,21 @@ const SCRIPTS: &[&[&[&str]]] = &[
         &["ZUNIONSTORE", "z6", "1", "z1", "WEIGHTS", "-1"],
         &["ZSCORE", "z6", "m"],
         &["CONFIG", "SET", "zset-max-listpack-entries", "128"],
+        // Lua numbers become integer replies as C's cast makes them (NaN
+        // and anything out of range is i64::MIN), and i64::MIN from a
+        // command reaches the script whole.
+        &[
+            "EVAL",
+            "return redis.call('INCRBY', KEYS[1], ARGV[1])",
+            "1",
+            "qq",
+            "-9223372036854775808",
+        ],
+        &["EVAL", "return 1e19", "0"],
+        &["EVAL", "return 9223372036854775807", "0"],
+        &["EVAL", "return 0/0", "0"],
+        &["EVAL", "return -1/0", "0"],
+        &["EVAL", "return -2.9", "0"],
         // HSCAN, SSCAN and ZSCAN read the cursor, then the key, then the
         // options.
         &["SSCAN", "missing", "0", "COUNT", "x"],

@@ -436,7 +436,7 @@ unsafe fn write_value(
                 (true, false) => out.int(1),
                 (value, true) => out.boolean(value),
             },
-            ffi::LUA_TNUMBER => out.int(ffi::lua_tonumber(state, index) as i64),
+            ffi::LUA_TNUMBER => out.int(c_long_long(ffi::lua_tonumber(state, index))),
             ffi::LUA_TSTRING => out.bulk(string_at(state, index)),
             ffi::LUA_TTABLE if depth < NESTING_MAX => write_table(state, index, out, resp3, depth),
             ffi::LUA_TTABLE => out.error("ERR reached lua stack limit"),
@@ -559,19 +559,22 @@ unsafe fn push_bytes(state: *mut lua_State, bytes: &[u8]) {
 /// A reply line's integer (0 when it is not one, as the reply is the
 /// server's own).
 fn integer(line: &[u8]) -> i64 {
-    let (negative, digits) = match line.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, line),
-    };
-    let magnitude = digits.iter().try_fold(0i64, |n, &d| {
-        d.is_ascii_digit()
-            .then(|| n.checked_mul(10)?.checked_add(i64::from(d - b'0')))
-            .flatten()
-    });
-    match (magnitude, negative) {
-        (Some(n), true) => -n,
-        (Some(n), false) => n,
-        (None, _) => 0,
+    // (i64::MIN included: its magnitude alone does not fit an i64.)
+    std::str::from_utf8(line)
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A Lua number as Redis makes it an integer reply: C's `(long long)`
+/// cast, which on x86-64 gives i64::MIN for NaN and for anything out of
+/// range (Rust's `as` would saturate, and give 0 for NaN).
+pub fn c_long_long(number: f64) -> i64 {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    if number.is_nan() || !(-TWO_63..TWO_63).contains(&number) {
+        i64::MIN
+    } else {
+        number as i64
     }
 }
 
@@ -645,5 +648,17 @@ mod tests {
         assert_eq!(integer(b"-7"), -7);
         assert_eq!(integer(b"x"), 0);
         assert_eq!(integer(b"99999999999999999999"), 0);
+        assert_eq!(integer(b"-9223372036854775808"), i64::MIN);
+    }
+
+    #[test]
+    fn numbers_become_integers_as_cs_cast_makes_them() {
+        assert_eq!(c_long_long(1.9), 1);
+        assert_eq!(c_long_long(-1.9), -1);
+        assert_eq!(c_long_long(-9_223_372_036_854_775_808.0), i64::MIN);
+        assert_eq!(c_long_long(9_223_372_036_854_775_807.0), i64::MIN);
+        assert_eq!(c_long_long(1e19), i64::MIN);
+        assert_eq!(c_long_long(f64::INFINITY), i64::MIN);
+        assert_eq!(c_long_long(f64::NAN), i64::MIN);
     }
 }
