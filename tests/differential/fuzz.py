@@ -321,7 +321,55 @@ def gen_other(rng):
     sc = lambda: rng.choice(["0", "1", "2", "-1", "1.5", "inf", "-inf", "+inf", "3", "nan", "x", "1e2"])
     rng_s = lambda: rng.choice(["-inf", "+inf", "0", "(1", "2", "(2", "1.5", "x", "(inf"])
     rng_l = lambda: rng.choice(["-", "+", "[a", "(b", "[x", "(z", "a", "[", "(", "[1"])
-    family = rng.choice(["str", "str", "list", "list", "hash", "hash", "set", "set", "zset", "zset", "zset", "gen", "bit", "scan"])
+    family = rng.choice(["str", "str", "list", "list", "hash", "hash", "set", "set", "zset", "zset", "zset", "gen", "bit",
+                         "scan", "geo", "hll"])
+    if family == "hll":
+        # Keys of their own: Redis keeps whatever a string command writes
+        # into an HLL's unused header bytes, Strata writes them anew.
+        k, k2 = rng.choice(["h1", "h2", "str"]), rng.choice(["h1", "h2", "str"])
+        op = rng.choice(["PFADD", "PFADD", "PFADD", "PFCOUNT", "PFMERGE", "GET"])
+        if op == "PFADD":
+            return [op, k] + ["e%d" % rng.randint(0, 3000) for _ in range(rng.choice([0, 1, 3, 50, 400]))]
+        if op == "PFCOUNT":
+            return [op, k] + ([k2] if rng.random() < 0.4 else [])
+        if op == "PFMERGE":
+            return [op, k, k2] + (["h2"] if rng.random() < 0.3 else [])
+        return [op, k]
+    if family == "geo":
+        lon = lambda: rng.choice(["0", "13.361389", "15.087269", "-122.27652", "180", "-180", "181", "x", "2.2945"])
+        lat = lambda: rng.choice(["0", "38.115556", "37.502669", "37.805186", "85.05112878", "85.06", "-85.05112878", "48.8584"])
+        m = lambda: rng.choice(["p", "q", "r", "s"])
+        op = rng.choice(["GEOADD", "GEOADD", "GEOPOS", "GEODIST", "GEOHASH", "GEOSEARCH", "GEOSEARCH", "GEOSEARCHSTORE",
+                         "GEORADIUSBYMEMBER"])
+        unit = lambda: rng.choice(["m", "km", "mi", "ft", "x"])
+        if op == "GEOADD":
+            a = [op, k]
+            for o in rng.sample(["NX", "XX", "CH"], rng.randint(0, 1)):
+                a.append(o)
+            for _ in range(rng.randint(1, 2)):
+                a += [lon(), lat(), m()]
+            return a
+        if op in ("GEOPOS", "GEOHASH"):
+            return [op, k, m(), m()]
+        if op == "GEODIST":
+            return [op, k, m(), m()] + ([unit()] if rng.random() < 0.6 else [])
+        if op == "GEORADIUSBYMEMBER":
+            return [op, k, m(), rng.choice(["100", "1000", "0", "-1"]), unit(), "ASC", "WITHDIST", "WITHCOORD"]
+        a = [op] + (["c"] if op == "GEOSEARCHSTORE" else []) + [k]
+        a += rng.choice([["FROMMEMBER", m()], ["FROMLONLAT", lon(), lat()]])
+        a += rng.choice([["BYRADIUS", rng.choice(["100", "2000", "0", "-5"]), unit()],
+                         ["BYBOX", rng.choice(["100", "4000"]), rng.choice(["100", "4000"]), unit()]])
+        # ASC or DESC always: without them the order is the engine's own
+        # (docs/compatibility.md).
+        a.append(rng.choice(["ASC", "DESC"]))
+        if rng.random() < 0.4:
+            a += ["COUNT", rng.choice(["1", "2", "0"])]
+        if op == "GEOSEARCH":
+            for o in rng.sample(["WITHCOORD", "WITHDIST", "WITHHASH"], rng.randint(0, 3)):
+                a.append(o)
+        elif rng.random() < 0.4:
+            a.append("STOREDIST")
+        return a
     if family == "scan":
         op = rng.choice(["HSCAN", "SSCAN", "ZSCAN"])
         a = [op, k, rng.choice(["0", "0", "1", "x", "-1"])]
@@ -586,7 +634,7 @@ def state(c):
     """Every key the generators use: its type, content and deadline (a
     stream's with XINFO STREAM FULL, clock fields zeroed)."""
     out = []
-    for k in ("a", "b", "c", "s1", "s2", "str"):
+    for k in ("a", "b", "c", "s1", "s2", "str", "h1", "h2"):
         t = c.cmd(["TYPE", k])[1]
         v = {b"string": ["GET", k], b"list": ["LRANGE", k, "0", "-1"], b"set": ["SMEMBERS", k], b"hash": ["HGETALL", k],
              b"zset": ["ZRANGE", k, "0", "-1", "WITHSCORES"], b"stream": ["XINFO", "STREAM", k, "FULL"]}.get(t)

@@ -213,16 +213,23 @@ pub fn search_ranges(center: (f64, f64), shape: Shape) -> Vec<(u64, u64)> {
         (-1, 1),
         (-1, -1),
     ] {
+        // A coordinate exactly at its range's top (longitude 180, latitude
+        // 85.05112878) encodes one cell past the last, as in Redis: that
+        // row is searched with the last one, and that column (points on
+        // the antimeridian) with the cells on either side of it.
         let lat = lat_i as i64 + dlat;
-        if !(0..cells).contains(&lat) {
+        if !(0..=cells).contains(&lat) {
             continue;
         }
-        let lon = (lon_i as i64 + dlon).rem_euclid(cells);
-        let cell = spread(lat as u32) | spread(lon as u32) << 1;
-        let shift = 2 * (STEP_MAX - step);
-        let range = (cell << shift, (cell + 1) << shift);
-        if !ranges.contains(&range) {
-            ranges.push(range);
+        let wrapped = (lon_i as i64 + dlon).rem_euclid(cells);
+        let antimeridian = (wrapped == 0 || wrapped == cells - 1).then_some(cells);
+        for lon in std::iter::once(wrapped).chain(antimeridian) {
+            let cell = spread(lat as u32) | spread(lon as u32) << 1;
+            let shift = 2 * (STEP_MAX - step);
+            let range = (cell << shift, (cell + 1) << shift);
+            if !ranges.contains(&range) {
+                ranges.push(range);
+            }
         }
     }
     ranges

@@ -420,6 +420,37 @@ const SCRIPTS: &[&[&[&str]]] = &[
         &["EVAL", "return 0/0", "0"],
         &["EVAL", "return -1/0", "0"],
         &["EVAL", "return -2.9", "0"],
+        // A member to search from is looked up where it stands, before
+        // the radius or box after it; PFMERGE keeps the destination's
+        // cached count, marked stale (GET shows the bytes).
+        &["GEOADD", "g", "13.361389", "38.115556", "a"],
+        &[
+            "GEOSEARCH",
+            "g",
+            "FROMMEMBER",
+            "nope",
+            "BYRADIUS",
+            "-5",
+            "km",
+            "ASC",
+        ],
+        &[
+            "GEOSEARCH",
+            "g",
+            "FROMMEMBER",
+            "nope",
+            "BYBOX",
+            "1",
+            "1",
+            "x",
+            "ASC",
+        ],
+        &["GEORADIUSBYMEMBER", "g", "nope", "-1", "mi"],
+        &["GEORADIUSBYMEMBER", "missing", "nope", "-1", "mi"],
+        &["PFADD", "h1", "a", "b", "c"],
+        &["PFCOUNT", "h1"],
+        &["PFMERGE", "h1"],
+        &["GET", "h1"],
         // HSCAN, SSCAN and ZSCAN read the cursor, then the key, then the
         // options.
         &["SSCAN", "missing", "0", "COUNT", "x"],

@@ -210,11 +210,14 @@ enum Kind {
 }
 
 /// Parses a search's options from `args[at..]` (Redis' georadiusGeneric).
+/// `source` is the sorted set searched, when it exists: FROMMEMBER looks
+/// its member up where it stands among the options, as Redis does.
 fn parse_options(
     args: &[Bytes],
     at: usize,
     kind: Kind,
     search: &mut Search,
+    source: Option<&ZSetValue>,
 ) -> Result<(), CmdError> {
     let geosearch = matches!(kind, Kind::Search | Kind::SearchStore);
     let can_store = matches!(
@@ -255,6 +258,9 @@ fn parse_options(
             && left >= 1
             && !matches!(search.from, Some(From::LonLat(..)))
         {
+            if source.is_some() && position(source, &args[i + 1]).is_none() {
+                return Err(ERR_NO_MEMBER.into());
+            }
             search.from = Some(From::Member(args[i + 1].clone()));
             i += 1;
         } else if geosearch
@@ -395,14 +401,22 @@ fn georadius_generic(ctx: &mut Ctx, args: &[Bytes], kind: Kind) -> CmdResult {
             (&args[2], 3)
         }
     };
-    // The source's type first, as Redis looks it up before the options.
+    // The source's type first, as Redis looks it up before the options;
+    // a member to search from is looked up before what follows it.
     let (db, key, now) = (ctx.db(), ctx.key(source), ctx.now_ms);
-    let exists = ctx.keys.shard(key).get_as::<ZSet>(db, key, now)?.is_some();
-    if let (Kind::RadiusByMember { .. }, true) = (kind, exists) {
-        let (per_unit, radius) = parse_distance(&args[3], &args[4], "radius")?;
-        search.shape = Some((Shape::Radius(radius * per_unit), per_unit));
-    }
-    parse_options(args, options_at, kind, &mut search)?;
+    let exists = {
+        let entry = ctx.keys.shard(key).get_as::<ZSet>(db, key, now)?;
+        let zset = entry.as_ref().and_then(|e| e.value().zset());
+        if let (Kind::RadiusByMember { .. }, Some(_)) = (kind, zset) {
+            if position(zset, &args[2]).is_none() {
+                return Err(ERR_NO_MEMBER.into());
+            }
+            let (per_unit, radius) = parse_distance(&args[3], &args[4], "radius")?;
+            search.shape = Some((Shape::Radius(radius * per_unit), per_unit));
+        }
+        parse_options(args, options_at, kind, &mut search, zset)?;
+        zset.is_some()
+    };
     if !exists {
         match &search.store {
             Some(destination) => return zsets::store(ctx, destination, &[], store_event(kind)),

@@ -98,12 +98,18 @@ pub fn pfcount(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// becomes the union of itself and the sources; dense if any of them is.
 pub fn pfmerge(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut merged = Hll::new();
-    for name in &args[1..] {
+    for (n, name) in args[1..].iter().enumerate() {
         if let Some(hll) = load(ctx, name)? {
             merged.registers.merge(&hll.registers);
             merged.dense |= hll.dense;
+            if n == 0 {
+                // The destination keeps its cached count, marked stale, as
+                // Redis changes the destination in place (GET shows it).
+                merged.cache = hll.cache;
+            }
         }
     }
+    merged.invalidate();
     save(ctx, &args[1], &merged);
     ctx.notify(notify::STRING, "pfadd", &args[1]);
     ctx.out.ok();
