@@ -403,3 +403,48 @@ fn a_transaction_cut_by_kill_9_is_whole_or_absent() {
     }
     assert!(cuts > 0, "no round cut a commit in {ROUNDS}");
 }
+
+/// A write that changes nothing (SREM of absent members, XDEL of absent
+/// IDs, XACK of nothing pending, XTRIM that trims nothing) breaks no WATCH
+/// and counts as no change, as in Redis: the differential fuzzer found
+/// EXEC failing after them.
+#[test]
+fn writes_that_change_nothing_break_no_watch() {
+    let server = TestServer::start();
+    let mut r = server.raw();
+    r.cmd(&["SADD", "s", "a"]);
+    r.cmd(&["XADD", "x", "1-0", "f", "v"]);
+    r.cmd(&["XGROUP", "CREATE", "x", "g", "0"]);
+    let changes = |r: &mut Raw| -> String {
+        let info = r.cmd(&["INFO", "persistence"]).as_text();
+        info_field(&info, "rdb_changes_since_last_save")
+    };
+    let before = changes(&mut r);
+    let no_ops: &[&[&str]] = &[
+        &["SREM", "s", "absent"],
+        &["SADD", "s", "a"],
+        &["XDEL", "x", "9-9"],
+        &["XACK", "x", "g", "1-0"],
+        &["XTRIM", "x", "MAXLEN", "5"],
+    ];
+    for command in no_ops {
+        let key = command[1];
+        assert_eq!(r.cmd(&["WATCH", key]), ok());
+        let reply = r.cmd(command);
+        assert_eq!(reply, i(0), "{command:?}");
+        assert_eq!(r.cmd(&["MULTI"]), ok());
+        r.cmd(&["PING"]);
+        assert_eq!(
+            r.cmd(&["EXEC"]),
+            Reply::Array(vec![Reply::simple("PONG")]),
+            "{command:?} broke the WATCH"
+        );
+    }
+    assert_eq!(changes(&mut r), before);
+    // A write that changes something still breaks it.
+    r.cmd(&["WATCH", "s"]);
+    r.cmd(&["SREM", "s", "a"]);
+    r.cmd(&["MULTI"]);
+    r.cmd(&["PING"]);
+    assert_eq!(r.cmd(&["EXEC"]), Reply::NullArray);
+}

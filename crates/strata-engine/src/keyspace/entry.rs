@@ -1167,13 +1167,18 @@ impl EntryMut<'_> {
     /// whose payload `encode` writes: the bytes logged grow with the
     /// command's arguments, not with the value. A collection left empty
     /// stays an (empty) entry: the caller deletes the key. `aux` is the
-    /// record's (0 but for [`record::STREAM_AUX_DELIVERY_ONLY`]).
+    /// record's (0 but for [`record::STREAM_AUX_DELIVERY_ONLY`]). When
+    /// `changed_nothing` says the result changed nothing (an SREM of
+    /// absent members, an XDEL of absent IDs), nothing is logged: as in
+    /// Redis, such a command is no write (no record, no replication, no
+    /// WATCH broken, no change counted).
     pub(crate) fn change_boxed<R>(
         self,
         db: usize,
         (kind, value_type, aux): (Kind, u8, u64),
         apply: impl FnOnce(Boxed) -> R,
         encode: impl FnOnce(&mut Vec<u8>),
+        changed_nothing: impl FnOnce(&R) -> bool,
     ) -> R {
         forget_loc(self.live, self.entry);
         let entry = self.entry;
@@ -1186,7 +1191,9 @@ impl EntryMut<'_> {
             _ => unreachable!("an operation on another type: commands check the type first"),
         };
         let applied = apply(boxed);
-        log_op(self.group, db, entry.key(), (kind, value_type, aux), encode);
+        if !changed_nothing(&applied) {
+            log_op(self.group, db, entry.key(), (kind, value_type, aux), encode);
+        }
         applied
     }
 }

@@ -128,6 +128,17 @@ impl Collection for Stream {
                 _ => unreachable!("a stream"),
             },
             |out| op.encode(out),
+            // Entries deleted, trimmed or acknowledged: none is no change.
+            |&changed| {
+                changed == 0
+                    && matches!(
+                        op,
+                        StreamOp::Delete(_)
+                            | StreamOp::TrimThrough(_)
+                            | StreamOp::TrimEntries(_)
+                            | StreamOp::Ack { .. }
+                    )
+            },
         )
     }
 
@@ -237,6 +248,7 @@ impl Collection for List {
                 _ => unreachable!("a list"),
             },
             |out| op.encode(out),
+            |_| false,
         )
     }
 
@@ -277,6 +289,9 @@ impl Collection for Set {
                 _ => unreachable!("a set"),
             },
             |out| op.encode(out),
+            // Every set operation adds or removes members: none is no
+            // change.
+            |&changed| changed == 0,
         )
     }
 
@@ -316,6 +331,7 @@ impl Collection for ZSet {
                 _ => unreachable!("a sorted set"),
             },
             |out| op.encode(out),
+            |_| false,
         )
     }
 
