@@ -26,4 +26,4 @@ pub mod reply;
 mod write;
 
 pub use parse::{Limits, ProtocolError, RequestParser, split_args};
-pub use write::{Protocol, ReplyWriter, format_double};
+pub use write::{Protocol, ReplyWriter, redis_double};

@@ -158,15 +158,14 @@ impl<'a> ReplyWriter<'a> {
     }
 
     pub fn double(&mut self, value: f64) {
-        let text = format_double(value);
+        let text = redis_double(value);
         match self.protocol {
             Protocol::Resp2 => self.bulk(text.as_bytes()),
             Protocol::Resp3 => self.line(b',', text.as_bytes()),
         }
     }
 
-    /// A double the caller has formatted (a bulk string in RESP2), for
-    /// replies whose text must be exactly Redis' (`%.17g` scores).
+    /// A double the caller has formatted (a bulk string in RESP2).
     pub fn double_text(&mut self, text: &[u8]) {
         match self.protocol {
             Protocol::Resp2 => self.bulk(text),
@@ -204,21 +203,107 @@ impl<'a> ReplyWriter<'a> {
     }
 }
 
-/// Shortest text that reads back as the same double, without exponent, as
-/// Redis prints human-readable doubles; infinities as `inf`/`-inf`.
-pub fn format_double(value: f64) -> String {
+/// A double as Redis 7.2+ prints it (its `d2string`): `nan`, `inf`,
+/// `-inf`, `0`, `-0`; an integral value within ±(2^63 - 1)/2 as an
+/// integer; any other as its shortest round-trip digits, written out while
+/// the exponent is small (an integer with up to 7 zeros past its digits, a
+/// fraction down to 6 zeros after the point, or with an exponent under 4)
+/// and in scientific notation beyond (`1.5e+20`, `1e-7`, `1.23456e-4`).
+/// (Redis finds the digits with Grisu2, which for a few values, 1e23 among
+/// them, gives a longer digit string than the shortest used here.)
+pub fn redis_double(value: f64) -> String {
     if value.is_nan() {
-        "nan".to_owned()
-    } else if value.is_infinite() {
-        if value > 0.0 { "inf" } else { "-inf" }.to_owned()
-    } else {
-        format!("{value}")
+        return "nan".to_owned();
     }
+    if value.is_infinite() {
+        return if value > 0.0 { "inf" } else { "-inf" }.to_owned();
+    }
+    if value == 0.0 {
+        return if value.is_sign_negative() { "-0" } else { "0" }.to_owned();
+    }
+    let half = (i64::MAX / 2) as f64;
+    if (-half..=half).contains(&value) && value.fract() == 0.0 {
+        return (value as i64).to_string();
+    }
+    // Shortest digits: `value` = digits × 10^(exponent - digits + 1).
+    let scientific = format!("{:e}", value.abs());
+    let (mantissa, exponent) = scientific.split_once('e').expect("`{:e}` has an exponent");
+    let exponent: i32 = exponent.parse().expect("`{:e}`'s exponent is an integer");
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let count = digits.len() as i32;
+    let shift = exponent - (count - 1);
+    let mut out = String::with_capacity(32);
+    if value < 0.0 {
+        out.push('-');
+    }
+    if shift >= 0 && exponent < count + 7 {
+        out.push_str(&digits);
+        out.extend(std::iter::repeat_n('0', shift as usize));
+    } else if shift < 0 && (shift > -7 || exponent.abs() < 4) {
+        let whole = count + shift;
+        if whole <= 0 {
+            out.push_str("0.");
+            out.extend(std::iter::repeat_n('0', (-whole) as usize));
+            out.push_str(&digits);
+        } else {
+            out.push_str(&digits[..whole as usize]);
+            out.push('.');
+            out.push_str(&digits[whole as usize..]);
+        }
+    } else {
+        out.push_str(&digits[..1]);
+        if count > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        out.push('e');
+        out.push(if exponent < 0 { '-' } else { '+' });
+        out.push_str(&exponent.abs().to_string());
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What redis-server 7.4.1 answers to ZSCORE after ZADD of each value.
+    #[test]
+    fn doubles_print_as_redis_7_4() {
+        let cases = [
+            (1.1, "1.1"),
+            (0.1, "0.1"),
+            (0.0001, "0.0001"),
+            (0.00001, "0.00001"),
+            (1e-7, "1e-7"),
+            (1.5e-7, "1.5e-7"),
+            (123456789.123, "123456789.123"),
+            (1.5e20, "1.5e+20"),
+            (1e19, "1e+19"),
+            (4611686018427387904.0, "4611686018427387904"),
+            (9007199254740993.0, "9007199254740992"),
+            (1e15, "1000000000000000"),
+            (1.25e16, "12500000000000000"),
+            (-2.5e-10, "-2.5e-10"),
+            (1e300, "1e+300"),
+            (f64::MAX, "1.7976931348623157e+308"),
+            (2.2250738585072014e-308, "2.2250738585072014e-308"),
+            (5e-324, "5e-324"),
+            (123e-20, "1.23e-18"),
+            (0.000123456, "1.23456e-4"),
+            (1234567.0001, "1234567.0001"),
+            (-0.000001, "-0.000001"),
+            (-0.0, "-0"),
+            (f64::NEG_INFINITY, "-inf"),
+            (123456789.12345679, "1.2345678912345679e+8"),
+            (1234567.1234567, "1.2345671234567e+6"),
+            (0.1234567891234567, "0.1234567891234567"),
+            (1234567890.5, "1234567890.5"),
+        ];
+        for (value, text) in cases {
+            assert_eq!(redis_double(value), text, "{value:e}");
+        }
+    }
 
     fn encode(protocol: Protocol, f: impl FnOnce(&mut ReplyWriter)) -> Vec<u8> {
         let mut out = BytesMut::new();

@@ -34,12 +34,16 @@ fn conversions_errors_and_the_script_cache() {
     );
     assert_eq!(raw.cmd(&["EVAL", "return 3.99", "0"]), i(3));
     // Number arguments of redis.call are written with all their
-    // precision, as Redis 7 writes them (`%.17g`, not Lua's `%.14g`).
+    // precision, as Redis 7.4 writes them (not Lua's `%.14g`; the texts
+    // are redis-server 7.4.1's).
     for (number, text) in [
         ("0.1 + 0.2", "0.30000000000000004"),
         ("9007199254740991", "9007199254740991"),
-        ("1e17", "1e+17"),
-        ("-0.0", "-0"),
+        ("1e17", "100000000000000000"),
+        ("1e19", "1e+19"),
+        ("1/3", "0.3333333333333333"),
+        ("1e-7", "1e-7"),
+        ("-0.0", "0"),
     ] {
         let script =
             format!("redis.call('SET', KEYS[1], {number}) return redis.call('GET', KEYS[1])");

@@ -404,8 +404,8 @@ fn a_transaction_cut_by_kill_9_is_whole_or_absent() {
     assert!(cuts > 0, "no round cut a commit in {ROUNDS}");
 }
 
-/// A write that changes nothing (SREM of absent members, XDEL of absent
-/// IDs, XACK of nothing pending, XTRIM that trims nothing) breaks no WATCH
+/// A write that changes nothing (SREM or ZREM of absent members, XDEL of
+/// absent IDs, XACK of nothing pending, XTRIM that trims nothing) breaks no WATCH
 /// and counts as no change, as in Redis: the differential fuzzer found
 /// EXEC failing after them.
 #[test]
@@ -413,6 +413,7 @@ fn writes_that_change_nothing_break_no_watch() {
     let server = TestServer::start();
     let mut r = server.raw();
     r.cmd(&["SADD", "s", "a"]);
+    r.cmd(&["ZADD", "z", "1", "a"]);
     r.cmd(&["XADD", "x", "1-0", "f", "v"]);
     r.cmd(&["XGROUP", "CREATE", "x", "g", "0"]);
     let changes = |r: &mut Raw| -> String {
@@ -423,6 +424,7 @@ fn writes_that_change_nothing_break_no_watch() {
     let no_ops: &[&[&str]] = &[
         &["SREM", "s", "absent"],
         &["SADD", "s", "a"],
+        &["ZREM", "z", "absent"],
         &["XDEL", "x", "9-9"],
         &["XACK", "x", "g", "1-0"],
         &["XTRIM", "x", "MAXLEN", "5"],

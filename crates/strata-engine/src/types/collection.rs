@@ -331,7 +331,9 @@ impl Collection for ZSet {
                 _ => unreachable!("a sorted set"),
             },
             |out| op.encode(out),
-            |_| false,
+            // A removal of no member is no change (a put's count says
+            // only what it added, not what it updated).
+            |&changed| changed == 0 && matches!(op, ZSetOp::Remove(_) | ZSetOp::Pop { .. }),
         )
     }
 

@@ -9,8 +9,8 @@
 //! ([`ZSetValue::partition_point`] turns a score or lex bound into one),
 //! so ranges by rank, score and lex share one selection ([`select`]) and
 //! LIMIT and REV apply to positions. Scores are parsed with C's `strtod`
-//! and printed with `%.17g`, as Redis 7.0 does, so `1.1` answers
-//! `1.1000000000000001` here as there. Writes log a [`ZSetOp`] with final
+//! and printed as Redis 7.2+ prints them (the shortest text of the value,
+//! `strata_resp::redis_double`), so `1.1` answers `1.1`. Writes log a [`ZSetOp`] with final
 //! scores (a ZSET_OP record); ZPOPMIN and the range removals log the
 //! members they removed.
 
@@ -75,21 +75,11 @@ fn parse_score(arg: &[u8]) -> Result<f64, CmdError> {
     parse_double(arg).ok_or(CmdError::from(ERR_NOT_FLOAT))
 }
 
-/// A score as Redis 7.0 prints it: `%.17g`, infinities as `inf`/`-inf`.
+/// A score as Redis 7.2+ prints it ([`strata_resp::redis_double`]: the
+/// shortest digits that read back as the score, `1.1` where 7.0 printed
+/// `%.17g`'s `1.1000000000000001`).
 pub fn score_text(score: f64) -> Vec<u8> {
-    if score.is_infinite() {
-        return if score > 0.0 {
-            b"inf".to_vec()
-        } else {
-            b"-inf".to_vec()
-        };
-    }
-    let mut buf = [0u8; 64];
-    // SAFETY: the buffer is 64 bytes and snprintf is told so; `%.17g` of a
-    // finite double needs at most 24.
-    let len =
-        unsafe { libc::snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%.17g".as_ptr(), score) };
-    buf[..len.clamp(0, 63) as usize].to_vec()
+    strata_resp::redis_double(score).into_bytes()
 }
 
 fn write_score(out: &mut ReplyWriter, score: f64) {
@@ -1229,7 +1219,7 @@ pub fn zremrangebylex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 /// ZSCAN key cursor [MATCH pattern] [COUNT count]: a listpack whole with
 /// cursor 0, as Redis does; a skiplist in slices of a fixed order
-/// ([`ScanSlice`]). Scores are bulk strings, `%.17g`.
+/// ([`ScanSlice`]). Scores are bulk strings, as ZSCORE prints them.
 pub fn zscan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let Some(scan) = ScanArgs::parse_for_key::<ZSet>(ctx, args, false)? else {
         return Ok(());
@@ -1263,8 +1253,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn scores_parse_and_print_as_redis_7_0() {
-        assert_eq!(score_text(1.1), b"1.1000000000000001");
+    fn scores_parse_as_redis_and_print_as_redis_7_4() {
+        assert_eq!(score_text(1.1), b"1.1");
         assert_eq!(score_text(1.0), b"1");
         assert_eq!(score_text(-0.5), b"-0.5");
         assert_eq!(score_text(1e20), b"1e+20");

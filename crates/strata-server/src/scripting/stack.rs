@@ -41,8 +41,8 @@ pub const ERR_ARG_TYPE: &str = "ERR Lua redis lib command arguments must be stri
 
 /// The arguments on the stack of a C function called from Lua (indices 1
 /// to top), as command arguments: strings as they are, numbers with all
-/// their precision (`%.17g`, as Redis converts them: not Lua's own
-/// `%.14g`); anything else refuses the call.
+/// their precision ([`number_text`], as Redis converts them: not Lua's
+/// own `%.14g`); anything else refuses the call.
 ///
 /// # Safety
 /// `state` is the running C function's Lua state.
@@ -75,14 +75,23 @@ pub unsafe fn read_args(state: *mut lua_State) -> Result<Vec<Bytes>, &'static st
     }
 }
 
-/// A Lua number as Redis passes it to a command: C's `%.17g`; whole
-/// numbers of up to 17 digits, the common case, without formatting.
+/// A Lua number as Redis 7.2+ passes it to a command: an integral value
+/// within ±(2^63 - 1)/2 as an integer (0 for -0), NaN with its sign as
+/// `nan` or `-nan`, anything else as [`strata_resp::redis_double`] writes
+/// it (`0.1 + 0.2` is `0.30000000000000004`, `1e19` is `1e+19`).
 pub fn number_text(number: f64) -> String {
-    if number.fract() == 0.0 && number.abs() < 1e17 && !(number == 0.0 && number.is_sign_negative())
-    {
-        return (number as i64).to_string();
+    if number == 0.0 {
+        return "0".to_owned();
     }
-    format_g(number, 17)
+    if number.is_nan() {
+        return if number.is_sign_negative() {
+            "-nan"
+        } else {
+            "nan"
+        }
+        .to_owned();
+    }
+    strata_resp::redis_double(number)
 }
 
 /// Pushes `{err = text}`, marked as counted when `counted`.
@@ -633,13 +642,19 @@ mod tests {
 
     #[test]
     fn numbers_are_written_as_redis_passes_them() {
+        // redis-server 7.4.1's GET after SET of each from a script.
         assert_eq!(number_text(3.0), "3");
         assert_eq!(number_text(-42.0), "-42");
         assert_eq!(number_text(0.5), "0.5");
-        assert_eq!(number_text(0.1), "0.10000000000000001");
+        assert_eq!(number_text(0.1), "0.1");
+        assert_eq!(number_text(0.1 + 0.2), "0.30000000000000004");
         assert_eq!(number_text(9_007_199_254_740_991.0), "9007199254740991");
-        assert_eq!(number_text(1e17), "1e+17");
-        assert_eq!(number_text(-0.0), "-0");
+        assert_eq!(number_text(1e17), "100000000000000000");
+        assert_eq!(number_text(1e19), "1e+19");
+        assert_eq!(number_text(1e-7), "1e-7");
+        assert_eq!(number_text(-0.0), "0");
+        assert_eq!(number_text(f64::INFINITY), "inf");
+        assert_eq!(number_text(-f64::NAN), "-nan");
     }
 
     #[test]
