@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """Differential fuzzer: the same random commands sent to redis-server and to
 strata-server, every reply compared, and every 50 commands the whole state
-of the keys it uses. The first difference stops a seed (one where both
-servers answered an error goes on, as it leaves no state apart) and is
-printed with the command, both replies and the seed, so that it reproduces.
+of the keys it uses. Some commands run inside EVAL, inside MULTI/EXEC, or
+after a WATCH of their key followed by a transaction (EXEC then tells
+whether the command counted as a change). The first difference stops a
+seed (one where both servers answered an error goes on, as it leaves no
+state apart) and is printed with the command, both replies and the seed,
+so that it reproduces.
 
 Meant for redis-server 7.4.x (built from its tag, outside this repository):
 Redis 7.0 answers several argument orders and the 7.4 commands (HEXPIRE
-family) differently. Standard library only.
+family) differently, and prints doubles otherwise. Standard library only.
 
-    python3 tests/differential/fuzz.py --redis 7401 --strata 7402 \
+    python3 tests/differential/fuzz.py --redis 7401 --strata 7402 \\
         --seeds 1-200 --commands 3000 [--resp3] [--family streams|other]
 
 Exit status 1 when any seed found a difference.
@@ -17,9 +20,11 @@ Exit status 1 when any seed found a difference.
 Left out on purpose: anything random or clock-dependent (SPOP, SRANDMEMBER,
 HRANDFIELD, relative TTLs, `*` stream IDs), and differences Strata keeps
 knowingly (docs/compatibility.md): OBJECT ENCODING's listpackex, intset and
-raw/embstr/int after SETBIT or COPY of a set, and SORT of a sorted set,
-which Redis turns into a skiplist (skipped: it then changes what mixed-score
-lex ranges and negative LIMIT offsets answer).
+raw/embstr/int after SETBIT or COPY of a set; SORT of a sorted set, which
+Redis turns into a skiplist (skipped: it then changes what mixed-score lex
+ranges and negative LIMIT offsets answer); geo searches at longitude +-180,
+where Strata finds points across the antimeridian that Redis misses; WATCH
+around stream commands other than XADD, XDEL and XTRIM, and around LTRIM.
 """
 import argparse
 import random
