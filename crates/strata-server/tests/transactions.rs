@@ -404,7 +404,8 @@ fn a_transaction_cut_by_kill_9_is_whole_or_absent() {
     assert!(cuts > 0, "no round cut a commit in {ROUNDS}");
 }
 
-/// A write that changes nothing (SREM or ZREM of absent members, XDEL of
+/// A write that changes nothing (SREM or ZREM of absent members, ZADD of
+/// a member with its own score, XDEL of
 /// absent IDs, XACK of nothing pending, XTRIM that trims nothing) breaks no WATCH
 /// and counts as no change, as in Redis: the differential fuzzer found
 /// EXEC failing after them.
@@ -425,6 +426,7 @@ fn writes_that_change_nothing_break_no_watch() {
         &["SREM", "s", "absent"],
         &["SADD", "s", "a"],
         &["ZREM", "z", "absent"],
+        &["ZADD", "z", "1", "a"],
         &["XDEL", "x", "9-9"],
         &["XACK", "x", "g", "1-0"],
         &["XTRIM", "x", "MAXLEN", "5"],

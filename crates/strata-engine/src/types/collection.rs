@@ -323,18 +323,19 @@ impl Collection for ZSet {
     const RECORDS: &'static [Kind] = &[Kind::ZSetOp];
 
     fn change(entry: EntryMut<'_>, db: usize, op: &ZSetOp<'_>, _now_ms: u64) -> usize {
-        entry.change_boxed(
-            db,
-            (Kind::ZSetOp, VALUE_ZSET, 0),
-            |value| match value {
-                Boxed::ZSet(zset) => op.apply(zset, &limits::get()),
-                _ => unreachable!("a sorted set"),
-            },
-            |out| op.encode(out),
-            // A removal of no member is no change (a put's count says
-            // only what it added, not what it updated).
-            |&changed| changed == 0 && matches!(op, ZSetOp::Remove(_) | ZSetOp::Pop { .. }),
-        )
+        entry
+            .change_boxed(
+                db,
+                (Kind::ZSetOp, VALUE_ZSET, 0),
+                |value| match value {
+                    Boxed::ZSet(zset) => op.apply_telling(zset, &limits::get()),
+                    _ => unreachable!("a sorted set"),
+                },
+                |out| op.encode(out),
+                // Members put with the scores they had, or none removed.
+                |&(_, changed)| !changed,
+            )
+            .0
     }
 
     fn decode(_kind: Kind, payload: &[u8]) -> Result<ZSetOp<'_>, DamagedRecord> {

@@ -488,13 +488,31 @@ impl<'a> ZSetOp<'a> {
     /// Applies the change; returns how many members were added (a put) or
     /// removed.
     pub fn apply(&self, zset: &mut ZSetValue, limits: &CollectionLimits) -> usize {
+        self.apply_telling(zset, limits).0
+    }
+
+    /// [`ZSetOp::apply`], and whether anything changed: a put of members
+    /// that already have those scores changes nothing (Redis then counts
+    /// no write: no WATCH broken, nothing propagated).
+    pub fn apply_telling(&self, zset: &mut ZSetValue, limits: &CollectionLimits) -> (usize, bool) {
         match self {
-            ZSetOp::Put(entries) => entries
-                .iter()
-                .filter(|(s, m)| zset.put(*s, m, limits) == Put::Added)
-                .count(),
+            ZSetOp::Put(entries) => {
+                let (mut added, mut changed) = (0, false);
+                for (score, member) in entries {
+                    match zset.put(*score, member, limits) {
+                        Put::Added => {
+                            added += 1;
+                            changed = true;
+                        }
+                        Put::Updated => changed = true,
+                        Put::Unchanged => {}
+                    }
+                }
+                (added, changed)
+            }
             ZSetOp::Remove(members) | ZSetOp::Pop { members, .. } => {
-                members.iter().filter(|m| zset.remove(m)).count()
+                let removed = members.iter().filter(|m| zset.remove(m)).count();
+                (removed, removed > 0)
             }
         }
     }

@@ -346,6 +346,9 @@ struct Found {
     member: Vec<u8>,
     dist: f64,
     score: u64,
+    /// The score as stored (a sorted set's score need not be a geohash):
+    /// what STORE keeps and WITHHASH answers, as in Redis.
+    stored: f64,
 }
 
 fn search_points(zset: &ZSetValue, center: (f64, f64), shape: Shape, limit: usize) -> Vec<Found> {
@@ -360,6 +363,7 @@ fn search_points(zset: &ZSetValue, center: (f64, f64), shape: Shape, limit: usiz
                     member: member.to_vec(),
                     dist,
                     score: score as u64,
+                    stored: score,
                 });
                 if limit > 0 && found.len() >= limit {
                     return found;
@@ -462,7 +466,7 @@ fn georadius_generic(ctx: &mut Ctx, args: &[Bytes], kind: Kind) -> CmdResult {
                 let score = if search.store_dist {
                     f.dist / per_unit
                 } else {
-                    f.score as f64
+                    f.stored
                 };
                 (score, f.member)
             })
@@ -487,7 +491,7 @@ fn write_found(out: &mut ReplyWriter, search: &Search, found: &[Found], per_unit
             write_distance(out, point.dist, per_unit);
         }
         if search.with_hash {
-            out.int(point.score as i64);
+            out.int(point.stored as i64);
         }
         if search.with_coord {
             let (lon, lat) = geohash::decode_wgs84(point.score);
