@@ -88,14 +88,18 @@ fn contents(con: &mut redis::Connection, key: &str) -> String {
             members.sort();
             return format!("set {members:?}");
         }
-        "zset" => read(
-            redis::cmd("ZRANGE")
+        "zset" => {
+            // Scores as values: redis-server 7.0 prints them `%.17g`,
+            // Strata as Redis 7.2+ does (the shortest text).
+            let pairs: Vec<(Vec<u8>, f64)> = redis::cmd("ZRANGE")
                 .arg(key)
                 .arg(0)
                 .arg(-1)
-                .arg("WITHSCORES"),
-            con,
-        ),
+                .arg("WITHSCORES")
+                .query(con)
+                .unwrap();
+            return format!("zset {pairs:?}");
+        }
         "hash" => {
             let mut pairs: Vec<(Vec<u8>, Vec<u8>)> =
                 redis::cmd("HGETALL").arg(key).query(con).unwrap();
