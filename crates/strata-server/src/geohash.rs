@@ -62,6 +62,27 @@ pub fn encode(
     Some(spread(lat_offset as u32) | spread(lon_offset as u32) << 1)
 }
 
+/// The geohash bits a sorted set's score stands for, as Redis reads them:
+/// C's `(uint64_t)` cast of the double as x86-64 makes it. A score need
+/// not be a geohash (ZADD can store any): a negative one wraps (-1 is
+/// all ones), one of 2^64 or more, or infinite, is 0, and one below
+/// -2^63 is 2^63, so GEOPOS and GEOHASH answer what Redis answers.
+pub fn score_bits(score: f64) -> u64 {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    let signed = |x: f64| {
+        if (-TWO_63..TWO_63).contains(&x) {
+            x as i64
+        } else {
+            i64::MIN
+        }
+    };
+    if score < TWO_63 {
+        signed(score) as u64
+    } else {
+        (signed(score - TWO_63) as u64) ^ (1 << 63)
+    }
+}
+
 /// The stored score of a position (step 26, Mercator ranges).
 pub fn encode_wgs84(lon: f64, lat: f64) -> Option<u64> {
     encode(lon, lat, STEP_MAX, (LON_MIN, LON_MAX), (LAT_MIN, LAT_MAX))
@@ -257,6 +278,17 @@ fn estimate_step(mut range_m: f64, lat: f64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scores_become_bits_as_cs_cast_makes_them() {
+        assert_eq!(score_bits(1.5), 1);
+        assert_eq!(score_bits(-1.5), u64::MAX);
+        assert_eq!(score_bits(1e19), 10_000_000_000_000_000_000);
+        assert_eq!(score_bits(1e20), 0);
+        assert_eq!(score_bits(f64::INFINITY), 0);
+        assert_eq!(score_bits(f64::NEG_INFINITY), 1 << 63);
+        assert_eq!(score_bits(-1e300), 1 << 63);
+    }
 
     #[test]
     fn positions_encode_as_redis_stores_them() {

@@ -476,6 +476,12 @@ const SCRIPTS: &[&[&[&str]]] = &[
             "ASC",
             "WITHHASH",
         ],
+        // Scores that are no geohash read as C's cast reads them.
+        &[
+            "ZADD", "gn", "-1.5", "a", "1e20", "b", "-inf", "c", "1.5", "d",
+        ],
+        &["GEOPOS", "gn", "a", "b", "c", "d"],
+        &["GEOHASH", "gn", "a", "b", "c", "d"],
         &["PFADD", "h1", "a", "b", "c"],
         &["PFCOUNT", "h1"],
         &["PFMERGE", "h1"],

@@ -121,7 +121,7 @@ fn read(
 /// The position of `member`, if it is there.
 fn position(zset: Option<&ZSetValue>, member: &[u8]) -> Option<(f64, f64)> {
     zset.and_then(|z| z.score(member))
-        .map(|score| geohash::decode_wgs84(score as u64))
+        .map(|score| geohash::decode_wgs84(geohash::score_bits(score)))
 }
 
 pub fn geopos(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
@@ -141,7 +141,7 @@ pub fn geohash_command(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         out.array(args.len() - 2);
         for member in &args[2..] {
             match zset.and_then(|z| z.score(member)) {
-                Some(score) => out.bulk(&geohash::standard_hash(score as u64)),
+                Some(score) => out.bulk(&geohash::standard_hash(geohash::score_bits(score))),
                 None => out.null_bulk(),
             }
         }
@@ -357,12 +357,12 @@ fn search_points(zset: &ZSetValue, center: (f64, f64), shape: Shape, limit: usiz
         let lo = zset.partition_point(|s, _| s < start as f64);
         let hi = zset.partition_point(|s, _| s < end as f64);
         for (score, member) in zset.range(lo, hi) {
-            let (lon, lat) = geohash::decode_wgs84(score as u64);
+            let (lon, lat) = geohash::decode_wgs84(geohash::score_bits(score));
             if let Some(dist) = shape.contains(center, lon, lat) {
                 found.push(Found {
                     member: member.to_vec(),
                     dist,
-                    score: score as u64,
+                    score: geohash::score_bits(score),
                     stored: score,
                 });
                 if limit > 0 && found.len() >= limit {
