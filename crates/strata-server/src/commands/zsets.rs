@@ -39,6 +39,8 @@ type Entries = Vec<(f64, Vec<u8>)>;
 const ERR_MIN_MAX_FLOAT: &str = "ERR min or max is not a float";
 const ERR_MIN_MAX_LEX: &str = "ERR min or max not valid string range item";
 const ERR_NAN: &str = "ERR resulting score is not a number (NaN)";
+const ERR_LIMIT_NEEDS_SCORE_OR_LEX: &str =
+    "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX";
 const ERR_MUST_BE_POSITIVE: &str = "ERR value is out of range, must be positive";
 /// Replies of ZRANDMEMBER with a negative count: beyond this many the
 /// reply could not be sent anyway.
@@ -593,10 +595,7 @@ fn parse_range(args: &[Bytes], at: usize, form: Form) -> Result<RangeSpec, CmdEr
         // Redis refuses a LIMIT on ranks only when its count is not -1
         // (what it reads as no LIMIT); the offset is then ignored.
         if limit.is_some_and(|(_, count)| count != -1) {
-            return Err(
-            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX"
-                .into(),
-        );
+            return Err(ERR_LIMIT_NEEDS_SCORE_OR_LEX.into());
         }
         limit = None;
     }
