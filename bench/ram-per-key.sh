@@ -7,14 +7,17 @@
 #    (persistence off on both), and each one's overhead beyond the key and
 #    value bytes; target: Strata's overhead <= 0.8x Redis'.
 # 2. A key whose value is on disk: Strata under a budget below the data,
-#    after every value left RAM; target: <= 32 B + the key.
+#    after every value left RAM; target: <= 32 B + the key. Two figures:
+#    used_memory against the empty server's (fixed buffers that grew on
+#    the way count as keys' cost), and what FLUSHALL SYNC frees (the keys'
+#    own cost).
 #
 # Usage: bench/ram-per-key.sh
-#        HOT_KEYS=1000000 COLD_KEYS="1000000 1500000" bench/ram-per-key.sh
+#        HOT_KEYS=1000000 COLD_KEYS="1000000 1500000 10000000" bench/ram-per-key.sh
 set -euo pipefail
 
 HOT_KEYS=${HOT_KEYS:-1000000}
-COLD_KEYS=${COLD_KEYS:-"1000000 1500000"}
+COLD_KEYS=${COLD_KEYS:-"1000000 10000000"}
 
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -61,8 +64,8 @@ echo "Strata's overhead / Redis': **$(ratio "${OVER[strata]}" "${OVER[redis]}")*
 echo
 echo "## A key whose value is on disk"
 echo
-echo "| keys | used_memory per key (B) | of which the key | the rest |"
-echo "|---|---|---|---|"
+echo "| keys | used_memory per key (B) | of which the key | the rest | freed by FLUSHALL per key, beyond the key (B) |"
+echo "|---|---|---|---|---|"
 for keys in $COLD_KEYS; do
     start cold strata --maxmemory 1gb --maxmemory-policy tiered --save ""
     port=$(port_of cold)
@@ -77,17 +80,23 @@ for keys in $COLD_KEYS; do
     done
     used=$(info_field "$port" memory used_memory)
     buffers=$(info_field "$port" memory mem_not_counted_for_evict)
-    values=$(info_field "$port" memory mem_values_in_ram)
+    # The values still in RAM, by count (INFO's byte count comes from a
+    # census that may not have seen the last evictions yet).
+    values=$(($(info_field "$port" tiering keys_value_in_ram) * 100))
+    redis-cli -p "$port" flushall sync >/dev/null
+    sleep 1
+    emptied=$(info_field "$port" memory used_memory)
     kb=$(key_bytes "$keys")
-    python3 - "$keys" "$used" "$buffers" "$base" "$values" "$kb" <<'PY'
+    python3 - "$keys" "$used" "$buffers" "$base" "$values" "$emptied" "$kb" <<'PY'
 import sys
-keys, used, buffers, base, values = map(int, sys.argv[1:6])
-key_bytes = float(sys.argv[6])
+keys, used, buffers, base, values, emptied = map(int, sys.argv[1:7])
+key_bytes = float(sys.argv[7])
 per_key = (used - buffers - base - values) / keys
-print(f"| {keys} | {per_key:.1f} | {key_bytes:.1f} | {per_key - key_bytes:.1f} |")
+freed = (used - emptied - values) / keys
+print(f"| {keys} | {per_key:.1f} | {key_bytes:.1f} | {per_key - key_bytes:.1f} | {freed - key_bytes:.1f} |")
 PY
     stop cold
     rm -rf "$WORK/cold"
 done
 echo
-echo "used_memory (allocator, usable sizes) minus the empty server's, the log's unwritten buffers and the bytes of values still in RAM (under 0.1 %), after a budget below the data moved every value out (target <= 32 B + key)."
+echo "used_memory (allocator, usable sizes) minus the empty server's, the log's unwritten buffers and the bytes of values still in RAM (under 0.1 %), after a budget below the data moved every value out; and what FLUSHALL SYNC then frees, less those values (target <= 32 B + key)."

@@ -11,7 +11,7 @@
 //!
 //! | bytes | field | |
 //! |---|---|---|
-//! | 4 | length | the allocation's own (`ThinBuf`) |
+//! | 1, 2 or 5 | length | the allocation's own (`ThinBuf`): one byte below 128 |
 //! | 4 | clock and flags | LRU clock (seconds mod 2^24, Redis' width) in the low 24 bits; INT, VOLATILE, SEEN, TRANSIENT, FETCHED above (COLD is the pointer's tag bit) |
 //! | 1 | shape | the type (string, hash), BOXED, HAS_LOC |
 //! | 8 | location | only with HAS_LOC: where the log holds the value's image ([`NO_LOC`] for none) |
@@ -20,8 +20,9 @@
 //! | n | key | |
 //! | rest | value | a string's bytes or a small hash's packed image; nothing while cold; with OUT or BOXED, 8 bytes: the address of the value's own allocation |
 //!
-//! A key of 14 bytes whose value is on disk is thus 32 bytes of
-//! allocation plus its table slot. The location field is reserved when an
+//! A key of 14 bytes whose value is on disk is thus 29 bytes of
+//! allocation (mimalloc's 32-byte class; 15 bytes fit it too) plus its
+//! table slot. The location field is reserved when an
 //! entry is made while the tier tracks locations, so giving the entry its
 //! location at commit does not reallocate; without tiering entries have
 //! none and pay nothing for it.
@@ -31,7 +32,7 @@
 //! rounds both up to its size classes: a 1000-byte value with a 14-byte
 //! key and a location is 1 032 bytes inline, which mimalloc serves from
 //! its 1 280-byte class, but 40 + 1 024 split. The server tells the
-//! engine its allocator's size classes ([`set_size_class`]).
+//! engine its allocator's size classes ([`thin::set_size_class`]).
 //!
 //! Values that are large or structured live beside the entry ([`Big`]): a
 //! hash past the packed limits (a live table changed field by field) and
@@ -41,10 +42,9 @@
 //! it ([`Entry::big_string_identity`]).
 
 use std::ops::Deref;
-use std::sync::OnceLock;
 
 use crate::keyspace::access;
-use crate::keyspace::thin::ThinBuf;
+use crate::keyspace::thin::{self, ThinBuf, size_class};
 use crate::storage::group::GroupSlot;
 use crate::storage::record::{Draft, FLAG_INT, Kind, VALUE_HASH};
 use crate::tiering::tier::{LiveCounts, NO_LOC};
@@ -115,35 +115,11 @@ pub(crate) const BIG_STRING_BYTES: usize = 4 << 20;
 /// where the allocator's classes are coarse.
 const OUT_VALUE_BYTES_MIN: usize = 64;
 
-static SIZE_CLASS: OnceLock<fn(usize) -> usize> = OnceLock::new();
-
-/// Tells the engine how its process's allocator rounds a request of n
-/// bytes up (mimalloc's `mi_good_size`), so that entries choose the
-/// layout that costs the least RAM. Without it, sizes are taken as exact
-/// and values stay inline. Only the first call counts.
-pub fn set_size_class(size_class: fn(usize) -> usize) {
-    let _ = SIZE_CLASS.set(size_class);
-}
-
-/// What the allocator hands out for a request of `bytes`. Unit tests use
-/// classes like mimalloc's (four per power of two), so that both layouts
-/// are exercised.
-fn size_class(bytes: usize) -> usize {
-    if cfg!(test) {
-        let bytes = bytes.max(8);
-        if bytes <= 64 {
-            return bytes.next_multiple_of(8);
-        }
-        let step = (bytes.next_power_of_two() / 8).max(8);
-        return bytes.next_multiple_of(step);
-    }
-    SIZE_CLASS.get().map_or(bytes, |class| class(bytes))
-}
-
-/// Bytes of an entry's allocation before its value: length prefix, word,
-/// shape, optional location and deadline, key length and key.
+/// Bytes of an entry before its value, not counting the allocation's
+/// length prefix: word, shape, optional location and deadline, key length
+/// and key.
 fn head_bytes(loc_field: bool, deadline: u64, key_len: usize) -> usize {
-    4 + FIXED_BYTES
+    FIXED_BYTES
         + if loc_field { 8 } else { 0 }
         + if deadline != 0 { 8 } else { 0 }
         + if key_len < KEY_LEN_LONG as usize {
@@ -158,8 +134,9 @@ fn head_bytes(loc_field: bool, deadline: u64, key_len: usize) -> usize {
 /// costs less RAM in an allocation of its own.
 fn prefer_out(head: usize, value_len: usize) -> bool {
     value_len >= OUT_VALUE_BYTES_MIN
-        && size_class(head + ADDRESS_BYTES) + size_class(4 + value_len)
-            < size_class(head + value_len)
+        && size_class(thin::allocation_bytes(head + ADDRESS_BYTES))
+            + size_class(thin::allocation_bytes(value_len))
+            < size_class(thin::allocation_bytes(head + value_len))
 }
 
 /// One key and its value (see the module documentation for the layout).
@@ -531,13 +508,17 @@ impl Entry {
         let old_big = self.take_big();
         let old_out = self.take_out();
         let loc = (self.shape() & HAS_LOC != 0).then(|| self.loc_raw());
+        let hash_tag = self.buf.hash_tag();
         self.buf = build(word, type_code, loc, self.deadline(), self.key(), body);
+        // The key table found this entry by that tag: a new allocation
+        // keeps it.
+        self.buf.set_hash_tag(hash_tag);
         drop((old_big, old_out));
     }
 
     /// The head bytes a value built for this entry would follow.
     fn head(&self) -> usize {
-        4 + self.value_at()
+        self.value_at()
     }
 
     pub(crate) fn has(&self, flag: u32) -> bool {
@@ -669,7 +650,7 @@ impl Entry {
         } else {
             self.inline_value().len()
         };
-        size_of::<u32>() + self.buf.len() - inline_value
+        thin::allocation_bytes(self.buf.len()) - inline_value
     }
 
     /// Bytes of the value held in RAM (0 when cold).
@@ -678,7 +659,7 @@ impl Entry {
             return big.memory_bytes();
         }
         match self.out_bytes() {
-            Some(bytes) => size_of::<u32>() + bytes.len(),
+            Some(bytes) => thin::allocation_bytes(bytes.len()),
             None => self.inline_value().len(),
         }
     }
@@ -912,6 +893,20 @@ impl Entry {
     /// big value beside it.
     pub fn memory_bytes(&self) -> usize {
         size_of::<Entry>() + self.head_len() + self.value_len_in_ram()
+    }
+}
+
+impl crate::keyspace::key_table::Tagged for Entry {
+    fn hash_tag(&self) -> u8 {
+        self.buf.hash_tag()
+    }
+
+    fn set_hash_tag(&mut self, tag: u8) {
+        self.buf.set_hash_tag(tag);
+    }
+
+    fn prefetch(&self) {
+        self.buf.prefetch();
     }
 }
 
@@ -1337,8 +1332,8 @@ mod layout_tests {
         assert_eq!(&entry.value().as_bytes()[..1000], &value[..]);
         assert_eq!(&entry.value().as_bytes()[1500..], b"end");
         entry.set_loc(98);
-        assert_eq!(entry.drop_value(), 4 + 1503);
-        assert_eq!(entry.memory_bytes(), 8 + 4 + 5 + 8 + 8 + 1 + KEY.len());
+        assert_eq!(entry.drop_value(), 2 + 1503);
+        assert_eq!(entry.memory_bytes(), 8 + 1 + 5 + 8 + 8 + 1 + KEY.len());
         entry
             .install(&value, false, Limits::default())
             .expect("a string");

@@ -49,11 +49,12 @@ fn change(entry: &mut Entry, change: impl FnOnce(EntryMut)) {
 #[test]
 fn sizes_per_key() {
     assert_eq!(size_of::<Entry>(), 8, "one pointer per table slot");
-    // A 14-byte key whose value is on disk: one 32-byte allocation.
+    // A 14-byte key whose value is on disk: one 29-byte allocation (the
+    // length in one byte, word, shape, location, key length, key).
     let cold = Entry::new_cold(KEY, 0, false, ValueType::String, 42, NOW_MS);
-    assert_eq!(cold.memory_bytes(), 8 + 32);
+    assert_eq!(cold.memory_bytes(), 8 + 29);
     assert_eq!(cold.loc_raw(), 42);
-    // A 100-byte value in RAM without tiering: header 10 bytes.
+    // A 100-byte value in RAM without tiering: header 7 bytes.
     let hot = Entry::new(
         KEY,
         Value::from_bytes(&[b'v'; 100]),
@@ -62,7 +63,7 @@ fn sizes_per_key() {
         NOW_MS,
         false,
     );
-    assert_eq!(hot.head_len(), 10 + KEY.len());
+    assert_eq!(hot.head_len(), 7 + KEY.len());
     assert_eq!(hot.value_len_in_ram(), 100);
 }
 

@@ -113,6 +113,20 @@ impl KeyHasher {
     }
 }
 
+impl KeyHasher {
+    /// What [`slot_hash`] of [`KeyHasher::hash`] gives in the bits a key
+    /// table reads ([`crate::keyspace::key_table::TABLE_HASH_BITS`]), without
+    /// the cluster slot: the seeded bits alone. A table rebuild hashes
+    /// every entry, and the slot's CRC16 is a fifth of that.
+    pub(crate) fn table_hash(&self, key: &[u8]) -> u64 {
+        let seeded = self.seeded.hash_one(key);
+        slot_hash(match self.sharding {
+            Sharding::Hash => seeded,
+            Sharding::Slots => seeded >> SHARD_BITS,
+        })
+    }
+}
+
 /// The Redis Cluster slot of `key`: CRC16 (XMODEM) of the key mod 16384,
 /// or of the part between the first `{` and the next `}` when that part is
 /// not empty (a hash tag), as the cluster specification defines it.
@@ -193,6 +207,20 @@ fn crc16(bytes: &[u8]) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_table_hash_agrees_with_the_lookup_hash_where_tables_read() {
+        use crate::keyspace::key_table::TABLE_HASH_BITS;
+        for sharding in [Sharding::Slots, Sharding::Hash] {
+            let hasher = KeyHasher::new(0x5eed, sharding);
+            for n in 0..10_000 {
+                let key = format!("key:{{{}}}:{n}", n % 17);
+                let lookup = slot_hash(hasher.hash(key.as_bytes()));
+                let table = hasher.table_hash(key.as_bytes());
+                assert_eq!(lookup & TABLE_HASH_BITS, table & TABLE_HASH_BITS, "{key}");
+            }
+        }
+    }
 
     #[test]
     fn slots_as_the_cluster_specification_gives_them() {

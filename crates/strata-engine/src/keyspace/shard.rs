@@ -10,7 +10,7 @@ use std::borrow::Borrow;
 use crate::keyspace::entry::{
     Entry, EntryMut, FETCHED, FieldsDue, VOLATILE, forget_loc, log_image,
 };
-use crate::keyspace::key::{KeyHasher, KeyRef, slot_hash};
+use crate::keyspace::key::{KeyHasher, KeyRef};
 use crate::keyspace::table::{ExpiryIndex, Table, Tables};
 use crate::storage::group::GroupSlot;
 use crate::storage::record::{Draft, FLAG_EMPTIED, FLAG_EXPIRED, FLAG_NEW, Kind};
@@ -34,8 +34,7 @@ pub(crate) fn lookup<'t>(
 ) -> Option<&'t mut Entry> {
     let found = table
         .entries
-        .find_entry(key.slot_hash(), |e| e.key() == key.bytes)
-        .ok()?;
+        .find_entry(key.slot_hash(), |e| e.key() == key.bytes)?;
     if !found.get().is_expired(now_ms) {
         return Some(found.into_mut());
     }
@@ -43,7 +42,7 @@ pub(crate) fn lookup<'t>(
         // Logically expired, deleted once the pause ends.
         return None;
     }
-    let (mut expired, _) = found.remove();
+    let mut expired = found.remove();
     forget_deadline(&mut table.expiring, &expired);
     unlink(live, tier, &mut expired);
     log_del_for(group, FLAG_EXPIRED, db, expired.key());
@@ -575,9 +574,9 @@ impl Shard {
         match table.entries.entry(
             key.slot_hash(),
             |e| e.key() == key.bytes,
-            |e| slot_hash(hasher.hash(e.key())),
+            |e| hasher.table_hash(e.key()),
         ) {
-            hashbrown::hash_table::Entry::Occupied(mut occupied) => {
+            crate::keyspace::key_table::Slot::Occupied(mut occupied) => {
                 let entry = occupied.get_mut();
                 if entry.is_cold() {
                     self.tier.stats.cold_keys.fetch_sub(1, Relaxed);
@@ -594,7 +593,7 @@ impl Shard {
                 }
                 log(&mut self.group, db, entry);
             }
-            hashbrown::hash_table::Entry::Vacant(vacant) => {
+            crate::keyspace::key_table::Slot::Vacant(vacant) => {
                 let deadline = if keep_ttl {
                     0
                 } else {
@@ -608,7 +607,7 @@ impl Shard {
                     key.bytes, value, deadline, limits, now_ms, loc_field,
                 ));
                 let before = self.group.add_cause(FLAG_NEW);
-                log(&mut self.group, db, inserted.get());
+                log(&mut self.group, db, inserted);
                 self.group.restore_cause(before);
             }
         }
@@ -632,9 +631,8 @@ impl Shard {
         let table = &mut self.tables[db];
         let found = table
             .entries
-            .find_entry(key.slot_hash(), |e| e.key() == key.bytes)
-            .ok()?;
-        let (mut entry, _) = found.remove();
+            .find_entry(key.slot_hash(), |e| e.key() == key.bytes)?;
+        let mut entry = found.remove();
         forget_deadline(&mut table.expiring, &entry);
         unlink(&mut self.live, &self.tier, &mut entry);
         if entry.is_expired(now_ms) {
@@ -675,7 +673,7 @@ impl Shard {
         if image && !self.tier.locates(payload_len) {
             return;
         }
-        let hash = slot_hash(self.hasher.hash(key));
+        let hash = self.hasher.table_hash(key);
         // A cold entry must never point at a record that may not be
         // written yet (compaction puts values back in RAM before moving
         // them, so this only skips a SET that is not its image anyway).
@@ -757,9 +755,9 @@ impl Shard {
                 let Some(key) = table.expiring.pop_due(now_ms) else {
                     break;
                 };
-                let hash = slot_hash(self.hasher.hash(&key));
-                if let Ok(found) = table.entries.find_entry(hash, |e| e.key() == &*key) {
-                    let (mut entry, _) = found.remove();
+                let hash = self.hasher.table_hash(&key);
+                if let Some(found) = table.entries.find_entry(hash, |e| e.key() == &*key) {
+                    let mut entry = found.remove();
                     unlink(&mut self.live, &self.tier, &mut entry);
                     log_del_for(&mut self.group, FLAG_EXPIRED, db, &key);
                     removed += 1;
@@ -856,12 +854,11 @@ impl Shard {
             return 0;
         }
         self.census_seen = self.touched;
-        let slot = std::mem::size_of::<Entry>() + 1;
         let expiry_item = std::mem::size_of::<(u64, Box<[u8]>)>();
         let mut census = MemoryCensus::default();
         let mut visited = 0;
         for table in self.tables.iter() {
-            census.index_bytes += (table.entries.num_buckets() * slot) as u64;
+            census.index_bytes += table.entries.allocated_bytes() as u64;
             for entry in table.entries.iter() {
                 let value = entry.value_len_in_ram();
                 census.value_bytes += value as u64;
@@ -1032,7 +1029,7 @@ impl Shard {
         table.entries.insert_unique(
             key.slot_hash(),
             Entry::new_cold(key.bytes, deadline, int, value_type, loc, now_ms),
-            |e| slot_hash(hasher.hash(e.key())),
+            |e| hasher.table_hash(e.key()),
         );
         self.live.add(loc);
         self.tier.stats.cold_keys.fetch_add(1, Relaxed);

@@ -59,7 +59,7 @@ use crate::storage::log::{Log, Sink};
 use crate::storage::record::Kind;
 use crate::tiering::tier::Tier;
 
-pub use crate::keyspace::entry::{Entry, EntryMut, set_size_class};
+pub use crate::keyspace::entry::{Entry, EntryMut};
 use crate::keyspace::guard::Held;
 pub use crate::keyspace::guard::Locked;
 pub use crate::keyspace::guard::{ShardGuard, ShardSet};
@@ -68,6 +68,7 @@ pub(crate) use crate::keyspace::key::SHARD_BITS;
 pub use crate::keyspace::key::{KeyRef, SHARD_COUNT};
 pub use crate::keyspace::key::{SLOT_COUNT, Sharding, key_slot};
 pub use crate::keyspace::shard::{ColdReadError, Flushed, GetError, MemoryCensus, Shard};
+pub use crate::keyspace::thin::set_size_class;
 use crate::random::random_seed;
 pub use crate::random::random_u64;
 pub use crate::types::hash::FieldChange;

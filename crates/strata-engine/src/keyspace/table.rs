@@ -6,14 +6,13 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::AtomicUsize;
 
-use hashbrown::HashTable;
-
 use crate::keyspace::entry::Entry;
-use crate::keyspace::key::{KeyHasher, slot_hash};
+use crate::keyspace::key::KeyHasher;
+use crate::keyspace::key_table::KeyTable;
 
 #[derive(Default)]
 pub(crate) struct Table {
-    pub(crate) entries: HashTable<Entry>,
+    pub(crate) entries: KeyTable<Entry>,
     pub(crate) expiring: ExpiryIndex,
     /// Where eviction's next sample starts: it sweeps the buckets in
     /// order (neighbouring slots share cache lines) instead of probing at
@@ -96,8 +95,8 @@ const TABLE_SHRINK_CAPACITY_MIN: usize = 64;
 const TABLE_SHRINK_SPARSENESS: usize = 8;
 
 impl Table {
-    /// hashbrown tables never shrink by themselves: after mass deletion or
-    /// expiry they would keep their peak size forever. As Redis shrinks
+    /// Tables do not shrink by themselves: after mass deletion or expiry
+    /// they would keep their peak size forever. As Redis shrinks
     /// its dicts below 10 % fill, a table below 1/8 full is rebuilt at
     /// twice its length (hysteresis: the next insertions do not grow it
     /// straight back). Cheap: one table is 1/1024 of a database. SCAN is
@@ -111,7 +110,7 @@ impl Table {
         let shrink = sparse || (len == 0 && capacity > 0);
         if shrink {
             self.entries
-                .shrink_to(self.entries.len() * 2, |e| slot_hash(hasher.hash(e.key())));
+                .shrink_to(self.entries.len() * 2, |e| hasher.table_hash(e.key()));
         }
         // An emptied B-tree keeps its root node.
         if self.expiring.len() == 0 {
@@ -176,7 +175,7 @@ pub(crate) struct Tables {
 
 /// What every database not allocated yet looks like.
 static EMPTY_TABLE: Table = Table {
-    entries: HashTable::new(),
+    entries: KeyTable::new(),
     expiring: ExpiryIndex {
         deadlines: BTreeSet::new(),
         deadline_sum_ms: 0,

@@ -9,10 +9,20 @@
 //! entry's header, key and value share its single allocation, so a lookup
 //! touches one cache line behind the table.
 //!
-//! Layout of the allocation: the length as a `u32` (little endian,
-//! unaligned), then that many bytes. Lengths are bounded by
-//! [`THIN_LEN_MAX`]: a key and a value are each at most
-//! `proto-max-bulk-len` (≤ 2 147 483 627 bytes), so an entry fits.
+//! Layout of the allocation: the length in 1, 2 or 5 bytes (below 128:
+//! one byte; below 16 384: two, the first with its top bits `10`; else
+//! `0xC0` and a `u32`, little endian), then that many bytes. A key whose
+//! value is on disk is an allocation of 20-odd bytes, so the length's
+//! three bytes saved are a tenth of it (and often a smaller size class).
+//! Lengths are bounded by [`THIN_LEN_MAX`]: a key and a value are each at
+//! most `proto-max-bulk-len` (≤ 2 147 483 627 bytes), so an entry fits.
+//!
+//! The pointer carries its owner's bits where an address has none: the
+//! low bit (allocations are 2-aligned; an entry's "value on disk") and
+//! seven bits of the top byte (no allocation of a Linux process on x86-64
+//! or AArch64 lies above 2^56 unless it asks for that; a key table keeps
+//! part of the key's hash there, [`ThinBuf::hash_tag`]). Every change of
+//! allocation keeps both.
 //!
 //! This module is the engine's only hand-written allocation code; its
 //! tests also run under Miri (`cargo +nightly miri test -p strata-engine
@@ -21,11 +31,65 @@
 use std::alloc::{self, Layout};
 use std::ops::Range;
 use std::ptr::NonNull;
+use std::sync::OnceLock;
 
-/// Bytes of the length prefix.
-const LEN_BYTES: usize = 4;
-/// The longest buffer: its length must fit the `u32` prefix.
-pub(crate) const THIN_LEN_MAX: usize = u32::MAX as usize - LEN_BYTES;
+/// The longest buffer: its length must fit the `u32` of the long prefix.
+pub(crate) const THIN_LEN_MAX: usize = u32::MAX as usize - LONG_PREFIX;
+
+/// Prefix bytes of the three forms, and the lengths below which the two
+/// short forms serve.
+const SHORT_PREFIX: usize = 1;
+const MEDIUM_PREFIX: usize = 2;
+const LONG_PREFIX: usize = 5;
+const SHORT_LEN_END: usize = 0x80;
+const MEDIUM_LEN_END: usize = 0x4000;
+/// The first byte of a medium prefix has its top bits `10`; a long one is
+/// this byte.
+const MEDIUM_MARK: u8 = 0x80;
+const LONG_MARK: u8 = 0xC0;
+
+/// The prefix bytes of a buffer of `len` bytes.
+fn prefix_len(len: usize) -> usize {
+    if len < SHORT_LEN_END {
+        SHORT_PREFIX
+    } else if len < MEDIUM_LEN_END {
+        MEDIUM_PREFIX
+    } else {
+        LONG_PREFIX
+    }
+}
+
+static SIZE_CLASS: OnceLock<fn(usize) -> usize> = OnceLock::new();
+
+/// Tells the engine how its process's allocator rounds a request of n
+/// bytes up (mimalloc's `mi_good_size`), so that entries choose the
+/// layout that costs the least RAM and key tables take whole classes.
+/// Without it, sizes are taken as exact and values stay inline. Only the
+/// first call counts.
+pub fn set_size_class(size_class: fn(usize) -> usize) {
+    let _ = SIZE_CLASS.set(size_class);
+}
+
+/// What the allocator hands out for a request of `bytes`. Unit tests use
+/// classes like mimalloc's (four per power of two), so that both layouts
+/// are exercised.
+pub(crate) fn size_class(bytes: usize) -> usize {
+    if cfg!(test) {
+        let bytes = bytes.max(8);
+        if bytes <= 64 {
+            return bytes.next_multiple_of(8);
+        }
+        let step = (bytes.next_power_of_two() / 8).max(8);
+        return bytes.next_multiple_of(step);
+    }
+    SIZE_CLASS.get().map_or(bytes, |class| class(bytes))
+}
+
+/// Bytes of the allocation of a buffer of `len` bytes (before the
+/// allocator's rounding).
+pub(crate) fn allocation_bytes(len: usize) -> usize {
+    prefix_len(len) + len
+}
 
 /// An owned, growable byte buffer behind one pointer (see the module
 /// documentation).
@@ -42,10 +106,16 @@ unsafe impl Sync for ThinBuf {}
 /// owner's one-bit tag ([`ThinBuf::set_tag`]).
 const ALIGN: usize = 2;
 const TAG: usize = 1;
+/// The hash tag's seven bits, in the address's top byte (its top bit is
+/// left alone).
+const HASH_TAG_SHIFT: u32 = 56;
+const HASH_TAG_BITS: usize = 0x7F << HASH_TAG_SHIFT;
+/// Every bit of the pointer that is not the address.
+const OWNER_BITS: usize = TAG | HASH_TAG_BITS;
 
 fn layout(len: usize) -> Layout {
     assert!(len <= THIN_LEN_MAX, "a {len}-byte buffer is too long");
-    Layout::from_size_align(LEN_BYTES + len, ALIGN).expect("the length was checked")
+    Layout::from_size_align(prefix_len(len) + len, ALIGN).expect("the length was checked")
 }
 
 impl ThinBuf {
@@ -62,11 +132,21 @@ impl ThinBuf {
                 alloc::alloc(layout)
             }
         };
+        ThinBuf::adopt(raw, layout, len)
+    }
+
+    /// Takes a fresh allocation of `layout` for a buffer of `len` bytes
+    /// (writing its prefix), or fails as the allocator says.
+    fn adopt(raw: *mut u8, layout: Layout, len: usize) -> ThinBuf {
         let Some(ptr) = NonNull::new(raw) else {
             alloc::handle_alloc_error(layout)
         };
+        assert!(
+            ptr.as_ptr().addr() & OWNER_BITS == 0,
+            "an allocation at {ptr:p} leaves no room for the pointer's tags"
+        );
         let mut buf = ThinBuf { ptr };
-        buf.set_len(len);
+        buf.write_prefix(len);
         buf
     }
 
@@ -74,15 +154,15 @@ impl ThinBuf {
     pub(crate) fn from_parts(parts: &[&[u8]]) -> ThinBuf {
         let len = parts.iter().map(|p| p.len()).sum();
         let buf = ThinBuf::allocate(len, false);
-        let mut at = LEN_BYTES;
+        let mut at = buf.data();
         for part in parts {
             // SAFETY: the parts add up to `len`, so every copy stays inside
             // the allocation; raw copies, because the bytes are not yet
             // initialised (no slice may be made over them).
             unsafe {
-                std::ptr::copy_nonoverlapping(part.as_ptr(), buf.base().add(at), part.len());
+                std::ptr::copy_nonoverlapping(part.as_ptr(), at, part.len());
+                at = at.add(part.len());
             }
-            at += part.len();
         }
         buf
     }
@@ -92,9 +172,23 @@ impl ThinBuf {
         ThinBuf::allocate(len, true)
     }
 
-    /// The allocation's start (the pointer without its tag).
+    /// The allocation's start (the pointer without its tags).
     fn base(&self) -> *mut u8 {
-        self.ptr.as_ptr().map_addr(|address| address & !TAG)
+        self.ptr.as_ptr().map_addr(|address| address & !OWNER_BITS)
+    }
+
+    /// The pointer's owner bits (both tags).
+    fn owner_bits(&self) -> usize {
+        self.ptr.as_ptr().addr() & OWNER_BITS
+    }
+
+    /// Points at `base` (a live allocation of this buffer) with `bits` as
+    /// the owner bits.
+    fn point_at(&mut self, base: NonNull<u8>, bits: usize) {
+        let tagged = base.as_ptr().map_addr(|address| address | bits);
+        // SAFETY: an allocation's address is non-zero with its owner bits
+        // clear (checked in `adopt`), so the tagged address is non-zero.
+        self.ptr = unsafe { NonNull::new_unchecked(tagged) };
     }
 
     /// The owner's one bit, kept in the pointer itself: readable without
@@ -105,69 +199,162 @@ impl ThinBuf {
     }
 
     pub(crate) fn set_tag(&mut self, on: bool) {
-        let tagged = self
-            .ptr
-            .as_ptr()
-            .map_addr(|address| (address & !TAG) | if on { TAG } else { 0 });
-        // SAFETY: an allocation's address is non-zero with its low bit
-        // clear, so the tagged address is non-zero too.
-        self.ptr = unsafe { NonNull::new_unchecked(tagged) };
+        let bits = (self.owner_bits() & !TAG) | if on { TAG } else { 0 };
+        self.point_at(self.base_nonnull(), bits);
     }
 
-    fn set_len(&mut self, len: usize) {
-        let prefix = (len as u32).to_le_bytes();
-        // SAFETY: every allocation starts with LEN_BYTES bytes of prefix.
+    /// Asks the CPU to bring the allocation's first bytes into the cache
+    /// (a table rebuild reads many entries at random addresses).
+    pub(crate) fn prefetch(&self) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: SSE is part of x86-64's baseline, and a prefetch never
+        // faults, whatever the address.
         unsafe {
-            std::ptr::copy_nonoverlapping(prefix.as_ptr(), self.base(), LEN_BYTES);
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            _mm_prefetch::<_MM_HINT_T0>(self.base().cast_const().cast::<i8>());
         }
+    }
+
+    /// The owner's seven hash bits, in the pointer's top byte (a key
+    /// table's filter: see [`crate::keyspace::key_table`]).
+    pub(crate) fn hash_tag(&self) -> u8 {
+        ((self.ptr.as_ptr().addr() & HASH_TAG_BITS) >> HASH_TAG_SHIFT) as u8
+    }
+
+    /// Sets the hash tag to the low seven bits of `tag`.
+    pub(crate) fn set_hash_tag(&mut self, tag: u8) {
+        let high = ((tag & 0x7F) as usize) << HASH_TAG_SHIFT;
+        let bits = (self.owner_bits() & !HASH_TAG_BITS) | high;
+        self.point_at(self.base_nonnull(), bits);
+    }
+
+    fn base_nonnull(&self) -> NonNull<u8> {
+        // SAFETY: the base of a live allocation is non-null.
+        unsafe { NonNull::new_unchecked(self.base()) }
+    }
+
+    /// Writes the prefix for a length of `len` at the allocation's start.
+    fn write_prefix(&mut self, len: usize) {
+        let mut prefix = [0u8; LONG_PREFIX];
+        let bytes = match prefix_len(len) {
+            SHORT_PREFIX => {
+                prefix[0] = len as u8;
+                SHORT_PREFIX
+            }
+            MEDIUM_PREFIX => {
+                prefix[0] = MEDIUM_MARK | (len >> 8) as u8;
+                prefix[1] = len as u8;
+                MEDIUM_PREFIX
+            }
+            _ => {
+                prefix[0] = LONG_MARK;
+                prefix[1..].copy_from_slice(&(len as u32).to_le_bytes());
+                LONG_PREFIX
+            }
+        };
+        // SAFETY: an allocation for `len` bytes starts with their prefix's
+        // bytes (`layout`).
+        unsafe {
+            std::ptr::copy_nonoverlapping(prefix.as_ptr(), self.base(), bytes);
+        }
+    }
+
+    /// (length, prefix bytes), read from the prefix.
+    fn read_prefix(&self) -> (usize, usize) {
+        let base = self.base();
+        // SAFETY: every allocation starts with a prefix whose first byte
+        // says how many bytes it has (`write_prefix`).
+        unsafe {
+            let first = *base;
+            if first < MEDIUM_MARK {
+                (first as usize, SHORT_PREFIX)
+            } else if first < LONG_MARK {
+                let low = *base.add(1);
+                (
+                    (((first & !MEDIUM_MARK) as usize) << 8) | low as usize,
+                    MEDIUM_PREFIX,
+                )
+            } else {
+                let mut long = [0u8; 4];
+                std::ptr::copy_nonoverlapping(base.add(1), long.as_mut_ptr(), 4);
+                (u32::from_le_bytes(long) as usize, LONG_PREFIX)
+            }
+        }
+    }
+
+    /// Where the bytes start.
+    fn data(&self) -> *mut u8 {
+        // SAFETY: the prefix lies inside the allocation.
+        unsafe { self.base().add(self.read_prefix().1) }
     }
 
     pub(crate) fn len(&self) -> usize {
-        let mut prefix = [0u8; LEN_BYTES];
-        // SAFETY: every allocation starts with LEN_BYTES bytes of prefix.
-        unsafe {
-            std::ptr::copy_nonoverlapping(self.base(), prefix.as_mut_ptr(), LEN_BYTES);
-        }
-        u32::from_le_bytes(prefix) as usize
+        self.read_prefix().0
     }
 
     pub(crate) fn as_slice(&self) -> &[u8] {
+        let (len, prefix) = self.read_prefix();
         // SAFETY: the allocation holds the prefix then `len` initialised
         // bytes (every constructor and resize writes all of them), owned
         // by self for the borrow's lifetime.
-        unsafe { std::slice::from_raw_parts(self.base().add(LEN_BYTES), self.len()) }
+        unsafe { std::slice::from_raw_parts(self.base().add(prefix), len) }
     }
 
     pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        let (len, prefix) = self.read_prefix();
         // SAFETY: as in as_slice, borrowed exclusively.
-        unsafe { std::slice::from_raw_parts_mut(self.base().add(LEN_BYTES), self.len()) }
+        unsafe { std::slice::from_raw_parts_mut(self.base().add(prefix), len) }
     }
 
     /// Changes the length to `new_len`, keeping the first bytes; new bytes
     /// are zero. Often in place (the allocator's size classes have room).
     pub(crate) fn resize(&mut self, new_len: usize) {
-        let old_len = self.len();
+        let (old_len, old_prefix) = self.read_prefix();
         if new_len == old_len {
             return;
         }
         let new_layout = layout(new_len);
-        // SAFETY: ptr was allocated with layout(old_len) by this global
-        // allocator; the new size is non-zero and fits isize (checked by
-        // layout()).
-        let raw = unsafe { alloc::realloc(self.base(), layout(old_len), new_layout.size()) };
-        let Some(ptr) = NonNull::new(raw) else {
-            alloc::handle_alloc_error(new_layout)
-        };
-        let tag = self.tag();
-        self.ptr = ptr;
-        self.set_tag(tag);
-        if new_len > old_len {
-            // SAFETY: the grown allocation holds LEN_BYTES + new_len bytes.
+        let new_prefix = prefix_len(new_len);
+        let kept = old_len.min(new_len);
+        if new_prefix < old_prefix {
+            // Shrinking into a shorter prefix: the kept bytes move down
+            // while the allocation still holds them.
+            // SAFETY: both ranges lie inside the old allocation.
             unsafe {
-                std::ptr::write_bytes(self.base().add(LEN_BYTES + old_len), 0, new_len - old_len);
+                std::ptr::copy(
+                    self.base().add(old_prefix),
+                    self.base().add(new_prefix),
+                    kept,
+                );
             }
         }
-        self.set_len(new_len);
+        // SAFETY: the allocation was made with layout(old_len) by this
+        // global allocator; the new size is non-zero and fits isize
+        // (checked by layout()).
+        let raw = unsafe { alloc::realloc(self.base(), layout(old_len), new_layout.size()) };
+        let Some(base) = NonNull::new(raw) else {
+            alloc::handle_alloc_error(new_layout)
+        };
+        self.point_at(base, self.owner_bits());
+        if new_prefix > old_prefix {
+            // Growing into a longer prefix: the kept bytes move up.
+            // SAFETY: the grown allocation holds new_prefix + new_len
+            // bytes, and new_len > kept.
+            unsafe {
+                std::ptr::copy(
+                    self.base().add(old_prefix),
+                    self.base().add(new_prefix),
+                    kept,
+                );
+            }
+        }
+        if new_len > old_len {
+            // SAFETY: the grown allocation holds new_prefix + new_len bytes.
+            unsafe {
+                std::ptr::write_bytes(self.base().add(new_prefix + old_len), 0, new_len - old_len);
+            }
+        }
+        self.write_prefix(new_len);
     }
 
     /// Grows to `new_len` (far beyond the current length) with zeroed
@@ -177,7 +364,7 @@ impl ThinBuf {
         debug_assert!(new_len >= self.len());
         let mut grown = ThinBuf::zeroed(new_len);
         grown.as_mut_slice()[..self.len()].copy_from_slice(self.as_slice());
-        grown.set_tag(self.tag());
+        grown.point_at(grown.base_nonnull(), self.owner_bits());
         *self = grown;
     }
 
@@ -208,7 +395,10 @@ impl ThinBuf {
     /// Gives up the buffer for its address; [`ThinBuf::from_address`]
     /// takes it back (exactly once, or it leaks).
     pub(crate) fn into_address(self) -> usize {
-        debug_assert!(!self.tag(), "a tagged buffer has no plain address");
+        debug_assert!(
+            self.owner_bits() == 0,
+            "a tagged buffer has no plain address"
+        );
         let ptr = self.ptr;
         std::mem::forget(self);
         ptr.as_ptr().expose_provenance()
@@ -324,6 +514,55 @@ mod tests {
         let mut buf = unsafe { ThinBuf::from_address(address) };
         buf.resize(1000);
         assert_eq!(&buf.as_slice()[..5], b"value");
+    }
+
+    #[test]
+    fn lengths_across_the_prefix_forms() {
+        // Each form's edges, grown and shrunk through the others.
+        let lengths = [0, 1, 127, 128, 129, 16_383, 16_384, 16_385, 70_000];
+        for &from in &lengths {
+            for &to in &lengths {
+                let start: Vec<u8> = (0..from).map(|i| (i % 251) as u8).collect();
+                let mut buf = ThinBuf::from_parts(&[&start]);
+                buf.set_tag(true);
+                buf.set_hash_tag(0x55);
+                assert_eq!(buf.as_slice(), &start[..]);
+                buf.resize(to);
+                let mut model = start.clone();
+                model.resize(to, 0);
+                assert_eq!(buf.len(), to, "{from} -> {to}");
+                assert_eq!(buf.as_slice(), &model[..], "{from} -> {to}");
+                assert!(buf.tag() && buf.hash_tag() == 0x55, "{from} -> {to}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_prefix_is_as_short_as_the_length_allows() {
+        assert_eq!(layout(0).size(), 1);
+        assert_eq!(layout(127).size(), 128);
+        assert_eq!(layout(128).size(), 130);
+        assert_eq!(layout(16_383).size(), 16_385);
+        assert_eq!(layout(16_384).size(), 16_389);
+    }
+
+    #[test]
+    fn the_hash_tag_and_the_tag_are_independent() {
+        let mut buf = ThinBuf::from_parts(&[b"key"]);
+        assert_eq!(buf.hash_tag(), 0);
+        buf.set_hash_tag(0xFF);
+        assert_eq!(buf.hash_tag(), 0x7F, "seven bits kept");
+        assert!(!buf.tag());
+        buf.set_tag(true);
+        buf.set_hash_tag(3);
+        assert!(buf.tag());
+        assert_eq!(buf.hash_tag(), 3);
+        buf.grow_zeroed(100_000);
+        assert!(buf.tag());
+        assert_eq!(buf.hash_tag(), 3);
+        assert_eq!(&buf.as_slice()[..3], b"key");
+        buf.set_tag(false);
+        assert_eq!(buf.hash_tag(), 3);
     }
 
     #[test]

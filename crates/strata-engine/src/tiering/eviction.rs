@@ -487,10 +487,10 @@ impl Shard {
             }
             EvictionPolicy::Keys { .. } => {
                 // Gone already if it was sampled twice.
-                let Ok(entry) = table.entries.get_bucket_entry(bucket) else {
+                let Some(entry) = table.entries.get_bucket_entry(bucket) else {
                     return;
                 };
-                let (mut entry, _) = entry.remove();
+                let mut entry = entry.remove();
                 forget_deadline(&mut table.expiring, &entry);
                 unlink(&mut self.live, &self.tier, &mut entry);
                 // Eviction runs in the background, never inside a command.
