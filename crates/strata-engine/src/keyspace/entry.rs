@@ -139,6 +139,24 @@ fn prefer_out(head: usize, value_len: usize) -> bool {
             < size_class(thin::allocation_bytes(head + value_len))
 }
 
+/// Where the key starts in an entry's bytes, and its length: after the
+/// word, the shape, and the location and deadline fields the shape and
+/// word say are there.
+fn key_span_in(bytes: &[u8]) -> (usize, usize) {
+    let word = u32::from_le_bytes(bytes[..4].try_into().expect("4 bytes"));
+    let shape = bytes[SHAPE_AT];
+    let at = FIXED_BYTES
+        + if shape & HAS_LOC != 0 { 8 } else { 0 }
+        + if word & VOLATILE != 0 { 8 } else { 0 };
+    match bytes[at] {
+        KEY_LEN_LONG => {
+            let len = u32::from_le_bytes(bytes[at + 1..at + 5].try_into().expect("4 bytes"));
+            (at + 5, len as usize)
+        }
+        short => (at + 1, short as usize),
+    }
+}
+
 /// One key and its value (see the module documentation for the layout).
 pub struct Entry {
     buf: ThinBuf,
@@ -395,20 +413,31 @@ impl Entry {
         self.buf.as_slice()
     }
 
+    // The word and the shape are read and written in place, without the
+    // buffer's length: every entry's bytes begin with them (`build` makes
+    // no entry shorter than FIXED_BYTES), and they are what nearly every
+    // access reads first.
+
     fn word(&self) -> u32 {
-        u32::from_le_bytes(self.bytes()[..4].try_into().expect("4 bytes"))
+        // SAFETY: the bytes begin with the 4-byte word (see above).
+        u32::from_le(unsafe { std::ptr::read_unaligned(self.buf.data_ptr().cast::<u32>()) })
     }
 
     fn set_word(&mut self, word: u32) {
-        self.buf.as_mut_slice()[..4].copy_from_slice(&word.to_le_bytes());
+        // SAFETY: as in `word`, through the exclusive borrow.
+        unsafe {
+            std::ptr::write_unaligned(self.buf.data_mut_ptr().cast::<u32>(), word.to_le());
+        }
     }
 
     fn shape(&self) -> u8 {
-        self.bytes()[SHAPE_AT]
+        // SAFETY: the shape byte follows the word (see above).
+        unsafe { *self.buf.data_ptr().add(SHAPE_AT) }
     }
 
     fn set_shape(&mut self, shape: u8) {
-        self.buf.as_mut_slice()[SHAPE_AT] = shape;
+        // SAFETY: as in `shape`, through the exclusive borrow.
+        unsafe { *self.buf.data_mut_ptr().add(SHAPE_AT) = shape };
     }
 
     fn deadline_at(&self) -> usize {
@@ -417,15 +446,7 @@ impl Entry {
 
     /// Where the key starts and its length.
     fn key_span(&self) -> (usize, usize) {
-        let at = self.deadline_at() + if self.has(VOLATILE) { 8 } else { 0 };
-        let bytes = self.bytes();
-        match bytes[at] {
-            KEY_LEN_LONG => {
-                let len = u32::from_le_bytes(bytes[at + 1..at + 5].try_into().expect("4 bytes"));
-                (at + 5, len as usize)
-            }
-            short => (at + 1, short as usize),
-        }
+        key_span_in(self.bytes())
     }
 
     /// Where the value region starts.
@@ -550,8 +571,10 @@ impl Entry {
     }
 
     pub fn key(&self) -> &[u8] {
-        let (at, len) = self.key_span();
-        &self.bytes()[at..at + len]
+        // The bytes once: every key comparison of a table probe comes here.
+        let bytes = self.bytes();
+        let (at, len) = key_span_in(bytes);
+        &bytes[at..at + len]
     }
 
     /// The value; only for an entry in RAM, which every [`Shard::get`](crate::Shard::get)

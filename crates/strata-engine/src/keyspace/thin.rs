@@ -1,5 +1,5 @@
-//! [`ThinBuf`]: an owned byte buffer one pointer wide, its length kept at
-//! the start of its own allocation.
+//! [`ThinBuf`]: an owned byte buffer one pointer wide, its length kept in
+//! its own allocation, just before the bytes.
 //!
 //! Why: every key is one [`Entry`](crate::keyspace::shards::Entry) in a hash table
 //! slot, and RAM per key is what tiering sells (a key whose value is on
@@ -9,20 +9,24 @@
 //! entry's header, key and value share its single allocation, so a lookup
 //! touches one cache line behind the table.
 //!
-//! Layout of the allocation: the length in 1, 2 or 5 bytes (below 128:
-//! one byte; below 16 384: two, the first with its top bits `10`; else
-//! `0xC0` and a `u32`, little endian), then that many bytes. A key whose
-//! value is on disk is an allocation of 20-odd bytes, so the length's
-//! three bytes saved are a tenth of it (and often a smaller size class).
+//! Layout of the allocation: the length in 1, 2 or 5 bytes, then that many
+//! bytes. The pointer points at the first of those bytes, and the length
+//! is read backwards from the byte before it: below 128 that byte is the
+//! length; below 16 384 it is `0x80 | len >> 8`, after the low byte; else
+//! it is `0xC0`, after a `u32` (little endian). A key whose value is on
+//! disk is an allocation of 20-odd bytes, so the three bytes a fixed
+//! `u32` would take more are a tenth of it (and often a smaller size
+//! class); and what lies at a fixed place in the bytes (an entry's word
+//! and shape) is read without the length at all ([`ThinBuf::data_ptr`]).
 //! Lengths are bounded by [`THIN_LEN_MAX`]: a key and a value are each at
 //! most `proto-max-bulk-len` (≤ 2 147 483 627 bytes), so an entry fits.
 //!
-//! The pointer carries its owner's bits where an address has none: the
-//! low bit (allocations are 2-aligned; an entry's "value on disk") and
-//! seven bits of the top byte (no allocation of a Linux process on x86-64
-//! or AArch64 lies above 2^56 unless it asks for that; a key table keeps
-//! part of the key's hash there, [`ThinBuf::hash_tag`]). Every change of
-//! allocation keeps both.
+//! The pointer carries its owner's bits in its top byte, where a Linux
+//! process's addresses on x86-64 or AArch64 have none unless it asks for
+//! them (checked at each allocation): bit 63 is the owner's one-bit tag
+//! (an entry's "value on disk"), bits 56–62 seven bits of the key's hash
+//! for a key table ([`ThinBuf::hash_tag`]). Every change of allocation
+//! keeps both.
 //!
 //! This module is the engine's only hand-written allocation code; its
 //! tests also run under Miri (`cargo +nightly miri test -p strata-engine
@@ -94,6 +98,8 @@ pub(crate) fn allocation_bytes(len: usize) -> usize {
 /// An owned, growable byte buffer behind one pointer (see the module
 /// documentation).
 pub(crate) struct ThinBuf {
+    /// The first byte's address (the length lies just before it), with
+    /// the owner's bits in the top byte.
     ptr: NonNull<u8>,
 }
 
@@ -102,12 +108,9 @@ unsafe impl Send for ThinBuf {}
 // SAFETY: shared access only reads the bytes.
 unsafe impl Sync for ThinBuf {}
 
-/// Allocations are 2-aligned, so the pointer's low bit is free for the
-/// owner's one-bit tag ([`ThinBuf::set_tag`]).
-const ALIGN: usize = 2;
-const TAG: usize = 1;
-/// The hash tag's seven bits, in the address's top byte (its top bit is
-/// left alone).
+/// The owner's one-bit tag ([`ThinBuf::set_tag`]).
+const TAG: usize = 1 << 63;
+/// The hash tag's seven bits.
 const HASH_TAG_SHIFT: u32 = 56;
 const HASH_TAG_BITS: usize = 0x7F << HASH_TAG_SHIFT;
 /// Every bit of the pointer that is not the address.
@@ -115,7 +118,7 @@ const OWNER_BITS: usize = TAG | HASH_TAG_BITS;
 
 fn layout(len: usize) -> Layout {
     assert!(len <= THIN_LEN_MAX, "a {len}-byte buffer is too long");
-    Layout::from_size_align(prefix_len(len) + len, ALIGN).expect("the length was checked")
+    Layout::from_size_align(prefix_len(len) + len, 1).expect("the length was checked")
 }
 
 impl ThinBuf {
@@ -132,22 +135,29 @@ impl ThinBuf {
                 alloc::alloc(layout)
             }
         };
-        ThinBuf::adopt(raw, layout, len)
-    }
-
-    /// Takes a fresh allocation of `layout` for a buffer of `len` bytes
-    /// (writing its prefix), or fails as the allocator says.
-    fn adopt(raw: *mut u8, layout: Layout, len: usize) -> ThinBuf {
-        let Some(ptr) = NonNull::new(raw) else {
+        let Some(base) = NonNull::new(raw) else {
             alloc::handle_alloc_error(layout)
         };
-        assert!(
-            ptr.as_ptr().addr() & OWNER_BITS == 0,
-            "an allocation at {ptr:p} leaves no room for the pointer's tags"
-        );
-        let mut buf = ThinBuf { ptr };
-        buf.write_prefix(len);
+        let mut buf = ThinBuf { ptr: base };
+        buf.settle(base, len, 0);
         buf
+    }
+
+    /// Points at the bytes of a buffer of `len` bytes whose allocation
+    /// starts at `base`, writes the prefix, and sets the owner's `bits`.
+    /// Never frees what the pointer pointed at before.
+    fn settle(&mut self, base: NonNull<u8>, len: usize, bits: usize) {
+        // SAFETY: the allocation holds the prefix, then the bytes.
+        let data = unsafe { base.add(prefix_len(len)) };
+        if data.as_ptr().addr() & OWNER_BITS != 0 {
+            // Not on Linux x86-64 or AArch64 as configured by default; a
+            // panic here would unwind through a half-made buffer.
+            eprintln!("strata: an allocation at {data:p} leaves no room for the pointer's tags");
+            std::process::abort();
+        }
+        self.ptr = data;
+        self.write_prefix(len);
+        self.set_owner_bits(bits);
     }
 
     /// The concatenation of `parts`, copied once.
@@ -172,9 +182,29 @@ impl ThinBuf {
         ThinBuf::allocate(len, true)
     }
 
-    /// The allocation's start (the pointer without its tags).
-    fn base(&self) -> *mut u8 {
+    /// Where the bytes start (the pointer without its tags).
+    #[inline(always)]
+    fn data(&self) -> *mut u8 {
         self.ptr.as_ptr().map_addr(|address| address & !OWNER_BITS)
+    }
+
+    /// Where the bytes start, to read what lies at a fixed place in them
+    /// without their length (the caller knows the buffer is long enough).
+    #[inline(always)]
+    pub(crate) fn data_ptr(&self) -> *const u8 {
+        self.data()
+    }
+
+    /// As [`ThinBuf::data_ptr`], to write.
+    #[inline(always)]
+    pub(crate) fn data_mut_ptr(&mut self) -> *mut u8 {
+        self.data()
+    }
+
+    /// The allocation's start.
+    fn base(&self) -> *mut u8 {
+        // SAFETY: the prefix lies inside the allocation, before the bytes.
+        unsafe { self.data().sub(self.read_prefix().1) }
     }
 
     /// The pointer's owner bits (both tags).
@@ -182,12 +212,9 @@ impl ThinBuf {
         self.ptr.as_ptr().addr() & OWNER_BITS
     }
 
-    /// Points at `base` (a live allocation of this buffer) with `bits` as
-    /// the owner bits.
-    fn point_at(&mut self, base: NonNull<u8>, bits: usize) {
-        let tagged = base.as_ptr().map_addr(|address| address | bits);
-        // SAFETY: an allocation's address is non-zero with its owner bits
-        // clear (checked in `adopt`), so the tagged address is non-zero.
+    fn set_owner_bits(&mut self, bits: usize) {
+        let tagged = self.data().map_addr(|address| address | bits);
+        // SAFETY: the bytes' address is non-zero, so the tagged one is.
         self.ptr = unsafe { NonNull::new_unchecked(tagged) };
     }
 
@@ -199,24 +226,24 @@ impl ThinBuf {
     }
 
     pub(crate) fn set_tag(&mut self, on: bool) {
-        let bits = (self.owner_bits() & !TAG) | if on { TAG } else { 0 };
-        self.point_at(self.base_nonnull(), bits);
+        self.set_owner_bits((self.owner_bits() & !TAG) | if on { TAG } else { 0 });
     }
 
-    /// Asks the CPU to bring the allocation's first bytes into the cache
-    /// (a table rebuild reads many entries at random addresses).
+    /// Asks the CPU to bring the first bytes into the cache (a table
+    /// rebuild reads many entries at random addresses).
     pub(crate) fn prefetch(&self) {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: SSE is part of x86-64's baseline, and a prefetch never
         // faults, whatever the address.
         unsafe {
             use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            _mm_prefetch::<_MM_HINT_T0>(self.base().cast_const().cast::<i8>());
+            _mm_prefetch::<_MM_HINT_T0>(self.data().cast_const().cast::<i8>());
         }
     }
 
     /// The owner's seven hash bits, in the pointer's top byte (a key
     /// table's filter: see [`crate::keyspace::key_table`]).
+    #[inline(always)]
     pub(crate) fn hash_tag(&self) -> u8 {
         ((self.ptr.as_ptr().addr() & HASH_TAG_BITS) >> HASH_TAG_SHIFT) as u8
     }
@@ -224,86 +251,63 @@ impl ThinBuf {
     /// Sets the hash tag to the low seven bits of `tag`.
     pub(crate) fn set_hash_tag(&mut self, tag: u8) {
         let high = ((tag & 0x7F) as usize) << HASH_TAG_SHIFT;
-        let bits = (self.owner_bits() & !HASH_TAG_BITS) | high;
-        self.point_at(self.base_nonnull(), bits);
+        self.set_owner_bits((self.owner_bits() & !HASH_TAG_BITS) | high);
     }
 
-    fn base_nonnull(&self) -> NonNull<u8> {
-        // SAFETY: the base of a live allocation is non-null.
-        unsafe { NonNull::new_unchecked(self.base()) }
-    }
-
-    /// Writes the prefix for a length of `len` at the allocation's start.
+    /// Writes the prefix for a length of `len` just before the bytes.
     fn write_prefix(&mut self, len: usize) {
-        let mut prefix = [0u8; LONG_PREFIX];
-        let bytes = match prefix_len(len) {
-            SHORT_PREFIX => {
-                prefix[0] = len as u8;
-                SHORT_PREFIX
-            }
-            MEDIUM_PREFIX => {
-                prefix[0] = MEDIUM_MARK | (len >> 8) as u8;
-                prefix[1] = len as u8;
-                MEDIUM_PREFIX
-            }
-            _ => {
-                prefix[0] = LONG_MARK;
-                prefix[1..].copy_from_slice(&(len as u32).to_le_bytes());
-                LONG_PREFIX
-            }
-        };
-        // SAFETY: an allocation for `len` bytes starts with their prefix's
-        // bytes (`layout`).
+        let data = self.data();
+        // SAFETY: an allocation for `len` bytes holds their prefix just
+        // before them (`layout`, `settle`).
         unsafe {
-            std::ptr::copy_nonoverlapping(prefix.as_ptr(), self.base(), bytes);
+            match prefix_len(len) {
+                SHORT_PREFIX => *data.sub(1) = len as u8,
+                MEDIUM_PREFIX => {
+                    *data.sub(1) = MEDIUM_MARK | (len >> 8) as u8;
+                    *data.sub(2) = len as u8;
+                }
+                _ => {
+                    *data.sub(1) = LONG_MARK;
+                    let long = (len as u32).to_le_bytes();
+                    std::ptr::copy_nonoverlapping(long.as_ptr(), data.sub(LONG_PREFIX), 4);
+                }
+            }
         }
     }
 
-    /// (length, prefix bytes), read from the prefix.
+    /// (length, prefix bytes), read backwards from the byte before the
+    /// bytes. Every slice of the bytes comes here, so the one-byte form
+    /// is tested first, inline.
+    #[inline(always)]
     fn read_prefix(&self) -> (usize, usize) {
-        let base = self.base();
-        // SAFETY: every allocation starts with a prefix whose first byte
-        // says how many bytes it has (`write_prefix`).
-        unsafe {
-            let first = *base;
-            if first < MEDIUM_MARK {
-                (first as usize, SHORT_PREFIX)
-            } else if first < LONG_MARK {
-                let low = *base.add(1);
-                (
-                    (((first & !MEDIUM_MARK) as usize) << 8) | low as usize,
-                    MEDIUM_PREFIX,
-                )
-            } else {
-                let mut long = [0u8; 4];
-                std::ptr::copy_nonoverlapping(base.add(1), long.as_mut_ptr(), 4);
-                (u32::from_le_bytes(long) as usize, LONG_PREFIX)
-            }
+        let data = self.data();
+        // SAFETY: the byte before the bytes is the prefix's last, which
+        // says how long the prefix is (`write_prefix`).
+        let last = unsafe { *data.sub(1) };
+        if last < MEDIUM_MARK {
+            (last as usize, SHORT_PREFIX)
+        } else {
+            read_longer_prefix(data, last)
         }
-    }
-
-    /// Where the bytes start.
-    fn data(&self) -> *mut u8 {
-        // SAFETY: the prefix lies inside the allocation.
-        unsafe { self.base().add(self.read_prefix().1) }
     }
 
     pub(crate) fn len(&self) -> usize {
         self.read_prefix().0
     }
 
+    #[inline]
     pub(crate) fn as_slice(&self) -> &[u8] {
-        let (len, prefix) = self.read_prefix();
-        // SAFETY: the allocation holds the prefix then `len` initialised
-        // bytes (every constructor and resize writes all of them), owned
-        // by self for the borrow's lifetime.
-        unsafe { std::slice::from_raw_parts(self.base().add(prefix), len) }
+        let len = self.read_prefix().0;
+        // SAFETY: the allocation holds `len` initialised bytes from the
+        // pointer on (every constructor and resize writes all of them),
+        // owned by self for the borrow's lifetime.
+        unsafe { std::slice::from_raw_parts(self.data(), len) }
     }
 
     pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
-        let (len, prefix) = self.read_prefix();
+        let len = self.read_prefix().0;
         // SAFETY: as in as_slice, borrowed exclusively.
-        unsafe { std::slice::from_raw_parts_mut(self.base().add(prefix), len) }
+        unsafe { std::slice::from_raw_parts_mut(self.data(), len) }
     }
 
     /// Changes the length to `new_len`, keeping the first bytes; new bytes
@@ -313,48 +317,38 @@ impl ThinBuf {
         if new_len == old_len {
             return;
         }
+        let bits = self.owner_bits();
         let new_layout = layout(new_len);
         let new_prefix = prefix_len(new_len);
         let kept = old_len.min(new_len);
+        let base = self.base();
         if new_prefix < old_prefix {
             // Shrinking into a shorter prefix: the kept bytes move down
             // while the allocation still holds them.
             // SAFETY: both ranges lie inside the old allocation.
-            unsafe {
-                std::ptr::copy(
-                    self.base().add(old_prefix),
-                    self.base().add(new_prefix),
-                    kept,
-                );
-            }
+            unsafe { std::ptr::copy(base.add(old_prefix), base.add(new_prefix), kept) };
         }
         // SAFETY: the allocation was made with layout(old_len) by this
         // global allocator; the new size is non-zero and fits isize
         // (checked by layout()).
-        let raw = unsafe { alloc::realloc(self.base(), layout(old_len), new_layout.size()) };
+        let raw = unsafe { alloc::realloc(base, layout(old_len), new_layout.size()) };
         let Some(base) = NonNull::new(raw) else {
             alloc::handle_alloc_error(new_layout)
         };
-        self.point_at(base, self.owner_bits());
+        let base_ptr = base.as_ptr();
         if new_prefix > old_prefix {
             // Growing into a longer prefix: the kept bytes move up.
             // SAFETY: the grown allocation holds new_prefix + new_len
             // bytes, and new_len > kept.
-            unsafe {
-                std::ptr::copy(
-                    self.base().add(old_prefix),
-                    self.base().add(new_prefix),
-                    kept,
-                );
-            }
+            unsafe { std::ptr::copy(base_ptr.add(old_prefix), base_ptr.add(new_prefix), kept) };
         }
         if new_len > old_len {
             // SAFETY: the grown allocation holds new_prefix + new_len bytes.
             unsafe {
-                std::ptr::write_bytes(self.base().add(new_prefix + old_len), 0, new_len - old_len);
-            }
+                std::ptr::write_bytes(base_ptr.add(new_prefix + old_len), 0, new_len - old_len)
+            };
         }
-        self.write_prefix(new_len);
+        self.settle(base, new_len, bits);
     }
 
     /// Grows to `new_len` (far beyond the current length) with zeroed
@@ -364,7 +358,7 @@ impl ThinBuf {
         debug_assert!(new_len >= self.len());
         let mut grown = ThinBuf::zeroed(new_len);
         grown.as_mut_slice()[..self.len()].copy_from_slice(self.as_slice());
-        grown.point_at(grown.base_nonnull(), self.owner_bits());
+        grown.set_owner_bits(self.owner_bits());
         *self = grown;
     }
 
@@ -385,6 +379,27 @@ impl ThinBuf {
         bytes[range.start..range.start + with.len()].copy_from_slice(with);
         if with.len() < range.len() {
             self.resize(new_len);
+        }
+    }
+}
+
+/// The two- and five-byte prefixes (see [`ThinBuf::read_prefix`]).
+#[cold]
+#[inline(never)]
+fn read_longer_prefix(data: *mut u8, last: u8) -> (usize, usize) {
+    // SAFETY: a last byte of MEDIUM_MARK or more ends a prefix of
+    // MEDIUM_PREFIX or LONG_PREFIX bytes, all before `data`.
+    unsafe {
+        if last < LONG_MARK {
+            let low = *data.sub(2);
+            (
+                (((last & !MEDIUM_MARK) as usize) << 8) | low as usize,
+                MEDIUM_PREFIX,
+            )
+        } else {
+            let mut long = [0u8; 4];
+            std::ptr::copy_nonoverlapping(data.sub(LONG_PREFIX), long.as_mut_ptr(), 4);
+            (u32::from_le_bytes(long) as usize, LONG_PREFIX)
         }
     }
 }
