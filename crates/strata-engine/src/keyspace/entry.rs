@@ -919,16 +919,18 @@ impl Entry {
     }
 }
 
-impl crate::keyspace::key_table::Tagged for Entry {
-    fn hash_tag(&self) -> u8 {
+/// What the key table keeps in the entry's pointer
+/// ([`crate::keyspace::table::Tagged`]).
+impl Entry {
+    pub(crate) fn hash_tag(&self) -> u8 {
         self.buf.hash_tag()
     }
 
-    fn set_hash_tag(&mut self, tag: u8) {
+    pub(crate) fn set_hash_tag(&mut self, tag: u8) {
         self.buf.set_hash_tag(tag);
     }
 
-    fn prefetch(&self) {
+    pub(crate) fn prefetch(&self) {
         self.buf.prefetch();
     }
 }

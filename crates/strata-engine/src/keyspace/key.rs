@@ -115,7 +115,7 @@ impl KeyHasher {
 
 impl KeyHasher {
     /// What [`slot_hash`] of [`KeyHasher::hash`] gives in the bits a key
-    /// table reads ([`crate::keyspace::key_table::TABLE_HASH_BITS`]), without
+    /// table reads ([`crate::keyspace::table::TABLE_HASH_BITS`]), without
     /// the cluster slot: the seeded bits alone. A table rebuild hashes
     /// every entry, and the slot's CRC16 is a fifth of that.
     pub(crate) fn table_hash(&self, key: &[u8]) -> u64 {
@@ -210,7 +210,7 @@ mod tests {
 
     #[test]
     fn the_table_hash_agrees_with_the_lookup_hash_where_tables_read() {
-        use crate::keyspace::key_table::TABLE_HASH_BITS;
+        use crate::keyspace::table::TABLE_HASH_BITS;
         for sharding in [Sharding::Slots, Sharding::Hash] {
             let hasher = KeyHasher::new(0x5eed, sharding);
             for n in 0..10_000 {

@@ -5,8 +5,8 @@
 //!   order, database-level changes, SCAN and KEYS, statistics, the census);
 //!   its parts' public types are re-exported there.
 //! - `shard`: one lock's tables, the records of its changes, hits and census.
-//! - `table`: one database's table of a shard and its expiry index;
-//!   `key_table`: the hash table itself, one pointer per slot.
+//! - `table`: one database's table of a shard (the engine's own hash
+//!   table, one pointer per slot) and its expiry index.
 //! - `entry`: one key and its value, flags and clock; `thin`: the one-pointer
 //!   allocation an entry is (header, key and value).
 //! - `key`: a key's hash, cluster slot and shard.
@@ -23,7 +23,6 @@ pub mod copy;
 pub(crate) mod entry;
 pub(crate) mod guard;
 pub(crate) mod key;
-pub(crate) mod key_table;
 pub mod lazyfree;
 pub mod replica_expiry;
 pub(crate) mod shard;

@@ -576,7 +576,7 @@ impl Shard {
             |e| e.key() == key.bytes,
             |e| hasher.table_hash(e.key()),
         ) {
-            crate::keyspace::key_table::Slot::Occupied(mut occupied) => {
+            crate::keyspace::table::Slot::Occupied(mut occupied) => {
                 let entry = occupied.get_mut();
                 if entry.is_cold() {
                     self.tier.stats.cold_keys.fetch_sub(1, Relaxed);
@@ -593,7 +593,7 @@ impl Shard {
                 }
                 log(&mut self.group, db, entry);
             }
-            crate::keyspace::key_table::Slot::Vacant(vacant) => {
+            crate::keyspace::table::Slot::Vacant(vacant) => {
                 let deadline = if keep_ttl {
                     0
                 } else {

@@ -242,7 +242,7 @@ impl ThinBuf {
     }
 
     /// The owner's seven hash bits, in the pointer's top byte (a key
-    /// table's filter: see [`crate::keyspace::key_table`]).
+    /// table's filter: see [`crate::keyspace::table::KeyTable`]).
     #[inline(always)]
     pub(crate) fn hash_tag(&self) -> u8 {
         ((self.ptr.as_ptr().addr() & HASH_TAG_BITS) >> HASH_TAG_SHIFT) as u8
