@@ -951,3 +951,40 @@ fn a_cold_get_takes_its_shard_lock_twice() {
     assert_eq!(got, value(hot, 1, SIZE));
     assert_eq!(locks(&mut con) - before, 1);
 }
+
+/// A write that changes nothing keeps the value's copy on disk: a set read
+/// in for an SREM of an absent member goes back to disk after it (its
+/// disk copy is still its image), where a changing SREM leaves it in RAM
+/// until the new image is written.
+#[test]
+fn a_write_that_changes_nothing_keeps_the_disk_copy() {
+    let server = TestServer::start_with(TIERED);
+    let mut con = server.client();
+    const SETS: u64 = 1_000;
+    let member = |n: u64| format!("member-{n:040}");
+    for set in 0..SETS {
+        let members: Vec<String> = (0..200).map(member).collect();
+        let _: i64 = con.sadd(format!("set:{set}"), members).unwrap();
+    }
+    let mut cold = (0..SETS)
+        .map(|n| format!("set:{n}"))
+        .filter(|k| residency(&mut con, k) == "disk");
+    let unchanged = cold.next().expect("a set on disk");
+    let changed = cold.next().expect("another set on disk");
+    let removed: i64 = con.srem(&unchanged, "absent").unwrap();
+    assert_eq!(removed, 0);
+    assert_eq!(
+        residency(&mut con, &unchanged),
+        "disk",
+        "read for nothing, kept on disk"
+    );
+    let removed: i64 = con.srem(&changed, member(7)).unwrap();
+    assert_eq!(removed, 1);
+    assert_eq!(
+        residency(&mut con, &changed),
+        "ram",
+        "changed: its new image is not written yet"
+    );
+    let count: i64 = con.scard(&unchanged).unwrap();
+    assert_eq!(count, 200);
+}

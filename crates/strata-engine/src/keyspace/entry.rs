@@ -1191,7 +1191,9 @@ impl EntryMut<'_> {
     /// `changed_nothing` says the result changed nothing (an SREM of
     /// absent members, an XDEL of absent IDs), nothing is logged: as in
     /// Redis, such a command is no write (no record, no replication, no
-    /// WATCH broken, no change counted).
+    /// WATCH broken, no change counted), and under tiering the value's
+    /// copy on disk stays its image (a value read in for the command
+    /// leaves RAM again after it).
     pub(crate) fn change_boxed<R>(
         self,
         db: usize,
@@ -1200,9 +1202,7 @@ impl EntryMut<'_> {
         encode: impl FnOnce(&mut Vec<u8>),
         changed_nothing: impl FnOnce(&R) -> bool,
     ) -> R {
-        forget_loc(self.live, self.entry);
         let entry = self.entry;
-        entry.set_flag(SEEN | TRANSIENT, false);
         let boxed = match entry.big_mut() {
             Some(Big::List(list)) => Boxed::List(list),
             Some(Big::Set(set)) => Boxed::Set(set),
@@ -1211,7 +1211,12 @@ impl EntryMut<'_> {
             _ => unreachable!("an operation on another type: commands check the type first"),
         };
         let applied = apply(boxed);
+        // A change that changed nothing leaves the value as its image on
+        // disk is: the location stays, and a value read in for it may
+        // leave RAM again at once.
         if !changed_nothing(&applied) {
+            forget_loc(self.live, entry);
+            entry.set_flag(SEEN | TRANSIENT, false);
             log_op(self.group, db, entry.key(), (kind, value_type, aux), encode);
         }
         applied
