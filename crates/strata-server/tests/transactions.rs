@@ -406,7 +406,8 @@ fn a_transaction_cut_by_kill_9_is_whole_or_absent() {
 
 /// A write that changes nothing (SREM or ZREM of absent members, ZADD of
 /// a member with its own score, XDEL of
-/// absent IDs, XACK of nothing pending, XTRIM that trims nothing) breaks no WATCH
+/// absent IDs, XACK of nothing pending, XTRIM that trims nothing, BITFIELD
+/// INCRBY that leaves its field as it was) breaks no WATCH
 /// and counts as no change, as in Redis: the differential fuzzer found
 /// EXEC failing after them.
 #[test]
@@ -442,6 +443,22 @@ fn writes_that_change_nothing_break_no_watch() {
             r.cmd(&["EXEC"]),
             Reply::Array(vec![Reply::simple("PONG")]),
             "{command:?} broke the WATCH"
+        );
+    }
+    // BITFIELD INCRBY that leaves the field as it was (by 0, or round to
+    // the same value) is no change either, as its SET of the same value.
+    r.cmd(&["SET", "b", "h"]);
+    let before = changes(&mut r);
+    for increment in ["0", "256"] {
+        assert_eq!(r.cmd(&["WATCH", "b"]), ok());
+        let reply = r.cmd(&["BITFIELD", "b", "INCRBY", "u8", "#0", increment]);
+        assert_eq!(reply, Reply::Array(vec![i(104)]), "INCRBY {increment}");
+        assert_eq!(r.cmd(&["MULTI"]), ok());
+        r.cmd(&["PING"]);
+        assert_eq!(
+            r.cmd(&["EXEC"]),
+            Reply::Array(vec![Reply::simple("PONG")]),
+            "BITFIELD INCRBY {increment} broke the WATCH"
         );
     }
     assert_eq!(changes(&mut r), before);

@@ -557,7 +557,10 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
                 match field.fit(old + increment as i128, overflow) {
                     Some(fitted) => {
                         field.write(&mut bytes, offset, fitted);
-                        changed = true;
+                        // As SET above: an increment that leaves the field
+                        // as it was (by 0, or round to the same value) is
+                        // no change.
+                        changed |= fitted != old;
                         ctx.out.int(fitted as i64);
                     }
                     None => ctx.out.null_bulk(),
