@@ -445,6 +445,7 @@ fn writes_that_change_nothing_break_no_watch() {
             "{command:?} broke the WATCH"
         );
     }
+    assert_eq!(changes(&mut r), before);
     // BITFIELD INCRBY that leaves the field as it was (by 0, or round to
     // the same value) is no change either, as its SET of the same value.
     r.cmd(&["SET", "b", "h"]);
