@@ -327,47 +327,47 @@ fn capacity_for(items: usize, current: usize, growing: bool) -> usize {
     capacity
 }
 
-///  [`KeyTable`]: the hash table of one database's entries in a shard, one
-///  pointer per slot.
+/// [`KeyTable`]: the hash table of one database's entries in a shard, one
+/// pointer per slot.
 ///
-///  ## Why not hashbrown
+/// ## Why not hashbrown
 ///
-///  RAM per key is what tiering sells: a key whose value is on disk should
-///  cost little more than its own bytes (issue "ahead of Redis where it
-///  counts": ≤ 32 B + key). hashbrown's table costs 9 bytes a slot (the
-///  entry's pointer and a control byte) and doubles when 7/8 full, so right
-///  after a doubling it is 7/16 full; at 1 M keys (977 per shard, just past
-///  896) every shard had 2 048 slots, which the allocator rounds up to
-///  20 KiB: 21 bytes of table per key, more than the entry's own 18.
+/// RAM per key is what tiering sells: a key whose value is on disk should
+/// cost little more than its own bytes (issue "ahead of Redis where it
+/// counts": ≤ 32 B + key). hashbrown's table costs 9 bytes a slot (the
+/// entry's pointer and a control byte) and doubles when 7/8 full, so right
+/// after a doubling it is 7/16 full; at 1 M keys (977 per shard, just past
+/// 896) every shard had 2 048 slots, which the allocator rounds up to
+/// 20 KiB: 21 bytes of table per key, more than the entry's own 18.
 ///
-///  This table spends 8 bytes a slot and stays between about 55 % and 85 %
-///  full (at 1 M memtier keys 76 %, at 10 M 79 %):
+/// This table spends 8 bytes a slot and stays between about 60 % and 85 %
+/// full (by its growth rule, 76 % at 1 M memtier keys, 68 % at 10 M):
 ///
-///  - **A slot is the entry itself** (`Option<T>`, one pointer). The seven
-///    bits of hash that let a probe pass over other keys without reading
-///    them ride in the entry pointer's top byte ([`Tagged`];
-///    `ThinBuf::hash_tag`), where hashbrown keeps a control byte.
-///  - **Capacities the allocator hands out whole.** A table's slots are
-///    one allocation whose size is one of the allocator's size classes
-///    (four per power of two in mimalloc), so none of it is rounding, and
-///    a table grows by a quarter (to the class at or above 1.25×; tables
-///    under 64 slots double) instead of doubling. The price is more
-///    rebuilds while a table grows (an entry is moved about four times
-///    over its table's growth instead of twice), each one a thousand-odd
-///    entries of one shard, hashed with entries prefetched ahead: a
-///    10 M-key fill took as long as with hashbrown, and
-///    `bench/instructions.sh` (a third of its commands create keys)
-///    counts the same instructions per command.
-///  - **Linear probing** from the slot the hash picks (the hash's low 32
-///    bits times the capacity, so any capacity works). At 85 % a hit reads
-///    about four slots and a miss about twenty, eight to a cache line.
-///  - **Removal leaves a tombstone** (a bit in a side bitmap, made on the
-///    first removal), unless the slot after it is empty, so every other
-///    entry keeps its position while a lock is held: eviction samples
-///    positions first and removes by them after. Tombstones count as full
-///    for the growth rule; a rebuild drops them.
+/// - **A slot is the entry itself** (`Option<T>`, one pointer). The seven
+///   bits of hash that let a probe pass over other keys without reading
+///   them ride in the entry pointer's top byte ([`Tagged`];
+///   `ThinBuf::hash_tag`), where hashbrown keeps a control byte.
+/// - **Capacities the allocator hands out whole.** A table's slots are
+///   one allocation whose size is one of the allocator's size classes
+///   (four per power of two in mimalloc), so none of it is rounding, and
+///   a table grows by a quarter (to the class at or above 1.25×; tables
+///   under 64 slots double) instead of doubling. The price is more
+///   rebuilds while a table grows (an entry is moved about four times
+///   over its table's growth instead of twice), each one a thousand-odd
+///   entries of one shard, hashed with entries prefetched ahead: a
+///   10 M-key fill took as long as with hashbrown, and
+///   `bench/instructions.sh` (a third of its commands create keys)
+///   counts the same instructions per command.
+/// - **Linear probing** from the slot the hash picks (the hash's low 32
+///   bits times the capacity, so any capacity works). At 85 % a hit reads
+///   about four slots and a miss about twenty, eight to a cache line.
+/// - **Removal leaves a tombstone** (a bit in a side bitmap, made on the
+///   first removal), unless the slot after it is empty, so every other
+///   entry keeps its position while a lock is held: eviction samples
+///   positions first and removes by them after. Tombstones count as full
+///   for the growth rule; a rebuild drops them.
 ///
-///  SCAN is unaffected: its cursor is a hash value, not a position.
+/// SCAN is unaffected: its cursor is a hash value, not a position.
 pub(crate) struct KeyTable<T> {
     /// Every slot, `None` when empty or a tombstone.
     slots: Vec<Option<T>>,
@@ -531,12 +531,13 @@ impl<T: Tagged> KeyTable<T> {
         }
     }
 
-    /// Adds an item the caller knows is absent.
-    pub(crate) fn insert_unique(&mut self, hash: u64, item: T, hasher: impl Fn(&T) -> u64) {
-        self.insert_absent(hash, item, hasher);
-    }
-
-    fn insert_absent(&mut self, hash: u64, mut item: T, hasher: impl Fn(&T) -> u64) -> usize {
+    /// Adds an item the caller knows is absent; returns its position.
+    pub(crate) fn insert_unique(
+        &mut self,
+        hash: u64,
+        mut item: T,
+        hasher: impl Fn(&T) -> u64,
+    ) -> usize {
         if self.len + self.tombstone_count + 1 > limit(self.slots.len()) {
             let growing = self.len + 1 > limit(self.slots.len());
             let capacity = capacity_for(self.len + 1, self.slots.len(), growing);
@@ -674,7 +675,7 @@ impl<'a, T: Tagged> Occupied<'a, T> {
 
 impl<'a, T: Tagged, H: Fn(&T) -> u64> Vacant<'a, T, H> {
     pub(crate) fn insert(self, item: T) -> &'a mut T {
-        let index = self.table.insert_absent(self.hash, item, &self.hasher);
+        let index = self.table.insert_unique(self.hash, item, &self.hasher);
         self.table.slots[index].as_mut().expect("just inserted")
     }
 }
