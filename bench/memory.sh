@@ -9,17 +9,27 @@
 #    APPEND of as much, DEL), every command slow enough for SLOWLOG (which
 #    used to keep each request's whole input buffer).
 # 4. expired keys: KEYS keys with a 3 s TTL (redis-cli --pipe), all expired.
+# 5. overwrites from every connection: OVERWRITE_KEYS keys of 1000 bytes
+#    loaded over one connection, then overwritten at random by 4
+#    redis-benchmark clients for OVERWRITE_SECONDS ("before" is after the
+#    load, "peak" the largest RSS read every 5 s, "after" at the end). The
+#    memory stays in use here, so RSS should stay where the load left it.
 #
 # Figures are read WAIT seconds after the DEL / after the last key expired.
 #
 # Usage: bench/memory.sh
 #        KEYS=200000 WAIT=10 bench/memory.sh
+#        SCENARIOS=overwrite OVERWRITE_KEYS=2000000 bench/memory.sh
 set -euo pipefail
 
 KEYS=${KEYS:-1000000}
 WAIT=${WAIT:-5}
 BIG_MB=${BIG_MB:-256}
 ROUNDS=${ROUNDS:-4}
+SCENARIOS=${SCENARIOS:-big commands whole ttl overwrite}
+OVERWRITE_KEYS=${OVERWRITE_KEYS:-500000}
+OVERWRITE_SECONDS=${OVERWRITE_SECONDS:-30}
+want() { [[ " $SCENARIOS " == *" $1 "* ]]; }
 
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -57,6 +67,16 @@ command(b"APPEND", b"big", value)
 command(b"DEL", b"big")
 PY
 
+# The load of scenario 5, with redis-benchmark's key names.
+python3 - "$OVERWRITE_KEYS" >"$WORK/load.resp" <<'PY'
+import sys
+out = sys.stdout.buffer
+value = b"x" * 1000
+for i in range(int(sys.argv[1])):
+    k = b"key:%012d" % i
+    out.write(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$1000\r\n%s\r\n" % (len(k), k, value))
+PY
+
 echo "# Memory that comes back ($(date -u +%F), $(nproc) cores)"
 echo
 echo "Figures in MB: used_memory / RSS; 'after' is read ${WAIT} s after the data is gone."
@@ -71,45 +91,70 @@ for kind in strata redis; do
         start r redis --save "" --appendonly no
         port=$(port_of r)
     fi
-    before=$(memory "$port")
-    redis-cli -p "$port" setrange big 536870911 x >/dev/null
-    redis-cli -p "$port" setbit big 100 1 >/dev/null
-    peak=$(memory "$port")
-    redis-cli -p "$port" del big >/dev/null
-    sleep "$WAIT"
-    echo "| 512 MB value, SETRANGE + SETBIT + DEL | $kind | ${before/ / \/ } | ${peak/ / \/ } | $(memory "$port" | sed 's/ / \/ /') |"
+    if want big; then
+        before=$(memory "$port")
+        redis-cli -p "$port" setrange big 536870911 x >/dev/null
+        redis-cli -p "$port" setbit big 100 1 >/dev/null
+        peak=$(memory "$port")
+        redis-cli -p "$port" del big >/dev/null
+        sleep "$WAIT"
+        echo "| 512 MB value, SETRANGE + SETBIT + DEL | $kind | ${before/ / \/ } | ${peak/ / \/ } | $(memory "$port" | sed 's/ / \/ /') |"
+    fi
 
-    before=$(memory "$port")
-    redis-cli -p "$port" setrange a 536870000 x >/dev/null
-    redis-cli -p "$port" setbit b 4294967295 1 >/dev/null
-    redis-cli -p "$port" bitfield c set u8 4294967280 255 >/dev/null
-    redis-cli -p "$port" bitop or d a b >/dev/null
-    redis-cli -p "$port" append a yyyyyyyyyy >/dev/null
-    redis-cli -p "$port" setrange f 1000000 z >/dev/null
-    redis-cli -p "$port" lcs f f len >/dev/null || true
-    peak=$(memory "$port")
-    redis-cli -p "$port" del a b c d f >/dev/null
-    sleep "$WAIT"
-    echo "| big-value commands, then DEL | $kind | ${before/ / \/ } | ${peak/ / \/ } | $(memory "$port" | sed 's/ / \/ /') |"
+    if want commands; then
+        before=$(memory "$port")
+        redis-cli -p "$port" setrange a 536870000 x >/dev/null
+        redis-cli -p "$port" setbit b 4294967295 1 >/dev/null
+        redis-cli -p "$port" bitfield c set u8 4294967280 255 >/dev/null
+        redis-cli -p "$port" bitop or d a b >/dev/null
+        redis-cli -p "$port" append a yyyyyyyyyy >/dev/null
+        redis-cli -p "$port" setrange f 1000000 z >/dev/null
+        redis-cli -p "$port" lcs f f len >/dev/null || true
+        peak=$(memory "$port")
+        redis-cli -p "$port" del a b c d f >/dev/null
+        sleep "$WAIT"
+        echo "| big-value commands, then DEL | $kind | ${before/ / \/ } | ${peak/ / \/ } | $(memory "$port" | sed 's/ / \/ /') |"
+    fi
 
-    before=$(memory "$port")
-    redis-cli -p "$port" config set slowlog-log-slower-than 0 >/dev/null
-    for _ in $(seq "$ROUNDS"); do
-        redis-cli -p "$port" --pipe <"$WORK/big.resp" >/dev/null
-    done
-    peak=$(memory "$port")
-    sleep "$WAIT"
-    echo "| $ROUNDS × (SET, SET, APPEND of $BIG_MB MB, DEL) | $kind | ${before/ / \/ } | ${peak/ / \/ } | $(memory "$port" | sed 's/ / \/ /') |"
-    redis-cli -p "$port" config set slowlog-log-slower-than 10000 >/dev/null
+    if want whole; then
+        before=$(memory "$port")
+        redis-cli -p "$port" config set slowlog-log-slower-than 0 >/dev/null
+        for _ in $(seq "$ROUNDS"); do
+            redis-cli -p "$port" --pipe <"$WORK/big.resp" >/dev/null
+        done
+        peak=$(memory "$port")
+        sleep "$WAIT"
+        echo "| $ROUNDS × (SET, SET, APPEND of $BIG_MB MB, DEL) | $kind | ${before/ / \/ } | ${peak/ / \/ } | $(memory "$port" | sed 's/ / \/ /') |"
+        redis-cli -p "$port" config set slowlog-log-slower-than 10000 >/dev/null
+    fi
 
-    before=$(memory "$port")
-    redis-cli -p "$port" --pipe <"$WORK/ttl.resp" >/dev/null
-    peak=$(memory "$port")
-    for _ in $(seq 100); do
-        [ "$(redis-cli -p "$port" dbsize)" = 0 ] && break
-        sleep 0.2
-    done
-    sleep "$WAIT"
-    echo "| $KEYS keys with a 3 s TTL, all expired | $kind | ${before/ / \/ } | ${peak/ / \/ } | $(memory "$port" | sed 's/ / \/ /') |"
+    if want ttl; then
+        before=$(memory "$port")
+        redis-cli -p "$port" --pipe <"$WORK/ttl.resp" >/dev/null
+        peak=$(memory "$port")
+        for _ in $(seq 100); do
+            [ "$(redis-cli -p "$port" dbsize)" = 0 ] && break
+            sleep 0.2
+        done
+        sleep "$WAIT"
+        echo "| $KEYS keys with a 3 s TTL, all expired | $kind | ${before/ / \/ } | ${peak/ / \/ } | $(memory "$port" | sed 's/ / \/ /') |"
+    fi
+
+    if want overwrite; then
+        redis-cli -p "$port" flushall >/dev/null
+        redis-cli -p "$port" --pipe <"$WORK/load.resp" >/dev/null
+        before=$(memory "$port")
+        peak=$before
+        timeout "$OVERWRITE_SECONDS" redis-benchmark -p "$port" -t set -n 1000000000 -r "$OVERWRITE_KEYS" \
+            -d 1000 -c 4 -P 1 -q >/dev/null 2>&1 &
+        load=$!
+        for _ in $(seq $((OVERWRITE_SECONDS / 5))); do
+            sleep 5
+            now=$(memory "$port")
+            if awk -v a="${now#* }" -v b="${peak#* }" 'BEGIN { exit !(a > b) }'; then peak=$now; fi
+        done
+        wait "$load" || true
+        echo "| $OVERWRITE_KEYS keys of 1000 B loaded, then ${OVERWRITE_SECONDS} s of random overwrites by 4 clients | $kind | ${before/ / \/ } | ${peak/ / \/ } | $(memory "$port" | sed 's/ / \/ /') |"
+    fi
     if [ "$kind" = strata ]; then stop s; else stop r; fi
 done

@@ -68,6 +68,7 @@ fn trace_to_stderr() {
 }
 
 pub fn main() {
+    alloc::configure();
     trace_to_stderr();
     let args: Vec<String> = std::env::args().skip(1).collect();
     if matches!(args.first().map(String::as_str), Some("-v" | "--version")) {
