@@ -1599,6 +1599,63 @@ fn a_network_cut_longer_than_the_ram_backlog_ends_in_a_partial_resync() {
     );
 }
 
+/// A small primary keeps a small part of its replication history in RAM
+/// (the rest is on disk): 20 MB of stream over ten 10 KB keys leave at
+/// most about 1 MB of it in RAM (1/64 of the memory in use, at least
+/// 1 MB), where a fixed 16 MB window kept 16 MB; the replica still gets
+/// every write, and a reconnect continues from the disk.
+#[test]
+fn a_small_primary_keeps_a_small_backlog_in_ram() {
+    let primary = TestServer::start();
+    let replica = TestServer::start();
+    let mut p = primary.client();
+    let mut r = replica.client();
+    follow(&mut r, primary.port);
+    for round in 0..200 {
+        let value = format!("{round}:").repeat(10_000)[..10_000].to_string();
+        let mut pipe = redis::pipe();
+        for key in 0..10 {
+            pipe.cmd("SET").arg(format!("k{key}")).arg(&value).ignore();
+        }
+        pipe.query::<()>(&mut p).unwrap();
+    }
+    let memory: String = redis::cmd("INFO").arg("memory").query(&mut p).unwrap();
+    let in_ram: u64 = info_field(&memory, "mem_replication_backlog")
+        .parse()
+        .unwrap();
+    let used: u64 = info_field(&memory, "used_memory").parse().unwrap();
+    assert!(used < 64 << 20, "a small primary: {used}");
+    assert!(
+        in_ram < 2 << 20,
+        "{in_ram} bytes of the stream in RAM with {used} in use"
+    );
+    let replication: String = redis::cmd("INFO").arg("replication").query(&mut p).unwrap();
+    let held: u64 = info_field(&replication, "repl_backlog_histlen")
+        .parse()
+        .unwrap();
+    assert!(held > 20_000_000, "the files hold the history: {held}");
+    let last = "199:".repeat(2_500);
+    wait_until("the replica to apply every write", || {
+        (0..10).all(|key| {
+            let got: Option<String> = redis::cmd("GET")
+                .arg(format!("k{key}"))
+                .query(&mut r)
+                .unwrap();
+            got.as_deref() == Some(last.as_str())
+        })
+    });
+    let _: () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("replica")
+        .query(&mut p)
+        .unwrap();
+    wait_until("the replica to continue from the backlog", || {
+        stat(&mut p, "sync_partial_ok") == 1
+    });
+    assert_eq!(stat(&mut p, "sync_full"), 1, "no second copy");
+}
+
 /// A primary that goes silent in the middle of a full synchronisation's
 /// transfer (the connection stays open, nothing more comes) is given up
 /// after `repl-timeout`, and the replica connects again; it keeps serving
