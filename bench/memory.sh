@@ -14,6 +14,10 @@
 #    redis-benchmark clients for OVERWRITE_SECONDS ("before" is after the
 #    load, "peak" the largest RSS read every 5 s, "after" at the end). The
 #    memory stays in use here, so RSS should stay where the load left it.
+# 6. the same under a tiered budget (Strata only): a server with
+#    `--maxmemory TIERED_BUDGET --maxmemory-policy tiered` loaded with the
+#    OVERWRITE_KEYS keys (most values go to disk), then OVERWRITE_SECONDS
+#    of random SETs and GETs by 4 clients: RSS against the budget.
 #
 # Figures are read WAIT seconds after the DEL / after the last key expired.
 #
@@ -26,7 +30,8 @@ KEYS=${KEYS:-1000000}
 WAIT=${WAIT:-5}
 BIG_MB=${BIG_MB:-256}
 ROUNDS=${ROUNDS:-4}
-SCENARIOS=${SCENARIOS:-big commands whole ttl overwrite}
+SCENARIOS=${SCENARIOS:-big commands whole ttl overwrite tiered}
+TIERED_BUDGET=${TIERED_BUDGET:-200mb}
 OVERWRITE_KEYS=${OVERWRITE_KEYS:-500000}
 OVERWRITE_SECONDS=${OVERWRITE_SECONDS:-30}
 want() { [[ " $SCENARIOS " == *" $1 "* ]]; }
@@ -158,3 +163,23 @@ for kind in strata redis; do
     fi
     if [ "$kind" = strata ]; then stop s; else stop r; fi
 done
+
+if want tiered; then
+    start t strata --save "" --maxmemory "$TIERED_BUDGET" --maxmemory-policy tiered
+    port=$(port_of t)
+    redis-cli -p "$port" --pipe <"$WORK/load.resp" >/dev/null
+    sleep "$WAIT"
+    before=$(memory "$port")
+    peak=$before
+    timeout "$OVERWRITE_SECONDS" redis-benchmark -p "$port" -t set,get -n 1000000000 -r "$OVERWRITE_KEYS" \
+        -d 1000 -c 4 -P 1 -q >/dev/null 2>&1 &
+    load=$!
+    for _ in $(seq $((OVERWRITE_SECONDS / 5))); do
+        sleep 5
+        now=$(memory "$port")
+        if awk -v a="${now#* }" -v b="${peak#* }" 'BEGIN { exit !(a > b) }'; then peak=$now; fi
+    done
+    wait "$load" || true
+    echo "| $OVERWRITE_KEYS keys of 1000 B under a $TIERED_BUDGET tiered budget, then ${OVERWRITE_SECONDS} s of random SETs and GETs by 4 clients | strata | ${before/ / \/ } | ${peak/ / \/ } | $(memory "$port" | sed 's/ / \/ /') |"
+    stop t
+fi
