@@ -153,8 +153,8 @@ const RAM_WINDOW_MIN_BYTES: usize = 1 << 20;
 /// `used_bytes` in use: 1/64 of it, between 1 and 16 MB. A replica in
 /// step reads the newest entries, which any of these windows holds; one
 /// further behind reads the files (through the page cache) either way.
-/// With 16 MB a 300 MB primary grew by 7 % when its first replica
-/// attached (docs/performance.md, "A full synchronisation").
+/// With 16 MB a 280 MB primary grew by 7 % when its first replica
+/// attached (docs/performance.md, "The backlog's RAM window").
 fn ram_window(used_bytes: u64) -> usize {
     usize::try_from(used_bytes / 64)
         .unwrap_or(usize::MAX)
