@@ -72,6 +72,24 @@ command(b"APPEND", b"big", value)
 command(b"DEL", b"big")
 PY
 
+# churn PORT TESTS: OVERWRITE_SECONDS of redis-benchmark TESTS (4 clients,
+# pipeline 1, 1000-byte values, random keys of the load) while memory is
+# read every 5 s; sets `peak` to the reading with the largest RSS, from
+# `$before` on.
+churn() {
+    local port=$1 tests=$2 load now
+    peak=$before
+    timeout "$OVERWRITE_SECONDS" redis-benchmark -p "$port" -t "$tests" -n 1000000000 -r "$OVERWRITE_KEYS" \
+        -d 1000 -c 4 -P 1 -q >/dev/null 2>&1 &
+    load=$!
+    for _ in $(seq $((OVERWRITE_SECONDS / 5))); do
+        sleep 5
+        now=$(memory "$port")
+        if awk -v a="${now#* }" -v b="${peak#* }" 'BEGIN { exit !(a > b) }'; then peak=$now; fi
+    done
+    wait "$load" || true
+}
+
 # The load of scenario 5, with redis-benchmark's key names.
 python3 - "$OVERWRITE_KEYS" >"$WORK/load.resp" <<'PY'
 import sys
@@ -149,16 +167,7 @@ for kind in strata redis; do
         redis-cli -p "$port" flushall >/dev/null
         redis-cli -p "$port" --pipe <"$WORK/load.resp" >/dev/null
         before=$(memory "$port")
-        peak=$before
-        timeout "$OVERWRITE_SECONDS" redis-benchmark -p "$port" -t set -n 1000000000 -r "$OVERWRITE_KEYS" \
-            -d 1000 -c 4 -P 1 -q >/dev/null 2>&1 &
-        load=$!
-        for _ in $(seq $((OVERWRITE_SECONDS / 5))); do
-            sleep 5
-            now=$(memory "$port")
-            if awk -v a="${now#* }" -v b="${peak#* }" 'BEGIN { exit !(a > b) }'; then peak=$now; fi
-        done
-        wait "$load" || true
+        churn "$port" set
         echo "| $OVERWRITE_KEYS keys of 1000 B loaded, then ${OVERWRITE_SECONDS} s of random overwrites by 4 clients | $kind | ${before/ / \/ } | ${peak/ / \/ } | $(memory "$port" | sed 's/ / \/ /') |"
     fi
     if [ "$kind" = strata ]; then stop s; else stop r; fi
@@ -170,16 +179,7 @@ if want tiered; then
     redis-cli -p "$port" --pipe <"$WORK/load.resp" >/dev/null
     sleep "$WAIT"
     before=$(memory "$port")
-    peak=$before
-    timeout "$OVERWRITE_SECONDS" redis-benchmark -p "$port" -t set,get -n 1000000000 -r "$OVERWRITE_KEYS" \
-        -d 1000 -c 4 -P 1 -q >/dev/null 2>&1 &
-    load=$!
-    for _ in $(seq $((OVERWRITE_SECONDS / 5))); do
-        sleep 5
-        now=$(memory "$port")
-        if awk -v a="${now#* }" -v b="${peak#* }" 'BEGIN { exit !(a > b) }'; then peak=$now; fi
-    done
-    wait "$load" || true
+    churn "$port" set,get
     echo "| $OVERWRITE_KEYS keys of 1000 B under a $TIERED_BUDGET tiered budget, then ${OVERWRITE_SECONDS} s of random SETs and GETs by 4 clients | strata | ${before/ / \/ } | ${peak/ / \/ } | $(memory "$port" | sed 's/ / \/ /') |"
     stop t
 fi

@@ -112,7 +112,7 @@ const OPTION_PAGE_MAX_RECLAIM: libmimalloc_sys::mi_option_t = 41;
 /// ones: 1 000-byte values overwritten by 4 clients grew RSS by 45 %
 /// (500 k keys: 505 → 737 MB in 30 s, `used_memory` flat at 495 MB) and
 /// stayed there. With a bound, pages past it stay abandoned and any
-/// thread reuses them once they are below 7/8 full: +6 % (533 MB), and
+/// thread reuses them once they are below 7/8 full: +6 % (534 MB), and
 /// no more CPU per SET (docs/performance.md, "Memory under overwrites
 /// from every thread").
 const PAGE_MAX_RECLAIM: std::ffi::c_long = 32;
